@@ -1,0 +1,103 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Store is what core needs of durable storage. Core calls every method of
+// one team with that team's lock held, so a backend needs no per-team lock
+// of its own; it must be safe for concurrent calls on different teams.
+//
+// The interface is deliberately narrow so that another backend (a database)
+// can implement each call as one transaction, and so that tests can inject
+// faults without special cases in production code.
+type Store interface {
+	// CreateTeam durably creates a team with its first state. It fails
+	// with CodeTeamExists when the name is taken.
+	CreateTeam(ctx context.Context, st *TeamState) error
+	// SaveTeam durably replaces a team's state; on error the previous
+	// state is kept.
+	SaveTeam(ctx context.Context, st *TeamState) error
+	// LoadTeams returns every stored team (used once, at start).
+	LoadTeams(ctx context.Context) ([]LoadedTeam, error)
+	// LoadInbox returns the validated letters of one inbox (SPEC §4.2). A
+	// missing file is an empty inbox; a damaged one is CodeInboxCorrupt
+	// and is never treated as empty.
+	LoadInbox(ctx context.Context, team string, rules InboxRules) ([]Message, error)
+	// AppendInbox durably stores msg after prev, which is what LoadInbox
+	// returned under the same lock. On error the inbox is byte-for-byte
+	// what it was and no temporary file is left.
+	AppendInbox(ctx context.Context, team string, rules InboxRules, prev []Message, msg Message) error
+}
+
+// InboxRules are what a loader needs to validate one inbox.
+type InboxRules struct {
+	Recipient string
+	Limits    Limits
+	// IsMember reports whether a sender name is registered in the team.
+	IsMember func(name string) bool
+}
+
+// LoadedTeam is one team found by LoadTeams. Err is set when its state could
+// not be read; such a team is served as damaged and never rewritten.
+type LoadedTeam struct {
+	Name  string
+	State *TeamState
+	Err   error
+}
+
+// TeamState is everything of a team that survives a restart.
+type TeamState struct {
+	Name      string        `json:"name"`
+	CreatedAt time.Time     `json:"created_at"`
+	Limits    Limits        `json:"limits"`
+	Members   []MemberState `json:"members"`
+	Requests  []Request     `json:"requests"`
+	// Intent is the protocol letter being written, recorded before the
+	// letter so that start-up can complete or drop it (SPEC §13.14).
+	Intent      *Intent             `json:"intent,omitempty"`
+	Idempotency []IdempotencyRecord `json:"idempotency,omitempty"`
+}
+
+// MemberState is the durable part of a member. Occupancy (active) is not
+// kept: after a restart no turn is running.
+type MemberState struct {
+	Name      string  `json:"name"`
+	Role      string  `json:"role"`
+	Status    string  `json:"status"`
+	Turns     int     `json:"turns"`
+	History   []Entry `json:"history"`
+	TokenHash string  `json:"token_hash"`
+}
+
+// Intent operations.
+const (
+	IntentOpen  = "open"
+	IntentReply = "reply"
+	IntentSend  = "send"
+)
+
+// Intent records, before a letter is written, what the letter will mean
+// once stored: a request to register, a reply to record (and a member to
+// close), or an idempotent send to remember. Start-up completes an intent
+// whose exact letter is on disk and drops one whose letter is missing.
+type Intent struct {
+	Op          string             `json:"op"`
+	Letter      Message            `json:"letter"`
+	Request     *Request           `json:"request,omitempty"`
+	RequestID   string             `json:"request_id,omitempty"`
+	Reply       *Reply             `json:"reply,omitempty"`
+	Close       string             `json:"close,omitempty"`
+	Idempotency *IdempotencyRecord `json:"idempotency_record,omitempty"`
+}
+
+// IdempotencyRecord remembers the first successful response to a write
+// made with an Idempotency-Key, scoped to the member that made it.
+type IdempotencyRecord struct {
+	Member      string    `json:"member"`
+	Key         string    `json:"key"`
+	Fingerprint string    `json:"fingerprint"`
+	Result      []byte    `json:"result"`
+	At          time.Time `json:"at"`
+}

@@ -1,0 +1,248 @@
+package core
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Limits are a team's bounds. Every rule of the lessons that names a number
+// reads it from here, so a team may raise them; DefaultLimits are the
+// lessons' own values.
+type Limits struct {
+	InboxMessages  int `json:"inbox_messages"`
+	InboxBytes     int `json:"inbox_bytes"`
+	BodyChars      int `json:"body_chars"`
+	Requests       int `json:"requests"`
+	PayloadChars   int `json:"payload_chars"`
+	FeedbackChars  int `json:"feedback_chars"`
+	Turns          int `json:"turns"`
+	HistoryEntries int `json:"history_entries"`
+}
+
+// DefaultLimits returns the lessons' limits (SPEC §1).
+func DefaultLimits() Limits {
+	return Limits{
+		InboxMessages:  8,
+		InboxBytes:     32000,
+		BodyChars:      600,
+		Requests:       4,
+		PayloadChars:   180,
+		FeedbackChars:  120,
+		Turns:          2,
+		HistoryEntries: 80,
+	}
+}
+
+// Message is one mailbox letter, the envelope of SPEC §2.2. The sender is
+// always bound by the host, never taken from a model or a request body.
+type Message struct {
+	ID        string `json:"id"`
+	Sender    string `json:"sender"`
+	Recipient string `json:"recipient"`
+	Body      string `json:"body"`
+}
+
+// Member statuses (SPEC §5).
+const (
+	StatusIdle    = "idle"
+	StatusRunning = "running"
+	StatusStopped = "stopped"
+	StatusFailed  = "failed"
+	StatusClosed  = "closed"
+)
+
+// Request statuses (SPEC §5).
+const (
+	RequestPending  = "pending"
+	RequestApproved = "approved"
+	RequestRejected = "rejected"
+)
+
+// Request kinds.
+const (
+	KindPlan     = "plan"
+	KindShutdown = "shutdown"
+)
+
+// LeadName is the member that always exists in a team and answers plans.
+const LeadName = "lead"
+
+// Turn outcome statuses (SPEC §13.7).
+const (
+	TurnAnswered  = "answered"
+	TurnCallLimit = "call_limit"
+	TurnFailed    = "failed"
+)
+
+// Block is one content block of a chat message, in the Anthropic Messages
+// shape: text, tool_use or tool_result.
+type Block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   string          `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+}
+
+// Entry is one chat message of a member's history. Its content is either
+// plain text (Blocks nil) or a list of blocks, as in the Messages API.
+type Entry struct {
+	Role   string
+	Text   string
+	Blocks []Block
+}
+
+type entryJSON struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// MarshalJSON writes {"role", "content"} with content a string or a list.
+func (e Entry) MarshalJSON() ([]byte, error) {
+	var content []byte
+	var err error
+	if e.Blocks != nil {
+		content, err = json.Marshal(e.Blocks)
+	} else {
+		content, err = json.Marshal(e.Text)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(entryJSON{Role: e.Role, Content: content})
+}
+
+// UnmarshalJSON reads the shape MarshalJSON writes.
+func (e *Entry) UnmarshalJSON(data []byte) error {
+	var raw entryJSON
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*e = Entry{Role: raw.Role}
+	if len(raw.Content) > 0 && raw.Content[0] == '[' {
+		e.Blocks = []Block{}
+		return json.Unmarshal(raw.Content, &e.Blocks)
+	}
+	return json.Unmarshal(raw.Content, &e.Text)
+}
+
+// UserText returns a plain-text user message.
+func UserText(text string) Entry { return Entry{Role: "user", Text: text} }
+
+// Reply is a response letter's data (SPEC §2.4), kept on the request once
+// the letter is saved: it is the decision that was sent.
+type Reply struct {
+	Type      string `json:"type"`
+	RequestID string `json:"request_id"`
+	Approve   bool   `json:"approve"`
+	Feedback  string `json:"feedback"`
+}
+
+// Request is one record of a team's request table (SPEC §2.5).
+type Request struct {
+	ID      string `json:"request_id"`
+	Kind    string `json:"kind"`
+	Sender  string `json:"sender"`
+	Target  string `json:"target"`
+	Payload string `json:"payload"`
+	Status  string `json:"status"`
+	Reply   *Reply `json:"reply"`
+	Receipt string `json:"receipt"`
+}
+
+// MemberView is what clients see of a member.
+type MemberView struct {
+	Name          string `json:"name"`
+	Role          string `json:"role"`
+	Status        string `json:"status"`
+	Active        bool   `json:"active"`
+	Turns         int    `json:"turns"`
+	HistoryLength int    `json:"history_length"`
+	InboxLength   int    `json:"inbox_length"`
+}
+
+// TeamView is a team as clients see it: members in creation order (lead
+// first) and requests in id order.
+type TeamView struct {
+	Name      string       `json:"name"`
+	CreatedAt time.Time    `json:"created_at"`
+	Limits    Limits       `json:"limits"`
+	Members   []MemberView `json:"members"`
+	Requests  []Request    `json:"requests"`
+	// Damaged is set when the team's stored state failed validation at
+	// start; such a team is served read-only with errors, never rewritten.
+	Damaged bool `json:"damaged"`
+}
+
+// TeamSummary is one row of the team list.
+type TeamSummary struct {
+	Name      string    `json:"name"`
+	Members   int       `json:"members"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// MemberSpec names a member and its role at team creation.
+type MemberSpec struct {
+	Name string
+	Role string
+}
+
+// TeamSpec is what CreateTeam needs. Limits nil means the lesson limits.
+type TeamSpec struct {
+	Name    string
+	Members []MemberSpec
+	Limits  *Limits
+}
+
+// CreatedMember is a member as returned once at creation, with its token.
+type CreatedMember struct {
+	MemberView
+	Token string `json:"token"`
+}
+
+// SendResult is send_message's return: the stored id and "queued".
+type SendResult struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// OpenResult is open_request's return: the new id and "pending".
+type OpenResult struct {
+	RequestID string `json:"request_id"`
+	Status    string `json:"status"`
+}
+
+// ReplyResult is reply_request's return: "queued" with the receipt, or
+// "already_sent" or "deferred" without one.
+type ReplyResult struct {
+	RequestID string `json:"request_id"`
+	Status    string `json:"status"`
+	Receipt   string `json:"receipt,omitempty"`
+}
+
+// MatchResult is match_response's return for one letter. RequestID is set
+// only for approved, rejected and duplicate; Reason only for ignored.
+type MatchResult struct {
+	MessageID string `json:"message_id"`
+	Status    string `json:"status"`
+	RequestID string `json:"request_id,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// TurnOutcome is what a turn function returns (SPEC §2.6): the member's
+// full new history, the outcome status and a final text.
+type TurnOutcome struct {
+	Messages []Entry
+	Status   string
+	Text     string
+}
+
+// TurnResult is run_teammate's return.
+type TurnResult struct {
+	Member string `json:"member"`
+	Status string `json:"status"`
+	Text   string `json:"text"`
+}
