@@ -1,0 +1,246 @@
+package core
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The canonical encoder (SPEC §13.1). Mailbox lines, protocol letters and
+// history text must be byte-for-byte what the lessons' Python json.dumps
+// writes, so they are built here by hand rather than with encoding/json,
+// whose escaping (HTML characters, U+2028) and separators differ.
+
+// Prefixes of the two kinds of text the lessons put in front of JSON.
+const (
+	TeamMessagePrefix = "[team-message] "
+	ProtocolPrefix    = "[team-protocol] "
+)
+
+var namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,23}$`)
+
+// ValidName reports whether name matches ^[a-z][a-z0-9-]{0,23}$, the
+// member-name rule (SPEC §4.1). Team names follow it too.
+func ValidName(name string) bool { return namePattern.MatchString(name) }
+
+// field is one key/value of an object written by the canonical encoder.
+// Values are strings or booleans, the only types the lessons' letters hold.
+type field struct {
+	key  string
+	str  string
+	bool *bool
+}
+
+// appendString writes s as a JSON string the way Python's json.dumps does
+// with ensure_ascii=False: quote, backslash and the five short escapes,
+// other code points below U+0020 as \u00xx, everything else raw. With
+// escapeLineSeparators, U+0085, U+2028 and U+2029 are written as escapes
+// too, because the lessons' loader splits lines on them (defect D1).
+func appendString(dst []byte, s string, escapeLineSeparators bool) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			dst = append(dst, '\\', '"')
+		case '\\':
+			dst = append(dst, '\\', '\\')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case 0x85, 0x2028, 0x2029:
+			if escapeLineSeparators {
+				dst = append(dst, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
+			} else {
+				dst = utf8.AppendRune(dst, r)
+			}
+		default:
+			if r < 0x20 {
+				dst = append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+			} else {
+				dst = utf8.AppendRune(dst, r)
+			}
+		}
+	}
+	return append(dst, '"')
+}
+
+// appendObject writes fields in the given order with Python's default
+// separators ", " and ": ".
+func appendObject(dst []byte, fields []field, escapeLineSeparators bool) []byte {
+	dst = append(dst, '{')
+	for i, f := range fields {
+		if i > 0 {
+			dst = append(dst, ',', ' ')
+		}
+		dst = appendString(dst, f.key, false)
+		dst = append(dst, ':', ' ')
+		if f.bool != nil {
+			dst = strconv.AppendBool(dst, *f.bool)
+		} else {
+			dst = appendString(dst, f.str, escapeLineSeparators)
+		}
+	}
+	return append(dst, '}')
+}
+
+// EncodeInboxLine returns the mailbox line of m, with its final newline:
+// keys in the order id, sender, recipient, body (SPEC §2.2, §13.1).
+func EncodeInboxLine(m Message) []byte {
+	line := appendObject(make([]byte, 0, 64+len(m.Body)), []field{
+		{key: "id", str: m.ID},
+		{key: "sender", str: m.Sender},
+		{key: "recipient", str: m.Recipient},
+		{key: "body", str: m.Body},
+	}, true)
+	return append(line, '\n')
+}
+
+// HistoryText returns the [team-message] text a letter becomes in a
+// member's history: the envelope with sorted keys (SPEC §2.3).
+func HistoryText(m Message) string {
+	return TeamMessagePrefix + string(appendObject(nil, []field{
+		{key: "body", str: m.Body},
+		{key: "id", str: m.ID},
+		{key: "recipient", str: m.Recipient},
+		{key: "sender", str: m.Sender},
+	}, false))
+}
+
+// EncodeRequestLetter returns the body of a *_request protocol letter.
+func EncodeRequestLetter(kind, requestID, payload string) string {
+	return ProtocolPrefix + string(appendObject(nil, []field{
+		{key: "payload", str: payload},
+		{key: "request_id", str: requestID},
+		{key: "type", str: kind + "_request"},
+	}, false))
+}
+
+// EncodeReplyLetter returns the body of a *_response protocol letter.
+func EncodeReplyLetter(r Reply) string {
+	approve := r.Approve
+	return ProtocolPrefix + string(appendObject(nil, []field{
+		{key: "approve", bool: &approve},
+		{key: "feedback", str: r.Feedback},
+		{key: "request_id", str: r.RequestID},
+		{key: "type", str: r.Type},
+	}, false))
+}
+
+// isPythonSpace reports whether r is stripped by Python's str.strip()
+// (SPEC §13.2); the set is wider than unicode.IsSpace in places.
+func isPythonSpace(r rune) bool {
+	switch {
+	case r >= 0x09 && r <= 0x0d, r >= 0x1c && r <= 0x20:
+		return true
+	case r == 0x85, r == 0xa0, r == 0x1680:
+		return true
+	case r >= 0x2000 && r <= 0x200a:
+		return true
+	case r == 0x2028, r == 0x2029, r == 0x202f, r == 0x205f, r == 0x3000:
+		return true
+	}
+	return false
+}
+
+// Trim removes leading and trailing whitespace as Python's str.strip() does.
+func Trim(s string) string { return strings.TrimFunc(s, isPythonSpace) }
+
+// Length counts code points, as Python's len() does on a str.
+func Length(s string) int { return utf8.RuneCountInString(s) }
+
+// DecodeInbox parses and validates the bytes of one inbox file (SPEC §4.2
+// steps 5–8): UTF-8, one JSON object per line (split on "\n" only, SPEC
+// §13.1), at most the message limit, exact keys, sequential ids, the right
+// recipient, a registered sender and a body of 1..body_chars code points,
+// untrimmed. Any failure is inbox_corrupt: a damaged file is never read as
+// an empty inbox. The byte limit is the caller's check, made while reading.
+func DecodeInbox(data []byte, rules InboxRules) ([]Message, error) {
+	if !utf8.Valid(data) {
+		return nil, corrupt(ErrInboxEncoding)
+	}
+	items := []map[string]json.RawMessage{}
+	raw := []json.RawMessage{}
+	if len(data) > 0 {
+		text := strings.TrimSuffix(string(data), "\n")
+		for _, line := range strings.Split(text, "\n") {
+			var v json.RawMessage
+			if err := json.Unmarshal([]byte(line), &v); err != nil {
+				return nil, corrupt(ErrInboxJSON)
+			}
+			raw = append(raw, v)
+		}
+	}
+	if len(raw) > rules.Limits.InboxMessages {
+		return nil, corrupt(ErrInboxCount)
+	}
+	for _, v := range raw {
+		var obj map[string]json.RawMessage
+		if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &obj) != nil || !exactKeys(obj, "id", "sender", "recipient", "body") {
+			return nil, corrupt(ErrInboxFields)
+		}
+		items = append(items, obj)
+	}
+	out := make([]Message, 0, len(items))
+	for i, obj := range items {
+		id, idOK := jsonString(obj["id"])
+		recipient, recOK := jsonString(obj["recipient"])
+		if !idOK || !recOK || id != rules.Recipient+"-"+strconv.Itoa(i+1) || recipient != rules.Recipient {
+			return nil, corrupt(ErrInboxSequence)
+		}
+		sender, ok := jsonString(obj["sender"])
+		if !ok || !ValidName(sender) || rules.IsMember == nil || !rules.IsMember(sender) {
+			return nil, corrupt(ErrInboxSender)
+		}
+		body, ok := jsonString(obj["body"])
+		if n := Length(body); !ok || n < 1 || n > rules.Limits.BodyChars {
+			return nil, corrupt(ErrInboxBody)
+		}
+		out = append(out, Message{ID: id, Sender: sender, Recipient: recipient, Body: body})
+	}
+	return out, nil
+}
+
+func exactKeys(obj map[string]json.RawMessage, keys ...string) bool {
+	if len(obj) != len(keys) {
+		return false
+	}
+	for _, k := range keys {
+		if _, ok := obj[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonString decodes v when it is a JSON string.
+func jsonString(v json.RawMessage) (string, bool) {
+	if len(v) == 0 || v[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// jsonBool decodes v when it is a JSON boolean.
+func jsonBool(v json.RawMessage) (bool, bool) {
+	switch string(v) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
