@@ -1,0 +1,79 @@
+package core
+
+import (
+	"context"
+	"fmt"
+)
+
+// recover brings one loaded team to a consistent state at start (SPEC
+// §13.14). A turn that was running when the process died is stopped, as
+// the lesson's finally clause stops an interrupted turn. A recorded intent
+// is completed only when its exact letter (id, sender, recipient, body) is
+// on disk, and dropped otherwise: letters alone never create requests,
+// replies or closes, because any member can mail a look-alike body. Every
+// inbox is validated; a failure marks the team damaged.
+func (s *Service) recover(ctx context.Context, t *team) error {
+	changed := false
+	for i := range t.st.Members {
+		if t.st.Members[i].Status == StatusRunning {
+			t.st.Members[i].Status = StatusStopped
+			changed = true
+		}
+	}
+	if t.st.Requests == nil {
+		t.st.Requests = []Request{}
+	}
+	inboxes := map[string][]Message{}
+	for _, m := range t.st.Members {
+		items, err := s.store.LoadInbox(ctx, t.st.Name, t.rules(m.Name))
+		if err != nil {
+			return fmt.Errorf("inbox %s: %w", m.Name, err)
+		}
+		inboxes[m.Name] = items
+	}
+	if in := t.st.Intent; in != nil {
+		if letterStored(inboxes[in.Letter.Recipient], in.Letter) {
+			s.completeIntent(t, in)
+			s.log.Info("completed a recorded intent", "team", t.st.Name, "op", in.Op, "letter", in.Letter.ID)
+		} else {
+			s.log.Info("dropped a recorded intent whose letter was never stored", "team", t.st.Name, "op", in.Op, "letter", in.Letter.ID)
+		}
+		t.st.Intent = nil
+		changed = true
+	}
+	if changed {
+		if err := s.store.SaveTeam(ctx, t.st); err != nil {
+			return fmt.Errorf("save recovered state: %w", err)
+		}
+	}
+	return nil
+}
+
+func letterStored(items []Message, letter Message) bool {
+	for _, m := range items {
+		if m == letter {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Service) completeIntent(t *team, in *Intent) {
+	switch in.Op {
+	case IntentOpen:
+		if in.Request != nil && t.request(in.Request.ID) == nil {
+			t.st.Requests = append(t.st.Requests, *in.Request)
+		}
+	case IntentReply:
+		if r := t.request(in.RequestID); r != nil && r.Reply == nil && in.Reply != nil {
+			rep := *in.Reply
+			r.Reply = &rep
+		}
+		if m := t.member(in.Close); m != nil {
+			m.Status = StatusClosed
+		}
+	}
+	if in.Idempotency != nil {
+		t.remember(*in.Idempotency)
+	}
+}
