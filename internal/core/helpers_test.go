@@ -1,0 +1,192 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"mailroom/internal/core"
+	"mailroom/internal/mail"
+)
+
+// faultFS wraps the real file system and fails Rename or File.Sync on
+// demand, so failure paths run the production code unchanged.
+type faultFS struct {
+	mail.FS
+	mu         sync.Mutex
+	failRename func(newpath string) bool
+}
+
+var errInjected = errors.New("injected save failure")
+
+func (f *faultFS) Rename(oldpath, newpath string) error {
+	f.mu.Lock()
+	fail := f.failRename
+	f.mu.Unlock()
+	if fail != nil && fail(newpath) {
+		return errInjected
+	}
+	return f.FS.Rename(oldpath, newpath)
+}
+
+func (f *faultFS) setFailRename(fn func(string) bool) {
+	f.mu.Lock()
+	f.failRename = fn
+	f.mu.Unlock()
+}
+
+// failInbox matches renames onto an inbox file; failState onto state.json.
+func failInbox(p string) bool { return strings.HasSuffix(p, ".jsonl") }
+func failState(p string) bool { return strings.HasSuffix(p, "state.json") }
+
+type fixture struct {
+	t    *testing.T
+	dir  string
+	fs   *faultFS
+	svc  *core.Service
+	team string
+}
+
+// newFixture opens a real store in a temp dir and creates the lesson team
+// (lead, reader, reviewer) with the lesson limits unless limits is given.
+func newFixture(t *testing.T, limits *core.Limits) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	ffs := &faultFS{FS: mail.OS()}
+	store, err := mail.Open(dir, mail.WithFS(ffs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := core.NewService(store, core.Options{})
+	if err := svc.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, dir: dir, fs: ffs, svc: svc, team: "demo"}
+	_, _, err = svc.CreateTeam(t.Context(), core.TeamSpec{Name: "demo", Limits: limits, Members: []core.MemberSpec{
+		{Name: "lead", Role: "summarise read-only evidence"},
+		{Name: "reader", Role: "read the source"},
+		{Name: "reviewer", Role: "read the expected value"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// reopen starts a new Service over the same directory, as a restart does.
+func (f *fixture) reopen() *core.Service {
+	f.t.Helper()
+	store, err := mail.Open(f.dir, mail.WithFS(f.fs))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	svc := core.NewService(store, core.Options{})
+	if err := svc.Open(f.t.Context()); err != nil {
+		f.t.Fatal(err)
+	}
+	return svc
+}
+
+func (f *fixture) inboxPath(member string) string {
+	return filepath.Join(f.dir, "teams", f.team, "inboxes", member+".jsonl")
+}
+
+func (f *fixture) inboxBytes(member string) string {
+	f.t.Helper()
+	b, err := os.ReadFile(f.inboxPath(member))
+	if errors.Is(err, os.ErrNotExist) {
+		return "<missing>"
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func (f *fixture) send(sender, recipient, body string) core.SendResult {
+	f.t.Helper()
+	r, err := f.svc.Send(f.t.Context(), f.team, sender, recipient, body, "")
+	if err != nil {
+		f.t.Fatalf("send %s→%s: %v", sender, recipient, err)
+	}
+	return r
+}
+
+func (f *fixture) open(sender, target, kind, payload string) core.OpenResult {
+	f.t.Helper()
+	r, err := f.svc.OpenRequest(f.t.Context(), f.team, sender, target, kind, payload, "")
+	if err != nil {
+		f.t.Fatalf("open %s %s→%s: %v", kind, sender, target, err)
+	}
+	return r
+}
+
+func (f *fixture) reply(id, actor string, approve bool, feedback string) core.ReplyResult {
+	f.t.Helper()
+	r, err := f.svc.Reply(f.t.Context(), f.team, id, actor, approve, feedback, "")
+	if err != nil {
+		f.t.Fatalf("reply %s as %s: %v", id, actor, err)
+	}
+	return r
+}
+
+func (f *fixture) request(id string) core.Request {
+	f.t.Helper()
+	r, err := f.svc.Request(f.t.Context(), f.team, id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r
+}
+
+func (f *fixture) member(name string) core.MemberView {
+	f.t.Helper()
+	v, err := f.svc.Team(f.t.Context(), f.team)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, m := range v.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	f.t.Fatalf("no member %s", name)
+	return core.MemberView{}
+}
+
+// assertNoTemp fails when anything but member inbox files is in inboxes/
+// or anything but state.json and inboxes/ in the team directory.
+func (f *fixture) assertNoTemp() {
+	f.t.Helper()
+	entries, _ := os.ReadDir(filepath.Join(f.dir, "teams", f.team, "inboxes"))
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".jsonl") || strings.HasPrefix(e.Name(), ".") {
+			f.t.Errorf("stray file in inboxes: %s", e.Name())
+		}
+	}
+	entries, _ = os.ReadDir(filepath.Join(f.dir, "teams", f.team))
+	for _, e := range entries {
+		if e.Name() != "state.json" && e.Name() != "inboxes" {
+			f.t.Errorf("stray file in team dir: %s", e.Name())
+		}
+	}
+}
+
+func wantCode(t *testing.T, err error, code core.Code) {
+	t.Helper()
+	if got := core.ErrorCode(err); got != code {
+		t.Fatalf("error = %v (code %q), want code %q", err, got, code)
+	}
+}
+
+// answer is a turn function that appends one exchange and answers.
+func answer(text string) core.TurnFunc {
+	return func(_ context.Context, h []core.Entry) (core.TurnOutcome, error) {
+		return core.TurnOutcome{Status: core.TurnAnswered, Text: text,
+			Messages: append(h, core.UserText("本轮追问"), core.Entry{Role: "assistant", Text: "依据已有记录补充回答。"})}, nil
+	}
+}
