@@ -1,0 +1,224 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"mailroom/internal/core"
+)
+
+// readState and writeState edit state.json directly to stand for the
+// instant of a crash between two writes.
+func (f *fixture) readState() core.TeamState {
+	f.t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.dir, "teams", f.team, "state.json"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var st core.TeamState
+	if err := json.Unmarshal(b, &st); err != nil {
+		f.t.Fatal(err)
+	}
+	return st
+}
+
+func (f *fixture) writeState(st core.TeamState) {
+	f.t.Helper()
+	b, err := json.Marshal(st)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, "teams", f.team, "state.json"), b, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestRestartKeepsState: everything acknowledged is served after a restart.
+func TestRestartKeepsState(t *testing.T) {
+	f := newFixture(t, nil)
+	f.open("reader", "lead", "plan", planText)
+	f.reply("req-1", "lead", true, planFeedback)
+	if _, err := f.svc.Consume(t.Context(), "demo", "reader"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.RunTurn(t.Context(), "demo", "reviewer", answer("x")); err != nil {
+		t.Fatal(err)
+	}
+	f.open("lead", "reviewer", "shutdown", shutdownText)
+	f.reply("req-2", "reviewer", true, shutdownOK)
+
+	svc := f.reopen()
+	view, err := svc.Team(t.Context(), "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if view.Requests[0].Status != "approved" || view.Requests[1].Reply == nil || view.Requests[1].Status != "pending" {
+		t.Fatalf("%+v", view.Requests)
+	}
+	for _, m := range view.Members {
+		if m.Name == "reviewer" && (m.Status != "closed" || m.Turns != 1 || m.HistoryLength != 2) {
+			t.Fatalf("%+v", m)
+		}
+	}
+}
+
+// TestRecoverIntents covers the start-up repair cases of SPEC §13.14.
+func TestRecoverIntents(t *testing.T) {
+	t.Run("OpenIntentWithLetterCompletes", func(t *testing.T) {
+		f := newFixture(t, nil)
+		before := f.readState()
+		f.open("reader", "lead", "plan", planText)
+		// Crash after the letter, before the registration: the state on
+		// disk is the one before, plus the intent.
+		r := f.request("req-1")
+		before.Intent = &core.Intent{Op: core.IntentOpen, Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
+		f.writeState(before)
+		svc := f.reopen()
+		got, err := svc.Request(t.Context(), "demo", "req-1")
+		if err != nil || got.Status != "pending" || got.Receipt != "lead-1" {
+			t.Fatalf("%+v %v", got, err)
+		}
+		if f.readState().Intent != nil {
+			t.Fatal("intent not cleared")
+		}
+	})
+	t.Run("OpenIntentWithoutLetterDropped", func(t *testing.T) {
+		f := newFixture(t, nil)
+		st := f.readState()
+		r := core.Request{ID: "req-1", Kind: "plan", Sender: "reader", Target: "lead", Payload: planText, Status: "pending", Receipt: "lead-1"}
+		st.Intent = &core.Intent{Op: core.IntentOpen, Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
+		f.writeState(st)
+		svc := f.reopen()
+		if reqs, _ := svc.Requests(t.Context(), "demo"); len(reqs) != 0 {
+			t.Fatalf("%+v", reqs)
+		}
+		if f.readState().Intent != nil {
+			t.Fatal("intent not cleared")
+		}
+	})
+	t.Run("ReplyIntentWithLetterClosesMember", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.open("lead", "reader", "shutdown", shutdownText)
+		before := f.readState()
+		f.reply("req-1", "reader", true, shutdownOK)
+		rep := core.Reply{Type: "shutdown_response", RequestID: "req-1", Approve: true, Feedback: shutdownOK}
+		before.Intent = &core.Intent{Op: core.IntentReply, Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeReplyLetter(rep)}, RequestID: "req-1", Reply: &rep, Close: "reader"}
+		f.writeState(before)
+		svc := f.reopen()
+		got, _ := svc.Request(t.Context(), "demo", "req-1")
+		view, _ := svc.Team(t.Context(), "demo")
+		if got.Reply == nil || *got.Reply != rep || got.Status != "pending" || view.Members[1].Status != "closed" {
+			t.Fatalf("%+v %+v", got, view.Members[1])
+		}
+	})
+	t.Run("LookAlikeLetterStaysPlainMail", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.open("lead", "reader", "shutdown", shutdownText)
+		rep := core.Reply{Type: "shutdown_response", RequestID: "req-1", Approve: true, Feedback: shutdownOK}
+		// reader mails lead a body byte-identical to an approval.
+		f.send("reader", "lead", core.EncodeReplyLetter(rep))
+		svc := f.reopen()
+		got, _ := svc.Request(t.Context(), "demo", "req-1")
+		view, _ := svc.Team(t.Context(), "demo")
+		if got.Reply != nil || view.Members[1].Status == "closed" {
+			t.Fatalf("a look-alike letter became a reply: %+v", got)
+		}
+		res, err := svc.Consume(t.Context(), "demo", "lead")
+		if err != nil || res[0].Reason != core.ReasonNotSavedReply {
+			t.Fatalf("%+v %v", res, err)
+		}
+	})
+	t.Run("IntentWithDifferentLetterDropped", func(t *testing.T) {
+		// The intent's id is on disk but holds another letter (the send
+		// after a failed protocol write took the id): not completed.
+		f := newFixture(t, nil)
+		f.send("reviewer", "lead", "ordinary")
+		st := f.readState()
+		r := core.Request{ID: "req-1", Kind: "plan", Sender: "reader", Target: "lead", Payload: planText, Status: "pending", Receipt: "lead-1"}
+		st.Intent = &core.Intent{Op: core.IntentOpen, Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
+		f.writeState(st)
+		svc := f.reopen()
+		if reqs, _ := svc.Requests(t.Context(), "demo"); len(reqs) != 0 {
+			t.Fatal("completed against another letter")
+		}
+	})
+	t.Run("RunningMemberStopped", func(t *testing.T) {
+		f := newFixture(t, nil)
+		st := f.readState()
+		st.Members[1].Status = "running"
+		st.Members[1].Turns = 1
+		f.writeState(st)
+		svc := f.reopen()
+		view, _ := svc.Team(t.Context(), "demo")
+		if m := view.Members[1]; m.Status != "stopped" || m.Active || m.Turns != 1 {
+			t.Fatalf("%+v", m)
+		}
+	})
+	t.Run("DamagedTeamServedReadOnly", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.send("reviewer", "reader", "x")
+		if err := os.WriteFile(f.inboxPath("reader"), []byte("damaged\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := f.svc.CreateTeam(t.Context(), core.TeamSpec{Name: "other"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := f.reopen()
+		view, err := svc.Team(t.Context(), "demo")
+		if err != nil || !view.Damaged {
+			t.Fatalf("%+v %v", view, err)
+		}
+		_, err = svc.Send(t.Context(), "demo", "lead", "reviewer", "x", "")
+		wantCode(t, err, core.CodeInboxCorrupt)
+		if f.inboxBytes("reader") != "damaged\n" || f.inboxBytes("reviewer") != "<missing>" {
+			t.Fatal("damaged team written")
+		}
+		if _, err := svc.Send(t.Context(), "other", "lead", "lead", "x", ""); err != nil {
+			t.Fatalf("other team: %v", err)
+		}
+	})
+}
+
+// TestIdempotency: a retry with the same key and arguments returns the
+// first response and stores nothing new; other arguments conflict.
+func TestIdempotency(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := t.Context()
+	first, err := f.svc.Send(ctx, "demo", "reviewer", "reader", "hello", "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.svc.Send(ctx, "demo", "reviewer", "reader", "hello", "k1")
+	if err != nil || again != first {
+		t.Fatalf("%+v %v", again, err)
+	}
+	_, err = f.svc.Send(ctx, "demo", "reviewer", "reader", "other", "k1")
+	wantCode(t, err, core.CodeIdempotencyConflict)
+	// Keys are per member: the same key from lead is a new write.
+	if r, err := f.svc.Send(ctx, "demo", "lead", "reader", "hello", "k1"); err != nil || r.ID != "reader-2" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	open1, _ := f.svc.OpenRequest(ctx, "demo", "reader", "lead", "plan", planText, "k2")
+	open2, err := f.svc.OpenRequest(ctx, "demo", "reader", "lead", "plan", planText, "k2")
+	if err != nil || open1 != open2 {
+		t.Fatalf("%+v %+v %v", open1, open2, err)
+	}
+	rep1, _ := f.svc.Reply(ctx, "demo", "req-1", "lead", true, "", "k3")
+	rep2, err := f.svc.Reply(ctx, "demo", "req-1", "lead", true, "", "k3")
+	if err != nil || rep1 != rep2 || rep2.Status != "queued" {
+		t.Fatalf("%+v %+v %v", rep1, rep2, err)
+	}
+	// Remembered across a restart.
+	svc := f.reopen()
+	if r, err := svc.Send(context.Background(), "demo", "reviewer", "reader", "hello", "k1"); err != nil || r != first {
+		t.Fatalf("%+v %v", r, err)
+	}
+	items, _ := svc.Inbox(ctx, "demo", "reader")
+	if len(items) != 3 {
+		t.Fatalf("%d letters, want 3 (hello, hello from lead, plan reply)", len(items))
+	}
+}
