@@ -1,0 +1,132 @@
+package httpapi
+
+import "mailroom/internal/core"
+
+// Conversions between core's types and the generated API types. Generated
+// types never enter core; lists are always non-nil so they encode as [].
+
+func teamSpecFrom(b *TeamCreate) core.TeamSpec {
+	spec := core.TeamSpec{Name: b.Name}
+	if b.Members != nil {
+		for _, m := range *b.Members {
+			spec.Members = append(spec.Members, core.MemberSpec{Name: m.Name, Role: deref(m.Role)})
+		}
+	}
+	if b.Limits != nil {
+		// A field left out keeps the lesson value; the validator injects the
+		// spec's defaults, and this covers callers that bypass it.
+		l := core.DefaultLimits()
+		in := b.Limits
+		set := func(dst *int, src *int) {
+			if src != nil {
+				*dst = *src
+			}
+		}
+		set(&l.InboxMessages, in.InboxMessages)
+		set(&l.InboxBytes, in.InboxBytes)
+		set(&l.BodyChars, in.BodyChars)
+		set(&l.Requests, in.Requests)
+		set(&l.PayloadChars, in.PayloadChars)
+		set(&l.FeedbackChars, in.FeedbackChars)
+		set(&l.Turns, in.Turns)
+		set(&l.HistoryEntries, in.HistoryEntries)
+		spec.Limits = &l
+	}
+	return spec
+}
+
+func limitsOf(l core.Limits) Limits {
+	return Limits{
+		InboxMessages:  l.InboxMessages,
+		InboxBytes:     l.InboxBytes,
+		BodyChars:      l.BodyChars,
+		Requests:       l.Requests,
+		PayloadChars:   l.PayloadChars,
+		FeedbackChars:  l.FeedbackChars,
+		Turns:          l.Turns,
+		HistoryEntries: l.HistoryEntries,
+	}
+}
+
+func createdTeamOf(v core.TeamView, created []core.CreatedMember) CreatedTeam {
+	out := CreatedTeam{Name: v.Name, Limits: limitsOf(v.Limits), Members: make([]CreatedMember, 0, len(created))}
+	for _, m := range created {
+		out.Members = append(out.Members, CreatedMember{Name: m.Name, Role: m.Role, Status: MemberStatus(m.Status), Token: m.Token})
+	}
+	return out
+}
+
+func memberOf(m core.MemberView) Member {
+	return Member{
+		Name:          m.Name,
+		Role:          m.Role,
+		Status:        MemberStatus(m.Status),
+		Active:        m.Active,
+		Turns:         m.Turns,
+		HistoryLength: m.HistoryLength,
+		InboxLength:   m.InboxLength,
+	}
+}
+
+func teamOf(v core.TeamView) Team {
+	out := Team{
+		Name:     v.Name,
+		Limits:   limitsOf(v.Limits),
+		Members:  make([]Member, 0, len(v.Members)),
+		Requests: requestsOf(v.Requests),
+		Damaged:  v.Damaged,
+	}
+	for _, m := range v.Members {
+		out.Members = append(out.Members, memberOf(m))
+	}
+	return out
+}
+
+func requestOf(r core.Request) Request {
+	out := Request{
+		RequestID: r.ID,
+		Kind:      RequestKind(r.Kind),
+		Sender:    r.Sender,
+		Target:    r.Target,
+		Payload:   r.Payload,
+		Status:    RequestStatus(r.Status),
+		Receipt:   r.Receipt,
+	}
+	if r.Reply != nil {
+		out.Reply = &Reply{Type: ReplyType(r.Reply.Type), RequestID: r.Reply.RequestID, Approve: r.Reply.Approve, Feedback: r.Reply.Feedback}
+	}
+	return out
+}
+
+func requestsOf(rs []core.Request) []Request {
+	out := make([]Request, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, requestOf(r))
+	}
+	return out
+}
+
+func messagesOf(ms []core.Message) []Message {
+	out := make([]Message, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, Message{ID: m.ID, Sender: m.Sender, Recipient: m.Recipient, Body: m.Body})
+	}
+	return out
+}
+
+func matchResultsOf(rs []core.MatchResult) []MatchResult {
+	out := make([]MatchResult, 0, len(rs))
+	for _, r := range rs {
+		m := MatchResult{MessageID: r.MessageID, Status: MatchResultStatus(r.Status)}
+		if r.RequestID != "" {
+			id := r.RequestID
+			m.RequestID = &id
+		}
+		if r.Reason != "" {
+			reason := MatchResultReason(r.Reason)
+			m.Reason = &reason
+		}
+		out = append(out, m)
+	}
+	return out
+}

@@ -1,0 +1,198 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/go-chi/chi/v5"
+	nethttpmw "github.com/oapi-codegen/nethttp-middleware"
+
+	"mailroom/api"
+	"mailroom/internal/core"
+)
+
+// BasePath is the prefix of the versioned API; it equals the spec's
+// `servers: [{url: /api/v1}]`.
+const BasePath = "/api/v1"
+
+// MaxBodyBytes bounds every request body; larger ones are 413 body_too_large.
+const MaxBodyBytes = 1 << 20
+
+// contentSecurityPolicy is sent with the status page and its assets: only
+// same-origin scripts, styles and connections, no plugins, no framing.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+
+// Options configure NewHandler.
+type Options struct {
+	// AdminToken is the token that creates teams and reads everything. It
+	// must not be empty.
+	AdminToken string
+	// Logger receives request failures; nil discards them.
+	Logger *slog.Logger
+	// Static, when not nil, is served at / (the status page and its assets).
+	Static fs.FS
+}
+
+// NewHandler returns the whole HTTP surface: the validated API under
+// /api/v1, /healthz, /api/openapi.yaml, /metrics and the static files. It
+// makes itself svc's observer, to feed the event stream and the metrics.
+func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
+	if svc == nil {
+		return nil, errors.New("httpapi: nil service")
+	}
+	if opts.AdminToken == "" {
+		return nil, errors.New("httpapi: empty admin token")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := newMetrics()
+	srv := &Server{
+		svc:    svc,
+		log:    log,
+		events: newBroker(clientBuffer, func(n int) { m.sseClients.Set(float64(n)) }),
+	}
+	svc.SetObserver(func(ev core.Event) {
+		m.observe(ev)
+		srv.events.publish(ev)
+	})
+	validate, err := requestValidator(log)
+	if err != nil {
+		return nil, err
+	}
+	auth := newAuthenticator(opts.AdminToken, svc)
+
+	r := chi.NewRouter()
+	r.Use(securityHeaders, recoverer(log), m.instrument)
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, newProblem(core.CodeNotFound, "No such path."))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, newProblem(codeMethodNotAllowed, "The method is not allowed on this path."))
+	})
+
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	r.Get("/api/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(api.Spec)
+	})
+	r.Handle("/metrics", m.handler())
+
+	strict := NewStrictHandlerWithOptions(srv, nil, StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, _ error) {
+			// The validator has already checked the body, so this is a body
+			// it let through that does not decode; its text may quote input.
+			writeProblem(w, newProblem(core.CodeValidation, "The request body does not match the API schema."))
+		},
+		ResponseErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			respondError(log, w, r, err)
+		},
+	})
+	r.Route(BasePath, func(r chi.Router) {
+		// Order: body limit, then identity (401 before anything else), then
+		// the schema, then the handler's rights check and core.
+		r.Use(limitBody, auth.middleware, validate)
+		HandlerWithOptions(strict, ChiServerOptions{
+			BaseRouter: r,
+			ErrorHandlerFunc: func(w http.ResponseWriter, _ *http.Request, err error) {
+				writeProblem(w, newProblem(core.CodeValidation, paramErrorDetail(err)))
+			},
+		})
+	})
+
+	if opts.Static != nil {
+		files := http.FileServerFS(opts.Static)
+		r.Handle("/*", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Security-Policy", contentSecurityPolicy)
+			files.ServeHTTP(w, r)
+		}))
+	}
+	return r, nil
+}
+
+// requestValidator checks every /api/v1 request against the embedded spec.
+// Authentication is done by our own middleware before it, so the spec's
+// security scheme is only documentation to the validator.
+func requestValidator(log *slog.Logger) (func(http.Handler) http.Handler, error) {
+	spec, err := GetSpec()
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: load embedded spec: %w", err)
+	}
+	onError := validationErrorHandler(log)
+	return nethttpmw.OapiRequestValidatorWithOptions(spec, &nethttpmw.Options{
+		SilenceServersWarning: true, // the server URL is relative: a path prefix, no Host check
+		Options: openapi3filter.Options{
+			AuthenticationFunc:      openapi3filter.NoopAuthenticationFunc,
+			SchemaValidationOptions: []openapi3.SchemaValidationOption{openapi3.DisableSchemaErrorDetails()},
+		},
+		ErrorHandlerWithOpts: func(ctx context.Context, err error, w http.ResponseWriter, r *http.Request, o nethttpmw.ErrorHandlerOpts) {
+			onError(ctx, err, w, r, o.StatusCode)
+		},
+	}), nil
+}
+
+// limitBody caps request bodies; the validator reads the body whole, so the
+// cap must come first. The overflow surfaces as *http.MaxBytesError.
+func limitBody(next http.Handler) http.Handler {
+	return http.MaxBytesHandler(next, MaxBodyBytes)
+}
+
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverer turns a panic into a logged 500 problem instead of a dropped
+// connection. http.ErrAbortHandler keeps its meaning.
+func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				v := recover()
+				if v == nil {
+					return
+				}
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.ErrorContext(r.Context(), "handler panicked", "method", r.Method, "route", routePattern(r), "panic", v)
+				writeProblem(w, newProblem(codeInternal, genericInternalDetail))
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// paramErrorDetail names the parameter that failed to bind, without its value.
+func paramErrorDetail(err error) string {
+	var (
+		invalid  *InvalidParamFormatError
+		required *RequiredParamError
+		header   *RequiredHeaderError
+		many     *TooManyValuesForParamError
+	)
+	switch {
+	case errors.As(err, &invalid):
+		return "parameter " + invalid.ParamName + ": the value is invalid"
+	case errors.As(err, &required):
+		return "parameter " + required.ParamName + ": a value is required"
+	case errors.As(err, &header):
+		return "header " + header.ParamName + ": a value is required"
+	case errors.As(err, &many):
+		return "parameter " + many.ParamName + ": only one value is allowed"
+	default:
+		return "A parameter does not match the API schema."
+	}
+}

@@ -1,0 +1,174 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+
+	"mailroom/internal/core"
+)
+
+// Codes of failures that only the HTTP layer can see. They share core's Code
+// type so that one table below maps every code to its status.
+const (
+	codeBodyTooLarge         core.Code = "body_too_large"
+	codeUnsupportedMediaType core.Code = "unsupported_media_type"
+	codeMethodNotAllowed     core.Code = "method_not_allowed"
+	codeInternal             core.Code = "internal_error"
+)
+
+// statusOf is the one mapping from error codes to HTTP statuses (the error
+// table of the REST contract). A code missing here is a bug and answers 500.
+var statusOf = map[core.Code]int{
+	core.CodeValidation:          http.StatusBadRequest,
+	core.CodeBodyLength:          http.StatusBadRequest,
+	codeBodyTooLarge:             http.StatusRequestEntityTooLarge,
+	codeUnsupportedMediaType:     http.StatusUnsupportedMediaType,
+	codeMethodNotAllowed:         http.StatusMethodNotAllowed,
+	core.CodeUnauthorized:        http.StatusUnauthorized,
+	core.CodeForbidden:           http.StatusForbidden,
+	core.CodeNotFound:            http.StatusNotFound,
+	core.CodeTeamExists:          http.StatusConflict,
+	core.CodeInboxFull:           http.StatusConflict,
+	core.CodeRequestLimit:        http.StatusConflict,
+	core.CodeRequestPending:      http.StatusConflict,
+	core.CodeMemberClosed:        http.StatusConflict,
+	core.CodeReplyConflict:       http.StatusConflict,
+	core.CodeNotPending:          http.StatusConflict,
+	core.CodeIdempotencyConflict: http.StatusConflict,
+	core.CodeMemberUnavailable:   http.StatusConflict,
+	core.CodeUnknownMember:       http.StatusUnprocessableEntity,
+	core.CodeWrongDirection:      http.StatusUnprocessableEntity,
+	core.CodeInboxCorrupt:        http.StatusInternalServerError,
+	core.CodeStorageFailed:       http.StatusInternalServerError,
+	codeInternal:                 http.StatusInternalServerError,
+}
+
+const genericInternalDetail = "An internal error occurred."
+
+// newProblem builds the problem document for code. The title is the status
+// phrase because the type is about:blank (RFC 9457 §4.2.1); clients branch on
+// code.
+func newProblem(code core.Code, detail string) Problem {
+	status, ok := statusOf[code]
+	if !ok {
+		code, status, detail = codeInternal, http.StatusInternalServerError, genericInternalDetail
+	}
+	return Problem{
+		Type:   "about:blank",
+		Title:  http.StatusText(status),
+		Status: status,
+		Detail: detail,
+		Code:   ProblemCode(code),
+	}
+}
+
+// writeProblem sends a problem document. It is the only writer of error
+// bodies, so every error has the same media type and shape.
+func writeProblem(w http.ResponseWriter, p Problem) {
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Del("Content-Length")
+	if p.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="mailroom"`)
+	}
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p) // the client may be gone; nothing to do then
+}
+
+// problemFor turns any error into its problem document, with a detail safe
+// to show: core's user-safe message for a domain error, a generic text for
+// anything else.
+func problemFor(err error) Problem {
+	code := core.ErrorCode(err)
+	if code == core.CodeInternal {
+		return newProblem(codeInternal, genericInternalDetail)
+	}
+	return newProblem(code, core.ErrorMessage(err))
+}
+
+// respondError writes err as a problem and logs what the operator needs:
+// server-side failures with their cause, client errors only by code. Client
+// values never reach the log because core's messages never contain them and
+// the cause of a 5xx is internal.
+func respondError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	p := problemFor(err)
+	if p.Status >= 500 {
+		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "route", routePattern(r), "code", p.Code, "err", err)
+	} else {
+		log.DebugContext(r.Context(), "request refused", "method", r.Method, "route", routePattern(r), "code", p.Code)
+	}
+	writeProblem(w, p)
+}
+
+// validationProblem maps a kin-openapi validation failure to its problem.
+// The detail is built from the schema's words only (pointer, reason), never
+// from the request's values.
+func validationProblem(err error) Problem {
+	var tooBig *http.MaxBytesError
+	var reqErr *openapi3filter.RequestError
+	switch {
+	case errors.Is(err, routers.ErrMethodNotAllowed):
+		return newProblem(codeMethodNotAllowed, "The method is not allowed on this path.")
+	case errors.Is(err, routers.ErrPathNotFound):
+		return newProblem(core.CodeNotFound, "No such path in the API.")
+	case errors.As(err, &tooBig):
+		return newProblem(codeBodyTooLarge, "The request body is over 1 MiB.")
+	case errors.As(err, &reqErr):
+		if reqErr.RequestBody != nil && strings.HasPrefix(reqErr.Reason, "header Content-Type has unexpected value") {
+			return newProblem(codeUnsupportedMediaType, "The request body must be application/json.")
+		}
+		return newProblem(core.CodeValidation, requestErrorDetail(reqErr))
+	default:
+		return newProblem(core.CodeValidation, "The request does not match the API schema.")
+	}
+}
+
+func requestErrorDetail(re *openapi3filter.RequestError) string {
+	var se *openapi3.SchemaError
+	hasSchemaErr := errors.As(re.Err, &se)
+	switch {
+	case re.Parameter != nil:
+		where := "parameter " + re.Parameter.Name
+		if hasSchemaErr {
+			return where + ": " + schemaReason(se)
+		}
+		if errors.Is(re.Err, openapi3filter.ErrInvalidRequired) {
+			return where + ": a value is required"
+		}
+		return where + ": the value is invalid"
+	case errors.Is(re.Err, openapi3filter.ErrInvalidRequired):
+		return "A request body is required."
+	case hasSchemaErr:
+		return "body /" + strings.Join(se.JSONPointer(), "/") + ": " + schemaReason(se)
+	case re.Reason == "failed to decode request body":
+		return "The request body is not valid JSON."
+	default:
+		return "The request does not match the API schema."
+	}
+}
+
+// schemaReason returns the schema error's reason unless it would repeat a
+// name chosen by the client (an unknown property).
+func schemaReason(se *openapi3.SchemaError) string {
+	if strings.HasSuffix(se.Reason, " is unsupported") {
+		return "a field that the schema does not define is present"
+	}
+	return se.Reason
+}
+
+// validationErrorHandler answers every request the validator refuses.
+func validationErrorHandler(log *slog.Logger) func(context.Context, error, http.ResponseWriter, *http.Request, int) {
+	return func(ctx context.Context, err error, w http.ResponseWriter, r *http.Request, _ int) {
+		p := validationProblem(err)
+		log.DebugContext(ctx, "request rejected by schema", "method", r.Method, "status", p.Status, "code", p.Code)
+		writeProblem(w, p)
+	}
+}
