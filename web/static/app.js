@@ -1,0 +1,710 @@
+// Mailroom live status page.
+//
+// Rules this file keeps:
+// - Every string that comes from the API is put into the page with
+//   textContent or createTextNode, never as markup, so a letter body such as
+//   <img src=x onerror=...> shows up literally.
+// - The admin token lives in sessionStorage and travels only in the
+//   Authorization header; it is removed from the address bar on load.
+// - No inline code or styles: the page runs under a strict CSP.
+'use strict';
+
+(function () {
+  const API = 'api/v1';
+  const TOKEN_KEY = 'mailroom.token';
+  const PROTOCOL_PREFIX = '[team-protocol] ';
+  const PROTOCOL_TYPES = ['plan_request', 'shutdown_request', 'plan_response', 'shutdown_response'];
+  const TEAM_POLL_MS = 4000;
+  const RUN_POLL_MS = 300;
+  const REFRESH_DEBOUNCE_MS = 100;
+
+  const STATUS_ICONS = { idle: '○', running: '▶', stopped: '■', failed: '✖', closed: '⊘' };
+  const REQUEST_STATES = {
+    pending: { icon: '◷', text: 'pending' },
+    replied: { icon: '✉', text: 'reply sent — not yet matched' },
+    approved: { icon: '✔', text: 'approved' },
+    rejected: { icon: '✖', text: 'rejected' },
+  };
+  const LIVE_STATES = {
+    off: { icon: '○', text: 'offline' },
+    connecting: { icon: '◌', text: 'connecting…' },
+    live: { icon: '●', text: 'live' },
+    reconnecting: { icon: '↻', text: 'reconnecting…' },
+  };
+
+  const state = {
+    token: '',
+    teams: [],
+    selected: '',
+    live: null, // AbortController of the event stream
+    teamPoll: 0,
+    seen: new Set(), // team/member/letter ids already shown once
+    requestStates: new Map(), // team/request id -> last rendered state
+    renderedTeam: '',
+    running: false,
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  // el builds an element. Children that are strings become text nodes, so
+  // nothing passed here is ever parsed as HTML.
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    if (props) {
+      for (const [k, v] of Object.entries(props)) {
+        if (v === undefined || v === null || v === false) continue;
+        if (k === 'class') node.className = v;
+        else if (k === 'data') for (const [dk, dv] of Object.entries(v)) node.dataset[dk] = String(dv);
+        else if (k === 'text') node.textContent = String(v);
+        else node.setAttribute(k, v === true ? '' : String(v));
+      }
+    }
+    for (const c of children) {
+      if (c === undefined || c === null || c === false) continue;
+      node.append(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+    }
+    return node;
+  }
+
+  function icon(symbol) {
+    return el('span', { class: 'icon', 'aria-hidden': 'true' }, symbol);
+  }
+
+  // ---------- errors and status line ----------
+
+  class ApiError extends Error {
+    constructor(status, problem) {
+      const code = (problem && problem.code) || 'http_' + status;
+      const detail = (problem && (problem.detail || problem.title)) || 'request failed';
+      super(code + ': ' + detail);
+      this.status = status;
+      this.code = code;
+      this.detail = detail;
+    }
+  }
+
+  function showStatus(message) {
+    $('status-text').textContent = message;
+    $('status-line').hidden = false;
+  }
+
+  function clearStatus() {
+    $('status-line').hidden = true;
+    $('status-text').textContent = '';
+  }
+
+  function report(err, what) {
+    if (err && err.name === 'AbortError') return;
+    if (err instanceof ApiError && err.status === 401) {
+      unauthorized();
+      return;
+    }
+    const msg = err instanceof ApiError ? err.message + ' (HTTP ' + err.status + ')' : String((err && err.message) || err);
+    showStatus((what ? what + ' — ' : '') + msg);
+  }
+
+  // ---------- API ----------
+
+  async function api(method, path, body, signal) {
+    const headers = { Authorization: 'Bearer ' + state.token, Accept: 'application/json' };
+    const init = { method, headers, cache: 'no-store', signal };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    const res = await fetch(API + path, init);
+    const text = await res.text();
+    let data = null;
+    if (text) {
+      try {
+        data = JSON.parse(text);
+      } catch (_) {
+        data = null;
+      }
+    }
+    if (!res.ok) throw new ApiError(res.status, data);
+    return data;
+  }
+
+  const enc = encodeURIComponent;
+
+  // ---------- token ----------
+
+  function readToken() {
+    const hash = window.location.hash.replace(/^#/, '');
+    if (hash) {
+      const params = new URLSearchParams(hash);
+      const t = params.get('token');
+      if (t) {
+        sessionStorage.setItem(TOKEN_KEY, t.trim());
+        // Remove the token from the address bar and the history entry.
+        history.replaceState(null, '', window.location.pathname + window.location.search);
+      }
+    }
+    return sessionStorage.getItem(TOKEN_KEY) || '';
+  }
+
+  function showTokenPanel() {
+    stopLive();
+    if (state.teamPoll) clearInterval(state.teamPoll);
+    state.teamPoll = 0;
+    $('app').hidden = true;
+    $('picker').hidden = true;
+    $('forget').hidden = true;
+    $('token-panel').hidden = false;
+    setLive('off');
+    $('token-input').focus();
+  }
+
+  function unauthorized() {
+    sessionStorage.removeItem(TOKEN_KEY);
+    state.token = '';
+    showTokenPanel();
+    showStatus('unauthorized: the token was not accepted. Paste the admin token the server printed.');
+  }
+
+  // ---------- live indicator and event stream ----------
+
+  function setLive(kind) {
+    const s = LIVE_STATES[kind];
+    const node = $('live');
+    node.dataset.live = kind;
+    node.querySelector('.live-icon').textContent = s.icon;
+    node.querySelector('.live-text').textContent = s.text;
+  }
+
+  function stopLive() {
+    if (state.live) state.live.abort();
+    state.live = null;
+  }
+
+  function sleep(ms, signal) {
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, ms);
+      signal.addEventListener('abort', () => {
+        clearTimeout(t);
+        resolve();
+      }, { once: true });
+    });
+  }
+
+  // follow keeps one event stream open for the selected team, reconnecting
+  // with backoff after a drop or a resync event; each (re)connect refetches
+  // because events may have been missed meanwhile.
+  async function follow(team, ctrl) {
+    let delay = 500;
+    setLive('connecting');
+    while (!ctrl.signal.aborted) {
+      try {
+        await stream(team, ctrl.signal, () => {
+          delay = 500;
+          setLive('live');
+          scheduleRefresh(0);
+        });
+      } catch (err) {
+        if (ctrl.signal.aborted) return;
+        if (err instanceof ApiError && err.status === 401) {
+          unauthorized();
+          return;
+        }
+        if (err instanceof ApiError) report(err, 'event stream');
+      }
+      if (ctrl.signal.aborted) return;
+      setLive('reconnecting');
+      await sleep(delay + Math.floor(Math.random() * 250), ctrl.signal);
+      delay = Math.min(delay * 2, 10000);
+    }
+  }
+
+  // stream reads one Server-Sent Events response with fetch (EventSource
+  // cannot send the Authorization header) and returns when it ends or when
+  // the server asks for a resync.
+  async function stream(team, signal, onOpen) {
+    const res = await fetch(API + '/events?team=' + enc(team), {
+      headers: { Authorization: 'Bearer ' + state.token, Accept: 'text/event-stream' },
+      cache: 'no-store',
+      signal,
+    });
+    if (!res.ok) {
+      let problem = null;
+      try {
+        problem = await res.json();
+      } catch (_) {
+        problem = null;
+      }
+      throw new ApiError(res.status, problem);
+    }
+    onOpen();
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let buf = '';
+    let type = '';
+    let data = [];
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buf += decoder.decode(value, { stream: true });
+        let i;
+        while ((i = buf.indexOf('\n')) >= 0) {
+          let line = buf.slice(0, i);
+          buf = buf.slice(i + 1);
+          if (line.endsWith('\r')) line = line.slice(0, -1);
+          if (line === '') {
+            if (type || data.length) {
+              if (onEvent(type || 'message', data.join('\n'), team) === 'resync') return;
+            }
+            type = '';
+            data = [];
+          } else if (line.startsWith(':')) {
+            // comment / keep-alive
+          } else {
+            const colon = line.indexOf(':');
+            const field = colon < 0 ? line : line.slice(0, colon);
+            let val = colon < 0 ? '' : line.slice(colon + 1);
+            if (val.startsWith(' ')) val = val.slice(1);
+            if (field === 'event') type = val;
+            else if (field === 'data') data.push(val);
+          }
+        }
+      }
+    } finally {
+      reader.cancel().catch(() => {});
+    }
+  }
+
+  function onEvent(type, raw, team) {
+    if (team !== state.selected) return '';
+    if (type === 'resync') {
+      scheduleRefresh(0);
+      return 'resync';
+    }
+    let ev = null;
+    try {
+      ev = JSON.parse(raw);
+    } catch (_) {
+      ev = null;
+    }
+    if (ev && typeof ev.team === 'string' && ev.team !== team) return '';
+    if (type === 'run' || type === 'member') loadTeams().catch((err) => report(err, 'team list'));
+    scheduleRefresh(REFRESH_DEBOUNCE_MS);
+    return '';
+  }
+
+  // ---------- teams ----------
+
+  async function loadTeams() {
+    const doc = await api('GET', '/teams');
+    const teams = (doc && Array.isArray(doc.teams)) ? doc.teams : [];
+    const before = state.teams.map((t) => t.name).join('\n');
+    state.teams = teams;
+    if (teams.map((t) => t.name).join('\n') !== before) renderTeamOptions();
+    const newest = teams.length ? teams[0].name : '';
+    if (newest && (!state.selected || ($('follow').checked && newest !== state.selected))) {
+      selectTeam(newest);
+    }
+    $('team-empty').hidden = teams.length > 0;
+    return teams;
+  }
+
+  function renderTeamOptions() {
+    const sel = $('team-select');
+    const opts = state.teams.map((t) => {
+      const when = t.created_at ? new Date(t.created_at) : null;
+      const label = t.name + ' · ' + t.members + ' members' +
+        (when && !isNaN(when) ? ' · ' + when.toLocaleTimeString() : '');
+      return el('option', { value: t.name }, label);
+    });
+    if (!opts.length) opts.push(el('option', { value: '' }, 'no teams yet'));
+    sel.replaceChildren(...opts);
+    sel.value = state.selected;
+  }
+
+  function selectTeam(name) {
+    if (!name) return;
+    const changed = name !== state.selected;
+    state.selected = name;
+    $('team-select').value = name;
+    if (!changed && state.live) return;
+    stopLive();
+    const ctrl = new AbortController();
+    state.live = ctrl;
+    follow(name, ctrl);
+    scheduleRefresh(0);
+  }
+
+  // ---------- refresh and render ----------
+
+  let refreshTimer = 0;
+  let refreshing = false;
+  let refreshAgain = false;
+
+  function scheduleRefresh(ms) {
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(() => {
+      refreshTimer = 0;
+      refresh();
+    }, ms);
+  }
+
+  async function refresh() {
+    if (refreshing) {
+      refreshAgain = true;
+      return;
+    }
+    refreshing = true;
+    try {
+      const team = state.selected;
+      if (!team) return;
+      const view = await api('GET', '/teams/' + enc(team));
+      const members = Array.isArray(view.members) ? view.members : [];
+      const inboxes = await Promise.all(members.map((m) =>
+        api('GET', '/teams/' + enc(team) + '/members/' + enc(m.name) + '/inbox')
+          .then((d) => ({ messages: (d && Array.isArray(d.messages)) ? d.messages : [] }))
+          .catch((err) => {
+            if (err instanceof ApiError && err.status === 401) throw err;
+            return { error: err };
+          })));
+      if (team !== state.selected) return; // the user moved on meanwhile
+      renderTeam(view, inboxes);
+    } catch (err) {
+      report(err, 'loading team');
+    } finally {
+      refreshing = false;
+      if (refreshAgain) {
+        refreshAgain = false;
+        scheduleRefresh(0);
+      }
+    }
+  }
+
+  function requestState(r) {
+    if (r.status === 'approved') return 'approved';
+    if (r.status === 'rejected') return 'rejected';
+    if (r.reply) return 'replied';
+    return 'pending';
+  }
+
+  function renderTeam(view, inboxes) {
+    const firstLook = state.renderedTeam !== view.name;
+    state.renderedTeam = view.name;
+    const limits = view.limits || {};
+    const members = Array.isArray(view.members) ? view.members : [];
+    const requests = Array.isArray(view.requests) ? view.requests : [];
+
+    $('team-title').textContent = 'Team ' + view.name;
+    const meta = [members.length + ' members'];
+    if (limits.requests) meta.push('requests ' + requests.length + ' of ' + limits.requests + ' used');
+    if (view.created_at) {
+      const d = new Date(view.created_at);
+      if (!isNaN(d)) meta.push('created ' + d.toLocaleString());
+    }
+    $('team-meta').textContent = meta.join(' · ');
+    $('team-empty').hidden = true;
+    $('damaged').hidden = !view.damaged;
+
+    $('members').replaceChildren(...members.map((m, i) => renderMember(view.name, m, inboxes[i], limits, firstLook)));
+
+    const rows = requests.map((r) => renderRequest(view.name, r, firstLook));
+    $('request-rows').replaceChildren(...rows);
+    $('requests').hidden = rows.length === 0;
+    $('requests-empty').hidden = rows.length > 0;
+  }
+
+  function renderMember(team, m, inbox, limits, firstLook) {
+    const status = String(m.status || 'unknown');
+    const badge = el('span', { class: 'badge status', data: { status } },
+      icon(STATUS_ICONS[status] || '?'), el('span', { class: 'badge-text' }, status));
+    const turns = limits.turns ? m.turns + ' of ' + limits.turns : String(m.turns);
+    const inboxCount = limits.inbox_messages ? m.inbox_length + ' of ' + limits.inbox_messages : String(m.inbox_length);
+
+    const stats = el('dl', { class: 'stats' },
+      el('div', null, el('dt', null, 'active'), el('dd', { data: { active: String(!!m.active) } }, m.active ? 'yes, in a turn' : 'no')),
+      el('div', null, el('dt', null, 'turns'), el('dd', null, turns)),
+      el('div', null, el('dt', null, 'inbox'), el('dd', null, inboxCount)),
+      el('div', null, el('dt', null, 'history'), el('dd', null, String(m.history_length))));
+
+    let box;
+    if (!inbox || inbox.error) {
+      const err = inbox && inbox.error;
+      box = el('p', { class: 'inbox-error', role: 'note' }, icon('⚠'),
+        ' inbox could not be read: ' + (err ? err.message : 'unknown error'));
+    } else if (!inbox.messages.length) {
+      box = el('p', { class: 'empty' }, 'Inbox is empty.');
+    } else {
+      box = el('ol', { class: 'inbox', 'aria-label': 'Inbox of ' + m.name },
+        ...inbox.messages.map((msg) => renderLetter(team, m.name, msg, firstLook)));
+    }
+
+    return el('article', { class: 'member', data: { member: m.name, status } },
+      el('header', { class: 'member-head' }, el('h4', null, m.name), badge),
+      m.role ? el('p', { class: 'role' }, m.role) : null,
+      stats,
+      el('h5', { class: 'inbox-title' }, 'Inbox'),
+      box);
+  }
+
+  function readProtocol(body) {
+    if (typeof body !== 'string' || !body.startsWith(PROTOCOL_PREFIX)) return null;
+    let d;
+    try {
+      d = JSON.parse(body.slice(PROTOCOL_PREFIX.length));
+    } catch (_) {
+      return { invalid: true };
+    }
+    if (!d || typeof d !== 'object' || Array.isArray(d) || !PROTOCOL_TYPES.includes(d.type)) return { invalid: true };
+    return d;
+  }
+
+  function renderLetter(team, member, msg, firstLook) {
+    const key = team + '/' + member + '/' + msg.id;
+    const fresh = !firstLook && !state.seen.has(key);
+    state.seen.add(key);
+    const proto = readProtocol(msg.body);
+    const kind = proto ? (proto.invalid ? 'invalid_protocol' : proto.type) : 'text';
+
+    const head = el('div', { class: 'letter-head' },
+      el('span', { class: 'letter-id' }, String(msg.id)),
+      el('span', { class: 'letter-from' }, 'from ' + msg.sender));
+
+    let content;
+    if (!proto || proto.invalid) {
+      content = el('p', { class: 'letter-body' }, String(msg.body));
+      if (proto) {
+        content = el('div', null,
+          el('span', { class: 'tag warn' }, icon('⚠'), ' not a valid protocol letter'), content);
+      }
+    } else if (proto.type.endsWith('_request')) {
+      content = el('div', { class: 'proto request-card' },
+        el('div', { class: 'proto-head' },
+          el('span', { class: 'proto-type' }, icon(proto.type === 'plan_request' ? '✎' : '☾'),
+            ' ' + (proto.type === 'plan_request' ? 'Plan request' : 'Shutdown request')),
+          el('span', { class: 'proto-id' }, String(proto.request_id))),
+        el('p', { class: 'proto-text' }, String(proto.payload == null ? '' : proto.payload)));
+    } else {
+      const approve = proto.approve === true;
+      content = el('div', { class: 'proto response-card', data: { approve: String(approve) } },
+        el('div', { class: 'proto-head' },
+          el('span', { class: 'proto-type' }, icon('↩'),
+            ' ' + (proto.type === 'plan_response' ? 'Plan response' : 'Shutdown response')),
+          el('span', { class: 'proto-id' }, String(proto.request_id))),
+        el('p', { class: 'decision', data: { approve: String(approve) } },
+          icon(approve ? '✔' : '✖'), ' ' + (approve ? 'approve' : 'reject')),
+        proto.feedback ? el('p', { class: 'proto-text' }, String(proto.feedback)) : null);
+    }
+
+    return el('li', {
+      class: 'letter' + (fresh ? ' fresh' : ''),
+      data: { letterId: msg.id, kind, sender: msg.sender },
+    }, head, content);
+  }
+
+  function renderRequest(team, r, firstLook) {
+    const s = requestState(r);
+    const key = team + '/' + r.request_id;
+    const changed = !firstLook && state.requestStates.get(key) !== s;
+    state.requestStates.set(key, s);
+    const info = REQUEST_STATES[s];
+    let reply = el('span', { class: 'muted' }, 'none yet');
+    if (r.reply) {
+      const approve = r.reply.approve === true;
+      reply = el('span', { class: 'decision', data: { approve: String(approve) } },
+        icon(approve ? '✔' : '✖'), ' ' + (approve ? 'approve' : 'reject'),
+        r.reply.feedback ? el('span', { class: 'feedback' }, String(r.reply.feedback)) : null);
+    }
+    const cell = (label, cls, ...content) =>
+      el('td', { 'data-label': label, class: cls }, el('div', { class: 'cell' }, ...content));
+    return el('tr', { class: changed ? 'fresh' : '', data: { requestId: r.request_id, state: s } },
+      cell('Id', null, el('span', { class: 'req-id' }, String(r.request_id)),
+        r.receipt ? el('span', { class: 'muted receipt' }, 'letter ' + r.receipt) : null),
+      cell('Kind', null, String(r.kind)),
+      cell('Sender → target', null, String(r.sender) + ' → ' + String(r.target)),
+      cell('Payload', 'payload', String(r.payload)),
+      cell('State', null, el('span', { class: 'badge req-state', data: { state: s } },
+        icon(info.icon), el('span', { class: 'badge-text' }, info.text))),
+      cell('Reply sent', null, reply));
+  }
+
+  // ---------- scenarios ----------
+
+  function scenarioBody(name) {
+    const step = Math.max(0, Math.min(1000, parseInt($('step-ms').value, 10) || 0));
+    if (name !== 'team-protocols') return { step_ms: step };
+    const form = $('scenario-form');
+    return {
+      plan: form.elements.plan.value,
+      decision: form.elements.decision.value,
+      expected: $('expected').value,
+      step_ms: step,
+    };
+  }
+
+  async function startRun(ev) {
+    ev.preventDefault();
+    if (state.running) return;
+    const name = $('scenario').value;
+    const body = scenarioBody(name);
+    state.running = true;
+    $('run-button').disabled = true;
+    clearStatus();
+    const result = $('run-result');
+    result.replaceChildren(el('div', { class: 'running', data: { runState: 'running' } },
+      el('span', { class: 'spinner', 'aria-hidden': 'true' }),
+      el('span', { class: 'running-text' }, 'Running ' + name + '… waiting for its team to appear.')));
+
+    const known = new Set(state.teams.map((t) => t.name));
+    const stopPoll = new AbortController();
+    // The run answers only when it is over, so watch the team list to
+    // switch to the run's team while it works.
+    const watch = (async () => {
+      try {
+        const fresh = await api('GET', '/teams', undefined, stopPoll.signal);
+        for (const t of (fresh && fresh.teams) || []) known.add(t.name);
+      } catch (_) { /* the next round tries again */ }
+      while (!stopPoll.signal.aborted) {
+        await sleep(RUN_POLL_MS, stopPoll.signal);
+        if (stopPoll.signal.aborted) return;
+        try {
+          const doc = await api('GET', '/teams', undefined, stopPoll.signal);
+          const teams = (doc && doc.teams) || [];
+          const added = teams.find((t) => !known.has(t.name));
+          if (added) {
+            state.teams = teams;
+            renderTeamOptions();
+            selectTeam(added.name);
+            const txt = result.querySelector('.running-text');
+            if (txt) txt.textContent = 'Running ' + name + ' in team ' + added.name + '…';
+            return;
+          }
+        } catch (err) {
+          if (err && err.name === 'AbortError') return;
+        }
+      }
+    })();
+
+    try {
+      const doc = await api('POST', '/scenarios/' + enc(name) + '/runs', body);
+      stopPoll.abort();
+      await watch;
+      if (doc && doc.team) {
+        await loadTeams().catch(() => {});
+        selectTeam(doc.team);
+      }
+      scheduleRefresh(0);
+      result.replaceChildren(renderResult(doc));
+    } catch (err) {
+      stopPoll.abort();
+      result.replaceChildren(el('p', { class: 'run-failed', data: { runState: 'error' } },
+        icon('✖'), ' The run could not be completed.'));
+      report(err, 'run ' + name);
+    } finally {
+      state.running = false;
+      $('run-button').disabled = false;
+    }
+  }
+
+  function renderResult(doc) {
+    const ok = doc.ok === true;
+    const checks = Array.isArray(doc.checks) ? doc.checks : [];
+    const box = el('div', { class: 'result', data: { runState: 'done', ok: String(ok) } },
+      el('p', { class: 'result-head' }, icon(ok ? '✔' : '✖'),
+        ' ' + (ok ? 'Run ok — every check held' : 'Run failed — some checks did not hold')),
+      el('p', { class: 'muted' }, String(doc.scenario) + ' · ' + String(doc.run_id) + ' · team ' + String(doc.team) +
+        (typeof doc.model_requests === 'number' ? ' · ' + doc.model_requests + ' model requests' : '')));
+
+    if (checks.length) {
+      box.append(el('h3', { class: 'sub' }, 'Checks'),
+        el('ul', { class: 'checks' }, ...checks.map((c) => el('li', {
+          class: 'check', data: { check: c.name, ok: String(c.ok === true) },
+        },
+        el('span', { class: 'badge check-badge', data: { ok: String(c.ok === true) } },
+          icon(c.ok ? '✔' : '✖'), el('span', { class: 'badge-text' }, c.ok ? 'pass' : 'fail')),
+        el('span', { class: 'check-name' }, String(c.name)),
+        c.detail ? el('span', { class: 'check-detail' }, String(c.detail)) : null))));
+    }
+
+    if (doc.outcome && typeof doc.outcome === 'object') {
+      const dl = el('dl', { class: 'outcome' });
+      for (const [k, v] of Object.entries(doc.outcome)) {
+        dl.append(el('div', null, el('dt', null, k),
+          el('dd', null, v === null ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v))));
+      }
+      box.append(el('h3', { class: 'sub' }, 'Outcome'), dl);
+    }
+    return box;
+  }
+
+  const SCENARIO_HINTS = {
+    'team-protocols': 'A reader asks the lead to approve a plan, runs the program only if both the plan and the host allow it, then is shut down.',
+    'agent-teams': 'A reader and a reviewer investigate read-only in parallel and report to the lead by letter; the lead sums up.',
+  };
+
+  function syncScenarioOptions() {
+    const protocols = $('scenario').value === 'team-protocols';
+    $('scenario-hint').textContent = SCENARIO_HINTS[$('scenario').value] || '';
+    const fs = $('protocol-options');
+    fs.disabled = !protocols;
+    fs.hidden = !protocols;
+  }
+
+  // ---------- start ----------
+
+  async function connect() {
+    $('token-panel').hidden = true;
+    $('app').hidden = false;
+    $('picker').hidden = false;
+    $('forget').hidden = false;
+    try {
+      await loadTeams();
+      clearStatus();
+    } catch (err) {
+      report(err, 'team list');
+      if (!state.token) return;
+    }
+    if (state.teamPoll) clearInterval(state.teamPoll);
+    state.teamPoll = setInterval(() => {
+      if (!state.token) return;
+      loadTeams().catch((err) => report(err, 'team list'));
+    }, TEAM_POLL_MS);
+  }
+
+  function init() {
+    $('status-close').addEventListener('click', clearStatus);
+    $('token-form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const t = $('token-input').value.trim();
+      if (!t) return;
+      sessionStorage.setItem(TOKEN_KEY, t);
+      $('token-input').value = '';
+      state.token = t;
+      clearStatus();
+      connect();
+    });
+    $('forget').addEventListener('click', () => {
+      sessionStorage.removeItem(TOKEN_KEY);
+      state.token = '';
+      state.selected = '';
+      showTokenPanel();
+    });
+    $('team-select').addEventListener('change', (ev) => {
+      // Choosing a team by hand stops following the newest one.
+      $('follow').checked = false;
+      selectTeam(ev.target.value);
+    });
+    $('follow').addEventListener('change', (ev) => {
+      if (ev.target.checked && state.teams.length) selectTeam(state.teams[0].name);
+    });
+    $('scenario').addEventListener('change', syncScenarioOptions);
+    $('step-ms').addEventListener('input', (ev) => {
+      $('step-out').textContent = ev.target.value + ' ms';
+    });
+    $('scenario-form').addEventListener('submit', startRun);
+    syncScenarioOptions();
+
+    state.token = readToken();
+    if (state.token) connect();
+    else showTokenPanel();
+  }
+
+  init();
+}());
