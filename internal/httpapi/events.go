@@ -41,8 +41,11 @@ func newBroker(buffer int, onCount func(int)) *broker {
 // subscriber is one client's bounded queue. ready has room for one signal:
 // a publish that finds it full knows the writer will look anyway.
 type subscriber struct {
-	team  string // "" means every team
-	ready chan struct{}
+	team string // "" means every team
+	// member, when set, is a member client: it sees letters it sent or
+	// received only, as its inbox rights allow.
+	member string
+	ready  chan struct{}
 
 	mu     sync.Mutex
 	queue  []core.Event
@@ -50,8 +53,8 @@ type subscriber struct {
 	limit  int
 }
 
-func (b *broker) subscribe(team string) *subscriber {
-	s := &subscriber{team: team, ready: make(chan struct{}, 1), limit: b.buffer}
+func (b *broker) subscribe(team, member string) *subscriber {
+	s := &subscriber{team: team, member: member, ready: make(chan struct{}, 1), limit: b.buffer}
 	b.mu.Lock()
 	b.clients[s] = struct{}{}
 	n := len(b.clients)
@@ -72,10 +75,21 @@ func (b *broker) publish(ev core.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for s := range b.clients {
-		if s.team == "" || s.team == ev.Team {
+		if s.wants(ev) {
 			s.push(ev)
 		}
 	}
+}
+
+func (s *subscriber) wants(ev core.Event) bool {
+	if s.team != "" && s.team != ev.Team {
+		return false
+	}
+	if s.member != "" && ev.Type == "message" {
+		m, ok := ev.Data.(core.Message)
+		return ok && (m.Sender == s.member || m.Recipient == s.member)
+	}
+	return true
 }
 
 func (s *subscriber) push(ev core.Event) {
@@ -105,13 +119,16 @@ func (s *subscriber) take() (resync bool, events []core.Event) {
 }
 
 // StreamEvents opens the event stream (admin or a member). A member sees only
-// its own team.
+// its own team, and of its letters only those it sent or received.
 func (s *Server) StreamEvents(ctx context.Context, req StreamEventsRequestObject) (StreamEventsResponseObject, error) {
 	p, err := principalFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
-	team := deref(req.Params.Team)
+	team, member := deref(req.Params.Team), ""
+	if !p.admin {
+		member = p.member
+	}
 	switch {
 	case !p.admin && team == "":
 		team = p.team
@@ -125,7 +142,7 @@ func (s *Server) StreamEvents(ctx context.Context, req StreamEventsRequestObject
 	}
 	// Subscribe before the response starts, so that nothing published after
 	// the client sees the stream open is missed.
-	return eventStream{ctx: ctx, broker: s.events, sub: s.events.subscribe(team), log: s.log, heartbeat: heartbeatInterval}, nil
+	return eventStream{ctx: ctx, broker: s.events, sub: s.events.subscribe(team, member), log: s.log, heartbeat: heartbeatInterval}, nil
 }
 
 // eventStream writes Server-Sent Events until the client goes away. It keeps

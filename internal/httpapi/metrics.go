@@ -73,12 +73,10 @@ func (m *metrics) observe(ev core.Event) {
 	switch ev.Type {
 	case "message":
 		m.letters.Inc()
-	case "request":
+	case "request", "match":
+		// request: a request was opened (pending); match: a reply was
+		// matched and the request reached approved or rejected.
 		if r, ok := asRequest(ev.Data); ok {
-			m.protocol.WithLabelValues(r.Status).Inc()
-		}
-	case "match":
-		if r, ok := ev.Data.(core.MatchResult); ok && (r.Status == core.RequestApproved || r.Status == core.RequestRejected) {
 			m.protocol.WithLabelValues(r.Status).Inc()
 		}
 	}

@@ -1,0 +1,295 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"mailroom/api"
+	"mailroom/internal/core"
+	"mailroom/internal/httpapi"
+	"mailroom/internal/mail"
+)
+
+const adminToken = "test-admin-token"
+
+const statusPage = "<!doctype html><title>Mailroom</title>"
+
+// env is one running server over the real core and the real file store in
+// a temporary directory. Every response its client receives is validated
+// against api/openapi.yaml, so the spec and the code cannot drift apart.
+type env struct {
+	t      *testing.T
+	srv    *httptest.Server
+	client *http.Client
+	svc    *core.Service
+	dir    string
+	faults *faultFS
+}
+
+// faultFS is the real file system; while failing is set, every new
+// temporary file fails, which is how a full or broken disk looks to the store.
+type faultFS struct {
+	mail.FS
+	failing atomic.Bool
+}
+
+var errInjected = errors.New("injected write failure")
+
+func (f *faultFS) CreateTemp(dir, pattern string) (mail.File, error) {
+	if f.failing.Load() {
+		return nil, errInjected
+	}
+	return f.FS.CreateTemp(dir, pattern)
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	faults := &faultFS{FS: mail.OS()}
+	store, err := mail.Open(dir, mail.WithFS(faults))
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	svc := core.NewService(store, core.Options{})
+	if err := svc.Open(t.Context()); err != nil {
+		t.Fatalf("open service: %v", err)
+	}
+	h, err := httpapi.NewHandler(svc, httpapi.Options{
+		AdminToken: adminToken,
+		Logger:     slog.New(slog.DiscardHandler),
+		Static:     fstest.MapFS{"index.html": {Data: []byte(statusPage)}},
+	})
+	if err != nil {
+		t.Fatalf("new handler: %v", err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	client := srv.Client()
+	router, problem := specRouter(t)
+	client.Transport = &validatingTransport{t: t, base: client.Transport, router: router, problem: problem}
+	return &env{t: t, srv: srv, client: client, svc: svc, dir: dir, faults: faults}
+}
+
+func specRouter(t *testing.T) (routers.Router, *openapi3.Schema) {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(api.Spec)
+	if err != nil {
+		t.Fatalf("load spec: %v", err)
+	}
+	if err := doc.Validate(t.Context()); err != nil {
+		t.Fatalf("validate spec: %v", err)
+	}
+	r, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatalf("spec router: %v", err)
+	}
+	return r, doc.Components.Schemas["Problem"].Value
+}
+
+// validatingTransport checks every /api/v1 response against the operation
+// it answers: status declared, media type declared, body matching the schema.
+// A response to a path or method the spec does not have must be a Problem.
+type validatingTransport struct {
+	t       *testing.T
+	base    http.RoundTripper
+	router  routers.Router
+	problem *openapi3.Schema
+}
+
+func (v *validatingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := v.base.RoundTrip(req)
+	if err != nil || !strings.HasPrefix(req.URL.Path, httpapi.BasePath+"/") {
+		return resp, err
+	}
+	if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		v.t.Errorf("%s %s: X-Content-Type-Options = %q", req.Method, req.URL.Path, resp.Header.Get("X-Content-Type-Options"))
+	}
+	stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	var body []byte
+	if !stream {
+		body, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	route, params, ferr := v.router.FindRoute(req)
+	if ferr != nil {
+		v.checkProblem(req, resp, body)
+		return resp, nil
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, ExcludeResponseBody: stream},
+	}
+	in.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(req.Context(), in); err != nil {
+		v.t.Errorf("%s %s → %d does not match the spec: %v\nbody: %s", req.Method, req.URL.Path, resp.StatusCode, err, body)
+	}
+	return resp, nil
+}
+
+func (v *validatingTransport) checkProblem(req *http.Request, resp *http.Response, body []byte) {
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		v.t.Errorf("%s %s → %d: Content-Type %q, want application/problem+json", req.Method, req.URL.Path, resp.StatusCode, ct)
+	}
+	var doc any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		v.t.Errorf("%s %s: problem is not JSON: %v", req.Method, req.URL.Path, err)
+		return
+	}
+	if err := v.problem.VisitJSON(doc); err != nil {
+		v.t.Errorf("%s %s: body is not a Problem: %v", req.Method, req.URL.Path, err)
+	}
+}
+
+// result is one answered call.
+type result struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// call is every option a request in these tests needs.
+type call struct {
+	method, path string
+	token        string
+	body         string            // sent as is when not empty
+	json         any               // encoded when body is empty and json is not nil
+	header       map[string]string // extra headers
+}
+
+func (e *env) do(c call) result {
+	e.t.Helper()
+	var rd io.Reader
+	switch {
+	case c.body != "":
+		rd = strings.NewReader(c.body)
+	case c.json != nil:
+		b, err := json.Marshal(c.json)
+		if err != nil {
+			e.t.Fatalf("encode request: %v", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(e.t.Context(), c.method, e.srv.URL+c.path, rd)
+	if err != nil {
+		e.t.Fatalf("new request: %v", err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", c.method, c.path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatalf("read body: %v", err)
+	}
+	return result{status: resp.StatusCode, header: resp.Header, body: body}
+}
+
+func (e *env) get(path, token string) result {
+	e.t.Helper()
+	return e.do(call{method: http.MethodGet, path: path, token: token})
+}
+
+func (e *env) post(path, token string, body any) result {
+	e.t.Helper()
+	return e.do(call{method: http.MethodPost, path: path, token: token, json: body})
+}
+
+// decode unmarshals the body into a value of type T.
+func decode[T any](t *testing.T, r result) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("decode %T: %v\nbody: %s", v, err, r.body)
+	}
+	return v
+}
+
+// want checks the status, and for an error the problem's code.
+func want(t *testing.T, r result, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status = %d, want %d\nbody: %s", r.status, status, r.body)
+	}
+	if code == "" {
+		return
+	}
+	p := decode[httpapi.Problem](t, r)
+	if string(p.Code) != code || p.Status != status {
+		t.Fatalf("problem = %+v, want code %q status %d", p, code, status)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type = %q, want application/problem+json", ct)
+	}
+}
+
+// team is a created team: its name and each member's token.
+type team struct {
+	name   string
+	tokens map[string]string
+}
+
+// newTeam creates a team with lead, reader and reviewer (and limits, when
+// given) through the API.
+func (e *env) newTeam(name string, limits map[string]int) team {
+	e.t.Helper()
+	body := map[string]any{
+		"name": name,
+		"members": []map[string]string{
+			{"name": "reader", "role": "reads the source"},
+			{"name": "reviewer", "role": "reads the expected value"},
+		},
+	}
+	if limits != nil {
+		body["limits"] = limits
+	}
+	r := e.post("/api/v1/teams", adminToken, body)
+	want(e.t, r, http.StatusCreated, "")
+	created := decode[httpapi.CreatedTeam](e.t, r)
+	tm := team{name: name, tokens: map[string]string{}}
+	for _, m := range created.Members {
+		tm.tokens[m.Name] = m.Token
+	}
+	return tm
+}
+
+func (e *env) send(tm team, from, to, body string) result {
+	e.t.Helper()
+	return e.post("/api/v1/teams/"+tm.name+"/messages", tm.tokens[from], map[string]string{"to": to, "body": body})
+}
+
+func (e *env) inbox(tm team, member string) []httpapi.Message {
+	e.t.Helper()
+	r := e.get("/api/v1/teams/"+tm.name+"/members/"+member+"/inbox", adminToken)
+	want(e.t, r, http.StatusOK, "")
+	return decode[httpapi.Inbox](e.t, r).Messages
+}
