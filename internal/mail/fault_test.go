@@ -1,0 +1,241 @@
+package mail_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+
+	"mailroom/internal/core"
+	"mailroom/internal/mail"
+)
+
+var errInjected = errors.New("injected failure")
+
+// faultFS is the real file system with one operation made to fail while
+// armed. Every other call reaches the disk, so the test sees exactly what
+// a real failure would leave behind.
+type faultFS struct {
+	mail.FS
+	mu  sync.Mutex
+	op  string
+	hit int
+}
+
+func newFaultFS() *faultFS { return &faultFS{FS: mail.OS()} }
+
+// arm makes op fail from now on; arm("") disarms and keeps the count.
+func (f *faultFS) arm(op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if op != "" {
+		f.hit = 0
+	}
+	f.op = op
+}
+
+// hits reports how many times the armed operation failed.
+func (f *faultFS) hits() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hit
+}
+
+func (f *faultFS) fails(op string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.op != op {
+		return false
+	}
+	f.hit++
+	return true
+}
+
+func (f *faultFS) CreateTemp(dir, pattern string) (mail.File, error) {
+	if f.fails("createtemp") {
+		return nil, errInjected
+	}
+	file, err := f.FS.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: file, fs: f}, nil
+}
+
+func (f *faultFS) Rename(oldpath, newpath string) error {
+	if f.fails("rename") {
+		return errInjected
+	}
+	return f.FS.Rename(oldpath, newpath)
+}
+
+func (f *faultFS) SyncDir(name string) error {
+	if f.fails("syncdir") {
+		return errInjected
+	}
+	return f.FS.SyncDir(name)
+}
+
+func (f *faultFS) Mkdir(name string, perm fs.FileMode) error {
+	if f.fails("mkdir") {
+		return errInjected
+	}
+	return f.FS.Mkdir(name, perm)
+}
+
+type faultFile struct {
+	mail.File
+	fs *faultFS
+}
+
+func (f *faultFile) Write(p []byte) (int, error) {
+	if f.fs.fails("write") {
+		// A short write, as a full disk gives.
+		n, _ := f.File.Write(p[:len(p)/2])
+		return n, errInjected
+	}
+	return f.File.Write(p)
+}
+
+func (f *faultFile) Sync() error {
+	if f.fs.fails("sync") {
+		return errInjected
+	}
+	return f.File.Sync()
+}
+
+func (f *faultFile) Close() error {
+	err := f.File.Close()
+	if f.fs.fails("close") {
+		return errInjected
+	}
+	return err
+}
+
+func (f *faultFile) Chmod(mode fs.FileMode) error {
+	if f.fs.fails("chmod") {
+		return errInjected
+	}
+	return f.File.Chmod(mode)
+}
+
+var faultOps = []string{"createtemp", "chmod", "write", "sync", "close", "rename", "syncdir"}
+
+// TestAppendInboxFaults: whichever step of the replace fails, the append
+// returns the error, the inbox keeps its old bytes (or stays absent), no
+// temporary file is left, and the store works once the fault is gone.
+func TestAppendInboxFaults(t *testing.T) {
+	for _, op := range faultOps {
+		for _, existing := range []bool{true, false} {
+			name := op + "/first letter"
+			if existing {
+				name = op + "/third letter"
+			}
+			t.Run(name, func(t *testing.T) {
+				ffs := newFaultFS()
+				s, data := openStore(t, mail.WithFS(ffs))
+				createTeam(t, s, "team")
+				r := rules("reader", core.DefaultLimits())
+				path := inboxPath(data, "team", "reader")
+				n := 1
+				if existing {
+					send(t, s, "team", r, core.Message{ID: "reader-1", Sender: "lead", Recipient: "reader", Body: "one"})
+					send(t, s, "team", r, core.Message{ID: "reader-2", Sender: "reviewer", Recipient: "reader", Body: "二"})
+					n = 3
+				}
+				old, oldErr := os.ReadFile(path)
+				prev, err := s.LoadInbox(ctx, "team", r)
+				if err != nil {
+					t.Fatal(err)
+				}
+
+				ffs.arm(op)
+				msg := core.Message{ID: fmt.Sprintf("reader-%d", n), Sender: "lead", Recipient: "reader", Body: "lost"}
+				err = s.AppendInbox(ctx, "team", r, prev, msg)
+				ffs.arm("")
+				if !errors.Is(err, errInjected) {
+					t.Fatalf("AppendInbox = %v, want the injected failure", err)
+				}
+				if ffs.hits() == 0 {
+					t.Fatal("the fault was never reached")
+				}
+				now, nowErr := os.ReadFile(path)
+				if existing {
+					wantBytes(t, "inbox after failed append", now, old)
+				} else if !os.IsNotExist(oldErr) || !os.IsNotExist(nowErr) {
+					t.Fatalf("inbox exists after a failed first append: %q, %v", now, nowErr)
+				}
+				want := []string{"reader.jsonl"}
+				if !existing {
+					want = []string{}
+				}
+				if got := dirNames(t, filepath.Dir(path)); !reflect.DeepEqual(got, want) {
+					t.Fatalf("inboxes directory holds %q, want %q", got, want)
+				}
+
+				send(t, s, "team", r, msg)
+				if got, err := s.LoadInbox(ctx, "team", r); err != nil || len(got) != n {
+					t.Fatalf("after recovery: %q, %v", got, err)
+				}
+			})
+		}
+	}
+}
+
+// TestSaveTeamFaults: as TestAppendInboxFaults, for state.json.
+func TestSaveTeamFaults(t *testing.T) {
+	for _, op := range faultOps {
+		t.Run(op, func(t *testing.T) {
+			ffs := newFaultFS()
+			s, data := openStore(t, mail.WithFS(ffs))
+			st := createTeam(t, s, "team")
+			path := filepath.Join(data, "teams", "team", "state.json")
+			old := readFile(t, path)
+
+			st.Members[1].Turns = 1
+			ffs.arm(op)
+			err := s.SaveTeam(ctx, st)
+			ffs.arm("")
+			if !errors.Is(err, errInjected) {
+				t.Fatalf("SaveTeam = %v, want the injected failure", err)
+			}
+			wantBytes(t, "state after failed save", readFile(t, path), old)
+			if got := dirNames(t, filepath.Dir(path)); !reflect.DeepEqual(got, []string{"inboxes", "state.json"}) {
+				t.Fatalf("team directory holds %q", got)
+			}
+
+			if err := s.SaveTeam(ctx, st); err != nil {
+				t.Fatal(err)
+			}
+			teams, err := s.LoadTeams(ctx)
+			if err != nil || len(teams) != 1 || teams[0].State.Members[1].Turns != 1 {
+				t.Fatalf("after recovery: %+v, %v", teams, err)
+			}
+		})
+	}
+}
+
+// TestCreateTeamFaults: a failed creation leaves no team directory, so the
+// name stays free.
+func TestCreateTeamFaults(t *testing.T) {
+	for _, op := range append([]string{"mkdir"}, faultOps...) {
+		t.Run(op, func(t *testing.T) {
+			ffs := newFaultFS()
+			s, data := openStore(t, mail.WithFS(ffs))
+			ffs.arm(op)
+			err := s.CreateTeam(ctx, teamState("team", "lead"))
+			ffs.arm("")
+			if !errors.Is(err, errInjected) {
+				t.Fatalf("CreateTeam = %v, want the injected failure", err)
+			}
+			if got := dirNames(t, filepath.Join(data, "teams")); len(got) != 0 {
+				t.Fatalf("teams directory holds %q", got)
+			}
+			createTeam(t, s, "team")
+		})
+	}
+}

@@ -1,0 +1,45 @@
+package mail
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// lockFile is the name of the data-directory lock inside the data directory.
+const lockFile = "mailroom.lock"
+
+// LockDir takes an exclusive lock on dataDir (creating it with mode 0700 if
+// missing) so that only one server owns it. The lock is flock(2) on
+// dataDir/mailroom.lock: the kernel drops it when the process dies, so a
+// crash never leaves a stale lock, and the file itself is never removed
+// (removing it would let two servers lock two different files). If another
+// server holds the lock, the error names the directory.
+//
+// release unlocks and closes the file.
+func LockDir(dataDir string) (release func() error, err error) {
+	if err := makeDataDir(OS(), dataDir); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dataDir, lockFile), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, fileMode)
+	if err != nil {
+		return nil, fmt.Errorf("mail: open lock file in %s: %w", dataDir, err)
+	}
+	if err := f.Chmod(fileMode); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mail: chmod lock file in %s: %w", dataDir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s: another Mailroom server is using it", dataDir)
+		}
+		return nil, fmt.Errorf("mail: lock data directory %s: %w", dataDir, err)
+	}
+	return func() error {
+		uerr := syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return errors.Join(uerr, f.Close())
+	}, nil
+}
