@@ -53,7 +53,7 @@ type previous struct {
 // On any failure the temporary file is removed. A failure after the rename
 // (the directory fsync) restores prev, so the caller's "the previous state
 // is kept" stays true for what is visible.
-func (s *Store) replaceFile(dir, name string, data []byte, prev previous) (err error) {
+func (s *Store) replaceFile(dir, name string, data []byte, prev previous) error {
 	target := filepath.Join(dir, name)
 	if err := s.writeRename(dir, target, data); err != nil {
 		return err
@@ -79,7 +79,7 @@ func (s *Store) replaceFile(dir, name string, data []byte, prev previous) (err e
 // writeRename writes data to a fresh temporary file in dir, fsyncs and
 // closes it, and renames it over target. The temporary file never outlives
 // a failure.
-func (s *Store) writeRename(dir, target string, data []byte) (err error) {
+func (s *Store) writeRename(dir, target string, data []byte) error {
 	f, err := s.fs.CreateTemp(dir, tempPrefix+"*"+tempSuffix)
 	if err != nil {
 		return fmt.Errorf("mail: create temporary file for %s: %w", target, err)
@@ -114,33 +114,32 @@ func (s *Store) writeRename(dir, target string, data []byte) (err error) {
 	return nil
 }
 
-// ensureDir creates dir with mode 0700 if it is missing and reports whether
-// it did. A new directory's own entry lives in its parent, so the parent is
-// fsynced: otherwise a power loss could drop the directory together with
+// ensureDir creates dir with mode 0700 if it is missing. A new directory's
+// own entry lives in its parent, so the parent is fsynced: otherwise a power loss could drop the directory together with
 // every file later acknowledged inside it.
-func (s *Store) ensureDir(dir string) (created bool, err error) {
+func (s *Store) ensureDir(dir string) error {
 	if err := s.fs.Mkdir(dir, dirMode); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			fi, lerr := s.fs.Lstat(dir)
 			if lerr != nil {
-				return false, lerr
+				return lerr
 			}
 			if !fi.IsDir() {
-				return false, fmt.Errorf("mail: %s exists and is not a directory", dir)
+				return fmt.Errorf("mail: %s exists and is not a directory", dir)
 			}
-			return false, nil
+			return nil
 		}
-		return false, err
+		return err
 	}
 	if err := s.fs.Chmod(dir, dirMode); err != nil {
 		_ = s.fs.Remove(dir)
-		return false, err
+		return err
 	}
 	if err := s.fs.SyncDir(filepath.Dir(dir)); err != nil {
 		_ = s.fs.Remove(dir)
-		return false, err
+		return err
 	}
-	return true, nil
+	return nil
 }
 
 // removeTemps deletes the temporary files a crash left in dir. They were

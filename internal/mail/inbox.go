@@ -62,7 +62,7 @@ func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRule
 		return fmt.Errorf("mail: inbox of %s would exceed %d bytes: %w", rules.Recipient, rules.Limits.InboxBytes, core.ErrInboxTooLarge)
 	}
 	dir := filepath.Join(s.teamDir(team), inboxesDir)
-	if _, err := s.ensureDir(dir); err != nil {
+	if err := s.ensureDir(dir); err != nil {
 		return fmt.Errorf("mail: create inboxes directory: %w", err)
 	}
 	return s.replaceFile(dir, rules.Recipient+inboxExt, buf.Bytes(), old)

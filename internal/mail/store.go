@@ -62,7 +62,7 @@ func Open(dataDir string, opts ...Option) (*Store, error) {
 	if err := makeDataDir(s.fs, dataDir); err != nil {
 		return nil, err
 	}
-	if _, err := s.ensureDir(s.root); err != nil {
+	if err := s.ensureDir(s.root); err != nil {
 		return nil, fmt.Errorf("mail: create teams directory: %w", err)
 	}
 	return s, nil
@@ -119,7 +119,7 @@ func (s *Store) CreateTeam(_ context.Context, st *core.TeamState) (err error) {
 	if err := s.fs.Chmod(dir, dirMode); err != nil {
 		return fmt.Errorf("mail: chmod team directory: %w", err)
 	}
-	if _, err := s.ensureDir(inboxes); err != nil {
+	if err := s.ensureDir(inboxes); err != nil {
 		return fmt.Errorf("mail: create inboxes directory: %w", err)
 	}
 	if err := s.replaceFile(dir, stateFile, data, previous{}); err != nil {
