@@ -1,0 +1,204 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"mailroom/api"
+	"mailroom/internal/httpapi"
+)
+
+// TestAuthMatrix covers identity on every route: no token, an unknown token,
+// a token outside the header, and the wrong scheme are all 401.
+func TestAuthMatrix(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTeam("alpha", nil)
+	lead := a.tokens["lead"]
+
+	routes := []struct{ method, path string }{
+		{http.MethodGet, "/api/v1/teams"},
+		{http.MethodPost, "/api/v1/teams"},
+		{http.MethodGet, "/api/v1/teams/alpha"},
+		{http.MethodPost, "/api/v1/teams/alpha/messages"},
+		{http.MethodGet, "/api/v1/teams/alpha/members/lead/inbox"},
+		{http.MethodPost, "/api/v1/teams/alpha/members/lead/inbox/consume"},
+		{http.MethodGet, "/api/v1/teams/alpha/requests"},
+		{http.MethodPost, "/api/v1/teams/alpha/requests"},
+		{http.MethodGet, "/api/v1/teams/alpha/requests/req-1"},
+		{http.MethodPost, "/api/v1/teams/alpha/requests/req-1/reply"},
+		{http.MethodGet, "/api/v1/events"},
+		{http.MethodGet, "/api/v1/no-such-route"},
+	}
+	creds := []struct {
+		name   string
+		query  string
+		header map[string]string
+	}{
+		{name: "none"},
+		{name: "unknown token", header: map[string]string{"Authorization": "Bearer mr_0123456789abcdef"}},
+		{name: "query token", query: "?token=" + lead},
+		{name: "query access_token", query: "?access_token=" + adminToken},
+		{name: "basic scheme", header: map[string]string{"Authorization": "Basic " + adminToken}},
+		{name: "bare token", header: map[string]string{"Authorization": adminToken}},
+		{name: "empty bearer", header: map[string]string{"Authorization": "Bearer "}},
+		{name: "token in another header", header: map[string]string{"X-Api-Key": adminToken}},
+	}
+	for _, rt := range routes {
+		for _, c := range creds {
+			t.Run(rt.method+" "+rt.path+"/"+c.name, func(t *testing.T) {
+				r := e.do(call{method: rt.method, path: rt.path + c.query, header: c.header, body: `{"name":"x"}`})
+				want(t, r, http.StatusUnauthorized, "unauthorized")
+				if got := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+					t.Errorf("WWW-Authenticate = %q", got)
+				}
+			})
+		}
+	}
+	t.Run("scheme is case-insensitive", func(t *testing.T) {
+		r := e.do(call{method: http.MethodGet, path: "/api/v1/teams", header: map[string]string{"Authorization": "bearer " + adminToken}})
+		want(t, r, http.StatusOK, "")
+	})
+}
+
+func TestRequestErrors(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTeam("alpha", nil)
+	lead := a.tokens["lead"]
+	send := "/api/v1/teams/alpha/messages"
+
+	tests := []struct {
+		name   string
+		call   call
+		status int
+		code   string
+	}{
+		{"ErrMalformedJSON", call{method: http.MethodPost, path: send, token: lead, body: `{"to": "reader", "body": `}, http.StatusBadRequest, "validation_failed"},
+		{"ErrJSONArray", call{method: http.MethodPost, path: send, token: lead, body: `["reader", "hi"]`}, http.StatusBadRequest, "validation_failed"},
+		{"ErrEmptyBody", call{method: http.MethodPost, path: send, token: lead, header: map[string]string{"Content-Type": "application/json"}}, http.StatusBadRequest, "validation_failed"},
+		{"ErrCaseVariantField", call{method: http.MethodPost, path: send, token: lead, body: `{"to":"reader","body":"hi","TO":"lead"}`}, http.StatusBadRequest, "validation_failed"},
+		{"ErrTextPlain", call{method: http.MethodPost, path: send, token: lead, body: `{"to":"reader","body":"hi"}`, header: map[string]string{"Content-Type": "text/plain"}}, http.StatusUnsupportedMediaType, "unsupported_media_type"},
+		{"ErrFormEncoded", call{method: http.MethodPost, path: "/api/v1/teams", token: adminToken, body: `name=x`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}, http.StatusUnsupportedMediaType, "unsupported_media_type"},
+		{"ErrTooLarge", call{method: http.MethodPost, path: send, token: lead, body: `{"to":"reader","body":"` + strings.Repeat("x", httpapi.MaxBodyBytes) + `"}`}, http.StatusRequestEntityTooLarge, "body_too_large"},
+		{"ErrMethodNotAllowed", call{method: http.MethodDelete, path: "/api/v1/teams/alpha", token: adminToken}, http.StatusMethodNotAllowed, "method_not_allowed"},
+		{"ErrMethodNotAllowedPut", call{method: http.MethodPut, path: send, token: lead, body: `{}`}, http.StatusMethodNotAllowed, "method_not_allowed"},
+		{"ErrUnknownPath", call{method: http.MethodGet, path: "/api/v1/nothing/here", token: adminToken}, http.StatusNotFound, "not_found"},
+		{"ErrBadIdempotencyKey", call{method: http.MethodPost, path: send, token: lead, body: `{"to":"reader","body":"hi"}`, header: map[string]string{"Idempotency-Key": strings.Repeat("k", 201)}}, http.StatusBadRequest, "validation_failed"},
+		{"ErrBadEventsTeam", call{method: http.MethodGet, path: "/api/v1/events?team=Not_A_Name", token: adminToken}, http.StatusBadRequest, "validation_failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want(t, e.do(tt.call), tt.status, tt.code)
+		})
+	}
+	if msgs := e.inbox(a, "reader"); len(msgs) != 0 {
+		t.Fatalf("refused requests stored letters: %+v", msgs)
+	}
+}
+
+// TestErrorsDoNotEchoInput checks that a problem's detail never repeats what
+// the client sent: values, unknown field names or its Content-Type.
+func TestErrorsDoNotEchoInput(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTeam("alpha", nil)
+	const secret = "zq-secret-7"
+	tests := []struct {
+		name string
+		call call
+	}{
+		{"pattern", call{method: http.MethodPost, path: "/api/v1/teams", token: adminToken, json: map[string]string{"name": secret + "<script>"}}},
+		{"unknown field", call{method: http.MethodPost, path: "/api/v1/teams", token: adminToken, json: map[string]string{"name": "ok", secret: "x"}}},
+		{"type", call{method: http.MethodPost, path: "/api/v1/teams/alpha/messages", token: a.tokens["lead"], body: `{"to":"reader","body":["` + secret + `"]}`}},
+		{"enum", call{method: http.MethodPost, path: "/api/v1/teams/alpha/requests", token: a.tokens["reader"], json: map[string]string{"kind": secret, "target": "lead", "payload": "p"}}},
+		{"content type", call{method: http.MethodPost, path: "/api/v1/teams", token: adminToken, body: `{"name":"ok"}`, header: map[string]string{"Content-Type": "text/" + secret}}},
+		{"malformed JSON", call{method: http.MethodPost, path: "/api/v1/teams", token: adminToken, body: `{"name": ` + secret}},
+		{"path parameter", call{method: http.MethodGet, path: "/api/v1/teams/" + strings.ToUpper(secret), token: adminToken}},
+		{"query parameter", call{method: http.MethodGet, path: "/api/v1/events?team=" + strings.ToUpper(secret), token: adminToken}},
+		{"unknown member", call{method: http.MethodPost, path: "/api/v1/teams/alpha/messages", token: a.tokens["lead"], json: map[string]string{"to": "zq-secret", "body": "hi"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(tt.call)
+			if r.status < 400 {
+				t.Fatalf("status = %d, want an error", r.status)
+			}
+			p := decode[httpapi.Problem](t, r)
+			if p.Detail == "" {
+				t.Errorf("problem %+v has no detail", p)
+			}
+			if low := strings.ToLower(string(r.body)); strings.Contains(low, "zq-secret") {
+				t.Errorf("the client's value is echoed: %s", r.body)
+			}
+		})
+	}
+}
+
+func TestOutsideTheAPI(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		name, path  string
+		status      int
+		contentType string
+		body        []byte
+		csp         bool
+	}{
+		{"status page", "/", http.StatusOK, "text/html; charset=utf-8", []byte(statusPage), true},
+		{"health", "/healthz", http.StatusOK, "application/json", []byte("{\"status\":\"ok\"}\n"), false},
+		{"spec", "/api/openapi.yaml", http.StatusOK, "application/yaml", api.Spec, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.get(tt.path, "")
+			if r.status != tt.status || r.header.Get("Content-Type") != tt.contentType || !bytes.Equal(r.body, tt.body) {
+				t.Fatalf("GET %s = %d %q %q", tt.path, r.status, r.header.Get("Content-Type"), r.body)
+			}
+			if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
+				t.Errorf("X-Content-Type-Options = %q", got)
+			}
+			csp := r.header.Get("Content-Security-Policy")
+			if tt.csp && csp != "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'" {
+				t.Errorf("Content-Security-Policy = %q", csp)
+			}
+		})
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTeam("secretteam", nil)
+	want(t, e.send(a, "lead", "reader", "hello"), http.StatusCreated, "")
+	want(t, e.open(a, "reader", "plan", "lead", "plan"), http.StatusCreated, "")
+	want(t, e.reply(a, "lead", "req-1", true, ""), http.StatusOK, "")
+	e.consume(a, "reader")
+	want(t, e.get("/api/v1/teams/secretteam/members/reviewer/inbox", adminToken), http.StatusOK, "")
+
+	resp, err := e.client.Get(e.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	text := string(body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics = %d", resp.StatusCode)
+	}
+	for _, line := range []string{
+		`mailroom_letters_stored_total 3`,
+		`mailroom_protocol_requests_total{status="pending"} 1`,
+		`mailroom_protocol_requests_total{status="approved"} 1`,
+		`mailroom_http_requests_total{code="201",method="POST",route="/api/v1/teams/{team}/messages"} 1`,
+		`mailroom_http_requests_total{code="200",method="GET",route="/api/v1/teams/{team}/members/{member}/inbox"} 1`,
+		`mailroom_event_stream_clients 0`,
+	} {
+		if !strings.Contains(text, line+"\n") {
+			t.Errorf("metrics lack %q", line)
+		}
+	}
+	for _, name := range []string{"secretteam", "reader", "reviewer", "lead"} {
+		if strings.Contains(text, name) {
+			t.Errorf("metrics name %q", name)
+		}
+	}
+}
