@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// config is everything the serve command needs, after defaults, environment
+// and flags have been applied (in that order: a flag wins).
+type config struct {
+	addr       string
+	dataDir    string
+	adminToken string // empty: use or create <dataDir>/admin.token
+	logLevel   slog.Level
+}
+
+const (
+	defaultAddr    = "127.0.0.1:8080"
+	defaultDataDir = "./data"
+	// minAdminTokenLen keeps a hand-picked admin token from being guessable;
+	// generated tokens are far longer.
+	minAdminTokenLen = 16
+)
+
+// parseConfig reads the serve flags from args, falling back to the
+// environment and then to the defaults, and validates the result.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("mailroom", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", envOr(getenv, "MAILROOM_ADDR", defaultAddr), "listen address `host:port` (env MAILROOM_ADDR)")
+	dataDir := fs.String("data", envOr(getenv, "MAILROOM_DATA", defaultDataDir), "data `directory` (env MAILROOM_DATA)")
+	token := fs.String("admin-token", getenv("MAILROOM_ADMIN_TOKEN"), "admin `token` (env MAILROOM_ADMIN_TOKEN; default: generated once and kept in <data>/admin.token)")
+	level := fs.String("log-level", envOr(getenv, "MAILROOM_LOG_LEVEL", "info"), "log `level`: debug, info, warn or error (env MAILROOM_LOG_LEVEL)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: mailroom [flags]\n       mailroom healthcheck [--addr host:port]\n       mailroom scenario ...\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, err
+		}
+		// The flag package has already printed the problem and the usage.
+		return config{}, usageErrorf("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return config{}, usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg := config{addr: *addr, dataDir: *dataDir, adminToken: *token}
+	if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return config{}, usageErrorf("log level %q: want debug, info, warn or error", *level)
+	}
+	if err := cfg.validate(); err != nil {
+		return config{}, usageErrorf("%v", err)
+	}
+	return cfg, nil
+}
+
+// validate rejects a configuration the server could only fail with later.
+func (c config) validate() error {
+	if err := validateAddr(c.addr); err != nil {
+		return err
+	}
+	if strings.TrimSpace(c.dataDir) == "" {
+		return errors.New("data directory must not be empty")
+	}
+	if c.adminToken != "" {
+		if err := validateAdminToken(c.adminToken); err != nil {
+			return fmt.Errorf("admin token: %w", err)
+		}
+	}
+	return nil
+}
+
+func validateAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: want host:port", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("listen address %q: port must be a number from 0 to 65535", addr)
+	}
+	return nil
+}
+
+// validateAdminToken accepts only tokens that travel unchanged in an
+// Authorization header and in the ready URL's fragment (#token=...), so
+// the status page reads back exactly what the server expects.
+func validateAdminToken(tok string) error {
+	if len(tok) < minAdminTokenLen {
+		return fmt.Errorf("must be at least %d characters", minAdminTokenLen)
+	}
+	for _, r := range tok {
+		if !isTokenChar(r) {
+			return errors.New("may hold only letters, digits and - . _ ~")
+		}
+	}
+	return nil
+}
+
+func isTokenChar(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return true
+	}
+	return strings.ContainsRune("-._~", r)
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,84 @@
+// Command server runs Mailroom: the REST API, the live status page and the
+// event stream over one data directory.
+//
+// Usage:
+//
+//	server [flags]                 serve (the default)
+//	server healthcheck [--addr A]  exit 0 when a server at A answers /healthz
+//	server scenario ...            run a lesson scenario from the command line
+//
+// Every serve flag has an environment variable (MAILROOM_ADDR, MAILROOM_DATA,
+// MAILROOM_ADMIN_TOKEN, MAILROOM_LOG_LEVEL); a flag wins over its variable.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, restore the default handling so that a
+		// second Ctrl-C ends a shutdown that hangs.
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(report(err, os.Stderr))
+}
+
+// report prints err for a person and returns the process exit code:
+// 0 on success or -h, 2 on a usage error, 1 on any other failure.
+func report(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(*usageError)):
+		fmt.Fprintf(stderr, "mailroom: %v\n", err)
+		fmt.Fprintf(stderr, "Run with -h for the list of flags.\n")
+		return 2
+	default:
+		fmt.Fprintf(stderr, "mailroom: %v\n", err)
+		return 1
+	}
+}
+
+// usageError is a mistake on the command line; it exits with status 2,
+// as flag parsing errors conventionally do.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// run is the whole program with its operating-system dependencies passed in,
+// so tests can drive it. args excludes the program name. It returns when ctx
+// is cancelled (after a clean shutdown) or on the first error.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "healthcheck":
+			return runHealthcheck(ctx, args[1:], getenv, stdout, stderr)
+		case "scenario":
+			return runScenario(ctx, args[1:], getenv, stdout, stderr)
+		default:
+			return usageErrorf("unknown command %q (commands: healthcheck, scenario; no command serves)", args[0])
+		}
+	}
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, stdout, stderr)
+}

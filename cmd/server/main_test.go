@@ -1,0 +1,600 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// serverBin is the real binary, built once by TestMain.
+var serverBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mailroom-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	serverBin = filepath.Join(dir, "mailroom")
+	args := []string{"build", "-o", serverBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build server:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Bounds for waiting on a real process. They only cap a wait that is
+// otherwise driven by output or exit, so a broken server fails instead of
+// hanging the test run.
+const (
+	startDeadline = 60 * time.Second // generous: -race binaries on a busy CI machine
+	exitDeadline  = 20 * time.Second
+)
+
+// proc is a running server process.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	lines  chan string // stdout, line by line
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error // from Wait, valid once done is closed
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// start runs the binary with args and env (added to a clean environment).
+// The process is killed at the end of the test if it is still running.
+func start(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(serverBin, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	cmd.Dir = t.TempDir()
+	p := &proc{t: t, cmd: cmd, lines: make(chan string, 16), stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// startServer starts a server on a free port over dataDir and returns it
+// with its ready URL, once /healthz answers.
+func startServer(t *testing.T, dataDir string, env []string, args ...string) (*proc, *url.URL) {
+	t.Helper()
+	p := start(t, env, append([]string{"--addr", "127.0.0.1:0", "--data", dataDir}, args...)...)
+	ready := p.readyURL()
+	waitHealthy(t, ready)
+	return p, ready
+}
+
+// readyURL waits for the ready line on stdout and parses its URL.
+func (p *proc) readyURL() *url.URL {
+	p.t.Helper()
+	timeout := time.After(startDeadline)
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				<-p.done
+				p.t.Fatalf("server exited before it was ready (%v); stderr:\n%s", p.err, p.stderr)
+			}
+			const prefix = "Mailroom is ready: "
+			if !strings.HasPrefix(line, prefix) {
+				continue
+			}
+			u, err := url.Parse(strings.TrimPrefix(line, prefix))
+			if err != nil {
+				p.t.Fatalf("ready line %q: %v", line, err)
+			}
+			return u
+		case <-timeout:
+			p.t.Fatalf("no ready line within %v; stderr:\n%s", startDeadline, p.stderr)
+		}
+	}
+}
+
+// waitHealthy polls /healthz until it answers 200, within a bounded time.
+func waitHealthy(t *testing.T, base *url.URL) {
+	t.Helper()
+	deadline := time.Now().Add(startDeadline)
+	health := base.Scheme + "://" + base.Host + "/healthz"
+	for {
+		resp, err := http.Get(health)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNoContent {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not healthy within %v (last: %v)", health, startDeadline, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// wait returns the exit code, failing the test if the process does not end
+// within d.
+func (p *proc) wait(d time.Duration) int {
+	p.t.Helper()
+	for range p.lines {
+		// Drain stdout so the process never blocks on a full pipe.
+	}
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		p.t.Fatalf("process still running after %v; stderr:\n%s", d, p.stderr)
+	}
+	var exit *exec.ExitError
+	if p.err != nil && !errors.As(p.err, &exit) {
+		p.t.Fatalf("wait: %v", p.err)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// stop sends SIGTERM and requires a clean exit 0.
+func (p *proc) stop() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	if code := p.wait(exitDeadline); code != 0 {
+		p.t.Fatalf("exit code after SIGTERM = %d, want 0; stderr:\n%s", code, p.stderr)
+	}
+}
+
+func readToken(t *testing.T, dataDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func TestServeGeneratesAdminToken(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	p, ready := startServer(t, dataDir, nil)
+
+	token := readToken(t, dataDir)
+	if ready.Fragment != "token="+token {
+		t.Errorf("ready URL fragment = %q, want token=<contents of admin.token>", ready.Fragment)
+	}
+	if ready.Path != "/" {
+		t.Errorf("ready URL path = %q, want /", ready.Path)
+	}
+	for _, c := range []struct {
+		path string
+		want os.FileMode
+	}{
+		{dataDir, 0o700},
+		{filepath.Join(dataDir, "admin.token"), 0o600},
+	} {
+		info, err := os.Stat(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Mode().Perm(); got != c.want {
+			t.Errorf("mode of %s = %v, want %v", filepath.Base(c.path), got, c.want)
+		}
+	}
+
+	// The authenticated API accepts the admin token from the ready line.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+ready.Host+"/api/v1/teams", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /api/v1/teams with the admin token: %s, want 200", resp.Status)
+	}
+
+	p.stop()
+
+	// Exactly one JSON log line is the ready line, and it carries the URL.
+	var readyLines int
+	for line := range strings.Lines(p.stderr.String()) {
+		var rec struct {
+			Msg string `json:"msg"`
+			URL string `json:"url"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("stderr line is not JSON: %q", line)
+			continue
+		}
+		if rec.Msg == "ready" {
+			readyLines++
+			if rec.URL != ready.String() {
+				t.Errorf("logged ready url = %q, want %q", rec.URL, ready)
+			}
+		}
+	}
+	if readyLines != 1 {
+		t.Errorf("got %d ready log lines, want 1", readyLines)
+	}
+}
+
+func TestServeReusesAdminToken(t *testing.T) {
+	dataDir := t.TempDir()
+	p, first := startServer(t, dataDir, nil)
+	p.stop()
+	token := readToken(t, dataDir)
+
+	p, second := startServer(t, dataDir, nil)
+	p.stop()
+	if second.Fragment != first.Fragment {
+		t.Errorf("restart fragment = %q, want the first start's %q", second.Fragment, first.Fragment)
+	}
+	if got := readToken(t, dataDir); got != token {
+		t.Errorf("admin.token changed on restart: %q, want %q", got, token)
+	}
+}
+
+func TestServeAdminTokenFromConfig(t *testing.T) {
+	const envToken, flagToken = "env-token-0123456789", "flag-token-0123456789"
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"Env", []string{"MAILROOM_ADMIN_TOKEN=" + envToken}, nil, envToken},
+		{"FlagWinsOverEnv", []string{"MAILROOM_ADMIN_TOKEN=" + envToken}, []string{"--admin-token", flagToken}, flagToken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			p, ready := startServer(t, dataDir, tt.env, tt.args...)
+			p.stop()
+			if ready.Fragment != "token="+tt.want {
+				t.Errorf("fragment = %q, want token=%s", ready.Fragment, tt.want)
+			}
+			if _, err := os.Stat(filepath.Join(dataDir, "admin.token")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("admin.token written although a token was configured (stat: %v)", err)
+			}
+		})
+	}
+}
+
+func TestServeEnvConfig(t *testing.T) {
+	dataDir := t.TempDir()
+	p := start(t, []string{"MAILROOM_ADDR=127.0.0.1:0", "MAILROOM_DATA=" + dataDir, "MAILROOM_LOG_LEVEL=debug"})
+	ready := p.readyURL()
+	waitHealthy(t, ready)
+	p.stop()
+	if ready.Fragment != "token="+readToken(t, dataDir) {
+		t.Errorf("fragment %q does not match admin.token in MAILROOM_DATA", ready.Fragment)
+	}
+}
+
+// TestShutdownEndsEventStream checks that SIGTERM with the status page's
+// event stream open still shuts down cleanly, without waiting out the
+// shutdown timeout, and closes the stream.
+func TestShutdownEndsEventStream(t *testing.T) {
+	dataDir := t.TempDir()
+	p, ready := startServer(t, dataDir, nil)
+	req, _ := http.NewRequest(http.MethodGet, "http://"+ready.Host+"/api/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+readToken(t, dataDir))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("GET /api/v1/events: %s %q, want 200 text/event-stream", resp.Status, ct)
+	}
+	// Read the stream's first bytes, so the handler is surely running.
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	streamDone := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		streamDone <- err
+	}()
+
+	p.stop()
+	if err := <-streamDone; err != nil {
+		t.Errorf("event stream did not end cleanly: %v", err)
+	}
+	if log := p.stderr.String(); strings.Contains(log, "shutdown timed out") {
+		t.Errorf("shutdown waited for the event stream until its timeout:\n%s", log)
+	}
+}
+
+func TestSecondServerOnSameDataDirExits1(t *testing.T) {
+	dataDir := t.TempDir()
+	first, _ := startServer(t, dataDir, nil)
+
+	second := start(t, nil, "--addr", "127.0.0.1:0", "--data", dataDir)
+	if code := second.wait(exitDeadline); code != 1 {
+		t.Errorf("second server exit code = %d, want 1", code)
+	}
+	if msg := second.stderr.String(); !strings.Contains(msg, dataDir) {
+		t.Errorf("second server's message does not name %s:\n%s", dataDir, msg)
+	}
+	first.stop()
+}
+
+func TestPortInUseExits1(t *testing.T) {
+	first, ready := startServer(t, t.TempDir(), nil)
+	second := start(t, nil, "--addr", ready.Host, "--data", t.TempDir())
+	if code := second.wait(exitDeadline); code != 1 {
+		t.Errorf("exit code = %d, want 1", code)
+	}
+	if msg := second.stderr.String(); !strings.Contains(msg, ready.Host) {
+		t.Errorf("message does not name the address %s:\n%s", ready.Host, msg)
+	}
+	first.stop()
+}
+
+func TestHealthcheckCommand(t *testing.T) {
+	p, ready := startServer(t, t.TempDir(), nil)
+	hc := start(t, nil, "healthcheck", "--addr", ready.Host)
+	if code := hc.wait(exitDeadline); code != 0 {
+		t.Errorf("healthcheck against a running server: exit %d, want 0; stderr:\n%s", code, hc.stderr)
+	}
+	p.stop()
+	hc = start(t, nil, "healthcheck", "--addr", ready.Host)
+	if code := hc.wait(exitDeadline); code != 1 {
+		t.Errorf("healthcheck against a stopped server: exit %d, want 1", code)
+	}
+}
+
+func TestCommandLineErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		env      []string
+		wantCode int
+		wantMsg  string
+	}{
+		{"UnknownCommand", []string{"bogus"}, nil, 2, `unknown command "bogus"`},
+		{"UnknownFlag", []string{"--bogus"}, nil, 2, "bogus"},
+		{"ExtraArgument", []string{"--data", "x", "extra"}, nil, 2, `unexpected argument "extra"`},
+		{"BadAddr", []string{"--addr", "nonsense"}, nil, 2, "nonsense"},
+		{"BadLogLevel", nil, []string{"MAILROOM_LOG_LEVEL=loud"}, 2, "loud"},
+		{"ShortToken", []string{"--admin-token", "short"}, nil, 2, "at least 16"},
+		{"Help", []string{"-h"}, nil, 0, "--addr"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := start(t, tt.env, tt.args...)
+			if code := p.wait(exitDeadline); code != tt.wantCode {
+				t.Errorf("exit code = %d, want %d; stderr:\n%s", code, tt.wantCode, p.stderr)
+			}
+			if msg := p.stderr.String(); !strings.Contains(msg, tt.wantMsg) {
+				t.Errorf("stderr does not contain %q:\n%s", tt.wantMsg, msg)
+			}
+		})
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    config
+		wantErr bool
+	}{
+		{name: "Defaults", want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo}},
+		{
+			name: "Env",
+			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn"},
+			want: config{addr: "0.0.0.0:9000", dataDir: "/srv/m", adminToken: "abcdefghijklmnop", logLevel: slog.LevelWarn},
+		},
+		{
+			name: "FlagsWin",
+			args: []string{"--addr", ":7000", "--data", "d", "--admin-token", "qrstuvwxyz-0123456", "--log-level", "debug"},
+			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn"},
+			want: config{addr: ":7000", dataDir: "d", adminToken: "qrstuvwxyz-0123456", logLevel: slog.LevelDebug},
+		},
+		{name: "ErrPortRange", args: []string{"--addr", "127.0.0.1:70000"}, wantErr: true},
+		{name: "ErrNoPort", args: []string{"--addr", "127.0.0.1"}, wantErr: true},
+		{name: "ErrEmptyData", args: []string{"--data", " "}, wantErr: true},
+		{name: "ErrTokenChars", args: []string{"--admin-token", "abcdefgh#ijklmnop"}, wantErr: true},
+		{name: "ErrLogLevel", args: []string{"--log-level", "chatty"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string { return tt.env[k] }
+			got, err := parseConfig(tt.args, getenv, io.Discard)
+			if tt.wantErr {
+				if !errors.As(err, new(*usageError)) {
+					t.Fatalf("err = %v, want a usage error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReport(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"OK", nil, 0},
+		{"Usage", usageErrorf("bad"), 2},
+		{"WrappedUsage", fmt.Errorf("x: %w", usageErrorf("bad")), 2},
+		{"Failure", errors.New("disk on fire"), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := report(tt.err, io.Discard); got != tt.want {
+				t.Errorf("report(%v) = %d, want %d", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDialAddr(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"127.0.0.1:8080", "127.0.0.1:8080"},
+		{"0.0.0.0:8080", "127.0.0.1:8080"},
+		{"[::]:8080", "127.0.0.1:8080"},
+		{":8080", "127.0.0.1:8080"},
+		{"[::1]:8080", "[::1]:8080"},
+		{"example.com:80", "example.com:80"},
+	}
+	for _, tt := range tests {
+		if got := dialAddr(tt.in); got != tt.want {
+			t.Errorf("dialAddr(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestHealthcheckStatus(t *testing.T) {
+	tests := []struct {
+		name    string
+		status  int
+		wantErr bool
+	}{
+		{"OK", http.StatusOK, false},
+		{"NoContent", http.StatusNoContent, false},
+		{"ErrUnavailable", http.StatusServiceUnavailable, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/healthz" {
+					http.NotFound(w, r)
+					return
+				}
+				w.WriteHeader(tt.status)
+			}))
+			defer srv.Close()
+			addr := strings.TrimPrefix(srv.URL, "http://")
+			err := run(t.Context(), []string{"healthcheck", "--addr", addr}, func(string) string { return "" }, io.Discard, io.Discard)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestEndStreamsOnShutdown checks that shutdown cancels event streams and
+// leaves ordinary requests running.
+func TestEndStreamsOnShutdown(t *testing.T) {
+	stopping, stop := context.WithCancel(context.Background())
+	defer stop()
+	started := make(chan string, 2)
+	release := make(chan struct{})
+	ended := make(chan string, 2)
+	h := endStreamsOnShutdown(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/events" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			http.NewResponseController(w).Flush()
+			started <- "events"
+			<-r.Context().Done()
+			ended <- "events"
+			return
+		}
+		started <- "slow"
+		<-release
+		if err := r.Context().Err(); err != nil {
+			t.Errorf("ordinary request cancelled by shutdown: %v", err)
+		}
+		fmt.Fprint(w, "done")
+		ended <- "slow"
+	}), stopping)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	var wg sync.WaitGroup
+	for _, path := range []string{"/events", "/slow"} {
+		wg.Go(func() {
+			resp, err := http.Get(srv.URL + path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	<-started
+	<-started
+	stop()
+	if got := <-ended; got != "events" {
+		t.Fatalf("first to end = %q, want the event stream", got)
+	}
+	close(release)
+	if got := <-ended; got != "slow" {
+		t.Fatalf("second to end = %q, want the ordinary request", got)
+	}
+	wg.Wait()
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"mailroom/internal/core"
+	"mailroom/internal/httpapi"
+	"mailroom/internal/mail"
+	"mailroom/web"
+)
+
+// shutdownTimeout bounds how long in-flight requests may take to finish
+// after SIGINT or SIGTERM before their connections are closed.
+const shutdownTimeout = 10 * time.Second
+
+// serve runs the HTTP server until ctx is cancelled, then shuts it down
+// cleanly. It owns the data directory lock for its whole lifetime.
+func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) {
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+
+	dataDir, err := filepath.Abs(cfg.dataDir)
+	if err != nil {
+		return fmt.Errorf("data directory %s: %w", cfg.dataDir, err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory %s: %w", dataDir, err)
+	}
+	release, err := mail.LockDir(dataDir)
+	if err != nil {
+		// The error names the directory and says whether another server
+		// holds it.
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	defer func() {
+		if rerr := release(); rerr != nil {
+			log.Error("release data directory lock", "dir", dataDir, "err", rerr)
+			err = errors.Join(err, fmt.Errorf("release data directory lock: %w", rerr))
+		}
+	}()
+
+	adminToken := cfg.adminToken
+	if adminToken == "" {
+		if adminToken, err = loadOrCreateAdminToken(dataDir, log); err != nil {
+			return err
+		}
+	}
+
+	store, err := mail.Open(dataDir)
+	if err != nil {
+		return fmt.Errorf("open data directory %s: %w", dataDir, err)
+	}
+	svc := core.NewService(store, core.Options{Logger: log})
+	if err := svc.Open(ctx); err != nil {
+		return fmt.Errorf("load teams from %s: %w", dataDir, err)
+	}
+	handler, err := httpapi.NewHandler(svc, httpapi.Options{
+		AdminToken: adminToken,
+		Logger:     log,
+		Static:     web.FS(),
+	})
+	if err != nil {
+		return fmt.Errorf("build HTTP handler: %w", err)
+	}
+
+	// stopping is cancelled when shutdown begins, which ends open event
+	// streams (see endStreamsOnShutdown); other requests run to completion.
+	stopping, stopStreams := context.WithCancel(context.Background())
+	defer stopStreams()
+	srv := &http.Server{
+		Handler:           endStreamsOnShutdown(handler, stopping),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// WriteTimeout stays 0 (no limit): it would cut the Server-Sent
+		// Events stream, which writes for as long as the page is open, and
+		// scenario runs slowed with step_ms legitimately take long. Slow
+		// clients are bounded by ReadTimeout, IdleTimeout and the shutdown
+		// timeout instead.
+		WriteTimeout: 0,
+		IdleTimeout:  120 * time.Second,
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	srv.RegisterOnShutdown(stopStreams)
+
+	// Listen before serving, so a taken port is reported here and now.
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	url := readyURL(ln.Addr(), adminToken)
+	log.Info("ready", "addr", ln.Addr().String(), "data", dataDir, "url", url)
+	fmt.Fprintf(stdout, "Mailroom is ready: %s\n", url)
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", shutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		// Requests still running after the timeout are cut off; their
+		// storage writes are atomic, so nothing is left half done.
+		log.Warn("shutdown timed out; closing remaining connections", "err", err)
+		_ = srv.Close()
+	}
+	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// readyURL is the status page address with the admin token in the fragment,
+// which browsers never send to the server.
+func readyURL(addr net.Addr, token string) string {
+	return "http://" + dialAddr(addr.String()) + "/#token=" + token
+}
+
+// dialAddr turns a listen address into one a browser or client can open: a
+// server listening on every interface (0.0.0.0, [::] or an empty host,
+// dual-stack in Go) is reached through IPv4 loopback.
+func dialAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
