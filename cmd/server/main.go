@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		case "scenario":
 			return runScenario(ctx, args[1:], getenv, stdout, stderr)
 		default:
-			return usageErrorf("unknown command %q (commands: healthcheck, scenario; no command serves)", args[0])
+			return usageErrorf("unknown command %q; the commands are healthcheck and scenario, and no command serves", args[0])
 		}
 	}
 	cfg, err := parseConfig(args, getenv, stderr)
