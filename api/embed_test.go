@@ -33,7 +33,7 @@ func TestEveryOperationIsSecured(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load spec: %v", err)
 	}
-	if doc.Security == nil || len(doc.Security) == 0 {
+	if len(doc.Security) == 0 {
 		t.Fatal("the document has no global security requirement")
 	}
 	for path, item := range doc.Paths.Map() {
