@@ -1,0 +1,208 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"mailroom/internal/core"
+)
+
+// MaxModelRequests is the number of model requests one turn may make
+// (SPEC §1, §4.7). A turn that still asks for tools after the last one
+// ends with outcome call_limit and the member stops.
+const MaxModelRequests = 4
+
+// Spec describes one turn: whose turn it is, the user prompt that opens it
+// (none when empty), the system text, the model and the host's tools.
+type Spec struct {
+	Team   string
+	Member string
+	Prompt string
+	// System is the model's system text; empty means a short default
+	// naming the member and its team.
+	System string
+	Model  Model
+	Tools  ToolSet
+	Logger *slog.Logger
+}
+
+// ToolCall records one executed tool call of a turn.
+type ToolCall struct {
+	ID      string          `json:"id"`
+	Name    string          `json:"name"`
+	Input   json.RawMessage `json:"input"`
+	Content string          `json:"content"`
+	IsError bool            `json:"is_error"`
+	// Refused names the gate that refused run_main ("plan" or "host").
+	Refused string `json:"refused,omitempty"`
+	// Ran is set when run_main started the program.
+	Ran bool `json:"ran,omitempty"`
+}
+
+// Stats is what a turn did, for reports and checks: how many model
+// requests it made and every tool call it executed, in order.
+type Stats struct {
+	ModelRequests int
+	Calls         []ToolCall
+}
+
+// recorder collects Stats while a turn runs; the caller reads them once
+// the turn has returned.
+type recorder struct {
+	mu    sync.Mutex
+	stats Stats
+}
+
+func (r *recorder) request() {
+	r.mu.Lock()
+	r.stats.ModelRequests++
+	r.mu.Unlock()
+}
+
+func (r *recorder) call(c ToolCall) {
+	r.mu.Lock()
+	r.stats.Calls = append(r.stats.Calls, c)
+	r.mu.Unlock()
+}
+
+func (r *recorder) snapshot() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Stats{ModelRequests: r.stats.ModelRequests, Calls: append([]ToolCall(nil), r.stats.Calls...)}
+}
+
+// Run runs one turn of spec.Member through core's turn runner, which
+// claims the member, commits or discards the history and refuses a member
+// that is unknown (not_found) or cannot take a turn (member_unavailable;
+// the model is then never asked).
+func Run(ctx context.Context, svc *core.Service, spec Spec) (core.TurnResult, Stats, error) {
+	rec := &recorder{}
+	res, err := svc.RunTurn(ctx, spec.Team, spec.Member, turn(svc, spec, rec))
+	return res, rec.snapshot(), err
+}
+
+// RunScriptedTurn runs one turn with a Scripted model replaying steps and
+// returns the turn result and the number of model requests made. It is
+// what the REST turn endpoint calls; steps are validated first.
+func RunScriptedTurn(ctx context.Context, svc *core.Service, team, member, prompt string, steps []Step, tools ToolSet) (core.TurnResult, int, error) {
+	if err := ValidateSteps(steps); err != nil {
+		return core.TurnResult{}, 0, err
+	}
+	res, stats, err := Run(ctx, svc, Spec{Team: team, Member: member, Prompt: prompt, Model: NewScripted(steps...), Tools: tools})
+	return res, stats.ModelRequests, err
+}
+
+// Turn returns the agent loop for one turn as a core.TurnFunc, for callers
+// that drive core.Service.RunTurn themselves.
+func Turn(svc *core.Service, spec Spec) core.TurnFunc {
+	return turn(svc, spec, &recorder{})
+}
+
+func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
+	log := spec.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	system := spec.System
+	if system == "" {
+		system = fmt.Sprintf("You are %s, a member of team %s.", spec.Member, spec.Team)
+	}
+	h := host{svc: svc, team: spec.Team, member: spec.Member, set: spec.Tools}
+	tools := spec.Tools.Specs()
+
+	return func(ctx context.Context, prefix []core.Entry) (core.TurnOutcome, error) {
+		// The member's turn number names its tool-use ids; core has
+		// already counted this turn when the function runs.
+		turnNo, err := memberTurns(ctx, svc, spec.Team, spec.Member)
+		if err != nil {
+			return core.TurnOutcome{}, err
+		}
+		var this []core.Entry
+		if spec.Prompt != "" {
+			this = append(this, core.UserText(spec.Prompt))
+		}
+		calls := 0
+		lastText := ""
+		for requests := 0; ; requests++ {
+			if requests == MaxModelRequests {
+				return core.TurnOutcome{Messages: join(prefix, this), Status: core.TurnCallLimit, Text: lastText}, nil
+			}
+			// Prepare (SPEC §4.7, §4.12): match protocol replies, then
+			// attach mail to prefix + this turn and keep only the part
+			// beyond the prefix. Mail attached during a turn that fails is
+			// never committed and is attached again next time.
+			if _, err := svc.Consume(ctx, spec.Team, spec.Member); err != nil {
+				return core.TurnOutcome{}, err
+			}
+			candidate, err := svc.PrepareInbox(ctx, spec.Team, spec.Member, join(prefix, this))
+			if err != nil {
+				return core.TurnOutcome{}, err
+			}
+			this = cloneEntries(candidate[len(prefix):])
+
+			rec.request()
+			resp, err := spec.Model.Respond(ctx, Request{Member: spec.Member, System: system, Messages: candidate, Tools: tools})
+			if err != nil {
+				return core.TurnOutcome{}, fmt.Errorf("model request %d of %s: %w", requests+1, spec.Member, err)
+			}
+
+			// The loop owns tool-use ids: <member>-t<turn>-<n>, unique
+			// across the member's resumed history. Each id is executed
+			// exactly once, right here, after the response has arrived,
+			// so nothing a model (or its retries) does can run a tool twice.
+			content := cloneBlocks(resp.Content)
+			var uses []int
+			var texts []string
+			for i := range content {
+				switch content[i].Type {
+				case "tool_use":
+					calls++
+					content[i].ID = fmt.Sprintf("%s-t%d-%d", spec.Member, turnNo, calls)
+					uses = append(uses, i)
+				case "text":
+					texts = append(texts, content[i].Text)
+				}
+			}
+			if len(texts) > 0 {
+				lastText = strings.Join(texts, "\n")
+			}
+			this = append(this, core.Entry{Role: "assistant", Blocks: content})
+			if len(uses) == 0 {
+				return core.TurnOutcome{Messages: join(prefix, this), Status: core.TurnAnswered, Text: lastText}, nil
+			}
+			results := make([]core.Block, 0, len(uses))
+			for _, i := range uses {
+				use := content[i]
+				out := h.call(ctx, use.Name, use.Input)
+				log.DebugContext(ctx, "tool call", "team", spec.Team, "member", spec.Member, "id", use.ID, "tool", use.Name, "is_error", out.isError)
+				rec.call(ToolCall{ID: use.ID, Name: use.Name, Input: append(json.RawMessage(nil), use.Input...), Content: out.content, IsError: out.isError, Refused: out.refused, Ran: out.ran})
+				results = append(results, core.Block{Type: "tool_result", ToolUseID: use.ID, Content: out.content, IsError: out.isError})
+			}
+			this = append(this, core.Entry{Role: "user", Blocks: results})
+		}
+	}
+}
+
+// memberTurns returns the member's turn count as core keeps it.
+func memberTurns(ctx context.Context, svc *core.Service, team, member string) (int, error) {
+	view, err := svc.Team(ctx, team)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range view.Members {
+		if m.Name == member {
+			return m.Turns, nil
+		}
+	}
+	return 0, core.Errorf(core.CodeNotFound, "No such member.")
+}
+
+func join(prefix, this []core.Entry) []core.Entry {
+	out := make([]core.Entry, 0, len(prefix)+len(this))
+	out = append(out, prefix...)
+	return append(out, this...)
+}
