@@ -1,0 +1,425 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"mailroom/internal/core"
+	"mailroom/internal/httpapi"
+	"mailroom/internal/mail"
+	"mailroom/web"
+)
+
+// The browser tests drive the real page in headless Chromium against the
+// real HTTP handler, core and mailbox store. They need Chromium; CI installs
+// it, and without it they fail with a message saying how to get it.
+var (
+	chromiumPath = flag.String("chromium", envOr("MAILROOM_CHROMIUM", "/usr/bin/chromium"),
+		"Chromium binary for the browser tests (env MAILROOM_CHROMIUM)")
+	updateScreenshot = flag.Bool("update-screenshot", false,
+		"rewrite docs/screenshot.png from TestScreenshot")
+)
+
+const browserAdmin = "browser-test-admin-token"
+
+// pageDeadline bounds one whole browser test, so a page that never reaches
+// a state fails the test instead of hanging CI; it is not a speed check.
+const pageDeadline = time.Minute
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// apiServer is the real handler over a fresh data directory, with the page
+// embedded exactly as the server binary serves it.
+type apiServer struct {
+	t   *testing.T
+	url string
+}
+
+func newAPIServer(t *testing.T) *apiServer {
+	t.Helper()
+	store, err := mail.Open(t.TempDir())
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	svc := core.NewService(store, core.Options{})
+	if err := svc.Open(t.Context()); err != nil {
+		t.Fatalf("open service: %v", err)
+	}
+	h, err := httpapi.NewHandler(svc, httpapi.Options{
+		AdminToken: browserAdmin,
+		Logger:     slog.New(slog.DiscardHandler),
+		Static:     web.FS(),
+	})
+	if err != nil {
+		t.Fatalf("new handler: %v", err)
+	}
+	srv := httptest.NewServer(h)
+	// Registered before the browser, so it runs after the browser is gone
+	// and no event stream keeps Close waiting.
+	t.Cleanup(srv.Close)
+	return &apiServer{t: t, url: srv.URL}
+}
+
+// call sends one API request and fails the test unless the status is want.
+func (s *apiServer) call(method, path, token string, body any, want int) map[string]any {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.url+"/api/v1"+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if res.StatusCode != want {
+		s.t.Fatalf("%s %s: status %d, want %d: %s", method, path, res.StatusCode, want, raw)
+	}
+	doc := map[string]any{}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			s.t.Fatalf("%s %s: decode %q: %v", method, path, raw, err)
+		}
+	}
+	return doc
+}
+
+// createTeam makes a team with the given teammates and returns every
+// member's token by name.
+func (s *apiServer) createTeam(name string, members ...string) map[string]string {
+	s.t.Helper()
+	specs := []map[string]string{}
+	for _, m := range members {
+		specs = append(specs, map[string]string{"name": m, "role": "the " + m})
+	}
+	doc := s.call("POST", "/teams", browserAdmin, map[string]any{"name": name, "members": specs}, http.StatusCreated)
+	tokens := map[string]string{}
+	list, _ := doc["members"].([]any)
+	for _, m := range list {
+		mm, _ := m.(map[string]any)
+		name, _ := mm["name"].(string)
+		tok, _ := mm["token"].(string)
+		tokens[name] = tok
+	}
+	return tokens
+}
+
+// newBrowser starts headless Chromium with a fresh profile and returns a
+// tab context bounded by pageDeadline.
+func newBrowser(t *testing.T, width, height int) context.Context {
+	t.Helper()
+	if _, err := os.Stat(*chromiumPath); err != nil {
+		t.Fatalf("the browser tests need Chromium at %s (%v): install it with `apt-get install chromium`, "+
+			"or point -chromium / MAILROOM_CHROMIUM at the binary", *chromiumPath, err)
+	}
+	profile, err := os.MkdirTemp("", "mailroom-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeProfile(profile) })
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(*chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.NoFirstRun,
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(width, height),
+	)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(cancelTab)
+	// The first run starts the browser; it must not carry the deadline,
+	// which would stop the browser with it (see chromedp.Run).
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start Chromium at %s: %v", *chromiumPath, err)
+	}
+	ctx, cancel := context.WithTimeout(bctx, pageDeadline)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(width), int64(height))); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+// removeProfile deletes the browser profile; Chromium's helpers may still
+// write into it for a moment after the browser exits, so it retries.
+func removeProfile(dir string) {
+	for range 50 {
+		if err := os.RemoveAll(dir); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// css is a CSS selector for chromedp queries.
+func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+// do runs browser steps and fails the test with what was being done.
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.TextContent(css(sel)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
+func openPage(t *testing.T, ctx context.Context, s *apiServer) {
+	t.Helper()
+	do(t, ctx, "open the page with the token",
+		chromedp.Navigate(s.url+"/#token="+browserAdmin),
+		chromedp.WaitVisible(css(`#live[data-live="live"]`)),
+	)
+	if href := eval[string](t, ctx, `location.href`); strings.Contains(href, "token") {
+		t.Errorf("the token stays in the address bar: %s", href)
+	}
+	if got := eval[string](t, ctx, `sessionStorage.getItem('mailroom.token') || ''`); got != browserAdmin {
+		t.Errorf("sessionStorage token = %q, want the admin token", got)
+	}
+}
+
+// TestPageFollowsProtocolLive opens the page, then drives a plan and a
+// shutdown request through the API as the members would, and watches the
+// page update itself from the event stream at each step, without reloads.
+func TestPageFollowsProtocolLive(t *testing.T) {
+	s := newAPIServer(t)
+	tok := s.createTeam("watch", "reader")
+	ctx := newBrowser(t, 1280, 900)
+	openPage(t, ctx, s)
+	do(t, ctx, "see the team",
+		chromedp.WaitVisible(css(`[data-member="lead"][data-status="idle"]`)),
+		chromedp.WaitVisible(css(`[data-member="reader"][data-status="idle"]`)),
+	)
+	// A marker that a reload would lose.
+	eval[chromedp.Void](t, ctx, `window.__samePage = true`)
+
+	s.call("POST", "/teams/watch/requests", tok["reader"],
+		map[string]any{"kind": "plan", "target": "lead", "payload": "Read the expected value, then run main.py."}, http.StatusCreated)
+	do(t, ctx, "see req-1 pending and its letter",
+		chromedp.WaitVisible(css(`tr[data-request-id="req-1"][data-state="pending"]`)),
+		chromedp.WaitVisible(css(`[data-member="lead"] [data-letter-id="lead-1"][data-kind="plan_request"]`)),
+	)
+	if got := textOf(t, ctx, `tr[data-request-id="req-1"] .req-state`); !strings.Contains(got, "pending") {
+		t.Errorf("req-1 state text = %q, want pending", got)
+	}
+
+	s.call("POST", "/teams/watch/requests/req-1/reply", tok["lead"],
+		map[string]any{"approve": true, "feedback": "Approves only this plan."}, http.StatusOK)
+	do(t, ctx, "see the reply sent but not matched",
+		chromedp.WaitVisible(css(`tr[data-request-id="req-1"][data-state="replied"]`)),
+		chromedp.WaitVisible(css(`[data-member="reader"] [data-letter-id="reader-1"][data-kind="plan_response"]`)),
+	)
+	if got := textOf(t, ctx, `tr[data-request-id="req-1"] .req-state`); !strings.Contains(got, "reply sent — not yet matched") {
+		t.Errorf("req-1 state text = %q, want the reply-sent wording", got)
+	}
+
+	s.call("POST", "/teams/watch/members/reader/inbox/consume", tok["reader"], nil, http.StatusOK)
+	do(t, ctx, "see req-1 approved",
+		chromedp.WaitVisible(css(`tr[data-request-id="req-1"][data-state="approved"]`)))
+
+	s.call("POST", "/teams/watch/requests", tok["lead"],
+		map[string]any{"kind": "shutdown", "target": "reader", "payload": "The work is done."}, http.StatusCreated)
+	s.call("POST", "/teams/watch/requests/req-2/reply", tok["reader"],
+		map[string]any{"approve": true, "feedback": "Closing at the idle boundary."}, http.StatusOK)
+	do(t, ctx, "see reader closed and req-2 waiting for the lead to match",
+		chromedp.WaitVisible(css(`[data-member="reader"][data-status="closed"]`)),
+		chromedp.WaitVisible(css(`tr[data-request-id="req-2"][data-state="replied"]`)),
+	)
+	if got := textOf(t, ctx, `[data-member="reader"] .status`); !strings.Contains(got, "closed") {
+		t.Errorf("reader badge = %q, want the word closed", got)
+	}
+	if !eval[bool](t, ctx, `window.__samePage === true`) {
+		t.Error("the page reloaded instead of updating in place")
+	}
+}
+
+// TestPageRendersHostileTextLiterally sends markup as a letter body, a
+// request payload and a role, before and after the page loads, and checks
+// that it shows up as text and that no handler in it ever ran.
+func TestPageRendersHostileTextLiterally(t *testing.T) {
+	const hostile = `<img src=x onerror=window.__pwned=1>`
+	s := newAPIServer(t)
+	s.call("POST", "/teams", browserAdmin, map[string]any{
+		"name":    "hostile",
+		"members": []map[string]string{{"name": "reader", "role": hostile}},
+	}, http.StatusCreated)
+	list := s.call("GET", "/teams/hostile", browserAdmin, nil, http.StatusOK)
+	if list["name"] != "hostile" {
+		t.Fatalf("team view: %v", list)
+	}
+	// Member tokens are returned only at creation, so use a second team for
+	// the letters sent before and after the page opens.
+	tok := s.createTeam("letters", "reader")
+	s.call("POST", "/teams/letters/messages", tok["reader"], map[string]any{"to": "lead", "body": hostile}, http.StatusCreated)
+
+	ctx := newBrowser(t, 1280, 900)
+	openPage(t, ctx, s)
+	do(t, ctx, "see the first hostile letter",
+		chromedp.WaitVisible(css(`[data-member="lead"] [data-letter-id="lead-1"]`)))
+
+	s.call("POST", "/teams/letters/requests", tok["reader"],
+		map[string]any{"kind": "plan", "target": "lead", "payload": hostile}, http.StatusCreated)
+	do(t, ctx, "see the hostile payload arrive live",
+		chromedp.WaitVisible(css(`tr[data-request-id="req-1"]`)),
+		chromedp.WaitVisible(css(`[data-member="lead"] [data-letter-id="lead-2"]`)),
+	)
+
+	checks := []struct{ name, sel string }{
+		{"letter body", `[data-letter-id="lead-1"] .letter-body`},
+		{"protocol payload", `[data-letter-id="lead-2"] .proto-text`},
+		{"request table payload", `tr[data-request-id="req-1"] .payload`},
+	}
+	for _, c := range checks {
+		if got := textOf(t, ctx, c.sel); strings.TrimSpace(got) != hostile {
+			t.Errorf("%s shows %q, want the literal %q", c.name, got, hostile)
+		}
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('main img').length`); n != 0 {
+		t.Errorf("the page holds %d <img> elements inside main; markup from the API was parsed", n)
+	}
+
+	// The other team carries the markup in a member role.
+	do(t, ctx, "switch to the team with the hostile role",
+		chromedp.SetValue(css(`#team-select`), "hostile"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('team-select').dispatchEvent(new Event('change'))`),
+		chromedp.WaitVisible(css(`[data-member="reader"] .role`)),
+	)
+	if got := textOf(t, ctx, `[data-member="reader"] .role`); got != hostile {
+		t.Errorf("role shows %q, want the literal %q", got, hostile)
+	}
+	if got := eval[string](t, ctx, `typeof window.__pwned`); got != "undefined" {
+		t.Errorf("window.__pwned is %s: a handler from API data ran", got)
+	}
+}
+
+// TestPageAsksForTokenAndShowsErrors opens the page without a token, then
+// with a wrong one, and checks the form and the status line.
+func TestPageAsksForTokenAndShowsErrors(t *testing.T) {
+	s := newAPIServer(t)
+	ctx := newBrowser(t, 390, 844)
+	// Clicking the button, not form.submit(), which skips submit handlers.
+	do(t, ctx, "open without a token and try a wrong one",
+		chromedp.Navigate(s.url+"/"),
+		chromedp.WaitVisible(css(`#token-form`)),
+		chromedp.SendKeys(css(`#token-input`), "wrong-token"),
+		chromedp.Click(css(`#token-form button`)),
+		chromedp.WaitVisible(css(`#status-line`)),
+		chromedp.WaitVisible(css(`#token-form`)),
+	)
+	if got := textOf(t, ctx, `#status-text`); !strings.Contains(got, "unauthorized") {
+		t.Errorf("status line = %q, want it to name the unauthorized error", got)
+	}
+	do(t, ctx, "connect with the right token",
+		chromedp.SendKeys(css(`#token-input`), browserAdmin),
+		chromedp.Click(css(`#token-form button`)),
+		chromedp.WaitVisible(css(`#team-empty`)),
+		chromedp.WaitNotVisible(css(`#status-line`)),
+	)
+}
+
+// TestScreenshot renders a finished protocol exchange and checks that the
+// capture is a real PNG. With -update-screenshot it rewrites
+// docs/screenshot.png for the README:
+//
+//	go test ./web -run TestScreenshot -update-screenshot
+func TestScreenshot(t *testing.T) {
+	s := newAPIServer(t)
+	tok := s.createTeam("demo", "reader")
+	s.call("POST", "/teams/demo/requests", tok["reader"],
+		map[string]any{"kind": "plan", "target": "lead", "payload": "Read the expected value, then run main.py."}, http.StatusCreated)
+	s.call("POST", "/teams/demo/requests/req-1/reply", tok["lead"],
+		map[string]any{"approve": true, "feedback": "Approves only this plan; permission is judged separately."}, http.StatusOK)
+	s.call("POST", "/teams/demo/members/reader/inbox/consume", tok["reader"], nil, http.StatusOK)
+	s.call("POST", "/teams/demo/requests", tok["lead"],
+		map[string]any{"kind": "shutdown", "target": "reader", "payload": "The work is done; please close at an idle boundary."}, http.StatusCreated)
+	s.call("POST", "/teams/demo/requests/req-2/reply", tok["reader"],
+		map[string]any{"approve": true, "feedback": "Confirming this shutdown at the idle boundary."}, http.StatusOK)
+
+	ctx := newBrowser(t, 1280, 900)
+	openPage(t, ctx, s)
+	do(t, ctx, "see the finished exchange",
+		chromedp.WaitVisible(css(`[data-member="reader"][data-status="closed"]`)),
+		chromedp.WaitVisible(css(`tr[data-request-id="req-2"]`)),
+		chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`),
+	)
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	checkPNG(t, png)
+	if *updateScreenshot {
+		path := filepath.Join("..", "docs", "screenshot.png")
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatalf("write %s: %v", path, err)
+		}
+		t.Logf("wrote %s (%d bytes)", path, len(png))
+	}
+}
+
+func checkPNG(t *testing.T, b []byte) {
+	t.Helper()
+	const minSize = 20 << 10 // a blank page compresses to a few KiB
+	if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("screenshot is not a PNG (starts %q)", fmt.Sprintf("%.8x", b))
+	}
+	if len(b) < minSize {
+		t.Errorf("screenshot is %d bytes, want at least %d: the page looks empty", len(b), minSize)
+	}
+}
