@@ -1,0 +1,190 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"mailroom/internal/agent"
+	"mailroom/internal/core"
+)
+
+// agentTeams runs lesson 15 (SPEC §7, first reconstruction): reader and
+// reviewer take turn 1 at the same time, reader continues in turn 2 from
+// its own record, and lead summarises. Nothing runs main.py.
+func (x *run) agentTeams(ctx context.Context) *TeamsOutcome {
+	tools := agent.ToolSet{Names: []string{agent.ToolReadFile, agent.ToolSendMessage}, Workspace: x.ws}
+
+	var readerT1, reviewerT1 turnRecord
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		readerT1 = x.turn(ctx, "reader", "Inspect main.py and report to lead. Do not run it.", tools,
+			agent.CallStep(agent.ToolReadFile, map[string]string{"path": "main.py"}),
+			agent.ComputedStep(readerFirstReport),
+			agent.TextStep("Source read and reported to lead; main.py was not run."),
+		)
+	})
+	wg.Go(func() {
+		reviewerT1 = x.turn(ctx, "reviewer", "Read expected.txt and tell reader the expected value.", tools,
+			agent.CallStep(agent.ToolReadFile, map[string]string{"path": "expected.txt"}),
+			agent.ComputedStep(reviewerNote),
+			agent.TextStep("Expected value sent to reader."),
+		)
+	})
+	wg.Wait()
+
+	x.pause(ctx)
+	readerT2 := x.turn(ctx, "reader", "Write lead a supplementary report from your earlier record and any new mail.", tools,
+		agent.ComputedStep(readerSupplement),
+		agent.TextStep("Supplementary report sent to lead; main.py was not run."),
+	)
+	x.pause(ctx)
+	leadT := x.turn(ctx, core.LeadName, "Summarise the reports you received.", tools,
+		agent.ComputedStep(leadSummary),
+	)
+
+	out := &TeamsOutcome{}
+	bg := context.WithoutCancel(ctx)
+	boxes := map[string][]core.Message{}
+	for _, m := range []string{core.LeadName, "reader", "reviewer"} {
+		box, err := x.svc.Inbox(bg, x.team, m)
+		if err != nil {
+			x.check("mailboxes_readable", false, "the inbox of %s could not be read: %s", m, core.ErrorMessage(err))
+		}
+		boxes[m] = box
+	}
+	out.LeadLetters, out.ReaderLetters, out.ReviewerLetters = len(boxes[core.LeadName]), len(boxes["reader"]), len(boxes["reviewer"])
+
+	ok, detail := answered(readerT1, reviewerT1, readerT2, leadT)
+	x.check("turn_outcomes", ok, "%s (reader and reviewer took turn 1 concurrently)", detail)
+
+	x.check("model_requests", x.modelRequests == 9,
+		"%d model requests (reader turn 1: %d, reviewer: %d, reader turn 2: %d, lead: %d); the lesson makes 9",
+		x.modelRequests, readerT1.stats.ModelRequests, reviewerT1.stats.ModelRequests, readerT2.stats.ModelRequests, leadT.stats.ModelRequests)
+
+	x.check("mailbox_counts", out.LeadLetters == 2 && out.ReaderLetters == 1 && out.ReviewerLetters == 0,
+		"lead %d, reader %d, reviewer %d letters; the lesson leaves 2 / 1 / 0",
+		out.LeadLetters, out.ReaderLetters, out.ReviewerLetters)
+
+	// The reader's turn-2 request must carry the very tool result its
+	// turn-1 read_file produced: the history was continued, not rebuilt.
+	var first agent.ToolCall
+	for _, c := range readerT1.stats.Calls {
+		if c.Name == agent.ToolReadFile && readPath(c.Input) == "main.py" && !c.IsError {
+			first = c
+			break
+		}
+	}
+	kept := false
+	if reqs := readerT2.model.Requests(); first.ID != "" && len(reqs) > 0 {
+		for _, r := range toolResults(reqs[0].Messages) {
+			if r.id == first.ID && r.content == first.Content && !r.isError {
+				kept = true
+			}
+		}
+	}
+	x.check("reader_context_kept", kept,
+		"reader's first turn-2 model request contains tool result %s (read_file main.py, %d bytes) from turn 1", orNone(first.ID), len(first.Content))
+
+	for _, c := range readerT2.stats.Calls {
+		if c.Name == agent.ToolReadFile && readPath(c.Input) == "main.py" {
+			out.ReaderRereadSource = true
+		}
+	}
+	x.check("reader_no_reread", !out.ReaderRereadSource && len(readerT2.model.Requests()) > 0,
+		"reader's turn 2 made %d tool call(s) and read main.py again: %t", len(readerT2.stats.Calls), out.ReaderRereadSource)
+
+	// What lead's model was actually shown, not what its inbox holds.
+	var leadInput []core.Entry
+	if reqs := leadT.model.Requests(); len(reqs) > 0 {
+		leadInput = reqs[len(reqs)-1].Messages
+	}
+	var seen []string
+	for _, m := range boxes[core.LeadName] {
+		if m.Sender == "reader" && containsText(leadInput, core.HistoryText(m)) {
+			out.LeadSawReports++
+			seen = append(seen, m.ID)
+		}
+	}
+	x.check("lead_saw_both_reports", out.LeadSawReports == 2,
+		"lead's model input contains %d report(s) from reader: %s", out.LeadSawReports, orNone(strings.Join(seen, ", ")))
+
+	var ids []string
+	for _, tr := range []turnRecord{readerT1, reviewerT1, readerT2} {
+		for _, c := range tr.stats.Calls {
+			ids = append(ids, c.ID)
+		}
+	}
+	want := "reader-t1-1,reader-t1-2,reviewer-t1-1,reviewer-t1-2,reader-t2-1"
+	x.check("tool_use_ids", strings.Join(ids, ",") == want,
+		"tool-use ids are <member>-t<turn>-<n>: %s", orNone(strings.Join(ids, ", ")))
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// readerFirstReport mails lead what reader's read_file returned.
+func readerFirstReport(req agent.Request) agent.Step {
+	src, ok := lastResult(req.Messages, agent.ToolReadFile)
+	body := "Report 1 from reader: main.py could not be read; not run."
+	if ok && !src.isError {
+		body = fmt.Sprintf("Report 1 from reader: main.py read (%d lines); its output line is %s and it appends one x to counter.txt. Not run.",
+			strings.Count(src.content, "\n"), printLine(src.content))
+	}
+	return agent.CallStep(agent.ToolSendMessage, map[string]string{"to": core.LeadName, "body": body})
+}
+
+// reviewerNote mails reader the value expected.txt holds.
+func reviewerNote(req agent.Request) agent.Step {
+	res, ok := lastResult(req.Messages, agent.ToolReadFile)
+	body := "expected.txt could not be read; not run yet."
+	if ok && !res.isError {
+		body = fmt.Sprintf("expected.txt currently records %s; not run yet.", strings.TrimSpace(res.content))
+	}
+	return agent.CallStep(agent.ToolSendMessage, map[string]string{"to": "reader", "body": body})
+}
+
+// readerSupplement writes lead a supplementary report from reader's own
+// turn-1 record of main.py and reviewer's letter, without reading again.
+func readerSupplement(req agent.Request) agent.Step {
+	source := "I no longer have my turn-1 record of main.py"
+	if src, ok := lastResult(req.Messages, agent.ToolReadFile); ok && !src.isError && readPath(src.input) == "main.py" {
+		source = fmt.Sprintf("my turn-1 record of main.py (output line %s)", printLine(src.content))
+	}
+	note := "no note from reviewer"
+	for _, m := range teamMessages(req.Messages) {
+		if m.Sender == "reviewer" {
+			note = fmt.Sprintf("reviewer's note %q", m.Body)
+		}
+	}
+	body := fmt.Sprintf("Report 2 from reader (supplement): combining %s with %s. Still not run.", source, note)
+	return agent.CallStep(agent.ToolSendMessage, map[string]string{"to": core.LeadName, "body": body})
+}
+
+// leadSummary answers with a summary of the reports lead was shown.
+func leadSummary(req agent.Request) agent.Step {
+	var reports []string
+	for _, m := range teamMessages(req.Messages) {
+		if m.Sender == "reader" {
+			reports = append(reports, m.ID)
+		}
+	}
+	return agent.TextStep(fmt.Sprintf("Summary: %d report(s) from reader (%s); the source and the expected value were read, main.py was not run.",
+		len(reports), orNone(strings.Join(reports, ", "))))
+}
+
+// printLine returns the first line of src that calls print, or "unknown".
+func printLine(src string) string {
+	for line := range strings.Lines(src) {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "print(") {
+			return l
+		}
+	}
+	return "unknown"
+}

@@ -1,0 +1,553 @@
+// Package scenario runs the two lesson scenarios end to end on a real
+// team: agent-teams (lesson 15, SPEC §7: save mail, receive mail, continue
+// the same teammate) and team-protocols (lesson 16, SPEC §8: a plan is
+// approved, matched and only then acted on, with host permission as a
+// separate gate, then an idle-boundary shutdown).
+//
+// Each run creates its own team and its own workspace under the data
+// directory, drives the teammates with scripted models through the one
+// agent loop of package agent, checks what the lesson promises and keeps
+// the result document at <data>/runs/<run_id>/result.json.
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"mailroom/internal/agent"
+	"mailroom/internal/core"
+)
+
+// Scenario names.
+const (
+	AgentTeams    = "agent-teams"
+	TeamProtocols = "team-protocols"
+)
+
+// Option values of team-protocols.
+const (
+	PlanApprove    = "approve"
+	PlanReject     = "reject"
+	DecisionAllow  = "allow"
+	DecisionDeny   = "deny"
+	DefaultExpect  = "42"
+	MaxStepMS      = agent.MaxWaitMS
+	maxExpectChars = 32
+)
+
+// Options configure a run. agent-teams takes only StepMS; team-protocols
+// takes all four. Empty strings mean the defaults: plan approve, decision
+// deny, expected "42".
+type Options struct {
+	Plan     string `json:"plan,omitempty"`
+	Decision string `json:"decision,omitempty"`
+	Expected string `json:"expected,omitempty"`
+	// StepMS slows every scripted model answer and every host step by
+	// this many milliseconds, so a person can follow the live page.
+	StepMS int `json:"step_ms,omitempty"`
+}
+
+// normalize applies defaults and validates opts for scenario name.
+func (o Options) normalize(name string) (Options, error) {
+	if o.StepMS < 0 || o.StepMS > MaxStepMS {
+		return o, core.Errorf(core.CodeValidation, "step_ms must be within 0..%d.", MaxStepMS)
+	}
+	if name == AgentTeams {
+		if o.Plan != "" || o.Decision != "" || o.Expected != "" {
+			return o, core.Errorf(core.CodeValidation, "agent-teams takes only step_ms.")
+		}
+		return o, nil
+	}
+	if o.Plan == "" {
+		o.Plan = PlanApprove
+	}
+	if o.Decision == "" {
+		o.Decision = DecisionDeny
+	}
+	if o.Expected == "" {
+		o.Expected = DefaultExpect
+	}
+	if o.Plan != PlanApprove && o.Plan != PlanReject {
+		return o, core.Errorf(core.CodeValidation, "plan must be approve or reject.")
+	}
+	if o.Decision != DecisionAllow && o.Decision != DecisionDeny {
+		return o, core.Errorf(core.CodeValidation, "decision must be allow or deny.")
+	}
+	if n := core.Length(o.Expected); n > maxExpectChars || core.Trim(o.Expected) != o.Expected || strings.ContainsFunc(o.Expected, isControl) {
+		return o, core.Errorf(core.CodeValidation, "expected must be 1 to %d characters on one line, without surrounding spaces.", maxExpectChars)
+	}
+	return o, nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// Info describes a scenario for the scenario list.
+type Info struct {
+	Name        string         `json:"name"`
+	Title       string         `json:"title"`
+	Description string         `json:"description"`
+	Options     map[string]any `json:"options"`
+}
+
+// Scenarios lists the scenarios with their option defaults.
+func Scenarios() []Info {
+	return []Info{
+		{
+			Name:        AgentTeams,
+			Title:       "Agent teams (lesson 15)",
+			Description: "reader and reviewer work at the same time; reviewer mails reader the expected value; reader continues from its own earlier record without reading main.py again; lead summarises both reports. 9 model requests; mailboxes lead 2, reader 1, reviewer 0.",
+			Options:     map[string]any{"step_ms": 0},
+		},
+		{
+			Name:        TeamProtocols,
+			Title:       "Team protocols (lesson 16)",
+			Description: "reader submits a plan; lead approves or rejects it; reader matches the reply and only then works; running main.py also needs host permission; lead then closes reader at an idle boundary. 7 model requests and 4 protocol letters on every path.",
+			Options:     map[string]any{"plan": PlanApprove, "decision": DecisionDeny, "expected": DefaultExpect, "step_ms": 0},
+		},
+	}
+}
+
+// Check is one named check of a run.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// ProtocolOutcome is what the team-protocols run did with the program.
+type ProtocolOutcome struct {
+	Ran bool `json:"ran"`
+	// RefusedBy is "plan" or "host" when run_main was refused, else nil.
+	RefusedBy *string `json:"refused_by"`
+	// Output is the program's stdout, trimmed, when it ran.
+	Output   *string `json:"output"`
+	Expected string  `json:"expected"`
+	// Match compares Output with Expected; nil when the program did not run.
+	Match *bool `json:"match"`
+	// Counter is the program's counter file after the run ("" if absent).
+	Counter string `json:"counter"`
+}
+
+// TeamsOutcome is what the agent-teams run left behind.
+type TeamsOutcome struct {
+	LeadLetters        int  `json:"lead_letters"`
+	ReaderLetters      int  `json:"reader_letters"`
+	ReviewerLetters    int  `json:"reviewer_letters"`
+	ReaderRereadSource bool `json:"reader_reread_source"`
+	// LeadSawReports counts lead's letters present in its model input.
+	LeadSawReports int `json:"lead_saw_reports"`
+}
+
+// Result is a run's document (API.md, Scenarios). Outcome is a
+// *ProtocolOutcome or a *TeamsOutcome according to Scenario; it is nil
+// while the run is in progress.
+type Result struct {
+	RunID         string                    `json:"run_id"`
+	Scenario      string                    `json:"scenario"`
+	Team          string                    `json:"team"`
+	OK            bool                      `json:"ok"`
+	Checks        []Check                   `json:"checks"`
+	ModelRequests int                       `json:"model_requests"`
+	Outcome       any                       `json:"outcome"`
+	Requests      []core.Request            `json:"requests"`
+	Mailboxes     map[string][]core.Message `json:"mailboxes"`
+}
+
+// UnmarshalJSON reads a stored document, decoding Outcome into the type
+// its scenario uses.
+func (r *Result) UnmarshalJSON(data []byte) error {
+	type plain Result
+	var raw struct {
+		plain
+		Outcome json.RawMessage `json:"outcome"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*r = Result(raw.plain)
+	r.Outcome = nil
+	if len(raw.Outcome) == 0 || string(raw.Outcome) == "null" {
+		return nil
+	}
+	switch r.Scenario {
+	case TeamProtocols:
+		var o ProtocolOutcome
+		if err := json.Unmarshal(raw.Outcome, &o); err != nil {
+			return err
+		}
+		r.Outcome = &o
+	case AgentTeams:
+		var o TeamsOutcome
+		if err := json.Unmarshal(raw.Outcome, &o); err != nil {
+			return err
+		}
+		r.Outcome = &o
+	default:
+		return fmt.Errorf("scenario: unknown scenario %q in a stored result", r.Scenario)
+	}
+	return nil
+}
+
+// Config configures a Runner.
+type Config struct {
+	// OnStart, when set, is called right after a run's team is created,
+	// so that the caller can announce the run while it is in progress.
+	OnStart func(runID, team string)
+	Logger  *slog.Logger
+}
+
+// Runner runs scenarios and keeps their documents: in memory while the
+// process lives and as <data>/runs/<run_id>/result.json across restarts.
+type Runner struct {
+	svc     *core.Service
+	dataDir string
+	cfg     Config
+	log     *slog.Logger
+
+	mu   sync.Mutex
+	runs map[string]*Result
+}
+
+// NewRunner returns a Runner that creates its teams in svc and its
+// workspaces and results under dataDir/runs.
+func NewRunner(svc *core.Service, dataDir string, cfg Config) *Runner {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Runner{svc: svc, dataDir: dataDir, cfg: cfg, log: log, runs: map[string]*Result{}}
+}
+
+func (r *Runner) runsDir() string { return filepath.Join(r.dataDir, "runs") }
+
+// Run runs scenario name with opts and returns its document. The run's
+// team and workspace are created first; its id is the team's name. An
+// unknown scenario is not_found, invalid options validation_failed. A
+// check that fails is reported in the document, not as an error; an error
+// means the run could not be carried out at all (or ctx ended), and the
+// document, as far as it got, is still stored.
+func (r *Runner) Run(ctx context.Context, name string, opts Options) (Result, error) {
+	if name != AgentTeams && name != TeamProtocols {
+		return Result{}, core.Errorf(core.CodeNotFound, "No such scenario.")
+	}
+	opts, err := opts.normalize(name)
+	if err != nil {
+		return Result{}, err
+	}
+	x, err := r.start(ctx, name)
+	if err != nil {
+		return Result{}, err
+	}
+	x.stepMS = opts.StepMS
+	x.opts = opts
+	if r.cfg.OnStart != nil {
+		r.cfg.OnStart(x.id, x.team)
+	}
+	expected := DefaultExpect
+	if name == TeamProtocols {
+		expected = opts.Expected
+	}
+	if err := writeWorkspace(x.ws, expected); err != nil {
+		return r.finish(ctx, x, fmt.Errorf("scenario: write workspace: %w", err))
+	}
+	switch name {
+	case AgentTeams:
+		x.doc.Outcome = x.agentTeams(ctx)
+	case TeamProtocols:
+		x.doc.Outcome = x.teamProtocols(ctx)
+	}
+	return r.finish(ctx, x, ctx.Err())
+}
+
+// start claims a run id (the next free <scenario>-<n>), its directory and
+// its team, and registers the in-progress document.
+func (r *Runner) start(ctx context.Context, name string) (*run, error) {
+	if err := os.MkdirAll(r.runsDir(), 0o700); err != nil {
+		return nil, core.StorageError(err)
+	}
+	n := r.nextNumber(name)
+	for tries := 0; tries < 100; tries, n = tries+1, n+1 {
+		id := name + "-" + strconv.Itoa(n)
+		if !core.ValidName(id) {
+			break
+		}
+		dir := filepath.Join(r.runsDir(), id)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			return nil, core.StorageError(err)
+		}
+		_, _, err := r.svc.CreateTeam(ctx, lessonTeam(id))
+		if core.ErrorCode(err) == core.CodeTeamExists {
+			_ = os.Remove(dir)
+			continue
+		}
+		if err != nil {
+			_ = os.Remove(dir)
+			return nil, err
+		}
+		x := &run{svc: r.svc, log: r.log, id: id, team: id, dir: dir, ws: filepath.Join(dir, "workspace"),
+			doc: &Result{RunID: id, Scenario: name, Team: id, Checks: []Check{}, Requests: []core.Request{}, Mailboxes: map[string][]core.Message{}}}
+		r.mu.Lock()
+		r.runs[id] = x.doc
+		r.mu.Unlock()
+		return x, nil
+	}
+	return nil, core.Errorf(core.CodeTeamExists, "No free run name for this scenario.")
+}
+
+// nextNumber is one more than the largest n of the teams and run
+// directories named <scenario>-<n>.
+func (r *Runner) nextNumber(name string) int {
+	names := []string{}
+	for _, t := range r.svc.Teams() {
+		names = append(names, t.Name)
+	}
+	if entries, err := os.ReadDir(r.runsDir()); err == nil {
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+	}
+	highest := 0
+	for _, s := range names {
+		rest, ok := strings.CutPrefix(s, name+"-")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.Atoi(rest); err == nil && v > highest && strconv.Itoa(v) == rest {
+			highest = v
+		}
+	}
+	return highest + 1
+}
+
+// finish completes the document from the team's final state, stores it
+// and returns it.
+func (r *Runner) finish(ctx context.Context, x *run, runErr error) (Result, error) {
+	bg := context.WithoutCancel(ctx)
+	doc := x.doc
+	if reqs, err := r.svc.Requests(bg, x.team); err == nil {
+		doc.Requests = reqs
+	}
+	if view, err := r.svc.Team(bg, x.team); err == nil {
+		for _, m := range view.Members {
+			box, err := r.svc.Inbox(bg, x.team, m.Name)
+			if err != nil {
+				x.check("mailboxes_readable", false, "the inbox of %s could not be read: %s", m.Name, core.ErrorMessage(err))
+				continue
+			}
+			doc.Mailboxes[m.Name] = box
+		}
+	}
+	doc.Checks = x.checks
+	doc.ModelRequests = x.modelRequests
+	doc.OK = runErr == nil && len(doc.Checks) > 0
+	for _, c := range doc.Checks {
+		doc.OK = doc.OK && c.OK
+	}
+	out := cloneResult(doc)
+	r.mu.Lock()
+	r.runs[x.id] = &out
+	r.mu.Unlock()
+	if err := writeResult(filepath.Join(x.dir, "result.json"), out); err != nil {
+		r.log.Error("storing a run result failed", "run", x.id, "err", err)
+		if runErr == nil {
+			runErr = core.StorageError(err)
+		}
+	}
+	r.log.Info("scenario run finished", "run", x.id, "scenario", out.Scenario, "ok", out.OK)
+	return cloneResult(&out), runErr
+}
+
+// Get returns a run's document: the finished one, or the in-progress one
+// (ok false, no checks yet) while the run is still going. A run that is
+// not in memory is read from its result.json.
+func (r *Runner) Get(runID string) (Result, error) {
+	if !core.ValidName(runID) {
+		return Result{}, core.Errorf(core.CodeNotFound, "No such run.")
+	}
+	r.mu.Lock()
+	doc, ok := r.runs[runID]
+	var out Result
+	if ok {
+		out = cloneResult(doc)
+	}
+	r.mu.Unlock()
+	if ok {
+		return out, nil
+	}
+	data, err := os.ReadFile(filepath.Join(r.runsDir(), runID, "result.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Result{}, core.Errorf(core.CodeNotFound, "No such run.")
+	}
+	if err != nil {
+		return Result{}, core.StorageError(err)
+	}
+	var stored Result
+	if err := json.Unmarshal(data, &stored); err != nil || stored.RunID != runID {
+		return Result{}, &core.Error{Code: core.CodeStorageFailed, Message: "The stored run result cannot be read.", Err: err}
+	}
+	r.mu.Lock()
+	r.runs[runID] = &stored
+	r.mu.Unlock()
+	return cloneResult(&stored), nil
+}
+
+// cloneResult copies a document deeply enough that callers cannot change
+// the runner's copy (outcomes are replaced, never mutated).
+func cloneResult(d *Result) Result {
+	out := *d
+	out.Checks = append([]Check{}, d.Checks...)
+	out.Requests = append([]core.Request{}, d.Requests...)
+	for i, rq := range out.Requests {
+		if rq.Reply != nil {
+			rep := *rq.Reply
+			out.Requests[i].Reply = &rep
+		}
+	}
+	out.Mailboxes = make(map[string][]core.Message, len(d.Mailboxes))
+	for k, v := range d.Mailboxes {
+		out.Mailboxes[k] = append([]core.Message{}, v...)
+	}
+	return out
+}
+
+// writeResult stores doc atomically: a temporary file in the same
+// directory, fsynced, renamed into place, and the directory fsynced.
+func writeResult(path string, doc Result) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".result-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// lessonTeam is the lessons' fixed team (SPEC §1).
+func lessonTeam(name string) core.TeamSpec {
+	return core.TeamSpec{Name: name, Members: []core.MemberSpec{
+		{Name: core.LeadName, Role: "summarise read-only evidence"},
+		{Name: "reader", Role: "read the source and keep the investigation context"},
+		{Name: "reviewer", Role: "read the expected value and notify reader"},
+	}}
+}
+
+// run is one scenario run in progress.
+type run struct {
+	svc    *core.Service
+	log    *slog.Logger
+	id     string
+	team   string
+	dir    string
+	ws     string
+	stepMS int
+	opts   Options
+	doc    *Result
+
+	mu            sync.Mutex
+	checks        []Check
+	modelRequests int
+}
+
+// check records a named check.
+func (x *run) check(name string, ok bool, format string, args ...any) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.checks = append(x.checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
+}
+
+// pause waits step_ms before a host step, so the live page can follow.
+func (x *run) pause(ctx context.Context) {
+	if x.stepMS <= 0 {
+		return
+	}
+	t := time.NewTimer(time.Duration(x.stepMS) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// turnRecord is one scripted turn: its result, what it did and the model
+// that answered (with every request it was shown).
+type turnRecord struct {
+	member string
+	res    core.TurnResult
+	stats  agent.Stats
+	model  *agent.Scripted
+	err    error
+}
+
+func (tr turnRecord) String() string {
+	if tr.err != nil {
+		return fmt.Sprintf("%s: %s", tr.member, core.ErrorCode(tr.err))
+	}
+	return fmt.Sprintf("%s %s", tr.member, tr.res.Status)
+}
+
+// turn runs one scripted turn of member in the run's team; every step
+// waits step_ms. The turn's model requests count toward the run's total.
+func (x *run) turn(ctx context.Context, member, prompt string, tools agent.ToolSet, steps ...agent.Step) turnRecord {
+	for i := range steps {
+		if steps[i].WaitMS == 0 {
+			steps[i].WaitMS = x.stepMS
+		}
+	}
+	model := agent.NewScripted(steps...)
+	res, stats, err := agent.Run(ctx, x.svc, agent.Spec{Team: x.team, Member: member, Prompt: prompt, Model: model, Tools: tools, Logger: x.log})
+	x.mu.Lock()
+	x.modelRequests += stats.ModelRequests
+	x.mu.Unlock()
+	return turnRecord{member: member, res: res, stats: stats, model: model, err: err}
+}
+
+// answered reports whether every turn answered, with a detail line.
+func answered(turns ...turnRecord) (bool, string) {
+	ok := true
+	parts := make([]string, len(turns))
+	for i, tr := range turns {
+		ok = ok && tr.err == nil && tr.res.Status == core.TurnAnswered
+		parts[i] = tr.String()
+	}
+	return ok, strings.Join(parts, ", ")
+}
