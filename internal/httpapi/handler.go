@@ -128,15 +128,14 @@ func requestValidator(log *slog.Logger) (func(http.Handler) http.Handler, error)
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: load embedded spec: %w", err)
 	}
-	onError := validationErrorHandler(log)
 	return nethttpmw.OapiRequestValidatorWithOptions(spec, &nethttpmw.Options{
 		SilenceServersWarning: true, // the server URL is relative: a path prefix, no Host check
 		Options: openapi3filter.Options{
 			AuthenticationFunc:      openapi3filter.NoopAuthenticationFunc,
 			SchemaValidationOptions: []openapi3.SchemaValidationOption{openapi3.DisableSchemaErrorDetails()},
 		},
-		ErrorHandlerWithOpts: func(ctx context.Context, err error, w http.ResponseWriter, r *http.Request, o nethttpmw.ErrorHandlerOpts) {
-			onError(ctx, err, w, r, o.StatusCode)
+		ErrorHandlerWithOpts: func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, _ nethttpmw.ErrorHandlerOpts) {
+			respondInvalid(log, w, r, err)
 		},
 	}), nil
 }

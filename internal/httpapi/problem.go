@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -164,11 +163,10 @@ func schemaReason(se *openapi3.SchemaError) string {
 	return se.Reason
 }
 
-// validationErrorHandler answers every request the validator refuses.
-func validationErrorHandler(log *slog.Logger) func(context.Context, error, http.ResponseWriter, *http.Request, int) {
-	return func(ctx context.Context, err error, w http.ResponseWriter, r *http.Request, _ int) {
-		p := validationProblem(err)
-		log.DebugContext(ctx, "request rejected by schema", "method", r.Method, "status", p.Status, "code", p.Code)
-		writeProblem(w, p)
-	}
+// respondInvalid answers a request the validator refused. The validator's
+// suggested status is ignored: it reports 405 as 404 (STYLE pitfall 3).
+func respondInvalid(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	p := validationProblem(err)
+	log.DebugContext(r.Context(), "request rejected by schema", "method", r.Method, "status", p.Status, "code", p.Code)
+	writeProblem(w, p)
 }
