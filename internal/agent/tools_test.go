@@ -208,3 +208,79 @@ func TestToolResultsForBadCalls(t *testing.T) {
 		t.Fatalf("reader inbox = %+v, want one reply from lead", got)
 	}
 }
+
+func TestRunMainProgramEnvironment(t *testing.T) {
+	t.Setenv("MAILROOM_TEST_SECRET", "must not leak")
+	tests := []struct {
+		name    string
+		program string
+		check   func(t *testing.T, got toolResult)
+	}{
+		{
+			name:    "environment holds PATH only",
+			program: "import os\nprint(' '.join(sorted(os.environ)))\n",
+			check: func(t *testing.T, got toolResult) {
+				if got.isError || !got.ran {
+					t.Fatalf("run = %+v", got)
+				}
+				// python3 may be a launcher (pyenv) or coerce the locale
+				// (PEP 538) and add variables of its own; what matters is
+				// that nothing of the server's environment gets through.
+				for _, k := range strings.Fields(got.content) {
+					if k == "MAILROOM_TEST_SECRET" || k == "HOME" || k == "USER" {
+						t.Fatalf("the program saw %s in its environment: %q", k, got.content)
+					}
+				}
+			},
+		},
+		{
+			name:    "working directory is the workspace",
+			program: "import os\nprint(os.path.exists('expected.txt'))\n",
+			check: func(t *testing.T, got toolResult) {
+				if got.isError || got.content != "True\n" {
+					t.Fatalf("run = %+v", got)
+				}
+			},
+		},
+		{
+			name:    "non-zero exit is an error result",
+			program: "print('partial')\nraise SystemExit(3)\n",
+			check: func(t *testing.T, got toolResult) {
+				if !got.isError || !got.ran || !strings.Contains(got.content, "status 3") || !strings.Contains(got.content, "partial") {
+					t.Fatalf("run = %+v", got)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := newService(t)
+			ws := newWorkspace(t)
+			if err := os.WriteFile(filepath.Join(ws, "main.py"), []byte(tc.program), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			approvedPlan(t, svc)
+			h := host{svc: svc, team: testTeam, member: "reader", set: ToolSet{Names: []string{ToolRunMain}, Workspace: ws, AllowRun: true}}
+			tc.check(t, h.call(t.Context(), ToolRunMain, json.RawMessage(`{}`)))
+		})
+	}
+	t.Run("main.py must be a regular file", func(t *testing.T) {
+		svc := newService(t)
+		ws := newWorkspace(t)
+		other := filepath.Join(t.TempDir(), "evil.py")
+		if err := os.WriteFile(other, []byte("print('evil')\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(ws, "main.py")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(other, filepath.Join(ws, "main.py")); err != nil {
+			t.Fatal(err)
+		}
+		approvedPlan(t, svc)
+		h := host{svc: svc, team: testTeam, member: "reader", set: ToolSet{Names: []string{ToolRunMain}, Workspace: ws, AllowRun: true}}
+		if got := h.call(t.Context(), ToolRunMain, json.RawMessage(`{}`)); !got.isError || got.ran {
+			t.Fatalf("run through a symlinked main.py = %+v", got)
+		}
+	})
+}
