@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ func envOr(key, def string) string {
 type apiServer struct {
 	t   *testing.T
 	url string
+	srv *httptest.Server
 }
 
 func newAPIServer(t *testing.T) *apiServer {
@@ -76,7 +78,7 @@ func newAPIServer(t *testing.T) *apiServer {
 	// Registered before the browser, so it runs after the browser is gone
 	// and no event stream keeps Close waiting.
 	t.Cleanup(srv.Close)
-	return &apiServer{t: t, url: srv.URL}
+	return &apiServer{t: t, url: srv.URL, srv: srv}
 }
 
 // call sends one API request and fails the test unless the status is want.
@@ -346,6 +348,39 @@ func TestPageRendersHostileTextLiterally(t *testing.T) {
 	}
 	if got := eval[string](t, ctx, `typeof window.__pwned`); got != "undefined" {
 		t.Errorf("window.__pwned is %s: a handler from API data ran", got)
+	}
+}
+
+// TestPageReconnectsAfterDrop cuts the event stream under the page and
+// checks that the indicator said so, that the page came back to live, and
+// that a change made while it was away shows up.
+func TestPageReconnectsAfterDrop(t *testing.T) {
+	s := newAPIServer(t)
+	tok := s.createTeam("drop", "reader")
+	ctx := newBrowser(t, 1280, 900)
+	openPage(t, ctx, s)
+	do(t, ctx, "see the team", chromedp.WaitVisible(css(`[data-member="reader"]`)))
+	// Record every state the indicator shows; "reconnecting" may last only
+	// for one backoff, too short to poll for.
+	eval[chromedp.Void](t, ctx, `(() => {
+		const live = document.getElementById('live');
+		window.__liveStates = [];
+		new MutationObserver(() => window.__liveStates.push(live.dataset.live))
+			.observe(live, { attributes: true, attributeFilter: ['data-live'] });
+	})()`)
+
+	s.srv.CloseClientConnections()
+	s.call("POST", "/teams/drop/messages", tok["reader"], map[string]any{"to": "lead", "body": "sent while the page was away"}, http.StatusCreated)
+	do(t, ctx, "see the page live again with the letter",
+		chromedp.WaitVisible(css(`[data-member="lead"] [data-letter-id="lead-1"]`)),
+		chromedp.WaitVisible(css(`#live[data-live="live"]`)),
+	)
+	states := eval[[]string](t, ctx, `window.__liveStates`)
+	if !slices.Contains(states, "reconnecting") {
+		t.Errorf("indicator states %v never said reconnecting", states)
+	}
+	if got := textOf(t, ctx, `#live`); !strings.Contains(got, "live") {
+		t.Errorf("indicator text = %q, want live", got)
 	}
 }
 
