@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // File and directory modes. They are set with chmod after creation, so a
@@ -52,37 +53,42 @@ type previous struct {
 //
 // On any failure the temporary file is removed. A failure after the rename
 // (the directory fsync) restores prev, so the caller's "the previous state
-// is kept" stays true for what is visible.
-func (s *Store) replaceFile(dir, name string, data []byte, prev previous) error {
+// is kept" stays true for what is visible. On success it returns what fstat
+// said of the new file before the rename.
+func (s *Store) replaceFile(dir, name string, data []byte, prev previous) (fs.FileInfo, error) {
 	target := filepath.Join(dir, name)
-	if err := s.writeRename(dir, target, data); err != nil {
-		return err
+	written, err := s.writeRename(dir, target, data)
+	if err != nil {
+		return nil, err
 	}
 	if err := s.fs.SyncDir(dir); err != nil {
 		err = fmt.Errorf("mail: sync directory of %s: %w", target, err)
 		var undo error
 		if prev.exists {
-			undo = s.writeRename(dir, target, prev.data)
+			_, undo = s.writeRename(dir, target, prev.data)
 		} else {
 			undo = s.fs.Remove(target)
 		}
 		if undo != nil {
-			return errors.Join(err, fmt.Errorf("mail: restore %s: %w", target, undo))
+			return nil, errors.Join(err, fmt.Errorf("mail: restore %s: %w", target, undo))
 		}
 		// Best effort: the directory already refused one sync.
 		_ = s.fs.SyncDir(dir)
-		return err
+		return nil, err
 	}
-	return nil
+	return written, nil
 }
 
 // writeRename writes data to a fresh temporary file in dir, fsyncs and
 // closes it, and renames it over target. The temporary file never outlives
-// a failure.
-func (s *Store) writeRename(dir, target string, data []byte) error {
+// a failure. It returns what fstat said of the file after the fsync.
+//
+// The modification time is set to the current time with full nanosecond
+// precision (see AppendInbox for why).
+func (s *Store) writeRename(dir, target string, data []byte) (fs.FileInfo, error) {
 	f, err := s.fs.CreateTemp(dir, tempPrefix+"*"+tempSuffix)
 	if err != nil {
-		return fmt.Errorf("mail: create temporary file for %s: %w", target, err)
+		return nil, fmt.Errorf("mail: create temporary file for %s: %w", target, err)
 	}
 	tmp := f.Name()
 	closed, renamed := false, false
@@ -95,28 +101,36 @@ func (s *Store) writeRename(dir, target string, data []byte) error {
 		}
 	}()
 	if err := f.Chmod(fileMode); err != nil {
-		return fmt.Errorf("mail: chmod temporary file for %s: %w", target, err)
+		return nil, fmt.Errorf("mail: chmod temporary file for %s: %w", target, err)
 	}
 	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("mail: write temporary file for %s: %w", target, err)
+		return nil, fmt.Errorf("mail: write temporary file for %s: %w", target, err)
+	}
+	if err := f.SetModTime(time.Now()); err != nil {
+		return nil, fmt.Errorf("mail: set modification time of temporary file for %s: %w", target, err)
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("mail: sync temporary file for %s: %w", target, err)
+		return nil, fmt.Errorf("mail: sync temporary file for %s: %w", target, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("mail: stat temporary file for %s: %w", target, err)
 	}
 	closed = true
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("mail: close temporary file for %s: %w", target, err)
+		return nil, fmt.Errorf("mail: close temporary file for %s: %w", target, err)
 	}
 	if err := s.fs.Rename(tmp, target); err != nil {
-		return fmt.Errorf("mail: rename temporary file to %s: %w", target, err)
+		return nil, fmt.Errorf("mail: rename temporary file to %s: %w", target, err)
 	}
 	renamed = true
-	return nil
+	return fi, nil
 }
 
 // ensureDir creates dir with mode 0700 if it is missing. A new directory's
-// own entry lives in its parent, so the parent is fsynced: otherwise a power loss could drop the directory together with
-// every file later acknowledged inside it.
+// own entry lives in its parent, so the parent is fsynced: otherwise a
+// power loss could drop the directory together with every file later
+// acknowledged inside it.
 func (s *Store) ensureDir(dir string) error {
 	if err := s.fs.Mkdir(dir, dirMode); err != nil {
 		if errors.Is(err, fs.ErrExist) {

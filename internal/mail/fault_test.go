@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"mailroom/internal/core"
 	"mailroom/internal/mail"
@@ -16,43 +17,71 @@ import (
 
 var errInjected = errors.New("injected failure")
 
-// faultFS is the real file system with one operation made to fail while
-// armed. Every other call reaches the disk, so the test sees exactly what
-// a real failure would leave behind.
+// faultFS is the real file system with chosen operations made to fail
+// while armed. Every other call reaches the disk, so the test sees exactly
+// what a real failure would leave behind. It also counts the files opened
+// for reading, which is how tests see whether the store read an inbox.
 type faultFS struct {
 	mail.FS
-	mu  sync.Mutex
-	op  string
-	hit int
+	mu    sync.Mutex
+	ops   map[string]bool
+	hit   int
+	reads int
 }
 
 func newFaultFS() *faultFS { return &faultFS{FS: mail.OS()} }
 
-// arm makes op fail from now on; arm("") disarms and keeps the count.
-func (f *faultFS) arm(op string) {
+// arm makes ops fail from now on and resets the count of failures; arm()
+// disarms and keeps the count.
+func (f *faultFS) arm(ops ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if op != "" {
+	if len(ops) > 0 {
 		f.hit = 0
 	}
-	f.op = op
+	f.ops = map[string]bool{}
+	for _, op := range ops {
+		f.ops[op] = true
+	}
 }
 
-// hits reports how many times the armed operation failed.
+// hits reports how many times an armed operation failed.
 func (f *faultFS) hits() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.hit
 }
 
+// readOpens reports how many files were opened for reading so far.
+func (f *faultFS) readOpens() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
+}
+
 func (f *faultFS) fails(op string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.op != op {
+	if !f.ops[op] {
 		return false
 	}
 	f.hit++
 	return true
+}
+
+func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (mail.File, error) {
+	if flag&(os.O_WRONLY|os.O_RDWR) == 0 {
+		f.mu.Lock()
+		f.reads++
+		f.mu.Unlock()
+	} else if f.fails("open") {
+		return nil, errInjected
+	}
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: file, fs: f}, nil
 }
 
 func (f *faultFS) CreateTemp(dir, pattern string) (mail.File, error) {
@@ -123,14 +152,46 @@ func (f *faultFile) Chmod(mode fs.FileMode) error {
 	return f.File.Chmod(mode)
 }
 
-var faultOps = []string{"createtemp", "chmod", "write", "sync", "close", "rename", "syncdir"}
+func (f *faultFile) SetModTime(t time.Time) error {
+	if f.fs.fails("touch") {
+		return errInjected
+	}
+	return f.File.SetModTime(t)
+}
 
-// TestAppendInboxFaults: whichever step of the replace fails, the append
-// returns the error, the inbox keeps its old bytes (or stays absent), no
-// temporary file is left, and the store works once the fault is gone.
+func (f *faultFile) Truncate(size int64) error {
+	if f.fs.fails("truncate") {
+		return errInjected
+	}
+	return f.File.Truncate(size)
+}
+
+// faultOps are the steps of a whole-file replace (state.json, and an
+// inbox's first letter); appendOps those of an append to an inbox.
+var (
+	faultOps  = []string{"createtemp", "chmod", "write", "touch", "sync", "close", "rename", "syncdir"}
+	appendOps = []string{"open", "write", "touch", "sync", "close"}
+)
+
+// TestAppendInboxFaults: whichever step of the replace (first letter) or
+// the append (third letter) fails, the append returns the error, the inbox
+// keeps its old bytes (or stays absent), no temporary file is left, and
+// the store works once the fault is gone.
 func TestAppendInboxFaults(t *testing.T) {
+	type tc struct {
+		op       string
+		existing bool
+	}
+	var cases []tc
 	for _, op := range faultOps {
-		for _, existing := range []bool{true, false} {
+		cases = append(cases, tc{op, false})
+	}
+	for _, op := range appendOps {
+		cases = append(cases, tc{op, true})
+	}
+	for _, c := range cases {
+		op, existing := c.op, c.existing
+		{
 			name := op + "/first letter"
 			if existing {
 				name = op + "/third letter"
@@ -156,7 +217,7 @@ func TestAppendInboxFaults(t *testing.T) {
 				ffs.arm(op)
 				msg := core.Message{ID: fmt.Sprintf("reader-%d", n), Sender: "lead", Recipient: "reader", Body: "lost"}
 				err = s.AppendInbox(ctx, "team", r, prev, msg)
-				ffs.arm("")
+				ffs.arm()
 				if !errors.Is(err, errInjected) {
 					t.Fatalf("AppendInbox = %v, want the injected failure", err)
 				}
@@ -199,7 +260,7 @@ func TestSaveTeamFaults(t *testing.T) {
 			st.Members[1].Turns = 1
 			ffs.arm(op)
 			err := s.SaveTeam(ctx, st)
-			ffs.arm("")
+			ffs.arm()
 			if !errors.Is(err, errInjected) {
 				t.Fatalf("SaveTeam = %v, want the injected failure", err)
 			}
@@ -228,7 +289,7 @@ func TestCreateTeamFaults(t *testing.T) {
 			s, data := openStore(t, mail.WithFS(ffs))
 			ffs.arm(op)
 			err := s.CreateTeam(ctx, teamState("team", "lead"))
-			ffs.arm("")
+			ffs.arm()
 			if !errors.Is(err, errInjected) {
 				t.Fatalf("CreateTeam = %v, want the injected failure", err)
 			}

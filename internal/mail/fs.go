@@ -4,6 +4,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 )
 
 // FS is every file-system call the store makes. Production code uses OS();
@@ -25,15 +26,19 @@ type FS interface {
 	SyncDir(name string) error
 }
 
-// File is the part of *os.File the store uses.
+// File is the part of *os.File the store uses, plus SetModTime.
 type File interface {
 	io.Reader
 	io.Writer
 	Name() string
 	Stat() (fs.FileInfo, error)
 	Chmod(mode fs.FileMode) error
+	Truncate(size int64) error
 	Sync() error
 	Close() error
+	// SetModTime sets the open file's modification time (futimens(2)),
+	// leaving its access time alone.
+	SetModTime(t time.Time) error
 }
 
 // OS returns the FS backed by package os.
@@ -41,15 +46,20 @@ func OS() FS { return osFS{} }
 
 type osFS struct{}
 
+// osFile is *os.File with SetModTime.
+type osFile struct{ *os.File }
+
+func (f osFile) SetModTime(t time.Time) error { return setModTime(f.File, t) }
+
 func (osFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 
 func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
-		// Return a nil interface, not a typed nil *os.File.
+		// Return a nil interface, not a File holding a nil *os.File.
 		return nil, err
 	}
-	return f, nil
+	return osFile{f}, nil
 }
 
 func (osFS) CreateTemp(dir, pattern string) (File, error) {
@@ -57,7 +67,7 @@ func (osFS) CreateTemp(dir, pattern string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f, nil
+	return osFile{f}, nil
 }
 
 func (osFS) Rename(oldpath, newpath string) error         { return os.Rename(oldpath, newpath) }

@@ -1,13 +1,16 @@
 package mail
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
+	"time"
+	"unicode/utf8"
 
 	"mailroom/internal/core"
 )
@@ -27,92 +30,338 @@ var (
 // (SPEC §4.2). A missing file is an empty inbox; a symbolic link (even a
 // dangling one), anything but a regular file, a file over the byte limit
 // or any content core.DecodeInbox rejects is inbox_corrupt, never empty.
+//
+// The file is checked on every call, but read only when it is not the
+// version the store last read or wrote: its signature (device, inode,
+// size, modification and change time, from lstat) must match, or it is
+// read and validated in full. So loading an inbox costs the same whatever
+// it holds, unless someone else changed it. The returned slice is shared
+// with the store and must not be modified; appending to it is safe.
 func (s *Store) LoadInbox(_ context.Context, team string, rules core.InboxRules) ([]core.Message, error) {
-	msgs, _, err := s.loadInbox(team, rules)
-	return msgs, err
+	st, err := s.inbox(team, rules)
+	if err != nil {
+		return nil, err
+	}
+	return st.letters(), nil
 }
 
-// AppendInbox writes prev followed by msg as the whole inbox, in the bytes
-// of the lesson's save_inbox (SPEC §4.3, §13.1), through replaceFile.
+// AppendInbox stores msg as the next letter after prev, which must be what
+// the file holds (core loaded it under the team lock). The file's bytes are
+// exactly what the lesson's save_inbox writes for prev followed by msg
+// (SPEC §4.3, §13.1); only the way there differs, so that a send costs the
+// same whatever the inbox holds:
 //
-// The file is loaded and validated again first and must still hold exactly
-// prev: core holds the team lock, so only something outside the server can
-// have changed it, and a file replaced, corrupted, turned into a symbolic
-// link or given a blank line is answered with inbox_corrupt and left
-// untouched rather than overwritten.
+//   - The file is checked first as LoadInbox checks it. A file replaced,
+//     corrupted, turned into a symbolic link or given a blank line by
+//     anyone else is answered with inbox_corrupt and left untouched.
+//   - The message and byte limits are checked before the disk is touched;
+//     going over either is inbox_full.
+//   - The first letter creates the file whole, through a temporary file
+//     that is fsynced and renamed into place, so a file of ours never
+//     exists without a complete first line. (An existing empty file is
+//     replaced the same way.)
+//   - Later letters are appended: the file is opened with O_APPEND and
+//     O_NOFOLLOW, must still be the file checked (fstat), gets the one new
+//     line, its modification time set to the current time with full
+//     nanosecond precision, and is fsynced. The fine-grained time is what
+//     lets the next call tell a later foreign write of the same size from
+//     ours: the kernel stamps writes with a clock of coarse ticks.
+//   - If any step after opening fails, the file is truncated back to its
+//     previous length and fsynced, and the error is returned. A crash in
+//     the middle can leave only a partial last line without its final
+//     newline, which no caller was told about; Open's LoadTeams removes it.
+//
+// Group commit (several sends sharing one fsync) is not done: core holds
+// the team lock across a send, so sends to one inbox never overlap, and
+// sends to different inboxes fsync different files in parallel.
 func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRules, prev []core.Message, msg core.Message) error {
-	cur, old, err := s.loadInbox(team, rules)
+	cur, err := s.inbox(team, rules)
 	if err != nil {
 		return err
 	}
-	if !slices.Equal(cur, prev) {
+	if !sameLetters(prev, cur.msgs) {
 		return core.CorruptInbox(ErrInboxChanged)
 	}
-	if len(prev)+1 > rules.Limits.InboxMessages {
-		return fmt.Errorf("mail: inbox of %s would exceed %d messages: %w", rules.Recipient, rules.Limits.InboxMessages, core.ErrInboxCount)
+	n := len(cur.msgs)
+	if n+1 > rules.Limits.InboxMessages {
+		return &core.Error{Code: core.CodeInboxFull, Message: "The recipient's inbox is full; old messages are not overwritten.", Err: core.ErrInboxCount}
 	}
-	var buf bytes.Buffer
-	for _, m := range prev {
-		buf.Write(core.EncodeInboxLine(m))
+	if err := checkLetter(msg, n+1, rules); err != nil {
+		return err
 	}
-	buf.Write(core.EncodeInboxLine(msg))
+	line := core.EncodeInboxLine(msg)
 	// As in the lesson, an oversized inbox is refused before the disk is
 	// touched.
-	if buf.Len() > rules.Limits.InboxBytes {
-		return fmt.Errorf("mail: inbox of %s would exceed %d bytes: %w", rules.Recipient, rules.Limits.InboxBytes, core.ErrInboxTooLarge)
+	if cur.sig.size+int64(len(line)) > int64(rules.Limits.InboxBytes) {
+		return &core.Error{Code: core.CodeInboxFull, Message: "The recipient's inbox file would exceed its byte limit; nothing was written.", Err: core.ErrInboxTooLarge}
 	}
+	key := cacheKey(team, rules.Recipient)
 	dir := filepath.Join(s.teamDir(team), inboxesDir)
-	if err := s.ensureDir(dir); err != nil {
-		return fmt.Errorf("mail: create inboxes directory: %w", err)
+	name := rules.Recipient + inboxExt
+	var sig fileSig
+	if !cur.exists || cur.sig.size == 0 {
+		sig, err = s.createInbox(dir, name, line, cur.exists)
+	} else {
+		sig, err = s.appendLine(filepath.Join(dir, name), cur.sig, line)
 	}
-	return s.replaceFile(dir, rules.Recipient+inboxExt, buf.Bytes(), old)
+	if err != nil {
+		s.forget(key)
+		return err
+	}
+	if sig == (fileSig{}) {
+		// Written, but its signature is unknown: the next call reads it.
+		s.forget(key)
+		return nil
+	}
+	// cur.msgs may have spare capacity; every slice handed out is capped at
+	// its length (letters), so writing past it is invisible to callers.
+	s.remember(key, &inboxState{
+		exists:  true,
+		sig:     sig,
+		msgs:    append(cur.msgs, msg),
+		limits:  rules.Limits,
+		senders: addSender(cur.senders, msg.Sender),
+	})
+	return nil
 }
 
-// loadInbox is LoadInbox that also returns the raw bytes read, so that
-// AppendInbox can restore them if its replace must be undone.
-func (s *Store) loadInbox(team string, rules core.InboxRules) ([]core.Message, previous, error) {
+// sameLetters reports whether prev is what the store holds. Core passes
+// back the very slice LoadInbox returned, so the usual answer costs one
+// pointer compare; anything else is compared letter by letter.
+func sameLetters(prev, cur []core.Message) bool {
+	if len(prev) != len(cur) {
+		return false
+	}
+	if len(prev) == 0 || &prev[0] == &cur[0] {
+		return true
+	}
+	return slices.Equal(prev, cur)
+}
+
+// checkLetter makes sure msg is a letter LoadInbox would accept as letter
+// number i, so the letters the store keeps are always what a full read of
+// the file would give. Core builds letters this way; a failure is a bug.
+func checkLetter(msg core.Message, i int, rules core.InboxRules) error {
+	body := core.Length(msg.Body)
+	if msg.ID != fmt.Sprintf("%s-%d", rules.Recipient, i) || msg.Recipient != rules.Recipient ||
+		!core.ValidName(msg.Sender) || rules.IsMember == nil || !rules.IsMember(msg.Sender) ||
+		!utf8.ValidString(msg.Body) || body < 1 || body > rules.Limits.BodyChars {
+		return fmt.Errorf("mail: letter %q is not a valid letter %d of %s's inbox", msg.ID, i, rules.Recipient)
+	}
+	return nil
+}
+
+// inbox returns the current state of an inbox: the one the store last
+// read or wrote when the file's signature still matches, else a full read.
+func (s *Store) inbox(team string, rules core.InboxRules) (*inboxState, error) {
 	// The names become path components; core has validated them already,
 	// but a path is never built from an unchecked name.
 	if !core.ValidName(team) {
-		return nil, previous{}, fmt.Errorf("mail: invalid team name %q", team)
+		return nil, fmt.Errorf("mail: invalid team name %q", team)
 	}
 	if !core.ValidName(rules.Recipient) {
-		return nil, previous{}, fmt.Errorf("mail: invalid member name %q", rules.Recipient)
+		return nil, fmt.Errorf("mail: invalid member name %q", rules.Recipient)
 	}
+	key := cacheKey(team, rules.Recipient)
 	dir := filepath.Join(s.teamDir(team), inboxesDir)
 	// O_NOFOLLOW guards only the last component; a symbolic link in place
 	// of the inboxes directory would let writes escape the data directory.
 	fi, err := s.fs.Lstat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return []core.Message{}, previous{}, nil
+		s.forget(key)
+		return &inboxState{}, nil
 	case err != nil:
-		return nil, previous{}, fmt.Errorf("mail: inboxes directory: %w", err)
+		return nil, fmt.Errorf("mail: inboxes directory: %w", err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, previous{}, core.CorruptInbox(core.ErrInboxSymlink)
+		s.forget(key)
+		return nil, core.CorruptInbox(core.ErrInboxSymlink)
 	case !fi.IsDir():
-		return nil, previous{}, core.CorruptInbox(ErrInboxNotRegular)
+		s.forget(key)
+		return nil, core.CorruptInbox(ErrInboxNotRegular)
 	}
-	limit := rules.Limits.InboxBytes
-	data, err := s.readRegular(filepath.Join(dir, rules.Recipient+inboxExt), limit)
+	path := filepath.Join(dir, rules.Recipient+inboxExt)
+	fi, err = s.fs.Lstat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return []core.Message{}, previous{}, nil
-	case errors.Is(err, errSymlink):
-		return nil, previous{}, core.CorruptInbox(core.ErrInboxSymlink)
-	case errors.Is(err, errNotRegular):
-		return nil, previous{}, core.CorruptInbox(ErrInboxNotRegular)
+		s.forget(key)
+		return &inboxState{}, nil
 	case err != nil:
-		return nil, previous{}, fmt.Errorf("mail: read inbox: %w", err)
+		return nil, fmt.Errorf("mail: inbox: %w", err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		s.forget(key)
+		return nil, core.CorruptInbox(core.ErrInboxSymlink)
+	case !fi.Mode().IsRegular():
+		s.forget(key)
+		return nil, core.CorruptInbox(ErrInboxNotRegular)
+	}
+	if st := s.cached(key); st != nil && st.sig == sigOf(fi) && st.fits(rules) {
+		return st, nil
+	}
+	return s.readInbox(key, path, rules)
+}
+
+// readInbox reads and validates an inbox in full and, unless the file was
+// changed too recently to trust its signature, remembers the result.
+func (s *Store) readInbox(key, path string, rules core.InboxRules) (*inboxState, error) {
+	s.forget(key)
+	limit := rules.Limits.InboxBytes
+	data, fi, err := s.readRegular(path, limit)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &inboxState{}, nil
+	case errors.Is(err, errSymlink):
+		return nil, core.CorruptInbox(core.ErrInboxSymlink)
+	case errors.Is(err, errNotRegular):
+		return nil, core.CorruptInbox(ErrInboxNotRegular)
+	case err != nil:
+		return nil, fmt.Errorf("mail: read inbox: %w", err)
 	case len(data) > limit:
-		return nil, previous{}, core.CorruptInbox(core.ErrInboxTooLarge)
+		return nil, core.CorruptInbox(core.ErrInboxTooLarge)
 	}
 	msgs, err := core.DecodeInbox(data, rules)
 	if err != nil {
-		return nil, previous{}, err
+		return nil, err
 	}
-	if msgs == nil {
-		msgs = []core.Message{}
+	// The signature was taken before the read. If the file grew or shrank
+	// meanwhile, it describes no version of what was read: an invalid one
+	// makes the next append's identity check fail.
+	sig := sigOf(fi)
+	if sig.size != int64(len(data)) {
+		sig = fileSig{}
 	}
-	return msgs, previous{data: data, exists: true}, nil
+	st := &inboxState{exists: true, sig: sig, msgs: msgs, limits: rules.Limits, senders: senderSet(msgs)}
+	if sig != (fileSig{}) && !sig.racy(time.Now()) {
+		s.remember(key, st)
+	}
+	return st, nil
+}
+
+// createInbox writes the first letter's line as the whole file through
+// replaceFile and returns the new file's signature. existed says an empty
+// file was there before (it is put back if the replace must be undone).
+func (s *Store) createInbox(dir, name string, line []byte, existed bool) (fileSig, error) {
+	if err := s.ensureDir(dir); err != nil {
+		return fileSig{}, fmt.Errorf("mail: create inboxes directory: %w", err)
+	}
+	written, err := s.replaceFile(dir, name, line, previous{exists: existed})
+	if err != nil {
+		return fileSig{}, err
+	}
+	// The rename changed the file's change time, so the signature is
+	// taken from the path; it must still be the inode just written.
+	fi, err := s.fs.Lstat(filepath.Join(dir, name))
+	if err != nil {
+		return fileSig{}, nil // written and durable; the next call reads it
+	}
+	sig, tmp := sigOf(fi), sigOf(written)
+	if sig.dev != tmp.dev || sig.ino != tmp.ino || sig.size != int64(len(line)) {
+		return fileSig{}, nil
+	}
+	return sig, nil
+}
+
+// appendLine appends line to the inbox at path, which must still be the
+// file with signature want, and returns the new signature. On failure the
+// file is truncated back to want.size, unless someone else wrote to it
+// meanwhile (then it is not ours to cut).
+func (s *Store) appendLine(path string, want fileSig, line []byte) (fileSig, error) {
+	// O_NONBLOCK keeps a FIFO swapped in from blocking the open.
+	f, err := s.fs.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return fileSig{}, core.CorruptInbox(core.ErrInboxSymlink)
+	case errors.Is(err, fs.ErrNotExist):
+		return fileSig{}, core.CorruptInbox(ErrInboxChanged)
+	case errors.Is(err, syscall.ENXIO):
+		return fileSig{}, core.CorruptInbox(ErrInboxNotRegular)
+	case err != nil:
+		return fileSig{}, fmt.Errorf("mail: open inbox %s: %w", path, err)
+	}
+	// Between the lstat and the open the path may have been given another
+	// file; fstat sees the one that was opened.
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fileSig{}, fmt.Errorf("mail: stat inbox %s: %w", path, err)
+	}
+	if sigOf(fi) != want {
+		f.Close()
+		if !fi.Mode().IsRegular() {
+			return fileSig{}, core.CorruptInbox(ErrInboxNotRegular)
+		}
+		return fileSig{}, core.CorruptInbox(ErrInboxChanged)
+	}
+	sig, err := writeLine(f, want, line)
+	if err != nil {
+		if !errors.Is(err, ErrInboxChanged) {
+			err = errors.Join(err, truncateFile(f, want.size))
+		}
+		f.Close()
+		return fileSig{}, err
+	}
+	if err := f.Close(); err != nil {
+		err = fmt.Errorf("mail: close inbox %s: %w", path, err)
+		return fileSig{}, errors.Join(err, s.truncatePath(path, sig, want.size))
+	}
+	return sig, nil
+}
+
+// writeLine writes, time-stamps and fsyncs line at the end of f, and
+// returns the file's new signature.
+func writeLine(f File, want fileSig, line []byte) (fileSig, error) {
+	if _, err := f.Write(line); err != nil {
+		return fileSig{}, fmt.Errorf("mail: append to inbox %s: %w", f.Name(), err)
+	}
+	if err := f.SetModTime(time.Now()); err != nil {
+		return fileSig{}, fmt.Errorf("mail: set modification time of inbox %s: %w", f.Name(), err)
+	}
+	if err := f.Sync(); err != nil {
+		return fileSig{}, fmt.Errorf("mail: sync inbox %s: %w", f.Name(), err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fileSig{}, fmt.Errorf("mail: stat inbox %s: %w", f.Name(), err)
+	}
+	sig := sigOf(fi)
+	if sig.size != want.size+int64(len(line)) {
+		// Someone else wrote to the file at the same time.
+		return fileSig{}, core.CorruptInbox(ErrInboxChanged)
+	}
+	return sig, nil
+}
+
+// truncateFile cuts f back to size and makes that durable.
+func truncateFile(f File, size int64) error {
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("mail: truncate %s back to %d bytes: %w", f.Name(), size, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("mail: sync %s after truncating: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// truncatePath cuts the file at path back to size, provided it is still
+// the file with signature have (the same inode, and the size this store
+// gave it): a file someone else wrote since is not touched.
+func (s *Store) truncatePath(path string, have fileSig, size int64) error {
+	f, err := s.fs.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return fmt.Errorf("mail: reopen %s to truncate it: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("mail: stat %s to truncate it: %w", path, err)
+	}
+	if got := sigOf(fi); got.dev != have.dev || got.ino != have.ino || got.size != have.size {
+		f.Close()
+		return fmt.Errorf("mail: %s changed on disk; not truncating it", path)
+	}
+	if err := truncateFile(f, size); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

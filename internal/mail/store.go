@@ -7,10 +7,14 @@
 //	teams/<team>/state.json              core.TeamState as JSON
 //	teams/<team>/inboxes/<member>.jsonl  one letter per line
 //
-// Every write replaces a whole file through a temporary file in the same
-// directory, fsynced and renamed into place, followed by an fsync of the
-// directory, so an acknowledged write survives a crash or a power loss and
-// a failed one leaves the old file byte-for-byte as it was.
+// state.json and an inbox's first letter are written whole: through a
+// temporary file in the same directory, fsynced and renamed into place,
+// followed by an fsync of the directory. Later letters are appended to the
+// inbox and fsynced, and a failed append is truncated away, so a send
+// costs the same whatever the inbox holds (see Store.AppendInbox). Either
+// way an acknowledged write survives a crash or a power loss, a failed one
+// leaves the old file byte-for-byte as it was, and the files are exactly
+// what the lessons write.
 package mail
 
 import (
@@ -21,8 +25,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"mailroom/internal/core"
@@ -35,12 +41,21 @@ const (
 	inboxExt   = ".jsonl"
 )
 
-// Store is the file-backed core.Store. It keeps no mutable state of its
-// own: core serialises the calls of one team, and calls on different teams
-// touch different directories.
+// Store is the file-backed core.Store.
+//
+// Its only mutable state is what it knows of each inbox (the letters, and
+// the signature of the file version they came from), so that loading or
+// appending to an unchanged inbox reads nothing. That map has its own lock,
+// since calls on different teams run concurrently; an inbox itself relies
+// on core serialising the calls of one team. The letters of every inbox in
+// use stay in memory, bounded by the teams' inbox byte limits.
 type Store struct {
 	root string // <data>/teams
 	fs   FS
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	inboxes map[string]*inboxState // by cacheKey(team, member)
 }
 
 var _ core.Store = (*Store)(nil)
@@ -52,10 +67,14 @@ type Option func(*Store)
 // to inject failures; the default is OS().
 func WithFS(fsys FS) Option { return func(s *Store) { s.fs = fsys } }
 
+// WithLogger sets the logger for the repairs LoadTeams makes. The default
+// is slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
 // Open returns a store over dataDir, creating dataDir/teams (mode 0700) if
 // it is missing.
 func Open(dataDir string, opts ...Option) (*Store, error) {
-	s := &Store{root: filepath.Join(dataDir, teamsDir), fs: OS()}
+	s := &Store{root: filepath.Join(dataDir, teamsDir), fs: OS(), log: slog.Default(), inboxes: map[string]*inboxState{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -122,7 +141,7 @@ func (s *Store) CreateTeam(_ context.Context, st *core.TeamState) (err error) {
 	if err := s.ensureDir(inboxes); err != nil {
 		return fmt.Errorf("mail: create inboxes directory: %w", err)
 	}
-	if err := s.replaceFile(dir, stateFile, data, previous{}); err != nil {
+	if _, err := s.replaceFile(dir, stateFile, data, previous{}); err != nil {
 		return err
 	}
 	// The team directory's own entry must reach the disk too, or a power
@@ -146,19 +165,27 @@ func (s *Store) SaveTeam(_ context.Context, st *core.TeamState) error {
 	dir := s.teamDir(st.Name)
 	// The old bytes are kept in case the replace must be undone (see
 	// replaceFile).
-	old, err := s.readRegular(filepath.Join(dir, stateFile), -1)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("mail: read team state: %w", err)
+	old, _, rerr := s.readRegular(filepath.Join(dir, stateFile), -1)
+	if rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		return fmt.Errorf("mail: read team state: %w", rerr)
 	}
-	return s.replaceFile(dir, stateFile, data, previous{data: old, exists: err == nil})
+	_, err = s.replaceFile(dir, stateFile, data, previous{data: old, exists: rerr == nil})
+	return err
 }
 
 // LoadTeams returns every team directory under teams/, sorted by name. A
 // team whose state cannot be read or parsed is returned with Err set; it
-// never fails the whole call. Temporary files left by a crash are removed
-// first: they were never renamed into place, so never acknowledged. A team
-// directory without state.json whose inboxes are empty is a creation that
-// a crash interrupted before it was acknowledged, and is removed.
+// never fails the whole call.
+//
+// It repairs exactly what a crash of this store can leave, none of which
+// was acknowledged, and nothing else:
+//   - temporary files, which were never renamed into place, are removed;
+//   - a team directory without state.json whose inboxes are empty is a
+//     creation interrupted before it was acknowledged, and is removed;
+//   - an inbox of a member whose last line has no final newline is an
+//     append interrupted before its fsync returned: it is truncated to just
+//     after its last newline, and the repair is logged at WARN (see
+//     repairTornLine). Any other damage is left for core to report.
 func (s *Store) LoadTeams(_ context.Context) ([]core.LoadedTeam, error) {
 	entries, err := s.fs.ReadDir(s.root)
 	if err != nil {
@@ -191,7 +218,7 @@ func (s *Store) loadTeam(name string) (core.LoadedTeam, bool) {
 		lt.Err = fmt.Errorf("mail: clean inboxes directory: %w", err)
 		return lt, true
 	}
-	data, err := s.readRegular(filepath.Join(dir, stateFile), -1)
+	data, _, err := s.readRegular(filepath.Join(dir, stateFile), -1)
 	if errors.Is(err, fs.ErrNotExist) && s.removeUnfinished(dir) {
 		return lt, false
 	}
@@ -207,6 +234,12 @@ func (s *Store) loadTeam(name string) (core.LoadedTeam, bool) {
 	if st.Name != name {
 		lt.Err = fmt.Errorf("mail: team state names %q, not its directory %q", st.Name, name)
 		return lt, true
+	}
+	for _, m := range st.Members {
+		if err := s.repairTornLine(st, m.Name); err != nil {
+			lt.Err = err
+			return lt, true
+		}
 	}
 	lt.State = st
 	return lt, true
@@ -251,32 +284,35 @@ var (
 // link in its last component. With max >= 0 it reads at most max+1 bytes,
 // enough for the caller to tell "too large" from "exactly max". A symbolic
 // link gives errSymlink, anything else that is not a regular file
-// errNotRegular, a missing file an error matching fs.ErrNotExist.
-func (s *Store) readRegular(path string, max int) ([]byte, error) {
+// errNotRegular, a missing file an error matching fs.ErrNotExist. It also
+// returns what fstat said of the open file before it was read.
+func (s *Store) readRegular(path string, max int) ([]byte, fs.FileInfo, error) {
 	fi, err := s.fs.Lstat(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, errSymlink
+		return nil, nil, errSymlink
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, errNotRegular
+		return nil, nil, errNotRegular
 	}
 	// O_NOFOLLOW closes the race with a symlink swapped in after Lstat;
 	// O_NONBLOCK keeps a FIFO swapped in from blocking the open.
 	f, err := s.fs.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
-			return nil, errSymlink
+			return nil, nil, errSymlink
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, errNotRegular
+	fi, err = f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, errNotRegular
 	}
 	var r io.Reader = f
 	if max >= 0 {
@@ -284,7 +320,7 @@ func (s *Store) readRegular(path string, max int) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(r); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), fi, nil
 }

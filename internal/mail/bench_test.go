@@ -1,0 +1,77 @@
+package mail_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"testing"
+
+	"mailroom/internal/core"
+	"mailroom/internal/mail"
+)
+
+// benchLimits let a benchmark's inbox grow by however many letters the
+// benchmark loop appends.
+func benchLimits() core.Limits {
+	l := core.DefaultLimits()
+	l.InboxMessages = 1 << 24
+	l.InboxBytes = 1 << 32
+	return l
+}
+
+// fillInbox writes n letters straight into reader's inbox, in the bytes the
+// store itself writes.
+func fillInbox(tb testing.TB, data string, team string, n int) []byte {
+	tb.Helper()
+	var buf bytes.Buffer
+	for i := 1; i <= n; i++ {
+		buf.Write(core.EncodeInboxLine(core.Message{
+			ID: fmt.Sprintf("reader-%d", i), Sender: "lead", Recipient: "reader",
+			Body: fmt.Sprintf("letter %d: the expected value is in expected.txt", i),
+		}))
+	}
+	if err := os.WriteFile(inboxPath(data, team, "reader"), buf.Bytes(), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// benchmarkAppend measures one send as core makes it: LoadInbox, then
+// AppendInbox of the next letter, on real files.
+func benchmarkAppend(b *testing.B, existing int) {
+	data := b.TempDir()
+	s, err := mail.Open(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.CreateTeam(ctx, teamState("bench", "lead", "reader", "reviewer")); err != nil {
+		b.Fatal(err)
+	}
+	r := rules("reader", benchLimits())
+	if existing > 0 {
+		fillInbox(b, data, "bench", existing)
+	}
+	n := existing
+	appendOne := func() {
+		prev, err := s.LoadInbox(ctx, "bench", r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n++
+		msg := core.Message{ID: fmt.Sprintf("reader-%d", n), Sender: "reviewer", Recipient: "reader", Body: "one more letter"}
+		if err := s.AppendInbox(ctx, "bench", r, prev, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The first send after a foreign write validates the whole file once.
+	appendOne()
+	for b.Loop() {
+		appendOne()
+	}
+}
+
+// BenchmarkAppendEmpty sends into an inbox that starts empty.
+func BenchmarkAppendEmpty(b *testing.B) { benchmarkAppend(b, 0) }
+
+// BenchmarkAppend10k sends into an inbox that already holds 10,000 letters.
+func BenchmarkAppend10k(b *testing.B) { benchmarkAppend(b, 10000) }

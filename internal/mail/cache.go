@@ -1,0 +1,108 @@
+package mail
+
+import (
+	"slices"
+	"time"
+
+	"mailroom/internal/core"
+)
+
+// fileSig identifies one version of a file: which file (device and inode)
+// and its size, modification and change times in nanoseconds. Any write
+// through the file system changes the change time and, for contents, the
+// modification time too; a rename in place changes the inode.
+type fileSig struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+}
+
+// racyWindow: a file the store reads whose last change is this recent
+// might still be changed within the same timestamp tick, invisibly to a
+// signature compare (the "racy clean" problem of version-control
+// indexes), so its letters are not cached until the change is older.
+// Timestamp ticks are milliseconds; the margin also covers clock steps.
+const racyWindow = 2 * time.Second
+
+func (g fileSig) racy(now time.Time) bool {
+	return g.ctime > now.Add(-racyWindow).UnixNano()
+}
+
+// inboxState is what the store knows of one inbox file: whether it
+// exists, its signature when last read or written, and its validated
+// letters. A state is never modified once published; an append publishes
+// a new one (which may share the letters' backing array, see letters).
+type inboxState struct {
+	exists bool
+	sig    fileSig
+	msgs   []core.Message
+	// limits and senders are what msgs were validated against.
+	limits  core.Limits
+	senders []string
+}
+
+// letters returns the letters capped at their length, so a caller that
+// appends to the slice copies it rather than writing into the array a
+// later append of the store will use.
+func (st *inboxState) letters() []core.Message {
+	if len(st.msgs) == 0 {
+		return []core.Message{}
+	}
+	return st.msgs[:len(st.msgs):len(st.msgs)]
+}
+
+// fits reports whether the letters, validated under st.limits and the
+// members of that time, are valid under rules too: the same limits, and
+// every sender still a member. It costs one call per distinct sender, not
+// per letter.
+func (st *inboxState) fits(rules core.InboxRules) bool {
+	if st.limits != rules.Limits || rules.IsMember == nil {
+		return false
+	}
+	for _, s := range st.senders {
+		if !rules.IsMember(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// senderSet is the distinct senders of msgs.
+func senderSet(msgs []core.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		out = addSender(out, m.Sender)
+	}
+	return out
+}
+
+func addSender(set []string, s string) []string {
+	if slices.Contains(set, s) {
+		return set
+	}
+	return append(slices.Clip(set), s)
+}
+
+func cacheKey(team, member string) string { return team + "/" + member }
+
+// cached returns the state last published for key, or nil.
+func (s *Store) cached(key string) *inboxState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inboxes[key]
+}
+
+// remember publishes st for key.
+func (s *Store) remember(key string, st *inboxState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inboxes[key] = st
+}
+
+// forget drops what the store knows of key, so the next call reads the
+// file in full.
+func (s *Store) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inboxes, key)
+}
