@@ -92,13 +92,6 @@ func (s *Service) sendLocked(ctx context.Context, t *team, sender, recipient, bo
 		return Message{}, Errorf(CodeInboxFull, "The recipient's inbox is full; old messages are not overwritten.")
 	}
 	msg := Message{ID: letterID(recipient, len(items)+1), Sender: sender, Recipient: recipient, Body: trimmed}
-	size := len(EncodeInboxLine(msg))
-	for _, m := range items {
-		size += len(EncodeInboxLine(m))
-	}
-	if size > t.st.Limits.InboxBytes {
-		return Message{}, Errorf(CodeInboxFull, "The recipient's inbox file would exceed its byte limit; nothing was written.")
-	}
 	if intent != nil {
 		if in := intent(msg); in != nil {
 			t.st.Intent = in

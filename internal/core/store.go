@@ -26,8 +26,10 @@ type Store interface {
 	// and is never treated as empty.
 	LoadInbox(ctx context.Context, team string, rules InboxRules) ([]Message, error)
 	// AppendInbox durably stores msg after prev, which is what LoadInbox
-	// returned under the same lock. On error the inbox is byte-for-byte
-	// what it was and no temporary file is left.
+	// returned under the same lock. It refuses with CodeInboxFull, before
+	// touching the disk, when the new line would take the file over
+	// rules.Limits.InboxBytes. On error the inbox is byte-for-byte what it
+	// was and no temporary file is left.
 	AppendInbox(ctx context.Context, team string, rules InboxRules, prev []Message, msg Message) error
 }
 
