@@ -79,25 +79,25 @@ func (e MatchResultStatus) Valid() bool {
 
 // Defines values for MemberStatus.
 const (
-	Closed  MemberStatus = "closed"
-	Failed  MemberStatus = "failed"
-	Idle    MemberStatus = "idle"
-	Running MemberStatus = "running"
-	Stopped MemberStatus = "stopped"
+	MemberStatusClosed  MemberStatus = "closed"
+	MemberStatusFailed  MemberStatus = "failed"
+	MemberStatusIdle    MemberStatus = "idle"
+	MemberStatusRunning MemberStatus = "running"
+	MemberStatusStopped MemberStatus = "stopped"
 )
 
 // Valid indicates whether the value is a known member of the MemberStatus enum.
 func (e MemberStatus) Valid() bool {
 	switch e {
-	case Closed:
+	case MemberStatusClosed:
 		return true
-	case Failed:
+	case MemberStatusFailed:
 		return true
-	case Idle:
+	case MemberStatusIdle:
 		return true
-	case Running:
+	case MemberStatusRunning:
 		return true
-	case Stopped:
+	case MemberStatusStopped:
 		return true
 	default:
 		return false
@@ -197,6 +197,24 @@ func (e ProblemCode) Valid() bool {
 	}
 }
 
+// Defines values for ProtocolOutcomeRefusedBy.
+const (
+	ProtocolOutcomeRefusedByHost ProtocolOutcomeRefusedBy = "host"
+	ProtocolOutcomeRefusedByPlan ProtocolOutcomeRefusedBy = "plan"
+)
+
+// Valid indicates whether the value is a known member of the ProtocolOutcomeRefusedBy enum.
+func (e ProtocolOutcomeRefusedBy) Valid() bool {
+	switch e {
+	case ProtocolOutcomeRefusedByHost:
+		return true
+	case ProtocolOutcomeRefusedByPlan:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReplyType.
 const (
 	PlanResponse     ReplyType = "plan_response"
@@ -259,16 +277,88 @@ func (e RequestStatus) Valid() bool {
 
 // Defines values for RequestKind.
 const (
-	Plan     RequestKind = "plan"
-	Shutdown RequestKind = "shutdown"
+	RequestKindPlan     RequestKind = "plan"
+	RequestKindShutdown RequestKind = "shutdown"
 )
 
 // Valid indicates whether the value is a known member of the RequestKind enum.
 func (e RequestKind) Valid() bool {
 	switch e {
-	case Plan:
+	case RequestKindPlan:
 		return true
-	case Shutdown:
+	case RequestKindShutdown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunOptionsDecision.
+const (
+	Allow RunOptionsDecision = "allow"
+	Deny  RunOptionsDecision = "deny"
+)
+
+// Valid indicates whether the value is a known member of the RunOptionsDecision enum.
+func (e RunOptionsDecision) Valid() bool {
+	switch e {
+	case Allow:
+		return true
+	case Deny:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunOptionsPlan.
+const (
+	Approve RunOptionsPlan = "approve"
+	Reject  RunOptionsPlan = "reject"
+)
+
+// Valid indicates whether the value is a known member of the RunOptionsPlan enum.
+func (e RunOptionsPlan) Valid() bool {
+	switch e {
+	case Approve:
+		return true
+	case Reject:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunResultScenario.
+const (
+	RunResultScenarioAgentTeams    RunResultScenario = "agent-teams"
+	RunResultScenarioTeamProtocols RunResultScenario = "team-protocols"
+)
+
+// Valid indicates whether the value is a known member of the RunResultScenario enum.
+func (e RunResultScenario) Valid() bool {
+	switch e {
+	case RunResultScenarioAgentTeams:
+		return true
+	case RunResultScenarioTeamProtocols:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ScenarioInfoName.
+const (
+	ScenarioInfoNameAgentTeams    ScenarioInfoName = "agent-teams"
+	ScenarioInfoNameTeamProtocols ScenarioInfoName = "team-protocols"
+)
+
+// Valid indicates whether the value is a known member of the ScenarioInfoName enum.
+func (e ScenarioInfoName) Valid() bool {
+	switch e {
+	case ScenarioInfoNameAgentTeams:
+		return true
+	case ScenarioInfoNameTeamProtocols:
 		return true
 	default:
 		return false
@@ -288,6 +378,34 @@ func (e SendResultStatus) Valid() bool {
 	default:
 		return false
 	}
+}
+
+// Defines values for TurnResultStatus.
+const (
+	TurnResultStatusAnswered  TurnResultStatus = "answered"
+	TurnResultStatusCallLimit TurnResultStatus = "call_limit"
+	TurnResultStatusFailed    TurnResultStatus = "failed"
+)
+
+// Valid indicates whether the value is a known member of the TurnResultStatus enum.
+func (e TurnResultStatus) Valid() bool {
+	switch e {
+	case TurnResultStatusAnswered:
+		return true
+	case TurnResultStatusCallLimit:
+		return true
+	case TurnResultStatusFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Check defines model for Check.
+type Check struct {
+	Detail string `json:"detail"`
+	Name   string `json:"name"`
+	Ok     bool   `json:"ok"`
 }
 
 // ConsumeResult defines model for ConsumeResult.
@@ -433,6 +551,26 @@ type Problem struct {
 // ProblemCode defines model for Problem.Code.
 type ProblemCode string
 
+// ProtocolOutcome What the team-protocols run did with the program.
+type ProtocolOutcome struct {
+	// Counter The program's counter file after the run ("" when absent).
+	Counter  string `json:"counter"`
+	Expected string `json:"expected"`
+
+	// Match Whether output equals expected; null when the program did not run.
+	Match *bool `json:"match"`
+
+	// Output The program's output, trimmed; null when it did not run.
+	Output *string `json:"output"`
+	Ran    bool    `json:"ran"`
+
+	// RefusedBy The gate that refused run_main, or null.
+	RefusedBy *ProtocolOutcomeRefusedBy `json:"refused_by"`
+}
+
+// ProtocolOutcomeRefusedBy The gate that refused run_main, or null.
+type ProtocolOutcomeRefusedBy string
+
 // Reply The decision that was sent, or null while none was.
 type Reply struct {
 	Approve   bool      `json:"approve"`
@@ -506,6 +644,74 @@ type RequestList struct {
 	Requests []Request `json:"requests"`
 }
 
+// RunOptions Every field is optional; `agent-teams` takes only `step_ms`.
+type RunOptions struct {
+	// Decision The host's permission to run main.py (default deny).
+	Decision *RunOptionsDecision `json:"decision,omitempty"`
+
+	// Expected The expected output written to expected.txt (default "42"); empty means the default.
+	Expected *string `json:"expected,omitempty"`
+
+	// Plan Lead's decision on reader's plan (default approve).
+	Plan *RunOptionsPlan `json:"plan,omitempty"`
+
+	// StepMs Slow every step by this many milliseconds, so a person can watch the run.
+	StepMs *int `json:"step_ms,omitempty"`
+}
+
+// RunOptionsDecision The host's permission to run main.py (default deny).
+type RunOptionsDecision string
+
+// RunOptionsPlan Lead's decision on reader's plan (default approve).
+type RunOptionsPlan string
+
+// RunOutcome The scenario's outcome; null while the run is in progress.
+type RunOutcome struct {
+	union json.RawMessage
+}
+
+// RunResult defines model for RunResult.
+type RunResult struct {
+	Checks []Check `json:"checks"`
+
+	// Mailboxes Each member's inbox, its letters oldest first.
+	Mailboxes     map[string][]Message `json:"mailboxes"`
+	ModelRequests int                  `json:"model_requests"`
+
+	// Ok Every check of this path held (on a refused path, the check is that the program did not run).
+	Ok bool `json:"ok"`
+
+	// Outcome The scenario's outcome; null while the run is in progress.
+	Outcome  *RunOutcome       `json:"outcome"`
+	Requests []Request         `json:"requests"`
+	RunID    string            `json:"run_id"`
+	Scenario RunResultScenario `json:"scenario"`
+
+	// Team The run's team, browsable like any other.
+	Team string `json:"team"`
+}
+
+// RunResultScenario defines model for RunResult.Scenario.
+type RunResultScenario string
+
+// ScenarioInfo defines model for ScenarioInfo.
+type ScenarioInfo struct {
+	Description string           `json:"description"`
+	Name        ScenarioInfoName `json:"name"`
+
+	// Options The options this scenario takes, with their defaults.
+	Options map[string]interface{} `json:"options"`
+	Title   string                 `json:"title"`
+}
+
+// ScenarioInfoName defines model for ScenarioInfo.Name.
+type ScenarioInfoName string
+
+// ScenarioList defines model for ScenarioList.
+type ScenarioList struct {
+	Scenarios []ScenarioInfo `json:"scenarios"`
+}
+
 // SendResult defines model for SendResult.
 type SendResult struct {
 	// ID Example: reader-1
@@ -515,6 +721,11 @@ type SendResult struct {
 
 // SendResultStatus defines model for SendResult.Status.
 type SendResultStatus string
+
+// Step One scripted model answer, a tool call or a final text.
+type Step struct {
+	union json.RawMessage
+}
 
 // Team defines model for Team.
 type Team struct {
@@ -557,6 +768,67 @@ type TeamSummary struct {
 	Members int    `json:"members"`
 	Name    string `json:"name"`
 }
+
+// TeamsOutcome What the agent-teams run left behind.
+type TeamsOutcome struct {
+	LeadLetters int `json:"lead_letters"`
+
+	// LeadSawReports How many of lead's letters were in its model input.
+	LeadSawReports     int  `json:"lead_saw_reports"`
+	ReaderLetters      int  `json:"reader_letters"`
+	ReaderRereadSource bool `json:"reader_reread_source"`
+	ReviewerLetters    int  `json:"reviewer_letters"`
+}
+
+// TextStep A scripted model answer that ends the turn with a text.
+type TextStep struct {
+	Text string `json:"text"`
+
+	// WaitMs Wait this long before answering, like a slow model.
+	WaitMs *int `json:"wait_ms,omitempty"`
+}
+
+// ToolStep A scripted model answer that calls one tool.
+type ToolStep struct {
+	// Input The tool's input (`{}` when left out).
+	Input *map[string]interface{} `json:"input,omitempty"`
+
+	// Tool The tool's name, e.g. `send_message`.
+	Tool string `json:"tool"`
+
+	// WaitMs Wait this long before answering, like a slow model.
+	WaitMs *int `json:"wait_ms,omitempty"`
+}
+
+// TurnCreate defines model for TurnCreate.
+type TurnCreate struct {
+	// Prompt The user text that opens the turn; none when empty.
+	Prompt *string `json:"prompt,omitempty"`
+
+	// Responses The model's answers, one per model request, in order.
+	Responses []Step `json:"responses"`
+}
+
+// TurnResult defines model for TurnResult.
+type TurnResult struct {
+	Member        string `json:"member"`
+	ModelRequests int    `json:"model_requests"`
+
+	// Status `answered`: the model gave a final text (the member is idle);
+	// `call_limit`: it still asked for tools after four requests (the
+	// member is stopped); `failed`: the turn could not finish (the
+	// member is failed and keeps its previous history).
+	Status TurnResultStatus `json:"status"`
+
+	// Text The last text of the model, or what failed.
+	Text string `json:"text"`
+}
+
+// TurnResultStatus `answered`: the model gave a final text (the member is idle);
+// `call_limit`: it still asked for tools after four requests (the
+// member is stopped); `failed`: the turn could not finish (the
+// member is failed and keeps its previous history).
+type TurnResultStatus string
 
 // IdempotencyKeyHeader defines model for IdempotencyKeyHeader.
 type IdempotencyKeyHeader = string
@@ -604,8 +876,14 @@ type ReplyRequestParams struct {
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
 }
 
+// RunScenarioJSONRequestBody defines body for RunScenario for application/json ContentType.
+type RunScenarioJSONRequestBody = RunOptions
+
 // CreateTeamJSONRequestBody defines body for CreateTeam for application/json ContentType.
 type CreateTeamJSONRequestBody = TeamCreate
+
+// RunTurnJSONRequestBody defines body for RunTurn for application/json ContentType.
+type RunTurnJSONRequestBody = TurnCreate
 
 // SendMessageJSONRequestBody defines body for SendMessage for application/json ContentType.
 type SendMessageJSONRequestBody = MessageCreate
@@ -616,11 +894,144 @@ type OpenRequestJSONRequestBody = RequestCreate
 // ReplyRequestJSONRequestBody defines body for ReplyRequest for application/json ContentType.
 type ReplyRequestJSONRequestBody = ReplyCreate
 
+// AsProtocolOutcome returns the union data inside the RunOutcome as a ProtocolOutcome
+func (t RunOutcome) AsProtocolOutcome() (ProtocolOutcome, error) {
+	var body ProtocolOutcome
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProtocolOutcome overwrites any union data inside the RunOutcome as the provided ProtocolOutcome
+func (t *RunOutcome) FromProtocolOutcome(v ProtocolOutcome) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProtocolOutcome performs a merge with any union data inside the RunOutcome, using the provided ProtocolOutcome
+func (t *RunOutcome) MergeProtocolOutcome(v ProtocolOutcome) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTeamsOutcome returns the union data inside the RunOutcome as a TeamsOutcome
+func (t RunOutcome) AsTeamsOutcome() (TeamsOutcome, error) {
+	var body TeamsOutcome
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTeamsOutcome overwrites any union data inside the RunOutcome as the provided TeamsOutcome
+func (t *RunOutcome) FromTeamsOutcome(v TeamsOutcome) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTeamsOutcome performs a merge with any union data inside the RunOutcome, using the provided TeamsOutcome
+func (t *RunOutcome) MergeTeamsOutcome(v TeamsOutcome) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t RunOutcome) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *RunOutcome) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsToolStep returns the union data inside the Step as a ToolStep
+func (t Step) AsToolStep() (ToolStep, error) {
+	var body ToolStep
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromToolStep overwrites any union data inside the Step as the provided ToolStep
+func (t *Step) FromToolStep(v ToolStep) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeToolStep performs a merge with any union data inside the Step, using the provided ToolStep
+func (t *Step) MergeToolStep(v ToolStep) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTextStep returns the union data inside the Step as a TextStep
+func (t Step) AsTextStep() (TextStep, error) {
+	var body TextStep
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTextStep overwrites any union data inside the Step as the provided TextStep
+func (t *Step) FromTextStep(v TextStep) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTextStep performs a merge with any union data inside the Step, using the provided TextStep
+func (t *Step) MergeTextStep(v TextStep) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Step) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Step) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// StreamEvents Server-Sent Events, one per state change (admin or a member)
 	// (GET /events)
 	StreamEvents(w http.ResponseWriter, r *http.Request, params StreamEventsParams)
+	// GetRun A run's document (admin)
+	// (GET /runs/{run_id})
+	GetRun(w http.ResponseWriter, r *http.Request, runID Name)
+	// ListScenarios The lesson scenarios and their options (any token)
+	// (GET /scenarios)
+	ListScenarios(w http.ResponseWriter, r *http.Request)
+	// RunScenario Run a scenario end to end and return its checks (admin)
+	// (POST /scenarios/{name}/runs)
+	RunScenario(w http.ResponseWriter, r *http.Request, name Name)
 	// ListTeams List teams (admin), newest first
 	// (GET /teams)
 	ListTeams(w http.ResponseWriter, r *http.Request)
@@ -636,6 +1047,9 @@ type ServerInterface interface {
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/consume)
 	ConsumeInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
+	// RunTurn Run one turn of a member with a scripted model (admin)
+	// (POST /teams/{team}/members/{member}/turns)
+	RunTurn(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
 	// SendMessage Send a letter as the token's member
 	// (POST /teams/{team}/messages)
 	SendMessage(w http.ResponseWriter, r *http.Request, team TeamPath, params SendMessageParams)
@@ -660,6 +1074,24 @@ type Unimplemented struct{}
 // StreamEvents Server-Sent Events, one per state change (admin or a member)
 // (GET /events)
 func (_ Unimplemented) StreamEvents(w http.ResponseWriter, r *http.Request, params StreamEventsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetRun A run's document (admin)
+// (GET /runs/{run_id})
+func (_ Unimplemented) GetRun(w http.ResponseWriter, r *http.Request, runID Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListScenarios The lesson scenarios and their options (any token)
+// (GET /scenarios)
+func (_ Unimplemented) ListScenarios(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RunScenario Run a scenario end to end and return its checks (admin)
+// (POST /scenarios/{name}/runs)
+func (_ Unimplemented) RunScenario(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -690,6 +1122,12 @@ func (_ Unimplemented) GetInbox(w http.ResponseWriter, r *http.Request, team Tea
 // ConsumeInbox Match every protocol response in the inbox (that member only)
 // (POST /teams/{team}/members/{member}/inbox/consume)
 func (_ Unimplemented) ConsumeInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RunTurn Run one turn of a member with a scripted model (admin)
+// (POST /teams/{team}/members/{member}/turns)
+func (_ Unimplemented) RunTurn(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -756,6 +1194,72 @@ func (siw *ServerInterfaceWrapper) StreamEvents(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.StreamEvents(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetRun operation middleware
+func (siw *ServerInterfaceWrapper) GetRun(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "run_id" -------------
+	var runID Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "run_id", chi.URLParam(r, "run_id"), &runID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "run_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetRun(w, r, runID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListScenarios operation middleware
+func (siw *ServerInterfaceWrapper) ListScenarios(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListScenarios(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RunScenario operation middleware
+func (siw *ServerInterfaceWrapper) RunScenario(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RunScenario(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -880,6 +1384,41 @@ func (siw *ServerInterfaceWrapper) ConsumeInbox(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ConsumeInbox(w, r, team, member)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RunTurn operation middleware
+func (siw *ServerInterfaceWrapper) RunTurn(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RunTurn(w, r, team, member)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1241,6 +1780,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/consume", wrapper.ConsumeInbox)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/members/{member}/turns", wrapper.RunTurn)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/requests", wrapper.ListRequests)
 	})
 	r.Group(func(r chi.Router) {
@@ -1251,6 +1793,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/requests/{request_id}/reply", wrapper.ReplyRequest)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/scenarios", wrapper.ListScenarios)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/scenarios/{name}/runs", wrapper.RunScenario)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/runs/{run_id}", wrapper.GetRun)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/events", wrapper.StreamEvents)
@@ -1369,6 +1920,282 @@ func (response StreamEvents404ApplicationProblemPlusJSONResponse) VisitStreamEve
 type StreamEvents500ApplicationProblemPlusJSONResponse Problem
 
 func (response StreamEvents500ApplicationProblemPlusJSONResponse) VisitStreamEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRunRequestObject struct {
+	RunID Name `json:"run_id"`
+}
+
+type GetRunResponseObject interface {
+	VisitGetRunResponse(w http.ResponseWriter) error
+}
+
+type GetRun200JSONResponse RunResult
+
+func (response GetRun200JSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRun400ApplicationProblemPlusJSONResponse Problem
+
+func (response GetRun400ApplicationProblemPlusJSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRun401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetRun401ApplicationProblemPlusJSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRun403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetRun403ApplicationProblemPlusJSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRun404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetRun404ApplicationProblemPlusJSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRun500ApplicationProblemPlusJSONResponse Problem
+
+func (response GetRun500ApplicationProblemPlusJSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListScenariosRequestObject struct {
+}
+
+type ListScenariosResponseObject interface {
+	VisitListScenariosResponse(w http.ResponseWriter) error
+}
+
+type ListScenarios200JSONResponse ScenarioList
+
+func (response ListScenarios200JSONResponse) VisitListScenariosResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListScenarios401ApplicationProblemPlusJSONResponse Problem
+
+func (response ListScenarios401ApplicationProblemPlusJSONResponse) VisitListScenariosResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListScenarios500ApplicationProblemPlusJSONResponse Problem
+
+func (response ListScenarios500ApplicationProblemPlusJSONResponse) VisitListScenariosResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunScenarioRequestObject struct {
+	Name Name `json:"name"`
+	Body *RunScenarioJSONRequestBody
+}
+
+type RunScenarioResponseObject interface {
+	VisitRunScenarioResponse(w http.ResponseWriter) error
+}
+
+type RunScenario200JSONResponse RunResult
+
+func (response RunScenario200JSONResponse) VisitRunScenarioResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunScenario400ApplicationProblemPlusJSONResponse Problem
+
+func (response RunScenario400ApplicationProblemPlusJSONResponse) VisitRunScenarioResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunScenario401ApplicationProblemPlusJSONResponse Problem
+
+func (response RunScenario401ApplicationProblemPlusJSONResponse) VisitRunScenarioResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunScenario403ApplicationProblemPlusJSONResponse Problem
+
+func (response RunScenario403ApplicationProblemPlusJSONResponse) VisitRunScenarioResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunScenario404ApplicationProblemPlusJSONResponse Problem
+
+func (response RunScenario404ApplicationProblemPlusJSONResponse) VisitRunScenarioResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunScenario409ApplicationProblemPlusJSONResponse Problem
+
+func (response RunScenario409ApplicationProblemPlusJSONResponse) VisitRunScenarioResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunScenario413ApplicationProblemPlusJSONResponse Problem
+
+func (response RunScenario413ApplicationProblemPlusJSONResponse) VisitRunScenarioResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunScenario415ApplicationProblemPlusJSONResponse Problem
+
+func (response RunScenario415ApplicationProblemPlusJSONResponse) VisitRunScenarioResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunScenario500ApplicationProblemPlusJSONResponse Problem
+
+func (response RunScenario500ApplicationProblemPlusJSONResponse) VisitRunScenarioResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -1830,6 +2657,142 @@ func (response ConsumeInbox404ApplicationProblemPlusJSONResponse) VisitConsumeIn
 type ConsumeInbox500ApplicationProblemPlusJSONResponse Problem
 
 func (response ConsumeInbox500ApplicationProblemPlusJSONResponse) VisitConsumeInboxResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunTurnRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	Member MemberPath `json:"member"`
+	Body   *RunTurnJSONRequestBody
+}
+
+type RunTurnResponseObject interface {
+	VisitRunTurnResponse(w http.ResponseWriter) error
+}
+
+type RunTurn200JSONResponse TurnResult
+
+func (response RunTurn200JSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunTurn400ApplicationProblemPlusJSONResponse Problem
+
+func (response RunTurn400ApplicationProblemPlusJSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunTurn401ApplicationProblemPlusJSONResponse Problem
+
+func (response RunTurn401ApplicationProblemPlusJSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunTurn403ApplicationProblemPlusJSONResponse Problem
+
+func (response RunTurn403ApplicationProblemPlusJSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunTurn404ApplicationProblemPlusJSONResponse Problem
+
+func (response RunTurn404ApplicationProblemPlusJSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunTurn409ApplicationProblemPlusJSONResponse Problem
+
+func (response RunTurn409ApplicationProblemPlusJSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunTurn413ApplicationProblemPlusJSONResponse Problem
+
+func (response RunTurn413ApplicationProblemPlusJSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunTurn415ApplicationProblemPlusJSONResponse Problem
+
+func (response RunTurn415ApplicationProblemPlusJSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunTurn500ApplicationProblemPlusJSONResponse Problem
+
+func (response RunTurn500ApplicationProblemPlusJSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -2482,6 +3445,15 @@ type StrictServerInterface interface {
 	// StreamEvents Server-Sent Events, one per state change (admin or a member)
 	// (GET /events)
 	StreamEvents(ctx context.Context, request StreamEventsRequestObject) (StreamEventsResponseObject, error)
+	// GetRun A run's document (admin)
+	// (GET /runs/{run_id})
+	GetRun(ctx context.Context, request GetRunRequestObject) (GetRunResponseObject, error)
+	// ListScenarios The lesson scenarios and their options (any token)
+	// (GET /scenarios)
+	ListScenarios(ctx context.Context, request ListScenariosRequestObject) (ListScenariosResponseObject, error)
+	// RunScenario Run a scenario end to end and return its checks (admin)
+	// (POST /scenarios/{name}/runs)
+	RunScenario(ctx context.Context, request RunScenarioRequestObject) (RunScenarioResponseObject, error)
 	// ListTeams List teams (admin), newest first
 	// (GET /teams)
 	ListTeams(ctx context.Context, request ListTeamsRequestObject) (ListTeamsResponseObject, error)
@@ -2497,6 +3469,9 @@ type StrictServerInterface interface {
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/consume)
 	ConsumeInbox(ctx context.Context, request ConsumeInboxRequestObject) (ConsumeInboxResponseObject, error)
+	// RunTurn Run one turn of a member with a scripted model (admin)
+	// (POST /teams/{team}/members/{member}/turns)
+	RunTurn(ctx context.Context, request RunTurnRequestObject) (RunTurnResponseObject, error)
 	// SendMessage Send a letter as the token's member
 	// (POST /teams/{team}/messages)
 	SendMessage(ctx context.Context, request SendMessageRequestObject) (SendMessageResponseObject, error)
@@ -2572,6 +3547,92 @@ func (sh *strictHandler) StreamEvents(w http.ResponseWriter, r *http.Request, pa
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(StreamEventsResponseObject); ok {
 		if err := validResponse.VisitStreamEventsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetRun operation middleware
+func (sh *strictHandler) GetRun(w http.ResponseWriter, r *http.Request, runID Name) {
+	var request GetRunRequestObject
+
+	request.RunID = runID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetRun(ctx, request.(GetRunRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetRun")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetRunResponseObject); ok {
+		if err := validResponse.VisitGetRunResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListScenarios operation middleware
+func (sh *strictHandler) ListScenarios(w http.ResponseWriter, r *http.Request) {
+	var request ListScenariosRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListScenarios(ctx, request.(ListScenariosRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListScenarios")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListScenariosResponseObject); ok {
+		if err := validResponse.VisitListScenariosResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RunScenario operation middleware
+func (sh *strictHandler) RunScenario(w http.ResponseWriter, r *http.Request, name Name) {
+	var request RunScenarioRequestObject
+
+	request.Name = name
+
+	var body RunScenarioJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RunScenario(ctx, request.(RunScenarioRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RunScenario")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RunScenarioResponseObject); ok {
+		if err := validResponse.VisitRunScenarioResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -2707,6 +3768,40 @@ func (sh *strictHandler) ConsumeInbox(w http.ResponseWriter, r *http.Request, te
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ConsumeInboxResponseObject); ok {
 		if err := validResponse.VisitConsumeInboxResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RunTurn operation middleware
+func (sh *strictHandler) RunTurn(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+	var request RunTurnRequestObject
+
+	request.Team = team
+	request.Member = member
+
+	var body RunTurnJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RunTurn(ctx, request.(RunTurnRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RunTurn")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RunTurnResponseObject); ok {
+		if err := validResponse.VisitRunTurnResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -2875,78 +3970,117 @@ func (sh *strictHandler) ReplyRequest(w http.ResponseWriter, r *http.Request, te
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7F1td9u4cv4rOOw9Z5OWfkuybSN/yt2bdtN9y4nTT5ErQuRIwg0JMABoR+uj/94zGICEJFKSvYmvc9df",
-	"NjIJAoPB4JlnBi97k+SqqpUEaU0yuklqrnkFFrT7600BVa0syHz5Eyx/BF6AxucFmFyL2golk1Hyimmw",
-	"esmuhV0wuwBmeAXsIywZl0X3YKqKJZZstDTu6UxoY5kGUytpYCyxtLFKg2FS2YWQcybh+ny9StcIx/eg",
-	"qUphxjITnaSTXMlZKXKbHbOfYGkY18BMrmoomFWuNqs+gvzOsAqqKejjsUzSRGBXFtTFNJG8gmQUK+Do",
-	"J1gmaWLyBVQclVDxzz+DnNtFMnp2epomlZDh77M0scsaKzBWCzlPVqs0+cU19pZjgRtqrsY/2sZImiRN",
-	"NHxqhIYiGVndQNzmXzTMklHyLyfdqJ3QW3PyK9aCDb2DTw0Y++ZvO9rSVGYiiju31zbjGn0PvNrRngVe",
-	"/dGerUJ5Z5s/KGmaCt6BaUrrTFerGrQV4F5r99z9FBYqs6+NX7jNF76yVTt8XGu+dP3rJP/Q1n3ZllPT",
-	"v0PuPvxBA7dQ0GBvi0XquNk0jzTRqux/YSy3zX7xXXsXVBblRwvfnqrvF+CN/jvDpsA1aJoM58ws1LVk",
-	"SpZLtgANx0mfDcdacF3xgrdihpZ3qAYtZVsxpaiE3dvNn6nUKvWT5fDxXR+XrRFOh0amv9Ne2k6Mvv6+",
-	"kVP1ebunFRjD53AL06QP9pplW3GfMD+3+t0Eb5yaaA2qkYXBYV8XFzF2ki846drXK6SFOelxBlBMef5x",
-	"V5mFQFxfTkBa7avdLiRQXZPp0u4uEKtvu0zNl6XixS5hPPQNvHXuqe/VhrI3hFkXP421FrW4Kd+W9kL7",
-	"2yobHtM3sm4cAPKiEDiqvHwbjeCMlwbS3aPOuGU5ThCh5DkDni/YTEBZsAJmHKEuOM4SjFGSXfGygX2m",
-	"4r9NRv/uvaOomir2jTuNqP367Fn89Wl6mHm1n//n3rY37K798vmz09MDP45tsmt537dbttr1eb/UsRW3",
-	"373Y91Vr3e0nz3Z/suoxu9hVDqEbEoteNwfcqB7H9Bv6HcftxFwqDQVaF0iU6kOidCEk18ugZzfbrngp",
-	"iklgj/iomCg9cS2SV8I/NeSiFiAtUhFlJ4ZfAX5Vl8uollorq3JVRrMsFrmlSjvE5nWt1RUUKdOAioLC",
-	"sd+iqUuRc9vnT2PfHroaqnGoQfUkadLWgjKTfnpE7XcHRPF8S30oMkRVeG7FFfR6jEZLpmbMLkTg0EwY",
-	"phsphZxHPZ0qVQKX8RwtPUUeBvhdJe6NPh3oBQY4kFfdNpr7vm10dXhUiLXsBfd+jrmfUnd6a/EgQVKz",
-	"EdkcQImGu3CxZeOicNry5uL0puraGfqMi9L9yEtleo0cqyUQ2DJYdD+9NjCIRQEbeg0HpI92d3efphcV",
-	"juskDjCgGNeDOw1u6OQGr9eiqhB87AIkO2vjXHLyWeeYM5arAlithLSmF5OsOjjQjNVg1a4e/+pNso+F",
-	"MKUDiKApOeD/zKu6pDjVB+Q1txY0fvV/H/jR75f4n9Ojl0eXN6fps+erv/R15bca5HB8GKP6Achcgyzw",
-	"5V7cXQutd+DuW62mJVQ9apHs3X/9wF6++P4/WE2FWKHypgJpt0kXjmcsp/NojslN2tnkxr/FHveXVWpS",
-	"cu2caSNNU9dKWygmFRSCBy9agV2oYoKOk5elunaVNZI3dqG0+J2mrNJTURQgvYedIaPE0QBeTeCzIN5L",
-	"eDdryrLjwxMXRUV/BxWHsGriUQBL1GWX2PEtdcX7sj9dLY3kV1yUfFpSZz9KdS0nbbblWis5nxRCQ+4G",
-	"IAibK62b2hI+afSkrT7RHWjJywlorXQvShVguSi3B/fHpuLyCM0a5TlnEq5As1xJy4XPi+UlAsh3hmi2",
-	"2cMcekiesAPOkB5sT8P/ffcG556QcydAMLqPQhbsScanqrGjacnlx8zlBp6es6nmMl8wJVmGBpjtTxd4",
-	"kyLhIl/pFZWSIfdNlHeOrfXmMgrIhRFKMrvgll1zwwxImyKkyKYs2fVClMCkkoAvUUh87CzBZ6A2OA/R",
-	"r0h5EYUJQcqAM9mJJ0HzLZqUXMbk1SwaW6BZts8uD1ToGtwE+SNhBzV6J/dzsILWCMX6wP2qLLPksM7Z",
-	"6aavWg8F9/mrDZ0E8QY7PewOchC17bcyURDbBeZwiJWAvuickmWO/WefGmigyHrn6q1dDVWGw1kiUCwn",
-	"hghFATPQB3H/Q32Qz+Fu6wOn/oEJ4J+waBfODlGtw9TravQKHlCmB4PdkmGhA1Q/xPF2EYC0N0jr8wEW",
-	"/avdTyHXRstpPmKUvpJOvxF2hjg2qHfHEN9ptv8xK7gVRV1LhhzAUlvV3pqpegVv6XWH8t78zRlCxEo/",
-	"HZ2tk1J89OHs6OXlh9Ojl5f/2stHY1Vt+ILIBfSakv/0Z2GGuezhGeUw7fcvdPiK+3RzAbIYglOab5s0",
-	"3unscPzbi3L70K1/paHgFZ9D0Y9F3hzdMmTBsG5gRPtYR6wZt/hK23MmLBNIOvQVFAx7eYROoT8F8geW",
-	"ONYFpcDaMCHbrC1TugCdshJ4QQurKMOBywu3XBLZTD7GonnLcrIhrqNUB0tyqFkOLcKsZdrDMA8Zxp0A",
-	"8TZDSHn5OyxVraV+Vi4d84a+e/5seJBujYODeRvUTj/Q4Ow4vB9Yz0VTVVwv9w4p1TwkTahlS6CcVvUm",
-	"3Ak7U7rCX0nBLRxZ4axky3gHp9WP6ppVXC59NsK0/okteOyF9ucj++21M9NI7O0uO16SN1rY5QVq0ud9",
-	"3GLtq4Yyo9vAxYtKSFrLxeiHh5SKe5LidMTevPKRO2EG7XZgAbHcuDnMcm11HV5YW9P6u5Az1dM+6qji",
-	"opyqz2Bo1wc+Cml1wxQGuT++f//2mL2+Ar1kOS9LJgEKM5bZmlQj9ldalx43p6fPcye/+wnZyPUh6mm6",
-	"3VW/wwSKsVQyB3aNbENYQxJhhOiVf8xehQ95bg2ReW6wLJQzaopIGLJTPpY+n55uvmlZa9jtwnOr2lcY",
-	"L3AN7kWQcwFjScJOoVRybphVqftcKtrTQqtvOZcuJYZfVMdjOZavtVaadrRkvKZFAaHkiY/Y/+3vRsmM",
-	"PQnpo6d+bQK91bQEH6uf+wyDGcvNMD71+Qh8QIF5dszegj5y2iP0Y09QxJR53oRyj2WI2hhlmQxa3FR9",
-	"Zkb8DmmroU+NsvypE183JZjA+7H2lEllw6rCWBKIjBinLAhTjTWiIFWgy+XSXAP6aIq/ogxX5jQ50wJk",
-	"YWhvj8+IJL9wUWqlqiRNrkAbst6z49PjU5zMqgbJa5GMkufHp8fPid8t3Ow7gauwQ8rTzvUZ8JrnC+bK",
-	"oGyZ+zUKFryswRuwkywruOXhJQ5YeHm9AG8o/3Px26+0r+lm7CbhOEnZ2IEk/cIqxskqqjDDhl32aMHl",
-	"HApGcHLM3i9rMKOxzLz9ZinL/HjQz7pc4o+K23zhfjgrxV84kVyZBv9x45xpMEuZZzSv3AIQGRObQVmy",
-	"KSyEpJUv0hjDQWKFdgl+9kQDmsxYuinkyNVSNW7ryVOcj7mqKqyrFBKIV0mLZKubyfShRkVIHC8T2tJL",
-	"dvY9M5Art549w/ixm+E02wyAn+doxupajiVZHtbhTbFVU+iAK09r30j2ESBILqWZi7uuEGueEHJ4q9di",
-	"vrCGuZzp02P2Pmw5Y3MFpheLx5LAOEUIct1x1jBynDLqtTf3GdBg4ZTJXqOgF6rROWRk7+giXbVvimSU",
-	"XLgvX5MFp2tb/D70LmiGnvsVPtTRcdgh96kBvdza13WrfVyX6B0py+Vm1LPTU0pkSxsWY+CzpSl3RN3G",
-	"h10bm952lfY4RJqN9Lnj6QgHnRF5q3UDwq/58hgR4MWWJEMguy7Qrk6HNH+PmNlWrj4jKc7uVYo4oe8F",
-	"eH6vArRLCNlo05tz81HIOZuhn/ebPskcnZgv7lXMdnUjG6GjNk2+6IT5/p5NZ30JIiPaGGhycoEBqT66",
-	"QBOniZ8yJYHVoD3ukptgT4hNRTTqqcuNzBEcEu/1LrHyk5b8ew+4DjIYMLx3JfbO7lgxt1NIG5n0aIR4",
-	"ZWQcf+JJ1PosGt1SGE+AzQO0VRxQEs5b41NkodfIF10iI7JHHyWu0qRWxu7a3sqyEniRMV5e86VhtA4Z",
-	"0jW8KJA4oitAB4rqgYJYAP4Wcj6WwpIWDVjy7FqVcMwc0Wt30HqMqmvg2vt1Ydod7RRY9ThkCu3fd1ui",
-	"wdi/+nX9LzZPQv5gPRi1uoHV1gw9+2Itx3t8BxwzUS7HY4i3ravzgThiCgBdMFYoOpHAHEUmMubqTDe2",
-	"LuDQ18DtIwBtABCF3DEEvTh9ea/CRbsRSDln96uc9T0XXoTv79lA+nZ5ZP8Ih7C+oSLDabTHSRCuME5p",
-	"HO8nejxDS1RObvCf1SBf+W+wLQB/RbayCwQfQ44HGXKo2WOocQv69pv0SXLavW1Nmz5HPhUWZPYEGhGx",
-	"W89O9MncFTlpT52tLjdn/okX4+SGfqxORDiPMwQIdGDnKyICNTAACT6/lDJVFi35fcSIB4IRHhFaruqM",
-	"6UFhQ0dG/0EoEW2aPMSlvwO3eOBTpk/cDj4PxEp35PHpucuBCjlnBZRgu9PBEX50R9/+AISke8tGR3gP",
-	"BpyTnA6qbp6u/oqSDYXHCNV0dtUlgghwQuLbCesWCmlA/IaCcPYmwNNYCpmXTQHFMaMjuD0jc864T8Uz",
-	"33u2FFAWhmXtUZbeVLU/1PvVgXj98HCPOfeq6hGMHzIYp2uw8QjNQ9CcsjvEX+7Mn8/XhGX9LtHlV7T6",
-	"kFyWy5jodTvKVj342Z2ivDMN3JUa9NdFhM3HbAozpSHs4aItX0haq8ZY2qY4BUdrff9oc9hYxudpaHXP",
-	"bwfwS7B910tsLMmBLH5pDzPerrO9l3LQotqXzySuH1W652RitMOwx6wvLJ0TfRCY7KZQvAnhTw/SXfZP",
-	"UPY0xH19m3YefMx93/nK7ryUR+e++20eE5mbicwXz57dsyjxYbJsxDKrsmDwkdf4Vt0+IjDjIVLgfe6t",
-	"Pwrbcu7xluHBBeR33fbdr0b94530g8vIYcNatD/tkfw/Zmu//WxtdMZB92zV35Omjdh7+uUpelaXXGa0",
-	"JWumVeVXeypuEXP8iv45y8JBmYxK+ZV+qxin/Xz4AdHysEU14vwH8fv1w0h9BJ6OltNxhQdN4NePf90z",
-	"gY8O4PcReLe70y0SzIWxbjcvN8yfs3sk9o/E/p+Q2K/dfRDtxQ63GXQ7sP3tB/jgMRr4FqMBN1Qbt0tk",
-	"32gggEjOOEMPjaWDC+7OvuwJDXbl/cK7k5vuIPTOjRud4/3aUcLQWq0X9DEmeIwJ7rAUEFvPw9vMEab0",
-	"PYQC+9c11+8y7ll07QWPk/aWiPuTbDCqCUfj2rzQVijSF4VsXYRyPJbvw0XY7bU3dEBqzomMZfF9IXQ2",
-	"bP0+7XPG5ViG6ys6FOfmIxR0YjFc54do7+75w3rDxSO9oZC/V+WbiIW6a28OioROv2zTw6FQuD+mu0Pd",
-	"X+mRbg4quupuOB5jpIcbIwUcDVFSUWgwZugS+rSLq761OGrTpd1/SBVfDof8Nrod7jF8+lbDp280Unrl",
-	"DqbH1wLsnvgDQVJ0C4Tzo/H9Dx8u0UO6S2e8l210mYySE16Lk6sz5z99nTfxQV3jeE37f5vwizXRs1aA",
-	"6Jk/A7i6XP1/AAAA//8=",
+	"7H1tc9s4kv9XQem/VbH/Rz9lMns39qvZ3bmd3DxW7Kt5EeVMWGxJWJMABwBta1P+7leNBkhQBCU5Dx5n",
+	"z28SWSKBRqPR/etGN/B+MlNVrSRIayan7yc117wCC9r99bqAqlYW5Gz1A6y+B16Axu8LMDMtaiuUnJxO",
+	"vmUarF6xW2GXzC6BGV4Bu4YV47LovrhSxQqfbLQ07tu50MYyDaZW0sBU4tPGKg2GSWWXQi6YhNuzfpOu",
+	"E46/g6YmhZnKXHSUXs6UnJdiZvND9gOsDOMamJmpGgpmlWvNqmuQLwyroLoCfTiVk2wicChLGmI2kbyC",
+	"yWnMgIMfYDXJJma2hIojEyp+9yPIhV1OTl8eH2eTSsjw90k2sasaGzBWC7mY3N9nk59cZ79yfOA9dVfj",
+	"H21nRM0km2j4vREaismp1Q3Eff5Jw3xyOvl/R92sHdGv5uhnbAU7egO/N2Ds679t6EvTM5ei+OD+2m5c",
+	"pxfAqw39WeDVx47sPjzvZPOvS5hdO5HVqgZtBRgSTctFiZ/WZiCQkvhBXUdfXylVApduUB25b+lt92wW",
+	"OnnXTrO6+gfMLLb1VyVNU8EbME1ph+Rp9737KCxUZtvQf+J2tvSN3bfdca35akBhaDtJlgZuoSAZHJI1",
+	"yhqtyvQPxnLbbCff9XdOzyL9uPCGGuRiCX4tvjDsCrgGTWv0jJmlupVMyXLFlqDhcJJaWol5coS3ZIae",
+	"N7AGBXjImFJUwm4d5o/01H3m1/Du89ufl8EMjwptetCe2o6M1Hhfyyt1NxxpBcbwBTxANOmFrWLZNpwi",
+	"5seWv+s2BTUGSoNqZGFw2vvkouq/nC058dq3K6SFBfFxDlBc8dn1pmeWAs3N6hKk1b7Z4UMC2XV5tbKb",
+	"H4jZN3ym5qtS8WITMV4jj/zqrGbqpzVmrxHTJz+LuRb1uE7fgHuh/yHLxuf0tawbpwB5UQicVV7+Gs3g",
+	"nJcGss2zzrhlM1wgQskzBny2ZHMBZcEKmHNUdcGel2CMkuyGlw1sExX/7uT0z95oi6qpYpO9UYjat09e",
+	"xm8fZ7uJV/v6f2zte03u2je/enl8vOPLsUx2PW97dyCr3Zi3Ux1Lcfveq21vtdLdvvJy8yv3CbGLTeWY",
+	"dkO8kzRzwI1KGKZf0O44yCkWUmkoULpAIlVvJ0oXQnK9Cnx2q+2Gl6K4DKAWvyoulb50PZJVwj81zEQt",
+	"QFpESMpeGn4D+FZdrqJWaq2smqkYaMQktwhuA9m8rrW6gSJjGpBRUDhQXjR1KWbcpuxpbNvDUEMzTmtQ",
+	"OwiDQitIM/EnQWraHBDy9D2ltMgYVOEzK24gaTEaLZmaM7sUAdozYZhupBRyEY20hXjdGi09ch9X8Jue",
+	"eDT4tKMVGMFAnnVDbe7HtjbU8Vkh1LJVuacx5nak3/Gt1QcTBDVrDtcOkGh8COcDGReF45YXF8c3VddO",
+	"0OdclO7DrFQmKeTYLCmBgcCi+UnKwKguCrohKTggvRO+efi0vOjhuE3CACOMcSP4oMkNg1zD9VpUFSof",
+	"uwTJTlr3m4x83hnmnM1UAaxWQlqT1ElW7ez/xmywatOIf/YimUIhTOmgRFCUnOK/41Vdkvvs4wQ1txY0",
+	"vvU/b/nBP9/hP8cH3xy8e3+cvfzq/k+pofxSgxz3D2OtvoNmrkEW+ONWvdvz+Dfo3V+1uiqhSrBFsjf/",
+	"+Vf2zauv/53V9BAr1KypQNoh6ML5jOl0Fs0huct2Nbn5b3WP+8sqdVly7YxpI01T10pbKC4rKAQPVrQC",
+	"u1TFJRpOXpbq1jXWSN7YpdLin7Rklb4SRQHSW9g5IkqcDeDVJdwJwr2k7+ZNWXZ4+NJ5UdHfgcXBrbr0",
+	"WgCfqMsu3uR76h5PBaW6VhrJb7go+VVJg72W6lZetkGgW63k4rIQGmZuAgKxM6V1U1vSTxotactPNAda",
+	"8vIStFY6qaW68Eh/cr9vKi4PUKyRnjMm4QY0mylpufDhulmJCuSFIZhttiCHBMgTdsQY0hfDZfjfb17j",
+	"2hNy4QgIQnctZMH2cn6lGnt6VXJ5nbvYwP4Zu9JczpZMSZajAObbwwVepIi4yFZ6RmUkyCMLxaGzXxo7",
+	"UxU80NX5bcltqwwPAtJzaIUVouiCqbVWC82r1AprcL7T0RT/1gvD/GNsLkpgfI4fsVnsZ286mU7YLepm",
+	"fmVA2v3kpMJdTYgvNXcVou4hDb8twUVoVWPrxjL4veGlYaGlMyabsqSeozG6gUtlkTikBB9yy8NHC4fw",
+	"jZrfxgJ6KmOWzFHcu7A7dhrZZy5T4UIUq3ljoLi8WqUJWnALzOK8+yexy8uKC5mhscGOY/eiLjmu+qUy",
+	"FuVvC13r2t69G1HU8iqazzB7WStLKTl/47yS5IgKmAkjlKRR3XLDUIra0bDbJQqdVBLwxxR317A9uRlp",
+	"9gZnfAQ0bbSbQcPEvI2dNLNsbIHqt/3u3Y6Ko2dWA/0RsaMc/SCYtTODesC5P3E/K9uthON1TNYPeWzD",
+	"ZWs8CeSNDnoc9sxA1CMLWRTk1QFz9paVgJjrjILCTk/mvzfQQJEn1deDIRU1htNZokFcXRoCzgXMQe/k",
+	"4+6KtfwWypAfaOJ23H/5AR/twjZjLsVu7HUtegaPMNMrg82U4UM7sH7Ml9kEdLNkMCKFdSziSLvdVerN",
+	"luN85Dn5Rjr+RhghxGsCezdM8Qet9o+Tgge5Yr2g3w7eWMvaB3tknsEDvm5g3uu/OUGIvK/fD076zhd+",
+	"9fbk4Jt3b48Pvnn3/5N+V8yqNVsQmYCkKPlXfxRm3GfbfeckLPvtG3q+4SRvGvmLm1zzQOT53Q3olQ+k",
+	"C8NUTe+dsZwvQNoDFAmTM8uvwZCOzY2F+rIy+RCEBgSQVi2IXV4YVoOuhCGgoBzyRNBzWK/YnrdTrAC5",
+	"2o/Rj3PsnNKVq+SUxKh02HP4NQDQWy2sBdd/+OnQ3tmOgOnk1cvpZP+MQVXbFauAe7fHP3DYD0B99TJB",
+	"kpOkATk/Ai9emA4rKckofICcKbnsaPCKrc+HFlKQrkvyws/PsO/zUt0ycBOOz7CrlY+OcrlilShLYWCm",
+	"ZGEyZhTjOFNGSTbjkt0iNAyugh+9j8cf93cgjneLz6PAdq7ScMrMDCTXQhFgx+fOYhQZnBZhmJAE7sEk",
+	"MaWS8Mt8cvp28yJcd9/us83PX+CyaB9+RwMawzOzJcyuH7AL7HIZEru/FRfllbqDDWv8Y3drB+qBz5bd",
+	"ZryLOWRMWONRgWGqLBAkuOydyDh0E12pAsrLzfuZ6nooBKSYHOvaMH7N7ZItUVXtKcl46znh9xmFJdzz",
+	"wpAPMuJN7qej/6qTx436upPctS2uj1P3Ltg8Co78cuhtw3QK2oeyushBGgL5pIbhatONfGGc+c/YlVa3",
+	"BlcQK8U1MNQNLr9qO+D39EfUZiHVxyXK+HUwkImO9b1t6E7cUxbv3PfxWs5VKvEnGuKG7J8P5qXaZm1J",
+	"+wxZ7V8kgQ6MIvuatXEeodtd7eSiGouepXd+QjgrJqYbwSbmpiFOoHp3oe9N1jag0zWfJA1kMaZoafGs",
+	"B+YdOtzd09vqz23z484t1KldWDRq+DcUzC0AxqW5BZ0xzqxSJZvxsmRKM87mQvKSWbhzKnU3C3ahVOl6",
+	"3m667iw9+M5n6iWWD6/4YgxNeS/BJWcWDBkBjKLOrIvrM27xJ23PmLCokA3oGygc2DlAHJnWwR+RYdUn",
+	"lPb1HDoISSNM6QLZXQIvOoO1o718YEbWeu5DTJq3AI42dLeRqp0p2dVbGMsB62nYMM0pKUbB+CA/9SFT",
+	"SGlBH5Ap19t5dtDo7jW9F2HxwSQ92D0d3TZG7qSVI9mQXceB7Zw3VcX1auuUUstj1IRWhuiTkgovuSN2",
+	"rnSFnyYFt3BgBRmIQRx/bFl9r269u+DXVwgbsCWPTdX2dIi0vHZiGpE9NmTzkZstkdF3zkQJc8uuYClk",
+	"MfRtUWtcetSbRrHuCcNvLzXUSttN3FNzp4VedDj6FjQ4hWCNtw4C10aapWTXNlPjn9GgHVmq0TMY26m4",
+	"EXC7ub212eoxY0BPoskRehJMS0+2N1kPTSBMGlzyDUAWXnobLX16VGty15f0nV3L8X91nMg5ySa3XNik",
+	"6/0bF5YgX6nkgl3BXGnw9Ai5yDzWZgZddEfsBzjZfWVxN7JwAk74hLxE5GKYkuCAzJCBYnP25xhUxsac",
+	"11k3lu3l7+9z2qZz61Q1vQ3KCBsrVY4AF2oPVU3G4HBxyHIDsggZe/laVOfPr7aUcTyp+VYqXYJw0Wj5",
+	"QXa81qoa2yVoDE493Fmaf1WD7BbTmd/jw6ly8bM1vo6snbDZZkYqApBJL4znocmcuNWgvTh6VJOhDn0Y",
+	"ovKgOYIQJ3/eXlvhSR3j+HjmachjHNrcHQIlndPSZ1BOXIEiP3XTQDxZ8BvoeRNsz7a1FS50VpSwfzaV",
+	"OS5gynTJTxGvGyvKknFzDQWbK+1WjvH5AnPV6MBu41qcyq5Jnya3f8Zy8gk8RU7LzlRTUhRmLqQwy8Hb",
+	"3o3gsmDXALVx5rBGa6Iaw3yC4j6VaLWuux86YoZ2GF2aXjoQcjci2CU3lljld8EcJ90e9i1KOjW6PRTS",
+	"Ju50JSfY52CWh/LjdsJmjRZ2dY4S6jPqXBnMt41dpunmRSUkVcmQC+l56r5xiwIH863PiSJ3iMrbWHDG",
+	"3Hpw0MD11Q1xaW1NBVfCx1rW+kf41wZrqMwPv+rSWNQNaPb9xcWvh8yH9dDVlQCFmcq8R9Up+wtV/Eyb",
+	"4+OvZo5+9xG8IEUjzYZD9SWFUEylkjMIaR0U23I5CR5XHrJvw4t8Zv3WBncCB+WcuqJtP5QEjkLqjES2",
+	"/ku7TxrKG/nMqvanGlvVFK8OdKLIE7FXgNbBMKsy97pUVMRI2zEzLp2twjeqw6mcyu+0VppKGHNeU7q1",
+	"UPLI50L92z+MkjnbC4l5+wHWGOvieZQFdeZzt8xUridIZT7TC7+glKf8kP0K2mFkRo4d20MSM+Z36pDu",
+	"qQx5Aozy90xGoWJmxD8hazn0e6Ms33fk66YEE9YYxR1RLfhA71SScj5lnPLL0NobURArUFGERe93/KPc",
+	"wdxxcq4FAjzSFD5aNvmJi1IrVU2yyQ1o2qianBweHx5TRA8kr8XkdPLV4fHhV7SjuHSr7whuQkms3+hM",
+	"RMndM0hb7j6dBgle1eAF2FGWF9zy8CNOWPjxdgleUP7r/JefqZD1/dQtwukkY1Pn/9EnbGI6uY8azCnm",
+	"DWy25HIBBSN1csguVjWY06nMA8jJWO7ngz7W5Qo/uNwf98FJKX7CheSeafA/N8+5BrOSszwkawnjhYnN",
+	"oSy97+SoIo6RW1NoZxPYngYUmal0S8jFjVaqcUV9+7geXU/05gvDcFgtFyi0TKMP8cF1rpCqnU5O2TTk",
+	"bTsmUUpbG2udSvT1lp0q6PSDY+cuvU1lv7tCST9J6rrrkwJfqPxwdDNVVcipUkiggJi0DMFTq6eILRq7",
+	"kASpPCf1ip18zfzmHJnhSH+RLjEQNmhxOOpWTiWtK2zDL7RWCML0uOepZorcULT9SJdCEz8DcYOadI/0",
+	"ol/TWiyW1jC3Jbt/yC5CBTVbKDBJSzOVZGoyVLBuOE7WT10wMBq1X8xzIFFEhZB/h4SeO28xp9WMcMo1",
+	"+7qYnE7O3Zvf0frMehXrb5OFMGHkfksJeXQYCr5/b0CvBmXKDypLfrcGZF8eH1N6prQhiR/uLCmUAxo2",
+	"hdRDH+u44j7lGZGuodddgNV5s60Q+TXpJoTf8tUh6rdXA0rGTEifoC3bpi49PEFmPsjxzomKk0elIk4E",
+	"9wR89agEtKnn+ek6VuHmWsiFA9jhDAMSR0fmq0cls82Kz08RhphmtuyI+fqRRaefup4TKA7xzck56BvQ",
+	"B+co4rTwO2eQrAoZQbZHWDECifsu12iBymHibfo7bPxIN9IcvSe9fz9q5y/C2ROh0qHNQ+jhkUP223qS",
+	"gnOopnKhnPOfq+uc3B30u1lOG6PuK0o4cYbIb4q6r106cEL9/R3sm4aSezcqnXi+HjZPXV7DiC6iveOu",
+	"9uNZ1TwFVdNadloDaGldkNs8Ge3iEon+AOXSL5TJUT1sUTjfrsm4VyyxMon2rO8HKCR14kpIlfioM1Cw",
+	"r6PebrxXW30l8aMw9rx96jPqil7aQIL35Py3SQ9USm1D1mGU8vAUVu/TMnoX3cEG7YSHkIPQbVbJHpcr",
+	"Qhdj0tkTmaP3KI/3zvytH/j0dhhkjDNCcdn082TyFkf3ZT3UH3+UpGeTWhk7mr3kfTkTnB/y5/aw64Ji",
+	"7d4YU+B/KtdoPzjJ9zNWaHHj2wj7m05G+1sfhnxhH4hOuXqRI8u4lKqRM9dsPxw1lVR56KaRL7iQcVvo",
+	"Uro8zOAsN4bVfAEuLDRX6H0xYQ+nMqRk4EMrE6VvOT/xluvCHA6myif0OmcMnU06VGOHnF/2m/PRwt+M",
+	"I1Onkp7llJ3pPBIUKWaVGy34gAAT86R/EqILf//ugvWhWN6eEYbttAo4HhqO30XNKr5iVzCVYXuIItdd",
+	"0q5JAag3jTzvstV8ZOQvvn75UwGokJp9f39//4SgWotDcUH6/Zoo63IJZfFE4BzFY4OSK5SLDVRtTjI1",
+	"yvx0B+12+AwC10AgLslW9z8ZIBgoymgCQ66YZoWiw/+cgl+n+5tHpTsqFCfK5xq82nUhemFoVzqonABu",
+	"X5087uz3y+ZJAE++fuQVkCrUz78MqP+miUPFznBZ+g+NNNkiZ4rIZd/iCSDWavPBRqH5hc86/mx2oU1W",
+	"G4XkUdjpWV0GdVk6cObm7wlGwXBCibgghBmTcNsWY0Qi6RMH7zdhaB+YzEvgRc54eYtYkhReyODlRQEF",
+	"wQRUysgeKGh/AT8LuZhKYYmLBixBNq1KOGT9MhIf/axr4NrvGAjTHv1KG9IJqEZZLBfd2aGfGqlFKa/3",
+	"/Q19BEhD5HbyyXqOT50cwW60mePcEQJpfXY+KaDm4HhrvddxWrZ2mA5OfQ3cPiugNQUUfNpOBf2RsOcZ",
+	"znx5cIb0ikts5VUCrATL0AKVo/f43/0oXvk72FYBf0a0skkJPu8wPMnNTDV/3sR8AHz7RXr3sQ2Ch4gj",
+	"ORohvXLjFmYE7PqB2xTN3SNH7fHstIMQr/wjT8bRe/pwfyTCCdFjCoGOkP6MGoE6GFEJPnMlW6tEftYR",
+	"T0JHeI3QryB/UrqhA6N/kJaIjvHbKUIBLunSJ2Ptufx7r4h97Ims/Jnb8xVywQoowXbXaET6ozuM/SNU",
+	"SLb12eiui50VztGMrk5I7Ep9LsrG3GNU1XSbgksxIYUTUurCkQhhQnyNaTgNOqinqRRyVjYFFIeMLoVI",
+	"zMwZ4z7Jj/nRs5WAsjAsbw9XTibB+WsmPrsi7l9nkRDnJKuelfFTVsZZT208q+Yx1ZyxD/C/3Cn0Pl4T",
+	"Nl+7QJfPlU1pclmuYqDX1Yvcb9ef7bngf7DejMKKYSsZomPZff0tK5WqaRfX172adr/9dCrdPQ+hgCDU",
+	"C7ggfFQEcEVREwl3lk42UnOWt1owz6ZywxELZyz3ZXw5KmS+Mq5iAmpmFTMW4biQbK40thLV6zmSkXgK",
+	"cIGJZ7guhS+F4dZy92vFRTmVvhLQh/Di0jXmb7yqk4VWU7kXV2llrF/J5c5xC7VXh8wff0/HizbSnaHE",
+	"1HwqcVxUZmWiKisb37izXm7l58b/PJX+a+z1GmoiG9ekkA1NBTozbiqQhpAg7sqA5nOcrql0BSy90kvK",
+	"eDTNVSXsZV1ymVNarNMDFbeQrb1AF4TlVGgcvUEB7DM302hiW58Up3/h0ju6Ajkup9KtW2+0sraIx7HP",
+	"5SeoMAT8ZiSpgSoaBlnX6XSDi0bLzxXA7mo9dwpgH3/SnjfnHjj+gSygOENNym1jcmZwtS3V7ZcWvfYK",
+	"QqCgCzra2Bc/+9I25b9x9eTPYe1hGoIzUk8ZbTx2qH14Dnyo5W2V/FVjVmyPtzaUtuV8qdM+FcyIooSM",
+	"0Zn0OCJS/MRutue396jKLxiG/edMhT88tP8JsOabRvYQVhufDUWg/fMbEpsBDjcmEWZ3c9QHBxo3oUR/",
+	"c2c4iDocl+APjqJzptAyV42xBHWuwA3LI2g6kWoq4ztEyGr7Ql1fHJm66XOtnAxk8VN7gdPDBpu8H5UK",
+	"wj69qe9fz/LI29XRGWwJYT63dDfWkzDpbuHE5cH/561xZ4gFIZygKFLl9E9+V+exzXR3R4zXyamrhp/t",
+	"6bo9ffXy5SOTEl+gk5+y3Ko8CHxkNb7UwNK5S0kMsWieMm/pOP/AuMcHzoymKL7pzgz8fNnr0anqo4mK",
+	"65Gg53yA53yAf4l8gOhgVZ04H3RLIkAUH84+PUTPKbzmAltzraooLMesakNuebg0IaenvLNpFeN0FgW+",
+	"QLA8HB4TYf6d8H3/YooUgKfr9OiM1CcN4PtXgTwygI8uHUwBeKpbK5iGhTDWhdi5Yf7OlWdg/wzs/wWB",
+	"fe++x+iUpHCDY3c2kr/xEb949ga+RG/ATdXajZpfatQPNTnjdHWM0iyY4G5TcYtrsGlnOfx29L67FGtj",
+	"anBneD+3lzBa4Uo/P/sEzz7BB2z/xNLz9NKFw5J+BFdgewZIexnbWFpfUnkctTcGPh5lo15NOLSyjQsN",
+	"XJGUFzK4FNMfwUDnQoVrvehwP3emgzAsj++OzEOih+5l/smpDFcZdlqcTuCNN3MEavuQAJOHSyiTrpC/",
+	"Y/OL8IW6K1AfOXEhvog0tSz9XaLdDcz+esdsfVLRVHfT8ewjPV0fKejR4CUVhQZjoGhvwexhpazzq740",
+	"P2rdpD2+SxVfiI/4NroR/9l9+lLdpy/UU/qWLqyIDuzevPBHnKTofHZnR+OT2d++QwtJp5eQlW10OTmd",
+	"HPFaHN2cOPvp23wfHzJrHK7xX7SbNdF3LQHRd5SuEX3RnTwRfelPubx/d/+/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

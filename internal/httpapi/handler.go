@@ -15,6 +15,7 @@ import (
 
 	"mailroom/api"
 	"mailroom/internal/core"
+	"mailroom/internal/scenario"
 )
 
 // BasePath is the prefix of the versioned API; it equals the spec's
@@ -37,11 +38,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Static, when not nil, is served at / (the status page and its assets).
 	Static fs.FS
+	// DataDir, when not empty, enables scenario runs: each run keeps its
+	// workspace and result document under DataDir/runs. Empty answers run
+	// requests with not_found.
+	DataDir string
 }
 
 // NewHandler returns the whole HTTP surface: the validated API under
 // /api/v1, /healthz, /api/openapi.yaml, /metrics and the static files. It
-// makes itself svc's observer, to feed the event stream and the metrics.
+// makes itself svc's observer, to feed the event stream and the metrics,
+// and runs scenarios when opts.DataDir is set.
 func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	if svc == nil {
 		return nil, errors.New("httpapi: nil service")
@@ -59,10 +65,14 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 		log:    log,
 		events: newBroker(clientBuffer, func(n int) { m.sseClients.Set(float64(n)) }),
 	}
-	svc.SetObserver(func(ev core.Event) {
+	srv.notify = func(ev core.Event) {
 		m.observe(ev)
 		srv.events.publish(ev)
-	})
+	}
+	svc.SetObserver(srv.notify)
+	if opts.DataDir != "" {
+		srv.runner = scenario.NewRunner(svc, opts.DataDir, scenario.Config{OnStart: srv.runStarted, Logger: log})
+	}
 	validate, err := requestValidator(log)
 	if err != nil {
 		return nil, err

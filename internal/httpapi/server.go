@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"mailroom/internal/core"
+	"mailroom/internal/scenario"
 )
 
 // Server implements the generated StrictServerInterface over a core.Service.
@@ -15,6 +16,11 @@ type Server struct {
 	svc    *core.Service
 	log    *slog.Logger
 	events *broker
+	// notify publishes an event to the stream and the metrics; core's
+	// events and the run events both go through it.
+	notify func(core.Event)
+	// runner runs scenarios; nil when the server has no data directory.
+	runner *scenario.Runner
 }
 
 var _ StrictServerInterface = (*Server)(nil)

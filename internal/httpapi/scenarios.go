@@ -1,0 +1,169 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"mailroom/internal/core"
+	"mailroom/internal/scenario"
+)
+
+// Run statuses of a run event.
+const (
+	runRunning = "running"
+	runDone    = "done"
+)
+
+// runEvent is the data of a `run` event: a run has created its team
+// (running), or it is over (done, with ok).
+type runEvent struct {
+	RunID    string `json:"run_id"`
+	Scenario string `json:"scenario"`
+	Team     string `json:"team"`
+	Status   string `json:"status"`
+	OK       *bool  `json:"ok,omitempty"`
+}
+
+// publishRun announces a run on the event stream. Runs are not a state of
+// core, so their events enter the stream here, next to core's own.
+func (s *Server) publishRun(ev runEvent) {
+	if s.notify != nil {
+		s.notify(core.Event{Type: "run", Team: ev.Team, Data: ev})
+	}
+}
+
+// runStarted is the runner's OnStart hook: the run's team exists now, so
+// the page can switch to it while the run works.
+func (s *Server) runStarted(runID, team string) {
+	s.publishRun(runEvent{RunID: runID, Scenario: scenarioOf(runID), Team: team, Status: runRunning})
+}
+
+// scenarioOf names the scenario of a run id (<scenario>-<n>).
+func scenarioOf(runID string) string {
+	for _, info := range scenario.Scenarios() {
+		if strings.HasPrefix(runID, info.Name+"-") {
+			return info.Name
+		}
+	}
+	return ""
+}
+
+// ListScenarios lists the scenarios with their option defaults (any token).
+func (s *Server) ListScenarios(ctx context.Context, _ ListScenariosRequestObject) (ListScenariosResponseObject, error) {
+	if _, err := principalFrom(ctx); err != nil {
+		return nil, err
+	}
+	infos := scenario.Scenarios()
+	out := ScenarioList{Scenarios: make([]ScenarioInfo, 0, len(infos))}
+	for _, info := range infos {
+		out.Scenarios = append(out.Scenarios, ScenarioInfo{Name: ScenarioInfoName(info.Name), Title: info.Title, Description: info.Description, Options: info.Options})
+	}
+	return ListScenarios200JSONResponse(out), nil
+}
+
+// RunScenario runs a scenario and answers with its document (admin only).
+// The run is detached from the request's cancellation: it runs to its end
+// and stores its document even if the client goes away, and GET /runs/{id}
+// returns it afterwards.
+func (s *Server) RunScenario(ctx context.Context, req RunScenarioRequestObject) (RunScenarioResponseObject, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	if s.runner == nil {
+		return nil, core.Errorf(core.CodeNotFound, "This server does not run scenarios.")
+	}
+	doc, err := s.runner.Run(context.WithoutCancel(ctx), req.Name, runOptionsFrom(req.Body))
+	if doc.RunID != "" {
+		ok := doc.OK
+		s.publishRun(runEvent{RunID: doc.RunID, Scenario: doc.Scenario, Team: doc.Team, Status: runDone, OK: &ok})
+	}
+	if err != nil {
+		return nil, err
+	}
+	out, err := runResultOf(doc)
+	if err != nil {
+		return nil, err
+	}
+	return RunScenario200JSONResponse(out), nil
+}
+
+// GetRun returns a run's document (admin only).
+func (s *Server) GetRun(ctx context.Context, req GetRunRequestObject) (GetRunResponseObject, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	if s.runner == nil {
+		return nil, core.Errorf(core.CodeNotFound, "No such run.")
+	}
+	doc, err := s.runner.Get(req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	out, err := runResultOf(doc)
+	if err != nil {
+		return nil, err
+	}
+	return GetRun200JSONResponse(out), nil
+}
+
+func runOptionsFrom(b *RunOptions) scenario.Options {
+	if b == nil {
+		return scenario.Options{}
+	}
+	return scenario.Options{
+		Plan:     string(deref(b.Plan)),
+		Decision: string(deref(b.Decision)),
+		Expected: deref(b.Expected),
+		StepMS:   deref(b.StepMs),
+	}
+}
+
+// runResultOf converts a run's document; its outcome is one of the two
+// scenario outcomes, or null while the run is in progress.
+func runResultOf(d scenario.Result) (RunResult, error) {
+	out := RunResult{
+		RunID:         d.RunID,
+		Scenario:      RunResultScenario(d.Scenario),
+		Team:          d.Team,
+		Ok:            d.OK,
+		Checks:        make([]Check, 0, len(d.Checks)),
+		ModelRequests: d.ModelRequests,
+		Requests:      requestsOf(d.Requests),
+		Mailboxes:     make(map[string][]Message, len(d.Mailboxes)),
+	}
+	for _, c := range d.Checks {
+		out.Checks = append(out.Checks, Check{Name: c.Name, Ok: c.OK, Detail: c.Detail})
+	}
+	for member, box := range d.Mailboxes {
+		out.Mailboxes[member] = messagesOf(box)
+	}
+	var outcome RunOutcome
+	var err error
+	switch o := d.Outcome.(type) {
+	case nil:
+		return out, nil
+	case *scenario.ProtocolOutcome:
+		p := ProtocolOutcome{Ran: o.Ran, Output: o.Output, Expected: o.Expected, Match: o.Match, Counter: o.Counter}
+		if o.RefusedBy != nil {
+			gate := ProtocolOutcomeRefusedBy(*o.RefusedBy)
+			p.RefusedBy = &gate
+		}
+		err = outcome.FromProtocolOutcome(p)
+	case *scenario.TeamsOutcome:
+		err = outcome.FromTeamsOutcome(TeamsOutcome{
+			LeadLetters:        o.LeadLetters,
+			ReaderLetters:      o.ReaderLetters,
+			ReviewerLetters:    o.ReviewerLetters,
+			ReaderRereadSource: o.ReaderRereadSource,
+			LeadSawReports:     o.LeadSawReports,
+		})
+	default:
+		return RunResult{}, fmt.Errorf("httpapi: run %s has an outcome of type %T", d.RunID, d.Outcome)
+	}
+	if err != nil {
+		return RunResult{}, err
+	}
+	out.Outcome = &outcome
+	return out, nil
+}
