@@ -36,6 +36,11 @@ type inboxState struct {
 	exists bool
 	sig    fileSig
 	msgs   []core.Message
+	// raw holds the file's bytes when they are not exactly what the store
+	// would write for msgs (canonical): a file written by someone else, in
+	// other spacing, with a raw U+2028, or without its final newline. The
+	// next append then rewrites the file whole, in canonical bytes.
+	raw []byte
 	// limits and senders are what msgs were validated against.
 	limits  core.Limits
 	senders []string
@@ -65,6 +70,29 @@ func (st *inboxState) fits(rules core.InboxRules) bool {
 		}
 	}
 	return true
+}
+
+// encodeAll is the canonical file for msgs: what the lesson's save_inbox
+// writes (SPEC §13.1).
+func encodeAll(msgs []core.Message) []byte {
+	var out []byte
+	for _, m := range msgs {
+		out = append(out, core.EncodeInboxLine(m)...)
+	}
+	return out
+}
+
+// isCanonical reports whether data is exactly encodeAll(msgs), without
+// building it.
+func isCanonical(data []byte, msgs []core.Message) bool {
+	for _, m := range msgs {
+		l := core.EncodeInboxLine(m)
+		if len(data) < len(l) || string(data[:len(l)]) != string(l) {
+			return false
+		}
+		data = data[len(l):]
+	}
+	return len(data) == 0
 }
 
 // senderSet is the distinct senders of msgs.

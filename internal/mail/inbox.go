@@ -58,8 +58,10 @@ func (s *Store) LoadInbox(_ context.Context, team string, rules core.InboxRules)
 //     going over either is inbox_full.
 //   - The first letter creates the file whole, through a temporary file
 //     that is fsynced and renamed into place, so a file of ours never
-//     exists without a complete first line. (An existing empty file is
-//     replaced the same way.)
+//     exists without a complete first line. An existing empty file is
+//     replaced the same way, and so is a file someone else wrote in bytes
+//     other than the lesson's (other spacing, a raw U+2028, no final
+//     newline): it is rewritten whole in the lesson's bytes, once.
 //   - Later letters are appended: the file is opened with O_APPEND and
 //     O_NOFOLLOW, must still be the file checked (fstat), gets the one new
 //     line, its modification time set to the current time with full
@@ -90,17 +92,32 @@ func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRule
 		return err
 	}
 	line := core.EncodeInboxLine(msg)
+	// whole, when set, is the file to write in one piece instead of
+	// appending: for the first letter, and for a file someone else wrote
+	// in other bytes, which is rewritten in the lesson's bytes, as the
+	// lesson's save_inbox would.
+	var whole []byte
+	switch {
+	case !cur.exists || cur.sig.size == 0:
+		whole = line
+	case cur.raw != nil:
+		whole = append(encodeAll(cur.msgs), line...)
+	}
+	size := cur.sig.size + int64(len(line))
+	if whole != nil {
+		size = int64(len(whole))
+	}
 	// As in the lesson, an oversized inbox is refused before the disk is
 	// touched.
-	if cur.sig.size+int64(len(line)) > int64(rules.Limits.InboxBytes) {
+	if size > int64(rules.Limits.InboxBytes) {
 		return &core.Error{Code: core.CodeInboxFull, Message: "The recipient's inbox file would exceed its byte limit; nothing was written.", Err: core.ErrInboxTooLarge}
 	}
 	key := cacheKey(team, rules.Recipient)
 	dir := filepath.Join(s.teamDir(team), inboxesDir)
 	name := rules.Recipient + inboxExt
 	var sig fileSig
-	if !cur.exists || cur.sig.size == 0 {
-		sig, err = s.createInbox(dir, name, line, cur.exists)
+	if whole != nil {
+		sig, err = s.writeInbox(dir, name, whole, previous{data: cur.raw, exists: cur.exists})
 	} else {
 		sig, err = s.appendLine(filepath.Join(dir, name), cur.sig, line)
 	}
@@ -231,20 +248,23 @@ func (s *Store) readInbox(key, path string, rules core.InboxRules) (*inboxState,
 		sig = fileSig{}
 	}
 	st := &inboxState{exists: true, sig: sig, msgs: msgs, limits: rules.Limits, senders: senderSet(msgs)}
+	if !isCanonical(data, msgs) {
+		st.raw = data
+	}
 	if sig != (fileSig{}) && !sig.racy(time.Now()) {
 		s.remember(key, st)
 	}
 	return st, nil
 }
 
-// createInbox writes the first letter's line as the whole file through
-// replaceFile and returns the new file's signature. existed says an empty
-// file was there before (it is put back if the replace must be undone).
-func (s *Store) createInbox(dir, name string, line []byte, existed bool) (fileSig, error) {
+// writeInbox makes data the whole inbox file through replaceFile and
+// returns the new file's signature. prev is what the file held (it is put
+// back if the replace must be undone).
+func (s *Store) writeInbox(dir, name string, data []byte, prev previous) (fileSig, error) {
 	if err := s.ensureDir(dir); err != nil {
 		return fileSig{}, fmt.Errorf("mail: create inboxes directory: %w", err)
 	}
-	written, err := s.replaceFile(dir, name, line, previous{exists: existed})
+	written, err := s.replaceFile(dir, name, data, prev)
 	if err != nil {
 		return fileSig{}, err
 	}
@@ -255,7 +275,7 @@ func (s *Store) createInbox(dir, name string, line []byte, existed bool) (fileSi
 		return fileSig{}, nil // written and durable; the next call reads it
 	}
 	sig, tmp := sigOf(fi), sigOf(written)
-	if sig.dev != tmp.dev || sig.ino != tmp.ino || sig.size != int64(len(line)) {
+	if sig.dev != tmp.dev || sig.ino != tmp.ino || sig.size != int64(len(data)) {
 		return fileSig{}, nil
 	}
 	return sig, nil
