@@ -539,3 +539,44 @@ func TestForeignBytesRewrittenOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestInboxGrowsWhileRead: letters read from a file that another writer
+// extended between the store's fstat and its read are not trusted as the
+// file's content for an append: the append is refused and the file left
+// as it is (rewriting it from what was read could drop a letter).
+func TestInboxGrowsWhileRead(t *testing.T) {
+	ffs := newFaultFS()
+	s, data := openStore(t, mail.WithFS(ffs))
+	createTeam(t, s, "team")
+	r := rules("reader", core.DefaultLimits())
+	path := inboxPath(data, "team", "reader")
+	send(t, s, "team", r, letter(1, "lead", "one"))
+	send(t, s, "team", r, letter(2, "reviewer", "two"))
+	three := letter(3, "lead", "three")
+	// Make the store read the file again, and let a third letter arrive
+	// from outside while it does.
+	past := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := os.Chtimes(path, past, past); err != nil {
+		t.Fatal(err)
+	}
+	ffs.duringRead = func() {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer f.Close()
+		if _, err := f.Write(line(three)); err != nil {
+			t.Error(err)
+		}
+	}
+	before := append(append(line(letter(1, "lead", "one")), line(letter(2, "reviewer", "two"))...), line(three)...)
+	prev := []core.Message{letter(1, "lead", "one"), letter(2, "reviewer", "two"), three}
+	err := s.AppendInbox(ctx, "team", r, prev, letter(4, "reviewer", "four"))
+	wantCorrupt(t, "AppendInbox", err, mail.ErrInboxChanged)
+	wantBytes(t, "after the refused append", readFile(t, path), before)
+
+	// Read again in peace, the file is valid and takes the next letter.
+	send(t, s, "team", r, letter(4, "reviewer", "four"))
+	wantBytes(t, "after the next append", readFile(t, path), append(before, line(letter(4, "reviewer", "four"))...))
+}

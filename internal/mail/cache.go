@@ -34,8 +34,12 @@ func (g fileSig) racy(now time.Time) bool {
 // a new one (which may share the letters' backing array, see letters).
 type inboxState struct {
 	exists bool
-	sig    fileSig
-	msgs   []core.Message
+	// size is the length of the file msgs were read from or written as.
+	// sig is the file's signature then, or the zero fileSig when it is
+	// unknown (the file changed while it was read), which no file matches.
+	size int64
+	sig  fileSig
+	msgs []core.Message
 	// raw holds the file's bytes when they are not exactly what the store
 	// would write for msgs (canonical): a file written by someone else, in
 	// other spacing, with a raw U+2028, or without its final newline. The

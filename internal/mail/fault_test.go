@@ -27,6 +27,9 @@ type faultFS struct {
 	ops   map[string]bool
 	hit   int
 	reads int
+	// duringRead, when set, runs once, just before the first read from
+	// the next file opened for reading (after the store's fstat of it).
+	duringRead func()
 }
 
 func newFaultFS() *faultFS { return &faultFS{FS: mail.OS()} }
@@ -70,9 +73,11 @@ func (f *faultFS) fails(op string) bool {
 }
 
 func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (mail.File, error) {
+	var hook func()
 	if flag&(os.O_WRONLY|os.O_RDWR) == 0 {
 		f.mu.Lock()
 		f.reads++
+		hook, f.duringRead = f.duringRead, nil
 		f.mu.Unlock()
 	} else if f.fails("open") {
 		return nil, errInjected
@@ -81,7 +86,7 @@ func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (mail.File, 
 	if err != nil {
 		return nil, err
 	}
-	return &faultFile{File: file, fs: f}, nil
+	return &faultFile{File: file, fs: f, beforeRead: hook}, nil
 }
 
 func (f *faultFS) CreateTemp(dir, pattern string) (mail.File, error) {
@@ -118,7 +123,16 @@ func (f *faultFS) Mkdir(name string, perm fs.FileMode) error {
 
 type faultFile struct {
 	mail.File
-	fs *faultFS
+	fs         *faultFS
+	beforeRead func()
+}
+
+func (f *faultFile) Read(p []byte) (int, error) {
+	if f.beforeRead != nil {
+		f.beforeRead()
+		f.beforeRead = nil
+	}
+	return f.File.Read(p)
 }
 
 func (f *faultFile) Write(p []byte) (int, error) {

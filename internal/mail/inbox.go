@@ -81,7 +81,9 @@ func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRule
 	if err != nil {
 		return err
 	}
-	if !sameLetters(prev, cur.msgs) {
+	// A zero signature means the file changed while it was read: what was
+	// read is no version of it to build on.
+	if !sameLetters(prev, cur.msgs) || (cur.exists && cur.sig == fileSig{}) {
 		return core.CorruptInbox(ErrInboxChanged)
 	}
 	n := len(cur.msgs)
@@ -98,12 +100,12 @@ func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRule
 	// lesson's save_inbox would.
 	var whole []byte
 	switch {
-	case !cur.exists || cur.sig.size == 0:
+	case !cur.exists || cur.size == 0:
 		whole = line
 	case cur.raw != nil:
 		whole = append(encodeAll(cur.msgs), line...)
 	}
-	size := cur.sig.size + int64(len(line))
+	size := cur.size + int64(len(line))
 	if whole != nil {
 		size = int64(len(whole))
 	}
@@ -119,7 +121,7 @@ func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRule
 	if whole != nil {
 		sig, err = s.writeInbox(dir, name, whole, previous{data: cur.raw, exists: cur.exists})
 	} else {
-		sig, err = s.appendLine(filepath.Join(dir, name), cur.sig, line)
+		sig, err = s.appendLine(filepath.Join(dir, name), cur.sig, cur.size, line)
 	}
 	if err != nil {
 		s.forget(key)
@@ -134,6 +136,7 @@ func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRule
 	// its length (letters), so writing past it is invisible to callers.
 	s.remember(key, &inboxState{
 		exists:  true,
+		size:    sig.size,
 		sig:     sig,
 		msgs:    append(cur.msgs, msg),
 		limits:  rules.Limits,
@@ -247,7 +250,7 @@ func (s *Store) readInbox(key, path string, rules core.InboxRules) (*inboxState,
 	if sig.size != int64(len(data)) {
 		sig = fileSig{}
 	}
-	st := &inboxState{exists: true, sig: sig, msgs: msgs, limits: rules.Limits, senders: senderSet(msgs)}
+	st := &inboxState{exists: true, size: int64(len(data)), sig: sig, msgs: msgs, limits: rules.Limits, senders: senderSet(msgs)}
 	if !isCanonical(data, msgs) {
 		st.raw = data
 	}
@@ -282,10 +285,10 @@ func (s *Store) writeInbox(dir, name string, data []byte, prev previous) (fileSi
 }
 
 // appendLine appends line to the inbox at path, which must still be the
-// file with signature want, and returns the new signature. On failure the
-// file is truncated back to want.size, unless someone else wrote to it
-// meanwhile (then it is not ours to cut).
-func (s *Store) appendLine(path string, want fileSig, line []byte) (fileSig, error) {
+// file with signature want and size bytes long, and returns the new
+// signature. On failure the file is truncated back to size, unless someone
+// else wrote to it meanwhile (then it is not ours to cut).
+func (s *Store) appendLine(path string, want fileSig, size int64, line []byte) (fileSig, error) {
 	// O_NONBLOCK keeps a FIFO swapped in from blocking the open.
 	f, err := s.fs.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	switch {
@@ -305,31 +308,31 @@ func (s *Store) appendLine(path string, want fileSig, line []byte) (fileSig, err
 		f.Close()
 		return fileSig{}, fmt.Errorf("mail: stat inbox %s: %w", path, err)
 	}
-	if sigOf(fi) != want {
+	if sigOf(fi) != want || want.size != size {
 		f.Close()
 		if !fi.Mode().IsRegular() {
 			return fileSig{}, core.CorruptInbox(ErrInboxNotRegular)
 		}
 		return fileSig{}, core.CorruptInbox(ErrInboxChanged)
 	}
-	sig, err := writeLine(f, want, line)
+	sig, err := writeLine(f, size, line)
 	if err != nil {
 		if !errors.Is(err, ErrInboxChanged) {
-			err = errors.Join(err, truncateFile(f, want.size))
+			err = errors.Join(err, truncateFile(f, size))
 		}
 		f.Close()
 		return fileSig{}, err
 	}
 	if err := f.Close(); err != nil {
 		err = fmt.Errorf("mail: close inbox %s: %w", path, err)
-		return fileSig{}, errors.Join(err, s.truncatePath(path, sig, want.size))
+		return fileSig{}, errors.Join(err, s.truncatePath(path, sig, size))
 	}
 	return sig, nil
 }
 
-// writeLine writes, time-stamps and fsyncs line at the end of f, and
-// returns the file's new signature.
-func writeLine(f File, want fileSig, line []byte) (fileSig, error) {
+// writeLine writes, time-stamps and fsyncs line at the end of f, which was
+// size bytes long, and returns the file's new signature.
+func writeLine(f File, size int64, line []byte) (fileSig, error) {
 	if _, err := f.Write(line); err != nil {
 		return fileSig{}, fmt.Errorf("mail: append to inbox %s: %w", f.Name(), err)
 	}
@@ -344,7 +347,7 @@ func writeLine(f File, want fileSig, line []byte) (fileSig, error) {
 		return fileSig{}, fmt.Errorf("mail: stat inbox %s: %w", f.Name(), err)
 	}
 	sig := sigOf(fi)
-	if sig.size != want.size+int64(len(line)) {
+	if sig.size != size+int64(len(line)) {
 		// Someone else wrote to the file at the same time.
 		return fileSig{}, core.CorruptInbox(ErrInboxChanged)
 	}
