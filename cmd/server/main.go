@@ -5,7 +5,7 @@
 //
 //	server [flags]                 serve (the default)
 //	server healthcheck [--addr A]  exit 0 when a server at A answers /healthz
-//	server scenario ...            run a lesson scenario from the command line
+//	server scenario NAME [flags]   run a lesson scenario and print its result
 //
 // Every serve flag has an environment variable (MAILROOM_ADDR, MAILROOM_DATA,
 // MAILROOM_ADMIN_TOKEN, MAILROOM_LOG_LEVEL); a flag wins over its variable.

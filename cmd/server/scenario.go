@@ -2,12 +2,148 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"mailroom/internal/core"
+	"mailroom/internal/mail"
+	"mailroom/internal/scenario"
 )
 
-// runScenario is the "scenario" command. It is reserved here so the command
-// line keeps its shape; running scenarios is available over the API
-// (POST /api/v1/scenarios/{name}/runs).
+// runScenario is the "scenario" command: it runs one lesson scenario
+// without a server and prints its result document, the same JSON that
+// POST /api/v1/scenarios/{name}/runs answers with. It returns an error,
+// and so exits 1, when the run is not ok; mistakes on the command line,
+// an unknown scenario or options it does not take exit 2.
 func runScenario(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return usageErrorf("the scenario command is not available in this build; use POST /api/v1/scenarios/{name}/runs")
+	fs := flag.NewFlagSet("mailroom scenario", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	plan := fs.String("plan", "", "team-protocols: lead's `decision` on the plan, approve or reject (default approve)")
+	decision := fs.String("decision", "", "team-protocols: the host's `permission` to run main.py, allow or deny (default deny)")
+	expected := fs.String("expected", "", "team-protocols: the expected `output` (default 42)")
+	stepMS := fs.Int("step-ms", 0, "slow every step by this many `milliseconds` (0 to 10000)")
+	dataDir := fs.String("data", "", "keep the run's team, workspace and result in this `directory` (default: a temporary directory, removed afterwards)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: mailroom scenario agent-teams|team-protocols [flags]\n\nRuns a lesson scenario and prints its result as JSON; exits 0 when every check held, 1 when not.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	// The name may come before or after the flags.
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	name := fs.Arg(0)
+	if fs.NArg() > 0 {
+		if err := parseFlags(fs, fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
+	switch {
+	case name == "":
+		fs.Usage()
+		return usageErrorf("scenario: name a scenario: %s or %s", scenario.AgentTeams, scenario.TeamProtocols)
+	case fs.NArg() > 0:
+		return usageErrorf("scenario: unexpected argument %q", fs.Arg(0))
+	}
+	opts := scenario.Options{Plan: *plan, Decision: *decision, Expected: *expected, StepMS: *stepMS}
+
+	dir := *dataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "mailroom-scenario-")
+		if err != nil {
+			return fmt.Errorf("scenario: temporary data directory: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return fmt.Errorf("scenario: data directory %s: %w", dir, err)
+		}
+		if err := os.MkdirAll(abs, 0o700); err != nil {
+			return fmt.Errorf("scenario: create data directory %s: %w", abs, err)
+		}
+		dir = abs
+	}
+	doc, err := runScenarioIn(ctx, dir, name, opts, stderr, logLevel(getenv))
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("scenario: print the result: %w", err)
+	}
+	if !doc.OK {
+		var failed []string
+		for _, c := range doc.Checks {
+			if !c.OK {
+				failed = append(failed, c.Name)
+			}
+		}
+		return fmt.Errorf("scenario %s: run %s is not ok; failed checks: %s", name, doc.RunID, strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// parseFlags parses args into fs, turning a flag mistake into a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErrorf("%v", err)
+	}
+	return nil
+}
+
+// runScenarioIn runs scenario name over the data directory dir, holding the
+// directory's lock so that it never shares it with a running server.
+func runScenarioIn(ctx context.Context, dir, name string, opts scenario.Options, stderr io.Writer, level slog.Level) (doc scenario.Result, err error) {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	release, err := mail.LockDir(dir)
+	if err != nil {
+		return scenario.Result{}, fmt.Errorf("scenario: %w", err)
+	}
+	defer func() {
+		if rerr := release(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("scenario: release data directory lock: %w", rerr))
+		}
+	}()
+	store, err := mail.Open(dir)
+	if err != nil {
+		return scenario.Result{}, fmt.Errorf("scenario: open data directory %s: %w", dir, err)
+	}
+	svc := core.NewService(store, core.Options{Logger: log})
+	if err := svc.Open(ctx); err != nil {
+		return scenario.Result{}, fmt.Errorf("scenario: load teams from %s: %w", dir, err)
+	}
+	doc, err = scenario.NewRunner(svc, dir, scenario.Config{Logger: log}).Run(ctx, name, opts)
+	switch code := core.ErrorCode(err); {
+	case err == nil:
+		return doc, nil
+	case code == core.CodeNotFound:
+		return scenario.Result{}, usageErrorf("scenario: unknown scenario %q; the scenarios are %s and %s", name, scenario.AgentTeams, scenario.TeamProtocols)
+	case code == core.CodeValidation:
+		return scenario.Result{}, usageErrorf("scenario %s: %s", name, core.ErrorMessage(err))
+	default:
+		return scenario.Result{}, fmt.Errorf("scenario %s: %w", name, err)
+	}
+}
+
+// logLevel is MAILROOM_LOG_LEVEL, or warn: a scenario's output is its
+// document, so routine progress stays out of the way.
+func logLevel(getenv func(string) string) slog.Level {
+	level := slog.LevelWarn
+	if v := getenv("MAILROOM_LOG_LEVEL"); v != "" {
+		_ = level.UnmarshalText([]byte(v))
+	}
+	return level
 }

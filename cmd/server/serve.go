@@ -66,6 +66,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		AdminToken: adminToken,
 		Logger:     log,
 		Static:     web.FS(),
+		DataDir:    dataDir,
 	})
 	if err != nil {
 		return fmt.Errorf("build HTTP handler: %w", err)
