@@ -9,10 +9,11 @@ COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/mailroom ./cmd/server \
  && mkdir -p /out/data
 
-# distroless/static has no shell and no package manager; :nonroot runs as
-# uid 65532. The health check uses the binary's own healthcheck command,
-# since the image has no curl or wget.
-FROM gcr.io/distroless/static-debian12:nonroot
+# Distroless with Python: the team-protocols scenario runs its workspace
+# program with python3. No shell, no package manager; :nonroot runs as uid
+# 65532. The health check uses the binary's own healthcheck command, since
+# the image has no curl or wget.
+FROM gcr.io/distroless/python3-debian12:nonroot
 COPY --from=build /out/mailroom /usr/local/bin/mailroom
 # A fresh named volume copies this directory's owner, so the non-root user
 # can write to /data.
