@@ -54,7 +54,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		}
 	}
 
-	store, err := mail.Open(dataDir)
+	store, err := mail.Open(dataDir, mail.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("open data directory %s: %w", dataDir, err)
 	}

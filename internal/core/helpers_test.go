@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,19 +14,20 @@ import (
 	"mailroom/internal/mail"
 )
 
-// faultFS wraps the real file system and fails Rename or File.Sync on
-// demand, so failure paths run the production code unchanged.
+// faultFS wraps the real file system and fails the save of a chosen file
+// on demand (its replacing rename, or its opening for an append), so
+// failure paths run the production code unchanged.
 type faultFS struct {
 	mail.FS
 	mu         sync.Mutex
-	failRename func(newpath string) bool
+	failSave func(newpath string) bool
 }
 
 var errInjected = errors.New("injected save failure")
 
 func (f *faultFS) Rename(oldpath, newpath string) error {
 	f.mu.Lock()
-	fail := f.failRename
+	fail := f.failSave
 	f.mu.Unlock()
 	if fail != nil && fail(newpath) {
 		return errInjected
@@ -33,9 +35,21 @@ func (f *faultFS) Rename(oldpath, newpath string) error {
 	return f.FS.Rename(oldpath, newpath)
 }
 
-func (f *faultFS) setFailRename(fn func(string) bool) {
+// OpenFile fails the opening of a file for an append when failSave
+// matches it: letters after the first are appended, not renamed.
+func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (mail.File, error) {
 	f.mu.Lock()
-	f.failRename = fn
+	fail := f.failSave
+	f.mu.Unlock()
+	if flag&os.O_APPEND != 0 && fail != nil && fail(name) {
+		return nil, errInjected
+	}
+	return f.FS.OpenFile(name, flag, perm)
+}
+
+func (f *faultFS) setFailSave(fn func(string) bool) {
+	f.mu.Lock()
+	f.failSave = fn
 	f.mu.Unlock()
 }
 

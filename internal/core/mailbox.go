@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -165,7 +166,8 @@ func (s *Service) Inbox(ctx context.Context, teamName, member string) ([]Message
 	if err != nil {
 		return nil, asStoreError(err)
 	}
-	return items, nil
+	// The store may share its cached slice; callers get their own copy.
+	return slices.Clone(items), nil
 }
 
 // PrepareInbox returns a copy of history with every letter of member's

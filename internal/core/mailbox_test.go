@@ -63,7 +63,7 @@ func TestSendMessage(t *testing.T) {
 	})
 	t.Run("ErrReplace", func(t *testing.T) {
 		f := newFixture(t, nil)
-		f.fs.setFailRename(failInbox)
+		f.fs.setFailSave(failInbox)
 		_, err := f.svc.Send(t.Context(), "demo", "reviewer", "reader", fixtureBody, "")
 		wantCode(t, err, core.CodeStorageFailed)
 		if !errors.Is(err, errInjected) {
@@ -78,7 +78,7 @@ func TestSendMessage(t *testing.T) {
 		f := newFixture(t, nil)
 		f.send("reviewer", "reader", "first")
 		before := f.inboxBytes("reader")
-		f.fs.setFailRename(failInbox)
+		f.fs.setFailSave(failInbox)
 		_, err := f.svc.Send(t.Context(), "demo", "reviewer", "reader", "second", "")
 		wantCode(t, err, core.CodeStorageFailed)
 		if f.inboxBytes("reader") != before {

@@ -139,7 +139,7 @@ func TestOpenRequest(t *testing.T) {
 	})
 	t.Run("ErrSaveError", func(t *testing.T) {
 		f := newFixture(t, nil)
-		f.fs.setFailRename(failInbox)
+		f.fs.setFailSave(failInbox)
 		_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", planText, "")
 		wantCode(t, err, core.CodeStorageFailed)
 		if reqs, _ := f.svc.Requests(t.Context(), "demo"); len(reqs) != 0 {
@@ -149,7 +149,7 @@ func TestOpenRequest(t *testing.T) {
 			t.Fatal("letter written")
 		}
 		f.assertNoTemp()
-		f.fs.setFailRename(nil)
+		f.fs.setFailSave(nil)
 		if got := f.open("reader", "lead", "plan", planText); got.RequestID != "req-1" {
 			t.Fatalf("%+v", got)
 		}
@@ -161,7 +161,7 @@ func TestOpenRequest(t *testing.T) {
 	})
 	t.Run("ErrIntentSaveError", func(t *testing.T) {
 		f := newFixture(t, nil)
-		f.fs.setFailRename(failState)
+		f.fs.setFailSave(failState)
 		_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", planText, "")
 		wantCode(t, err, core.CodeStorageFailed)
 		if reqs, _ := f.svc.Requests(t.Context(), "demo"); len(reqs) != 0 || f.inboxBytes("lead") != "<missing>" {
@@ -305,7 +305,7 @@ func TestReplyRequest(t *testing.T) {
 	t.Run("ErrSaveError", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.open("lead", "reader", "shutdown", shutdownText)
-		f.fs.setFailRename(failInbox)
+		f.fs.setFailSave(failInbox)
 		_, err := f.svc.Reply(t.Context(), "demo", "req-1", "reader", true, shutdownOK, "")
 		wantCode(t, err, core.CodeStorageFailed)
 		r := f.request("req-1")
@@ -313,7 +313,7 @@ func TestReplyRequest(t *testing.T) {
 			t.Fatalf("%+v / %+v", r, f.member("reader"))
 		}
 		f.assertNoTemp()
-		f.fs.setFailRename(nil)
+		f.fs.setFailSave(nil)
 		svc := f.reopen()
 		if r, _ := svc.Request(t.Context(), "demo", "req-1"); r.Reply != nil {
 			t.Fatal("reply appeared after restart")
@@ -454,7 +454,7 @@ func TestMatchResponse(t *testing.T) {
 	})
 	t.Run("ErrMatchSaveRestoresPending", func(t *testing.T) {
 		f := replied(t, true)
-		f.fs.setFailRename(failState)
+		f.fs.setFailSave(failState)
 		_, err := f.svc.Consume(t.Context(), "demo", "reader")
 		wantCode(t, err, core.CodeStorageFailed)
 		if !errors.Is(err, errInjected) || f.request("req-1").Status != "pending" {
