@@ -58,7 +58,8 @@ type apiServer struct {
 
 func newAPIServer(t *testing.T) *apiServer {
 	t.Helper()
-	store, err := mail.Open(t.TempDir())
+	dir := t.TempDir()
+	store, err := mail.Open(dir)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -70,6 +71,7 @@ func newAPIServer(t *testing.T) *apiServer {
 		AdminToken: browserAdmin,
 		Logger:     slog.New(slog.DiscardHandler),
 		Static:     web.FS(),
+		DataDir:    dir,
 	})
 	if err != nil {
 		t.Fatalf("new handler: %v", err)
@@ -97,6 +99,9 @@ func (s *apiServer) call(method, path, token string, body any, want int) map[str
 		s.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	// A fresh connection each time: TestPageReconnectsAfterDrop cuts every
+	// open connection, and a reused one would fail the next POST.
+	req.Close = true
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -214,13 +219,23 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
+// textOf reads an element's text in one evaluation: the page rebuilds its
+// lists on every event, so a node found by one call may be gone by the next.
 func textOf(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.TextContent(css(sel)))
+	q, err := json.Marshal(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expr := fmt.Sprintf(`(() => { const n = document.querySelector(%s); return n ? n.textContent : null; })()`, q)
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[*string](expr))
 	if err != nil {
 		t.Fatalf("text of %s: %v", sel, err)
 	}
-	return s
+	if s == nil {
+		t.Fatalf("text of %s: no such element", sel)
+	}
+	return *s
 }
 
 func openPage(t *testing.T, ctx context.Context, s *apiServer) {
@@ -292,6 +307,81 @@ func TestPageFollowsProtocolLive(t *testing.T) {
 	}
 }
 
+// TestPageRunsTeamProtocols starts the team-protocols scenario from the
+// page's form (plan approved, host allows, slowed so a person could watch)
+// and checks that the page switched to the run's team, showed req-1 go
+// through pending, reply sent and approved, showed reader closed, and
+// reported the run ok with every check passing.
+func TestPageRunsTeamProtocols(t *testing.T) {
+	s := newAPIServer(t)
+	ctx := newBrowser(t, 1280, 900)
+	openPage(t, ctx, s)
+	// Record every state req-1's row shows: the middle one lasts only a
+	// few steps of the run, too short to poll for reliably.
+	eval[chromedp.Void](t, ctx, `(() => {
+		window.__req1 = [];
+		new MutationObserver(() => {
+			const row = document.querySelector('tr[data-request-id="req-1"]');
+			const st = row ? row.dataset.state : '';
+			if (st && window.__req1[window.__req1.length - 1] !== st) window.__req1.push(st);
+		}).observe(document.body, { subtree: true, childList: true, attributes: true });
+	})()`)
+	do(t, ctx, "start team-protocols from the form",
+		chromedp.SetValue(css(`#scenario`), "team-protocols"),
+		chromedp.Click(css(`input[name="plan"][value="approve"]`)),
+		chromedp.Click(css(`input[name="decision"][value="allow"]`)),
+		chromedp.SetValue(css(`#step-ms`), "150"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('step-ms').dispatchEvent(new Event('input'))`),
+		chromedp.Click(css(`#run-button`)),
+		chromedp.WaitVisible(css(`[data-run-state="running"]`)),
+	)
+	do(t, ctx, "follow the run live",
+		chromedp.WaitVisible(css(`tr[data-request-id="req-1"]`)),
+		chromedp.WaitVisible(css(`[data-member="reader"][data-status="closed"]`)),
+		chromedp.WaitVisible(css(`tr[data-request-id="req-1"][data-state="approved"]`)),
+		chromedp.WaitVisible(css(`[data-run-state="done"]`)),
+	)
+
+	if got := eval[string](t, ctx, `document.getElementById('team-select').value`); !strings.HasPrefix(got, "team-protocols-") {
+		t.Errorf("selected team = %q, want the run's team", got)
+	}
+	states := eval[[]string](t, ctx, `window.__req1`)
+	if !isSubsequence([]string{"pending", "replied", "approved"}, states) {
+		t.Errorf("req-1 showed states %v, want pending, then reply sent, then approved", states)
+	}
+	if ok := eval[string](t, ctx, `document.querySelector('.result').dataset.ok`); ok != "true" {
+		t.Errorf("run result data-ok = %q, want true; result: %s", ok, textOf(t, ctx, `.result`))
+	}
+	if got := textOf(t, ctx, `.result-head`); !strings.Contains(got, "Run ok") {
+		t.Errorf("result headline = %q", got)
+	}
+	checks := eval[[]map[string]string](t, ctx,
+		`[...document.querySelectorAll('.check')].map(c => ({name: c.dataset.check, ok: c.dataset.ok, text: c.textContent}))`)
+	if len(checks) == 0 {
+		t.Fatal("the result lists no checks")
+	}
+	for _, c := range checks {
+		if c["ok"] != "true" || !strings.Contains(c["text"], "pass") {
+			t.Errorf("check %s: ok=%s text=%q, want a pass", c["name"], c["ok"], c["text"])
+		}
+	}
+	if got := textOf(t, ctx, `[data-member="reader"] .status`); !strings.Contains(got, "closed") {
+		t.Errorf("reader badge = %q, want the word closed", got)
+	}
+}
+
+// isSubsequence reports whether want appears in got in order, with
+// anything in between.
+func isSubsequence(want, got []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
 // TestPageRendersHostileTextLiterally sends markup as a letter body, a
 // request payload and a role, before and after the page loads, and checks
 // that it shows up as text and that no handler in it ever ran.
@@ -341,9 +431,9 @@ func TestPageRendersHostileTextLiterally(t *testing.T) {
 	do(t, ctx, "switch to the team with the hostile role",
 		chromedp.SetValue(css(`#team-select`), "hostile"),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById('team-select').dispatchEvent(new Event('change'))`),
-		chromedp.WaitVisible(css(`[data-member="reader"] .role`)),
+		chromedp.WaitVisible(css(`#members[data-team="hostile"] [data-member="reader"] .role`)),
 	)
-	if got := textOf(t, ctx, `[data-member="reader"] .role`); got != hostile {
+	if got := textOf(t, ctx, `#members[data-team="hostile"] [data-member="reader"] .role`); got != hostile {
 		t.Errorf("role shows %q, want the literal %q", got, hostile)
 	}
 	if got := eval[string](t, ctx, `typeof window.__pwned`); got != "undefined" {
@@ -409,30 +499,25 @@ func TestPageAsksForTokenAndShowsErrors(t *testing.T) {
 	)
 }
 
-// TestScreenshot renders a finished protocol exchange and checks that the
-// capture is a real PNG. With -update-screenshot it rewrites
-// docs/screenshot.png for the README:
+// TestScreenshot runs team-protocols from the page and checks that a
+// capture of the finished run is a real PNG. With -update-screenshot it
+// rewrites docs/screenshot.png for the README:
 //
 //	go test ./web -run TestScreenshot -update-screenshot
 func TestScreenshot(t *testing.T) {
 	s := newAPIServer(t)
-	tok := s.createTeam("demo", "reader")
-	s.call("POST", "/teams/demo/requests", tok["reader"],
-		map[string]any{"kind": "plan", "target": "lead", "payload": "Read the expected value, then run main.py."}, http.StatusCreated)
-	s.call("POST", "/teams/demo/requests/req-1/reply", tok["lead"],
-		map[string]any{"approve": true, "feedback": "Approves only this plan; permission is judged separately."}, http.StatusOK)
-	s.call("POST", "/teams/demo/members/reader/inbox/consume", tok["reader"], nil, http.StatusOK)
-	s.call("POST", "/teams/demo/requests", tok["lead"],
-		map[string]any{"kind": "shutdown", "target": "reader", "payload": "The work is done; please close at an idle boundary."}, http.StatusCreated)
-	s.call("POST", "/teams/demo/requests/req-2/reply", tok["reader"],
-		map[string]any{"approve": true, "feedback": "Confirming this shutdown at the idle boundary."}, http.StatusOK)
-
 	ctx := newBrowser(t, 1280, 900)
 	openPage(t, ctx, s)
-	do(t, ctx, "see the finished exchange",
+	do(t, ctx, "run team-protocols and see it finish",
+		chromedp.Click(css(`input[name="decision"][value="allow"]`)),
+		chromedp.SetValue(css(`#step-ms`), "0"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('step-ms').dispatchEvent(new Event('input'))`),
+		chromedp.Click(css(`#run-button`)),
+		chromedp.WaitVisible(css(`[data-run-state="done"]`)),
 		chromedp.WaitVisible(css(`[data-member="reader"][data-status="closed"]`)),
-		chromedp.WaitVisible(css(`tr[data-request-id="req-2"]`)),
-		chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`),
+		chromedp.WaitVisible(css(`tr[data-request-id="req-2"][data-state="approved"]`)),
+		// Let the arrival highlight fade, and start at the top.
+		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('.fresh').forEach(n => n.classList.remove('fresh')); window.scrollTo(0, 0)`),
 	)
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {

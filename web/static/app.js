@@ -42,6 +42,8 @@
     requestStates: new Map(), // team/request id -> last rendered state
     renderedTeam: '',
     running: false,
+    model: null, // { view, inboxes } of the selected team as last rendered
+    eventSeq: 0, // counts applied events, to drop refetches they overtook
   };
 
   const $ = (id) => document.getElementById(id);
@@ -199,7 +201,8 @@
         await stream(team, ctrl.signal, () => {
           delay = 500;
           setLive('live');
-          scheduleRefresh(0);
+          if (team) scheduleRefresh(0);
+          else loadTeams().catch((err) => report(err, 'team list'));
         });
       } catch (err) {
         if (ctrl.signal.aborted) return;
@@ -220,7 +223,8 @@
   // cannot send the Authorization header) and returns when it ends or when
   // the server asks for a resync.
   async function stream(team, signal, onOpen) {
-    const res = await fetch(API + '/events?team=' + enc(team), {
+    // No team yet: the admin's stream of every team, to notice the first.
+    const res = await fetch(API + '/events' + (team ? '?team=' + enc(team) : ''), {
       headers: { Authorization: 'Bearer ' + state.token, Accept: 'text/event-stream' },
       cache: 'no-store',
       signal,
@@ -285,10 +289,58 @@
     } catch (_) {
       ev = null;
     }
-    if (ev && typeof ev.team === 'string' && ev.team !== team) return '';
-    if (type === 'run' || type === 'member') loadTeams().catch((err) => report(err, 'team list'));
+    if (!team || type === 'run') loadTeams().catch((err) => report(err, 'team list'));
+    if (!team || (ev && typeof ev.team === 'string' && ev.team !== team)) return '';
+    // Show the change at once from the event's own object, so every step
+    // is visible even when steps come faster than a refetch; the refetch
+    // that follows makes the whole view consistent again.
+    state.eventSeq++;
+    if (ev && state.model && state.model.view.name === team && applyEvent(state.model, type, ev.data)) {
+      renderTeam(state.model.view, state.model.inboxes);
+    }
     scheduleRefresh(REFRESH_DEBOUNCE_MS);
     return '';
+  }
+
+  // applyEvent folds one event's object into the model and reports whether
+  // anything changed. Unknown shapes are left to the refetch.
+  function applyEvent(model, type, data) {
+    if (!data || typeof data !== 'object') return false;
+    const view = model.view;
+    if (!Array.isArray(view.members)) view.members = [];
+    if (!Array.isArray(view.requests)) view.requests = [];
+    switch (type) {
+      case 'message': {
+        const i = view.members.findIndex((m) => m.name === data.recipient);
+        const box = model.inboxes[i];
+        if (i < 0 || !box || !box.messages || box.messages.some((m) => m.id === data.id)) return false;
+        box.messages.push(data);
+        view.members[i].inbox_length = box.messages.length;
+        return true;
+      }
+      case 'request':
+      case 'reply':
+      case 'match': {
+        if (typeof data.request_id !== 'string') return false;
+        const i = view.requests.findIndex((r) => r.request_id === data.request_id);
+        if (i >= 0) view.requests[i] = data;
+        else view.requests.push(data);
+        return true;
+      }
+      case 'member': {
+        let changed = false;
+        for (const m of Array.isArray(data) ? data : [data]) {
+          const i = view.members.findIndex((x) => x.name === m.name);
+          if (i >= 0 && m && typeof m.status === 'string') {
+            view.members[i] = m;
+            changed = true;
+          }
+        }
+        return changed;
+      }
+      default:
+        return false;
+    }
   }
 
   // ---------- teams ----------
@@ -304,6 +356,7 @@
       selectTeam(newest);
     }
     $('team-empty').hidden = teams.length > 0;
+    if (!state.selected && !state.live) watch('');
     return teams;
   }
 
@@ -326,11 +379,16 @@
     state.selected = name;
     $('team-select').value = name;
     if (!changed && state.live) return;
+    watch(name);
+    scheduleRefresh(0);
+  }
+
+  // watch replaces the event stream with one for team ('' = every team).
+  function watch(team) {
     stopLive();
     const ctrl = new AbortController();
     state.live = ctrl;
-    follow(name, ctrl);
-    scheduleRefresh(0);
+    follow(team, ctrl);
   }
 
   // ---------- refresh and render ----------
@@ -356,6 +414,7 @@
     try {
       const team = state.selected;
       if (!team) return;
+      const seq = state.eventSeq;
       const view = await api('GET', '/teams/' + enc(team));
       const members = Array.isArray(view.members) ? view.members : [];
       const inboxes = await Promise.all(members.map((m) =>
@@ -366,6 +425,10 @@
             return { error: err };
           })));
       if (team !== state.selected) return; // the user moved on meanwhile
+      // An event that arrived meanwhile is newer than this answer, and its
+      // own refetch is already scheduled.
+      if (seq !== state.eventSeq && state.model && state.model.view.name === team) return;
+      state.model = { view, inboxes };
       renderTeam(view, inboxes);
     } catch (err) {
       report(err, 'loading team');
@@ -403,6 +466,7 @@
     $('team-empty').hidden = true;
     $('damaged').hidden = !view.damaged;
 
+    $('members').dataset.team = view.name;
     $('members').replaceChildren(...members.map((m, i) => renderMember(view.name, m, inboxes[i], limits, firstLook)));
 
     const rows = requests.map((r) => renderRequest(view.name, r, firstLook));
@@ -609,18 +673,25 @@
     const box = el('div', { class: 'result', data: { runState: 'done', ok: String(ok) } },
       el('p', { class: 'result-head' }, icon(ok ? '✔' : '✖'),
         ' ' + (ok ? 'Run ok — every check held' : 'Run failed — some checks did not hold')),
-      el('p', { class: 'muted' }, String(doc.scenario) + ' · ' + String(doc.run_id) + ' · team ' + String(doc.team) +
+      el('p', { class: 'muted' }, 'run ' + String(doc.run_id) +
+        (doc.team !== doc.run_id ? ' · team ' + String(doc.team) : '') +
         (typeof doc.model_requests === 'number' ? ' · ' + doc.model_requests + ' model requests' : '')));
 
     if (checks.length) {
-      box.append(el('h3', { class: 'sub' }, 'Checks'),
-        el('ul', { class: 'checks' }, ...checks.map((c) => el('li', {
-          class: 'check', data: { check: c.name, ok: String(c.ok === true) },
-        },
-        el('span', { class: 'badge check-badge', data: { ok: String(c.ok === true) } },
-          icon(c.ok ? '✔' : '✖'), el('span', { class: 'badge-text' }, c.ok ? 'pass' : 'fail')),
-        el('span', { class: 'check-name' }, String(c.name)),
-        c.detail ? el('span', { class: 'check-detail' }, String(c.detail)) : null))));
+      const passed = checks.filter((c) => c.ok === true).length;
+      box.append(el('h3', { class: 'sub' }, 'Checks · ' + passed + ' of ' + checks.length + ' passed'),
+        el('ul', { class: 'checks' }, ...checks.map((c) => {
+          const ok = c.ok === true;
+          const head = el('span', { class: 'check-line' },
+            el('span', { class: 'badge check-badge', data: { ok: String(ok) } },
+              icon(ok ? '✔' : '✖'), el('span', { class: 'badge-text' }, ok ? 'pass' : 'fail')),
+            el('span', { class: 'check-name' }, ...breakable(String(c.name))));
+          // Details stay folded for passing checks and open for failing ones.
+          const body = c.detail
+            ? el('details', { open: !ok }, el('summary', null, head), el('p', { class: 'check-detail' }, String(c.detail)))
+            : head;
+          return el('li', { class: 'check', data: { check: c.name, ok: String(ok) } }, body);
+        })));
     }
 
     if (doc.outcome && typeof doc.outcome === 'object') {
@@ -638,6 +709,17 @@
     'team-protocols': 'A reader asks the lead to approve a plan, runs the program only if both the plan and the host allow it, then is shut down.',
     'agent-teams': 'A reader and a reviewer investigate read-only in parallel and report to the lead by letter; the lead sums up.',
   };
+
+  // breakable splits a snake_case name into text nodes with <wbr> after
+  // each underscore, so long names wrap at word joints.
+  function breakable(name) {
+    const out = [];
+    name.split('_').forEach((part, i, all) => {
+      out.push(part + (i < all.length - 1 ? '_' : ''));
+      if (i < all.length - 1) out.push(el('wbr'));
+    });
+    return out;
+  }
 
   function syncScenarioOptions() {
     const protocols = $('scenario').value === 'team-protocols';
