@@ -19,7 +19,7 @@ import (
 // failure paths run the production code unchanged.
 type faultFS struct {
 	mail.FS
-	mu         sync.Mutex
+	mu       sync.Mutex
 	failSave func(newpath string) bool
 }
 
