@@ -479,7 +479,8 @@
     const status = String(m.status || 'unknown');
     const badge = el('span', { class: 'badge status', data: { status } },
       icon(STATUS_ICONS[status] || '?'), el('span', { class: 'badge-text' }, status));
-    const turns = limits.turns ? m.turns + ' of ' + limits.turns : String(m.turns);
+    // The lead's turns are not capped by the team's turn limit.
+    const turns = limits.turns && m.name !== 'lead' ? m.turns + ' of ' + limits.turns : String(m.turns);
     const inboxCount = limits.inbox_messages ? m.inbox_length + ' of ' + limits.inbox_messages : String(m.inbox_length);
 
     const stats = el('dl', { class: 'stats' },
