@@ -1,0 +1,180 @@
+// Command loadgen measures Mailroom's durability costs against the limits
+// of the disk it runs on, and prints each figure next to its bound as a
+// ratio, with PASS or MISS per target.
+//
+// In one run it measures, in a work directory it creates under -data (so
+// every figure comes from the same file system):
+//
+//	a. the raw disk bound: append + fdatasync of 150-byte lines to one
+//	   file (p50, rate) and to 64 files in parallel (aggregate rate);
+//	b. durable sends over HTTP for 1, 8 and 64 clients over 1 and 64
+//	   teams (rate, p50, p99), against the real handler, core and file
+//	   store served in this process over loopback;
+//	c. send latency into an inbox of 10,000 letters against an empty one;
+//	d. restart-to-ready time and resident memory per idle team of the real
+//	   server binary over 10,000 teams.
+//
+// Usage:
+//
+//	go run ./cmd/loadgen -data /var/tmp [-server ./mailroom] [-cpuprofile cpu.out]
+//
+// Every phase is bounded by a count or a duration, every connection is to
+// 127.0.0.1, and the work directory is removed at the end unless -keep is
+// given. Timings depend on the machine; nothing here is a test.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is the command line.
+type config struct {
+	data        string
+	server      string
+	duration    time.Duration
+	rawCount    int
+	rawWindow   time.Duration
+	latencyN    int
+	bigInbox    int
+	teams       int
+	restarts    int
+	cpuProfile  string
+	openProfile string
+	keep        bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "loadgen: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.data, "data", os.TempDir(), "`directory` to measure in; a work directory is created inside it")
+	fs.StringVar(&c.server, "server", "", "server `binary` for the restart phase (default: built with go build)")
+	fs.DurationVar(&c.duration, "duration", 3*time.Second, "measured `time` of each HTTP send configuration")
+	fs.IntVar(&c.rawCount, "raw-count", 2000, "appends to one file for the raw single-file figure")
+	fs.DurationVar(&c.rawWindow, "raw-duration", 3*time.Second, "measured `time` of the raw 64-file figure")
+	fs.IntVar(&c.latencyN, "latency-count", 400, "sends into each of the full and the empty inbox")
+	fs.IntVar(&c.bigInbox, "inbox-letters", 10000, "letters in the full inbox")
+	fs.IntVar(&c.teams, "teams", 10000, "idle teams on disk for the restart phase")
+	fs.IntVar(&c.restarts, "restarts", 3, "restarts timed in the restart phase (the median is reported)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP send phase to `file`")
+	fs.StringVar(&c.openProfile, "openprofile", "", "write a CPU profile of loading the restart phase's teams in process to `file`")
+	fs.BoolVar(&c.keep, "keep", false, "keep the work directory")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.duration <= 0 || c.rawWindow <= 0 || c.rawCount < 10 || c.latencyN < 10 || c.bigInbox < 1 || c.teams < 1 || c.restarts < 1 {
+		return c, errors.New("durations must be positive; counts at least 10 (inbox-letters, teams and restarts at least 1)")
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.data, 0o700); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp(cfg.data, "mailroom-loadgen-")
+	if err != nil {
+		return err
+	}
+	if !cfg.keep {
+		defer os.RemoveAll(work)
+	}
+	r := &report{w: stdout}
+	r.printf("Mailroom loadgen: %s, %s/%s, %d CPUs, GOMAXPROCS %d\n", time.Now().Format("2006-01-02 15:04"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	r.printf("work directory: %s\n", work)
+	r.printf("load average at start: %s\n\n", loadAvg())
+
+	raw, err := measureRaw(ctx, filepath.Join(work, "raw"), cfg)
+	if err != nil {
+		return fmt.Errorf("raw disk: %w", err)
+	}
+	r.raw(raw)
+
+	var sends []sendFigure
+	err = withProfile(cfg.cpuProfile, func() error {
+		sends, err = measureSends(ctx, filepath.Join(work, "sends"), cfg, r)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sends: %w", err)
+	}
+
+	inbox, err := measureInbox(ctx, filepath.Join(work, "inbox"), cfg)
+	if err != nil {
+		return fmt.Errorf("inbox size: %w", err)
+	}
+	r.inbox(inbox)
+
+	restart, err := measureRestart(ctx, work, cfg, stderr)
+	if err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	r.restart(restart, cfg.teams)
+
+	r.targets(raw, sends, inbox, restart, cfg.teams)
+	r.printf("\nload average at end: %s\n", loadAvg())
+	return nil
+}
+
+// loadAvg is the first three fields of /proc/loadavg: other work on the
+// machine shares the disk and the CPUs, and shows here.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// withProfile runs f under a CPU profile written to path, if path is set.
+func withProfile(path string, f func() error) error {
+	if path == "" {
+		return f()
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return err
+	}
+	ferr := f()
+	pprof.StopCPUProfile()
+	return errors.Join(ferr, out.Close())
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+)
+
+// latencies is a sample of operation times.
+type latencies []time.Duration
+
+// pct returns the p-th percentile (0 < p ≤ 1) by nearest rank.
+func (l latencies) pct(p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+
+// report prints the figures as they come and the targets at the end.
+type report struct{ w io.Writer }
+
+func (r *report) printf(format string, args ...any) { fmt.Fprintf(r.w, format, args...) }
+
+func (r *report) raw(f rawFigure) {
+	r.printf("a. raw disk bound (append %d-byte line + fdatasync, file kept open)\n", rawLine)
+	r.printf("   1 file:   p50 %s, p99 %s, %.0f appends/s\n", ms(f.single.pct(0.5)), ms(f.single.pct(0.99)), f.singleRate)
+	r.printf("   %d files in parallel: %.0f appends/s aggregate\n", rawFiles, f.parallel)
+	r.printf("   %d files, the store's recipe by hand (open, fstat, write, set mtime, fsync, fstat, close): %.0f appends/s (%.2f × raw)\n", rawFiles, f.recipe, f.recipe/f.parallel)
+	r.printf("   for comparison, the file store's own append (mail.Store LoadInbox + AppendInbox, no HTTP, no core):\n")
+	r.printf("   1 inbox:  p50 %s, p99 %s (%.2f × raw p50)\n", ms(f.store.pct(0.5)), ms(f.store.pct(0.99)), ratio(f.store.pct(0.5), f.single.pct(0.5)))
+	r.printf("   %d inboxes in parallel: %.0f appends/s aggregate (%.2f × raw)\n\n", rawFiles, f.storeParallel, f.storeParallel/f.parallel)
+}
+
+func (r *report) sendsHeader() {
+	r.printf("b. durable sends over HTTP (in-process server: real handler, core and file store; loopback)\n")
+	r.printf("   %-8s %-6s %10s %12s %12s\n", "clients", "teams", "sends/s", "p50", "p99")
+}
+
+func (r *report) send(f sendFigure) {
+	r.printf("   %-8d %-6d %10.0f %12s %12s\n", f.clients, f.teams, f.rate, ms(f.lat.pct(0.5)), ms(f.lat.pct(0.99)))
+}
+
+func (r *report) inbox(f inboxFigure) {
+	r.printf("\nc. send latency by inbox size (one client, sends alternating between the two inboxes)\n")
+	r.printf("   %d-letter inbox: p50 %s, p99 %s\n", f.letters, ms(f.full.pct(0.5)), ms(f.full.pct(0.99)))
+	r.printf("   empty inbox:        p50 %s, p99 %s\n", ms(f.empty.pct(0.5)), ms(f.empty.pct(0.99)))
+	r.printf("   ratio of p50s: %.2f\n\n", ratio(f.full.pct(0.5), f.empty.pct(0.5)))
+}
+
+func (r *report) restart(f restartFigure, teams int) {
+	r.printf("d. restart of the server binary (%d idle teams of 3 members on disk, page cache warm)\n", teams)
+	r.printf("   start to /healthz 200: %s (median of %d: %v); with no teams: %s\n", ms(f.ready), len(f.runs), f.runs, ms(f.ready0))
+	r.printf("   the same load in process (mail.Open + core.Service.Open, no process start, no HTTP): %s; live heap %.2f KiB per team\n", ms(f.open), f.heap/1024)
+	r.printf("   VmRSS: %d KiB with %d teams, %d KiB with none: %.2f KiB per team\n\n", f.rss, teams, f.rss0, f.perTeam)
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return math.Inf(1)
+	}
+	return float64(a) / float64(b)
+}
+
+// targets prints each target as measured ÷ reference against its bound.
+func (r *report) targets(raw rawFigure, sends []sendFigure, inbox inboxFigure, rs restartFigure, teams int) {
+	one, par := find(sends, 1, 1), find(sends, 64, 64)
+	type target struct {
+		name   string
+		value  float64
+		bound  float64
+		atMost bool
+	}
+	list := []target{
+		{"1-client send p50 ÷ raw 1-file append+fdatasync p50", ratio(one.lat.pct(0.5), raw.single.pct(0.5)), 2, true},
+		{"64 clients over 64 teams sends/s ÷ raw 64-file rate", par.rate / raw.parallel, 0.5, false},
+		{fmt.Sprintf("%d-letter inbox send p50 ÷ empty inbox p50", inbox.letters), ratio(inbox.full.pct(0.5), inbox.empty.pct(0.5)), 1.2, true},
+		{"restart to ready, seconds", rs.ready.Seconds(), 2, true},
+		{fmt.Sprintf("RSS per idle team at %d teams, KiB", teams), rs.perTeam, 8, true},
+	}
+	r.printf("targets\n")
+	for _, t := range list {
+		ok := t.value >= t.bound
+		op := "≥"
+		if t.atMost {
+			ok, op = t.value <= t.bound, "≤"
+		}
+		word := "MISS"
+		if ok {
+			word = "PASS"
+		}
+		r.printf("   %s  %-56s %8.2f  (target %s %.2f)\n", word, t.name, t.value, op, t.bound)
+	}
+}
+
+func find(sends []sendFigure, clients, teams int) sendFigure {
+	for _, s := range sends {
+		if s.clients == clients && s.teams == teams {
+			return s
+		}
+	}
+	return sendFigure{}
+}
