@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"mailroom/internal/mail"
 )
 
 // adminTokenFile is the name, inside the data directory, of the file that
@@ -34,7 +36,7 @@ func loadOrCreateAdminToken(dataDir string, log *slog.Logger) (string, error) {
 		return tok, nil
 	case errors.Is(err, fs.ErrNotExist):
 		tok := newAdminToken()
-		if err := writeFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+		if err := mail.WriteFile(path, []byte(tok+"\n")); err != nil {
 			return "", fmt.Errorf("store admin token: %w", err)
 		}
 		log.Info("generated admin token", "file", path)
@@ -67,41 +69,4 @@ func newAdminToken() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	return "mra_" + hex.EncodeToString(b)
-}
-
-// writeFileAtomic writes data to a temporary file in the same directory and
-// renames it into place, so a crash never leaves a half-written token.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

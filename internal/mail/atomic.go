@@ -175,3 +175,19 @@ func (s *Store) removeTemps(dir string) error {
 	}
 	return nil
 }
+
+// WriteFile durably replaces path with data, mode 0600, by the recipe of
+// replaceFile: a temporary file in the same directory, fsync, rename,
+// directory fsync. Readers and crashes see the whole old file or the whole
+// new one. The server keeps its admin token and run documents with it.
+func WriteFile(path string, data []byte) error {
+	s := &Store{fs: OS()}
+	dir := filepath.Dir(path)
+	if _, err := s.writeRename(dir, path, data); err != nil {
+		return err
+	}
+	if err := s.fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("mail: sync directory of %s: %w", path, err)
+	}
+	return nil
+}

@@ -27,6 +27,7 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
+	"mailroom/internal/mail"
 )
 
 // Scenario names.
@@ -424,8 +425,7 @@ func cloneResult(d *Result) Result {
 	return out
 }
 
-// writeResult stores doc atomically: a temporary file in the same
-// directory, fsynced, renamed into place, and the directory fsynced.
+// writeResult stores doc durably and atomically (mail.WriteFile).
 func writeResult(path string, doc Result) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -434,32 +434,7 @@ func writeResult(path string, doc Result) error {
 	if err := enc.Encode(doc); err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".result-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return mail.WriteFile(path, buf.Bytes())
 }
 
 // lessonTeam is the lessons' fixed team (SPEC §1).
