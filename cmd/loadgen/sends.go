@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"mailroom/internal/core"
@@ -153,6 +154,18 @@ type sendFigure struct {
 	clients, teams int
 	rate           float64
 	lat            latencies
+	// cpu is this process's CPU time (user + system, client included) per
+	// send during the measured window.
+	cpu time.Duration
+}
+
+// cpuTime is the process's user + system time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // maxMembers is the API's bound on a team's members.
@@ -180,8 +193,62 @@ func measureSends(ctx context.Context, dir string, cfg config, r *report) ([]sen
 		r.send(f)
 		out = append(out, f)
 	}
-	r.printf("\n")
+	core64, err := measureCoreSends(ctx, p.svc, rawFiles, cfg.duration)
+	if err != nil {
+		return nil, fmt.Errorf("core sends: %w", err)
+	}
+	r.printf("   for comparison, core.Service.Send called directly (no HTTP), %d goroutines over %d teams: %.0f sends/s, p50 %s, CPU %s per send\n\n",
+		rawFiles, rawFiles, core64.rate, ms(core64.lat.pct(0.5)), ms(core64.cpu))
 	return out, nil
+}
+
+// measureCoreSends calls core's Send from n goroutines, one team each,
+// for d: the service and the store without the HTTP layer.
+func measureCoreSends(ctx context.Context, svc *core.Service, n int, d time.Duration) (sendFigure, error) {
+	limits := benchLimits(1 << 24)
+	for i := range n {
+		spec := core.TeamSpec{Name: fmt.Sprintf("core-%02d", i), Members: []core.MemberSpec{{Name: "m1", Role: "sends"}}, Limits: &limits}
+		if _, _, err := svc.CreateTeam(ctx, spec); err != nil {
+			return sendFigure{}, err
+		}
+		if _, err := svc.Send(ctx, spec.Name, "m1", core.LeadName, sendBody, ""); err != nil {
+			return sendFigure{}, err
+		}
+	}
+	lats := make([]latencies, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	cpu0 := cpuTime()
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			team := fmt.Sprintf("core-%02d", i)
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t := time.Now()
+				if _, err := svc.Send(ctx, team, "m1", core.LeadName, sendBody, ""); err != nil {
+					errs[i] = err
+					return
+				}
+				lats[i] = append(lats[i], time.Since(t))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
+	f := sendFigure{clients: n, teams: n}
+	for i := range n {
+		if errs[i] != nil {
+			return f, errs[i]
+		}
+		f.lat = append(f.lat, lats[i]...)
+	}
+	f.rate = float64(len(f.lat)) / elapsed.Seconds()
+	f.cpu = cpu / time.Duration(max(1, len(f.lat)))
+	return f, ctx.Err()
 }
 
 // measureSendConfig runs clients concurrent clients over teams fresh teams
@@ -222,6 +289,7 @@ func measureSendConfig(ctx context.Context, p *inproc, clients, teams int, d tim
 	lats := make([]latencies, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
+	cpu0 := cpuTime()
 	start := time.Now()
 	deadline := start.Add(d)
 	for i := range clients {
@@ -242,6 +310,7 @@ func measureSendConfig(ctx context.Context, p *inproc, clients, teams int, d tim
 	wg.Wait()
 	elapsed := time.Since(start)
 	f := sendFigure{clients: clients, teams: teams}
+	cpu := cpuTime() - cpu0
 	for i := range clients {
 		if errs[i] != nil {
 			return f, errs[i]
@@ -249,6 +318,7 @@ func measureSendConfig(ctx context.Context, p *inproc, clients, teams int, d tim
 		f.lat = append(f.lat, lats[i]...)
 	}
 	f.rate = float64(len(f.lat)) / elapsed.Seconds()
+	f.cpu = cpu / time.Duration(max(1, len(f.lat)))
 	return f, ctx.Err()
 }
 

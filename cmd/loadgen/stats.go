@@ -41,11 +41,11 @@ func (r *report) raw(f rawFigure) {
 
 func (r *report) sendsHeader() {
 	r.printf("b. durable sends over HTTP (in-process server: real handler, core and file store; loopback)\n")
-	r.printf("   %-8s %-6s %10s %12s %12s\n", "clients", "teams", "sends/s", "p50", "p99")
+	r.printf("   %-8s %-6s %10s %12s %12s %14s\n", "clients", "teams", "sends/s", "p50", "p99", "CPU per send")
 }
 
 func (r *report) send(f sendFigure) {
-	r.printf("   %-8d %-6d %10.0f %12s %12s\n", f.clients, f.teams, f.rate, ms(f.lat.pct(0.5)), ms(f.lat.pct(0.99)))
+	r.printf("   %-8d %-6d %10.0f %12s %12s %14s\n", f.clients, f.teams, f.rate, ms(f.lat.pct(0.5)), ms(f.lat.pct(0.99)), ms(f.cpu))
 }
 
 func (r *report) inbox(f inboxFigure) {
