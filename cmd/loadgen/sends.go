@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +40,8 @@ func benchLimits(letters int) core.Limits {
 // served in this process on a loopback port. Running it here, rather than
 // as a child process, lets -cpuprofile see the server's work.
 type inproc struct {
-	ts      *httptest.Server
+	srv     *http.Server
+	url     string
 	svc     *core.Service
 	release func() error
 	client  *http.Client
@@ -69,15 +71,22 @@ func startInProcess(ctx context.Context, dir string, conns int) (*inproc, error)
 		release()
 		return nil, err
 	}
-	ts := httptest.NewServer(h) // listens on 127.0.0.1
+	// A plain http.Server, as cmd/server runs, rather than httptest's,
+	// whose connection tracking takes a global lock on every request.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		release()
+		return nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
 	tr := &http.Transport{MaxIdleConns: conns + 8, MaxIdleConnsPerHost: conns + 8, DisableCompression: true}
-	return &inproc{ts: ts, svc: svc, release: release, client: &http.Client{Transport: tr, Timeout: time.Minute}}, nil
+	return &inproc{srv: srv, url: "http://" + ln.Addr().String(), svc: svc, release: release, client: &http.Client{Transport: tr, Timeout: time.Minute}}, nil
 }
 
 func (p *inproc) close() error {
 	p.client.CloseIdleConnections()
-	p.ts.Close()
-	return p.release()
+	return errors.Join(p.srv.Close(), p.release())
 }
 
 // call makes one API call and decodes a response with status want into out.
@@ -90,7 +99,7 @@ func (p *inproc) call(ctx context.Context, method, path, token string, body, out
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, p.ts.URL+"/api/v1"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, p.url+"/api/v1"+path, rd)
 	if err != nil {
 		return err
 	}
