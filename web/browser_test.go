@@ -330,7 +330,9 @@ func TestPageRunsTeamProtocols(t *testing.T) {
 		chromedp.SetValue(css(`#scenario`), "team-protocols"),
 		chromedp.Click(css(`input[name="plan"][value="approve"]`)),
 		chromedp.Click(css(`input[name="decision"][value="allow"]`)),
-		chromedp.SetValue(css(`#step-ms`), "150"),
+		// 400 ms a step keeps req-1 pending for over a second, long
+		// enough for the page to find the run's team on a loaded machine.
+		chromedp.SetValue(css(`#step-ms`), "400"),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById('step-ms').dispatchEvent(new Event('input'))`),
 		chromedp.Click(css(`#run-button`)),
 		chromedp.WaitVisible(css(`[data-run-state="running"]`)),
