@@ -138,14 +138,26 @@ func TestLoadInboxRevalidatesForOtherRules(t *testing.T) {
 }
 
 // TestAppendFailureRollsBack: a write, time stamp or fsync that fails
-// during an append leaves the file at exactly its old bytes; the store
-// forgets what it knew, so the next load reads the file again, and the
-// next append works.
+// during an append (or the close, for a file not kept open) leaves the
+// file at exactly its old bytes; the store forgets what it knew, so the
+// next load reads the file again, and the next append works.
 func TestAppendFailureRollsBack(t *testing.T) {
-	for _, op := range []string{"write", "touch", "sync", "close"} {
-		t.Run(op, func(t *testing.T) {
+	type tc struct {
+		op    string
+		files int // WithOpenFiles
+	}
+	var cases []tc
+	for _, op := range keptOps {
+		cases = append(cases, tc{op, 128})
+	}
+	for _, op := range appendOps[1:] {
+		cases = append(cases, tc{op, 0})
+	}
+	for _, c := range cases {
+		op := c.op
+		t.Run(fmt.Sprintf("%s/%d open files", op, c.files), func(t *testing.T) {
 			ffs := newFaultFS()
-			s, data := openStore(t, mail.WithFS(ffs))
+			s, data := openStore(t, mail.WithFS(ffs), mail.WithOpenFiles(c.files))
 			createTeam(t, s, "team")
 			r := rules("reader", core.DefaultLimits())
 			path := inboxPath(data, "team", "reader")

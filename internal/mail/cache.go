@@ -119,8 +119,8 @@ func cacheKey(team, member string) string { return team + "/" + member }
 
 // cached returns the state last published for key, or nil.
 func (s *Store) cached(key string) *inboxState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return s.inboxes[key]
 }
 
@@ -132,9 +132,10 @@ func (s *Store) remember(key string, st *inboxState) {
 }
 
 // forget drops what the store knows of key, so the next call reads the
-// file in full.
+// file in full, and closes the file it kept open for key, if any.
 func (s *Store) forget(key string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	delete(s.inboxes, key)
+	s.mu.Unlock()
+	s.files.drop(key)
 }

@@ -27,6 +27,8 @@ type faultFS struct {
 	ops   map[string]bool
 	hit   int
 	reads int
+	// writes counts the files opened for writing (appends, truncations).
+	writes int
 	// duringRead, when set, runs once, just before the first read from
 	// the next file opened for reading (after the store's fstat of it).
 	duringRead func()
@@ -55,6 +57,13 @@ func (f *faultFS) hits() int {
 	return f.hit
 }
 
+// writeOpens reports how many files were opened for writing so far.
+func (f *faultFS) writeOpens() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.writes
+}
+
 // readOpens reports how many files were opened for reading so far.
 func (f *faultFS) readOpens() int {
 	f.mu.Lock()
@@ -79,8 +88,13 @@ func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (mail.File, 
 		f.reads++
 		hook, f.duringRead = f.duringRead, nil
 		f.mu.Unlock()
-	} else if f.fails("open") {
-		return nil, errInjected
+	} else {
+		f.mu.Lock()
+		f.writes++
+		f.mu.Unlock()
+		if f.fails("open") {
+			return nil, errInjected
+		}
 	}
 	file, err := f.FS.OpenFile(name, flag, perm)
 	if err != nil {
@@ -181,38 +195,59 @@ func (f *faultFile) Truncate(size int64) error {
 }
 
 // faultOps are the steps of a whole-file replace (state.json, and an
-// inbox's first letter); appendOps those of an append to an inbox.
+// inbox's first letter). appendOps are those of an append to an inbox
+// file the store opens for the append and closes after it (WithOpenFiles(0),
+// or a file not kept open); keptOps those of an append to a file the store
+// kept open since the previous append.
 var (
 	faultOps  = []string{"createtemp", "chmod", "write", "touch", "sync", "close", "rename", "syncdir"}
 	appendOps = []string{"open", "write", "touch", "sync", "close"}
+	keptOps   = []string{"write", "touch", "sync"}
 )
 
 // TestAppendInboxFaults: whichever step of the replace (first letter) or
 // the append (third letter) fails, the append returns the error, the inbox
 // keeps its old bytes (or stays absent), no temporary file is left, and
-// the store works once the fault is gone.
+// the store works once the fault is gone. Appends run with the file kept
+// open since the second letter, with no file kept, and with the kept file
+// pushed out by another inbox's (so the third letter opens it again).
 func TestAppendInboxFaults(t *testing.T) {
 	type tc struct {
 		op       string
 		existing bool
+		files    string // "kept", "none" or "evicted"
 	}
 	var cases []tc
 	for _, op := range faultOps {
-		cases = append(cases, tc{op, false})
+		cases = append(cases, tc{op, false, "kept"})
+	}
+	for _, op := range keptOps {
+		cases = append(cases, tc{op, true, "kept"})
 	}
 	for _, op := range appendOps {
-		cases = append(cases, tc{op, true})
+		cases = append(cases, tc{op, true, "none"})
+		// The reopened file is kept, not closed, after the append.
+		if op != "close" {
+			cases = append(cases, tc{op, true, "evicted"})
+		}
 	}
 	for _, c := range cases {
 		op, existing := c.op, c.existing
 		{
 			name := op + "/first letter"
 			if existing {
-				name = op + "/third letter"
+				name = op + "/third letter/" + c.files
 			}
 			t.Run(name, func(t *testing.T) {
 				ffs := newFaultFS()
-				s, data := openStore(t, mail.WithFS(ffs))
+				opts := []mail.Option{mail.WithFS(ffs)}
+				switch c.files {
+				case "none":
+					opts = append(opts, mail.WithOpenFiles(0))
+				case "evicted":
+					opts = append(opts, mail.WithOpenFiles(1))
+				}
+				s, data := openStore(t, opts...)
 				createTeam(t, s, "team")
 				r := rules("reader", core.DefaultLimits())
 				path := inboxPath(data, "team", "reader")
@@ -221,6 +256,11 @@ func TestAppendInboxFaults(t *testing.T) {
 					send(t, s, "team", r, core.Message{ID: "reader-1", Sender: "lead", Recipient: "reader", Body: "one"})
 					send(t, s, "team", r, core.Message{ID: "reader-2", Sender: "reviewer", Recipient: "reader", Body: "二"})
 					n = 3
+				}
+				if c.files == "evicted" {
+					rv := rules("reviewer", core.DefaultLimits())
+					send(t, s, "team", rv, core.Message{ID: "reviewer-1", Sender: "lead", Recipient: "reviewer", Body: "one"})
+					send(t, s, "team", rv, core.Message{ID: "reviewer-2", Sender: "lead", Recipient: "reviewer", Body: "two"})
 				}
 				old, oldErr := os.ReadFile(path)
 				prev, err := s.LoadInbox(ctx, "team", r)
@@ -245,6 +285,9 @@ func TestAppendInboxFaults(t *testing.T) {
 					t.Fatalf("inbox exists after a failed first append: %q, %v", now, nowErr)
 				}
 				want := []string{"reader.jsonl"}
+				if c.files == "evicted" {
+					want = []string{"reader.jsonl", "reviewer.jsonl"}
+				}
 				if !existing {
 					want = []string{}
 				}

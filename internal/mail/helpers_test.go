@@ -25,6 +25,7 @@ func openStore(t *testing.T, opts ...mail.Option) (*mail.Store, string) {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	t.Cleanup(func() { _ = s.Close() })
 	return s, data
 }
 

@@ -62,21 +62,43 @@ func (s *Store) LoadInbox(_ context.Context, team string, rules core.InboxRules)
 //     replaced the same way, and so is a file someone else wrote in bytes
 //     other than the lesson's (other spacing, a raw U+2028, no final
 //     newline): it is rewritten whole in the lesson's bytes, once.
-//   - Later letters are appended: the file is opened with O_APPEND and
-//     O_NOFOLLOW, must still be the file checked (fstat), gets the one new
-//     line, its modification time set to the current time with full
-//     nanosecond precision, and is fsynced. The fine-grained time is what
-//     lets the next call tell a later foreign write of the same size from
-//     ours: the kernel stamps writes with a clock of coarse ticks.
+//   - Later letters are appended to the file, opened with O_APPEND and
+//     O_NOFOLLOW, which must still be the file checked: the same inode and
+//     signature. It gets the one new line, its modification time set to
+//     the current time with full nanosecond precision, and is fsynced. The
+//     fine-grained time is what lets the next call tell a later foreign
+//     write of the same size from ours: the kernel stamps writes with a
+//     clock of coarse ticks.
+//   - The file stays open after a successful append, among a bounded set
+//     of recently used inbox files (WithOpenFiles), so the next append to
+//     it neither opens nor closes it. A descriptor follows its inode, not
+//     its path, so a kept file is used only while the path's lstat shows
+//     that inode with the expected signature; otherwise it is closed and
+//     the path opened afresh (see appendLine).
 //   - If any step after opening fails, the file is truncated back to its
-//     previous length and fsynced, and the error is returned. A crash in
-//     the middle can leave only a partial last line without its final
-//     newline, which no caller was told about; Open's LoadTeams removes it.
+//     previous length and fsynced, closed, and the error is returned. A
+//     crash in the middle can leave only a partial last line without its
+//     final newline, which no caller was told about; Open's LoadTeams
+//     removes it.
+//
+// When prev is the very slice LoadInbox returned for the state the store
+// still holds (core passes it back under the team lock), the file is not
+// checked a second time as LoadInbox checks it: the identity check of the
+// append itself (the path's lstat and the descriptor's inode, or the fstat
+// of the freshly opened file, against the signature of that state) shows
+// that nothing changed since. If it shows a change, the full check runs,
+// with the same answers as before.
 //
 // Group commit (several sends sharing one fsync) is not done: core holds
 // the team lock across a send, so sends to one inbox never overlap, and
 // sends to different inboxes fsync different files in parallel.
 func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRules, prev []core.Message, msg core.Message) error {
+	if cur := s.current(team, rules, prev); cur != nil {
+		err := s.appendTo(team, rules, cur, msg, true)
+		if !errors.Is(err, errStale) {
+			return err
+		}
+	}
 	cur, err := s.inbox(team, rules)
 	if err != nil {
 		return err
@@ -86,6 +108,33 @@ func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRule
 	if !sameLetters(prev, cur.msgs) || (cur.exists && cur.sig == fileSig{}) {
 		return core.CorruptInbox(ErrInboxChanged)
 	}
+	return s.appendTo(team, rules, cur, msg, false)
+}
+
+// errStale: in a quick append, the file is not the version the store
+// holds. Nothing was written; the caller checks the file in full.
+var errStale = errors.New("mail: inbox not the version the store holds")
+
+// current returns the state the store holds for the inbox if prev is its
+// very letters (the slice LoadInbox handed out, which a state never shares
+// with another of the same length) and the next letter would be appended
+// to an existing file in the store's own bytes; else nil.
+func (s *Store) current(team string, rules core.InboxRules, prev []core.Message) *inboxState {
+	if len(prev) == 0 || !core.ValidName(team) || !core.ValidName(rules.Recipient) {
+		return nil
+	}
+	st := s.cached(cacheKey(team, rules.Recipient))
+	if st == nil || len(st.msgs) != len(prev) || &st.msgs[0] != &prev[0] ||
+		!st.exists || st.size == 0 || st.raw != nil || !st.fits(rules) {
+		return nil
+	}
+	return st
+}
+
+// appendTo stores msg after the letters of cur, the state of the inbox
+// the caller checked. With quick set, cur was not checked against the file
+// in this call, and errStale means it no longer describes the file.
+func (s *Store) appendTo(team string, rules core.InboxRules, cur *inboxState, msg core.Message, quick bool) error {
 	n := len(cur.msgs)
 	if n+1 > rules.Limits.InboxMessages {
 		return &core.Error{Code: core.CodeInboxFull, Message: "The recipient's inbox is full; old messages are not overwritten.", Err: core.ErrInboxCount}
@@ -118,10 +167,16 @@ func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRule
 	dir := filepath.Join(s.teamDir(team), inboxesDir)
 	name := rules.Recipient + inboxExt
 	var sig fileSig
+	var err error
 	if whole != nil {
+		// A file kept open would be the inode the rename replaces.
+		s.files.drop(key)
 		sig, err = s.writeInbox(dir, name, whole, previous{data: cur.raw, exists: cur.exists})
 	} else {
-		sig, err = s.appendLine(filepath.Join(dir, name), cur.sig, cur.size, line)
+		sig, err = s.appendLine(key, filepath.Join(dir, name), cur.sig, cur.size, line, quick)
+	}
+	if errors.Is(err, errStale) {
+		return err
 	}
 	if err != nil {
 		s.forget(key)
@@ -288,46 +343,96 @@ func (s *Store) writeInbox(dir, name string, data []byte, prev previous) (fileSi
 // file with signature want and size bytes long, and returns the new
 // signature. On failure the file is truncated back to size, unless someone
 // else wrote to it meanwhile (then it is not ours to cut).
-func (s *Store) appendLine(path string, want fileSig, size int64, line []byte) (fileSig, error) {
+//
+// The file kept open for key since the last append is used if the path
+// still leads to its inode with signature want (one lstat; the inode of a
+// descriptor never changes). Otherwise, and for a file not kept, the path
+// is opened and the open file's fstat must show want. With quick set, a
+// file that is not want gives errStale, before anything is written.
+func (s *Store) appendLine(key, path string, want fileSig, size int64, line []byte, quick bool) (fileSig, error) {
+	h := s.files.take(key)
+	if h != nil && !h.at(s.fs, path, want) {
+		_ = h.f.Close() // only ever written through by acknowledged, fsynced appends
+		h = nil
+	}
+	if h == nil {
+		var err error
+		if h, err = s.openInbox(key, path, want, size); err != nil {
+			if quick && !errors.Is(err, errOpen) {
+				return fileSig{}, errStale
+			}
+			return fileSig{}, err
+		}
+	}
+	sig, err := writeLine(h.f, size, line)
+	if err != nil {
+		if !errors.Is(err, ErrInboxChanged) {
+			err = errors.Join(err, truncateFile(h.f, size))
+		}
+		h.f.Close()
+		return fileSig{}, err
+	}
+	kept := false
+	if sig.ino != 0 { // an identity to check the next time (see sig_other.go)
+		var cerr error
+		kept, cerr = s.files.put(h)
+		if cerr != nil {
+			s.log.Warn("closing idle inbox files failed; their appends were fsynced before", "err", cerr)
+		}
+	}
+	if !kept {
+		if err := h.f.Close(); err != nil {
+			err = fmt.Errorf("mail: close inbox %s: %w", path, err)
+			return fileSig{}, errors.Join(err, s.truncatePath(path, sig, size))
+		}
+	}
+	return sig, nil
+}
+
+// errOpen marks a failure to open or fstat an inbox that says nothing
+// about its content (permissions, descriptors, I/O), as opposed to a file
+// that is not the expected one.
+var errOpen = errors.New("mail: open inbox")
+
+// at reports whether path still leads to h's inode, with signature want.
+func (h *heldFile) at(fsys FS, path string, want fileSig) bool {
+	if h.dev != want.dev || h.ino != want.ino {
+		return false
+	}
+	fi, err := fsys.Lstat(path)
+	return err == nil && fi.Mode().IsRegular() && sigOf(fi) == want
+}
+
+// openInbox opens the inbox at path for appending and checks that the open
+// file is the one with signature want, size bytes long.
+func (s *Store) openInbox(key, path string, want fileSig, size int64) (*heldFile, error) {
 	// O_NONBLOCK keeps a FIFO swapped in from blocking the open.
 	f, err := s.fs.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	switch {
 	case errors.Is(err, syscall.ELOOP):
-		return fileSig{}, core.CorruptInbox(core.ErrInboxSymlink)
+		return nil, core.CorruptInbox(core.ErrInboxSymlink)
 	case errors.Is(err, fs.ErrNotExist):
-		return fileSig{}, core.CorruptInbox(ErrInboxChanged)
+		return nil, core.CorruptInbox(ErrInboxChanged)
 	case errors.Is(err, syscall.ENXIO):
-		return fileSig{}, core.CorruptInbox(ErrInboxNotRegular)
+		return nil, core.CorruptInbox(ErrInboxNotRegular)
 	case err != nil:
-		return fileSig{}, fmt.Errorf("mail: open inbox %s: %w", path, err)
+		return nil, fmt.Errorf("%w %s: %w", errOpen, path, err)
 	}
-	// Between the lstat and the open the path may have been given another
-	// file; fstat sees the one that was opened.
+	// Between the caller's lstat and the open the path may have been
+	// given another file; fstat sees the one that was opened.
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return fileSig{}, fmt.Errorf("mail: stat inbox %s: %w", path, err)
+		return nil, fmt.Errorf("%w: stat %s: %w", errOpen, path, err)
 	}
-	if sigOf(fi) != want || want.size != size {
+	if sig := sigOf(fi); sig != want || want.size != size {
 		f.Close()
 		if !fi.Mode().IsRegular() {
-			return fileSig{}, core.CorruptInbox(ErrInboxNotRegular)
+			return nil, core.CorruptInbox(ErrInboxNotRegular)
 		}
-		return fileSig{}, core.CorruptInbox(ErrInboxChanged)
+		return nil, core.CorruptInbox(ErrInboxChanged)
 	}
-	sig, err := writeLine(f, size, line)
-	if err != nil {
-		if !errors.Is(err, ErrInboxChanged) {
-			err = errors.Join(err, truncateFile(f, size))
-		}
-		f.Close()
-		return fileSig{}, err
-	}
-	if err := f.Close(); err != nil {
-		err = fmt.Errorf("mail: close inbox %s: %w", path, err)
-		return fileSig{}, errors.Join(err, s.truncatePath(path, sig, size))
-	}
-	return sig, nil
+	return &heldFile{key: key, f: f, dev: want.dev, ino: want.ino}, nil
 }
 
 // writeLine writes, time-stamps and fsyncs line at the end of f, which was

@@ -43,19 +43,24 @@ const (
 
 // Store is the file-backed core.Store.
 //
-// Its only mutable state is what it knows of each inbox (the letters, and
-// the signature of the file version they came from), so that loading or
-// appending to an unchanged inbox reads nothing. That map has its own lock,
-// since calls on different teams run concurrently; an inbox itself relies
-// on core serialising the calls of one team. The letters of every inbox in
-// use stay in memory, bounded by the teams' inbox byte limits.
+// Its mutable state is what it knows of each inbox (the letters, and the
+// signature of the file version they came from), so that loading or
+// appending to an unchanged inbox reads nothing, and a bounded set of
+// inbox files kept open between appends (see WithOpenFiles). Each has its
+// own lock, since calls on different teams run concurrently; an inbox
+// itself relies on core serialising the calls of one team. The letters of
+// every inbox in use stay in memory, bounded by the teams' inbox byte
+// limits. Close releases the open files.
 type Store struct {
 	root string // <data>/teams
 	fs   FS
 	log  *slog.Logger
 
-	mu      sync.Mutex
+	// mu guards inboxes. Every send looks an inbox up twice and publishes
+	// once, so lookups share the lock.
+	mu      sync.RWMutex
 	inboxes map[string]*inboxState // by cacheKey(team, member)
+	files   openFiles
 }
 
 var _ core.Store = (*Store)(nil)
@@ -75,6 +80,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 // it is missing.
 func Open(dataDir string, opts ...Option) (*Store, error) {
 	s := &Store{root: filepath.Join(dataDir, teamsDir), fs: OS(), log: slog.Default(), inboxes: map[string]*inboxState{}}
+	s.files.max = defaultOpenFiles
 	for _, o := range opts {
 		o(s)
 	}
