@@ -291,7 +291,15 @@ func (s *Store) readInbox(key, path string, rules core.InboxRules) (*inboxState,
 		return nil, core.CorruptInbox(ErrInboxNotRegular)
 	case err != nil:
 		return nil, fmt.Errorf("mail: read inbox: %w", err)
-	case len(data) > limit:
+	}
+	return s.decodeInbox(key, data, fi, rules)
+}
+
+// decodeInbox validates data, read from an inbox file of which fstat said
+// fi before the read, and, unless the file was changed too recently to
+// trust its signature, remembers the result.
+func (s *Store) decodeInbox(key string, data []byte, fi fs.FileInfo, rules core.InboxRules) (*inboxState, error) {
+	if len(data) > rules.Limits.InboxBytes {
 		return nil, core.CorruptInbox(core.ErrInboxTooLarge)
 	}
 	msgs, err := core.DecodeInbox(data, rules)
@@ -309,7 +317,7 @@ func (s *Store) readInbox(key, path string, rules core.InboxRules) (*inboxState,
 	if !isCanonical(data, msgs) {
 		st.raw = data
 	}
-	if sig != (fileSig{}) && !sig.racy(time.Now()) {
+	if sig != (fileSig{}) && !sig.racy(s.now()) {
 		s.remember(key, st)
 	}
 	return st, nil

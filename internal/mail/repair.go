@@ -10,11 +10,15 @@ import (
 	"mailroom/internal/core"
 )
 
-// repairTornLine removes the torn last line a crash during an append can
-// leave in member's inbox: the bytes after the file's last newline. Such a
-// line was never acknowledged, since AppendInbox reports success only
-// after the whole line, newline included, was fsynced. The repair is
-// logged at WARN with the team, the member and the bytes removed and kept.
+// startInbox does start-up's work on member's inbox with one read of the
+// file. boxes is what listClean found in the team's inboxes directory (nil
+// when it is missing or not a real directory).
+//
+// First it removes the torn last line a crash during an append can leave:
+// the bytes after the file's last newline. Such a line was never
+// acknowledged, since AppendInbox reports success only after the whole
+// line, newline included, was fsynced. The repair is logged at WARN with
+// the team, the member and the bytes removed and kept.
 //
 // Only that shape is repaired; everything else is left exactly as it is
 // for core to report as inbox_corrupt (and the team as damaged):
@@ -25,35 +29,46 @@ import (
 //   - a torn line in the middle, a symbolic link, anything not a regular
 //     file, or damaged complete lines.
 //
+// A file that needed no repair is then validated from the bytes just read,
+// under the team's limits and members, and kept as LoadInbox keeps a file
+// it reads (see readInbox), so core's LoadInbox that follows finds it
+// without reading it again. A file that fails validation is not kept; core
+// reads it and reports why.
+//
 // A missing file or inboxes directory is fine. An error means the repair
 // was needed but could not be made.
-func (s *Store) repairTornLine(st *core.TeamState, member string) error {
-	if !core.ValidName(member) {
+func (s *Store) startInbox(st *core.TeamState, member string, boxes map[string]fs.FileMode) error {
+	if !core.ValidName(member) || boxes == nil {
 		return nil // core reports it; never a path from an unchecked name
 	}
-	dir := filepath.Join(s.teamDir(st.Name), inboxesDir)
-	if fi, err := s.fs.Lstat(dir); err != nil || !fi.IsDir() {
-		return nil // missing, or a symbolic link core refuses
-	}
-	path := filepath.Join(dir, member+inboxExt)
+	path := filepath.Join(s.teamDir(st.Name), inboxesDir, member+inboxExt)
 	limit := st.Limits.InboxBytes
-	data, fi, err := s.readRegular(path, limit)
+	data, fi, err := s.readListed(path, boxes, limit)
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, errSymlink), errors.Is(err, errNotRegular):
 		return nil
 	case err != nil:
 		return fmt.Errorf("mail: read inbox %s to check its last line: %w", member, err)
-	case len(data) == 0 || len(data) > limit || data[len(data)-1] == '\n':
-		return nil
 	}
-	keep := bytes.LastIndexByte(data, '\n') + 1
-	if keep == 0 {
-		return nil
+	if len(data) > 0 && len(data) <= limit && data[len(data)-1] != '\n' {
+		if keep := bytes.LastIndexByte(data, '\n') + 1; keep > 0 {
+			if err := s.truncatePath(path, sigOf(fi), int64(keep)); err != nil {
+				return fmt.Errorf("mail: remove the torn last line of inbox %s: %w", member, err)
+			}
+			s.log.Warn("removed the torn last line of an inbox; that send was interrupted and never acknowledged",
+				"team", st.Name, "member", member, "bytes_removed", len(data)-keep, "bytes_kept", keep)
+			return nil // the file changed: LoadInbox reads it
+		}
 	}
-	if err := s.truncatePath(path, sigOf(fi), int64(keep)); err != nil {
-		return fmt.Errorf("mail: remove the torn last line of inbox %s: %w", member, err)
+	isMember := func(name string) bool {
+		for _, m := range st.Members {
+			if m.Name == name {
+				return true
+			}
+		}
+		return false
 	}
-	s.log.Warn("removed the torn last line of an inbox; that send was interrupted and never acknowledged",
-		"team", st.Name, "member", member, "bytes_removed", len(data)-keep, "bytes_kept", keep)
+	rules := core.InboxRules{Recipient: member, Limits: st.Limits, IsMember: isMember}
+	_, _ = s.decodeInbox(cacheKey(st.Name, member), data, fi, rules)
 	return nil
 }

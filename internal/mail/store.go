@@ -28,8 +28,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"mailroom/internal/core"
 )
@@ -61,6 +64,9 @@ type Store struct {
 	mu      sync.RWMutex
 	inboxes map[string]*inboxState // by cacheKey(team, member)
 	files   openFiles
+	// now is the clock of the racy-signature rule (fileSig.racy); tests
+	// move it forward instead of waiting.
+	now func() time.Time
 }
 
 var _ core.Store = (*Store)(nil)
@@ -81,6 +87,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 func Open(dataDir string, opts ...Option) (*Store, error) {
 	s := &Store{root: filepath.Join(dataDir, teamsDir), fs: OS(), log: slog.Default(), inboxes: map[string]*inboxState{}}
 	s.files.max = defaultOpenFiles
+	s.now = time.Now
 	for _, o := range opts {
 		o(s)
 	}
@@ -191,41 +198,79 @@ func (s *Store) SaveTeam(_ context.Context, st *core.TeamState) error {
 //   - an inbox of a member whose last line has no final newline is an
 //     append interrupted before its fsync returned: it is truncated to just
 //     after its last newline, and the repair is logged at WARN (see
-//     repairTornLine). Any other damage is left for core to report.
+//     startInbox). Any other damage is left for core to report.
+//
+// Teams are loaded by a few goroutines at once (each touches only its own
+// directory), and each team directory and inboxes directory is listed
+// once. An inbox read for the torn-line check is validated from the same
+// bytes and kept as LoadInbox keeps what it reads, so core's validation
+// that follows does not read it again.
 func (s *Store) LoadTeams(_ context.Context) ([]core.LoadedTeam, error) {
 	entries, err := s.fs.ReadDir(s.root)
 	if err != nil {
 		return nil, fmt.Errorf("mail: list teams: %w", err)
 	}
-	teams := []core.LoadedTeam{}
+	var names []string
 	for _, e := range entries {
 		// Only real directories with a valid name can be teams; anything
 		// else could not have been created through the store.
-		if !e.IsDir() || !core.ValidName(e.Name()) {
-			continue
+		if e.IsDir() && core.ValidName(e.Name()) {
+			names = append(names, e.Name())
 		}
-		lt, keep := s.loadTeam(e.Name())
-		if keep {
-			teams = append(teams, lt)
+	}
+	loaded := make([]core.LoadedTeam, len(names))
+	keep := make([]bool, len(names))
+	forEach(len(names), func(i int) { loaded[i], keep[i] = s.loadTeam(names[i]) })
+	teams := []core.LoadedTeam{}
+	for i := range names {
+		if keep[i] {
+			teams = append(teams, loaded[i])
 		}
 	}
 	return teams, nil
 }
 
+// forEach calls f(0) … f(n-1) from a bounded pool of goroutines and returns
+// when all calls have. Start-up is many small system calls per team, one
+// after another; a few at once keep every CPU busy, and more would only
+// queue.
+func forEach(n int, f func(i int)) {
+	workers := min(n, 2*runtime.GOMAXPROCS(0))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func (s *Store) loadTeam(name string) (core.LoadedTeam, bool) {
 	lt := core.LoadedTeam{Name: name}
 	dir := s.teamDir(name)
-	inboxes := filepath.Join(dir, inboxesDir)
-	if err := s.removeTemps(dir); err != nil {
+	top, err := s.listClean(dir)
+	if err != nil {
 		lt.Err = fmt.Errorf("mail: clean team directory: %w", err)
 		return lt, true
 	}
-	if err := s.removeTemps(inboxes); err != nil {
-		lt.Err = fmt.Errorf("mail: clean inboxes directory: %w", err)
-		return lt, true
+	// Only a real directory is listed: a symbolic link in its place is
+	// not followed (core reports it when it loads an inbox).
+	var boxes map[string]fs.FileMode
+	if typ, ok := top[inboxesDir]; ok && typ.IsDir() {
+		if boxes, err = s.listClean(filepath.Join(dir, inboxesDir)); err != nil {
+			lt.Err = fmt.Errorf("mail: clean inboxes directory: %w", err)
+			return lt, true
+		}
 	}
-	data, _, err := s.readRegular(filepath.Join(dir, stateFile), -1)
-	if errors.Is(err, fs.ErrNotExist) && s.removeUnfinished(dir) {
+	data, _, err := s.readListed(filepath.Join(dir, stateFile), top, -1)
+	if errors.Is(err, fs.ErrNotExist) && s.removeUnfinished(dir, top, boxes) {
 		return lt, false
 	}
 	if err != nil {
@@ -242,7 +287,7 @@ func (s *Store) loadTeam(name string) (core.LoadedTeam, bool) {
 		return lt, true
 	}
 	for _, m := range st.Members {
-		if err := s.repairTornLine(st, m.Name); err != nil {
+		if err := s.startInbox(st, m.Name, boxes); err != nil {
 			lt.Err = err
 			return lt, true
 		}
@@ -251,24 +296,44 @@ func (s *Store) loadTeam(name string) (core.LoadedTeam, bool) {
 	return lt, true
 }
 
-// removeUnfinished removes dir if it holds nothing but an empty inboxes
-// directory, and reports whether it did.
-func (s *Store) removeUnfinished(dir string) bool {
+// listClean lists dir once, removes the temporary files a crash left in it
+// (never renamed into place, so nothing acknowledged is lost), and returns
+// the type of every other entry by name. A missing dir is empty.
+func (s *Store) listClean(dir string) (map[string]fs.FileMode, error) {
 	entries, err := s.fs.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]fs.FileMode{}, nil
+	}
 	if err != nil {
-		return false
+		return nil, err
 	}
+	out := make(map[string]fs.FileMode, len(entries))
 	for _, e := range entries {
-		if e.Name() != inboxesDir || !e.IsDir() {
+		if e.Type().IsRegular() && isTempName(e.Name()) {
+			if err := s.fs.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+			continue
+		}
+		out[e.Name()] = e.Type()
+	}
+	return out, nil
+}
+
+// removeUnfinished removes dir if it holds nothing but an empty inboxes
+// directory, and reports whether it did. top and boxes are what listClean
+// found in dir and in its inboxes directory.
+func (s *Store) removeUnfinished(dir string, top, boxes map[string]fs.FileMode) bool {
+	for name, typ := range top {
+		if name != inboxesDir || !typ.IsDir() {
 			return false
 		}
 	}
-	inboxes := filepath.Join(dir, inboxesDir)
-	if len(entries) == 1 {
-		if rest, err := s.fs.ReadDir(inboxes); err != nil || len(rest) > 0 {
+	if len(top) == 1 {
+		if len(boxes) > 0 {
 			return false
 		}
-		if err := s.fs.Remove(inboxes); err != nil {
+		if err := s.fs.Remove(filepath.Join(dir, inboxesDir)); err != nil {
 			return false
 		}
 	}
@@ -297,23 +362,49 @@ func (s *Store) readRegular(path string, max int) ([]byte, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// The lstat keeps the open away from device files, whose open alone
+	// can have effects.
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		return nil, nil, errSymlink
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, nil, errNotRegular
 	}
-	// O_NOFOLLOW closes the race with a symlink swapped in after Lstat;
-	// O_NONBLOCK keeps a FIFO swapped in from blocking the open.
+	return s.readOpen(path, max)
+}
+
+// readListed is readRegular for a file whose directory was just listed:
+// the listing's entry type (listClean) stands in for the lstat.
+func (s *Store) readListed(path string, listed map[string]fs.FileMode, max int) ([]byte, fs.FileInfo, error) {
+	typ, ok := listed[filepath.Base(path)]
+	switch {
+	case !ok:
+		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+	case typ&fs.ModeSymlink != 0:
+		return nil, nil, errSymlink
+	case !typ.IsRegular():
+		return nil, nil, errNotRegular
+	}
+	return s.readOpen(path, max)
+}
+
+// readOpen is the rest of readRegular, once the path was seen to be a
+// regular file.
+func (s *Store) readOpen(path string, max int) ([]byte, fs.FileInfo, error) {
+	// O_NOFOLLOW closes the race with a symlink swapped in after the
+	// check; O_NONBLOCK keeps a FIFO swapped in from blocking the open.
 	f, err := s.fs.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
+		switch {
+		case errors.Is(err, syscall.ELOOP):
 			return nil, nil, errSymlink
+		case errors.Is(err, syscall.ENXIO): // a socket
+			return nil, nil, errNotRegular
 		}
 		return nil, nil, err
 	}
 	defer f.Close()
-	fi, err = f.Stat()
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -324,7 +415,14 @@ func (s *Store) readRegular(path string, max int) ([]byte, fs.FileInfo, error) {
 	if max >= 0 {
 		r = io.LimitReader(f, int64(max)+1)
 	}
+	// Room for the whole file, so it is read in one call (and one more
+	// that sees its end) into one allocation.
+	size := fi.Size()
+	if max >= 0 && size > int64(max) {
+		size = int64(max) + 1
+	}
 	var buf bytes.Buffer
+	buf.Grow(int(size) + bytes.MinRead)
 	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, nil, err
 	}
