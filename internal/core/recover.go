@@ -3,6 +3,9 @@ package core
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 )
 
 // recover brings one loaded team to a consistent state at start (SPEC
@@ -76,4 +79,26 @@ func (s *Service) completeIntent(t *team, in *Intent) {
 	if in.Idempotency != nil {
 		t.remember(*in.Idempotency)
 	}
+}
+
+// forEach calls f(0) … f(n-1) from a bounded pool of goroutines and returns
+// when all calls have. Start-up is mostly small system calls, one team
+// after another; a few at once keep every CPU busy, and more would only
+// queue.
+func forEach(n int, f func(i int)) {
+	workers := min(n, 2*runtime.GOMAXPROCS(0))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }

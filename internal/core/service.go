@@ -167,12 +167,18 @@ func newToken() string {
 // Open loads every team the store holds, completes or drops recorded
 // intents (SPEC §13.14) and validates each inbox. A team that fails is kept
 // as damaged: served with errors, never rewritten, and the others go on.
+//
+// Teams are recovered by a few goroutines at once, since each recovery
+// touches only its own team; they are registered afterwards in the store's
+// order, so the outcome does not depend on the schedule.
 func (s *Service) Open(ctx context.Context) error {
 	loaded, err := s.store.LoadTeams(ctx)
 	if err != nil {
 		return err
 	}
-	for _, lt := range loaded {
+	teams := make([]*team, len(loaded))
+	forEach(len(loaded), func(i int) {
+		lt := loaded[i]
 		t := &team{st: lt.State, active: map[string]bool{}, damaged: lt.Err}
 		if t.st == nil {
 			t.st = &TeamState{Name: lt.Name, Limits: DefaultLimits()}
@@ -180,17 +186,22 @@ func (s *Service) Open(ctx context.Context) error {
 		if t.damaged == nil {
 			t.damaged = s.recover(ctx, t)
 		}
+		teams[i] = t
+	})
+	for i, t := range teams {
 		if t.damaged != nil {
-			s.log.Error("team damaged; serving it read-only", "team", lt.Name, "err", t.damaged)
+			s.log.Error("team damaged; serving it read-only", "team", loaded[i].Name, "err", t.damaged)
 		}
-		s.mu.Lock()
-		s.teams[lt.Name] = t
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, t := range teams {
+		s.teams[loaded[i].Name] = t
 		for _, m := range t.st.Members {
 			if m.TokenHash != "" {
-				s.tokens[m.TokenHash] = principalRef{team: lt.Name, member: m.Name}
+				s.tokens[m.TokenHash] = principalRef{team: loaded[i].Name, member: m.Name}
 			}
 		}
-		s.mu.Unlock()
 	}
 	return nil
 }
