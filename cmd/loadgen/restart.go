@@ -103,6 +103,7 @@ func openInProcess(ctx context.Context, dir string, cfg config) (time.Duration, 
 		if err != nil {
 			return err
 		}
+		defer store.Close()
 		svc = core.NewService(store, core.Options{})
 		return svc.Open(ctx)
 	})
@@ -128,6 +129,7 @@ func createIdleTeams(ctx context.Context, dir string, n int) error {
 	if err != nil {
 		return err
 	}
+	defer store.Close()
 	svc := core.NewService(store, core.Options{})
 	var next atomic.Int64
 	errs := make([]error, runtime.NumCPU())

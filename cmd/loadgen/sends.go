@@ -43,6 +43,7 @@ type inproc struct {
 	srv     *http.Server
 	url     string
 	svc     *core.Service
+	store   *mail.Store
 	release func() error
 	client  *http.Client
 }
@@ -81,12 +82,12 @@ func startInProcess(ctx context.Context, dir string, conns int) (*inproc, error)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	tr := &http.Transport{MaxIdleConns: conns + 8, MaxIdleConnsPerHost: conns + 8, DisableCompression: true}
-	return &inproc{srv: srv, url: "http://" + ln.Addr().String(), svc: svc, release: release, client: &http.Client{Transport: tr, Timeout: time.Minute}}, nil
+	return &inproc{srv: srv, url: "http://" + ln.Addr().String(), svc: svc, store: store, release: release, client: &http.Client{Transport: tr, Timeout: time.Minute}}, nil
 }
 
 func (p *inproc) close() error {
 	p.client.CloseIdleConnections()
-	return errors.Join(p.srv.Close(), p.release())
+	return errors.Join(p.srv.Close(), p.store.Close(), p.release())
 }
 
 // call makes one API call and decodes a response with status want into out.
@@ -352,6 +353,7 @@ func measureInbox(ctx context.Context, dir string, cfg config) (inboxFigure, err
 	if err != nil {
 		return out, err
 	}
+	defer store.Close()
 	svc := core.NewService(store, core.Options{})
 	_, created, err := svc.CreateTeam(ctx, core.TeamSpec{
 		Name:    "big",
