@@ -58,6 +58,13 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	if err != nil {
 		return fmt.Errorf("open data directory %s: %w", dataDir, err)
 	}
+	// Runs after the HTTP server has stopped (defers run last-in first-out
+	// before the lock is released): no append is in flight any more.
+	defer func() {
+		if cerr := store.Close(); cerr != nil {
+			log.Error("close inbox files", "err", cerr)
+		}
+	}()
 	svc := core.NewService(store, core.Options{Logger: log})
 	if err := svc.Open(ctx); err != nil {
 		return fmt.Errorf("load teams from %s: %w", dataDir, err)
