@@ -117,10 +117,11 @@ func runScenarioIn(ctx context.Context, dir, name string, opts scenario.Options,
 			err = errors.Join(err, fmt.Errorf("scenario: release data directory lock: %w", rerr))
 		}
 	}()
-	store, err := mail.Open(dir)
+	store, err := mail.Open(dir, mail.WithLogger(log))
 	if err != nil {
 		return scenario.Result{}, fmt.Errorf("scenario: open data directory %s: %w", dir, err)
 	}
+	defer store.Close()
 	svc := core.NewService(store, core.Options{Logger: log})
 	if err := svc.Open(ctx); err != nil {
 		return scenario.Result{}, fmt.Errorf("scenario: load teams from %s: %w", dir, err)
