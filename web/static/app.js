@@ -222,7 +222,7 @@
   // stream reads one Server-Sent Events response with fetch (EventSource
   // cannot send the Authorization header) and returns when it ends or when
   // the server asks for a resync.
-  async function stream(team, signal, onOpen) {
+  async function stream(team, signal, onOpen, handle = onEvent) {
     // No team yet: the admin's stream of every team, to notice the first.
     const res = await fetch(API + '/events' + (team ? '?team=' + enc(team) : ''), {
       headers: { Authorization: 'Bearer ' + state.token, Accept: 'text/event-stream' },
@@ -256,7 +256,7 @@
           if (line.endsWith('\r')) line = line.slice(0, -1);
           if (line === '') {
             if (type || data.length) {
-              if (onEvent(type || 'message', data.join('\n'), team) === 'resync') return;
+              if (handle(type || 'message', data.join('\n'), team) === 'resync') return;
             }
             type = '';
             data = [];
@@ -619,8 +619,34 @@
 
     const known = new Set(state.teams.map((t) => t.name));
     const stopPoll = new AbortController();
-    // The run answers only when it is over, so watch the team list to
-    // switch to the run's team while it works.
+    // The run answers only when it is over. Its `run` event names the new
+    // team as soon as the team exists, so a stream of every team's events
+    // switches the view at once; polling the team list below is the
+    // fallback when the stream is slow or refused.
+    const found = (team) => {
+      if (stopPoll.signal.aborted) return;
+      stopPoll.abort();
+      known.add(team);
+      loadTeams().catch(() => {}).finally(() => selectTeam(team));
+      selectTeam(team);
+      const txt = result.querySelector('.running-text');
+      if (txt) txt.textContent = 'Running ' + name + ' in team ' + team + '…';
+    };
+    stream('', stopPoll.signal, () => {}, (type, raw) => {
+      if (type !== 'run') return '';
+      let ev = null;
+      try {
+        ev = JSON.parse(raw);
+      } catch (_) {
+        return '';
+      }
+      const team = ev && ev.data && typeof ev.data.team === 'string' ? ev.data.team : '';
+      if (team && !known.has(team)) {
+        found(team);
+        return 'resync'; // ends this stream
+      }
+      return '';
+    }).catch(() => {});
     const watch = (async () => {
       try {
         const fresh = await api('GET', '/teams', undefined, stopPoll.signal);
@@ -636,9 +662,7 @@
           if (added) {
             state.teams = teams;
             renderTeamOptions();
-            selectTeam(added.name);
-            const txt = result.querySelector('.running-text');
-            if (txt) txt.textContent = 'Running ' + name + ' in team ' + added.name + '…';
+            found(added.name);
             return;
           }
         } catch (err) {
