@@ -308,21 +308,11 @@ func (x *run) approveShutdownAtIdle(ctx context.Context, team, id, member string
 // the lesson team at exactly 7 model requests and 4 protocol letters.
 func (x *run) proveClosedWithTurnsLeft(ctx context.Context) {
 	bg := context.WithoutCancel(ctx)
-	name := x.team + "-close"
-	if !core.ValidName(name) {
-		name = "tp-close-" + strings.TrimPrefix(x.team, TeamProtocols+"-")
-	}
+	name := closeProofTeam(x.team).Name
 	fail := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
 		x.check("shutdown_deferred_while_busy", false, "%s", msg)
 		x.check("closed_with_turns_left_unavailable", false, "%s", msg)
-	}
-	if _, _, err := x.svc.CreateTeam(bg, core.TeamSpec{Name: name, Members: []core.MemberSpec{
-		{Name: core.LeadName, Role: "closes teammates at idle boundaries"},
-		{Name: "reader", Role: "works one turn, then is closed with a turn left"},
-	}}); err != nil {
-		fail("team %s could not be created: %s", name, core.ErrorMessage(err))
-		return
 	}
 	x.pause(ctx)
 	shut, err := x.svc.OpenRequest(bg, name, core.LeadName, "reader", core.KindShutdown, shutdownPayload, "")
@@ -455,4 +445,19 @@ func boolOrNull(b *bool) string {
 		return "null"
 	}
 	return fmt.Sprint(*b)
+}
+
+// closeProofTeam is the second small team of proveClosedWithTurnsLeft. It
+// is created when the run starts, just before the run's own team, so that
+// the run's team is the newest and a page following the newest team shows
+// the run rather than its proof.
+func closeProofTeam(runTeam string) core.TeamSpec {
+	name := runTeam + "-close"
+	if !core.ValidName(name) {
+		name = "tp-close-" + strings.TrimPrefix(runTeam, TeamProtocols+"-")
+	}
+	return core.TeamSpec{Name: name, Members: []core.MemberSpec{
+		{Name: core.LeadName, Role: "closes teammates at idle boundaries"},
+		{Name: "reader", Role: "works one turn, then is closed with a turn left"},
+	}}
 }

@@ -290,7 +290,13 @@ func (r *Runner) start(ctx context.Context, name string) (*run, error) {
 			}
 			return nil, core.StorageError(err)
 		}
-		_, _, err := r.svc.CreateTeam(ctx, lessonTeam(id))
+		var err error
+		if name == TeamProtocols {
+			_, _, err = r.svc.CreateTeam(ctx, closeProofTeam(id))
+		}
+		if err == nil {
+			_, _, err = r.svc.CreateTeam(ctx, lessonTeam(id))
+		}
 		if core.ErrorCode(err) == core.CodeTeamExists {
 			_ = os.Remove(dir)
 			continue
