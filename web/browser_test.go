@@ -372,6 +372,39 @@ func TestPageRunsTeamProtocols(t *testing.T) {
 	}
 }
 
+// TestPageRunsAgentTeams starts the agent-teams scenario from the page and
+// checks the page followed the run's team and shows what the lesson
+// promises: two reports in lead's inbox, reviewer's letter in reader's,
+// none in reviewer's, and the run ok with every check passing.
+func TestPageRunsAgentTeams(t *testing.T) {
+	s := newAPIServer(t)
+	ctx := newBrowser(t, 1280, 900)
+	openPage(t, ctx, s)
+	do(t, ctx, "start agent-teams from the form",
+		chromedp.SetValue(css(`#scenario`), "agent-teams"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('scenario').dispatchEvent(new Event('change'))`),
+		chromedp.SetValue(css(`#step-ms`), "0"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('step-ms').dispatchEvent(new Event('input'))`),
+		chromedp.Click(css(`#run-button`)),
+		chromedp.WaitVisible(css(`[data-run-state="done"]`)),
+	)
+	if got := eval[string](t, ctx, `document.getElementById('team-select').value`); !strings.HasPrefix(got, "agent-teams-") {
+		t.Errorf("selected team = %q, want the run's team", got)
+	}
+	if ok := eval[string](t, ctx, `document.querySelector('.result').dataset.ok`); ok != "true" {
+		t.Errorf("run result data-ok = %q, want true; result: %s", ok, textOf(t, ctx, `.result`))
+	}
+	do(t, ctx, "see the mailboxes of the run",
+		chromedp.WaitVisible(css(`[data-member="lead"] [data-letter-id="lead-2"]`)),
+		chromedp.WaitVisible(css(`[data-member="reader"] [data-letter-id="reader-1"]`)),
+	)
+	counts := eval[map[string]int](t, ctx, `Object.fromEntries(['lead', 'reader', 'reviewer'].map(m =>
+		[m, document.querySelectorAll('[data-member="' + m + '"] [data-letter-id]').length]))`)
+	if counts["lead"] != 2 || counts["reader"] != 1 || counts["reviewer"] != 0 {
+		t.Errorf("letters shown per member = %v, want lead 2, reader 1, reviewer 0", counts)
+	}
+}
+
 // isSubsequence reports whether want appears in got in order, with
 // anything in between.
 func isSubsequence(want, got []string) bool {
