@@ -20,35 +20,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"mailroom/internal/testbin"
 )
 
 // serverBin is the real binary, built once by TestMain.
 var serverBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mailroom-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin = filepath.Join(dir, "mailroom")
-	// -buildvcs=false: the tests need no version stamp, and the build must
-	// not depend on the state or ownership of a git checkout.
-	args := []string{"build", "-buildvcs=false", "-o", serverBin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, ".")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build server:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbin.Main(m, &serverBin)) }
 
 // Bounds for waiting on a real process. They only cap a wait that is
 // otherwise driven by output or exit, so a broken server fails instead of
