@@ -452,6 +452,25 @@ func TestMatchResponse(t *testing.T) {
 			t.Fatalf("%+v", got)
 		}
 	})
+	t.Run("IgnoredLetterOfAnotherRecipient", func(t *testing.T) {
+		// Only match_response on a single letter can be handed an envelope
+		// addressed to someone else; consuming an inbox never does that.
+		f := replied(t, true)
+		items, err := f.svc.Inbox(t.Context(), "demo", "reader")
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := items[0]
+		other.Recipient = "reviewer"
+		got, err := f.svc.MatchResponse(t.Context(), "demo", "reader", other)
+		if err != nil || got != (core.MatchResult{MessageID: "reader-1", Status: "ignored", Reason: core.ReasonRoleOrRecipient}) {
+			t.Fatalf("%+v %v", got, err)
+		}
+		got, err = f.svc.MatchResponse(t.Context(), "demo", "reader", items[0])
+		if err != nil || got.Status != "approved" || f.request("req-1").Status != "approved" {
+			t.Fatalf("%+v %v", got, err)
+		}
+	})
 	t.Run("ErrMatchSaveRestoresPending", func(t *testing.T) {
 		f := replied(t, true)
 		f.fs.setFailSave(failState)
