@@ -81,11 +81,12 @@ func (s *Service) completeIntent(t *team, in *Intent) {
 	}
 }
 
-// forEach calls f(0) … f(n-1) from a bounded pool of goroutines and returns
-// when all calls have. Start-up is mostly small system calls, one team
-// after another; a few at once keep every CPU busy, and more would only
-// queue.
-func forEach(n int, f func(i int)) {
+// ForEach calls f(0) … f(n-1) from a bounded pool of goroutines and
+// returns when all calls have. Start-up is many small system calls per
+// team, one team after another; a few teams at once keep every CPU busy,
+// and more would only queue. Open uses it to recover teams, and storage
+// backends to load them.
+func ForEach(n int, f func(i int)) {
 	workers := min(n, 2*runtime.GOMAXPROCS(0))
 	var next atomic.Int64
 	var wg sync.WaitGroup

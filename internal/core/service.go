@@ -177,7 +177,7 @@ func (s *Service) Open(ctx context.Context) error {
 		return err
 	}
 	teams := make([]*team, len(loaded))
-	forEach(len(loaded), func(i int) {
+	ForEach(len(loaded), func(i int) {
 		lt := loaded[i]
 		t := &team{st: lt.State, active: map[string]bool{}, damaged: lt.Err}
 		if t.st == nil {

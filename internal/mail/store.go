@@ -28,9 +28,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -220,7 +218,7 @@ func (s *Store) LoadTeams(_ context.Context) ([]core.LoadedTeam, error) {
 	}
 	loaded := make([]core.LoadedTeam, len(names))
 	keep := make([]bool, len(names))
-	forEach(len(names), func(i int) { loaded[i], keep[i] = s.loadTeam(names[i]) })
+	core.ForEach(len(names), func(i int) { loaded[i], keep[i] = s.loadTeam(names[i]) })
 	teams := []core.LoadedTeam{}
 	for i := range names {
 		if keep[i] {
@@ -228,28 +226,6 @@ func (s *Store) LoadTeams(_ context.Context) ([]core.LoadedTeam, error) {
 		}
 	}
 	return teams, nil
-}
-
-// forEach calls f(0) … f(n-1) from a bounded pool of goroutines and returns
-// when all calls have. Start-up is many small system calls per team, one
-// after another; a few at once keep every CPU busy, and more would only
-// queue.
-func forEach(n int, f func(i int)) {
-	workers := min(n, 2*runtime.GOMAXPROCS(0))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				f(i)
-			}
-		})
-	}
-	wg.Wait()
 }
 
 func (s *Store) loadTeam(name string) (core.LoadedTeam, bool) {
