@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -117,34 +116,10 @@ func parallelAppends(ctx context.Context, dir, prefix string, window time.Durati
 		}
 		files[i] = f
 	}
-	counts := make([]int, rawFiles)
-	errs := make([]error, rawFiles)
-	var wg sync.WaitGroup
-	start := time.Now()
-	deadline := start.Add(window)
-	for i, f := range files {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := 1; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
-				if err := op(f, f.Name(), line(n)); err != nil {
-					errs[i] = err
-					return
-				}
-				counts[i]++
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	total := 0
-	for i := range files {
-		if errs[i] != nil {
-			return 0, errs[i]
-		}
-		total += counts[i]
-	}
-	return float64(total) / elapsed.Seconds(), ctx.Err()
+	done, elapsed, err := runWindow(ctx, rawFiles, window, func(i, n int) error {
+		return op(files[i], files[i].Name(), line(n+1))
+	})
+	return float64(len(done)) / elapsed.Seconds(), err
 }
 
 // recipeAppend is the store's append recipe by hand, on a file kept open:
@@ -247,32 +222,8 @@ func measureStore(ctx context.Context, dir string, n int, window time.Duration) 
 			single = append(single, time.Since(t))
 		}
 	}
-	counts := make([]int, len(inboxes))
-	errs := make([]error, len(inboxes))
-	var wg sync.WaitGroup
-	start := time.Now()
-	deadline := start.Add(window)
-	for i, in := range inboxes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				if err := in.append(ctx); err != nil {
-					errs[i] = err
-					return
-				}
-				counts[i]++
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	total := 0
-	for i := range inboxes {
-		if errs[i] != nil {
-			return nil, 0, errs[i]
-		}
-		total += counts[i]
-	}
-	return single, float64(total) / elapsed.Seconds(), ctx.Err()
+	done, elapsed, err := runWindow(ctx, len(inboxes), window, func(i, _ int) error {
+		return inboxes[i].append(ctx)
+	})
+	return single, float64(len(done)) / elapsed.Seconds(), err
 }

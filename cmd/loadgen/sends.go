@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -169,6 +168,13 @@ type sendFigure struct {
 	cpu time.Duration
 }
 
+// newSendFigure summarises one measured window of sends.
+func newSendFigure(clients, teams int, lat latencies, elapsed, cpu time.Duration) sendFigure {
+	return sendFigure{clients: clients, teams: teams, lat: lat,
+		rate: float64(len(lat)) / elapsed.Seconds(),
+		cpu:  cpu / time.Duration(max(1, len(lat)))}
+}
+
 // cpuTime is the process's user + system time so far.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -225,40 +231,12 @@ func measureCoreSends(ctx context.Context, svc *core.Service, n int, d time.Dura
 			return sendFigure{}, err
 		}
 	}
-	lats := make([]latencies, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
 	cpu0 := cpuTime()
-	start := time.Now()
-	deadline := start.Add(d)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			team := fmt.Sprintf("core-%02d", i)
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				t := time.Now()
-				if _, err := svc.Send(ctx, team, "m1", core.LeadName, sendBody, ""); err != nil {
-					errs[i] = err
-					return
-				}
-				lats[i] = append(lats[i], time.Since(t))
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	cpu := cpuTime() - cpu0
-	f := sendFigure{clients: n, teams: n}
-	for i := range n {
-		if errs[i] != nil {
-			return f, errs[i]
-		}
-		f.lat = append(f.lat, lats[i]...)
-	}
-	f.rate = float64(len(f.lat)) / elapsed.Seconds()
-	f.cpu = cpu / time.Duration(max(1, len(f.lat)))
-	return f, ctx.Err()
+	lat, elapsed, err := runWindow(ctx, n, d, func(i, _ int) error {
+		_, err := svc.Send(ctx, fmt.Sprintf("core-%02d", i), "m1", core.LeadName, sendBody, "")
+		return err
+	})
+	return newSendFigure(n, n, lat, elapsed, cpuTime()-cpu0), err
 }
 
 // measureSendConfig runs clients concurrent clients over teams fresh teams
@@ -296,40 +274,13 @@ func measureSendConfig(ctx context.Context, p *inproc, clients, teams int, d tim
 			}
 		}
 	}
-	lats := make([]latencies, clients)
-	errs := make([]error, clients)
-	var wg sync.WaitGroup
 	cpu0 := cpuTime()
-	start := time.Now()
-	deadline := start.Add(d)
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
-				rt := routes[i][n%len(routes[i])]
-				lat, err := p.send(ctx, rt.team, rt.token, core.LeadName)
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				lats[i] = append(lats[i], lat)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	f := sendFigure{clients: clients, teams: teams}
-	cpu := cpuTime() - cpu0
-	for i := range clients {
-		if errs[i] != nil {
-			return f, errs[i]
-		}
-		f.lat = append(f.lat, lats[i]...)
-	}
-	f.rate = float64(len(f.lat)) / elapsed.Seconds()
-	f.cpu = cpu / time.Duration(max(1, len(f.lat)))
-	return f, ctx.Err()
+	lat, elapsed, err := runWindow(ctx, clients, d, func(i, n int) error {
+		rt := routes[i][n%len(routes[i])]
+		_, err := p.send(ctx, rt.team, rt.token, core.LeadName)
+		return err
+	})
+	return newSendFigure(clients, teams, lat, elapsed, cpuTime()-cpu0), err
 }
 
 // inboxFigure compares sends into a full inbox and an empty one.

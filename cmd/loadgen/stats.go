@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -108,4 +110,38 @@ func find(sends []sendFigure, clients, teams int) sendFigure {
 		}
 	}
 	return sendFigure{}
+}
+
+// runWindow runs op from workers goroutines at once, each calling it with its
+// worker number and a call count from 0, until d has passed or ctx ends.
+// It returns every call's latency, the wall time of the whole window and
+// the first error; a worker stops at its first error.
+func runWindow(ctx context.Context, workers int, d time.Duration, op func(worker, n int) error) (latencies, time.Duration, error) {
+	lats := make([]latencies, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := range workers {
+		wg.Go(func() {
+			for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+				t := time.Now()
+				if err := op(i, n); err != nil {
+					errs[i] = err
+					return
+				}
+				lats[i] = append(lats[i], time.Since(t))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var all latencies
+	for i := range workers {
+		if errs[i] != nil {
+			return nil, elapsed, errs[i]
+		}
+		all = append(all, lats[i]...)
+	}
+	return all, elapsed, ctx.Err()
 }
