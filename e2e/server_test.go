@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,26 +43,9 @@ type server struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	base   string // http://127.0.0.1:port
-	stderr *syncBuffer
+	stderr *testbin.Output
 	done   chan struct{}
 	err    error // from Wait, valid once done is closed
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startServer runs the binary on a free loopback port over dataDir and
@@ -80,7 +62,7 @@ func startServer(t *testing.T, dataDir string) *server {
 		"MAILROOM_ADMIN_TOKEN=" + adminToken,
 	}
 	cmd.Dir = t.TempDir()
-	s := &server{t: t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	s := &server{t: t, cmd: cmd, stderr: &testbin.Output{}, done: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

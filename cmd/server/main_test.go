@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,26 +41,9 @@ type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	lines  chan string // stdout, line by line
-	stderr *syncBuffer
+	stderr *testbin.Output
 	done   chan struct{}
 	err    error // from Wait, valid once done is closed
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // start runs the binary with args and env (added to a clean environment).
@@ -71,7 +53,7 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	cmd := exec.Command(serverBin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	cmd.Dir = t.TempDir()
-	p := &proc{t: t, cmd: cmd, lines: make(chan string, 16), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, cmd: cmd, lines: make(chan string, 16), stderr: &testbin.Output{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -5,10 +5,12 @@
 package testbin
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -36,4 +38,25 @@ func Main(m *testing.M, bin *string) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// Output collects a process's output for the test to read while the
+// process still writes it.
+type Output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p; the process's stdout or stderr writes here.
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
 }
