@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"mailroom/internal/testbin"
+	"mailroom/internal/testkit"
 )
 
 // serverBin is the real binary, built once by TestMain.
@@ -28,7 +28,7 @@ var serverBin string
 // adminToken is the admin token every server in these tests is given.
 const adminToken = "e2e-admin-token-0123456789"
 
-func TestMain(m *testing.M) { os.Exit(testbin.Main(m, &serverBin)) }
+func TestMain(m *testing.M) { os.Exit(testkit.Main(m, &serverBin)) }
 
 // Bounds for waiting on a real process. They only cap a wait that is
 // otherwise driven by output or exit, so a broken server fails the test
@@ -43,7 +43,7 @@ type server struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	base   string // http://127.0.0.1:port
-	stderr *testbin.Output
+	stderr *testkit.Output
 	done   chan struct{}
 	err    error // from Wait, valid once done is closed
 }
@@ -62,7 +62,7 @@ func startServer(t *testing.T, dataDir string) *server {
 		"MAILROOM_ADMIN_TOKEN=" + adminToken,
 	}
 	cmd.Dir = t.TempDir()
-	s := &server{t: t, cmd: cmd, stderr: &testbin.Output{}, done: make(chan struct{})}
+	s := &server{t: t, cmd: cmd, stderr: &testkit.Output{}, done: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

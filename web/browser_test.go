@@ -19,9 +19,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
-	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 	"mailroom/web"
 )
 
@@ -59,14 +58,7 @@ type apiServer struct {
 func newAPIServer(t *testing.T) *apiServer {
 	t.Helper()
 	dir := t.TempDir()
-	store, err := mail.Open(dir)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	svc := core.NewService(store, core.Options{})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatalf("open service: %v", err)
-	}
+	svc := testkit.OpenService(t, dir)
 	h, err := httpapi.NewHandler(svc, httpapi.Options{
 		AdminToken: browserAdmin,
 		Logger:     slog.New(slog.DiscardHandler),

@@ -20,13 +20,13 @@ import (
 	"testing"
 	"time"
 
-	"mailroom/internal/testbin"
+	"mailroom/internal/testkit"
 )
 
 // serverBin is the real binary, built once by TestMain.
 var serverBin string
 
-func TestMain(m *testing.M) { os.Exit(testbin.Main(m, &serverBin)) }
+func TestMain(m *testing.M) { os.Exit(testkit.Main(m, &serverBin)) }
 
 // Bounds for waiting on a real process. They only cap a wait that is
 // otherwise driven by output or exit, so a broken server fails instead of
@@ -41,7 +41,7 @@ type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	lines  chan string // stdout, line by line
-	stderr *testbin.Output
+	stderr *testkit.Output
 	done   chan struct{}
 	err    error // from Wait, valid once done is closed
 }
@@ -53,7 +53,7 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	cmd := exec.Command(serverBin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	cmd.Dir = t.TempDir()
-	p := &proc{t: t, cmd: cmd, lines: make(chan string, 16), stderr: &testbin.Output{}, done: make(chan struct{})}
+	p := &proc{t: t, cmd: cmd, lines: make(chan string, 16), stderr: &testkit.Output{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

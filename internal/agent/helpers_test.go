@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"mailroom/internal/core"
-	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
 const testTeam = "demo"
@@ -25,14 +25,7 @@ print(42)
 // team (lead, reader, reviewer) with the lesson limits.
 func newService(t *testing.T) *core.Service {
 	t.Helper()
-	store, err := mail.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := core.NewService(store, core.Options{})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	svc := testkit.OpenService(t, t.TempDir())
 	if _, _, err := svc.CreateTeam(t.Context(), core.TeamSpec{Name: testTeam, Members: []core.MemberSpec{
 		{Name: "lead", Role: "summarise read-only evidence"},
 		{Name: "reader", Role: "read the source"},

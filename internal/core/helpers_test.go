@@ -12,6 +12,7 @@ import (
 
 	"mailroom/internal/core"
 	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
 // faultFS wraps the real file system and fails the save of a chosen file
@@ -71,16 +72,9 @@ func newFixture(t *testing.T, limits *core.Limits) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	ffs := &faultFS{FS: mail.OS()}
-	store, err := mail.Open(dir, mail.WithFS(ffs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := core.NewService(store, core.Options{})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	svc := testkit.OpenService(t, dir, mail.WithFS(ffs))
 	f := &fixture{t: t, dir: dir, fs: ffs, svc: svc, team: "demo"}
-	_, _, err = svc.CreateTeam(t.Context(), core.TeamSpec{Name: "demo", Limits: limits, Members: []core.MemberSpec{
+	_, _, err := svc.CreateTeam(t.Context(), core.TeamSpec{Name: "demo", Limits: limits, Members: []core.MemberSpec{
 		{Name: "lead", Role: "summarise read-only evidence"},
 		{Name: "reader", Role: "read the source"},
 		{Name: "reviewer", Role: "read the expected value"},
@@ -94,15 +88,7 @@ func newFixture(t *testing.T, limits *core.Limits) *fixture {
 // reopen starts a new Service over the same directory, as a restart does.
 func (f *fixture) reopen() *core.Service {
 	f.t.Helper()
-	store, err := mail.Open(f.dir, mail.WithFS(f.fs))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	svc := core.NewService(store, core.Options{})
-	if err := svc.Open(f.t.Context()); err != nil {
-		f.t.Fatal(err)
-	}
-	return svc
+	return testkit.OpenService(f.t, f.dir, mail.WithFS(f.fs))
 }
 
 func (f *fixture) inboxPath(member string) string {

@@ -8,9 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
-	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
 // TestDamagedTeam restarts on a data directory whose team state was broken
@@ -24,14 +23,7 @@ func TestDamagedTeam(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store, err := mail.Open(e.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := core.NewService(store, core.Options{})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatalf("open: %v", err)
-	}
+	svc := testkit.OpenService(t, e.dir)
 	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
 const adminToken = "test-admin-token"
@@ -60,14 +61,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	dir := t.TempDir()
 	faults := &faultFS{FS: mail.OS()}
-	store, err := mail.Open(dir, mail.WithFS(faults))
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	svc := core.NewService(store, core.Options{})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatalf("open service: %v", err)
-	}
+	svc := testkit.OpenService(t, dir, mail.WithFS(faults))
 	h, err := httpapi.NewHandler(svc, httpapi.Options{
 		AdminToken: adminToken,
 		Logger:     slog.New(slog.DiscardHandler),

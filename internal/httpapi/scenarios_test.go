@@ -11,7 +11,7 @@ import (
 
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
-	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
 // newRunEnv is newEnv with scenario runs enabled on the same data
@@ -19,14 +19,7 @@ import (
 func newRunEnv(t *testing.T) *env {
 	t.Helper()
 	dir := t.TempDir()
-	store, err := mail.Open(dir)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	svc := core.NewService(store, core.Options{})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatalf("open service: %v", err)
-	}
+	svc := testkit.OpenService(t, dir)
 	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), DataDir: dir})
 	if err != nil {
 		t.Fatalf("new handler: %v", err)

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"mailroom/internal/core"
-	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
 type env struct {
@@ -37,14 +37,7 @@ func newEnv(t *testing.T) *env {
 
 func openService(t *testing.T, dir string) *core.Service {
 	t.Helper()
-	store, err := mail.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := core.NewService(store, core.Options{})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	svc := testkit.OpenService(t, dir)
 	return svc
 }
 

@@ -1,5 +1,5 @@
 //go:build race
 
-package testbin
+package testkit
 
 const raceEnabled = true

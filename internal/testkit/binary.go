@@ -1,8 +1,8 @@
-// Package testbin builds the real server binary for black-box tests (the
-// command's own tests and e2e), once per test binary, with the race
-// detector when the tests run under it, so the real process is
-// race-checked too and shares the build cache.
-package testbin
+// Package testkit is what the tests of several packages share: the real
+// server binary, built once per test binary (with the race detector when
+// the tests run under it, so the real process is race-checked too), and a
+// real service over a temporary data directory.
+package testkit
 
 import (
 	"bytes"
