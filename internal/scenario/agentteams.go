@@ -132,9 +132,9 @@ func orNone(s string) string {
 // readerFirstReport mails lead what reader's read_file returned.
 func readerFirstReport(req agent.Request) agent.Step {
 	src, ok := lastResult(req.Messages, agent.ToolReadFile)
-	body := "Report 1 from reader: main.py could not be read; not run."
+	body := "reader报告1：main.py无法读取；未运行。"
 	if ok && !src.isError {
-		body = fmt.Sprintf("Report 1 from reader: main.py read (%d lines); its output line is %s and it appends one x to counter.txt. Not run.",
+		body = fmt.Sprintf("reader报告1：已读取main.py（%d行），输出语句为%s，并向counter.txt追加一个x。未运行。",
 			strings.Count(src.content, "\n"), printLine(src.content))
 	}
 	return agent.CallStep(agent.ToolSendMessage, map[string]string{"to": core.LeadName, "body": body})
@@ -143,9 +143,11 @@ func readerFirstReport(req agent.Request) agent.Step {
 // reviewerNote mails reader the value expected.txt holds.
 func reviewerNote(req agent.Request) agent.Step {
 	res, ok := lastResult(req.Messages, agent.ToolReadFile)
-	body := "expected.txt could not be read; not run yet."
+	body := "expected.txt无法读取；尚未运行。"
 	if ok && !res.isError {
-		body = fmt.Sprintf("expected.txt currently records %s; not run yet.", strings.TrimSpace(res.content))
+		// The lesson's letter, byte for byte: "expected.txt currently
+		// records 42; not run yet."
+		body = fmt.Sprintf("当前expected.txt记录为%s；尚未运行。", strings.TrimSpace(res.content))
 	}
 	return agent.CallStep(agent.ToolSendMessage, map[string]string{"to": "reader", "body": body})
 }
@@ -153,17 +155,17 @@ func reviewerNote(req agent.Request) agent.Step {
 // readerSupplement writes lead a supplementary report from reader's own
 // turn-1 record of main.py and reviewer's letter, without reading again.
 func readerSupplement(req agent.Request) agent.Step {
-	source := "I no longer have my turn-1 record of main.py"
+	source := "（上轮没有main.py的源码记录）"
 	if src, ok := lastResult(req.Messages, agent.ToolReadFile); ok && !src.isError && readPath(src.input) == "main.py" {
-		source = fmt.Sprintf("my turn-1 record of main.py (output line %s)", printLine(src.content))
+		source = fmt.Sprintf("上轮main.py源码记录（输出语句%s）", printLine(src.content))
 	}
-	note := "no note from reviewer"
+	note := "（没有reviewer的说明）"
 	for _, m := range teamMessages(req.Messages) {
 		if m.Sender == "reviewer" {
-			note = fmt.Sprintf("reviewer's note %q", m.Body)
+			note = fmt.Sprintf("reviewer的说明「%s」", m.Body)
 		}
 	}
-	body := fmt.Sprintf("Report 2 from reader (supplement): combining %s with %s. Still not run.", source, note)
+	body := fmt.Sprintf("reader报告2（补充）：结合%s与%s。仍没有运行。", source, note)
 	return agent.CallStep(agent.ToolSendMessage, map[string]string{"to": core.LeadName, "body": body})
 }
 

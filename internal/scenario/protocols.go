@@ -11,12 +11,26 @@ import (
 	"mailroom/internal/core"
 )
 
-// The lesson's texts (SPEC §8), in English.
+// The lesson's texts (docs/spec.md §8), byte for byte: the plan ("Read the
+// expected value, then run main.py."), lead's feedback ("Approves only this
+// plan; permission is judged separately."), the shutdown request ("The work
+// is done; please close at an idle boundary.") and its confirmation
+// ("Confirming this shutdown at the idle boundary."). They travel inside
+// protocol letters, so a mailbox written here is the lesson's mailbox.
 const (
-	planPayload      = "Read the expected value, then run main.py."
-	planFeedback     = "Approves only this plan; permission is judged separately."
-	shutdownPayload  = "The work is done; please close at an idle boundary."
-	shutdownFeedback = "Confirming this shutdown at the idle boundary."
+	planPayload      = "读取预期，再运行main.py。"
+	planFeedback     = "仅批准本次计划，权限另行判断。"
+	shutdownPayload  = "本次工作结束，请在空闲边界关闭。"
+	shutdownFeedback = "空闲边界确认本次关闭。"
+)
+
+// The words of reader's verdict (docs/spec.md §8): the lesson's reader
+// reports a mismatch as 不符 ("does not match"); 相符 is its opposite and
+// 未运行 ("not run") says that nothing ran to compare.
+const (
+	verdictMatch    = "相符"
+	verdictMismatch = "不符"
+	verdictNotRun   = "未运行"
 )
 
 // teamProtocols runs lesson 16 (SPEC §8 steps 1–13) on the run's team and
@@ -163,11 +177,11 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	honest := false
 	switch {
 	case out.Match == nil:
-		honest = strings.Contains(verdict, "did not run")
+		honest = strings.Contains(verdict, verdictNotRun)
 	case *out.Match:
-		honest = strings.Contains(verdict, "match") && !strings.Contains(verdict, "mismatch")
+		honest = strings.Contains(verdict, verdictMatch) && !strings.Contains(verdict, verdictMismatch)
 	default:
-		honest = strings.Contains(verdict, "mismatch")
+		honest = strings.Contains(verdict, verdictMismatch) && !strings.Contains(verdict, verdictMatch)
 	}
 	x.check("result_reported_honestly", honest && readerT2.err == nil,
 		"output %s, expected %q, match %s; reader reported: %q", strOrNull(out.Output), opts.Expected, boolOrNull(out.Match), verdict)
@@ -397,8 +411,8 @@ func (x *run) memberView(ctx context.Context, team, member string) core.MemberVi
 }
 
 // readerVerdict compares what run_main printed with what expected.txt
-// holds, as reader saw both, and says so plainly: match, mismatch, or
-// did not run.
+// holds, as reader saw both, and says so plainly in the lesson's words:
+// 相符 (match), 不符 (mismatch), or 未运行 (did not run).
 func readerVerdict(req agent.Request) agent.Step {
 	exp, okExp := lastResult(req.Messages, agent.ToolReadFile)
 	run, okRun := lastResult(req.Messages, agent.ToolRunMain)
@@ -408,15 +422,15 @@ func readerVerdict(req agent.Request) agent.Step {
 	}
 	switch {
 	case !okRun:
-		return agent.TextStep("main.py did not run (run_main was not called); nothing to compare with expected " + expected + ".")
+		return agent.TextStep("main.py" + verdictNotRun + "（没有调用run_main）；无法与预期" + expected + "比较。")
 	case run.isError:
-		return agent.TextStep(fmt.Sprintf("main.py did not run (%s); nothing to compare with expected %s.", run.content, expected))
+		return agent.TextStep(fmt.Sprintf("main.py%s（%s）；无法与预期%s比较。", verdictNotRun, run.content, expected))
 	}
 	output := strings.TrimSpace(run.content)
 	if output == expected {
-		return agent.TextStep(fmt.Sprintf("main.py printed %s and expected.txt records %s: match.", output, expected))
+		return agent.TextStep(fmt.Sprintf("main.py输出%s，expected.txt记录为%s：%s。", output, expected, verdictMatch))
 	}
-	return agent.TextStep(fmt.Sprintf("main.py printed %s but expected.txt records %s: mismatch. The program ran; the expected value was not met.", output, expected))
+	return agent.TextStep(fmt.Sprintf("main.py输出%s，expected.txt记录为%s：%s。程序已运行，预期未满足。", output, expected, verdictMismatch))
 }
 
 func turnStatus(res core.TurnResult, err error) string {

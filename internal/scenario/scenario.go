@@ -446,9 +446,12 @@ func writeResult(path string, doc Result) error {
 // lessonTeam is the lessons' fixed team (SPEC §1).
 func lessonTeam(name string) core.TeamSpec {
 	return core.TeamSpec{Name: name, Members: []core.MemberSpec{
-		{Name: core.LeadName, Role: "summarise read-only evidence"},
-		{Name: "reader", Role: "read the source and keep the investigation context"},
-		{Name: "reviewer", Role: "read the expected value and notify reader"},
+		// The lesson's roles: summarise read-only evidence; read the source
+		// and keep the investigation context; read the expected value and
+		// notify reader.
+		{Name: core.LeadName, Role: "汇总只读证据"},
+		{Name: "reader", Role: "读取源码并保留调查上下文"},
+		{Name: "reviewer", Role: "读取预期并通知reader"},
 	}}
 }
 

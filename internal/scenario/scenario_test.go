@@ -88,10 +88,10 @@ func TestTeamProtocolsPaths(t *testing.T) {
 		planState string
 		verdict   string
 	}{
-		{name: "defaults: approved, host denies", opts: Options{}, refusedBy: str("host"), planState: core.RequestApproved, verdict: "did not run (host permission: "},
-		{name: "rejected, host allows", opts: Options{Plan: "reject", Decision: "allow"}, refusedBy: str("plan"), planState: core.RequestRejected, verdict: "did not run (plan gate: "},
-		{name: "approved, host allows", opts: Options{Plan: "approve", Decision: "allow"}, ran: true, output: str("42"), match: boolp(true), counter: "x", planState: core.RequestApproved, verdict: ": match."},
-		{name: "approved, host allows, expected 43", opts: Options{Decision: "allow", Expected: "43"}, ran: true, output: str("42"), match: boolp(false), counter: "x", planState: core.RequestApproved, verdict: "mismatch"},
+		{name: "defaults: approved, host denies", opts: Options{}, refusedBy: str("host"), planState: core.RequestApproved, verdict: "未运行（host permission: "},
+		{name: "rejected, host allows", opts: Options{Plan: "reject", Decision: "allow"}, refusedBy: str("plan"), planState: core.RequestRejected, verdict: "未运行（plan gate: "},
+		{name: "approved, host allows", opts: Options{Plan: "approve", Decision: "allow"}, ran: true, output: str("42"), match: boolp(true), counter: "x", planState: core.RequestApproved, verdict: "：相符。"},
+		{name: "approved, host allows, expected 43", opts: Options{Decision: "allow", Expected: "43"}, ran: true, output: str("42"), match: boolp(false), counter: "x", planState: core.RequestApproved, verdict: "：不符。"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,7 +180,7 @@ func TestAgentTeams(t *testing.T) {
 	if got := letterSummary(doc.Mailboxes["lead"]); got != "lead-1 reader ordinary|lead-2 reader ordinary" {
 		t.Fatalf("lead mailbox = %s", got)
 	}
-	if r := doc.Mailboxes["reader"]; len(r) != 1 || r[0].Sender != "reviewer" || r[0].Body != "expected.txt currently records 42; not run yet." {
+	if r := doc.Mailboxes["reader"]; len(r) != 1 || r[0].Sender != "reviewer" || r[0].Body != "当前expected.txt记录为42；尚未运行。" {
 		t.Fatalf("reader mailbox = %+v", r)
 	}
 	if len(doc.Mailboxes["reviewer"]) != 0 {
