@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"mailroom/internal/core"
 )
@@ -128,6 +129,12 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 		calls := 0
 		lastText := ""
 		for requests := 0; ; requests++ {
+			// A turn stops at its next boundary once its context ends:
+			// before a model request and before a tool call. core then
+			// keeps the member's previous history (core.RunTurn).
+			if err := interrupted(ctx, spec.Member); err != nil {
+				return core.TurnOutcome{}, err
+			}
 			if requests == MaxModelRequests {
 				return core.TurnOutcome{Messages: join(prefix, this), Status: core.TurnCallLimit, Text: lastText}, nil
 			}
@@ -176,15 +183,59 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 			}
 			results := make([]core.Block, 0, len(uses))
 			for _, i := range uses {
+				if err := interrupted(ctx, spec.Member); err != nil {
+					return core.TurnOutcome{}, err
+				}
 				use := content[i]
 				out := h.call(ctx, use.Name, use.Input)
 				log.DebugContext(ctx, "tool call", "team", spec.Team, "member", spec.Member, "id", use.ID, "tool", use.Name, "is_error", out.isError)
 				rec.call(ToolCall{ID: use.ID, Name: use.Name, Input: append(json.RawMessage(nil), use.Input...), Content: out.content, IsError: out.isError, Refused: out.refused, Ran: out.ran})
+				if out.isError {
+					// content[i] is the block this turn's history holds.
+					content[i].Name, content[i].Input = keptName(use.Name), refusedInput(use.Input)
+				}
 				results = append(results, core.Block{Type: "tool_result", ToolUseID: use.ID, Content: out.content, IsError: out.isError})
 			}
 			this = append(this, core.Entry{Role: "user", Blocks: results})
 		}
 	}
+}
+
+// interrupted returns an error wrapping ctx's when the turn's context has
+// ended, so that the turn stops before doing anything more.
+func interrupted(ctx context.Context, member string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("turn of %s interrupted: %w", member, err)
+	}
+	return nil
+}
+
+// maxToolName is the longest tool name kept in history, the Messages
+// API's own bound; the tools' names are far shorter.
+const maxToolName = 64
+
+// keptName is the tool name a tool_use block keeps in history: a name the
+// model made up is cut to maxToolName bytes, on a character boundary.
+func keptName(name string) string {
+	if len(name) <= maxToolName {
+		return name
+	}
+	cut := maxToolName
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut]
+}
+
+// refusedInput is what history keeps of a tool input the tool refused: a
+// short note with its size, never the input itself. A model can put
+// anything in an input (megabytes, nesting deeper than any decoder
+// accepts) and the tool reads only what it accepts, so only an accepted
+// input is worth keeping, and only that is bounded by the tool. The note
+// is a JSON object because a tool_use input must be one.
+func refusedInput(input json.RawMessage) json.RawMessage {
+	note, _ := json.Marshal(map[string]string{"note": fmt.Sprintf("input not kept: the tool refused it (%d bytes)", len(input))})
+	return note
 }
 
 // memberTurns returns the member's turn count as core keeps it.

@@ -299,6 +299,8 @@ func TestShutdownDuringTurnIsDeferred(t *testing.T) {
 	wantCode(t, err, core.CodeMemberUnavailable)
 }
 
+// TestWaitRespectsContext: a scripted wait ends when the turn's context
+// does, and the interrupted turn ends failed with the member idle again.
 func TestWaitRespectsContext(t *testing.T) {
 	svc := newService(t)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -314,11 +316,11 @@ func TestWaitRespectsContext(t *testing.T) {
 	}()
 	<-model.entered
 	cancel()
-	if res := <-done; res.Status != core.TurnFailed {
-		t.Fatalf("cancelled turn = %+v", res)
+	if res := <-done; res.Status != core.TurnFailed || res.Text != core.InterruptedText {
+		t.Fatalf("cancelled turn = %+v, want failed with text %q", res, core.InterruptedText)
 	}
-	if m := member(t, svc, "reader"); m.Active || m.Status != core.StatusFailed {
-		t.Fatalf("reader = %+v", m)
+	if m := member(t, svc, "reader"); m.Active || m.Status != core.StatusIdle || m.HistoryLength != 0 {
+		t.Fatalf("reader = %+v, want idle, not active, history 0", m)
 	}
 }
 

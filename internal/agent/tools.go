@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"mailroom/internal/core"
 )
@@ -157,7 +158,7 @@ type host struct {
 
 func (h host) call(ctx context.Context, name string, input json.RawMessage) toolResult {
 	if !h.set.offers(name) {
-		return fail("unknown tool %q: this turn offers %s", name, strings.Join(h.set.Names, ", "))
+		return fail("unknown tool %q: this turn offers %s", keptName(name), strings.Join(h.set.Names, ", "))
 	}
 	switch name {
 	case ToolReadFile:
@@ -225,7 +226,7 @@ func (h host) call(ctx context.Context, name string, input json.RawMessage) tool
 		}
 		return h.runMain(ctx)
 	}
-	return fail("unknown tool %q", name)
+	return fail("unknown tool %q", keptName(name))
 }
 
 // decodeInput decodes a tool input strictly: one JSON object with no
@@ -270,6 +271,9 @@ func (h host) readFile(path string) toolResult {
 	}
 	defer root.Close()
 	f, err := root.Open(path)
+	// The messages below name the path; a long one is cut, since a
+	// result is kept in the member's history.
+	path = shownPath(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fail("read_file: %s does not exist in the workspace", path)
@@ -371,6 +375,22 @@ func (h host) planGate(ctx context.Context) string {
 	default:
 		return fmt.Sprintf("plan %s is still pending: no reply yet", plan.ID)
 	}
+}
+
+// maxShownPath is the most of a path a tool result repeats back.
+const maxShownPath = 256
+
+// shownPath is path as a result names it: cut to maxShownPath bytes on a
+// character boundary, with an ellipsis when cut.
+func shownPath(path string) string {
+	if len(path) <= maxShownPath {
+		return path
+	}
+	cut := maxShownPath
+	for cut > 0 && !utf8.RuneStart(path[cut]) {
+		cut--
+	}
+	return path[:cut] + "…"
 }
 
 // cappedBuffer keeps the first max bytes written and drops the rest, so a

@@ -8,13 +8,14 @@ import (
 	"sync/atomic"
 )
 
-// recover brings one loaded team to a consistent state at start (SPEC
+// recover brings one loaded team to a consistent state at start (docs/spec.md
 // §13.14). A turn that was running when the process died is stopped, as
 // the lesson's finally clause stops an interrupted turn. A recorded intent
 // is completed only when its exact letter (id, sender, recipient, body) is
 // on disk, and dropped otherwise: letters alone never create requests,
 // replies or closes, because any member can mail a look-alike body. Every
-// inbox is validated; a failure marks the team damaged.
+// inbox is validated; a failure marks the team damaged (the error
+// returned). Failing to save the repair does not: see below.
 func (s *Service) recover(ctx context.Context, t *team) error {
 	changed := false
 	for i := range t.st.Members {
@@ -45,8 +46,14 @@ func (s *Service) recover(ctx context.Context, t *team) error {
 		changed = true
 	}
 	if changed {
+		// A failed save is a storage problem (a full disk, say), not a
+		// damaged team: the recovered state is served, and the next write
+		// saves it before anything else, or fails with storage_failed.
+		// Until then the disk holds the state this repair started from,
+		// which a restart repairs the same way.
 		if err := s.store.SaveTeam(ctx, t.st); err != nil {
-			return fmt.Errorf("save recovered state: %w", err)
+			t.staleIntent = true
+			s.log.Warn("saving the recovered state failed; serving it and saving it with the next write", "team", t.st.Name, "err", err)
 		}
 	}
 	return nil

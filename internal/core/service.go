@@ -99,8 +99,12 @@ type team struct {
 	st      *TeamState
 	active  map[string]bool
 	damaged error
-	// staleIntent is set when an intent whose letter was not written could
-	// not be cleared on disk; the next write clears it first.
+	// staleIntent is set when memory is ahead of disk because a save
+	// failed: an intent whose letter was not written could not be cleared,
+	// start-up's repair could not be saved, or a turn's rollback could not
+	// be. Memory is what a restart would load, so it is served as it is;
+	// the next letter or turn saves it first, and fails with
+	// storage_failed while it cannot.
 	staleIntent bool
 }
 

@@ -2,7 +2,9 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 )
 
 // TurnFunc runs one model turn over a copy of the member's committed
@@ -11,16 +13,56 @@ import (
 type TurnFunc func(ctx context.Context, history []Entry) (TurnOutcome, error)
 
 // ErrTurnOutcome is the cause when a turn returns an unbounded history or
-// an unknown status (E-TURN, SPEC §4.6 step 4, §13.7).
+// an unknown status (E-TURN, docs/spec.md §4.6 step 4, §13.7).
 var ErrTurnOutcome = errors.New("the turn did not return a bounded history and a known status")
 
-// RunTurn runs one turn of member (run_teammate, SPEC §4.6). The member is
-// claimed under the lock (active, running, turns+1), fn runs outside it,
-// and the outcome is committed under it: answered → idle with the new
-// history; call_limit → stopped with the new history; an error or a
-// failed outcome → failed with the old history. A member that is busy, not
-// idle, or out of turns is refused with member_unavailable and fn never
-// runs (SPEC §13.7); lead is never refused for its turn count (§13.9).
+// ErrTurnInterrupted is the cause logged when a turn's context ended
+// before the turn did (the server is stopping, or its caller gave up).
+var ErrTurnInterrupted = errors.New("the turn was interrupted")
+
+// InterruptedText is the text of the result of an interrupted turn.
+const InterruptedText = "interrupted"
+
+// Bounds of what a member's history may hold. The lessons bound a history
+// only by its number of entries; these bound it in bytes and in JSON
+// nesting as well, so that whatever a turn stores can be loaded again:
+// the team's state is one JSON document, and a decoder refuses nesting
+// beyond 10,000 levels, which a tool input alone could otherwise reach.
+// They are constants rather than team limits because they protect the
+// storage, not a lesson rule: a team has no reason to raise them.
+const (
+	// MaxEntryBytes bounds one history entry, as JSON. It leaves room
+	// for the largest tool result the tools produce (64 KiB of file or
+	// program output, even when every byte must be escaped).
+	MaxEntryBytes = 512 << 10
+	// MaxHistoryBytes bounds a member's whole history, as JSON.
+	MaxHistoryBytes = 4 << 20
+	// MaxInputDepth bounds the nesting of a tool input kept in history.
+	// The tools take flat objects; anything deeper was refused by them.
+	MaxInputDepth = 32
+)
+
+// RunTurn runs one turn of member (run_teammate, docs/spec.md §4.6). The
+// member is claimed under the lock (active, running, turns+1), fn runs
+// outside it, and the outcome is committed under it:
+//
+//   - answered → idle with the new history; call_limit → stopped with the
+//     new history;
+//   - an error, a failed outcome, or an outcome whose history is out of
+//     bounds (entries, bytes, nesting: see checkHistory) → failed with the
+//     old history (E-TURN);
+//   - an interrupted turn (ctx ended and fn returned an error) → the
+//     result is failed with text "interrupted", the old history is kept
+//     and the member is idle again, since the host cut the turn, not the
+//     member; the attempt still counts against the turn limit, as every
+//     attempt does, and its side effects (mail sent) are not undone.
+//
+// When the outcome cannot be saved, memory is rolled back to what is on
+// disk (see rollbackTurn) and the call fails with storage_failed.
+//
+// A member that is busy, not idle, or out of turns is refused with
+// member_unavailable and fn never runs (docs/spec.md §13.7); lead is never
+// refused for its turn count (§13.9).
 func (s *Service) RunTurn(ctx context.Context, teamName, member string, fn TurnFunc) (TurnResult, error) {
 	t, err := s.lockTeam(teamName)
 	if err != nil {
@@ -68,16 +110,24 @@ func (s *Service) RunTurn(ctx context.Context, teamName, member string, fn TurnF
 	}()
 
 	outcome, runErr := fn(ctx, history)
-	if runErr == nil && (len(outcome.Messages) > limits.HistoryEntries || !knownTurnStatus(outcome.Status)) {
-		runErr = &Error{Code: CodeValidation, Message: "The turn did not return a bounded history.", Err: ErrTurnOutcome}
+	interrupted := runErr != nil && ctx.Err() != nil
+	if runErr == nil {
+		if err := checkOutcome(outcome, limits); err != nil {
+			runErr = &Error{Code: CodeValidation, Message: "The turn did not return a bounded history.", Err: err}
+		}
 	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	committed = true
 	m = t.member(member)
+	old := m.History
 	result := TurnResult{Member: member}
 	switch {
+	case interrupted:
+		m.Status = StatusIdle
+		result.Status, result.Text = TurnFailed, InterruptedText
+		s.log.WarnContext(ctx, "turn interrupted; the member keeps its previous history", "team", t.st.Name, "member", member, "err", fmt.Errorf("%w: %w", ErrTurnInterrupted, runErr))
 	case runErr != nil:
 		m.Status = StatusFailed
 		result.Status, result.Text = TurnFailed, failureText(runErr)
@@ -94,13 +144,115 @@ func (s *Service) RunTurn(ctx context.Context, teamName, member string, fn TurnF
 		result.Status, result.Text = outcome.Status, truncate(outcome.Text, limits.BodyChars)
 	}
 	t.active[member] = false
-	saveErr := s.store.SaveTeam(context.WithoutCancel(ctx), t.st)
+	// The save is not cancelled with the turn: an interrupted turn must
+	// still record that the member is no longer running.
+	saveCtx := context.WithoutCancel(ctx)
+	if err := s.store.SaveTeam(saveCtx, t.st); err != nil {
+		s.rollbackTurn(saveCtx, t, m, old)
+		s.emit("member", t.st.Name, s.memberViewLocked(ctx, t, m))
+		return TurnResult{}, StorageError(err)
+	}
 	s.emit("turn", t.st.Name, result)
 	s.emit("member", t.st.Name, s.memberViewLocked(ctx, t, m))
-	if saveErr != nil {
-		return TurnResult{}, StorageError(saveErr)
-	}
 	return result, nil
+}
+
+// rollbackTurn undoes, in memory, a turn whose outcome could not be saved,
+// so that what is served is what is on disk, as a failed reply or consume
+// is rolled back. On disk the member is as the claim left it: the old
+// history, the turn counted, status running. The outcome is dropped as an
+// interrupted turn's is: the old history comes back, the attempt stays
+// counted, and the member is made idle so that it can be used again
+// rather than stay running with no turn behind it. That status is saved
+// at once; if the save fails too, memory shows what a restart from the
+// current disk would load (a member left running is stopped, see recover)
+// and the next write saves it before anything else (staleIntent).
+func (s *Service) rollbackTurn(ctx context.Context, t *team, m *MemberState, old []Entry) {
+	m.History = old
+	m.Status = StatusIdle
+	if err := s.store.SaveTeam(ctx, t.st); err != nil {
+		m.Status = StatusStopped
+		t.staleIntent = true
+		s.log.ErrorContext(ctx, "saving a turn's outcome failed; the member is stopped as a restart would find it", "team", t.st.Name, "member", m.Name, "err", err)
+		return
+	}
+	s.log.WarnContext(ctx, "saving a turn's outcome failed; the outcome was dropped and the member is idle", "team", t.st.Name, "member", m.Name)
+}
+
+// checkOutcome is step 4 of run_teammate (docs/spec.md §4.6): a known
+// status and a history within the team's entry limit and within the
+// storage bounds of checkHistory.
+func checkOutcome(o TurnOutcome, limits Limits) error {
+	if !knownTurnStatus(o.Status) {
+		return fmt.Errorf("%w: unknown status", ErrTurnOutcome)
+	}
+	if len(o.Messages) > limits.HistoryEntries {
+		return fmt.Errorf("%w: %d entries, the limit is %d", ErrTurnOutcome, len(o.Messages), limits.HistoryEntries)
+	}
+	if o.Status == TurnFailed {
+		return nil // the history of a failed outcome is never stored
+	}
+	return checkHistory(o.Messages)
+}
+
+// checkHistory reports whether history can be stored and loaded again:
+// every tool input is valid JSON nested at most MaxInputDepth levels,
+// every entry encodes to at most MaxEntryBytes and all of them together
+// to at most MaxHistoryBytes. Tool inputs are the only nested values an
+// entry holds; everything else is a string.
+func checkHistory(history []Entry) error {
+	total := 0
+	for i, e := range history {
+		for _, b := range e.Blocks {
+			if len(b.Input) == 0 {
+				continue
+			}
+			if d := jsonDepth(b.Input); d > MaxInputDepth {
+				return fmt.Errorf("%w: entry %d holds a tool input nested %d levels deep, the bound is %d", ErrTurnOutcome, i+1, d, MaxInputDepth)
+			}
+		}
+		data, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("%w: entry %d cannot be encoded: %w", ErrTurnOutcome, i+1, err)
+		}
+		if len(data) > MaxEntryBytes {
+			return fmt.Errorf("%w: entry %d takes %d bytes, the bound is %d", ErrTurnOutcome, i+1, len(data), MaxEntryBytes)
+		}
+		total += len(data) + 1
+		if total > MaxHistoryBytes {
+			return fmt.Errorf("%w: the history takes more than %d bytes", ErrTurnOutcome, MaxHistoryBytes)
+		}
+	}
+	return nil
+}
+
+// jsonDepth returns the deepest nesting of objects and arrays in data,
+// counting brackets outside strings. It does not validate data; encoding
+// it does that. It never recurses, so any input is safe to measure.
+func jsonDepth(data []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 func knownTurnStatus(s string) bool {
