@@ -41,6 +41,7 @@ type Service struct {
 	teams    map[string]*team
 	tokens   map[string]principalRef // sha256(token) hex → member
 	observer Observer
+	waiters  waiters // readers waiting for mail (waiters.go)
 }
 
 type principalRef struct {
@@ -84,6 +85,7 @@ func (s *Service) SetObserver(o Observer) {
 }
 
 func (s *Service) emit(typ, team string, data any) {
+	s.wakeWaiters(typ, team, data)
 	s.mu.RLock()
 	o := s.observer
 	s.mu.RUnlock()

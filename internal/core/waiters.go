@@ -1,0 +1,211 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// MaxWait bounds how long one read may wait for mail.
+const MaxWait = 60 * time.Second
+
+// inboxKey names one inbox.
+type inboxKey struct{ team, member string }
+
+// inboxSignal is the wake-up of one inbox: ch is closed at its next letter.
+// refs counts the waiters holding ch, so the entry goes away with the last
+// of them and the registry never outgrows the inboxes being waited on.
+type inboxSignal struct {
+	ch   chan struct{}
+	refs int
+}
+
+// waiters lets readers sleep until a letter arrives. Waking costs one map
+// lookup and one close per letter, whatever the number of waiters on that
+// inbox; a waiter costs one shared channel reference and no goroutine of
+// its own. The zero value is ready to use.
+//
+// Registration happens under the team's lock, and so does every wake
+// (emit is called with the lock held), so a letter stored after a reader
+// looked at the inbox always wakes it.
+type waiters struct {
+	mu      sync.Mutex
+	inboxes map[inboxKey]*inboxSignal
+	// stop is closed by StopWaiting; every wait then returns at once.
+	stop    chan struct{}
+	stopped bool
+}
+
+// watch returns the channel closed at the next letter of key's inbox and a
+// release function the caller must call when it stops waiting. The caller
+// holds the team's lock.
+func (w *waiters) watch(key inboxKey) (<-chan struct{}, func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inboxes == nil {
+		w.inboxes = map[inboxKey]*inboxSignal{}
+	}
+	sig := w.inboxes[key]
+	if sig == nil {
+		sig = &inboxSignal{ch: make(chan struct{})}
+		w.inboxes[key] = sig
+	}
+	sig.refs++
+	return sig.ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		// After a wake the entry is gone (or replaced); only a signal that
+		// is still current is counted down.
+		if cur := w.inboxes[key]; cur == sig {
+			sig.refs--
+			if sig.refs == 0 {
+				delete(w.inboxes, key)
+			}
+		}
+	}
+}
+
+// wake releases everyone waiting on key's inbox. It never blocks: core
+// calls it with a team lock held.
+func (w *waiters) wake(key inboxKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sig := w.inboxes[key]; sig != nil {
+		close(sig.ch)
+		delete(w.inboxes, key)
+	}
+}
+
+// stopCh returns the channel closed by StopWaiting.
+func (w *waiters) stopCh() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stop == nil {
+		w.stop = make(chan struct{})
+	}
+	return w.stop
+}
+
+// wakeWaiters is called by emit for every state change: a stored letter
+// wakes the readers of its recipient's inbox.
+func (s *Service) wakeWaiters(typ, team string, data any) {
+	if typ != "message" {
+		return
+	}
+	if m, ok := data.(Message); ok {
+		s.waiters.wake(inboxKey{team: team, member: m.Recipient})
+	}
+}
+
+// StopWaiting ends every wait for mail, now and later: the server calls it
+// when it shuts down, so that held reads answer at once instead of holding
+// the shutdown up for up to MaxWait.
+func (s *Service) StopWaiting() {
+	w := &s.waiters
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stop == nil {
+		w.stop = make(chan struct{})
+	}
+	if !w.stopped {
+		w.stopped = true
+		close(w.stop)
+	}
+}
+
+// WaitInbox returns the letters of member's inbox that come after the one
+// whose id is after (every letter when after is empty). When there are
+// none and wait is positive, it waits until a letter arrives, wait has
+// passed, ctx ends or the service stops waiting, and then answers what the
+// inbox holds after after (possibly nothing). An after that names no letter
+// of this inbox is validation_failed. Reading deletes nothing.
+func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string, wait time.Duration) ([]Message, error) {
+	if wait > MaxWait {
+		wait = MaxWait
+	}
+	var deadline <-chan time.Time
+	if wait > 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		deadline = timer.C
+	}
+	stop := s.waiters.stopCh()
+	for {
+		msgs, woken, release, err := s.lettersAfter(ctx, teamName, member, after, wait > 0)
+		if err != nil || len(msgs) > 0 || woken == nil {
+			return msgs, err
+		}
+		select {
+		case <-woken:
+			release()
+			continue
+		case <-deadline:
+		case <-ctx.Done():
+		case <-stop:
+		}
+		release()
+		// One last look: a letter may have come with the deadline.
+		msgs, _, _, err = s.lettersAfter(ctx, teamName, member, after, false)
+		return msgs, err
+	}
+}
+
+// lettersAfter reads member's letters after after. When there are none and
+// watch is set, it also returns, taken under the same team lock, the
+// channel closed at the next letter and its release function.
+func (s *Service) lettersAfter(ctx context.Context, teamName, member, after string, watch bool) ([]Message, <-chan struct{}, func(), error) {
+	t, err := s.lockTeam(teamName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer t.mu.Unlock()
+	if !t.isMember(member) {
+		return nil, nil, nil, Errorf(CodeNotFound, "No such member.")
+	}
+	items, err := s.store.LoadInbox(ctx, t.st.Name, t.rules(member))
+	if err != nil {
+		return nil, nil, nil, asStoreError(err)
+	}
+	start := 0
+	if after != "" {
+		start = -1
+		for i, m := range items {
+			if m.ID == after {
+				start = i + 1
+				break
+			}
+		}
+		if start < 0 {
+			return nil, nil, nil, Errorf(CodeValidation, "The after parameter names no letter of this inbox.")
+		}
+	}
+	// The store may share its cached slice; callers get their own copy.
+	msgs := append([]Message{}, items[start:]...)
+	if len(msgs) > 0 || !watch {
+		return msgs, nil, nil, nil
+	}
+	ch, release := s.waiters.watch(inboxKey{team: teamName, member: member})
+	return msgs, ch, release, nil
+}
+
+// WatchInbox returns how many letters member's inbox holds and a channel
+// closed at its next letter (or when the service stops waiting), both taken
+// under the team's lock so that no letter falls between them. The caller
+// must call release when it no longer waits on the channel. It serves
+// subscriptions that are told of every new letter.
+func (s *Service) WatchInbox(ctx context.Context, teamName, member string) (n int, changed <-chan struct{}, stop <-chan struct{}, release func(), err error) {
+	t, err := s.lockTeam(teamName)
+	if err != nil {
+		return 0, nil, nil, nil, err
+	}
+	defer t.mu.Unlock()
+	if !t.isMember(member) {
+		return 0, nil, nil, nil, Errorf(CodeNotFound, "No such member.")
+	}
+	items, err := s.store.LoadInbox(ctx, t.st.Name, t.rules(member))
+	if err != nil {
+		return 0, nil, nil, nil, asStoreError(err)
+	}
+	ch, release := s.waiters.watch(inboxKey{team: teamName, member: member})
+	return len(items), ch, s.waiters.stopCh(), release, nil
+}
