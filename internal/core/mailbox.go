@@ -56,9 +56,9 @@ func (s *Service) Send(ctx context.Context, teamName, sender, recipient, body, i
 	}
 	out = SendResult{ID: msg.ID, Status: "queued"}
 	if idem != nil {
-		t.st.Intent = nil
+		// The record was logged before the letter; the team's state is
+		// not written at all (idempotency.go).
 		t.remember(*idem)
-		s.saveAfterLetter(ctx, t)
 	}
 	return out, nil
 }
@@ -95,20 +95,13 @@ func (s *Service) sendLocked(ctx context.Context, t *team, sender, recipient, bo
 	msg := Message{ID: letterID(recipient, len(items)+1), Sender: sender, Recipient: recipient, Body: trimmed}
 	if intent != nil {
 		if in := intent(msg); in != nil {
-			t.st.Intent = in
-			if err := s.store.SaveTeam(ctx, t.st); err != nil {
-				t.st.Intent = nil
-				return Message{}, StorageError(err)
+			if err := s.recordIntent(ctx, t, in); err != nil {
+				return Message{}, err
 			}
 		}
 	}
 	if err := s.store.AppendInbox(ctx, t.st.Name, rules, items, msg); err != nil {
-		if t.st.Intent != nil {
-			t.st.Intent = nil
-			if serr := s.store.SaveTeam(ctx, t.st); serr != nil {
-				t.staleIntent = true
-			}
-		}
+		s.dropIntent(ctx, t)
 		return Message{}, asStoreError(err)
 	}
 	s.emit("message", t.st.Name, msg)
@@ -118,6 +111,9 @@ func (s *Service) sendLocked(ctx context.Context, t *team, sender, recipient, bo
 // clearStaleIntent makes sure no intent for an unwritten letter is left
 // on disk before a new letter could take its id.
 func (s *Service) clearStaleIntent(ctx context.Context, t *team) error {
+	if err := s.flushCancels(ctx, t); err != nil {
+		return StorageError(err)
+	}
 	if !t.staleIntent {
 		return nil
 	}

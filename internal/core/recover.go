@@ -45,6 +45,11 @@ func (s *Service) recover(ctx context.Context, t *team) error {
 		t.st.Intent = nil
 		changed = true
 	}
+	migrated, err := s.restoreIdempotency(ctx, t, inboxes)
+	if err != nil {
+		return fmt.Errorf("idempotency log: %w", err)
+	}
+	changed = changed || migrated
 	if changed {
 		// A failed save is a storage problem (a full disk, say), not a
 		// damaged team: the recovered state is served, and the next write
@@ -84,7 +89,9 @@ func (s *Service) completeIntent(t *team, in *Intent) {
 		}
 	}
 	if in.Idempotency != nil {
-		t.remember(*in.Idempotency)
+		// Written by an older version; restoreIdempotency moves it into
+		// the log.
+		t.st.Idempotency = append(t.st.Idempotency, *in.Idempotency)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"log/slog"
 	"sort"
@@ -108,6 +107,8 @@ type team struct {
 	// the next letter or turn saves it first, and fails with
 	// storage_failed while it cannot.
 	staleIntent bool
+	// idem is the team's remembered idempotent writes (idempotency.go).
+	idem idemState
 }
 
 func (t *team) member(name string) *MemberState {
@@ -300,7 +301,13 @@ func (l Limits) validate() error {
 }
 
 // Authenticate returns the team and member a member token belongs to.
-// The comparison of the stored hash is constant-time.
+//
+// It reads only the token map, under the service's read lock, and never
+// takes a team's lock: a team busy with a long write must not hold up
+// every request of its members before they reach their own work. The map
+// is keyed by the token's SHA-256, so the time a lookup takes depends on
+// the hash, never on how much of a guessed token is right. Whatever
+// removes a member or a team removes its tokens from the map.
 func (s *Service) Authenticate(token string) (teamName, member string, ok bool) {
 	if token == "" {
 		return "", "", false
@@ -310,16 +317,6 @@ func (s *Service) Authenticate(token string) (teamName, member string, ok bool) 
 	ref, found := s.tokens[h]
 	s.mu.RUnlock()
 	if !found {
-		return "", "", false
-	}
-	t, err := s.lookup(ref.team)
-	if err != nil {
-		return "", "", false
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	m := t.member(ref.member)
-	if m == nil || subtle.ConstantTimeCompare([]byte(m.TokenHash), []byte(h)) != 1 {
 		return "", "", false
 	}
 	return ref.team, ref.member, true

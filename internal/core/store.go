@@ -31,6 +31,18 @@ type Store interface {
 	// rules.Limits.InboxBytes. On error the inbox is byte-for-byte what it
 	// was and no temporary file is left.
 	AppendInbox(ctx context.Context, team string, rules InboxRules, prev []Message, msg Message) error
+	// LoadIdempotency returns the lines of the team's idempotency log in
+	// the order written; a team without one has none. A torn last line
+	// (an append cut short, never acknowledged) is removed first; any
+	// other damage is an error.
+	LoadIdempotency(ctx context.Context, team string) ([]IdempotencyRecord, error)
+	// AppendIdempotency durably adds one line at the end of the team's
+	// idempotency log. Its cost does not depend on what the log or the
+	// team already holds. On error the log is what it was.
+	AppendIdempotency(ctx context.Context, team string, r IdempotencyRecord) error
+	// RewriteIdempotency durably replaces the team's idempotency log with
+	// records (compaction). On error the old log is kept.
+	RewriteIdempotency(ctx context.Context, team string, records []IdempotencyRecord) error
 }
 
 // InboxRules are what a loader needs to validate one inbox.
@@ -58,7 +70,10 @@ type TeamState struct {
 	Requests  []Request     `json:"requests"`
 	// Intent is the protocol letter being written, recorded before the
 	// letter so that start-up can complete or drop it (SPEC §13.14).
-	Intent      *Intent             `json:"intent,omitempty"`
+	Intent *Intent `json:"intent,omitempty"`
+	// Idempotency is only read: state files written before the team had
+	// an idempotency log kept the records here. Start-up moves them into
+	// the log, and the state is saved without them.
 	Idempotency []IdempotencyRecord `json:"idempotency,omitempty"`
 }
 
@@ -95,11 +110,20 @@ type Intent struct {
 }
 
 // IdempotencyRecord remembers the first successful response to a write
-// made with an Idempotency-Key, scoped to the member that made it.
+// made with an Idempotency-Key, scoped to the member that made it. It is
+// one line of the team's idempotency log.
 type IdempotencyRecord struct {
 	Member      string    `json:"member"`
 	Key         string    `json:"key"`
 	Fingerprint string    `json:"fingerprint"`
-	Result      []byte    `json:"result"`
+	Result      []byte    `json:"result,omitempty"`
 	At          time.Time `json:"at"`
+	// Letter is the letter the write stored. The record is logged before
+	// the letter is written, so start-up keeps it only when this exact
+	// letter is in its recipient's inbox. Nil only for records moved from
+	// an older state file, which were written after their letter.
+	Letter *Message `json:"letter,omitempty"`
+	// Cancelled marks a line that withdraws the earlier record of the same
+	// member, key and letter id: that letter could not be written.
+	Cancelled bool `json:"cancelled,omitempty"`
 }

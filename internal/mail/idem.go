@@ -1,0 +1,162 @@
+package mail
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"mailroom/internal/core"
+)
+
+// idemFile is a team's idempotency log: one core.IdempotencyRecord as JSON
+// per line, in the order written. It lives in the team's directory, so it
+// goes wherever the team goes. Its name does not end in ".jsonl", so that
+// nothing that looks for inboxes ever takes it for one.
+const idemFile = "idempotency.log"
+
+// LoadIdempotency returns every line of the team's idempotency log, oldest
+// first; a missing log is empty.
+//
+// A last line without its final newline is an append interrupted before
+// its fsync returned, so nothing it carried was acknowledged: it is cut
+// off (the log's first line is appended too, so the cut may leave the file
+// empty), and the repair is logged at WARN. Any other damage (a line that
+// does not parse, a symbolic link, not a regular file) is an error and the
+// file is left as it is: dropping a record could repeat a write that
+// already happened.
+func (s *Store) LoadIdempotency(_ context.Context, team string) ([]core.IdempotencyRecord, error) {
+	if !core.ValidName(team) {
+		return nil, fmt.Errorf("mail: invalid team name %q", team)
+	}
+	path := filepath.Join(s.teamDir(team), idemFile)
+	data, fi, err := s.readRegular(path, -1)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("mail: read idempotency log: %w", err)
+	}
+	if n := len(data); n > 0 && data[n-1] != '\n' {
+		keep := bytes.LastIndexByte(data, '\n') + 1
+		if err := s.truncatePath(path, sigOf(fi), int64(keep)); err != nil {
+			return nil, fmt.Errorf("mail: remove the torn last line of the idempotency log: %w", err)
+		}
+		s.log.Warn("removed the torn last line of an idempotency log; that write was interrupted and never acknowledged",
+			"team", team, "bytes_removed", n-keep, "bytes_kept", keep)
+		data = data[:keep]
+	}
+	var out []core.IdempotencyRecord
+	for i, line := range bytes.SplitAfter(data, []byte{'\n'}) {
+		if len(line) == 0 {
+			break // after the last newline
+		}
+		var r core.IdempotencyRecord
+		if err := json.Unmarshal(line, &r); err != nil || r.Member == "" || r.Key == "" {
+			return nil, fmt.Errorf("mail: idempotency log line %d does not hold a record", i+1)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// AppendIdempotency adds r as one line at the end of the team's log and
+// fsyncs it; the log is created (and its directory fsynced) by the first
+// append. On any failure after the open the file is cut back to its old
+// length, so the log is what it was. The file is opened for each append
+// rather than kept open: a descriptor kept across a team's deletion would
+// write into a file no longer at the path.
+func (s *Store) AppendIdempotency(_ context.Context, team string, r core.IdempotencyRecord) error {
+	if !core.ValidName(team) {
+		return fmt.Errorf("mail: invalid team name %q", team)
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("mail: encode idempotency record: %w", err)
+	}
+	line = append(line, '\n')
+	dir := s.teamDir(team)
+	path := filepath.Join(dir, idemFile)
+	const flags = os.O_WRONLY | os.O_APPEND | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	created := false
+	f, err := s.fs.OpenFile(path, flags, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = s.fs.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, fileMode)
+		created = err == nil
+	}
+	if err != nil {
+		return fmt.Errorf("mail: open idempotency log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("mail: stat idempotency log: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return fmt.Errorf("mail: idempotency log: %w", errNotRegular)
+	}
+	size := fi.Size()
+	fail := func(err error) error {
+		// Best effort: an undone append must not leave half a line for
+		// the next one to follow.
+		_ = truncateFile(f, size)
+		f.Close()
+		if created {
+			_ = s.fs.Remove(path)
+		}
+		return err
+	}
+	if created {
+		if err := f.Chmod(fileMode); err != nil {
+			return fail(fmt.Errorf("mail: chmod idempotency log: %w", err))
+		}
+	}
+	if _, err := f.Write(line); err != nil {
+		return fail(fmt.Errorf("mail: append to idempotency log: %w", err))
+	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("mail: sync idempotency log: %w", err))
+	}
+	if created {
+		// The new file's entry lives in the team directory.
+		if err := s.fs.SyncDir(dir); err != nil {
+			return fail(fmt.Errorf("mail: sync team directory: %w", err))
+		}
+	}
+	// The line is durable once fsynced; a failed close loses nothing, so
+	// it is only logged.
+	if err := f.Close(); err != nil {
+		s.log.Warn("closing the idempotency log after an append failed", "team", team, "err", err)
+	}
+	return nil
+}
+
+// RewriteIdempotency replaces the team's log with exactly records, by the
+// recipe of replaceFile (temporary file, fsync, rename, directory fsync):
+// a crash leaves the whole old log or the whole new one. Core compacts
+// with it when the log holds more dead lines than live ones.
+func (s *Store) RewriteIdempotency(_ context.Context, team string, records []core.IdempotencyRecord) error {
+	if !core.ValidName(team) {
+		return fmt.Errorf("mail: invalid team name %q", team)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf) // one line per record, each ending in \n
+	for _, r := range records {
+		if err := enc.Encode(r); err != nil {
+			return fmt.Errorf("mail: encode idempotency record: %w", err)
+		}
+	}
+	dir := s.teamDir(team)
+	old, _, rerr := s.readRegular(filepath.Join(dir, idemFile), -1)
+	if rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		return fmt.Errorf("mail: read idempotency log: %w", rerr)
+	}
+	_, err := s.replaceFile(dir, idemFile, buf.Bytes(), previous{data: old, exists: rerr == nil})
+	return err
+}
