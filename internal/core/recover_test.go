@@ -222,3 +222,56 @@ func TestIdempotency(t *testing.T) {
 		t.Fatalf("%d letters, want 3 (hello, hello from lead, plan reply)", len(items))
 	}
 }
+
+// TestRecoverSaveFailureIsNotDamage: when start-up must save its repair
+// (a member left running, an intent whose letter was never stored) and the
+// save fails, as on a full disk, the repaired state is served, not a
+// damaged team: reads work, a write that needs the save answers
+// storage_failed, and once the disk takes writes again the next write
+// saves the repair before its own letter.
+func TestRecoverSaveFailureIsNotDamage(t *testing.T) {
+	f := newFixture(t, nil)
+	st := f.readState()
+	st.Members[1].Status = core.StatusRunning // reader's turn was cut by a crash
+	r := core.Request{ID: "req-1", Kind: "plan", Sender: "reader", Target: "lead", Payload: planText, Status: "pending", Receipt: "lead-1"}
+	st.Intent = &core.Intent{Op: core.IntentOpen, Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
+	f.writeState(st)
+
+	f.fs.setFailSave(failState)
+	svc := f.reopen()
+	view, err := svc.Team(t.Context(), "demo")
+	if err != nil || view.Damaged {
+		t.Fatalf("team = %+v, %v; want served, not damaged", view, err)
+	}
+	if got := view.Members[1].Status; got != core.StatusStopped {
+		t.Fatalf("reader = %q, want stopped (the repair is served)", got)
+	}
+	if reqs, err := svc.Requests(t.Context(), "demo"); err != nil || len(reqs) != 0 {
+		t.Fatalf("requests = %+v, %v; want none (the intent was dropped)", reqs, err)
+	}
+	if _, err := svc.Inbox(t.Context(), "demo", "lead"); err != nil {
+		t.Fatalf("reading an inbox: %v, want no error", err)
+	}
+	if _, err := svc.Consume(t.Context(), "demo", "lead"); err != nil {
+		t.Fatalf("consuming an empty inbox: %v, want no error", err)
+	}
+	// The dropped intent is still on disk: no letter may take its id
+	// before the repair is saved.
+	_, err = svc.Send(t.Context(), "demo", "reviewer", "lead", core.EncodeRequestLetter("plan", "req-1", planText), "")
+	wantCode(t, err, core.CodeStorageFailed)
+	if got := f.inboxBytes("lead"); got != "<missing>" {
+		t.Fatalf("lead's inbox = %q, want no file", got)
+	}
+
+	f.fs.setFailSave(nil)
+	if _, err := svc.Send(t.Context(), "demo", "reviewer", "lead", core.EncodeRequestLetter("plan", "req-1", planText), ""); err != nil {
+		t.Fatalf("send once the disk takes writes: %v", err)
+	}
+	if st := f.readState(); st.Intent != nil || st.Members[1].Status != core.StatusStopped {
+		t.Fatalf("state.json: intent %+v, reader %q; want the repair saved", st.Intent, st.Members[1].Status)
+	}
+	// The look-alike letter stays ordinary mail after another restart.
+	if reqs, _ := f.reopen().Requests(t.Context(), "demo"); len(reqs) != 0 {
+		t.Fatalf("requests after restart = %+v, want none", reqs)
+	}
+}

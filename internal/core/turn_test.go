@@ -2,7 +2,10 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -227,5 +230,190 @@ func TestTurnDoesNotHoldLock(t *testing.T) {
 	<-done
 	if m := f.member("reader"); m.Active || m.Status != "idle" {
 		t.Fatalf("%+v", m)
+	}
+}
+
+// nested returns a JSON object nested depth levels deep: {"a":{"a":…{}}}.
+func nested(depth int) json.RawMessage {
+	return json.RawMessage(strings.Repeat(`{"a":`, depth-1) + "{}" + strings.Repeat("}", depth-1))
+}
+
+// toolCall returns an assistant entry asking for tool with input.
+func toolCall(tool string, input json.RawMessage) core.Entry {
+	return core.Entry{Role: "assistant", Blocks: []core.Block{{Type: "tool_use", ID: "reader-t1-1", Name: tool, Input: input}}}
+}
+
+// TestTurnOutcomeOutOfBounds: an outcome whose history could not be
+// stored and loaded again (a tool input nested deeper than a decoder
+// accepts, an entry or a history over the byte bounds) ends the turn
+// failed with the old history, and the team loads whole after a restart.
+func TestTurnOutcomeOutOfBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		entry core.Entry
+	}{
+		{"ErrDeepInput", toolCall("send_message", nested(9_997))},
+		{"ErrJustTooDeep", toolCall("send_message", nested(core.MaxInputDepth+1))},
+		{"ErrLargeEntry", core.Entry{Role: "assistant", Text: strings.Repeat("x", core.MaxEntryBytes)}},
+		{"ErrInvalidInput", toolCall("send_message", json.RawMessage(`{"a":`))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			if _, err := f.svc.RunTurn(t.Context(), "demo", "reader", answer("first")); err != nil {
+				t.Fatal(err)
+			}
+			res, err := f.svc.RunTurn(t.Context(), "demo", "reader", func(_ context.Context, h []core.Entry) (core.TurnOutcome, error) {
+				return core.TurnOutcome{Status: core.TurnAnswered, Text: "done", Messages: append(h, tc.entry)}, nil
+			})
+			if err != nil || res.Status != core.TurnFailed || res.Text != string(core.CodeValidation) {
+				t.Fatalf("turn = %+v, %v; want failed with text %q", res, err, core.CodeValidation)
+			}
+			if m := f.member("reader"); m.Status != core.StatusFailed || m.HistoryLength != 2 || m.Turns != 2 {
+				t.Fatalf("reader = %+v, want failed with the old history of 2 entries and 2 turns", m)
+			}
+			view, err := f.reopen().Team(t.Context(), "demo")
+			if err != nil || view.Damaged || len(view.Members) != 3 {
+				t.Fatalf("after restart: %+v, %v; want the whole team, not damaged", view, err)
+			}
+		})
+	}
+	t.Run("OKDeepestKept", func(t *testing.T) {
+		f := newFixture(t, nil)
+		_, err := f.svc.RunTurn(t.Context(), "demo", "reader", func(_ context.Context, h []core.Entry) (core.TurnOutcome, error) {
+			return core.TurnOutcome{Status: core.TurnAnswered, Text: "done", Messages: append(h, toolCall("send_message", nested(core.MaxInputDepth)))}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := f.member("reader"); m.Status != core.StatusIdle || m.HistoryLength != 1 {
+			t.Fatalf("reader = %+v, want idle with 1 entry", m)
+		}
+		if view, err := f.reopen().Team(t.Context(), "demo"); err != nil || view.Damaged || view.Members[1].HistoryLength != 1 {
+			t.Fatalf("after restart: %+v, %v", view, err)
+		}
+	})
+	t.Run("ErrHistoryBytes", func(t *testing.T) {
+		// Entries each within MaxEntryBytes that together exceed
+		// MaxHistoryBytes; lead has no turn limit, so it takes them all.
+		f := newFixture(t, nil)
+		big := core.Entry{Role: "assistant", Text: strings.Repeat("x", core.MaxEntryBytes/2)}
+		n := core.MaxHistoryBytes/(core.MaxEntryBytes/2) + 1
+		res, err := f.svc.RunTurn(t.Context(), "demo", "lead", func(_ context.Context, h []core.Entry) (core.TurnOutcome, error) {
+			for range n {
+				h = append(h, big)
+			}
+			return core.TurnOutcome{Status: core.TurnAnswered, Messages: h}, nil
+		})
+		if err != nil || res.Status != core.TurnFailed {
+			t.Fatalf("turn with %d entries of %d bytes = %+v, %v; want failed", n, core.MaxEntryBytes/2, res, err)
+		}
+		if m := f.member("lead"); m.HistoryLength != 0 {
+			t.Fatalf("lead = %+v, want the old, empty history", m)
+		}
+	})
+}
+
+// TestTurnSaveFailureRollsBack: when the save of a turn's outcome fails,
+// the turn answers storage_failed and memory is what a restart from the
+// disk loads: the old history, the attempt counted. With the disk still
+// failing the member is stopped, as a restart would find it; once a save
+// succeeds it is idle again and can take a turn.
+func TestTurnSaveFailureRollsBack(t *testing.T) {
+	failingTurn := func(f *fixture, failSave func(string) bool) {
+		f.t.Helper()
+		if _, err := f.svc.RunTurn(f.t.Context(), "demo", "reader", answer("first")); err != nil {
+			f.t.Fatal(err)
+		}
+		_, err := f.svc.RunTurn(f.t.Context(), "demo", "lead", func(ctx context.Context, h []core.Entry) (core.TurnOutcome, error) {
+			f.fs.setFailSave(failSave) // after the claim, before the commit
+			return answer("lost")(ctx, h)
+		})
+		wantCode(f.t, err, core.CodeStorageFailed)
+	}
+	members := func(t *testing.T, svc *core.Service) []core.MemberView {
+		t.Helper()
+		v, err := svc.Team(t.Context(), "demo")
+		if err != nil || v.Damaged {
+			t.Fatalf("team: %+v, %v", v, err)
+		}
+		return v.Members
+	}
+
+	t.Run("OKDiskStillFailing", func(t *testing.T) {
+		f := newFixture(t, nil)
+		failingTurn(f, failState)
+		inMemory := members(t, f.svc)
+		if lead := inMemory[0]; lead.Status != core.StatusStopped || lead.Turns != 1 || lead.HistoryLength != 0 || lead.Active {
+			t.Fatalf("lead in memory = %+v, want stopped, 1 turn, the old empty history", lead)
+		}
+		if reloaded := members(t, f.reopen()); !reflect.DeepEqual(inMemory, reloaded) {
+			t.Fatalf("memory and disk differ:\nmemory %+v\nreload %+v", inMemory, reloaded)
+		}
+		// The next write saves memory first, and fails while it cannot.
+		_, err := f.svc.Send(t.Context(), "demo", "reader", "lead", "hello", "")
+		wantCode(t, err, core.CodeStorageFailed)
+		f.fs.setFailSave(nil)
+		f.send("reader", "lead", "hello")
+		if st := f.readState(); st.Members[0].Status != core.StatusStopped {
+			t.Fatalf("state.json has lead %q, want stopped", st.Members[0].Status)
+		}
+	})
+	t.Run("OKOneFailure", func(t *testing.T) {
+		f := newFixture(t, nil)
+		var once sync.Once
+		failingTurn(f, func(p string) bool {
+			fail := false
+			if failState(p) {
+				once.Do(func() { fail = true })
+			}
+			return fail
+		})
+		inMemory := members(t, f.svc)
+		if lead := inMemory[0]; lead.Status != core.StatusIdle || lead.Turns != 1 || lead.HistoryLength != 0 {
+			t.Fatalf("lead in memory = %+v, want idle, 1 turn, the old empty history", lead)
+		}
+		if reloaded := members(t, f.reopen()); !reflect.DeepEqual(inMemory, reloaded) {
+			t.Fatalf("memory and disk differ:\nmemory %+v\nreload %+v", inMemory, reloaded)
+		}
+		if _, err := f.svc.RunTurn(t.Context(), "demo", "lead", answer("again")); err != nil {
+			t.Fatalf("lead's next turn: %v", err)
+		}
+	})
+}
+
+// TestInterruptedTurn: a turn whose context ends, and which therefore
+// returns an error, ends failed with the text "interrupted"; the member
+// keeps its old history and is idle, so it can take its next turn.
+func TestInterruptedTurn(t *testing.T) {
+	f := newFixture(t, &core.Limits{InboxMessages: 8, InboxBytes: 32000, BodyChars: 600, Requests: 4, PayloadChars: 180, FeedbackChars: 120, Turns: 3, HistoryEntries: 80})
+	if _, err := f.svc.RunTurn(t.Context(), "demo", "reader", answer("first")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	res, err := f.svc.RunTurn(ctx, "demo", "reader", func(ctx context.Context, h []core.Entry) (core.TurnOutcome, error) {
+		cancel()
+		<-ctx.Done()
+		return core.TurnOutcome{}, ctx.Err()
+	})
+	if err != nil || res != (core.TurnResult{Member: "reader", Status: core.TurnFailed, Text: core.InterruptedText}) {
+		t.Fatalf("interrupted turn = %+v, %v; want failed, %q", res, err, core.InterruptedText)
+	}
+	if m := f.member("reader"); m.Status != core.StatusIdle || m.Active || m.HistoryLength != 2 || m.Turns != 2 {
+		t.Fatalf("reader = %+v, want idle, not active, the old 2 entries, 2 turns", m)
+	}
+	if m := f.reopen(); m == nil {
+		t.Fatal("reopen")
+	} else if v, err := m.Team(t.Context(), "demo"); err != nil || v.Members[1].Status != core.StatusIdle {
+		t.Fatalf("after restart: %+v, %v; want reader idle", v, err)
+	}
+	if res, err := f.svc.RunTurn(t.Context(), "demo", "reader", answer("after")); err != nil || res.Status != core.TurnAnswered {
+		t.Fatalf("next turn = %+v, %v", res, err)
+	}
+	// An error while the context is still live is an ordinary failure.
+	_, _ = f.svc.RunTurn(t.Context(), "demo", "lead", func(context.Context, []core.Entry) (core.TurnOutcome, error) {
+		return core.TurnOutcome{}, errors.New("model down")
+	})
+	if m := f.member("lead"); m.Status != core.StatusFailed {
+		t.Fatalf("lead after a model error = %+v, want failed", m)
 	}
 }
