@@ -29,6 +29,9 @@ const (
 	CodeWrongDirection      Code = "wrong_direction"
 	CodeInboxCorrupt        Code = "inbox_corrupt"
 	CodeStorageFailed       Code = "storage_failed"
+	// CodeTooManyStreams refuses an event stream beyond the per-token or
+	// the server-wide bound, which keep idle streams from exhausting memory.
+	CodeTooManyStreams Code = "too_many_streams"
 	// CodeInternal is never sent as such: it marks an error that is not a
 	// domain error and must be answered with a generic message.
 	CodeInternal Code = "internal"

@@ -5,7 +5,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +19,34 @@ func letterEvent(team, id, sender, recipient string) core.Event {
 	return core.Event{Type: "message", Team: team, Data: core.Message{ID: id, Sender: sender, Recipient: recipient, Body: "b"}}
 }
 
+func turnEvent(team, member, text string) core.Event {
+	return core.Event{Type: "turn", Team: team, Data: core.TurnResult{Member: member, Status: "answered", Text: text}}
+}
+
+// defaultLimits are the stream bounds of a handler built without options.
+var defaultLimits = streamLimitsOf(Options{})
+
+// subscribe opens a subscriber that must be admitted.
+func subscribe(t *testing.T, b *broker, team, member, token string) *subscriber {
+	t.Helper()
+	s, err := b.subscribe(team, member, token)
+	if err != nil {
+		t.Fatalf("subscribe(%q, %q, %q) = %v, want a subscriber", team, member, token, err)
+	}
+	return s
+}
+
+// clientCount is the number of subscribers the broker holds.
+func (b *broker) clientCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.clients)
+}
+
 func TestBrokerOverflowDropsAndResyncs(t *testing.T) {
 	var counts []int
-	b := newBroker(2, func(n int) { counts = append(counts, n) })
-	s := b.subscribe("", "")
+	b := newBroker(2, defaultLimits, func(n int) { counts = append(counts, n) })
+	s := subscribe(t, b, "", "", "admin")
 
 	// Nobody reads: publish must still return at once, whatever the backlog.
 	for i := range 1000 {
@@ -46,10 +72,10 @@ func TestBrokerOverflowDropsAndResyncs(t *testing.T) {
 }
 
 func TestBrokerFilters(t *testing.T) {
-	b := newBroker(16, nil)
-	all := b.subscribe("", "")
-	team := b.subscribe("alpha", "")
-	reader := b.subscribe("alpha", "reader")
+	b := newBroker(16, defaultLimits, nil)
+	all := subscribe(t, b, "", "", "admin")
+	team := subscribe(t, b, "alpha", "", "admin")
+	reader := subscribe(t, b, "alpha", "reader", "member\x00alpha\x00reader")
 
 	published := []core.Event{
 		letterEvent("alpha", "lead-1", "reviewer", "lead"),
@@ -57,6 +83,9 @@ func TestBrokerFilters(t *testing.T) {
 		letterEvent("beta", "reader-1", "lead", "reader"),
 		letterEvent("alpha", "lead-2", "reader", "lead"),
 		{Type: "request", Team: "alpha", Data: core.Request{ID: "req-1"}},
+		turnEvent("alpha", "lead", "lead's final text"),
+		turnEvent("alpha", "reader", "reader's final text"),
+		{Type: "turn", Team: "alpha", Data: "a turn whose member cannot be told"},
 	}
 	for _, ev := range published {
 		b.publish(ev)
@@ -66,9 +95,9 @@ func TestBrokerFilters(t *testing.T) {
 		sub  *subscriber
 		want []int // indexes into published
 	}{
-		{"admin, every team", all, []int{0, 1, 2, 3, 4}},
-		{"admin, one team", team, []int{0, 1, 3, 4}},
-		{"member: own letters and team state", reader, []int{1, 3, 4}},
+		{"admin, every team", all, []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{"admin, one team", team, []int{0, 1, 3, 4, 5, 6, 7}},
+		{"member: own letters, own turns and team state", reader, []int{1, 3, 4, 6}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,7 +131,7 @@ func streamOver(t *testing.T, b *broker, sub *subscriber, heartbeat time.Duratio
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
-	es := eventStream{ctx: ctx, broker: b, sub: sub, log: slog.New(slog.DiscardHandler), heartbeat: heartbeat}
+	es := eventStream{ctx: ctx, broker: b, sub: sub, log: slog.New(slog.DiscardHandler), heartbeat: heartbeat, writeTimeout: time.Minute}
 	done := make(chan error, 1)
 	go func() { done <- es.VisitStreamEventsResponse(&pipeWriter{header: http.Header{}, w: pw}) }()
 	stop := func() {
@@ -126,8 +155,8 @@ func readLine(t *testing.T, r *bufio.Reader) string {
 }
 
 func TestEventStreamSendsResyncAfterOverflow(t *testing.T) {
-	b := newBroker(1, nil)
-	sub := b.subscribe("", "")
+	b := newBroker(1, defaultLimits, nil)
+	sub := subscribe(t, b, "", "", "admin")
 	// Overflow before the writer runs: two events dropped, then one kept.
 	b.publish(core.Event{Type: "request", Team: "t", Data: 1})
 	b.publish(core.Event{Type: "request", Team: "t", Data: 2})
@@ -148,21 +177,91 @@ func TestEventStreamSendsResyncAfterOverflow(t *testing.T) {
 		}
 	}
 	stop()
-	b.mu.Lock()
-	n := len(b.clients)
-	b.mu.Unlock()
-	if n != 0 {
+	if n := b.clientCount(); n != 0 {
 		t.Fatalf("%d clients left after the stream ended", n)
 	}
 }
 
 func TestEventStreamHeartbeat(t *testing.T) {
-	b := newBroker(4, nil)
-	r, stop := streamOver(t, b, b.subscribe("", ""), time.Millisecond)
+	b := newBroker(4, defaultLimits, nil)
+	r, stop := streamOver(t, b, subscribe(t, b, "", "", "admin"), time.Millisecond)
 	readLine(t, r) // opening comment
 	readLine(t, r)
 	if l := readLine(t, r); l != ": heartbeat" {
 		t.Fatalf("line = %q, want a heartbeat comment", l)
 	}
 	stop()
+}
+
+func TestBrokerBoundsStreams(t *testing.T) {
+	b := newBroker(4, streamLimits{perToken: 2, total: 3, writeTimeout: time.Minute}, nil)
+	a1 := subscribe(t, b, "", "", "admin")
+	subscribe(t, b, "", "", "admin")
+	if _, err := b.subscribe("", "", "admin"); core.ErrorCode(err) != core.CodeTooManyStreams {
+		t.Fatalf("third stream of one token: err = %v, want %s", err, core.CodeTooManyStreams)
+	}
+	subscribe(t, b, "alpha", "lead", "lead")
+	if _, err := b.subscribe("alpha", "reader", "reader"); core.ErrorCode(err) != core.CodeTooManyStreams {
+		t.Fatalf("stream beyond the total: err = %v, want %s", err, core.CodeTooManyStreams)
+	}
+	b.unsubscribe(a1)
+	b.unsubscribe(a1) // a second unsubscribe must not free another place
+	if got := b.perToken["admin"]; got != 1 {
+		t.Fatalf("admin streams counted after one of two ended = %d, want 1", got)
+	}
+	subscribe(t, b, "alpha", "reader", "reader")
+}
+
+// TestEventStreamClosesSlowReader runs a stream over a real connection whose
+// client sends its request and never reads. Once the kernel's buffers are
+// full a write blocks; the write deadline must end the stream and free its
+// place instead of pinning the buffers for as long as the client stays.
+func TestEventStreamClosesSlowReader(t *testing.T) {
+	b := newBroker(clientBuffer, defaultLimits, nil)
+	ended := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(ended)
+		sub, err := b.subscribe("", "", "admin")
+		if err != nil {
+			t.Errorf("subscribe: %v", err)
+			return
+		}
+		es := eventStream{ctx: r.Context(), broker: b, sub: sub, log: slog.New(slog.DiscardHandler), heartbeat: time.Hour, writeTimeout: 50 * time.Millisecond}
+		_ = es.VisitStreamEventsResponse(w)
+	}))
+	defer srv.Close()
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /events HTTP/1.1\r\nHost: mailroom\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Far more than any socket buffers hold; the pace only keeps the
+	// publisher from spinning.
+	const maxEvents = 20000
+	ev := core.Event{Type: "message", Team: "t", Data: strings.Repeat("x", 64<<10)}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		if n == maxEvents {
+			t.Fatalf("the stream is still open after %d events of 64 KiB that its client never read, want it closed", n)
+		}
+		select {
+		case <-ended:
+		case <-tick.C:
+			b.publish(ev)
+			continue
+		}
+		break
+	}
+	if n := b.clientCount(); n != 0 {
+		t.Fatalf("%d clients left after the slow reader's stream ended, want 0", n)
+	}
+	if _, err := b.subscribe("", "", "admin"); err != nil {
+		t.Fatalf("subscribe after the slow reader's stream ended: %v", err)
+	}
 }

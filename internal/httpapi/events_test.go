@@ -4,9 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"mailroom/internal/httpapi"
 )
 
 // sse is an open event stream read line by line.
@@ -30,6 +35,17 @@ type sseEvent struct {
 // arrived: from then on the client is subscribed and misses nothing.
 func (e *env) openStream(t *testing.T, query, token string) *sse {
 	t.Helper()
+	s, r := e.tryStream(t, query, token)
+	if s == nil {
+		t.Fatalf("GET events = %d %q, want 200 text/event-stream\nbody: %s", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	return s
+}
+
+// tryStream asks for a stream. When the server opens it, the stream is
+// returned once its opening comment has arrived; otherwise the answer is.
+func (e *env) tryStream(t *testing.T, query, token string) (*sse, result) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/api/v1/events"+query, nil)
 	if err != nil {
@@ -40,15 +56,43 @@ func (e *env) openStream(t *testing.T, query, token string) *sse {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		defer cancel()
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("read answer: %v", err)
+		}
+		return nil, result{status: resp.StatusCode, header: resp.Header, body: body}
+	}
 	s := &sse{t: t, resp: resp, lines: bufio.NewReader(resp.Body), cancel: cancel}
 	t.Cleanup(s.close)
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("GET events = %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
 	if line := s.line(); !strings.HasPrefix(line, ":") {
 		t.Fatalf("first line = %q, want the opening comment", line)
 	}
-	return s
+	return s, result{status: resp.StatusCode, header: resp.Header}
+}
+
+// waitStreamClients waits until the server counts n open streams, as its
+// metrics report them. A closed stream is noticed by the server a moment
+// after the client goes, so its place is free only then.
+func (e *env) waitStreamClients(t *testing.T, n int) {
+	t.Helper()
+	want := fmt.Sprintf("mailroom_event_stream_clients %d\n", n)
+	for {
+		r := e.get("/metrics", "")
+		if r.status != http.StatusOK {
+			t.Fatalf("GET /metrics = %d, want 200", r.status)
+		}
+		if strings.Contains(string(r.body), want) {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("the server never counted %d open streams", n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func (s *sse) close() {
@@ -183,5 +227,86 @@ func TestEvents(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			want(t, e.get("/api/v1/events"+tt.query, tt.token), tt.status, tt.code)
 		})
+	}
+}
+
+func TestEventStreamLimits(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTeam("alpha", nil)
+
+	t.Run("ErrNinthStreamOfOneToken", func(t *testing.T) {
+		var mine []*sse
+		for range httpapi.DefaultStreamsPerToken {
+			mine = append(mine, e.openStream(t, "", a.tokens["reader"]))
+		}
+		_, r := e.tryStream(t, "", a.tokens["reader"])
+		want(t, r, http.StatusTooManyRequests, "too_many_streams")
+		// Another token is not held back by reader's streams.
+		e.openStream(t, "", a.tokens["lead"])
+		e.waitStreamClients(t, httpapi.DefaultStreamsPerToken+1)
+
+		// Closing one of reader's streams frees its place.
+		mine[0].close()
+		e.waitStreamClients(t, httpapi.DefaultStreamsPerToken)
+		e.openStream(t, "", a.tokens["reader"])
+	})
+	e.waitStreamClients(t, 0)
+
+	t.Run("ErrNinthStreamOfTheAdmin", func(t *testing.T) {
+		for range httpapi.DefaultStreamsPerToken {
+			e.openStream(t, "", adminToken)
+		}
+		_, r := e.tryStream(t, "?team=alpha", adminToken)
+		want(t, r, http.StatusTooManyRequests, "too_many_streams")
+	})
+}
+
+func TestEventStreamGlobalLimit(t *testing.T) {
+	const total = 3
+	e := newEnv(t, func(o *httpapi.Options) { o.MaxStreams = total })
+	a := e.newTeam("alpha", nil)
+	e.openStream(t, "", adminToken)
+	e.openStream(t, "", a.tokens["lead"])
+	last := e.openStream(t, "", a.tokens["reader"])
+	_, r := e.tryStream(t, "", a.tokens["reviewer"])
+	want(t, r, http.StatusTooManyRequests, "too_many_streams")
+
+	last.close()
+	e.waitStreamClients(t, total-1)
+	e.openStream(t, "", a.tokens["reviewer"])
+}
+
+type turnData struct{ Member, Status, Text string }
+
+// TestMemberStreamCarriesOwnTurnsOnly: a turn's final text belongs to the
+// member that took it, so a teammate's stream must not carry it.
+func TestMemberStreamCarriesOwnTurnsOnly(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTeam("alpha", nil)
+	s := e.openStream(t, "", a.tokens["reader"])
+	admin := e.openStream(t, "", adminToken)
+
+	want(t, e.turn(a, "lead", "plan", textStep("lead's private conclusion")), http.StatusOK, "")
+	want(t, e.turn(a, "reader", "read", textStep("reader's own conclusion")), http.StatusOK, "")
+
+	// The admin sees both turns, in order.
+	for _, member := range []string{"lead", "reader"} {
+		var d turnData
+		ev := admin.nextOf("turn")
+		if err := json.Unmarshal(ev.data.Data, &d); err != nil {
+			t.Fatalf("turn event data %s: %v", ev.data.Data, err)
+		}
+		if d.Member != member {
+			t.Fatalf("admin's turn event is %s's, want %s's", d.Member, member)
+		}
+	}
+	// Events arrive in order, so lead's turn would come before reader's.
+	var d turnData
+	ev := s.nextOf("turn")
+	if err := json.Unmarshal(ev.data.Data, &d); err != nil {
+		t.Fatalf("turn event data %s: %v", ev.data.Data, err)
+	}
+	if d.Member != "reader" || d.Text != "reader's own conclusion" {
+		t.Fatalf("reader's stream carried the turn %+v, want only reader's own", d)
 	}
 }

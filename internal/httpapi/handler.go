@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -38,6 +39,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Static, when not nil, is served at / (the status page and its assets).
 	Static fs.FS
+	// StreamsPerToken bounds the event streams one token (the admin token
+	// included) holds open at once; 0 means DefaultStreamsPerToken.
+	StreamsPerToken int
+	// MaxStreams bounds the event streams open at once in all; 0 means
+	// DefaultMaxStreams.
+	MaxStreams int
+	// StreamWriteTimeout is how long one event may take to reach a client
+	// before its stream is closed; 0 means DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 	// DataDir, when not empty, enables scenario runs: each run keeps its
 	// workspace and result document under DataDir/runs. Empty answers run
 	// requests with not_found.
@@ -63,7 +73,7 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	srv := &Server{
 		svc:    svc,
 		log:    log,
-		events: newBroker(clientBuffer, func(n int) { m.sseClients.Set(float64(n)) }),
+		events: newBroker(clientBuffer, streamLimitsOf(opts), func(n int) { m.sseClients.Set(float64(n)) }),
 	}
 	srv.notify = func(ev core.Event) {
 		m.observe(ev)

@@ -57,16 +57,21 @@ func (f *faultFS) CreateTemp(dir, pattern string) (mail.File, error) {
 	return f.FS.CreateTemp(dir, pattern)
 }
 
-func newEnv(t *testing.T) *env {
+// newEnv starts the server; configure, when given, changes its options.
+func newEnv(t *testing.T, configure ...func(*httpapi.Options)) *env {
 	t.Helper()
 	dir := t.TempDir()
 	faults := &faultFS{FS: mail.OS()}
 	svc := testkit.OpenService(t, dir, mail.WithFS(faults))
-	h, err := httpapi.NewHandler(svc, httpapi.Options{
+	opts := httpapi.Options{
 		AdminToken: adminToken,
 		Logger:     slog.New(slog.DiscardHandler),
 		Static:     fstest.MapFS{"index.html": {Data: []byte(statusPage)}},
-	})
+	}
+	for _, c := range configure {
+		c(&opts)
+	}
+	h, err := httpapi.NewHandler(svc, opts)
 	if err != nil {
 		t.Fatalf("new handler: %v", err)
 	}

@@ -47,6 +47,7 @@ var statusOf = map[core.Code]int{
 	core.CodeWrongDirection:      http.StatusUnprocessableEntity,
 	core.CodeInboxCorrupt:        http.StatusInternalServerError,
 	core.CodeStorageFailed:       http.StatusInternalServerError,
+	core.CodeTooManyStreams:      http.StatusTooManyRequests,
 	codeInternal:                 http.StatusInternalServerError,
 }
 
