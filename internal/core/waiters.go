@@ -209,3 +209,14 @@ func (s *Service) WatchInbox(ctx context.Context, teamName, member string) (n in
 	ch, release := s.waiters.watch(inboxKey{team: teamName, member: member})
 	return len(items), ch, s.waiters.stopCh(), release, nil
 }
+
+// Waiting reports how many reads wait on member's inbox right now; tests
+// use it to send only once a reader really waits.
+func (s *Service) Waiting(teamName, member string) int {
+	s.waiters.mu.Lock()
+	defer s.waiters.mu.Unlock()
+	if sig := s.waiters.inboxes[inboxKey{team: teamName, member: member}]; sig != nil {
+		return sig.refs
+	}
+	return 0
+}

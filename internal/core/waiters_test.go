@@ -23,7 +23,7 @@ func startWait(f *fixture, ctx context.Context, member, after string, wait time.
 		msgs, err := f.svc.WaitInbox(ctx, f.team, member, after, wait)
 		done <- waitResult{msgs, err}
 	}()
-	for core.WaitingOn(f.svc, f.team, member) < n {
+	for f.svc.Waiting(f.team, member) < n {
 		select {
 		case r := <-done:
 			f.t.Fatalf("WaitInbox returned before anything was sent: %+v", r)
@@ -40,7 +40,7 @@ func TestWaitInboxWokenBySend(t *testing.T) {
 	done := startWait(f, t.Context(), "reader", "reader-1", core.MaxWait, 1)
 	f.send("reviewer", "reader", "second")
 	// The wake happens inside the send: the reader is no longer waiting.
-	if n := core.WaitingOn(f.svc, f.team, "reader"); n != 0 {
+	if n := f.svc.Waiting(f.team, "reader"); n != 0 {
 		t.Errorf("readers still waiting after the send: got %d, want 0", n)
 	}
 	r := <-done
@@ -56,7 +56,7 @@ func TestWaitInboxIgnoresOtherInboxes(t *testing.T) {
 	f := newFixture(t, nil)
 	done := startWait(f, t.Context(), "reader", "", core.MaxWait, 1)
 	f.send("lead", "reviewer", "not for reader")
-	if n := core.WaitingOn(f.svc, f.team, "reader"); n != 1 {
+	if n := f.svc.Waiting(f.team, "reader"); n != 1 {
 		t.Errorf("readers waiting after a letter to someone else: got %d, want 1", n)
 	}
 	f.send("lead", "reader", "for reader")
@@ -76,7 +76,7 @@ func TestWaitInboxTimesOutEmpty(t *testing.T) {
 	if msgs == nil || len(msgs) != 0 {
 		t.Fatalf("got %#v, want an empty, non-nil list", msgs)
 	}
-	if n := core.WaitingOn(f.svc, f.team, "reader"); n != 0 {
+	if n := f.svc.Waiting(f.team, "reader"); n != 0 {
 		t.Errorf("readers left registered after the deadline: got %d, want 0", n)
 	}
 }
@@ -119,7 +119,7 @@ func TestWaitInboxEndsWithContext(t *testing.T) {
 	if r.err != nil || len(r.msgs) != 0 {
 		t.Fatalf("got %+v, %v; want nothing and no error", r.msgs, r.err)
 	}
-	if n := core.WaitingOn(f.svc, f.team, "reader"); n != 0 {
+	if n := f.svc.Waiting(f.team, "reader"); n != 0 {
 		t.Errorf("readers left registered after the client left: got %d, want 0", n)
 	}
 }
@@ -137,7 +137,7 @@ func TestStopWaitingReleasesEveryReader(t *testing.T) {
 			t.Fatalf("got %+v, %v; want nothing and no error", r.msgs, r.err)
 		}
 	}
-	if got := core.WaitingOn(f.svc, f.team, "reader"); got != 0 {
+	if got := f.svc.Waiting(f.team, "reader"); got != 0 {
 		t.Errorf("readers left registered after StopWaiting: got %d, want 0", got)
 	}
 	// A wait begun after the stop answers at once with what there is.

@@ -855,6 +855,15 @@ type StreamEventsParams struct {
 	Team *Name `form:"team,omitempty" json:"team,omitempty"`
 }
 
+// GetInboxParams defines parameters for GetInbox.
+type GetInboxParams struct {
+	// After The id of a letter of this inbox; an id that is not one is `validation_failed`.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Wait Seconds to wait for a letter when there is none yet.
+	Wait *int `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
 // SendMessageParams defines parameters for SendMessage.
 type SendMessageParams struct {
 	// IdempotencyKey A retry with the same key and the same body returns the first response
@@ -1046,7 +1055,7 @@ type ServerInterface interface {
 	GetTeam(w http.ResponseWriter, r *http.Request, team TeamPath)
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	// (GET /teams/{team}/members/{member}/inbox)
-	GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
+	GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetInboxParams)
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/consume)
 	ConsumeInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
@@ -1118,7 +1127,7 @@ func (_ Unimplemented) GetTeam(w http.ResponseWriter, r *http.Request, team Team
 
 // GetInbox Read an inbox (that member or the admin); reading deletes nothing
 // (GET /teams/{team}/members/{member}/inbox)
-func (_ Unimplemented) GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+func (_ Unimplemented) GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetInboxParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1350,8 +1359,37 @@ func (siw *ServerInterfaceWrapper) GetInbox(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetInboxParams
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetInbox(w, r, team, member)
+		siw.Handler.GetInbox(w, r, team, member, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2502,6 +2540,7 @@ func (response GetTeam500ApplicationProblemPlusJSONResponse) VisitGetTeamRespons
 type GetInboxRequestObject struct {
 	Team   TeamPath   `json:"team"`
 	Member MemberPath `json:"member"`
+	Params GetInboxParams
 }
 
 type GetInboxResponseObject interface {
@@ -3739,11 +3778,12 @@ func (sh *strictHandler) GetTeam(w http.ResponseWriter, r *http.Request, team Te
 }
 
 // GetInbox operation middleware
-func (sh *strictHandler) GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+func (sh *strictHandler) GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetInboxParams) {
 	var request GetInboxRequestObject
 
 	request.Team = team
 	request.Member = member
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetInbox(ctx, request.(GetInboxRequestObject))
@@ -3987,119 +4027,123 @@ func (sh *strictHandler) ReplyRequest(w http.ResponseWriter, r *http.Request, te
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7F3dc9s4kv9XULqtin1HfyWZvR37aXZ3bic3H5mKfTUPUU6ExZaENQkwAGhbk/L/ftVogAQlUJLz4XH2",
-	"/JLIEgk0Go3uXze6gQ+jqapqJUFaMzr9MKq55hVY0O6vVwVUtbIgp8sfYfkD8AI0fl+AmWpRW6Hk6HT0",
-	"HdNg9ZLdCLtgdgHM8ArYFSwZl0X3xaUqlvhko6Vx386ENpZpMLWSBsYSnzZWaTBMKrsQcs4k3Jz1m3Sd",
-	"cPwdNDUpzFjmoqN0MlVyVoqpzQ/Zj7A0jGtgZqpqKJhVrjWrrkA+M6yC6hL04ViOspHAoSxoiNlI8gpG",
-	"pzEDDn6E5SgbmekCKo5MqPjtTyDndjE6fX58nI0qIcPfJ9nILmtswFgt5Hx0d5eNfnad/crxgQ/UXY1/",
-	"tJ0RNaNspOF9IzQUo1OrG4j7/JOG2eh09G9H3awd0a/m6BdsBTt6A+8bMPbV3zf0pemZiSg+ur+2G9fp",
-	"BfBqQ38WePWpI7sLzzvZ/NsCpldOZLWqQVsBhkTTclHip5UZCKQkflBX0deXSpXApRtUR+5bets9m4VO",
-	"3rXTrC7/CVOLbf1NSdNU8AZMU9p18rT73n0UFiqzbeg/cztd+Mbu2u641ny5RmFoO0mWBm6hIBlcJ2uQ",
-	"NVqV6R+M5bbZTr7r75yeRfpx4a1rkIsF+LX4zLBL4Bo0rdEzZhbqRjIlyyVbgIbDUWppJebJEd6SGXre",
-	"wBoU4HXGlKISduswf6Kn7jK/hnef3/68rM3woNCmB+2p7chIjfeVvFS36yOtwBg+h3uIJr2wVSzbhlPE",
-	"/NTyd9WmoMZAaVCNLAxOe59cVP2T6YITr327QlqYEx9nAMUln15temYh0NwsJyCt9s2uPySQXZPLpd38",
-	"QMy+9WdqviwVLzYR4zXywK/OaqZ+WmH2CjF98rOYa1GPq/StcS/0v86y4Tl9JevGKUBeFAJnlZe/RjM4",
-	"46WBbPOsM27ZFBeIUPKMAZ8u2ExAWbACZhxVXbDnJRijJLvmZQPbRMW/Ozr9szfaomqq2GRvFKL27ZPn",
-	"8dvH2W7i1b7+l619r8hd++aL58fHO74cy2TX87Z312S1G/N2qmMpbt97ue2tVrrbV55vfuUuIXaxqRzS",
-	"boh3kmYOuFEJw/Qa7Y6DnGIulYYCpQskUvV2pHQhJNfLwGe32q55KYpJALX4VTFReuJ6JKuEf2qYilqA",
-	"tIiQlJ0Yfg34Vl0uo1ZqrayaqhhoxCS3CG4D2byutbqGImMakFFQOFBeNHUpptym7Gls28NQQzNOa1A7",
-	"CINCK0gz8SdBatocEPL0PaW0yBBU4VMrriFpMRotmZoxuxAB2jNhmG6kFHIejbSFeN0aLT1yH1bwm554",
-	"MPi0oxUYwECedeva3I9tZajDs0KoZatyT2PM7Ui/41urD0YIalYcrh0g0fAQztdkXBSOW15cHN9UXTtB",
-	"n3FRug/TUpmkkGOzpATWBBbNT1IGBnVR0A1JwQHpnfDNw6flRQ/HbRIGGGCMG8FHTW4Y5Aqu16KqUPnY",
-	"BUh20rrfZOTzzjDnbKoKYLUS0pqkTrJqZ/83ZoNVm0b8ixfJFAphSgclgqLkFP8tr+qS3GcfJ6i5taDx",
-	"rf99yw9+f4f/HB98e/Duw3H2/MXdn1JDeV2DHPYPY62+g2auQRb441a92/P4N+jdX7W6LKFKsEWyN//1",
-	"N/bty2/+k9X0ECvUtKlA2nXQhfMZ0+ksmkNyk3Y1uflvdY/7yyo1Kbl2xrSRpqlrpS0UkwoKwYMVrcAu",
-	"VDFBw8nLUt24xhrJG7tQWvxOS1bpS1EUIL2FnSGixNkAXk3gVhDuJX03a8qyw8MT50VFfwcWB7dq4rUA",
-	"PlGXXbzJ99Q9ngpKda00kl9zUfLLkgZ7JdWNnLRBoBut5HxSCA1TNwGB2KnSuqkt6SeNlrTlJzKv4nI5",
-	"MVYDr2iAKJ68nIDWSicVVxcx6c/3D03F5QFKOpJ4xiRcg2ZTJS0XPoI3LVGnPDOEvM0WMJHAfcIO2Ef6",
-	"Yn1l/s+bV7gchZw7AoIcXglZsL2cX6rGnl6WXF7lLlywf8YuNZfTBVOS5SiT+fYIgpcyIi4yn55RGcn2",
-	"wNpxgO11Y6eqgnt6P78tuG3140EAfw7AsEIUXXy11mqueZVadA3OdzrA4t96Zph/jM1ECYzP8CM2i/3s",
-	"jUfjEbtBdc0vDUi7n5xUuK0JBKbmrkIgvk7DbwtwQVvV2LqxDN43vDQstHTGZFOW1HM0RjdwqSwSh5Tg",
-	"Q27F+ADiOqKj5rexgJ7KmCULFfcu7I6dRiaby1QEEcVq1hgoJpfLNEFzboFZnHf/JHY5qbiQGdof7Dj2",
-	"OOqSoyJYKGNR/rbQtWoA3LsRRS2vovkMs5e1spSS8zfOUUmOqICpMEJJGtUNNwylqB0Nu1mg0EklAX9M",
-	"cXcF7pPnkWZv8M8HcNRGUxo0TMzb2G8zi8YWqJHb797tqDh6ljbQHxE7yNGPQl47M6iHpfsT94uy3Uo4",
-	"XoVp/SjINqi2wpNA3uCgh5HQFEQ9sJBFQY4eMGeCWQkIw84oTuz0ZP6+gQaKPKm+7o2yqDGczhIN4nJi",
-	"CEsXMAO9k9u7K/zyuyrr/EATt+OWzI/4aBfJGfIydmOva9EzeICZXhlspgwf2oH1Q+7NJuybJeMTKaxj",
-	"EVra7d5Tb7Yc5yNnyjfS8TfCCCGEE9i7YYo/arV/mhTcyzvrxQF3cNBa1t7bSfMMXuPrBua9+rsThMgh",
-	"e39w0vfH8Ku3Jwffvnt7fPDtu39PumIxq1ZsQWQCkqLkX/1JmGE3bvfNlLDst+/x+YaTvGnkaze55p7I",
-	"8/tr0EsfWxeGqZreO2M5n4O0BygSJmeWX4EhHZsbC/WkMvk6CA0IIK1aELs8M6wGXQlDQEE55Img57Be",
-	"sj1vp1gBcrkfox/n6zmlK5fJKYlR6XrP4dcAQG+0sBZc/+GnQ3trOwLGo5fPx6P9MwZVbZesAu7dHv/A",
-	"YT8m9eJ5giQnSWvk/AS8eGY6rKQko4gCcqbksqPBK7Y+H1pIQbouyQs/P+t9n5fqhoGbcHyGXS59wJTL",
-	"JatEWQoDUyULkzGjGMeZMkqyKZfsBqFhcBX86H2I/ri/KXG8W8geBbZzldanzExBci0UAXZ87ixGkcFp",
-	"EYYJSeAeTBJTKgmvZ6PTt5sX4ar7dpdtfv4Cl0X78Dsa0BCemS5genWPjWGX3pDYEK64KC/VLWxY45+6",
-	"gbumHvh00e3PuzBExoQ1HhUYpsoCQYJL6ImMQzfRlSqgnGze4lRX60JAismxro3s19wu2AJV1Z6SjLee",
-	"E36fUVjCPS8M+SAD3uR+ekNAdfK4UV93kruy6/Vp6t7FnwfBkV8OvZ2ZTkH76FYXOUhDIJ/nsL7adCOf",
-	"GWf+M3ap1Y3BFcRKcQUMdYNLudoO+D39EbVZyP5xuTN+HazJRMf63s50J+4pi3fu+3glZyqVCxQNcUNC",
-	"0EfzUm2ztqR91lntXySBDowi+5q1cR6h243u5KIaip6lN4NCOCsmphvBJuamIU6geneh703WNqDTNZ8k",
-	"DWQxpGhp8azG6h063N3T2+rPbfPjzi3UqY1ZNGr4NxTMLQDGpbkBnTHOrFIlm/KyZEozzmZC8pJZuHUq",
-	"dTcLdqFU6XrebrpuLT34zifvJZYPr/h8CE15L8HlaxYMGQGMAtGsC/UzbvEnbc+YsKiQDehrKBzYOUAc",
-	"mdbBn5B01SeUtvocOgh5JEzpAtldAi86g7WjvbxnktZqOkRMmrcAjjZ0t5GqnSnZ1VsYSgvradgwzSkp",
-	"RsH4KD/1PlNImUIfkTzX24x20Oj2Fb0XYfG1Sbq3ezq4k4zcSStHsiG7jgPbOW+qiuvl1imlloeoCa2s",
-	"o0/KM5xwR+xM6Qo/jQpu4cAKMhBrcfyhZfWDuvHugl9fIWzAFjw2VdszJNLy2olpRPbQkM0nbrZERt85",
-	"EyXMLLuEhZDFum+LWmPiUW8axbonDL+ZaKiVtpu4p2ZOCz3rcPQNaHAKwRpvHQSujTRLya5tpsY/o0E7",
-	"slSjpzC0U3Et4GZzeyuz1WPGGj2JJgfoSTAtPdneZN03pzBpcMk3AFl46W209BlTrcldXdK3diXt/+Vx",
-	"Ig0lG91wYZOu929cWIJ8pZJzdgkzpcHTI+Q881ibGXTRHbEf4WT3lcXtwMIJOOEz8hKRi2FKggMy6wwU",
-	"mxNCh6AyNua8zrqxbC//cJfTNp1bp6rpbVBG2FipcgC4UHuoajIGh/NDlhuQRUjiy1eiOn9+uaWy41HN",
-	"t1LpqoSLRsuPsuO1VtXQLkFjcOrh1tL8qxpkt5jO/B4fTpWLn63wdWDthM02M1AkgEx6ZjwPTebErQbt",
-	"xdGjmgx16P0QlQfNEYQ4+fP2cgtP6hDHh5NRQ2rjus3dIVDSOS19BuXEFSjyUzcNxJM5v4aeN8H2bFtu",
-	"4UJnRQn7Z2OZ4wKm5Jf8FPG6saIsGTdXULCZ0m7lGJ8vMFONDuw2rsWx7Jr0mXP7Zywnn8BT5LTsVDUl",
-	"RWFmQgqzWHvbuxFcFuwKoDbOHNZoTVRjmM9Z3KeqrdZ190NHzNAOo8vcSwdCbgcEu+TGEqv8LpjjpNvD",
-	"vkFJp0a3h0LaXJ6uCgX7XJvldflxO2HTRgu7PEcJ9Ul2rjLmu8Yu0nTzohKSCmfIhfQ8dd+4RYGD+c6n",
-	"SZE7RBVvLDhjbj04aOD66oa4sLamGizhYy0r/SP8a4M1VPmHX3VpLOoaNPvh4uLXQ+bDeujqSoDCjGXe",
-	"o+qU/ZWKgMbN8fGLqaPffQQvSNFIs/Wh+ipDKMZSySmEtA6KbbmcBI8rD9l34UU+tX5rgzuBg3JGXdG2",
-	"H0oCRyF1RiJb/aXdJw0Vj3xqVftTja1qilcHOlHkidhLQOtgmFWZe10qqmuk7Zgpl85W4RvV4ViO5fda",
-	"K01VjTmvKQNbKHnkc6H+459GyZzthVy9/QBrjHXxPMqCOvO5W2YsVxOkMp/phV9QylN+yH4F7TAyI8eO",
-	"7SGJGfM7dUj3WIY8AUYpfSajUDEz4nfIWg69b5Tl+4583ZRgwhqjuCOqBR/oHUtSzqeMU34ZWnsjCmIF",
-	"Koqw6P2Of5ROmDtOzrRAgEeawkfLRj9zUWqlqlE2ugZNG1Wjk8Pjw2OK6IHktRidjl4cHh++oB3FhVt9",
-	"R3AdqmT9RmciSu6eQdpy9+k0SPCyBi/AjrK84JaHH3HCwo83C/CC8t/nr3+h2tYPY7cIx6OMjZ3/R5+w",
-	"ifHoLmowp5g3sOmCyzkUjNTJIbtY1mBOxzIPICdjuZ8P+liXS/zgcn/cByel+AkXknumwf/cPOcazFJO",
-	"85CsJYwXJjaDsvS+k6OKOEZuTaGdTWB7GlBkxtItIRc3WqrG1fnt43p0PdGbzwzDYbVcoNAyjT7EB1e5",
-	"Qqp2PDpl45DK7ZhEKW1trHUs0ddbdKqg0w+Onbv0Npb97gol/SSpq65PCnyh8sPRTVVVIadKIYECYtIy",
-	"BE+tniK2aOxCEqTynNRLdvIN85tzZIYj/UW6xEDYoMXhqBs5lrSusA2/0FohCNPjnqcyKnJD0fYjXQpN",
-	"/BTENWrSPdKLfk1rMV9Yw9yW7H6/eScxvbY7WhotDRJN1C5USUVelTKW/cUP27T8aMvHQaNCOjl+/vJs",
-	"LHmQNoc6C0Xl4i54zrj0KxA1gpDs5LhlWKkMuBGMJfVzyC5CKTibYysp+ziWZCAzNAtuEtwKPXUhzGiu",
-	"vAqaAS0gJCj/Hik5dz5uTjoIQaBr9lUxOh2duze/J62S9Urv3yYregJP/UYYzuxhqFx/34BertVb36u+",
-	"+t0K/H5+fExJpdKGagS4taQGD2jYtBEQ+lhFQ3cpf47mh153YWHng7ei7+fWTQi/4ctD1Mov1ygZMnx9",
-	"grZs9ro89wSZ+Vqyek5UnDwoFXFGuyfgxYMS0ObQ56erCIubKyHnzi0IhzGQODoyXz4omW16f36K4Mk0",
-	"00VEzPNvH5SY1Rx8B1hxsRLbKH3Qa76/OJ85qD0HZCN1R8+g0kPNxMvSjeebB14K/QKCnFyTEGUenTtS",
-	"D85xyZIi61xysu0ERdgeIfYIqu+7jK85KruRR1bvsPEj3Uhz9IGs790g2roIh4KEEpQ2G6SHCg/Zb6up",
-	"Is6tHcu5ciGYXF3l5HSWBjKW0/a0+4rSfhwc8FvT7muXlJ1Q5/8A+6ahFOuNSjSer/vNU5ddMqBbaQe/",
-	"K8p5Up2PQXW2+IrWAGoAt9VgHo22dOlcf4By6Vcw5agetiic71Zk3CuWWJlEmQN3a6gqdRROSFj5pMNp",
-	"sK+jXk6EV1t9JfGTMPa8feoL6ope8kaC9xSCaVNPqMbdhtzPKPHkMazex2X0LroTJ9oJD76K0G1uzx6X",
-	"SzL7Q9LZE5mjDyiPd878rZ7E9XY91Bvn5eKy6Wcr5a1f0Jf1UBj+SZKejWpl7GAOmfeoTXD7yKvew64L",
-	"2vHwxpi2X8ZyhfaDk3w/Y4UW176NsMvsZLS/AWUoIuG3A1IOdxROYFxK1cipa7YfFBxLKgl108jnXMi4",
-	"LXTsXTZsCFk0htV8Di44N1PoAzNhD8cyJMbgQ0sTJdE5b/2G68Icrk2VT6t2ziW6/HTayQ6Z1+w353OG",
-	"vxlHpo4lPcspR9Z5WChSzCo3WvBhGSZmSX8rxHj+8f0F60OxvD28DdtpFXA8NBy/i11WfMkuYSzDJh3t",
-	"H3Sp0yYFoN408rzLGfTxqb/6wvLPBaBCgvzd3d3dI4JqLQ7FBel3zaLc1wWUxSOBcxQVD0quUC7WUbWZ",
-	"4dRo68r4+Tx8AoErIBCXZKv7Hw0QDBR5XzRk7OkuzIYKfpXuB/awuwp+onymwatdt1EiDOUGBJUTwO3L",
-	"k4ed/f55BiSAJ9888ApInaCQfx1Q/00TB+yd4bL0HxppskXOFJHLvsUTQKzVZuUNQvMLn/v9xexCmzI4",
-	"CMmjMNqTugzqsnTgzM3fI4yC4YQScUEIMybhpi2JiUTSp2/ebcLQPtCal8CLnPHyBrEkKbyQR82LAgqC",
-	"CaiUkT1Q0DYMfhZyPpbCEhcNWIJsWpVwyPrFPD4sWdfAtd8BEaY9k5fSAhJQjXKJLrpDXT83UosSj+/6",
-	"aRUIkNaR28ln6zk+DnQAu9GWmnNHCKT12fmogJqD4631XsVp2copRzj1NXD7pIBWFFDwaTsV9EfCnic4",
-	"8/XBGdIrLr2YVwmwEixDC1SOPuB/d4N45R9gWwX8BdHKJiX4tMPwKDdn1eyRb8o+Lvj2Wnr3sQ2Ch4gj",
-	"ORohyXXjFmYE7PqB2xTN3SNH7bn5tIMQr/wjT8bRB/pwdyTC0d1DCoHO9v6CGoE6GFAJPn8oW6kHf9IR",
-	"j0JHeI3Qr+N/VLqhA6N/kJaIzlfcKUIBLvXVp8TtuXw0r4h97Ims/Jnb8xVyzgoowXb3m0T6ozsl/xNU",
-	"SLb12egSkp0VztGU7rRI7Ep9KcqG3GNU1XTNhUsxIYUTMg/DwRRhQnylbzimO6insRRyWjYFFIeMbutI",
-	"zMwZ4z5zkPnRs6WAsjAsb0+9Tib1+fs/vrgi7t8zkhDnJKuelPFjVsZZT208qeYh1Zyxj/C/3PUAPl4T",
-	"Nl+7QJfP/U1pclkuY6DXVe3cbdef7YHtf7DejMKKYSsZovPyfRU0K5WqaRfXVx+bdr/9dCzdBRyhjCNU",
-	"bbggfFSKcUlREwm3ls6XUjOWt1owz8Zyw0EXZyz3xZQ5KmS+NK5uBWpmFTMW4biQbKY0thJVTTqSkXgK",
-	"cIGJZ7guhS9I4tZy92vFRTmWvh7Th/DiAkLmryKrk+VuY7kX18plrF9P507TCxVwLtkdeUSHvDbSnWTF",
-	"1GwscVxU7GaiWjcbX4W0WvTm58b/PJb+a+z1CmoiG9ekkA1NBTozbiqQhpDw7oqxZjOcrrF0ZUS9AljK",
-	"eDTNZSXspC65zCnN1+mBilvIVl6gm9tyKveO3qAA9pmbaTSxrU+K0z936R1dmSKXY+nWrTdaWZv979jn",
-	"8hNUGAJ+M5DUQHUla1nk6XSDi0bLLxXA7ipudwpgH3/WnjfnHjj+gSygOENNym1jcmZwtS3UzdcWvfYK",
-	"QqCgCzpg2peg+wJD5b9xVf1PYe31NASqynnEaOOhQ+3rB/SHiupWyV82Zsn2eGtDaVvOF5ztUwGQKErI",
-	"GF0WgCMixU/sZnt+e49qLYNh2H/KVPjDQ/ufAWu+aWQPYbXx2VCK2z9FI7EZ4HBjEmF2V3p9dKBxE0r0",
-	"V6qG48DDoRX++C467Qstc9UYS1DnEkK1XXd68FjGl7uQ1fbl0r5ENXUF60p5HMji5/ZmrfsNNnlxLRW4",
-	"fX5T378354G3q6OT8BLCfG7p0rJHYdLdwomLtP/fW+POEAtCOEFRpA41ePS7Og9tprvLe7xOTt0B/WRP",
-	"V+3py+fPH5iU+Gaj/JTlVuVB4COr8bUGls5dSmKIRfOUeUvH+deMe3zsz2CK4pvu5MYvl70enW0/mKi4",
-	"Ggl6ygd4ygf4l8gHiI631YlTWrckAkTx4ezzQ/ScwmsusDXTqorCcsyqNuSWh6srcnrKO5tWMU4nguAL",
-	"BMvDET4R5t8J3/evB0kBeLrnkE6qfdQAvn8hywMD+Og2yBSAp7q1gmmYC2NdiJ0b5m++eQL2T8D+XxDY",
-	"9y7ijM6qCldrdidU+as48Ysnb+Br9AbcVK1cdfq1Rv1QkzNOF/gozYIJ7jYVt7gGm3aWw29HH7qryTam",
-	"BneG90t7CYMVrvTzk0/w5BN8xPZPLD2PL104LOkHcAW2Z4C0V+INpfUllcdRe2/jw1E26NWEo0PbuNCa",
-	"K5LyQtauJvVHMNC5UOFyNTpi0Z3pIAzL4xs885DooXuZf3Isw4WSnRanc5DjzRyB2j4kwOThKtCkK+Rv",
-	"Ov0qfKHuItoHTlyIr4NNLUt/o2t3D7a/ZDNbnVQ01d10PPlIj9dHCno0eElFocEYKNq7SHtYKev8qq/N",
-	"j1o1aQ/vUtVl5AdlzFEa+VNP7tPX6D59pZ7Sd3RtSHRs+uaFP+AkRafkOzsan4//9h1aSDq9hKxso8vR",
-	"6eiI1+Lo+sTZT9/mh/jQXONwjf+i3ayJvmsJiL6jdI3oi+7kiehLf8rl3bu7/wsAAP//",
+	"7H1tc9s48udXQem2KvYd44dMZm7HfjW7O7eTm8eKczUvopwJiy0LaxLgAKBtbcrf/V/dDZCgREpyHjzO",
+	"/v0mkSUSaDQa3b9udAPvJzNT1UaD9m5y8n5SSysr8GDpr1cFVLXxoGfLH2H5A8gCLH5fgJtZVXtl9ORk",
+	"8p2w4O1S3Ci/EH4BwskKxBUshdRF98WFKZb4ZGO1o2/nyjovLLjaaAdTjU87byw4oY1fKH0pNNyc9puk",
+	"TiT+DpabVG6qc9VRej4zel6qmc8PxI+wdEJaEG5maiiEN9SaN1egnzlRQXUB9mCqJ9lE4VAWPMRsomUF",
+	"k5OUAc9/hOUkm7jZAiqJTKjk7U+gL/1icvLi6CibVErHv4+ziV/W2IDzVunLyd1dNvmZOvtN4gPvubsa",
+	"/2g7Y2om2cTCH42yUExOvG0g7fMvFuaTk8n/OOxm7ZB/dYe/YCvY0Wv4owHnX/1jQ1+WnzlXxQf313ZD",
+	"nb4BWW3oz4OsPnZkd/F5ks2/L2B2RSJrTQ3WK3Asml6qEj+tzEAkZeAHc5V8fWFMCVLToDpy3/Lb9GwW",
+	"O3nXTrO5+BfMPLb1d6NdU8FrcE3p18mz9D19VB4qt23oP0s/W4TG7trupLVyuUZhbHuQLAvSQ8EyuE7W",
+	"KGusKYd/cF76Zjv51N8ZP4v048Jb1yBvFhDW4jMnLkBasLxGT4VbmBstjC6XYgEWDiZDS2tgnojwlszY",
+	"8wbWoACvM6ZUlfJbh/kTP3WXhTW8+/z252VthkeFdnjQgdqOjKHxvtIX5nZ9pBU4Jy/hHqLJL2wVy7bh",
+	"IWJ+avm7alNQY6A0mEYXDqe9Ty6q/vPZQjKvQ7tKe7hkPs4Bigs5u9r0zEKhuVmeg/Y2NLv+kEJ2nV8s",
+	"/eYHUvatP1PLZWlksYmYoJFHfiWrOfTTCrNXiOmTn6VcS3pcpW+Ne7H/dZaNz+krXTekAGVRKJxVWf6W",
+	"zOBclg6yzbMupBczXCDK6FMBcrYQcwVlIQqYS1R10Z6X4JzR4lqWDWwTlfDu5OSbYLRV1VSpyd4oRO3b",
+	"xy/St4+y3cSrff2vW/tekbv2za9eHB3t+HIqk13P295dk9VuzNupTqW4fe/ltrda6W5febH5lbsBsUtN",
+	"5Zh2Q7wzaOZAOjNgmH5Fu0OQU11qY6FA6QKNVL2dGFsoLe0y8plW27UsVXEeQS1+VZwbe049slXCPy3M",
+	"VK1Ae0RIxp87eQ34Vl0uk1Zqa7yZmRRopCS3CG4D2bKurbmGIhMWkFFQECgvmrpUM+mH7Glq2+NQYzOk",
+	"NbgdhEGxFaSZ+TNA6rA5YOQZehrSImNQRc68uoZBi9FYLcxc+IWK0F4oJ2yjtdKXyUhbiNet0TIg93EF",
+	"v+mJB4NPO1qBEQwUWLeuzcPYVoY6PiuMWrYq92GMuR3pd3xr9cEEQc2Kw7UDJBofwtmajKuCuBXEhfhm",
+	"6poEfS5VSR9mpXGDQo7NshJYE1g0P4MyMKqLom4YFBzQwQnfPHxeXvxw2iZjgBHG0Ag+aHLjIFdwvVVV",
+	"hcrHL0CL49b9ZiOfd4Y5FzNTgKiN0t4N6iRvdvZ/UzZ4s2nEvwSRHEIhwtioRFCUSPHfyqou2X0OcYJa",
+	"eg8W3/r/b+Xzf7/Df46ef/v83fuj7MVXd38ZGsqvNehx/zDV6jto5hp0gT9u1bs9j3+D3v3NmosSqgG2",
+	"aPH6//xdfPvy6/8tan5IFGbWVKD9OujC+UzpJItGSO68XU00/63uob+8MeeltGRMG+2aujbWQ3FeQaFk",
+	"tKIV+IUpztFwyrI0N9RYo2XjF8aqf/OSNfZCFQXoYGHniChxNkBW53CrGPeyvps3Zdnh4XPyopK/I4uj",
+	"W3UetAA+UZddvCn01D0+FJTqWmm0vJaqlBclD/ZKmxt93gaBbqzRl+eFsjCjCYjEzoy1Te1ZP1m0pC0/",
+	"kXmV1Mtz5y3IigeI4inLc7DW2EHF1UVM+vP9Q1NJ/RwlHUk8FRquwYqZ0V6qEMGblahTnjlG3m4LmBjA",
+	"fcqP2Ef+Yn1l/r/Xr3A5Kn1JBEQ5vFK6EHu5vDCNP7kopb7KKVywfyourNSzhTBa5CiT+fYIQpAyJi4x",
+	"n4FRGcv2yNohwPZr42emgnt6P78vpG/14/MI/gjAiEIVXXy1tubSympo0TU438MBlvDWMyfCY2KuShBy",
+	"jh+xWexnbzqZTsQNqmt54UD7/cFJhduaQeDQ3FUIxNdp+H0BFLQ1ja8bL+CPRpZOxJZOhW7KkntOxkgD",
+	"18YjcUgJPkQrJgQQ1xEdN7+NBfxUJjxbqLR35XfsNDHZUg9FEFGs5o2D4vxiOUzQpfQgPM57eBK7PK+k",
+	"0hnaH+w49TjqUqIiWBjnUf620LVqAOjdhKKWV8l8xtnLWlkakvPX5KgMjqiAmXLKaB7VjXQCpagdjbhZ",
+	"oNBpowF/HOLuCtxnz2OYvdE/H8FRG01p1DApb1O/zS0aX6BGbr97t6Pi6FnaSH9C7ChHPwh57cygHpbu",
+	"T9wvxncr4WgVpvWjINug2gpPInmjgx5HQjNQ9chCVgU7eiDIBIsSEIadcpyY9GT+RwMNFPmg+ro3yuLG",
+	"cDpLNIjLc8dYuoA52J3c3l3hV9hVWecHmrgdt2R+xEe7SM6Yl7Ebe6nFwOARZgZlsJkyfGgH1o+5N5uw",
+	"bzYYnxjCOh6hpd/uPfVmizifOFOhkY6/CUaIIZzI3g1T/EGr/eOk4F7eWS8OuIOD1rL23k5aYPAaXzcw",
+	"79U/SBASh+yP58d9fwy/env8/Nt3b4+ef/vufw66YimrVmxBYgIGRSm8+pNy427c7pspcdlv3+MLDQ/y",
+	"ptG/0uS6eyLP76/BLkNsXTlhan7vVOTyErR/jiLhcuHlFTjWsbnzUJ9XLl8HoREBDKsWxC7PnKjBVsox",
+	"UDCEPBH0HNRLsRfslChAL/dT9EO+HildvRyckhSVrvccf40A9MYq74H6jz8d+FvfETCdvHwxneyfCqhq",
+	"vxQVyOD2hAcO+jGpr14MkESStEbOTyCLZ67DSkYLjiggZ0qpOxqCYuvzoYUUrOsGeRHmZ73vs9LcCKAJ",
+	"x2fExTIETKVeikqVpXIwM7pwmXBGSJwpZ7SYSS1uEBpGVyGMPoToj/qbEke7hexRYDtXaX3K3Ay0tMow",
+	"YMfnTlMUGZ0W5YTSDO7BDWJKo+HX+eTk7eZFuOq+3WWbn3+Dy6J9+B0PaAzPzBYwu7rHxjClNwxsCFdS",
+	"lRfmFjas8Y/dwF1TD3K26PbnKQyRCeVdQAVOmLJAkEAJPYlx6Ca6MgWU55u3OM3VuhCwYiLWtZH9WvqF",
+	"WKCq2jNayNZzwu8zDkvQ88qxDzLiTe4PbwiYTh436utOcld2vT5O3VP8eRQcheXQ25npFHSIbnWRg2EI",
+	"FPIc1lebbfQzR+Y/ExfW3DhcQaJUVyBQN1DK1XbAH+hPqM1i9g/lzoR1sCYTHet7O9OduA9ZvLPQxys9",
+	"N0O5QMkQNyQEfTAvzTZry9pnndXhRRboyCi2r1kb51G23egeXFRj0bPhzaAYzkqJ6UawibnDECdSvbvQ",
+	"9yZrG9Dpmh8kDXQxpmh58azG6gkd7u7pbfXntvlxZx7qoY1ZNGr4NxSCFoCQ2t2AzYQU3phSzGRZCmOF",
+	"FHOlZSk83JJK3c2CvTGmpJ63m65bzw++C8l7A8tHVvJyDE0FL4HyNQuBjADBgWjRhfqF9PiT9adCeVTI",
+	"Duw1FAR2niOOHNbBH5F01SeUt/oIHcQ8EmFsgewuQRadwdrRXt4zSWs1HSIlLVgAog3dbaRqZ0p29RbG",
+	"0sJ6GjZO85AUo2B8kJ96nynkTKEPSJ7rbUYTNLp9xe8lWHxtku7tno7uJCN3hpUj25Bdx4HtnDVVJe1y",
+	"65Ryy2PUxFbW0SfnGZ5LInZubIWfJoX08NwrNhBrcfyxZfWDuQnuQlhfMWwgFjI1VdszJIbltRPThOyx",
+	"IbuP3GxJjD45EyXMvbiAhdLFum+LWuM8oN5hFEtPOHlzbqE21m/inpmTFnrW4egbsEAKwbtgHRSujWGW",
+	"sl3bTE14xoIlskxjZzC2U3Gt4GZzeyuz1WPGGj0DTY7QM8C04ckOJuu+OYWDBpd9A9BFkN7G6pAx1Zrc",
+	"1SV961fS/l8eDaShZJMbqfyg6/27VJ4hX2n0pbiAubEQ6FH6MgtYWzh00YnYD3Cy+8ridmThRJzwCXmJ",
+	"yMUJo4GAzDoD1eaE0DGojI2R11k3Xuzl7+9y3qajdWqa3gZlgo2NKUeAC7eHqiYTcHB5IHIHuohJfPlK",
+	"VOebl1sqOx7VfBszXJXwprH6g+x4bU01tkvQOJx6uPU8/6YG3S2m07DHh1NF8bMVvo6snbjZ5kaKBJBJ",
+	"z1zgoctI3GqwQRwDqslQh94PUQXQnECI42+2l1sEUsc4Pp6MGlMb123uDoGSzmnpMyhnrkCRn9A0ME8u",
+	"5TX0vAmx59tyCwqdFSXsn051jguYk1/yE8TrzquyFNJdQSHmxtLKcSFfYG4aG9ntqMWp7poMmXP7pyJn",
+	"nyBQRFp2ZpqSozBzpZVbrL0d3AipC3EFUDsyhzVaE9M4EXIW97lqq3Xdw9ARM7TD6DL3hgMhtyOCXUrn",
+	"mVVhF4w4SXvYNyjp3Oj2UEiby9NVoWCfa7O8Lj+0EzZrrPLLM5TQkGRHlTHfNX4xTLcsKqW5cIZdyMBT",
+	"+oYWBQ7mu5Amxe4QV7yJ6IzReiBoQH11Q1x4X3MNlgqxlpX+Ef61wRqu/MOvujQWcw1W/PDmzW8HIoT1",
+	"0NXVAIWb6rxH1Yn4GxcBTZujo69mRD99hCBIyUiz9aGGKkMoptroGcS0Do5tUU5CwJUH4rv4opz5sLUh",
+	"SeCgnHNXvO2HkiBRSMlIZKu/tPukseJRzrxpf6qxVcvx6kgnijwTewFoHZzwJqPXteG6Rt6OmUlNtgrf",
+	"qA6meqq/t9ZYrmrMZc0Z2Mrow5AL9b/+5YzOxV7M1duPsMZ5iudxFtRpyN1yU72aIJWFTC/8glOe8gPx",
+	"G1jCyIIdO7GHJGYi7NQh3VMd8wQEp/S5jEPFwql/Q9Zy6I/GeLlP5NumBBfXGMcdUS2EQO9Us3I+EZLz",
+	"y9DaO1UwK1BRxEUfdvyTdMKcODm3CgEea4oQLZv8LFVpjakm2eQaLG9UTY4Pjg6OOKIHWtZqcjL56uDo",
+	"4CveUVzQ6juE61glGzY6B6Lk9AzSltOnkyjByxqCABNleSG9jD/ihMUfbxYQBOX/nv36C9e2vp/SIpxO",
+	"MjEl/48/YRPTyV3SYM4xbxCzhdSXUAhWJwfizbIGdzLVeQQ5mcjDfPDHulziB8r9oQ8kpfgJFxI90+B/",
+	"NM+5BbfUszwmaykXhEnMoSyD70RUMcfYrSks2QSxZwFFZqppCVHcaGkaqvPbx/VIPfGbz5zAYbVc4NAy",
+	"jz7GB1e5wqp2OjkR05jKTUzilLY21jrV6OstOlXQ6Qdi5y69TXW/u8LoMEnmquuTA1+o/HB0M1NVyKlS",
+	"aeCAmPYCwVOrp5gtFrvQDKkCJ+1SHH8twuYcm+FEf7EucRA3aHE45kZPNa8rbCMstFYI4vTQ81xGxW4o",
+	"2n6ky6CJn4G6Rk26x3oxrGmrLhfeCdqS3e83TxLTa7ujpbHaIdFM7cKUXORVGefFX8OwXcuPtnwcLCqk",
+	"46MXL0+nWkZpI9RZGC4Xp+C5kDqsQNQISovjo5ZhpXFAI5hq7udAvIml4OISWxmyj1PNBjJDs0CTQCv0",
+	"hEKYyVwFFTQHXkBIUP49UnJGPm7OOghBIDX7qpicTM7oze9Zq2S90vu3gxU9kadhIwxn9iBWrv/RgF2u",
+	"1Vvfq7763Qr8fnF0xEml2sdqBLj1rAaf87B5IyD2sYqG7ob8OZ4ffp3CwuSDt6If5pYmRN7I5QFq5Zdr",
+	"lIwZvj5BWzZ7Kc99gMx8LVk9ZyqOH5SKNKM9EPDVgxLQ5tDnJ6sIS7orpS/JLYiHMbA4EpkvH5TMNr0/",
+	"P0Hw5JrZIiHmxbcPSsxqDj4BVlyszDZOHwya76/kM0e1R0A2UXf8DCo91EyyLGk8Xz/wUugXEOTsmsQo",
+	"8+SMSH1+hkuWFVnnkrNtZygi9hixJ1B9nzK+LlHZTQKyeoeNH9pGu8P3bH3vRtHWm3goSCxBabNBeqjw",
+	"QPy+mipCbu1UXxoKweTmKmens3SQiZy3p+krTvshOBC2pulrSsoeUOf/BP+64RTrjUo0na/7zVOXXTKi",
+	"W3kHvyvKeVKdj0F1tviK1wBqANpqcI9GW1I615+gXPoVTDmqhy0K57sVGQ+KJVUmSebA3RqqGjoKJyas",
+	"fNThNNjXYS8nIqitvpL4STl/1j71GXVFL3ljgPccgmlTT7jG3cfczyTx5DGs3sdl9N50J060Ex59FWXb",
+	"3J49qZds9seksycyh+9RHu/I/K2exPV2PdSb5uXisulnK+WtX9CX9VgY/lGSnk1q4/xoDlnwqF10+9ir",
+	"3sOuC97xCMaYt1+meoX258f5fiYKq65DG3GXmWS0vwHlOCIRtgOGHO4knCCk1qbRM2q2HxScai4JpWmU",
+	"l1LptC107CkbNoYsGidqeQkUnJsb9IGF8gdTHRNj8KGlS5LoyFu/kbZwB2tTFdKqyblEl59PO9kh81r8",
+	"Tj5n/FtIZOpU87OSc2TJw0KREt7QaCGEZYSaD/pbMcbzz+/fiD4Uy9vD27CdVgGnQ8PxU+yykktxAVMd",
+	"N+l4/6BLnXZDAOp1o8+6nMEQn/pbKCz/VAAqJsjf3d3dPSKo1uJQXJBh1yzJfV1AWTwSOMdR8ajkCkOx",
+	"jqrNDOdGW1cmzOfBEwhcAYG4JFvd/2iAYKQo+KIxY892YTZU8Kt0P7CH3VXwM+VzC0Ht0kaJcpwbEFVO",
+	"BLcvjx929vvnGbAAHn/9wCtg6ASF/MuA+q+bNGBPhsvzf2ik2RaRKWKXfYsngFirzcobheZvQu73Z7ML",
+	"bcrgKCRPwmhP6jKqy5LAGc3fI4yC4YQycVEIM6Hhpi2JSUQypG/ebcLQIdCalyCLXMjyBrEkK7yYRy2L",
+	"AgqGCaiUkT1Q8DYMflb6cqqVZy468AzZrCnhQPSLeUJYsq5B2rADolx7Ji+nBQxANc4letMd6vqpkVqS",
+	"eHzXT6tAgLSO3I4/Wc/pcaAj2I231MgdYZDWZ+ejAmoEx1vrvYrTspVTjnDqa5D+SQGtKKDo03Yq6M+E",
+	"PU9w5suDM6xXKL1YVgNgJVqGFqgcvsf/7kbxyj/Btwr4M6KVTUrwaYfhUW7Omvkj35R9XPDtVx3cxzYI",
+	"HiOO7GjEJNeNW5gJsOsHbodo7h45bM/N5x2EdOUfBjIO3/OHu0MVj+4e3BLlcCDF4/JsPasnHvRF2TUQ",
+	"o4c3Uvk8ozRFSmiRfqrnSheunTV+H1EnFV032quSNnml5Rjt3oujo8i7fdKE1OhUx9SbhbwGUUvnoEge",
+	"liExnBDr/mm69R3judjhVPOGWS9JSnnhFg2FIW/0yGYsn3O+Ja+mO+1GxoHG9Bpi9imSqZgxtPlriHuU",
+	"4beuiIYOiaTC06EUHZqPsRsltpYd3GVrBzsEbnsjkP+cmxEHFfNrLPAoNIgl+LHsIXy/R1l7dtRRUp/w",
+	"zbbihHef0TTx7I7YpiDy2crBBE/G6lEYq2Ca+gdKPCoj1XlFf5K5Sg763ClUBpSDHXIz90hZBUQQgqAM",
+	"N09Jyyt9KQoowXcX7SSGrLuu4SNsWbb12eQ2nJ0t3+GML1cZ2B79XJSNxWkQM/B9K5TrlJoOaE9IiRMS",
+	"Ss7jefFRPU210rOyKaA4EHxtzMDMnAoZUlhFGL1YKigLJ/L2+PXB7NJwEU20gp9NEfcvvBkQ50FWPSnj",
+	"x6yMs57aeFLNY6o5Ex8QCKB7KkLgMGYBdBHXkIQ+pMl1uUw9jq587G67/mxvDviT9WYS3445DZBc3BDK",
+	"8UVpTM3pBKEM3rWJHydTTTfBxHqiWD5Eu0FJTdAFez8abj0fdGbmIm+1YJ5N9YYTV07Zh6G0igJKuXRU",
+	"QAU1omvn0S9UGhE2tpKU7xLJSDxHWsGlM1yXKlTGSe8l/VpJVU51KAwOseS0klWEO/HqwbrLqd5LizYz",
+	"0S/spGMdYykmVV0gj/i04UbTkWrCzKcax8VVly4puvTpnVyr1ZdhbsLPUx2+xl6voGaycU0q3fBUoFdN",
+	"U4E0xMoLqgqcz3G6pprq2XqV2Jx665qLSvnzupQ6Dz4NynglPWQrL/AVgjmfO5C8wTsppzTTaGLb4AhO",
+	"/yX5sF29rNRTTes2GK2sLUMh9lGijIlDwG9Gsmu4wGmtnGE47+VNY/Xn2knpSr932kk5+qQ9b06CIf6B",
+	"LqA4RU0qfeNy4XC1LczNl7aNEhQEuteg+KTzcBZCqHQ14Rs6XuJpf2U9H4bLwx4x2njoPZ/1myJiaX+r",
+	"5C8atxR7srWhvD8cKh/3uRJNFSVkgm+twBGx4md2i72wz8xFv9Ew7D+lzPzpe0yfAGu+bnQPYbUbBbEm",
+	"vH+cy8CuFOHGQYTZ3S33wRHvTSgx3O0bz6WPp6eEc+T42Dm0zFXjPEOdC4hln90x1lOd3jLEVjvU7Yda",
+	"6aG7gFfqNEEXP7dXvN1vsIM3KHNg9NOb+v4FTg+cN5EcyTggzGeeb897FCadFk56WsB/e2vcGeKwxxEV",
+	"xdDpGo9+e/GhzXR3i1TQyUOXkT/Z01V7+vLFiwcmJb1iKz8RuTd5FPjEanypgaUzyo2NsWg5ZN6G4/xr",
+	"xj09f2o0V/Z1d4To5yujSC5ZGM2YXY0EPSWmPCWm/EckpiTnLNuB44K3ZKQk8eHs00P0nMNrFNiaW1Ml",
+	"YTnhTRtyy+MdKjk/FZxNb4Tko2nwBYbl8SypBPPvhO/799QMAXi+cJOPTH7UAL5/M9ADA/jkWtIhAM8F",
+	"lIWwcKmcpxC7dCJcwfQE7J+A/X8gsO/dCJscmhbveO2OSgt3wuIXT97Al+gNcN5i/87dLzXqh5pcSL5J",
+	"ylgRTXC3qbjFNdi0sxx/O3zf3ZG3MUe9M7yf20sYLbXmn598gief4AO2f1LpeXx563FJP4ArsD0DpL2b",
+	"cSytb1B5HLYXiD4cZaNeTTzDto0LrbkiQ17I2h254SwQPqAs3vLHZ33S4SLKiTy9SjaPiR62l/mnpzre",
+	"bNppcT6QO93MUajtYwJMHu+kHXSFwpW7X4Qv1N2I/MCJC+m9xEPLMlwt3F3IHm57zVYnFU11Nx1PPtLj",
+	"9ZGiHo1eUlFYoHqVeCluDytlnV/1pflRqybt4V2qukz8oEwQpYk/9eQ+fYnu0xfqKX3H99ck5/dvXvgj",
+	"TlJyXQPZ0fSihrfv0EJyYRtb2caWk5PJoazV4fUx2c/Q5vv09GZHuCZ80W7WJN+1BCTfcbpG8kV3BEry",
+	"ZThu9e7d3X8FAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

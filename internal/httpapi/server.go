@@ -80,7 +80,7 @@ func (s *Server) GetInbox(ctx context.Context, req GetInboxRequestObject) (GetIn
 	if err := requireSelfOrAdmin(ctx, req.Team, req.Member); err != nil {
 		return nil, err
 	}
-	msgs, err := s.svc.Inbox(ctx, req.Team, req.Member)
+	msgs, err := s.svc.WaitInbox(ctx, req.Team, req.Member, deref(req.Params.After), waitOf(req.Params.Wait))
 	if err != nil {
 		return nil, err
 	}
