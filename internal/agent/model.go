@@ -1,5 +1,5 @@
-// Package agent runs one teammate turn: the single agent loop of SPEC §4.7
-// with its tools (SPEC §13.12) and the Model seam it talks to.
+// Package agent runs one teammate turn: the single agent loop of docs/spec.md §4.7
+// with its tools (docs/spec.md §13.12) and the Model seam it talks to.
 //
 // The loop keeps the member's committed history as a prefix, consumes
 // protocol replies and attaches mail before every model request, executes
@@ -16,10 +16,14 @@ import (
 	"mailroom/internal/core"
 )
 
-// Stop reasons of a model response, as in the Messages API.
+// Stop reasons of a model response, as in the Messages API. A provider
+// adapter maps its own reasons onto these (Chat Completions' "tool_calls"
+// becomes StopToolUse, "length" StopMaxTokens); a reason with no
+// counterpart is passed through as the provider wrote it.
 const (
-	StopToolUse = "tool_use"
-	StopEndTurn = "end_turn"
+	StopToolUse   = "tool_use"
+	StopEndTurn   = "end_turn"
+	StopMaxTokens = "max_tokens"
 )
 
 // ToolSpec describes one tool to the model: the name it calls, what the
@@ -43,10 +47,30 @@ type Request struct {
 // Response is one model answer: content blocks (text and tool_use) and a
 // stop reason, StopToolUse when it asks for tools, StopEndTurn otherwise.
 // Tool-use ids in a response are advisory; the loop assigns its own.
+// Usage and Retries are what a real provider reports: the tokens the
+// request cost and how many times the provider's SDK sent it again after a
+// transient failure. A scripted model leaves both zero.
 type Response struct {
 	Content    []core.Block `json:"content"`
 	StopReason string       `json:"stop_reason"`
+	Usage      Usage        `json:"usage"`
+	Retries    int          `json:"retries"`
 }
+
+// Usage counts the tokens of one model request, as the provider bills
+// them: the prompt it read and the answer it wrote.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Add returns the sum of u and v, for totals per turn, member and team.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+}
+
+// Total is input plus output tokens, the quantity a token budget bounds.
+func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
 
 // Model answers model requests. An error fails the member's turn; a model
 // that recovers from transient failures does so inside Respond (see
@@ -58,7 +82,7 @@ type Model interface {
 // Retry wraps m so that a request that fails with an error for which
 // retryable returns true is sent again, up to attempts sends in all. Only
 // the model request is repeated: the loop runs tools after a response has
-// arrived, so a retry can never repeat a tool's side effect (SPEC §10).
+// arrived, so a retry can never repeat a tool's side effect (docs/spec.md §10).
 func Retry(m Model, attempts int, retryable func(error) bool) Model {
 	if attempts < 1 {
 		attempts = 1

@@ -29,6 +29,10 @@ const (
 	CodeWrongDirection      Code = "wrong_direction"
 	CodeInboxCorrupt        Code = "inbox_corrupt"
 	CodeStorageFailed       Code = "storage_failed"
+	// CodeModelUnavailable refuses a turn whose model cannot be asked: its
+	// provider has no credentials on this server, or it is the scripted
+	// model and the request brought no responses.
+	CodeModelUnavailable Code = "model_unavailable"
 	// CodeTooManyStreams refuses an event stream beyond the per-token or
 	// the server-wide bound, which keep idle streams from exhausting memory.
 	CodeTooManyStreams Code = "too_many_streams"
