@@ -18,8 +18,9 @@ import (
 // official SDK. The base URL is configurable, so OpenAI itself and the
 // OpenAI-compatible servers people run locally (Ollama, vLLM, llama.cpp,
 // LM Studio) all work. The SDK retries transient failures (429, 5xx, a
-// dropped connection, an attempt's timeout) and honours retry-after; the
-// adapter adds no retry of its own.
+// dropped connection) and honours retry-after; an attempt that outlives
+// the request timeout ends the request, as this SDK does not send it
+// again. The adapter adds no retry of its own.
 type OpenAI struct {
 	cfg    ModelConfig
 	key    string
