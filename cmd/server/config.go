@@ -9,6 +9,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"mailroom/internal/core"
 )
 
 // config is everything the serve command needs, after defaults, environment
@@ -18,6 +20,9 @@ type config struct {
 	dataDir    string
 	adminToken string // empty: use or create <dataDir>/admin.token
 	logLevel   slog.Level
+	// maxTeams bounds how many teams exist at once, scenario runs' teams
+	// included.
+	maxTeams int
 }
 
 const (
@@ -36,6 +41,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	addr := fs.String("addr", envOr(getenv, "MAILROOM_ADDR", defaultAddr), "listen address `host:port` (env MAILROOM_ADDR)")
 	dataDir := fs.String("data", envOr(getenv, "MAILROOM_DATA", defaultDataDir), "data `directory` (env MAILROOM_DATA)")
 	token := fs.String("admin-token", getenv("MAILROOM_ADMIN_TOKEN"), "admin `token` (env MAILROOM_ADMIN_TOKEN; default: generated once and kept in <data>/admin.token)")
+	envMaxTeams, envTeamsErr := intEnv(getenv, "MAILROOM_MAX_TEAMS", core.DefaultMaxTeams)
+	maxTeams := fs.Int("max-teams", envMaxTeams, "most `teams` at once, scenario runs' teams included (env MAILROOM_MAX_TEAMS)")
 	level := fs.String("log-level", envOr(getenv, "MAILROOM_LOG_LEVEL", "info"), "log `level`: debug, info, warn or error (env MAILROOM_LOG_LEVEL)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mailroom [flags]\n       mailroom healthcheck [--addr host:port]\n       mailroom scenario agent-teams|team-protocols [flags]\n\nFlags:\n")
@@ -51,7 +58,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if fs.NArg() > 0 {
 		return config{}, usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
-	cfg := config{addr: *addr, dataDir: *dataDir, adminToken: *token}
+	if envTeamsErr != nil {
+		return config{}, usageErrorf("%v", envTeamsErr)
+	}
+	cfg := config{addr: *addr, dataDir: *dataDir, adminToken: *token, maxTeams: *maxTeams}
 	if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return config{}, usageErrorf("log level %q: want debug, info, warn or error", *level)
 	}
@@ -65,6 +75,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 func (c config) validate() error {
 	if err := validateAddr(c.addr); err != nil {
 		return err
+	}
+	if c.maxTeams < 1 {
+		return fmt.Errorf("max teams %d: must be at least 1", c.maxTeams)
 	}
 	if strings.TrimSpace(c.dataDir) == "" {
 		return errors.New("data directory must not be empty")
@@ -109,6 +122,19 @@ func isTokenChar(r rune) bool {
 		return true
 	}
 	return strings.ContainsRune("-._~", r)
+}
+
+// intEnv reads an integer from the environment; unset or empty gives def.
+func intEnv(getenv func(string) string, key string, def int) (int, error) {
+	v := getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return def, fmt.Errorf("%s %q: want a whole number", key, v)
+	}
+	return n, nil
 }
 
 func envOr(getenv func(string) string, key, def string) string {

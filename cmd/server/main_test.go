@@ -405,23 +405,25 @@ func TestParseConfig(t *testing.T) {
 		want    config
 		wantErr bool
 	}{
-		{name: "Defaults", want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo}},
+		{name: "Defaults", want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000}},
 		{
 			name: "Env",
-			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn"},
-			want: config{addr: "0.0.0.0:9000", dataDir: "/srv/m", adminToken: "abcdefghijklmnop", logLevel: slog.LevelWarn},
+			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn", "MAILROOM_MAX_TEAMS": "50"},
+			want: config{addr: "0.0.0.0:9000", dataDir: "/srv/m", adminToken: "abcdefghijklmnop", logLevel: slog.LevelWarn, maxTeams: 50},
 		},
 		{
 			name: "FlagsWin",
-			args: []string{"--addr", ":7000", "--data", "d", "--admin-token", "qrstuvwxyz-0123456", "--log-level", "debug"},
-			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn"},
-			want: config{addr: ":7000", dataDir: "d", adminToken: "qrstuvwxyz-0123456", logLevel: slog.LevelDebug},
+			args: []string{"--addr", ":7000", "--data", "d", "--admin-token", "qrstuvwxyz-0123456", "--log-level", "debug", "--max-teams", "3"},
+			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn", "MAILROOM_MAX_TEAMS": "50"},
+			want: config{addr: ":7000", dataDir: "d", adminToken: "qrstuvwxyz-0123456", logLevel: slog.LevelDebug, maxTeams: 3},
 		},
 		{name: "ErrPortRange", args: []string{"--addr", "127.0.0.1:70000"}, wantErr: true},
 		{name: "ErrNoPort", args: []string{"--addr", "127.0.0.1"}, wantErr: true},
 		{name: "ErrEmptyData", args: []string{"--data", " "}, wantErr: true},
 		{name: "ErrTokenChars", args: []string{"--admin-token", "abcdefgh#ijklmnop"}, wantErr: true},
 		{name: "ErrLogLevel", args: []string{"--log-level", "chatty"}, wantErr: true},
+		{name: "ErrMaxTeamsZero", args: []string{"--max-teams", "0"}, wantErr: true},
+		{name: "ErrMaxTeamsEnv", env: map[string]string{"MAILROOM_MAX_TEAMS": "many"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

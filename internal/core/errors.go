@@ -17,6 +17,7 @@ const (
 	CodeForbidden           Code = "forbidden"
 	CodeNotFound            Code = "not_found"
 	CodeTeamExists          Code = "team_exists"
+	CodeTeamLimit           Code = "team_limit"
 	CodeInboxFull           Code = "inbox_full"
 	CodeRequestLimit        Code = "request_limit"
 	CodeRequestPending      Code = "request_pending"

@@ -41,6 +41,7 @@ type Service struct {
 	tokens   map[string]principalRef // sha256(token) hex → member
 	observer Observer
 	waiters  waiters // readers waiting for mail (waiters.go)
+	maxTeams int
 }
 
 type principalRef struct {
@@ -54,7 +55,13 @@ type Options struct {
 	Observer Observer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// MaxTeams bounds how many teams exist at once (every team counts,
+	// damaged ones too); 0 means DefaultMaxTeams.
+	MaxTeams int
 }
+
+// DefaultMaxTeams is the team limit when Options.MaxTeams is 0.
+const DefaultMaxTeams = 10000
 
 // NewService returns an empty Service over store. Call Open to load the
 // teams that store already holds.
@@ -66,6 +73,10 @@ func NewService(store Store, opts Options) *Service {
 		teams:    map[string]*team{},
 		tokens:   map[string]principalRef{},
 		observer: opts.Observer,
+		maxTeams: opts.MaxTeams,
+	}
+	if s.maxTeams <= 0 {
+		s.maxTeams = DefaultMaxTeams
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -100,6 +111,10 @@ type team struct {
 	st      *TeamState
 	active  map[string]bool
 	damaged error
+	// deleted is set, under mu, once the team has been removed from the
+	// store: a call that found the team before and waited for its lock
+	// must not write to a name that may already belong to a new team.
+	deleted bool
 	// staleIntent is set when memory is ahead of disk because a save
 	// failed: an intent whose letter was not written could not be cleared,
 	// start-up's repair could not be saved, or a turn's rollback could not
@@ -153,6 +168,10 @@ func (s *Service) lockTeam(name string) (*team, error) {
 		return nil, err
 	}
 	t.mu.Lock()
+	if t.deleted {
+		t.mu.Unlock()
+		return nil, Errorf(CodeNotFound, "No such team.")
+	}
 	if t.damaged != nil {
 		t.mu.Unlock()
 		return nil, &Error{Code: CodeInboxCorrupt, Message: "The team's stored state failed validation at start; it is served read-only.", Err: t.damaged}
@@ -254,6 +273,10 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 	if _, taken := s.teams[spec.Name]; taken {
 		s.mu.Unlock()
 		return TeamView{}, nil, Errorf(CodeTeamExists, "A team with this name already exists.")
+	}
+	if len(s.teams) >= s.maxTeams {
+		s.mu.Unlock()
+		return TeamView{}, nil, teamLimitError()
 	}
 	// Reserve the name while the store writes, so a concurrent create of
 	// the same name fails instead of racing on disk.

@@ -43,6 +43,9 @@ type Store interface {
 	// RewriteIdempotency durably replaces the team's idempotency log with
 	// records (compaction). On error the old log is kept.
 	RewriteIdempotency(ctx context.Context, team string, records []IdempotencyRecord) error
+	// DeleteTeam durably removes a team with everything stored for it. It
+	// is all or nothing: after a crash the team is either whole or gone.
+	DeleteTeam(ctx context.Context, team string) error
 }
 
 // InboxRules are what a loader needs to validate one inbox.

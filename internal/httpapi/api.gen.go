@@ -138,6 +138,7 @@ const (
 	RequestPending       ProblemCode = "request_pending"
 	StorageFailed        ProblemCode = "storage_failed"
 	TeamExists           ProblemCode = "team_exists"
+	TeamLimit            ProblemCode = "team_limit"
 	TooManyStreams       ProblemCode = "too_many_streams"
 	Unauthorized         ProblemCode = "unauthorized"
 	UnknownMember        ProblemCode = "unknown_member"
@@ -182,6 +183,8 @@ func (e ProblemCode) Valid() bool {
 	case StorageFailed:
 		return true
 	case TeamExists:
+		return true
+	case TeamLimit:
 		return true
 	case TooManyStreams:
 		return true
@@ -1050,6 +1053,9 @@ type ServerInterface interface {
 	// CreateTeam Create a team (admin)
 	// (POST /teams)
 	CreateTeam(w http.ResponseWriter, r *http.Request)
+	// DeleteTeam Delete a team (admin)
+	// (DELETE /teams/{team})
+	DeleteTeam(w http.ResponseWriter, r *http.Request, team TeamPath)
 	// GetTeam One team with its members and requests (admin or a member)
 	// (GET /teams/{team})
 	GetTeam(w http.ResponseWriter, r *http.Request, team TeamPath)
@@ -1059,6 +1065,9 @@ type ServerInterface interface {
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/consume)
 	ConsumeInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
+	// ResetMember Make a stopped or failed member idle again (admin)
+	// (POST /teams/{team}/members/{member}/reset)
+	ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
 	// RunTurn Run one turn of a member with a scripted model (admin)
 	// (POST /teams/{team}/members/{member}/turns)
 	RunTurn(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
@@ -1119,6 +1128,12 @@ func (_ Unimplemented) CreateTeam(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// DeleteTeam Delete a team (admin)
+// (DELETE /teams/{team})
+func (_ Unimplemented) DeleteTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetTeam One team with its members and requests (admin or a member)
 // (GET /teams/{team})
 func (_ Unimplemented) GetTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
@@ -1134,6 +1149,12 @@ func (_ Unimplemented) GetInbox(w http.ResponseWriter, r *http.Request, team Tea
 // ConsumeInbox Match every protocol response in the inbox (that member only)
 // (POST /teams/{team}/members/{member}/inbox/consume)
 func (_ Unimplemented) ConsumeInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResetMember Make a stopped or failed member idle again (admin)
+// (POST /teams/{team}/members/{member}/reset)
+func (_ Unimplemented) ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1309,6 +1330,32 @@ func (siw *ServerInterfaceWrapper) CreateTeam(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// DeleteTeam operation middleware
+func (siw *ServerInterfaceWrapper) DeleteTeam(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteTeam(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetTeam operation middleware
 func (siw *ServerInterfaceWrapper) GetTeam(w http.ResponseWriter, r *http.Request) {
 
@@ -1425,6 +1472,41 @@ func (siw *ServerInterfaceWrapper) ConsumeInbox(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ConsumeInbox(w, r, team, member)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResetMember operation middleware
+func (siw *ServerInterfaceWrapper) ResetMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResetMember(w, r, team, member)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1809,6 +1891,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/teams", wrapper.CreateTeam)
 	})
 	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/teams/{team}", wrapper.DeleteTeam)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}", wrapper.GetTeam)
 	})
 	r.Group(func(r chi.Router) {
@@ -1822,6 +1907,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/turns", wrapper.RunTurn)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/members/{member}/reset", wrapper.ResetMember)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/requests", wrapper.ListRequests)
@@ -2445,6 +2533,106 @@ func (response CreateTeam500ApplicationProblemPlusJSONResponse) VisitCreateTeamR
 	return err
 }
 
+type DeleteTeamRequestObject struct {
+	Team TeamPath `json:"team"`
+}
+
+type DeleteTeamResponseObject interface {
+	VisitDeleteTeamResponse(w http.ResponseWriter) error
+}
+
+type DeleteTeam204Response struct {
+}
+
+func (response DeleteTeam204Response) VisitDeleteTeamResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteTeam400ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTeam400ApplicationProblemPlusJSONResponse) VisitDeleteTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTeam401ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTeam401ApplicationProblemPlusJSONResponse) VisitDeleteTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTeam403ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTeam403ApplicationProblemPlusJSONResponse) VisitDeleteTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTeam404ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTeam404ApplicationProblemPlusJSONResponse) VisitDeleteTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTeam409ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTeam409ApplicationProblemPlusJSONResponse) VisitDeleteTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTeam500ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTeam500ApplicationProblemPlusJSONResponse) VisitDeleteTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetTeamRequestObject struct {
 	Team TeamPath `json:"team"`
 }
@@ -2713,6 +2901,113 @@ func (response ConsumeInbox404ApplicationProblemPlusJSONResponse) VisitConsumeIn
 type ConsumeInbox500ApplicationProblemPlusJSONResponse Problem
 
 func (response ConsumeInbox500ApplicationProblemPlusJSONResponse) VisitConsumeInboxResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetMemberRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	Member MemberPath `json:"member"`
+}
+
+type ResetMemberResponseObject interface {
+	VisitResetMemberResponse(w http.ResponseWriter) error
+}
+
+type ResetMember200JSONResponse Member
+
+func (response ResetMember200JSONResponse) VisitResetMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetMember400ApplicationProblemPlusJSONResponse Problem
+
+func (response ResetMember400ApplicationProblemPlusJSONResponse) VisitResetMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetMember401ApplicationProblemPlusJSONResponse Problem
+
+func (response ResetMember401ApplicationProblemPlusJSONResponse) VisitResetMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetMember403ApplicationProblemPlusJSONResponse Problem
+
+func (response ResetMember403ApplicationProblemPlusJSONResponse) VisitResetMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetMember404ApplicationProblemPlusJSONResponse Problem
+
+func (response ResetMember404ApplicationProblemPlusJSONResponse) VisitResetMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetMember409ApplicationProblemPlusJSONResponse Problem
+
+func (response ResetMember409ApplicationProblemPlusJSONResponse) VisitResetMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResetMember500ApplicationProblemPlusJSONResponse Problem
+
+func (response ResetMember500ApplicationProblemPlusJSONResponse) VisitResetMemberResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -3516,6 +3811,9 @@ type StrictServerInterface interface {
 	// CreateTeam Create a team (admin)
 	// (POST /teams)
 	CreateTeam(ctx context.Context, request CreateTeamRequestObject) (CreateTeamResponseObject, error)
+	// DeleteTeam Delete a team (admin)
+	// (DELETE /teams/{team})
+	DeleteTeam(ctx context.Context, request DeleteTeamRequestObject) (DeleteTeamResponseObject, error)
 	// GetTeam One team with its members and requests (admin or a member)
 	// (GET /teams/{team})
 	GetTeam(ctx context.Context, request GetTeamRequestObject) (GetTeamResponseObject, error)
@@ -3525,6 +3823,9 @@ type StrictServerInterface interface {
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/consume)
 	ConsumeInbox(ctx context.Context, request ConsumeInboxRequestObject) (ConsumeInboxResponseObject, error)
+	// ResetMember Make a stopped or failed member idle again (admin)
+	// (POST /teams/{team}/members/{member}/reset)
+	ResetMember(ctx context.Context, request ResetMemberRequestObject) (ResetMemberResponseObject, error)
 	// RunTurn Run one turn of a member with a scripted model (admin)
 	// (POST /teams/{team}/members/{member}/turns)
 	RunTurn(ctx context.Context, request RunTurnRequestObject) (RunTurnResponseObject, error)
@@ -3751,6 +4052,32 @@ func (sh *strictHandler) CreateTeam(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// DeleteTeam operation middleware
+func (sh *strictHandler) DeleteTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request DeleteTeamRequestObject
+
+	request.Team = team
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteTeam(ctx, request.(DeleteTeamRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteTeam")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteTeamResponseObject); ok {
+		if err := validResponse.VisitDeleteTeamResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetTeam operation middleware
 func (sh *strictHandler) GetTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
 	var request GetTeamRequestObject
@@ -3825,6 +4152,33 @@ func (sh *strictHandler) ConsumeInbox(w http.ResponseWriter, r *http.Request, te
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ConsumeInboxResponseObject); ok {
 		if err := validResponse.VisitConsumeInboxResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResetMember operation middleware
+func (sh *strictHandler) ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+	var request ResetMemberRequestObject
+
+	request.Team = team
+	request.Member = member
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResetMember(ctx, request.(ResetMemberRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResetMember")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResetMemberResponseObject); ok {
+		if err := validResponse.VisitResetMemberResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4027,123 +4381,131 @@ func (sh *strictHandler) ReplyRequest(w http.ResponseWriter, r *http.Request, te
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tc9s48udXQem2KvYd44dMZm7HfjW7O7eTm8eKczUvopwJiy0LaxLgAKBtbcrf/V/dDZCgREpyHjzO",
-	"/v0mkSUSaDQa3b9udAPvJzNT1UaD9m5y8n5SSysr8GDpr1cFVLXxoGfLH2H5A8gCLH5fgJtZVXtl9ORk",
-	"8p2w4O1S3Ci/EH4BwskKxBUshdRF98WFKZb4ZGO1o2/nyjovLLjaaAdTjU87byw4oY1fKH0pNNyc9puk",
-	"TiT+DpabVG6qc9VRej4zel6qmc8PxI+wdEJaEG5maiiEN9SaN1egnzlRQXUB9mCqJ9lE4VAWPMRsomUF",
-	"k5OUAc9/hOUkm7jZAiqJTKjk7U+gL/1icvLi6CibVErHv4+ziV/W2IDzVunLyd1dNvmZOvtN4gPvubsa",
-	"/2g7Y2om2cTCH42yUExOvG0g7fMvFuaTk8n/OOxm7ZB/dYe/YCvY0Wv4owHnX/1jQ1+WnzlXxQf313ZD",
-	"nb4BWW3oz4OsPnZkd/F5ks2/L2B2RSJrTQ3WK3Asml6qEj+tzEAkZeAHc5V8fWFMCVLToDpy3/Lb9GwW",
-	"O3nXTrO5+BfMPLb1d6NdU8FrcE3p18mz9D19VB4qt23oP0s/W4TG7trupLVyuUZhbHuQLAvSQ8EyuE7W",
-	"KGusKYd/cF76Zjv51N8ZP4v048Jb1yBvFhDW4jMnLkBasLxGT4VbmBstjC6XYgEWDiZDS2tgnojwlszY",
-	"8wbWoACvM6ZUlfJbh/kTP3WXhTW8+/z252VthkeFdnjQgdqOjKHxvtIX5nZ9pBU4Jy/hHqLJL2wVy7bh",
-	"IWJ+avm7alNQY6A0mEYXDqe9Ty6q/vPZQjKvQ7tKe7hkPs4Bigs5u9r0zEKhuVmeg/Y2NLv+kEJ2nV8s",
-	"/eYHUvatP1PLZWlksYmYoJFHfiWrOfTTCrNXiOmTn6VcS3pcpW+Ne7H/dZaNz+krXTekAGVRKJxVWf6W",
-	"zOBclg6yzbMupBczXCDK6FMBcrYQcwVlIQqYS1R10Z6X4JzR4lqWDWwTlfDu5OSbYLRV1VSpyd4oRO3b",
-	"xy/St4+y3cSrff2vW/tekbv2za9eHB3t+HIqk13P295dk9VuzNupTqW4fe/ltrda6W5febH5lbsBsUtN",
-	"5Zh2Q7wzaOZAOjNgmH5Fu0OQU11qY6FA6QKNVL2dGFsoLe0y8plW27UsVXEeQS1+VZwbe049slXCPy3M",
-	"VK1Ae0RIxp87eQ34Vl0uk1Zqa7yZmRRopCS3CG4D2bKurbmGIhMWkFFQECgvmrpUM+mH7Glq2+NQYzOk",
-	"NbgdhEGxFaSZ+TNA6rA5YOQZehrSImNQRc68uoZBi9FYLcxc+IWK0F4oJ2yjtdKXyUhbiNet0TIg93EF",
-	"v+mJB4NPO1qBEQwUWLeuzcPYVoY6PiuMWrYq92GMuR3pd3xr9cEEQc2Kw7UDJBofwtmajKuCuBXEhfhm",
-	"6poEfS5VSR9mpXGDQo7NshJYE1g0P4MyMKqLom4YFBzQwQnfPHxeXvxw2iZjgBHG0Ag+aHLjIFdwvVVV",
-	"hcrHL0CL49b9ZiOfd4Y5FzNTgKiN0t4N6iRvdvZ/UzZ4s2nEvwSRHEIhwtioRFCUSPHfyqou2X0OcYJa",
-	"eg8W3/r/b+Xzf7/Df46ef/v83fuj7MVXd38ZGsqvNehx/zDV6jto5hp0gT9u1bs9j3+D3v3NmosSqgG2",
-	"aPH6//xdfPvy6/8tan5IFGbWVKD9OujC+UzpJItGSO68XU00/63uob+8MeeltGRMG+2aujbWQ3FeQaFk",
-	"tKIV+IUpztFwyrI0N9RYo2XjF8aqf/OSNfZCFQXoYGHniChxNkBW53CrGPeyvps3Zdnh4XPyopK/I4uj",
-	"W3UetAA+UZddvCn01D0+FJTqWmm0vJaqlBclD/ZKmxt93gaBbqzRl+eFsjCjCYjEzoy1Te1ZP1m0pC0/",
-	"kXmV1Mtz5y3IigeI4inLc7DW2EHF1UVM+vP9Q1NJ/RwlHUk8FRquwYqZ0V6qEMGblahTnjlG3m4LmBjA",
-	"fcqP2Ef+Yn1l/r/Xr3A5Kn1JBEQ5vFK6EHu5vDCNP7kopb7KKVywfyourNSzhTBa5CiT+fYIQpAyJi4x",
-	"n4FRGcv2yNohwPZr42emgnt6P78vpG/14/MI/gjAiEIVXXy1tubSympo0TU438MBlvDWMyfCY2KuShBy",
-	"jh+xWexnbzqZTsQNqmt54UD7/cFJhduaQeDQ3FUIxNdp+H0BFLQ1ja8bL+CPRpZOxJZOhW7KkntOxkgD",
-	"18YjcUgJPkQrJgQQ1xEdN7+NBfxUJjxbqLR35XfsNDHZUg9FEFGs5o2D4vxiOUzQpfQgPM57eBK7PK+k",
-	"0hnaH+w49TjqUqIiWBjnUf620LVqAOjdhKKWV8l8xtnLWlkakvPX5KgMjqiAmXLKaB7VjXQCpagdjbhZ",
-	"oNBpowF/HOLuCtxnz2OYvdE/H8FRG01p1DApb1O/zS0aX6BGbr97t6Pi6FnaSH9C7ChHPwh57cygHpbu",
-	"T9wvxncr4WgVpvWjINug2gpPInmjgx5HQjNQ9chCVgU7eiDIBIsSEIadcpyY9GT+RwMNFPmg+ro3yuLG",
-	"cDpLNIjLc8dYuoA52J3c3l3hV9hVWecHmrgdt2R+xEe7SM6Yl7Ebe6nFwOARZgZlsJkyfGgH1o+5N5uw",
-	"bzYYnxjCOh6hpd/uPfVmizifOFOhkY6/CUaIIZzI3g1T/EGr/eOk4F7eWS8OuIOD1rL23k5aYPAaXzcw",
-	"79U/SBASh+yP58d9fwy/env8/Nt3b4+ef/vufw66YimrVmxBYgIGRSm8+pNy427c7pspcdlv3+MLDQ/y",
-	"ptG/0uS6eyLP76/BLkNsXTlhan7vVOTyErR/jiLhcuHlFTjWsbnzUJ9XLl8HoREBDKsWxC7PnKjBVsox",
-	"UDCEPBH0HNRLsRfslChAL/dT9EO+HildvRyckhSVrvccf40A9MYq74H6jz8d+FvfETCdvHwxneyfCqhq",
-	"vxQVyOD2hAcO+jGpr14MkESStEbOTyCLZ67DSkYLjiggZ0qpOxqCYuvzoYUUrOsGeRHmZ73vs9LcCKAJ",
-	"x2fExTIETKVeikqVpXIwM7pwmXBGSJwpZ7SYSS1uEBpGVyGMPoToj/qbEke7hexRYDtXaX3K3Ay0tMow",
-	"YMfnTlMUGZ0W5YTSDO7BDWJKo+HX+eTk7eZFuOq+3WWbn3+Dy6J9+B0PaAzPzBYwu7rHxjClNwxsCFdS",
-	"lRfmFjas8Y/dwF1TD3K26PbnKQyRCeVdQAVOmLJAkEAJPYlx6Ca6MgWU55u3OM3VuhCwYiLWtZH9WvqF",
-	"WKCq2jNayNZzwu8zDkvQ88qxDzLiTe4PbwiYTh436utOcld2vT5O3VP8eRQcheXQ25npFHSIbnWRg2EI",
-	"FPIc1lebbfQzR+Y/ExfW3DhcQaJUVyBQN1DK1XbAH+hPqM1i9g/lzoR1sCYTHet7O9OduA9ZvLPQxys9",
-	"N0O5QMkQNyQEfTAvzTZry9pnndXhRRboyCi2r1kb51G23egeXFRj0bPhzaAYzkqJ6UawibnDECdSvbvQ",
-	"9yZrG9Dpmh8kDXQxpmh58azG6gkd7u7pbfXntvlxZx7qoY1ZNGr4NxSCFoCQ2t2AzYQU3phSzGRZCmOF",
-	"FHOlZSk83JJK3c2CvTGmpJ63m65bzw++C8l7A8tHVvJyDE0FL4HyNQuBjADBgWjRhfqF9PiT9adCeVTI",
-	"Duw1FAR2niOOHNbBH5F01SeUt/oIHcQ8EmFsgewuQRadwdrRXt4zSWs1HSIlLVgAog3dbaRqZ0p29RbG",
-	"0sJ6GjZO85AUo2B8kJ96nynkTKEPSJ7rbUYTNLp9xe8lWHxtku7tno7uJCN3hpUj25Bdx4HtnDVVJe1y",
-	"65Ryy2PUxFbW0SfnGZ5LInZubIWfJoX08NwrNhBrcfyxZfWDuQnuQlhfMWwgFjI1VdszJIbltRPThOyx",
-	"IbuP3GxJjD45EyXMvbiAhdLFum+LWuM8oN5hFEtPOHlzbqE21m/inpmTFnrW4egbsEAKwbtgHRSujWGW",
-	"sl3bTE14xoIlskxjZzC2U3Gt4GZzeyuz1WPGGj0DTY7QM8C04ckOJuu+OYWDBpd9A9BFkN7G6pAx1Zrc",
-	"1SV961fS/l8eDaShZJMbqfyg6/27VJ4hX2n0pbiAubEQ6FH6MgtYWzh00YnYD3Cy+8ridmThRJzwCXmJ",
-	"yMUJo4GAzDoD1eaE0DGojI2R11k3Xuzl7+9y3qajdWqa3gZlgo2NKUeAC7eHqiYTcHB5IHIHuohJfPlK",
-	"VOebl1sqOx7VfBszXJXwprH6g+x4bU01tkvQOJx6uPU8/6YG3S2m07DHh1NF8bMVvo6snbjZ5kaKBJBJ",
-	"z1zgoctI3GqwQRwDqslQh94PUQXQnECI42+2l1sEUsc4Pp6MGlMb123uDoGSzmnpMyhnrkCRn9A0ME8u",
-	"5TX0vAmx59tyCwqdFSXsn051jguYk1/yE8TrzquyFNJdQSHmxtLKcSFfYG4aG9ntqMWp7poMmXP7pyJn",
-	"nyBQRFp2ZpqSozBzpZVbrL0d3AipC3EFUDsyhzVaE9M4EXIW97lqq3Xdw9ARM7TD6DL3hgMhtyOCXUrn",
-	"mVVhF4w4SXvYNyjp3Oj2UEiby9NVoWCfa7O8Lj+0EzZrrPLLM5TQkGRHlTHfNX4xTLcsKqW5cIZdyMBT",
-	"+oYWBQ7mu5Amxe4QV7yJ6IzReiBoQH11Q1x4X3MNlgqxlpX+Ef61wRqu/MOvujQWcw1W/PDmzW8HIoT1",
-	"0NXVAIWb6rxH1Yn4GxcBTZujo69mRD99hCBIyUiz9aGGKkMoptroGcS0Do5tUU5CwJUH4rv4opz5sLUh",
-	"SeCgnHNXvO2HkiBRSMlIZKu/tPukseJRzrxpf6qxVcvx6kgnijwTewFoHZzwJqPXteG6Rt6OmUlNtgrf",
-	"qA6meqq/t9ZYrmrMZc0Z2Mrow5AL9b/+5YzOxV7M1duPsMZ5iudxFtRpyN1yU72aIJWFTC/8glOe8gPx",
-	"G1jCyIIdO7GHJGYi7NQh3VMd8wQEp/S5jEPFwql/Q9Zy6I/GeLlP5NumBBfXGMcdUS2EQO9Us3I+EZLz",
-	"y9DaO1UwK1BRxEUfdvyTdMKcODm3CgEea4oQLZv8LFVpjakm2eQaLG9UTY4Pjg6OOKIHWtZqcjL56uDo",
-	"4CveUVzQ6juE61glGzY6B6Lk9AzSltOnkyjByxqCABNleSG9jD/ihMUfbxYQBOX/nv36C9e2vp/SIpxO",
-	"MjEl/48/YRPTyV3SYM4xbxCzhdSXUAhWJwfizbIGdzLVeQQ5mcjDfPDHulziB8r9oQ8kpfgJFxI90+B/",
-	"NM+5BbfUszwmaykXhEnMoSyD70RUMcfYrSks2QSxZwFFZqppCVHcaGkaqvPbx/VIPfGbz5zAYbVc4NAy",
-	"jz7GB1e5wqp2OjkR05jKTUzilLY21jrV6OstOlXQ6Qdi5y69TXW/u8LoMEnmquuTA1+o/HB0M1NVyKlS",
-	"aeCAmPYCwVOrp5gtFrvQDKkCJ+1SHH8twuYcm+FEf7EucRA3aHE45kZPNa8rbCMstFYI4vTQ81xGxW4o",
-	"2n6ky6CJn4G6Rk26x3oxrGmrLhfeCdqS3e83TxLTa7ujpbHaIdFM7cKUXORVGefFX8OwXcuPtnwcLCqk",
-	"46MXL0+nWkZpI9RZGC4Xp+C5kDqsQNQISovjo5ZhpXFAI5hq7udAvIml4OISWxmyj1PNBjJDs0CTQCv0",
-	"hEKYyVwFFTQHXkBIUP49UnJGPm7OOghBIDX7qpicTM7oze9Zq2S90vu3gxU9kadhIwxn9iBWrv/RgF2u",
-	"1Vvfq7763Qr8fnF0xEml2sdqBLj1rAaf87B5IyD2sYqG7ob8OZ4ffp3CwuSDt6If5pYmRN7I5QFq5Zdr",
-	"lIwZvj5BWzZ7Kc99gMx8LVk9ZyqOH5SKNKM9EPDVgxLQ5tDnJ6sIS7orpS/JLYiHMbA4EpkvH5TMNr0/",
-	"P0Hw5JrZIiHmxbcPSsxqDj4BVlyszDZOHwya76/kM0e1R0A2UXf8DCo91EyyLGk8Xz/wUugXEOTsmsQo",
-	"8+SMSH1+hkuWFVnnkrNtZygi9hixJ1B9nzK+LlHZTQKyeoeNH9pGu8P3bH3vRtHWm3goSCxBabNBeqjw",
-	"QPy+mipCbu1UXxoKweTmKmens3SQiZy3p+krTvshOBC2pulrSsoeUOf/BP+64RTrjUo0na/7zVOXXTKi",
-	"W3kHvyvKeVKdj0F1tviK1wBqANpqcI9GW1I615+gXPoVTDmqhy0K57sVGQ+KJVUmSebA3RqqGjoKJyas",
-	"fNThNNjXYS8nIqitvpL4STl/1j71GXVFL3ljgPccgmlTT7jG3cfczyTx5DGs3sdl9N50J060Ex59FWXb",
-	"3J49qZds9seksycyh+9RHu/I/K2exPV2PdSb5uXisulnK+WtX9CX9VgY/lGSnk1q4/xoDlnwqF10+9ir",
-	"3sOuC97xCMaYt1+meoX258f5fiYKq65DG3GXmWS0vwHlOCIRtgOGHO4knCCk1qbRM2q2HxScai4JpWmU",
-	"l1LptC107CkbNoYsGidqeQkUnJsb9IGF8gdTHRNj8KGlS5LoyFu/kbZwB2tTFdKqyblEl59PO9kh81r8",
-	"Tj5n/FtIZOpU87OSc2TJw0KREt7QaCGEZYSaD/pbMcbzz+/fiD4Uy9vD27CdVgGnQ8PxU+yykktxAVMd",
-	"N+l4/6BLnXZDAOp1o8+6nMEQn/pbKCz/VAAqJsjf3d3dPSKo1uJQXJBh1yzJfV1AWTwSOMdR8ajkCkOx",
-	"jqrNDOdGW1cmzOfBEwhcAYG4JFvd/2iAYKQo+KIxY892YTZU8Kt0P7CH3VXwM+VzC0Ht0kaJcpwbEFVO",
-	"BLcvjx929vvnGbAAHn/9wCtg6ASF/MuA+q+bNGBPhsvzf2ik2RaRKWKXfYsngFirzcobheZvQu73Z7ML",
-	"bcrgKCRPwmhP6jKqy5LAGc3fI4yC4YQycVEIM6Hhpi2JSUQypG/ebcLQIdCalyCLXMjyBrEkK7yYRy2L",
-	"AgqGCaiUkT1Q8DYMflb6cqqVZy468AzZrCnhQPSLeUJYsq5B2rADolx7Ji+nBQxANc4letMd6vqpkVqS",
-	"eHzXT6tAgLSO3I4/Wc/pcaAj2I231MgdYZDWZ+ejAmoEx1vrvYrTspVTjnDqa5D+SQGtKKDo03Yq6M+E",
-	"PU9w5suDM6xXKL1YVgNgJVqGFqgcvsf/7kbxyj/Btwr4M6KVTUrwaYfhUW7Omvkj35R9XPDtVx3cxzYI",
-	"HiOO7GjEJNeNW5gJsOsHbodo7h45bM/N5x2EdOUfBjIO3/OHu0MVj+4e3BLlcCDF4/JsPasnHvRF2TUQ",
-	"o4c3Uvk8ozRFSmiRfqrnSheunTV+H1EnFV032quSNnml5Rjt3oujo8i7fdKE1OhUx9SbhbwGUUvnoEge",
-	"liExnBDr/mm69R3judjhVPOGWS9JSnnhFg2FIW/0yGYsn3O+Ja+mO+1GxoHG9Bpi9imSqZgxtPlriHuU",
-	"4beuiIYOiaTC06EUHZqPsRsltpYd3GVrBzsEbnsjkP+cmxEHFfNrLPAoNIgl+LHsIXy/R1l7dtRRUp/w",
-	"zbbihHef0TTx7I7YpiDy2crBBE/G6lEYq2Ca+gdKPCoj1XlFf5K5Sg763ClUBpSDHXIz90hZBUQQgqAM",
-	"N09Jyyt9KQoowXcX7SSGrLuu4SNsWbb12eQ2nJ0t3+GML1cZ2B79XJSNxWkQM/B9K5TrlJoOaE9IiRMS",
-	"Ss7jefFRPU210rOyKaA4EHxtzMDMnAoZUlhFGL1YKigLJ/L2+PXB7NJwEU20gp9NEfcvvBkQ50FWPSnj",
-	"x6yMs57aeFLNY6o5Ex8QCKB7KkLgMGYBdBHXkIQ+pMl1uUw9jq587G67/mxvDviT9WYS3445DZBc3BDK",
-	"8UVpTM3pBKEM3rWJHydTTTfBxHqiWD5Eu0FJTdAFez8abj0fdGbmIm+1YJ5N9YYTV07Zh6G0igJKuXRU",
-	"QAU1omvn0S9UGhE2tpKU7xLJSDxHWsGlM1yXKlTGSe8l/VpJVU51KAwOseS0klWEO/HqwbrLqd5LizYz",
-	"0S/spGMdYykmVV0gj/i04UbTkWrCzKcax8VVly4puvTpnVyr1ZdhbsLPUx2+xl6voGaycU0q3fBUoFdN",
-	"U4E0xMoLqgqcz3G6pprq2XqV2Jx665qLSvnzupQ6Dz4NynglPWQrL/AVgjmfO5C8wTsppzTTaGLb4AhO",
-	"/yX5sF29rNRTTes2GK2sLUMh9lGijIlDwG9Gsmu4wGmtnGE47+VNY/Xn2knpSr932kk5+qQ9b06CIf6B",
-	"LqA4RU0qfeNy4XC1LczNl7aNEhQEuteg+KTzcBZCqHQ14Rs6XuJpf2U9H4bLwx4x2njoPZ/1myJiaX+r",
-	"5C8atxR7srWhvD8cKh/3uRJNFSVkgm+twBGx4md2i72wz8xFv9Ew7D+lzPzpe0yfAGu+bnQPYbUbBbEm",
-	"vH+cy8CuFOHGQYTZ3S33wRHvTSgx3O0bz6WPp6eEc+T42Dm0zFXjPEOdC4hln90x1lOd3jLEVjvU7Yda",
-	"6aG7gFfqNEEXP7dXvN1vsIM3KHNg9NOb+v4FTg+cN5EcyTggzGeeb897FCadFk56WsB/e2vcGeKwxxEV",
-	"xdDpGo9+e/GhzXR3i1TQyUOXkT/Z01V7+vLFiwcmJb1iKz8RuTd5FPjEanypgaUzyo2NsWg5ZN6G4/xr",
-	"xj09f2o0V/Z1d4To5yujSC5ZGM2YXY0EPSWmPCWm/EckpiTnLNuB44K3ZKQk8eHs00P0nMNrFNiaW1Ml",
-	"YTnhTRtyy+MdKjk/FZxNb4Tko2nwBYbl8SypBPPvhO/799QMAXi+cJOPTH7UAL5/M9ADA/jkWtIhAM8F",
-	"lIWwcKmcpxC7dCJcwfQE7J+A/X8gsO/dCJscmhbveO2OSgt3wuIXT97Al+gNcN5i/87dLzXqh5pcSL5J",
-	"ylgRTXC3qbjFNdi0sxx/O3zf3ZG3MUe9M7yf20sYLbXmn598gief4AO2f1LpeXx563FJP4ArsD0DpL2b",
-	"cSytb1B5HLYXiD4cZaNeTTzDto0LrbkiQ17I2h254SwQPqAs3vLHZ33S4SLKiTy9SjaPiR62l/mnpzre",
-	"bNppcT6QO93MUajtYwJMHu+kHXSFwpW7X4Qv1N2I/MCJC+m9xEPLMlwt3F3IHm57zVYnFU11Nx1PPtLj",
-	"9ZGiHo1eUlFYoHqVeCluDytlnV/1pflRqybt4V2qukz8oEwQpYk/9eQ+fYnu0xfqKX3H99ck5/dvXvgj",
-	"TlJyXQPZ0fSihrfv0EJyYRtb2caWk5PJoazV4fUx2c/Q5vv09GZHuCZ80W7WJN+1BCTfcbpG8kV3BEry",
-	"ZThu9e7d3X8FAAD//w==",
+	"7H3rc9s4su+/gtLdqtj30q9MZu6O/Wl2d85Mzjwrzqn5EOWIsNiSsCYBDgBa1qb8v5/qboAPiZTkPBxn",
+	"j78kskQCjUaj+9cPAO9GU1OURoP2bnT+blRKKwvwYOmvlxkUpfGgp6ufYPUjyAwsfp+Bm1pVemX06Hz0",
+	"nbDg7UoslV8IvwDhZAHiGlZC6qz54spkK3yystrRtzNlnRcWXGm0g7HGp503FpzQxi+UngsNy4tuk9SJ",
+	"xN/BcpPKjXWqGkonU6NnuZr69Fj8BCsnpAXhpqaETHhDrXlzDfqZEwUUV2CPx3qUjBQOZcFDTEZaFjA6",
+	"bzPg6CdYjZKRmy6gkMiEQt7+DHruF6Pz56enyahQOv59loz8qsQGnLdKz0d3d8noF+rsd4kPvOPuSvyj",
+	"7oypGSUjC39WykI2Ove2gnaff7EwG52P/s9JM2sn/Ks7+RVbwY5ewZ8VOP/yH1v6svzMRGXv3V/dDXX6",
+	"GmSxpT8PsvjQkd3F50k2/76A6TWJrDUlWK/AsWh6qXL8tDYDkZSeH8x16+srY3KQmgbVkPuG36Znk9jJ",
+	"23qazdU/Yeqxrb8b7aoCXoGrcr9JnqXv6aPyULhdQ/9F+ukiNHZXdyetlasNCmPbvWRZkB4ylsFNsgZZ",
+	"Y03e/4Pz0le7yaf+LvlZpB8X3qYGeb2AsBafOXEF0oLlNXoh3MIstTA6X4kFWDge9S2tnnkiwmsyY89b",
+	"WIMCvMmYXBXK7xzmz/zUXRLW8P7z252XjRkeFNr+QQdqGzL6xvtSX5nbzZEW4Jycwz1Ek1/YKZZ1w33E",
+	"/Fzzd92moMZAaTCVzhxOe5dcVP2T6UIyr0O7SnuYMx9nANmVnF5ve2ah0NysJqC9Dc1uPqSQXZOrld/+",
+	"QJt9m8+UcpUbmW0jJmjkgV/Javb9tMbsNWK65CdtrrV6XKdvg3ux/02WDc/pS11WpABllimcVZn/3prB",
+	"mcwdJNtnXUgvprhAlNEXAuR0IWYK8kxkMJOo6qI9z8E5o8WNzCvYJSrh3dH5N8Foq6Iq2iZ7qxDVb589",
+	"b799muwnXvXrf93Z95rc1W9+9fz0dM+X2zLZ9Lzr3Q1Zbca8m+q2FNfvvdj1Vi3d9SvPt79y1yN2bVM5",
+	"pN0Q7/SaOZDO9Bim39DuEORUc20sZChdoJGqNyNjM6WlXUU+02q7kbnKJhHU4lfZxNgJ9chWCf+0MFWl",
+	"Au0RIRk/cfIG8K0yX7VaKa3xZmraQKNNco3gtpAty9KaG8gSYQEZBRmB8qwqczWVvs+etm17HGpshrQG",
+	"t4MwKLaCNDN/ekjtNweMPENPfVpkCKrIqVc30GsxKquFmQm/UBHaC+WErbRWet4aaQ3xmjWaB+Q+rOC3",
+	"PfFg8GlPKzCAgQLrNrV5GNvaUIdnhVHLTuXejzF3I/2Gb7U+GCGoWXO49oBEw0O43JBxlRG3grgQ30xZ",
+	"kqDPpMrpwzQ3rlfIsVlWAhsCi+anVwYGdVHUDb2CAzo44duHz8uLH263yRhggDE0gvea3DjINVxvVVGg",
+	"8vEL0OKsdr/ZyKeNYU7F1GQgSqO0d706yZu9/d82G7zZNuJfg0j2oRBhbFQiKEqk+G9lUebsPoc4QSm9",
+	"B4tv/fcbefSvt/jP6dG3R2/fnSbPv7r7S99QfitBD/uHba2+h2YuQWf440692/H4t+jd3625yqHoYYsW",
+	"r/7j7+LbF1//f1HyQyIz06oA7TdBF85nm06yaITkJvVqovmvdQ/95Y2Z5NKSMa20q8rSWA/ZpIBMyWhF",
+	"C/ALk03QcMo8N0tqrNKy8gtj1b94yRp7pbIMdLCwM0SUOBsgiwncKsa99Bd5TbXym1V53oDj+sf4d+R3",
+	"9LEmQSXgE2XeBJ9Ct83jfRGqppVKyxupcnmV88ivtVnqSR0RWlqj55NMWZjSbERip8baqvSsrCya1Zq5",
+	"yMlC6tXEeQuyYF8AZVXmE7DW2F4t1oRPupP/Y1VIfYRijyReCA03YMXUaC9VCOdNc1QwzxzDcLcDWfSA",
+	"QOUHjCV/sblM/+vVS1ybSs+JgCiU10pn4iCVV6by51e51NcpxQ4OL8SVlXq6EEaLFAU03R1OCCLHxLVs",
+	"aWBUwoI+sJAIvf1W+akp4J6u0B8L6WtleRSRIKEZkamsCbaW1sytLPpWYIXz3R9tCW89cyI8JmYqByFn",
+	"+BGbxX4OxqPxSCxRd8srB9of9k4q3JaMCPvmrkBUvknDHwugCK6pfFl5AX9WMncitnQhdJXn3HNrjDRw",
+	"bTwSh5TgQ7RiQjRxE95x87tYwE8lwrO5aveu/J6dtuy31H3hRBSrWeUgm1yt+gmaSw/C47yHJ7HLSSGV",
+	"TtAYYcdt96PMJSqChXEe5W8HXevWgN5tUVTzqjWfcfaSWpb65PwVeS29I8pgqpwymke1lE6gFNWjEcsF",
+	"Cp02GvDHPu6uYX92Q/rZG531AVC11a5GDdPmbduJc4vKZ6iR6+/e7qk4OmY30t8idpCj7wXD9mZQB1h3",
+	"J+5X45uVcLqO2bohkV24bY0nkbzBQQ/DoimocmAhq4y9PhBkgkUOiMkuOGhMejL9s4IKsrRXfd0bcnFj",
+	"OJ05GsTVxDGwzmAGdi8feF8sFlIsm/xAE7dnfuYnfLQJ6wy5HPuxl1oMDB5gZlAG2ynDh/Zg/ZCvsw0I",
+	"J73Bij6s4xFn+t2uVGe2iPMtzyo00vC3hRFiPCeyd8sUv9dq/zApuJer1gkK7uGt1ay9t8cWGLzB1y3M",
+	"e/kPEoSWd/bn0VnXOcOv3pwdffv2zenRt2//b69f1mbVmi1omYBeUQqv/qzcsE+3f2YlLvvdCb/QcC9v",
+	"Kv0bTa67J/L8/gbsKgTalROm5PcuRCrnoP0RioRLhZfX4FjHps5DOSlcuglCIwLoVy2IXZ45UYItlGOg",
+	"YAh5Iug5LlfiINgpkYFeHbbRDzl+pHT1qndK2qh0s+f4awSgS6u8B+o//nTsb31DwHj04vl4dHghoCj9",
+	"ShQgg9sTHjjuBqi+et5DEknSBjk/g8yeuQYrGS04vICcyaVuaAiKrcuHGlKwruvlRZifzb4vc7MUQBOO",
+	"z4irVYieSr0Shcpz5WBqdOYS4YyQOFPOaDGVWiwRGkZXIYw+xOtPuxmK0/3i9yiwjau0OWVuClpaZRiw",
+	"43MXbRQZnRblhNIM7sH1Ykqj4bfZ6PzN9kW47r7dJduff43Lon74LQ9oCM9MFzC9vkeWmGoderLDhVT5",
+	"lbmFLWv8Q7O5G+pBThdNsp7CEIlQ3gVU4ITJMwQJVN3TMg7NRBcmg3yyPd9prjeFgBUTsa4O85fSL8QC",
+	"VdWB0ULWnhN+n3BYgp5Xjn2QAW/ysD87YBp53KqvG8ldS4F9mLqnYPQgOArLoZOmaRR0CG41kYN+CBSK",
+	"HjZXm630M0fmPxFX1iwdriCRq2sQqBuo/mo34A/0t6hNYikQFdKEdbAhEw3rO2nqRtz7LN5l6OOlnpm+",
+	"wqDWELdUB703L80ua8vaZ5PV4UUW6Mgotq9JHedRts569y6qoehZf2YohrPaxDQj2MbcfogTqd5f6DuT",
+	"tQvoNM33kgY6G1K0vHjWA/eEDvf39Hb6c7v8uEsPZV+WFo0a/g2ZoAUgpHZLsImQwhuTi6nMc2GskGKm",
+	"tMyFh1tSqftZsNfG5NTzbtN16/nBt6GSr2f5yELOh9BU8BKoeDMTyAgQHIgWTdxfSI8/WX8hlEeF7MDe",
+	"QEZg5whxZL8O/oAKrC6hnPcjdBCLSoSxGbI7B5k1BmtPe3nPiq312og2acECEG3obiNVe1Oyr7cwVCPW",
+	"0bBxmvukGAXjvfzU+0whlw29RyVdJzNN0Oj2Jb/XwuIbk3Rv93QwrYzc6VeObEP2HQe2c1kVhbSrnVPK",
+	"LQ9RE1vZRJ9cdDiRROzM2AI/jTLp4cgrNhAbcfyhZfWjWQZ3IayvGDYQC9k2VbvLJfrltRHTFtlDQ3Yf",
+	"mGxpGX1yJnKYeXEFC6WzTd8WtcYkoN5+FEtPOLmcWCiN9du4Z2akhZ41OHoJFkgheBesg8K10c9Stmvb",
+	"qQnPWLBElqnsFIYyFTcKltvbW5utDjM26OlpcoCeHqb1T3YwWfctMOw1uOwbgM6C9FZWh/Kp2uSuL+lb",
+	"v7YH4MVpT01KMlpK5Xtd7z+k8gz5cqPn4gpmxkKgR+l5ErC2cOiiE7Hv4WR3lcXtwMKJOOEj8hKRixNG",
+	"AwGZTQaq7dWhQ1AZGyOvs6y8OEjf3aWcpqN1aqpOgrKFjY3JB4ALt4eqJhFwPD8WqQOdxYq+dC2q882L",
+	"Hds8HtV8G9O/ReF1ZfV72fHSmmIoS1A5nHq49Tz/pgTdLKaLkOPDqaL42RpfB9ZOTLa5gR0DyKRnLvDQ",
+	"JSRuJdggjgHVJKhD74eoAmhuQYizb3bvvQikDnF8uDI11jlu2tw9AiWN09JlUMpcgSw9p2lgnszlDXS8",
+	"CXHg670XFDrLcji8GOsUFzAXv6TniNedV3kupLuGTMyMpZXjQr3AzFQ2sttRi2PdNBnK6A4vRMo+QaCI",
+	"tOzUVDlHYWZKK7fYeDu4EVJn4hqgdGQOS7QmpnIiFDAe8hau2nUPQ0fMUA+jKePrD4TcDgh2Lp1nVoUs",
+	"GHGScthLlHRudHcopK7labakYJ8bs7wpP5QJm1ZW+dUlSmiouKNtMt9VftFPt8wKpXkXDbuQgaf0DS0K",
+	"HMx3oWaK3SHe/iaiM0brgaAB9dUMceF9yRuyVIi1rPWP8K8O1vA2QPyqKWMxN2DFj69f/34sQlgPXV0N",
+	"kLmxTjtUnYu/8Y6gcXV6+tWU6KePEASpNdJkc6hhyyFkY230FGJZB8e2qCYh4Mpj8V18UU59SG1IEjjI",
+	"Z9wVp/1QEiQKKRmJZP2XOk8atz/KqTf1TyW2ajleHelEkWdirwCtgxPeJPS6NrzJkdMxU6nJVuEbxfFY",
+	"j/X31hrLWxxTWXI5tjL6JNRC/b9/OqNTcRAL9w4jrHGe4nlcBXURarfcWK8XSCWh0gu/4JKn9Fj8DpYw",
+	"smDHThwgiYkImTqke6xjnYDg+j6XcKhYOPUvSGoO/VkZLw+JfFvl4OIa47gjqoUQ6B1rVs7nQnJ9GVp7",
+	"pzJmBSqKuOhDxr9VW5gSJ2dWIcBjTRGiZaNfpMqtMcUoGd2A5UTV6Oz49PiUI3qgZalG56Ovjk+Pv+KM",
+	"4oJW3wncxC2zIdHZEyWnZ5C2lD6dRwlelRAEmChLM+ll/BEnLP64XEAQlP+8/O1X3uj6bkyLcDxKxJj8",
+	"P/6ETYxHd60GU455g5gupJ5DJlidHIvXqxLc+VinEeQkIg3zwR/LfIUfqPaHPpCU4idcSPRMhf/RPKcW",
+	"3EpP01ispVwQJjGDPA++E1HFHGO3JrNkE8SBBRSZsaYlRHGjlalo098hrkfqid985gQOq+YCh5Z59DE+",
+	"uM4VVrXj0bkYx7puYhKXtNWx1rFGX2/RqIJGPxA79+ltrLvdZUaHSTLXTZ8c+ELlh6ObmqJATuVKAwfE",
+	"tBcInmo9xWyx2IVmSBU4aVfi7GsRknNshlv6i3WJg5igxeGYpR5rXlfYRlhotRDE6aHneU8Vu6Fo+5Eu",
+	"gyZ+CuoGNekB68Wwpq2aL7wTlJI97DZPEtNpu6Glstoh0UztwuS846swzou/hmG7mh/1XnKwqJDOTp+/",
+	"uBhrGaWNUGdmeO84Bc+F1GEFokZQWpyd1gzLjQMawVhzP8fiddwXLubYSp99HGs2kAmaBZoEWqHnFMJs",
+	"zVVQQTPgBYQEpd8jJZfk46asgxAEUrMvs9H56JLe/J61StLZh/+md3tP5GlIhOHMHsdt7H9WYFcbm6/v",
+	"tdn67Rr8fn56ykWl2setCXDrWQ0e8bA5ERD7WEdDd33+HM8Pv05hYfLBa9EPc0sTIpdydYxa+cUGJUOG",
+	"r0vQjmQvFb33kJluVK6nTMXZg1LRLm8PBHz1oATUBfXp+TrCku5a6Tm5BfFkBhZHIvPFg5JZ1/qn5wie",
+	"XDVdtIh5/u2DErNeg0+AFRcrs43LB4Pm+yv5zFHtEZBtqTt+BpUeaiaZ5zSerx94KXQ3EKTsmsQo8+iS",
+	"SD26xCXLiqxxydm2MxQRB4zYW1D9kCq+5qjsRgFZvcXGT2yl3ck7tr53g2jrdTwhJO5HqatBOqjwWPyx",
+	"XipCbu1Yzw2FYFJznbLTmTtIRMrpafqKy34IDoTUNH1NRdk96vwH8K8qLrHeqkTb83W/eWqqSwZ0K2fw",
+	"mx06T6rzMajOGl/xGkANQKkG92i0JZVzfQbl0t3BlKJ62KFwvluT8aBY2sqkVTlwt4Gq+s7FiQUrH3RS",
+	"DfZ10qmJCGqrqyR+Vs5f1k99Ql3RKd7o4T2HYOrSE97w7mPtZ6vw5DGs3sdl9F43x0/UEx59FWXr2p4D",
+	"qVds9oeksyMyJ+9QHu/I/K0fy/VmM9TbrsvFZdOtVkprv6Ar63GX+AdJejIqjfODNWTBo3bR7WOv+gC7",
+	"zjjjEYwxp1/Geo32o7P0MBGZVTehjZhlJhntJqAcRyRCOqDP4W6FE4TU2lR6Ss12g4JjzftDaRrlXCrd",
+	"bgsde6qGjSGLyolSzoGCczODPrBQ/nisY2EMPrRyrSI68taX0mbueGOqQlk1OZfo8vPRJ3tUXos/yOeM",
+	"fwuJTB1rflZyjSx5WChSwhsaLYSwjFCzXn8rxnh++P616EKxtD7JDdupFXB7aDh+il0WciWuYKxjko7z",
+	"B03ptOsDUK8qfdnUDIb41N/CLvOPBaBigfzd3d3dI4JqNQ7FBRmyZq3a1wXk2SOBcxwVj0ouMxTrKOrK",
+	"cG60dmXCfB4/gcA1EIhLstb9jwYIRoqCLxor9mwTZkMFv073A3vYzXZ+pnxmIahdSpQox7UBUeXYCtVp",
+	"s+0/5iIp1Bj9QkpDiSWlJimS2HLEKXFFhogz80JXFAkxs9DIQXp0VMjboKwPYxqHz7Nsp5uIXWcPK4Td",
+	"MxZ4HZx9/cALse9Uh/TL8DheVe28AdlPz//hLLNJJOngyMEOhwQhX10cOOghvA4l6J/MPNWVi4OeQSua",
+	"96S1o9bOCSPS/D3CYBxOaNRILISJ0LCsd+a0RDJUkd5tg/Ih3pvmILNUyHyJkJb1biznllkGGaMVtA3I",
+	"HshY/eFnpedjrTxz0YFn5GhNDseiu6coREfLEqQNiRjl6nOCuTqhBzFySdPr5qDZjw0YW/XPd93qDsRp",
+	"mwDy7KP13D6idABCcmaPvCLGil12Piq8SF5BDSLW4WKydvISTn0J0j8poDUFFF3rRgV9TvSV1JGHDrLq",
+	"5C/ugZue4NEXCI9YT1HVtCx6wE+0NDXwOXmH/92xzcnBw/D+oqQpOAglZU04iHUcl0HNKT4jc2dCdaIc",
+	"awu08ei8Ofydn62zQy9Oz8TMmkJosxRGH4vvGpBHzjmXToTQCxmuSrfCHjoTS2OvXSmnEMOnHAEhL2Qq",
+	"NUVAaGsqRZT4RxqzMpSJClu9gqdwLqSYWukWof4qB3mDwx7rhcxnR8ysUFUX9if0mMR/0GO1SexYpxfD",
+	"rKYwF/fwlDZ6lKqfZ6er+h9Tnv2B7dDmIXpUpMAHwtq2x7Z5QoAwug4BfCF5L17Wu9Vs0u9U/gC+XyV8",
+	"XJdyG1J9UiuPspDHzB55Ac/j8rF/08Fe1gnTmJ3iaFDcELG13KXlfXeTfH00N4+c1BeucLa5DadOAhkn",
+	"7/jD3YmKdz70ls9w6ojQEsL49QrQeCgkVWJCzDQtpfJpQiXtVPwo/VjPlM5cPWv8PqpbOqCj0l7lVBAk",
+	"LefzDp6fnkbeHZLeo0bHOpZpLuQNiFI6hE3NwzJsIqKwwuFF282IuT/sEGGfzFy3oFZ54RYVpayWeqBw",
+	"hy/I2FGD2ZyMJuNAYykmMfsCyVTMGCoUMsQ9qgbfVER9pwvTIQV95Zw0H0NXEe3conaXbBwCFLjtjUD+",
+	"cx1fHFSsxbTAo9AgVuCHKk3x/Q5l9TmDp629bN/s2sj29hOaJp7dAdsURD5ZO8TmyVg9CmMVTFP38KFH",
+	"ZaSa0NVnMletQ6H3ymcA7dcJdfwHpKwCIggJMwaXF6TllZ7XnkfwU1uGrLnn5wNsWbLz2dY1antbvpMp",
+	"38rVU0rzqSgbCqYjZuCLuqgutm06oD5NK05IOJ4kXjQS1dNYKz3NqwyyY8H3jfXMzAW6PaTZRRi9WCnI",
+	"MyfS+t6O3p0I4QazaAU/mSLu3pTWI869rHpSxo9ZGScdtfGkmodUcyLew+2nC45CdidWjDVpsbBhqU+T",
+	"63zV9jiarcZ3u/WnBccuw2fWm/XetuXCuLB5POwsFwft3ephCzDvLq8Q7htL3sVYh73kCMFVlkMaivvQ",
+	"WZtKHUo9KqsppVlvLudqzrBZXfuxlhbENZQhwBv2NCgnsspyfR+VA3B1YRY33MZdlFx9eDzWv/LO3t7a",
+	"N+T5L81toJ9IAccjrPqhMNObUESc2fWkeh/pFgLKpoeV+5h17qMIC3fPu6C9mUGPsA6O+viAqxpQ8pN4",
+	"hxg+wPe9HH65RoRPmQmq09h4wkbkSYYajPRiT2CZ7g3bx2zUN5V9ZrPRql2JZdPQuigunPglcmNKVufh",
+	"pC1X15afjzXdPBmPLIgnFFClV+vYgStekxpuPZ+lbGYirXV3moz1lkMdLzj0RZXbGeRy5WiOoBTeCOcp",
+	"26nFDI1Y54QgIhmJ5yoKcG1gUOYqZEql95J+LaTKxzqcPRTqRNqH5YhwB3fZe7TLWK9Z2u5aopPj42kv",
+	"tLEbecQXmlSaTm0WZjbWOC4+2MW1znXx7TuA1w94CXMTfh7raJqVI0vMJtxor3TFU4H2m6YCaYibu+ng",
+	"kdkMp4utePewJ97d56qrQvlJmUudhlAYynghPSRrL/CV5SkfbdZ6g6ukLmimUWvUMXWc/jmFPpsjeaQe",
+	"a1qpwddJ6p3uxD6qxTdxCPjNQAE/n6GwsWO6v7T+dWX1p6qSak6X2qtK6vSj9ry9zp74BzqD7AJ1p/SV",
+	"S4XD1bYwyy+tRCooCDRioPgypXDcWjhMx4Rv6AS7J9C0WXLPJ1A8Aab7AKaryq3EgaxtKKOkgI8O+bAL",
+	"xkwMlHBErPiZ3eIg1JByXUs0DE/1Xp+/3usjoMtXle4grDq/HI+d6p4YeS+E2dxl/d6J0m0okTQu7bmi",
+	"i3DiAY3hqGo+2Rotc1E5z1DnCuLJMs1NOWPdvtWUrXY4Giwcx0SZ9mfRX+s9CgZ09kt9pfT9BvuyuWXy",
+	"J1j9yNeUcj7t45v67oWxD1wT3Tr1vUeYLz3f1v0oTDotnPaBZP/rrXFjiIMPLut40+YBfo++KuWhzXRz",
+	"UW3QyT1Xy6ZP9nTdnr54/vyBSWnf4puei9SbNAq8+sxVhx/B2F/SvreYwpR95q0/Pbxh3NtH3A7ug3vV",
+	"3FLw6XZqt+5xG9wNtx4JeqpnfKpn/LeoZ2xd5WJ7biTZUcjYSismHx+ipxxeo8AW7dRownLCmzrklsZr",
+	"GlN+Kjib3gjJWzjwBYbl8bjaFubfC993r8LsA/B8wT/fyvKoAXz38tEHBvDMpUEAH/fVWJgr5ynELp0I",
+	"t7w+AfsnYP9vCOzjTcMxv1J/EcS+OY15wtE1/OLJG/gSvQEud7dGzyeZsjDFx77UqB9qciH5slpjRTTB",
+	"TVJxh2uwrSAp/nbyrrmG+27QT/gBfGN4P7WXMHiaE//85BM8+QTvkf5pS8/j2+4Ul/QDuAK7K0Dq69+H",
+	"qsF7lccJX8v/SWtT1ikb9GriNRl1XGjDFenzQkT9XuOFNGcgx4vE+ToBKuVRTqThuOkJfp3GQg/bKRjX",
+	"Yx3uE88aLc53/rSTOUrHAktsN4MZWAtZ2l/KWOarL8QXKvPV5ylcCEwacoVSvoY2re8C5osYSp+sTyqa",
+	"6mY6nnykx+sjRT0avaQss0DbHL3pwUpJ41d9aX7Uukl7eJeqzFt+UCKI0pY/9eQ+fYnu0xfqKX3HV2S2",
+	"rgjbvvAHnKTWjXBkR9t3wb15ixaS90Ozla1sPjofnchSndyckf0Mbb5rXxDjCNeEL+pkTeu7moDWd1yu",
+	"0fqiOd6w9WW40eHu7d3/BAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -16,6 +17,7 @@ import (
 
 	"mailroom/api"
 	"mailroom/internal/core"
+	"mailroom/internal/mail"
 	"mailroom/internal/scenario"
 )
 
@@ -82,6 +84,11 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	svc.SetObserver(srv.notify)
 	if opts.DataDir != "" {
 		srv.runner = scenario.NewRunner(svc, opts.DataDir, scenario.Config{OnStart: srv.runStarted, Logger: log})
+		// A run deletion a crash interrupted left its trash (the run
+		// itself was already gone); removing it loses nothing.
+		if err := mail.RemoveTrash(filepath.Join(opts.DataDir, "runs")); err != nil {
+			log.Warn("removing deleted runs' files failed", "err", err)
+		}
 	}
 	validate, err := requestValidator(log)
 	if err != nil {
@@ -120,8 +127,9 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	})
 	r.Route(BasePath, func(r chi.Router) {
 		// Order: body limit, then identity (401 before anything else), then
-		// the schema, then the handler's rights check and core.
-		r.Use(limitBody, auth.middleware, validate)
+		// the raw bytes of a JSON body, then the schema, then the handler's
+		// rights check and core.
+		r.Use(limitBody, auth.middleware, checkRawBody, validate)
 		HandlerWithOptions(strict, ChiServerOptions{
 			BaseRouter: r,
 			ErrorHandlerFunc: func(w http.ResponseWriter, _ *http.Request, err error) {

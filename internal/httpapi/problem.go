@@ -35,6 +35,7 @@ var statusOf = map[core.Code]int{
 	core.CodeForbidden:           http.StatusForbidden,
 	core.CodeNotFound:            http.StatusNotFound,
 	core.CodeTeamExists:          http.StatusConflict,
+	core.CodeTeamLimit:           http.StatusConflict,
 	core.CodeInboxFull:           http.StatusConflict,
 	core.CodeRequestLimit:        http.StatusConflict,
 	core.CodeRequestPending:      http.StatusConflict,

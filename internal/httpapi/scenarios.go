@@ -36,7 +36,20 @@ func (s *Server) publishRun(ev runEvent) {
 // runStarted is the runner's OnStart hook: the run's team exists now, so
 // the page can switch to it while the run works.
 func (s *Server) runStarted(runID, team string) {
+	s.runBegins(team)
 	s.publishRun(runEvent{RunID: runID, Scenario: scenarioOf(runID), Team: team, Status: runRunning})
+}
+
+// teamsNeeded is how many teams a run of scenario name creates:
+// team-protocols proves the idle-boundary close on a team of its own.
+func teamsNeeded(name string) int {
+	switch name {
+	case scenario.AgentTeams:
+		return 1
+	case scenario.TeamProtocols:
+		return 2
+	}
+	return 0
 }
 
 // scenarioOf names the scenario of a run id (<scenario>-<n>).
@@ -73,8 +86,14 @@ func (s *Server) RunScenario(ctx context.Context, req RunScenarioRequestObject) 
 	if s.runner == nil {
 		return nil, core.Errorf(core.CodeNotFound, "This server does not run scenarios.")
 	}
+	// Every team counts toward the team limit: a run that could not
+	// create all of its teams creates none.
+	if err := s.svc.TeamRoom(teamsNeeded(req.Name)); err != nil {
+		return nil, err
+	}
 	doc, err := s.runner.Run(context.WithoutCancel(ctx), req.Name, runOptionsFrom(req.Body))
 	if doc.RunID != "" {
+		s.runEnds(doc.Team)
 		ok := doc.OK
 		s.publishRun(runEvent{RunID: doc.RunID, Scenario: doc.Scenario, Team: doc.Team, Status: runDone, OK: &ok})
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"mailroom/internal/core"
 	"mailroom/internal/scenario"
@@ -21,6 +22,10 @@ type Server struct {
 	notify func(core.Event)
 	// runner runs scenarios; nil when the server has no data directory.
 	runner *scenario.Runner
+	// runTeams holds the teams of the scenario runs in progress, which may
+	// not be deleted under the run.
+	runMu    sync.Mutex
+	runTeams map[string]bool
 }
 
 var _ StrictServerInterface = (*Server)(nil)
@@ -153,6 +158,65 @@ func (s *Server) ReplyRequest(ctx context.Context, req ReplyRequestRequestObject
 		out.Receipt = &res.Receipt
 	}
 	return out, nil
+}
+
+// DeleteTeam deletes a team with its inboxes, tokens and, for a scenario
+// run's team, its run document and workspace (admin only).
+func (s *Server) DeleteTeam(ctx context.Context, req DeleteTeamRequestObject) (DeleteTeamResponseObject, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	// Held across the deletion, so that no run can be announced on the
+	// team between the check and the removal.
+	s.runMu.Lock()
+	defer s.runMu.Unlock()
+	if s.runTeams[req.Team] {
+		return nil, core.Errorf(core.CodeMemberUnavailable, "A scenario run is in progress on this team; delete it when the run is over.")
+	}
+	var release func() error
+	if s.runner != nil {
+		// A run's id is its team's name, so the team takes the run's
+		// document with it; any other team has no run directory.
+		release = func() error {
+			if err := s.runner.Delete(req.Team); err != nil {
+				return core.StorageError(err)
+			}
+			return nil
+		}
+	}
+	if err := s.svc.DeleteTeam(ctx, req.Team, release); err != nil {
+		return nil, err
+	}
+	return DeleteTeam204Response{}, nil
+}
+
+// ResetMember makes a stopped or failed member idle again (admin only).
+func (s *Server) ResetMember(ctx context.Context, req ResetMemberRequestObject) (ResetMemberResponseObject, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	m, err := s.svc.ResetMember(ctx, req.Team, req.Member)
+	if err != nil {
+		return nil, err
+	}
+	return ResetMember200JSONResponse(memberOf(m)), nil
+}
+
+// runBegins records that a scenario run works on team, so the team cannot
+// be deleted under it; runEnds forgets it.
+func (s *Server) runBegins(team string) {
+	s.runMu.Lock()
+	defer s.runMu.Unlock()
+	if s.runTeams == nil {
+		s.runTeams = map[string]bool{}
+	}
+	s.runTeams[team] = true
+}
+
+func (s *Server) runEnds(team string) {
+	s.runMu.Lock()
+	defer s.runMu.Unlock()
+	delete(s.runTeams, team)
 }
 
 func deref[T any](p *T) T {

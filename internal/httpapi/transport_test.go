@@ -22,6 +22,8 @@ func TestAuthMatrix(t *testing.T) {
 		{http.MethodGet, "/api/v1/teams"},
 		{http.MethodPost, "/api/v1/teams"},
 		{http.MethodGet, "/api/v1/teams/alpha"},
+		{http.MethodDelete, "/api/v1/teams/alpha"},
+		{http.MethodPost, "/api/v1/teams/alpha/members/reader/reset"},
 		{http.MethodPost, "/api/v1/teams/alpha/messages"},
 		{http.MethodGet, "/api/v1/teams/alpha/members/lead/inbox"},
 		{http.MethodPost, "/api/v1/teams/alpha/members/lead/inbox/consume"},
@@ -82,7 +84,7 @@ func TestRequestErrors(t *testing.T) {
 		{"ErrTextPlain", call{method: http.MethodPost, path: send, token: lead, body: `{"to":"reader","body":"hi"}`, header: map[string]string{"Content-Type": "text/plain"}}, http.StatusUnsupportedMediaType, "unsupported_media_type"},
 		{"ErrFormEncoded", call{method: http.MethodPost, path: "/api/v1/teams", token: adminToken, body: `name=x`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}, http.StatusUnsupportedMediaType, "unsupported_media_type"},
 		{"ErrTooLarge", call{method: http.MethodPost, path: send, token: lead, body: `{"to":"reader","body":"` + strings.Repeat("x", httpapi.MaxBodyBytes) + `"}`}, http.StatusRequestEntityTooLarge, "body_too_large"},
-		{"ErrMethodNotAllowed", call{method: http.MethodDelete, path: "/api/v1/teams/alpha", token: adminToken}, http.StatusMethodNotAllowed, "method_not_allowed"},
+		{"ErrMethodNotAllowed", call{method: http.MethodDelete, path: "/api/v1/teams", token: adminToken}, http.StatusMethodNotAllowed, "method_not_allowed"},
 		{"ErrMethodNotAllowedPut", call{method: http.MethodPut, path: send, token: lead, body: `{}`}, http.StatusMethodNotAllowed, "method_not_allowed"},
 		{"ErrUnknownPath", call{method: http.MethodGet, path: "/api/v1/nothing/here", token: adminToken}, http.StatusNotFound, "not_found"},
 		{"ErrBadIdempotencyKey", call{method: http.MethodPost, path: send, token: lead, body: `{"to":"reader","body":"hi"}`, header: map[string]string{"Idempotency-Key": strings.Repeat("k", 201)}}, http.StatusBadRequest, "validation_failed"},
@@ -200,5 +202,119 @@ func TestMetrics(t *testing.T) {
 		if strings.Contains(text, name) {
 			t.Errorf("metrics name %q", name)
 		}
+	}
+}
+
+// TestMalformedJSONBodies: on every route that takes a JSON body, a body
+// with anything but whitespace after its value, invalid UTF-8 or an escape
+// of a lone surrogate is 400 validation_failed and stores nothing. The
+// same body made well-formed (a surrogate pair, trailing whitespace) is
+// then accepted, so the refusals are not the schema's.
+func TestMalformedJSONBodies(t *testing.T) {
+	e := openEnv(t, t.TempDir(), 0)
+	tm := e.newTeam("alpha", nil)
+	want(t, e.open(tm, "reader", "plan", "lead", "Read main.py only."), http.StatusCreated, "")
+
+	bad := []struct{ name, inject, suffix string }{
+		{"TrailingWord", "", " trailing"},
+		{"SecondValue", "", ` {"to": "lead"}`},
+		{"TrailingBracket", "", "]"},
+		{"InvalidUTF8", "\xff", ""},
+		{"TruncatedUTF8", "\xe2\x82", ""},
+		{"LoneHighSurrogate", `\ud800`, ""},
+		{"LoneLowSurrogate", `\udc00`, ""},
+		{"HighThenLetter", `\ud800\u0041`, ""},
+		{"HighThenHigh", `\ud83d\ud83d`, ""},
+		{"HighThenEscape", `\ud800\n`, ""},
+		{"LowThenHigh", `\ude00\ud83d`, ""},
+	}
+	routes := []struct {
+		name  string
+		path  string
+		token string
+		// tmpl holds one %s inside a JSON string.
+		tmpl string
+		// unchanged fails the test when something was stored.
+		unchanged func(t *testing.T)
+		status    int
+	}{
+		{
+			name: "CreateTeam", path: "/api/v1/teams", token: adminToken,
+			tmpl: `{"name": "fresh", "members": [{"name": "reader", "role": "reads %s"}]}`,
+			unchanged: func(t *testing.T) {
+				want(t, e.get("/api/v1/teams/fresh", adminToken), http.StatusNotFound, "not_found")
+			},
+			status: http.StatusCreated,
+		},
+		{
+			name: "SendMessage", path: "/api/v1/teams/alpha/messages", token: tm.tokens["lead"],
+			tmpl: `{"to": "reviewer", "body": "x%s"}`,
+			unchanged: func(t *testing.T) {
+				if box := e.inbox(tm, "reviewer"); len(box) != 0 {
+					t.Fatalf("reviewer's inbox = %+v, want empty", box)
+				}
+			},
+			status: http.StatusCreated,
+		},
+		{
+			name: "OpenRequest", path: "/api/v1/teams/alpha/requests", token: tm.tokens["lead"],
+			tmpl: `{"kind": "shutdown", "target": "reviewer", "payload": "Stop%s"}`,
+			unchanged: func(t *testing.T) {
+				if reqs := decode[httpapi.RequestList](t, e.get("/api/v1/teams/alpha/requests", adminToken)).Requests; len(reqs) != 1 {
+					t.Fatalf("requests = %+v, want only req-1", reqs)
+				}
+			},
+			status: http.StatusCreated,
+		},
+		{
+			name: "ReplyRequest", path: "/api/v1/teams/alpha/requests/req-1/reply", token: tm.tokens["lead"],
+			tmpl: `{"approve": true, "feedback": "ok%s"}`,
+			unchanged: func(t *testing.T) {
+				if r := decode[httpapi.Request](t, e.get("/api/v1/teams/alpha/requests/req-1", adminToken)); r.Status != "pending" {
+					t.Fatalf("req-1 = %+v, want still pending", r)
+				}
+			},
+			status: http.StatusOK,
+		},
+		{
+			name: "RunTurn", path: "/api/v1/teams/alpha/members/reviewer/turns", token: adminToken,
+			tmpl: `{"prompt": "go%s", "responses": [{"text": "done"}]}`,
+			unchanged: func(t *testing.T) {
+				if m := e.member(tm, "reviewer"); m.Turns != 0 || m.HistoryLength != 0 {
+					t.Fatalf("reviewer = %+v, want no turn taken", m)
+				}
+			},
+			status: http.StatusOK,
+		},
+		{
+			name: "RunScenario", path: "/api/v1/scenarios/team-protocols/runs", token: adminToken,
+			tmpl: `{"expected": "4%s"}`,
+			unchanged: func(t *testing.T) {
+				// alpha, and fresh from the CreateTeam case.
+				if teams := decode[httpapi.TeamList](t, e.get("/api/v1/teams", adminToken)).Teams; len(teams) != 2 {
+					t.Fatalf("teams = %+v, want alpha and fresh only", teams)
+				}
+			},
+			status: http.StatusOK,
+		},
+	}
+	for _, rt := range routes {
+		t.Run(rt.name, func(t *testing.T) {
+			for _, b := range bad {
+				body := strings.Replace(rt.tmpl, "%s", b.inject, 1) + b.suffix
+				r := e.do(call{method: http.MethodPost, path: rt.path, token: rt.token, body: body})
+				if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), `"validation_failed"`) {
+					t.Errorf("%s: status %d, body %s; want 400 validation_failed", b.name, r.status, r.body)
+				}
+				rt.unchanged(t)
+			}
+			// A surrogate pair and trailing whitespace are well-formed.
+			body := strings.Replace(rt.tmpl, "%s", `\ud83d\ude00`, 1) + " \r\n\t"
+			want(t, e.do(call{method: http.MethodPost, path: rt.path, token: rt.token, body: body}), rt.status, "")
+		})
+	}
+	// The well-formed letter (then the shutdown request) arrived, emoji whole.
+	if box := e.inbox(tm, "reviewer"); len(box) != 2 || box[0].ID != "reviewer-1" || box[0].Body != "x😀" {
+		t.Errorf("reviewer's inbox = %+v, want the well-formed letter first, with its emoji", box)
 	}
 }

@@ -3,6 +3,7 @@ package mail
 import (
 	"container/list"
 	"errors"
+	"strings"
 	"sync"
 )
 
@@ -85,6 +86,20 @@ func (o *openFiles) drop(key string) {
 	if h := o.take(key); h != nil {
 		_ = h.f.Close() // every append through it was fsynced
 	}
+}
+
+// dropPrefix closes the idle files of every key that starts with prefix.
+func (o *openFiles) dropPrefix(prefix string) {
+	var out []*heldFile
+	o.mu.Lock()
+	for key, e := range o.byKey {
+		if strings.HasPrefix(key, prefix) {
+			delete(o.byKey, key)
+			out = append(out, o.lru.Remove(e).(*heldFile))
+		}
+	}
+	o.mu.Unlock()
+	_ = closeAll(out) // every append through them was fsynced
 }
 
 // close closes every idle file and makes put refuse from now on.

@@ -191,6 +191,8 @@ func (s *Store) SaveTeam(_ context.Context, st *core.TeamState) error {
 // It repairs exactly what a crash of this store can leave, none of which
 // was acknowledged, and nothing else:
 //   - temporary files, which were never renamed into place, are removed;
+//   - the trash of a team deletion a crash interrupted is removed (see
+//     DeleteTeam);
 //   - a team directory without state.json whose inboxes are empty is a
 //     creation interrupted before it was acknowledged, and is removed;
 //   - an inbox of a member whose last line has no final newline is an
@@ -208,6 +210,7 @@ func (s *Store) LoadTeams(_ context.Context) ([]core.LoadedTeam, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mail: list teams: %w", err)
 	}
+	s.removeTrash(s.root, entries)
 	var names []string
 	for _, e := range entries {
 		// Only real directories with a valid name can be teams; anything

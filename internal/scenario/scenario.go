@@ -412,6 +412,23 @@ func (r *Runner) Get(runID string) (Result, error) {
 	return cloneResult(&stored), nil
 }
 
+// Delete removes a run's document and workspace, from memory and from
+// disk, all or nothing across a crash (mail.RemoveDir). A run that does
+// not exist is not an error. The caller makes sure the run is not in
+// progress; a deleted run's id can be used again.
+func (r *Runner) Delete(runID string) error {
+	if !core.ValidName(runID) {
+		return nil
+	}
+	if err := mail.RemoveDir(filepath.Join(r.runsDir(), runID)); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	delete(r.runs, runID)
+	r.mu.Unlock()
+	return nil
+}
+
 // cloneResult copies a document deeply enough that callers cannot change
 // the runner's copy (outcomes are replaced, never mutated).
 func cloneResult(d *Result) Result {

@@ -1,0 +1,341 @@
+// Package mcpserver is Mailroom's Model Context Protocol endpoint: an agent
+// running anywhere (Claude Code, Codex, Cursor, any MCP host) joins a team
+// as one member, with that member's token, and reads and sends mail, opens
+// and answers plan and shutdown requests, matches replies and waits for
+// letters, under exactly the rules of the REST API (docs/spec.md §4).
+//
+// It speaks Streamable HTTP through the official Go SDK. Each session gets
+// its own mcp.Server bound to the member whose token opened it, so the tool
+// list fits the member (lead has no submit_plan, a teammate no
+// request_shutdown) and every tool acts as that member and no other.
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mailroom/internal/core"
+	"mailroom/internal/httpapi"
+)
+
+// Path is where the endpoint is mounted.
+const Path = "/mcp"
+
+// Defaults of Options.
+const (
+	DefaultSessionTimeout      = 30 * time.Minute
+	DefaultMaxSessionsPerToken = 8
+	DefaultMaxSessions         = 1024
+)
+
+// Options configure New.
+type Options struct {
+	// AdminToken is refused (403): the admin is not a member.
+	AdminToken string
+	// Logger receives failures; nil discards them.
+	Logger *slog.Logger
+	// SessionTimeout closes a session that has had no request for this
+	// long; 0 means DefaultSessionTimeout.
+	SessionTimeout time.Duration
+	// MaxSessionsPerToken and MaxSessions bound the open sessions of one
+	// token and of the whole server, like event streams; 0 means the
+	// default.
+	MaxSessionsPerToken int
+	MaxSessions         int
+}
+
+// Handler serves /mcp. It checks, in this order, the Origin (against DNS
+// rebinding), the bearer token (401, and 403 for the admin token), the body
+// size (413) and, for a request that opens a session, the session bounds
+// (429); then the SDK serves the protocol.
+type Handler struct {
+	svc       *core.Service
+	log       *slog.Logger
+	opts      Options
+	adminHash [sha256.Size]byte
+	sdk       http.Handler
+	// base answers the SDK's per-request questions (protocol versions) for
+	// requests of a session that already exists; it has no tools.
+	base *mcp.Server
+
+	mu       sync.Mutex
+	total    int
+	perToken map[string]int // token hash → open sessions
+}
+
+// New returns the /mcp handler over svc.
+func New(svc *core.Service, opts Options) (*Handler, error) {
+	if svc == nil {
+		return nil, errors.New("mcpserver: nil service")
+	}
+	if opts.AdminToken == "" {
+		return nil, errors.New("mcpserver: empty admin token")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = DefaultSessionTimeout
+	}
+	if opts.MaxSessionsPerToken <= 0 {
+		opts.MaxSessionsPerToken = DefaultMaxSessionsPerToken
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	h := &Handler{
+		svc:       svc,
+		log:       opts.Logger,
+		opts:      opts,
+		adminHash: sha256.Sum256([]byte(opts.AdminToken)),
+		base:      mcp.NewServer(implementation, nil),
+		perToken:  map[string]int{},
+	}
+	streamable := mcp.NewStreamableHTTPHandler(h.serverFor, &mcp.StreamableHTTPOptions{
+		Logger:         opts.Logger,
+		SessionTimeout: opts.SessionTimeout,
+		// The body was already read whole and bounded by ServeHTTP.
+		MaxRequestBodyBytes: httpapi.MaxBodyBytes + 1,
+	})
+	// The SDK keeps a session to the identity that opened it: a later
+	// request with another token is refused (403). The identity is the
+	// token's hash, handed over in the SDK's TokenInfo.
+	h.sdk = auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		c, ok := ctx.Value(callerKey{}).(caller)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: c.tokenHash}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	return h, nil
+}
+
+var implementation = &mcp.Implementation{Name: "mailroom", Title: "Mailroom", Version: "1"}
+
+// Member is the acting member of a session: resolved from the bearer token
+// that opened it, never from a tool's input.
+type Member struct {
+	Team string
+	Name string
+}
+
+// caller is who sent one HTTP request to /mcp.
+type caller struct {
+	member    Member
+	tokenHash string
+}
+
+type callerKey struct{}
+
+// opening is carried by a request that opens a session, so that the SDK's
+// server lookup builds that session's server once and ServeHTTP can find
+// the session afterwards.
+type opening struct {
+	h      *Handler
+	caller caller
+	server *mcp.Server
+	sess   *session
+}
+
+type openingKey struct{}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		httpapi.WriteProblem(w, core.CodeForbidden, "The Origin header names another host than this server.")
+		return
+	}
+	c, status := h.authenticate(r)
+	switch status {
+	case http.StatusUnauthorized:
+		httpapi.WriteProblem(w, core.CodeUnauthorized, "A valid member token is required in the Authorization header.")
+		return
+	case http.StatusForbidden:
+		httpapi.WriteProblem(w, core.CodeForbidden, "The admin token is not a member; connect with a member token.")
+		return
+	}
+	if r.Body != nil {
+		body, err := io.ReadAll(io.LimitReader(r.Body, httpapi.MaxBodyBytes+1))
+		if err != nil {
+			httpapi.WriteProblem(w, core.CodeValidation, "The request body could not be read.")
+			return
+		}
+		if len(body) > httpapi.MaxBodyBytes {
+			httpapi.WriteProblem(w, httpapi.CodeBodyTooLarge, "The request body is over 1 MiB.")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	ctx := context.WithValue(r.Context(), callerKey{}, c)
+	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" || !isInitialize(r) {
+		h.sdk.ServeHTTP(w, r.WithContext(ctx))
+		return
+	}
+	// An initialize without a session id opens a session: count it first.
+	// Other requests without one (a newer client's discovery probe) leave
+	// no session behind and are not counted.
+	if !h.reserve(c.tokenHash) {
+		httpapi.WriteProblem(w, core.CodeTooManyStreams, "Too many MCP sessions are open for this token or on this server; close one first.")
+		return
+	}
+	op := &opening{h: h, caller: c}
+	h.sdk.ServeHTTP(w, r.WithContext(context.WithValue(ctx, openingKey{}, op)))
+	h.opened(op)
+}
+
+// authenticate resolves the bearer token: 0 for a member, 401 for none or
+// an unknown token, 403 for the admin token.
+func (h *Handler) authenticate(r *http.Request) (caller, int) {
+	token := bearerToken(r)
+	if token == "" {
+		return caller{}, http.StatusUnauthorized
+	}
+	sum := sha256.Sum256([]byte(token))
+	if subtle.ConstantTimeCompare(sum[:], h.adminHash[:]) == 1 {
+		return caller{}, http.StatusForbidden
+	}
+	team, name, ok := h.svc.Authenticate(token)
+	if !ok {
+		return caller{}, http.StatusUnauthorized
+	}
+	return caller{member: Member{Team: team, Name: name}, tokenHash: hex.EncodeToString(sum[:])}, 0
+}
+
+// isInitialize reports whether the (already bounded and buffered) body
+// is an initialize request.
+func isInitialize(r *http.Request) bool {
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	var msg struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(body, &msg) == nil && msg.Method == "initialize"
+}
+
+// bearerToken reads the token from the Authorization header only.
+func bearerToken(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// sameOrigin refuses a browser page of another site talking to this server
+// (DNS rebinding): a request may come without Origin (any non-browser
+// client), but an Origin must name the host the request was sent to.
+func sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}
+
+// serverFor is the SDK's server lookup, called on every request: a request
+// that opens a session gets a new server bound to its caller; any other
+// gets the base server, whose only use is the protocol version check.
+func (h *Handler) serverFor(r *http.Request) *mcp.Server {
+	op, ok := r.Context().Value(openingKey{}).(*opening)
+	if !ok {
+		return h.base
+	}
+	if op.server == nil {
+		sess, err := newSession(r.Context(), h.svc, h.log, op.caller.member)
+		if err != nil {
+			h.log.WarnContext(r.Context(), "mcp session not opened", "code", core.ErrorCode(err))
+			return nil
+		}
+		op.sess, op.server = sess, sess.server
+	}
+	return op.server
+}
+
+// reserve takes one session slot of tokenHash and of the server.
+func (h *Handler) reserve(tokenHash string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.total >= h.opts.MaxSessions || h.perToken[tokenHash] >= h.opts.MaxSessionsPerToken {
+		return false
+	}
+	h.total++
+	h.perToken[tokenHash]++
+	return true
+}
+
+func (h *Handler) release(tokenHash string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.total--
+	if h.perToken[tokenHash]--; h.perToken[tokenHash] <= 0 {
+		delete(h.perToken, tokenHash)
+	}
+}
+
+// opened keeps the slot reserved for op while its session lives: the SDK
+// closes a session on DELETE, on idle timeout or when initialization fails.
+func (h *Handler) opened(op *opening) {
+	var ss *mcp.ServerSession
+	if op.server != nil {
+		for s := range op.server.Sessions() {
+			ss = s
+		}
+	}
+	// A first request that is not an initialize (a probe, a malformed
+	// body) leaves no session, or one the SDK has already closed: its
+	// place is given back now, not after the session's end is noticed.
+	if ss == nil || ss.InitializeParams() == nil {
+		if op.sess != nil {
+			op.sess.close()
+		}
+		h.release(op.caller.tokenHash)
+		return
+	}
+	go func() {
+		_ = ss.Wait()
+		op.sess.close()
+		h.release(op.caller.tokenHash)
+	}()
+}
+
+// Sessions reports the open sessions (for tests and metrics).
+func (h *Handler) Sessions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.total
+}
+
+// Mount serves /mcp with a new Handler over svc and every other path with
+// rest.
+func Mount(rest http.Handler, svc *core.Service, opts Options) (http.Handler, error) {
+	h, err := New(svc, opts)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path, h)
+	mux.Handle("/", rest)
+	return mux, nil
+}
