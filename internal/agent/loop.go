@@ -13,7 +13,7 @@ import (
 )
 
 // MaxModelRequests is the number of model requests one turn may make
-// (SPEC §1, §4.7). A turn that still asks for tools after the last one
+// (docs/spec.md §1, §4.7). A turn that still asks for tools after the last one
 // ends with outcome call_limit and the member stops.
 const MaxModelRequests = 4
 
@@ -138,7 +138,7 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 			if requests == MaxModelRequests {
 				return core.TurnOutcome{Messages: join(prefix, this), Status: core.TurnCallLimit, Text: lastText}, nil
 			}
-			// Prepare (SPEC §4.7, §4.12): match protocol replies, then
+			// Prepare (docs/spec.md §4.7, §4.12): match protocol replies, then
 			// attach mail to prefix + this turn and keep only the part
 			// beyond the prefix. Mail attached during a turn that fails is
 			// never committed and is attached again next time.

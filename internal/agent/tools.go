@@ -18,7 +18,7 @@ import (
 	"mailroom/internal/core"
 )
 
-// Tool names (SPEC §13.12).
+// Tool names (docs/spec.md §13.12).
 const (
 	ToolReadFile    = "read_file"
 	ToolSendMessage = "send_message"
@@ -295,7 +295,7 @@ func (h host) readFile(path string) toolResult {
 	return toolResult{content: string(data)}
 }
 
-// runMain applies the two gates of SPEC §4.13 in order, the plan gate and
+// runMain applies the two gates of docs/spec.md §4.13 in order, the plan gate and
 // then the host's permission, and only then runs the fixed program.
 func (h host) runMain(ctx context.Context) toolResult {
 	if reason := h.planGate(ctx); reason != "" {

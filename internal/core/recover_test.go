@@ -65,7 +65,7 @@ func TestRestartKeepsState(t *testing.T) {
 	}
 }
 
-// TestRecoverIntents covers the start-up repair cases of SPEC §13.14.
+// TestRecoverIntents covers the start-up repair cases of docs/spec.md §13.14.
 func TestRecoverIntents(t *testing.T) {
 	t.Run("OpenIntentWithLetterCompletes", func(t *testing.T) {
 		f := newFixture(t, nil)

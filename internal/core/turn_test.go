@@ -12,7 +12,7 @@ import (
 	"mailroom/internal/core"
 )
 
-// TestRunTeammate covers the run_teammate teaching area of SPEC §9.1.
+// TestRunTeammate covers the run_teammate teaching area of docs/spec.md §9.1.
 func TestRunTeammate(t *testing.T) {
 	t.Run("OKFirst", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -190,7 +190,7 @@ func holdTurn(t *testing.T, f *fixture, member string) (release chan struct{}, d
 	return release, done
 }
 
-// TestMembersRunConcurrently is SPEC §9.1 group 1: two members' turns are
+// TestMembersRunConcurrently is docs/spec.md §9.1 group 1: two members' turns are
 // in progress at the same moment (a gate only both together can pass).
 func TestMembersRunConcurrently(t *testing.T) {
 	f := newFixture(t, nil)
