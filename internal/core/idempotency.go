@@ -191,8 +191,9 @@ func (s *Service) flushCancels(ctx context.Context, t *team) error {
 
 // compactIdempotency rewrites the log with only the live records once it
 // holds more dead lines than live ones, so the log stays within twice
-// what is remembered and each append pays for its own rewrite at most
-// once. A failed rewrite loses nothing: the old log is still right.
+// what is remembered. A rewrite writes fewer lines than it removes, and
+// each line is removed once, so rewrites cost at most one line per line
+// ever appended. A failed rewrite loses nothing: the old log is right.
 func (s *Service) compactIdempotency(ctx context.Context, t *team) {
 	d := &t.idem
 	t.prune(s.now())

@@ -68,9 +68,14 @@ func (s *Store) LoadIdempotency(_ context.Context, team string) ([]core.Idempote
 // AppendIdempotency adds r as one line at the end of the team's log and
 // fsyncs it; the log is created (and its directory fsynced) by the first
 // append. On any failure after the open the file is cut back to its old
-// length, so the log is what it was. The file is opened for each append
-// rather than kept open: a descriptor kept across a team's deletion would
-// write into a file no longer at the path.
+// length, so the log is what it was.
+//
+// The file is kept open between appends among the store's idle files (see
+// WithOpenFiles), as inbox files are: an open and a close are a tenth of
+// an append. A descriptor stays on its inode whatever happens to the path,
+// so a kept one is used only while the path's lstat shows that inode;
+// after the team was deleted, or the log rewritten, the path is opened
+// again.
 func (s *Store) AppendIdempotency(_ context.Context, team string, r core.IdempotencyRecord) error {
 	if !core.ValidName(team) {
 		return fmt.Errorf("mail: invalid team name %q", team)
@@ -82,45 +87,60 @@ func (s *Store) AppendIdempotency(_ context.Context, team string, r core.Idempot
 	line = append(line, '\n')
 	dir := s.teamDir(team)
 	path := filepath.Join(dir, idemFile)
-	const flags = os.O_WRONLY | os.O_APPEND | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	key := idemKey(team)
+	var size int64
+	h := s.files.take(key)
+	if h != nil {
+		fi, err := s.fs.Lstat(path)
+		if err != nil || !fi.Mode().IsRegular() || sigOf(fi).dev != h.dev || sigOf(fi).ino != h.ino {
+			_ = h.f.Close() // every append through it was fsynced
+			h = nil
+		} else {
+			size = fi.Size()
+		}
+	}
 	created := false
-	f, err := s.fs.OpenFile(path, flags, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		f, err = s.fs.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, fileMode)
-		created = err == nil
+	if h == nil {
+		const flags = os.O_WRONLY | os.O_APPEND | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+		f, err := s.fs.OpenFile(path, flags, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			f, err = s.fs.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, fileMode)
+			created = err == nil
+		}
+		if err != nil {
+			return fmt.Errorf("mail: open idempotency log: %w", err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("mail: stat idempotency log: %w", err)
+		}
+		if !fi.Mode().IsRegular() {
+			f.Close()
+			return fmt.Errorf("mail: idempotency log: %w", errNotRegular)
+		}
+		sig := sigOf(fi)
+		h, size = &heldFile{key: key, f: f, dev: sig.dev, ino: sig.ino}, fi.Size()
 	}
-	if err != nil {
-		return fmt.Errorf("mail: open idempotency log: %w", err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("mail: stat idempotency log: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return fmt.Errorf("mail: idempotency log: %w", errNotRegular)
-	}
-	size := fi.Size()
 	fail := func(err error) error {
 		// Best effort: an undone append must not leave half a line for
 		// the next one to follow.
-		_ = truncateFile(f, size)
-		f.Close()
+		_ = truncateFile(h.f, size)
+		h.f.Close()
 		if created {
 			_ = s.fs.Remove(path)
 		}
 		return err
 	}
 	if created {
-		if err := f.Chmod(fileMode); err != nil {
+		if err := h.f.Chmod(fileMode); err != nil {
 			return fail(fmt.Errorf("mail: chmod idempotency log: %w", err))
 		}
 	}
-	if _, err := f.Write(line); err != nil {
+	if _, err := h.f.Write(line); err != nil {
 		return fail(fmt.Errorf("mail: append to idempotency log: %w", err))
 	}
-	if err := f.Sync(); err != nil {
+	if err := h.f.Sync(); err != nil {
 		return fail(fmt.Errorf("mail: sync idempotency log: %w", err))
 	}
 	if created {
@@ -129,13 +149,24 @@ func (s *Store) AppendIdempotency(_ context.Context, team string, r core.Idempot
 			return fail(fmt.Errorf("mail: sync team directory: %w", err))
 		}
 	}
-	// The line is durable once fsynced; a failed close loses nothing, so
-	// it is only logged.
-	if err := f.Close(); err != nil {
-		s.log.Warn("closing the idempotency log after an append failed", "team", team, "err", err)
+	// The line is durable once fsynced; closing (now, or when the file is
+	// pushed out) loses nothing, so a failed close is only logged.
+	if kept, err := s.files.put(h); !kept {
+		err = h.f.Close()
+		if err != nil {
+			s.log.Warn("closing the idempotency log after an append failed", "team", team, "err", err)
+		}
+	} else if err != nil {
+		s.log.Warn("closing an idle file failed", "err", err)
 	}
 	return nil
 }
+
+// idemKey is the key of a team's idempotency log among the store's open
+// files: it shares the team's prefix, so whatever drops the team's files
+// drops it too, and no member name (which starts with a letter) can take
+// it.
+func idemKey(team string) string { return cacheKey(team, ".idempotency") }
 
 // RewriteIdempotency replaces the team's log with exactly records, by the
 // recipe of replaceFile (temporary file, fsync, rename, directory fsync):
@@ -152,6 +183,9 @@ func (s *Store) RewriteIdempotency(_ context.Context, team string, records []cor
 			return fmt.Errorf("mail: encode idempotency record: %w", err)
 		}
 	}
+	// The kept file would point at the replaced inode; an append would
+	// notice and reopen, but there is no reason to hold it meanwhile.
+	s.files.drop(idemKey(team))
 	dir := s.teamDir(team)
 	old, _, rerr := s.readRegular(filepath.Join(dir, idemFile), -1)
 	if rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {

@@ -134,12 +134,16 @@ func TestIdempotencyLogDamageReported(t *testing.T) {
 }
 
 // TestIdempotencyLogFailedAppend: an append that fails at any step leaves
-// the log byte-for-byte as it was.
+// the log byte-for-byte as it was, through a kept file or a fresh one.
 func TestIdempotencyLogFailedAppend(t *testing.T) {
-	for _, op := range []string{"open", "write", "sync"} {
-		t.Run(op, func(t *testing.T) {
+	for _, c := range []struct {
+		op   string
+		kept int
+	}{{"open", 0}, {"write", 0}, {"sync", 0}, {"write", 128}, {"sync", 128}} {
+		op := c.op
+		t.Run(fmt.Sprintf("%s, %d kept files", op, c.kept), func(t *testing.T) {
 			ffs := newFaultFS()
-			s, data := openStore(t, mail.WithFS(ffs))
+			s, data := openStore(t, mail.WithFS(ffs), mail.WithOpenFiles(c.kept))
 			createTeam(t, s, "demo")
 			if err := s.AppendIdempotency(ctx, "demo", idemRecord(1)); err != nil {
 				t.Fatal(err)
@@ -184,5 +188,55 @@ func TestIdempotencyLogRewrite(t *testing.T) {
 	}
 	if got, err := s.LoadIdempotency(ctx, "demo"); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("after the rewrite: %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// TestIdempotencyLogGoesWithTeam: deleting a team removes its log, and a
+// new team of the same name starts without one: the file kept open for
+// the old log is not written to.
+func TestIdempotencyLogGoesWithTeam(t *testing.T) {
+	s, data := openStore(t)
+	createTeam(t, s, "demo")
+	if err := s.AppendIdempotency(ctx, "demo", idemRecord(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTeam(ctx, "demo"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(idemPath(data, "demo")); !os.IsNotExist(err) {
+		t.Fatalf("log after DeleteTeam: %v, want it gone", err)
+	}
+	createTeam(t, s, "demo")
+	if got, err := s.LoadIdempotency(ctx, "demo"); err != nil || len(got) != 0 {
+		t.Fatalf("new team's records = %+v, %v; want none", got, err)
+	}
+	if err := s.AppendIdempotency(ctx, "demo", idemRecord(2)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.LoadIdempotency(ctx, "demo"); err != nil || len(got) != 1 || got[0].Key != "k2" {
+		t.Fatalf("new team's records = %+v, %v; want only k2", got, err)
+	}
+}
+
+// TestIdempotencyLogKeptFileFollowsRewrite: after a rewrite (a new inode
+// at the path) the next append goes to the new log, not through the file
+// kept open for the old one.
+func TestIdempotencyLogKeptFileFollowsRewrite(t *testing.T) {
+	s, _ := openStore(t)
+	createTeam(t, s, "demo")
+	for i := range 3 {
+		if err := s.AppendIdempotency(ctx, "demo", idemRecord(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.RewriteIdempotency(ctx, "demo", []core.IdempotencyRecord{idemRecord(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendIdempotency(ctx, "demo", idemRecord(3)); err != nil {
+		t.Fatal(err)
+	}
+	want := []core.IdempotencyRecord{idemRecord(2), idemRecord(3)}
+	if got, err := s.LoadIdempotency(ctx, "demo"); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("records = %+v, %v; want %+v", got, err, want)
 	}
 }
