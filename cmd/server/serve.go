@@ -15,6 +15,7 @@ import (
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/mail"
+	"mailroom/internal/mcpserver"
 	"mailroom/web"
 )
 
@@ -78,6 +79,10 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	if err != nil {
 		return fmt.Errorf("build HTTP handler: %w", err)
 	}
+	// /mcp is the door for agents outside Mailroom (Model Context Protocol).
+	if handler, err = mcpserver.Mount(handler, svc, mcpserver.Options{AdminToken: adminToken, Logger: log}); err != nil {
+		return fmt.Errorf("build MCP handler: %w", err)
+	}
 
 	// stopping is cancelled when shutdown begins, which ends open event
 	// streams (see endStreamsOnShutdown); other requests run to completion.
@@ -96,6 +101,8 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		IdleTimeout:  120 * time.Second,
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Reads held for mail (REST wait, MCP wait_for_mail) answer at once.
+	srv.RegisterOnShutdown(svc.StopWaiting)
 	srv.RegisterOnShutdown(stopStreams)
 
 	// Listen before serving, so a taken port is reported here and now.
