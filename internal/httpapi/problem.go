@@ -44,6 +44,7 @@ var statusOf = map[core.Code]int{
 	core.CodeNotPending:          http.StatusConflict,
 	core.CodeIdempotencyConflict: http.StatusConflict,
 	core.CodeMemberUnavailable:   http.StatusConflict,
+	core.CodeModelUnavailable:    http.StatusConflict,
 	core.CodeUnknownMember:       http.StatusUnprocessableEntity,
 	core.CodeWrongDirection:      http.StatusUnprocessableEntity,
 	core.CodeInboxCorrupt:        http.StatusInternalServerError,

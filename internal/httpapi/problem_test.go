@@ -42,7 +42,7 @@ func TestEveryCoreCodeHasAStatus(t *testing.T) {
 	codes := []core.Code{
 		core.CodeValidation, core.CodeBodyLength, core.CodeUnauthorized, core.CodeForbidden, core.CodeNotFound,
 		core.CodeTeamExists, core.CodeInboxFull, core.CodeRequestLimit, core.CodeRequestPending, core.CodeMemberClosed,
-		core.CodeReplyConflict, core.CodeNotPending, core.CodeIdempotencyConflict, core.CodeMemberUnavailable,
+		core.CodeReplyConflict, core.CodeNotPending, core.CodeIdempotencyConflict, core.CodeMemberUnavailable, core.CodeModelUnavailable,
 		core.CodeUnknownMember, core.CodeWrongDirection, core.CodeInboxCorrupt, core.CodeStorageFailed,
 	}
 	spec, err := GetSpec()
