@@ -218,7 +218,10 @@ func TestServeGeneratesAdminToken(t *testing.T) {
 
 	p.stop()
 
-	// Exactly one JSON log line is the ready line, and it carries the URL.
+	// Exactly one JSON log line is the ready line, and it carries the
+	// page's URL without the token.
+	page := *ready
+	page.Fragment = ""
 	var readyLines int
 	for line := range strings.Lines(p.stderr.String()) {
 		var rec struct {
@@ -231,8 +234,8 @@ func TestServeGeneratesAdminToken(t *testing.T) {
 		}
 		if rec.Msg == "ready" {
 			readyLines++
-			if rec.URL != ready.String() {
-				t.Errorf("logged ready url = %q, want %q", rec.URL, ready)
+			if rec.URL != page.String() {
+				t.Errorf("logged ready url = %q, want %q", rec.URL, page.String())
 			}
 		}
 	}
@@ -280,6 +283,36 @@ func TestServeAdminTokenFromConfig(t *testing.T) {
 				t.Errorf("admin.token written although a token was configured (stat: %v)", err)
 			}
 		})
+	}
+}
+
+// TestAdminTokenNeverLogged checks that the admin token, here given in the
+// environment, appears on standard output's ready line and nowhere on
+// standard error, even at debug level and across a request and a shutdown.
+func TestAdminTokenNeverLogged(t *testing.T) {
+	const token = "env-secret-token-5f3a9c0e17b2"
+	dataDir := t.TempDir()
+	p, ready := startServer(t, dataDir, []string{"MAILROOM_ADMIN_TOKEN=" + token, "MAILROOM_LOG_LEVEL=debug"})
+	if ready.Fragment != "token="+token {
+		t.Errorf("ready line fragment = %q, want token=%s", ready.Fragment, token)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+ready.Host+"/api/v1/teams", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /api/v1/teams: %s, want 200", resp.Status)
+	}
+	p.stop()
+	logs := p.stderr.String()
+	if !strings.Contains(logs, `"msg":"ready"`) {
+		t.Errorf("no ready log line on stderr:\n%s", logs)
+	}
+	if strings.Contains(logs, token) {
+		t.Errorf("stderr carries the admin token; got:\n%s\nwant no occurrence of %q", logs, token)
 	}
 }
 

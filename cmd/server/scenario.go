@@ -130,6 +130,10 @@ func runScenarioIn(ctx context.Context, dir, name string, opts scenario.Options,
 	switch code := core.ErrorCode(err); {
 	case err == nil:
 		return doc, nil
+	case errors.Is(err, scenario.ErrInterrupted) && doc.RunID != "":
+		// Ctrl-C or SIGTERM: the run stopped at its next boundary and its
+		// document, not ok with an interrupted check, is what it did.
+		return doc, nil
 	case code == core.CodeNotFound:
 		return scenario.Result{}, usageErrorf("scenario: unknown scenario %q; the scenarios are %s and %s", name, scenario.AgentTeams, scenario.TeamProtocols)
 	case code == core.CodeValidation:

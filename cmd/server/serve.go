@@ -19,9 +19,12 @@ import (
 	"mailroom/web"
 )
 
-// shutdownTimeout bounds how long in-flight requests may take to finish
-// after SIGINT or SIGTERM before their connections are closed.
-const shutdownTimeout = 10 * time.Second
+// shutdownTimeout is the grace period: how long the turns, runs and other
+// requests in flight at SIGINT or SIGTERM may take to end and record
+// before their connections are closed. It stays under the 10 s that
+// supervisors commonly wait (docker stop, Kubernetes) before SIGKILL, so
+// that closing the store and exiting fit in as well.
+const shutdownTimeout = 8 * time.Second
 
 // serve runs the HTTP server until ctx is cancelled, then shuts it down
 // cleanly. It owns the data directory lock for its whole lifetime.
@@ -70,11 +73,18 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	if err := svc.Open(ctx); err != nil {
 		return fmt.Errorf("load teams from %s: %w", dataDir, err)
 	}
+	// stopping is cancelled when shutdown begins. It ends open event
+	// streams (see endStreamsOnShutdown), refuses new turns and scenario
+	// runs and cancels the running ones, which then end at their next
+	// boundary and record it; other requests run to completion.
+	stopping, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
 	handler, err := httpapi.NewHandler(svc, httpapi.Options{
 		AdminToken: adminToken,
 		Logger:     log,
 		Static:     web.FS(),
 		DataDir:    dataDir,
+		Stopping:   stopping,
 	})
 	if err != nil {
 		return fmt.Errorf("build HTTP handler: %w", err)
@@ -84,10 +94,6 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		return fmt.Errorf("build MCP handler: %w", err)
 	}
 
-	// stopping is cancelled when shutdown begins, which ends open event
-	// streams (see endStreamsOnShutdown); other requests run to completion.
-	stopping, stopStreams := context.WithCancel(context.Background())
-	defer stopStreams()
 	srv := &http.Server{
 		Handler:           endStreamsOnShutdown(handler, stopping),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -103,7 +109,6 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	}
 	// Reads held for mail (REST wait, MCP wait_for_mail) answer at once.
 	srv.RegisterOnShutdown(svc.StopWaiting)
-	srv.RegisterOnShutdown(stopStreams)
 
 	// Listen before serving, so a taken port is reported here and now.
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -113,16 +118,23 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
-	url := readyURL(ln.Addr(), adminToken)
-	log.Info("ready", "addr", ln.Addr().String(), "data", dataDir, "url", url)
-	fmt.Fprintf(stdout, "Mailroom is ready: %s\n", url)
+	// The ready line on standard output is the one place the admin token
+	// is shown; the log line names the page without it, because log
+	// collectors keep what they are given.
+	log.Info("ready", "addr", ln.Addr().String(), "data", dataDir, "url", pageURL(ln.Addr()))
+	fmt.Fprintf(stdout, "Mailroom is ready: %s\n", readyURL(ln.Addr(), adminToken))
 
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	// The order matters: stop starting work and cancel what runs, then
+	// stop accepting and wait (bounded) for every request in flight, the
+	// turns and runs included, to return after recording how they ended;
+	// only then is the store closed (deferred above) and the process ends.
 	log.Info("shutting down", "timeout", shutdownTimeout.String())
+	stopWork()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -141,7 +153,12 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 // readyURL is the status page address with the admin token in the fragment,
 // which browsers never send to the server.
 func readyURL(addr net.Addr, token string) string {
-	return "http://" + dialAddr(addr.String()) + "/#token=" + token
+	return pageURL(addr) + "#token=" + token
+}
+
+// pageURL is the status page address without any token.
+func pageURL(addr net.Addr) string {
+	return "http://" + dialAddr(addr.String()) + "/"
 }
 
 // dialAddr turns a listen address into one a browser or client can open: a

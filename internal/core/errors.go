@@ -34,6 +34,9 @@ const (
 	// provider has no credentials on this server, or it is the scripted
 	// model and the request brought no responses.
 	CodeModelUnavailable Code = "model_unavailable"
+	// CodeShuttingDown refuses new work (a turn, a scenario run) once the
+	// server has begun to stop; the same request succeeds after a restart.
+	CodeShuttingDown Code = "shutting_down"
 	// CodeTooManyStreams refuses an event stream beyond the per-token or
 	// the server-wide bound, which keep idle streams from exhausting memory.
 	CodeTooManyStreams Code = "too_many_streams"

@@ -137,6 +137,7 @@ const (
 	ReplyConflict        ProblemCode = "reply_conflict"
 	RequestLimit         ProblemCode = "request_limit"
 	RequestPending       ProblemCode = "request_pending"
+	ShuttingDown         ProblemCode = "shutting_down"
 	StorageFailed        ProblemCode = "storage_failed"
 	TeamExists           ProblemCode = "team_exists"
 	TeamLimit            ProblemCode = "team_limit"
@@ -182,6 +183,8 @@ func (e ProblemCode) Valid() bool {
 	case RequestLimit:
 		return true
 	case RequestPending:
+		return true
+	case ShuttingDown:
 		return true
 	case StorageFailed:
 		return true
@@ -2353,6 +2356,30 @@ func (response RunScenario500ApplicationProblemPlusJSONResponse) VisitRunScenari
 	return err
 }
 
+type RunScenario503ResponseHeaders struct {
+	RetryAfter *int
+}
+
+type RunScenario503ApplicationProblemPlusJSONResponse struct {
+	Body    Problem
+	Headers RunScenario503ResponseHeaders
+}
+
+func (response RunScenario503ApplicationProblemPlusJSONResponse) VisitRunScenarioResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTeamsRequestObject struct {
 }
 
@@ -3154,6 +3181,30 @@ func (response RunTurn500ApplicationProblemPlusJSONResponse) VisitRunTurnRespons
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunTurn503ResponseHeaders struct {
+	RetryAfter *int
+}
+
+type RunTurn503ApplicationProblemPlusJSONResponse struct {
+	Body    Problem
+	Headers RunTurn503ResponseHeaders
+}
+
+func (response RunTurn503ApplicationProblemPlusJSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4384,131 +4435,134 @@ func (sh *strictHandler) ReplyRequest(w http.ResponseWriter, r *http.Request, te
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rc9s4su+/gtLdqtj30q9MZu6O/Wl2d85Mzjwrzqn5EOWIsNiSsCYBDgBa1qb8v5/qboAPiZTkPBxn",
-	"j78kskQCjUaj+9cPAO9GU1OURoP2bnT+blRKKwvwYOmvlxkUpfGgp6ufYPUjyAwsfp+Bm1pVemX06Hz0",
-	"nbDg7UoslV8IvwDhZAHiGlZC6qz54spkK3yystrRtzNlnRcWXGm0g7HGp503FpzQxi+UngsNy4tuk9SJ",
-	"xN/BcpPKjXWqGkonU6NnuZr69Fj8BCsnpAXhpqaETHhDrXlzDfqZEwUUV2CPx3qUjBQOZcFDTEZaFjA6",
-	"bzPg6CdYjZKRmy6gkMiEQt7+DHruF6Pz56enyahQOv59loz8qsQGnLdKz0d3d8noF+rsd4kPvOPuSvyj",
-	"7oypGSUjC39WykI2Ove2gnaff7EwG52P/s9JM2sn/Ks7+RVbwY5ewZ8VOP/yH1v6svzMRGXv3V/dDXX6",
-	"GmSxpT8PsvjQkd3F50k2/76A6TWJrDUlWK/AsWh6qXL8tDYDkZSeH8x16+srY3KQmgbVkPuG36Znk9jJ",
-	"23qazdU/Yeqxrb8b7aoCXoGrcr9JnqXv6aPyULhdQ/9F+ukiNHZXdyetlasNCmPbvWRZkB4ylsFNsgZZ",
-	"Y03e/4Pz0le7yaf+LvlZpB8X3qYGeb2AsBafOXEF0oLlNXoh3MIstTA6X4kFWDge9S2tnnkiwmsyY89b",
-	"WIMCvMmYXBXK7xzmz/zUXRLW8P7z252XjRkeFNr+QQdqGzL6xvtSX5nbzZEW4Jycwz1Ek1/YKZZ1w33E",
-	"/Fzzd92moMZAaTCVzhxOe5dcVP2T6UIyr0O7SnuYMx9nANmVnF5ve2ah0NysJqC9Dc1uPqSQXZOrld/+",
-	"QJt9m8+UcpUbmW0jJmjkgV/Javb9tMbsNWK65CdtrrV6XKdvg3ux/02WDc/pS11WpABllimcVZn/3prB",
-	"mcwdJNtnXUgvprhAlNEXAuR0IWYK8kxkMJOo6qI9z8E5o8WNzCvYJSrh3dH5N8Foq6Iq2iZ7qxDVb589",
-	"b799muwnXvXrf93Z95rc1W9+9fz0dM+X2zLZ9Lzr3Q1Zbca8m+q2FNfvvdj1Vi3d9SvPt79y1yN2bVM5",
-	"pN0Q7/SaOZDO9Bim39DuEORUc20sZChdoJGqNyNjM6WlXUU+02q7kbnKJhHU4lfZxNgJ9chWCf+0MFWl",
-	"Au0RIRk/cfIG8K0yX7VaKa3xZmraQKNNco3gtpAty9KaG8gSYQEZBRmB8qwqczWVvs+etm17HGpshrQG",
-	"t4MwKLaCNDN/ekjtNweMPENPfVpkCKrIqVc30GsxKquFmQm/UBHaC+WErbRWet4aaQ3xmjWaB+Q+rOC3",
-	"PfFg8GlPKzCAgQLrNrV5GNvaUIdnhVHLTuXejzF3I/2Gb7U+GCGoWXO49oBEw0O43JBxlRG3grgQ30xZ",
-	"kqDPpMrpwzQ3rlfIsVlWAhsCi+anVwYGdVHUDb2CAzo44duHz8uLH263yRhggDE0gvea3DjINVxvVVGg",
-	"8vEL0OKsdr/ZyKeNYU7F1GQgSqO0d706yZu9/d82G7zZNuJfg0j2oRBhbFQiKEqk+G9lUebsPoc4QSm9",
-	"B4tv/fcbefSvt/jP6dG3R2/fnSbPv7r7S99QfitBD/uHba2+h2YuQWf440692/H4t+jd3625yqHoYYsW",
-	"r/7j7+LbF1//f1HyQyIz06oA7TdBF85nm06yaITkJvVqovmvdQ/95Y2Z5NKSMa20q8rSWA/ZpIBMyWhF",
-	"C/ALk03QcMo8N0tqrNKy8gtj1b94yRp7pbIMdLCwM0SUOBsgiwncKsa99Bd5TbXym1V53oDj+sf4d+R3",
-	"9LEmQSXgE2XeBJ9Ct83jfRGqppVKyxupcnlFOqgwGeRr31X6WpulntRRoqU1ej7JlIUpzVAcwNRYW5We",
-	"FZhFU1szHLlbSL2aOG9BFuwfoPzKfALWGtur2ZqQSlcgfqwKqY9wKSCJF0LDDVgxNdpLFUJ80xyVzjPH",
-	"0NztQBs9wFD5AQPKX2wu3f969RLXq9JzIiAK6rXSmThI5ZWp/PlVLvV1SvGEwwtxZaWeLoTRIkWhTXeH",
-	"GIIYMnEt+xoYlbDwDywuQnS/VX5qCrine/THQvpagR5FdEgIR2QqawKwpTVzK4u+VVnhfPdHYMJbz5wI",
-	"j4mZykHIGX7EZrGfg/FoPBJL1OfyyoH2h72TCrclo8S+uSsQqW/S8McCKKprKl9WXsCflcydiC1dCF3l",
-	"OffcGiMNXBuPxCEl+BCtmBBh3IR83PwuFvBTifBswtq9K79npy2bLnVfiBHFalY5yCZXq36C5tKD8Djv",
-	"4UnsclJIpRM0UNhx2yUpc4mKYGGcR/nbQde6haB3WxTVvGrNZ5y9pJalPjl/RZ5M74gymCqnjOZRLaUT",
-	"KEX1aMRygUKnjQb8sY+7a/4Auyb97I0O/ADQ2mpro4Zp87bt2LlF5TPUyPV3b/dUHB1THOlvETvI0feC",
-	"ZnszqAO2uxP3q/HNSjhdx3HdMMkuLLfGk0je4KCHodIUVDmwkFXGniAIMssiB8RpFxxIJj2Z/llBBVna",
-	"q77uDcO4MZzOHA3iauIYbGcwA7uXX7wvPgtpl01+oInbM2fzEz7ahHqG3JD92EstBgYPMDMog+2U4UN7",
-	"sH7I/9kGjpPeAEYf1vGIPf1u96ozW8T5lrcVGmn428IIMcYT2btlit9rtX+YFNzLfesECvfw4GrW3tuL",
-	"Cwze4OsW5r38BwlCy2P78+is67DhV2/Ojr59++b06Nu3/7fXV2uzas0WtExAryiFV39WbtjP2z/bEpf9",
-	"7iRgaLiXN5X+jSbX3RN5fn8DdhWC78oJU/J7FyKVc9D+CEXCpcLLa3CsY1PnoZwULt0EoREB9KsWxC7P",
-	"nCjBFsoxUDCEPBH0HJcrcRDslMhArw7b6IecQVK6etU7JW1Uutlz/DUC0KVV3gP1H3869re+IWA8evF8",
-	"PDq8EFCUfiUKkMHtCQ8cd4NWXz3vIYkkaYOcn0Fmz1yDlYwWHHJAzuRSNzQExdblQw0pWNf18iLMz2bf",
-	"l7lZCqAJx2fE1SpEVKVeiULluXIwNTpziXBGSJwpZ7SYSi2WCA2jqxBGH2L4p92sxel+MX0U2MZV2pwy",
-	"NwUtrTIM2PG5izaKjE6LckJpBvfgejGl0fDbbHT+ZvsiXHff7pLtz7/GZVE//JYHNIRnpguYXt8jc0z1",
-	"Dz0Z40Kq/MrcwpY1/qEZ3g31IKeLJoFPYYhEKO8CKnDC5BmCBKr4aRmHZqI54rE9B2quN4WAFROxrg79",
-	"l9IvxAJV1YHRQtaeE36fcFiCnleOfZABb/KwP2NgGnncqq8byV1Li32YuqcA9SA4Csuhk7ppFHQIeDWR",
-	"g34IFAohNlebrfQzR+Y/EVfWLB2uIJGraxCoG6gmazfgD/S3qE1ieRAV14R1sCETDes7qetG3Pss3mXo",
-	"46Wemb5iodYQt1QMvTcvzS5ry9pnk9XhRRboyCi2r0kd51G2zoT3Lqqh6Fl/tiiGs9rENCPYxtx+iBOp",
-	"3l/oO5O1C+g0zfeSBjobUrS8eNaD+YQO9/f0dvpzu/y4Sw9lX+YWjRr+DZmgBSCkdkuwiZDCG5OLqcxz",
-	"YayQYqa0zIWHW1Kp+1mw18bk1PNu03Xr+cG3obqvZ/nIQs6H0FTwEqigMxPICBAciBZNLkBIjz9ZfyGU",
-	"R4XswN5ARmDnCHFkvw7+gKqsLqGcCyR0EAtNhLEZsjsHmTUGa097ec8qrvV6iTZpwQIQbehuI1V7U7Kv",
-	"tzBUN9bRsHGa+6QYBeO9/NT7TCGXEr1HdV0nW03Q6PYlv9fC4huTdG/3dDDVjNzpV45sQ/YdB7ZzWRWF",
-	"tKudU8otD1ETW9lEn1yIOJFE7MzYAj+NMunhyCs2EBtx/KFl9aNZBnchrK8YNhAL2TZVu0so+uW1EdMW",
-	"2UNDdh+YbGkZfXImcph5cQULpbNN3xa1xiSg3n4US084uZxYKI3127hnZqSFnjU4egkWSCF4F6yDwrXR",
-	"z1K2a9upCc9YsESWqewUhjIVNwqW29tbm60OMzbo6WlygJ4epvVPdjBZ9y067DW47BuAzoL0VlaHkqra",
-	"5K4v6Vu/ti/gxWlPnUoyWkrle13vP6TyDPlyo+fiCmbGQqBH6XkSsLZw6KITse/hZHeVxe3Awok44SPy",
-	"EpGLE0YDAZlNBqrtFaNDUBkbI6+zrLw4SN/dpZymo3Vqqk6CsoWNjckHgAu3h6omEXA8PxapA53FKr90",
-	"LarzzYsdWz8e1Xwb079t4XVl9XvZ8dKaYihLUDmcerj1PP+mBN0spouQ48OpovjZGl8H1k5MtrmBXQTI",
-	"pGcu8NAlJG4l2CCOAdUkqEPvh6gCaG5BiLNvdu/HCKQOcXy4WjXWPm7a3D0CJY3T0mVQylyBLD2naWCe",
-	"zOUNdLwJceDr/RgUOstyOLwY6xQXMBfEpOeI151XeS6ku4ZMzIylleNCvcDMVDay21GLY900GUrrDi9E",
-	"yj5BoIi07NRUOUdhZkort9h4O7gRUmfiGqB0ZA5LtCamciIUNR7ytq7adQ9DR8xQD6Mp7esPhNwOCHYu",
-	"nWdWhSwYcZJy2EuUdG50dyikruVptqlgnxuzvCk/lAmbVlb51SVKaKjCo60z31V+0U+3zAqleWcNu5CB",
-	"p/QNLQoczHehjordId4SJ6IzRuuBoAH11Qxx4X3Jm7RUiLWs9Y/wrw7W8NZA/KopYzE3YMWPr1//fixC",
-	"WA9dXQ2QubFOO1Sdi7/xLqFxdXr61ZTop48QBKk10mRzqGEbImRjbfQUYlkHx7aoJiHgymPxXXxRTn1I",
-	"bUgSOMhn3BWn/VASJAopGYlk/Zc6Txq3RMqpN/VPJbZqOV4d6USRZ2KvAK2DE94k9Lo2vPGR0zFTqclW",
-	"4RvF8ViP9ffWGsvbHlNZcom2Mvok1EL9v386o1NxEIv5DiOscZ7ieVwFdRFqt9xYrxdIJaHSC7/gkqf0",
-	"WPwOljCyYMdOHCCJiQiZOqR7rGOdgOCaP5dwqFg49S9Iag79WRkvD4l8W+Xg4hrjuCOqhRDoHWtWzudC",
-	"cn0ZWnunMmYFKoq46EPGv1VvmBInZ1YhwGNNEaJlo1+kyq0xxSgZ3YDlRNXo7Pj0+JQjeqBlqUbno6+O",
-	"T4+/4oziglbfCdzEbbQh0dkTJadnkLaUPp1HCV6VEASYKEsz6WX8EScs/rhcQBCU/7z87Vfe/PpuTItw",
-	"PErEmPw//oRNjEd3rQZTjnmDmC6knkMmWJ0ci9erEtz5WKcR5CQiDfPBH8t8hR+o9oc+kJTiJ1xI9EyF",
-	"/9E8pxbcSk/TWKylXBAmMYM8D74TUcUcY7cms2QTxIEFFJmxpiVEcaOVqWgj4CGuR+qJ33zmBA6r5gKH",
-	"lnn0MT64zhVWtePRuRjHWm9iEpe01bHWsUZfb9GogkY/EDv36W2su91lRodJMtdNnxz4QuWHo5uaokBO",
-	"5UoDB8S0Fwieaj3FbLHYhWZIFThpV+LsaxGSc2yGW/qLdYmDmKDF4ZilHmteV9hGWGi1EMTpoed5nxW7",
-	"oWj7kS6DJn4K6gY16QHrxbCmrZovvBOUkj3sNk8S02m7oaWy2iHRTO3C5LwLrDDOi7+GYbuaH/X+crCo",
-	"kM5On7+4GGsZpY1QZ2Z4PzkFz4XUYQWiRlBanJ3WDMuNAxrBWHM/x+J13Csu5thKn30cazaQCZoFmgRa",
-	"oecUwmzNVVBBM+AFhASl3yMll+TjpqyDEARSsy+z0fnokt78nrVK0tmb/6Z3y0/kaUiE4cwex63tf1Zg",
-	"Vxsbsu+1AfvtGvx+fnrKRaXax+0KcOtZDR7xsDkREPtYR0N3ff4czw+/TmFh8sFr0Q9zSxMil3J1jFr5",
-	"xQYlQ4avS9COZC8VwveQmW5Us6dMxdmDUtEueQ8EfPWgBNRF9un5OsKS7lrpObkF8bQGFkci88WDklnX",
-	"/6fnCJ5cNV20iHn+7YMSs16DT4AVFyuzjcsHg+b7K/nMUe0RkG2pO34GlR5qJpnnNJ6vH3gpdDcQpOya",
-	"xCjz6JJIPbrEJcuKrHHJ2bYzFBEHjNhbUP2QKr7mqOxGAVm9xcZPbKXdyTu2vneDaOt1PDUk7lGpq0E6",
-	"qPBY/LFeKkJu7VjPDYVgUnOdstOZO0hEyulp+orLfggOhNQ0fU1F2T3q/Afwryousd6qRNvzdb95aqpL",
-	"BnQrZ/CbXTtPqvMxqM4aX/EaQA1AqQb3aLQllXN9BuXS3cGUonrYoXC+W5PxoFjayqRVOXC3gar6zsqJ",
-	"BSsfdHoN9nXSqYkIaqurJH5Wzl/WT31CXdEp3ujhPYdg6tIT3gTvY+1nq/DkMazex2X0XjdHUtQTHn0V",
-	"ZevangOpV2z2h6SzIzIn71Ae78j8rR/V9WYz1Nuuy8Vl061WSmu/oCvrcef4B0l6MiqN84M1ZMGjdtHt",
-	"Y6/6ALvOOOMRjDGnX8Z6jfajs/QwEZlVN6GNmGUmGe0moBxHJEI6oM/hboUThNTaVHpKzXaDgmPNe0Zp",
-	"GuVcKt1uCx17qoaNIYvKiVLOgYJzM4M+sFD+eKxjYQw+tHKtIjry1pfSZu54Y6pCWTU5l+jy83Eoe1Re",
-	"iz/I54x/C4lMHWt+VnKNLHlYKFLCGxothLCMULNefyvGeH74/rXoQrG0Pt0N26kVcHtoOH6KXRZyJa5g",
-	"rGOSjvMHTem06wNQryp92dQMhvjU38LO848FoGKB/N3d3d0jgmo1DsUFGbJmrdrXBeTZI4FzHBWPSi4z",
-	"FOso6spwbrR2ZcJ8Hj+BwDUQiEuy1v2PBghGioIvGiv2bBNmQwW/TvcDe9jNFn+mfGYhqF1KlCjHtQFR",
-	"5dgK1WlzFEDMRVKoMfqFlIYSS0pNUiSx5YhT4ooMEWfmha4oEmJmoZGD9OiokLdBWR/GNA6fcdlONxG7",
-	"zh5WCLvnLvA6OPv6gRdi30kP6Zfhcbyq2nkDsp+e/8NZZpNI0sGRgx0OCUK+ujhw0EN4HUrQP5l5qisX",
-	"Bz2DVjTvSWtHrZ0TRqT5e4TBOJzQqJFYCBOhYVnvzGmJZKgivdsG5UO8N81BZqmQ+RIhLevdWM4tswwy",
-	"RitoG5A9kLH6w89Kz8daeeaiA8/I0ZocjkV3T1GIjpYlSBsSMcrVZwdzdUIPYuSSptfN4bMfGzC26p/v",
-	"utUdiNM2AeTZR+u5fWzpAITkzB55RYwVu+x8VHiRvIIaRKzDxWTtNCac+hKkf1JAawooutaNCvqc6Cup",
-	"Iw8dZNXJX9wDNz3Boy8QHrGeoqppWfSAn2hpauBz8g7/u2Obk4OH4f1FSVNwEErKmnAQ6zgug5pTfEbm",
-	"zoTqRDnWFmjj0XlzIDw/W2eHXpyeiZk1hdBmKYw+Ft81II+ccy6dCKEXMlyVboU9dCaWxl67Uk4hhk85",
-	"AkJeyFRqioDQ1lSKKPGPNGZlKBMVtnoFT+FcSDG10i1C/VUO8gaHPdYLmc+OmFmhqi7sT+gxif+gx2qT",
-	"2LFOL4ZZTWEu7uEpbfQoVT/PTlf1P6Y8+wPboc2D9ahIgQ+JtW2PbfOEAGF0HQL4QvJevKx3q9mk36n8",
-	"AXy/Svi4LuU2pPqkVh5lIY+ZPfICnsflY/+mg72sE6YxO8XRoLghYmu5S8v77ib5+mhuHjmpL2HhbHMb",
-	"Tp0EMk7e8Ye7ExXvgegtn+HUEaElhPHrFaDxUEiqxISYaVpK5dOEStqp+FH6sZ4pnbl61vh9VLd0QEel",
-	"vcqpIEhazucdPD89jbw7JL1HjY51LNNcyBsQpXQIm5qHZdhERGGFw4u2mxFzf9ghwj6ZuW5BrfLCLSpK",
-	"WS31QOEOX5qxowazORlNxoHGUkxi9gWSqZgxVChkiHtUDb6piPpOHKZDCvrKOWk+hq4n2rlF7S7ZOAQo",
-	"cNsbgfznOr44qFiLaYFHoUGswA9VmuL7HcrqcwZPW3vZvtm1ke3tJzRNPLsDtimIfLJ2iM2TsXoUxiqY",
-	"pu7hQ4/KSDWhq89krlqHQu+VzwDarxPq+A9IWQVEEBJmDC4vSMsrPa89j+CntgxZc/fPB9iyZOezravV",
-	"9rZ8J1O+qaunlOZTUTYUTEfMwJd3UV1s23RAfZpWnJBwPEm8fCSqp7FWeppXGWTHgu8g65mZC3R7SLOL",
-	"MHqxUpBnTqT1XR69OxHCrWbRCn4yRdy9Pa1HnHtZ9aSMH7MyTjpq40k1D6nmRLyH20+XHoXsTqwYa9Ji",
-	"YcNSnybX+artcTRbje92608Ljl2Gz6w3671ty4VxYfN42FkuDtq71cMWYN5dXiHcN5a8i7EOe8kRgqss",
-	"hzQU96GzNpU6lHpUVlNKs95cztWcYbO69mMtLYhrKEOAN+xpUE5kleX6PioH4OrCLG64jbsoufrweKx/",
-	"5Z29vbVvyPNfmhtCP5ECjkdY9UNhpjehiDiz60n1PtItBJRNDyv3MevcRxEW7p53QXszgx5hHRz18QFX",
-	"NaDkJ/FeMXyA74A5/HKNCJ8yE1SnsfGEjciTDDUY6cWewDLdJbaP2ahvL/vMZqNVuxLLpqF1eVw48Uvk",
-	"xpSszsNJW66uLT8fa7qNMh5ZEE8ooEqv1rEDV7wmNdx6PkvZzERa6+40GesthzpecOiLKrczyOXK0RxB",
-	"KbwRzlO2U4sZGrHOCUFEMhLPVRTg2sCgzFXIlErvJf1aSJWPdTh7KNSJtA/LEeFe7rL3aJexXrO03bVE",
-	"J8fH015oYzfyiC80qTSd2izMbKxxXHywi2ud6+Lb9wKvH/AS5ib8PNbRNCtHlphNuNFe6YqnAu03TQXS",
-	"EDd308EjsxlOF1vx7mFPvLvPVVeF8pMylzoNoTCU8UJ6SNZe4GvMUz7arPUGV0ld0Eyj1qhj6jj9cwp9",
-	"NkfySD3WtFKDr5PUO92JfVSLb+IQ8JuBAn4+Q2Fjx3R/af3ryupPVSXVnC61V5XU6UfteXudPfEPdAbZ",
-	"BepO6SuXCoerbWGWX1qJVFAQaMRA8WVK4bi1cJiOCd/QCXZPoGmz5J5PoHgCTPcBTFeVW4kDWdtQRkkB",
-	"Hx3yYReMmRgo4YhY8TO7xUGoIeW6lmgYnuq9Pn+910dAl68q3UFYdX45HjvVPTHyXgizud/6vROl21Ai",
-	"aVzac0UX4cQDGsNR1XyyNVrmonKeoc4VxJNlmptyxrp90ylb7XA0WDiOiTLtz6K/1nsUDOjsl/qa6fsN",
-	"9mVz8+RPsPqRry7lfNrHN/XdS2QfuCa6dep7jzBfer7B+1GYdFo47QPJ/tdb48YQBx9c1vGmzQP8Hn1V",
-	"ykOb6eby2qCTe66bTZ/s6bo9ffH8+QOT0r7FNz0XqTdpFHj1masOP4Kxv6R9bzGFKfvMW396eMO4t4+4",
-	"HdwH96q5peDT7dRu3eM2uBtuPRL0VM/4VM/4b1HP2LrKxfbcSLKjkLGVVkw+PkRPObxGgS3aqdGE5YQ3",
-	"dcgtjdc0pvxUcDa9EZK3cOALDMvjcbUtzL8Xvu9ehdkH4PnSf76V5VED+O7low8M4JlLgwA+7quxMFfO",
-	"U4hdOhFueX0C9k/A/t8Q2MebhmN+pf4iiH1zGvOEo2v4xZM38CV6A1zubo2eTzJlYYqPfalRP9TkQvJl",
-	"tcaKaIKbpOIO12BbQVL87eRdcw333aCf8AP4xvB+ai9h8DQn/vnJJ3jyCd4j/dOWnse33Sku6QdwBXZX",
-	"gNTXvw9Vg/cqjxO+lv+T1qasUzbo1cRrMuq40IYr0ueFiPq9xgtpzkCOF4nzdQJUyqOcSMNx0xP8Oo2F",
-	"HrZTMK7HOtwnnjVanO/8aSdzlI4FlthuBjOwFrK0v5SxzFdfiC9U5qvPU7gQmDTkCqV8DW1a3wXMFzGU",
-	"PlmfVDTVzXQ8+UiP10eKejR6SVlmgbY5etODlZLGr/rS/Kh1k/bwLlWZt/ygRBClLX/qyX36Et2nL9RT",
-	"+o6vyGxdEbZ94Q84Sa0b4ciOtu+Ce/MWLSTvh2YrW9l8dD46kaU6uTkj+xnafNe+IMYRrglf1Mma1nc1",
-	"Aa3vuFyj9UVzvGHry3Cjw93bu/8JAAD//w==",
+	"7H1bdxs38udXweHOOZZ2WzfHyU6kJ88km3hzcY6lPXkwvWqIXSQx6gY6AFoUx0ff/X+qCugL2U1Svsjy",
+	"/PViU2Q3UCgUqn51AfB+NDFFaTRo70an70eltLIAD5b+epVBURoPerL8BZY/g8zA4vcZuIlVpVdGj05H",
+	"L4UFb5diofxc+DkIJwsQ17AUUmfNF1cmW+KTldWOvp0q67yw4EqjHYw1Pu28seCENn6u9ExoWJx1m6RO",
+	"JP4OlptUbqxT1VB6OTF6mquJTw/FL7B0QloQbmJKyIQ31Jo316CfOVFAcQX2cKxHyUjhUOY8xGSkZQGj",
+	"0zYDDn6B5SgZuckcColMKOTtr6Bnfj46fX58nIwKpePfJ8nIL0tswHmr9Gx0d5eMfqPO/pD4wHvursQ/",
+	"6s6YmlEysvBXpSxko1NvK2j3+TcL09Hp6H8cNbN2xL+6o9+xFezoDfxVgfOvftjQl+VnLlX2wf3V3VCn",
+	"FyCLDf15kMXHjuwuPk+y+c85TK5JZK0pwXoFjkXTS5Xjp5UZiKT0/GCuW19fGZOD1DSohty3/DY9m8RO",
+	"3tXTbK7+BROPbf3TaFcV8AZclft18ix9Tx+Vh8JtG/pv0k/mobG7ujtprVyuURjb7iXLgvSQsQyukzXI",
+	"Gmvy/h+cl77aTj71d87PIv248NY1yMUcwlp85sQVSAuW1+iZcHOz0MLofCnmYOFw1Le0euaJCK/JjD1v",
+	"YA0K8DpjclUov3WYv/JTd0lYw7vPb3de1mZ4UGj7Bx2obcjoG+8rfWVu10dagHNyBvcQTX5hq1jWDfcR",
+	"82vN31WbghoDpcFUOnM47V1yUfVfTuaSeR3aVdrDjPk4Bciu5OR60zNzheZmeQna29Ds+kMK2XV5tfSb",
+	"H2izb/2ZUi5zI7NNxASNPPArWc2+n1aYvUJMl/ykzbVWj6v0rXEv9r/OsuE5faXLihSgzDKFsyrzP1oz",
+	"OJW5g2TzrAvpxQQXiDL6TICczMVUQZ6JDKYSVV205zk4Z7S4kXkF20QlvDs6/S4YbVVURdtkbxSi+u2T",
+	"5+23j5PdxKt+/e9b+16Ru/rNb54fH+/4clsmm563vbsmq82Yt1PdluL6vRfb3qqlu37l+eZX7nrErm0q",
+	"h7Qb4p1eMwfSmR7D9BrtDkFONdPGQobSBRqpejsyNlNa2mXkM622G5mr7DKCWvwquzT2knpkq4R/Wpio",
+	"UoH2iJCMv3TyBvCtMl+2Wimt8WZi2kCjTXKN4DaQLcvSmhvIEmEBGQUZgfKsKnM1kb7PnrZtexxqbIa0",
+	"BreDMCi2gjQzf3pI7TcHjDxDT31aZAiqyIlXN9BrMSqrhZkKP1cR2gvlhK20VnrWGmkN8Zo1mgfkPqzg",
+	"Nz3xYPBpRyswgIEC69a1eRjbylCHZ4VRy1bl3o8xtyP9hm+1PhghqFlxuHaARMNDOF+TcZURt4K4EN9M",
+	"WZKgT6XK6cMkN65XyLFZVgJrAovmp1cGBnVR1A29ggM6OOGbh8/Lix9ut8kYYIAxNIIPmtw4yBVcb1VR",
+	"oPLxc9DipHa/2cinjWFOxcRkIEqjtHe9Osmbnf3fNhu82TTi34NI9qEQYWxUIihKpPhvZVHm7D6HOEEp",
+	"vQeLb/3/t/Lg3+/wn+OD7w/evT9Onn9z97e+obwuQQ/7h22tvoNmLkFn+ONWvdvx+Dfo3T+sucqh6GGL",
+	"Fm/+zz/F9y++/d+i5IdEZiZVAdqvgy6czzadZNEIyV3Wq4nmv9Y99Jc35jKXloxppV1VlsZ6yC4LyJSM",
+	"VrQAPzfZJRpOmedmQY1VWlZ+bqz6Ny9ZY69UloEOFnaKiBJnA2RxCbeKcS/9RV5TrfymVZ434Lj+Mf4d",
+	"+R19rMugEvCJMm+CT6Hb5vG+CFXTSqXljVS5vCIdVJgM8pXvKn2tzUJf1lGihTV6dpkpCxOaoTiAibG2",
+	"Kj0rMIumtmY4creQennpvAVZIAfcvPJeYUNmwW2gPMv8Eqw1tlfTNSGWroD8XBVSH+DSQJLPhIYbsGJi",
+	"tJcqhPwmOSqhZ46hutuCPnqAovIDBpW/WF/K/+/NK1y/Ss+IgCi410pnYi+VV6byp1e51NcpxRf2z8SV",
+	"lXoyF0aLFIU43R5yCGLJxLXsbWBUwothYLERwntd+Ykp4J7u0p9z6WuFehDRIiEekamsCciW1sysLPpW",
+	"aYXz3R+RCW89cyI8JqYqByGn+BGbxX72xqPxSCxQv8srB9rv904q3JaMGvvmrkDkvk7Dn3OgKK+pfFl5",
+	"AX9VMncitnQmdJXn3HNrjDRwbTwSh5TgQ7SCQsRxHQJy89tYwE8lwrNJa/eu/I6dtmy81H0hRxSraeUg",
+	"u7xa9hM0kx6Ex3kPT2KXl4VUOkGDhR23XZQyl7io58Z5lL8tdK1aDHq3RVHNq9Z8xtlLalnqk/M35Nn0",
+	"jiiDiXLKaB7VQjqBUlSPRizmKHTaaMAf+7i74h+wq9LP3ujQDwCvjbY3apg2b9uOHmpSVKLNd+92VBwd",
+	"0xzpbxE7yNEPgmo7M6gDvrsT97vxzUo4XsV13bDJNmy3wpNI3uCgh6HTBFQ5sJBVxp4hCDLTIgfEbWcc",
+	"WCY9mf5VQQVZ2qu+7g3LuDGczhwN4vLSMfjOYAp2Jz95V7wW0jDr/EATt2MO5xd8tAn9DLklu7GXWgwM",
+	"HmBmUAabKcOHdmD9kD+0CSwnvQGNPqzjEYv67e5WZ7aI8y3vKzTS8LeFEWLMJ7J3wxR/0Gr/OCm4lzvX",
+	"CRzu4NHVrL23VxcYvMbXDcx79QMJQsuD++vgpOvA4VdvTw6+f/f2+OD7d/+z13drs2rFFrRMQK8ohVd/",
+	"VW7Y79s9+xKX/fakYGi4lzeVfk2T6+6JPH+8AbsMwXjlhCn5vTORyhlof4Ai4VLh5TU41rGp81BeFi5d",
+	"B6ERAfSrFsQuz5wowRbKMVAwhDwR9ByWS7EX7JTIQC/32+iHnENSunrZOyVtVLrec/w1AtCFVd4D9R9/",
+	"OvS3viFgPHrxfDzaPxNQlH4pCpDB7QkPHHaDWN887yGJJGmNnF9BZs9cg5WMFhyCQM7kUjc0BMXW5UMN",
+	"KVjX9fIizM963+e5WQigCcdnxNUyRFilXopC5blyMDE6c4lwRkicKWe0mEgtFggNo6sQRh9i+sfdLMbx",
+	"bjF+FNjGVVqfMjcBLa0yDNjxubM2ioxOi3JCaQb34HoxpdHwejo6fbt5Ea66b3fJ5ucvcFnUD7/jAQ3h",
+	"mckcJtf3yCRTPURPBrmQKr8yt7BhjX9sxndNPcjJvEnoU1giEcq7gAqcMHmGIIEqgFrGoZlojoBszoma",
+	"63UhYMVErKtTAaX0czFHVbVntJC154TfJxyWoOeVYx9kwJvc788gmEYeN+rrRnJX0mQfp+4pYD0IjsJy",
+	"6KRyGgUdAmBN5KAfAoXCiPXVZiv9zJH5T8SVNQuHK0jk6hoE6gaq0doO+AP9LWqTWC5ExTZhHazJRMP6",
+	"Tiq7Efc+i3ce+nilp6aveKg1xA0VRB/MS7PN2rL2WWd1eJEFOjKK7WtSx3mUrTPjvYtqKHrWnz2K4aw2",
+	"Mc0INjG3H+JEqncX+s5kbQM6TfO9pIHOhhQtL57V4D6hw909va3+3DY/7txD2ZfJRaOGf0MmaAEIqd0C",
+	"bCKk8MbkYiLzXBgrpJgqLXPh4ZZU6m4W7MKYnHrebrpuPT/4LlT79SwfWcjZEJoKXgIVeGYCGQGCA9Oi",
+	"yQ0I6fEn68+E8qiQHdgbyAjsHCCO7NfBH1Gl1SWUc4OEDmLhiTA2Q3bnILPGYO1oL+9Z1bVaP9EmLVgA",
+	"og3dbaRqZ0p29RaG6sg6GjZOc58Uo2B8kJ96nynk0qIPqLbrZK8JGt2+4vdaWHxtku7tng6mnpE7/cqR",
+	"bciu48B2zquikHa5dUq55SFqYivr6JMLEy8lETs1tsBPo0x6OPCKDcRaHH9oWf1sFsFdCOsrhg3EXLZN",
+	"1faSin55bcS0RfbQkN1HJltaRp+ciRymXlzBXOls3bdFrXEZUG8/iqUnnFxcWiiN9Zu4Z6akhZ41OHoB",
+	"FkgheBesg8K10c9StmubqQnPWLBElqnsBIYyFTcKFpvbW5mtDjPW6OlpcoCeHqb1T3YwWfctQuw1uOwb",
+	"gM6C9FZWhxKr2uSuLulbv7JP4MVxT91KMlpI5Xtd7z+l8gz5cqNn4gqmxkKgR+lZErC2cOiiE7Ef4GR3",
+	"lcXtwMKJOOET8hKRixNGAwGZdQaqzRWkQ1AZGyOvs6y82Evf36WcpqN1aqpOgrKFjY3JB4ALt4eqJhFw",
+	"ODsUqQOdxaq/dCWq892LLVtBHtV8G9O/jeGisvqD7HhpTTGUJagcTj3cep5/U4JuFtNZyPHhVFH8bIWv",
+	"A2snJtvcwK4CZNIzF3joEhK3EmwQx4BqEtSh90NUATS3IMTJd9v3ZwRShzg+XL0aayHXbe4OgZLGaeky",
+	"KGWuQJae0jQwT2byBjrehNjz9f4MCp1lOeyfjXWKC5gLZNJTxOvOqzwX0l1DJqbG0spxoV5gaiob2e2o",
+	"xbFumgyldvtnImWfIFBEWnZiqpyjMFOllZuvvR3cCKkzcQ1QOjKHJVoTUzkRihz3eZtX7bqHoSNmqIfR",
+	"lPr1B0JuBwQ7l84zq0IWjDhJOewFSjo3uj0UUtf2NNtWsM+1WV6XH8qETSqr/PIcJTRU5dFWmpeVn/fT",
+	"LbNCad5pwy5k4Cl9Q4sCB/My1FWxO8Rb5ER0xmg9EDSgvpohzr0vedOWCrGWlf4R/tXBGt4qiF81ZSzm",
+	"Bqz4+eLij0MRwnro6mqAzI112qHqVPyDdw2Nq+PjbyZEP32EIEitkSbrQw3bEiEba6MnEMs6OLZFNQkB",
+	"Vx6Kl/FFOfEhtSFJ4CCfclec9kNJkCikZCSS1V/qPGncIikn3tQ/ldiq5Xh1pBNFnom9ArQOTniT0Ova",
+	"8EZITsdMpCZbhW8Uh2M91j9aayxvg0xlySXbyuijUAv1v/7ljE7FXizu24+wxnmK53EV1Fmo3XJjvVog",
+	"lYRKL/yCS57SQ/EHWMLIgh07sYckJiJk6pDusY51AoJrAF3CoWLh1L8hqTn0V2W83CfybZWDi2uM446o",
+	"FkKgd6xZOZ8KyfVlaO2dypgVqCjiog8Z/1b9YUqcnFqFAI81RYiWjX6TKrfGFKNkdAOWE1Wjk8Pjw2OO",
+	"6IGWpRqdjr45PD78hjOKc1p9R3ATt9WGRGdPlJyeQdpS+nQaJXhZQhBgoizNpJfxR5yw+ONiDkFQ/u/5",
+	"6995M+z7MS3C8SgRY/L/+BM2MR7dtRpMOeYNYjKXegaZYHVyKC6WJbjTsU4jyElEGuaDP5b5Ej9Q7Q99",
+	"ICnFT7iQ6JkK/6N5Ti24pZ6ksVhLuSBMYgp5Hnwnooo5xm5NZskmiD0LKDJjTUuI4kZLU9HGwH1cj9QT",
+	"v/nMCRxWzQUOLfPoY3xwlSusasejUzGOtd/EJC5pq2OtY42+3rxRBY1+IHbu0ttYd7vLjA6TZK6bPjnw",
+	"hcoPRzcxRYGcypUGDohpLxA81XqK2WKxC82QKnDSLsXJtyIk59gMt/QX6xIHMUGLwzELPda8rrCNsNBq",
+	"IYjTQ8/zvit2Q9H2I10GTfwE1A1q0j3Wi2FNWzWbeycoJbvfbZ4kptN2Q0tltUOimdq5yXlXWGGcF38P",
+	"w3Y1P+r95mBRIZ0cP39xNtYyShuhzszw/nIKngupwwpEjaC0ODmuGZYbBzSCseZ+DsVF3DsuZthKn30c",
+	"azaQCZoFmgRaoacUwmzNVVBBU+AFhASlPyIl5+TjpqyDEARSs6+y0enonN78kbVK0tmr/7Z3C1DkaUiE",
+	"4cwexq3uf1Vgl2sbtO+1IfvdCvx+fnzMRaXax+0LcOtZDR7wsDkREPtYRUN3ff4czw+/TmFh8sFr0Q9z",
+	"SxMiF3J5iFr5xRolQ4avS9CWZC8VxveQma5Vt6dMxcmDUtEugQ8EfPOgBNRF9+npKsKS7lrpGbkF8fQG",
+	"Fkci88WDklnvB0hPETy5ajJvEfP8+wclZrUmnwArLlZmG5cPBs33d/KZo9ojINtSd/wMKj3UTDLPaTzf",
+	"PvBS6G4gSNk1iVHm0TmRenCOS5YVWeOSs21nKCL2GLG3oPo+VXzNUNmNArJ6h40f2Uq7o/dsfe8G0dZF",
+	"PEUk7lmpq0E6qPBQ/LlaKkJu7VjPDIVgUnOdstOZO0hEyulp+orLfggOhNQ0fU1F2T3q/Cfwbyousd6o",
+	"RNvzdb95aqpLBnQrZ/CbXTxPqvMxqM4aX/EaQA1AqQb3aLQllXN9AeXS3dGUonrYonBersh4UCxtZdKq",
+	"HLhbQ1V9Z+fEgpWPOs0G+zrq1EQEtdVVEr8q58/rpz6jrugUb/TwnkMwdekJb4r3sfazVXjyGFbv4zJ6",
+	"F80RFfWER19F2bq2Z0/qJZv9IensiMzRe5THOzJ/q0d3vV0P9bbrcnHZdKuV0tov6Mp63En+UZKejErj",
+	"/GANWfCoXXT72Kvew64zzngEY8zpl7Feof3gJN1PRGbVTWgjZplJRrsJKMcRiZAO6HO4W+EEIbU2lZ5Q",
+	"s92g4FjzHlKaRjmTSrfbQseeqmFjyKJyopQzoODc1KAPLJQ/HOtYGIMPLV2riI689YW0mTtcm6pQVk3O",
+	"Jbr8fDzKDpXX4k/yOePfQiJTx5qflVwjSx4WipTwhkYLISwj1LTX34oxnp9+vBBdKJbWp71hO7UCbg8N",
+	"x0+xy0IuxRWMdUzScf6gKZ12fQDqTaXPm5rBEJ/6R9iJ/qkAVCyQv7u7u3tEUK3GobggQ9asVfs6hzx7",
+	"JHCOo+JRyWWGYh1FXRnOjdauTJjPwycQuAICcUnWuv/RAMFIUfBFY8WebcJsqOBX6X5gD7vZ8s+UTy0E",
+	"tUuJEuW4NiCqHFuhOm2OBoi5SAo1Rr+Q0lBiQalJiiS2HHFKXJEh4sy80BVFQsw0NLKXHhwU8jYo6/2Y",
+	"xuEzL9vpJmLXycMKYfccBl4HJ98+8ELsO/khfbQeB5L1sJPUObYhPW1LX0ynoyzxkarSelyLQsOCPDfx",
+	"kuMeIbZEgQ02IfWLVzBT2nGoVXoSZg23ng9mk5ajHKou5+XEPGQhH3edxBxiSM0zy2yFQCxlE3UWw/EB",
+	"FoRMFCMzRKMcRydD+wa8XR68nPYeVXDeTnAgiIlbjkL+kKFFSJwQUtsLGxctEG8gC6zbP+xEwNdqZ+66",
+	"sP5N1U4QEVDy/B8yh7EPcY5DRFs8T8T2dRXooCt4EfYafDYcUpeoDrqArbDtk3mO5jknZ4Dm7xFGXXFC",
+	"o+lhIUxQGdRbsFoiGcqF7zb5bCGwn+Ygs1TIfIG+CxvYWLcvswwy1imoEZA9qB1wYeBnpWdjrTxz0YFn",
+	"F8GaHA5Fd/NYCIOXJUgbMm7K1YdGcxlKj2vAtWsXzanDn9ozaBW633XLeBCQr3sKJ5+s5/Z5tQO+Aqdw",
+	"SQWzU9Bl56NyDMj9q9Hiql+QrBzDhVNfgvRPCmhFAcUYSqOCviTMTuoQUwdCdxJV9wDITzj468DBHaPD",
+	"eorK42XRA36ipamBz9F7/O+ObU4OHoY3kiVNZUmoHWzifqzjuN5tRoE4mTsT4KEc64D6TpubAPjZOg34",
+	"4vhETK0phDYLYQgu1yCPojBcIxNibGS4Kt2Kb+lMLIy9dqWcQIyTc6iL3M2J1BTqoj3IBEj5RxqzMpRy",
+	"DHv6gkt4KqSYWOnmodAuB3mDwx7rucynB8ysUD4ZNqL0mMQf6LHaJHas04thVlM8k3t4yg8+StXPs9NV",
+	"/Y+poOKB7dD6iYpUjcKnA9u2x7Z+FIQwuo71fCUJTl7W29Vs0u9U/gS+XyV8WpdyE1J9UiuPsmLLTB95",
+	"pdbj8rFf62Av68x4TENyNCjufNlY19TyvrvZ3D6am0eO6tt3uKygDaeOAhlH7/nD3ZGKF4D01klxjpDQ",
+	"EsL41VLfePonldxCTCkupPJpQnsXqMpV+rGeKp25etb4fVS3dBJLpb3KqfJLWk7c7j0/Po682ye9R42O",
+	"dazHncsbEKV0CJuah2XYLUZhhf2ztpsRk7zYIcI+mblu5bTyws0ryk0u9ECFFt+WsqXYtjkCT8aBxppb",
+	"YvYZkqmYMVQRZoh7VPa/roj6jpqm0yj66nZpPobupdq6F/EuGYqmeiOQ/1ywGQcVi24t8Cg0iCX4oZJi",
+	"fL9DWX2g5HFr0+J323YsvvuMpolnd8A2BZFPVk4rejJWj8JYBdPUPWXqURmpJnT1hcxV6zTwXZDkG6CN",
+	"WWHDxh4pq4AIQmaUweUZaXmlZ7XnEfzUliFrLn36CFuWbH22dafezpbvaMJXtPXUTH0uyoaC6YgZ+NY2",
+	"KoBumw6oj02LExLOoYm3zkT1NNZKT/Iqg+xQ8OVzPTNzhm4PaXYRRi+WCvLMibS+xKV3y0m4zi5awc+m",
+	"iLvX5vWIcy+rnpTxY1bGSUdtPKnmIdWciA9w++m2q5DdiaWBTVos7Ezr0+Q6X7Y9jmZP+d12/WnBscvw",
+	"hfVmvYlxMTcunBIQjhAQe+1jCcJebz5GoEK4byx5F2MdKhMQgqsshzTUBqCzNpE61PRUVlNKsz5FgMt2",
+	"w6kE2o+1tCCuoQwB3rB5RTmRVZYLOakcgMtIs1gVEbfLcpnp4Vj/zlu4e4sckee/NVfDfiYFHM8q64fC",
+	"TG9CEXFm15PqfaR7RSibHlbuY9a5jyIs3D3YhDbhBj3COjjq4z2uakDJT+KFcvgAX/6z//UaET5OKKhO",
+	"Y2O9VuRJhhqMa6bWA8t0idwuZqO+tu4Lm41W7Uqsj4fWrYHhaDeRG1OyOg9Hqrl6E8HpWNM1pLG2LB5F",
+	"QZVerfMlrnhNUskcHZptpiKtdXeajPWG0zvPOPRFJfoZ5HLpaI6gFN4I5ynbqcUUjVjnKCgiGYnnKgpw",
+	"bWBQ5ipkSqX3kn4tpMrHOhwyFepE2qcihepBU/ae4TPWK5a2u5Z8XU6I60OE2xn55ppK0/HcwkzHGsfF",
+	"J/i41gE+vn0h9OpJPmFuws9jHU2zcmSJ2YQb7ZWueCrq6kWkIe7ipxNmplOcLrbi3VO9eBunq64K5S/L",
+	"XOo0hMJQxgvpIVl5ge+vT/kMu9YbXCV1RjPNJZkhpo7TP6PQZ3P2ktRjTSs1+DpJfaQBsY82XZg4BPxm",
+	"YKcGH5axtjW+fw/FRWX156qSao4R26lK6viT9rx5QwXxD3QG2RnqTukrlwqHq21uFl9biVRQEGjEQPGt",
+	"WeFcvXBqkgnf0FGFT6BpfW8FHzXyBJjuA5iuKrcUe7K2oYySAj7a52JwxkwMlHBErPiZ3WIv1JByXUs0",
+	"DE/1Xl++3uvD0OVXtBGCsUDAJXErRIT299sMkdSOQnMWf10kHYILoURtFctw7OBr2e3Qxst1tUA8La57",
+	"0Ou9/IXmmvoPTntvwvxkP2mrJN1fFc9VDSfM8w4WnKCicp6B6xXEA6GaC67Gun1hMWOwcKJf2LtCdRPP",
+	"ovfde4IT6Oy3+rb4+w32VXOB7C+w/JlvIObs6KcHbt27oB+4wr11WUPPkj/3fBH/owBopAbb5wj+t8dW",
+	"DawKERVZRw/Xz9189DVGDw26mjuog4XtuTU6fUJHq+joxfPnD0xK+zLu9FSk3qRR4NUXriH9BIHBc9rF",
+	"GBPSss+89Sf714x7+2TqwV2Nb5rLRT7fAQut6xcH9zauxvWeqlOfqlP/I6pTWzcw2Z6LhLaUpbaSxMmn",
+	"h+gpB0spTEn7bpogq/CmDqCm8XbVlJ8KoQNvhOQNOfgCw/J4ynQL8++E77s32PYB+Ncl6HiZ0qMG8N07",
+	"gx8YwDOXBgF83CVlYaacp4SJdCJczvwE7J+A/X8gsI8XhMdsWf1FEPvmEPVLjpXiF0/ewNfoDfDmBWv0",
+	"7DJTFib4WPqVOgKoyYXkO6aNFdEENyniLa7BpvKy+NvR++b2/LtBP+En8I3h/dxewuAhbPzzk0/w5BN8",
+	"QDKvLT2Pb/NaXNIP4Apsr+cJ6/DVD0O1/b3K44guJvm8lUarlA16NfF2mzoutOaK9Hkhon6v8UKao8vj",
+	"/f+t9I5yIg3pq0v8Oo1lO7ZT/q/HWpalNTeQNVqcr+pqJ3OUjuWy2G4GU7AWsrS/MLXMl1+JL1Tmyy9T",
+	"hhKYNOQKpXx7dNqkDen+lNInq5OKprqZjicf6fH6SFGPRi8pyyzQptWQh+1ipaTxq742P2rVpD28S1Xm",
+	"LT8oEURpy596cp++RvfpK/WUXvLNtq2b/TYv/AEnqXWRI9nR9hWOb9+hheTqDbaylc1Hp6MjWaqjmxOy",
+	"n6HN9+17nRzhmvBFnaxpfVcT0PqOyzVaXzSHVba+DBex3L27+68AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -54,6 +54,11 @@ type Options struct {
 	// workspace and result document under DataDir/runs. Empty answers run
 	// requests with not_found.
 	DataDir string
+	// Stopping, when not nil, is cancelled when the server begins to stop:
+	// from then on new turns and scenario runs are refused (503
+	// shutting_down) and the running ones are cancelled, so that they end
+	// at their next boundary and record how far they got.
+	Stopping context.Context
 }
 
 // NewHandler returns the whole HTTP surface: the validated API under
@@ -73,9 +78,10 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	}
 	m := newMetrics()
 	srv := &Server{
-		svc:    svc,
-		log:    log,
-		events: newBroker(clientBuffer, streamLimitsOf(opts), func(n int) { m.sseClients.Set(float64(n)) }),
+		svc:      svc,
+		log:      log,
+		stopping: opts.Stopping,
+		events:   newBroker(clientBuffer, streamLimitsOf(opts), func(n int) { m.sseClients.Set(float64(n)) }),
 	}
 	srv.notify = func(ev core.Event) {
 		m.observe(ev)

@@ -49,11 +49,16 @@ var statusOf = map[core.Code]int{
 	core.CodeWrongDirection:      http.StatusUnprocessableEntity,
 	core.CodeInboxCorrupt:        http.StatusInternalServerError,
 	core.CodeStorageFailed:       http.StatusInternalServerError,
+	core.CodeShuttingDown:        http.StatusServiceUnavailable,
 	core.CodeTooManyStreams:      http.StatusTooManyRequests,
 	codeInternal:                 http.StatusInternalServerError,
 }
 
 const genericInternalDetail = "An internal error occurred."
+
+// shuttingDownRetryAfter is the Retry-After, in seconds, of a shutting_down
+// answer.
+const shuttingDownRetryAfter = "5"
 
 // newProblem builds the problem document for code. The title is the status
 // phrase because the type is about:blank (RFC 9457 §4.2.1); clients branch on
@@ -80,6 +85,10 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 	h.Del("Content-Length")
 	if p.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="mailroom"`)
+	}
+	if p.Code == ProblemCode(core.CodeShuttingDown) {
+		// A restart takes a few seconds; the client may try again then.
+		h.Set("Retry-After", shuttingDownRetryAfter)
 	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p) // the client may be gone; nothing to do then

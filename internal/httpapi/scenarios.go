@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -78,7 +79,9 @@ func (s *Server) ListScenarios(ctx context.Context, _ ListScenariosRequestObject
 // RunScenario runs a scenario and answers with its document (admin only).
 // The run is detached from the request's cancellation: it runs to its end
 // and stores its document even if the client goes away, and GET /runs/{id}
-// returns it afterwards.
+// returns it afterwards. When the server begins to stop, the run ends at
+// its next boundary and its stored document, finished and not ok with an
+// interrupted check, is the answer.
 func (s *Server) RunScenario(ctx context.Context, req RunScenarioRequestObject) (RunScenarioResponseObject, error) {
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
@@ -91,14 +94,19 @@ func (s *Server) RunScenario(ctx context.Context, req RunScenarioRequestObject) 
 	if err := s.svc.TeamRoom(teamsNeeded(req.Name)); err != nil {
 		return nil, err
 	}
-	doc, err := s.runner.Run(context.WithoutCancel(ctx), req.Name, runOptionsFrom(req.Body))
+	work, done, err := s.workContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	doc, err := s.runner.Run(work, req.Name, runOptionsFrom(req.Body))
 	if doc.RunID != "" {
 		s.runEnds(doc.Team)
 		ok := doc.OK
 		s.publishRun(runEvent{RunID: doc.RunID, Scenario: doc.Scenario, Team: doc.Team, Status: runDone, OK: &ok})
 	}
-	if err != nil {
-		return nil, err
+	if err != nil && !(doc.RunID != "" && errors.Is(err, scenario.ErrInterrupted)) {
+		return nil, s.stoppedOr(err)
 	}
 	out, err := runResultOf(doc)
 	if err != nil {

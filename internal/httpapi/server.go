@@ -26,6 +26,9 @@ type Server struct {
 	// not be deleted under the run.
 	runMu    sync.Mutex
 	runTeams map[string]bool
+	// stopping ends turns and runs when the server stops (see workContext);
+	// nil never stops.
+	stopping context.Context
 }
 
 var _ StrictServerInterface = (*Server)(nil)

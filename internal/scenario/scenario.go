@@ -232,12 +232,21 @@ func NewRunner(svc *core.Service, dataDir string, cfg Config) *Runner {
 
 func (r *Runner) runsDir() string { return filepath.Join(r.dataDir, "runs") }
 
+// ErrInterrupted is returned, wrapping the context's cause, by a run whose
+// context ended before the run did. Its document is stored all the same:
+// finished, not ok, with a failed CheckInterrupted first.
+var ErrInterrupted = errors.New("scenario: the run was interrupted before its end")
+
+// CheckInterrupted names the check that a run records when it was stopped
+// before its end, by its context or by the end of the process.
+const CheckInterrupted = "interrupted"
+
 // Run runs scenario name with opts and returns its document. The run's
 // team and workspace are created first; its id is the team's name. An
 // unknown scenario is not_found, invalid options validation_failed. A
 // check that fails is reported in the document, not as an error; an error
-// means the run could not be carried out at all (or ctx ended), and the
-// document, as far as it got, is still stored.
+// means the run could not be carried out at all, or ctx ended
+// (ErrInterrupted), and the document, as far as it got, is still stored.
 func (r *Runner) Run(ctx context.Context, name string, opts Options) (Result, error) {
 	if name != AgentTeams && name != TeamProtocols {
 		return Result{}, core.Errorf(core.CodeNotFound, "No such scenario.")
@@ -268,7 +277,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (Result, er
 	case TeamProtocols:
 		x.doc.Outcome = x.teamProtocols(ctx)
 	}
-	return r.finish(ctx, x, ctx.Err())
+	return r.finish(ctx, x, nil)
 }
 
 // start claims a run id (the next free <scenario>-<n>), its directory and
@@ -290,6 +299,14 @@ func (r *Runner) start(ctx context.Context, name string) (*run, error) {
 			}
 			return nil, core.StorageError(err)
 		}
+		// Registered at once: a run directory without a result that is
+		// not registered is one that an earlier process left unfinished
+		// (see Get).
+		x := &run{svc: r.svc, log: r.log, id: id, team: id, dir: dir, ws: filepath.Join(dir, "workspace"),
+			doc: &Result{RunID: id, Scenario: name, Team: id, Checks: []Check{}, Requests: []core.Request{}, Mailboxes: map[string][]core.Message{}}}
+		r.mu.Lock()
+		r.runs[id] = x.doc
+		r.mu.Unlock()
 		var err error
 		if name == TeamProtocols {
 			_, _, err = r.svc.CreateTeam(ctx, closeProofTeam(id))
@@ -297,19 +314,18 @@ func (r *Runner) start(ctx context.Context, name string) (*run, error) {
 		if err == nil {
 			_, _, err = r.svc.CreateTeam(ctx, lessonTeam(id))
 		}
-		if core.ErrorCode(err) == core.CodeTeamExists {
+		if err != nil {
+			r.mu.Lock()
+			delete(r.runs, id)
+			r.mu.Unlock()
 			_ = os.Remove(dir)
+		}
+		if core.ErrorCode(err) == core.CodeTeamExists {
 			continue
 		}
 		if err != nil {
-			_ = os.Remove(dir)
 			return nil, err
 		}
-		x := &run{svc: r.svc, log: r.log, id: id, team: id, dir: dir, ws: filepath.Join(dir, "workspace"),
-			doc: &Result{RunID: id, Scenario: name, Team: id, Checks: []Check{}, Requests: []core.Request{}, Mailboxes: map[string][]core.Message{}}}
-		r.mu.Lock()
-		r.runs[id] = x.doc
-		r.mu.Unlock()
 		return x, nil
 	}
 	return nil, core.Errorf(core.CodeTeamExists, "No free run name for this scenario.")
@@ -341,9 +357,19 @@ func (r *Runner) nextNumber(name string) int {
 }
 
 // finish completes the document from the team's final state, stores it
-// and returns it.
+// and returns it. A run whose ctx has ended was cut short: it gets a
+// failed interrupted check and returns ErrInterrupted.
 func (r *Runner) finish(ctx context.Context, x *run, runErr error) (Result, error) {
 	bg := context.WithoutCancel(ctx)
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		x.mu.Lock()
+		x.checks = append([]Check{{Name: CheckInterrupted, OK: false,
+			Detail: "The run was stopped before its end (the server began to stop, or the run was cancelled); the team, its mailboxes and the other checks show how far it got."}}, x.checks...)
+		x.mu.Unlock()
+		r.log.Warn("scenario run interrupted", "run", x.id, "cause", cause)
+		runErr = errors.Join(runErr, fmt.Errorf("%w: %w", ErrInterrupted, cause))
+	}
 	doc := x.doc
 	if reqs, err := r.svc.Requests(bg, x.team); err == nil {
 		doc.Requests = reqs
@@ -397,7 +423,7 @@ func (r *Runner) Get(runID string) (Result, error) {
 	}
 	data, err := os.ReadFile(filepath.Join(r.runsDir(), runID, "result.json"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return Result{}, core.Errorf(core.CodeNotFound, "No such run.")
+		return r.unfinished(runID)
 	}
 	if err != nil {
 		return Result{}, core.StorageError(err)
@@ -410,6 +436,53 @@ func (r *Runner) Get(runID string) (Result, error) {
 	r.runs[runID] = &stored
 	r.mu.Unlock()
 	return cloneResult(&stored), nil
+}
+
+// unfinished answers for a run that has a directory but no result and is
+// not running in this process: an earlier process ended while it ran (a
+// kill, a crash, a power cut). Its document is completed from its team as
+// it was left, marked interrupted, stored, and returned from then on. No
+// directory: not_found.
+func (r *Runner) unfinished(runID string) (Result, error) {
+	dir := filepath.Join(r.runsDir(), runID)
+	if info, err := os.Lstat(dir); err != nil || !info.IsDir() {
+		return Result{}, core.Errorf(core.CodeNotFound, "No such run.")
+	}
+	name := scenarioOf(runID)
+	if name == "" {
+		return Result{}, core.Errorf(core.CodeNotFound, "No such run.")
+	}
+	r.mu.Lock()
+	if doc, ok := r.runs[runID]; ok {
+		// Registered meanwhile: started or stored by this process.
+		out := cloneResult(doc)
+		r.mu.Unlock()
+		return out, nil
+	}
+	x := &run{svc: r.svc, log: r.log, id: runID, team: runID, dir: dir, ws: filepath.Join(dir, "workspace"),
+		doc: &Result{RunID: runID, Scenario: name, Team: runID, Checks: []Check{}, Requests: []core.Request{}, Mailboxes: map[string][]core.Message{}}}
+	r.runs[runID] = x.doc
+	r.mu.Unlock()
+	x.check(CheckInterrupted, false, "The server stopped before the run finished; the team and the mailboxes show how far it got.")
+	doc, err := r.finish(context.Background(), x, nil)
+	if err != nil {
+		// Not stored: forgotten again, so that the next Get, in this
+		// process or the next, tries to store it once more.
+		r.mu.Lock()
+		delete(r.runs, runID)
+		r.mu.Unlock()
+	}
+	return doc, nil
+}
+
+// scenarioOf names the scenario of a run id (<scenario>-<n>), or "".
+func scenarioOf(runID string) string {
+	for _, name := range []string{AgentTeams, TeamProtocols} {
+		if rest, ok := strings.CutPrefix(runID, name+"-"); ok && rest != "" {
+			return name
+		}
+	}
+	return ""
 }
 
 // Delete removes a run's document and workspace, from memory and from

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -232,6 +233,90 @@ func TestResultsSurviveRestart(t *testing.T) {
 	doc2, err := fresh.Run(t.Context(), TeamProtocols, Options{})
 	if err != nil || doc2.RunID != "team-protocols-2" {
 		t.Fatalf("next run = %s, %v", doc2.RunID, err)
+	}
+}
+
+// TestRunInterrupted cancels a run's context as soon as its team exists:
+// the run stops, is stored finished and not ok with a failed interrupted
+// check first, leaves no member running, and a restarted runner answers
+// the same document.
+func TestRunInterrupted(t *testing.T) {
+	for _, name := range []string{AgentTeams, TeamProtocols} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			svc := openService(t, dir)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			runner := NewRunner(svc, dir, Config{OnStart: func(string, string) { cancel() }})
+			doc, err := runner.Run(ctx, name, Options{})
+			if !errors.Is(err, ErrInterrupted) {
+				t.Fatalf("Run error = %v, want ErrInterrupted", err)
+			}
+			if doc.RunID != name+"-1" || doc.OK {
+				t.Errorf("run %q ok=%t, want %s-1 not ok", doc.RunID, doc.OK, name)
+			}
+			if len(doc.Checks) == 0 || doc.Checks[0].Name != CheckInterrupted || doc.Checks[0].OK {
+				t.Errorf("checks = %s, want a failed %s check first", mustJSON(t, doc.Checks), CheckInterrupted)
+			}
+			view, err := svc.Team(t.Context(), doc.Team)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range view.Members {
+				if m.Active || m.Status == core.StatusRunning {
+					t.Errorf("member %s after the interrupted run: status %s, active %t; want not running", m.Name, m.Status, m.Active)
+				}
+			}
+			got, err := NewRunner(svc, dir, Config{}).Get(doc.RunID)
+			if err != nil {
+				t.Fatalf("Get after restart: %v", err)
+			}
+			if mustJSON(t, got) != mustJSON(t, doc) {
+				t.Errorf("stored document after restart:\n%s\nwant the run's answer:\n%s", mustJSON(t, got), mustJSON(t, doc))
+			}
+		})
+	}
+}
+
+// TestUnfinishedRunIsInterrupted covers a process that ended while a run
+// was going (SIGKILL, a crash): its directory has no result. The next
+// process answers it as finished, not ok and interrupted, stores that,
+// and numbers the next run after it.
+func TestUnfinishedRunIsInterrupted(t *testing.T) {
+	e := newEnv(t)
+	const id = "agent-teams-1"
+	if _, _, err := e.svc.CreateTeam(t.Context(), lessonTeam(id)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(e.dir, "runs", id, "workspace"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := e.runner.Get(id)
+	if err != nil {
+		t.Fatalf("Get(%s) = %v, want the interrupted run", id, err)
+	}
+	if doc.RunID != id || doc.Scenario != AgentTeams || doc.Team != id || doc.OK {
+		t.Errorf("document = %s, want run %s of %s, not ok", mustJSON(t, doc), id, AgentTeams)
+	}
+	if len(doc.Checks) != 1 || doc.Checks[0].Name != CheckInterrupted || doc.Checks[0].OK {
+		t.Errorf("checks = %s, want one failed %s check", mustJSON(t, doc.Checks), CheckInterrupted)
+	}
+	if got := len(doc.Mailboxes); got != 3 {
+		t.Errorf("mailboxes of %d members, want the team's 3", got)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "runs", id, "result.json")); err != nil {
+		t.Errorf("result.json after Get: %v, want it stored", err)
+	}
+	again, err := NewRunner(e.svc, e.dir, Config{}).Get(id)
+	if err != nil || mustJSON(t, again) != mustJSON(t, doc) {
+		t.Errorf("Get after restart = %s, %v; want %s", mustJSON(t, again), err, mustJSON(t, doc))
+	}
+	if _, err := e.runner.Get("agent-teams-2"); core.ErrorCode(err) != core.CodeNotFound {
+		t.Errorf("Get of a run that never started = %v, want not_found", err)
+	}
+	next, err := e.runner.Run(t.Context(), AgentTeams, Options{})
+	if err != nil || next.RunID != "agent-teams-2" || !next.OK {
+		t.Errorf("next run = %s ok=%t, %v; want agent-teams-2, ok", next.RunID, next.OK, err)
 	}
 }
 
