@@ -99,6 +99,12 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	)
 	afterMatch, _ := x.svc.Request(bg, x.team, planID)
 
+	// A stopped run takes no host step: the shutdown steps below would
+	// change the team after the point the run was stopped at.
+	if ctx.Err() != nil {
+		return out
+	}
+
 	// Steps 10–12: lead asks reader to close; reader approves at its idle
 	// boundary (its turn has ended); lead matches the reply.
 	x.pause(ctx)
@@ -199,6 +205,9 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	x.check("closed_member_unavailable", core.ErrorCode(againErr) == core.CodeMemberUnavailable && !called,
 		"another turn for reader: %s; its callback started: %t", codeOrOK(againErr), called)
 
+	if ctx.Err() != nil {
+		return out
+	}
 	x.proveClosedWithTurnsLeft(ctx)
 	return out
 }

@@ -601,7 +601,14 @@ func (tr turnRecord) String() string {
 
 // turn runs one scripted turn of member in the run's team; every step
 // waits step_ms. The turn's model requests count toward the run's total.
+//
+// A run that has been stopped starts no further turn: the member is not
+// claimed, so its turn count and status stay as the last finished step
+// left them.
 func (x *run) turn(ctx context.Context, member, prompt string, tools agent.ToolSet, steps ...agent.Step) turnRecord {
+	if err := ctx.Err(); err != nil {
+		return turnRecord{member: member, model: agent.NewScripted(), err: &core.Error{Code: core.CodeShuttingDown, Message: "The run was stopped before this turn.", Err: err}}
+	}
 	for i := range steps {
 		if steps[i].WaitMS == 0 {
 			steps[i].WaitMS = x.stepMS

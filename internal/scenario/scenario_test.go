@@ -266,6 +266,14 @@ func TestRunInterrupted(t *testing.T) {
 				if m.Active || m.Status == core.StatusRunning {
 					t.Errorf("member %s after the interrupted run: status %s, active %t; want not running", m.Name, m.Status, m.Active)
 				}
+				// The run was stopped as it started: no turn and no host
+				// step may follow the cut.
+				if m.Turns != 0 || m.Status != core.StatusIdle {
+					t.Errorf("member %s after a run stopped at its start: %d turns, status %s; want 0 turns, idle", m.Name, m.Turns, m.Status)
+				}
+			}
+			if len(doc.Requests) != 0 {
+				t.Errorf("requests after a run stopped at its start = %s, want none", mustJSON(t, doc.Requests))
 			}
 			got, err := NewRunner(svc, dir, Config{}).Get(doc.RunID)
 			if err != nil {
