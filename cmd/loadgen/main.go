@@ -96,6 +96,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "wait" {
+		return runWait(ctx, args[1:], stdout, stderr) // wait.go
+	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
