@@ -12,11 +12,15 @@
 //	   store served in this process over loopback;
 //	c. send latency into an inbox of 10,000 letters against an empty one;
 //	d. restart-to-ready time and resident memory per idle team of the real
-//	   server binary over 10,000 teams.
+//	   server binary over 10,000 teams;
+//	e. what remembered keys and a long history cost: keyed against unkeyed
+//	   sends after 10,000 keyed sends to a team whose member took 12 turns
+//	   carrying 1 MB tool inputs, and a member's GET inbox on that team
+//	   idle and while another client writes to it.
 //
 // Usage:
 //
-//	go run ./cmd/loadgen -data /var/tmp [-server ./mailroom] [-cpuprofile cpu.out]
+//	go run ./cmd/loadgen -data /var/tmp [-server ./mailroom] [-cpuprofile cpu.out] [-phases abcde]
 //
 // Every phase is bounded by a count or a duration, every connection is to
 // 127.0.0.1, and the work directory is removed at the end unless -keep is
@@ -53,6 +57,10 @@ type config struct {
 	cpuProfile  string
 	openProfile string
 	keep        bool
+	phases      string
+	keys        int
+	turns       int
+	inputBytes  int
 }
 
 func main() {
@@ -83,14 +91,22 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP send phase to `file`")
 	fs.StringVar(&c.openProfile, "openprofile", "", "write a CPU profile of loading the restart phase's teams in process to `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory")
+	fs.StringVar(&c.phases, "phases", "abcde", "the `letters` of the phases to run")
+	fs.IntVar(&c.keys, "keys", 10000, "keyed sends remembered before the keyed/unkeyed figure (phase e)")
+	fs.IntVar(&c.turns, "turns", 12, "turns with a large tool input taken before phase e's figures")
+	fs.IntVar(&c.inputBytes, "tool-input-bytes", 1000000, "size of each of those tool inputs (a request body is at most 1 MiB)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.duration <= 0 || c.rawWindow <= 0 || c.rawCount < 10 || c.latencyN < 10 || c.bigInbox < 1 || c.teams < 1 || c.restarts < 1 {
-		return c, errors.New("durations must be positive; counts at least 10 (inbox-letters, teams and restarts at least 1)")
+	if c.duration <= 0 || c.rawWindow <= 0 || c.rawCount < 10 || c.latencyN < 10 || c.bigInbox < 1 || c.teams < 1 || c.restarts < 1 ||
+		c.keys < 0 || c.turns < 0 || c.inputBytes < 1 {
+		return c, errors.New("durations must be positive; counts at least 10 (inbox-letters, teams and restarts at least 1; keys and turns at least 0)")
+	}
+	if strings.Trim(c.phases, "abcde") != "" || c.phases == "" {
+		return c, fmt.Errorf("-phases takes letters from abcde, not %q", c.phases)
 	}
 	return c, nil
 }
@@ -118,34 +134,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	r.printf("work directory: %s\n", work)
 	r.printf("load average at start: %s\n\n", loadAvg())
 
-	raw, err := measureRaw(ctx, filepath.Join(work, "raw"), cfg)
-	if err != nil {
-		return fmt.Errorf("raw disk: %w", err)
+	var f figures
+	phase := func(p byte) bool { return strings.IndexByte(cfg.phases, p) >= 0 }
+	if phase('a') {
+		raw, err := measureRaw(ctx, filepath.Join(work, "raw"), cfg)
+		if err != nil {
+			return fmt.Errorf("raw disk: %w", err)
+		}
+		r.raw(raw)
+		f.raw = &raw
 	}
-	r.raw(raw)
-
-	var sends []sendFigure
-	err = withProfile(cfg.cpuProfile, func() error {
-		sends, err = measureSends(ctx, filepath.Join(work, "sends"), cfg, r)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("sends: %w", err)
+	if phase('b') {
+		err = withProfile(cfg.cpuProfile, func() error {
+			f.sends, err = measureSends(ctx, filepath.Join(work, "sends"), cfg, r)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("sends: %w", err)
+		}
+	}
+	if phase('c') {
+		inbox, err := measureInbox(ctx, filepath.Join(work, "inbox"), cfg)
+		if err != nil {
+			return fmt.Errorf("inbox size: %w", err)
+		}
+		r.inbox(inbox)
+		f.inbox = &inbox
+	}
+	if phase('d') {
+		restart, err := measureRestart(ctx, work, cfg, stderr)
+		if err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+		r.restart(restart, cfg.teams)
+		f.restart = &restart
+	}
+	if phase('e') {
+		keys, err := measureKeys(ctx, filepath.Join(work, "keys"), cfg)
+		if err != nil {
+			return fmt.Errorf("remembered keys: %w", err)
+		}
+		r.keys(keys)
+		f.keys = &keys
 	}
 
-	inbox, err := measureInbox(ctx, filepath.Join(work, "inbox"), cfg)
-	if err != nil {
-		return fmt.Errorf("inbox size: %w", err)
-	}
-	r.inbox(inbox)
-
-	restart, err := measureRestart(ctx, work, cfg, stderr)
-	if err != nil {
-		return fmt.Errorf("restart: %w", err)
-	}
-	r.restart(restart, cfg.teams)
-
-	r.targets(raw, sends, inbox, restart, cfg.teams)
+	r.targets(f, cfg.teams)
 	r.printf("\nload average at end: %s\n", loadAvg())
 	return nil
 }

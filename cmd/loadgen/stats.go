@@ -72,21 +72,55 @@ func ratio(a, b time.Duration) float64 {
 	return float64(a) / float64(b)
 }
 
-// targets prints each target as measured ÷ reference against its bound.
-func (r *report) targets(raw rawFigure, sends []sendFigure, inbox inboxFigure, rs restartFigure, teams int) {
-	one, par := find(sends, 1, 1), find(sends, 64, 64)
+// figures are the results of the phases that ran; nil when a phase did
+// not run.
+type figures struct {
+	raw     *rawFigure
+	sends   []sendFigure
+	inbox   *inboxFigure
+	restart *restartFigure
+	keys    *keysFigure
+}
+
+func (r *report) keys(f keysFigure) {
+	r.printf("e. remembered keys and a long history (one team; in-process server as in b; one request at a time)\n")
+	r.printf("   setup: %d turns of one member, each with a %d-byte tool input; then %d keyed sends\n", f.turns, f.inputBytes, f.keys)
+	r.printf("   state.json: %d bytes; idempotency log: %d bytes\n", f.stateBytes, f.logBytes)
+	r.printf("   keyed send:   p50 %s, p99 %s\n", ms(f.keyed.pct(0.5)), ms(f.keyed.pct(0.99)))
+	r.printf("   unkeyed send: p50 %s, p99 %s\n", ms(f.unkeyed.pct(0.5)), ms(f.unkeyed.pct(0.99)))
+	r.printf("   another member's GET inbox (at random moments), team idle: p50 %s, p99 %s\n", ms(f.idle.pct(0.5)), ms(f.idle.pct(0.99)))
+	r.printf("   the same while a client sends keyed letters to the team:   p50 %s, p99 %s (%d writes meanwhile)\n", ms(f.busy.pct(0.5)), ms(f.busy.pct(0.99)), f.busyWrites)
+	r.printf("   the same while that client writes to another team:         p50 %s, p99 %s (%d writes meanwhile)\n\n", ms(f.other.pct(0.5)), ms(f.other.pct(0.99)), f.otherWrites)
+}
+
+// targets prints each target of the phases that ran as measured ÷
+// reference against its bound.
+func (r *report) targets(f figures, teams int) {
 	type target struct {
 		name   string
 		value  float64
 		bound  float64
 		atMost bool
 	}
-	list := []target{
-		{"1-client send p50 ÷ raw 1-file append+fdatasync p50", ratio(one.lat.pct(0.5), raw.single.pct(0.5)), 2, true},
-		{"64 clients over 64 teams sends/s ÷ raw 64-file rate", par.rate / raw.parallel, 0.5, false},
-		{fmt.Sprintf("%d-letter inbox send p50 ÷ empty inbox p50", inbox.letters), ratio(inbox.full.pct(0.5), inbox.empty.pct(0.5)), 1.2, true},
-		{"restart to ready, seconds", rs.ready.Seconds(), 2, true},
-		{fmt.Sprintf("RSS per idle team at %d teams, KiB", teams), rs.perTeam, 8, true},
+	var list []target
+	if f.raw != nil && f.sends != nil {
+		one, par := find(f.sends, 1, 1), find(f.sends, 64, 64)
+		list = append(list,
+			target{"1-client send p50 ÷ raw 1-file append+fdatasync p50", ratio(one.lat.pct(0.5), f.raw.single.pct(0.5)), 2, true},
+			target{"64 clients over 64 teams sends/s ÷ raw 64-file rate", par.rate / f.raw.parallel, 0.5, false})
+	}
+	if f.inbox != nil {
+		list = append(list, target{fmt.Sprintf("%d-letter inbox send p50 ÷ empty inbox p50", f.inbox.letters), ratio(f.inbox.full.pct(0.5), f.inbox.empty.pct(0.5)), 1.2, true})
+	}
+	if rs := f.restart; rs != nil {
+		list = append(list,
+			target{"restart to ready, seconds", rs.ready.Seconds(), 2, true},
+			target{fmt.Sprintf("RSS per idle team at %d teams, KiB", teams), rs.perTeam, 8, true})
+	}
+	if k := f.keys; k != nil {
+		list = append(list,
+			target{fmt.Sprintf("keyed send p50 after %d keys ÷ unkeyed send p50", k.keys), ratio(k.keyed.pct(0.5), k.unkeyed.pct(0.5)), 1.5, true},
+			target{"GET inbox p50, team busy ÷ team idle", ratio(k.busy.pct(0.5), k.idle.pct(0.5)), 2, true})
 	}
 	r.printf("targets\n")
 	for _, t := range list {
