@@ -45,6 +45,9 @@ func (s *Service) recover(ctx context.Context, t *team) error {
 		t.st.Intent = nil
 		changed = true
 	}
+	if s.expireStalePermissions(t) {
+		changed = true
+	}
 	migrated, err := s.restoreIdempotency(ctx, t, inboxes)
 	if err != nil {
 		return fmt.Errorf("idempotency log: %w", err)
