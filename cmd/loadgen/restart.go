@@ -149,7 +149,7 @@ func createIdleTeams(ctx context.Context, dir string, n int) error {
 					errs[w] = err
 					return
 				}
-				if _, err := svc.Send(ctx, name, "reader", core.LeadName, sendBody, ""); err != nil {
+				if _, err := svc.Send(core.AsMember(ctx, name, "reader"), core.SendInput{Team: name, To: core.LeadName, Body: sendBody}); err != nil {
 					errs[w] = err
 					return
 				}

@@ -227,13 +227,13 @@ func measureCoreSends(ctx context.Context, svc *core.Service, n int, d time.Dura
 		if _, _, err := svc.CreateTeam(ctx, spec); err != nil {
 			return sendFigure{}, err
 		}
-		if _, err := svc.Send(ctx, spec.Name, "m1", core.LeadName, sendBody, ""); err != nil {
+		if _, err := svc.Send(core.AsMember(ctx, spec.Name, "m1"), core.SendInput{Team: spec.Name, To: core.LeadName, Body: sendBody}); err != nil {
 			return sendFigure{}, err
 		}
 	}
 	cpu0 := cpuTime()
 	lat, elapsed, err := runWindow(ctx, n, d, func(i, _ int) error {
-		_, err := svc.Send(ctx, fmt.Sprintf("core-%02d", i), "m1", core.LeadName, sendBody, "")
+		_, err := svc.Send(core.AsMember(ctx, fmt.Sprintf("core-%02d", i), "m1"), core.SendInput{Team: fmt.Sprintf("core-%02d", i), To: core.LeadName, Body: sendBody})
 		return err
 	})
 	return newSendFigure(n, n, lat, elapsed, cpuTime()-cpu0), err

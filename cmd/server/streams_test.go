@@ -115,7 +115,7 @@ func TestShutdownDoesNotWaitForStalledStream(t *testing.T) {
 	// Far more than the socket buffers of both ends hold.
 	body := strings.Repeat("x", limits.BodyChars)
 	for i := range 64 {
-		if _, err := svc.Send(t.Context(), "alpha", core.LeadName, "reader", body, ""); err != nil {
+		if _, err := svc.Send(core.AsMember(t.Context(), "alpha", core.LeadName), core.SendInput{Team: "alpha", To: "reader", Body: body}); err != nil {
 			t.Fatalf("send letter %d: %v", i, err)
 		}
 	}

@@ -142,7 +142,7 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 			// attach mail to prefix + this turn and keep only the part
 			// beyond the prefix. Mail attached during a turn that fails is
 			// never committed and is attached again next time.
-			if _, err := svc.Consume(ctx, spec.Team, spec.Member); err != nil {
+			if _, err := svc.Consume(core.AsMember(ctx, spec.Team, spec.Member), spec.Team); err != nil {
 				return core.TurnOutcome{}, err
 			}
 			candidate, err := svc.PrepareInbox(ctx, spec.Team, spec.Member, join(prefix, this))

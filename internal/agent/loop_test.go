@@ -78,10 +78,10 @@ func TestPrepareRunsBeforeEveryRequest(t *testing.T) {
 	ctx := t.Context()
 	// A plan from reader, already answered by lead: the reply is saved but
 	// the request stays pending until reader's prepare matches it.
-	if _, err := svc.OpenRequest(ctx, testTeam, "reader", "lead", core.KindPlan, "Read, then run.", ""); err != nil {
+	if _, err := svc.OpenRequest(core.AsMember(ctx, testTeam, "reader"), core.OpenInput{Team: testTeam, Target: "lead", Kind: core.KindPlan, Payload: "Read, then run."}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Reply(ctx, testTeam, "req-1", "lead", true, "ok", ""); err != nil {
+	if _, err := svc.Reply(core.AsMember(ctx, testTeam, "lead"), core.ReplyInput{Team: testTeam, RequestID: "req-1", Approve: true, Feedback: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := svc.Request(ctx, testTeam, "req-1"); r.Status != core.RequestPending || r.Reply == nil {
@@ -96,7 +96,7 @@ func TestPrepareRunsBeforeEveryRequest(t *testing.T) {
 			// while its turn runs.
 			r, _ := svc.Request(context.Background(), testTeam, "req-1")
 			statusAtFirstRequest = r.Status
-			if _, err := svc.Send(context.Background(), testTeam, "reviewer", "reader", "expected.txt records 42.", ""); err != nil {
+			if _, err := svc.Send(core.AsMember(context.Background(), testTeam, "reviewer"), core.SendInput{Team: testTeam, To: "reader", Body: "expected.txt records 42."}); err != nil {
 				t.Error(err)
 			}
 			return CallStep(ToolSendMessage, map[string]string{"to": "lead", "body": "noted"})
@@ -137,7 +137,7 @@ func TestFailedTurnKeepsOldHistoryAndReleasesMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := member(t, svc, "reader").HistoryLength
-	if _, err := svc.Send(ctx, testTeam, "reviewer", "reader", "a letter attached during the failing turn", ""); err != nil {
+	if _, err := svc.Send(core.AsMember(ctx, testTeam, "reviewer"), core.SendInput{Team: testTeam, To: "reader", Body: "a letter attached during the failing turn"}); err != nil {
 		t.Fatal(err)
 	}
 	// One tool step, then the script runs out: the model errors.
@@ -263,7 +263,7 @@ func TestBusyMemberIsUnavailable(t *testing.T) {
 func TestShutdownDuringTurnIsDeferred(t *testing.T) {
 	svc := newService(t)
 	ctx := t.Context()
-	if _, err := svc.OpenRequest(ctx, testTeam, "lead", "reader", core.KindShutdown, "Close at an idle boundary.", ""); err != nil {
+	if _, err := svc.OpenRequest(core.AsMember(ctx, testTeam, "lead"), core.OpenInput{Team: testTeam, Target: "reader", Kind: core.KindShutdown, Payload: "Close at an idle boundary."}); err != nil {
 		t.Fatal(err)
 	}
 	// The scripted step waits (a slow model) behind a gate that tells
@@ -277,7 +277,7 @@ func TestShutdownDuringTurnIsDeferred(t *testing.T) {
 		}
 	}()
 	<-gate.entered
-	res, err := svc.Reply(ctx, testTeam, "req-1", "reader", true, "at the idle boundary", "")
+	res, err := svc.Reply(core.AsMember(ctx, testTeam, "reader"), core.ReplyInput{Team: testTeam, RequestID: "req-1", Approve: true, Feedback: "at the idle boundary"})
 	if err != nil || res.Status != "deferred" {
 		t.Fatalf("reply during the turn = %+v, %v", res, err)
 	}
@@ -286,7 +286,7 @@ func TestShutdownDuringTurnIsDeferred(t *testing.T) {
 	}
 	close(gate.release)
 	<-done
-	res, err = svc.Reply(ctx, testTeam, "req-1", "reader", true, "at the idle boundary", "")
+	res, err = svc.Reply(core.AsMember(ctx, testTeam, "reader"), core.ReplyInput{Team: testTeam, RequestID: "req-1", Approve: true, Feedback: "at the idle boundary"})
 	if err != nil || res.Status != "queued" || res.Receipt != "lead-1" {
 		t.Fatalf("reply after the turn = %+v, %v", res, err)
 	}

@@ -183,7 +183,7 @@ func (h host) call(ctx context.Context, name string, input json.RawMessage) tool
 		if in.To == nil || in.Body == nil {
 			return fail("send_message: to and body are required")
 		}
-		res, err := h.svc.Send(ctx, h.team, h.member, *in.To, *in.Body, "")
+		res, err := h.svc.Send(core.AsMember(ctx, h.team, h.member), core.SendInput{Team: h.team, To: *in.To, Body: *in.Body})
 		if err != nil {
 			return domainFailure(err)
 		}
@@ -198,7 +198,7 @@ func (h host) call(ctx context.Context, name string, input json.RawMessage) tool
 		if in.Payload == nil {
 			return fail("submit_plan: payload is required")
 		}
-		res, err := h.svc.OpenRequest(ctx, h.team, h.member, core.LeadName, core.KindPlan, *in.Payload, "")
+		res, err := h.svc.OpenRequest(core.AsMember(ctx, h.team, h.member), core.OpenInput{Team: h.team, Target: core.LeadName, Kind: core.KindPlan, Payload: *in.Payload})
 		if err != nil {
 			return domainFailure(err)
 		}
@@ -215,7 +215,7 @@ func (h host) call(ctx context.Context, name string, input json.RawMessage) tool
 		if in.RequestID == nil || in.Approve == nil {
 			return fail("review_plan: request_id and a boolean approve are required")
 		}
-		res, err := h.svc.Reply(ctx, h.team, *in.RequestID, h.member, *in.Approve, in.Feedback, "")
+		res, err := h.svc.Reply(core.AsMember(ctx, h.team, h.member), core.ReplyInput{Team: h.team, RequestID: *in.RequestID, Approve: *in.Approve, Feedback: in.Feedback})
 		if err != nil {
 			return domainFailure(err)
 		}

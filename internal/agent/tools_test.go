@@ -135,21 +135,21 @@ func TestRunMainGates(t *testing.T) {
 
 func openPlan(t *testing.T, svc *core.Service, sender string) {
 	t.Helper()
-	if _, err := svc.OpenRequest(t.Context(), testTeam, sender, "lead", core.KindPlan, "Read the expected value, then run main.py.", ""); err != nil {
+	if _, err := svc.OpenRequest(core.AsMember(t.Context(), testTeam, sender), core.OpenInput{Team: testTeam, Target: "lead", Kind: core.KindPlan, Payload: "Read the expected value, then run main.py."}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func replyPlan(t *testing.T, svc *core.Service, id string, approve bool) {
 	t.Helper()
-	if _, err := svc.Reply(t.Context(), testTeam, id, "lead", approve, "", ""); err != nil {
+	if _, err := svc.Reply(core.AsMember(t.Context(), testTeam, "lead"), core.ReplyInput{Team: testTeam, RequestID: id, Approve: approve, Feedback: ""}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func consume(t *testing.T, svc *core.Service, member string) {
 	t.Helper()
-	if _, err := svc.Consume(t.Context(), testTeam, member); err != nil {
+	if _, err := svc.Consume(core.AsMember(t.Context(), testTeam, member), testTeam); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -36,6 +36,9 @@ func (s *Service) TeamRoom(n int) error {
 // team that a second deletion completes, never something of a team that
 // is gone. Its error cancels the deletion. It must not call the Service.
 func (s *Service) DeleteTeam(ctx context.Context, name string, release func() error) error {
+	if err := CheckAdmin(ctx); err != nil {
+		return err
+	}
 	t, err := s.lookup(name)
 	if err != nil {
 		return err
@@ -81,6 +84,9 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 // is refused with member_unavailable. The change is saved before it is
 // announced; on a failed save the member keeps its status.
 func (s *Service) ResetMember(ctx context.Context, teamName, member string) (MemberView, error) {
+	if err := CheckAdmin(ctx); err != nil {
+		return MemberView{}, err
+	}
 	t, err := s.lockTeam(teamName)
 	if err != nil {
 		return MemberView{}, err

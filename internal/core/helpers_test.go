@@ -109,7 +109,7 @@ func (f *fixture) inboxBytes(member string) string {
 
 func (f *fixture) send(sender, recipient, body string) core.SendResult {
 	f.t.Helper()
-	r, err := f.svc.Send(f.t.Context(), f.team, sender, recipient, body, "")
+	r, err := f.svc.Send(core.AsMember(f.t.Context(), f.team, sender), core.SendInput{Team: f.team, To: recipient, Body: body})
 	if err != nil {
 		f.t.Fatalf("send %s→%s: %v", sender, recipient, err)
 	}
@@ -118,7 +118,7 @@ func (f *fixture) send(sender, recipient, body string) core.SendResult {
 
 func (f *fixture) open(sender, target, kind, payload string) core.OpenResult {
 	f.t.Helper()
-	r, err := f.svc.OpenRequest(f.t.Context(), f.team, sender, target, kind, payload, "")
+	r, err := f.svc.OpenRequest(core.AsMember(f.t.Context(), f.team, sender), core.OpenInput{Team: f.team, Target: target, Kind: kind, Payload: payload})
 	if err != nil {
 		f.t.Fatalf("open %s %s→%s: %v", kind, sender, target, err)
 	}
@@ -127,7 +127,7 @@ func (f *fixture) open(sender, target, kind, payload string) core.OpenResult {
 
 func (f *fixture) reply(id, actor string, approve bool, feedback string) core.ReplyResult {
 	f.t.Helper()
-	r, err := f.svc.Reply(f.t.Context(), f.team, id, actor, approve, feedback, "")
+	r, err := f.svc.Reply(core.AsMember(f.t.Context(), f.team, actor), core.ReplyInput{Team: f.team, RequestID: id, Approve: approve, Feedback: feedback})
 	if err != nil {
 		f.t.Fatalf("reply %s as %s: %v", id, actor, err)
 	}

@@ -84,7 +84,7 @@ func (f *idemFixture) read(name string) []byte {
 
 func (f *idemFixture) send(body, key string) core.SendResult {
 	f.t.Helper()
-	r, err := f.svc.Send(f.t.Context(), "demo", "reviewer", "reader", body, key)
+	r, err := f.svc.Send(core.AsMember(f.t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: body, IdempotencyKey: key})
 	if err != nil {
 		f.t.Fatalf("send %q with key %q: %v", body, key, err)
 	}
@@ -125,7 +125,7 @@ func TestKeyedSendLeavesStateAlone(t *testing.T) {
 func TestIdempotencyKeySurvivesRestart(t *testing.T) {
 	f := newIdemFixture(t, nil)
 	first := f.send("hello", "k1")
-	open1, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", planText, "k2")
+	open1, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: planText, IdempotencyKey: "k2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +135,11 @@ func TestIdempotencyKeySurvivesRestart(t *testing.T) {
 	if got := f.send("hello", "k1"); got != first {
 		t.Fatalf("retry after restart = %+v, want the first response %+v", got, first)
 	}
-	open2, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", planText, "k2")
+	open2, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: planText, IdempotencyKey: "k2"})
 	if err != nil || open2 != open1 {
 		t.Fatalf("open retry after restart = %+v, %v; want %+v", open2, err, open1)
 	}
-	_, err = f.svc.Send(t.Context(), "demo", "reviewer", "reader", "another body", "k1")
+	_, err = f.svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: "another body", IdempotencyKey: "k1"})
 	wantCode(t, err, core.CodeIdempotencyConflict)
 	if n := f.letters(); n != 1 {
 		t.Fatalf("reader has %d letters, want 1", n)
@@ -217,7 +217,7 @@ func TestIdempotencyLogDamaged(t *testing.T) {
 	if err != nil || !v.Damaged {
 		t.Fatalf("team view = damaged %v, %v; want damaged", v.Damaged, err)
 	}
-	_, err = f.svc.Send(t.Context(), "demo", "reviewer", "reader", "hello", "k1")
+	_, err = f.svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: "hello", IdempotencyKey: "k1"})
 	wantCode(t, err, core.CodeInboxCorrupt)
 }
 
@@ -260,7 +260,7 @@ func TestIdempotencyLetterFailureCancelsRecord(t *testing.T) {
 		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
 			f := newIdemFixture(t, nil)
 			f.fs.setFailSave(failInbox)
-			_, err := f.svc.Send(t.Context(), "demo", "reviewer", "reader", "hello", "k1")
+			_, err := f.svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: "hello", IdempotencyKey: "k1"})
 			wantCode(t, err, core.CodeStorageFailed)
 			f.fs.setFailSave(nil)
 			if got := string(f.read("idempotency.log")); !strings.Contains(got, `"cancelled":true`) {

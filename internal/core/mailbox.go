@@ -24,11 +24,28 @@ func (t *team) checkMember(name string) error {
 	return nil
 }
 
-// Send stores body, trimmed, as the next letter of recipient's inbox and
-// returns its id with status "queued" (send_message, SPEC §4.4). Queued
-// does not mean the recipient has read it. A non-empty idemKey makes the
-// call idempotent for sender (see Idempotency in the README).
-func (s *Service) Send(ctx context.Context, teamName, sender, recipient, body, idemKey string) (SendResult, error) {
+// SendInput is one letter to send. Its sender is the caller (the principal
+// in the context), never a field: no door can send as someone else.
+type SendInput struct {
+	Team string
+	// To names the recipient.
+	To   string
+	Body string
+	// IdempotencyKey, when not empty, makes the call idempotent for its
+	// sender (see Idempotency in the README).
+	IdempotencyKey string
+}
+
+// Send stores in.Body, trimmed, as the next letter of the recipient's inbox
+// and returns its id with status "queued" (send_message, docs/spec.md
+// §4.4). Queued does not mean the recipient has read it. The caller must be
+// a member of the team; it is the letter's sender.
+func (s *Service) Send(ctx context.Context, in SendInput) (SendResult, error) {
+	sender, err := actor(ctx, in.Team)
+	if err != nil {
+		return SendResult{}, err
+	}
+	teamName, recipient, body, idemKey := in.Team, in.To, in.Body, in.IdempotencyKey
 	t, err := s.lockTeam(teamName)
 	if err != nil {
 		return SendResult{}, err
@@ -148,8 +165,12 @@ func letterID(recipient string, n int) string {
 	return recipient + "-" + itoa(n)
 }
 
-// Inbox returns member's letters in order. Reading deletes nothing.
+// Inbox returns member's letters in order. Reading deletes nothing. The
+// caller must be the admin or member itself.
 func (s *Service) Inbox(ctx context.Context, teamName, member string) ([]Message, error) {
+	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
+		return nil, err
+	}
 	t, err := s.lockTeam(teamName)
 	if err != nil {
 		return nil, err
@@ -171,6 +192,9 @@ func (s *Service) Inbox(ctx context.Context, teamName, member string) ([]Message
 // is already there (prepare_inbox, SPEC §4.5). Delivery is at-least-once
 // and idempotent by exact text; history itself is never modified.
 func (s *Service) PrepareInbox(ctx context.Context, teamName, member string, history []Entry) ([]Entry, error) {
+	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
+		return nil, err
+	}
 	t, err := s.lockTeam(teamName)
 	if err != nil {
 		return nil, err

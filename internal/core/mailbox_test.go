@@ -36,7 +36,7 @@ func TestSendMessage(t *testing.T) {
 			f.send("reviewer", "reader", fmt.Sprintf("旧记录%d", i))
 		}
 		before := f.inboxBytes("reader")
-		_, err := f.svc.Send(t.Context(), "demo", "reviewer", "reader", fixtureBody, "")
+		_, err := f.svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: fixtureBody})
 		wantCode(t, err, core.CodeInboxFull)
 		if f.inboxBytes("reader") != before || strings.Count(before, "\n") != 8 {
 			t.Fatal("full inbox changed")
@@ -50,7 +50,7 @@ func TestSendMessage(t *testing.T) {
 		if err := os.WriteFile(f.inboxPath("reader"), []byte("not-json"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := f.svc.Send(t.Context(), "demo", "reviewer", "reader", fixtureBody, "")
+		_, err := f.svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: fixtureBody})
 		wantCode(t, err, core.CodeInboxCorrupt)
 		if !errors.Is(err, core.ErrInboxJSON) {
 			t.Fatalf("cause %v", err)
@@ -64,7 +64,7 @@ func TestSendMessage(t *testing.T) {
 	t.Run("ErrReplace", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.fs.setFailSave(failInbox)
-		_, err := f.svc.Send(t.Context(), "demo", "reviewer", "reader", fixtureBody, "")
+		_, err := f.svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: fixtureBody})
 		wantCode(t, err, core.CodeStorageFailed)
 		if !errors.Is(err, errInjected) {
 			t.Fatalf("cause %v", err)
@@ -79,7 +79,7 @@ func TestSendMessage(t *testing.T) {
 		f.send("reviewer", "reader", "first")
 		before := f.inboxBytes("reader")
 		f.fs.setFailSave(failInbox)
-		_, err := f.svc.Send(t.Context(), "demo", "reviewer", "reader", "second", "")
+		_, err := f.svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: "second"})
 		wantCode(t, err, core.CodeStorageFailed)
 		if f.inboxBytes("reader") != before {
 			t.Fatal("old bytes changed")
@@ -100,7 +100,7 @@ func TestSendMessage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
-			_, err := f.svc.Send(t.Context(), "demo", tc.sender, tc.recipient, tc.body, "")
+			_, err := f.svc.Send(core.AsMember(t.Context(), "demo", tc.sender), core.SendInput{Team: "demo", To: tc.recipient, Body: tc.body})
 			wantCode(t, err, tc.code)
 			if f.inboxBytes("reader") != "<missing>" {
 				t.Fatal("a file was written")
@@ -134,7 +134,7 @@ func TestSendMessage(t *testing.T) {
 		limits.InboxBytes = 200
 		f := newFixture(t, &limits)
 		f.send("reviewer", "reader", strings.Repeat("a", 100))
-		_, err := f.svc.Send(t.Context(), "demo", "reviewer", "reader", strings.Repeat("b", 100), "")
+		_, err := f.svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: strings.Repeat("b", 100)})
 		wantCode(t, err, core.CodeInboxFull)
 		if strings.Count(f.inboxBytes("reader"), "\n") != 1 {
 			t.Fatal("inbox changed")
@@ -150,7 +150,7 @@ func TestConcurrentSenders(t *testing.T) {
 	ids := make(chan string, 8)
 	for i := range 8 {
 		wg.Go(func() {
-			r, err := f.svc.Send(t.Context(), "demo", "reviewer", "reader", fmt.Sprintf("letter %d", i), "")
+			r, err := f.svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: fmt.Sprintf("letter %d", i)})
 			if err != nil {
 				t.Error(err)
 				return

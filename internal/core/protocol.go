@@ -7,10 +7,31 @@ import (
 	"unicode/utf8"
 )
 
+// OpenInput is one protocol request to open. Its sender is the caller (the
+// principal in the context), never a field.
+type OpenInput struct {
+	Team string
+	// Target is the member asked: lead for a plan, a teammate for a
+	// shutdown.
+	Target string
+	// Kind is KindPlan or KindShutdown.
+	Kind    string
+	Payload string
+	// IdempotencyKey, when not empty, makes the call idempotent for its
+	// sender.
+	IdempotencyKey string
+}
+
 // OpenRequest opens a plan request (teammate → lead) or a shutdown request
-// (lead → teammate) and mails it to the target (open_request, SPEC §4.9).
-// The record is registered as pending only after the letter is saved.
-func (s *Service) OpenRequest(ctx context.Context, teamName, sender, target, kind, payload, idemKey string) (OpenResult, error) {
+// (lead → teammate) and mails it to the target (open_request, docs/spec.md
+// §4.9). The record is registered as pending only after the letter is
+// saved. The caller must be a member of the team; it is the sender.
+func (s *Service) OpenRequest(ctx context.Context, in OpenInput) (OpenResult, error) {
+	sender, err := actor(ctx, in.Team)
+	if err != nil {
+		return OpenResult{}, err
+	}
+	teamName, target, kind, payload, idemKey := in.Team, in.Target, in.Kind, in.Payload, in.IdempotencyKey
 	t, err := s.lockTeam(teamName)
 	if err != nil {
 		return OpenResult{}, err
@@ -79,12 +100,32 @@ func (s *Service) OpenRequest(ctx context.Context, teamName, sender, target, kin
 	return out, nil
 }
 
-// Reply answers a request as actor (reply_request, SPEC §4.10). Only the
+// ReplyInput is one answer to a request. Its actor is the caller (the
+// principal in the context), never a field.
+type ReplyInput struct {
+	Team      string
+	RequestID string
+	Approve   bool
+	// Feedback is optional; the lesson's default is "".
+	Feedback string
+	// IdempotencyKey, when not empty, makes the call idempotent for its
+	// actor.
+	IdempotencyKey string
+}
+
+// Reply answers a request as the caller (reply_request, SPEC §4.10). Only the
 // target may reply; the same decision again is "already_sent" and stores
 // nothing; a different one is refused; approving a shutdown while the
 // member's turn runs is "deferred". The request stays pending until its
 // sender matches the reply.
-func (s *Service) Reply(ctx context.Context, teamName, requestID, actor string, approve bool, feedback, idemKey string) (ReplyResult, error) {
+//
+// The actor is the caller (the principal in the context), never a field.
+func (s *Service) Reply(ctx context.Context, in ReplyInput) (ReplyResult, error) {
+	me, err := actor(ctx, in.Team)
+	if err != nil {
+		return ReplyResult{}, err
+	}
+	teamName, requestID, actor, approve, feedback, idemKey := in.Team, in.RequestID, me, in.Approve, in.Feedback, in.IdempotencyKey
 	t, err := s.lockTeam(teamName)
 	if err != nil {
 		return ReplyResult{}, err
@@ -236,7 +277,14 @@ func (s *Service) MatchResponse(ctx context.Context, teamName, recipient string,
 // Consume matches every letter of member's inbox, in order, against the
 // request table (consume_responses, SPEC §4.12). It deletes nothing;
 // re-consuming yields duplicate or ignored, both harmless.
-func (s *Service) Consume(ctx context.Context, teamName, member string) ([]MatchResult, error) {
+//
+// The member is the caller (the principal in the context): only a member
+// consumes, and only its own inbox.
+func (s *Service) Consume(ctx context.Context, teamName string) ([]MatchResult, error) {
+	member, err := actor(ctx, teamName)
+	if err != nil {
+		return nil, err
+	}
 	t, err := s.lockTeam(teamName)
 	if err != nil {
 		return nil, err
@@ -285,6 +333,9 @@ func (s *Service) matchAllLocked(ctx context.Context, t *team, recipient string,
 
 // Requests lists a team's requests in id order.
 func (s *Service) Requests(ctx context.Context, teamName string) ([]Request, error) {
+	if err := CheckReader(ctx, teamName); err != nil {
+		return nil, err
+	}
 	t, err := s.lookup(teamName)
 	if err != nil {
 		return nil, err
@@ -300,6 +351,9 @@ func (s *Service) Requests(ctx context.Context, teamName string) ([]Request, err
 
 // Request returns one request of a team.
 func (s *Service) Request(ctx context.Context, teamName, id string) (Request, error) {
+	if err := CheckReader(ctx, teamName); err != nil {
+		return Request{}, err
+	}
 	t, err := s.lookup(teamName)
 	if err != nil {
 		return Request{}, err

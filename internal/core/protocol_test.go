@@ -53,7 +53,7 @@ func TestOpenRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
-			_, err := f.svc.OpenRequest(t.Context(), "demo", tc.sender, tc.target, tc.kind, planText, "")
+			_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", tc.sender), core.OpenInput{Team: "demo", Target: tc.target, Kind: tc.kind, Payload: planText})
 			wantCode(t, err, core.CodeWrongDirection)
 			if reqs, _ := f.svc.Requests(t.Context(), "demo"); len(reqs) != 0 {
 				t.Fatal("state not empty")
@@ -66,7 +66,7 @@ func TestOpenRequest(t *testing.T) {
 	t.Run("ErrPending", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.open("reader", "lead", "plan", planText)
-		_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", planText, "")
+		_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: planText})
 		wantCode(t, err, core.CodeRequestPending)
 		if strings.Count(f.inboxBytes("lead"), "\n") != 1 {
 			t.Fatal("a second letter was written")
@@ -77,9 +77,9 @@ func TestOpenRequest(t *testing.T) {
 		f := newFixture(t, nil)
 		f.open("reader", "lead", "plan", planText)
 		f.reply("req-1", "lead", true, planFeedback)
-		_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", "again", "")
+		_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: "again"})
 		wantCode(t, err, core.CodeRequestPending)
-		if _, err := f.svc.Consume(t.Context(), "demo", "reader"); err != nil {
+		if _, err := f.svc.Consume(core.AsMember(t.Context(), "demo", "reader"), "demo"); err != nil {
 			t.Fatal(err)
 		}
 		f.open("reader", "lead", "plan", "again")
@@ -90,7 +90,7 @@ func TestOpenRequest(t *testing.T) {
 		f.open("reviewer", "lead", "plan", "p2")
 		f.open("lead", "reader", "shutdown", "s1")
 		f.open("lead", "reviewer", "shutdown", "s2")
-		_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", "p5", "")
+		_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: "p5"})
 		wantCode(t, err, core.CodeRequestLimit)
 	})
 	t.Run("ErrLimitBeforePending", func(t *testing.T) {
@@ -98,14 +98,14 @@ func TestOpenRequest(t *testing.T) {
 		limits.Requests = 1
 		f := newFixture(t, &limits)
 		f.open("reader", "lead", "plan", "p1")
-		_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", "p1", "")
+		_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: "p1"})
 		wantCode(t, err, core.CodeRequestLimit)
 	})
 	t.Run("ErrClosed", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.open("lead", "reader", "shutdown", shutdownText)
 		f.reply("req-1", "reader", true, shutdownOK)
-		_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", planText, "")
+		_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: planText})
 		wantCode(t, err, core.CodeMemberClosed)
 	})
 	t.Run("ErrQuotaBeforeClosed", func(t *testing.T) {
@@ -115,20 +115,20 @@ func TestOpenRequest(t *testing.T) {
 		f := newFixture(t, &limits)
 		f.open("lead", "reader", "shutdown", shutdownText)
 		f.reply("req-1", "reader", true, shutdownOK)
-		_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", planText, "")
+		_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: planText})
 		wantCode(t, err, core.CodeRequestLimit)
 	})
 	t.Run("ErrPayload", func(t *testing.T) {
 		f := newFixture(t, nil)
 		for _, p := range []string{"", "   ", strings.Repeat("字", 181)} {
-			_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", p, "")
+			_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: p})
 			wantCode(t, err, core.CodeBodyLength)
 		}
 	})
 	t.Run("ErrEncodedLetterTooLong", func(t *testing.T) {
 		// D2: 180 control characters become 1080 characters of escapes.
 		f := newFixture(t, nil)
-		_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", "a"+strings.Repeat("\x01", 178)+"z", "")
+		_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: "a" + strings.Repeat("\x01", 178) + "z"})
 		wantCode(t, err, core.CodeBodyLength)
 		if !strings.Contains(core.ErrorMessage(err), "encoded") {
 			t.Fatalf("message %q does not say the encoded letter is too long", core.ErrorMessage(err))
@@ -140,7 +140,7 @@ func TestOpenRequest(t *testing.T) {
 	t.Run("ErrSaveError", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.fs.setFailSave(failInbox)
-		_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", planText, "")
+		_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: planText})
 		wantCode(t, err, core.CodeStorageFailed)
 		if reqs, _ := f.svc.Requests(t.Context(), "demo"); len(reqs) != 0 {
 			t.Fatal("phantom pending record")
@@ -162,7 +162,7 @@ func TestOpenRequest(t *testing.T) {
 	t.Run("ErrIntentSaveError", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.fs.setFailSave(failState)
-		_, err := f.svc.OpenRequest(t.Context(), "demo", "reader", "lead", "plan", planText, "")
+		_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: planText})
 		wantCode(t, err, core.CodeStorageFailed)
 		if reqs, _ := f.svc.Requests(t.Context(), "demo"); len(reqs) != 0 || f.inboxBytes("lead") != "<missing>" {
 			t.Fatal("stored something")
@@ -201,7 +201,7 @@ func TestReplyRequest(t *testing.T) {
 	})
 	t.Run("ErrWrongRole", func(t *testing.T) {
 		f := planned(t)
-		_, err := f.svc.Reply(t.Context(), "demo", "req-1", "reviewer", true, planFeedback, "")
+		_, err := f.svc.Reply(core.AsMember(t.Context(), "demo", "reviewer"), core.ReplyInput{Team: "demo", RequestID: "req-1", Approve: true, Feedback: planFeedback})
 		wantCode(t, err, core.CodeForbidden)
 		if f.inboxBytes("reader") != "<missing>" || f.request("req-1").Reply != nil {
 			t.Fatal("reply stored")
@@ -209,12 +209,12 @@ func TestReplyRequest(t *testing.T) {
 	})
 	t.Run("ErrNoRequest", func(t *testing.T) {
 		f := planned(t)
-		_, err := f.svc.Reply(t.Context(), "demo", "req-9", "lead", true, "", "")
+		_, err := f.svc.Reply(core.AsMember(t.Context(), "demo", "lead"), core.ReplyInput{Team: "demo", RequestID: "req-9", Approve: true, Feedback: ""})
 		wantCode(t, err, core.CodeNotFound)
 	})
 	t.Run("ErrFeedbackBeforeLookup", func(t *testing.T) {
 		f := planned(t)
-		_, err := f.svc.Reply(t.Context(), "demo", "req-9", "lead", true, strings.Repeat("x", 121), "")
+		_, err := f.svc.Reply(core.AsMember(t.Context(), "demo", "lead"), core.ReplyInput{Team: "demo", RequestID: "req-9", Approve: true, Feedback: strings.Repeat("x", 121)})
 		wantCode(t, err, core.CodeBodyLength)
 	})
 	t.Run("OKFeedbackNotTrimmed", func(t *testing.T) {
@@ -286,7 +286,7 @@ func TestReplyRequest(t *testing.T) {
 			t.Fatal("second letter stored")
 		}
 		// Still already_sent after the requester matched.
-		if _, err := f.svc.Consume(t.Context(), "demo", "reader"); err != nil {
+		if _, err := f.svc.Consume(core.AsMember(t.Context(), "demo", "reader"), "demo"); err != nil {
 			t.Fatal(err)
 		}
 		if got := f.reply("req-1", "lead", true, planFeedback); got.Status != "already_sent" {
@@ -296,7 +296,7 @@ func TestReplyRequest(t *testing.T) {
 	t.Run("ErrConflict", func(t *testing.T) {
 		f := planned(t)
 		f.reply("req-1", "lead", true, planFeedback)
-		_, err := f.svc.Reply(t.Context(), "demo", "req-1", "lead", false, planFeedback, "")
+		_, err := f.svc.Reply(core.AsMember(t.Context(), "demo", "lead"), core.ReplyInput{Team: "demo", RequestID: "req-1", Approve: false, Feedback: planFeedback})
 		wantCode(t, err, core.CodeReplyConflict)
 		if r := f.request("req-1"); !r.Reply.Approve {
 			t.Fatal("decision rewritten")
@@ -306,7 +306,7 @@ func TestReplyRequest(t *testing.T) {
 		f := newFixture(t, nil)
 		f.open("lead", "reader", "shutdown", shutdownText)
 		f.fs.setFailSave(failInbox)
-		_, err := f.svc.Reply(t.Context(), "demo", "req-1", "reader", true, shutdownOK, "")
+		_, err := f.svc.Reply(core.AsMember(t.Context(), "demo", "reader"), core.ReplyInput{Team: "demo", RequestID: "req-1", Approve: true, Feedback: shutdownOK})
 		wantCode(t, err, core.CodeStorageFailed)
 		r := f.request("req-1")
 		if r.Reply != nil || r.Status != "pending" || f.member("reader").Status == "closed" {
@@ -330,7 +330,7 @@ func TestConcurrentReplies(t *testing.T) {
 	results := make(chan string, 16)
 	for i := range 16 {
 		wg.Go(func() {
-			r, err := f.svc.Reply(t.Context(), "demo", "req-1", "lead", i%2 == 0, planFeedback, "")
+			r, err := f.svc.Reply(core.AsMember(t.Context(), "demo", "lead"), core.ReplyInput{Team: "demo", RequestID: "req-1", Approve: i%2 == 0, Feedback: planFeedback})
 			switch {
 			case err == nil:
 				results <- r.Status
@@ -369,7 +369,7 @@ func TestMatchResponse(t *testing.T) {
 	}
 	consume := func(t *testing.T, f *fixture, member string) []core.MatchResult {
 		t.Helper()
-		got, err := f.svc.Consume(t.Context(), "demo", member)
+		got, err := f.svc.Consume(core.AsMember(t.Context(), "demo", member), "demo")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -474,7 +474,7 @@ func TestMatchResponse(t *testing.T) {
 	t.Run("ErrMatchSaveRestoresPending", func(t *testing.T) {
 		f := replied(t, true)
 		f.fs.setFailSave(failState)
-		_, err := f.svc.Consume(t.Context(), "demo", "reader")
+		_, err := f.svc.Consume(core.AsMember(t.Context(), "demo", "reader"), "demo")
 		wantCode(t, err, core.CodeStorageFailed)
 		if !errors.Is(err, errInjected) || f.request("req-1").Status != "pending" {
 			t.Fatal("status changed without being saved")

@@ -41,7 +41,7 @@ func TestRestartKeepsState(t *testing.T) {
 	f := newFixture(t, nil)
 	f.open("reader", "lead", "plan", planText)
 	f.reply("req-1", "lead", true, planFeedback)
-	if _, err := f.svc.Consume(t.Context(), "demo", "reader"); err != nil {
+	if _, err := f.svc.Consume(core.AsMember(t.Context(), "demo", "reader"), "demo"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.svc.RunTurn(t.Context(), "demo", "reviewer", answer("x")); err != nil {
@@ -126,7 +126,7 @@ func TestRecoverIntents(t *testing.T) {
 		if got.Reply != nil || view.Members[1].Status == "closed" {
 			t.Fatalf("a look-alike letter became a reply: %+v", got)
 		}
-		res, err := svc.Consume(t.Context(), "demo", "lead")
+		res, err := svc.Consume(core.AsMember(t.Context(), "demo", "lead"), "demo")
 		if err != nil || res[0].Reason != core.ReasonNotSavedReply {
 			t.Fatalf("%+v %v", res, err)
 		}
@@ -172,12 +172,12 @@ func TestRecoverIntents(t *testing.T) {
 		if err != nil || !view.Damaged {
 			t.Fatalf("%+v %v", view, err)
 		}
-		_, err = svc.Send(t.Context(), "demo", "lead", "reviewer", "x", "")
+		_, err = svc.Send(core.AsMember(t.Context(), "demo", "lead"), core.SendInput{Team: "demo", To: "reviewer", Body: "x"})
 		wantCode(t, err, core.CodeInboxCorrupt)
 		if f.inboxBytes("reader") != "damaged\n" || f.inboxBytes("reviewer") != "<missing>" {
 			t.Fatal("damaged team written")
 		}
-		if _, err := svc.Send(t.Context(), "other", "lead", "lead", "x", ""); err != nil {
+		if _, err := svc.Send(core.AsMember(t.Context(), "other", "lead"), core.SendInput{Team: "other", To: "lead", Body: "x"}); err != nil {
 			t.Fatalf("other team: %v", err)
 		}
 	})
@@ -188,33 +188,33 @@ func TestRecoverIntents(t *testing.T) {
 func TestIdempotency(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := t.Context()
-	first, err := f.svc.Send(ctx, "demo", "reviewer", "reader", "hello", "k1")
+	first, err := f.svc.Send(core.AsMember(ctx, "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: "hello", IdempotencyKey: "k1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := f.svc.Send(ctx, "demo", "reviewer", "reader", "hello", "k1")
+	again, err := f.svc.Send(core.AsMember(ctx, "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: "hello", IdempotencyKey: "k1"})
 	if err != nil || again != first {
 		t.Fatalf("%+v %v", again, err)
 	}
-	_, err = f.svc.Send(ctx, "demo", "reviewer", "reader", "other", "k1")
+	_, err = f.svc.Send(core.AsMember(ctx, "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: "other", IdempotencyKey: "k1"})
 	wantCode(t, err, core.CodeIdempotencyConflict)
 	// Keys are per member: the same key from lead is a new write.
-	if r, err := f.svc.Send(ctx, "demo", "lead", "reader", "hello", "k1"); err != nil || r.ID != "reader-2" {
+	if r, err := f.svc.Send(core.AsMember(ctx, "demo", "lead"), core.SendInput{Team: "demo", To: "reader", Body: "hello", IdempotencyKey: "k1"}); err != nil || r.ID != "reader-2" {
 		t.Fatalf("%+v %v", r, err)
 	}
-	open1, _ := f.svc.OpenRequest(ctx, "demo", "reader", "lead", "plan", planText, "k2")
-	open2, err := f.svc.OpenRequest(ctx, "demo", "reader", "lead", "plan", planText, "k2")
+	open1, _ := f.svc.OpenRequest(core.AsMember(ctx, "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: planText, IdempotencyKey: "k2"})
+	open2, err := f.svc.OpenRequest(core.AsMember(ctx, "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: planText, IdempotencyKey: "k2"})
 	if err != nil || open1 != open2 {
 		t.Fatalf("%+v %+v %v", open1, open2, err)
 	}
-	rep1, _ := f.svc.Reply(ctx, "demo", "req-1", "lead", true, "", "k3")
-	rep2, err := f.svc.Reply(ctx, "demo", "req-1", "lead", true, "", "k3")
+	rep1, _ := f.svc.Reply(core.AsMember(ctx, "demo", "lead"), core.ReplyInput{Team: "demo", RequestID: "req-1", Approve: true, Feedback: "", IdempotencyKey: "k3"})
+	rep2, err := f.svc.Reply(core.AsMember(ctx, "demo", "lead"), core.ReplyInput{Team: "demo", RequestID: "req-1", Approve: true, Feedback: "", IdempotencyKey: "k3"})
 	if err != nil || rep1 != rep2 || rep2.Status != "queued" {
 		t.Fatalf("%+v %+v %v", rep1, rep2, err)
 	}
 	// Remembered across a restart.
 	svc := f.reopen()
-	if r, err := svc.Send(context.Background(), "demo", "reviewer", "reader", "hello", "k1"); err != nil || r != first {
+	if r, err := svc.Send(core.AsMember(context.Background(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "reader", Body: "hello", IdempotencyKey: "k1"}); err != nil || r != first {
 		t.Fatalf("%+v %v", r, err)
 	}
 	items, _ := svc.Inbox(ctx, "demo", "reader")
@@ -252,19 +252,19 @@ func TestRecoverSaveFailureIsNotDamage(t *testing.T) {
 	if _, err := svc.Inbox(t.Context(), "demo", "lead"); err != nil {
 		t.Fatalf("reading an inbox: %v, want no error", err)
 	}
-	if _, err := svc.Consume(t.Context(), "demo", "lead"); err != nil {
+	if _, err := svc.Consume(core.AsMember(t.Context(), "demo", "lead"), "demo"); err != nil {
 		t.Fatalf("consuming an empty inbox: %v, want no error", err)
 	}
 	// The dropped intent is still on disk: no letter may take its id
 	// before the repair is saved.
-	_, err = svc.Send(t.Context(), "demo", "reviewer", "lead", core.EncodeRequestLetter("plan", "req-1", planText), "")
+	_, err = svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)})
 	wantCode(t, err, core.CodeStorageFailed)
 	if got := f.inboxBytes("lead"); got != "<missing>" {
 		t.Fatalf("lead's inbox = %q, want no file", got)
 	}
 
 	f.fs.setFailSave(nil)
-	if _, err := svc.Send(t.Context(), "demo", "reviewer", "lead", core.EncodeRequestLetter("plan", "req-1", planText), ""); err != nil {
+	if _, err := svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}); err != nil {
 		t.Fatalf("send once the disk takes writes: %v", err)
 	}
 	if st := f.readState(); st.Intent != nil || st.Members[1].Status != core.StatusStopped {

@@ -236,6 +236,9 @@ func (s *Service) Open(ctx context.Context) error {
 // it with each member's token; tokens are shown only here and stored only
 // as SHA-256 hashes.
 func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []CreatedMember, error) {
+	if err := CheckAdmin(ctx); err != nil {
+		return TeamView{}, nil, err
+	}
 	if !ValidName(spec.Name) {
 		return TeamView{}, nil, Errorf(CodeValidation, "The team name must match ^[a-z][a-z0-9-]{0,23}$.")
 	}
@@ -370,6 +373,9 @@ func (s *Service) Teams() []TeamSummary {
 
 // Team returns one team's view. A damaged team is returned with Damaged set.
 func (s *Service) Team(ctx context.Context, name string) (TeamView, error) {
+	if err := CheckReader(ctx, name); err != nil {
+		return TeamView{}, err
+	}
 	t, err := s.lookup(name)
 	if err != nil {
 		return TeamView{}, err

@@ -64,6 +64,11 @@ const (
 // member_unavailable and fn never runs (docs/spec.md §13.7); lead is never
 // refused for its turn count (§13.9).
 func (s *Service) RunTurn(ctx context.Context, teamName, member string, fn TurnFunc) (TurnResult, error) {
+	// Turns are started by the operator (the REST turn route, a scenario
+	// run); a member's token cannot make anyone take a turn.
+	if err := CheckAdmin(ctx); err != nil {
+		return TurnResult{}, err
+	}
 	t, err := s.lockTeam(teamName)
 	if err != nil {
 		return TurnResult{}, err

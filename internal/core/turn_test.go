@@ -350,7 +350,7 @@ func TestTurnSaveFailureRollsBack(t *testing.T) {
 			t.Fatalf("memory and disk differ:\nmemory %+v\nreload %+v", inMemory, reloaded)
 		}
 		// The next write saves memory first, and fails while it cannot.
-		_, err := f.svc.Send(t.Context(), "demo", "reader", "lead", "hello", "")
+		_, err := f.svc.Send(core.AsMember(t.Context(), "demo", "reader"), core.SendInput{Team: "demo", To: "lead", Body: "hello"})
 		wantCode(t, err, core.CodeStorageFailed)
 		f.fs.setFailSave(nil)
 		f.send("reader", "lead", "hello")

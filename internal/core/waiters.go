@@ -120,6 +120,9 @@ func (s *Service) StopWaiting() {
 // inbox holds after after (possibly nothing). An after that names no letter
 // of this inbox is validation_failed. Reading deletes nothing.
 func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string, wait time.Duration) ([]Message, error) {
+	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
+		return nil, err
+	}
 	if wait > MaxWait {
 		wait = MaxWait
 	}
@@ -194,6 +197,9 @@ func (s *Service) lettersAfter(ctx context.Context, teamName, member, after stri
 // must call release when it no longer waits on the channel. It serves
 // subscriptions that are told of every new letter.
 func (s *Service) WatchInbox(ctx context.Context, teamName, member string) (n int, changed <-chan struct{}, stop <-chan struct{}, release func(), err error) {
+	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
+		return 0, nil, nil, nil, err
+	}
 	t, err := s.lockTeam(teamName)
 	if err != nil {
 		return 0, nil, nil, nil, err

@@ -143,11 +143,11 @@ func (b *broker) unsubscribe(s *subscriber) {
 // tokenKey names the token of p for the per-token bound. A member holds
 // exactly one token, so the member's name stands for it; the key never
 // holds the token itself.
-func tokenKey(p principal) string {
-	if p.admin {
+func tokenKey(p core.Principal) string {
+	if p.Admin {
 		return "admin"
 	}
-	return "member\x00" + p.team + "\x00" + p.member
+	return "member\x00" + p.Team + "\x00" + p.Member
 }
 
 func (b *broker) publish(ev core.Event) {
@@ -230,14 +230,16 @@ func (s *Server) StreamEvents(ctx context.Context, req StreamEventsRequestObject
 		return nil, err
 	}
 	team, member := deref(req.Params.Team), ""
-	if !p.admin {
-		member = p.member
+	if !p.Admin {
+		member = p.Member
 	}
 	switch {
-	case !p.admin && team == "":
-		team = p.team
-	case !p.admin && team != p.team:
-		return nil, forbidden("The token belongs to another team.")
+	case !p.Admin && team == "":
+		team = p.Team
+	case !p.Admin:
+		if err := core.CheckReader(ctx, team); err != nil {
+			return nil, err
+		}
 	case team != "":
 		// lead exists in every team, so this asks only whether the team does.
 		if err := s.svc.HasMember(team, core.LeadName); err != nil {

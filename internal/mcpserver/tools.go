@@ -42,7 +42,7 @@ type session struct {
 
 // newSession builds the server of a session opened by me.
 func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, me Member) (*session, error) {
-	view, err := svc.Team(ctx, me.Team)
+	view, err := svc.Team(core.AsMember(ctx, me.Team, me.Name), me.Team)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +75,11 @@ func (s *session) close() {
 // isLead tells the two tool sets apart: only lead asks for shutdowns, only
 // teammates submit plans (docs/spec.md §4.9).
 func (s *session) isLead() bool { return s.me.Name == core.LeadName }
+
+// as returns ctx carrying the session's member as the caller.
+func (s *session) as(ctx context.Context) context.Context {
+	return core.AsMember(ctx, s.me.Team, s.me.Name)
+}
 
 // Inputs. Names match the REST bodies; the per-team limits are stated in the
 // descriptions set by addTools, not as schema constraints, so that an
@@ -151,7 +156,7 @@ func (s *session) addTools() {
 			"body": fmt.Sprintf("The letter, 1 to %d characters after trimming.", l.BodyChars),
 		},
 		func(ctx context.Context, in sendInput) (any, string, error) {
-			r, err := s.svc.Send(ctx, s.me.Team, s.me.Name, in.To, in.Body, "")
+			r, err := s.svc.Send(ctx, core.SendInput{Team: s.me.Team, To: in.To, Body: in.Body})
 			return r, fmt.Sprintf("Sent to %s as letter %s (%s).", in.To, r.ID, r.Status), err
 		})
 	addTool(s, "read_inbox", "Read your inbox, oldest first. Reading deletes nothing.",
@@ -177,7 +182,7 @@ func (s *session) addTools() {
 		addTool(s, "submit_plan", "Submit a plan to lead for approval (a plan request). Lead answers with reply_request; call check_replies to learn the verdict.",
 			map[string]string{"plan": fmt.Sprintf("The plan, 1 to %d characters after trimming.", l.PayloadChars)},
 			func(ctx context.Context, in planInput) (any, string, error) {
-				r, err := s.svc.OpenRequest(ctx, s.me.Team, s.me.Name, core.LeadName, core.KindPlan, in.Plan, "")
+				r, err := s.svc.OpenRequest(ctx, core.OpenInput{Team: s.me.Team, Target: core.LeadName, Kind: core.KindPlan, Payload: in.Plan})
 				return r, fmt.Sprintf("Plan request %s is %s.", r.RequestID, r.Status), err
 			})
 	}
@@ -192,7 +197,7 @@ func (s *session) addTools() {
 				if reason == "" {
 					reason = shutdownReason
 				}
-				r, err := s.svc.OpenRequest(ctx, s.me.Team, s.me.Name, in.Target, core.KindShutdown, reason, "")
+				r, err := s.svc.OpenRequest(ctx, core.OpenInput{Team: s.me.Team, Target: in.Target, Kind: core.KindShutdown, Payload: reason})
 				return r, fmt.Sprintf("Shutdown request %s is %s.", r.RequestID, r.Status), err
 			})
 	}
@@ -203,13 +208,13 @@ func (s *session) addTools() {
 			"feedback":   fmt.Sprintf("Optional: at most %d characters.", l.FeedbackChars),
 		},
 		func(ctx context.Context, in replyInput) (any, string, error) {
-			r, err := s.svc.Reply(ctx, s.me.Team, in.RequestID, s.me.Name, in.Approve, in.Feedback, "")
+			r, err := s.svc.Reply(ctx, core.ReplyInput{Team: s.me.Team, RequestID: in.RequestID, Approve: in.Approve, Feedback: in.Feedback})
 			return r, fmt.Sprintf("Reply to %s: %s.", r.RequestID, r.Status), err
 		})
 	addTool(s, "check_replies", "Match the protocol replies in your inbox against your requests: each letter's status says approved, rejected, duplicate or ignored.",
 		nil,
 		func(ctx context.Context, _ noInput) (any, string, error) {
-			rs, err := s.svc.Consume(ctx, s.me.Team, s.me.Name)
+			rs, err := s.svc.Consume(ctx, s.me.Team)
 			return repliesOutput{Results: rs}, repliesText(rs), err
 		})
 	addTool(s, "list_requests", "List the team's plan and shutdown requests with their status and reply.",
@@ -253,6 +258,9 @@ func addTool[In any](s *session, name, description string, props map[string]stri
 	}
 	mcp.AddTool(s.server, &mcp.Tool{Name: name, Description: description, InputSchema: in},
 		func(ctx context.Context, _ *mcp.CallToolRequest, input In) (*mcp.CallToolResult, any, error) {
+			// The session's member is the caller of every tool: core
+			// checks its rights exactly as for a REST call with its token.
+			ctx = s.as(ctx)
 			out, text, err := call(ctx, input)
 			if err != nil {
 				return s.refuse(ctx, name, err)
@@ -315,7 +323,7 @@ func (s *session) readInbox(ctx context.Context, req *mcp.ReadResourceRequest) (
 	if err := s.ownInbox(req.Params.URI); err != nil {
 		return nil, err
 	}
-	msgs, err := s.svc.WaitInbox(ctx, s.me.Team, s.me.Name, "", 0)
+	msgs, err := s.svc.WaitInbox(s.as(ctx), s.me.Team, s.me.Name, "", 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s", core.ErrorCode(err), core.ErrorMessage(err))
 	}
@@ -338,7 +346,7 @@ func (s *session) subscribe(_ context.Context, req *mcp.SubscribeRequest) error 
 	if _, ok := s.subs[req.Params.URI]; ok {
 		return nil
 	}
-	n, changed, stop, release, err := s.svc.WatchInbox(s.ctx, s.me.Team, s.me.Name)
+	n, changed, stop, release, err := s.svc.WatchInbox(s.as(s.ctx), s.me.Team, s.me.Name)
 	if err != nil {
 		return fmt.Errorf("%s: %s", core.ErrorCode(err), core.ErrorMessage(err))
 	}
@@ -374,7 +382,7 @@ func (s *session) watch(ctx context.Context, uri string, seen int, changed, stop
 		release()
 		var n int
 		var err error
-		n, changed, stop, release, err = s.svc.WatchInbox(ctx, s.me.Team, s.me.Name)
+		n, changed, stop, release, err = s.svc.WatchInbox(s.as(ctx), s.me.Team, s.me.Name)
 		if err != nil {
 			s.log.WarnContext(ctx, "mcp inbox subscription ended", "code", core.ErrorCode(err))
 			return

@@ -108,7 +108,7 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	// Steps 10–12: lead asks reader to close; reader approves at its idle
 	// boundary (its turn has ended); lead matches the reply.
 	x.pause(ctx)
-	shut, openErr := x.svc.OpenRequest(bg, x.team, core.LeadName, "reader", core.KindShutdown, shutdownPayload, "")
+	shut, openErr := x.svc.OpenRequest(core.AsMember(bg, x.team, core.LeadName), core.OpenInput{Team: x.team, Target: "reader", Kind: core.KindShutdown, Payload: shutdownPayload})
 	x.pause(ctx)
 	ended := make(chan struct{})
 	close(ended) // reader's last turn is over: this is an idle boundary
@@ -116,7 +116,7 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	afterShutReply, _ := x.svc.Request(bg, x.team, shut.RequestID)
 	readerAfter := x.memberView(bg, x.team, "reader")
 	x.pause(ctx)
-	_, consumeErr := x.svc.Consume(bg, x.team, core.LeadName)
+	_, consumeErr := x.svc.Consume(core.AsMember(bg, x.team, core.LeadName), x.team)
 	afterShutMatch, _ := x.svc.Request(bg, x.team, shut.RequestID)
 
 	// Step 13: reader cannot take another turn.
@@ -303,7 +303,7 @@ func (x *run) checkLetters(ctx context.Context) {
 func (x *run) approveShutdownAtIdle(ctx context.Context, team, id, member string, turnEnded <-chan struct{}, onDeferred func()) ([]string, error) {
 	var attempts []string
 	for range 2 {
-		res, err := x.svc.Reply(context.WithoutCancel(ctx), team, id, member, true, shutdownFeedback, "")
+		res, err := x.svc.Reply(core.AsMember(context.WithoutCancel(ctx), team, member), core.ReplyInput{Team: team, RequestID: id, Approve: true, Feedback: shutdownFeedback})
 		if err != nil {
 			return attempts, err
 		}
@@ -338,7 +338,7 @@ func (x *run) proveClosedWithTurnsLeft(ctx context.Context) {
 		x.check("closed_with_turns_left_unavailable", false, "%s", msg)
 	}
 	x.pause(ctx)
-	shut, err := x.svc.OpenRequest(bg, name, core.LeadName, "reader", core.KindShutdown, shutdownPayload, "")
+	shut, err := x.svc.OpenRequest(core.AsMember(bg, name, core.LeadName), core.OpenInput{Team: name, Target: "reader", Kind: core.KindShutdown, Payload: shutdownPayload})
 	if err != nil {
 		fail("team %s: the shutdown request could not be opened: %s", name, core.ErrorMessage(err))
 		return
@@ -375,7 +375,7 @@ func (x *run) proveClosedWithTurnsLeft(ctx context.Context) {
 		"team %s: approving %s during reader's running turn returned %s; at that moment %s; retried after the turn ended (%s): reader is %s",
 		name, shut.RequestID, orNone(strings.Join(attempts, " → ")), orNone(atDeferred), turnStatus(turnRes, turnErr), reader.Status)
 
-	_, _ = x.svc.Consume(bg, name, core.LeadName)
+	_, _ = x.svc.Consume(core.AsMember(bg, name, core.LeadName), name)
 	called := false
 	_, againErr := x.svc.RunTurn(bg, name, "reader", func(context.Context, []core.Entry) (core.TurnOutcome, error) {
 		called = true

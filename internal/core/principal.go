@@ -1,0 +1,119 @@
+package core
+
+import "context"
+
+// Principal is who is calling: the admin, or one member of one team. Every
+// door into Mailroom (the REST API, the MCP endpoint, a teammate's own tools)
+// resolves its caller to a Principal and puts it in the call's context with
+// WithPrincipal; the Service reads it from there and checks every right
+// itself, so the doors share one implementation of each check and none of
+// them can name another sender, actor or reader.
+type Principal struct {
+	// Admin is the operator: it creates and deletes teams, runs turns and
+	// scenarios and reads everything, but it is not a member, so it
+	// cannot send, open, reply or consume.
+	Admin bool
+	// Team and Member name the member a member principal acts as.
+	Team   string
+	Member string
+}
+
+// AdminPrincipal is the operator's principal.
+func AdminPrincipal() Principal { return Principal{Admin: true} }
+
+// MemberPrincipal is the principal of member of team.
+func MemberPrincipal(team, member string) Principal {
+	return Principal{Team: team, Member: member}
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p as the caller.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// AsMember returns ctx carrying member of team as the caller: the shape the
+// agent loop and the scenario host use to act for one member.
+func AsMember(ctx context.Context, team, member string) context.Context {
+	return WithPrincipal(ctx, MemberPrincipal(team, member))
+}
+
+// AsAdmin returns ctx carrying the admin as the caller.
+func AsAdmin(ctx context.Context) context.Context {
+	return WithPrincipal(ctx, AdminPrincipal())
+}
+
+// PrincipalFrom returns the caller recorded in ctx, if any.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// The rights. Each returns a forbidden or unauthorized error when the
+// caller may not act, and is called by the Service before anything else
+// (after the transport's own schema checks), so that a refusal never
+// depends on whether the team or the member exists.
+//
+// A context without a principal is the in-process host (start-up repair,
+// tests of core itself): reads and admin actions are allowed to it, but
+// it has no member identity, so the acts of a member (send, open, reply,
+// consume) are refused with unauthorized. Both transports always set a
+// principal (their authentication middleware refuses a request without
+// one), so no client reaches the host's rights.
+
+// actor returns the member a write acts as: the caller's own member of
+// team. The admin is not a member; a member of another team may not act
+// here; a context without a principal has no member to act as.
+func actor(ctx context.Context, team string) (string, error) {
+	p, ok := PrincipalFrom(ctx)
+	switch {
+	case !ok:
+		return "", Errorf(CodeUnauthorized, "A member token is required.")
+	case p.Admin:
+		return "", Errorf(CodeForbidden, "The admin token is not a member; use a member token.")
+	case p.Team != team:
+		return "", Errorf(CodeForbidden, "The token belongs to another team.")
+	}
+	return p.Member, nil
+}
+
+// CheckAdmin admits the admin (and the in-process host) only.
+func CheckAdmin(ctx context.Context) error {
+	if p, ok := PrincipalFrom(ctx); ok && !p.Admin {
+		return Errorf(CodeForbidden, "Only the admin token may do this.")
+	}
+	return nil
+}
+
+// CheckReader admits the admin or any member of team: the right to read
+// the team's document, its requests and its event stream.
+func CheckReader(ctx context.Context, team string) error {
+	if p, ok := PrincipalFrom(ctx); ok && !p.Admin && p.Team != team {
+		return Errorf(CodeForbidden, "The token belongs to another team.")
+	}
+	return nil
+}
+
+// CheckSelf admits only member of team itself: the right to act on its
+// own inbox (consume).
+func CheckSelf(ctx context.Context, team, member string) error {
+	me, err := actor(ctx, team)
+	if err != nil {
+		return err
+	}
+	if me != member {
+		return Errorf(CodeForbidden, "A member may only act on its own inbox.")
+	}
+	return nil
+}
+
+// CheckSelfOrAdmin admits the admin or member of team itself: the right
+// to read an inbox.
+func CheckSelfOrAdmin(ctx context.Context, team, member string) error {
+	p, ok := PrincipalFrom(ctx)
+	if !ok || p.Admin {
+		return nil
+	}
+	return CheckSelf(ctx, team, member)
+}
