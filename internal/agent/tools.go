@@ -56,8 +56,14 @@ type ToolSet struct {
 	// workspace tools refuse every call when it is empty.
 	Workspace string
 	// AllowRun is the host's permission decision for run_main, taken
-	// only after the plan gate has let the call through.
+	// only after the plan gate has let the call through. A scenario run
+	// sets it from its decision option; AskHost replaces it.
 	AllowRun bool
+	// AskHost, when set, answers run_main's host gate by the team's
+	// host_permission instead of AllowRun: at once under allow or deny,
+	// and under ask by a person, the turn waiting for the decision
+	// (core.Service.AskHost).
+	AskHost bool
 	// PlanID, when set, is the plan request whose approval the plan gate
 	// requires; otherwise it is the member's most recent plan request.
 	PlanID string
@@ -71,6 +77,22 @@ func DefaultTools(member string) ToolSet {
 		return ToolSet{Names: []string{ToolSendMessage, ToolReviewPlan}}
 	}
 	return ToolSet{Names: []string{ToolSendMessage, ToolSubmitPlan}}
+}
+
+// WorkspaceTools is the tool set of a turn of a team with a workspace
+// (the directory workspace): DefaultTools plus read_file for everyone and
+// run_main for teammates, as in the lesson, whose host gate is the team's
+// host_permission. Lead gets no run_main: the plan gate needs a plan the
+// member sent to lead, which lead cannot.
+func WorkspaceTools(member, workspace string) ToolSet {
+	set := DefaultTools(member)
+	set.Names = append(set.Names, ToolReadFile)
+	if member != core.LeadName {
+		set.Names = append(set.Names, ToolRunMain)
+	}
+	set.Workspace = workspace
+	set.AskHost = true
+	return set
 }
 
 var toolSpecs = map[string]ToolSpec{
@@ -224,7 +246,7 @@ func (h host) call(ctx context.Context, name string, input json.RawMessage) tool
 		if err := decodeInput(input, &struct{}{}); err != nil {
 			return fail("run_main: %v", err)
 		}
-		return h.runMain(ctx)
+		return h.runMain(ctx, input)
 	}
 	return fail("unknown tool %q", keptName(name))
 }
@@ -247,6 +269,26 @@ func decodeInput(input json.RawMessage, v any) error {
 	return nil
 }
 
+// CheckWorkspacePath refuses, with a reason a model or a client can act
+// on, a path that is not a plain relative path inside a workspace: empty,
+// holding a NUL, absolute, or with a ".." component. What it lets through
+// is still opened through os.Root, which refuses whatever a symbolic link
+// would lead out of the workspace.
+func CheckWorkspacePath(path string) error {
+	if path == "" || strings.ContainsRune(path, 0) {
+		return errors.New("the path must be a non-empty relative path")
+	}
+	if filepath.IsAbs(path) || strings.HasPrefix(path, "/") || strings.HasPrefix(path, `\`) {
+		return errors.New("absolute paths are not allowed; give a path relative to the workspace")
+	}
+	for _, part := range strings.FieldsFunc(path, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if part == ".." {
+			return errors.New("paths may not contain a .. component")
+		}
+	}
+	return nil
+}
+
 // readFile reads path inside the workspace. Absolute paths and ".."
 // components are refused up front with a clear reason; os.Root then
 // guarantees that no symbolic link leads outside the workspace.
@@ -254,16 +296,8 @@ func (h host) readFile(path string) toolResult {
 	if h.set.Workspace == "" {
 		return fail("read_file: this turn has no workspace")
 	}
-	if path == "" || strings.ContainsRune(path, 0) {
-		return fail("read_file: the path must be a non-empty relative path")
-	}
-	if filepath.IsAbs(path) || strings.HasPrefix(path, "/") || strings.HasPrefix(path, `\`) {
-		return fail("read_file: absolute paths are not allowed; give a path relative to the workspace")
-	}
-	for _, part := range strings.FieldsFunc(path, func(r rune) bool { return r == '/' || r == '\\' }) {
-		if part == ".." {
-			return fail("read_file: paths may not contain a .. component")
-		}
+	if err := CheckWorkspacePath(path); err != nil {
+		return fail("read_file: %v", err)
 	}
 	root, err := os.OpenRoot(h.set.Workspace)
 	if err != nil {
@@ -297,12 +331,13 @@ func (h host) readFile(path string) toolResult {
 
 // runMain applies the two gates of docs/spec.md §4.13 in order, the plan gate and
 // then the host's permission, and only then runs the fixed program.
-func (h host) runMain(ctx context.Context) toolResult {
-	if reason := h.planGate(ctx); reason != "" {
+func (h host) runMain(ctx context.Context, input json.RawMessage) toolResult {
+	planID, reason := h.planGate(ctx)
+	if reason != "" {
 		return toolResult{content: "plan gate: " + reason, isError: true, refused: GatePlan}
 	}
-	if !h.set.AllowRun {
-		return toolResult{content: "host permission: the host denied running " + Program + " (decision deny)", isError: true, refused: GateHost}
+	if refused, ok := h.hostGate(ctx, planID, input); !ok {
+		return refused
 	}
 	if h.set.Workspace == "" {
 		return fail("run_main: this turn has no workspace")
@@ -341,12 +376,53 @@ func (h host) runMain(ctx context.Context) toolResult {
 	return toolResult{content: stdout.String(), ran: true}
 }
 
-// planGate returns why the plan gate refuses, or "" when the member has an
-// approved plan: a plan request it sent whose reply it has matched.
-func (h host) planGate(ctx context.Context) string {
+// hostGate asks the host's permission for a run_main that passed the
+// plan gate under plan planID. It reports whether the program may run,
+// and otherwise the result that refuses it.
+func (h host) hostGate(ctx context.Context, planID string, input json.RawMessage) (toolResult, bool) {
+	if !h.set.AskHost {
+		if h.set.AllowRun {
+			return toolResult{}, true
+		}
+		return toolResult{content: "host permission: the host denied running " + Program + " (decision deny)", isError: true, refused: GateHost}, false
+	}
+	if len(input) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	// The permission is recorded as a step of the turn in ctx, if any.
+	ans, err := h.svc.AskHost(ctx, h.team, h.member, ToolRunMain, input, planID, nil)
+	if err != nil {
+		return toolResult{content: "host permission: the permission could not be asked (" + string(core.ErrorCode(err)) + ")", isError: true, refused: GateHost}, false
+	}
+	if ans.Allowed {
+		return toolResult{}, true
+	}
+	var why string
+	switch {
+	case ans.Permission == nil:
+		why = "the team's host_permission is " + ans.Policy
+	case ans.Permission.Status == core.PermissionExpired:
+		why = fmt.Sprintf("permission %s expired unanswered, which counts as a denial", ans.Permission.ID)
+	default:
+		why = fmt.Sprintf("permission %s was denied by %s", ans.Permission.ID, deref(ans.Permission.DecidedBy, "the host"))
+	}
+	return toolResult{content: "host permission: the host denied running " + Program + ": " + why, isError: true, refused: GateHost}, false
+}
+
+func deref(p *string, otherwise string) string {
+	if p == nil {
+		return otherwise
+	}
+	return *p
+}
+
+// planGate returns the approved plan's request id, or why the plan gate
+// refuses when the member has no approved plan: a plan request it sent
+// whose reply it has matched.
+func (h host) planGate(ctx context.Context) (string, string) {
 	reqs, err := h.svc.Requests(ctx, h.team)
 	if err != nil {
-		return "the request table is not available"
+		return "", "the request table is not available"
 	}
 	var plan *core.Request
 	for i := range reqs {
@@ -361,19 +437,19 @@ func (h host) planGate(ctx context.Context) string {
 	}
 	switch {
 	case plan == nil && h.set.PlanID != "":
-		return fmt.Sprintf("no request %s", h.set.PlanID)
+		return "", fmt.Sprintf("no request %s", h.set.PlanID)
 	case plan == nil:
-		return fmt.Sprintf("%s has submitted no plan", h.member)
+		return "", fmt.Sprintf("%s has submitted no plan", h.member)
 	case plan.Kind != core.KindPlan || plan.Sender != h.member:
-		return fmt.Sprintf("%s is not a plan submitted by %s", plan.ID, h.member)
+		return "", fmt.Sprintf("%s is not a plan submitted by %s", plan.ID, h.member)
 	case plan.Status == core.RequestApproved:
-		return ""
+		return plan.ID, ""
 	case plan.Status == core.RequestRejected:
-		return fmt.Sprintf("plan %s was rejected", plan.ID)
+		return "", fmt.Sprintf("plan %s was rejected", plan.ID)
 	case plan.Reply != nil:
-		return fmt.Sprintf("plan %s is still pending: a reply was sent but %s has not matched it", plan.ID, h.member)
+		return "", fmt.Sprintf("plan %s is still pending: a reply was sent but %s has not matched it", plan.ID, h.member)
 	default:
-		return fmt.Sprintf("plan %s is still pending: no reply yet", plan.ID)
+		return "", fmt.Sprintf("plan %s is still pending: no reply yet", plan.ID)
 	}
 }
 

@@ -162,6 +162,7 @@ func (s *Service) AskHost(ctx context.Context, teamName, member, tool string, in
 	s.emit("permission", teamName, copyPermission(p))
 	t.mu.Unlock()
 	defer release()
+	recordPermissionStep(ctx, p)
 	if asked != nil {
 		asked(copyPermission(p))
 	}
@@ -177,7 +178,17 @@ func (s *Service) AskHost(ctx context.Context, teamName, member, tool string, in
 	if err != nil {
 		return HostAnswer{}, err
 	}
+	recordPermissionStep(context.WithoutCancel(ctx), final)
 	return HostAnswer{Allowed: final.Status == PermissionAllowed, Policy: policy, Permission: &final}, nil
+}
+
+// recordPermissionStep adds p, as it is now, to the document of the turn
+// that asked for it, when a turn did: the turn shows that it waits for a
+// person, and then how the person answered. The caller holds no lock.
+func recordPermissionStep(ctx context.Context, p Permission) {
+	if tr := TurnFrom(ctx); tr != nil {
+		tr.RecordStep(ctx, TurnStep{Kind: StepPermission, PermissionID: p.ID, Status: p.Status})
+	}
 }
 
 // settlePermission returns permission id as it ended; one still pending
