@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"mailroom/internal/agent"
 	"mailroom/internal/core"
 )
 
@@ -23,6 +24,11 @@ type config struct {
 	// maxTeams bounds how many teams exist at once, scenario runs' teams
 	// included.
 	maxTeams int
+	// model is the model of a team created without one.
+	model agent.ModelConfig
+	// workspaces is the root of the teams' workspaces; empty means
+	// <data>/workspaces.
+	workspaces string
 }
 
 const (
@@ -43,6 +49,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	token := fs.String("admin-token", getenv("MAILROOM_ADMIN_TOKEN"), "admin `token` (env MAILROOM_ADMIN_TOKEN; default: generated once and kept in <data>/admin.token)")
 	envMaxTeams, envTeamsErr := intEnv(getenv, "MAILROOM_MAX_TEAMS", core.DefaultMaxTeams)
 	maxTeams := fs.Int("max-teams", envMaxTeams, "most `teams` at once, scenario runs' teams included (env MAILROOM_MAX_TEAMS)")
+	model := fs.String("model", envOr(getenv, "MAILROOM_MODEL", agent.ProviderScripted), "default `model` of a team that names none: PROVIDER:NAME, e.g. anthropic:claude-sonnet-4-5 or openai:gpt-4.1-mini, or scripted (env MAILROOM_MODEL)")
+	workspaces := fs.String("workspaces", getenv("MAILROOM_WORKSPACES"), "workspaces root `directory` (env MAILROOM_WORKSPACES; default <data>/workspaces)")
 	level := fs.String("log-level", envOr(getenv, "MAILROOM_LOG_LEVEL", "info"), "log `level`: debug, info, warn or error (env MAILROOM_LOG_LEVEL)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mailroom [flags]\n       mailroom healthcheck [--addr host:port]\n       mailroom scenario agent-teams|team-protocols [flags]\n\nFlags:\n")
@@ -61,7 +69,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if envTeamsErr != nil {
 		return config{}, usageErrorf("%v", envTeamsErr)
 	}
-	cfg := config{addr: *addr, dataDir: *dataDir, adminToken: *token, maxTeams: *maxTeams}
+	cfg := config{addr: *addr, dataDir: *dataDir, adminToken: *token, maxTeams: *maxTeams, workspaces: *workspaces}
+	m, err := agent.ParseModel(*model)
+	if err != nil {
+		return config{}, usageErrorf("model %q: %v", *model, err)
+	}
+	cfg.model = m
 	if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return config{}, usageErrorf("log level %q: want debug, info, warn or error", *level)
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"mailroom/internal/agent"
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/mail"
@@ -84,7 +85,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		Logger:     log,
 		Static:     web.FS(),
 		DataDir:    dataDir,
+		Workspaces: cfg.workspaces,
 		Stopping:   stopping,
+		// Credentials are read from the environment at each turn and
+		// never kept anywhere else.
+		Models: httpapi.ModelOptions{Default: cfg.model, Lookup: os.LookupEnv, Provider: agent.ProviderOptions{Log: log}},
 	})
 	if err != nil {
 		return fmt.Errorf("build HTTP handler: %w", err)
@@ -142,6 +147,12 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		// storage writes are atomic, so nothing is left half done.
 		log.Warn("shutdown timed out; closing remaining connections", "err", err)
 		_ = srv.Close()
+	}
+	// Turns started with Prefer: respond-async have no request to wait
+	// for: wait for them too, so that they record their end before the
+	// store is closed.
+	if err := svc.WaitTurns(sctx); err != nil {
+		log.Warn("shutdown timed out before every turn recorded its end", "err", err)
 	}
 	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)

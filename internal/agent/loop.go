@@ -3,10 +3,12 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"mailroom/internal/core"
@@ -116,6 +118,9 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 	tools := spec.Tools.Specs()
 
 	return func(ctx context.Context, prefix []core.Entry) (core.TurnOutcome, error) {
+		// doc records the turn's steps and usage; nil when the turn is
+		// run without core's turn runner.
+		doc := core.TurnFrom(ctx)
 		// The member's turn number names its tool-use ids; core has
 		// already counted this turn when the function runs.
 		turnNo, err := memberTurns(ctx, svc, spec.Team, spec.Member)
@@ -138,6 +143,19 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 			if requests == MaxModelRequests {
 				return core.TurnOutcome{Messages: join(prefix, this), Status: core.TurnCallLimit, Text: lastText}, nil
 			}
+			// A team whose model tokens are spent asks no more: the turn
+			// stops here, at the boundary call_limit stops at, and keeps
+			// what it did. Before its first request it did nothing worth
+			// keeping, so the history stays as it was.
+			if doc != nil {
+				if err := doc.CheckBudget(); err != nil {
+					kept := prefix
+					if requests > 0 {
+						kept = join(prefix, this)
+					}
+					return core.TurnOutcome{Messages: kept, Status: core.TurnBudgetExhausted, Text: lastText}, nil
+				}
+			}
 			// Prepare (docs/spec.md §4.7, §4.12): match protocol replies, then
 			// attach mail to prefix + this turn and keep only the part
 			// beyond the prefix. Mail attached during a turn that fails is
@@ -152,9 +170,20 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 			this = cloneEntries(candidate[len(prefix):])
 
 			rec.request()
+			start := time.Now()
 			resp, err := spec.Model.Respond(ctx, Request{Member: spec.Member, System: system, Messages: candidate, Tools: tools})
+			if doc != nil {
+				doc.RecordModelRequest(ctx, modelStep(requests+1, resp, err, time.Since(start)))
+			}
 			if err != nil {
-				return core.TurnOutcome{}, fmt.Errorf("model request %d of %s: %w", requests+1, spec.Member, err)
+				err = fmt.Errorf("model request %d of %s: %w", requests+1, spec.Member, err)
+				if perr := (*ProviderError)(nil); errors.As(err, &perr) && ctx.Err() == nil {
+					// The provider failed after its SDK's retries: the turn
+					// ends failed with the provider's error named, and the
+					// member stays usable (core.ModelError).
+					return core.TurnOutcome{}, &core.ModelError{Text: perr.Error(), Err: err}
+				}
+				return core.TurnOutcome{}, err
 			}
 
 			// The loop owns tool-use ids: <member>-t<turn>-<n>, unique
@@ -190,6 +219,9 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 				out := h.call(ctx, use.Name, use.Input)
 				log.DebugContext(ctx, "tool call", "team", spec.Team, "member", spec.Member, "id", use.ID, "tool", use.Name, "is_error", out.isError)
 				rec.call(ToolCall{ID: use.ID, Name: use.Name, Input: append(json.RawMessage(nil), use.Input...), Content: out.content, IsError: out.isError, Refused: out.refused, Ran: out.ran})
+				if doc != nil {
+					doc.RecordStep(ctx, core.TurnStep{Kind: core.StepToolCall, ToolUseID: use.ID, Tool: keptName(use.Name), Input: string(use.Input), IsError: out.isError, Result: out.content})
+				}
 				if out.isError {
 					// content[i] is the block this turn's history holds.
 					content[i].Name, content[i].Input = keptName(use.Name), refusedInput(use.Input)
@@ -199,6 +231,42 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 			this = append(this, core.Entry{Role: "user", Blocks: results})
 		}
 	}
+}
+
+// modelStep is the turn document's step of one model request.
+func modelStep(n int, resp Response, err error, took time.Duration) core.TurnStep {
+	step := core.TurnStep{Kind: core.StepModelRequest, N: n, DurationMS: took.Milliseconds()}
+	if err != nil {
+		step.Error = "error"
+		var perr *ProviderError
+		switch {
+		case errors.As(err, &perr):
+			step.Error, step.Retries = perr.Type, perr.Retries
+		case errors.Is(err, context.Canceled):
+			step.Error = "canceled"
+		case errors.Is(err, context.DeadlineExceeded):
+			step.Error = "timeout"
+		}
+		return step
+	}
+	step.StopReason, step.Retries = resp.StopReason, resp.Retries
+	step.Usage = core.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
+	return step
+}
+
+// SystemText is a member's system text: who it is, in which team, its
+// role and the team's purpose, each when set.
+func SystemText(team, purpose, member, role string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "You are %s, a member of team %s.", member, team)
+	if strings.TrimSpace(role) != "" {
+		fmt.Fprintf(&b, " Your role: %s", strings.TrimSpace(role))
+	}
+	if strings.TrimSpace(purpose) != "" {
+		fmt.Fprintf(&b, "\n\nThe team's purpose: %s", strings.TrimSpace(purpose))
+	}
+	b.WriteString("\n\nYou work through the tools you are given: mail your teammates with send_message; what they send you arrives as user messages.")
+	return b.String()
 }
 
 // interrupted returns an error wrapping ctx's when the turn's context has

@@ -34,6 +34,9 @@ const (
 	// provider has no credentials on this server, or it is the scripted
 	// model and the request brought no responses.
 	CodeModelUnavailable Code = "model_unavailable"
+	// CodeBudgetExhausted refuses a turn of a team whose model tokens
+	// (limits.model_tokens) are spent.
+	CodeBudgetExhausted Code = "budget_exhausted"
 	// CodeShuttingDown refuses new work (a turn, a scenario run) once the
 	// server has begun to stop; the same request succeeds after a restart.
 	CodeShuttingDown Code = "shutting_down"

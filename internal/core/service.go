@@ -13,6 +13,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Event is one state change, published to observers (the live page).
@@ -42,6 +43,8 @@ type Service struct {
 	observer Observer
 	waiters  waiters // readers waiting for mail (waiters.go)
 	maxTeams int
+	// turnCount counts the running turns (turndoc.go, WaitTurns).
+	turnCount turnCounter
 }
 
 type principalRef struct {
@@ -124,6 +127,8 @@ type team struct {
 	staleIntent bool
 	// idem is the team's remembered idempotent writes (idempotency.go).
 	idem idemState
+	// turns is the team's turn documents and running turns (turndoc.go).
+	turns turnBook
 }
 
 func (t *team) member(name string) *MemberState {
@@ -212,6 +217,9 @@ func (s *Service) Open(ctx context.Context) error {
 		if t.damaged == nil {
 			t.damaged = s.recover(ctx, t)
 		}
+		if t.damaged == nil {
+			s.restoreTurns(ctx, t)
+		}
 		teams[i] = t
 	})
 	for i, t := range teams {
@@ -246,10 +254,24 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 	if spec.Limits != nil {
 		limits = *spec.Limits
 	}
+	if limits.PermissionTimeoutS == 0 {
+		limits.PermissionTimeoutS = DefaultPermissionTimeoutS
+	}
 	if err := limits.validate(); err != nil {
 		return TeamView{}, nil, err
 	}
-	st := &TeamState{Name: spec.Name, CreatedAt: s.now().UTC(), Limits: limits, Requests: []Request{}}
+	if err := spec.validateSettings(); err != nil {
+		return TeamView{}, nil, err
+	}
+	st := &TeamState{Name: spec.Name, CreatedAt: s.now().UTC(), Limits: limits, Requests: []Request{},
+		Purpose: spec.Purpose, Workspace: spec.Workspace, HostPermission: spec.HostPermission}
+	if st.HostPermission == "" {
+		st.HostPermission = HostAsk
+	}
+	if spec.Model != nil {
+		model := *spec.Model
+		st.Model = &model
+	}
 	st.Members = append(st.Members, MemberState{Name: LeadName, Status: StatusIdle, History: []Entry{}})
 	seen := map[string]bool{}
 	for _, m := range spec.Members {
@@ -322,6 +344,27 @@ func (l Limits) validate() error {
 	}
 	if l.FeedbackChars < 0 {
 		return Errorf(CodeValidation, "Every limit must be at least 1 (feedback_chars at least 0).")
+	}
+	if l.ModelTokens < 0 || l.PermissionTimeoutS < 1 {
+		return Errorf(CodeValidation, "model_tokens must be at least 0 (0: no bound) and permission_timeout_s at least 1.")
+	}
+	return nil
+}
+
+// validateSettings checks what a team is told and how it answers the
+// host gate; the model itself is validated by whoever knows the
+// providers (the agent package).
+func (spec TeamSpec) validateSettings() error {
+	if utf8.RuneCountInString(spec.Purpose) > MaxPurposeChars {
+		return Errorf(CodeValidation, "The purpose must be at most %d characters.", MaxPurposeChars)
+	}
+	switch spec.HostPermission {
+	case "", HostAsk, HostAllow, HostDeny:
+	default:
+		return Errorf(CodeValidation, "host_permission must be ask, allow or deny.")
+	}
+	if spec.Model != nil && spec.Model.Provider == "" {
+		return Errorf(CodeValidation, "The model needs a provider.")
 	}
 	return nil
 }
@@ -400,11 +443,13 @@ func (s *Service) HasMember(teamName, member string) error {
 }
 
 func (s *Service) viewLocked(ctx context.Context, t *team) TeamView {
-	v := TeamView{Name: t.st.Name, CreatedAt: t.st.CreatedAt, Limits: t.st.Limits, Damaged: t.damaged != nil}
+	v := TeamView{Name: t.st.Name, CreatedAt: t.st.CreatedAt, Limits: t.st.Limits, Damaged: t.damaged != nil,
+		Purpose: t.st.Purpose, Model: t.st.ModelOf(), Workspace: t.st.Workspace, HostPermission: t.st.HostPermissionOf()}
 	v.Members = make([]MemberView, 0, len(t.st.Members))
 	for i := range t.st.Members {
 		v.Members = append(v.Members, s.memberViewLocked(ctx, t, &t.st.Members[i]))
 	}
+	v.Usage = t.usage()
 	v.Requests = append([]Request{}, t.st.Requests...)
 	for i := range v.Requests {
 		v.Requests[i] = copyRequest(v.Requests[i])
@@ -413,7 +458,7 @@ func (s *Service) viewLocked(ctx context.Context, t *team) TeamView {
 }
 
 func (s *Service) memberViewLocked(ctx context.Context, t *team, m *MemberState) MemberView {
-	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: t.active[m.Name], Turns: m.Turns, HistoryLength: len(m.History)}
+	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: t.active[m.Name], Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage}
 	if t.damaged == nil {
 		if items, err := s.store.LoadInbox(ctx, t.st.Name, t.rules(m.Name)); err == nil {
 			mv.InboxLength = len(items)

@@ -71,6 +71,13 @@ type TeamState struct {
 	Limits    Limits        `json:"limits"`
 	Members   []MemberState `json:"members"`
 	Requests  []Request     `json:"requests"`
+	// Purpose, Model, Workspace and HostPermission are the team's
+	// settings (TeamSpec). A state file written before they existed loads
+	// with none: no purpose, the scripted model, no workspace, and ask.
+	Purpose        string         `json:"purpose,omitempty"`
+	Model          *ModelSettings `json:"model,omitempty"`
+	Workspace      bool           `json:"workspace,omitempty"`
+	HostPermission string         `json:"host_permission,omitempty"`
 	// Intent is the protocol letter being written, recorded before the
 	// letter so that start-up can complete or drop it (SPEC §13.14).
 	Intent *Intent `json:"intent,omitempty"`
@@ -78,6 +85,9 @@ type TeamState struct {
 	// an idempotency log kept the records here. Start-up moves them into
 	// the log, and the state is saved without them.
 	Idempotency []IdempotencyRecord `json:"idempotency,omitempty"`
+	// Permissions are the host gate's questions to a person, pending and
+	// decided, oldest first (permissions.go).
+	Permissions []Permission `json:"permissions,omitempty"`
 }
 
 // MemberState is the durable part of a member. Occupancy (active) is not
@@ -89,6 +99,26 @@ type MemberState struct {
 	Turns     int     `json:"turns"`
 	History   []Entry `json:"history"`
 	TokenHash string  `json:"token_hash"`
+	// Usage is every model token this member's turns spent, failed and
+	// cancelled turns included: the tokens were billed all the same.
+	Usage Usage `json:"usage"`
+}
+
+// ModelOf is the team's model, the scripted one when it names none.
+func (st *TeamState) ModelOf() ModelSettings {
+	if st.Model == nil {
+		return ScriptedModel()
+	}
+	return *st.Model
+}
+
+// HostPermissionOf is how the team answers run_main's host gate, ask
+// when it says nothing.
+func (st *TeamState) HostPermissionOf() string {
+	if st.HostPermission == "" {
+		return HostAsk
+	}
+	return st.HostPermission
 }
 
 // Intent operations.

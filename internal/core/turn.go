@@ -42,59 +42,65 @@ const (
 	MaxInputDepth = 32
 )
 
-// RunTurn runs one turn of member (run_teammate, docs/spec.md §4.6). The
-// member is claimed under the lock (active, running, turns+1), fn runs
-// outside it, and the outcome is committed under it:
-//
-//   - answered → idle with the new history; call_limit → stopped with the
-//     new history;
-//   - an error, a failed outcome, or an outcome whose history is out of
-//     bounds (entries, bytes, nesting: see checkHistory) → failed with the
-//     old history (E-TURN);
-//   - an interrupted turn (ctx ended and fn returned an error) → the
-//     result is failed with text "interrupted", the old history is kept
-//     and the member is idle again, since the host cut the turn, not the
-//     member; the attempt still counts against the turn limit, as every
-//     attempt does, and its side effects (mail sent) are not undone.
-//
-// When the outcome cannot be saved, memory is rolled back to what is on
-// disk (see rollbackTurn) and the call fails with storage_failed.
-//
-// A member that is busy, not idle, or out of turns is refused with
-// member_unavailable and fn never runs (docs/spec.md §13.7); lead is never
-// refused for its turn count (§13.9).
+// RunTurn runs one turn of member (run_teammate, docs/spec.md §4.6): it is
+// BeginTurn followed by Run, with the document's model left as scripted.
 func (s *Service) RunTurn(ctx context.Context, teamName, member string, fn TurnFunc) (TurnResult, error) {
-	// Turns are started by the operator (the REST turn route, a scenario
-	// run); a member's token cannot make anyone take a turn.
-	if err := CheckAdmin(ctx); err != nil {
-		return TurnResult{}, err
-	}
-	t, err := s.lockTeam(teamName)
+	tr, err := s.BeginTurn(ctx, teamName, member, ModelRef{})
 	if err != nil {
 		return TurnResult{}, err
 	}
-	m := t.member(member)
-	if m == nil {
-		t.mu.Unlock()
-		return TurnResult{}, Errorf(CodeNotFound, "No such member.")
-	}
-	if t.active[member] || m.Status != StatusIdle || (member != LeadName && m.Turns >= t.st.Limits.Turns) {
-		t.mu.Unlock()
-		return TurnResult{}, Errorf(CodeMemberUnavailable, "The member is busy, not idle, closed or out of turns.")
-	}
-	if err := s.clearStaleIntent(ctx, t); err != nil {
-		t.mu.Unlock()
+	doc, err := tr.Run(ctx, fn)
+	if err != nil {
 		return TurnResult{}, err
 	}
-	history := cloneEntries(m.History)
-	m.Status, m.Turns = StatusRunning, m.Turns+1
-	if err := s.store.SaveTeam(ctx, t.st); err != nil {
-		m.Status, m.Turns = StatusIdle, m.Turns-1
+	return TurnResult{Member: doc.Member, Status: doc.Status, Text: doc.Text}, nil
+}
+
+// Run runs a claimed turn (BeginTurn) once. The member was claimed under
+// the lock (active, running, turns+1); fn runs outside it, with the turn
+// reachable through TurnFrom(ctx), and the outcome is committed under it:
+//
+//   - answered → idle with the new history; call_limit → stopped with the
+//     new history; budget_exhausted (the loop stopped before a model
+//     request because the team's tokens were spent) → idle with the new
+//     history, which ends at the same boundary as call_limit's;
+//   - an error, a failed outcome, or an outcome whose history is out of
+//     bounds (entries, bytes, nesting: see checkHistory) → failed with the
+//     old history (E-TURN);
+//   - a model request that failed after the provider's retries (a
+//     ModelError) → failed with its text, the old history kept and the
+//     member idle: the provider failed, not the member;
+//   - an interrupted turn (ctx ended and fn returned an error) → failed
+//     with text "interrupted", or cancelled when the admin cancelled it
+//     (CancelTurn); the old history is kept and the member is idle again,
+//     since the host cut the turn, not the member; the attempt still
+//     counts against the turn limit, as every attempt does, and its side
+//     effects (mail sent) are not undone.
+//
+// When the outcome cannot be saved, memory is rolled back to what is on
+// disk (see rollbackTurn) and the call fails with storage_failed; the
+// document still records the turn, as failed.
+//
+// A member that is busy, not idle, or out of turns is refused by
+// BeginTurn with member_unavailable and fn never runs (docs/spec.md
+// §13.7); lead is never refused for its turn count (§13.9).
+func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (TurnDoc, error) {
+	s, t := tr.s, tr.t
+	member := tr.doc.Member
+	runCtx, cancel := context.WithCancelCause(context.WithValue(ctx, turnKey{}, tr))
+	defer cancel(nil)
+
+	t.mu.Lock()
+	if tr.ran {
 		t.mu.Unlock()
-		return TurnResult{}, StorageError(err)
+		return TurnDoc{}, Errorf(CodeValidation, "The turn has already run.")
 	}
-	t.active[member] = true
-	s.emit("member", t.st.Name, s.memberViewLocked(ctx, t, m))
+	tr.ran, tr.cancel = true, cancel
+	if tr.cancelRequested {
+		cancel(errTurnCancelled)
+	}
+	m := t.member(member)
+	history := cloneEntries(m.History)
 	limits := t.st.Limits
 	t.mu.Unlock()
 
@@ -107,46 +113,57 @@ func (s *Service) RunTurn(ctx context.Context, teamName, member string, fn TurnF
 		// stopped as the lesson's finally clause does, and re-panic.
 		t.mu.Lock()
 		t.active[member] = false
-		if m := t.member(member); m.Status == StatusRunning {
+		if m := t.member(member); m != nil && m.Status == StatusRunning {
 			m.Status = StatusStopped
 			_ = s.store.SaveTeam(context.WithoutCancel(ctx), t.st)
 		}
+		tr.finishLocked(ctx, TurnFailed, "error")
 		t.mu.Unlock()
 	}()
 
-	outcome, runErr := fn(ctx, history)
-	interrupted := runErr != nil && ctx.Err() != nil
+	outcome, runErr := fn(runCtx, history)
+	interrupted := runErr != nil && runCtx.Err() != nil
+	cancelled := interrupted && errors.Is(context.Cause(runCtx), errTurnCancelled)
 	if runErr == nil {
 		if err := checkOutcome(outcome, limits); err != nil {
 			runErr = &Error{Code: CodeValidation, Message: "The turn did not return a bounded history.", Err: err}
 		}
 	}
+	var modelErr *ModelError
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	committed = true
 	m = t.member(member)
 	old := m.History
-	result := TurnResult{Member: member}
+	status, text := "", ""
 	switch {
+	case cancelled:
+		m.Status = StatusIdle
+		status, text = TurnCancelled, CancelledText
+		s.log.InfoContext(ctx, "turn cancelled; the member keeps its previous history", "team", t.st.Name, "member", member, "turn", tr.doc.TurnID)
 	case interrupted:
 		m.Status = StatusIdle
-		result.Status, result.Text = TurnFailed, InterruptedText
+		status, text = TurnFailed, InterruptedText
 		s.log.WarnContext(ctx, "turn interrupted; the member keeps its previous history", "team", t.st.Name, "member", member, "err", fmt.Errorf("%w: %w", ErrTurnInterrupted, runErr))
+	case errors.As(runErr, &modelErr):
+		m.Status = StatusIdle
+		status, text = TurnFailed, truncate(modelErr.Text, limits.BodyChars)
+		s.log.WarnContext(ctx, "turn failed: the model request failed; the member keeps its previous history", "team", t.st.Name, "member", member, "err", runErr)
 	case runErr != nil:
 		m.Status = StatusFailed
-		result.Status, result.Text = TurnFailed, failureText(runErr)
+		status, text = TurnFailed, failureText(runErr)
 		s.log.WarnContext(ctx, "turn failed", "team", t.st.Name, "member", member, "err", runErr)
 	case outcome.Status == TurnFailed:
 		m.Status = StatusFailed
-		result.Status, result.Text = TurnFailed, truncate(outcome.Text, limits.BodyChars)
+		status, text = TurnFailed, truncate(outcome.Text, limits.BodyChars)
 	default:
 		m.History = cloneEntries(outcome.Messages)
 		m.Status = StatusStopped
-		if outcome.Status == TurnAnswered {
+		if outcome.Status == TurnAnswered || outcome.Status == TurnBudgetExhausted {
 			m.Status = StatusIdle
 		}
-		result.Status, result.Text = outcome.Status, truncate(outcome.Text, limits.BodyChars)
+		status, text = outcome.Status, truncate(outcome.Text, limits.BodyChars)
 	}
 	t.active[member] = false
 	// The save is not cancelled with the turn: an interrupted turn must
@@ -154,12 +171,26 @@ func (s *Service) RunTurn(ctx context.Context, teamName, member string, fn TurnF
 	saveCtx := context.WithoutCancel(ctx)
 	if err := s.store.SaveTeam(saveCtx, t.st); err != nil {
 		s.rollbackTurn(saveCtx, t, m, old)
+		tr.finishLocked(saveCtx, TurnFailed, string(CodeStorageFailed))
 		s.emit("member", t.st.Name, s.memberViewLocked(ctx, t, m))
-		return TurnResult{}, StorageError(err)
+		return TurnDoc{}, StorageError(err)
 	}
-	s.emit("turn", t.st.Name, result)
+	tr.finishLocked(saveCtx, status, text)
 	s.emit("member", t.st.Name, s.memberViewLocked(ctx, t, m))
-	return result, nil
+	return tr.doc.clone(), nil
+}
+
+// finishLocked ends the turn's document with status and text, saves it,
+// publishes the end and releases whoever waits for it.
+func (tr *Turn) finishLocked(ctx context.Context, status, text string) {
+	s, t := tr.s, tr.t
+	now := s.now().UTC()
+	tr.doc.Status, tr.doc.Text, tr.doc.EndedAt = status, text, &now
+	s.saveTurnLocked(ctx, t, tr.doc)
+	delete(t.turns.running, tr.doc.TurnID)
+	s.emit("turn", t.st.Name, TurnEvent{TurnID: tr.doc.TurnID, Member: tr.doc.Member, Status: status, Text: text, Usage: tr.doc.Usage, Provider: tr.doc.Model.Provider})
+	close(tr.done)
+	s.turnEnded()
 }
 
 // rollbackTurn undoes, in memory, a turn whose outcome could not be saved,
@@ -261,7 +292,7 @@ func jsonDepth(data []byte) int {
 }
 
 func knownTurnStatus(s string) bool {
-	return s == TurnAnswered || s == TurnCallLimit || s == TurnFailed
+	return s == TurnAnswered || s == TurnCallLimit || s == TurnFailed || s == TurnBudgetExhausted
 }
 
 // failureText names what failed, as the lesson names the exception class:

@@ -17,6 +17,32 @@ type Limits struct {
 	FeedbackChars  int `json:"feedback_chars"`
 	Turns          int `json:"turns"`
 	HistoryEntries int `json:"history_entries"`
+	// ModelTokens bounds the input plus output tokens the team's model
+	// requests may spend in all; 0 means no bound.
+	ModelTokens int64 `json:"model_tokens"`
+	// PermissionTimeoutS is how long a permission waits for a person's
+	// answer before it expires and counts as a denial.
+	PermissionTimeoutS int `json:"permission_timeout_s"`
+}
+
+// Defaults of the limits the lessons do not name.
+const (
+	DefaultModelTokens        = 1000000
+	DefaultPermissionTimeoutS = 300
+)
+
+// UnmarshalJSON reads limits with every field left out at its default, so
+// that a state file written before a limit existed loads with that
+// limit's default rather than zero (which would mean "no bound" for
+// model_tokens).
+func (l *Limits) UnmarshalJSON(data []byte) error {
+	type plain Limits
+	p := plain(DefaultLimits())
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*l = Limits(p)
+	return nil
 }
 
 // DefaultLimits returns the lessons' limits (SPEC §1).
@@ -30,6 +56,9 @@ func DefaultLimits() Limits {
 		FeedbackChars:  120,
 		Turns:          2,
 		HistoryEntries: 80,
+
+		ModelTokens:        DefaultModelTokens,
+		PermissionTimeoutS: DefaultPermissionTimeoutS,
 	}
 }
 
@@ -67,12 +96,52 @@ const (
 // LeadName is the member that always exists in a team and answers plans.
 const LeadName = "lead"
 
-// Turn outcome statuses (SPEC §13.7).
+// Turn outcome statuses (docs/spec.md §13.7), and the statuses only a turn
+// document reaches: running while it runs, cancelled when the admin
+// stopped it, budget_exhausted when the team's model tokens ran out.
 const (
-	TurnAnswered  = "answered"
-	TurnCallLimit = "call_limit"
-	TurnFailed    = "failed"
+	TurnAnswered        = "answered"
+	TurnCallLimit       = "call_limit"
+	TurnFailed          = "failed"
+	TurnRunning         = "running"
+	TurnCancelled       = "cancelled"
+	TurnBudgetExhausted = "budget_exhausted"
 )
+
+// How run_main's host gate is answered for a team (HostPermission).
+const (
+	HostAsk   = "ask"
+	HostAllow = "allow"
+	HostDeny  = "deny"
+)
+
+// ModelSettings name a team's model: the provider ("anthropic", "openai"
+// or "scripted"), the provider's model name and the bound on one answer.
+// They never hold a credential. The agent package validates them.
+type ModelSettings struct {
+	Provider  string `json:"provider"`
+	Name      string `json:"name,omitempty"`
+	MaxTokens int64  `json:"max_tokens,omitempty"`
+}
+
+// ScriptedModel is the model of a team that names none on a server
+// without a default: the scripted one, which answers only with the
+// responses a turn request brings.
+func ScriptedModel() ModelSettings { return ModelSettings{Provider: "scripted"} }
+
+// Usage counts model tokens: the prompts read and the answers written.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+}
+
+// Total is input plus output tokens, what limits.model_tokens bounds.
+func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
 
 // Block is one content block of a chat message, in the Anthropic Messages
 // shape: text, tool_use or tool_result.
@@ -162,6 +231,7 @@ type MemberView struct {
 	Turns         int    `json:"turns"`
 	HistoryLength int    `json:"history_length"`
 	InboxLength   int    `json:"inbox_length"`
+	Usage         Usage  `json:"usage"`
 }
 
 // TeamView is a team as clients see it: members in creation order (lead
@@ -172,6 +242,13 @@ type TeamView struct {
 	Limits    Limits       `json:"limits"`
 	Members   []MemberView `json:"members"`
 	Requests  []Request    `json:"requests"`
+	// Purpose, Model, Workspace and HostPermission are as created
+	// (TeamSpec); Usage is the sum of the members' usage.
+	Purpose        string        `json:"purpose"`
+	Model          ModelSettings `json:"model"`
+	Workspace      bool          `json:"workspace"`
+	HostPermission string        `json:"host_permission"`
+	Usage          Usage         `json:"usage"`
 	// Damaged is set when the team's stored state failed validation at
 	// start; such a team is served read-only with errors, never rewritten.
 	Damaged bool `json:"damaged"`
@@ -190,12 +267,22 @@ type MemberSpec struct {
 	Role string
 }
 
-// TeamSpec is what CreateTeam needs. Limits nil means the lesson limits.
+// TeamSpec is what CreateTeam needs. Limits nil means the lesson limits;
+// Model nil the scripted model; HostPermission "" means HostAsk.
 type TeamSpec struct {
 	Name    string
 	Members []MemberSpec
 	Limits  *Limits
+	// Purpose is what the team is for, told to every member's model.
+	Purpose string
+	Model   *ModelSettings
+	// Workspace gives the team a directory its members' tools work in.
+	Workspace      bool
+	HostPermission string
 }
+
+// MaxPurposeChars bounds a team's purpose.
+const MaxPurposeChars = 2000
 
 // CreatedMember is a member as returned once at creation, with its token.
 type CreatedMember struct {

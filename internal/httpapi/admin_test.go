@@ -238,7 +238,7 @@ func TestResetFailedMember(t *testing.T) {
 	tm := e.newTeam("crew", nil)
 	r := e.turn(tm, "lead", "Write.", toolStep("send_message", map[string]any{"to": "reader", "body": "note"}))
 	want(t, r, http.StatusOK, "")
-	if got := decode[httpapi.TurnResult](t, r); got.Status != "failed" {
+	if got := decode[httpapi.TurnDocument](t, r); got.Status != "failed" {
 		t.Fatalf("turn = %+v, want failed", got)
 	}
 	if m := e.member(tm, "lead"); m.Status != httpapi.MemberStatusFailed {

@@ -104,6 +104,27 @@ func (e MemberStatus) Valid() bool {
 	}
 }
 
+// Defines values for ModelSettingsProvider.
+const (
+	Anthropic ModelSettingsProvider = "anthropic"
+	Openai    ModelSettingsProvider = "openai"
+	Scripted  ModelSettingsProvider = "scripted"
+)
+
+// Valid indicates whether the value is a known member of the ModelSettingsProvider enum.
+func (e ModelSettingsProvider) Valid() bool {
+	switch e {
+	case Anthropic:
+		return true
+	case Openai:
+		return true
+	case Scripted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OpenResultStatus.
 const (
 	OpenResultStatusPending OpenResultStatus = "pending"
@@ -119,90 +140,132 @@ func (e OpenResultStatus) Valid() bool {
 	}
 }
 
+// Defines values for PermissionDecidedBy.
+const (
+	Admin PermissionDecidedBy = "admin"
+)
+
+// Valid indicates whether the value is a known member of the PermissionDecidedBy enum.
+func (e PermissionDecidedBy) Valid() bool {
+	switch e {
+	case Admin:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PermissionStatus.
+const (
+	PermissionStatusAllowed PermissionStatus = "allowed"
+	PermissionStatusDenied  PermissionStatus = "denied"
+	PermissionStatusExpired PermissionStatus = "expired"
+	PermissionStatusPending PermissionStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the PermissionStatus enum.
+func (e PermissionStatus) Valid() bool {
+	switch e {
+	case PermissionStatusAllowed:
+		return true
+	case PermissionStatusDenied:
+		return true
+	case PermissionStatusExpired:
+		return true
+	case PermissionStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProblemCode.
 const (
-	BodyLength           ProblemCode = "body_length"
-	BodyTooLarge         ProblemCode = "body_too_large"
-	Forbidden            ProblemCode = "forbidden"
-	IdempotencyConflict  ProblemCode = "idempotency_conflict"
-	InboxCorrupt         ProblemCode = "inbox_corrupt"
-	InboxFull            ProblemCode = "inbox_full"
-	InternalError        ProblemCode = "internal_error"
-	MemberClosed         ProblemCode = "member_closed"
-	MemberUnavailable    ProblemCode = "member_unavailable"
-	MethodNotAllowed     ProblemCode = "method_not_allowed"
-	ModelUnavailable     ProblemCode = "model_unavailable"
-	NotFound             ProblemCode = "not_found"
-	NotPending           ProblemCode = "not_pending"
-	ReplyConflict        ProblemCode = "reply_conflict"
-	RequestLimit         ProblemCode = "request_limit"
-	RequestPending       ProblemCode = "request_pending"
-	ShuttingDown         ProblemCode = "shutting_down"
-	StorageFailed        ProblemCode = "storage_failed"
-	TeamExists           ProblemCode = "team_exists"
-	TeamLimit            ProblemCode = "team_limit"
-	TooManyStreams       ProblemCode = "too_many_streams"
-	Unauthorized         ProblemCode = "unauthorized"
-	UnknownMember        ProblemCode = "unknown_member"
-	UnsupportedMediaType ProblemCode = "unsupported_media_type"
-	ValidationFailed     ProblemCode = "validation_failed"
-	WrongDirection       ProblemCode = "wrong_direction"
+	ProblemCodeBodyLength           ProblemCode = "body_length"
+	ProblemCodeBodyTooLarge         ProblemCode = "body_too_large"
+	ProblemCodeBudgetExhausted      ProblemCode = "budget_exhausted"
+	ProblemCodeForbidden            ProblemCode = "forbidden"
+	ProblemCodeIdempotencyConflict  ProblemCode = "idempotency_conflict"
+	ProblemCodeInboxCorrupt         ProblemCode = "inbox_corrupt"
+	ProblemCodeInboxFull            ProblemCode = "inbox_full"
+	ProblemCodeInternalError        ProblemCode = "internal_error"
+	ProblemCodeMemberClosed         ProblemCode = "member_closed"
+	ProblemCodeMemberUnavailable    ProblemCode = "member_unavailable"
+	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
+	ProblemCodeModelUnavailable     ProblemCode = "model_unavailable"
+	ProblemCodeNotFound             ProblemCode = "not_found"
+	ProblemCodeNotPending           ProblemCode = "not_pending"
+	ProblemCodeReplyConflict        ProblemCode = "reply_conflict"
+	ProblemCodeRequestLimit         ProblemCode = "request_limit"
+	ProblemCodeRequestPending       ProblemCode = "request_pending"
+	ProblemCodeShuttingDown         ProblemCode = "shutting_down"
+	ProblemCodeStorageFailed        ProblemCode = "storage_failed"
+	ProblemCodeTeamExists           ProblemCode = "team_exists"
+	ProblemCodeTeamLimit            ProblemCode = "team_limit"
+	ProblemCodeTooManyStreams       ProblemCode = "too_many_streams"
+	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
+	ProblemCodeUnknownMember        ProblemCode = "unknown_member"
+	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
+	ProblemCodeValidationFailed     ProblemCode = "validation_failed"
+	ProblemCodeWrongDirection       ProblemCode = "wrong_direction"
 )
 
 // Valid indicates whether the value is a known member of the ProblemCode enum.
 func (e ProblemCode) Valid() bool {
 	switch e {
-	case BodyLength:
+	case ProblemCodeBodyLength:
 		return true
-	case BodyTooLarge:
+	case ProblemCodeBodyTooLarge:
 		return true
-	case Forbidden:
+	case ProblemCodeBudgetExhausted:
 		return true
-	case IdempotencyConflict:
+	case ProblemCodeForbidden:
 		return true
-	case InboxCorrupt:
+	case ProblemCodeIdempotencyConflict:
 		return true
-	case InboxFull:
+	case ProblemCodeInboxCorrupt:
 		return true
-	case InternalError:
+	case ProblemCodeInboxFull:
 		return true
-	case MemberClosed:
+	case ProblemCodeInternalError:
 		return true
-	case MemberUnavailable:
+	case ProblemCodeMemberClosed:
 		return true
-	case MethodNotAllowed:
+	case ProblemCodeMemberUnavailable:
 		return true
-	case ModelUnavailable:
+	case ProblemCodeMethodNotAllowed:
 		return true
-	case NotFound:
+	case ProblemCodeModelUnavailable:
 		return true
-	case NotPending:
+	case ProblemCodeNotFound:
 		return true
-	case ReplyConflict:
+	case ProblemCodeNotPending:
 		return true
-	case RequestLimit:
+	case ProblemCodeReplyConflict:
 		return true
-	case RequestPending:
+	case ProblemCodeRequestLimit:
 		return true
-	case ShuttingDown:
+	case ProblemCodeRequestPending:
 		return true
-	case StorageFailed:
+	case ProblemCodeShuttingDown:
 		return true
-	case TeamExists:
+	case ProblemCodeStorageFailed:
 		return true
-	case TeamLimit:
+	case ProblemCodeTeamExists:
 		return true
-	case TooManyStreams:
+	case ProblemCodeTeamLimit:
 		return true
-	case Unauthorized:
+	case ProblemCodeTooManyStreams:
 		return true
-	case UnknownMember:
+	case ProblemCodeUnauthorized:
 		return true
-	case UnsupportedMediaType:
+	case ProblemCodeUnknownMember:
 		return true
-	case ValidationFailed:
+	case ProblemCodeUnsupportedMediaType:
 		return true
-	case WrongDirection:
+	case ProblemCodeValidationFailed:
+		return true
+	case ProblemCodeWrongDirection:
 		return true
 	default:
 		return false
@@ -307,16 +370,16 @@ func (e RequestKind) Valid() bool {
 
 // Defines values for RunOptionsDecision.
 const (
-	Allow RunOptionsDecision = "allow"
-	Deny  RunOptionsDecision = "deny"
+	RunOptionsDecisionAllow RunOptionsDecision = "allow"
+	RunOptionsDecisionDeny  RunOptionsDecision = "deny"
 )
 
 // Valid indicates whether the value is a known member of the RunOptionsDecision enum.
 func (e RunOptionsDecision) Valid() bool {
 	switch e {
-	case Allow:
+	case RunOptionsDecisionAllow:
 		return true
-	case Deny:
+	case RunOptionsDecisionDeny:
 		return true
 	default:
 		return false
@@ -392,21 +455,93 @@ func (e SendResultStatus) Valid() bool {
 	}
 }
 
-// Defines values for TurnResultStatus.
+// Defines values for TeamHostPermission.
 const (
-	TurnResultStatusAnswered  TurnResultStatus = "answered"
-	TurnResultStatusCallLimit TurnResultStatus = "call_limit"
-	TurnResultStatusFailed    TurnResultStatus = "failed"
+	TeamHostPermissionAllow TeamHostPermission = "allow"
+	TeamHostPermissionAsk   TeamHostPermission = "ask"
+	TeamHostPermissionDeny  TeamHostPermission = "deny"
 )
 
-// Valid indicates whether the value is a known member of the TurnResultStatus enum.
-func (e TurnResultStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the TeamHostPermission enum.
+func (e TeamHostPermission) Valid() bool {
 	switch e {
-	case TurnResultStatusAnswered:
+	case TeamHostPermissionAllow:
 		return true
-	case TurnResultStatusCallLimit:
+	case TeamHostPermissionAsk:
 		return true
-	case TurnResultStatusFailed:
+	case TeamHostPermissionDeny:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TeamCreateHostPermission.
+const (
+	TeamCreateHostPermissionAllow TeamCreateHostPermission = "allow"
+	TeamCreateHostPermissionAsk   TeamCreateHostPermission = "ask"
+	TeamCreateHostPermissionDeny  TeamCreateHostPermission = "deny"
+)
+
+// Valid indicates whether the value is a known member of the TeamCreateHostPermission enum.
+func (e TeamCreateHostPermission) Valid() bool {
+	switch e {
+	case TeamCreateHostPermissionAllow:
+		return true
+	case TeamCreateHostPermissionAsk:
+		return true
+	case TeamCreateHostPermissionDeny:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TurnDocumentStatus.
+const (
+	TurnDocumentStatusAnswered        TurnDocumentStatus = "answered"
+	TurnDocumentStatusBudgetExhausted TurnDocumentStatus = "budget_exhausted"
+	TurnDocumentStatusCallLimit       TurnDocumentStatus = "call_limit"
+	TurnDocumentStatusCancelled       TurnDocumentStatus = "cancelled"
+	TurnDocumentStatusFailed          TurnDocumentStatus = "failed"
+	TurnDocumentStatusRunning         TurnDocumentStatus = "running"
+)
+
+// Valid indicates whether the value is a known member of the TurnDocumentStatus enum.
+func (e TurnDocumentStatus) Valid() bool {
+	switch e {
+	case TurnDocumentStatusAnswered:
+		return true
+	case TurnDocumentStatusBudgetExhausted:
+		return true
+	case TurnDocumentStatusCallLimit:
+		return true
+	case TurnDocumentStatusCancelled:
+		return true
+	case TurnDocumentStatusFailed:
+		return true
+	case TurnDocumentStatusRunning:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TurnStepKind.
+const (
+	TurnStepKindModelRequest TurnStepKind = "model_request"
+	TurnStepKindPermission   TurnStepKind = "permission"
+	TurnStepKindToolCall     TurnStepKind = "tool_call"
+)
+
+// Valid indicates whether the value is a known member of the TurnStepKind enum.
+func (e TurnStepKind) Valid() bool {
+	switch e {
+	case TurnStepKindModelRequest:
+		return true
+	case TurnStepKindPermission:
+		return true
+	case TurnStepKindToolCall:
 		return true
 	default:
 		return false
@@ -455,9 +590,15 @@ type Limits struct {
 	HistoryEntries int `json:"history_entries"`
 	InboxBytes     int `json:"inbox_bytes"`
 	InboxMessages  int `json:"inbox_messages"`
-	PayloadChars   int `json:"payload_chars"`
-	Requests       int `json:"requests"`
-	Turns          int `json:"turns"`
+
+	// ModelTokens Input plus output tokens the team's model requests may spend in all; 0 is no bound.
+	ModelTokens  int64 `json:"model_tokens"`
+	PayloadChars int   `json:"payload_chars"`
+
+	// PermissionTimeoutS Seconds a permission waits for a person before it expires (a denial).
+	PermissionTimeoutS int `json:"permission_timeout_s"`
+	Requests           int `json:"requests"`
+	Turns              int `json:"turns"`
 }
 
 // LimitsInput A team's bounds at creation; each field defaults to the lesson value.
@@ -467,9 +608,15 @@ type LimitsInput struct {
 	HistoryEntries *int `json:"history_entries,omitempty"`
 	InboxBytes     *int `json:"inbox_bytes,omitempty"`
 	InboxMessages  *int `json:"inbox_messages,omitempty"`
-	PayloadChars   *int `json:"payload_chars,omitempty"`
-	Requests       *int `json:"requests,omitempty"`
-	Turns          *int `json:"turns,omitempty"`
+
+	// ModelTokens Input plus output tokens the team's model requests may spend in all; 0 is no bound.
+	ModelTokens  *int64 `json:"model_tokens,omitempty"`
+	PayloadChars *int   `json:"payload_chars,omitempty"`
+
+	// PermissionTimeoutS Seconds a permission waits for a person before it expires (a denial).
+	PermissionTimeoutS *int `json:"permission_timeout_s,omitempty"`
+	Requests           *int `json:"requests,omitempty"`
+	Turns              *int `json:"turns,omitempty"`
 }
 
 // MatchResult defines model for MatchResult.
@@ -500,6 +647,9 @@ type Member struct {
 	Role          string       `json:"role"`
 	Status        MemberStatus `json:"status"`
 	Turns         int          `json:"turns"`
+
+	// Usage Model tokens spent.
+	Usage Usage `json:"usage"`
 }
 
 // MemberCreate defines model for MemberCreate.
@@ -533,6 +683,22 @@ type MessageCreate struct {
 	To Name `json:"to"`
 }
 
+// ModelSettings A team's model. `scripted` answers only with the `responses` a turn
+// request brings; `anthropic` and `openai` (any OpenAI-compatible
+// server) use the credentials of the server's environment. Without
+// it, a team gets the server's default (`--model`).
+type ModelSettings struct {
+	// MaxTokens The bound on one answer's tokens (1024 when left out).
+	MaxTokens *int64 `json:"max_tokens,omitempty"`
+
+	// Name The provider's model name, e.g. `claude-sonnet-4-5`; none for `scripted`.
+	Name     *string               `json:"name,omitempty"`
+	Provider ModelSettingsProvider `json:"provider"`
+}
+
+// ModelSettingsProvider defines model for ModelSettings.Provider.
+type ModelSettingsProvider string
+
 // Name A team or member name.
 //
 // Example: reader
@@ -546,6 +712,50 @@ type OpenResult struct {
 
 // OpenResultStatus defines model for OpenResult.Status.
 type OpenResultStatus string
+
+// Permission One question of run_main's host gate to a person.
+type Permission struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// DecidedAt When it stopped being pending; null while pending.
+	DecidedAt *time.Time `json:"decided_at"`
+
+	// DecidedBy `admin` for a person's decision; null while pending or when it expired.
+	DecidedBy *PermissionDecidedBy `json:"decided_by"`
+	ExpiresAt time.Time            `json:"expires_at"`
+
+	// Input The tool input the model gave.
+	Input  map[string]interface{} `json:"input"`
+	Member string                 `json:"member"`
+
+	// PermissionID Example: perm-1
+	PermissionID string `json:"permission_id"`
+
+	// PlanRequestID The approved plan that let the call through the plan gate.
+	PlanRequestID string `json:"plan_request_id"`
+
+	// Status `expired`: unanswered within the team's `permission_timeout_s`, or its turn ended first; a denial.
+	Status PermissionStatus `json:"status"`
+
+	// Tool Example: run_main
+	Tool string `json:"tool"`
+}
+
+// PermissionDecidedBy `admin` for a person's decision; null while pending or when it expired.
+type PermissionDecidedBy string
+
+// PermissionStatus `expired`: unanswered within the team's `permission_timeout_s`, or its turn ended first; a denial.
+type PermissionStatus string
+
+// PermissionDecision defines model for PermissionDecision.
+type PermissionDecision struct {
+	Allow bool `json:"allow"`
+}
+
+// PermissionList defines model for PermissionList.
+type PermissionList struct {
+	Permissions []Permission `json:"permissions"`
+}
 
 // Problem An RFC 9457 problem document.
 type Problem struct {
@@ -742,30 +952,63 @@ type Step struct {
 // Team defines model for Team.
 type Team struct {
 	// Damaged The team's stored state failed validation at start; it is served read-only.
-	Damaged bool `json:"damaged"`
+	Damaged        bool               `json:"damaged"`
+	HostPermission TeamHostPermission `json:"host_permission"`
 
 	// Limits A team's bounds.
 	Limits Limits `json:"limits"`
 
 	// Members Members in creation order, lead first.
 	Members []Member `json:"members"`
-	Name    string   `json:"name"`
+
+	// Model A team's model. `scripted` answers only with the `responses` a turn
+	// request brings; `anthropic` and `openai` (any OpenAI-compatible
+	// server) use the credentials of the server's environment. Without
+	// it, a team gets the server's default (`--model`).
+	Model   ModelSettings `json:"model"`
+	Name    string        `json:"name"`
+	Purpose string        `json:"purpose"`
 
 	// Requests Requests in id order.
 	Requests []Request `json:"requests"`
+
+	// Usage Model tokens spent.
+	Usage     Usage `json:"usage"`
+	Workspace bool  `json:"workspace"`
 }
+
+// TeamHostPermission defines model for Team.HostPermission.
+type TeamHostPermission string
 
 // TeamCreate defines model for TeamCreate.
 type TeamCreate struct {
+	// HostPermission How `run_main`'s host gate is answered; `ask` asks a person (a permission).
+	HostPermission *TeamCreateHostPermission `json:"host_permission,omitempty"`
+
 	// Limits A team's bounds at creation; each field defaults to the lesson value.
 	Limits  *LimitsInput    `json:"limits,omitempty"`
 	Members *[]MemberCreate `json:"members,omitempty"`
+
+	// Model A team's model. `scripted` answers only with the `responses` a turn
+	// request brings; `anthropic` and `openai` (any OpenAI-compatible
+	// server) use the credentials of the server's environment. Without
+	// it, a team gets the server's default (`--model`).
+	Model *ModelSettings `json:"model,omitempty"`
 
 	// Name A team or member name.
 	//
 	// Example: reader
 	Name Name `json:"name"`
+
+	// Purpose What the team is for; every member's model is told.
+	Purpose *string `json:"purpose,omitempty"`
+
+	// Workspace Give the team a workspace directory its members' `read_file` and `run_main` work in.
+	Workspace *bool `json:"workspace,omitempty"`
 }
+
+// TeamCreateHostPermission How `run_main`'s host gate is answered; `ask` asks a person (a permission).
+type TeamCreateHostPermission string
 
 // TeamList defines model for TeamList.
 type TeamList struct {
@@ -814,33 +1057,111 @@ type ToolStep struct {
 
 // TurnCreate defines model for TurnCreate.
 type TurnCreate struct {
+	// Model A team's model. `scripted` answers only with the `responses` a turn
+	// request brings; `anthropic` and `openai` (any OpenAI-compatible
+	// server) use the credentials of the server's environment. Without
+	// it, a team gets the server's default (`--model`).
+	Model *ModelSettings `json:"model,omitempty"`
+
 	// Prompt The user text that opens the turn; none when empty.
 	Prompt *string `json:"prompt,omitempty"`
 
-	// Responses The model's answers, one per model request, in order.
-	Responses []Step `json:"responses"`
+	// Responses The scripted model's answers, one per model request, in order. Without them the team's model (or `model`) answers.
+	Responses *[]Step `json:"responses,omitempty"`
 }
 
-// TurnResult defines model for TurnResult.
-type TurnResult struct {
-	Member        string `json:"member"`
-	ModelRequests int    `json:"model_requests"`
+// TurnDocument defines model for TurnDocument.
+type TurnDocument struct {
+	EndedAt       *time.Time `json:"ended_at"`
+	Member        string     `json:"member"`
+	Model         TurnModel  `json:"model"`
+	ModelRequests int        `json:"model_requests"`
+	StartedAt     time.Time  `json:"started_at"`
 
 	// Status `answered`: the model gave a final text (the member is idle);
 	// `call_limit`: it still asked for tools after four requests (the
 	// member is stopped); `failed`: the turn could not finish (the
-	// member is failed and keeps its previous history).
-	Status TurnResultStatus `json:"status"`
+	// member keeps its previous history: it is failed when the turn
+	// broke a rule, idle when the provider failed or the turn was
+	// interrupted); `cancelled`: the admin cancelled it (previous
+	// history kept, member idle); `budget_exhausted`: the team's
+	// `model_tokens` ran out before its next model request (what it
+	// did is kept, member idle).
+	Status TurnDocumentStatus `json:"status"`
+	Steps  []TurnStep         `json:"steps"`
 
-	// Text The last text of the model, or what failed.
+	// StepsDropped Steps beyond the 64 a document keeps.
+	StepsDropped *int   `json:"steps_dropped,omitempty"`
+	Team         string `json:"team"`
+
+	// Text The last text of the model, or what failed (a provider's error type, never a key).
 	Text string `json:"text"`
+
+	// TurnID `<member>-t<n>`, n the member's turn count.
+	//
+	// Example: reader-t1
+	TurnID string `json:"turn_id"`
+
+	// Usage Model tokens spent.
+	Usage Usage `json:"usage"`
 }
 
-// TurnResultStatus `answered`: the model gave a final text (the member is idle);
+// TurnDocumentStatus `answered`: the model gave a final text (the member is idle);
 // `call_limit`: it still asked for tools after four requests (the
 // member is stopped); `failed`: the turn could not finish (the
-// member is failed and keeps its previous history).
-type TurnResultStatus string
+// member keeps its previous history: it is failed when the turn
+// broke a rule, idle when the provider failed or the turn was
+// interrupted); `cancelled`: the admin cancelled it (previous
+// history kept, member idle); `budget_exhausted`: the team's
+// `model_tokens` ran out before its next model request (what it
+// did is kept, member idle).
+type TurnDocumentStatus string
+
+// TurnList defines model for TurnList.
+type TurnList struct {
+	Turns []TurnDocument `json:"turns"`
+}
+
+// TurnModel defines model for TurnModel.
+type TurnModel struct {
+	Name     string `json:"name"`
+	Provider string `json:"provider"`
+}
+
+// TurnStep One step of a turn: `model_request` (n, stop_reason, usage,
+// duration_ms, retries; `error` when it failed), `tool_call`
+// (tool_use_id, tool, input, is_error, result; input and result
+// shortened to 2000 characters) or `permission` (permission_id,
+// status).
+type TurnStep struct {
+	DurationMs *int64  `json:"duration_ms,omitempty"`
+	Error      *string `json:"error,omitempty"`
+
+	// Input The tool input as the model wrote it (JSON text), shortened.
+	Input        *string      `json:"input,omitempty"`
+	IsError      *bool        `json:"is_error,omitempty"`
+	Kind         TurnStepKind `json:"kind"`
+	N            *int         `json:"n,omitempty"`
+	PermissionID *string      `json:"permission_id,omitempty"`
+	Result       *string      `json:"result,omitempty"`
+	Retries      *int         `json:"retries,omitempty"`
+	Status       *string      `json:"status,omitempty"`
+	StopReason   *string      `json:"stop_reason,omitempty"`
+	Tool         *string      `json:"tool,omitempty"`
+	ToolUseID    *string      `json:"tool_use_id,omitempty"`
+
+	// Usage Model tokens spent.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// TurnStepKind defines model for TurnStep.Kind.
+type TurnStepKind string
+
+// Usage Model tokens spent.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
 
 // IdempotencyKeyHeader defines model for IdempotencyKeyHeader.
 type IdempotencyKeyHeader = string
@@ -850,6 +1171,9 @@ type IdempotencyKeyHeader = string
 // Example: reader
 type MemberPath = Name
 
+// PermissionIDPath Example: perm-1
+type PermissionIDPath = string
+
 // RequestIDPath Example: req-1
 type RequestIDPath = RequestID
 
@@ -857,6 +1181,12 @@ type RequestIDPath = RequestID
 //
 // Example: reader
 type TeamPath = Name
+
+// TurnIDPath Example: reader-t1
+type TurnIDPath = string
+
+// WorkspaceFilePath defines model for WorkspaceFilePath.
+type WorkspaceFilePath = string
 
 // StreamEventsParams defines parameters for StreamEvents.
 type StreamEventsParams struct {
@@ -871,6 +1201,12 @@ type GetInboxParams struct {
 
 	// Wait Seconds to wait for a letter when there is none yet.
 	Wait *int `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// RunTurnParams defines parameters for RunTurn.
+type RunTurnParams struct {
+	// Prefer `respond-async` (RFC 7240): answer 202 as soon as the turn has started.
+	Prefer *string `json:"Prefer,omitempty"`
 }
 
 // SendMessageParams defines parameters for SendMessage.
@@ -908,6 +1244,9 @@ type RunTurnJSONRequestBody = TurnCreate
 
 // SendMessageJSONRequestBody defines body for SendMessage for application/json ContentType.
 type SendMessageJSONRequestBody = MessageCreate
+
+// DecidePermissionJSONRequestBody defines body for DecidePermission for application/json ContentType.
+type DecidePermissionJSONRequestBody = PermissionDecision
 
 // OpenRequestJSONRequestBody defines body for OpenRequest for application/json ContentType.
 type OpenRequestJSONRequestBody = RequestCreate
@@ -1074,12 +1413,18 @@ type ServerInterface interface {
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
-	// RunTurn Run one turn of a member with a scripted model (admin)
+	// RunTurn Run one turn of a member (admin)
 	// (POST /teams/{team}/members/{member}/turns)
-	RunTurn(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
+	RunTurn(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params RunTurnParams)
 	// SendMessage Send a letter as the token's member
 	// (POST /teams/{team}/messages)
 	SendMessage(w http.ResponseWriter, r *http.Request, team TeamPath, params SendMessageParams)
+	// ListPermissions The host gate's permissions, pending and decided (admin or a member)
+	// (GET /teams/{team}/permissions)
+	ListPermissions(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// DecidePermission Allow or deny a pending permission (admin)
+	// (POST /teams/{team}/permissions/{permission_id})
+	DecidePermission(w http.ResponseWriter, r *http.Request, team TeamPath, permissionID PermissionIDPath)
 	// ListRequests The team's requests in id order (admin or a member)
 	// (GET /teams/{team}/requests)
 	ListRequests(w http.ResponseWriter, r *http.Request, team TeamPath)
@@ -1092,6 +1437,21 @@ type ServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams)
+	// ListTurns The team's turn documents, newest first (admin or a member)
+	// (GET /teams/{team}/turns)
+	ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// GetTurn One turn document (admin or a member)
+	// (GET /teams/{team}/turns/{turn_id})
+	GetTurn(w http.ResponseWriter, r *http.Request, team TeamPath, turnID TurnIDPath)
+	// CancelTurn Cancel a running turn (admin)
+	// (POST /teams/{team}/turns/{turn_id}/cancel)
+	CancelTurn(w http.ResponseWriter, r *http.Request, team TeamPath, turnID TurnIDPath)
+	// GetWorkspaceFile Read a file of the team's workspace (admin)
+	// (GET /teams/{team}/workspace/files/{path})
+	GetWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath)
+	// PutWorkspaceFile Put a file into the team's workspace (admin)
+	// (PUT /teams/{team}/workspace/files/{path})
+	PutWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -1164,15 +1524,27 @@ func (_ Unimplemented) ResetMember(w http.ResponseWriter, r *http.Request, team 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// RunTurn Run one turn of a member with a scripted model (admin)
+// RunTurn Run one turn of a member (admin)
 // (POST /teams/{team}/members/{member}/turns)
-func (_ Unimplemented) RunTurn(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+func (_ Unimplemented) RunTurn(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params RunTurnParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // SendMessage Send a letter as the token's member
 // (POST /teams/{team}/messages)
 func (_ Unimplemented) SendMessage(w http.ResponseWriter, r *http.Request, team TeamPath, params SendMessageParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListPermissions The host gate's permissions, pending and decided (admin or a member)
+// (GET /teams/{team}/permissions)
+func (_ Unimplemented) ListPermissions(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DecidePermission Allow or deny a pending permission (admin)
+// (POST /teams/{team}/permissions/{permission_id})
+func (_ Unimplemented) DecidePermission(w http.ResponseWriter, r *http.Request, team TeamPath, permissionID PermissionIDPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1197,6 +1569,36 @@ func (_ Unimplemented) GetRequest(w http.ResponseWriter, r *http.Request, team T
 // ReplyRequest Answer a request addressed to the token's member
 // (POST /teams/{team}/requests/{request_id}/reply)
 func (_ Unimplemented) ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTurns The team's turn documents, newest first (admin or a member)
+// (GET /teams/{team}/turns)
+func (_ Unimplemented) ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetTurn One turn document (admin or a member)
+// (GET /teams/{team}/turns/{turn_id})
+func (_ Unimplemented) GetTurn(w http.ResponseWriter, r *http.Request, team TeamPath, turnID TurnIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CancelTurn Cancel a running turn (admin)
+// (POST /teams/{team}/turns/{turn_id}/cancel)
+func (_ Unimplemented) CancelTurn(w http.ResponseWriter, r *http.Request, team TeamPath, turnID TurnIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetWorkspaceFile Read a file of the team's workspace (admin)
+// (GET /teams/{team}/workspace/files/{path})
+func (_ Unimplemented) GetWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutWorkspaceFile Put a file into the team's workspace (admin)
+// (PUT /teams/{team}/workspace/files/{path})
+func (_ Unimplemented) PutWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1546,8 +1948,32 @@ func (siw *ServerInterfaceWrapper) RunTurn(w http.ResponseWriter, r *http.Reques
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RunTurnParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Prefer" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Prefer")]; found {
+		var Prefer string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Prefer", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Prefer", valueList[0], &Prefer, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Prefer", Err: err})
+			return
+		}
+
+		params.Prefer = &Prefer
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RunTurn(w, r, team, member)
+		siw.Handler.RunTurn(w, r, team, member, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1598,6 +2024,67 @@ func (siw *ServerInterfaceWrapper) SendMessage(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.SendMessage(w, r, team, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListPermissions operation middleware
+func (siw *ServerInterfaceWrapper) ListPermissions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListPermissions(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DecidePermission operation middleware
+func (siw *ServerInterfaceWrapper) DecidePermission(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "permission_id" -------------
+	var permissionID PermissionIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "permission_id", chi.URLParam(r, "permission_id"), &permissionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "permission_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DecidePermission(w, r, team, permissionID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1777,6 +2264,172 @@ func (siw *ServerInterfaceWrapper) ReplyRequest(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListTurns operation middleware
+func (siw *ServerInterfaceWrapper) ListTurns(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTurns(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetTurn operation middleware
+func (siw *ServerInterfaceWrapper) GetTurn(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "turn_id" -------------
+	var turnID TurnIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "turn_id", chi.URLParam(r, "turn_id"), &turnID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "turn_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTurn(w, r, team, turnID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CancelTurn operation middleware
+func (siw *ServerInterfaceWrapper) CancelTurn(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "turn_id" -------------
+	var turnID TurnIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "turn_id", chi.URLParam(r, "turn_id"), &turnID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "turn_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CancelTurn(w, r, team, turnID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetWorkspaceFile operation middleware
+func (siw *ServerInterfaceWrapper) GetWorkspaceFile(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "path" -------------
+	var path WorkspaceFilePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "path", chi.URLParam(r, "path"), &path, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "path", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetWorkspaceFile(w, r, team, path)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutWorkspaceFile operation middleware
+func (siw *ServerInterfaceWrapper) PutWorkspaceFile(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "path" -------------
+	var path WorkspaceFilePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "path", chi.URLParam(r, "path"), &path, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "path", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutWorkspaceFile(w, r, team, path)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -1915,6 +2568,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/turns", wrapper.RunTurn)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/turns", wrapper.ListTurns)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/turns/{turn_id}", wrapper.GetTurn)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/turns/{turn_id}/cancel", wrapper.CancelTurn)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/reset", wrapper.ResetMember)
 	})
 	r.Group(func(r chi.Router) {
@@ -1928,6 +2590,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/requests/{request_id}/reply", wrapper.ReplyRequest)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/workspace/files/{path}", wrapper.GetWorkspaceFile)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/teams/{team}/workspace/files/{path}", wrapper.PutWorkspaceFile)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/permissions", wrapper.ListPermissions)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/permissions/{permission_id}", wrapper.DecidePermission)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/scenarios", wrapper.ListScenarios)
@@ -3052,6 +3726,7 @@ func (response ResetMember500ApplicationProblemPlusJSONResponse) VisitResetMembe
 type RunTurnRequestObject struct {
 	Team   TeamPath   `json:"team"`
 	Member MemberPath `json:"member"`
+	Params RunTurnParams
 	Body   *RunTurnJSONRequestBody
 }
 
@@ -3059,7 +3734,7 @@ type RunTurnResponseObject interface {
 	VisitRunTurnResponse(w http.ResponseWriter) error
 }
 
-type RunTurn200JSONResponse TurnResult
+type RunTurn200JSONResponse TurnDocument
 
 func (response RunTurn200JSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
 
@@ -3069,6 +3744,34 @@ func (response RunTurn200JSONResponse) VisitRunTurnResponse(w http.ResponseWrite
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunTurn202ResponseHeaders struct {
+	Location          *string
+	PreferenceApplied *string
+}
+
+type RunTurn202JSONResponse struct {
+	Body    TurnDocument
+	Headers RunTurn202ResponseHeaders
+}
+
+func (response RunTurn202JSONResponse) VisitRunTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.PreferenceApplied != nil {
+		w.Header().Set("Preference-Applied", fmt.Sprint(*response.Headers.PreferenceApplied))
+	}
+	w.WriteHeader(202)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3348,6 +4051,206 @@ func (response SendMessage422ApplicationProblemPlusJSONResponse) VisitSendMessag
 type SendMessage500ApplicationProblemPlusJSONResponse Problem
 
 func (response SendMessage500ApplicationProblemPlusJSONResponse) VisitSendMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPermissionsRequestObject struct {
+	Team TeamPath `json:"team"`
+}
+
+type ListPermissionsResponseObject interface {
+	VisitListPermissionsResponse(w http.ResponseWriter) error
+}
+
+type ListPermissions200JSONResponse PermissionList
+
+func (response ListPermissions200JSONResponse) VisitListPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPermissions400ApplicationProblemPlusJSONResponse Problem
+
+func (response ListPermissions400ApplicationProblemPlusJSONResponse) VisitListPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPermissions401ApplicationProblemPlusJSONResponse Problem
+
+func (response ListPermissions401ApplicationProblemPlusJSONResponse) VisitListPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPermissions403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListPermissions403ApplicationProblemPlusJSONResponse) VisitListPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPermissions404ApplicationProblemPlusJSONResponse Problem
+
+func (response ListPermissions404ApplicationProblemPlusJSONResponse) VisitListPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPermissions500ApplicationProblemPlusJSONResponse Problem
+
+func (response ListPermissions500ApplicationProblemPlusJSONResponse) VisitListPermissionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DecidePermissionRequestObject struct {
+	Team         TeamPath         `json:"team"`
+	PermissionID PermissionIDPath `json:"permission_id"`
+	Body         *DecidePermissionJSONRequestBody
+}
+
+type DecidePermissionResponseObject interface {
+	VisitDecidePermissionResponse(w http.ResponseWriter) error
+}
+
+type DecidePermission200JSONResponse Permission
+
+func (response DecidePermission200JSONResponse) VisitDecidePermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DecidePermission400ApplicationProblemPlusJSONResponse Problem
+
+func (response DecidePermission400ApplicationProblemPlusJSONResponse) VisitDecidePermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DecidePermission401ApplicationProblemPlusJSONResponse Problem
+
+func (response DecidePermission401ApplicationProblemPlusJSONResponse) VisitDecidePermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DecidePermission403ApplicationProblemPlusJSONResponse Problem
+
+func (response DecidePermission403ApplicationProblemPlusJSONResponse) VisitDecidePermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DecidePermission404ApplicationProblemPlusJSONResponse Problem
+
+func (response DecidePermission404ApplicationProblemPlusJSONResponse) VisitDecidePermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DecidePermission409ApplicationProblemPlusJSONResponse Problem
+
+func (response DecidePermission409ApplicationProblemPlusJSONResponse) VisitDecidePermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DecidePermission500ApplicationProblemPlusJSONResponse Problem
+
+func (response DecidePermission500ApplicationProblemPlusJSONResponse) VisitDecidePermissionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -3845,6 +4748,429 @@ func (response ReplyRequest500ApplicationProblemPlusJSONResponse) VisitReplyRequ
 	return err
 }
 
+type ListTurnsRequestObject struct {
+	Team TeamPath `json:"team"`
+}
+
+type ListTurnsResponseObject interface {
+	VisitListTurnsResponse(w http.ResponseWriter) error
+}
+
+type ListTurns200JSONResponse TurnList
+
+func (response ListTurns200JSONResponse) VisitListTurnsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTurns401ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTurns401ApplicationProblemPlusJSONResponse) VisitListTurnsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTurns403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTurns403ApplicationProblemPlusJSONResponse) VisitListTurnsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTurns404ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTurns404ApplicationProblemPlusJSONResponse) VisitListTurnsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTurnRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TurnID TurnIDPath `json:"turn_id"`
+}
+
+type GetTurnResponseObject interface {
+	VisitGetTurnResponse(w http.ResponseWriter) error
+}
+
+type GetTurn200JSONResponse TurnDocument
+
+func (response GetTurn200JSONResponse) VisitGetTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTurn400ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTurn400ApplicationProblemPlusJSONResponse) VisitGetTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTurn401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTurn401ApplicationProblemPlusJSONResponse) VisitGetTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTurn403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTurn403ApplicationProblemPlusJSONResponse) VisitGetTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTurn404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTurn404ApplicationProblemPlusJSONResponse) VisitGetTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTurnRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TurnID TurnIDPath `json:"turn_id"`
+}
+
+type CancelTurnResponseObject interface {
+	VisitCancelTurnResponse(w http.ResponseWriter) error
+}
+
+type CancelTurn200JSONResponse TurnDocument
+
+func (response CancelTurn200JSONResponse) VisitCancelTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTurn400ApplicationProblemPlusJSONResponse Problem
+
+func (response CancelTurn400ApplicationProblemPlusJSONResponse) VisitCancelTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTurn401ApplicationProblemPlusJSONResponse Problem
+
+func (response CancelTurn401ApplicationProblemPlusJSONResponse) VisitCancelTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTurn403ApplicationProblemPlusJSONResponse Problem
+
+func (response CancelTurn403ApplicationProblemPlusJSONResponse) VisitCancelTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTurn404ApplicationProblemPlusJSONResponse Problem
+
+func (response CancelTurn404ApplicationProblemPlusJSONResponse) VisitCancelTurnResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkspaceFileRequestObject struct {
+	Team TeamPath          `json:"team"`
+	Path WorkspaceFilePath `json:"path"`
+}
+
+type GetWorkspaceFileResponseObject interface {
+	VisitGetWorkspaceFileResponse(w http.ResponseWriter) error
+}
+
+type GetWorkspaceFile200ApplicationOctetStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response GetWorkspaceFile200ApplicationOctetStreamResponse) VisitGetWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetWorkspaceFile400ApplicationProblemPlusJSONResponse Problem
+
+func (response GetWorkspaceFile400ApplicationProblemPlusJSONResponse) VisitGetWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkspaceFile401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetWorkspaceFile401ApplicationProblemPlusJSONResponse) VisitGetWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkspaceFile403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetWorkspaceFile403ApplicationProblemPlusJSONResponse) VisitGetWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkspaceFile404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetWorkspaceFile404ApplicationProblemPlusJSONResponse) VisitGetWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkspaceFile500ApplicationProblemPlusJSONResponse Problem
+
+func (response GetWorkspaceFile500ApplicationProblemPlusJSONResponse) VisitGetWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWorkspaceFileRequestObject struct {
+	Team TeamPath          `json:"team"`
+	Path WorkspaceFilePath `json:"path"`
+	Body io.Reader
+}
+
+type PutWorkspaceFileResponseObject interface {
+	VisitPutWorkspaceFileResponse(w http.ResponseWriter) error
+}
+
+type PutWorkspaceFile204Response struct {
+}
+
+func (response PutWorkspaceFile204Response) VisitPutWorkspaceFileResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type PutWorkspaceFile400ApplicationProblemPlusJSONResponse Problem
+
+func (response PutWorkspaceFile400ApplicationProblemPlusJSONResponse) VisitPutWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWorkspaceFile401ApplicationProblemPlusJSONResponse Problem
+
+func (response PutWorkspaceFile401ApplicationProblemPlusJSONResponse) VisitPutWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWorkspaceFile403ApplicationProblemPlusJSONResponse Problem
+
+func (response PutWorkspaceFile403ApplicationProblemPlusJSONResponse) VisitPutWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWorkspaceFile404ApplicationProblemPlusJSONResponse Problem
+
+func (response PutWorkspaceFile404ApplicationProblemPlusJSONResponse) VisitPutWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWorkspaceFile413ApplicationProblemPlusJSONResponse Problem
+
+func (response PutWorkspaceFile413ApplicationProblemPlusJSONResponse) VisitPutWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutWorkspaceFile500ApplicationProblemPlusJSONResponse Problem
+
+func (response PutWorkspaceFile500ApplicationProblemPlusJSONResponse) VisitPutWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// StreamEvents Server-Sent Events, one per state change (admin or a member)
@@ -3880,12 +5206,18 @@ type StrictServerInterface interface {
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(ctx context.Context, request ResetMemberRequestObject) (ResetMemberResponseObject, error)
-	// RunTurn Run one turn of a member with a scripted model (admin)
+	// RunTurn Run one turn of a member (admin)
 	// (POST /teams/{team}/members/{member}/turns)
 	RunTurn(ctx context.Context, request RunTurnRequestObject) (RunTurnResponseObject, error)
 	// SendMessage Send a letter as the token's member
 	// (POST /teams/{team}/messages)
 	SendMessage(ctx context.Context, request SendMessageRequestObject) (SendMessageResponseObject, error)
+	// ListPermissions The host gate's permissions, pending and decided (admin or a member)
+	// (GET /teams/{team}/permissions)
+	ListPermissions(ctx context.Context, request ListPermissionsRequestObject) (ListPermissionsResponseObject, error)
+	// DecidePermission Allow or deny a pending permission (admin)
+	// (POST /teams/{team}/permissions/{permission_id})
+	DecidePermission(ctx context.Context, request DecidePermissionRequestObject) (DecidePermissionResponseObject, error)
 	// ListRequests The team's requests in id order (admin or a member)
 	// (GET /teams/{team}/requests)
 	ListRequests(ctx context.Context, request ListRequestsRequestObject) (ListRequestsResponseObject, error)
@@ -3898,6 +5230,21 @@ type StrictServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(ctx context.Context, request ReplyRequestRequestObject) (ReplyRequestResponseObject, error)
+	// ListTurns The team's turn documents, newest first (admin or a member)
+	// (GET /teams/{team}/turns)
+	ListTurns(ctx context.Context, request ListTurnsRequestObject) (ListTurnsResponseObject, error)
+	// GetTurn One turn document (admin or a member)
+	// (GET /teams/{team}/turns/{turn_id})
+	GetTurn(ctx context.Context, request GetTurnRequestObject) (GetTurnResponseObject, error)
+	// CancelTurn Cancel a running turn (admin)
+	// (POST /teams/{team}/turns/{turn_id}/cancel)
+	CancelTurn(ctx context.Context, request CancelTurnRequestObject) (CancelTurnResponseObject, error)
+	// GetWorkspaceFile Read a file of the team's workspace (admin)
+	// (GET /teams/{team}/workspace/files/{path})
+	GetWorkspaceFile(ctx context.Context, request GetWorkspaceFileRequestObject) (GetWorkspaceFileResponseObject, error)
+	// PutWorkspaceFile Put a file into the team's workspace (admin)
+	// (PUT /teams/{team}/workspace/files/{path})
+	PutWorkspaceFile(ctx context.Context, request PutWorkspaceFileRequestObject) (PutWorkspaceFileResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -4241,11 +5588,12 @@ func (sh *strictHandler) ResetMember(w http.ResponseWriter, r *http.Request, tea
 }
 
 // RunTurn operation middleware
-func (sh *strictHandler) RunTurn(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+func (sh *strictHandler) RunTurn(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params RunTurnParams) {
 	var request RunTurnRequestObject
 
 	request.Team = team
 	request.Member = member
+	request.Params = params
 
 	var body RunTurnJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -4301,6 +5649,66 @@ func (sh *strictHandler) SendMessage(w http.ResponseWriter, r *http.Request, tea
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(SendMessageResponseObject); ok {
 		if err := validResponse.VisitSendMessageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListPermissions operation middleware
+func (sh *strictHandler) ListPermissions(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request ListPermissionsRequestObject
+
+	request.Team = team
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListPermissions(ctx, request.(ListPermissionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListPermissions")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListPermissionsResponseObject); ok {
+		if err := validResponse.VisitListPermissionsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DecidePermission operation middleware
+func (sh *strictHandler) DecidePermission(w http.ResponseWriter, r *http.Request, team TeamPath, permissionID PermissionIDPath) {
+	var request DecidePermissionRequestObject
+
+	request.Team = team
+	request.PermissionID = permissionID
+
+	var body DecidePermissionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DecidePermission(ctx, request.(DecidePermissionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DecidePermission")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DecidePermissionResponseObject); ok {
+		if err := validResponse.VisitDecidePermissionResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4430,139 +5838,323 @@ func (sh *strictHandler) ReplyRequest(w http.ResponseWriter, r *http.Request, te
 	}
 }
 
+// ListTurns operation middleware
+func (sh *strictHandler) ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request ListTurnsRequestObject
+
+	request.Team = team
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTurns(ctx, request.(ListTurnsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTurns")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListTurnsResponseObject); ok {
+		if err := validResponse.VisitListTurnsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetTurn operation middleware
+func (sh *strictHandler) GetTurn(w http.ResponseWriter, r *http.Request, team TeamPath, turnID TurnIDPath) {
+	var request GetTurnRequestObject
+
+	request.Team = team
+	request.TurnID = turnID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTurn(ctx, request.(GetTurnRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTurn")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetTurnResponseObject); ok {
+		if err := validResponse.VisitGetTurnResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CancelTurn operation middleware
+func (sh *strictHandler) CancelTurn(w http.ResponseWriter, r *http.Request, team TeamPath, turnID TurnIDPath) {
+	var request CancelTurnRequestObject
+
+	request.Team = team
+	request.TurnID = turnID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CancelTurn(ctx, request.(CancelTurnRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CancelTurn")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CancelTurnResponseObject); ok {
+		if err := validResponse.VisitCancelTurnResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetWorkspaceFile operation middleware
+func (sh *strictHandler) GetWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath) {
+	var request GetWorkspaceFileRequestObject
+
+	request.Team = team
+	request.Path = path
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWorkspaceFile(ctx, request.(GetWorkspaceFileRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWorkspaceFile")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetWorkspaceFileResponseObject); ok {
+		if err := validResponse.VisitGetWorkspaceFileResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutWorkspaceFile operation middleware
+func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath) {
+	var request PutWorkspaceFileRequestObject
+
+	request.Team = team
+	request.Path = path
+
+	request.Body = r.Body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutWorkspaceFile(ctx, request.(PutWorkspaceFileRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutWorkspaceFile")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutWorkspaceFileResponseObject); ok {
+		if err := validResponse.VisitPutWorkspaceFileResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1bdxs38udXweHOOZZ2WzfHyU6kJ88km3hzcY6lPXkwvWqIXSQx6gY6AFoUx0ff/X+qCugL2U1Svsjy",
-	"/PViU2Q3UCgUqn51AfB+NDFFaTRo70an70eltLIAD5b+epVBURoPerL8BZY/g8zA4vcZuIlVpVdGj05H",
-	"L4UFb5diofxc+DkIJwsQ17AUUmfNF1cmW+KTldWOvp0q67yw4EqjHYw1Pu28seCENn6u9ExoWJx1m6RO",
-	"JP4OlptUbqxT1VB6OTF6mquJTw/FL7B0QloQbmJKyIQ31Jo316CfOVFAcQX2cKxHyUjhUOY8xGSkZQGj",
-	"0zYDDn6B5SgZuckcColMKOTtr6Bnfj46fX58nIwKpePfJ8nIL0tswHmr9Gx0d5eMfqPO/pD4wHvursQ/",
-	"6s6YmlEysvBXpSxko1NvK2j3+TcL09Hp6H8cNbN2xL+6o9+xFezoDfxVgfOvftjQl+VnLlX2wf3V3VCn",
-	"FyCLDf15kMXHjuwuPk+y+c85TK5JZK0pwXoFjkXTS5Xjp5UZiKT0/GCuW19fGZOD1DSohty3/DY9m8RO",
-	"3tXTbK7+BROPbf3TaFcV8AZclft18ix9Tx+Vh8JtG/pv0k/mobG7ujtprVyuURjb7iXLgvSQsQyukzXI",
-	"Gmvy/h+cl77aTj71d87PIv248NY1yMUcwlp85sQVSAuW1+iZcHOz0MLofCnmYOFw1Le0euaJCK/JjD1v",
-	"YA0K8DpjclUov3WYv/JTd0lYw7vPb3de1mZ4UGj7Bx2obcjoG+8rfWVu10dagHNyBvcQTX5hq1jWDfcR",
-	"82vN31WbghoDpcFUOnM47V1yUfVfTuaSeR3aVdrDjPk4Bciu5OR60zNzheZmeQna29Ds+kMK2XV5tfSb",
-	"H2izb/2ZUi5zI7NNxASNPPArWc2+n1aYvUJMl/ykzbVWj6v0rXEv9r/OsuE5faXLihSgzDKFsyrzP1oz",
-	"OJW5g2TzrAvpxQQXiDL6TICczMVUQZ6JDKYSVV205zk4Z7S4kXkF20QlvDs6/S4YbVVURdtkbxSi+u2T",
-	"5+23j5PdxKt+/e9b+16Ru/rNb54fH+/4clsmm563vbsmq82Yt1PdluL6vRfb3qqlu37l+eZX7nrErm0q",
-	"h7Qb4p1eMwfSmR7D9BrtDkFONdPGQobSBRqpejsyNlNa2mXkM622G5mr7DKCWvwquzT2knpkq4R/Wpio",
-	"UoH2iJCMv3TyBvCtMl+2Wimt8WZi2kCjTXKN4DaQLcvSmhvIEmEBGQUZgfKsKnM1kb7PnrZtexxqbIa0",
-	"BreDMCi2gjQzf3pI7TcHjDxDT31aZAiqyIlXN9BrMSqrhZkKP1cR2gvlhK20VnrWGmkN8Zo1mgfkPqzg",
-	"Nz3xYPBpRyswgIEC69a1eRjbylCHZ4VRy1bl3o8xtyP9hm+1PhghqFlxuHaARMNDOF+TcZURt4K4EN9M",
-	"WZKgT6XK6cMkN65XyLFZVgJrAovmp1cGBnVR1A29ggM6OOGbh8/Lix9ut8kYYIAxNIIPmtw4yBVcb1VR",
-	"oPLxc9DipHa/2cinjWFOxcRkIEqjtHe9Osmbnf3fNhu82TTi34NI9qEQYWxUIihKpPhvZVHm7D6HOEEp",
-	"vQeLb/3/t/Lg3+/wn+OD7w/evT9Onn9z97e+obwuQQ/7h22tvoNmLkFn+ONWvdvx+Dfo3T+sucqh6GGL",
-	"Fm/+zz/F9y++/d+i5IdEZiZVAdqvgy6czzadZNEIyV3Wq4nmv9Y99Jc35jKXloxppV1VlsZ6yC4LyJSM",
-	"VrQAPzfZJRpOmedmQY1VWlZ+bqz6Ny9ZY69UloEOFnaKiBJnA2RxCbeKcS/9RV5TrfymVZ434Lj+Mf4d",
-	"+R19rMugEvCJMm+CT6Hb5vG+CFXTSqXljVS5vCIdVJgM8pXvKn2tzUJf1lGihTV6dpkpCxOaoTiAibG2",
-	"Kj0rMIumtmY4creQennpvAVZIAfcvPJeYUNmwW2gPMv8Eqw1tlfTNSGWroD8XBVSH+DSQJLPhIYbsGJi",
-	"tJcqhPwmOSqhZ46hutuCPnqAovIDBpW/WF/K/+/NK1y/Ss+IgCi410pnYi+VV6byp1e51NcpxRf2z8SV",
-	"lXoyF0aLFIU43R5yCGLJxLXsbWBUwothYLERwntd+Ykp4J7u0p9z6WuFehDRIiEekamsCciW1sysLPpW",
-	"aYXz3R+RCW89cyI8JqYqByGn+BGbxX72xqPxSCxQv8srB9rv904q3JaMGvvmrkDkvk7Dn3OgKK+pfFl5",
-	"AX9VMncitnQmdJXn3HNrjDRwbTwSh5TgQ7SCQsRxHQJy89tYwE8lwrNJa/eu/I6dtmy81H0hRxSraeUg",
-	"u7xa9hM0kx6Ex3kPT2KXl4VUOkGDhR23XZQyl7io58Z5lL8tdK1aDHq3RVHNq9Z8xtlLalnqk/M35Nn0",
-	"jiiDiXLKaB7VQjqBUlSPRizmKHTaaMAf+7i74h+wq9LP3ujQDwCvjbY3apg2b9uOHmpSVKLNd+92VBwd",
-	"0xzpbxE7yNEPgmo7M6gDvrsT97vxzUo4XsV13bDJNmy3wpNI3uCgh6HTBFQ5sJBVxp4hCDLTIgfEbWcc",
-	"WCY9mf5VQQVZ2qu+7g3LuDGczhwN4vLSMfjOYAp2Jz95V7wW0jDr/EATt2MO5xd8tAn9DLklu7GXWgwM",
-	"HmBmUAabKcOHdmD9kD+0CSwnvQGNPqzjEYv67e5WZ7aI8y3vKzTS8LeFEWLMJ7J3wxR/0Gr/OCm4lzvX",
-	"CRzu4NHVrL23VxcYvMbXDcx79QMJQsuD++vgpOvA4VdvTw6+f/f2+OD7d/+z13drs2rFFrRMQK8ohVd/",
-	"VW7Y79s9+xKX/fakYGi4lzeVfk2T6+6JPH+8AbsMwXjlhCn5vTORyhlof4Ai4VLh5TU41rGp81BeFi5d",
-	"B6ERAfSrFsQuz5wowRbKMVAwhDwR9ByWS7EX7JTIQC/32+iHnENSunrZOyVtVLrec/w1AtCFVd4D9R9/",
-	"OvS3viFgPHrxfDzaPxNQlH4pCpDB7QkPHHaDWN887yGJJGmNnF9BZs9cg5WMFhyCQM7kUjc0BMXW5UMN",
-	"KVjX9fIizM963+e5WQigCcdnxNUyRFilXopC5blyMDE6c4lwRkicKWe0mEgtFggNo6sQRh9i+sfdLMbx",
-	"bjF+FNjGVVqfMjcBLa0yDNjxubM2ioxOi3JCaQb34HoxpdHwejo6fbt5Ea66b3fJ5ucvcFnUD7/jAQ3h",
-	"mckcJtf3yCRTPURPBrmQKr8yt7BhjX9sxndNPcjJvEnoU1giEcq7gAqcMHmGIIEqgFrGoZlojoBszoma",
-	"63UhYMVErKtTAaX0czFHVbVntJC154TfJxyWoOeVYx9kwJvc788gmEYeN+rrRnJX0mQfp+4pYD0IjsJy",
-	"6KRyGgUdAmBN5KAfAoXCiPXVZiv9zJH5T8SVNQuHK0jk6hoE6gaq0doO+AP9LWqTWC5ExTZhHazJRMP6",
-	"Tiq7Efc+i3ce+nilp6aveKg1xA0VRB/MS7PN2rL2WWd1eJEFOjKK7WtSx3mUrTPjvYtqKHrWnz2K4aw2",
-	"Mc0INjG3H+JEqncX+s5kbQM6TfO9pIHOhhQtL57V4D6hw909va3+3DY/7txD2ZfJRaOGf0MmaAEIqd0C",
-	"bCKk8MbkYiLzXBgrpJgqLXPh4ZZU6m4W7MKYnHrebrpuPT/4LlT79SwfWcjZEJoKXgIVeGYCGQGCA9Oi",
-	"yQ0I6fEn68+E8qiQHdgbyAjsHCCO7NfBH1Gl1SWUc4OEDmLhiTA2Q3bnILPGYO1oL+9Z1bVaP9EmLVgA",
-	"og3dbaRqZ0p29RaG6sg6GjZOc58Uo2B8kJ96nynk0qIPqLbrZK8JGt2+4vdaWHxtku7tng6mnpE7/cqR",
-	"bciu48B2zquikHa5dUq55SFqYivr6JMLEy8lETs1tsBPo0x6OPCKDcRaHH9oWf1sFsFdCOsrhg3EXLZN",
-	"1faSin55bcS0RfbQkN1HJltaRp+ciRymXlzBXOls3bdFrXEZUG8/iqUnnFxcWiiN9Zu4Z6akhZ41OHoB",
-	"FkgheBesg8K10c9StmubqQnPWLBElqnsBIYyFTcKFpvbW5mtDjPW6OlpcoCeHqb1T3YwWfctQuw1uOwb",
-	"gM6C9FZWhxKr2uSuLulbv7JP4MVxT91KMlpI5Xtd7z+l8gz5cqNn4gqmxkKgR+lZErC2cOiiE7Ef4GR3",
-	"lcXtwMKJOOET8hKRixNGAwGZdQaqzRWkQ1AZGyOvs6y82Evf36WcpqN1aqpOgrKFjY3JB4ALt4eqJhFw",
-	"ODsUqQOdxaq/dCWq892LLVtBHtV8G9O/jeGisvqD7HhpTTGUJagcTj3cep5/U4JuFtNZyPHhVFH8bIWv",
-	"A2snJtvcwK4CZNIzF3joEhK3EmwQx4BqEtSh90NUATS3IMTJd9v3ZwRShzg+XL0aayHXbe4OgZLGaeky",
-	"KGWuQJae0jQwT2byBjrehNjz9f4MCp1lOeyfjXWKC5gLZNJTxOvOqzwX0l1DJqbG0spxoV5gaiob2e2o",
-	"xbFumgyldvtnImWfIFBEWnZiqpyjMFOllZuvvR3cCKkzcQ1QOjKHJVoTUzkRihz3eZtX7bqHoSNmqIfR",
-	"lPr1B0JuBwQ7l84zq0IWjDhJOewFSjo3uj0UUtf2NNtWsM+1WV6XH8qETSqr/PIcJTRU5dFWmpeVn/fT",
-	"LbNCad5pwy5k4Cl9Q4sCB/My1FWxO8Rb5ER0xmg9EDSgvpohzr0vedOWCrGWlf4R/tXBGt4qiF81ZSzm",
-	"Bqz4+eLij0MRwnro6mqAzI112qHqVPyDdw2Nq+PjbyZEP32EIEitkSbrQw3bEiEba6MnEMs6OLZFNQkB",
-	"Vx6Kl/FFOfEhtSFJ4CCfclec9kNJkCikZCSS1V/qPGncIikn3tQ/ldiq5Xh1pBNFnom9ArQOTniT0Ova",
-	"8EZITsdMpCZbhW8Uh2M91j9aayxvg0xlySXbyuijUAv1v/7ljE7FXizu24+wxnmK53EV1Fmo3XJjvVog",
-	"lYRKL/yCS57SQ/EHWMLIgh07sYckJiJk6pDusY51AoJrAF3CoWLh1L8hqTn0V2W83CfybZWDi2uM446o",
-	"FkKgd6xZOZ8KyfVlaO2dypgVqCjiog8Z/1b9YUqcnFqFAI81RYiWjX6TKrfGFKNkdAOWE1Wjk8Pjw2OO",
-	"6IGWpRqdjr45PD78hjOKc1p9R3ATt9WGRGdPlJyeQdpS+nQaJXhZQhBgoizNpJfxR5yw+ONiDkFQ/u/5",
-	"6995M+z7MS3C8SgRY/L/+BM2MR7dtRpMOeYNYjKXegaZYHVyKC6WJbjTsU4jyElEGuaDP5b5Ej9Q7Q99",
-	"ICnFT7iQ6JkK/6N5Ti24pZ6ksVhLuSBMYgp5Hnwnooo5xm5NZskmiD0LKDJjTUuI4kZLU9HGwH1cj9QT",
-	"v/nMCRxWzQUOLfPoY3xwlSusasejUzGOtd/EJC5pq2OtY42+3rxRBY1+IHbu0ttYd7vLjA6TZK6bPjnw",
-	"hcoPRzcxRYGcypUGDohpLxA81XqK2WKxC82QKnDSLsXJtyIk59gMt/QX6xIHMUGLwzELPda8rrCNsNBq",
-	"IYjTQ8/zvit2Q9H2I10GTfwE1A1q0j3Wi2FNWzWbeycoJbvfbZ4kptN2Q0tltUOimdq5yXlXWGGcF38P",
-	"w3Y1P+r95mBRIZ0cP39xNtYyShuhzszw/nIKngupwwpEjaC0ODmuGZYbBzSCseZ+DsVF3DsuZthKn30c",
-	"azaQCZoFmgRaoacUwmzNVVBBU+AFhASlPyIl5+TjpqyDEARSs6+y0enonN78kbVK0tmr/7Z3C1DkaUiE",
-	"4cwexq3uf1Vgl2sbtO+1IfvdCvx+fnzMRaXax+0LcOtZDR7wsDkREPtYRUN3ff4czw+/TmFh8sFr0Q9z",
-	"SxMiF3J5iFr5xRolQ4avS9CWZC8VxveQma5Vt6dMxcmDUtEugQ8EfPOgBNRF9+npKsKS7lrpGbkF8fQG",
-	"Fkci88WDklnvB0hPETy5ajJvEfP8+wclZrUmnwArLlZmG5cPBs33d/KZo9ojINtSd/wMKj3UTDLPaTzf",
-	"PvBS6G4gSNk1iVHm0TmRenCOS5YVWeOSs21nKCL2GLG3oPo+VXzNUNmNArJ6h40f2Uq7o/dsfe8G0dZF",
-	"PEUk7lmpq0E6qPBQ/LlaKkJu7VjPDIVgUnOdstOZO0hEyulp+orLfggOhNQ0fU1F2T3q/Cfwbyousd6o",
-	"RNvzdb95aqpLBnQrZ/CbXTxPqvMxqM4aX/EaQA1AqQb3aLQllXN9AeXS3dGUonrYonBersh4UCxtZdKq",
-	"HLhbQ1V9Z+fEgpWPOs0G+zrq1EQEtdVVEr8q58/rpz6jrugUb/TwnkMwdekJb4r3sfazVXjyGFbv4zJ6",
-	"F80RFfWER19F2bq2Z0/qJZv9IensiMzRe5THOzJ/q0d3vV0P9bbrcnHZdKuV0tov6Mp63En+UZKejErj",
-	"/GANWfCoXXT72Kvew64zzngEY8zpl7Feof3gJN1PRGbVTWgjZplJRrsJKMcRiZAO6HO4W+EEIbU2lZ5Q",
-	"s92g4FjzHlKaRjmTSrfbQseeqmFjyKJyopQzoODc1KAPLJQ/HOtYGIMPLV2riI689YW0mTtcm6pQVk3O",
-	"Jbr8fDzKDpXX4k/yOePfQiJTx5qflVwjSx4WipTwhkYLISwj1LTX34oxnp9+vBBdKJbWp71hO7UCbg8N",
-	"x0+xy0IuxRWMdUzScf6gKZ12fQDqTaXPm5rBEJ/6R9iJ/qkAVCyQv7u7u3tEUK3GobggQ9asVfs6hzx7",
-	"JHCOo+JRyWWGYh1FXRnOjdauTJjPwycQuAICcUnWuv/RAMFIUfBFY8WebcJsqOBX6X5gD7vZ8s+UTy0E",
-	"tUuJEuW4NiCqHFuhOm2OBoi5SAo1Rr+Q0lBiQalJiiS2HHFKXJEh4sy80BVFQsw0NLKXHhwU8jYo6/2Y",
-	"xuEzL9vpJmLXycMKYfccBl4HJ98+8ELsO/khfbQeB5L1sJPUObYhPW1LX0ynoyzxkarSelyLQsOCPDfx",
-	"kuMeIbZEgQ02IfWLVzBT2nGoVXoSZg23ng9mk5ajHKou5+XEPGQhH3edxBxiSM0zy2yFQCxlE3UWw/EB",
-	"FoRMFCMzRKMcRydD+wa8XR68nPYeVXDeTnAgiIlbjkL+kKFFSJwQUtsLGxctEG8gC6zbP+xEwNdqZ+66",
-	"sP5N1U4QEVDy/B8yh7EPcY5DRFs8T8T2dRXooCt4EfYafDYcUpeoDrqArbDtk3mO5jknZ4Dm7xFGXXFC",
-	"o+lhIUxQGdRbsFoiGcqF7zb5bCGwn+Ygs1TIfIG+CxvYWLcvswwy1imoEZA9qB1wYeBnpWdjrTxz0YFn",
-	"F8GaHA5Fd/NYCIOXJUgbMm7K1YdGcxlKj2vAtWsXzanDn9ozaBW633XLeBCQr3sKJ5+s5/Z5tQO+Aqdw",
-	"SQWzU9Bl56NyDMj9q9Hiql+QrBzDhVNfgvRPCmhFAcUYSqOCviTMTuoQUwdCdxJV9wDITzj468DBHaPD",
-	"eorK42XRA36ipamBz9F7/O+ObU4OHoY3kiVNZUmoHWzifqzjuN5tRoE4mTsT4KEc64D6TpubAPjZOg34",
-	"4vhETK0phDYLYQgu1yCPojBcIxNibGS4Kt2Kb+lMLIy9dqWcQIyTc6iL3M2J1BTqoj3IBEj5RxqzMpRy",
-	"DHv6gkt4KqSYWOnmodAuB3mDwx7rucynB8ysUD4ZNqL0mMQf6LHaJHas04thVlM8k3t4yg8+StXPs9NV",
-	"/Y+poOKB7dD6iYpUjcKnA9u2x7Z+FIQwuo71fCUJTl7W29Vs0u9U/gS+XyV8WpdyE1J9UiuPsmLLTB95",
-	"pdbj8rFf62Av68x4TENyNCjufNlY19TyvrvZ3D6am0eO6tt3uKygDaeOAhlH7/nD3ZGKF4D01klxjpDQ",
-	"EsL41VLfePonldxCTCkupPJpQnsXqMpV+rGeKp25etb4fVS3dBJLpb3KqfJLWk7c7j0/Po682ye9R42O",
-	"dazHncsbEKV0CJuah2XYLUZhhf2ztpsRk7zYIcI+mblu5bTyws0ryk0u9ECFFt+WsqXYtjkCT8aBxppb",
-	"YvYZkqmYMVQRZoh7VPa/roj6jpqm0yj66nZpPobupdq6F/EuGYqmeiOQ/1ywGQcVi24t8Cg0iCX4oZJi",
-	"fL9DWX2g5HFr0+J323YsvvuMpolnd8A2BZFPVk4rejJWj8JYBdPUPWXqURmpJnT1hcxV6zTwXZDkG6CN",
-	"WWHDxh4pq4AIQmaUweUZaXmlZ7XnEfzUliFrLn36CFuWbH22dafezpbvaMJXtPXUTH0uyoaC6YgZ+NY2",
-	"KoBumw6oj02LExLOoYm3zkT1NNZKT/Iqg+xQ8OVzPTNzhm4PaXYRRi+WCvLMibS+xKV3y0m4zi5awc+m",
-	"iLvX5vWIcy+rnpTxY1bGSUdtPKnmIdWciA9w++m2q5DdiaWBTVos7Ezr0+Q6X7Y9jmZP+d12/WnBscvw",
-	"hfVmvYlxMTcunBIQjhAQe+1jCcJebz5GoEK4byx5F2MdKhMQgqsshzTUBqCzNpE61PRUVlNKsz5FgMt2",
-	"w6kE2o+1tCCuoQwB3rB5RTmRVZYLOakcgMtIs1gVEbfLcpnp4Vj/zlu4e4sckee/NVfDfiYFHM8q64fC",
-	"TG9CEXFm15PqfaR7RSibHlbuY9a5jyIs3D3YhDbhBj3COjjq4z2uakDJT+KFcvgAX/6z//UaET5OKKhO",
-	"Y2O9VuRJhhqMa6bWA8t0idwuZqO+tu4Lm41W7Uqsj4fWrYHhaDeRG1OyOg9Hqrl6E8HpWNM1pLG2LB5F",
-	"QZVerfMlrnhNUskcHZptpiKtdXeajPWG0zvPOPRFJfoZ5HLpaI6gFN4I5ynbqcUUjVjnKCgiGYnnKgpw",
-	"bWBQ5ipkSqX3kn4tpMrHOhwyFepE2qcihepBU/ae4TPWK5a2u5Z8XU6I60OE2xn55ppK0/HcwkzHGsfF",
-	"J/i41gE+vn0h9OpJPmFuws9jHU2zcmSJ2YQb7ZWueCrq6kWkIe7ipxNmplOcLrbi3VO9eBunq64K5S/L",
-	"XOo0hMJQxgvpIVl5ge+vT/kMu9YbXCV1RjPNJZkhpo7TP6PQZ3P2ktRjTSs1+DpJfaQBsY82XZg4BPxm",
-	"YKcGH5axtjW+fw/FRWX156qSao4R26lK6viT9rx5QwXxD3QG2RnqTukrlwqHq21uFl9biVRQEGjEQPGt",
-	"WeFcvXBqkgnf0FGFT6BpfW8FHzXyBJjuA5iuKrcUe7K2oYySAj7a52JwxkwMlHBErPiZ3WIv1JByXUs0",
-	"DE/1Xl++3uvD0OVXtBGCsUDAJXErRIT299sMkdSOQnMWf10kHYILoURtFctw7OBr2e3Qxst1tUA8La57",
-	"0Ou9/IXmmvoPTntvwvxkP2mrJN1fFc9VDSfM8w4WnKCicp6B6xXEA6GaC67Gun1hMWOwcKJf2LtCdRPP",
-	"ovfde4IT6Oy3+rb4+w32VXOB7C+w/JlvIObs6KcHbt27oB+4wr11WUPPkj/3fBH/owBopAbb5wj+t8dW",
-	"DawKERVZRw/Xz9189DVGDw26mjuog4XtuTU6fUJHq+joxfPnD0xK+zLu9FSk3qRR4NUXriH9BIHBc9rF",
-	"GBPSss+89Sf714x7+2TqwV2Nb5rLRT7fAQut6xcH9zauxvWeqlOfqlP/I6pTWzcw2Z6LhLaUpbaSxMmn",
-	"h+gpB0spTEn7bpogq/CmDqCm8XbVlJ8KoQNvhOQNOfgCw/J4ynQL8++E77s32PYB+Ncl6HiZ0qMG8N07",
-	"gx8YwDOXBgF83CVlYaacp4SJdCJczvwE7J+A/X8gsI8XhMdsWf1FEPvmEPVLjpXiF0/ewNfoDfDmBWv0",
-	"7DJTFib4WPqVOgKoyYXkO6aNFdEENyniLa7BpvKy+NvR++b2/LtBP+En8I3h/dxewuAhbPzzk0/w5BN8",
-	"QDKvLT2Pb/NaXNIP4Apsr+cJ6/DVD0O1/b3K44guJvm8lUarlA16NfF2mzoutOaK9Hkhon6v8UKao8vj",
-	"/f+t9I5yIg3pq0v8Oo1lO7ZT/q/HWpalNTeQNVqcr+pqJ3OUjuWy2G4GU7AWsrS/MLXMl1+JL1Tmyy9T",
-	"hhKYNOQKpXx7dNqkDen+lNInq5OKprqZjicf6fH6SFGPRi8pyyzQptWQh+1ipaTxq742P2rVpD28S1Xm",
-	"LT8oEURpy596cp++RvfpK/WUXvLNtq2b/TYv/AEnqXWRI9nR9hWOb9+hheTqDbaylc1Hp6MjWaqjmxOy",
-	"n6HN9+17nRzhmvBFnaxpfVcT0PqOyzVaXzSHVba+DBex3L27+68AAAD//w==",
+	"7H3rd9s4sue/gqOdPbZ3afnRmb7T9qfMdM9Mbr9ykszpD62sCZGQhWsKYAOgZU2O//c9VQWQoARKcp7O",
+	"ve4PHZkPECgA9fxV4d2o0ItaK6GcHV28G9Xc8IVwwuBfL0qxqLUTqlj9KFb/FLwUBq6XwhZG1k5qNboY",
+	"PWdGOLNiS+nmzM0Fs3wh2I1YMa7K7sJUlyt4sjHK4tWZNNYxI2ytlRUTBU9bp42wTGk3l+qaKbG87DeJ",
+	"H+FwXxhqUtqJymXX06tCq1klC5eP2Y9iZRk3gtlC16JkTmNrTt8IdWDZQiymwownapSNJAxlTkPMRoov",
+	"xOgiJsDxj2I1yka2mIsFByIs+N1PQl27+eji/PQ0Gy2kCn+fZSO3qqEB64xU16P7+2z0M37sJYcH3tHn",
+	"avij/Rj1ZpSNjPijkUaUowtnGhF/809GzEYXo/910s3aCd21J79AK/Chl8IspLVSqxffb/lc3T52Jcut",
+	"XxV3fFFX4Z3js1EGTTlhoNH/h9d+Pzv+7u3vp8ffvf0/fxqlRv9K/NEI67b2yNAzu7qzjQjtZ/CjbwRf",
+	"bPmeE3zx4eR+05jthIYVvz+JDS7BY7dG5d/58b/fwv9Oj787fvvuNDv/5v7YIcXfnWXf3aep/ps2N7bm",
+	"hfi7rETo4vruhd4yIyru5K0IW2QZ3syYGF+PWb7gUo3rVX7JOL0hldOMT9RMV6UwzNaiqiyTzjJbcTsX",
+	"luX/+/zv+Zj9olk+HucZU5rxqdVV4wQ2kSGDUHqi7Gox1ZUsWCXVDZOWzXRV6aUoo725tnrpr2GKRtvz",
+	"7PT82a79eR/eRcb3t7kobpAfGl0L46SwRDnHZQW/1l4P3Urc0DfR5anWleAK56br+u/0Nj6bhY+8bfuo",
+	"p/8lCgdt/U0r2yzEK2Gbym12z+B1/CmdWNhdS/hn7oq5b+y+/Rw3hq82ehjaTnbLCO5ESQxus1uDpDG6",
+	"St+wjrtmd/fxe6/pWeg/cPXNBf5mLjyjP7BsKrgRhgTAJbNzvVRMq2rF5sKIcXIPJeYJO952M3x5C2mA",
+	"EW0SppIL6XYO8yd66j7zAmL/+e3Py8YMDy7a9KB9b7tupMb7Qk313eZIF8Jafi0esDTphZ3Lsm041Zmf",
+	"Wvquszzg/LAadKNKC9Pe7y7oFVfFnBOtfbtSOXFNdJwJUU55cbPtmbkEXWZ1JZQzvtnNhySQ62q6ctsf",
+	"iMm3+cxCl6K6wjWYGOwLVTeO1VVjmW4c/KYnSREiOmALzItfyxZ8BexclUwqxqvqkp0CT1aaCAb0mmmz",
+	"4I768e2zbt9E3ar5qtK83EajSAVxciF0464SI3gtCq1KC3KnfZ4tOUiamTZ02WrFpmKmjWDSMXFXS1Aj",
+	"DzkrhZK8OhonuxhGnO4daqqpW2trcG2O+rOaxYsp+uI6fTYWVfj+5kpam/EBMg5vCFwRMC5elhJozKuX",
+	"0fKf8cqKbPuWYdyxAriL1OqSCV7M2UyKqmSlmHGQE0GNqISFqbnlVSN27TP/7ujiW69Oy0WziIX11h3Y",
+	"vn12Hr99mu23N9vX/7Lz22ubtn3zm/PT0z1fjjd09+Vd725u9DDkU/wv+zJbfzutN9hA1+vdpB5mEIHm",
+	"m6P+WOxiwe+oZ3/59tnueY1ZSdu7Z7veallM+8r59lfuE7s6VuOGJC/YH0kVTHCrE0rTr6AToa0tr5U2",
+	"AmdeKOjV7yNtSqm4WYVljCzvlleyvArWPFwqr7S5wi+SxgR/GlHIWgrlQJPX7sryWwFv1dUqaqU22ulC",
+	"x0pw3OXWStzSbV7XRt+KMmNGAKFEicZG2dSVLLhL6Xqx3hmGGppB1k3tgIoeWoE+E30SXU2rKmQJ+i+l",
+	"mPSQGs0LsM+S2kxjFNMz5uYy+DRg05pGKamuo5G25kfHAitvEg0rH9ue+Gyq/ZAozkYNrsAd7f2LlMn9",
+	"tHlP6E0B7CmxRpjQheG5JD18p8RNW027fRAdtVsuMiL+1fNP7aHkDw/h9cbOkCVSzS8ypJ+ua9weMy4r",
+	"/FFU2ia3BjRrw8Rt6gTJlTPIwQJHSS43obzPcvvwaVPSw3GbpL4NEAZH8F6TGwa5ZqkauVgAy3JzodhZ",
+	"660kSZ132lLOCl0KVmupnE1yMqf39l/FZHB664hBV3gtnJPq2r6vAokKx5jldFOUOePKLoWxZIe3TuQ8",
+	"iBKbM44sbqI862dTGKa9ZDlXbm50LYscuXuua6G4zNkhVyv2ay3U8xfHMHbu5LQSE2WFuRXmiDVW4EcK",
+	"I0qhnOSVJQYqGD1yYJlQt9JotRDKjdlv0s114yZKugy6I/iCXQtn+6/4/ccO8+NjHGd+RA6sNZnM7wbN",
+	"tTdzQaoW04ppJTx1DmzQ3Q7PTs+fsSWskErMHGh2R2m1LOgvoL7s1F8Cu9nsDQhAWWIXSFmER4NXsKh4",
+	"U4pjq5US7vjZ8Z/zS6ag26BqdXM83s2PkEj4oZ78DRM8ykY0ueiDp2Z3y9y2ydRy/iU5ZFqoTJsgSWG4",
+	"qP2suWh3+2f/lNqZsCqHHXixarOHegKaOtzcSYiea32L8tHFDlLKlWDYCijUegb6xdWCS3Vg2Vxbx665",
+	"Q/dx0LA37b2CHFJXHMfertiSO3EM+n2KXqUoZNm+0+/Rb7ALpGNe9LCpkOqaeaJcMtVUFVvOZSXCtd5G",
+	"iT8Lj/IpzC75kQe7MU3w7ZyXC6nynnmB3KCQFg3kzY7A+lr63pP50dOwsUGYoJ398rbLg0gqtzsA6Eub",
+	"jMBpXTF8F7keMYNrfhvr0t1KWrRq7OZG70We0gGmzZcqrq626f7QxaCuM3iauTl3rBLU3YJXFQNm0lyT",
+	"gMFHrnebAmtz7Wcrv2CNIt4sSpRaUvWkdcp0zTOYd7BEUWUHdaOkMOglC7ZnvAzC9s5GnMIhGB5QEn/4",
+	"jiS1K5iqtbCS36w7XdzrYcE2KolthsWzOR+RAh1t894C7W3m3pbazoq+9xvpgUoW0myP4As9t70LP0mb",
+	"4Ncdrfb3bEccdpdzO24+2T2jp5VYJGSYYq/+/jf23bM//weIb3iIlbpoUJfZ5Mq6FLFQQRscXXtXrSaP",
+	"umdr8OBfTuurihs0/xtlm7rWBmZ9IUrJg92/EG6uyysw9bsl3CjeuLk28t9kLmgzlWUplPcJzED9gQUn",
+	"+OJK3Elyl+JfGINoDbBZU1WdT7W9Gf7udg+t4StvjsATddXhBPxnu8dTYIKulUbxWy6JKwefXP/atCmv",
+	"hbsSd3PeWOeHfKP0Ul21u2lptLq+KqURBU5aGFOhjWlqR/aU4deimwMg+IKr1ZV1RvAFEMXOG9TGr0q9",
+	"pDZAH+HVlTBGmyRr6GKY/TXzz2bB1TGoNjCKS6bErTCs0Mpx6V2GRQU20YEld67dwTcT3i7pBrwCdGFT",
+	"FfvXqxegf4HAdKSK4lq+kapkhzmf6sZdTCuubnIM4B1dsqnhqpiD8pzDus53x/T8SqXORVzMEyqj/TGw",
+	"/9BN9WvjCr0QD7SIfgPpFCTGcXB5oduGlbLsLKHa6GvDF6mN28B8D6rt8NaBZf4xNgP9g8/gJzQL3zmc",
+	"jCYjUkT41ArljpKTKu5qcn2l5m7BXTFP6maI0fGeZ/FHA0ZWaKnViYSKx4gDV9pB58bDalnkx6Lmd5GA",
+	"nsqYIws7/rp0e340cjlwlRIrsKxmjR1QEqFDpCHDvPsnWx0aFQP4cE/8Vxw2NSjXe+iC6xo/vhv1qKVV",
+	"NJ9h9rJ2LaXW+St0zyZHFHRcGtWSWwarqB2NV3rRIlxym6LumswmBS5N3hD0GfADbbWdAoeJaRt7q4GT",
+	"AhPtrr3dk3H0dKDQ/6izgxR9L8/R3gTq+QL7E/eLdt1OOF13M/VDa7tcTeu6lO/e4KCHTd9CyHpgI8sy",
+	"eGdQcoNO74S5jDxG+R+NaLyj4aFLY9OspsZQ7QaBuLqy5AssxUyYvZz9+9rbHq+2SQ8QcXuC3X6ER7tI",
+	"25CXdD/ykoONCDxATM8MtvcMHtqD9EPu2W3OjiwZlUmaQaCeut3e395sIeUjZ7BvpKNvpCOEwFUg75Yp",
+	"fq/d/mGr4EHe5V6cdg8Hc0vaBzuZPYE36LqFeC++XwdJ/rEOQ4VL21GobWs/eqquydkgApJLyb+atgPj",
+	"4O9eRmDY9rtRd77hJG0a9StO7kN98T/cCrPygA1pma7pvUuW82uh3DEsCZszx2+E98rn1on6amHzTSW0",
+	"jIzzTdYCusuBjSPxTqPm6eGk7DD4zEuhVkc9Hxia5ejwWCWnJNZKN78c7gYFdGmkcwK/H26N3Z3rOjAZ",
+	"PTufjI4umVjUbsUWgnuzxz+w5sP+5nzASbXZnZ8ELyN/IBgn5EIGylRcdX3wjK1Ph1alIF6XpIWfnwR4",
+	"qtJLJnDC4Rk2XfkwMVcrtpBVJS3hJTJmO9ctK7hiS1ANg6nQQ0ScnfYjCqf7ARVgwXam0uaU2UIobqQm",
+	"hR2e67lOg9EiLZOKlHthkzqlVuLX2eji9x2emDXz7T7b/vwb2Bbtw29pQEP6TDEXxc0DoJoIOE5ANBdc",
+	"VlN9J7bs8Q+FVG6wB17MO8QsuiUydFqSVmCZrkpQEtBxmfb9olNkO7pO32wuAmJMSLoWz4BY8zmwqkOt",
+	"GG8tJwKQo1sCn5eWbJABa/IoDYPQ3Xrcyq+7lbuG9fkwdo/x80HlyG+HXjysY9DeJ9Z5DtIqkEceb+42",
+	"06gDi+I/Y1OjlxZ2EKvkjWDAGzDDZrfC7/sf9TYLeRWIZvf7YGNNdKTvgSK75Z6SeK/9N16omU6h86Mh",
+	"boHovzct9S5pOxQ58S/Sgg6EIvmatX4eaVr0ZHJTDXnP0qCW4M6KO9ONYBtx0ypO6PX+i743WbsUna75",
+	"ZNeEKocY7XoEyefPnO2H7/KW3k57bpcd99qJOh0xDcFqHy+jkBFiCLSuKCqFYcOZVLxiTtwhS91Pgr3R",
+	"usIv7xZdd44efOvTohLbhy/49ZA25a0ETM8rGRBCMHJMsy5cwLiDW8ZdMumAISMwokRl5xj0yAEomkZn",
+	"fRx4breovQnBr22a4AckUvSHSmAn1C8CvJlpU8KEVYKXncjbU+IOJV7gWtj5eg9usw1tVzem1lZs84sl",
+	"BvsqgH6lQhcAjHPvsW0RaQ9B5GWjNtFs/zSpjUyUnggJ6zhQOXSoI1P80c3ll9resGPey4BPrO3OMUer",
+	"ey0Mo5csD17hvAetkJaFgDOYavYmZ9ze2E5pP4whz30b4uPvI8oieI+spB4mEjXcuxf0XmRSfaSdsg94",
+	"Mto8WwI0lJRoLr0t1arHxNVB+dRVuQlzSuGceiu+XQ1JS/0fmJEZusC7rExGkUNtVqiZ+zk4YDnw2quZ",
+	"rIRHxLVLCd9lUqV48L5YUNgGafWAtKh9lwC087pZLLhZ7dQMqOWh3oRWNu2v94AaDYoF2JRkMHv50E7J",
+	"nNt0atGDUus6PhZ1e2jI9gPDjZHai+Y0oginYi4pvWMtRRGWk7f70nYcPmH58sqIWhu3jXp6hlL0oLMk",
+	"gZmh+HHtTgK2MpStBZrd9t74Z4zAfWB1YwoxFKu7lWK5vb212eoRY6M/iSYH+pMgWnqyvdL2UKRtUuUk",
+	"61io0q/exiifKdEqnetb+s6tJVI/G2BoXLqk8+k3Lh0ZPZVW1yHjhvoj1XXmrU1mK1giCAx+uJupzyzu",
+	"BjZO0JQ/Ii1Bd7eI0QVVfpOAHwCzQ79L3Th2mL+7zxNo303r0CO+BtuLUbtWqDIk76xjc7/dlSr/qOZb",
+	"63Sm/JvGqPdS2N5P36iNXgxF1xoLC0bcOVo1um4z8BqjPFoaJxj9zmuzMbDjWmz8kCM1XrQHQW+0Ga7W",
+	"Wph+2l8GLJjU/wB0hw4uNvMED7VhuUe2h0b3Nhm8pRopfGffJoR/ci6/9+i1TUGPIMptYn4nnGMLUnWv",
+	"1QD9wxWxr+sTbeQH6iaDeNRgEuQXa6jcnk+BHbq2DAI60MtKHF1OVA5MjJBz+QVBqWVVgV0hSsQzww6z",
+	"HjU0043pUkWhxYnqmvQg7KNLlpNnwPcIJU2hm4p8sTOppJ33374RoqbSITXIUN1Y5nOuLrwnwfsaWrwQ",
+	"5YNMjUZ+YppKZDimHqIIof/hVW0iucftRCFWzjSwT6DPBVeFqLpuIwSbtVehH4ehdxPlu8duRO2ylq5I",
+	"VJav4/8CIXAnTVQe5/HmzHAFbL3LR7VMwYz1tig7XALzkG6iSolRu80vU6pJMPm6xKywQkC9bGe7l6YV",
+	"BpnCLg5Fmx6g7TdGhb2/bt5hS1elodSxzegV3GZTsdK+ktS3zxhvoay0btLKYvB7JxzidwOMuuLW0Wbx",
+	"aAicgYyg+tyFhQRWdpcSg0BLBl/JPGSSsxuxSuPoQiWgzV08aU5PvyloNvG3OHZ0TdGfecZoXbeWZ9hX",
+	"BOlNFxDa6MEHZEt2ZYy8f7/FsgY/S1cPBWiccPkHRwytnx4jzDpGPiTPByzPkBq691psZclO0xObHurO",
+	"z0E27FntJk5v2jNrKdtiiodNlXY6O1HDKqbEuQsvs8NU5OxQZcivryj/O2M4M9lElY0h5PfCZljWTQp7",
+	"yXJc5XkLmKSdcJSxHMTDFXCVfKIO8Y/GiitZZig4MtJiMyYtIZKhTdtU7tKrt1yV/spE2bk2Tiiq0nZ+",
+	"enrKijk3vABL6gg2YZRSkbPDXp5CNlG0+JL5dtGgegJ3uHYJwaeTWahqEG4a5cdwGwnjpdEO6wwc/ufr",
+	"X39BDnOUsXa4SU4RCJa2XW/WACy92fWpGjgrveIgSVaudlZmGcy7DfGYxK0tJW82AOKxWGlXZJp1exsn",
+	"ecMvvOT9D+B6SOrUBvxXaHMtgoBT7nM1bZ1MuMA1EmWA7rEgCcTykHc2itRE76+3tzk+xOYVjZFu9Rro",
+	"49OWsXrW8yZVR+5NqzNhoxTU8uoJXkErA3bFc5/8QeEVKrnIQngIZwOXO36rG9jcuZrqtEkf/V37vuAL",
+	"1oaPqfQkXOqA9Rqk8z/fvHk5Zh5owKuKKSFKUMp6vbpgf6VCYSSDsf9eDsfaoR/XxlB9mUtRTpRWhQh8",
+	"k6LtiJL2fr4xex5e5IXzYCuOqrCoZhc+u1ghgWaMg8KMRnu2fqfVE0PJTV443d6qoVUjIv2BofpNnZ0K",
+	"sNYtczoU5KPCmgQQK7hC3wFahOOJmqgfgDFRWc2c11QJQ2p14rMz/u9/WWTQIQPpKLiZrEOEAeVlXPps",
+	"EgtafD9lIyhScIGSMPIxewkqDVCPYhTsELqYMY8dhH5PVEAuM0pUshmBV5iV/xZZS6E/Gu34EXYf7IY2",
+	"8ZuQEGCieOjJRBFruGCcMl5ATbeyJFLE4RiPQY6SpMj7PjNSqNKSTPLx+9HPXFZGa9CgboWhqNDobHw6",
+	"PiWMgVC8lqOL0Tfj0/E3hHGc4+47EbehTKuHXiZwO/gM9C3HXxdhBa9q4RcwxQVK7ni4CRMWbi7nwi8U",
+	"FFZYXPXdBDfhZJSxCSp/9AuamIzuowZzQuEIkNzqGowuZCdj9mZVC3sBpo93OmUsD8oI/qyrFfzAbAT8",
+	"gasUfsFGwmca+AfnOTfCrlSRB2NPWr+Y2ExUlfdlY6+IYuRm9kYGOzQClsxE4RbCSPZKN1gL8Aj2I36J",
+	"3jywDIbVUoHALjT6gFhYpwrJt8nogk2CDYZEoiSbFv0xUaZRbN6xgo4/IDn3+dpE9T9XauUnSd903yQD",
+	"GpgfjK7QCzSdKqkEheiVY9yxjk8RWQx8QpGzylPSrNjZn5kN5ZVmjlrsMT4rAmQUhqOXaqJoX0EbfqO1",
+	"iyBMDz5P1cIoLCAd9UsbhsjqW+Ckh8QX/Z428nruLMOQ5lG/eVwxvba7voBGD52m3s51RbXMFto69hc/",
+	"bNvSo61fjAUe2Nnp+bPLieJhtaE/r9RUrxjhPIwrvwN9RvDZaUuwSluBIwBdFb4zZm9CLWJ2Da2k5ONE",
+	"kYDMQCzgJOAOvUBQRTRXngXNBG0g6FD+A/TkNcYccuJBoIVgsy9KtK7hzR+Iq2S92s+/JysrBZp6aB7M",
+	"7DiUZ/2jEWa1UVv3QbV03645Ns9PTynNTblQ30XcOWKDxzRsgiaFbySKuiaAwTg/9DoCVTAm0i59P7c4",
+	"IXzJV2Pgys82ejIk+Pod2gE/xezdRDfzjRTcnHpx9ll7Eefp+g5881k70GYG5xfrGha3N1JdU8kFXw2c",
+	"liN289ln7WabtJxfgPJkm2Iedeb8u8/amfUsYVRYpQ1ko4Qmz/n+gtGIwPay4CP17I6ewXIzVAwQx/Pn",
+	"z7wV+inNOZkmIeo/eo1dPX4NW5YYWRfjINlOqgg7JI09UtWPMAflGpjdyGtWb6HxE9Moe/KOpO/9oLb1",
+	"JlSlb72RAZ/e0wrH7Ld18Dq62CfqWmNILNc3OXm4KysylhNgFi9RIgIVNqKYP17GNNEEO/+HcK8aSvrc",
+	"ykTj+XrYPHV49wHeSpjirtTAE+t8DKyz1a9oDwAHQOiHfTTcEhNMvgBz6ddYyNHLuJ3hPF9b456xxMwk",
+	"wjLfb2hVqWMPGvUhRx4E5QlYVw+l7dlWn0n8JK173T71CXlFD06eoD25YFowPNUadSEbLYLCP4bd+7iE",
+	"3puusHI74cFWkabNNsAieCj2h1Znb8mcvIP1eI/ib/0omN83w85xpiBsm37+RD5OH9sQSm5+0ErPRrW2",
+	"bjCrxVvUNph9ZFUfwqdLQqB4YUxwmIla6/vxWX6UsdLIW99GQP3hGu1jKyx5JEIJw4TBHbkTGFdKN6rA",
+	"ZvtOwYmiQjc4jfyaSxW3BYY95ucFl0VjWc2vBTrn6KgMJt14ogJUHx5a2SitB631JTelHW9MlU/0ROMS",
+	"TH4q6r1HLiiCRbq/MRAPRjY+yylrDy0sWFLMaRyt8G4ZJmdJeyv4eP7xwxvWV8Xy9vQgaKdlwPHQqHpi",
+	"ucI61lMxUQE0RViGLpnTphSoV4163WUxef/UX32pzo+lQIWU3fv7+/tHpKq1eihsSI9HirLx5qIqH4k6",
+	"R17xwORKjb6ORZurSo22poyfz/GTErimBMKWbHn/o1EEQ4+8LRpyiEznZgMGv97vz2xhd3XJqOczIzzb",
+	"xUCJtITVDCzHNMBOu/plERzItnYhhqHYEmFS6EmMDHEMXKEgIqQkUw16QvTMN4L1ZvmdZ9ZHIYxDZ6jF",
+	"4SYk19nnXYT9YnG0D87+/Jk3Yqo8Xf5oLQ7o1uedpF4hufwiXn0B2gdriY7o48bhkRBKLNFyY8/J7+F9",
+	"S+jYIBHSvjgV11JZcrUijs2D3LDUMTfk5ZBtgiGBBEXp43E3WYghegxWHoH3chJRl8Ed79UCH4kizQy0",
+	"UfKjo6B9JZxZHT+fJYunvY4DHKDEhCIIPn5IqoUPnKCmduhLqRjhAU2edEfjngd8I0J/31frXzVxgAgV",
+	"JUf/EEwGAV9AOXIR7bA8Qbdvs3IGTcE3Pvv5k+khbcrQoAkYuW2fxHMQzxUaAzh/j9DrChMaRA8twgyY",
+	"QVsUIlqSPn3rfpvN5h37eSV4mTNeLcF2IQEbMol5WQb4L3AEIA9wB9gY8Fuq64mSjqhohSMTwehKjFm/",
+	"nIV3g9e14MZH3KRtDyElGErCNKBcgjfdgZEf2zKIMkzv+9gdUMg3LYWzj/bl+Ii6AVuBQrjIgtfSH5Gc",
+	"j8owQPOv1RbX7YJsrbA7TH0tuHtiQGsMKPhQOhb0JdXsrHUx9VToXqDqAQrykx78dejBPaFDfCocvrGp",
+	"/ARJ0yo+J+/gn3uSOZVwYri0RdYhSzx2sPP7BTAnN4JdoyOOV1Z79ZBPlNf6LrqTpenZNgz47PSMzYxe",
+	"MKWXTKO63Cp56IUhjIz3saHgalTk31JllPft/eTk6kJzs+AKXV1YFQkVUrqJY5YaQ46+yog3CS8YZ4Xh",
+	"du6BdpXgtzDsiZrzanZMxPLwSZ8YnBCJ3+NjrUjsSadnw6RGfyZ94Sk++ChZP81On/U/JkDFZ5ZDm2Xf",
+	"EY1Ch66Z2GLbLE7HdHcoxFcS4KRtvZvNZmmj8h/CpVnCxzUpt2mqT2zlUSK29OyRI7Uel439q/Lyso2M",
+	"hzAkeYNCFu5WXFNkffejuak+d4/gFnvJ3ZzqhfXUqRPfjZN39OP+RIYzv5M4KYoRorYEavw61DecR4CQ",
+	"WxFCiksuXZ5h7gKiXLmbqJlUpW1njd4Hdou1IRvlZEXnpRkK3B6en54G2lH6GDY6UQGPO+e3gtXcgtrU",
+	"Pcx9Hj66FY4uYzMjBHnhg6D28dL2kdPSMTtvMDa5VAMILTogfQfYtivKzcNAA+YWiX0J3ZREGDqeF6mH",
+	"sP9NRpRMDz0bwO3ifPTclg+pDXGfDXlTncYzeP0ZWX5QAXRrBI1CCbYSbghSDO/3etbWTjqNT7vbVUHi",
+	"7ScUTTS7A7LJL/lsrX7qk7B6FMLKi6Z+3dtHJaQ619UXElfR+UT7aJKvBCZm+YSNQ2RWXiPwkVFSLi+R",
+	"y0t13Voe3k6NBFl7YPqHyLJs57NUm+5hku+k0Mo2lPT9mXo25EwHnYHychEAHYsO0RZyDhPi61qGw7wD",
+	"e5ooqYqqKUU5Zn/DkSVm5hLMHuTszI+eraSoSsvy9mzsZMoJtSiCFPxkjNh/ZxgCkyTVEzN+zMw467GN",
+	"J9Y8xJoz9h5m/88YKKHoToAGdmExn5mW4uSqWsUWR3dixf1u/mmEJZPhC/PNNolxOdfW1wgKZ8oexiWS",
+	"fK43lV5pHBVxAOtiojwyAVRwWWL5TcQGgLFWcOUxPY1RGNJs6xsRbLet5DJR3Ags7UM+XJ+8Ii0rG0NA",
+	"ToQDEIy0DKiIkC5LMNPxRP1CKdxJkCPQ/OdQuuWTMeBQ+zitClN/M/SIE7meWO8jzRXBaLrfuY+Z5z4K",
+	"t3C/yBom4Xo+Qjw48ONDQjXAys+YzxKHB+iE0qOvV4hQeUfPOnVbfC0qUxYwU5uOZaq2tIfYaEs+fWGx",
+	"EWFXAj7eCw+vciOEnlVa18Gx1fLbnCpwtOWjQ1rBBRO8mLdgs1CbAqFfUcGJKW1SJe7cRFkn6q0nClyS",
+	"8wtB+qWo+MriLImaOc2sQ8C9VN43ExXnbKtBrvW7XxTS+8Um6tDrZyB6DmxbKDLrH7sd6vIVRpRCOcmr",
+	"UIJjosjTdmCZULfSaLXAEhbog1tZJxZUno2AG71iaEaTbKSqDr57vrJ31ubxR7AVXVlW6IWIj9/4z9e/",
+	"/hKKfvhkAl/vVUZFc0Ng9rKHCgT62gD5pUIDHr2XsUZVwmLOR8GNkcKy/KURM2EuvIZVHnMsaHFBZ7Od",
+	"n54z7qh2jIfd5D9p2vh5fB5uh95H/5LWNQFehI11uLqSPqjNneN4d8FlNVG+4qCH9PTKDRLQU9fJ0o8T",
+	"taYU9dmea5GfwMrYcyIbHXvaKDzbiekZLVuq7Ei9oyqQvXlaLwdJAw23uzKMvh4iaVtaOaka2iQt0BT6",
+	"EAouYDGg2Qw2Eilc/YK4lHFrm+lCuqu64u3J/rCsFtyJbO2FiaJS61j+OXqDAG2XuCUJPevDH7BPr9FL",
+	"3VUJ42qiqJggmaXdqkXyYX6MDkOAKwNJNbQDNqoY+JJHvVkO+C1/RDBxZut6eyinejvjXs3KgeSZN41R",
+	"u1zbeX/FU5mg/zh/dnp0ETYbLn/LrNYqFFLDAc/hIgFsWxcxgXo7HzHtqyH/9XmimC75gz8BoK+rQLwX",
+	"oO/0o365q3E4ECcFgmLFxUsQ9Nw1NmcWBMNcL1H9OD89//w9CvjpwwEGeXTZy/3KQjJc7nWoPEMp6SJ+",
+	"uQb9DtcHACoxgz+gw8eSIO6ociP1VKhCHD8HCqXqmK6t+q0t3n9dYEqvSIC6KySd+O0rovv6atpfwSLz",
+	"T+bVZhYWFSV6Mq0eYlpNG7tih7zVtsme8lzgiNJGyLoikwpGRHoHkZsderQ5IeCCXnJ0GUqlbn68VVxB",
+	"Dind119VnKzWOipb7T4P6n3eSnXcWr6pSL3eVT6arVWPBvXFl5l8wrR+YUzr+1nQX1GyFynRXqEP6V7B",
+	"ffGwhK+sdYZ0JyC2iSDegephuOtGAPlHv5aMrtgn0CKiHuT98JHPD/B3bPVgICPCxG88H7yrQx/l48FU",
+	"LBrryLabilDerlfWHpkBHR9OZoqvTxqMZ+BYB8GXmKxHJ1QZTql9aJT3RSkWtXZCFasfxeqfZBZ8Kt3e",
+	"d/LL5OtEh2EmNvdrnLBH4k1HhhdXRf0fr/91qp/3D/M2FrJZRfjRIyY/t2JIAnbWVJWXpd2mvyq0mlWy",
+	"cPmTHrSuBz07P//MXblReqmufFTyguVO52HByy+MiP8IYY7XmJMd4DU8Jd7S0KUN4d6V2bc7ALRrB4le",
+	"MG5vECEbnfCILlaPaEWLpeIKjw6dqN5BoXiojhGFNiVdVIi+6lrP+pWKOOYG9Y5fwEBz1qpo/lQd6eyY",
+	"/YS5uX2QY0LYw2Mvo+F/QodY95mhTPToiONoSp5i0k+JBF9/IgGs7fYQ4f4Cz9q9Dxu5FIUs8YCjbSkF",
+	"Mcv6uIkFUcsn73oHkNx/2mBvxx9efL+HwQR0sj6xkrgoEG0515SqORfqiGznxtxikMdbkfaSYoPAJzGC",
+	"F8V1QiIBWNfd0ClXkmYF7ybTMOF+N4RPVJ+g+8D3fvifO6wRDXGAgwdSdQR84uCPNMMUJurx+bw3Fs53",
+	"n71rniEHn3PHCpY84gXkhBZ3tQzG/ldQORfLVGrDSqFWSbUz4RbrS5sNkRGfszlY4+hVdwDdpyu3SN/Y",
+	"XuloHdTzlKv6pGL+t1ExvfnUJqZKzFDEJJMdGmUEGc8+vos7JzwO6llYhaPD8TCnW4wOBkUwHkJP+fCg",
+	"02D6hhfIrR3OnIp85nv5x/17wUWe0OV+rYV61Z7i94gd4L6TX8YBTlQadICHmilGXEvrEC3JbZA2T47x",
+	"J8f4f0PHuN/jLSCzvRDUyfZItSvCQ8CFJ2/61+hNp1IGRqvrq1IaUSDI7St1pAMnB0ug4qgcBBHcoZB3",
+	"uNa3JZuFeyfvwl7on+azeXZOK3g/tZUwWJKdbj/ZBE82wXs4L+LV8/hK2YQt/RlMgd0OX78PW2/vfszj",
+	"BI8p/bSu6PWeDVo14azbNq66YYqkrBDWvtdZId1BZsGvHQGhpGW5B3pdweU8ZIaYXjEANVG8ro2+FWXH",
+	"xbm9EWUP9iRVSJ6FdksxE8aIMp1OALT+Smyhulp9GaS/J9KQKZT/0YgGJHELsMPTVGuXrU8qiOpuOp5s",
+	"pMdrIwU+GqyksjSCAv46oStlnV31tdlR6yLt85tUdRXZQRnrueefzKev1Hz6Si2l55QaF53zv33j72kk",
+	"tZnUg0ecVtw6dnZ66tMmotAFC6UqMsYLo20X5x4nwT5v8FufOO9tG8An5HXZpzSkr8ufNhRr6GXr2f4R",
+	"FLsKY3q4/cfEr2CbJ+/gn12+Bp8p+0VTQJ9O6X3akx+gm2EuUKpmbbwpP/ku3G1Rw1YYNvTX9uxJwVUh",
+	"qk9r4/d6tA1o1tahSqdQXVBxxeNZJa/nbq2Ag7QTRYOp8KCcNk0LM3P9+Vp2zF44ytHK24epnsNEDRZh",
+	"6EotxDmZZSXikhkEc7PssMEiI9+cMnvUnogXVce4DB4BBC/PuQ15ZROF6ekEsoMnKI6HaUnJyoLY/yfG",
+	"+sRYd51sgwvlsaZdp9gqLe14D8OGeUAOYXt8yMlMVsKevKu5m29VUH4Lb/xdVuJhG0oXTrhj64zgiz69",
+	"ZtosuBtdjKZYcXS0WYsjuZ+gzweWTVdO2Ed11BRQMThijKi4k7ci86cR5eMxVQussE54qIDEmV0tprqS",
+	"BaukunmyRDbqzXE8BjUcd4Pr9dFtUuhVm+SPF30if9vxRxiFoXLM2PfYjD+Iyb3JU9p7n1hN6zGcTjdq",
+	"diUtr/EHdshBE7KOnbGf5V+PSCXBMaMiUVe8EOVELee+YJgvrAnKFKPS+KSs0vlIVvgaTboqPeWML7y2",
+	"nCg8DIoKSHC2kHegTbW1Eg9YDu1dwVu+pFSXqWUFJliHIl+X8T2sRZHD73G9SsZGXjYJ/rxPYOMDWfOu",
+	"wMbAqU+B+vYxpSY/cfBPxMHrxtlHyLb3YNdf2E9/0TIzWJF45jfysK8E3v+ycUG6SBV80g+TL9igKBoj",
+	"3Qrly1RwI8zzxs1HF7+/BYFAZThI+jSmGl2MTngtT27PUFz4Rt+FanB0/A1IH3+hzcWNrrX+8egaadLR",
+	"ha6b0cU4OSG63J3CHF3EhFk7un97//8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -30,7 +30,18 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 		set(&l.FeedbackChars, in.FeedbackChars)
 		set(&l.Turns, in.Turns)
 		set(&l.HistoryEntries, in.HistoryEntries)
+		set(&l.PermissionTimeoutS, in.PermissionTimeoutS)
+		if in.ModelTokens != nil {
+			l.ModelTokens = *in.ModelTokens
+		}
 		spec.Limits = &l
+	}
+	spec.Purpose = deref(b.Purpose)
+	if b.Workspace != nil {
+		spec.Workspace = *b.Workspace
+	}
+	if b.HostPermission != nil {
+		spec.HostPermission = string(*b.HostPermission)
 	}
 	return spec
 }
@@ -45,6 +56,9 @@ func limitsOf(l core.Limits) Limits {
 		FeedbackChars:  l.FeedbackChars,
 		Turns:          l.Turns,
 		HistoryEntries: l.HistoryEntries,
+
+		ModelTokens:        l.ModelTokens,
+		PermissionTimeoutS: l.PermissionTimeoutS,
 	}
 }
 
@@ -65,6 +79,7 @@ func memberOf(m core.MemberView) Member {
 		Turns:         m.Turns,
 		HistoryLength: m.HistoryLength,
 		InboxLength:   m.InboxLength,
+		Usage:         usageOf(m.Usage),
 	}
 }
 
@@ -75,6 +90,12 @@ func teamOf(v core.TeamView) Team {
 		Members:  make([]Member, 0, len(v.Members)),
 		Requests: requestsOf(v.Requests),
 		Damaged:  v.Damaged,
+
+		Purpose:        v.Purpose,
+		Model:          modelSettingsOf(v.Model),
+		Workspace:      v.Workspace,
+		HostPermission: TeamHostPermission(v.HostPermission),
+		Usage:          usageOf(v.Usage),
 	}
 	for _, m := range v.Members {
 		out.Members = append(out.Members, memberOf(m))
@@ -127,6 +148,25 @@ func matchResultsOf(rs []core.MatchResult) []MatchResult {
 			m.Reason = &reason
 		}
 		out = append(out, m)
+	}
+	return out
+}
+
+func usageOf(u core.Usage) Usage {
+	return Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+}
+
+// modelSettingsOf shows a team's model: provider, name and bound, never
+// a credential (a team holds none).
+func modelSettingsOf(m core.ModelSettings) ModelSettings {
+	out := ModelSettings{Provider: ModelSettingsProvider(m.Provider)}
+	if m.Name != "" {
+		name := m.Name
+		out.Name = &name
+	}
+	if m.MaxTokens != 0 {
+		n := m.MaxTokens
+		out.MaxTokens = &n
 	}
 	return out
 }

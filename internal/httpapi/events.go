@@ -186,6 +186,8 @@ func (s *subscriber) wants(ev core.Event) bool {
 // turnMember is the member whose turn a turn event reports.
 func turnMember(data any) (string, bool) {
 	switch r := data.(type) {
+	case core.TurnEvent:
+		return r.Member, true
 	case core.TurnResult:
 		return r.Member, true
 	case *core.TurnResult:

@@ -278,6 +278,22 @@ func TestEventStreamGlobalLimit(t *testing.T) {
 
 type turnData struct{ Member, Status, Text string }
 
+// nextTurnEnd skips a stream's turn events of running turns (their steps)
+// up to the next turn's end.
+func nextTurnEnd(t *testing.T, s *sse) turnData {
+	t.Helper()
+	for {
+		var d turnData
+		ev := s.nextOf("turn")
+		if err := json.Unmarshal(ev.data.Data, &d); err != nil {
+			t.Fatalf("turn event data %s: %v", ev.data.Data, err)
+		}
+		if d.Status != "running" {
+			return d
+		}
+	}
+}
+
 // TestMemberStreamCarriesOwnTurnsOnly: a turn's final text belongs to the
 // member that took it, so a teammate's stream must not carry it.
 func TestMemberStreamCarriesOwnTurnsOnly(t *testing.T) {
@@ -289,13 +305,9 @@ func TestMemberStreamCarriesOwnTurnsOnly(t *testing.T) {
 	want(t, e.turn(a, "lead", "plan", textStep("lead's private conclusion")), http.StatusOK, "")
 	want(t, e.turn(a, "reader", "read", textStep("reader's own conclusion")), http.StatusOK, "")
 
-	// The admin sees both turns, in order.
+	// The admin sees both turns, in order (each as it runs and as it ends).
 	for _, member := range []string{"lead", "reader"} {
-		var d turnData
-		ev := admin.nextOf("turn")
-		if err := json.Unmarshal(ev.data.Data, &d); err != nil {
-			t.Fatalf("turn event data %s: %v", ev.data.Data, err)
-		}
+		d := nextTurnEnd(t, admin)
 		if d.Member != member {
 			t.Fatalf("admin's turn event is %s's, want %s's", d.Member, member)
 		}
@@ -306,6 +318,10 @@ func TestMemberStreamCarriesOwnTurnsOnly(t *testing.T) {
 	if err := json.Unmarshal(ev.data.Data, &d); err != nil {
 		t.Fatalf("turn event data %s: %v", ev.data.Data, err)
 	}
+	if d.Member != "reader" {
+		t.Fatalf("reader's stream carried a turn event of %s, want only reader's own", d.Member)
+	}
+	d = nextTurnEnd(t, s)
 	if d.Member != "reader" || d.Text != "reader's own conclusion" {
 		t.Fatalf("reader's stream carried the turn %+v, want only reader's own", d)
 	}

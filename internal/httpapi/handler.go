@@ -54,6 +54,12 @@ type Options struct {
 	// workspace and result document under DataDir/runs. Empty answers run
 	// requests with not_found.
 	DataDir string
+	// Models configure the real models of turns: the default model of a
+	// team created without one, and where credentials are read.
+	Models ModelOptions
+	// Workspaces is the root of the teams' workspaces; empty means
+	// DataDir/workspaces, and no workspaces when DataDir is empty too.
+	Workspaces string
 	// Stopping, when not nil, is cancelled when the server begins to stop:
 	// from then on new turns and scenario runs are refused (503
 	// shutting_down) and the running ones are cancelled, so that they end
@@ -78,10 +84,12 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	}
 	m := newMetrics()
 	srv := &Server{
-		svc:      svc,
-		log:      log,
-		stopping: opts.Stopping,
-		events:   newBroker(clientBuffer, streamLimitsOf(opts), func(n int) { m.sseClients.Set(float64(n)) }),
+		svc:        svc,
+		log:        log,
+		stopping:   opts.Stopping,
+		workspaces: workspacesRoot(opts),
+		models:     opts.Models,
+		events:     newBroker(clientBuffer, streamLimitsOf(opts), func(n int) { m.sseClients.Set(float64(n)) }),
 	}
 	srv.notify = func(ev core.Event) {
 		m.observe(ev)

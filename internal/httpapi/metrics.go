@@ -24,6 +24,11 @@ type metrics struct {
 	protocol   *prometheus.CounterVec
 	events     *prometheus.CounterVec
 	sseClients prometheus.Gauge
+	// Model requests of turns, by provider only: never a team, a member
+	// or a model name a team chose.
+	modelRequests *prometheus.CounterVec
+	modelTokens   *prometheus.CounterVec
+	modelLatency  *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
@@ -54,9 +59,23 @@ func newMetrics() *metrics {
 			Name: "mailroom_event_stream_clients",
 			Help: "Event-stream clients connected now.",
 		}),
+		modelRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailroom_model_requests_total",
+			Help: "Model requests of turns by provider and outcome (ok, error, canceled, timeout), after the provider SDK's retries.",
+		}, []string{"provider", "outcome"}),
+		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailroom_model_tokens_total",
+			Help: "Model tokens spent by provider and kind (input or output).",
+		}, []string{"provider", "kind"}),
+		modelLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mailroom_model_request_duration_seconds",
+			Help:    "Time a model request took, retries included, by provider.",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320},
+		}, []string{"provider"}),
 	}
 	m.reg.MustRegister(
 		m.requests, m.latency, m.letters, m.protocol, m.events, m.sseClients,
+		m.modelRequests, m.modelTokens, m.modelLatency,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -79,7 +98,34 @@ func (m *metrics) observe(ev core.Event) {
 		if r, ok := asRequest(ev.Data); ok {
 			m.protocol.WithLabelValues(r.Status).Inc()
 		}
+	case "turn":
+		if te, ok := ev.Data.(core.TurnEvent); ok && te.Step != nil && te.Step.Kind == core.StepModelRequest {
+			m.observeModelRequest(te.Provider, *te.Step)
+		}
 	}
+}
+
+// observeModelRequest counts one model request of a turn. The outcome is
+// one of a few fixed words, so that a provider's error types (which it
+// may add to at will) never grow the label set.
+func (m *metrics) observeModelRequest(provider string, step core.TurnStep) {
+	switch provider {
+	case "anthropic", "openai", "scripted":
+	default:
+		provider = "other"
+	}
+	outcome := "ok"
+	switch step.Error {
+	case "":
+	case "canceled", "timeout":
+		outcome = step.Error
+	default:
+		outcome = "error"
+	}
+	m.modelRequests.WithLabelValues(provider, outcome).Inc()
+	m.modelTokens.WithLabelValues(provider, "input").Add(float64(step.Usage.InputTokens))
+	m.modelTokens.WithLabelValues(provider, "output").Add(float64(step.Usage.OutputTokens))
+	m.modelLatency.WithLabelValues(provider).Observe(float64(step.DurationMS) / 1000)
 }
 
 func asRequest(v any) (core.Request, bool) {

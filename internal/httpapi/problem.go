@@ -45,6 +45,7 @@ var statusOf = map[core.Code]int{
 	core.CodeIdempotencyConflict: http.StatusConflict,
 	core.CodeMemberUnavailable:   http.StatusConflict,
 	core.CodeModelUnavailable:    http.StatusConflict,
+	core.CodeBudgetExhausted:     http.StatusConflict,
 	core.CodeUnknownMember:       http.StatusUnprocessableEntity,
 	core.CodeWrongDirection:      http.StatusUnprocessableEntity,
 	core.CodeInboxCorrupt:        http.StatusInternalServerError,

@@ -30,13 +30,22 @@ type Server struct {
 	// stopping ends turns and runs when the server stops (see workContext);
 	// nil never stops.
 	stopping context.Context
+	// workspaces is the root of the teams' workspaces (workspace.go);
+	// empty when the server keeps none.
+	workspaces string
+	// models are the real models turns may use (turns.go).
+	models ModelOptions
 }
 
 var _ StrictServerInterface = (*Server)(nil)
 
 // CreateTeam creates a team (admin only).
 func (s *Server) CreateTeam(ctx context.Context, req CreateTeamRequestObject) (CreateTeamResponseObject, error) {
-	view, created, err := s.svc.CreateTeam(ctx, teamSpecFrom(req.Body))
+	spec := teamSpecFrom(req.Body)
+	if err := s.teamModel(ctx, &spec, req.Body.Model); err != nil {
+		return nil, err
+	}
+	view, created, err := s.svc.CreateTeam(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +173,7 @@ func (s *Server) DeleteTeam(ctx context.Context, req DeleteTeamRequestObject) (D
 			return nil
 		}
 	}
+	release = s.alsoRemoveWorkspace(req.Team, release)
 	if err := s.svc.DeleteTeam(ctx, req.Team, release); err != nil {
 		return nil, err
 	}

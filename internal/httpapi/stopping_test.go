@@ -107,7 +107,7 @@ func TestStoppingEndsRunningTurn(t *testing.T) {
 
 	r := <-turn
 	want(t, r, http.StatusOK, "")
-	if got := decode[httpapi.TurnResult](t, r); got.Status != httpapi.TurnResultStatusFailed || got.Text != "interrupted" {
+	if got := decode[httpapi.TurnDocument](t, r); got.Status != httpapi.TurnDocumentStatusFailed || got.Text != "interrupted" {
 		t.Errorf("interrupted turn = %+v, want failed, interrupted", got)
 	}
 	after := e.member(tm, "reader")

@@ -1,37 +1,261 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"strings"
+	"time"
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
 )
 
-// RunTurn runs one turn of a member with a scripted model (admin only). The
-// turn is detached from the request's cancellation: once it has claimed the
-// member it runs to its end and commits, even if the client goes away, so a
-// member is never left half-way by a dropped connection. Only the server's
-// stopping ends it early, at its next boundary, as a failed turn.
+// ModelOptions configure the real models turns may use.
+type ModelOptions struct {
+	// Default is the model of a team created without one (--model);
+	// the zero value means the scripted model.
+	Default agent.ModelConfig
+	// Lookup reads provider credentials and base URLs (os.LookupEnv in
+	// the server); nil means none are set, so only scripted turns run.
+	Lookup func(string) (string, bool)
+	// Provider tunes the provider adapters (retries, timeouts, the HTTP
+	// client); the zero value is the production setting.
+	Provider agent.ProviderOptions
+}
+
+func (o ModelOptions) defaultModel() agent.ModelConfig {
+	if o.Default.Provider == "" {
+		return agent.ModelConfig{Provider: agent.ProviderScripted}
+	}
+	return o.Default
+}
+
+// cancelWait bounds how long a cancel request waits for its turn to reach
+// its next boundary before it answers with the document as it is.
+const cancelWait = 30 * time.Second
+
+// RunTurn runs one turn of a member (admin only): with the scripted model
+// when the body brings responses, with the team's model (or the body's)
+// otherwise. The turn is detached from the request's cancellation: once
+// it has claimed the member it runs to its end and commits, even if the
+// client goes away, so a member is never left half-way by a dropped
+// connection. Only the server's stopping (or a cancel) ends it early, at
+// its next boundary. With Prefer: respond-async the answer is 202 as soon
+// as the turn has started.
 func (s *Server) RunTurn(ctx context.Context, req RunTurnRequestObject) (RunTurnResponseObject, error) {
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	steps, err := stepsFrom(req.Body.Responses)
+	view, err := s.svc.Team(ctx, req.Team)
 	if err != nil {
 		return nil, err
 	}
+	role, found := "", false
+	for _, m := range view.Members {
+		if m.Name == req.Member {
+			role, found = m.Role, true
+		}
+	}
+	if !found {
+		return nil, core.Errorf(core.CodeNotFound, "No such member.")
+	}
+	model, ref, err := s.turnModel(req.Body, view)
+	if err != nil {
+		return nil, err
+	}
+	tools := s.toolsFor(ctx, req.Team, req.Member)
 	work, done, err := s.workContext(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	res, requests, err := agent.RunScriptedTurn(work, s.svc, req.Team, req.Member, deref(req.Body.Prompt), steps, agent.DefaultTools(req.Member))
+	tr, err := s.svc.BeginTurn(work, req.Team, req.Member, ref)
+	if err != nil {
+		done()
+		return nil, s.stoppedOr(err)
+	}
+	spec := agent.Spec{
+		Team: req.Team, Member: req.Member, Prompt: deref(req.Body.Prompt),
+		System: agent.SystemText(req.Team, view.Purpose, req.Member, role),
+		Model:  model, Tools: tools, Logger: s.log,
+	}
+	run := func() (core.TurnDoc, error) {
+		defer done()
+		return tr.Run(work, agent.Turn(s.svc, spec))
+	}
+	if preferAsync(req.Params.Prefer) {
+		go func() {
+			if _, err := run(); err != nil {
+				s.log.Warn("an asynchronous turn could not record its end", "team", req.Team, "member", req.Member, "turn", tr.ID(), "err", err)
+			}
+		}()
+		loc := BasePath + "/teams/" + req.Team + "/turns/" + tr.ID()
+		return turnResponse{doc: tr.Document(), status: http.StatusAccepted, location: loc}, nil
+	}
+	doc, err := run()
 	if err != nil {
 		return nil, s.stoppedOr(err)
 	}
-	return RunTurn200JSONResponse{Member: res.Member, Status: TurnResultStatus(res.Status), Text: res.Text, ModelRequests: requests}, nil
+	return turnResponse{doc: doc, status: http.StatusOK}, nil
+}
+
+// turnModel is the model a turn request asks for: the scripted one
+// replaying responses, or the body's or the team's model built from the
+// server's environment (model_unavailable without credentials, and for
+// the scripted model without responses).
+func (s *Server) turnModel(body *TurnCreate, view core.TeamView) (agent.Model, core.ModelRef, error) {
+	if body.Responses != nil {
+		steps, err := stepsFrom(*body.Responses)
+		if err != nil {
+			return nil, core.ModelRef{}, err
+		}
+		if err := agent.ValidateSteps(steps); err != nil {
+			return nil, core.ModelRef{}, err
+		}
+		return agent.NewScripted(steps...), core.ModelRef{Provider: agent.ProviderScripted}, nil
+	}
+	cfg := agent.ModelConfig{Provider: view.Model.Provider, Name: view.Model.Name, MaxTokens: view.Model.MaxTokens}
+	if body.Model != nil {
+		cfg = modelConfigFrom(body.Model)
+	}
+	model, err := agent.NewModel(cfg, s.models.Lookup, s.models.Provider)
+	if err != nil {
+		return nil, core.ModelRef{}, err
+	}
+	return model, core.ModelRef{Provider: cfg.Provider, Name: cfg.Name}, nil
+}
+
+// teamModel sets the model of a team being created: the body's, checked,
+// or the server's default. Only the admin creates teams; that is checked
+// first, so that a member never learns what a model check would say.
+func (s *Server) teamModel(ctx context.Context, spec *core.TeamSpec, body *ModelSettings) error {
+	if err := requireAdmin(ctx); err != nil {
+		return err
+	}
+	cfg := s.models.defaultModel()
+	if body != nil {
+		cfg = modelConfigFrom(body)
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	spec.Model = &core.ModelSettings{Provider: cfg.Provider, Name: cfg.Name, MaxTokens: cfg.MaxTokens}
+	return nil
+}
+
+func modelConfigFrom(m *ModelSettings) agent.ModelConfig {
+	cfg := agent.ModelConfig{Provider: string(m.Provider), Name: deref(m.Name)}
+	if m.MaxTokens != nil {
+		cfg.MaxTokens = *m.MaxTokens
+	}
+	return cfg
+}
+
+// preferAsync reports whether a Prefer header (RFC 7240) asks for
+// respond-async; preferences are comma-separated and case-insensitive.
+func preferAsync(prefer *string) bool {
+	if prefer == nil {
+		return false
+	}
+	for _, p := range strings.Split(*prefer, ",") {
+		token, _, _ := strings.Cut(p, ";")
+		if strings.EqualFold(strings.TrimSpace(token), "respond-async") {
+			return true
+		}
+	}
+	return false
+}
+
+// ListTurns lists the team's turn documents, newest first (admin or a
+// member of the team).
+func (s *Server) ListTurns(ctx context.Context, req ListTurnsRequestObject) (ListTurnsResponseObject, error) {
+	if err := requireReader(ctx, req.Team); err != nil {
+		return nil, err
+	}
+	docs, err := s.svc.Turns(ctx, req.Team)
+	if err != nil {
+		return nil, err
+	}
+	return turnListResponse{Turns: docs}, nil
+}
+
+// GetTurn returns one turn document (admin or a member of the team).
+func (s *Server) GetTurn(ctx context.Context, req GetTurnRequestObject) (GetTurnResponseObject, error) {
+	if err := requireReader(ctx, req.Team); err != nil {
+		return nil, err
+	}
+	doc, err := s.svc.TurnDocument(ctx, req.Team, req.TurnID)
+	if err != nil {
+		return nil, err
+	}
+	return turnResponse{doc: doc, status: http.StatusOK}, nil
+}
+
+// CancelTurn cancels a running turn (admin) and answers with its document
+// once it has ended, or after cancelWait with the document as it is.
+func (s *Server) CancelTurn(ctx context.Context, req CancelTurnRequestObject) (CancelTurnResponseObject, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	wait, cancel := context.WithTimeout(ctx, cancelWait)
+	defer cancel()
+	doc, err := s.svc.CancelTurn(wait, req.Team, req.TurnID)
+	if err != nil {
+		return nil, err
+	}
+	return turnResponse{doc: doc, status: http.StatusOK}, nil
+}
+
+// turnResponse writes core's turn document as it is: its JSON is the
+// contract's (steps shaped by kind), which the generated type, all
+// optional pointers, would only copy.
+type turnResponse struct {
+	doc      core.TurnDoc
+	status   int
+	location string
+}
+
+func (r turnResponse) write(w http.ResponseWriter) error {
+	return writeJSON(w, r.status, r.doc, func(h http.Header) {
+		if r.location != "" {
+			h.Set("Location", r.location)
+			h.Set("Preference-Applied", "respond-async")
+		}
+	})
+}
+
+// VisitRunTurnResponse implements RunTurnResponseObject.
+func (r turnResponse) VisitRunTurnResponse(w http.ResponseWriter) error { return r.write(w) }
+
+// VisitGetTurnResponse implements GetTurnResponseObject.
+func (r turnResponse) VisitGetTurnResponse(w http.ResponseWriter) error { return r.write(w) }
+
+// VisitCancelTurnResponse implements CancelTurnResponseObject.
+func (r turnResponse) VisitCancelTurnResponse(w http.ResponseWriter) error { return r.write(w) }
+
+type turnListResponse struct {
+	Turns []core.TurnDoc `json:"turns"`
+}
+
+// VisitListTurnsResponse implements ListTurnsResponseObject.
+func (r turnListResponse) VisitListTurnsResponse(w http.ResponseWriter) error {
+	return writeJSON(w, http.StatusOK, r, nil)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any, headers func(http.Header)) error {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if headers != nil {
+		headers(w.Header())
+	}
+	w.WriteHeader(status)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 // stepsFrom turns the schema's steps (a tool call or a text each) into the

@@ -98,8 +98,8 @@ func TestTurnOutcomes(t *testing.T) {
 			toolStep("send_message", map[string]any{"to": "lead", "body": "reader started"}),
 			textStep("Told lead."))
 		want(t, r, http.StatusOK, "")
-		got := decode[httpapi.TurnResult](t, r)
-		if got != (httpapi.TurnResult{Member: "reader", Status: "answered", Text: "Told lead.", ModelRequests: 2}) {
+		got := decode[httpapi.TurnDocument](t, r)
+		if got.Member != "reader" || got.Status != "answered" || got.Text != "Told lead." || got.ModelRequests != 2 || got.TurnID != "reader-t1" || len(got.Steps) != 3 || got.EndedAt == nil {
 			t.Errorf("turn = %+v", got)
 		}
 		box := e.inbox(tm, "lead")
@@ -115,7 +115,7 @@ func TestTurnOutcomes(t *testing.T) {
 		// An unknown tool is an error result for the model; the turn goes on.
 		r = e.turn(tm, "reader", "", toolStep("run_main", nil), textStep("No run_main here."))
 		want(t, r, http.StatusOK, "")
-		if got := decode[httpapi.TurnResult](t, r); got.Status != "answered" || got.ModelRequests != 2 {
+		if got := decode[httpapi.TurnDocument](t, r); got.Status != "answered" || got.ModelRequests != 2 {
 			t.Errorf("turn 2 = %+v", got)
 		}
 		if m := e.member(tm, "reader"); m.HistoryLength <= first || m.Turns != 2 {
@@ -131,7 +131,7 @@ func TestTurnOutcomes(t *testing.T) {
 		for i := range 3 {
 			r := e.turn(tm, "lead", "", textStep("summary"))
 			want(t, r, http.StatusOK, "")
-			if got := decode[httpapi.TurnResult](t, r); got.Status != "answered" {
+			if got := decode[httpapi.TurnDocument](t, r); got.Status != "answered" {
 				t.Fatalf("lead turn %d = %+v", i+1, got)
 			}
 		}
@@ -147,7 +147,7 @@ func TestTurnOutcomes(t *testing.T) {
 
 		r = e.turn(tm, "reviewer", "Work on.", toolStep("send_message", map[string]any{"to": "lead", "body": "one"}))
 		want(t, r, http.StatusOK, "")
-		got := decode[httpapi.TurnResult](t, r)
+		got := decode[httpapi.TurnDocument](t, r)
 		if got.Status != "failed" || got.ModelRequests != 2 {
 			t.Errorf("turn = %+v, want failed after 2 model requests", got)
 		}
@@ -169,7 +169,7 @@ func TestTurnCallLimit(t *testing.T) {
 	}
 	r := e.turn(tm, "reader", "Keep writing.", steps...)
 	want(t, r, http.StatusOK, "")
-	got := decode[httpapi.TurnResult](t, r)
+	got := decode[httpapi.TurnDocument](t, r)
 	if got.Status != "call_limit" || got.ModelRequests != 4 {
 		t.Errorf("turn = %+v, want call_limit after 4 model requests", got)
 	}
@@ -195,7 +195,7 @@ func TestTurnBusy(t *testing.T) {
 
 	r := <-first
 	want(t, r, http.StatusOK, "")
-	if got := decode[httpapi.TurnResult](t, r); got.Status != "answered" || got.Text != "slow answer" {
+	if got := decode[httpapi.TurnDocument](t, r); got.Status != "answered" || got.Text != "slow answer" {
 		t.Errorf("first turn = %+v", got)
 	}
 	if m := e.member(tm, "reader"); m.Turns != 1 || m.Status != httpapi.MemberStatusIdle {
@@ -262,7 +262,8 @@ func TestTurnRefusals(t *testing.T) {
 		{"wait too long", path, adminToken, map[string]any{"responses": []any{map[string]any{"text": "x", "wait_ms": 10001}}}, http.StatusBadRequest, "validation_failed"},
 		{"input not an object", path, adminToken, map[string]any{"responses": []any{map[string]any{"tool": "send_message", "input": "to lead"}}}, http.StatusBadRequest, "validation_failed"},
 		{"unknown field", path, adminToken, map[string]any{"responses": []any{}, "model": "x"}, http.StatusBadRequest, "validation_failed"},
-		{"no responses", path, adminToken, map[string]any{"prompt": "hi"}, http.StatusBadRequest, "validation_failed"},
+		{"scripted model without responses", path, adminToken, map[string]any{"prompt": "hi"}, http.StatusConflict, "model_unavailable"},
+		{"real model without credentials", path, adminToken, map[string]any{"model": map[string]any{"provider": "anthropic", "name": "claude-test"}}, http.StatusConflict, "model_unavailable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
