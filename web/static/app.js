@@ -327,6 +327,14 @@
         else view.requests.push(data);
         return true;
       }
+      case 'permission': {
+        if (typeof data.permission_id !== 'string') return false;
+        if (!Array.isArray(model.permissions)) model.permissions = [];
+        const i = model.permissions.findIndex((p) => p.permission_id === data.permission_id);
+        if (i >= 0) model.permissions[i] = data;
+        else model.permissions.push(data);
+        return true;
+      }
       case 'member': {
         let changed = false;
         for (const m of Array.isArray(data) ? data : [data]) {
@@ -424,11 +432,19 @@
             if (err instanceof ApiError && err.status === 401) throw err;
             return { error: err };
           })));
+      // A team without a workspace never asks; a failure here must not
+      // hide the rest of the team.
+      const perms = await api('GET', '/teams/' + enc(team) + '/permissions')
+        .then((d) => (d && Array.isArray(d.permissions)) ? d.permissions : [])
+        .catch((err) => {
+          if (err instanceof ApiError && err.status === 401) throw err;
+          return [];
+        });
       if (team !== state.selected) return; // the user moved on meanwhile
       // An event that arrived meanwhile is newer than this answer, and its
       // own refetch is already scheduled.
       if (seq !== state.eventSeq && state.model && state.model.view.name === team) return;
-      state.model = { view, inboxes };
+      state.model = { view, inboxes, permissions: perms };
       renderTeam(view, inboxes);
     } catch (err) {
       report(err, 'loading team');
@@ -469,6 +485,8 @@
     $('members').dataset.team = view.name;
     $('members').replaceChildren(...members.map((m, i) => renderMember(view.name, m, inboxes[i], limits, firstLook)));
 
+    renderPermissions(view.name, state.model && state.model.view === view ? state.model.permissions : []);
+
     const rows = requests.map((r) => renderRequest(view.name, r, firstLook));
     $('request-rows').replaceChildren(...rows);
     $('requests').hidden = rows.length === 0;
@@ -507,6 +525,45 @@
       stats,
       el('h5', { class: 'inbox-title' }, 'Inbox'),
       box);
+  }
+
+  // ---------- permissions ----------
+
+  // renderPermissions lists the pending permissions of run_main's host
+  // gate with an Allow and a Deny button each; decided ones leave the list.
+  function renderPermissions(team, list) {
+    const pending = (Array.isArray(list) ? list : []).filter((p) => p && p.status === 'pending');
+    $('permission-list').replaceChildren(...pending.map((p) => {
+      const input = p.input && typeof p.input === 'object' && Object.keys(p.input).length ? ' ' + JSON.stringify(p.input) : '';
+      const until = p.expires_at ? new Date(p.expires_at) : null;
+      const text = el('span', { class: 'permission-text' },
+        el('strong', null, String(p.member)), ' asks to run ', el('code', null, String(p.tool) + input),
+        ' under plan ' + String(p.plan_request_id || '—'),
+        until && !isNaN(until) ? el('span', { class: 'muted' }, ' · expires ' + until.toLocaleTimeString()) : null);
+      const allow = el('button', { type: 'button', class: 'primary allow', 'aria-label': 'Allow ' + p.permission_id }, icon('✔'), ' Allow');
+      const deny = el('button', { type: 'button', class: 'deny', 'aria-label': 'Deny ' + p.permission_id }, icon('✖'), ' Deny');
+      allow.addEventListener('click', () => decidePermission(team, p.permission_id, true, [allow, deny]));
+      deny.addEventListener('click', () => decidePermission(team, p.permission_id, false, [allow, deny]));
+      return el('li', { class: 'permission', data: { permissionId: p.permission_id, status: p.status } },
+        icon('◷'), el('span', { class: 'req-id' }, String(p.permission_id)), text,
+        el('span', { class: 'permission-actions' }, allow, deny));
+    }));
+    $('permissions').hidden = pending.length === 0;
+  }
+
+  async function decidePermission(team, id, allow, buttons) {
+    for (const b of buttons) b.disabled = true;
+    try {
+      const p = await api('POST', '/teams/' + enc(team) + '/permissions/' + enc(id), { allow });
+      if (state.model && state.model.view.name === team && applyEvent(state.model, 'permission', p)) {
+        renderTeam(state.model.view, state.model.inboxes);
+      }
+    } catch (err) {
+      for (const b of buttons) b.disabled = false;
+      // Someone else answered first, or it expired: the refetch shows it.
+      report(err, (allow ? 'allowing ' : 'denying ') + id);
+    }
+    scheduleRefresh(0);
   }
 
   function readProtocol(body) {
