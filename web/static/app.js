@@ -44,6 +44,7 @@
     running: false,
     model: null, // { view, inboxes } of the selected team as last rendered
     eventSeq: 0, // counts applied events, to drop refetches they overtook
+    doing: new Map(), // team/member -> what the member's turn is doing, from turn events
   };
 
   const $ = (id) => document.getElementById(id);
@@ -335,6 +336,11 @@
         else model.permissions.push(data);
         return true;
       }
+      case 'turn': {
+        if (typeof data.member !== 'string' || typeof data.status !== 'string') return false;
+        state.doing.set(view.name + '/' + data.member, turnActivity(data));
+        return true;
+      }
       case 'member': {
         let changed = false;
         for (const m of Array.isArray(data) ? data : [data]) {
@@ -349,6 +355,41 @@
       default:
         return false;
     }
+  }
+
+  // turnActivity says in a few words what a turn is doing after one of
+  // its events: a running turn's next step follows from the last one (a
+  // model answer asking for tools means tools run next), an ended turn
+  // shows how it ended.
+  function turnActivity(ev) {
+    if (ev.status !== 'running') return 'last turn ' + ev.status.replace('_', ' ');
+    const step = ev.step;
+    if (!step || typeof step !== 'object') return 'asking the model';
+    switch (step.kind) {
+      case 'model_request':
+        if (step.error) return 'model request failed (' + step.error + ')';
+        return step.stop_reason === 'tool_use' ? 'calling tools' : 'answering';
+      case 'tool_call': {
+        let arg = '';
+        try {
+          const input = JSON.parse(step.input || '{}');
+          arg = input.path || (input.to ? 'to ' + input.to : '') || input.request_id || '';
+        } catch (_) {
+          arg = '';
+        }
+        return String(step.tool || 'tool') + (arg ? ' ' + String(arg) : '') + (step.is_error ? ' (refused)' : '');
+      }
+      case 'permission':
+        return step.status === 'pending' ? 'waiting for permission' : 'permission ' + String(step.status);
+      default:
+        return 'working';
+    }
+  }
+
+  // tokens shows a usage object as "N in · M out".
+  function tokens(u) {
+    if (!u || typeof u !== 'object') return '0';
+    return Number(u.input_tokens || 0).toLocaleString() + ' in · ' + Number(u.output_tokens || 0).toLocaleString() + ' out';
   }
 
   // ---------- teams ----------
@@ -474,6 +515,11 @@
     $('team-title').textContent = 'Team ' + view.name;
     const meta = [members.length + ' members'];
     if (limits.requests) meta.push('requests ' + requests.length + ' of ' + limits.requests + ' used');
+    if (view.model && view.model.provider) meta.push('model ' + view.model.provider + (view.model.name ? ':' + view.model.name : ''));
+    if (view.usage) {
+      const spent = Number(view.usage.input_tokens || 0) + Number(view.usage.output_tokens || 0);
+      meta.push('tokens ' + tokens(view.usage) + (limits.model_tokens ? ' (' + spent.toLocaleString() + ' of ' + Number(limits.model_tokens).toLocaleString() + ')' : ''));
+    }
     if (view.created_at) {
       const d = new Date(view.created_at);
       if (!isNaN(d)) meta.push('created ' + d.toLocaleString());
@@ -505,7 +551,9 @@
       el('div', null, el('dt', null, 'active'), el('dd', { data: { active: String(!!m.active) } }, m.active ? 'yes, in a turn' : 'no')),
       el('div', null, el('dt', null, 'turns'), el('dd', null, turns)),
       el('div', null, el('dt', null, 'inbox'), el('dd', null, inboxCount)),
-      el('div', null, el('dt', null, 'history'), el('dd', null, String(m.history_length))));
+      el('div', null, el('dt', null, 'history'), el('dd', null, String(m.history_length))),
+      el('div', null, el('dt', null, 'tokens'), el('dd', { class: 'usage' }, tokens(m.usage))));
+    const activity = state.doing.get(team + '/' + m.name);
 
     let box;
     if (!inbox || inbox.error) {
@@ -523,6 +571,7 @@
       el('header', { class: 'member-head' }, el('h4', null, m.name), badge),
       m.role ? el('p', { class: 'role' }, m.role) : null,
       stats,
+      activity ? el('p', { class: 'doing', 'aria-live': 'polite' }, icon(m.active ? '⚙' : '·'), ' ' + activity) : null,
       el('h5', { class: 'inbox-title' }, 'Inbox'),
       box);
   }
