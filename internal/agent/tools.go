@@ -59,6 +59,10 @@ type ToolSet struct {
 	// only after the plan gate has let the call through. A scenario run
 	// sets it from its decision option; AskHost replaces it.
 	AllowRun bool
+	// Limits, when not nil, are the team's limits: the tool schemas then
+	// state the team's own bounds of a letter, a plan and a feedback
+	// instead of the lesson's.
+	Limits *core.Limits
 	// AskHost, when set, answers run_main's host gate by the team's
 	// host_permission instead of AllowRun: at once under allow or deny,
 	// and under ask by a person, the turn waiting for the decision
@@ -82,10 +86,12 @@ func DefaultTools(member string) ToolSet {
 // WorkspaceTools is the tool set of a turn of a team with a workspace
 // (the directory workspace): DefaultTools plus read_file for everyone and
 // run_main for teammates, as in the lesson, whose host gate is the team's
-// host_permission. Lead gets no run_main: the plan gate needs a plan the
+// host_permission, and whose schemas state the team's limits. Lead gets
+// no run_main: the plan gate needs a plan the
 // member sent to lead, which lead cannot.
-func WorkspaceTools(member, workspace string) ToolSet {
+func WorkspaceTools(member, workspace string, limits core.Limits) ToolSet {
 	set := DefaultTools(member)
+	set.Limits = &limits
 	set.Names = append(set.Names, ToolReadFile)
 	if member != core.LeadName {
 		set.Names = append(set.Names, ToolRunMain)
@@ -124,15 +130,31 @@ var toolSpecs = map[string]ToolSpec{
 }
 
 // Specs returns the specs of the tools in set, in order; unknown names
-// are skipped.
+// are skipped. With set.Limits the bounds they state are the team's.
 func (set ToolSet) Specs() []ToolSpec {
 	out := make([]ToolSpec, 0, len(set.Names))
 	for _, n := range set.Names {
 		if s, ok := toolSpecs[n]; ok {
+			if set.Limits != nil {
+				s = limitedSpec(s, *set.Limits)
+			}
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// limitedSpec is spec with the bounds of its schema taken from limits.
+func limitedSpec(spec ToolSpec, l core.Limits) ToolSpec {
+	switch spec.Name {
+	case ToolSendMessage:
+		spec.InputSchema = json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"to":{"type":"string","description":"the recipient's member name"},"body":{"type":"string","description":"the letter, 1 to %d characters","minLength":1,"maxLength":%d}},"required":["to","body"],"additionalProperties":false}`, l.BodyChars, l.BodyChars))
+	case ToolSubmitPlan:
+		spec.InputSchema = json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"payload":{"type":"string","description":"the plan, 1 to %d characters","minLength":1,"maxLength":%d}},"required":["payload"],"additionalProperties":false}`, l.PayloadChars, l.PayloadChars))
+	case ToolReviewPlan:
+		spec.InputSchema = json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"request_id":{"type":"string","description":"the plan's request id, e.g. req-1"},"approve":{"type":"boolean"},"feedback":{"type":"string","description":"at most %d characters","maxLength":%d}},"required":["request_id","approve"],"additionalProperties":false}`, l.FeedbackChars, l.FeedbackChars))
+	}
+	return spec
 }
 
 func (set ToolSet) offers(name string) bool {

@@ -283,3 +283,27 @@ func TestPermissionsRights(t *testing.T) {
 	want(t, e.decide(tm, "perm-x", adminToken, true), http.StatusBadRequest, "validation_failed")
 	want(t, e.do(call{method: http.MethodPost, path: "/api/v1/teams/" + tm.name + "/permissions/perm-1", token: adminToken, json: map[string]any{"allow": true, "by": "me"}}), http.StatusBadRequest, "validation_failed")
 }
+
+// Cancelling a turn that waits for a permission ends the wait at once:
+// the permission expires (a denial) and nothing runs.
+func TestPermissionEndsWithCancelledTurn(t *testing.T) {
+	e := openEnv(t, t.TempDir(), 0)
+	tm := e.workspaceTeam("crew", "ask", nil)
+	e.approvePlan(tm)
+	turn := e.startRunTurn(tm)
+	p := e.pendingPermission(tm)
+	want(t, e.post("/api/v1/teams/"+tm.name+"/turns/reader-t1/cancel", adminToken, nil), http.StatusOK, "")
+	tr := <-turn
+	want(t, tr, http.StatusOK, "")
+	if st := decode[struct {
+		Status string `json:"status"`
+	}](t, tr).Status; st != "cancelled" {
+		t.Fatalf("turn status = %q, want cancelled\nbody: %s", st, tr.body)
+	}
+	list := decode[httpapi.PermissionList](t, e.get("/api/v1/teams/"+tm.name+"/permissions", adminToken)).Permissions
+	if len(list) != 1 || list[0].PermissionID != p.PermissionID || list[0].Status != httpapi.PermissionStatusExpired {
+		t.Fatalf("permissions = %+v, want %s expired", list, p.PermissionID)
+	}
+	want(t, e.getFile(tm.name, "counter.txt", adminToken), http.StatusNotFound, "not_found")
+	want(t, e.decide(tm, p.PermissionID, adminToken, true), http.StatusConflict, "not_pending")
+}

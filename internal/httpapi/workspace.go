@@ -27,14 +27,20 @@ import (
 // workspaceDir returns team's workspace directory; not_found when the
 // team does not exist or has none.
 func (s *Server) workspaceDir(ctx context.Context, team string) (string, error) {
+	dir, _, err := s.workspaceOf(ctx, team)
+	return dir, err
+}
+
+// workspaceOf is workspaceDir with the team's limits.
+func (s *Server) workspaceOf(ctx context.Context, team string) (string, core.Limits, error) {
 	view, err := s.svc.Team(ctx, team)
 	if err != nil {
-		return "", err
+		return "", core.Limits{}, err
 	}
 	if !view.Workspace || s.workspaces == "" {
-		return "", core.Errorf(core.CodeNotFound, "The team has no workspace; create it with \"workspace\": true.")
+		return "", core.Limits{}, core.Errorf(core.CodeNotFound, "The team has no workspace; create it with \"workspace\": true.")
 	}
-	return filepath.Join(s.workspaces, team), nil
+	return filepath.Join(s.workspaces, team), view.Limits, nil
 }
 
 // ensureWorkspace creates the workspaces root and the team's directory
@@ -60,7 +66,7 @@ func ensureWorkspace(dir string) error {
 // team with a workspace (whose host gate is the team's host_permission),
 // the default ones otherwise.
 func (s *Server) toolsFor(ctx context.Context, team, member string) agent.ToolSet {
-	dir, err := s.workspaceDir(ctx, team)
+	dir, limits, err := s.workspaceOf(ctx, team)
 	if err != nil {
 		return agent.DefaultTools(member)
 	}
@@ -68,7 +74,7 @@ func (s *Server) toolsFor(ctx context.Context, team, member string) agent.ToolSe
 		// The tools then answer that the workspace is not available.
 		s.log.WarnContext(ctx, "creating a team's workspace failed", "team", team, "err", err)
 	}
-	return agent.WorkspaceTools(member, dir)
+	return agent.WorkspaceTools(member, dir, limits)
 }
 
 // removeWorkspace deletes team's workspace directory, if any, all or
