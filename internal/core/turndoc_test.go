@@ -1,11 +1,15 @@
 package core_test
 
 import (
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"mailroom/internal/core"
+	"mailroom/internal/testkit"
 )
 
 // TestOldStateLoadsWithDefaults: a state file written before models,
@@ -47,5 +51,35 @@ func TestTurnStepShapes(t *testing.T) {
 	long := strings.Repeat("é", core.MaxStepText+10)
 	if got := core.ShortenStepText(long); len([]rune(got)) != core.MaxStepText || !strings.HasSuffix(got, "…") {
 		t.Errorf("shortened to %d characters, want %d ending in an ellipsis", len([]rune(got)), core.MaxStepText)
+	}
+}
+
+// TestTurnDocumentsBounded: a team keeps its last MaxTurnDocs documents,
+// in memory and on disk, newest first.
+func TestTurnDocumentsBounded(t *testing.T) {
+	dir := t.TempDir()
+	svc := testkit.OpenService(t, dir)
+	ctx := core.AsAdmin(t.Context())
+	if _, _, err := svc.CreateTeam(ctx, core.TeamSpec{Name: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	answer := func(context.Context, []core.Entry) (core.TurnOutcome, error) {
+		return core.TurnOutcome{Messages: []core.Entry{}, Status: core.TurnAnswered, Text: "ok"}, nil
+	}
+	for range core.MaxTurnDocs + 5 {
+		if _, err := svc.RunTurn(ctx, "demo", core.LeadName, answer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	docs, err := svc.Turns(ctx, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) != core.MaxTurnDocs || docs[0].TurnID != "lead-t105" || docs[len(docs)-1].TurnID != "lead-t6" {
+		t.Errorf("kept %d documents from %s to %s, want %d from lead-t105 to lead-t6", len(docs), docs[0].TurnID, docs[len(docs)-1].TurnID, core.MaxTurnDocs)
+	}
+	files, err := os.ReadDir(filepath.Join(dir, "teams", "demo", "turns"))
+	if err != nil || len(files) != core.MaxTurnDocs {
+		t.Errorf("turn files = %d (%v), want %d", len(files), err, core.MaxTurnDocs)
 	}
 }
