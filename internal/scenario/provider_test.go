@@ -428,3 +428,46 @@ func TestModelRunRefusesPlan(t *testing.T) {
 		t.Errorf("%d team(s) created, want none", len(teams))
 	}
 }
+
+// TestOverloadedAfterSendMessage: the Messages API answers 529 to the
+// request right after send_message ran. The SDK sends that request again
+// and the turn goes on; the letter is stored once, because a retry
+// repeats only the model request, never a tool.
+func TestOverloadedAfterSendMessage(t *testing.T) {
+	dir := t.TempDir()
+	svc := openService(t, dir)
+	if _, _, err := svc.CreateTeam(t.Context(), lessonTeam("overloaded")); err != nil {
+		t.Fatal(err)
+	}
+	fake := providertest.NewAnthropic(t, fakeKey)
+	usage := providertest.AnthropicUsage{InputTokens: 50, OutputTokens: 5}
+	overloaded := providertest.AnthropicError(529, "overloaded_error", "Overloaded")
+	overloaded.Header = map[string]string{"retry-after-ms": "1"}
+	fake.Push(
+		providertest.AnthropicToolUse("toolu_1", agent.ToolSendMessage, map[string]string{"to": core.LeadName, "body": "report"}, usage),
+		overloaded,
+		providertest.AnthropicText("Reported to lead.", usage),
+	)
+	model := agent.NewAnthropic(agent.ModelConfig{Provider: agent.ProviderAnthropic, Name: "fake-model"}, fakeKey, fake.URL(), agent.ProviderOptions{HTTPClient: fake.Client()})
+	res, stats, err := agent.Run(t.Context(), svc, agent.Spec{Team: "overloaded", Member: "reader", Prompt: "Report to lead.", Model: model, Tools: agent.DefaultTools("reader")})
+	if err != nil || res.Status != core.TurnAnswered {
+		t.Fatalf("turn = %+v, %v; want answered", res, err)
+	}
+	box, err := svc.Inbox(t.Context(), "overloaded", core.LeadName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(box) != 1 || box[0].Body != "report" {
+		t.Errorf("lead's inbox = %+v, want the one letter \"report\"", box)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 3 || stats.ModelRequests != 2 || len(stats.Calls) != 1 {
+		t.Fatalf("the fake received %d requests for %d model requests with %d tool calls; want 3, 2, 1", len(reqs), stats.ModelRequests, len(stats.Calls))
+	}
+	if string(reqs[1].Body) != string(reqs[2].Body) {
+		t.Errorf("the retried request differs from the refused one:\n%s\n%s", reqs[1].Body, reqs[2].Body)
+	}
+	if pending := fake.Pending(); pending != 0 {
+		t.Errorf("%d replies left, want 0", pending)
+	}
+}
