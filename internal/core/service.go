@@ -16,15 +16,6 @@ import (
 	"unicode/utf8"
 )
 
-// Event is one state change, published to observers (the live page).
-type Event struct {
-	// Type is one of message, request, reply, match, member, turn, run.
-	Type string `json:"type"`
-	Team string `json:"team"`
-	// Data is the changed object, ready to be encoded as JSON.
-	Data any `json:"data"`
-}
-
 // Observer receives events. It is called with the team's lock held, so it
 // must not block and must not call back into the Service.
 type Observer func(Event)
@@ -33,7 +24,7 @@ type Observer func(Event)
 // lock covers every mailbox read-modify-write and every change of member
 // and request state of that team, and never a model turn.
 type Service struct {
-	store Store
+	store legacyStore
 	log   *slog.Logger
 	now   func() time.Time
 
@@ -68,7 +59,7 @@ const DefaultMaxTeams = 10000
 
 // NewService returns an empty Service over store. Call Open to load the
 // teams that store already holds.
-func NewService(store Store, opts Options) *Service {
+func NewService(store legacyStore, opts Options) *Service {
 	s := &Service{
 		store:    store,
 		log:      opts.Logger,

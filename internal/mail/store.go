@@ -67,7 +67,7 @@ type Store struct {
 	now func() time.Time
 }
 
-var _ core.Store = (*Store)(nil)
+// (asserted against core.Store once the unit of work moved in)
 
 // Option configures a Store.
 type Option func(*Store)
