@@ -279,3 +279,23 @@ type IdempotencyRecord struct {
 
 // Expired reports whether r is past IdempotencyTTL at now.
 func (r IdempotencyRecord) Expired(now time.Time) bool { return now.Sub(r.At) >= IdempotencyTTL }
+
+// LoadedTeam is one team a store found at start. Err is set when its
+// state could not be read; such a team is served as damaged.
+type LoadedTeam struct {
+	Name  string
+	State *TeamState
+	Err   error
+}
+
+// Starter is implemented by a store with work to do before it serves
+// (the file store loads and repairs its teams). Service.Open calls it.
+type Starter interface {
+	Start(ctx context.Context) error
+}
+
+// DamagedError is the error of a write to, or an inbox read of, a team
+// whose stored data failed validation (cause).
+func DamagedError(cause error) error {
+	return &Error{Code: CodeInboxCorrupt, Message: "The team's stored state failed validation at start; it is served read-only.", Err: cause}
+}
