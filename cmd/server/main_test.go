@@ -21,13 +21,14 @@ import (
 	"time"
 
 	"mailroom/internal/agent"
+	"mailroom/internal/pgtest"
 	"mailroom/internal/testkit"
 )
 
 // serverBin is the real binary, built once by TestMain.
 var serverBin string
 
-func TestMain(m *testing.M) { os.Exit(testkit.Main(m, &serverBin)) }
+func TestMain(m *testing.M) { os.Exit(pgtest.Finish(testkit.Main(m, &serverBin))) }
 
 // Bounds for waiting on a real process. They only cap a wait that is
 // otherwise driven by output or exit, so a broken server fails instead of

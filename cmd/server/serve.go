@@ -59,14 +59,14 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		}
 	}
 
-	store, err := mail.Open(dataDir, mail.WithLogger(log))
+	store, closeStore, err := openStore(ctx, cfg, dataDir, log)
 	if err != nil {
-		return fmt.Errorf("open data directory %s: %w", dataDir, err)
+		return err
 	}
 	// Runs after the HTTP server has stopped (defers run last-in first-out
 	// before the lock is released): no append is in flight any more.
 	defer func() {
-		if cerr := store.Close(); cerr != nil {
+		if cerr := closeStore(); cerr != nil {
 			log.Error("close inbox files", "err", cerr)
 		}
 	}()

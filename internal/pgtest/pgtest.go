@@ -71,8 +71,14 @@ var (
 
 // Main runs the package's tests and stops the cluster, if one was started,
 // afterwards. Its result is the exit code for os.Exit.
-func Main(m *testing.M) int {
-	code := m.Run()
+func Main(m *testing.M) int { return Finish(m.Run()) }
+
+// Finish stops the test binary's cluster, if one was started, and returns
+// code, or 1 when the cluster could not be stopped. For a TestMain that
+// runs the tests through another helper:
+//
+//	os.Exit(pgtest.Finish(testkit.Main(m, &bin)))
+func Finish(code int) int {
 	if shared != nil {
 		if err := shared.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "pgtest: stop the cluster: %v\n", err)
