@@ -100,6 +100,9 @@ func (u *unit) send(sender, recipient, body string, protocol bool) (Message, err
 // asStoreError keeps domain errors (inbox_corrupt) and wraps anything else
 // as storage_failed.
 func asStoreError(err error) error {
+	if err == nil {
+		return nil
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return err
