@@ -233,7 +233,7 @@ func testLetters(t *testing.T, s core.Store) {
 func testConcurrent(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	st := Team("alpha", "reader")
-	st.Limits.InboxMessages, st.Limits.InboxBytes = 1000, 1 << 20
+	st.Limits.InboxMessages, st.Limits.InboxBytes = 1000, 1<<20
 	create(t, s, st)
 	const n = 40
 	var wg sync.WaitGroup
