@@ -48,19 +48,19 @@ type server struct {
 	err    error // from Wait, valid once done is closed
 }
 
-// startServer runs the binary on a free loopback port over dataDir and
-// returns once /healthz answers. The process is killed at the end of the
-// test if it is still running.
-func startServer(t *testing.T, dataDir string) *server {
+// startServer runs the binary on a free loopback port over dataDir, with
+// env added to its environment, and returns once /healthz answers. The
+// process is killed at the end of the test if it is still running.
+func startServer(t *testing.T, dataDir string, env ...string) *server {
 	t.Helper()
 	cmd := exec.Command(serverBin)
-	cmd.Env = []string{
+	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + t.TempDir(),
 		"MAILROOM_ADDR=127.0.0.1:0",
 		"MAILROOM_DATA=" + dataDir,
 		"MAILROOM_ADMIN_TOKEN=" + adminToken,
-	}
+	}, env...)
 	cmd.Dir = t.TempDir()
 	s := &server{t: t, cmd: cmd, stderr: &testkit.Output{}, done: make(chan struct{})}
 	cmd.Stderr = s.stderr

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"mailroom/internal/agent"
 	"mailroom/internal/core"
 	"mailroom/internal/mail"
 	"mailroom/internal/scenario"
@@ -29,9 +30,10 @@ func runScenario(ctx context.Context, args []string, getenv func(string) string,
 	decision := fs.String("decision", "", "team-protocols: the host's `permission` to run main.py, allow or deny (default deny)")
 	expected := fs.String("expected", "", "team-protocols: the expected `output` (default 42)")
 	stepMS := fs.Int("step-ms", 0, "slow every step by this many `milliseconds` (0 to 10000)")
+	modelFlag := fs.String("model", "", "drive every member with a real `model`, PROVIDER:NAME as in anthropic:claude-sonnet-4-5 or openai:gpt-4.1-mini, credentials from the environment (default: the lesson's script)")
 	dataDir := fs.String("data", "", "keep the run's team, workspace and result in this `directory` (default: a temporary directory, removed afterwards)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: mailroom scenario agent-teams|team-protocols [flags]\n\nRuns a lesson scenario and prints its result as JSON; exits 0 when every check held, 1 when not.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: mailroom scenario agent-teams|team-protocols [flags]\n\nRuns a lesson scenario and prints its result as JSON; exits 0 when every applicable check held, 1 when not.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	// The name may come before or after the flags.
@@ -52,6 +54,23 @@ func runScenario(ctx context.Context, args []string, getenv func(string) string,
 		return usageErrorf("scenario: unexpected argument %q", fs.Arg(0))
 	}
 	opts := scenario.Options{Plan: *plan, Decision: *decision, Expected: *expected, StepMS: *stepMS}
+	if *modelFlag != "" {
+		cfg, err := agent.ParseModel(*modelFlag)
+		if err != nil {
+			return usageErrorf("scenario: --model: %s", core.ErrorMessage(err))
+		}
+		if cfg.Provider != agent.ProviderScripted {
+			lookup := func(name string) (string, bool) { v := getenv(name); return v, v != "" }
+			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel(getenv)}))
+			// Without credentials nothing is created, not even a
+			// temporary directory.
+			model, err := agent.NewModel(cfg, lookup, agent.ProviderOptions{Log: log})
+			if err != nil {
+				return fmt.Errorf("scenario: --model %s: %s", cfg, core.ErrorMessage(err))
+			}
+			opts.Model = model
+		}
+	}
 
 	dir := *dataDir
 	if dir == "" {
@@ -84,7 +103,7 @@ func runScenario(ctx context.Context, args []string, getenv func(string) string,
 	if !doc.OK {
 		var failed []string
 		for _, c := range doc.Checks {
-			if !c.OK {
+			if !c.OK && c.Applies() {
 				failed = append(failed, c.Name)
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"mailroom/internal/providertest"
 )
 
 // scenarioDoc is the part of a run document these tests look at.
@@ -205,4 +207,63 @@ func TestServerRunsScenarios(t *testing.T) {
 		t.Errorf("the run's result is not kept in the data directory: %v", err)
 	}
 	p.stop()
+}
+
+// TestScenarioCommandModel runs agent-teams with --model against a fake
+// Messages API that answers every request with a text: the document names
+// the model, the checks only the script can guarantee are not applicable,
+// and the run is ok. Without credentials the command exits 1 and creates
+// nothing.
+func TestScenarioCommandModel(t *testing.T) {
+	fake := providertest.NewAnthropic(t, "sk-cli-test-key")
+	for range 4 {
+		fake.Push(providertest.AnthropicText("Done.", providertest.AnthropicUsage{InputTokens: 3, OutputTokens: 1}))
+	}
+	data := t.TempDir()
+	p := start(t, []string{"ANTHROPIC_API_KEY=sk-cli-test-key", "ANTHROPIC_BASE_URL=" + fake.URL()},
+		"scenario", "agent-teams", "--model", "anthropic:claude-test", "--data", data)
+	out, code := p.output()
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, p.stderr)
+	}
+	var doc struct {
+		OK            bool `json:"ok"`
+		ModelRequests int  `json:"model_requests"`
+		Model         struct {
+			Provider string `json:"provider"`
+			Name     string `json:"name"`
+		} `json:"model"`
+		Checks []struct {
+			Name       string `json:"name"`
+			Applicable *bool  `json:"applicable"`
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("stdout is not a run document: %v\n%s", err, out)
+	}
+	if !doc.OK || doc.ModelRequests != 4 || doc.Model.Provider != "anthropic" || doc.Model.Name != "claude-test" || len(fake.Requests()) != 4 {
+		t.Errorf("ok %t, %d model requests, model %+v, the fake saw %d; want ok, 4, anthropic claude-test, 4", doc.OK, doc.ModelRequests, doc.Model, len(fake.Requests()))
+	}
+	na := 0
+	for _, c := range doc.Checks {
+		if c.Applicable != nil && !*c.Applicable {
+			na++
+		}
+	}
+	if na == 0 {
+		t.Errorf("no check is reported as not applicable on a model's run: %s", out)
+	}
+
+	empty := t.TempDir()
+	p = start(t, nil, "scenario", "agent-teams", "--model", "anthropic:claude-test", "--data", empty)
+	if _, code := p.output(); code != 1 || !strings.Contains(p.stderr.String(), "ANTHROPIC_API_KEY") {
+		t.Errorf("without credentials: exit %d, want 1 naming ANTHROPIC_API_KEY; stderr:\n%s", code, p.stderr)
+	}
+	if left, _ := os.ReadDir(empty); len(left) != 0 {
+		t.Errorf("a refused model run left %v in its data directory", left)
+	}
+	p = start(t, nil, "scenario", "agent-teams", "--model", "nosuch:x")
+	if _, code := p.output(); code != 2 {
+		t.Errorf("--model nosuch:x: exit %d, want 2; stderr:\n%s", code, p.stderr)
+	}
 }

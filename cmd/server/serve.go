@@ -80,6 +80,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	// boundary and record it; other requests run to completion.
 	stopping, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
+	held := &httpapi.HeldReads{}
 	handler, err := httpapi.NewHandler(svc, httpapi.Options{
 		AdminToken: adminToken,
 		Logger:     log,
@@ -87,6 +88,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		DataDir:    dataDir,
 		Workspaces: cfg.workspaces,
 		Stopping:   stopping,
+		HeldReads:  held,
 		// Credentials are read from the environment at each turn and
 		// never kept anywhere else.
 		Models: httpapi.ModelOptions{Default: cfg.model, Lookup: os.LookupEnv, Provider: agent.ProviderOptions{Log: log}},
@@ -95,7 +97,13 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		return fmt.Errorf("build HTTP handler: %w", err)
 	}
 	// /mcp is the door for agents outside Mailroom (Model Context Protocol).
-	if handler, err = mcpserver.Mount(handler, svc, mcpserver.Options{AdminToken: adminToken, Logger: log}); err != nil {
+	// Its members of a team with a workspace work on the same files as
+	// the team's turns (the default root is the one httpapi uses).
+	workspaces := cfg.workspaces
+	if workspaces == "" {
+		workspaces = filepath.Join(dataDir, "workspaces")
+	}
+	if handler, err = mcpserver.Mount(handler, svc, mcpserver.Options{AdminToken: adminToken, Logger: log, Workspaces: workspaces}); err != nil {
 		return fmt.Errorf("build MCP handler: %w", err)
 	}
 
@@ -147,6 +155,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		// storage writes are atomic, so nothing is left half done.
 		log.Warn("shutdown timed out; closing remaining connections", "err", err)
 		_ = srv.Close()
+	}
+	// Reads held for mail left net/http with their connections; released
+	// by StopWaiting, they take one last look at the store before it closes.
+	if err := held.Wait(sctx); err != nil {
+		log.Warn("shutdown timed out before every held read was answered", "err", err)
 	}
 	// Turns started with Prefer: respond-async have no request to wait
 	// for: wait for them too, so that they record their end before the

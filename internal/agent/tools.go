@@ -77,10 +77,7 @@ type ToolSet struct {
 // everyone, plans for teammates and plan reviews for lead. The workspace
 // tools need a workspace and are not offered.
 func DefaultTools(member string) ToolSet {
-	if member == core.LeadName {
-		return ToolSet{Names: []string{ToolSendMessage, ToolReviewPlan}}
-	}
-	return ToolSet{Names: []string{ToolSendMessage, ToolSubmitPlan}}
+	return ToolSet{Names: offeredNames(member, false)}
 }
 
 // WorkspaceTools is the tool set of a turn of a team with a workspace
@@ -90,71 +87,44 @@ func DefaultTools(member string) ToolSet {
 // no run_main: the plan gate needs a plan the
 // member sent to lead, which lead cannot.
 func WorkspaceTools(member, workspace string, limits core.Limits) ToolSet {
-	set := DefaultTools(member)
-	set.Limits = &limits
-	set.Names = append(set.Names, ToolReadFile)
-	if member != core.LeadName {
-		set.Names = append(set.Names, ToolRunMain)
+	return ToolSet{Names: offeredNames(member, true), Limits: &limits, Workspace: workspace, AskHost: true}
+}
+
+// limits are the bounds the tool schemas state: the team's when set, the
+// lesson's otherwise.
+func (set ToolSet) limits() core.Limits {
+	if set.Limits != nil {
+		return *set.Limits
 	}
-	set.Workspace = workspace
-	set.AskHost = true
-	return set
+	return core.DefaultLimits()
 }
 
-var toolSpecs = map[string]ToolSpec{
-	ToolReadFile: {
-		Name:        ToolReadFile,
-		Description: "Read a text file of the run's workspace (at most 64 KiB). The path is relative to the workspace.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"a relative path inside the workspace, e.g. main.py"}},"required":["path"],"additionalProperties":false}`),
-	},
-	ToolSendMessage: {
-		Name:        ToolSendMessage,
-		Description: "Mail a teammate. The letter is queued in the recipient's inbox; queued does not mean read.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"the recipient's member name"},"body":{"type":"string","description":"the letter, 1 to 600 characters"}},"required":["to","body"],"additionalProperties":false}`),
-	},
-	ToolSubmitPlan: {
-		Name:        ToolSubmitPlan,
-		Description: "Submit a plan to lead for approval. The request stays pending until you see lead's reply.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"payload":{"type":"string","description":"the plan, 1 to 180 characters"}},"required":["payload"],"additionalProperties":false}`),
-	},
-	ToolReviewPlan: {
-		Name:        ToolReviewPlan,
-		Description: "Approve or reject a plan request addressed to you. A decision, once sent, cannot change.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"request_id":{"type":"string","description":"the plan's request id, e.g. req-1"},"approve":{"type":"boolean"},"feedback":{"type":"string","description":"at most 120 characters"}},"required":["request_id","approve"],"additionalProperties":false}`),
-	},
-	ToolRunMain: {
-		Name:        ToolRunMain,
-		Description: "Run the workspace's fixed program (python3 main.py) and return its output. Needs an approved plan and the host's permission.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
-	},
+// env is the registry's environment of set's tools over svc.
+func (set ToolSet) env(svc *core.Service) Env {
+	return Env{Svc: svc, Limits: set.limits(), Workspace: set.Workspace, AskHost: set.AskHost, AllowRun: set.AllowRun, PlanID: set.PlanID}
 }
 
-// Specs returns the specs of the tools in set, in order; unknown names
-// are skipped. With set.Limits the bounds they state are the team's.
+// Specs returns the specs of the tools in set, in order, taken from the
+// registry (Registry); unknown names are skipped. With set.Limits the
+// bounds they state are the team's.
 func (set ToolSet) Specs() []ToolSpec {
+	tools := Registry(set.env(nil))
 	out := make([]ToolSpec, 0, len(set.Names))
 	for _, n := range set.Names {
-		if s, ok := toolSpecs[n]; ok {
-			if set.Limits != nil {
-				s = limitedSpec(s, *set.Limits)
-			}
-			out = append(out, s)
+		if t, ok := Lookup(tools, DoorAgent, n); ok {
+			out = append(out, t.Spec())
 		}
 	}
 	return out
 }
 
-// limitedSpec is spec with the bounds of its schema taken from limits.
-func limitedSpec(spec ToolSpec, l core.Limits) ToolSpec {
-	switch spec.Name {
-	case ToolSendMessage:
-		spec.InputSchema = json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"to":{"type":"string","description":"the recipient's member name"},"body":{"type":"string","description":"the letter, 1 to %d characters","minLength":1,"maxLength":%d}},"required":["to","body"],"additionalProperties":false}`, l.BodyChars, l.BodyChars))
-	case ToolSubmitPlan:
-		spec.InputSchema = json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"payload":{"type":"string","description":"the plan, 1 to %d characters","minLength":1,"maxLength":%d}},"required":["payload"],"additionalProperties":false}`, l.PayloadChars, l.PayloadChars))
-	case ToolReviewPlan:
-		spec.InputSchema = json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"request_id":{"type":"string","description":"the plan's request id, e.g. req-1"},"approve":{"type":"boolean"},"feedback":{"type":"string","description":"at most %d characters","maxLength":%d}},"required":["request_id","approve"],"additionalProperties":false}`, l.FeedbackChars, l.FeedbackChars))
+// offeredNames are the names of the agent's tools offered to member.
+func offeredNames(member string, workspace bool) []string {
+	var names []string
+	for _, t := range Offered(Registry(Env{Limits: core.DefaultLimits()}), DoorAgent, member, workspace) {
+		names = append(names, t.Name)
 	}
-	return spec
+	return names
 }
 
 func (set ToolSet) offers(name string) bool {
@@ -178,18 +148,24 @@ func fail(format string, args ...any) toolResult {
 	return toolResult{content: fmt.Sprintf(format, args...), isError: true}
 }
 
-// domainFailure turns an error of core into a tool result that names the
-// error code and its user-safe message, never internal text.
-func domainFailure(err error) toolResult {
-	return fail("%s: %s", core.ErrorCode(err), core.ErrorMessage(err))
-}
-
-func okJSON(v any) toolResult {
-	b, err := json.Marshal(v)
-	if err != nil {
+// modelResult is what the model reads of a registry tool's answer: the
+// result's JSON (or its text), a tool's own refusal as it words it, and an
+// error of core as its code and user-safe message, never internal text.
+func modelResult(res Result, err error) toolResult {
+	var te *ToolError
+	switch {
+	case errors.As(err, &te):
+		return toolResult{content: te.Message, isError: true, refused: te.Gate, ran: te.Ran}
+	case err != nil:
+		return fail("%s: %s", core.ErrorCode(err), core.ErrorMessage(err))
+	case res.ModelReadsText:
+		return toolResult{content: res.Text, ran: res.Ran}
+	}
+	b, jerr := json.Marshal(res.Value)
+	if jerr != nil {
 		return fail("internal: the result could not be encoded")
 	}
-	return toolResult{content: string(b)}
+	return toolResult{content: string(b), ran: res.Ran}
 }
 
 // host runs tool calls for one member of one team.
@@ -200,95 +176,14 @@ type host struct {
 	set    ToolSet
 }
 
+// call runs the registry's tool name as the member of the turn: the
+// member is the caller in ctx, so core checks its rights.
 func (h host) call(ctx context.Context, name string, input json.RawMessage) toolResult {
-	if !h.set.offers(name) {
+	tool, ok := Lookup(Registry(h.set.env(h.svc)), DoorAgent, name)
+	if !h.set.offers(name) || !ok {
 		return fail("unknown tool %q: this turn offers %s", keptName(name), strings.Join(h.set.Names, ", "))
 	}
-	switch name {
-	case ToolReadFile:
-		var in struct {
-			Path *string `json:"path"`
-		}
-		if err := decodeInput(input, &in); err != nil {
-			return fail("read_file: %v", err)
-		}
-		if in.Path == nil {
-			return fail("read_file: path is required")
-		}
-		return h.readFile(*in.Path)
-	case ToolSendMessage:
-		var in struct {
-			To   *string `json:"to"`
-			Body *string `json:"body"`
-		}
-		if err := decodeInput(input, &in); err != nil {
-			return fail("send_message: %v", err)
-		}
-		if in.To == nil || in.Body == nil {
-			return fail("send_message: to and body are required")
-		}
-		res, err := h.svc.Send(core.AsMember(ctx, h.team, h.member), core.SendInput{Team: h.team, To: *in.To, Body: *in.Body})
-		if err != nil {
-			return domainFailure(err)
-		}
-		return okJSON(res)
-	case ToolSubmitPlan:
-		var in struct {
-			Payload *string `json:"payload"`
-		}
-		if err := decodeInput(input, &in); err != nil {
-			return fail("submit_plan: %v", err)
-		}
-		if in.Payload == nil {
-			return fail("submit_plan: payload is required")
-		}
-		res, err := h.svc.OpenRequest(core.AsMember(ctx, h.team, h.member), core.OpenInput{Team: h.team, Target: core.LeadName, Kind: core.KindPlan, Payload: *in.Payload})
-		if err != nil {
-			return domainFailure(err)
-		}
-		return okJSON(res)
-	case ToolReviewPlan:
-		var in struct {
-			RequestID *string `json:"request_id"`
-			Approve   *bool   `json:"approve"`
-			Feedback  string  `json:"feedback"`
-		}
-		if err := decodeInput(input, &in); err != nil {
-			return fail("review_plan: %v", err)
-		}
-		if in.RequestID == nil || in.Approve == nil {
-			return fail("review_plan: request_id and a boolean approve are required")
-		}
-		res, err := h.svc.Reply(core.AsMember(ctx, h.team, h.member), core.ReplyInput{Team: h.team, RequestID: *in.RequestID, Approve: *in.Approve, Feedback: in.Feedback})
-		if err != nil {
-			return domainFailure(err)
-		}
-		return okJSON(res)
-	case ToolRunMain:
-		if err := decodeInput(input, &struct{}{}); err != nil {
-			return fail("run_main: %v", err)
-		}
-		return h.runMain(ctx, input)
-	}
-	return fail("unknown tool %q", keptName(name))
-}
-
-// decodeInput decodes a tool input strictly: one JSON object with no
-// field the tool does not define, so that a model cannot smuggle in an
-// identity such as a sender.
-func decodeInput(input json.RawMessage, v any) error {
-	if len(bytes.TrimSpace(input)) == 0 {
-		input = json.RawMessage(`{}`)
-	}
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errors.New("the input is not a JSON object with the tool's fields and types")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("the input holds more than one JSON value")
-	}
-	return nil
+	return modelResult(tool.Handler(core.AsMember(ctx, h.team, h.member), input))
 }
 
 // CheckWorkspacePath refuses, with a reason a model or a client can act
@@ -311,19 +206,47 @@ func CheckWorkspacePath(path string) error {
 	return nil
 }
 
-// readFile reads path inside the workspace. Absolute paths and ".."
+// fileOutput is read_file's structured result.
+type fileOutput struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// runOutput is run_main's structured result.
+type runOutput struct {
+	Output string `json:"output"`
+}
+
+func (r registry) readFile(_ context.Context, input json.RawMessage) (Result, error) {
+	var in struct {
+		Path *string `json:"path"`
+	}
+	if err := decode(ToolReadFile, input, &in); err != nil {
+		return Result{}, err
+	}
+	if in.Path == nil {
+		return Result{}, toolErr(core.CodeValidation, "read_file: path is required")
+	}
+	content, err := r.readPath(*in.Path)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Value: fileOutput{Path: shownPath(*in.Path), Content: content}, Text: content, ModelReadsText: true}, nil
+}
+
+// readPath reads path inside the workspace. Absolute paths and ".."
 // components are refused up front with a clear reason; os.Root then
 // guarantees that no symbolic link leads outside the workspace.
-func (h host) readFile(path string) toolResult {
-	if h.set.Workspace == "" {
-		return fail("read_file: this turn has no workspace")
+func (r registry) readPath(path string) (string, error) {
+	if r.env.Workspace == "" {
+		return "", toolErr(core.CodeNotFound, "read_file: this team has no workspace")
 	}
 	if err := CheckWorkspacePath(path); err != nil {
-		return fail("read_file: %v", err)
+		return "", toolErr(core.CodeValidation, "read_file: %v", err)
 	}
-	root, err := os.OpenRoot(h.set.Workspace)
+	root, err := os.OpenRoot(r.env.Workspace)
 	if err != nil {
-		return fail("read_file: the workspace is not available")
+		return "", toolErr(core.CodeNotFound, "read_file: the workspace is not available")
 	}
 	defer root.Close()
 	f, err := root.Open(path)
@@ -332,53 +255,62 @@ func (h host) readFile(path string) toolResult {
 	path = shownPath(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fail("read_file: %s does not exist in the workspace", path)
+			return "", toolErr(core.CodeNotFound, "read_file: %s does not exist in the workspace", path)
 		}
-		return fail("read_file: %s cannot be opened inside the workspace (links out of it are refused)", path)
+		return "", toolErr(core.CodeValidation, "read_file: %s cannot be opened inside the workspace (links out of it are refused)", path)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() {
-		return fail("read_file: %s is not a regular file", path)
+		return "", toolErr(core.CodeValidation, "read_file: %s is not a regular file", path)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxReadBytes+1))
 	if err != nil {
-		return fail("read_file: %s could not be read", path)
+		return "", toolErr(core.CodeValidation, "read_file: %s could not be read", path)
 	}
 	if len(data) > MaxReadBytes {
-		return fail("read_file: %s is larger than %d bytes", path, MaxReadBytes)
+		return "", toolErr(core.CodeValidation, "read_file: %s is larger than %d bytes", path, MaxReadBytes)
 	}
-	return toolResult{content: string(data)}
+	return string(data), nil
 }
 
-// runMain applies the two gates of docs/spec.md §4.13 in order, the plan gate and
-// then the host's permission, and only then runs the fixed program.
-func (h host) runMain(ctx context.Context, input json.RawMessage) toolResult {
-	planID, reason := h.planGate(ctx)
-	if reason != "" {
-		return toolResult{content: "plan gate: " + reason, isError: true, refused: GatePlan}
+// runMain applies the two gates of docs/spec.md §4.13 in order, the plan
+// gate and then the host's permission, and only then runs the fixed
+// program. Both gates judge the caller in ctx.
+func (r registry) runMain(ctx context.Context, input json.RawMessage) (Result, error) {
+	if err := decode(ToolRunMain, input, &struct{}{}); err != nil {
+		return Result{}, err
 	}
-	if refused, ok := h.hostGate(ctx, planID, input); !ok {
-		return refused
-	}
-	if h.set.Workspace == "" {
-		return fail("run_main: this turn has no workspace")
-	}
-	root, err := os.OpenRoot(h.set.Workspace)
+	team, member, err := callerOf(ctx)
 	if err != nil {
-		return fail("run_main: the workspace is not available")
+		return Result{}, err
+	}
+	planID, reason := r.planGate(ctx, team, member)
+	if reason != "" {
+		return Result{}, &ToolError{Code: CodePlanGate, Message: "plan gate: " + reason, Gate: GatePlan}
+	}
+	if err := r.hostGate(ctx, team, member, planID, input); err != nil {
+		return Result{}, err
+	}
+	ws := r.env.Workspace
+	if ws == "" {
+		return Result{}, toolErr(core.CodeNotFound, "run_main: this team has no workspace")
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return Result{}, toolErr(core.CodeNotFound, "run_main: the workspace is not available")
 	}
 	info, err := root.Lstat(Program)
 	root.Close()
 	if err != nil || !info.Mode().IsRegular() {
-		return fail("run_main: the workspace has no regular %s", Program)
+		return Result{}, toolErr(core.CodeNotFound, "run_main: the workspace has no regular %s", Program)
 	}
 	runCtx, cancel := context.WithTimeout(ctx, RunTimeout)
 	defer cancel()
 	// Fixed argv, no shell, the workspace as working directory and an
 	// environment holding nothing but PATH.
 	cmd := exec.CommandContext(runCtx, "python3", Program)
-	cmd.Dir = h.set.Workspace
+	cmd.Dir = ws
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	cmd.WaitDelay = time.Second
 	var stdout cappedBuffer
@@ -387,48 +319,50 @@ func (h host) runMain(ctx context.Context, input json.RawMessage) toolResult {
 	err = cmd.Run()
 	switch {
 	case runCtx.Err() == context.DeadlineExceeded:
-		return toolResult{content: fmt.Sprintf("run_main: %s did not finish within %s", Program, RunTimeout), isError: true, ran: true}
+		return Result{}, &ToolError{Code: CodeRunFailed, Message: fmt.Sprintf("run_main: %s did not finish within %s", Program, RunTimeout), Ran: true}
 	case err != nil:
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return toolResult{content: fmt.Sprintf("run_main: %s exited with status %d; output: %s", Program, exit.ExitCode(), stdout.String()), isError: true, ran: true}
+			return Result{}, &ToolError{Code: CodeRunFailed, Message: fmt.Sprintf("run_main: %s exited with status %d; output: %s", Program, exit.ExitCode(), stdout.String()), Ran: true}
 		}
-		return fail("run_main: %s could not be started", Program)
+		return Result{}, toolErr(CodeRunFailed, "run_main: %s could not be started", Program)
 	}
-	return toolResult{content: stdout.String(), ran: true}
+	out := stdout.String()
+	return Result{Value: runOutput{Output: out}, Text: out, ModelReadsText: true, Ran: true}, nil
 }
 
-// hostGate asks the host's permission for a run_main that passed the
-// plan gate under plan planID. It reports whether the program may run,
-// and otherwise the result that refuses it.
-func (h host) hostGate(ctx context.Context, planID string, input json.RawMessage) (toolResult, bool) {
-	if !h.set.AskHost {
-		if h.set.AllowRun {
-			return toolResult{}, true
+// hostGate asks the host's permission for member's run_main that passed
+// the plan gate under plan planID: nil when the program may run, and
+// otherwise the refusal.
+func (r registry) hostGate(ctx context.Context, team, member, planID string, input json.RawMessage) error {
+	denied := func(why string) error {
+		return &ToolError{Code: CodeHostGate, Message: "host permission: the host denied running " + Program + why, Gate: GateHost}
+	}
+	if !r.env.AskHost {
+		if r.env.AllowRun {
+			return nil
 		}
-		return toolResult{content: "host permission: the host denied running " + Program + " (decision deny)", isError: true, refused: GateHost}, false
+		return denied(" (decision deny)")
 	}
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
 	// The permission is recorded as a step of the turn in ctx, if any.
-	ans, err := h.svc.AskHost(ctx, h.team, h.member, ToolRunMain, input, planID, nil)
+	ans, err := r.env.Svc.AskHost(ctx, team, member, ToolRunMain, input, planID, nil)
 	if err != nil {
-		return toolResult{content: "host permission: the permission could not be asked (" + string(core.ErrorCode(err)) + ")", isError: true, refused: GateHost}, false
+		return &ToolError{Code: CodeHostGate, Message: "host permission: the permission could not be asked (" + string(core.ErrorCode(err)) + ")", Gate: GateHost}
 	}
 	if ans.Allowed {
-		return toolResult{}, true
+		return nil
 	}
-	var why string
 	switch {
 	case ans.Permission == nil:
-		why = "the team's host_permission is " + ans.Policy
+		return denied(": the team's host_permission is " + ans.Policy)
 	case ans.Permission.Status == core.PermissionExpired:
-		why = fmt.Sprintf("permission %s expired unanswered, which counts as a denial", ans.Permission.ID)
+		return denied(fmt.Sprintf(": permission %s expired unanswered, which counts as a denial", ans.Permission.ID))
 	default:
-		why = fmt.Sprintf("permission %s was denied by %s", ans.Permission.ID, deref(ans.Permission.DecidedBy, "the host"))
+		return denied(fmt.Sprintf(": permission %s was denied by %s", ans.Permission.ID, deref(ans.Permission.DecidedBy, "the host")))
 	}
-	return toolResult{content: "host permission: the host denied running " + Program + ": " + why, isError: true, refused: GateHost}, false
 }
 
 func deref(p *string, otherwise string) string {
@@ -439,37 +373,38 @@ func deref(p *string, otherwise string) string {
 }
 
 // planGate returns the approved plan's request id, or why the plan gate
-// refuses when the member has no approved plan: a plan request it sent
-// whose reply it has matched.
-func (h host) planGate(ctx context.Context) (string, string) {
-	reqs, err := h.svc.Requests(ctx, h.team)
+// refuses when member has no approved plan: a plan request it sent whose
+// reply it has matched.
+func (r registry) planGate(ctx context.Context, team, member string) (string, string) {
+	reqs, err := r.env.Svc.Requests(ctx, team)
 	if err != nil {
 		return "", "the request table is not available"
 	}
+	planID := r.env.PlanID
 	var plan *core.Request
 	for i := range reqs {
-		r := &reqs[i]
-		if h.set.PlanID != "" {
-			if r.ID == h.set.PlanID {
-				plan = r
+		req := &reqs[i]
+		if planID != "" {
+			if req.ID == planID {
+				plan = req
 			}
-		} else if r.Kind == core.KindPlan && r.Sender == h.member {
-			plan = r // the most recent plan wins: an older approval cannot unlock a run
+		} else if req.Kind == core.KindPlan && req.Sender == member {
+			plan = req // the most recent plan wins: an older approval cannot unlock a run
 		}
 	}
 	switch {
-	case plan == nil && h.set.PlanID != "":
-		return "", fmt.Sprintf("no request %s", h.set.PlanID)
+	case plan == nil && planID != "":
+		return "", fmt.Sprintf("no request %s", planID)
 	case plan == nil:
-		return "", fmt.Sprintf("%s has submitted no plan", h.member)
-	case plan.Kind != core.KindPlan || plan.Sender != h.member:
-		return "", fmt.Sprintf("%s is not a plan submitted by %s", plan.ID, h.member)
+		return "", fmt.Sprintf("%s has submitted no plan", member)
+	case plan.Kind != core.KindPlan || plan.Sender != member:
+		return "", fmt.Sprintf("%s is not a plan submitted by %s", plan.ID, member)
 	case plan.Status == core.RequestApproved:
 		return plan.ID, ""
 	case plan.Status == core.RequestRejected:
 		return "", fmt.Sprintf("plan %s was rejected", plan.ID)
 	case plan.Reply != nil:
-		return "", fmt.Sprintf("plan %s is still pending: a reply was sent but %s has not matched it", plan.ID, h.member)
+		return "", fmt.Sprintf("plan %s is still pending: a reply was sent but %s has not matched it", plan.ID, member)
 	default:
 		return "", fmt.Sprintf("plan %s is still pending: no reply yet", plan.ID)
 	}

@@ -34,6 +34,13 @@ func TestReadFileStaysInWorkspace(t *testing.T) {
 	must(os.WriteFile(filepath.Join(ws, "cap.txt"), []byte(strings.Repeat("a", MaxReadBytes)), 0o600))
 
 	h := host{set: ToolSet{Names: []string{ToolReadFile}, Workspace: ws}}
+	read := func(h host, path string) toolResult {
+		input, err := json.Marshal(map[string]string{"path": path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.call(t.Context(), ToolReadFile, input)
+	}
 	tests := []struct {
 		path    string
 		want    string // content on success
@@ -57,7 +64,7 @@ func TestReadFileStaysInWorkspace(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {
-			got := h.readFile(tc.path)
+			got := read(h, tc.path)
 			if tc.refusal == "" {
 				if got.isError || got.content != tc.want {
 					t.Fatalf("read %q = %+v", tc.path, got)
@@ -69,7 +76,7 @@ func TestReadFileStaysInWorkspace(t *testing.T) {
 			}
 		})
 	}
-	if got := (host{set: ToolSet{Names: []string{ToolReadFile}}}).readFile("main.py"); !got.isError {
+	if got := read(host{set: ToolSet{Names: []string{ToolReadFile}}}, "main.py"); !got.isError {
 		t.Fatalf("read without a workspace = %+v", got)
 	}
 }

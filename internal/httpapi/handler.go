@@ -65,6 +65,10 @@ type Options struct {
 	// shutting_down) and the running ones are cancelled, so that they end
 	// at their next boundary and record how far they got.
 	Stopping context.Context
+	// HeldReads, when not nil, counts the reads held for mail, which
+	// http.Server.Shutdown does not wait for; the server waits on it
+	// before closing the store. Nil keeps an uncounted one.
+	HeldReads *HeldReads
 }
 
 // NewHandler returns the whole HTTP surface: the validated API under
@@ -89,11 +93,16 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 		stopping:   opts.Stopping,
 		workspaces: workspacesRoot(opts),
 		models:     opts.Models,
+		held:       opts.HeldReads,
 		events:     newBroker(clientBuffer, streamLimitsOf(opts), func(n int) { m.sseClients.Set(float64(n)) }),
+	}
+	if srv.held == nil {
+		srv.held = &HeldReads{}
 	}
 	srv.notify = func(ev core.Event) {
 		m.observe(ev)
 		srv.events.publish(ev)
+		srv.held.letter(ev) // rings the reads held for mail (inboxwait.go)
 	}
 	svc.SetObserver(srv.notify)
 	if opts.DataDir != "" {

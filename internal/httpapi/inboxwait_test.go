@@ -1,10 +1,13 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"runtime"
+	"runtime/pprof"
+	"strings"
 	"testing"
 
 	"mailroom/internal/httpapi"
@@ -14,6 +17,11 @@ type heldRead struct {
 	status int
 	inbox  httpapi.Inbox
 	err    error
+	// header, close, length and body are the response as received.
+	header http.Header
+	close  bool
+	length int64
+	body   []byte
 }
 
 // holdRead starts GET inbox?query in the background and returns once the
@@ -36,7 +44,9 @@ func (e *env) holdRead(tm team, member, token, query string, n int) <-chan heldR
 		}
 		defer resp.Body.Close()
 		out.status = resp.StatusCode
+		out.header, out.close, out.length = resp.Header, resp.Close, resp.ContentLength
 		b, err := io.ReadAll(resp.Body)
+		out.body = b
 		if err == nil {
 			err = json.Unmarshal(b, &out.inbox)
 		}
@@ -152,4 +162,152 @@ func TestInboxWaitersReleasedAtShutdown(t *testing.T) {
 	if got := e.svc.Waiting("alpha", "reader"); got != 0 {
 		t.Errorf("reads still registered: got %d, want 0", got)
 	}
+}
+
+// A held read's answer is written on the taken-over connection by hand: it
+// must be a complete HTTP/1.1 response that closes the connection, and the
+// client's next request works on a new one.
+func TestInboxWaitAnswerIsCompleteResponse(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTeam("alpha", nil)
+	done := e.holdRead(a, "reader", a.tokens["reader"], "wait=60", 1)
+	want(t, e.send(a, "reviewer", "reader", "hello"), http.StatusCreated, "")
+	r := <-done
+	if r.err != nil || r.status != http.StatusOK || len(r.inbox.Messages) != 1 {
+		t.Fatalf("held read: %+v, want 200 with one letter", r)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", ct)
+	}
+	if r.length != int64(len(r.body)) {
+		t.Errorf("Content-Length = %d, want the body's %d bytes", r.length, len(r.body))
+	}
+	if !r.close {
+		t.Errorf("the answer keeps the connection open; want Connection: close (net/http no longer serves it)")
+	}
+	if r.header.Get("Date") == "" {
+		t.Errorf("no Date header")
+	}
+	// The same client goes on, on a new connection.
+	if got := e.inbox(a, "reader"); len(got) != 1 {
+		t.Fatalf("next read: %d letters, want 1", len(got))
+	}
+}
+
+// While reads wait, no request-handling goroutine of net/http is held
+// for them: that goroutine's stack and buffers were most of a held read's
+// memory.
+func TestInboxWaitHoldsNoHandlerGoroutine(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTeam("alpha", nil)
+	const n = 20
+	var dones []<-chan heldRead
+	for i := range n {
+		dones = append(dones, e.holdRead(a, "reader", a.tokens["reader"], "wait=60", i+1))
+	}
+	var stacks strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&stacks, 2); err != nil {
+		t.Fatal(err)
+	}
+	// A read that has registered but not yet left its handler is on its
+	// way out; count only goroutines parked in a select inside the handler.
+	got := 0
+	for _, g := range strings.Split(stacks.String(), "\n\n") {
+		if strings.Contains(g, "(*Server).GetInbox") && strings.Contains(g, "runtime.selectgo") {
+			got++
+		}
+	}
+	if got != 0 {
+		t.Errorf("%d goroutines wait inside the handler; want 0", got)
+	}
+	want(t, e.send(a, "reviewer", "reader", "hello"), http.StatusCreated, "")
+	for _, d := range dones {
+		if r := <-d; r.err != nil || len(r.inbox.Messages) != 1 {
+			t.Fatalf("held read: %+v, want the one letter", r)
+		}
+	}
+}
+
+// A client that leaves releases its wait at once, not at the deadline.
+func TestInboxWaitClientLeaves(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTeam("alpha", nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/api/v1/teams/alpha/members/reader/inbox?wait=60", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+a.tokens["reader"])
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := e.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	for e.svc.Waiting("alpha", "reader") < 1 {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatalf("the cancelled read was answered; want it cut off")
+	}
+	// The wait is released when the server sees the connection close.
+	for e.svc.Waiting("alpha", "reader") != 0 {
+		runtime.Gosched()
+	}
+}
+
+// Every check answers before a read waits: the wait changes nothing in
+// the refusals.
+func TestInboxWaitRefusedBeforeWaiting(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTeam("alpha", nil)
+	base := "/api/v1/teams/alpha/members/"
+	tests := []struct {
+		name, path, token string
+		status            int
+		code              string
+	}{
+		{"ErrUnknownToken", base + "reader/inbox?wait=60", "no-such-token", http.StatusUnauthorized, "unauthorized"},
+		{"ErrOtherMember", base + "reader/inbox?wait=60", a.tokens["reviewer"], http.StatusForbidden, "forbidden"},
+		{"ErrUnknownMember", base + "nobody/inbox?wait=60", adminToken, http.StatusNotFound, "not_found"},
+		{"ErrUnknownTeam", "/api/v1/teams/omega/members/reader/inbox?wait=60", adminToken, http.StatusNotFound, "not_found"},
+		{"ErrAfterUnknown", base + "reader/inbox?after=reader-7&wait=60", a.tokens["reader"], http.StatusBadRequest, "validation_failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want(t, e.get(tt.path, tt.token), tt.status, tt.code)
+		})
+	}
+	if n := e.svc.Waiting("alpha", "reader"); n != 0 {
+		t.Errorf("refused reads left %d waits registered, want 0", n)
+	}
+}
+
+// HeldReads.Wait, which the server calls after http.Server.Shutdown (that
+// does not wait for taken-over connections), returns once every held read
+// released by StopWaiting has been answered.
+func TestHeldReadsWaitAtShutdown(t *testing.T) {
+	held := &httpapi.HeldReads{}
+	e := newEnv(t, func(o *httpapi.Options) { o.HeldReads = held })
+	a := e.newTeam("alpha", nil)
+	const n = 20
+	var dones []<-chan heldRead
+	for i := range n {
+		dones = append(dones, e.holdRead(a, "reader", a.tokens["reader"], "wait=60", i+1))
+	}
+	e.svc.StopWaiting()
+	if err := held.Wait(t.Context()); err != nil {
+		t.Fatalf("wait for held reads: %v", err)
+	}
+	for _, d := range dones {
+		if r := <-d; r.err != nil || r.status != http.StatusOK || r.inbox.Messages == nil || len(r.inbox.Messages) != 0 {
+			t.Fatalf("released read: %+v, want 200 with an empty list", r)
+		}
+	}
+	// A read that comes after the stop answers at once.
+	r := e.get("/api/v1/teams/alpha/members/reader/inbox?wait=60", a.tokens["reader"])
+	want(t, r, http.StatusOK, "")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"mailroom/internal/agent"
 	"mailroom/internal/core"
 	"mailroom/internal/scenario"
 )
@@ -89,6 +90,13 @@ func (s *Server) RunScenario(ctx context.Context, req RunScenarioRequestObject) 
 	if s.runner == nil {
 		return nil, core.Errorf(core.CodeNotFound, "This server does not run scenarios.")
 	}
+	opts := runOptionsFrom(req.Body)
+	// A model without credentials is refused before anything exists.
+	model, err := s.scenarioModel(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	opts.Model = model
 	// Every team counts toward the team limit: a run that could not
 	// create all of its teams creates none.
 	if err := s.svc.TeamRoom(teamsNeeded(req.Name)); err != nil {
@@ -99,7 +107,7 @@ func (s *Server) RunScenario(ctx context.Context, req RunScenarioRequestObject) 
 		return nil, err
 	}
 	defer done()
-	doc, err := s.runner.Run(work, req.Name, runOptionsFrom(req.Body))
+	doc, err := s.runner.Run(work, req.Name, opts)
 	if doc.RunID != "" {
 		s.runEnds(doc.Team)
 		ok := doc.OK
@@ -134,6 +142,23 @@ func (s *Server) GetRun(ctx context.Context, req GetRunRequestObject) (GetRunRes
 	return GetRun200JSONResponse(out), nil
 }
 
+// scenarioModel is the real model a run asks for, built from the
+// server's environment, or nil for the script (no model, or the scripted
+// one, which is the script).
+func (s *Server) scenarioModel(b *RunOptions) (agent.Model, error) {
+	if b == nil || b.Model == nil {
+		return nil, nil
+	}
+	cfg := modelConfigFrom(b.Model)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Provider == agent.ProviderScripted {
+		return nil, nil
+	}
+	return agent.NewModel(cfg, s.models.Lookup, s.models.Provider)
+}
+
 func runOptionsFrom(b *RunOptions) scenario.Options {
 	if b == nil {
 		return scenario.Options{}
@@ -160,7 +185,24 @@ func runResultOf(d scenario.Result) (RunResult, error) {
 		Mailboxes:     make(map[string][]Message, len(d.Mailboxes)),
 	}
 	for _, c := range d.Checks {
-		out.Checks = append(out.Checks, Check{Name: c.Name, Ok: c.OK, Detail: c.Detail})
+		check := Check{Name: c.Name, Ok: c.OK, Detail: c.Detail}
+		if !c.Applies() {
+			no := false
+			check.Applicable = &no
+		}
+		out.Checks = append(out.Checks, check)
+	}
+	if d.Model != nil {
+		m := ModelSettings{Provider: ModelSettingsProvider(d.Model.Provider)}
+		if d.Model.Name != "" {
+			name := d.Model.Name
+			m.Name = &name
+		}
+		if d.Model.MaxTokens != 0 {
+			mt := d.Model.MaxTokens
+			m.MaxTokens = &mt
+		}
+		out.Model = &m
 	}
 	for member, box := range d.Mailboxes {
 		out.Mailboxes[member] = messagesOf(box)

@@ -33,6 +33,9 @@ type Server struct {
 	// workspaces is the root of the teams' workspaces (workspace.go);
 	// empty when the server keeps none.
 	workspaces string
+	// held counts the reads for mail answered from their own goroutine
+	// (inboxwait.go).
+	held *HeldReads
 	// models are the real models turns may use (turns.go).
 	models ModelOptions
 }
@@ -85,7 +88,10 @@ func (s *Server) SendMessage(ctx context.Context, req SendMessageRequestObject) 
 
 // GetInbox returns a member's letters (that member or the admin).
 func (s *Server) GetInbox(ctx context.Context, req GetInboxRequestObject) (GetInboxResponseObject, error) {
-	msgs, err := s.svc.WaitInbox(ctx, req.Team, req.Member, deref(req.Params.After), waitOf(req.Params.Wait))
+	if wait := waitOf(req.Params.Wait); wait > 0 {
+		return s.holdInbox(ctx, req.Team, req.Member, deref(req.Params.After), wait) // inboxwait.go
+	}
+	msgs, err := s.svc.WaitInbox(ctx, req.Team, req.Member, deref(req.Params.After), 0)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,9 @@
 // It speaks Streamable HTTP through the official Go SDK. Each session gets
 // its own mcp.Server bound to the member whose token opened it, so the tool
 // list fits the member (lead has no submit_plan, a teammate no
-// request_shutdown) and every tool acts as that member and no other.
+// request_shutdown, only a team with a workspace has read_file and
+// run_main) and every tool acts as that member and no other. The tools are
+// those of agent.Registry, which the agent loop uses too.
 package mcpserver
 
 import (
@@ -57,6 +59,10 @@ type Options struct {
 	// default.
 	MaxSessionsPerToken int
 	MaxSessions         int
+	// Workspaces is the root of the teams' workspaces (each team's is
+	// <Workspaces>/<team>/): members of a team with a workspace are offered
+	// read_file and run_main there. Empty offers them to no one.
+	Workspaces string
 }
 
 // Handler serves /mcp. It checks, in this order, the Origin (against DNS
@@ -263,7 +269,7 @@ func (h *Handler) serverFor(r *http.Request) *mcp.Server {
 		return h.base
 	}
 	if op.server == nil {
-		sess, err := newSession(r.Context(), h.svc, h.log, op.caller.member)
+		sess, err := newSession(r.Context(), h.svc, h.log, op.caller.member, h.opts.Workspaces)
 		if err != nil {
 			h.log.WarnContext(r.Context(), "mcp session not opened", "code", core.ErrorCode(err))
 			return nil

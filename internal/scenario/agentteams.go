@@ -19,14 +19,14 @@ func (x *run) agentTeams(ctx context.Context) *TeamsOutcome {
 	var readerT1, reviewerT1 turnRecord
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		readerT1 = x.turn(ctx, "reader", "Inspect main.py and report to lead. Do not run it.", tools,
+		readerT1 = x.turn(ctx, "reader", "Inspect main.py and report to lead. Do not run it.", tools, nil,
 			agent.CallStep(agent.ToolReadFile, map[string]string{"path": "main.py"}),
 			agent.ComputedStep(readerFirstReport),
 			agent.TextStep("Source read and reported to lead; main.py was not run."),
 		)
 	})
 	wg.Go(func() {
-		reviewerT1 = x.turn(ctx, "reviewer", "Read expected.txt and tell reader the expected value.", tools,
+		reviewerT1 = x.turn(ctx, "reviewer", "Read expected.txt and tell reader the expected value.", tools, nil,
 			agent.CallStep(agent.ToolReadFile, map[string]string{"path": "expected.txt"}),
 			agent.ComputedStep(reviewerNote),
 			agent.TextStep("Expected value sent to reader."),
@@ -35,12 +35,12 @@ func (x *run) agentTeams(ctx context.Context) *TeamsOutcome {
 	wg.Wait()
 
 	x.pause(ctx)
-	readerT2 := x.turn(ctx, "reader", "Write lead a supplementary report from your earlier record and any new mail.", tools,
+	readerT2 := x.turn(ctx, "reader", "Write lead a supplementary report from your earlier record and any new mail.", tools, nil,
 		agent.ComputedStep(readerSupplement),
 		agent.TextStep("Supplementary report sent to lead; main.py was not run."),
 	)
 	x.pause(ctx)
-	leadT := x.turn(ctx, core.LeadName, "Summarise the reports you received.", tools,
+	leadT := x.turn(ctx, core.LeadName, "Summarise the reports you received.", tools, nil,
 		agent.ComputedStep(leadSummary),
 	)
 
@@ -56,16 +56,21 @@ func (x *run) agentTeams(ctx context.Context) *TeamsOutcome {
 	}
 	out.LeadLetters, out.ReaderLetters, out.ReviewerLetters = len(boxes[core.LeadName]), len(boxes["reader"]), len(boxes["reviewer"])
 
-	ok, detail := answered(readerT1, reviewerT1, readerT2, leadT)
+	ok, detail := x.answered(readerT1, reviewerT1, readerT2, leadT)
 	x.check("turn_outcomes", ok, "%s (reader and reviewer took turn 1 concurrently)", detail)
 
-	x.check("model_requests", x.modelRequests == 9,
-		"%d model requests (reader turn 1: %d, reviewer: %d, reader turn 2: %d, lead: %d); the lesson makes 9",
+	requests := fmt.Sprintf("%d model requests (reader turn 1: %d, reviewer: %d, reader turn 2: %d, lead: %d)",
 		x.modelRequests, readerT1.stats.ModelRequests, reviewerT1.stats.ModelRequests, readerT2.stats.ModelRequests, leadT.stats.ModelRequests)
-
-	x.check("mailbox_counts", out.LeadLetters == 2 && out.ReaderLetters == 1 && out.ReviewerLetters == 0,
-		"lead %d, reader %d, reviewer %d letters; the lesson leaves 2 / 1 / 0",
-		out.LeadLetters, out.ReaderLetters, out.ReviewerLetters)
+	letters := fmt.Sprintf("lead %d, reader %d, reviewer %d letters", out.LeadLetters, out.ReaderLetters, out.ReviewerLetters)
+	if x.scripted() {
+		x.check("model_requests", x.modelRequests == 9, "%s; the lesson makes 9", requests)
+		x.check("mailbox_counts", out.LeadLetters == 2 && out.ReaderLetters == 1 && out.ReviewerLetters == 0,
+			"%s; the lesson leaves 2 / 1 / 0", letters)
+	} else {
+		x.notApplicable("model_requests", "the lesson's 9 requests are the script's; a model asks as often as it needs: %s", requests)
+		x.notApplicable("mailbox_counts", "the lesson's 2 / 1 / 0 letters are the script's; a model writes the letters it chooses: %s", letters)
+	}
+	x.lettersValid(bg)
 
 	// The reader's turn-2 request must carry the very tool result its
 	// turn-1 read_file produced: the history was continued, not rebuilt.
@@ -77,49 +82,86 @@ func (x *run) agentTeams(ctx context.Context) *TeamsOutcome {
 		}
 	}
 	kept := false
-	if reqs := readerT2.model.Requests(); first.ID != "" && len(reqs) > 0 {
+	if reqs := readerT2.requests; first.ID != "" && len(reqs) > 0 {
 		for _, r := range toolResults(reqs[0].Messages) {
 			if r.id == first.ID && r.content == first.Content && !r.isError {
 				kept = true
 			}
 		}
 	}
-	x.check("reader_context_kept", kept,
-		"reader's first turn-2 model request contains tool result %s (read_file main.py, %d bytes) from turn 1", orNone(first.ID), len(first.Content))
+	if first.ID == "" && !x.scripted() {
+		x.notApplicable("reader_context_kept", "reader's model did not read main.py in turn 1, so there is no tool result to carry into turn 2")
+	} else {
+		x.check("reader_context_kept", kept,
+			"reader's first turn-2 model request contains tool result %s (read_file main.py, %d bytes) from turn 1", orNone(first.ID), len(first.Content))
+	}
 
 	for _, c := range readerT2.stats.Calls {
 		if c.Name == agent.ToolReadFile && readPath(c.Input) == "main.py" {
 			out.ReaderRereadSource = true
 		}
 	}
-	x.check("reader_no_reread", !out.ReaderRereadSource && len(readerT2.model.Requests()) > 0,
-		"reader's turn 2 made %d tool call(s) and read main.py again: %t", len(readerT2.stats.Calls), out.ReaderRereadSource)
+	if x.scripted() {
+		x.check("reader_no_reread", !out.ReaderRereadSource && len(readerT2.requests) > 0,
+			"reader's turn 2 made %d tool call(s) and read main.py again: %t", len(readerT2.stats.Calls), out.ReaderRereadSource)
+	} else {
+		x.notApplicable("reader_no_reread", "whether reader reads main.py again is its model's choice: its turn 2 made %d tool call(s) and read main.py again: %t",
+			len(readerT2.stats.Calls), out.ReaderRereadSource)
+	}
 
 	// What lead's model was actually shown, not what its inbox holds.
 	var leadInput []core.Entry
-	if reqs := leadT.model.Requests(); len(reqs) > 0 {
+	if reqs := leadT.requests; len(reqs) > 0 {
 		leadInput = reqs[len(reqs)-1].Messages
 	}
 	var seen []string
+	reports := 0
 	for _, m := range boxes[core.LeadName] {
-		if m.Sender == "reader" && containsText(leadInput, core.HistoryText(m)) {
+		if m.Sender != "reader" {
+			continue
+		}
+		reports++
+		if containsText(leadInput, core.HistoryText(m)) {
 			out.LeadSawReports++
 			seen = append(seen, m.ID)
 		}
 	}
-	x.check("lead_saw_both_reports", out.LeadSawReports == 2,
-		"lead's model input contains %d report(s) from reader: %s", out.LeadSawReports, orNone(strings.Join(seen, ", ")))
+	if x.scripted() {
+		x.check("lead_saw_both_reports", out.LeadSawReports == 2,
+			"lead's model input contains %d report(s) from reader: %s", out.LeadSawReports, orNone(strings.Join(seen, ", ")))
+	} else {
+		// A model writes as many reports as it likes; every one in lead's
+		// inbox must have reached lead's model.
+		x.check("lead_saw_both_reports", out.LeadSawReports == reports && len(leadT.requests) > 0,
+			"lead's model input contains %d of the %d report(s) from reader in its inbox: %s", out.LeadSawReports, reports, orNone(strings.Join(seen, ", ")))
+	}
 
 	var ids []string
-	for _, tr := range []turnRecord{readerT1, reviewerT1, readerT2} {
+	for _, tr := range []turnRecord{readerT1, reviewerT1, readerT2, leadT} {
 		for _, c := range tr.stats.Calls {
 			ids = append(ids, c.ID)
 		}
 	}
-	want := "reader-t1-1,reader-t1-2,reviewer-t1-1,reviewer-t1-2,reader-t2-1"
-	x.check("tool_use_ids", strings.Join(ids, ",") == want,
-		"tool-use ids are <member>-t<turn>-<n>: %s", orNone(strings.Join(ids, ", ")))
+	if x.scripted() {
+		want := "reader-t1-1,reader-t1-2,reviewer-t1-1,reviewer-t1-2,reader-t2-1"
+		x.check("tool_use_ids", strings.Join(ids, ",") == want,
+			"tool-use ids are <member>-t<turn>-<n>: %s", orNone(strings.Join(ids, ", ")))
+	} else {
+		x.check("tool_use_ids", idsInOrder(readerT1, 1) && idsInOrder(reviewerT1, 1) && idsInOrder(readerT2, 2) && idsInOrder(leadT, 1),
+			"tool-use ids are <member>-t<turn>-<n>, numbered from 1 in each turn: %s", orNone(strings.Join(ids, ", ")))
+	}
 	return out
+}
+
+// idsInOrder reports whether the tool-use ids of tr, the member's turn
+// turnNo, are <member>-t<turnNo>-1, -2, ... in order.
+func idsInOrder(tr turnRecord, turnNo int) bool {
+	for i, c := range tr.stats.Calls {
+		if c.ID != fmt.Sprintf("%s-t%d-%d", tr.member, turnNo, i+1) {
+			return false
+		}
+	}
+	return true
 }
 
 func orNone(s string) string {

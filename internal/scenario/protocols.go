@@ -43,7 +43,7 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 
 	// Steps 1–2: reader plans. Only submit_plan is offered in this phase.
 	readerT1 := x.turn(ctx, "reader", "Plan the work (read the expected value, run main.py, compare) and submit the plan to lead.",
-		agent.ToolSet{Names: []string{agent.ToolSubmitPlan}},
+		agent.ToolSet{Names: []string{agent.ToolSubmitPlan}}, nil,
 		agent.CallStep(agent.ToolSubmitPlan, map[string]string{"payload": planPayload}),
 		agent.TextStep("Plan submitted; waiting for lead's decision."),
 	)
@@ -60,7 +60,7 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	x.pause(ctx)
 	approve := opts.Plan == PlanApprove
 	leadT := x.turn(ctx, core.LeadName, "Review the plan in your inbox.",
-		agent.ToolSet{Names: []string{agent.ToolReviewPlan}},
+		agent.ToolSet{Names: []string{agent.ToolReviewPlan}}, nil,
 		agent.ComputedStep(func(req agent.Request) agent.Step {
 			id := "unknown"
 			for _, m := range teamMessages(req.Messages) {
@@ -86,14 +86,14 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	statusAtWork := ""
 	readerT2 := x.turn(ctx, "reader", "Lead has answered your plan. Read expected.txt, run main.py if you may, and compare the output with the expected value.",
 		agent.ToolSet{Names: []string{agent.ToolReadFile, agent.ToolRunMain}, Workspace: x.ws, AllowRun: opts.Decision == DecisionAllow, PlanID: planID},
-		agent.ComputedStep(func(agent.Request) agent.Step {
-			// Seen from inside the first request of the turn, i.e. just
+		func() {
+			// Seen as the first request of the turn arrives, i.e. just
 			// after the prepare step consumed the reply.
 			if r, err := x.svc.Request(bg, x.team, planID); err == nil {
 				statusAtWork = r.Status
 			}
-			return agent.CallStep(agent.ToolReadFile, map[string]string{"path": "expected.txt"})
-		}),
+		},
+		agent.CallStep(agent.ToolReadFile, map[string]string{"path": "expected.txt"}),
 		agent.CallStep(agent.ToolRunMain, map[string]any{}),
 		agent.ComputedStep(readerVerdict),
 	)
@@ -129,10 +129,13 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 
 	// The outcome, from what the tools actually did.
 	var runCall *agent.ToolCall
+	runs := 0
 	for i, c := range readerT2.stats.Calls {
-		if c.Name == agent.ToolRunMain {
+		if c.Name == agent.ToolRunMain && runCall == nil {
 			runCall = &readerT2.stats.Calls[i]
-			break
+		}
+		if c.Name == agent.ToolRunMain && c.Ran {
+			runs++
 		}
 	}
 	if runCall != nil {
@@ -151,28 +154,62 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	out.Counter = counter
 
 	// Checks.
-	ok, detail := answered(readerT1, leadT, readerT2)
+	ok, detail := x.answered(readerT1, leadT, readerT2)
 	x.check("turn_outcomes", ok, "%s", detail)
 
-	x.check("model_requests", x.modelRequests == 7,
-		"%d model requests in team %s (reader turn 1: %d, lead: %d, reader turn 2: %d); the lesson makes 7 on every path",
+	requests := fmt.Sprintf("%d model requests in team %s (reader turn 1: %d, lead: %d, reader turn 2: %d)",
 		x.modelRequests, x.team, readerT1.stats.ModelRequests, leadT.stats.ModelRequests, readerT2.stats.ModelRequests)
+	if x.scripted() {
+		x.check("model_requests", x.modelRequests == 7, "%s; the lesson makes 7 on every path", requests)
+		x.checkLetters(bg)
+	} else {
+		x.notApplicable("model_requests", "the lesson's 7 requests are the script's; a model asks as often as it needs: %s", requests)
+		x.notApplicable("protocol_letters", "the lesson's 4 letters in their places are the script's; a model may open and answer other requests: %s", letterList(bg, x))
+	}
+	x.lettersValid(bg)
 
-	x.checkLetters(bg)
+	// On a model's run lead's model chose; its reply says how.
+	if !x.scripted() && afterReply.Reply != nil {
+		approve = afterReply.Reply.Approve
+	}
+	chose := opts.Plan
+	if !x.scripted() {
+		chose = "to " + map[bool]string{true: PlanApprove, false: PlanReject}[approve]
+	}
+	switch {
+	case !x.scripted() && planID == "":
+		x.notApplicable("pending_between_reply_and_match", "reader's model submitted no plan")
+		x.notApplicable("plan_decision", "reader's model submitted no plan")
+	case !x.scripted() && afterReply.Reply == nil:
+		x.notApplicable("pending_between_reply_and_match", "lead's model did not answer plan %s", planID)
+		x.notApplicable("plan_decision", "lead's model did not answer plan %s; it is %q", planID, afterMatch.Status)
+	default:
+		x.check("pending_between_reply_and_match",
+			planID != "" && afterReply.Reply != nil && afterReply.Status == core.RequestPending && statusAtWork == wantPlanStatus(approve),
+			"after lead's reply (receipt %s) %s was %q with its reply saved; at reader's next prepare it became %q",
+			orNone(afterReplyReceipt(leadT)), orNone(planID), afterReply.Status, statusAtWork)
+		x.check("plan_decision", afterMatch.Status == wantPlanStatus(approve) && afterMatch.Reply != nil && afterMatch.Reply.Approve == approve,
+			"plan %s: lead chose %s; the request is %q, matched by reader itself", orNone(planID), chose, afterMatch.Status)
+	}
+	x.repliesMatched(bg)
 
-	x.check("pending_between_reply_and_match",
-		planID != "" && afterReply.Reply != nil && afterReply.Status == core.RequestPending && statusAtWork == wantPlanStatus(approve),
-		"after lead's reply (receipt %s) %s was %q with its reply saved; at reader's next prepare it became %q",
-		orNone(afterReplyReceipt(leadT)), orNone(planID), afterReply.Status, statusAtWork)
-
-	x.check("plan_decision", afterMatch.Status == wantPlanStatus(approve) && afterMatch.Reply != nil && afterMatch.Reply.Approve == approve,
-		"plan %s: lead chose %s; the request is %q, matched by reader itself", orNone(planID), opts.Plan, afterMatch.Status)
-
-	x.checkGates(opts, runCall, out)
+	planApproved := afterMatch.Status == core.RequestApproved
+	if x.scripted() {
+		planApproved = opts.Plan == PlanApprove
+	}
+	if runCall == nil && !x.scripted() {
+		x.notApplicable("run_gates", "reader's model never called run_main")
+	} else {
+		x.checkGates(opts, planApproved, runCall, out)
+	}
 
 	switch {
 	case counterErr != nil:
 		x.check("counter_file", false, "the counter file could not be read")
+	case !x.scripted():
+		want := strings.Repeat("x", runs)
+		x.check("counter_file", counter == want && counterExists == (runs > 0),
+			"main.py ran %d time(s): counter.txt exists: %t, holds %q (want %q)", runs, counterExists, counter, want)
 	case out.RefusedBy == nil && runCall != nil:
 		x.check("counter_file", counterExists && counter == "x", "main.py ran once: counter.txt holds %q (want exactly one x)", counter)
 	default:
@@ -189,8 +226,13 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	default:
 		honest = strings.Contains(verdict, verdictMismatch) && !strings.Contains(verdict, verdictMatch)
 	}
-	x.check("result_reported_honestly", honest && readerT2.err == nil,
-		"output %s, expected %q, match %s; reader reported: %q", strOrNull(out.Output), opts.Expected, boolOrNull(out.Match), verdict)
+	if x.scripted() {
+		x.check("result_reported_honestly", honest && readerT2.err == nil,
+			"output %s, expected %q, match %s; reader reported: %q", strOrNull(out.Output), opts.Expected, boolOrNull(out.Match), verdict)
+	} else {
+		x.notApplicable("result_reported_honestly", "the verdict's words (%s, %s, %s) are the script's: output %s, expected %q, match %s; reader reported: %q",
+			verdictMatch, verdictMismatch, verdictNotRun, strOrNull(out.Output), opts.Expected, boolOrNull(out.Match), verdict)
+	}
 
 	x.check("shutdown_at_idle_boundary",
 		openErr == nil && shutErr == nil && strings.Join(attempts, ",") == "queued" && readerAfter.Status == core.StatusClosed && !readerAfter.Active,
@@ -232,19 +274,22 @@ func afterReplyReceipt(leadT turnRecord) string {
 }
 
 // checkGates checks that run_main was refused by the right gate, or ran,
-// on this path: plan reject → plan gate; approve + deny → host; approve +
-// allow → ran.
-func (x *run) checkGates(opts Options, call *agent.ToolCall, out *ProtocolOutcome) {
+// on this path: plan not approved → plan gate; approved + deny → host;
+// approved + allow → ran.
+func (x *run) checkGates(opts Options, planApproved bool, call *agent.ToolCall, out *ProtocolOutcome) {
 	if call == nil {
 		x.check("run_gates", false, "reader never called run_main")
 		return
 	}
 	want := ""
 	switch {
-	case opts.Plan == PlanReject:
+	case !planApproved:
 		want = GatePlanWord
 	case opts.Decision == DecisionDeny:
 		want = GateHostWord
+	}
+	if !x.scripted() {
+		opts.Plan = map[bool]string{true: "approved", false: "not approved"}[planApproved]
 	}
 	got := ""
 	if out.RefusedBy != nil {
@@ -293,6 +338,22 @@ func (x *run) checkLetters(ctx context.Context) {
 	}
 	x.check("protocol_letters", protocol == 4 && okPlace,
 		"%d protocol letters (the lesson keeps 4): %s", protocol, orNone(strings.Join(got, "; ")))
+}
+
+// letterList is every letter of the run's team as "<id> <sender> <type>".
+func letterList(ctx context.Context, x *run) string {
+	var got []string
+	for _, m := range []string{core.LeadName, "reader", "reviewer"} {
+		box, _ := x.svc.Inbox(ctx, x.team, m)
+		for _, l := range box {
+			typ := "ordinary"
+			if data, ok := protocolData(l.Body); ok {
+				typ, _ = data["type"].(string)
+			}
+			got = append(got, l.ID+" "+l.Sender+" "+typ)
+		}
+	}
+	return orNone(strings.Join(got, "; "))
 }
 
 // approveShutdownAtIdle approves shutdown request id as member. Approval

@@ -5,9 +5,10 @@
 // separate gate, then an idle-boundary shutdown).
 //
 // Each run creates its own team and its own workspace under the data
-// directory, drives the teammates with scripted models through the one
-// agent loop of package agent, checks what the lesson promises and keeps
-// the result document at <data>/runs/<run_id>/result.json.
+// directory, drives the teammates with scripted models (or, with
+// Options.Model, a real model) through the one agent loop of package
+// agent, checks what the lesson promises and keeps the result document at
+// <data>/runs/<run_id>/result.json.
 package scenario
 
 import (
@@ -57,6 +58,13 @@ type Options struct {
 	// StepMS slows every scripted model answer and every host step by
 	// this many milliseconds, so a person can follow the live page.
 	StepMS int `json:"step_ms,omitempty"`
+	// Model, when set, drives every member instead of the script, with
+	// the lesson's team, prompts, tools and workspace. Lead's model then
+	// decides on the plan, so Plan is not taken; the host keeps Decision.
+	// Checks that only the script can guarantee are reported as not
+	// applicable. It is never stored: the document names it by its
+	// ModelConfig when the model is an agent.Described.
+	Model agent.Model `json:"-"`
 }
 
 // normalize applies defaults and validates opts for scenario name.
@@ -66,11 +74,14 @@ func (o Options) normalize(name string) (Options, error) {
 	}
 	if name == AgentTeams {
 		if o.Plan != "" || o.Decision != "" || o.Expected != "" {
-			return o, core.Errorf(core.CodeValidation, "agent-teams takes only step_ms.")
+			return o, core.Errorf(core.CodeValidation, "agent-teams takes only step_ms and model.")
 		}
 		return o, nil
 	}
-	if o.Plan == "" {
+	if o.Model != nil && o.Plan != "" {
+		return o, core.Errorf(core.CodeValidation, "With a model, lead's model decides on the plan: plan is not taken.")
+	}
+	if o.Plan == "" && o.Model == nil {
 		o.Plan = PlanApprove
 	}
 	if o.Decision == "" {
@@ -79,7 +90,7 @@ func (o Options) normalize(name string) (Options, error) {
 	if o.Expected == "" {
 		o.Expected = DefaultExpect
 	}
-	if o.Plan != PlanApprove && o.Plan != PlanReject {
+	if o.Model == nil && o.Plan != PlanApprove && o.Plan != PlanReject {
 		return o, core.Errorf(core.CodeValidation, "plan must be approve or reject.")
 	}
 	if o.Decision != DecisionAllow && o.Decision != DecisionDeny {
@@ -119,12 +130,22 @@ func Scenarios() []Info {
 	}
 }
 
-// Check is one named check of a run.
+// Check is one named check of a run. A check that does not apply (on a
+// run driven by a real model, one that only the script can guarantee)
+// has OK true, Applicable false and a Detail that says why and what was
+// seen; it never makes a run fail, and it never makes one pass either:
+// the run's OK means that every applicable check held.
 type Check struct {
-	Name   string `json:"name"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail"`
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	// Applicable is nil for a check that applies (and in documents
+	// stored before checks could be not applicable), false otherwise.
+	Applicable *bool  `json:"applicable,omitempty"`
+	Detail     string `json:"detail"`
 }
+
+// Applies reports whether c was checked on this run.
+func (c Check) Applies() bool { return c.Applicable == nil || *c.Applicable }
 
 // ProtocolOutcome is what the team-protocols run did with the program.
 type ProtocolOutcome struct {
@@ -154,10 +175,12 @@ type TeamsOutcome struct {
 // *ProtocolOutcome or a *TeamsOutcome according to Scenario; it is nil
 // while the run is in progress.
 type Result struct {
-	RunID         string                    `json:"run_id"`
-	Scenario      string                    `json:"scenario"`
-	Team          string                    `json:"team"`
-	OK            bool                      `json:"ok"`
+	RunID    string `json:"run_id"`
+	Scenario string `json:"scenario"`
+	Team     string `json:"team"`
+	OK       bool   `json:"ok"`
+	// Model names the real model that drove the run; nil for the script.
+	Model         *agent.ModelConfig        `json:"model,omitempty"`
 	Checks        []Check                   `json:"checks"`
 	ModelRequests int                       `json:"model_requests"`
 	Outcome       any                       `json:"outcome"`
@@ -261,6 +284,16 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (Result, er
 	}
 	x.stepMS = opts.StepMS
 	x.opts = opts
+	x.model = opts.Model
+	if opts.Model != nil {
+		cfg := agent.ModelConfig{Provider: "unnamed"}
+		if d, ok := opts.Model.(agent.Described); ok {
+			cfg = d.ModelConfig()
+		}
+		r.mu.Lock()
+		x.doc.Model = &cfg
+		r.mu.Unlock()
+	}
 	if r.cfg.OnStart != nil {
 		r.cfg.OnStart(x.id, x.team)
 	}
@@ -388,7 +421,7 @@ func (r *Runner) finish(ctx context.Context, x *run, runErr error) (Result, erro
 	doc.ModelRequests = x.modelRequests
 	doc.OK = runErr == nil && len(doc.Checks) > 0
 	for _, c := range doc.Checks {
-		doc.OK = doc.OK && c.OK
+		doc.OK = doc.OK && (c.OK || !c.Applies())
 	}
 	out := cloneResult(doc)
 	r.mu.Lock()
@@ -507,6 +540,10 @@ func (r *Runner) Delete(runID string) error {
 func cloneResult(d *Result) Result {
 	out := *d
 	out.Checks = append([]Check{}, d.Checks...)
+	if d.Model != nil {
+		m := *d.Model
+		out.Model = &m
+	}
 	out.Requests = append([]core.Request{}, d.Requests...)
 	for i, rq := range out.Requests {
 		if rq.Reply != nil {
@@ -556,6 +593,8 @@ type run struct {
 	stepMS int
 	opts   Options
 	doc    *Result
+	// model drives every member when set; nil means the script.
+	model agent.Model
 
 	mu            sync.Mutex
 	checks        []Check
@@ -568,6 +607,17 @@ func (x *run) check(name string, ok bool, format string, args ...any) {
 	defer x.mu.Unlock()
 	x.checks = append(x.checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
 }
+
+// notApplicable records a check that this run cannot make, with why.
+func (x *run) notApplicable(name string, format string, args ...any) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	no := false
+	x.checks = append(x.checks, Check{Name: name, OK: true, Applicable: &no, Detail: "not applicable: " + fmt.Sprintf(format, args...)})
+}
+
+// scripted reports whether the run follows the lesson's script.
+func (x *run) scripted() bool { return x.model == nil }
 
 // pause waits step_ms before a host step, so the live page can follow.
 func (x *run) pause(ctx context.Context) {
@@ -582,14 +632,14 @@ func (x *run) pause(ctx context.Context) {
 	}
 }
 
-// turnRecord is one scripted turn: its result, what it did and the model
-// that answered (with every request it was shown).
+// turnRecord is one turn: its result, what it did and every request its
+// model was shown.
 type turnRecord struct {
-	member string
-	res    core.TurnResult
-	stats  agent.Stats
-	model  *agent.Scripted
-	err    error
+	member   string
+	res      core.TurnResult
+	stats    agent.Stats
+	requests []agent.Request
+	err      error
 }
 
 func (tr turnRecord) String() string {
@@ -599,36 +649,93 @@ func (tr turnRecord) String() string {
 	return fmt.Sprintf("%s %s", tr.member, tr.res.Status)
 }
 
-// turn runs one scripted turn of member in the run's team; every step
-// waits step_ms. The turn's model requests count toward the run's total.
+// turn runs one turn of member in the run's team: scripted, every step
+// waiting step_ms, or driven by the run's model, which is then given the
+// member's system text (its role in the lesson's team) and ignores steps.
+// first, when set, runs as the turn's first model request arrives, i.e.
+// just after its first prepare. The turn's model requests count toward
+// the run's total.
 //
 // A run that has been stopped starts no further turn: the member is not
 // claimed, so its turn count and status stay as the last finished step
 // left them.
-func (x *run) turn(ctx context.Context, member, prompt string, tools agent.ToolSet, steps ...agent.Step) turnRecord {
+func (x *run) turn(ctx context.Context, member, prompt string, tools agent.ToolSet, first func(), steps ...agent.Step) turnRecord {
 	if err := ctx.Err(); err != nil {
-		return turnRecord{member: member, model: agent.NewScripted(), err: &core.Error{Code: core.CodeShuttingDown, Message: "The run was stopped before this turn.", Err: err}}
+		return turnRecord{member: member, err: &core.Error{Code: core.CodeShuttingDown, Message: "The run was stopped before this turn.", Err: err}}
 	}
-	for i := range steps {
-		if steps[i].WaitMS == 0 {
-			steps[i].WaitMS = x.stepMS
+	spec := agent.Spec{Team: x.team, Member: member, Prompt: prompt, Tools: tools, Logger: x.log}
+	if x.model != nil {
+		spec.System = agent.SystemText(x.team, "", member, lessonRole(member))
+		spec.Model = x.model
+	} else {
+		for i := range steps {
+			if steps[i].WaitMS == 0 {
+				steps[i].WaitMS = x.stepMS
+			}
 		}
+		spec.Model = agent.NewScripted(steps...)
 	}
-	model := agent.NewScripted(steps...)
-	res, stats, err := agent.Run(ctx, x.svc, agent.Spec{Team: x.team, Member: member, Prompt: prompt, Model: model, Tools: tools, Logger: x.log})
+	seen := &observed{next: spec.Model, first: first}
+	spec.Model = seen
+	res, stats, err := agent.Run(ctx, x.svc, spec)
 	x.mu.Lock()
 	x.modelRequests += stats.ModelRequests
 	x.mu.Unlock()
-	return turnRecord{member: member, res: res, stats: stats, model: model, err: err}
+	return turnRecord{member: member, res: res, stats: stats, requests: seen.seen(), err: err}
 }
 
-// answered reports whether every turn answered, with a detail line.
-func answered(turns ...turnRecord) (bool, string) {
+// observed keeps every request a turn's model is shown, and runs first
+// as the first one arrives.
+type observed struct {
+	next  agent.Model
+	first func()
+
+	mu   sync.Mutex
+	reqs []agent.Request
+}
+
+func (o *observed) Respond(ctx context.Context, req agent.Request) (agent.Response, error) {
+	o.mu.Lock()
+	n := len(o.reqs)
+	kept := req
+	kept.Messages = append([]core.Entry(nil), req.Messages...)
+	o.reqs = append(o.reqs, kept)
+	o.mu.Unlock()
+	if n == 0 && o.first != nil {
+		o.first()
+	}
+	return o.next.Respond(ctx, req)
+}
+
+func (o *observed) seen() []agent.Request {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]agent.Request(nil), o.reqs...)
+}
+
+// answered reports whether every turn answered, with a detail line. A
+// real model may also end a turn at the request limit or on its token
+// bound: on such a run only a turn that failed counts against it.
+func (x *run) answered(turns ...turnRecord) (bool, string) {
 	ok := true
 	parts := make([]string, len(turns))
 	for i, tr := range turns {
-		ok = ok && tr.err == nil && tr.res.Status == core.TurnAnswered
+		if x.scripted() {
+			ok = ok && tr.err == nil && tr.res.Status == core.TurnAnswered
+		} else {
+			ok = ok && tr.err == nil && tr.res.Status != core.TurnFailed
+		}
 		parts[i] = tr.String()
 	}
 	return ok, strings.Join(parts, ", ")
+}
+
+// lessonRole is member's role in lessonTeam.
+func lessonRole(member string) string {
+	for _, m := range lessonTeam("x").Members {
+		if m.Name == member {
+			return m.Role
+		}
+	}
+	return ""
 }

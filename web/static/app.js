@@ -809,13 +809,20 @@
         (typeof doc.model_requests === 'number' ? ' · ' + doc.model_requests + ' model requests' : '')));
 
     if (checks.length) {
-      const passed = checks.filter((c) => c.ok === true).length;
-      box.append(el('h3', { class: 'sub' }, 'Checks · ' + passed + ' of ' + checks.length + ' passed'),
+      // A check with applicable: false (a run on a real model cannot
+      // promise what only the script can) is neither passed nor failed.
+      const applies = (c) => c.applicable !== false;
+      const counted = checks.filter(applies);
+      const passed = counted.filter((c) => c.ok === true).length;
+      const skipped = checks.length - counted.length;
+      box.append(el('h3', { class: 'sub' }, 'Checks · ' + passed + ' of ' + counted.length + ' passed' +
+          (skipped ? ' · ' + skipped + ' not applicable' : '')),
         el('ul', { class: 'checks' }, ...checks.map((c) => {
+          const na = !applies(c);
           const ok = c.ok === true;
           const head = el('span', { class: 'check-line' },
-            el('span', { class: 'badge check-badge', data: { ok: String(ok) } },
-              icon(ok ? '✔' : '✖'), el('span', { class: 'badge-text' }, ok ? 'pass' : 'fail')),
+            el('span', { class: 'badge check-badge', data: { ok: na ? 'na' : String(ok) } },
+              icon(na ? '–' : ok ? '✔' : '✖'), el('span', { class: 'badge-text' }, na ? 'n/a' : ok ? 'pass' : 'fail')),
             el('span', { class: 'check-name' }, ...breakable(String(c.name))));
           // Details stay folded for passing checks and open for failing ones.
           const body = c.detail
