@@ -136,6 +136,28 @@ func (s *Service) Inbox(ctx context.Context, teamName, member string) ([]Message
 	return out, err
 }
 
+// InboxBytes returns member's inbox in the lesson's file bytes (one line
+// per letter, SPEC §4.3), as its store holds them; an empty inbox is no
+// bytes. The caller must be the admin or member itself.
+func (s *Service) InboxBytes(ctx context.Context, teamName, member string) ([]byte, error) {
+	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
+		return nil, err
+	}
+	var out []byte
+	err := s.view(ctx, teamName, true, func(u *unit) error {
+		if !u.isMember(member) {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		data, err := u.tx.InboxBytes(member)
+		if err != nil {
+			return asStoreError(err)
+		}
+		out = slices.Clone(data)
+		return nil
+	})
+	return out, err
+}
+
 // PrepareInbox returns a copy of history with every letter of member's
 // inbox appended as a [team-message] user entry, unless an identical entry
 // is already there (prepare_inbox, SPEC §4.5). Delivery is at-least-once

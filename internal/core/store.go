@@ -71,6 +71,13 @@ type TeamTx interface {
 	// §4.2), with the letter appended in this unit of work if any. A
 	// damaged inbox is CodeInboxCorrupt, never empty.
 	LoadInbox(member string) ([]Message, error)
+	// InboxBytes returns member's inbox in the lesson's file bytes: what
+	// its inbox file holds (the file store: the file itself, as
+	// validated; a database: the lines it stored, each exactly
+	// EncodeInboxLine of its letter or the imported file's line), with
+	// the letter appended in this unit of work if any. An empty inbox is
+	// no bytes; a damaged one is CodeInboxCorrupt.
+	InboxBytes(member string) ([]byte, error)
 	// AppendLetter adds msg at the end of its recipient's inbox. msg.ID
 	// must be <recipient>-<n+1> for an inbox of n letters. It refuses
 	// with CodeInboxFull when the line would take the inbox over the

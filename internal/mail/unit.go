@@ -467,6 +467,23 @@ func (tx *fileTx) LoadInbox(member string) ([]core.Message, error) {
 	return items, nil
 }
 
+// InboxBytes is the inbox file's bytes; a letter appended in this unit of
+// work follows in the lesson's bytes, as the commit writes it (a file in
+// foreign spacing is then rewritten whole, canonical).
+func (tx *fileTx) InboxBytes(member string) ([]byte, error) {
+	if tx.e.damaged != nil {
+		return nil, core.DamagedError(tx.e.damaged)
+	}
+	if tx.letter != nil && tx.letter.Recipient == member {
+		items, err := tx.LoadInbox(member)
+		if err != nil {
+			return nil, err
+		}
+		return encodeLines(nil, items), nil
+	}
+	return tx.s.InboxBytes(tx.ctx, tx.st.Name, tx.st.Rules(member))
+}
+
 func (tx *fileTx) AppendLetter(msg core.Message) error {
 	if !tx.write || tx.done {
 		return errReadOnly

@@ -202,8 +202,25 @@ func (t *teamTx) LoadInbox(member string) ([]core.Message, error) {
 
 // InboxBytes returns member's inbox exactly as the lesson's file holds it
 // (Accept: application/jsonl).
+// The lines are validated as LoadInbox validates them: a damaged inbox is
+// CodeInboxCorrupt, never served.
 func (t *teamTx) InboxBytes(member string) ([]byte, error) {
-	return inboxBytes(t.ctx, t.tx, t.name, member)
+	if t.damaged != nil {
+		return nil, core.CorruptInbox(t.damaged)
+	}
+	data, err := inboxBytes(t.ctx, t.tx, t.name, member)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := t.inboxes[member]; !ok {
+		if len(data) > t.st.Limits.InboxBytes {
+			return nil, core.CorruptInbox(core.ErrInboxTooLarge)
+		}
+		if _, err := core.DecodeInbox(data, t.st.Rules(member)); err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
 }
 
 func inboxBytes(ctx context.Context, q pgx.Tx, team, member string) ([]byte, error) {

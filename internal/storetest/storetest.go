@@ -22,6 +22,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("Tokens", func(t *testing.T) { testTokens(t, newStore(t)) })
 	t.Run("CommitAndRollback", func(t *testing.T) { testCommitRollback(t, newStore(t)) })
 	t.Run("LettersWithoutGaps", func(t *testing.T) { testLetters(t, newStore(t)) })
+	t.Run("InboxBytes", func(t *testing.T) { testInboxBytes(t, newStore(t)) })
 	t.Run("ConcurrentUpdatesSerialise", func(t *testing.T) { testConcurrent(t, newStore(t)) })
 	t.Run("Idempotency", func(t *testing.T) { testIdempotency(t, newStore(t)) })
 	t.Run("TurnDocuments", func(t *testing.T) { testTurns(t, newStore(t)) })
@@ -227,6 +228,57 @@ func testLetters(t *testing.T, s core.Store) {
 	got := inbox(t, s, "alpha", core.LeadName)
 	if len(got) != 3 || got[2].Body != "letter 3" {
 		t.Fatalf("inbox = %+v", got)
+	}
+}
+
+func testInboxBytes(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	create(t, s, Team("alpha", "reader"))
+	raw := func(member string) []byte {
+		t.Helper()
+		var out []byte
+		if err := s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+			b, err := tx.InboxBytes(member)
+			out = append([]byte{}, b...)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := raw("reader"); len(got) != 0 {
+		t.Fatalf("empty inbox = %q, want no bytes", got)
+	}
+	var want []byte
+	for _, body := range []string{"plain", "ünïcode \u2028 \"quoted\" 😀 <&>"} {
+		id, err := send(ctx, s, "alpha", core.LeadName, "reader", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, core.EncodeInboxLine(core.Message{ID: id, Sender: core.LeadName, Recipient: "reader", Body: body})...)
+	}
+	if got := raw("reader"); string(got) != string(want) {
+		t.Fatalf("inbox bytes:\n got %q\nwant %q", got, want)
+	}
+	// Inside a unit of work, the letter appended in it is included.
+	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		msg := core.Message{ID: "reader-3", Sender: core.LeadName, Recipient: "reader", Body: "third"}
+		if err := tx.AppendLetter(msg); err != nil {
+			return err
+		}
+		b, err := tx.InboxBytes("reader")
+		if err != nil {
+			return err
+		}
+		if w := append(append([]byte{}, want...), core.EncodeInboxLine(msg)...); string(b) != string(w) {
+			t.Errorf("inbox bytes in the unit:\n got %q\nwant %q", b, w)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := raw(core.LeadName); len(got) != 0 {
+		t.Fatalf("lead's inbox = %q", got)
 	}
 }
 
