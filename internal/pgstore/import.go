@@ -60,7 +60,7 @@ func (s *Store) Import(ctx context.Context, teams []ImportedTeam, runs []core.Ru
 		if r.Result != nil {
 			result = string(r.Result)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO runs (id, result) VALUES ($1, $2::jsonb)`, r.ID, result); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO runs (id, result) VALUES ($1, $2)`, r.ID, result); err != nil {
 			return fmt.Errorf("run %s: %w", r.ID, err)
 		}
 	}

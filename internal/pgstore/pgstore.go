@@ -326,7 +326,7 @@ func (s *Store) PutRun(ctx context.Context, run core.RunDoc) error {
 	if run.Result != nil {
 		result = string(run.Result)
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO runs (id, result) VALUES ($1, $2::jsonb)
+	_, err := s.pool.Exec(ctx, `INSERT INTO runs (id, result) VALUES ($1, $2)
 		ON CONFLICT (id) DO UPDATE SET result = EXCLUDED.result, updated_at = now()`, run.ID, result)
 	return storeErr(ctx, err)
 }
@@ -336,7 +336,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (core.RunDoc, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	var result *string
-	err := s.pool.QueryRow(ctx, `SELECT result::text FROM runs WHERE id = $1`, id).Scan(&result)
+	err := s.pool.QueryRow(ctx, `SELECT result FROM runs WHERE id = $1`, id).Scan(&result)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return core.RunDoc{}, core.Errorf(core.CodeNotFound, "No such run.")
 	}
