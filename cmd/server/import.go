@@ -88,7 +88,7 @@ func runImport(ctx context.Context, args []string, getenv func(string) string, s
 
 // readFileStore reads every team and run of the file store at dir through
 // the store itself (which completes or drops interrupted writes first), and
-// the inbox files' exact bytes once the store has validated them.
+// the inbox files' exact bytes as the store validated them.
 func readFileStore(ctx context.Context, dir string, log *slog.Logger) ([]pgstore.ImportedTeam, []core.RunDoc, error) {
 	fstore, err := mail.Open(dir, mail.WithLogger(log))
 	if err != nil {
@@ -109,12 +109,9 @@ func readFileStore(ctx context.Context, dir string, log *slog.Logger) ([]pgstore
 			}
 			t.State = tx.State().Clone()
 			for _, m := range t.State.Members {
-				if _, err := tx.LoadInbox(m.Name); err != nil {
+				b, err := tx.InboxBytes(m.Name)
+				if err != nil {
 					return fmt.Errorf("inbox of %s: %w", m.Name, err)
-				}
-				b, err := os.ReadFile(filepath.Join(dir, "teams", ts.Name, "inboxes", m.Name+".jsonl"))
-				if err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return err
 				}
 				t.Inboxes[m.Name] = b
 			}

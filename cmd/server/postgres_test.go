@@ -141,7 +141,7 @@ func TestImportRoundTrip(t *testing.T) {
 	send("lead", "reader", "read the source")
 	send("lead", "reader", "ünïcode \u2028 \"quoted\" 😀")
 	send("reader", "lead", "done")
-	send("reader", "writer", "hello writer")
+	// writer's inbox stays empty (no file at all): imported as empty.
 	var opened struct {
 		RequestID string `json:"request_id"`
 	}
@@ -179,7 +179,7 @@ func TestImportRoundTrip(t *testing.T) {
 	err = pg.ViewTeam(context.Background(), "demo", func(tx core.TeamTx) error {
 		for name := range tokens {
 			file, _ := os.ReadFile(filepath.Join(dataDir, "teams", "demo", "inboxes", name+".jsonl"))
-			got, err := tx.(interface{ InboxBytes(string) ([]byte, error) }).InboxBytes(name)
+			got, err := tx.InboxBytes(name)
 			if err != nil {
 				return err
 			}
@@ -214,10 +214,25 @@ func TestImportRoundTrip(t *testing.T) {
 	if !bytes.Equal(reqsAfter, reqsBefore) {
 		t.Errorf("requests:\n got %s\nwant %s", reqsAfter, reqsBefore)
 	}
-	// The numbering goes on where the file store left it.
-	var sent struct{ ID string }
-	if code := call(t, pgBase, tokens["lead"], "POST", "/teams/demo/messages", map[string]string{"to": "reader", "body": "on postgres"}, &sent); code != 201 || sent.ID != "reader-3" {
-		t.Errorf("send on postgres: %d %q, want reader-3", code, sent.ID)
+	// The numbering goes on where the file store left it, without a gap:
+	// reader holds lead's two letters and the reply to its plan, writer
+	// nothing, lead the reader's letter and the two plans.
+	for _, tt := range []struct{ to, want string }{{"reader", "reader-4"}, {"writer", "writer-1"}, {"lead", "lead-4"}} {
+		var inbox struct{ Messages []struct{ ID string } }
+		if err := json.Unmarshal(before[tt.to], &inbox); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("%s-%d", tt.to, len(inbox.Messages)+1); want != tt.want {
+			t.Fatalf("inbox of %s before the import holds %d letters; the test expects %s next", tt.to, len(inbox.Messages), tt.want)
+		}
+		from := "lead"
+		if tt.to == "lead" {
+			from = "writer"
+		}
+		var sent struct{ ID string }
+		if code := call(t, pgBase, tokens[from], "POST", "/teams/demo/messages", map[string]string{"to": tt.to, "body": "on postgres"}, &sent); code != 201 || sent.ID != tt.want {
+			t.Errorf("send to %s on postgres: %d %q, want %s", tt.to, code, sent.ID, tt.want)
+		}
 	}
 	pgSrv.stop()
 }
