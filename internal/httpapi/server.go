@@ -173,7 +173,7 @@ func (s *Server) DeleteTeam(ctx context.Context, req DeleteTeamRequestObject) (D
 		// A run's id is its team's name, so the team takes the run's
 		// document with it; any other team has no run directory.
 		release = func() error {
-			if err := s.runner.Delete(req.Team); err != nil {
+			if err := s.runner.Delete(ctx, req.Team); err != nil {
 				return core.StorageError(err)
 			}
 			return nil
