@@ -367,17 +367,26 @@ func (spec TeamSpec) validateSettings() error {
 // by their SHA-256, so the time a lookup takes depends on the hash, never
 // on how much of a guessed token is right.
 func (s *Service) Authenticate(token string) (teamName, member string, ok bool) {
+	team, m, err := s.LookupMember(token)
+	return team, m, err == nil
+}
+
+// LookupMember is Authenticate with the reason of a failure: CodeNotFound
+// for a token no member has, or the store's error (storage_unavailable
+// while a shared database cannot be reached), so that a transport can
+// answer 503 rather than 401 when it cannot tell.
+func (s *Service) LookupMember(token string) (teamName, member string, err error) {
 	if token == "" {
-		return "", "", false
+		return "", "", Errorf(CodeNotFound, "No member has this token.")
 	}
 	team, m, err := s.store.LookupToken(context.Background(), hashToken(token))
 	if err != nil {
 		if ErrorCode(err) != CodeNotFound {
 			s.log.Warn("token lookup failed", "err", err)
 		}
-		return "", "", false
+		return "", "", err
 	}
-	return team, m, true
+	return team, m, nil
 }
 
 // Teams lists every team, newest first.
