@@ -499,7 +499,18 @@ func (s *Service) turnDocs(ctx context.Context, teamName string) ([]TurnDoc, err
 	err := s.view(ctx, teamName, false, func(u *unit) error {
 		var err error
 		docs, err = u.tx.Turns()
-		return asStoreError(err)
+		if err != nil {
+			return asStoreError(err)
+		}
+		// A running document whose member holds no lease (the view
+		// released a dead process's lease) is shown as the next unit of
+		// work will store it: failed, interrupted.
+		for i := range docs {
+			if m := u.member(docs[i].Member); docs[i].Status == TurnRunning && m != nil && m.Lease == nil {
+				InterruptTurnDoc(&docs[i], u.now)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -65,6 +65,7 @@ func TestSendMessage(t *testing.T) {
 	})
 
 	t.Run("ErrStorageFailed", func(t *testing.T) {
+		fileOnly(t, "the fault is injected into the file store's file system")
 		e.faults.failing.Store(true)
 		r := e.send(a, "lead", "reviewer", "this write fails")
 		e.faults.failing.Store(false)
@@ -125,6 +126,7 @@ func TestGetInbox(t *testing.T) {
 	}
 
 	t.Run("ErrInboxCorrupt", func(t *testing.T) {
+		fileOnly(t, "the inbox file is broken on disk")
 		file := filepath.Join(e.dir, "teams", "alpha", "inboxes", "reader.jsonl")
 		before, err := os.ReadFile(file)
 		if err != nil {
