@@ -212,6 +212,9 @@ func storeErr(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
+	if lostDatabase(err) {
+		return &core.Error{Code: core.CodeStorageUnavailable, Message: "The database cannot be reached; nothing was stored. Try again shortly.", Err: err}
+	}
 	var ce *core.Error
 	if errors.As(err, &ce) {
 		return err

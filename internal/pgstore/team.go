@@ -34,10 +34,24 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 		}
 		return t.commit(ctx)
 	})
-	if fnErr != nil && errors.Is(err, fnErr) {
+	if fnErr != nil && errors.Is(err, fnErr) && !lostDatabase(fnErr) {
 		return fnErr // unchanged, as the contract says
 	}
 	return err
+}
+
+// lostDatabase reports whether err, returned by core's function, is in
+// fact the database lost under one of tx's reads (not a domain error of
+// core's): then the store's storage_unavailable is the answer, not the
+// raw error (or core's storage_failed wrapping it) that would tell the
+// client a write failed for good.
+func lostDatabase(err error) bool {
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		// Core wraps a failed tx call as storage_failed.
+		return ce.Code == core.CodeStorageFailed && ce.Err != nil && unavailable(ce.Err)
+	}
+	return unavailable(err)
 }
 
 // ViewTeam implements core.Store: a read-only snapshot transaction.
@@ -52,7 +66,7 @@ func (s *Store) ViewTeam(ctx context.Context, name string, fn func(tx core.TeamT
 		fnErr = fn(t)
 		return fnErr
 	})
-	if fnErr != nil && errors.Is(err, fnErr) {
+	if fnErr != nil && errors.Is(err, fnErr) && !lostDatabase(fnErr) {
 		return fnErr
 	}
 	return err
