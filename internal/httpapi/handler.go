@@ -123,7 +123,7 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	auth := newAuthenticator(opts.AdminToken, svc)
 
 	r := chi.NewRouter()
-	r.Use(securityHeaders, recoverer(log), m.instrument)
+	r.Use(securityHeaders, recoverer(log), m.instrument, negotiate)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, newProblem(core.CodeNotFound, "No such path."))
 	})

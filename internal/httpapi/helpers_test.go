@@ -160,6 +160,10 @@ func newEnv(t *testing.T, configure ...func(*httpapi.Options)) *env {
 	return startEnv(t, envOptions{configure: configure})
 }
 
+// The inbox in the lesson's file bytes is validated as the string of bytes
+// its schema says (format: binary).
+func init() { openapi3filter.RegisterBodyDecoder("application/jsonl", openapi3filter.FileBodyDecoder) }
+
 func specRouter(t *testing.T) (routers.Router, *openapi3.Schema) {
 	t.Helper()
 	doc, err := openapi3.NewLoader().LoadFromData(api.Spec)
