@@ -496,19 +496,18 @@ func (s *Service) localTurn(team, id string) *Turn {
 // this process runs as they are now (steps not yet stored included).
 func (s *Service) turnDocs(ctx context.Context, teamName string) ([]TurnDoc, error) {
 	var docs []TurnDoc
+	var now time.Time
+	var unleased map[string]bool
 	err := s.view(ctx, teamName, false, func(u *unit) error {
 		var err error
 		docs, err = u.tx.Turns()
 		if err != nil {
 			return asStoreError(err)
 		}
-		// A running document whose member holds no lease (the view
-		// released a dead process's lease) is shown as the next unit of
-		// work will store it: failed, interrupted.
-		for i := range docs {
-			if m := u.member(docs[i].Member); docs[i].Status == TurnRunning && m != nil && m.Lease == nil {
-				InterruptTurnDoc(&docs[i], u.now)
-			}
+		now = u.now
+		unleased = map[string]bool{}
+		for _, m := range u.st.Members {
+			unleased[m.Name] = m.Lease == nil
 		}
 		return nil
 	})
@@ -519,6 +518,11 @@ func (s *Service) turnDocs(ctx context.Context, teamName string) ([]TurnDoc, err
 		if docs[i].Status == TurnRunning {
 			if tr := s.localTurn(teamName, docs[i].TurnID); tr != nil {
 				docs[i] = tr.Document()
+			} else if unleased[docs[i].Member] {
+				// No process runs it: its member holds no lease (the
+				// view released a dead process's). Shown as the next
+				// unit of work will store it: failed, interrupted.
+				InterruptTurnDoc(&docs[i], now)
 			}
 		}
 		if docs[i].Steps == nil {
