@@ -351,19 +351,34 @@ func TestEventsCrossReplicas(t *testing.T) {
 	defer stopB()
 	stopA := a.Listen(func(ev core.Event) { t.Errorf("a heard its own event %+v", ev) })
 	defer stopA()
-	time.Sleep(200 * time.Millisecond) // the LISTEN is in place
+	// LISTEN gives no signal the test could wait on: announce a probe on
+	// another team until b's listener hears one, then drop the extra ones.
+	probe := core.Event{Type: core.EventMessage, Team: "probe", Data: core.Message{ID: "reader-1", Sender: "lead", Recipient: "reader", Body: "probe"}}
+	for heard := false; !heard; {
+		a.Announce(probe)
+		select {
+		case ev := <-got:
+			heard = ev.Team == "probe"
+		case <-time.After(100 * time.Millisecond): // the announce interval, not synchronisation
+		case <-t.Context().Done():
+			t.Fatal("the listener never heard a probe")
+		}
+	}
 	msg := core.Message{ID: "reader-1", Sender: "lead", Recipient: "reader", Body: "hi"}
 	big := core.Message{ID: "reader-2", Sender: "lead", Recipient: "reader", Body: strings.Repeat("ü", 6000)}
 	a.Announce(core.Event{Type: core.EventMessage, Team: "demo", Data: msg})
 	a.Announce(core.Event{Type: core.EventMessage, Team: "demo", Data: big})
 	for _, want := range []core.Message{msg, big} {
-		select {
-		case ev := <-got:
-			if m, ok := ev.Data.(core.Message); !ok || ev.Team != "demo" || m != want {
-				t.Fatalf("event %+v", ev)
+		ev := core.Event{Team: "probe"}
+		for ev.Team == "probe" {
+			select {
+			case ev = <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatal("no event crossed")
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("no event crossed")
+		}
+		if m, ok := ev.Data.(core.Message); !ok || ev.Team != "demo" || m != want {
+			t.Fatalf("event %+v, want team demo with %+v", ev, want)
 		}
 	}
 }
