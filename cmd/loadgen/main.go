@@ -89,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.bigInbox, "inbox-letters", 10000, "letters in the full inbox")
 	fs.IntVar(&c.teams, "teams", 10000, "idle teams on disk for the restart phase")
 	fs.IntVar(&c.restarts, "restarts", 3, "restarts timed in the restart phase (the median is reported)")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP send phase to `file`")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP send phase (b, or p) to `file`")
 	fs.StringVar(&c.openProfile, "openprofile", "", "write a CPU profile of loading the restart phase's teams in process to `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory")
 	fs.StringVar(&c.phases, "phases", "abcde", "the `letters` of the phases to run: abcde, and p for PostgreSQL beside the file store")
@@ -189,7 +189,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	if phase('p') {
-		pg, err := measurePostgres(ctx, work, cfg, r)
+		var pg pgFigures
+		err := withProfile(cfg.cpuProfile, func() error {
+			var err error
+			pg, err = measurePostgres(ctx, work, cfg, r)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}

@@ -82,14 +82,14 @@ func (u *unit) send(sender, recipient, body string, protocol bool) (Message, err
 		}
 		return Message{}, Errorf(CodeBodyLength, "The body must be 1 to %d characters after trimming.", limits.BodyChars)
 	}
-	items, err := u.tx.LoadInbox(recipient)
+	n, err := inboxLen(u.tx, recipient)
 	if err != nil {
 		return Message{}, asStoreError(err)
 	}
-	if len(items) >= limits.InboxMessages {
+	if n >= limits.InboxMessages {
 		return Message{}, Errorf(CodeInboxFull, "The recipient's inbox is full; old messages are not overwritten.")
 	}
-	msg := Message{ID: letterID(recipient, len(items)+1), Sender: sender, Recipient: recipient, Body: trimmed}
+	msg := Message{ID: letterID(recipient, n+1), Sender: sender, Recipient: recipient, Body: trimmed}
 	if err := u.tx.AppendLetter(msg); err != nil {
 		return Message{}, asStoreError(err)
 	}

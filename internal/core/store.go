@@ -99,6 +99,26 @@ type TeamTx interface {
 	DeleteTurn(turnID string) error
 }
 
+// InboxCounter is an optional extension of TeamTx: a store that keeps
+// each inbox's size with its letters (a database) says how many letters
+// member's inbox holds without reading and validating them, and a send
+// then does not load the recipient's inbox. The letter appended in this
+// unit of work, if any, is counted. The lines a send does not read are
+// still validated by every read (LoadInbox, InboxBytes).
+type InboxCounter interface {
+	InboxLen(member string) (int, error)
+}
+
+// inboxLen is the number of letters in member's inbox: the store's count
+// if it keeps one, else the loaded inbox's length.
+func inboxLen(tx TeamTx, member string) (int, error) {
+	if c, ok := tx.(InboxCounter); ok {
+		return c.InboxLen(member)
+	}
+	items, err := tx.LoadInbox(member)
+	return len(items), err
+}
+
 // RunStore keeps scenario run documents. A run is claimed (Result nil)
 // when it starts and gets its result when it ends; a claimed run whose
 // process died is found with Result nil.

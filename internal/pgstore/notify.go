@@ -41,34 +41,54 @@ func (s *Store) Announce(ev core.Event) {
 	}
 }
 
+// maxNotifyBatch bounds the events sent in one round trip.
+const maxNotifyBatch = 64
+
 func (s *Store) sendLoop() {
 	defer s.wg.Done()
 	lastSweep := time.Now()
 	for {
+		var queued [][]byte
 		select {
 		case <-s.stop:
 			return
 		case b := <-s.notify:
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			queued = append(queued, b)
+		}
+		// What else is queued goes in the same round trip, in order.
+	more:
+		for len(queued) < maxNotifyBatch {
+			select {
+			case b := <-s.notify:
+				queued = append(queued, b)
+			default:
+				break more
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		batch := &pgx.Batch{}
+		for _, b := range queued {
 			env := envelope{Origin: s.origin, Event: b}
 			if len(b) > maxPayload {
 				env.Event = nil
 				if err := s.pool.QueryRow(ctx, `INSERT INTO events (payload) VALUES ($1) RETURNING id`, string(b)).Scan(&env.Ref); err != nil {
 					s.log.Warn("event not announced", "err", err)
-					cancel()
 					continue
 				}
 			}
 			payload, _ := json.Marshal(env)
-			if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, string(payload)); err != nil {
-				s.log.Warn("event not announced", "err", err)
-			}
-			if time.Since(lastSweep) > time.Minute {
-				lastSweep = time.Now()
-				_, _ = s.pool.Exec(ctx, `DELETE FROM events WHERE created_at < now() - interval '1 minute'`)
-			}
-			cancel()
+			batch.Queue(`SELECT pg_notify($1, $2)`, channel, string(payload))
 		}
+		if batch.Len() > 0 {
+			if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+				s.log.Warn("events not announced", "count", batch.Len(), "err", err)
+			}
+		}
+		if time.Since(lastSweep) > time.Minute {
+			lastSweep = time.Now()
+			_, _ = s.pool.Exec(ctx, `DELETE FROM events WHERE created_at < now() - interval '1 minute'`)
+		}
+		cancel()
 	}
 }
 

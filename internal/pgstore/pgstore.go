@@ -52,6 +52,9 @@ type Options struct {
 	// MaxConns bounds the connection pool (0: pgxpool's default, at
 	// least 4).
 	MaxConns int32
+	// Tracer, if set, sees every query and batch (tests count the round
+	// trips of a unit of work with it).
+	Tracer pgx.QueryTracer
 }
 
 // Store is core.Store and core.Notifier on PostgreSQL.
@@ -99,6 +102,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		cfg.MaxConns = opts.MaxConns
 	} else if cfg.MaxConns < 8 {
 		cfg.MaxConns = 8
+	}
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
 	}
 	where := fmt.Sprintf("database %q on %s", cfg.ConnConfig.Database, net.JoinHostPort(cfg.ConnConfig.Host, fmt.Sprint(cfg.ConnConfig.Port)))
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

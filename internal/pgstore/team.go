@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"mailroom/internal/core"
 )
@@ -18,11 +19,22 @@ import (
 var errReadOnly = errors.New("pgstore: a view cannot change the team")
 
 // UpdateTeam implements core.Store: one transaction holding the team's row
-// lock from the first read to the commit.
+// lock from the first read to the commit. The transaction's BEGIN travels
+// with the reads (the row's lock first) and its COMMIT with the writes, so
+// that a unit of work is two round trips and the reads its function makes.
 func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return storeErr(ctx, err)
+	}
+	// A connection left inside a transaction (a failed ROLLBACK, a
+	// cancelled round trip) is closed by Release, never reused.
+	defer conn.Release()
 	var fnErr error
-	err := s.withTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		t, err := loadTeam(ctx, tx, name, true)
+	err = func() error {
+		t, err := loadTeam(ctx, conn, name, true)
 		if err != nil {
 			return err
 		}
@@ -33,7 +45,13 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 			return fnErr
 		}
 		return t.commit(ctx)
-	})
+	}()
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
+		}
+		err = storeErr(ctx, err)
+	}
 	if fnErr != nil && errors.Is(err, fnErr) && !lostDatabase(fnErr) {
 		return fnErr // unchanged, as the contract says
 	}
@@ -82,7 +100,7 @@ type loaded struct {
 // teamTx is core.TeamTx inside one database transaction.
 type teamTx struct {
 	ctx      context.Context
-	tx       pgx.Tx
+	tx       querier
 	name     string
 	version  int64
 	st       *core.TeamState
@@ -92,18 +110,60 @@ type teamTx struct {
 
 	inboxes map[string][]core.Message // loaded inboxes
 	sizes   map[string]int            // their size in bytes
+	counts  map[string]inboxCount     // every inbox's size as stored (UpdateTeam)
 	letter  *core.Message
+	line    []byte // the letter's inbox line
+	seq     int    // and its number
 	idem    []core.IdempotencyRecord
+	// state is teams.state as read, re-encoded: commit rewrites the row
+	// only when fn changed it.
+	state []byte
 }
 
-func loadTeam(ctx context.Context, tx pgx.Tx, name string, forUpdate bool) (*teamTx, error) {
+// inboxCount is members.letters and members.inbox_bytes.
+type inboxCount struct {
+	letters int
+	bytes   int
+}
+
+// querier is a transaction (ViewTeam) or a connection inside one that
+// UpdateTeam began itself.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// loadTeam reads team name; with forUpdate it begins the transaction on
+// tx, a connection, and locks the team's row.
+func loadTeam(ctx context.Context, tx querier, name string, forUpdate bool) (*teamTx, error) {
 	q := `SELECT version, state FROM teams WHERE name = $1`
 	if forUpdate {
 		q += ` FOR UPDATE`
 	}
 	t := &teamTx{ctx: ctx, tx: tx, name: name, inboxes: map[string][]core.Message{}, sizes: map[string]int{}}
+	// One round trip: the row's lock first, then what it guards (each
+	// statement of the batch reads after the lock is held).
+	b := &pgx.Batch{}
+	if forUpdate {
+		b.Queue(`BEGIN`)
+	}
+	b.Queue(q, name)
+	b.Queue(`SELECT request_id, doc FROM requests WHERE team = $1 ORDER BY seq`, name)
+	b.Queue(`SELECT permission_id, doc FROM permissions WHERE team = $1 ORDER BY seq`, name)
+	if forUpdate {
+		b.Queue(`SELECT name, letters, inbox_bytes FROM members WHERE team = $1`, name)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if forUpdate {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
 	var state []byte
-	err := tx.QueryRow(ctx, q, name).Scan(&t.version, &state)
+	err := br.QueryRow().Scan(&t.version, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, core.Errorf(core.CodeNotFound, "No such team.")
 	}
@@ -118,7 +178,7 @@ func loadTeam(ctx context.Context, tx pgx.Tx, name string, forUpdate bool) (*tea
 	st.Requests = []core.Request{}
 	st.Permissions = nil
 	t.orig = loaded{requests: map[string][]byte{}, permissions: map[string][]byte{}, leases: map[string]core.Lease{}}
-	rows, err := tx.Query(ctx, `SELECT request_id, doc FROM requests WHERE team = $1 ORDER BY seq`, name)
+	rows, err := br.Query()
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +198,7 @@ func loadTeam(ctx context.Context, tx pgx.Tx, name string, forUpdate bool) (*tea
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	rows, err = tx.Query(ctx, `SELECT permission_id, doc FROM permissions WHERE team = $1 ORDER BY seq`, name)
+	rows, err = br.Query()
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +216,30 @@ func loadTeam(ctx context.Context, tx pgx.Tx, name string, forUpdate bool) (*tea
 		t.orig.permissions[id] = canonical(p)
 	}
 	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if forUpdate {
+		t.counts = map[string]inboxCount{}
+		rows, err = br.Query()
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var member string
+			var c inboxCount
+			if err := rows.Scan(&member, &c.letters, &c.bytes); err != nil {
+				return nil, err
+			}
+			t.counts[member] = c
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if t.state, err = encodeState(st); err != nil {
+			return nil, err
+		}
+	}
+	if err := br.Close(); err != nil {
 		return nil, err
 	}
 	for _, m := range st.Members {
@@ -209,6 +293,11 @@ func (t *teamTx) LoadInbox(member string) ([]core.Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.letter != nil && t.letter.Recipient == member {
+		// Appended in this unit, written at commit.
+		msgs = append(msgs, *t.letter)
+		data = append(data, t.line...)
+	}
 	t.inboxes[member] = msgs
 	t.sizes[member] = len(data)
 	return append([]core.Message(nil), msgs...), nil
@@ -234,10 +323,13 @@ func (t *teamTx) InboxBytes(member string) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if t.letter != nil && t.letter.Recipient == member {
+		data = append(data, t.line...) // written at commit
+	}
 	return data, nil
 }
 
-func inboxBytes(ctx context.Context, q pgx.Tx, team, member string) ([]byte, error) {
+func inboxBytes(ctx context.Context, q querier, team, member string) ([]byte, error) {
 	rows, err := q.Query(ctx, `SELECT line FROM letters WHERE team = $1 AND member = $2 ORDER BY seq`, team, member)
 	if err != nil {
 		return nil, err
@@ -253,7 +345,30 @@ func inboxBytes(ctx context.Context, q pgx.Tx, team, member string) ([]byte, err
 	return buf.Bytes(), rows.Err()
 }
 
-// AppendLetter implements core.TeamTx.
+// InboxLen implements core.InboxCounter: the stored count (members.letters,
+// kept by a trigger with the letters), without reading the inbox.
+func (t *teamTx) InboxLen(member string) (int, error) {
+	if msgs, ok := t.inboxes[member]; ok {
+		return len(msgs), nil
+	}
+	if t.damaged != nil {
+		return 0, core.CorruptInbox(t.damaged)
+	}
+	if t.counts == nil {
+		msgs, err := t.LoadInbox(member)
+		return len(msgs), err
+	}
+	n := t.counts[member].letters
+	if t.letter != nil && t.letter.Recipient == member {
+		n++
+	}
+	return n, nil
+}
+
+// AppendLetter implements core.TeamTx. The letter's row is inserted at
+// commit, with the unit's other writes; its id n+1 and the inbox_bytes
+// limit are checked against the stored count, and the primary key (team,
+// member, seq) refuses a duplicate.
 func (t *teamTx) AppendLetter(msg core.Message) error {
 	if t.readOnly {
 		return errReadOnly
@@ -261,26 +376,35 @@ func (t *teamTx) AppendLetter(msg core.Message) error {
 	if t.letter != nil {
 		return errors.New("pgstore: a unit of work appends at most one letter")
 	}
-	prev, err := t.LoadInbox(msg.Recipient)
-	if err != nil {
-		return err
+	if t.damaged != nil {
+		return core.CorruptInbox(t.damaged)
 	}
-	seq := len(prev) + 1
+	var n, size int
+	if msgs, ok := t.inboxes[msg.Recipient]; ok {
+		n, size = len(msgs), t.sizes[msg.Recipient]
+	} else {
+		c, ok := t.counts[msg.Recipient]
+		if !ok {
+			return fmt.Errorf("pgstore: no member %q", msg.Recipient)
+		}
+		n, size = c.letters, c.bytes
+	}
+	seq := n + 1
 	if msg.ID != msg.Recipient+"-"+strconv.Itoa(seq) {
-		return fmt.Errorf("pgstore: letter id %q after %d letters, want %s-%d", msg.ID, len(prev), msg.Recipient, seq)
+		return fmt.Errorf("pgstore: letter id %q after %d letters, want %s-%d", msg.ID, n, msg.Recipient, seq)
 	}
 	line := core.EncodeInboxLine(msg)
-	if t.sizes[msg.Recipient]+len(line) > t.st.Limits.InboxBytes {
+	if size+len(line) > t.st.Limits.InboxBytes {
 		return core.Errorf(core.CodeInboxFull, "The recipient's inbox is full.")
 	}
-	if _, err := t.tx.Exec(t.ctx, `INSERT INTO letters (team, member, seq, sender, body, line) VALUES ($1, $2, $3, $4, $5, $6)`,
-		t.name, msg.Recipient, seq, msg.Sender, msg.Body, line); err != nil {
-		return err
+	if _, ok := t.inboxes[msg.Recipient]; ok {
+		t.inboxes[msg.Recipient] = append(t.inboxes[msg.Recipient], msg)
+		t.sizes[msg.Recipient] += len(line)
 	}
-	t.inboxes[msg.Recipient] = append(t.inboxes[msg.Recipient], msg)
-	t.sizes[msg.Recipient] += len(line)
 	m := msg
 	t.letter = &m
+	t.line = line
+	t.seq = seq
 	return nil
 }
 
@@ -368,8 +492,13 @@ func (t *teamTx) DeleteTurn(turnID string) error {
 	return err
 }
 
-// commit writes what fn changed; the transaction's commit follows.
+// commit writes what fn changed and commits, in one round trip.
 func (t *teamTx) commit(ctx context.Context) error {
+	b := &pgx.Batch{}
+	if m := t.letter; m != nil {
+		b.Queue(`INSERT INTO letters (team, member, seq, sender, body, line) VALUES ($1, $2, $3, $4, $5, $6)`,
+			t.name, m.Recipient, t.seq, m.Sender, m.Body, t.line)
+	}
 	for _, r := range t.idem {
 		if t.letter != nil {
 			l := *t.letter
@@ -379,36 +508,44 @@ func (t *teamTx) commit(ctx context.Context) error {
 		if r.Letter != nil {
 			letter = canonical(r.Letter)
 		}
-		if _, err := t.tx.Exec(ctx, `INSERT INTO idempotency (team, member, key, fingerprint, result, at, letter)
+		b.Queue(`INSERT INTO idempotency (team, member, key, fingerprint, result, at, letter)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (team, member, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
 				result = EXCLUDED.result, at = EXCLUDED.at, letter = EXCLUDED.letter`,
-			t.name, r.Member, r.Key, r.Fingerprint, r.Result, r.At, letter); err != nil {
-			return err
-		}
+			t.name, r.Member, r.Key, r.Fingerprint, r.Result, r.At, letter)
 	}
 	if len(t.idem) > 0 {
-		// Forget this team's expired records now and then; their cost is
-		// an index range scan.
-		if _, err := t.tx.Exec(ctx, `DELETE FROM idempotency WHERE team = $1 AND at < $2`,
-			t.name, time.Now().Add(-core.IdempotencyTTL)); err != nil {
-			return err
-		}
+		// Forget this team's expired records; an index range scan
+		// (idempotency_team_at) that finds nothing most of the time.
+		b.Queue(`DELETE FROM idempotency WHERE team = $1 AND at < $2`,
+			t.name, time.Now().Add(-core.IdempotencyTTL))
 	}
-	if err := syncChildren(ctx, t.tx, t.st, &t.orig); err != nil {
-		return err
-	}
+	queueChildren(b, t.st, &t.orig)
 	state, err := encodeState(t.st)
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.Exec(ctx, `UPDATE teams SET state = $2, version = version + 1 WHERE name = $1`, t.name, state)
-	return err
+	if !bytes.Equal(state, t.state) {
+		b.Queue(`UPDATE teams SET state = $2, version = version + 1 WHERE name = $1`, t.name, state)
+	}
+	b.Queue(`COMMIT`)
+	return t.tx.SendBatch(ctx, b).Close()
 }
 
 // syncChildren writes the requests, permissions and leases of st that
-// differ from what was read (orig).
+// differ from what was read (orig), in one round trip.
 func syncChildren(ctx context.Context, tx pgx.Tx, st *core.TeamState, orig *loaded) error {
+	b := &pgx.Batch{}
+	queueChildren(b, st, orig)
+	if b.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// queueChildren queues the writes of the requests, permissions and leases
+// of st that differ from what was read (orig).
+func queueChildren(b *pgx.Batch, st *core.TeamState, orig *loaded) {
 	seen := map[string]bool{}
 	for i, r := range st.Requests {
 		seen[r.ID] = true
@@ -416,17 +553,13 @@ func syncChildren(ctx context.Context, tx pgx.Tx, st *core.TeamState, orig *load
 		if old, ok := orig.requests[r.ID]; ok && bytes.Equal(old, doc) {
 			continue
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO requests (team, seq, request_id, status, doc) VALUES ($1, $2, $3, $4, $5)
+		b.Queue(`INSERT INTO requests (team, seq, request_id, status, doc) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (team, request_id) DO UPDATE SET seq = EXCLUDED.seq, status = EXCLUDED.status, doc = EXCLUDED.doc`,
-			st.Name, i+1, r.ID, r.Status, doc); err != nil {
-			return err
-		}
+			st.Name, i+1, r.ID, r.Status, doc)
 	}
 	for id := range orig.requests {
 		if !seen[id] {
-			if _, err := tx.Exec(ctx, `DELETE FROM requests WHERE team = $1 AND request_id = $2`, st.Name, id); err != nil {
-				return err
-			}
+			b.Queue(`DELETE FROM requests WHERE team = $1 AND request_id = $2`, st.Name, id)
 		}
 	}
 	seen = map[string]bool{}
@@ -436,33 +569,24 @@ func syncChildren(ctx context.Context, tx pgx.Tx, st *core.TeamState, orig *load
 		if old, ok := orig.permissions[p.ID]; ok && bytes.Equal(old, doc) {
 			continue
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO permissions (team, seq, permission_id, doc) VALUES ($1, $2, $3, $4)
+		b.Queue(`INSERT INTO permissions (team, seq, permission_id, doc) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (team, permission_id) DO UPDATE SET seq = EXCLUDED.seq, doc = EXCLUDED.doc`,
-			st.Name, i+1, p.ID, doc); err != nil {
-			return err
-		}
+			st.Name, i+1, p.ID, doc)
 	}
 	for id := range orig.permissions {
 		if !seen[id] {
-			if _, err := tx.Exec(ctx, `DELETE FROM permissions WHERE team = $1 AND permission_id = $2`, st.Name, id); err != nil {
-				return err
-			}
+			b.Queue(`DELETE FROM permissions WHERE team = $1 AND permission_id = $2`, st.Name, id)
 		}
 	}
 	for _, m := range st.Members {
 		old, had := orig.leases[m.Name]
 		switch {
 		case m.Lease != nil && (!had || old.Holder != m.Lease.Holder || !old.Expires.Equal(m.Lease.Expires)):
-			if _, err := tx.Exec(ctx, `INSERT INTO leases (team, member, holder, expires_at) VALUES ($1, $2, $3, $4)
+			b.Queue(`INSERT INTO leases (team, member, holder, expires_at) VALUES ($1, $2, $3, $4)
 				ON CONFLICT (team, member) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at`,
-				st.Name, m.Name, m.Lease.Holder, m.Lease.Expires); err != nil {
-				return err
-			}
+				st.Name, m.Name, m.Lease.Holder, m.Lease.Expires)
 		case m.Lease == nil && had:
-			if _, err := tx.Exec(ctx, `DELETE FROM leases WHERE team = $1 AND member = $2`, st.Name, m.Name); err != nil {
-				return err
-			}
+			b.Queue(`DELETE FROM leases WHERE team = $1 AND member = $2`, st.Name, m.Name)
 		}
 	}
-	return nil
 }
