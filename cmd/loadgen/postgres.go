@@ -31,7 +31,6 @@ type pgFigures struct {
 	file64, pg64  sendFigure
 	pg64two       sendFigure
 	teams         int
-	openFile      time.Duration
 	openPG        time.Duration
 	openPGNoTeams time.Duration
 }
