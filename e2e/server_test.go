@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"mailroom/internal/pgtest"
 	"mailroom/internal/testkit"
 )
 
@@ -28,7 +29,9 @@ var serverBin string
 // adminToken is the admin token every server in these tests is given.
 const adminToken = "e2e-admin-token-0123456789"
 
-func TestMain(m *testing.M) { os.Exit(testkit.Main(m, &serverBin)) }
+// TestMain builds the binary and, when a test asked for a database
+// (pgtest.New), stops the test binary's private PostgreSQL cluster at the end.
+func TestMain(m *testing.M) { os.Exit(pgtest.Finish(testkit.Main(m, &serverBin))) }
 
 // Bounds for waiting on a real process. They only cap a wait that is
 // otherwise driven by output or exit, so a broken server fails the test

@@ -61,6 +61,7 @@ type config struct {
 	keys        int
 	turns       int
 	inputBytes  int
+	databaseURL string
 }
 
 func main() {
@@ -88,10 +89,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.bigInbox, "inbox-letters", 10000, "letters in the full inbox")
 	fs.IntVar(&c.teams, "teams", 10000, "idle teams on disk for the restart phase")
 	fs.IntVar(&c.restarts, "restarts", 3, "restarts timed in the restart phase (the median is reported)")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP send phase to `file`")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP send phase (b, or p) to `file`")
 	fs.StringVar(&c.openProfile, "openprofile", "", "write a CPU profile of loading the restart phase's teams in process to `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory")
-	fs.StringVar(&c.phases, "phases", "abcde", "the `letters` of the phases to run")
+	fs.StringVar(&c.phases, "phases", "abcde", "the `letters` of the phases to run: abcde, and p for PostgreSQL beside the file store")
+	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL `URL` of an empty database for phase p (default: a private cluster started for the run)")
+	store := fs.String("store", "", "postgres: the same as -phases p")
 	fs.IntVar(&c.keys, "keys", 10000, "keyed sends remembered before the keyed/unkeyed figure (phase e)")
 	fs.IntVar(&c.turns, "turns", 12, "turns with a large tool input taken before phase e's figures")
 	fs.IntVar(&c.inputBytes, "tool-input-bytes", 1000000, "size of each of those tool inputs (a request body is at most 1 MiB)")
@@ -105,8 +108,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c.keys < 0 || c.turns < 0 || c.inputBytes < 1 {
 		return c, errors.New("durations must be positive; counts at least 10 (inbox-letters, teams and restarts at least 1; keys and turns at least 0)")
 	}
-	if strings.Trim(c.phases, "abcde") != "" || c.phases == "" {
-		return c, fmt.Errorf("-phases takes letters from abcde, not %q", c.phases)
+	switch *store {
+	case "":
+	case "postgres":
+		c.phases = "p"
+	default:
+		return c, fmt.Errorf("-store %q: want postgres", *store)
+	}
+	if strings.Trim(c.phases, "abcdep") != "" || c.phases == "" {
+		return c, fmt.Errorf("-phases takes letters from abcdep, not %q", c.phases)
 	}
 	return c, nil
 }
@@ -178,6 +188,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		f.keys = &keys
 	}
 
+	if phase('p') {
+		var pg pgFigures
+		err := withProfile(cfg.cpuProfile, func() error {
+			var err error
+			pg, err = measurePostgres(ctx, work, cfg, r)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		r.printf("targets (PostgreSQL)\n")
+		r.target(pg.pg64.rate/pg.file64.rate >= 1, "64×64 sends/s on PostgreSQL ÷ the file store's", pg.pg64.rate/pg.file64.rate, "≥ 1.00")
+		r.target(pg.openPG <= time.Second, fmt.Sprintf("open with %d teams, seconds", pg.teams), pg.openPG.Seconds(), "≤ 1.00")
+		r.printf("\n")
+	}
 	r.targets(f, cfg.teams)
 	r.printf("\nload average at end: %s\n", loadAvg())
 	return nil

@@ -42,7 +42,7 @@ type inproc struct {
 	srv     *http.Server
 	url     string
 	svc     *core.Service
-	store   *mail.Store
+	store   interface{ Close() error }
 	release func() error
 	client  *http.Client
 }
@@ -61,6 +61,23 @@ func startInProcess(ctx context.Context, dir string, conns int) (*inproc, error)
 		release()
 		return nil, err
 	}
+	p, err := serveInProcess(ctx, store, conns)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	p.release = release
+	return p, nil
+}
+
+// serveInProcess serves the real handler and core over store on a
+// loopback port in this process; closing it closes store.
+func serveInProcess(ctx context.Context, store interface {
+	core.Store
+	Close() error
+}, conns int) (*inproc, error) {
+	quiet := slog.New(slog.DiscardHandler)
+	release := func() error { return nil }
 	svc := core.NewService(store, core.Options{Logger: quiet})
 	if err := svc.Open(ctx); err != nil {
 		release()

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
@@ -29,11 +30,21 @@ type config struct {
 	// workspaces is the root of the teams' workspaces; empty means
 	// <data>/workspaces.
 	workspaces string
+	// store is the storage backend: storeFile (the data directory) or
+	// storePostgres (databaseURL, shared by replicas).
+	store       string
+	databaseURL string
+	// lease (0: core.DefaultLeaseDuration) is how long a running turn's lease holds without renewal:
+	// how soon a turn of a replica that died stops keeping its member
+	// busy on the others.
+	lease time.Duration
 }
 
 const (
 	defaultAddr    = "127.0.0.1:8080"
 	defaultDataDir = "./data"
+	storeFile      = "file"
+	storePostgres  = "postgres"
 	// minAdminTokenLen keeps a hand-picked admin token from being guessable;
 	// generated tokens are far longer.
 	minAdminTokenLen = 16
@@ -51,9 +62,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	maxTeams := fs.Int("max-teams", envMaxTeams, "most `teams` at once, scenario runs' teams included (env MAILROOM_MAX_TEAMS)")
 	model := fs.String("model", envOr(getenv, "MAILROOM_MODEL", agent.ProviderScripted), "default `model` of a team that names none: PROVIDER:NAME, e.g. anthropic:claude-sonnet-4-5 or openai:gpt-4.1-mini, or scripted (env MAILROOM_MODEL)")
 	workspaces := fs.String("workspaces", getenv("MAILROOM_WORKSPACES"), "workspaces root `directory` (env MAILROOM_WORKSPACES; default <data>/workspaces)")
+	store := fs.String("store", envOr(getenv, "MAILROOM_STORE", storeFile), "storage `backend`: file (the data directory) or postgres (--database-url, shared by replicas) (env MAILROOM_STORE)")
+	databaseURL := fs.String("database-url", getenv("MAILROOM_DATABASE_URL"), "PostgreSQL `URL` for --store postgres, e.g. postgres://mailroom:PASSWORD@db:5432/mailroom (env MAILROOM_DATABASE_URL)")
+	envLease, envLeaseErr := durationEnv(getenv, "MAILROOM_LEASE", 0)
+	lease := fs.Duration("lease", envLease, "how long a running turn's `lease` holds without renewal (renewed every third of it); a turn of a replica that died keeps its member busy on the others this long; 0 means 30s (env MAILROOM_LEASE)")
 	level := fs.String("log-level", envOr(getenv, "MAILROOM_LOG_LEVEL", "info"), "log `level`: debug, info, warn or error (env MAILROOM_LOG_LEVEL)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: mailroom [flags]\n       mailroom healthcheck [--addr host:port]\n       mailroom scenario agent-teams|team-protocols [flags]\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: mailroom [flags]\n       mailroom healthcheck [--addr host:port]\n       mailroom scenario agent-teams|team-protocols [flags]\n       mailroom import --data DIR --database-url URL\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -69,7 +84,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if envTeamsErr != nil {
 		return config{}, usageErrorf("%v", envTeamsErr)
 	}
-	cfg := config{addr: *addr, dataDir: *dataDir, adminToken: *token, maxTeams: *maxTeams, workspaces: *workspaces}
+	if envLeaseErr != nil {
+		return config{}, usageErrorf("%v", envLeaseErr)
+	}
+	cfg := config{addr: *addr, dataDir: *dataDir, adminToken: *token, maxTeams: *maxTeams, workspaces: *workspaces,
+		store: *store, databaseURL: *databaseURL, lease: *lease}
 	m, err := agent.ParseModel(*model)
 	if err != nil {
 		return config{}, usageErrorf("model %q: %v", *model, err)
@@ -89,11 +108,27 @@ func (c config) validate() error {
 	if err := validateAddr(c.addr); err != nil {
 		return err
 	}
+	if c.lease != 0 && c.lease < 300*time.Millisecond {
+		return fmt.Errorf("lease %v: must be at least 300ms", c.lease)
+	}
 	if c.maxTeams < 1 {
 		return fmt.Errorf("max teams %d: must be at least 1", c.maxTeams)
 	}
 	if strings.TrimSpace(c.dataDir) == "" {
 		return errors.New("data directory must not be empty")
+	}
+	switch c.store {
+	case storeFile:
+	case storePostgres:
+		if strings.TrimSpace(c.databaseURL) == "" {
+			return errors.New("--store postgres needs --database-url (or MAILROOM_DATABASE_URL)")
+		}
+		// Replicas must agree on the admin token: none is generated.
+		if c.adminToken == "" {
+			return errors.New("--store postgres needs --admin-token (or MAILROOM_ADMIN_TOKEN), the same on every replica")
+		}
+	default:
+		return fmt.Errorf("store %q: want file or postgres", c.store)
 	}
 	if c.adminToken != "" {
 		if err := validateAdminToken(c.adminToken); err != nil {
@@ -148,6 +183,20 @@ func intEnv(getenv func(string) string, key string, def int) (int, error) {
 		return def, fmt.Errorf("%s %q: want a whole number", key, v)
 	}
 	return n, nil
+}
+
+// durationEnv reads a duration (e.g. 30s) from the environment; unset or
+// empty gives def.
+func durationEnv(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
+	v := getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		return def, fmt.Errorf("%s %q: want a duration such as 30s", key, v)
+	}
+	return d, nil
 }
 
 func envOr(getenv func(string) string, key, def string) string {

@@ -6,6 +6,9 @@
 //	server [flags]                 serve (the default)
 //	server healthcheck [--addr A]  exit 0 when a server at A answers /healthz
 //	server scenario NAME [flags]   run a lesson scenario and print its result
+//	server import --data DIR --database-url URL
+//	                               copy a file-store data directory into an
+//	                               empty PostgreSQL database
 //
 // Every serve flag has an environment variable (MAILROOM_ADDR, MAILROOM_DATA,
 // MAILROOM_ADMIN_TOKEN, MAILROOM_LOG_LEVEL); a flag wins over its variable.
@@ -72,8 +75,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return runHealthcheck(ctx, args[1:], getenv, stdout, stderr)
 		case "scenario":
 			return runScenario(ctx, args[1:], getenv, stdout, stderr)
+		case "import":
+			return runImport(ctx, args[1:], getenv, stdout, stderr)
 		default:
-			return usageErrorf("unknown command %q; the commands are healthcheck and scenario, and no command serves", args[0])
+			return usageErrorf("unknown command %q; the commands are healthcheck, scenario and import, and no command serves", args[0])
 		}
 	}
 	cfg, err := parseConfig(args, getenv, stderr)

@@ -21,13 +21,14 @@ import (
 	"time"
 
 	"mailroom/internal/agent"
+	"mailroom/internal/pgtest"
 	"mailroom/internal/testkit"
 )
 
 // serverBin is the real binary, built once by TestMain.
 var serverBin string
 
-func TestMain(m *testing.M) { os.Exit(testkit.Main(m, &serverBin)) }
+func TestMain(m *testing.M) { os.Exit(pgtest.Finish(testkit.Main(m, &serverBin))) }
 
 // Bounds for waiting on a real process. They only cap a wait that is
 // otherwise driven by output or exit, so a broken server fails instead of
@@ -440,24 +441,24 @@ func TestParseConfig(t *testing.T) {
 		want    config
 		wantErr bool
 	}{
-		{name: "Defaults", want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted}},
+		{name: "Defaults", want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted, store: storeFile}},
 		{
 			name: "Env",
 			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn", "MAILROOM_MAX_TEAMS": "50"},
-			want: config{addr: "0.0.0.0:9000", dataDir: "/srv/m", adminToken: "abcdefghijklmnop", logLevel: slog.LevelWarn, maxTeams: 50, model: scripted},
+			want: config{addr: "0.0.0.0:9000", dataDir: "/srv/m", adminToken: "abcdefghijklmnop", logLevel: slog.LevelWarn, maxTeams: 50, model: scripted, store: storeFile},
 		},
 		{
 			name: "FlagsWin",
 			args: []string{"--addr", ":7000", "--data", "d", "--admin-token", "qrstuvwxyz-0123456", "--log-level", "debug", "--max-teams", "3"},
 			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn", "MAILROOM_MAX_TEAMS": "50"},
-			want: config{addr: ":7000", dataDir: "d", adminToken: "qrstuvwxyz-0123456", logLevel: slog.LevelDebug, maxTeams: 3, model: scripted},
+			want: config{addr: ":7000", dataDir: "d", adminToken: "qrstuvwxyz-0123456", logLevel: slog.LevelDebug, maxTeams: 3, model: scripted, store: storeFile},
 		},
 		{
 			name: "ModelAndWorkspaces",
 			args: []string{"--model", "openai:llama3.2:3b"},
 			env:  map[string]string{"MAILROOM_MODEL": "anthropic:claude-sonnet-4-5", "MAILROOM_WORKSPACES": "/srv/ws"},
 			want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000,
-				model: agent.ModelConfig{Provider: "openai", Name: "llama3.2:3b"}, workspaces: "/srv/ws"},
+				model: agent.ModelConfig{Provider: "openai", Name: "llama3.2:3b"}, workspaces: "/srv/ws", store: storeFile},
 		},
 		{name: "ErrModelProvider", args: []string{"--model", "gemini:pro"}, wantErr: true},
 		{name: "ErrModelName", env: map[string]string{"MAILROOM_MODEL": "anthropic"}, wantErr: true},

@@ -145,7 +145,8 @@ func runScenarioIn(ctx context.Context, dir, name string, opts scenario.Options,
 	if err := svc.Open(ctx); err != nil {
 		return scenario.Result{}, fmt.Errorf("scenario: load teams from %s: %w", dir, err)
 	}
-	doc, err = scenario.NewRunner(svc, dir, scenario.Config{Logger: log}).Run(ctx, name, opts)
+	// The run's workspace is its team's, where a server over dir keeps it.
+	doc, err = scenario.NewRunner(svc, filepath.Join(dir, "workspaces"), scenario.Config{Logger: log}).Run(ctx, name, opts)
 	switch code := core.ErrorCode(err); {
 	case err == nil:
 		return doc, nil

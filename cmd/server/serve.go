@@ -39,7 +39,15 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory %s: %w", dataDir, err)
 	}
-	release, err := mail.LockDir(dataDir)
+	// The file store needs its directory to itself (an exclusive lock). On
+	// PostgreSQL the directory holds only this host's files (workspaces,
+	// scenario run files), so replicas may share one (a shared lock), but
+	// never with a file-store server.
+	lockDir := mail.LockDir
+	if cfg.store == storePostgres {
+		lockDir = mail.LockDirShared
+	}
+	release, err := lockDir(dataDir)
 	if err != nil {
 		// The error names the directory and says whether another server
 		// holds it.
@@ -59,18 +67,18 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		}
 	}
 
-	store, err := mail.Open(dataDir, mail.WithLogger(log))
+	store, closeStore, err := openStore(ctx, cfg, dataDir, log)
 	if err != nil {
-		return fmt.Errorf("open data directory %s: %w", dataDir, err)
+		return err
 	}
 	// Runs after the HTTP server has stopped (defers run last-in first-out
 	// before the lock is released): no append is in flight any more.
 	defer func() {
-		if cerr := store.Close(); cerr != nil {
+		if cerr := closeStore(); cerr != nil {
 			log.Error("close inbox files", "err", cerr)
 		}
 	}()
-	svc := core.NewService(store, core.Options{Logger: log, MaxTeams: cfg.maxTeams})
+	svc := core.NewService(store, core.Options{Logger: log, MaxTeams: cfg.maxTeams, LeaseDuration: cfg.lease})
 	if err := svc.Open(ctx); err != nil {
 		return fmt.Errorf("load teams from %s: %w", dataDir, err)
 	}

@@ -11,8 +11,11 @@ import (
 // streamEndTimeout bounds the last bytes of a stream ended by stopping (the
 // end of its chunked body). A client that reads gets them at once and sees
 // the stream end cleanly; one that stopped reading cannot hold shutdown
-// longer than this.
-const streamEndTimeout = time.Second
+// longer than this. It is a few seconds, not one, because the handler must
+// first be scheduled to notice the stop, which on a busy machine can take
+// a while; it stays well inside the shutdown grace period. A write already
+// blocked on a client that does not read is cut at once instead.
+const streamEndTimeout = 3 * time.Second
 
 // endStreamsOnShutdown lets http.Server.Shutdown finish promptly while event
 // streams are open. Shutdown waits for every request to end, and an event

@@ -43,6 +43,10 @@ const (
 	// CodeTooManyStreams refuses an event stream beyond the per-token or
 	// the server-wide bound, which keep idle streams from exhausting memory.
 	CodeTooManyStreams Code = "too_many_streams"
+	// CodeStorageUnavailable refuses a request while the store cannot be
+	// reached (a database that is down or restarting): nothing was
+	// stored, and the same request may be tried again later.
+	CodeStorageUnavailable Code = "storage_unavailable"
 	// CodeInternal is never sent as such: it marks an error that is not a
 	// domain error and must be answered with a generic message.
 	CodeInternal Code = "internal"

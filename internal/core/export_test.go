@@ -1,13 +1,21 @@
 package core
 
-// HoldTeamLock takes the named team's lock, as a long write does, and
-// returns its release, so a test can check what proceeds meanwhile.
+import "context"
+
+// HoldTeamLock starts a unit of work on the named team, as a long write
+// does, and returns its release, so a test can check what proceeds
+// meanwhile.
 func HoldTeamLock(s *Service, name string) (release func()) {
-	s.mu.RLock()
-	t := s.teams[name]
-	s.mu.RUnlock()
-	t.mu.Lock()
-	return t.mu.Unlock
+	held, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = s.store.ViewTeam(context.Background(), name, func(TeamTx) error {
+			close(held)
+			<-done
+			return nil
+		})
+	}()
+	<-held
+	return func() { close(done) }
 }
 
 // Fingerprint is fingerprint, for tests that write records by hand.

@@ -59,7 +59,7 @@ func newIdemFixture(t *testing.T, limits *core.Limits) *idemFixture {
 
 func (f *idemFixture) open() *core.Service {
 	f.t.Helper()
-	store, err := mail.Open(f.dir, mail.WithFS(f.fs))
+	store, err := mail.Open(f.dir, mail.WithFS(f.fs), mail.WithClock(f.clock.Now))
 	if err != nil {
 		f.t.Fatal(err)
 	}

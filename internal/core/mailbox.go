@@ -17,8 +17,8 @@ func memberError() *Error {
 }
 
 // checkMember applies member_name (SPEC §4.1).
-func (t *team) checkMember(name string) error {
-	if !ValidName(name) || !t.isMember(name) {
+func (u *unit) checkMember(name string) error {
+	if !ValidName(name) || !u.isMember(name) {
 		return memberError()
 	}
 	return nil
@@ -45,115 +45,64 @@ func (s *Service) Send(ctx context.Context, in SendInput) (SendResult, error) {
 	if err != nil {
 		return SendResult{}, err
 	}
-	teamName, recipient, body, idemKey := in.Team, in.To, in.Body, in.IdempotencyKey
-	t, err := s.lockTeam(teamName)
-	if err != nil {
-		return SendResult{}, err
-	}
-	defer t.mu.Unlock()
 	var out SendResult
-	fp := fingerprint("send", recipient, body)
-	if found, err := t.replay(sender, idemKey, fp, s.now(), &out); found || err != nil {
-		return out, err
-	}
-	var idem *IdempotencyRecord
-	if idemKey != "" {
-		idem = &IdempotencyRecord{Member: sender, Key: idemKey, Fingerprint: fp}
-	}
-	msg, err := s.sendLocked(ctx, t, sender, recipient, body, false, func(m Message) *Intent {
-		if idem == nil {
-			return nil
+	fp := fingerprint("send", in.To, in.Body)
+	err = s.update(ctx, in.Team, func(u *unit) error {
+		if found, err := u.replay(sender, in.IdempotencyKey, fp, &out); found || err != nil {
+			return err
 		}
-		idem.At = s.now().UTC()
-		idem.Result = mustJSON(SendResult{ID: m.ID, Status: "queued"})
-		return &Intent{Op: IntentSend, Letter: m, Idempotency: idem}
+		msg, err := u.send(sender, in.To, in.Body, false)
+		if err != nil {
+			return err
+		}
+		out = SendResult{ID: msg.ID, Status: "queued"}
+		return u.remember(sender, in.IdempotencyKey, fp, out)
 	})
 	if err != nil {
 		return SendResult{}, err
 	}
-	out = SendResult{ID: msg.ID, Status: "queued"}
-	if idem != nil {
-		// The record was logged before the letter; the team's state is
-		// not written at all (idempotency.go).
-		t.remember(*idem)
-	}
 	return out, nil
 }
 
-// sendLocked is send_message under the team lock. When intent is non-nil
-// and returns an intent for the letter about to be written, that intent is
-// made durable first (SPEC §13.14); the caller completes and clears it.
+// send is send_message inside a unit of work: the letter is appended to
+// the recipient's inbox and commits with whatever else the unit does.
 // protocol changes only the wording of a body_length error (SPEC §13.5).
-func (s *Service) sendLocked(ctx context.Context, t *team, sender, recipient, body string, protocol bool, intent func(Message) *Intent) (Message, error) {
-	if err := t.checkMember(sender); err != nil {
+func (u *unit) send(sender, recipient, body string, protocol bool) (Message, error) {
+	if err := u.checkMember(sender); err != nil {
 		return Message{}, err
 	}
-	if err := t.checkMember(recipient); err != nil {
+	if err := u.checkMember(recipient); err != nil {
 		return Message{}, err
 	}
+	limits := u.st.Limits
 	trimmed := Trim(body)
-	if n := Length(trimmed); !utf8.ValidString(body) || n < 1 || n > t.st.Limits.BodyChars {
+	if n := Length(trimmed); !utf8.ValidString(body) || n < 1 || n > limits.BodyChars {
 		if protocol {
-			return Message{}, Errorf(CodeBodyLength, "The encoded protocol letter is longer than the body limit of %d characters.", t.st.Limits.BodyChars)
+			return Message{}, Errorf(CodeBodyLength, "The encoded protocol letter is longer than the body limit of %d characters.", limits.BodyChars)
 		}
-		return Message{}, Errorf(CodeBodyLength, "The body must be 1 to %d characters after trimming.", t.st.Limits.BodyChars)
+		return Message{}, Errorf(CodeBodyLength, "The body must be 1 to %d characters after trimming.", limits.BodyChars)
 	}
-	if err := s.clearStaleIntent(ctx, t); err != nil {
-		return Message{}, err
-	}
-	rules := t.rules(recipient)
-	items, err := s.store.LoadInbox(ctx, t.st.Name, rules)
+	n, err := inboxLen(u.tx, recipient)
 	if err != nil {
 		return Message{}, asStoreError(err)
 	}
-	if len(items) >= t.st.Limits.InboxMessages {
+	if n >= limits.InboxMessages {
 		return Message{}, Errorf(CodeInboxFull, "The recipient's inbox is full; old messages are not overwritten.")
 	}
-	msg := Message{ID: letterID(recipient, len(items)+1), Sender: sender, Recipient: recipient, Body: trimmed}
-	if intent != nil {
-		if in := intent(msg); in != nil {
-			if err := s.recordIntent(ctx, t, in); err != nil {
-				return Message{}, err
-			}
-		}
-	}
-	if err := s.store.AppendInbox(ctx, t.st.Name, rules, items, msg); err != nil {
-		s.dropIntent(ctx, t)
+	msg := Message{ID: letterID(recipient, n+1), Sender: sender, Recipient: recipient, Body: trimmed}
+	if err := u.tx.AppendLetter(msg); err != nil {
 		return Message{}, asStoreError(err)
 	}
-	s.emit("message", t.st.Name, msg)
+	u.emit(EventMessage, msg)
 	return msg, nil
-}
-
-// clearStaleIntent makes sure no intent for an unwritten letter is left
-// on disk before a new letter could take its id.
-func (s *Service) clearStaleIntent(ctx context.Context, t *team) error {
-	if err := s.flushCancels(ctx, t); err != nil {
-		return StorageError(err)
-	}
-	if !t.staleIntent {
-		return nil
-	}
-	if err := s.store.SaveTeam(ctx, t.st); err != nil {
-		return StorageError(err)
-	}
-	t.staleIntent = false
-	return nil
-}
-
-// saveAfterLetter persists state once a letter and its registration are
-// done. The letter is already durable together with its intent, so a
-// failure here loses nothing: start-up completes the intent. The failure
-// is logged and the next write persists the state.
-func (s *Service) saveAfterLetter(ctx context.Context, t *team) {
-	if err := s.store.SaveTeam(ctx, t.st); err != nil {
-		s.log.ErrorContext(ctx, "saving team state after a letter failed; the recorded intent covers it", "team", t.st.Name, "err", err)
-	}
 }
 
 // asStoreError keeps domain errors (inbox_corrupt) and wraps anything else
 // as storage_failed.
 func asStoreError(err error) error {
+	if err == nil {
+		return nil
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return err
@@ -171,20 +120,42 @@ func (s *Service) Inbox(ctx context.Context, teamName, member string) ([]Message
 	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
 		return nil, err
 	}
-	t, err := s.lockTeam(teamName)
-	if err != nil {
+	var out []Message
+	err := s.view(ctx, teamName, true, func(u *unit) error {
+		if !u.isMember(member) {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		items, err := u.tx.LoadInbox(member)
+		if err != nil {
+			return asStoreError(err)
+		}
+		// The store may share its cached slice; callers get their own copy.
+		out = slices.Clone(items)
+		return nil
+	})
+	return out, err
+}
+
+// InboxBytes returns member's inbox in the lesson's file bytes (one line
+// per letter, SPEC §4.3), as its store holds them; an empty inbox is no
+// bytes. The caller must be the admin or member itself.
+func (s *Service) InboxBytes(ctx context.Context, teamName, member string) ([]byte, error) {
+	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
 		return nil, err
 	}
-	defer t.mu.Unlock()
-	if !t.isMember(member) {
-		return nil, Errorf(CodeNotFound, "No such member.")
-	}
-	items, err := s.store.LoadInbox(ctx, t.st.Name, t.rules(member))
-	if err != nil {
-		return nil, asStoreError(err)
-	}
-	// The store may share its cached slice; callers get their own copy.
-	return slices.Clone(items), nil
+	var out []byte
+	err := s.view(ctx, teamName, true, func(u *unit) error {
+		if !u.isMember(member) {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		data, err := u.tx.InboxBytes(member)
+		if err != nil {
+			return asStoreError(err)
+		}
+		out = slices.Clone(data)
+		return nil
+	})
+	return out, err
 }
 
 // PrepareInbox returns a copy of history with every letter of member's
@@ -195,19 +166,19 @@ func (s *Service) PrepareInbox(ctx context.Context, teamName, member string, his
 	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
 		return nil, err
 	}
-	t, err := s.lockTeam(teamName)
+	var items []Message
+	var limit int
+	err := s.view(ctx, teamName, true, func(u *unit) error {
+		if err := u.checkMember(member); err != nil {
+			return err
+		}
+		var err error
+		items, err = u.tx.LoadInbox(member)
+		limit = u.st.Limits.HistoryEntries
+		return asStoreError(err)
+	})
 	if err != nil {
 		return nil, err
-	}
-	if err := t.checkMember(member); err != nil {
-		t.mu.Unlock()
-		return nil, err
-	}
-	items, err := s.store.LoadInbox(ctx, t.st.Name, t.rules(member))
-	limit := t.st.Limits.HistoryEntries
-	t.mu.Unlock()
-	if err != nil {
-		return nil, asStoreError(err)
 	}
 	return prepareCandidate(history, items, limit)
 }

@@ -71,10 +71,10 @@ func copyPermission(p Permission) Permission {
 	return p
 }
 
-func (t *team) permission(id string) *Permission {
-	for i := range t.st.Permissions {
-		if t.st.Permissions[i].ID == id {
-			return &t.st.Permissions[i]
+func (u *unit) permission(id string) *Permission {
+	for i := range u.st.Permissions {
+		if u.st.Permissions[i].ID == id {
+			return &u.st.Permissions[i]
 		}
 	}
 	return nil
@@ -82,9 +82,9 @@ func (t *team) permission(id string) *Permission {
 
 // nextPermissionNo numbers a new permission one past the highest kept;
 // only the oldest are ever dropped, so numbers are never reused.
-func (t *team) nextPermissionNo() int {
+func (u *unit) nextPermissionNo() int {
 	n := 0
-	for _, p := range t.st.Permissions {
+	for _, p := range u.st.Permissions {
 		if v, err := strconv.Atoi(strings.TrimPrefix(p.ID, "perm-")); err == nil && v > n {
 			n = v
 		}
@@ -92,8 +92,8 @@ func (t *team) nextPermissionNo() int {
 	return n + 1
 }
 
-func (t *team) permissionTimeout() time.Duration {
-	if s := t.st.Limits.PermissionTimeoutS; s > 0 {
+func permissionTimeout(st *TeamState) time.Duration {
+	if s := st.Limits.PermissionTimeoutS; s > 0 {
 		return time.Duration(s) * time.Second
 	}
 	return DefaultPermissionTimeoutS * time.Second
@@ -117,50 +117,52 @@ func permissionKey(team, id string) inboxKey {
 // The wait holds no lock: mail, other members and the decision itself go
 // on while it lasts.
 func (s *Service) AskHost(ctx context.Context, teamName, member, tool string, input json.RawMessage, planID string, asked func(Permission)) (HostAnswer, error) {
-	t, err := s.lockTeam(teamName)
-	if err != nil {
-		return HostAnswer{}, err
-	}
-	policy := t.st.HostPermissionOf()
-	if policy != HostAsk {
-		t.mu.Unlock()
-		return HostAnswer{Allowed: policy == HostAllow, Policy: policy}, nil
-	}
-	if !t.isMember(member) {
-		t.mu.Unlock()
-		return HostAnswer{}, Errorf(CodeNotFound, "No such member.")
-	}
-	if err := s.clearStaleIntent(ctx, t); err != nil {
-		t.mu.Unlock()
-		return HostAnswer{}, err
-	}
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
-	now := s.now().UTC()
-	timeout := t.permissionTimeout()
-	p := Permission{
-		ID:            "perm-" + strconv.Itoa(t.nextPermissionNo()),
-		Member:        member,
-		Tool:          tool,
-		Input:         append(json.RawMessage(nil), input...),
-		PlanRequestID: planID,
-		Status:        PermissionPending,
-		CreatedAt:     now,
-		ExpiresAt:     now.Add(timeout),
+	var (
+		policy  string
+		p       Permission
+		timeout time.Duration
+		decided <-chan struct{}
+		release = func() {}
+	)
+	err := s.update(ctx, teamName, func(u *unit) error {
+		policy = u.st.HostPermissionOf()
+		if policy != HostAsk {
+			return nil
+		}
+		if !u.isMember(member) {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		now := u.now.UTC()
+		timeout = permissionTimeout(u.st)
+		p = Permission{
+			ID:            "perm-" + strconv.Itoa(u.nextPermissionNo()),
+			Member:        member,
+			Tool:          tool,
+			Input:         append(json.RawMessage(nil), input...),
+			PlanRequestID: planID,
+			Status:        PermissionPending,
+			CreatedAt:     now,
+			ExpiresAt:     now.Add(timeout),
+		}
+		u.st.Permissions = trimPermissions(append(slices.Clip(u.st.Permissions), p))
+		// Registered before the commit, so a decision that comes right
+		// after it (on any replica) still wakes this wait.
+		release()
+		decided, release = s.waiters.watch(permissionKey(teamName, p.ID))
+		u.emit(EventPermission, copyPermission(p))
+		return nil
+	})
+	if err != nil {
+		release()
+		return HostAnswer{}, err
 	}
-	old := t.st.Permissions
-	t.st.Permissions = trimPermissions(append(slices.Clip(old), p))
-	if err := s.store.SaveTeam(ctx, t.st); err != nil {
-		t.st.Permissions = old
-		t.mu.Unlock()
-		return HostAnswer{}, StorageError(err)
+	if policy != HostAsk {
+		release()
+		return HostAnswer{Allowed: policy == HostAllow, Policy: policy}, nil
 	}
-	// Registered under the lock that recorded the permission, so a
-	// decision that comes right after the unlock still wakes this wait.
-	decided, release := s.waiters.watch(permissionKey(teamName, p.ID))
-	s.emit("permission", teamName, copyPermission(p))
-	t.mu.Unlock()
 	defer release()
 	recordPermissionStep(ctx, p)
 	if asked != nil {
@@ -196,81 +198,80 @@ func recordPermissionStep(ctx context.Context, p Permission) {
 // save of the expiry still answers expired, a denial: the permission is
 // pending on disk, and start-up expires whatever it finds pending.
 func (s *Service) settlePermission(ctx context.Context, teamName, id string) (Permission, error) {
-	t, err := s.lookup(teamName)
-	if err != nil {
+	var out Permission
+	err := s.update(ctx, teamName, func(u *unit) error {
+		p := u.permission(id)
+		if p == nil {
+			return Errorf(CodeNotFound, "No such permission.")
+		}
+		if p.Status == PermissionPending {
+			u.finishPermission(p, PermissionExpired, nil)
+		}
+		out = copyPermission(*p)
+		return nil
+	})
+	if ErrorCode(err) == CodeNotFound {
 		return Permission{}, err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.permission(id)
-	if p == nil {
-		return Permission{}, Errorf(CodeNotFound, "No such permission.")
-	}
-	if p.Status != PermissionPending {
-		return copyPermission(*p), nil
-	}
-	if err := s.finishPermission(ctx, t, p, PermissionExpired, nil); err != nil {
+	if err != nil {
 		s.log.WarnContext(ctx, "saving an expired permission failed; it is denied and start-up expires it", "team", teamName, "permission", id, "err", err)
-		out := copyPermission(*p)
+		if out.ID == "" {
+			out.ID = id
+		}
 		out.Status = PermissionExpired
 		return out, nil
 	}
-	return copyPermission(*p), nil
+	return out, nil
 }
 
-// finishPermission moves pending p to status, saves it and announces it,
-// or leaves it pending when the save fails. The caller holds t's lock.
-func (s *Service) finishPermission(ctx context.Context, t *team, p *Permission, status string, by *string) error {
-	now := s.now().UTC()
+// finishPermission moves pending p to status and announces it once the
+// unit of work commits (which wakes the wait, on whichever replica).
+func (u *unit) finishPermission(p *Permission, status string, by *string) {
+	now := u.now.UTC()
 	p.Status, p.DecidedAt, p.DecidedBy = status, &now, by
-	if err := s.store.SaveTeam(ctx, t.st); err != nil {
-		p.Status, p.DecidedAt, p.DecidedBy = PermissionPending, nil, nil
-		return StorageError(err)
-	}
-	s.emit("permission", t.st.Name, copyPermission(*p))
-	s.waiters.wake(permissionKey(t.st.Name, p.ID))
-	return nil
+	u.emit(EventPermission, copyPermission(*p))
 }
 
 // DecidePermission answers a pending permission (allow or deny) on behalf
 // of the admin. A permission that is no longer pending is refused with
 // not_pending, and so is one whose time is up even if its wait has not
-// noticed yet: it is recorded as expired first. The decision is saved
+// noticed yet: it is recorded as expired first. The decision is committed
 // before the waiting turn is woken.
 func (s *Service) DecidePermission(ctx context.Context, teamName, id string, allow bool) (Permission, error) {
 	if err := CheckAdmin(ctx); err != nil {
 		return Permission{}, err
 	}
-	t, err := s.lockTeam(teamName)
+	var out Permission
+	expired := false
+	err := s.update(ctx, teamName, func(u *unit) error {
+		p := u.permission(id)
+		if p == nil {
+			return Errorf(CodeNotFound, "No such permission.")
+		}
+		if p.Status != PermissionPending {
+			return Errorf(CodeNotPending, "The permission is no longer pending; it is %s.", p.Status)
+		}
+		if !u.now.Before(p.ExpiresAt) {
+			u.finishPermission(p, PermissionExpired, nil)
+			expired = true
+			return nil
+		}
+		status := PermissionDenied
+		if allow {
+			status = PermissionAllowed
+		}
+		by := DecidedByAdmin
+		u.finishPermission(p, status, &by)
+		out = copyPermission(*p)
+		return nil
+	})
 	if err != nil {
 		return Permission{}, err
 	}
-	defer t.mu.Unlock()
-	p := t.permission(id)
-	if p == nil {
-		return Permission{}, Errorf(CodeNotFound, "No such permission.")
-	}
-	if p.Status != PermissionPending {
-		return Permission{}, Errorf(CodeNotPending, "The permission is no longer pending; it is %s.", p.Status)
-	}
-	if err := s.clearStaleIntent(ctx, t); err != nil {
-		return Permission{}, err
-	}
-	if !s.now().Before(p.ExpiresAt) {
-		if err := s.finishPermission(ctx, t, p, PermissionExpired, nil); err != nil {
-			return Permission{}, err
-		}
+	if expired {
 		return Permission{}, Errorf(CodeNotPending, "The permission expired before the decision.")
 	}
-	status := PermissionDenied
-	if allow {
-		status = PermissionAllowed
-	}
-	by := DecidedByAdmin
-	if err := s.finishPermission(ctx, t, p, status, &by); err != nil {
-		return Permission{}, err
-	}
-	return copyPermission(*p), nil
+	return out, nil
 }
 
 // Permissions lists a team's permissions in the order they were asked,
@@ -279,17 +280,15 @@ func (s *Service) Permissions(ctx context.Context, teamName string) ([]Permissio
 	if err := CheckReader(ctx, teamName); err != nil {
 		return nil, err
 	}
-	t, err := s.lookup(teamName)
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]Permission, 0, len(t.st.Permissions))
-	for _, p := range t.st.Permissions {
-		out = append(out, copyPermission(p))
-	}
-	return out, nil
+	var out []Permission
+	err := s.view(ctx, teamName, false, func(u *unit) error {
+		out = make([]Permission, 0, len(u.st.Permissions))
+		for _, p := range u.st.Permissions {
+			out = append(out, copyPermission(p))
+		}
+		return nil
+	})
+	return out, err
 }
 
 // trimPermissions drops the oldest decided permissions beyond
@@ -310,17 +309,17 @@ func trimPermissions(ps []Permission) []Permission {
 	return out
 }
 
-// expireStalePermissions marks every pending permission expired at start:
-// the turn that waited for it died with the process, so no answer can
-// reach it any more. It reports whether anything changed.
-func (s *Service) expireStalePermissions(t *team) bool {
+// expirePendingPermissions marks every pending permission expired: the
+// turn that waited for it died with its process, so no answer can reach
+// it any more (ReleaseAtStart). It reports whether anything changed.
+func expirePendingPermissions(st *TeamState, now time.Time) bool {
 	changed := false
-	now := s.now().UTC()
-	for i := range t.st.Permissions {
-		p := &t.st.Permissions[i]
+	at := now.UTC()
+	for i := range st.Permissions {
+		p := &st.Permissions[i]
 		if p.Status == PermissionPending {
-			at := now
-			p.Status, p.DecidedAt, p.DecidedBy = PermissionExpired, &at, nil
+			d := at
+			p.Status, p.DecidedAt, p.DecidedBy = PermissionExpired, &d, nil
 			changed = true
 		}
 	}

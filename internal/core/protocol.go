@@ -31,72 +31,65 @@ func (s *Service) OpenRequest(ctx context.Context, in OpenInput) (OpenResult, er
 	if err != nil {
 		return OpenResult{}, err
 	}
-	teamName, target, kind, payload, idemKey := in.Team, in.Target, in.Kind, in.Payload, in.IdempotencyKey
-	t, err := s.lockTeam(teamName)
-	if err != nil {
-		return OpenResult{}, err
-	}
-	defer t.mu.Unlock()
+	target, kind, payload, idemKey := in.Target, in.Kind, in.Payload, in.IdempotencyKey
 	var out OpenResult
 	fp := fingerprint("open", target, kind, payload)
-	if found, err := t.replay(sender, idemKey, fp, s.now(), &out); found || err != nil {
-		return out, err
-	}
-	if err := t.checkMember(sender); err != nil {
-		return OpenResult{}, err
-	}
-	if err := t.checkMember(target); err != nil {
-		return OpenResult{}, err
-	}
-	switch {
-	case kind == KindPlan && sender != LeadName && target == LeadName:
-	case kind == KindShutdown && sender == LeadName && target != LeadName:
-	default:
-		return OpenResult{}, Errorf(CodeWrongDirection, "Plans go from a teammate to lead; shutdowns from lead to a teammate.")
-	}
-	trimmed := Trim(payload)
-	if n := Length(trimmed); !utf8.ValidString(payload) || n < 1 || n > t.st.Limits.PayloadChars {
-		return OpenResult{}, Errorf(CodeBodyLength, "The payload must be 1 to %d characters after trimming.", t.st.Limits.PayloadChars)
-	}
-	// Quota first, then same-kind pending (SPEC §13.4, defects D7, D8).
-	if len(t.st.Requests) >= t.st.Limits.Requests {
-		return OpenResult{}, Errorf(CodeRequestLimit, "The team's request quota of %d is used up.", t.st.Limits.Requests)
-	}
-	for _, r := range t.st.Requests {
-		if r.Status == RequestPending && r.Kind == kind && r.Sender == sender && r.Target == target {
-			return OpenResult{}, Errorf(CodeRequestPending, "A request of the same kind, sender and target is still pending.")
+	err = s.update(ctx, in.Team, func(u *unit) error {
+		if found, err := u.replay(sender, idemKey, fp, &out); found || err != nil {
+			return err
 		}
-	}
-	subject := sender
-	if kind == KindShutdown {
-		subject = target
-	}
-	if t.member(subject).Status == StatusClosed {
-		return OpenResult{}, Errorf(CodeMemberClosed, "The member has been shut down.")
-	}
-	id := "req-" + itoa(len(t.st.Requests)+1)
-	record := Request{ID: id, Kind: kind, Sender: sender, Target: target, Payload: trimmed, Status: RequestPending}
-	var idem *IdempotencyRecord
-	out = OpenResult{RequestID: id, Status: RequestPending}
-	if idemKey != "" {
-		idem = &IdempotencyRecord{Member: sender, Key: idemKey, Fingerprint: fp, Result: mustJSON(out), At: s.now().UTC()}
-	}
-	letter, err := s.sendLocked(ctx, t, sender, target, EncodeRequestLetter(kind, id, trimmed), true, func(m Message) *Intent {
-		r := record
-		r.Receipt = m.ID
-		return &Intent{Op: IntentOpen, Letter: m, Request: &r, Idempotency: idem}
+		if err := u.checkMember(sender); err != nil {
+			return err
+		}
+		if err := u.checkMember(target); err != nil {
+			return err
+		}
+		switch {
+		case kind == KindPlan && sender != LeadName && target == LeadName:
+		case kind == KindShutdown && sender == LeadName && target != LeadName:
+		default:
+			return Errorf(CodeWrongDirection, "Plans go from a teammate to lead; shutdowns from lead to a teammate.")
+		}
+		limits := u.st.Limits
+		trimmed := Trim(payload)
+		if n := Length(trimmed); !utf8.ValidString(payload) || n < 1 || n > limits.PayloadChars {
+			return Errorf(CodeBodyLength, "The payload must be 1 to %d characters after trimming.", limits.PayloadChars)
+		}
+		// Quota first, then same-kind pending (SPEC §13.4, defects D7, D8).
+		if len(u.st.Requests) >= limits.Requests {
+			return Errorf(CodeRequestLimit, "The team's request quota of %d is used up.", limits.Requests)
+		}
+		for _, r := range u.st.Requests {
+			if r.Status == RequestPending && r.Kind == kind && r.Sender == sender && r.Target == target {
+				return Errorf(CodeRequestPending, "A request of the same kind, sender and target is still pending.")
+			}
+		}
+		subject := sender
+		if kind == KindShutdown {
+			subject = target
+		}
+		if u.member(subject).Status == StatusClosed {
+			return Errorf(CodeMemberClosed, "The member has been shut down.")
+		}
+		id := "req-" + itoa(len(u.st.Requests)+1)
+		record := Request{ID: id, Kind: kind, Sender: sender, Target: target, Payload: trimmed, Status: RequestPending}
+		letter, err := u.send(sender, target, EncodeRequestLetter(kind, id, trimmed), true)
+		if err != nil {
+			return err
+		}
+		// The letter and the request's registration commit together.
+		record.Receipt = letter.ID
+		u.st.Requests = append(u.st.Requests, record)
+		out = OpenResult{RequestID: id, Status: RequestPending}
+		if err := u.remember(sender, idemKey, fp, out); err != nil {
+			return err
+		}
+		u.emit(EventRequest, copyRequest(record))
+		return nil
 	})
 	if err != nil {
 		return OpenResult{}, err
 	}
-	record.Receipt = letter.ID
-	t.st.Intent = nil
-	t.st.Requests = append(t.st.Requests, record)
-	if idem != nil {
-		t.remember(*idem)
-	}
-	s.saveAfterLetter(ctx, t)
-	s.emit("request", t.st.Name, copyRequest(record))
 	return out, nil
 }
 
@@ -125,73 +118,66 @@ func (s *Service) Reply(ctx context.Context, in ReplyInput) (ReplyResult, error)
 	if err != nil {
 		return ReplyResult{}, err
 	}
-	teamName, requestID, actor, approve, feedback, idemKey := in.Team, in.RequestID, me, in.Approve, in.Feedback, in.IdempotencyKey
-	t, err := s.lockTeam(teamName)
-	if err != nil {
-		return ReplyResult{}, err
-	}
-	defer t.mu.Unlock()
+	requestID, actor, approve, feedback, idemKey := in.RequestID, me, in.Approve, in.Feedback, in.IdempotencyKey
 	var out ReplyResult
 	fp := fingerprint("reply", requestID, boolWord(approve), feedback)
-	if found, err := t.replay(actor, idemKey, fp, s.now(), &out); found || err != nil {
-		return out, err
-	}
-	if err := t.checkMember(actor); err != nil {
-		return ReplyResult{}, err
-	}
-	if !utf8.ValidString(feedback) || Length(feedback) > t.st.Limits.FeedbackChars {
-		return ReplyResult{}, Errorf(CodeBodyLength, "The feedback must be at most %d characters.", t.st.Limits.FeedbackChars)
-	}
-	record := t.request(requestID)
-	if record == nil {
-		return ReplyResult{}, Errorf(CodeNotFound, "No such request.")
-	}
-	if record.Target != actor {
-		return ReplyResult{}, Errorf(CodeForbidden, "Only the request's target may reply to it.")
-	}
-	response := Reply{Type: record.Kind + "_response", RequestID: requestID, Approve: approve, Feedback: feedback}
-	if record.Reply != nil {
-		if *record.Reply == response {
-			return ReplyResult{RequestID: requestID, Status: "already_sent"}, nil
+	err = s.update(ctx, in.Team, func(u *unit) error {
+		if found, err := u.replay(actor, idemKey, fp, &out); found || err != nil {
+			return err
 		}
-		return ReplyResult{}, Errorf(CodeReplyConflict, "A different decision was already sent for this request.")
-	}
-	if record.Status != RequestPending {
-		return ReplyResult{}, Errorf(CodeNotPending, "The request no longer waits for a reply.")
-	}
-	closing := record.Kind == KindShutdown && approve
-	if closing && t.active[actor] {
-		return ReplyResult{RequestID: requestID, Status: "deferred"}, nil
-	}
-	var idem *IdempotencyRecord
-	letter, err := s.sendLocked(ctx, t, actor, record.Sender, EncodeReplyLetter(response), true, func(m Message) *Intent {
-		out = ReplyResult{RequestID: requestID, Status: "queued", Receipt: m.ID}
-		if idemKey != "" {
-			idem = &IdempotencyRecord{Member: actor, Key: idemKey, Fingerprint: fp, Result: mustJSON(out), At: s.now().UTC()}
+		if err := u.checkMember(actor); err != nil {
+			return err
 		}
-		in := &Intent{Op: IntentReply, Letter: m, RequestID: requestID, Reply: &response, Idempotency: idem}
+		if !utf8.ValidString(feedback) || Length(feedback) > u.st.Limits.FeedbackChars {
+			return Errorf(CodeBodyLength, "The feedback must be at most %d characters.", u.st.Limits.FeedbackChars)
+		}
+		record := u.request(requestID)
+		if record == nil {
+			return Errorf(CodeNotFound, "No such request.")
+		}
+		if record.Target != actor {
+			return Errorf(CodeForbidden, "Only the request's target may reply to it.")
+		}
+		response := Reply{Type: record.Kind + "_response", RequestID: requestID, Approve: approve, Feedback: feedback}
+		if record.Reply != nil {
+			if *record.Reply == response {
+				out = ReplyResult{RequestID: requestID, Status: "already_sent"}
+				return nil
+			}
+			return Errorf(CodeReplyConflict, "A different decision was already sent for this request.")
+		}
+		if record.Status != RequestPending {
+			return Errorf(CodeNotPending, "The request no longer waits for a reply.")
+		}
+		closing := record.Kind == KindShutdown && approve
+		if closing && u.s.busy(u.st.Name, u.member(actor), u.now) {
+			out = ReplyResult{RequestID: requestID, Status: "deferred"}
+			return nil
+		}
+		letter, err := u.send(actor, record.Sender, EncodeReplyLetter(response), true)
+		if err != nil {
+			return err
+		}
+		// The letter, the reply's record and the member's close commit
+		// together.
+		record.Reply = &response
 		if closing {
-			in.Close = actor
+			u.member(actor).Status = StatusClosed
 		}
-		return in
+		out = ReplyResult{RequestID: requestID, Status: "queued", Receipt: letter.ID}
+		if err := u.remember(actor, idemKey, fp, out); err != nil {
+			return err
+		}
+		u.emit(EventReply, copyRequest(*record))
+		if closing {
+			u.emit(EventMember, u.memberView(u.member(actor)))
+		}
+		return nil
 	})
 	if err != nil {
 		return ReplyResult{}, err
 	}
-	t.st.Intent = nil
-	record.Reply = &response
-	if closing {
-		t.member(actor).Status = StatusClosed
-	}
-	if idem != nil {
-		t.remember(*idem)
-	}
-	s.saveAfterLetter(ctx, t)
-	s.emit("reply", t.st.Name, copyRequest(*record))
-	if closing {
-		s.emit("member", t.st.Name, s.memberViewLocked(ctx, t, t.member(actor)))
-	}
-	return ReplyResult{RequestID: requestID, Status: "queued", Receipt: letter.ID}, nil
+	return out, nil
 }
 
 func boolWord(b bool) string {
@@ -214,7 +200,7 @@ const (
 // matchLocked is match_response (SPEC §4.11) for one letter consumed by
 // recipient, with read_protocol's failures reported as invalid_protocol
 // (SPEC §13.6). It reports whether a request changed status.
-func (t *team) matchLocked(recipient string, msg Message) (MatchResult, bool) {
+func (u *unit) matchLocked(recipient string, msg Message) (MatchResult, bool) {
 	ignored := func(reason string) (MatchResult, bool) {
 		return MatchResult{MessageID: msg.ID, Status: "ignored", Reason: reason}, false
 	}
@@ -236,10 +222,10 @@ func (t *team) matchLocked(recipient string, msg Message) (MatchResult, bool) {
 	}
 	approve, okApprove := jsonBool(data["approve"])
 	feedback, okFeedback := jsonString(data["feedback"])
-	if !exactKeys(data, "type", "request_id", "approve", "feedback") || !okApprove || !okFeedback || Length(feedback) > t.st.Limits.FeedbackChars {
+	if !exactKeys(data, "type", "request_id", "approve", "feedback") || !okApprove || !okFeedback || Length(feedback) > u.st.Limits.FeedbackChars {
 		return ignored(ReasonInvalidResponse)
 	}
-	record := t.request(requestID)
+	record := u.request(requestID)
 	if record == nil || typ != record.Kind+"_response" {
 		return ignored(ReasonIDOrType)
 	}
@@ -262,16 +248,13 @@ func (t *team) matchLocked(recipient string, msg Message) (MatchResult, bool) {
 // MatchResponse matches one letter received by recipient against the
 // request table (match_response, SPEC §4.11).
 func (s *Service) MatchResponse(ctx context.Context, teamName, recipient string, msg Message) (MatchResult, error) {
-	t, err := s.lockTeam(teamName)
-	if err != nil {
-		return MatchResult{}, err
-	}
-	defer t.mu.Unlock()
-	results, err := s.matchAllLocked(ctx, t, recipient, []Message{msg})
-	if err != nil {
-		return MatchResult{}, err
-	}
-	return results[0], nil
+	var out MatchResult
+	err := s.update(ctx, teamName, func(u *unit) error {
+		results := u.matchAll(recipient, []Message{msg})
+		out = results[0]
+		return nil
+	})
+	return out, err
 }
 
 // Consume matches every letter of member's inbox, in order, against the
@@ -285,50 +268,36 @@ func (s *Service) Consume(ctx context.Context, teamName string) ([]MatchResult, 
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.lockTeam(teamName)
+	var out []MatchResult
+	err = s.update(ctx, teamName, func(u *unit) error {
+		if !u.isMember(member) {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		items, err := u.tx.LoadInbox(member)
+		if err != nil {
+			return asStoreError(err)
+		}
+		out = u.matchAll(member, items)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer t.mu.Unlock()
-	return s.consumeLocked(ctx, t, member)
+	return out, nil
 }
 
-func (s *Service) consumeLocked(ctx context.Context, t *team, member string) ([]MatchResult, error) {
-	if !t.isMember(member) {
-		return nil, Errorf(CodeNotFound, "No such member.")
-	}
-	items, err := s.store.LoadInbox(ctx, t.st.Name, t.rules(member))
-	if err != nil {
-		return nil, asStoreError(err)
-	}
-	return s.matchAllLocked(ctx, t, member, items)
-}
-
-// matchAllLocked matches letters and persists the statuses that changed;
-// if that write fails the statuses are restored and nothing is reported.
-func (s *Service) matchAllLocked(ctx context.Context, t *team, recipient string, items []Message) ([]MatchResult, error) {
+// matchAll matches letters; the statuses that changed commit with the
+// unit of work, or not at all (then nothing is reported).
+func (u *unit) matchAll(recipient string, items []Message) []MatchResult {
 	results := make([]MatchResult, 0, len(items))
-	var changed []*Request
 	for _, m := range items {
-		r, ok := t.matchLocked(recipient, m)
+		r, ok := u.matchLocked(recipient, m)
 		results = append(results, r)
 		if ok {
-			changed = append(changed, t.request(r.RequestID))
+			u.emit(EventMatch, copyRequest(*u.request(r.RequestID)))
 		}
 	}
-	if len(changed) == 0 {
-		return results, nil
-	}
-	if err := s.store.SaveTeam(ctx, t.st); err != nil {
-		for _, r := range changed {
-			r.Status = RequestPending
-		}
-		return nil, StorageError(err)
-	}
-	for _, r := range changed {
-		s.emit("match", t.st.Name, copyRequest(*r))
-	}
-	return results, nil
+	return results
 }
 
 // Requests lists a team's requests in id order.
@@ -336,17 +305,15 @@ func (s *Service) Requests(ctx context.Context, teamName string) ([]Request, err
 	if err := CheckReader(ctx, teamName); err != nil {
 		return nil, err
 	}
-	t, err := s.lookup(teamName)
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]Request, 0, len(t.st.Requests))
-	for _, r := range t.st.Requests {
-		out = append(out, copyRequest(r))
-	}
-	return out, nil
+	var out []Request
+	err := s.view(ctx, teamName, false, func(u *unit) error {
+		out = make([]Request, 0, len(u.st.Requests))
+		for _, r := range u.st.Requests {
+			out = append(out, copyRequest(r))
+		}
+		return nil
+	})
+	return out, err
 }
 
 // Request returns one request of a team.
@@ -354,15 +321,14 @@ func (s *Service) Request(ctx context.Context, teamName, id string) (Request, er
 	if err := CheckReader(ctx, teamName); err != nil {
 		return Request{}, err
 	}
-	t, err := s.lookup(teamName)
-	if err != nil {
-		return Request{}, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := t.request(id)
-	if r == nil {
-		return Request{}, Errorf(CodeNotFound, "No such request.")
-	}
-	return copyRequest(*r), nil
+	var out Request
+	err := s.view(ctx, teamName, false, func(u *unit) error {
+		r := u.request(id)
+		if r == nil {
+			return Errorf(CodeNotFound, "No such request.")
+		}
+		out = copyRequest(*r)
+		return nil
+	})
+	return out, err
 }

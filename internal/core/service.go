@@ -16,41 +16,41 @@ import (
 	"unicode/utf8"
 )
 
-// Event is one state change, published to observers (the live page).
-type Event struct {
-	// Type is one of message, request, reply, match, member, turn, run.
-	Type string `json:"type"`
-	Team string `json:"team"`
-	// Data is the changed object, ready to be encoded as JSON.
-	Data any `json:"data"`
-}
-
-// Observer receives events. It is called with the team's lock held, so it
-// must not block and must not call back into the Service.
+// Observer receives events. It is called after the event's unit of work
+// committed, from the goroutine that committed it; it must not block and
+// must not call back into the Service.
 type Observer func(Event)
 
-// Service is the set of teams. Each team has its own lock (SPEC §3): the
-// lock covers every mailbox read-modify-write and every change of member
-// and request state of that team, and never a model turn.
+// Service is the domain over a Store. It keeps no team state of its own:
+// every operation is one unit of work of the store (Store.UpdateTeam or
+// ViewTeam), and the store serialises the units of work of a team
+// (SPEC §3), whichever process runs them. What the Service keeps is only
+// what belongs to this process: the turns it runs, readers waiting for
+// mail, and the event bus.
 type Service struct {
 	store Store
 	log   *slog.Logger
 	now   func() time.Time
 
-	mu       sync.RWMutex
-	teams    map[string]*team
-	tokens   map[string]principalRef // sha256(token) hex → member
-	observer Observer
+	bus      Bus
 	waiters  waiters // readers waiting for mail (waiters.go)
 	maxTeams int
 	// turnCount counts the running turns (turndoc.go, WaitTurns).
 	turnCount turnCounter
+	// holder names this process in the leases of the turns it runs;
+	// leaseDur is how long a lease holds without renewal.
+	holder   string
+	leaseDur time.Duration
+
+	mu sync.Mutex
+	// running is the turns this process runs, by team and turn id.
+	running map[turnRef]*Turn
+	// observerCancel ends the subscription SetObserver made.
+	observerCancel func()
+	stopListen     func()
 }
 
-type principalRef struct {
-	team   string
-	member string
-}
+type turnRef struct{ team, id string }
 
 // Options configure a Service.
 type Options struct {
@@ -61,22 +61,27 @@ type Options struct {
 	// MaxTeams bounds how many teams exist at once (every team counts,
 	// damaged ones too); 0 means DefaultMaxTeams.
 	MaxTeams int
+	// Holder names this process in turn leases; "" means a random name.
+	// Replicas on one store must have different holders.
+	Holder string
+	// LeaseDuration is how long a turn's lease holds without renewal;
+	// 0 means DefaultLeaseDuration. It is renewed every third of it.
+	LeaseDuration time.Duration
 }
 
 // DefaultMaxTeams is the team limit when Options.MaxTeams is 0.
 const DefaultMaxTeams = 10000
 
-// NewService returns an empty Service over store. Call Open to load the
-// teams that store already holds.
+// NewService returns a Service over store. Call Open before serving.
 func NewService(store Store, opts Options) *Service {
 	s := &Service{
 		store:    store,
 		log:      opts.Logger,
 		now:      opts.Now,
-		teams:    map[string]*team{},
-		tokens:   map[string]principalRef{},
-		observer: opts.Observer,
 		maxTeams: opts.MaxTeams,
+		holder:   opts.Holder,
+		leaseDur: opts.LeaseDuration,
+		running:  map[turnRef]*Turn{},
 	}
 	if s.maxTeams <= 0 {
 		s.maxTeams = DefaultMaxTeams
@@ -87,101 +92,134 @@ func NewService(store Store, opts Options) *Service {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if s.holder == "" {
+		s.holder = "p-" + newToken()[3:19]
+	}
+	if s.leaseDur <= 0 {
+		s.leaseDur = DefaultLeaseDuration
+	}
+	s.bus.Subscribe(s.wakeWaiters)
+	if opts.Observer != nil {
+		s.SetObserver(opts.Observer)
+	}
 	return s
 }
+
+// Holder is the name of this process in turn leases.
+func (s *Service) Holder() string { return s.holder }
+
+// LeaseDuration is how long a turn's lease holds without renewal.
+func (s *Service) LeaseDuration() time.Duration { return s.leaseDur }
+
+// Subscribe registers fn for every event published after a commit, this
+// process's and, with a Notifier store, the other processes'. cancel
+// ends the calls.
+func (s *Service) Subscribe(fn func(Event)) (cancel func()) { return s.bus.Subscribe(fn) }
 
 // SetObserver replaces the observer; wiring code sets it once before serving.
 func (s *Service) SetObserver(o Observer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.observer = o
-}
-
-func (s *Service) emit(typ, team string, data any) {
-	s.wakeWaiters(typ, team, data)
-	s.mu.RLock()
-	o := s.observer
-	s.mu.RUnlock()
+	if s.observerCancel != nil {
+		s.observerCancel()
+		s.observerCancel = nil
+	}
 	if o != nil {
-		o(Event{Type: typ, Team: team, Data: data})
+		s.observerCancel = s.bus.Subscribe(o)
 	}
 }
 
-// team is one team in memory. st is the durable state; active is the
-// occupancy flag of each member, which is not durable.
-type team struct {
-	mu      sync.Mutex
-	st      *TeamState
-	active  map[string]bool
-	damaged error
-	// deleted is set, under mu, once the team has been removed from the
-	// store: a call that found the team before and waited for its lock
-	// must not write to a name that may already belong to a new team.
-	deleted bool
-	// staleIntent is set when memory is ahead of disk because a save
-	// failed: an intent whose letter was not written could not be cleared,
-	// start-up's repair could not be saved, or a turn's rollback could not
-	// be. Memory is what a restart would load, so it is served as it is;
-	// the next letter or turn saves it first, and fails with
-	// storage_failed while it cannot.
-	staleIntent bool
-	// idem is the team's remembered idempotent writes (idempotency.go).
-	idem idemState
-	// turns is the team's turn documents and running turns (turndoc.go).
-	turns turnBook
+// publish announces committed events: on the bus, and to the other
+// processes when the store is a Notifier.
+func (s *Service) publish(events []Event) {
+	n, _ := s.store.(Notifier)
+	for _, ev := range events {
+		s.bus.Publish(ev)
+		if n != nil {
+			n.Announce(ev)
+		}
+	}
 }
 
-func (t *team) member(name string) *MemberState {
-	for i := range t.st.Members {
-		if t.st.Members[i].Name == name {
-			return &t.st.Members[i]
+// unit is one unit of work as core sees it: the store's transaction,
+// the state it hands out, and the events to publish once it commits.
+type unit struct {
+	s      *Service
+	tx     TeamTx
+	st     *TeamState
+	now    time.Time
+	events []Event
+	// after runs once the unit committed (process-local bookkeeping).
+	after []func()
+	// undo runs when it did not.
+	undo []func()
+}
+
+func (u *unit) emit(typ string, data any) {
+	u.events = append(u.events, Event{Type: typ, Team: u.st.Name, Data: data})
+}
+
+func (u *unit) member(name string) *MemberState { return u.st.Member(name) }
+
+func (u *unit) isMember(name string) bool { return u.st.IsMember(name) }
+
+func (u *unit) request(id string) *Request {
+	for i := range u.st.Requests {
+		if u.st.Requests[i].ID == id {
+			return &u.st.Requests[i]
 		}
 	}
 	return nil
 }
 
-func (t *team) isMember(name string) bool { return t.member(name) != nil }
-
-func (t *team) rules(recipient string) InboxRules {
-	return InboxRules{Recipient: recipient, Limits: t.st.Limits, IsMember: t.isMember}
-}
-
-func (t *team) request(id string) *Request {
-	for i := range t.st.Requests {
-		if t.st.Requests[i].ID == id {
-			return &t.st.Requests[i]
+// update runs fn as one unit of work of team name and publishes its
+// events once it committed. Leases of turns that no longer run are
+// released first (releaseDead).
+func (s *Service) update(ctx context.Context, name string, fn func(u *unit) error) error {
+	var u *unit
+	err := s.store.UpdateTeam(ctx, name, func(tx TeamTx) error {
+		u = &unit{s: s, tx: tx, st: tx.State(), now: s.now()}
+		if u.st.Requests == nil {
+			u.st.Requests = []Request{}
 		}
-	}
-	return nil
-}
-
-// lookup finds a team; not_found when absent.
-func (s *Service) lookup(name string) (*team, error) {
-	s.mu.RLock()
-	t := s.teams[name]
-	s.mu.RUnlock()
-	if t == nil {
-		return nil, Errorf(CodeNotFound, "No such team.")
-	}
-	return t, nil
-}
-
-// lockTeam finds and locks a team that is not damaged. The caller unlocks.
-func (s *Service) lockTeam(name string) (*team, error) {
-	t, err := s.lookup(name)
+		if err := s.releaseDead(u); err != nil {
+			return err
+		}
+		return fn(u)
+	})
 	if err != nil {
-		return nil, err
+		if u != nil {
+			for _, f := range u.undo {
+				f()
+			}
+		}
+		return asStoreError(err)
 	}
-	t.mu.Lock()
-	if t.deleted {
-		t.mu.Unlock()
-		return nil, Errorf(CodeNotFound, "No such team.")
+	for _, f := range u.after {
+		f()
 	}
-	if t.damaged != nil {
-		t.mu.Unlock()
-		return nil, &Error{Code: CodeInboxCorrupt, Message: "The team's stored state failed validation at start; it is served read-only.", Err: t.damaged}
-	}
-	return t, nil
+	s.publish(u.events)
+	return nil
+}
+
+// view runs fn on a consistent view of team name; with sound set a
+// damaged team is refused. Dead leases are shown released, as the next
+// unit of work will store them.
+func (s *Service) view(ctx context.Context, name string, sound bool, fn func(u *unit) error) error {
+	err := s.store.ViewTeam(ctx, name, func(tx TeamTx) error {
+		if sound && tx.Damaged() != nil {
+			return DamagedError(tx.Damaged())
+		}
+		u := &unit{s: s, tx: tx, st: tx.State(), now: s.now()}
+		if u.st.Requests == nil {
+			u.st.Requests = []Request{}
+		}
+		if tx.Damaged() == nil {
+			s.releaseDeadState(u)
+		}
+		return fn(u)
+	})
+	return asStoreError(err)
 }
 
 func hashToken(token string) string {
@@ -195,47 +233,20 @@ func newToken() string {
 	return "mr_" + hex.EncodeToString(b)
 }
 
-// Open loads every team the store holds, completes or drops recorded
-// intents (SPEC §13.14) and validates each inbox. A team that fails is kept
-// as damaged: served with errors, never rewritten, and the others go on.
-//
-// Teams are recovered by a few goroutines at once, since each recovery
-// touches only its own team; they are registered afterwards in the store's
-// order, so the outcome does not depend on the schedule.
+// Open prepares the store (a Starter loads and repairs its teams) and,
+// with a Notifier store, starts delivering other processes' events.
 func (s *Service) Open(ctx context.Context) error {
-	loaded, err := s.store.LoadTeams(ctx)
-	if err != nil {
-		return err
-	}
-	teams := make([]*team, len(loaded))
-	ForEach(len(loaded), func(i int) {
-		lt := loaded[i]
-		t := &team{st: lt.State, active: map[string]bool{}, damaged: lt.Err}
-		if t.st == nil {
-			t.st = &TeamState{Name: lt.Name, Limits: DefaultLimits()}
-		}
-		if t.damaged == nil {
-			t.damaged = s.recover(ctx, t)
-		}
-		if t.damaged == nil {
-			s.restoreTurns(ctx, t)
-		}
-		teams[i] = t
-	})
-	for i, t := range teams {
-		if t.damaged != nil {
-			s.log.Error("team damaged; serving it read-only", "team", loaded[i].Name, "err", t.damaged)
+	if st, ok := s.store.(Starter); ok {
+		if err := st.Start(ctx); err != nil {
+			return err
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, t := range teams {
-		s.teams[loaded[i].Name] = t
-		for _, m := range t.st.Members {
-			if m.TokenHash != "" {
-				s.tokens[m.TokenHash] = principalRef{team: loaded[i].Name, member: m.Name}
-			}
+	if n, ok := s.store.(Notifier); ok {
+		s.mu.Lock()
+		if s.stopListen == nil {
+			s.stopListen = n.Listen(s.bus.Publish)
 		}
+		s.mu.Unlock()
 	}
 	return nil
 }
@@ -294,45 +305,24 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 		st.Members[i].TokenHash = hashToken(tokens[i])
 	}
 
-	s.mu.Lock()
-	if _, taken := s.teams[spec.Name]; taken {
-		s.mu.Unlock()
-		return TeamView{}, nil, Errorf(CodeTeamExists, "A team with this name already exists.")
-	}
-	if len(s.teams) >= s.maxTeams {
-		s.mu.Unlock()
+	if teams, err := s.store.ListTeams(ctx); err != nil {
+		return TeamView{}, nil, StorageError(err)
+	} else if len(teams) >= s.maxTeams {
 		return TeamView{}, nil, teamLimitError()
 	}
-	// Reserve the name while the store writes, so a concurrent create of
-	// the same name fails instead of racing on disk.
-	t := &team{st: st, active: map[string]bool{}}
-	t.mu.Lock()
-	s.teams[spec.Name] = t
-	s.mu.Unlock()
-
 	if err := s.store.CreateTeam(ctx, st); err != nil {
-		t.mu.Unlock()
-		s.mu.Lock()
-		delete(s.teams, spec.Name)
-		s.mu.Unlock()
 		if ErrorCode(err) == CodeTeamExists {
 			return TeamView{}, nil, err
 		}
 		return TeamView{}, nil, StorageError(err)
 	}
-	s.mu.Lock()
-	for _, m := range st.Members {
-		s.tokens[m.TokenHash] = principalRef{team: st.Name, member: m.Name}
-	}
-	s.mu.Unlock()
-	view := s.viewLocked(ctx, t)
-	t.mu.Unlock()
-
+	u := &unit{s: s, st: st, now: s.now()}
+	view := u.teamView(nil)
 	created := make([]CreatedMember, len(view.Members))
 	for i, m := range view.Members {
 		created[i] = CreatedMember{MemberView: m, Token: tokens[i]}
 	}
-	s.emit("member", st.Name, view.Members)
+	s.publish([]Event{{Type: EventMember, Team: st.Name, Data: view.Members}})
 	return view, created, nil
 }
 
@@ -371,39 +361,40 @@ func (spec TeamSpec) validateSettings() error {
 
 // Authenticate returns the team and member a member token belongs to.
 //
-// It reads only the token map, under the service's read lock, and never
-// takes a team's lock: a team busy with a long write must not hold up
-// every request of its members before they reach their own work. The map
-// is keyed by the token's SHA-256, so the time a lookup takes depends on
-// the hash, never on how much of a guessed token is right. Whatever
-// removes a member or a team removes its tokens from the map.
+// It asks the store's token lookup, which never waits for a team's unit
+// of work: a team busy with a long write must not hold up every request
+// of its members before they reach their own work. Tokens are looked up
+// by their SHA-256, so the time a lookup takes depends on the hash, never
+// on how much of a guessed token is right.
 func (s *Service) Authenticate(token string) (teamName, member string, ok bool) {
+	team, m, err := s.LookupMember(token)
+	return team, m, err == nil
+}
+
+// LookupMember is Authenticate with the reason of a failure: CodeNotFound
+// for a token no member has, or the store's error (storage_unavailable
+// while a shared database cannot be reached), so that a transport can
+// answer 503 rather than 401 when it cannot tell.
+func (s *Service) LookupMember(token string) (teamName, member string, err error) {
 	if token == "" {
-		return "", "", false
+		return "", "", Errorf(CodeNotFound, "No member has this token.")
 	}
-	h := hashToken(token)
-	s.mu.RLock()
-	ref, found := s.tokens[h]
-	s.mu.RUnlock()
-	if !found {
-		return "", "", false
+	team, m, err := s.store.LookupToken(context.Background(), hashToken(token))
+	if err != nil {
+		if ErrorCode(err) != CodeNotFound {
+			s.log.Warn("token lookup failed", "err", err)
+		}
+		return "", "", err
 	}
-	return ref.team, ref.member, true
+	return team, m, nil
 }
 
 // Teams lists every team, newest first.
 func (s *Service) Teams() []TeamSummary {
-	s.mu.RLock()
-	list := make([]*team, 0, len(s.teams))
-	for _, t := range s.teams {
-		list = append(list, t)
-	}
-	s.mu.RUnlock()
-	out := make([]TeamSummary, 0, len(list))
-	for _, t := range list {
-		t.mu.Lock()
-		out = append(out, TeamSummary{Name: t.st.Name, Members: len(t.st.Members), CreatedAt: t.st.CreatedAt})
-		t.mu.Unlock()
+	out, err := s.store.ListTeams(context.Background())
+	if err != nil {
+		s.log.Warn("listing teams failed", "err", err)
+		return []TeamSummary{}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
@@ -419,48 +410,44 @@ func (s *Service) Team(ctx context.Context, name string) (TeamView, error) {
 	if err := CheckReader(ctx, name); err != nil {
 		return TeamView{}, err
 	}
-	t, err := s.lookup(name)
-	if err != nil {
-		return TeamView{}, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return s.viewLocked(ctx, t), nil
+	var v TeamView
+	err := s.view(ctx, name, false, func(u *unit) error {
+		v = u.teamView(u.tx.Damaged())
+		return nil
+	})
+	return v, err
 }
 
 // HasMember reports whether member belongs to team (not_found otherwise).
 func (s *Service) HasMember(teamName, member string) error {
-	t, err := s.lookup(teamName)
-	if err != nil {
-		return err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.isMember(member) {
-		return Errorf(CodeNotFound, "No such member.")
-	}
-	return nil
+	return s.view(context.Background(), teamName, false, func(u *unit) error {
+		if !u.isMember(member) {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		return nil
+	})
 }
 
-func (s *Service) viewLocked(ctx context.Context, t *team) TeamView {
-	v := TeamView{Name: t.st.Name, CreatedAt: t.st.CreatedAt, Limits: t.st.Limits, Damaged: t.damaged != nil,
-		Purpose: t.st.Purpose, Model: t.st.ModelOf(), Workspace: t.st.Workspace, HostPermission: t.st.HostPermissionOf()}
-	v.Members = make([]MemberView, 0, len(t.st.Members))
-	for i := range t.st.Members {
-		v.Members = append(v.Members, s.memberViewLocked(ctx, t, &t.st.Members[i]))
+func (u *unit) teamView(damaged error) TeamView {
+	st := u.st
+	v := TeamView{Name: st.Name, CreatedAt: st.CreatedAt, Limits: st.Limits, Damaged: damaged != nil,
+		Purpose: st.Purpose, Model: st.ModelOf(), Workspace: st.Workspace, HostPermission: st.HostPermissionOf()}
+	v.Members = make([]MemberView, 0, len(st.Members))
+	for i := range st.Members {
+		v.Members = append(v.Members, u.memberView(&st.Members[i]))
 	}
-	v.Usage = t.usage()
-	v.Requests = append([]Request{}, t.st.Requests...)
+	v.Usage = u.usage()
+	v.Requests = append([]Request{}, st.Requests...)
 	for i := range v.Requests {
 		v.Requests[i] = copyRequest(v.Requests[i])
 	}
 	return v
 }
 
-func (s *Service) memberViewLocked(ctx context.Context, t *team, m *MemberState) MemberView {
-	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: t.active[m.Name], Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage}
-	if t.damaged == nil {
-		if items, err := s.store.LoadInbox(ctx, t.st.Name, t.rules(m.Name)); err == nil {
+func (u *unit) memberView(m *MemberState) MemberView {
+	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: u.s.busy(u.st.Name, m, u.now), Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage}
+	if u.tx != nil && u.tx.Damaged() == nil {
+		if items, err := u.tx.LoadInbox(m.Name); err == nil {
 			mv.InboxLength = len(items)
 		}
 	}

@@ -2,51 +2,160 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
-// Store is what core needs of durable storage. Core calls every method of
-// one team with that team's lock held, so a backend needs no per-team lock
-// of its own; it must be safe for concurrent calls on different teams.
+// Store is durable storage, and it owns each unit of work: core never keeps
+// a team's state of its own. Every operation of core is one call of
+// UpdateTeam (a change) or ViewTeam (a read) whose function sees the team
+// through a TeamTx. The store serialises the units of work of one team
+// (the file store with a lock per team, a database by locking the team's
+// row for the transaction), so two calls never decide on the same state,
+// whichever process or replica made them. See docs/storage.md.
 //
-// The interface is deliberately narrow so that another backend (a database)
-// can implement each call as one transaction, and so that tests can inject
-// faults without special cases in production code.
+// A store may keep a cache only where it can never decide a write on
+// stale data: the file store, the only process on its data directory (it
+// holds a lock file), keeps its teams in memory; a store shared by
+// replicas reads the team inside each unit of work.
 type Store interface {
-	// CreateTeam durably creates a team with its first state. It fails
-	// with CodeTeamExists when the name is taken.
+	// CreateTeam durably creates a team with its first state, its
+	// members' token hashes included. It fails with CodeTeamExists when
+	// the name is taken (by any process).
 	CreateTeam(ctx context.Context, st *TeamState) error
-	// SaveTeam durably replaces a team's state; on error the previous
-	// state is kept.
-	SaveTeam(ctx context.Context, st *TeamState) error
-	// LoadTeams returns every stored team (used once, at start).
-	LoadTeams(ctx context.Context) ([]LoadedTeam, error)
-	// LoadInbox returns the validated letters of one inbox (SPEC §4.2). A
-	// missing file is an empty inbox; a damaged one is CodeInboxCorrupt
-	// and is never treated as empty.
-	LoadInbox(ctx context.Context, team string, rules InboxRules) ([]Message, error)
-	// AppendInbox durably stores msg after prev, which is what LoadInbox
-	// returned under the same lock. It refuses with CodeInboxFull, before
-	// touching the disk, when the new line would take the file over
-	// rules.Limits.InboxBytes. On error the inbox is byte-for-byte what it
-	// was and no temporary file is left.
-	AppendInbox(ctx context.Context, team string, rules InboxRules, prev []Message, msg Message) error
-	// LoadIdempotency returns the lines of the team's idempotency log in
-	// the order written; a team without one has none. A torn last line
-	// (an append cut short, never acknowledged) is removed first; any
-	// other damage is an error.
-	LoadIdempotency(ctx context.Context, team string) ([]IdempotencyRecord, error)
-	// AppendIdempotency durably adds one line at the end of the team's
-	// idempotency log. Its cost does not depend on what the log or the
-	// team already holds. On error the log is what it was.
-	AppendIdempotency(ctx context.Context, team string, r IdempotencyRecord) error
-	// RewriteIdempotency durably replaces the team's idempotency log with
-	// records (compaction). On error the old log is kept.
-	RewriteIdempotency(ctx context.Context, team string, records []IdempotencyRecord) error
-	// DeleteTeam durably removes a team with everything stored for it. It
-	// is all or nothing: after a crash the team is either whole or gone.
-	DeleteTeam(ctx context.Context, team string) error
+	// DeleteTeam durably removes a team with everything stored for it:
+	// state, inboxes, idempotency records, turn documents, tokens. It is
+	// all or nothing. A missing team is CodeNotFound.
+	DeleteTeam(ctx context.Context, name string) error
+	// ListTeams returns every team, in any order.
+	ListTeams(ctx context.Context) ([]TeamSummary, error)
+	// LookupToken returns the team and member whose token has SHA-256
+	// tokenHash (lower-case hex); CodeNotFound when none has. It must not
+	// wait for a team's unit of work.
+	LookupToken(ctx context.Context, tokenHash string) (team, member string, err error)
+
+	// UpdateTeam runs fn as one unit of work on team name: fn sees the
+	// team through tx and may change its state and append a letter;
+	// when fn returns nil everything it did commits together (the
+	// letter, the state with a request's registration, a reply's record
+	// or a member's close, the idempotency record, the turn documents)
+	// and when it returns an error nothing does, and UpdateTeam returns
+	// that error unchanged. Units of work of one team are serialised: no
+	// update is lost and no two letters get one id. A missing team is
+	// CodeNotFound; a team whose stored data is damaged is refused with
+	// CodeInboxCorrupt before fn runs. A commit that fails returns a
+	// storage error (or CodeInboxCorrupt when an inbox was changed from
+	// outside) and leaves the team as it was. fn may be called again by
+	// a store that retries a transaction, so it must have no effect but
+	// through tx.
+	UpdateTeam(ctx context.Context, name string, fn func(tx TeamTx) error) error
+	// ViewTeam runs fn on a consistent view of team name. Changes fn makes
+	// to tx.State() are discarded and AppendLetter, PutIdempotency,
+	// PutTurn and DeleteTurn fail. A damaged team is viewed (tx.Damaged
+	// says why), its inboxes fail with CodeInboxCorrupt.
+	ViewTeam(ctx context.Context, name string, fn func(tx TeamTx) error) error
+
+	RunStore
 }
+
+// TeamTx is one team inside a unit of work (Store.UpdateTeam, ViewTeam).
+// It is valid only while fn runs.
+type TeamTx interface {
+	// State is the team's state, a copy private to this unit of work:
+	// fn may change it, and UpdateTeam stores it when fn returns nil.
+	State() *TeamState
+	// Damaged is the reason a team's stored data failed validation, nil
+	// for a sound team. Only ViewTeam meets a damaged team.
+	Damaged() error
+	// LoadInbox returns the validated letters of member's inbox (SPEC
+	// §4.2), with the letter appended in this unit of work if any. A
+	// damaged inbox is CodeInboxCorrupt, never empty.
+	LoadInbox(member string) ([]Message, error)
+	// InboxBytes returns member's inbox in the lesson's file bytes: what
+	// its inbox file holds (the file store: the file itself, as
+	// validated; a database: the lines it stored, each exactly
+	// EncodeInboxLine of its letter or the imported file's line), with
+	// the letter appended in this unit of work if any. An empty inbox is
+	// no bytes; a damaged one is CodeInboxCorrupt.
+	InboxBytes(member string) ([]byte, error)
+	// AppendLetter adds msg at the end of its recipient's inbox. msg.ID
+	// must be <recipient>-<n+1> for an inbox of n letters. It refuses
+	// with CodeInboxFull when the line would take the inbox over the
+	// team's inbox_bytes. A unit of work appends at most one letter. The
+	// letter commits with everything else fn did.
+	AppendLetter(msg Message) error
+	// Idempotency returns the live (unexpired) record of member's key.
+	Idempotency(member, key string) (IdempotencyRecord, bool, error)
+	// PutIdempotency remembers r, for IdempotencyTTL, committed with the
+	// unit's letter (r.Letter is set to it by the store).
+	PutIdempotency(r IdempotencyRecord) error
+	// Turns returns the team's turn documents, oldest first.
+	Turns() ([]TurnDoc, error)
+	// PutTurn stores doc, replacing the one with the same id. Documents
+	// are records: a store may log a failure to write one rather than
+	// fail the unit of work.
+	PutTurn(doc TurnDoc) error
+	// DeleteTurn removes one document; a missing one is no error.
+	DeleteTurn(turnID string) error
+}
+
+// InboxCounter is an optional extension of TeamTx: a store that keeps
+// each inbox's size with its letters (a database) says how many letters
+// member's inbox holds without reading and validating them, and a send
+// then does not load the recipient's inbox. The letter appended in this
+// unit of work, if any, is counted. The lines a send does not read are
+// still validated by every read (LoadInbox, InboxBytes).
+type InboxCounter interface {
+	InboxLen(member string) (int, error)
+}
+
+// inboxLen is the number of letters in member's inbox: the store's count
+// if it keeps one, else the loaded inbox's length.
+func inboxLen(tx TeamTx, member string) (int, error) {
+	if c, ok := tx.(InboxCounter); ok {
+		return c.InboxLen(member)
+	}
+	items, err := tx.LoadInbox(member)
+	return len(items), err
+}
+
+// RunStore keeps scenario run documents. A run is claimed (Result nil)
+// when it starts and gets its result when it ends; a claimed run whose
+// process died is found with Result nil.
+type RunStore interface {
+	// PutRun stores run, replacing the one with the same id.
+	PutRun(ctx context.Context, run RunDoc) error
+	// GetRun returns one run; CodeNotFound when there is none.
+	GetRun(ctx context.Context, id string) (RunDoc, error)
+	// ListRuns returns the ids of every run, in any order.
+	ListRuns(ctx context.Context) ([]string, error)
+	// DeleteRun removes a run; a missing one is no error.
+	DeleteRun(ctx context.Context, id string) error
+}
+
+// RunDoc is one scenario run as stored: its id and its result document
+// as JSON, nil while the run has not finished.
+type RunDoc struct {
+	ID     string          `json:"run_id"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// Lease is a member's running turn: who runs it and until when it holds
+// unless renewed. A member whose lease is held and unexpired is busy on
+// every replica; the holder renews it every LeaseDuration/3 while the
+// turn runs and removes it when the turn ends.
+type Lease struct {
+	Holder  string    `json:"holder"`
+	Expires time.Time `json:"expires"`
+}
+
+// DefaultLeaseDuration is how long a turn's lease holds without renewal
+// when Options.LeaseDuration is 0: after a replica dies, its members are
+// available again at most this long after its last renewal.
+const DefaultLeaseDuration = 30 * time.Second
+
+// Live reports whether the lease still holds at now.
+func (l *Lease) Live(now time.Time) bool { return l != nil && now.Before(l.Expires) }
 
 // InboxRules are what a loader needs to validate one inbox.
 type InboxRules struct {
@@ -56,12 +165,38 @@ type InboxRules struct {
 	IsMember func(name string) bool
 }
 
-// LoadedTeam is one team found by LoadTeams. Err is set when its state could
-// not be read; such a team is served as damaged and never rewritten.
-type LoadedTeam struct {
-	Name  string
-	State *TeamState
-	Err   error
+// Rules returns the rules of recipient's inbox in st.
+func (st *TeamState) Rules(recipient string) InboxRules {
+	return InboxRules{Recipient: recipient, Limits: st.Limits, IsMember: st.IsMember}
+}
+
+// IsMember reports whether name is a member of the team.
+func (st *TeamState) IsMember(name string) bool { return st.Member(name) != nil }
+
+// Member returns the member called name, or nil.
+func (st *TeamState) Member(name string) *MemberState {
+	for i := range st.Members {
+		if st.Members[i].Name == name {
+			return &st.Members[i]
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy of st, as a store hands to a unit of work.
+func (st *TeamState) Clone() *TeamState {
+	data, err := json.Marshal(st)
+	if err != nil {
+		panic(err) // a state always encodes
+	}
+	out := &TeamState{}
+	if err := json.Unmarshal(data, out); err != nil {
+		panic(err)
+	}
+	if out.Requests == nil {
+		out.Requests = []Request{}
+	}
+	return out
 }
 
 // TeamState is everything of a team that survives a restart.
@@ -78,8 +213,9 @@ type TeamState struct {
 	Model          *ModelSettings `json:"model,omitempty"`
 	Workspace      bool           `json:"workspace,omitempty"`
 	HostPermission string         `json:"host_permission,omitempty"`
-	// Intent is the protocol letter being written, recorded before the
-	// letter so that start-up can complete or drop it (SPEC §13.14).
+	// Intent is the file store's record of a protocol letter being
+	// written, recorded before the letter so that start-up can complete
+	// or drop it (SPEC §13.14, docs/durability.md). Core never sets it.
 	Intent *Intent `json:"intent,omitempty"`
 	// Idempotency is only read: state files written before the team had
 	// an idempotency log kept the records here. Start-up moves them into
@@ -90,8 +226,7 @@ type TeamState struct {
 	Permissions []Permission `json:"permissions,omitempty"`
 }
 
-// MemberState is the durable part of a member. Occupancy (active) is not
-// kept: after a restart no turn is running.
+// MemberState is the durable part of a member.
 type MemberState struct {
 	Name      string  `json:"name"`
 	Role      string  `json:"role"`
@@ -102,6 +237,8 @@ type MemberState struct {
 	// Usage is every model token this member's turns spent, failed and
 	// cancelled turns included: the tokens were billed all the same.
 	Usage Usage `json:"usage"`
+	// Lease is the member's running turn, nil when none runs.
+	Lease *Lease `json:"lease,omitempty"`
 }
 
 // ModelOf is the team's model, the scripted one when it names none.
@@ -126,12 +263,18 @@ const (
 	IntentOpen  = "open"
 	IntentReply = "reply"
 	IntentSend  = "send"
+	// IntentState is a letter whose unit of work changed the state in a
+	// way open and reply do not describe: State is the state to store
+	// once the letter is on disk.
+	IntentState = "state"
 )
 
 // Intent records, before a letter is written, what the letter will mean
 // once stored: a request to register, a reply to record (and a member to
-// close), or an idempotent send to remember. Start-up completes an intent
-// whose exact letter is on disk and drops one whose letter is missing.
+// close), or a whole new state. Start-up completes an intent whose exact
+// letter is on disk and drops one whose letter is missing. Only the file
+// store writes intents; a database commits the letter and its meaning in
+// one transaction.
 type Intent struct {
 	Op          string             `json:"op"`
 	Letter      Message            `json:"letter"`
@@ -139,24 +282,47 @@ type Intent struct {
 	RequestID   string             `json:"request_id,omitempty"`
 	Reply       *Reply             `json:"reply,omitempty"`
 	Close       string             `json:"close,omitempty"`
+	State       *TeamState         `json:"state,omitempty"`
 	Idempotency *IdempotencyRecord `json:"idempotency_record,omitempty"`
 }
 
 // IdempotencyRecord remembers the first successful response to a write
-// made with an Idempotency-Key, scoped to the member that made it. It is
-// one line of the team's idempotency log.
+// made with an Idempotency-Key, scoped to the member that made it.
 type IdempotencyRecord struct {
 	Member      string    `json:"member"`
 	Key         string    `json:"key"`
 	Fingerprint string    `json:"fingerprint"`
 	Result      []byte    `json:"result,omitempty"`
 	At          time.Time `json:"at"`
-	// Letter is the letter the write stored. The record is logged before
-	// the letter is written, so start-up keeps it only when this exact
-	// letter is in its recipient's inbox. Nil only for records moved from
-	// an older state file, which were written after their letter.
+	// Letter is the letter the write stored. The file store logs the
+	// record before the letter is written, so start-up keeps it only
+	// when this exact letter is in its recipient's inbox. Nil only for
+	// records moved from an older state file.
 	Letter *Message `json:"letter,omitempty"`
 	// Cancelled marks a line that withdraws the earlier record of the same
 	// member, key and letter id: that letter could not be written.
 	Cancelled bool `json:"cancelled,omitempty"`
+}
+
+// Expired reports whether r is past IdempotencyTTL at now.
+func (r IdempotencyRecord) Expired(now time.Time) bool { return now.Sub(r.At) >= IdempotencyTTL }
+
+// LoadedTeam is one team a store found at start. Err is set when its
+// state could not be read; such a team is served as damaged.
+type LoadedTeam struct {
+	Name  string
+	State *TeamState
+	Err   error
+}
+
+// Starter is implemented by a store with work to do before it serves
+// (the file store loads and repairs its teams). Service.Open calls it.
+type Starter interface {
+	Start(ctx context.Context) error
+}
+
+// DamagedError is the error of a write to, or an inbox read of, a team
+// whose stored data failed validation (cause).
+func DamagedError(cause error) error {
+	return &Error{Code: CodeInboxCorrupt, Message: "The team's stored state failed validation at start; it is served read-only.", Err: cause}
 }

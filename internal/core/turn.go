@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // TurnFunc runs one model turn over a copy of the member's committed
@@ -56,9 +57,10 @@ func (s *Service) RunTurn(ctx context.Context, teamName, member string, fn TurnF
 	return TurnResult{Member: doc.Member, Status: doc.Status, Text: doc.Text}, nil
 }
 
-// Run runs a claimed turn (BeginTurn) once. The member was claimed under
-// the lock (active, running, turns+1); fn runs outside it, with the turn
-// reachable through TurnFrom(ctx), and the outcome is committed under it:
+// Run runs a claimed turn (BeginTurn) once. The member was claimed in a
+// unit of work (its lease taken, running, turns+1); fn runs outside any,
+// with the turn reachable through TurnFrom(ctx), and the outcome is
+// committed in another, which releases the lease:
 //
 //   - answered → idle with the new history; call_limit → stopped with the
 //     new history; budget_exhausted (the loop stopped before a model
@@ -77,51 +79,68 @@ func (s *Service) RunTurn(ctx context.Context, teamName, member string, fn TurnF
 //     counts against the turn limit, as every attempt does, and its side
 //     effects (mail sent) are not undone.
 //
-// When the outcome cannot be saved, memory is rolled back to what is on
-// disk (see rollbackTurn) and the call fails with storage_failed; the
-// document still records the turn, as failed.
+// When the outcome cannot be committed nothing of it is stored (see
+// rollbackTurn) and the call fails with storage_failed; the document
+// still records the turn, as failed.
 //
 // A member that is busy, not idle, or out of turns is refused by
 // BeginTurn with member_unavailable and fn never runs (docs/spec.md
 // §13.7); lead is never refused for its turn count (§13.9).
 func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (TurnDoc, error) {
-	s, t := tr.s, tr.t
+	s := tr.s
 	member := tr.doc.Member
 	runCtx, cancel := context.WithCancelCause(context.WithValue(ctx, turnKey{}, tr))
 	defer cancel(nil)
 
-	t.mu.Lock()
+	tr.mu.Lock()
 	if tr.ran {
-		t.mu.Unlock()
+		tr.mu.Unlock()
 		return TurnDoc{}, Errorf(CodeValidation, "The turn has already run.")
 	}
 	tr.ran, tr.cancel = true, cancel
 	if tr.cancelRequested {
 		cancel(errTurnCancelled)
 	}
-	m := t.member(member)
-	history := cloneEntries(m.History)
-	limits := t.st.Limits
-	t.mu.Unlock()
+	tr.mu.Unlock()
+
+	var history []Entry
+	var limits Limits
+	viewErr := s.view(ctx, tr.team, true, func(u *unit) error {
+		m := u.member(member)
+		if m == nil {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		history, limits = cloneEntries(m.History), u.st.Limits
+		return nil
+	})
+	// The commits are not cancelled with the turn: an interrupted turn
+	// must still record that the member is no longer running.
+	saveCtx := context.WithoutCancel(ctx)
 
 	committed := false
 	defer func() {
 		if committed {
 			return
 		}
-		// Only a panic gets here: release occupancy, mark the member
+		// Only a panic gets here: release the lease, mark the member
 		// stopped as the lesson's finally clause does, and re-panic.
-		t.mu.Lock()
-		t.active[member] = false
-		if m := t.member(member); m != nil && m.Status == StatusRunning {
-			m.Status = StatusStopped
-			_ = s.store.SaveTeam(context.WithoutCancel(ctx), t.st)
-		}
-		tr.finishLocked(ctx, TurnFailed, "error")
-		t.mu.Unlock()
+		_ = s.update(saveCtx, tr.team, func(u *unit) error {
+			if m := u.member(member); m != nil {
+				m.Lease = nil
+				if m.Status == StatusRunning {
+					m.Status = StatusStopped
+				}
+			}
+			return u.tx.PutTurn(tr.ended(TurnFailed, "error", u.now))
+		})
+		tr.finish(TurnFailed, "error")
 	}()
 
-	outcome, runErr := fn(runCtx, history)
+	var outcome TurnOutcome
+	runErr := viewErr
+	if runErr == nil {
+		outcome, runErr = fn(runCtx, history)
+	}
 	interrupted := runErr != nil && runCtx.Err() != nil
 	cancelled := interrupted && errors.Is(context.Cause(runCtx), errTurnCancelled)
 	if runErr == nil {
@@ -131,88 +150,134 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (TurnDoc, error) {
 	}
 	var modelErr *ModelError
 
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	committed = true
-	m = t.member(member)
-	old := m.History
 	status, text := "", ""
-	switch {
-	case cancelled:
-		m.Status = StatusIdle
-		status, text = TurnCancelled, CancelledText
-		s.log.InfoContext(ctx, "turn cancelled; the member keeps its previous history", "team", t.st.Name, "member", member, "turn", tr.doc.TurnID)
-	case interrupted:
-		m.Status = StatusIdle
-		status, text = TurnFailed, InterruptedText
-		s.log.WarnContext(ctx, "turn interrupted; the member keeps its previous history", "team", t.st.Name, "member", member, "err", fmt.Errorf("%w: %w", ErrTurnInterrupted, runErr))
-	case errors.As(runErr, &modelErr):
-		m.Status = StatusIdle
-		status, text = TurnFailed, truncate(modelErr.Text, limits.BodyChars)
-		s.log.WarnContext(ctx, "turn failed: the model request failed; the member keeps its previous history", "team", t.st.Name, "member", member, "err", runErr)
-	case runErr != nil:
-		m.Status = StatusFailed
-		status, text = TurnFailed, failureText(runErr)
-		s.log.WarnContext(ctx, "turn failed", "team", t.st.Name, "member", member, "err", runErr)
-	case outcome.Status == TurnFailed:
-		m.Status = StatusFailed
-		status, text = TurnFailed, truncate(outcome.Text, limits.BodyChars)
-	default:
-		m.History = cloneEntries(outcome.Messages)
-		m.Status = StatusStopped
-		if outcome.Status == TurnAnswered || outcome.Status == TurnBudgetExhausted {
-			m.Status = StatusIdle
+	var final TurnDoc
+	err := s.update(saveCtx, tr.team, func(u *unit) error {
+		m := u.member(member)
+		if m == nil {
+			return Errorf(CodeNotFound, "No such member.")
 		}
-		status, text = outcome.Status, truncate(outcome.Text, limits.BodyChars)
-	}
-	t.active[member] = false
-	// The save is not cancelled with the turn: an interrupted turn must
-	// still record that the member is no longer running.
-	saveCtx := context.WithoutCancel(ctx)
-	if err := s.store.SaveTeam(saveCtx, t.st); err != nil {
-		s.rollbackTurn(saveCtx, t, m, old)
-		tr.finishLocked(saveCtx, TurnFailed, string(CodeStorageFailed))
-		s.emit("member", t.st.Name, s.memberViewLocked(ctx, t, m))
+		switch {
+		case cancelled:
+			m.Status = StatusIdle
+			status, text = TurnCancelled, CancelledText
+		case interrupted:
+			m.Status = StatusIdle
+			status, text = TurnFailed, InterruptedText
+		case errors.As(runErr, &modelErr):
+			m.Status = StatusIdle
+			status, text = TurnFailed, truncate(modelErr.Text, limits.BodyChars)
+		case runErr != nil:
+			m.Status = StatusFailed
+			status, text = TurnFailed, failureText(runErr)
+		case outcome.Status == TurnFailed:
+			m.Status = StatusFailed
+			status, text = TurnFailed, truncate(outcome.Text, limits.BodyChars)
+		default:
+			m.History = cloneEntries(outcome.Messages)
+			m.Status = StatusStopped
+			if outcome.Status == TurnAnswered || outcome.Status == TurnBudgetExhausted {
+				m.Status = StatusIdle
+			}
+			status, text = outcome.Status, truncate(outcome.Text, limits.BodyChars)
+		}
+		tr.commitEnd(u, m, status, text)
+		final = tr.ended(status, text, u.now)
+		return nil
+	})
+	committed = true
+	if err != nil {
+		s.rollbackTurn(saveCtx, tr, member)
+		tr.finish(TurnFailed, string(CodeStorageFailed))
 		return TurnDoc{}, StorageError(err)
 	}
-	tr.finishLocked(saveCtx, status, text)
-	s.emit("member", t.st.Name, s.memberViewLocked(ctx, t, m))
-	return tr.doc.clone(), nil
+	switch {
+	case cancelled:
+		s.log.InfoContext(ctx, "turn cancelled; the member keeps its previous history", "team", tr.team, "member", member, "turn", final.TurnID)
+	case interrupted:
+		s.log.WarnContext(ctx, "turn interrupted; the member keeps its previous history", "team", tr.team, "member", member, "err", fmt.Errorf("%w: %w", ErrTurnInterrupted, runErr))
+	case errors.As(runErr, &modelErr):
+		s.log.WarnContext(ctx, "turn failed: the model request failed; the member keeps its previous history", "team", tr.team, "member", member, "err", runErr)
+	case runErr != nil:
+		s.log.WarnContext(ctx, "turn failed", "team", tr.team, "member", member, "err", runErr)
+	}
+	tr.finish(status, text)
+	return final, nil
 }
 
-// finishLocked ends the turn's document with status and text, saves it,
-// publishes the end and releases whoever waits for it.
-func (tr *Turn) finishLocked(ctx context.Context, status, text string) {
-	s, t := tr.s, tr.t
+// ended is the turn's document ended with status and text at now.
+func (tr *Turn) ended(status, text string, now time.Time) TurnDoc {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	d := tr.doc.clone()
+	at := now.UTC()
+	d.Status, d.Text, d.EndedAt = status, text, &at
+	return d
+}
+
+// commitEnd ends the turn in the unit of work u: the lease released, the
+// usage not yet committed added, the document stored, the end announced.
+func (tr *Turn) commitEnd(u *unit, m *MemberState, status, text string) {
+	m.Lease = nil
+	tr.mu.Lock()
+	pending := tr.pending
+	tr.mu.Unlock()
+	m.Usage = m.Usage.Add(pending)
+	d := tr.ended(status, text, u.now)
+	_ = u.tx.PutTurn(d)
+	u.after = append(u.after, func() {
+		tr.mu.Lock()
+		tr.pending = Usage{}
+		tr.mu.Unlock()
+	})
+	u.emit(EventMember, u.memberView(m))
+	u.emit(EventTurn, TurnEvent{TurnID: d.TurnID, Member: d.Member, Status: status, Text: text, Usage: d.Usage, Provider: d.Model.Provider})
+}
+
+// finish ends the turn in this process: its document final, its lease
+// no longer renewed, whoever waits for it released.
+func (tr *Turn) finish(status, text string) {
+	s := tr.s
 	now := s.now().UTC()
+	tr.mu.Lock()
 	tr.doc.Status, tr.doc.Text, tr.doc.EndedAt = status, text, &now
-	s.saveTurnLocked(ctx, t, tr.doc)
-	delete(t.turns.running, tr.doc.TurnID)
-	s.emit("turn", t.st.Name, TurnEvent{TurnID: tr.doc.TurnID, Member: tr.doc.Member, Status: status, Text: text, Usage: tr.doc.Usage, Provider: tr.doc.Model.Provider})
+	tr.mu.Unlock()
+	ref := turnRef{tr.team, tr.doc.Member}
+	s.mu.Lock()
+	if s.running[ref] == tr {
+		delete(s.running, ref)
+	}
+	s.mu.Unlock()
 	close(tr.done)
 	s.turnEnded()
 }
 
-// rollbackTurn undoes, in memory, a turn whose outcome could not be saved,
-// so that what is served is what is on disk, as a failed reply or consume
-// is rolled back. On disk the member is as the claim left it: the old
-// history, the turn counted, status running. The outcome is dropped as an
-// interrupted turn's is: the old history comes back, the attempt stays
-// counted, and the member is made idle so that it can be used again
-// rather than stay running with no turn behind it. That status is saved
-// at once; if the save fails too, memory shows what a restart from the
-// current disk would load (a member left running is stopped, see recover)
-// and the next write saves it before anything else (staleIntent).
-func (s *Service) rollbackTurn(ctx context.Context, t *team, m *MemberState, old []Entry) {
-	m.History = old
-	m.Status = StatusIdle
-	if err := s.store.SaveTeam(ctx, t.st); err != nil {
-		m.Status = StatusStopped
-		t.staleIntent = true
-		s.log.ErrorContext(ctx, "saving a turn's outcome failed; the member is stopped as a restart would find it", "team", t.st.Name, "member", m.Name, "err", err)
+// rollbackTurn handles a turn whose outcome could not be committed, as a
+// failed reply or consume is: nothing of the outcome was stored. On disk
+// the member is as the claim left it: the old history, the turn counted,
+// status running. The outcome is dropped as an interrupted turn's is: the
+// old history stays, the attempt stays counted, and the member is made
+// idle so that it can be used again rather than stay running with no turn
+// behind it. If that commit fails too, the lease is dead once this
+// process no longer runs the turn, and the next unit of work of the team
+// releases it with the member stopped, as a restart would find it.
+func (s *Service) rollbackTurn(ctx context.Context, tr *Turn, member string) {
+	err := s.update(ctx, tr.team, func(u *unit) error {
+		m := u.member(member)
+		if m == nil {
+			return nil
+		}
+		if m.Status == StatusRunning {
+			m.Status = StatusIdle
+		}
+		tr.commitEnd(u, m, TurnFailed, string(CodeStorageFailed))
+		return nil
+	})
+	if err != nil {
+		s.log.ErrorContext(ctx, "saving a turn's outcome failed; the member is stopped as a restart would find it", "team", tr.team, "member", member, "err", err)
 		return
 	}
-	s.log.WarnContext(ctx, "saving a turn's outcome failed; the outcome was dropped and the member is idle", "team", t.st.Name, "member", m.Name)
+	s.log.WarnContext(ctx, "saving a turn's outcome failed; the outcome was dropped and the member is idle", "team", tr.team, "member", member)
 }
 
 // checkOutcome is step 4 of run_teammate (docs/spec.md §4.6): a known

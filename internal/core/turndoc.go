@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -14,8 +14,8 @@ import (
 // Turn documents: every turn has an id (<member>-t<n>, n the member's turn
 // count once the turn is claimed) and a document of what it did — its
 // model requests with their usage, its tool calls, its permissions — kept
-// per team, bounded, and stored through the Store when it implements
-// TurnStore, so that documents survive a restart.
+// per team, bounded, and stored through the Store (TeamTx.PutTurn), so
+// that documents survive a restart and every replica sees them.
 
 // Step kinds of a turn document.
 const (
@@ -137,19 +137,6 @@ type TurnEvent struct {
 	Provider string `json:"-"`
 }
 
-// TurnStore is implemented by a Store that keeps turn documents. Core
-// calls it with the team's lock held, like every Store method. A Store
-// without it keeps documents in memory only.
-type TurnStore interface {
-	// LoadTurns returns the team's stored documents, in any order.
-	LoadTurns(ctx context.Context, team string) ([]TurnDoc, error)
-	// SaveTurn durably writes one document, replacing the one with the
-	// same id.
-	SaveTurn(ctx context.Context, team string, doc *TurnDoc) error
-	// DeleteTurn removes one document; a missing one is no error.
-	DeleteTurn(ctx context.Context, team, turnID string) error
-}
-
 // StepRecorder records a step of the turn it belongs to. The tools reach
 // it through TurnFrom(ctx): a permission the host gate opens is recorded
 // as a step of the turn that waits for it.
@@ -174,29 +161,18 @@ func (e *ModelError) Unwrap() error { return e.Err }
 // errTurnCancelled is the cancellation cause of a turn the admin cancelled.
 var errTurnCancelled = errors.New("the turn was cancelled")
 
-// turnBook is a team's turn documents, oldest first, and its running turns.
-type turnBook struct {
-	docs    []*TurnDoc
-	running map[string]*Turn
-}
-
-func (b *turnBook) find(id string) *TurnDoc {
-	for _, d := range b.docs {
-		if d.TurnID == id {
-			return d
-		}
-	}
-	return nil
-}
-
 // Turn is a claimed turn of one member: created by BeginTurn, run once by
-// Run. The agent loop finds it with TurnFrom and records its steps.
+// Run. The agent loop finds it with TurnFrom and records its steps. It
+// belongs to the process that runs it; the team's state holds its lease.
 type Turn struct {
-	s   *Service
-	t   *team
-	doc *TurnDoc // guarded by t.mu
+	s    *Service
+	team string
 
-	// guarded by t.mu
+	mu  sync.Mutex
+	doc *TurnDoc // guarded by mu
+	// pending is model usage recorded but not yet committed to the
+	// member (a failed commit); the next commit of the turn adds it.
+	pending         Usage
 	cancel          context.CancelCauseFunc
 	cancelRequested bool
 	done            chan struct{}
@@ -219,8 +195,8 @@ func (tr *Turn) Member() string { return tr.doc.Member }
 
 // Document returns a copy of the turn's document as it is now.
 func (tr *Turn) Document() TurnDoc {
-	tr.t.mu.Lock()
-	defer tr.t.mu.Unlock()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
 	return tr.doc.clone()
 }
 
@@ -240,224 +216,364 @@ func ShortenStepText(s string) string {
 // event. Tool inputs and results are shortened to MaxStepText.
 func (tr *Turn) RecordStep(ctx context.Context, step TurnStep) {
 	step.Input, step.Result = ShortenStepText(step.Input), ShortenStepText(step.Result)
-	tr.t.mu.Lock()
-	defer tr.t.mu.Unlock()
-	tr.appendLocked(step)
+	tr.mu.Lock()
+	ev := tr.appendLocked(step)
+	doc := tr.doc.clone()
+	tr.mu.Unlock()
+	tr.s.publish([]Event{ev})
 	if step.Kind == StepPermission {
 		// A turn waiting for a person may wait long: what it waits for
 		// must survive a crash in the meantime.
-		tr.s.saveTurnLocked(ctx, tr.t, tr.doc)
+		tr.save(ctx, doc)
 	}
 }
 
-func (tr *Turn) appendLocked(step TurnStep) {
+// save stores a snapshot of the document, with the usage not yet
+// committed. A document is a record, not state the rules depend on: a
+// failed save is logged and the turn goes on.
+func (tr *Turn) save(ctx context.Context, doc TurnDoc) {
+	s := tr.s
+	var added Usage
+	err := s.update(context.WithoutCancel(ctx), tr.team, func(u *unit) error {
+		tr.mu.Lock()
+		added = tr.pending
+		tr.mu.Unlock()
+		if added != (Usage{}) {
+			if m := u.member(doc.Member); m != nil {
+				m.Usage = m.Usage.Add(added)
+				u.emit(EventMember, u.memberView(m))
+			}
+		}
+		return u.tx.PutTurn(doc)
+	})
+	if err != nil {
+		s.log.WarnContext(ctx, "saving a turn document failed", "team", tr.team, "turn", doc.TurnID, "err", err)
+		return
+	}
+	tr.mu.Lock()
+	tr.pending = Usage{InputTokens: tr.pending.InputTokens - added.InputTokens, OutputTokens: tr.pending.OutputTokens - added.OutputTokens}
+	tr.mu.Unlock()
+}
+
+func (tr *Turn) appendLocked(step TurnStep) Event {
 	if len(tr.doc.Steps) < MaxTurnSteps {
 		tr.doc.Steps = append(tr.doc.Steps, step)
 	} else {
 		tr.doc.StepsDropped++
 	}
-	tr.s.emit("turn", tr.t.st.Name, TurnEvent{TurnID: tr.doc.TurnID, Member: tr.doc.Member, Status: tr.doc.Status, Step: &step, Usage: tr.doc.Usage, Provider: tr.doc.Model.Provider})
+	return Event{Type: EventTurn, Team: tr.team, Data: TurnEvent{TurnID: tr.doc.TurnID, Member: tr.doc.Member, Status: tr.doc.Status, Step: &step, Usage: tr.doc.Usage, Provider: tr.doc.Model.Provider}}
 }
 
 // RecordModelRequest records one model request, answered or failed: its
 // step, and its tokens on the turn, the member and so the team. Tokens
-// are saved at once, since they were spent whatever becomes of the turn.
+// are committed at once, since they were spent whatever becomes of the
+// turn; a failed commit keeps them for the turn's next commit.
 func (tr *Turn) RecordModelRequest(ctx context.Context, step TurnStep) {
 	step.Kind = StepModelRequest
-	tr.t.mu.Lock()
-	defer tr.t.mu.Unlock()
+	tr.mu.Lock()
 	tr.doc.ModelRequests++
 	if step.N == 0 {
 		step.N = tr.doc.ModelRequests
 	}
 	tr.doc.Usage = tr.doc.Usage.Add(step.Usage)
-	tr.appendLocked(step)
-	saveCtx := context.WithoutCancel(ctx)
-	if step.Usage != (Usage{}) && !tr.t.deleted {
-		if m := tr.t.member(tr.doc.Member); m != nil {
-			m.Usage = m.Usage.Add(step.Usage)
-			// A failed save leaves the tokens in memory; the turn's end
-			// (or the next write) saves them with everything else.
-			if err := tr.s.store.SaveTeam(saveCtx, tr.t.st); err != nil {
-				tr.s.log.WarnContext(ctx, "saving model usage failed", "team", tr.t.st.Name, "member", m.Name, "err", err)
-			}
-			tr.s.emit("member", tr.t.st.Name, tr.s.memberViewLocked(ctx, tr.t, m))
-		}
-	}
-	tr.s.saveTurnLocked(saveCtx, tr.t, tr.doc)
+	tr.pending = tr.pending.Add(step.Usage)
+	ev := tr.appendLocked(step)
+	doc := tr.doc.clone()
+	tr.mu.Unlock()
+	tr.s.publish([]Event{ev})
+	tr.save(ctx, doc)
 }
 
 // CheckBudget returns budget_exhausted when the team has spent its
 // limits.model_tokens; a turn calls it before each model request.
 func (tr *Turn) CheckBudget() error {
-	tr.t.mu.Lock()
-	defer tr.t.mu.Unlock()
-	return budgetLocked(tr.t)
+	return tr.s.view(context.Background(), tr.team, false, func(u *unit) error {
+		return u.budget()
+	})
 }
 
-func budgetLocked(t *team) error {
-	limit := t.st.Limits.ModelTokens
-	if limit > 0 && t.usage().Total() >= limit {
+func (u *unit) budget() error {
+	limit := u.st.Limits.ModelTokens
+	if limit > 0 && u.usage().Total() >= limit {
 		return Errorf(CodeBudgetExhausted, "The team has spent its model tokens (limits.model_tokens).")
 	}
 	return nil
 }
 
 // usage is the sum of the members' usage.
-func (t *team) usage() Usage {
-	var u Usage
-	for _, m := range t.st.Members {
-		u = u.Add(m.Usage)
+func (u *unit) usage() Usage {
+	var sum Usage
+	for _, m := range u.st.Members {
+		sum = sum.Add(m.Usage)
 	}
-	return u
+	return sum
+}
+
+// busy reports whether member m of team runs a turn: its lease is held
+// by this process for a turn it runs, or by another holder and live.
+func (s *Service) busy(team string, m *MemberState, now time.Time) bool {
+	if m == nil || m.Lease == nil {
+		return false
+	}
+	if m.Lease.Holder == s.holder {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.running[turnRef{team, m.Name}] != nil
+	}
+	return m.Lease.Live(now)
+}
+
+// releaseDead releases the leases of turns that no longer run, in the
+// unit of work about to run: a lease of this process whose turn is not
+// running here (its outcome could not be committed) leaves the member
+// stopped, as a restart would find it; an expired lease of another
+// holder (a replica that died) leaves the member idle, available again.
+// Either way the turn's document ends failed. With write unset (a view)
+// only the state is changed, as the next unit of work will store it.
+func (s *Service) releaseDead(u *unit) error { return s.releaseDeadWith(u, true) }
+
+func (s *Service) releaseDeadState(u *unit) { _ = s.releaseDeadWith(u, false) }
+
+func (s *Service) releaseDeadWith(u *unit, write bool) error {
+	for i := range u.st.Members {
+		m := &u.st.Members[i]
+		if m.Lease == nil || s.busy(u.st.Name, m, u.now) {
+			continue
+		}
+		own := m.Lease.Holder == s.holder
+		m.Lease = nil
+		if m.Status == StatusRunning {
+			m.Status = StatusIdle
+			if own {
+				m.Status = StatusStopped
+			}
+		}
+		if !write {
+			continue
+		}
+		docs, err := u.tx.Turns()
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			if d.Member == m.Name && InterruptTurnDoc(&d, u.now) {
+				if err := u.tx.PutTurn(d); err != nil {
+					return err
+				}
+				u.emit(EventTurn, TurnEvent{TurnID: d.TurnID, Member: d.Member, Status: d.Status, Text: d.Text, Usage: d.Usage, Provider: d.Model.Provider})
+			}
+		}
+		u.emit(EventMember, u.memberView(m))
+	}
+	return nil
 }
 
 // BeginTurn claims member for a turn (see RunTurn for the rules) and
-// creates its document, status running; Run runs it. The model names
-// what the document shows. A team whose model tokens are spent is refused
-// with budget_exhausted before anything changes.
+// creates its document, status running; Run runs it. The claim takes the
+// member's lease, renewed while the turn runs. The model names what the
+// document shows. A team whose model tokens are spent is refused with
+// budget_exhausted before anything changes.
 func (s *Service) BeginTurn(ctx context.Context, teamName, member string, model ModelRef) (*Turn, error) {
 	// Turns are started by the operator (the REST turn route, a scenario
 	// run); a member's token cannot make anyone take a turn.
 	if err := CheckAdmin(ctx); err != nil {
 		return nil, err
 	}
-	t, err := s.lockTeam(teamName)
-	if err != nil {
-		return nil, err
-	}
-	defer t.mu.Unlock()
-	m := t.member(member)
-	if m == nil {
-		return nil, Errorf(CodeNotFound, "No such member.")
-	}
-	if t.active[member] || m.Status != StatusIdle || (member != LeadName && m.Turns >= t.st.Limits.Turns) {
-		return nil, Errorf(CodeMemberUnavailable, "The member is busy, not idle, closed or out of turns.")
-	}
-	if err := budgetLocked(t); err != nil {
-		return nil, err
-	}
-	if err := s.clearStaleIntent(ctx, t); err != nil {
-		return nil, err
-	}
-	m.Status, m.Turns = StatusRunning, m.Turns+1
-	if err := s.store.SaveTeam(ctx, t.st); err != nil {
-		m.Status, m.Turns = StatusIdle, m.Turns-1
-		return nil, StorageError(err)
-	}
-	t.active[member] = true
 	if model.Provider == "" {
 		model.Provider = ScriptedModel().Provider
 	}
-	doc := &TurnDoc{
-		TurnID: fmt.Sprintf("%s-t%d", member, m.Turns), Team: t.st.Name, Member: member, Model: model,
-		Status: TurnRunning, Steps: []TurnStep{}, StartedAt: s.now().UTC(),
+	var tr *Turn
+	err := s.update(ctx, teamName, func(u *unit) error {
+		m := u.member(member)
+		if m == nil {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		if s.busy(teamName, m, u.now) || m.Status != StatusIdle || (member != LeadName && m.Turns >= u.st.Limits.Turns) {
+			return Errorf(CodeMemberUnavailable, "The member is busy, not idle, closed or out of turns.")
+		}
+		if err := u.budget(); err != nil {
+			return err
+		}
+		m.Status, m.Turns = StatusRunning, m.Turns+1
+		m.Lease = &Lease{Holder: s.holder, Expires: u.now.Add(s.leaseDur)}
+		doc := &TurnDoc{
+			TurnID: fmt.Sprintf("%s-t%d", member, m.Turns), Team: teamName, Member: member, Model: model,
+			Status: TurnRunning, Steps: []TurnStep{}, StartedAt: u.now.UTC(),
+		}
+		if err := u.addTurnDoc(*doc); err != nil {
+			return err
+		}
+		tr = &Turn{s: s, team: teamName, doc: doc, done: make(chan struct{})}
+		// Registered before the commit, so that no unit of work takes
+		// the fresh lease for a dead one.
+		ref := turnRef{teamName, member}
+		s.mu.Lock()
+		s.running[ref] = tr
+		s.mu.Unlock()
+		u.undo = append(u.undo, func() {
+			s.mu.Lock()
+			if s.running[ref] == tr {
+				delete(s.running, ref)
+			}
+			s.mu.Unlock()
+		})
+		u.emit(EventMember, u.memberView(m))
+		u.emit(EventTurn, TurnEvent{TurnID: doc.TurnID, Member: member, Status: TurnRunning, Provider: model.Provider})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	tr := &Turn{s: s, t: t, doc: doc, done: make(chan struct{})}
-	if t.turns.running == nil {
-		t.turns.running = map[string]*Turn{}
-	}
-	t.turns.running[doc.TurnID] = tr
-	s.addTurnDocLocked(ctx, t, doc)
 	s.turnStarted()
-	s.emit("member", t.st.Name, s.memberViewLocked(ctx, t, m))
-	s.emit("turn", t.st.Name, TurnEvent{TurnID: doc.TurnID, Member: member, Status: TurnRunning, Provider: model.Provider})
+	go tr.renew()
 	return tr, nil
 }
 
-// addTurnDocLocked keeps doc as the team's newest document, saves it, and
-// drops the oldest finished documents beyond MaxTurnDocs.
-func (s *Service) addTurnDocLocked(ctx context.Context, t *team, doc *TurnDoc) {
-	t.turns.docs = append(t.turns.docs, doc)
-	s.saveTurnLocked(ctx, t, doc)
-	for len(t.turns.docs) > MaxTurnDocs {
-		i := 0
-		for i < len(t.turns.docs) && t.turns.docs[i].Status == TurnRunning {
-			i++
-		}
-		if i == len(t.turns.docs) {
+// renew extends the turn's lease every third of the lease duration until
+// the turn ends, so that other replicas keep the member busy.
+func (tr *Turn) renew() {
+	s := tr.s
+	tick := time.NewTicker(s.leaseDur / 3)
+	defer tick.Stop()
+	member := tr.doc.Member
+	for {
+		select {
+		case <-tr.done:
 			return
+		case <-tick.C:
 		}
-		old := t.turns.docs[i]
-		t.turns.docs = append(t.turns.docs[:i], t.turns.docs[i+1:]...)
-		if ts, ok := s.store.(TurnStore); ok {
-			if err := ts.DeleteTurn(ctx, t.st.Name, old.TurnID); err != nil {
-				s.log.WarnContext(ctx, "removing an old turn document failed", "team", t.st.Name, "turn", old.TurnID, "err", err)
+		err := s.update(context.Background(), tr.team, func(u *unit) error {
+			if m := u.member(member); m != nil && m.Lease != nil && m.Lease.Holder == s.holder {
+				m.Lease = &Lease{Holder: s.holder, Expires: u.now.Add(s.leaseDur)}
 			}
+			return nil
+		})
+		if err != nil {
+			s.log.Warn("renewing a turn's lease failed", "team", tr.team, "member", member, "err", err)
 		}
 	}
 }
 
-// saveTurnLocked stores doc when the store keeps documents. A document is
-// a record, not state the rules depend on: a failed save is logged and
-// the turn goes on.
-func (s *Service) saveTurnLocked(ctx context.Context, t *team, doc *TurnDoc) {
-	ts, ok := s.store.(TurnStore)
-	if !ok || t.deleted {
-		return
+// addTurnDoc stores doc as the team's newest document and drops the
+// oldest finished documents beyond MaxTurnDocs.
+func (u *unit) addTurnDoc(doc TurnDoc) error {
+	docs, err := u.tx.Turns()
+	if err != nil {
+		return err
 	}
-	if err := ts.SaveTurn(context.WithoutCancel(ctx), t.st.Name, doc); err != nil {
-		s.log.WarnContext(ctx, "saving a turn document failed", "team", t.st.Name, "turn", doc.TurnID, "err", err)
+	if err := u.tx.PutTurn(doc); err != nil {
+		return err
 	}
+	extra := len(docs) + 1 - MaxTurnDocs
+	for _, d := range docs {
+		if extra <= 0 {
+			break
+		}
+		if d.Status == TurnRunning {
+			continue
+		}
+		if err := u.tx.DeleteTurn(d.TurnID); err != nil {
+			return err
+		}
+		extra--
+	}
+	return nil
+}
+
+// localTurn returns the turn with id that this process runs on team, or nil.
+func (s *Service) localTurn(team, id string) *Turn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ref, tr := range s.running {
+		if ref.team == team && tr.doc.TurnID == id {
+			return tr
+		}
+	}
+	return nil
+}
+
+// turnDocs returns the team's documents, oldest first, with the ones
+// this process runs as they are now (steps not yet stored included).
+func (s *Service) turnDocs(ctx context.Context, teamName string) ([]TurnDoc, error) {
+	var docs []TurnDoc
+	var now time.Time
+	var unleased map[string]bool
+	err := s.view(ctx, teamName, false, func(u *unit) error {
+		var err error
+		docs, err = u.tx.Turns()
+		if err != nil {
+			return asStoreError(err)
+		}
+		now = u.now
+		unleased = map[string]bool{}
+		for _, m := range u.st.Members {
+			unleased[m.Name] = m.Lease == nil
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range docs {
+		if docs[i].Status == TurnRunning {
+			if tr := s.localTurn(teamName, docs[i].TurnID); tr != nil {
+				docs[i] = tr.Document()
+			} else if unleased[docs[i].Member] {
+				// No process runs it: its member holds no lease (the
+				// view released a dead process's). Shown as the next
+				// unit of work will store it: failed, interrupted.
+				InterruptTurnDoc(&docs[i], now)
+			}
+		}
+		if docs[i].Steps == nil {
+			docs[i].Steps = []TurnStep{}
+		}
+	}
+	return docs, nil
 }
 
 // Turns returns the team's turn documents, newest first.
 func (s *Service) Turns(ctx context.Context, teamName string) ([]TurnDoc, error) {
-	t, err := s.lookup(teamName)
+	docs, err := s.turnDocs(ctx, teamName)
 	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]TurnDoc, 0, len(t.turns.docs))
-	for i := len(t.turns.docs) - 1; i >= 0; i-- {
-		out = append(out, t.turns.docs[i].clone())
-	}
-	return out, nil
+	slices.Reverse(docs)
+	return docs, nil
 }
 
 // TurnDocument returns one turn document; not_found when the team keeps
 // none with that id.
 func (s *Service) TurnDocument(ctx context.Context, teamName, turnID string) (TurnDoc, error) {
-	t, err := s.lookup(teamName)
+	docs, err := s.turnDocs(ctx, teamName)
 	if err != nil {
 		return TurnDoc{}, err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	d := t.turns.find(turnID)
-	if d == nil {
-		return TurnDoc{}, Errorf(CodeNotFound, "No such turn.")
+	for _, d := range docs {
+		if d.TurnID == turnID {
+			return d, nil
+		}
 	}
-	return d.clone(), nil
+	return TurnDoc{}, Errorf(CodeNotFound, "No such turn.")
 }
 
 // CancelTurn asks a running turn to stop at its next boundary: an
 // in-flight model request is cancelled, a running tool finishes. It
 // waits, bounded by ctx, for the turn to end, and returns the document as
-// it then is. A turn that has already ended is returned unchanged.
+// it then is. A turn that has already ended is returned unchanged, and so
+// is one that another process runs (only the process that runs a turn can
+// cut it).
 func (s *Service) CancelTurn(ctx context.Context, teamName, turnID string) (TurnDoc, error) {
-	t, err := s.lookup(teamName)
-	if err != nil {
-		return TurnDoc{}, err
-	}
-	t.mu.Lock()
-	d := t.turns.find(turnID)
-	if d == nil {
-		t.mu.Unlock()
-		return TurnDoc{}, Errorf(CodeNotFound, "No such turn.")
-	}
-	tr := t.turns.running[turnID]
+	tr := s.localTurn(teamName, turnID)
 	if tr == nil {
-		doc := d.clone()
-		t.mu.Unlock()
-		return doc, nil
+		return s.TurnDocument(ctx, teamName, turnID)
 	}
+	tr.mu.Lock()
 	tr.cancelRequested = true
 	if tr.cancel != nil {
 		tr.cancel(errTurnCancelled)
 	}
-	t.mu.Unlock()
+	tr.mu.Unlock()
 	select {
 	case <-tr.done:
 	case <-ctx.Done():
@@ -512,45 +628,5 @@ func (s *Service) WaitTurns(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// restoreTurns loads a team's stored documents at start. A document still
-// running is a turn the server never ended: it becomes failed, with a
-// text saying it was interrupted.
-func (s *Service) restoreTurns(ctx context.Context, t *team) {
-	ts, ok := s.store.(TurnStore)
-	if !ok {
-		return
-	}
-	docs, err := ts.LoadTurns(ctx, t.st.Name)
-	if err != nil {
-		s.log.Warn("loading turn documents failed; the team starts without them", "team", t.st.Name, "err", err)
-		return
-	}
-	sort.Slice(docs, func(i, j int) bool {
-		if !docs[i].StartedAt.Equal(docs[j].StartedAt) {
-			return docs[i].StartedAt.Before(docs[j].StartedAt)
-		}
-		return docs[i].TurnID < docs[j].TurnID
-	})
-	for i := range docs {
-		d := &docs[i]
-		if d.Steps == nil {
-			d.Steps = []TurnStep{}
-		}
-		if d.Status == TurnRunning {
-			now := s.now().UTC()
-			d.Status, d.Text, d.EndedAt = TurnFailed, RestartInterruptedText, &now
-			if err := ts.SaveTurn(ctx, t.st.Name, d); err != nil {
-				s.log.Warn("saving an interrupted turn's document failed", "team", t.st.Name, "turn", d.TurnID, "err", err)
-			}
-		}
-		t.turns.docs = append(t.turns.docs, d)
-	}
-	for len(t.turns.docs) > MaxTurnDocs {
-		old := t.turns.docs[0]
-		t.turns.docs = t.turns.docs[1:]
-		_ = ts.DeleteTurn(ctx, t.st.Name, old.TurnID)
 	}
 }

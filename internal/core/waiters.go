@@ -25,9 +25,11 @@ type inboxSignal struct {
 // inbox; a waiter costs one shared channel reference and no goroutine of
 // its own. The zero value is ready to use.
 //
-// Registration happens under the team's lock, and so does every wake
-// (emit is called with the lock held), so a letter stored after a reader
-// looked at the inbox always wakes it.
+// A reader registers before it reads the inbox, and every letter wakes
+// after its unit of work committed (the Service's bus, which also carries
+// other replicas' letters with a Notifier store), so a letter stored after
+// the reader looked at the inbox always wakes it; one stored before wakes
+// it for nothing, and it reads again.
 type waiters struct {
 	mu      sync.Mutex
 	inboxes map[inboxKey]*inboxSignal
@@ -37,8 +39,7 @@ type waiters struct {
 }
 
 // watch returns the channel closed at the next letter of key's inbox and a
-// release function the caller must call when it stops waiting. The caller
-// holds the team's lock.
+// release function the caller must call when it stops waiting.
 func (w *waiters) watch(key inboxKey) (<-chan struct{}, func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -65,8 +66,7 @@ func (w *waiters) watch(key inboxKey) (<-chan struct{}, func()) {
 	}
 }
 
-// wake releases everyone waiting on key's inbox. It never blocks: core
-// calls it with a team lock held.
+// wake releases everyone waiting on key's inbox. It never blocks.
 func (w *waiters) wake(key inboxKey) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -86,14 +86,19 @@ func (w *waiters) stopCh() <-chan struct{} {
 	return w.stop
 }
 
-// wakeWaiters is called by emit for every state change: a stored letter
-// wakes the readers of its recipient's inbox.
-func (s *Service) wakeWaiters(typ, team string, data any) {
-	if typ != "message" {
-		return
-	}
-	if m, ok := data.(Message); ok {
-		s.waiters.wake(inboxKey{team: team, member: m.Recipient})
+// wakeWaiters is subscribed to the bus: a stored letter wakes the
+// readers of its recipient's inbox, a decided permission the turn that
+// waits for it.
+func (s *Service) wakeWaiters(ev Event) {
+	switch ev.Type {
+	case EventMessage:
+		if m, ok := ev.Data.(Message); ok {
+			s.waiters.wake(inboxKey{team: ev.Team, member: m.Recipient})
+		}
+	case EventPermission:
+		if p, ok := ev.Data.(Permission); ok && p.Status != PermissionPending {
+			s.waiters.wake(permissionKey(ev.Team, p.ID))
+		}
 	}
 }
 
@@ -154,66 +159,73 @@ func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string,
 }
 
 // lettersAfter reads member's letters after after. When there are none and
-// watch is set, it also returns, taken under the same team lock, the
-// channel closed at the next letter and its release function.
+// watch is set, it also returns the channel closed at the next letter,
+// registered before the read, and its release function.
 func (s *Service) lettersAfter(ctx context.Context, teamName, member, after string, watch bool) ([]Message, <-chan struct{}, func(), error) {
-	t, err := s.lockTeam(teamName)
-	if err != nil {
-		return nil, nil, nil, err
+	var ch <-chan struct{}
+	release := func() {}
+	if watch {
+		ch, release = s.waiters.watch(inboxKey{team: teamName, member: member})
 	}
-	defer t.mu.Unlock()
-	if !t.isMember(member) {
-		return nil, nil, nil, Errorf(CodeNotFound, "No such member.")
-	}
-	items, err := s.store.LoadInbox(ctx, t.st.Name, t.rules(member))
-	if err != nil {
-		return nil, nil, nil, asStoreError(err)
-	}
-	start := 0
-	if after != "" {
-		start = -1
-		for i, m := range items {
-			if m.ID == after {
-				start = i + 1
-				break
+	var msgs []Message
+	err := s.view(ctx, teamName, true, func(u *unit) error {
+		if !u.isMember(member) {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		items, err := u.tx.LoadInbox(member)
+		if err != nil {
+			return asStoreError(err)
+		}
+		start := 0
+		if after != "" {
+			start = -1
+			for i, m := range items {
+				if m.ID == after {
+					start = i + 1
+					break
+				}
+			}
+			if start < 0 {
+				return Errorf(CodeValidation, "The after parameter names no letter of this inbox.")
 			}
 		}
-		if start < 0 {
-			return nil, nil, nil, Errorf(CodeValidation, "The after parameter names no letter of this inbox.")
-		}
+		// The store may share its cached slice; callers get their own copy.
+		msgs = append([]Message{}, items[start:]...)
+		return nil
+	})
+	if err != nil || len(msgs) > 0 || !watch {
+		release()
+		return msgs, nil, nil, err
 	}
-	// The store may share its cached slice; callers get their own copy.
-	msgs := append([]Message{}, items[start:]...)
-	if len(msgs) > 0 || !watch {
-		return msgs, nil, nil, nil
-	}
-	ch, release := s.waiters.watch(inboxKey{team: teamName, member: member})
 	return msgs, ch, release, nil
 }
 
 // WatchInbox returns how many letters member's inbox holds and a channel
-// closed at its next letter (or when the service stops waiting), both taken
-// under the team's lock so that no letter falls between them. The caller
-// must call release when it no longer waits on the channel. It serves
-// subscriptions that are told of every new letter.
+// closed at its next letter (or when the service stops waiting); the
+// channel is registered before the inbox is read, so that no letter falls
+// between them. The caller must call release when it no longer waits on
+// the channel. It serves subscriptions that are told of every new letter.
 func (s *Service) WatchInbox(ctx context.Context, teamName, member string) (n int, changed <-chan struct{}, stop <-chan struct{}, release func(), err error) {
 	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
 		return 0, nil, nil, nil, err
 	}
-	t, err := s.lockTeam(teamName)
+	ch, release := s.waiters.watch(inboxKey{team: teamName, member: member})
+	err = s.view(ctx, teamName, true, func(u *unit) error {
+		if !u.isMember(member) {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		items, err := u.tx.LoadInbox(member)
+		if err != nil {
+			return asStoreError(err)
+		}
+		n = len(items)
+		return nil
+	})
 	if err != nil {
+		release()
 		return 0, nil, nil, nil, err
 	}
-	defer t.mu.Unlock()
-	if !t.isMember(member) {
-		return 0, nil, nil, nil, Errorf(CodeNotFound, "No such member.")
-	}
-	items, err := s.store.LoadInbox(ctx, t.st.Name, t.rules(member))
-	if err != nil {
-		return 0, nil, nil, nil, asStoreError(err)
-	}
-	ch, release := s.waiters.watch(inboxKey{team: teamName, member: member})
-	return len(items), ch, s.waiters.stopCh(), release, nil
+	return n, ch, s.waiters.stopCh(), release, nil
 }
 
 // Waiting reports how many reads wait on member's inbox right now; tests

@@ -1,43 +1,23 @@
 package httpapi_test
 
 import (
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
-	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
-// openEnv starts a server over dir, as the server wires it: scenario runs
-// on the same data directory, and the team limit maxTeams (0: the
-// default). Calling it again over the same dir is a restart.
-func openEnv(t *testing.T, dir string, maxTeams int) *env {
+// openEnv starts a server over place (nil: a fresh one), as the server
+// wires it: scenario runs and workspaces on its data directory, and the
+// team limit maxTeams (0: the default). Calling it again over an env's
+// place is a restart.
+func openEnv(t *testing.T, place *testkit.Place, maxTeams int) *env {
 	t.Helper()
-	store, err := mail.Open(dir)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	svc := core.NewService(store, core.Options{MaxTeams: maxTeams})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatalf("open service: %v", err)
-	}
-	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), DataDir: dir})
-	if err != nil {
-		t.Fatalf("new handler: %v", err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	client := srv.Client()
-	router, problem := specRouter(t)
-	client.Transport = &validatingTransport{t: t, base: client.Transport, router: router, problem: problem}
-	return &env{t: t, srv: srv, client: client, svc: svc, dir: dir}
+	return startEnv(t, envOptions{place: place, maxTeams: maxTeams, runs: true})
 }
 
 func (e *env) del(path, token string) result {
@@ -65,8 +45,8 @@ func assertNoTrash(t *testing.T, dir string) {
 }
 
 func TestDeleteTeam(t *testing.T) {
-	dir := t.TempDir()
-	e := openEnv(t, dir, 0)
+	e := openEnv(t, nil, 0)
+	dir := e.dir
 	a := e.newTeam("alpha", nil)
 	b := e.newTeam("beta", nil)
 	want(t, e.send(a, "lead", "reader", "a letter"), http.StatusCreated, "")
@@ -95,7 +75,7 @@ func TestDeleteTeam(t *testing.T) {
 	// After a restart the team stays gone, its tokens get 401 and the
 	// name can be used again, starting empty.
 	e.srv.Close()
-	e = openEnv(t, dir, 0)
+	e = openEnv(t, e.place, 0)
 	want(t, e.get("/api/v1/teams/alpha", adminToken), http.StatusNotFound, "not_found")
 	for member, tok := range a.tokens {
 		if r := e.get("/api/v1/teams/alpha/members/"+member+"/inbox", tok); r.status != http.StatusUnauthorized {
@@ -129,21 +109,23 @@ func TestDeleteTeamDuringTurn(t *testing.T) {
 // TestDeleteRunTeam: a scenario run's team takes its run document and
 // workspace with it, also across a restart.
 func TestDeleteRunTeam(t *testing.T) {
-	dir := t.TempDir()
-	e := openEnv(t, dir, 0)
+	e := openEnv(t, nil, 0)
+	dir := e.dir
 	r := e.post("/api/v1/scenarios/agent-teams/runs", adminToken, map[string]any{})
 	want(t, r, http.StatusOK, "")
 	run := decode[httpapi.RunResult](t, r)
-	runDir := filepath.Join(dir, "runs", run.RunID)
-	if _, err := os.Stat(filepath.Join(runDir, "workspace")); err != nil {
+	ws := filepath.Join(dir, "workspaces", run.RunID)
+	if _, err := os.Stat(ws); err != nil {
 		t.Fatalf("the run has no workspace: %v", err)
 	}
 	want(t, e.get("/api/v1/runs/"+run.RunID, adminToken), http.StatusOK, "")
 
 	want(t, e.del("/api/v1/teams/"+run.Team, adminToken), http.StatusNoContent, "")
 	want(t, e.get("/api/v1/runs/"+run.RunID, adminToken), http.StatusNotFound, "not_found")
-	if _, err := os.Stat(runDir); !os.IsNotExist(err) {
-		t.Errorf("the run directory is still there: %v", err)
+	for _, gone := range []string{ws, filepath.Join(dir, "runs", run.RunID)} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", gone, err)
+		}
 	}
 	assertNoTrash(t, dir)
 
@@ -154,15 +136,15 @@ func TestDeleteRunTeam(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.srv.Close()
-	e = openEnv(t, dir, 0)
+	e = openEnv(t, e.place, 0)
 	assertNoTrash(t, dir)
 	want(t, e.get("/api/v1/runs/"+run.RunID, adminToken), http.StatusNotFound, "not_found")
 	want(t, e.get("/api/v1/teams/"+run.Team, adminToken), http.StatusNotFound, "not_found")
 }
 
 func TestTeamLimit(t *testing.T) {
-	dir := t.TempDir()
-	e := openEnv(t, dir, 2)
+	e := openEnv(t, nil, 2)
+	dir := e.dir
 	e.newTeam("one", nil)
 
 	// team-protocols needs two teams and there is room for one: refused
@@ -184,15 +166,14 @@ func TestTeamLimit(t *testing.T) {
 
 	// The limit holds after a restart, and a deletion makes room.
 	e.srv.Close()
-	e = openEnv(t, dir, 2)
+	e = openEnv(t, e.place, 2)
 	want(t, e.post("/api/v1/teams", adminToken, map[string]any{"name": "three"}), http.StatusConflict, "team_limit")
 	want(t, e.del("/api/v1/teams/one", adminToken), http.StatusNoContent, "")
 	e.newTeam("three", nil)
 }
 
 func TestResetMember(t *testing.T) {
-	dir := t.TempDir()
-	e := openEnv(t, dir, 0)
+	e := openEnv(t, nil, 0)
 	tm := e.newTeam("crew", nil)
 	other := e.newTeam("other", nil)
 
@@ -224,7 +205,7 @@ func TestResetMember(t *testing.T) {
 
 	// Durable: after a restart reader is idle and takes its next turn.
 	e.srv.Close()
-	e = openEnv(t, dir, 0)
+	e = openEnv(t, e.place, 0)
 	if m := e.member(tm, "reader"); m.Status != httpapi.MemberStatusIdle || m.HistoryLength != before.HistoryLength {
 		t.Fatalf("after restart reader = %+v, want idle with history %d", m, before.HistoryLength)
 	}

@@ -42,28 +42,36 @@ func newAuthenticator(adminToken string, svc *core.Service) *authenticator {
 	return &authenticator{adminHash: sha256.Sum256([]byte(adminToken)), svc: svc}
 }
 
-func (a *authenticator) resolve(token string) (core.Principal, bool) {
+func (a *authenticator) resolve(token string) (core.Principal, error) {
+	unknown := core.Errorf(core.CodeUnauthorized, "A valid bearer token is required in the Authorization header.")
 	if token == "" {
-		return core.Principal{}, false
+		return core.Principal{}, unknown
 	}
 	sum := sha256.Sum256([]byte(token))
 	if subtle.ConstantTimeCompare(sum[:], a.adminHash[:]) == 1 {
-		return core.AdminPrincipal(), true
+		return core.AdminPrincipal(), nil
 	}
-	team, member, ok := a.svc.Authenticate(token)
-	if !ok {
-		return core.Principal{}, false
+	team, member, err := a.svc.LookupMember(token)
+	switch {
+	case err == nil:
+		return core.MemberPrincipal(team, member), nil
+	case core.ErrorCode(err) == core.CodeStorageUnavailable:
+		// The store cannot tell (a shared database is down): 503 with
+		// Retry-After, not a 401 that tells the client its token is bad.
+		return core.Principal{}, err
+	default:
+		return core.Principal{}, unknown
 	}
-	return core.MemberPrincipal(team, member), true
 }
 
 // middleware refuses a request without a known token (401) before anything
-// else looks at it, and records the caller for the handlers.
+// else looks at it, and records the caller for the handlers. While the
+// store cannot look tokens up it answers 503 storage_unavailable.
 func (a *authenticator) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := a.resolve(bearerToken(r))
-		if !ok {
-			writeProblem(w, newProblem(core.CodeUnauthorized, "A valid bearer token is required in the Authorization header."))
+		p, err := a.resolve(bearerToken(r))
+		if err != nil {
+			writeProblem(w, problemFor(err))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(core.WithPrincipal(r.Context(), p)))

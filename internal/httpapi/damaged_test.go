@@ -8,14 +8,15 @@ import (
 	"path/filepath"
 	"testing"
 
+	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
-	"mailroom/internal/testkit"
 )
 
 // TestDamagedTeam restarts on a data directory whose team state was broken
 // by someone else: the team is still shown, with damaged set, and its inbox
 // is answered with inbox_corrupt rather than served as if nothing happened.
 func TestDamagedTeam(t *testing.T) {
+	fileOnly(t, "the team's state file is broken on disk")
 	e := newEnv(t)
 	a := e.newTeam("alpha", nil)
 	want(t, e.send(a, "lead", "reader", "hello"), http.StatusCreated, "")
@@ -23,7 +24,7 @@ func TestDamagedTeam(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	svc := testkit.OpenService(t, e.dir)
+	svc := e.place.OpenService(t, core.Options{})
 	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -51,8 +51,9 @@ type Options struct {
 	// before its stream is closed; 0 means DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
 	// DataDir, when not empty, enables scenario runs: each run keeps its
-	// workspace and result document under DataDir/runs. Empty answers run
-	// requests with not_found.
+	// result document in the store and its workspace on this machine, in
+	// the workspaces root (Workspaces, by default DataDir/workspaces).
+	// Empty answers run requests with not_found.
 	DataDir string
 	// Models configure the real models of turns: the default model of a
 	// team created without one, and where credentials are read.
@@ -106,9 +107,11 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	}
 	svc.SetObserver(srv.notify)
 	if opts.DataDir != "" {
-		srv.runner = scenario.NewRunner(svc, opts.DataDir, scenario.Config{OnStart: srv.runStarted, Logger: log})
+		srv.runner = scenario.NewRunner(svc, workspacesRoot(opts), scenario.Config{OnStart: srv.runStarted, Logger: log})
 		// A run deletion a crash interrupted left its trash (the run
-		// itself was already gone); removing it loses nothing.
+		// itself was already gone); removing it loses nothing. (The file
+		// store's runs directory; runs of older versions kept their
+		// workspaces there too.)
 		if err := mail.RemoveTrash(filepath.Join(opts.DataDir, "runs")); err != nil {
 			log.Warn("removing deleted runs' files failed", "err", err)
 		}
@@ -120,7 +123,7 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	auth := newAuthenticator(opts.AdminToken, svc)
 
 	r := chi.NewRouter()
-	r.Use(securityHeaders, recoverer(log), m.instrument)
+	r.Use(securityHeaders, recoverer(log), m.instrument, negotiate)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, newProblem(core.CodeNotFound, "No such path."))
 	})

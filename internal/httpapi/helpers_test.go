@@ -2,12 +2,14 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,15 +31,39 @@ const adminToken = "test-admin-token"
 
 const statusPage = "<!doctype html><title>Mailroom</title>"
 
-// env is one running server over the real core and the real file store in
-// a temporary directory. Every response its client receives is validated
-// against api/openapi.yaml, so the spec and the code cannot drift apart.
+// backend is the store this run of the package's tests uses: TestMain runs
+// every test once on the file store and once on PostgreSQL (a fresh
+// database of one cluster per env). MAILROOM_TEST_BACKEND=file|postgres
+// narrows it to one. Tests about files on disk skip on PostgreSQL
+// (fileOnly).
+var backend string
+
+func TestMain(m *testing.M) { os.Exit(testkit.MainBackends(m, &backend)) }
+
+// fileOnly skips t unless it runs on the file store; why says what of the
+// file store it tests.
+func fileOnly(t *testing.T, why string) {
+	t.Helper()
+	if backend != testkit.BackendFile {
+		t.Skipf("file store only: %s", why)
+	}
+}
+
+// env is one running server over the real core and a real store: the file
+// store in a temporary directory or PostgreSQL (backend). Every response
+// its client receives is validated against api/openapi.yaml, so the spec
+// and the code cannot drift apart.
 type env struct {
 	t      *testing.T
 	srv    *httptest.Server
 	client *http.Client
 	svc    *core.Service
-	dir    string
+	store  core.Store
+	// place is the env's store and data directory; starting an env on
+	// it again is a restart.
+	place *testkit.Place
+	dir   string // place.Dir
+	// faults breaks the file store's writes on demand (nil on PostgreSQL).
 	faults *faultFS
 }
 
@@ -57,31 +83,86 @@ func (f *faultFS) CreateTemp(dir, pattern string) (mail.File, error) {
 	return f.FS.CreateTemp(dir, pattern)
 }
 
-// newEnv starts the server; configure, when given, changes its options.
-func newEnv(t *testing.T, configure ...func(*httpapi.Options)) *env {
+// envOptions are what the tests' servers differ in.
+type envOptions struct {
+	// place is where the store is: nil for a fresh one, an earlier env's
+	// place for a restart over its data.
+	place *testkit.Place
+	// maxTeams and logger go to core.Options (logger to the handler too;
+	// nil discards).
+	maxTeams int
+	logger   *slog.Logger
+	// runs enables scenario runs and workspaces (Options.DataDir), as
+	// the server wires them.
+	runs bool
+	// stopping is the server's stopping context (Options.Stopping).
+	stopping context.Context
+	// configure changes the handler's options last.
+	configure []func(*httpapi.Options)
+	// wrap, when set, wraps the client's validating transport.
+	wrap func(http.RoundTripper) http.RoundTripper
+}
+
+// startEnv starts a server over the real core and the store of this run's
+// backend: the one place where the package's tests open a store.
+func startEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
-	dir := t.TempDir()
-	faults := &faultFS{FS: mail.OS()}
-	svc := testkit.OpenService(t, dir, mail.WithFS(faults))
+	place := o.place
+	if place == nil {
+		place = testkit.NewPlace(t, backend)
+	}
+	log := o.logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &env{t: t, place: place, dir: place.Dir}
+	mopts := []mail.Option{mail.WithLogger(log)}
+	if place.Backend == testkit.BackendFile {
+		e.faults = &faultFS{FS: mail.OS()}
+		mopts = append(mopts, mail.WithFS(e.faults))
+	}
+	e.store = place.OpenStore(t, mopts...)
+	e.svc = core.NewService(e.store, core.Options{Logger: log, MaxTeams: o.maxTeams})
+	if err := e.svc.Open(t.Context()); err != nil {
+		t.Fatalf("open service: %v", err)
+	}
 	opts := httpapi.Options{
 		AdminToken: adminToken,
-		Logger:     slog.New(slog.DiscardHandler),
+		Logger:     log,
 		Static:     fstest.MapFS{"index.html": {Data: []byte(statusPage)}},
+		Stopping:   o.stopping,
 	}
-	for _, c := range configure {
+	if o.runs {
+		opts.DataDir = place.Dir
+	}
+	for _, c := range o.configure {
 		c(&opts)
 	}
-	h, err := httpapi.NewHandler(svc, opts)
+	h, err := httpapi.NewHandler(e.svc, opts)
 	if err != nil {
 		t.Fatalf("new handler: %v", err)
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	client := srv.Client()
+	e.srv = httptest.NewServer(h)
+	t.Cleanup(e.srv.Close)
+	e.client = e.srv.Client()
 	router, problem := specRouter(t)
-	client.Transport = &validatingTransport{t: t, base: client.Transport, router: router, problem: problem}
-	return &env{t: t, srv: srv, client: client, svc: svc, dir: dir, faults: faults}
+	var rt http.RoundTripper = &validatingTransport{t: t, base: e.client.Transport, router: router, problem: problem}
+	if o.wrap != nil {
+		rt = o.wrap(rt)
+	}
+	e.client.Transport = rt
+	return e
 }
+
+// newEnv starts the server; configure, when given, changes its options.
+func newEnv(t *testing.T, configure ...func(*httpapi.Options)) *env {
+	t.Helper()
+	return startEnv(t, envOptions{configure: configure})
+}
+
+// The inbox in the lesson's file bytes is validated as the string of bytes
+// its schema says (format: binary).
+func init() { openapi3filter.RegisterBodyDecoder("application/jsonl", openapi3filter.FileBodyDecoder) }
 
 func specRouter(t *testing.T) (routers.Router, *openapi3.Schema) {
 	t.Helper()

@@ -124,6 +124,15 @@ func (h *HeldReads) add(r *heldRead, stop <-chan struct{}) {
 	}
 }
 
+// Held reports how many reads for member of team are held off net/http
+// right now: the moment a read stops being an ordinary request. Tests use
+// it to send a letter only once a read is really held.
+func (h *HeldReads) Held(team, member string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.inboxes[heldKey{team, member}])
+}
+
 func (h *HeldReads) remove(r *heldRead) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -168,9 +168,21 @@ func TestInboxWaitersReleasedAtShutdown(t *testing.T) {
 // must be a complete HTTP/1.1 response that closes the connection, and the
 // client's next request works on a new one.
 func TestInboxWaitAnswerIsCompleteResponse(t *testing.T) {
-	e := newEnv(t)
+	held := &httpapi.HeldReads{}
+	e := newEnv(t, func(o *httpapi.Options) { o.HeldReads = held })
 	a := e.newTeam("alpha", nil)
 	done := e.holdRead(a, "reader", a.tokens["reader"], "wait=60", 1)
+	// Waiting counts the read from its watch, taken before the read that
+	// finds nothing and holds: wait until the connection is really held,
+	// or the letter is simply found and answered by net/http.
+	for held.Held("alpha", "reader") < 1 {
+		select {
+		case r := <-done:
+			t.Fatalf("the read was answered before anything was sent: %+v", r)
+		default:
+			runtime.Gosched()
+		}
+	}
 	want(t, e.send(a, "reviewer", "reader", "hello"), http.StatusCreated, "")
 	r := <-done
 	if r.err != nil || r.status != http.StatusOK || len(r.inbox.Messages) != 1 {

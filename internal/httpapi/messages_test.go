@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
+	"mailroom/internal/testkit"
 )
 
 func TestSendMessage(t *testing.T) {
@@ -65,6 +67,7 @@ func TestSendMessage(t *testing.T) {
 	})
 
 	t.Run("ErrStorageFailed", func(t *testing.T) {
+		fileOnly(t, "the fault is injected into the file store's file system")
 		e.faults.failing.Store(true)
 		r := e.send(a, "lead", "reviewer", "this write fails")
 		e.faults.failing.Store(false)
@@ -125,6 +128,7 @@ func TestGetInbox(t *testing.T) {
 	}
 
 	t.Run("ErrInboxCorrupt", func(t *testing.T) {
+		fileOnly(t, "the inbox file is broken on disk")
 		file := filepath.Join(e.dir, "teams", "alpha", "inboxes", "reader.jsonl")
 		before, err := os.ReadFile(file)
 		if err != nil {
@@ -141,4 +145,69 @@ func TestGetInbox(t *testing.T) {
 			t.Fatalf("the corrupt inbox was changed (err %v)", err)
 		}
 	})
+}
+
+// TestInboxJSONL: Accept: application/jsonl answers the inbox in the
+// lesson's file bytes, from either backend: each letter's
+// core.EncodeInboxLine, and on the file store exactly the file on disk.
+func TestInboxJSONL(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTeam("alpha", nil)
+	path := "/api/v1/teams/alpha/members/reader/inbox"
+	jsonl := func(p, token, accept string) result {
+		t.Helper()
+		return e.do(call{method: http.MethodGet, path: p, token: token, header: map[string]string{"Accept": accept}})
+	}
+
+	// An empty inbox is no bytes.
+	r := jsonl(path, adminToken, "application/jsonl")
+	want(t, r, http.StatusOK, "")
+	if ct := r.header.Get("Content-Type"); ct != "application/jsonl" || len(r.body) != 0 {
+		t.Fatalf("empty inbox: Content-Type %q, body %q; want application/jsonl and nothing", ct, r.body)
+	}
+
+	for _, body := range []string{"read the source", "ünïcode \u2028 \"quoted\" \\ 😀 <&> \t tab", "third"} {
+		want(t, e.send(a, "lead", "reader", body), http.StatusCreated, "")
+	}
+	var wantBytes []byte
+	for _, m := range e.inbox(a, "reader") {
+		wantBytes = append(wantBytes, core.EncodeInboxLine(core.Message{ID: m.ID, Sender: m.Sender, Recipient: m.Recipient, Body: m.Body})...)
+	}
+	for _, tc := range []struct{ name, token, accept string }{
+		{"admin", adminToken, "application/jsonl"},
+		{"the member itself", a.tokens["reader"], "application/jsonl"},
+		{"preferred by quality", adminToken, "application/json;q=0.5, application/jsonl"},
+		{"over a wildcard", adminToken, "*/*, application/jsonl"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := jsonl(path, tc.token, tc.accept)
+			want(t, r, http.StatusOK, "")
+			if ct := r.header.Get("Content-Type"); ct != "application/jsonl" {
+				t.Fatalf("Content-Type = %q", ct)
+			}
+			if string(r.body) != string(wantBytes) {
+				t.Fatalf("body:\n got %q\nwant %q", r.body, wantBytes)
+			}
+		})
+	}
+	if backend == testkit.BackendFile {
+		file, err := os.ReadFile(filepath.Join(e.dir, "teams", "alpha", "inboxes", "reader.jsonl"))
+		if err != nil || string(file) != string(wantBytes) {
+			t.Fatalf("the file holds %q (%v); the answer was %q", file, err, wantBytes)
+		}
+	}
+
+	// JSON stays the default, and wins a tie or a higher quality.
+	for _, accept := range []string{"", "application/json", "application/json, application/jsonl", "application/jsonl;q=0.1, application/json", "application/jsonl;q=0"} {
+		r := jsonl(path, adminToken, accept)
+		want(t, r, http.StatusOK, "")
+		if ct := r.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("Accept %q: Content-Type %q, want application/json", accept, ct)
+		}
+	}
+	// The rights and the refusals are the JSON form's.
+	want(t, jsonl(path, a.tokens["reviewer"], "application/jsonl"), http.StatusForbidden, "forbidden")
+	want(t, jsonl("/api/v1/teams/alpha/members/ghost/inbox", adminToken, "application/jsonl"), http.StatusNotFound, "not_found")
+	want(t, jsonl(path+"?after=reader-1", adminToken, "application/jsonl"), http.StatusBadRequest, "validation_failed")
+	want(t, jsonl(path+"?wait=1", adminToken, "application/jsonl"), http.StatusBadRequest, "validation_failed")
 }

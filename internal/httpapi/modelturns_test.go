@@ -8,20 +8,18 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
-	"mailroom/internal/mail"
 	"mailroom/internal/providertest"
+	"mailroom/internal/testkit"
 )
 
 // modelKey is the provider credential of these tests; they search for it
@@ -74,36 +72,17 @@ func newModelEnv(t *testing.T, kind string) *modelEnv {
 	}
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	dir := t.TempDir()
-	store, err := mail.Open(dir, mail.WithLogger(log))
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	svc := core.NewService(store, core.Options{Logger: log})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatalf("open service: %v", err)
-	}
-	h, err := httpapi.NewHandler(svc, httpapi.Options{
-		AdminToken: adminToken,
-		Logger:     log,
-		Static:     fstest.MapFS{"index.html": {Data: []byte(statusPage)}},
-		Models: httpapi.ModelOptions{
-			Lookup: func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
-			// No SDK retries: each queued reply answers exactly one request.
-			Provider: agent.ProviderOptions{MaxRetries: -1, HTTPClient: fake.Client(), Log: log, RequestTimeout: time.Minute},
-		},
-	})
-	if err != nil {
-		t.Fatalf("new handler: %v", err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
 	responses := &lockedBuffer{}
-	client := srv.Client()
-	router, problem := specRouter(t)
-	client.Transport = &keepingTransport{base: &validatingTransport{t: t, base: client.Transport, router: router, problem: problem}, kept: responses}
-	e := &env{t: t, srv: srv, client: client, svc: svc, dir: dir}
+	e := startEnv(t, envOptions{logger: log,
+		configure: []func(*httpapi.Options){func(opts *httpapi.Options) {
+			opts.Models = httpapi.ModelOptions{
+				Lookup: func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
+				// No SDK retries: each queued reply answers exactly one request.
+				Provider: agent.ProviderOptions{MaxRetries: -1, HTTPClient: fake.Client(), Log: log, RequestTimeout: time.Minute},
+			}
+		}},
+		wrap: func(rt http.RoundTripper) http.RoundTripper { return &keepingTransport{base: rt, kept: responses} },
+	})
 	return &modelEnv{env: e, fake: fake, provider: kind, logs: logs, responses: responses}
 }
 
@@ -514,12 +493,12 @@ func TestModelTurnCallLimitAndMalformedInput(t *testing.T) {
 // the old one died is failed, saying it was interrupted.
 func TestTurnDocumentsSurviveRestart(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	store, err := mail.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := core.NewService(store, core.Options{})
+	place := testkit.NewPlace(t, backend)
+	store := place.OpenStore(t)
+	// A restarted file store releases every lease at start; on a shared
+	// database the dead process's lease has to expire first.
+	const lease = 300 * time.Millisecond
+	svc := core.NewService(store, core.Options{LeaseDuration: lease})
 	if err := svc.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -540,9 +519,12 @@ func TestTurnDocumentsSurviveRestart(t *testing.T) {
 	if _, err := svc.BeginTurn(ctx, "crew", "reader", core.ModelRef{Provider: "anthropic", Name: "fake-model"}); err != nil {
 		t.Fatal(err)
 	}
-	_ = store.Close()
+	_ = store.(io.Closer).Close()
+	if backend != testkit.BackendFile {
+		time.Sleep(lease + 100*time.Millisecond)
+	}
 
-	e := newEnvAt(t, dir)
+	e := startEnv(t, envOptions{place: place})
 	r := e.get("/api/v1/teams/crew/turns", adminToken)
 	want(t, r, http.StatusOK, "")
 	list := decode[struct{ Turns []turnDoc }](t, r).Turns
@@ -555,30 +537,6 @@ func TestTurnDocumentsSurviveRestart(t *testing.T) {
 	if d := list[1]; d.TurnID != "lead-t1" || d.Status != "answered" || d.Text != "Done." {
 		t.Errorf("the finished turn after restart = %+v, want answered Done.", d)
 	}
-}
-
-// newEnvAt is newEnv over an existing data directory.
-func newEnvAt(t *testing.T, dir string) *env {
-	t.Helper()
-	store, err := mail.Open(dir)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	svc := core.NewService(store, core.Options{})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatalf("open service: %v", err)
-	}
-	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	client := srv.Client()
-	router, problem := specRouter(t)
-	client.Transport = &validatingTransport{t: t, base: client.Transport, router: router, problem: problem}
-	return &env{t: t, srv: srv, client: client, svc: svc, dir: dir}
 }
 
 // TestTurnEventsPerStep: a turn's steps reach the event stream as they

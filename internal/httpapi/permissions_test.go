@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -118,14 +116,10 @@ func (e *env) decide(tm team, id, token string, allow bool) result {
 
 // runMainResult returns the last tool result of reader's committed
 // history, as the team's stored state holds it.
-func runMainResult(t *testing.T, dir, team string) string {
+func runMainResult(t *testing.T, e *env, team string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "teams", team, "state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st core.TeamState
-	if err := json.Unmarshal(data, &st); err != nil {
+	var st *core.TeamState
+	if err := e.store.ViewTeam(t.Context(), team, func(tx core.TeamTx) error { st = tx.State(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	out := ""
@@ -145,7 +139,7 @@ func runMainResult(t *testing.T, dir, team string) string {
 }
 
 func TestPermissionAllowRunsTheProgramOnce(t *testing.T) {
-	e := openEnv(t, t.TempDir(), 0)
+	e := openEnv(t, nil, 0)
 	tm := e.workspaceTeam("crew", "ask", nil)
 	e.approvePlan(tm)
 	turn := e.startRunTurn(tm)
@@ -197,7 +191,7 @@ func TestPermissionAllowRunsTheProgramOnce(t *testing.T) {
 	if string(r.body) != "x" {
 		t.Fatalf("counter.txt = %q, want one x: the program ran once", r.body)
 	}
-	if out := runMainResult(t, e.dir, tm.name); out != "42\n" {
+	if out := runMainResult(t, e, tm.name); out != "42\n" {
 		t.Fatalf("run_main result = %q, want the program's output 42", out)
 	}
 	// Decided once.
@@ -206,7 +200,7 @@ func TestPermissionAllowRunsTheProgramOnce(t *testing.T) {
 }
 
 func TestPermissionDenied(t *testing.T) {
-	e := openEnv(t, t.TempDir(), 0)
+	e := openEnv(t, nil, 0)
 	tm := e.workspaceTeam("crew", "ask", nil)
 	e.approvePlan(tm)
 	turn := e.startRunTurn(tm)
@@ -214,13 +208,13 @@ func TestPermissionDenied(t *testing.T) {
 	want(t, e.decide(tm, p.PermissionID, adminToken, false), http.StatusOK, "")
 	want(t, <-turn, http.StatusOK, "")
 	want(t, e.getFile(tm.name, "counter.txt", adminToken), http.StatusNotFound, "not_found")
-	if out := runMainResult(t, e.dir, tm.name); out != "host permission: the host denied running main.py: permission perm-1 was denied by admin" {
+	if out := runMainResult(t, e, tm.name); out != "host permission: the host denied running main.py: permission perm-1 was denied by admin" {
 		t.Fatalf("run_main result = %q, want the host's denial", out)
 	}
 }
 
 func TestPermissionExpires(t *testing.T) {
-	e := openEnv(t, t.TempDir(), 0)
+	e := openEnv(t, nil, 0)
 	limits := core.DefaultLimits()
 	limits.PermissionTimeoutS = 1
 	tm := e.workspaceTeam("crew", "ask", &limits)
@@ -236,7 +230,7 @@ func TestPermissionExpires(t *testing.T) {
 
 // Under host_permission allow or deny no one is asked.
 func TestHostPermissionPolicies(t *testing.T) {
-	e := openEnv(t, t.TempDir(), 0)
+	e := openEnv(t, nil, 0)
 	allow := e.workspaceTeam("allowing", "allow", nil)
 	deny := e.workspaceTeam("denying", "deny", nil)
 	for _, tm := range []team{allow, deny} {
@@ -253,8 +247,7 @@ func TestHostPermissionPolicies(t *testing.T) {
 }
 
 func TestPermissionDecisionsSurviveRestart(t *testing.T) {
-	dir := t.TempDir()
-	e := openEnv(t, dir, 0)
+	e := openEnv(t, nil, 0)
 	tm := e.workspaceTeam("crew", "ask", nil)
 	e.approvePlan(tm)
 	turn := e.startRunTurn(tm)
@@ -264,7 +257,7 @@ func TestPermissionDecisionsSurviveRestart(t *testing.T) {
 	before := decode[httpapi.PermissionList](t, e.get("/api/v1/teams/"+tm.name+"/permissions", adminToken)).Permissions
 
 	e.srv.Close()
-	e = openEnv(t, dir, 0)
+	e = openEnv(t, e.place, 0)
 	after := decode[httpapi.PermissionList](t, e.get("/api/v1/teams/"+tm.name+"/permissions", adminToken)).Permissions
 	if len(after) != 1 || len(before) != 1 || after[0].Status != httpapi.PermissionStatusAllowed || after[0].DecidedBy == nil ||
 		!after[0].DecidedAt.Equal(*before[0].DecidedAt) || after[0].PlanRequestID != "req-1" {
@@ -274,7 +267,7 @@ func TestPermissionDecisionsSurviveRestart(t *testing.T) {
 }
 
 func TestPermissionsRights(t *testing.T) {
-	e := openEnv(t, t.TempDir(), 0)
+	e := openEnv(t, nil, 0)
 	tm := e.workspaceTeam("crew", "ask", nil)
 	other := e.workspaceTeam("other", "ask", nil)
 	want(t, e.get("/api/v1/teams/"+tm.name+"/permissions", other.tokens["reader"]), http.StatusForbidden, "forbidden")
@@ -287,7 +280,7 @@ func TestPermissionsRights(t *testing.T) {
 // Cancelling a turn that waits for a permission ends the wait at once:
 // the permission expires (a denial) and nothing runs.
 func TestPermissionEndsWithCancelledTurn(t *testing.T) {
-	e := openEnv(t, t.TempDir(), 0)
+	e := openEnv(t, nil, 0)
 	tm := e.workspaceTeam("crew", "ask", nil)
 	e.approvePlan(tm)
 	turn := e.startRunTurn(tm)

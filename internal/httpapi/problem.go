@@ -52,6 +52,7 @@ var statusOf = map[core.Code]int{
 	core.CodeStorageFailed:       http.StatusInternalServerError,
 	core.CodeShuttingDown:        http.StatusServiceUnavailable,
 	core.CodeTooManyStreams:      http.StatusTooManyRequests,
+	core.CodeStorageUnavailable:  http.StatusServiceUnavailable,
 	codeInternal:                 http.StatusInternalServerError,
 }
 
@@ -60,6 +61,10 @@ const genericInternalDetail = "An internal error occurred."
 // shuttingDownRetryAfter is the Retry-After, in seconds, of a shutting_down
 // answer.
 const shuttingDownRetryAfter = "5"
+
+// storageUnavailableRetryAfter is the Retry-After, in seconds, of a
+// storage_unavailable answer: a database restart or failover.
+const storageUnavailableRetryAfter = "2"
 
 // newProblem builds the problem document for code. The title is the status
 // phrase because the type is about:blank (RFC 9457 §4.2.1); clients branch on
@@ -90,6 +95,9 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 	if p.Code == ProblemCode(core.CodeShuttingDown) {
 		// A restart takes a few seconds; the client may try again then.
 		h.Set("Retry-After", shuttingDownRetryAfter)
+	}
+	if p.Code == ProblemCode(core.CodeStorageUnavailable) {
+		h.Set("Retry-After", storageUnavailableRetryAfter)
 	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p) // the client may be gone; nothing to do then

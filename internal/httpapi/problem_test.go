@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -44,6 +45,7 @@ func TestEveryCoreCodeHasAStatus(t *testing.T) {
 		core.CodeTeamExists, core.CodeInboxFull, core.CodeRequestLimit, core.CodeRequestPending, core.CodeMemberClosed,
 		core.CodeReplyConflict, core.CodeNotPending, core.CodeIdempotencyConflict, core.CodeMemberUnavailable, core.CodeModelUnavailable,
 		core.CodeUnknownMember, core.CodeWrongDirection, core.CodeInboxCorrupt, core.CodeStorageFailed,
+		core.CodeStorageUnavailable,
 	}
 	spec, err := GetSpec()
 	if err != nil {
@@ -92,5 +94,15 @@ func TestEmbeddedSpecMatchesYAML(t *testing.T) {
 	b, _ := json.Marshal(yaml)
 	if string(a) != string(b) {
 		t.Fatal("api.gen.go embeds another spec than api/openapi.yaml; run go generate ./...")
+	}
+}
+
+// TestStorageUnavailableSaysWhenToRetry: a store that cannot be reached is
+// 503 with Retry-After, so clients and load balancers wait and try again.
+func TestStorageUnavailableSaysWhenToRetry(t *testing.T) {
+	rec := httptest.NewRecorder()
+	writeProblem(rec, problemFor(core.Errorf(core.CodeStorageUnavailable, "The store cannot be reached; try again shortly.")))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("status %d, Retry-After %q; want 503 with a Retry-After", rec.Code, rec.Header().Get("Retry-After"))
 	}
 }

@@ -2,9 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,33 +11,23 @@ import (
 	"mailroom/internal/agent"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/providertest"
-	"mailroom/internal/testkit"
 )
 
 // newModelRunEnv is newRunEnv whose server has the credentials of a fake
 // Messages API in its environment (none when fake is nil).
 func newModelRunEnv(t *testing.T, fake *providertest.Server) *env {
 	t.Helper()
-	dir := t.TempDir()
-	svc := testkit.OpenService(t, dir)
-	opts := httpapi.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), DataDir: dir}
+	o := envOptions{runs: true}
 	if fake != nil {
 		vars := map[string]string{agent.EnvAnthropicKey: modelKey, agent.EnvAnthropicBase: fake.URL()}
-		opts.Models = httpapi.ModelOptions{
-			Lookup:   func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
-			Provider: agent.ProviderOptions{MaxRetries: -1, HTTPClient: fake.Client()},
-		}
+		o.configure = append(o.configure, func(opts *httpapi.Options) {
+			opts.Models = httpapi.ModelOptions{
+				Lookup:   func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
+				Provider: agent.ProviderOptions{MaxRetries: -1, HTTPClient: fake.Client()},
+			}
+		})
 	}
-	h, err := httpapi.NewHandler(svc, opts)
-	if err != nil {
-		t.Fatalf("new handler: %v", err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	client := srv.Client()
-	router, problem := specRouter(t)
-	client.Transport = &validatingTransport{t: t, base: client.Transport, router: router, problem: problem}
-	return &env{t: t, srv: srv, client: client, svc: svc, dir: dir}
+	return startEnv(t, o)
 }
 
 // TestScenarioOnAModel runs agent-teams on a model that answers every

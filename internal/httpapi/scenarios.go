@@ -131,7 +131,7 @@ func (s *Server) GetRun(ctx context.Context, req GetRunRequestObject) (GetRunRes
 	if s.runner == nil {
 		return nil, core.Errorf(core.CodeNotFound, "No such run.")
 	}
-	doc, err := s.runner.Get(req.RunID)
+	doc, err := s.runner.Get(ctx, req.RunID)
 	if err != nil {
 		return nil, err
 	}

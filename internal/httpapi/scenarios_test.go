@@ -2,34 +2,20 @@ package httpapi_test
 
 import (
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
-	"mailroom/internal/testkit"
 )
 
 // newRunEnv is newEnv with scenario runs enabled on the same data
 // directory, as the server wires it.
 func newRunEnv(t *testing.T) *env {
 	t.Helper()
-	dir := t.TempDir()
-	svc := testkit.OpenService(t, dir)
-	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), DataDir: dir})
-	if err != nil {
-		t.Fatalf("new handler: %v", err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	client := srv.Client()
-	router, problem := specRouter(t)
-	client.Transport = &validatingTransport{t: t, base: client.Transport, router: router, problem: problem}
-	return &env{t: t, srv: srv, client: client, svc: svc, dir: dir}
+	return startEnv(t, envOptions{runs: true})
 }
 
 // letters summarises an inbox as "<id> <sender> <type>" per letter, the

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -88,6 +89,18 @@ func (s *Server) SendMessage(ctx context.Context, req SendMessageRequestObject) 
 
 // GetInbox returns a member's letters (that member or the admin).
 func (s *Server) GetInbox(ctx context.Context, req GetInboxRequestObject) (GetInboxResponseObject, error) {
+	if wantsJSONL(ctx) {
+		// The whole inbox as the lesson's file holds it, from either
+		// backend (core.TeamTx.InboxBytes).
+		if req.Params.After != nil || waitOf(req.Params.Wait) > 0 {
+			return nil, core.Errorf(core.CodeValidation, "after and wait apply to the JSON form of the inbox; application/jsonl answers the whole inbox.")
+		}
+		data, err := s.svc.InboxBytes(ctx, req.Team, req.Member)
+		if err != nil {
+			return nil, err
+		}
+		return GetInbox200ApplicationJsonlResponse{Body: bytes.NewReader(data), ContentLength: int64(len(data))}, nil
+	}
 	if wait := waitOf(req.Params.Wait); wait > 0 {
 		return s.holdInbox(ctx, req.Team, req.Member, deref(req.Params.After), wait) // inboxwait.go
 	}
@@ -173,7 +186,7 @@ func (s *Server) DeleteTeam(ctx context.Context, req DeleteTeamRequestObject) (D
 		// A run's id is its team's name, so the team takes the run's
 		// document with it; any other team has no run directory.
 		release = func() error {
-			if err := s.runner.Delete(req.Team); err != nil {
+			if err := s.runner.Delete(ctx, req.Team); err != nil {
 				return core.StorageError(err)
 			}
 			return nil

@@ -5,34 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"mailroom/internal/httpapi"
-	"mailroom/internal/testkit"
 )
 
 // newStoppableEnv is newRunEnv with the server's stopping context; the
 // returned function begins stopping, as SIGTERM does in the server.
 func newStoppableEnv(t *testing.T) (*env, context.CancelFunc) {
 	t.Helper()
-	dir := t.TempDir()
-	svc := testkit.OpenService(t, dir)
 	stopping, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), DataDir: dir, Stopping: stopping})
-	if err != nil {
-		t.Fatalf("new handler: %v", err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	client := srv.Client()
-	router, problem := specRouter(t)
-	client.Transport = &validatingTransport{t: t, base: client.Transport, router: router, problem: problem}
-	return &env{t: t, srv: srv, client: client, svc: svc, dir: dir}, stop
+	return startEnv(t, envOptions{runs: true, stopping: stopping}), stop
 }
 
 // postAsync sends a POST in the background; the channel yields its answer.

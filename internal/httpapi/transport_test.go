@@ -211,7 +211,7 @@ func TestMetrics(t *testing.T) {
 // same body made well-formed (a surrogate pair, trailing whitespace) is
 // then accepted, so the refusals are not the schema's.
 func TestMalformedJSONBodies(t *testing.T) {
-	e := openEnv(t, t.TempDir(), 0)
+	e := openEnv(t, nil, 0)
 	tm := e.newTeam("alpha", nil)
 	want(t, e.open(tm, "reader", "plan", "lead", "Read main.py only."), http.StatusCreated, "")
 

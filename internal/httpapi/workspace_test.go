@@ -11,8 +11,8 @@ import (
 )
 
 func TestWorkspaceFiles(t *testing.T) {
-	dir := t.TempDir()
-	e := openEnv(t, dir, 0)
+	e := openEnv(t, nil, 0)
+	dir := e.dir
 	tm := e.workspaceTeam("crew", "ask", nil)
 	ws := filepath.Join(dir, "workspaces", "crew")
 
@@ -55,8 +55,8 @@ func TestWorkspaceFiles(t *testing.T) {
 }
 
 func TestWorkspaceRefusesEscapes(t *testing.T) {
-	dir := t.TempDir()
-	e := openEnv(t, dir, 0)
+	e := openEnv(t, nil, 0)
+	dir := e.dir
 	tm := e.workspaceTeam("crew", "ask", nil)
 	ws := filepath.Join(dir, "workspaces", "crew")
 	outside := t.TempDir()
@@ -103,15 +103,15 @@ func TestWorkspaceRefusesEscapes(t *testing.T) {
 // The workspace's files are what read_file reads in a member's turn, and
 // the workspace goes away with its team.
 func TestWorkspaceTurnAndDeletion(t *testing.T) {
-	dir := t.TempDir()
-	e := openEnv(t, dir, 0)
+	e := openEnv(t, nil, 0)
+	dir := e.dir
 	tm := e.workspaceTeam("crew", "ask", nil)
 	r := e.post("/api/v1/teams/crew/members/reader/turns", adminToken, map[string]any{"prompt": "Read the program.", "responses": []any{
 		map[string]any{"tool": "read_file", "input": map[string]any{"path": "main.py"}},
 		map[string]any{"text": "read"},
 	}})
 	want(t, r, http.StatusOK, "")
-	if got := runMainResult(t, dir, tm.name); got != mainPy {
+	if got := runMainResult(t, e, tm.name); got != mainPy {
 		t.Fatalf("read_file result = %q, want main.py as put", got)
 	}
 

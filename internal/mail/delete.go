@@ -31,7 +31,7 @@ func isTrashName(name string) bool { return strings.HasPrefix(name, trashPrefix)
 // trashPrefix); a failure to remove the trash afterwards is logged and
 // left for the next start. A team directory that is already missing is
 // not an error.
-func (s *Store) DeleteTeam(ctx context.Context, team string) error {
+func (s *Store) deleteTeamFiles(ctx context.Context, team string) error {
 	if !core.ValidName(team) {
 		return fmt.Errorf("mail: invalid team name %q", team)
 	}

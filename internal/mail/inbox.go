@@ -45,6 +45,29 @@ func (s *Store) LoadInbox(_ context.Context, team string, rules core.InboxRules)
 	return st.letters(), nil
 }
 
+// InboxBytes returns the bytes of teams/<team>/inboxes/<recipient>.jsonl as
+// LoadInbox validated them (no bytes for a missing file): the canonical
+// lines of its letters, or the file's own bytes when someone else wrote it
+// in other spacing. Its errors are LoadInbox's.
+func (s *Store) InboxBytes(_ context.Context, team string, rules core.InboxRules) ([]byte, error) {
+	st, err := s.inbox(team, rules)
+	if err != nil {
+		return nil, err
+	}
+	if st.raw != nil {
+		return slices.Clone(st.raw), nil
+	}
+	return encodeLines(nil, st.msgs), nil
+}
+
+// encodeLines appends the lesson's line of each letter to buf.
+func encodeLines(buf []byte, msgs []core.Message) []byte {
+	for _, m := range msgs {
+		buf = append(buf, core.EncodeInboxLine(m)...)
+	}
+	return buf
+}
+
 // AppendInbox stores msg as the next letter after prev, which must be what
 // the file holds (core loaded it under the team lock). The file's bytes are
 // exactly what the lesson's save_inbox writes for prev followed by msg

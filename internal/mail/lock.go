@@ -20,6 +20,21 @@ const lockFile = "mailroom.lock"
 //
 // release unlocks and closes the file.
 func LockDir(dataDir string) (release func() error, err error) {
+	return lockDir(dataDir, syscall.LOCK_EX,
+		"another Mailroom server is using it (a file-store server needs its data directory to itself; only replicas on PostgreSQL may share one)")
+}
+
+// LockDirShared takes a shared lock on dataDir, as LockDir does an
+// exclusive one: a server on PostgreSQL keeps only its host's files there
+// (workspaces, scenario run files), so any number of them may share the
+// directory, but no file-store server may use it meanwhile, nor they a
+// directory a file-store server holds.
+func LockDirShared(dataDir string) (release func() error, err error) {
+	return lockDir(dataDir, syscall.LOCK_SH,
+		"a file-store Mailroom server is using it (replicas on PostgreSQL may share a data directory with each other, never with a file-store server)")
+}
+
+func lockDir(dataDir string, how int, busy string) (release func() error, err error) {
 	if err := makeDataDir(OS(), dataDir); err != nil {
 		return nil, err
 	}
@@ -31,10 +46,10 @@ func LockDir(dataDir string) (release func() error, err error) {
 		f.Close()
 		return nil, fmt.Errorf("mail: chmod lock file in %s: %w", dataDir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data directory %s: another Mailroom server is using it", dataDir)
+			return nil, fmt.Errorf("data directory %s: %s", dataDir, busy)
 		}
 		return nil, fmt.Errorf("mail: lock data directory %s: %w", dataDir, err)
 	}

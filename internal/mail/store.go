@@ -62,9 +62,16 @@ type Store struct {
 	mu      sync.RWMutex
 	inboxes map[string]*inboxState // by cacheKey(team, member)
 	files   openFiles
+	// dataDir is the data directory; runs live in dataDir/runs.
+	dataDir string
+	// units is the teams' committed state in memory (unit.go).
+	units units
 	// now is the clock of the racy-signature rule (fileSig.racy); tests
 	// move it forward instead of waiting.
 	now func() time.Time
+	// clock is the time of the domain: idempotency expiry and the ends
+	// of interrupted turns (WithClock).
+	clock func() time.Time
 }
 
 var _ core.Store = (*Store)(nil)
@@ -76,6 +83,10 @@ type Option func(*Store)
 // to inject failures; the default is OS().
 func WithFS(fsys FS) Option { return func(s *Store) { s.fs = fsys } }
 
+// WithClock sets the clock of idempotency expiry and start-up repairs;
+// it should be the Service's (core.Options.Now). The default is time.Now.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
+
 // WithLogger sets the logger for the repairs LoadTeams makes. The default
 // is slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
@@ -83,9 +94,10 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 // Open returns a store over dataDir, creating dataDir/teams (mode 0700) if
 // it is missing.
 func Open(dataDir string, opts ...Option) (*Store, error) {
-	s := &Store{root: filepath.Join(dataDir, teamsDir), fs: OS(), log: slog.Default(), inboxes: map[string]*inboxState{}}
+	s := &Store{root: filepath.Join(dataDir, teamsDir), dataDir: dataDir, fs: OS(), log: slog.Default(), inboxes: map[string]*inboxState{}}
 	s.files.max = defaultOpenFiles
 	s.now = time.Now
+	s.clock = time.Now
 	for _, o := range opts {
 		o(s)
 	}
@@ -120,7 +132,7 @@ func (s *Store) teamDir(team string) string { return filepath.Join(s.root, team)
 // its first state.json. The exclusive mkdir is what makes a name taken: it
 // fails with core.CodeTeamExists whatever another process did. On failure
 // everything it created is removed.
-func (s *Store) CreateTeam(_ context.Context, st *core.TeamState) (err error) {
+func (s *Store) createTeamFiles(st *core.TeamState) (err error) {
 	if !core.ValidName(st.Name) {
 		return fmt.Errorf("mail: invalid team name %q", st.Name)
 	}

@@ -33,8 +33,6 @@ const (
 // never a file name here.
 var turnIDPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,23}-t[0-9]{1,9}$`)
 
-var _ core.TurnStore = (*Store)(nil)
-
 // LoadTurns returns every turn document of the team. A file that cannot
 // be read or parsed is skipped with a warning: documents are records of
 // what turns did, and the team's rules never depend on them.

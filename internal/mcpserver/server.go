@@ -174,6 +174,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.StatusForbidden:
 		httpapi.WriteProblem(w, core.CodeForbidden, "The admin token is not a member; connect with a member token.")
 		return
+	case http.StatusServiceUnavailable:
+		httpapi.WriteProblem(w, core.CodeStorageUnavailable, "The database cannot be reached; try again shortly.")
+		return
 	}
 	if r.Body != nil {
 		body, err := io.ReadAll(io.LimitReader(r.Body, httpapi.MaxBodyBytes+1))
@@ -205,7 +208,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authenticate resolves the bearer token: 0 for a member, 401 for none or
-// an unknown token, 403 for the admin token.
+// an unknown token, 403 for the admin token, 503 while the store cannot
+// look tokens up.
 func (h *Handler) authenticate(r *http.Request) (caller, int) {
 	token := bearerToken(r)
 	if token == "" {
@@ -215,8 +219,11 @@ func (h *Handler) authenticate(r *http.Request) (caller, int) {
 	if subtle.ConstantTimeCompare(sum[:], h.adminHash[:]) == 1 {
 		return caller{}, http.StatusForbidden
 	}
-	team, name, ok := h.svc.Authenticate(token)
-	if !ok {
+	team, name, err := h.svc.LookupMember(token)
+	if core.ErrorCode(err) == core.CodeStorageUnavailable {
+		return caller{}, http.StatusServiceUnavailable // the store cannot tell now
+	}
+	if err != nil {
 		return caller{}, http.StatusUnauthorized
 	}
 	return caller{member: Member{Team: team, Name: name}, tokenHash: hex.EncodeToString(sum[:])}, 0

@@ -434,8 +434,7 @@ func TestModelRunRefusesPlan(t *testing.T) {
 // and the turn goes on; the letter is stored once, because a retry
 // repeats only the model request, never a tool.
 func TestOverloadedAfterSendMessage(t *testing.T) {
-	dir := t.TempDir()
-	svc := openService(t, dir)
+	svc, _ := openService(t)
 	if _, _, err := svc.CreateTeam(t.Context(), lessonTeam("overloaded")); err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,12 @@
 // approved, matched and only then acted on, with host permission as a
 // separate gate, then an idle-boundary shutdown).
 //
-// Each run creates its own team and its own workspace under the data
-// directory, drives the teammates with scripted models (or, with
-// Options.Model, a real model) through the one agent loop of package
-// agent, checks what the lesson promises and keeps the result document at
-// <data>/runs/<run_id>/result.json.
+// Each run creates its own team and its own workspace (the team's, under
+// the server's workspaces directory), drives the teammates with scripted
+// models (or, with Options.Model, a real model) through the one agent loop
+// of package agent, checks what the lesson promises and keeps the result
+// document in the store (core.Service.PutRun): the file store's
+// <data>/runs/<run_id>/result.json, or the database.
 package scenario
 
 import (
@@ -17,9 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -231,29 +230,35 @@ type Config struct {
 	Logger  *slog.Logger
 }
 
-// Runner runs scenarios and keeps their documents: in memory while the
-// process lives and as <data>/runs/<run_id>/result.json across restarts.
+// Runner runs scenarios and keeps their documents in the store
+// (core.Service's PutRun, GetRun, RunIDs, DeleteRun): claimed with no
+// result when a run starts, with its result when it ends. In memory it
+// keeps only the runs of this process that have no stored result yet (in
+// progress, or whose result could not be stored).
 type Runner struct {
-	svc     *core.Service
-	dataDir string
-	cfg     Config
-	log     *slog.Logger
+	svc        *core.Service
+	workspaces string
+	cfg        Config
+	log        *slog.Logger
 
 	mu   sync.Mutex
 	runs map[string]*Result
 }
 
-// NewRunner returns a Runner that creates its teams in svc and its
-// workspaces and results under dataDir/runs.
-func NewRunner(svc *core.Service, dataDir string, cfg Config) *Runner {
+// NewRunner returns a Runner that creates its teams in svc, keeps its
+// documents in svc's store and each run's workspace on this machine at
+// workspaces/<run_id> (the run's team's workspace: the server's workspaces
+// directory, <data>/workspaces by default).
+func NewRunner(svc *core.Service, workspaces string, cfg Config) *Runner {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{svc: svc, dataDir: dataDir, cfg: cfg, log: log, runs: map[string]*Result{}}
+	return &Runner{svc: svc, workspaces: workspaces, cfg: cfg, log: log, runs: map[string]*Result{}}
 }
 
-func (r *Runner) runsDir() string { return filepath.Join(r.dataDir, "runs") }
+// workspace is the directory of run id's workspace.
+func (r *Runner) workspace(id string) string { return filepath.Join(r.workspaces, id) }
 
 // ErrInterrupted is returned, wrapping the context's cause, by a run whose
 // context ended before the run did. Its document is stored all the same:
@@ -313,45 +318,59 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (Result, er
 	return r.finish(ctx, x, nil)
 }
 
-// start claims a run id (the next free <scenario>-<n>), its directory and
-// its team, and registers the in-progress document.
+// start claims a run id (the next free <scenario>-<n>) with its team and
+// its stored document (no result yet), and registers the in-progress
+// document. The team's creation is the claim: it fails for a name any
+// process took, so two runs, of this process or another replica, never
+// share an id.
 func (r *Runner) start(ctx context.Context, name string) (*run, error) {
-	if err := os.MkdirAll(r.runsDir(), 0o700); err != nil {
-		return nil, core.StorageError(err)
+	n, err := r.nextNumber(ctx, name)
+	if err != nil {
+		return nil, err
 	}
-	n := r.nextNumber(name)
 	for tries := 0; tries < 100; tries, n = tries+1, n+1 {
 		id := name + "-" + strconv.Itoa(n)
 		if !core.ValidName(id) {
 			break
 		}
-		dir := filepath.Join(r.runsDir(), id)
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				continue
-			}
-			return nil, core.StorageError(err)
-		}
-		// Registered at once: a run directory without a result that is
-		// not registered is one that an earlier process left unfinished
-		// (see Get).
-		x := &run{svc: r.svc, log: r.log, id: id, team: id, dir: dir, ws: filepath.Join(dir, "workspace"),
+		// Registered at once: a stored run without a result that is not
+		// registered is one that an earlier process left unfinished (see
+		// Get).
+		x := &run{svc: r.svc, log: r.log, id: id, team: id, ws: r.workspace(id),
 			doc: &Result{RunID: id, Scenario: name, Team: id, Checks: []Check{}, Requests: []core.Request{}, Mailboxes: map[string][]core.Message{}}}
 		r.mu.Lock()
+		if _, taken := r.runs[id]; taken {
+			r.mu.Unlock()
+			continue
+		}
 		r.runs[id] = x.doc
 		r.mu.Unlock()
+		var created []string
 		var err error
 		if name == TeamProtocols {
-			_, _, err = r.svc.CreateTeam(ctx, closeProofTeam(id))
+			if _, _, err = r.svc.CreateTeam(ctx, closeProofTeam(id)); err == nil {
+				created = append(created, closeProofTeam(id).Name)
+			}
 		}
 		if err == nil {
-			_, _, err = r.svc.CreateTeam(ctx, lessonTeam(id))
+			if _, _, err = r.svc.CreateTeam(ctx, lessonTeam(id)); err == nil {
+				created = append(created, id)
+			}
+		}
+		if err == nil {
+			err = r.svc.PutRun(ctx, core.RunDoc{ID: id})
 		}
 		if err != nil {
 			r.mu.Lock()
 			delete(r.runs, id)
 			r.mu.Unlock()
-			_ = os.Remove(dir)
+			// Nothing of a run that could not start is kept.
+			admin := core.AsAdmin(context.WithoutCancel(ctx))
+			for _, team := range created {
+				if derr := r.svc.DeleteTeam(admin, team, nil); derr != nil {
+					r.log.Warn("removing the team of a run that could not start failed", "team", team, "err", derr)
+				}
+			}
 		}
 		if core.ErrorCode(err) == core.CodeTeamExists {
 			continue
@@ -364,18 +383,18 @@ func (r *Runner) start(ctx context.Context, name string) (*run, error) {
 	return nil, core.Errorf(core.CodeTeamExists, "No free run name for this scenario.")
 }
 
-// nextNumber is one more than the largest n of the teams and run
-// directories named <scenario>-<n>.
-func (r *Runner) nextNumber(name string) int {
+// nextNumber is one more than the largest n of the teams and stored runs
+// named <scenario>-<n>.
+func (r *Runner) nextNumber(ctx context.Context, name string) (int, error) {
 	names := []string{}
 	for _, t := range r.svc.Teams() {
 		names = append(names, t.Name)
 	}
-	if entries, err := os.ReadDir(r.runsDir()); err == nil {
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
+	ids, err := r.svc.RunIDs(ctx)
+	if err != nil {
+		return 0, err
 	}
+	names = append(names, ids...)
 	highest := 0
 	for _, s := range names {
 		rest, ok := strings.CutPrefix(s, name+"-")
@@ -386,7 +405,7 @@ func (r *Runner) nextNumber(name string) int {
 			highest = v
 		}
 	}
-	return highest + 1
+	return highest + 1, nil
 }
 
 // finish completes the document from the team's final state, stores it
@@ -427,20 +446,26 @@ func (r *Runner) finish(ctx context.Context, x *run, runErr error) (Result, erro
 	r.mu.Lock()
 	r.runs[x.id] = &out
 	r.mu.Unlock()
-	if err := writeResult(filepath.Join(x.dir, "result.json"), out); err != nil {
+	if err := r.store(bg, out); err != nil {
+		// Kept in memory: this process answers it, and does not take it
+		// for an interrupted run.
 		r.log.Error("storing a run result failed", "run", x.id, "err", err)
 		if runErr == nil {
-			runErr = core.StorageError(err)
+			runErr = err
 		}
+	} else {
+		r.mu.Lock()
+		delete(r.runs, x.id)
+		r.mu.Unlock()
 	}
 	r.log.Info("scenario run finished", "run", x.id, "scenario", out.Scenario, "ok", out.OK)
 	return cloneResult(&out), runErr
 }
 
 // Get returns a run's document: the finished one, or the in-progress one
-// (ok false, no checks yet) while the run is still going. A run that is
-// not in memory is read from its result.json.
-func (r *Runner) Get(runID string) (Result, error) {
+// (ok false, no checks yet) while the run is still going in this process.
+// Any other run is read from the store.
+func (r *Runner) Get(ctx context.Context, runID string) (Result, error) {
 	if !core.ValidName(runID) {
 		return Result{}, core.Errorf(core.CodeNotFound, "No such run.")
 	}
@@ -454,33 +479,30 @@ func (r *Runner) Get(runID string) (Result, error) {
 	if ok {
 		return out, nil
 	}
-	data, err := os.ReadFile(filepath.Join(r.runsDir(), runID, "result.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return r.unfinished(runID)
-	}
+	stored, err := r.svc.GetRun(ctx, runID)
 	if err != nil {
-		return Result{}, core.StorageError(err)
+		return Result{}, err
 	}
-	var stored Result
-	if err := json.Unmarshal(data, &stored); err != nil || stored.RunID != runID {
-		return Result{}, &core.Error{Code: core.CodeStorageFailed, Message: "The stored run result cannot be read.", Err: err}
+	if stored.Result == nil {
+		return r.unfinished(ctx, runID)
 	}
-	r.mu.Lock()
-	r.runs[runID] = &stored
-	r.mu.Unlock()
-	return cloneResult(&stored), nil
+	return decodeRun(stored)
 }
 
-// unfinished answers for a run that has a directory but no result and is
-// not running in this process: an earlier process ended while it ran (a
-// kill, a crash, a power cut). Its document is completed from its team as
-// it was left, marked interrupted, stored, and returned from then on. No
-// directory: not_found.
-func (r *Runner) unfinished(runID string) (Result, error) {
-	dir := filepath.Join(r.runsDir(), runID)
-	if info, err := os.Lstat(dir); err != nil || !info.IsDir() {
-		return Result{}, core.Errorf(core.CodeNotFound, "No such run.")
+// decodeRun is the document of a stored run with a result.
+func decodeRun(stored core.RunDoc) (Result, error) {
+	var doc Result
+	if err := json.Unmarshal(stored.Result, &doc); err != nil || doc.RunID != stored.ID {
+		return Result{}, &core.Error{Code: core.CodeStorageFailed, Message: "The stored run result cannot be read.", Err: err}
 	}
+	return doc, nil
+}
+
+// unfinished answers for a run that is stored without a result and is not
+// running in this process: an earlier process ended while it ran (a kill,
+// a crash, a power cut). Its document is completed from its team as it was
+// left, marked interrupted, stored, and returned from then on.
+func (r *Runner) unfinished(ctx context.Context, runID string) (Result, error) {
 	name := scenarioOf(runID)
 	if name == "" {
 		return Result{}, core.Errorf(core.CodeNotFound, "No such run.")
@@ -492,12 +514,23 @@ func (r *Runner) unfinished(runID string) (Result, error) {
 		r.mu.Unlock()
 		return out, nil
 	}
-	x := &run{svc: r.svc, log: r.log, id: runID, team: runID, dir: dir, ws: filepath.Join(dir, "workspace"),
+	x := &run{svc: r.svc, log: r.log, id: runID, team: runID, ws: r.workspace(runID),
 		doc: &Result{RunID: runID, Scenario: name, Team: runID, Checks: []Check{}, Requests: []core.Request{}, Mailboxes: map[string][]core.Message{}}}
 	r.runs[runID] = x.doc
 	r.mu.Unlock()
+	// A run of this process may have stored its result and left memory
+	// between the caller's read and the registration above.
+	if stored, err := r.svc.GetRun(ctx, runID); err != nil || stored.Result != nil {
+		r.mu.Lock()
+		delete(r.runs, runID)
+		r.mu.Unlock()
+		if err != nil {
+			return Result{}, err
+		}
+		return decodeRun(stored)
+	}
 	x.check(CheckInterrupted, false, "The server stopped before the run finished; the team and the mailboxes show how far it got.")
-	doc, err := r.finish(context.Background(), x, nil)
+	doc, err := r.finish(context.WithoutCancel(ctx), x, nil)
 	if err != nil {
 		// Not stored: forgotten again, so that the next Get, in this
 		// process or the next, tries to store it once more.
@@ -518,15 +551,18 @@ func scenarioOf(runID string) string {
 	return ""
 }
 
-// Delete removes a run's document and workspace, from memory and from
-// disk, all or nothing across a crash (mail.RemoveDir). A run that does
-// not exist is not an error. The caller makes sure the run is not in
+// Delete removes a run's document from the store and its workspace from
+// this machine (all or nothing across a crash, mail.RemoveDir). A run that
+// does not exist is not an error. The caller makes sure the run is not in
 // progress; a deleted run's id can be used again.
-func (r *Runner) Delete(runID string) error {
+func (r *Runner) Delete(ctx context.Context, runID string) error {
 	if !core.ValidName(runID) {
 		return nil
 	}
-	if err := mail.RemoveDir(filepath.Join(r.runsDir(), runID)); err != nil {
+	if err := r.svc.DeleteRun(ctx, runID); err != nil {
+		return err
+	}
+	if err := mail.RemoveDir(r.workspace(runID)); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -558,16 +594,16 @@ func cloneResult(d *Result) Result {
 	return out
 }
 
-// writeResult stores doc durably and atomically (mail.WriteFile).
-func writeResult(path string, doc Result) error {
+// store stores doc as its run's result, durably (core.Service.PutRun).
+func (r *Runner) store(ctx context.Context, doc Result) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(doc); err != nil {
-		return err
+		return core.StorageError(err)
 	}
-	return mail.WriteFile(path, buf.Bytes())
+	return r.svc.PutRun(ctx, core.RunDoc{ID: doc.RunID, Result: buf.Bytes()})
 }
 
 // lessonTeam is the lessons' fixed team (SPEC §1).
@@ -588,7 +624,6 @@ type run struct {
 	log    *slog.Logger
 	id     string
 	team   string
-	dir    string
 	ws     string
 	stepMS int
 	opts   Options

@@ -15,8 +15,15 @@ import (
 	"mailroom/internal/testkit"
 )
 
+// backend is the store this run of the package's tests uses: TestMain
+// runs them once on the file store and once on PostgreSQL.
+var backend string
+
+func TestMain(m *testing.M) { os.Exit(testkit.MainBackends(m, &backend)) }
+
 type env struct {
-	dir    string
+	place  *testkit.Place
+	dir    string // the data directory (the run workspaces under workspaces/)
 	svc    *core.Service
 	runner *Runner
 
@@ -26,9 +33,10 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{dir: t.TempDir()}
-	e.svc = openService(t, e.dir)
-	e.runner = NewRunner(e.svc, e.dir, Config{OnStart: func(runID, team string) {
+	e := &env{place: testkit.NewPlace(t, backend)}
+	e.dir = e.place.Dir
+	e.svc = e.place.OpenService(t, core.Options{})
+	e.runner = NewRunner(e.svc, workspaces(e.dir), Config{OnStart: func(runID, team string) {
 		e.mu.Lock()
 		e.started = append(e.started, [2]string{runID, team})
 		e.mu.Unlock()
@@ -36,10 +44,26 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func openService(t *testing.T, dir string) *core.Service {
+// openService opens a fresh store on this run's backend and a service
+// over it; dir is its data directory.
+func openService(t *testing.T) (svc *core.Service, dir string) {
 	t.Helper()
-	svc := testkit.OpenService(t, dir)
-	return svc
+	p := testkit.NewPlace(t, backend)
+	return p.OpenService(t, core.Options{}), p.Dir
+}
+
+// workspaces is the run workspaces' root of a data directory, as the
+// server has it by default.
+func workspaces(dir string) string { return filepath.Join(dir, "workspaces") }
+
+// storedResult is run id's stored result, nil while it has none.
+func storedResult(t *testing.T, svc *core.Service, id string) []byte {
+	t.Helper()
+	doc, err := svc.GetRun(t.Context(), id)
+	if err != nil {
+		t.Fatalf("GetRun(%s): %v", id, err)
+	}
+	return doc.Result
 }
 
 // assertChecks fails unless every check of doc holds and the named ones
@@ -120,7 +144,7 @@ func TestTeamProtocolsPaths(t *testing.T) {
 				t.Fatalf("outcome = %s", mustJSON(t, out))
 			}
 			// The counter file exists only where the program ran.
-			_, statErr := os.Stat(filepath.Join(e.dir, "runs", doc.RunID, "workspace", "counter.txt"))
+			_, statErr := os.Stat(filepath.Join(workspaces(e.dir), doc.RunID, "counter.txt"))
 			if tc.ran == errors.Is(statErr, fs.ErrNotExist) {
 				t.Fatalf("counter file: ran %t, stat %v", tc.ran, statErr)
 			}
@@ -188,7 +212,7 @@ func TestAgentTeams(t *testing.T) {
 		t.Fatal("reviewer got mail")
 	}
 	// Nothing runs main.py in lesson 15.
-	if _, err := os.Stat(filepath.Join(e.dir, "runs", doc.RunID, "workspace", "counter.txt")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(workspaces(e.dir), doc.RunID, "counter.txt")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("counter file: %v", err)
 	}
 	// A second run gets its own team and workspace.
@@ -204,13 +228,13 @@ func TestResultsSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.runner.Get(doc.RunID)
+	got, err := e.runner.Get(t.Context(), doc.RunID)
 	if err != nil || mustJSON(t, got) != mustJSON(t, doc) {
 		t.Fatalf("Get = %v", err)
 	}
-	// A fresh runner (a restarted server) reads result.json.
-	fresh := NewRunner(e.svc, e.dir, Config{})
-	got, err = fresh.Get(doc.RunID)
+	// A fresh runner (a restarted server) reads the stored document.
+	fresh := NewRunner(e.svc, workspaces(e.dir), Config{})
+	got, err = fresh.Get(t.Context(), doc.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,12 +244,19 @@ func TestResultsSurviveRestart(t *testing.T) {
 	if _, ok := got.Outcome.(*ProtocolOutcome); !ok {
 		t.Fatalf("stored outcome = %T", got.Outcome)
 	}
-	info, err := os.Stat(filepath.Join(e.dir, "runs", doc.RunID, "result.json"))
-	if err != nil || info.Mode().Perm() != 0o600 {
-		t.Fatalf("result.json: %v, %v", info, err)
+	if backend == testkit.BackendFile { // the file store's own file
+		info, err := os.Stat(filepath.Join(e.dir, "runs", doc.RunID, "result.json"))
+		if err != nil || info.Mode().Perm() != 0o600 {
+			t.Fatalf("result.json: %v, %v", info, err)
+		}
+	}
+	// A fresh service over the same store (a restart, or another replica).
+	got, err = NewRunner(e.place.OpenService(t, core.Options{}), workspaces(e.dir), Config{}).Get(t.Context(), doc.RunID)
+	if err != nil || mustJSON(t, got) != mustJSON(t, doc) {
+		t.Fatalf("Get through a new service = %v\n%s", err, mustJSON(t, got))
 	}
 	for _, id := range []string{"team-protocols-9", "../teams", "", "x/y"} {
-		if _, err := fresh.Get(id); core.ErrorCode(err) != core.CodeNotFound {
+		if _, err := fresh.Get(t.Context(), id); core.ErrorCode(err) != core.CodeNotFound {
 			t.Fatalf("Get(%q) = %v, want not_found", id, err)
 		}
 	}
@@ -243,11 +274,10 @@ func TestResultsSurviveRestart(t *testing.T) {
 func TestRunInterrupted(t *testing.T) {
 	for _, name := range []string{AgentTeams, TeamProtocols} {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			svc := openService(t, dir)
+			svc, dir := openService(t)
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			runner := NewRunner(svc, dir, Config{OnStart: func(string, string) { cancel() }})
+			runner := NewRunner(svc, workspaces(dir), Config{OnStart: func(string, string) { cancel() }})
 			doc, err := runner.Run(ctx, name, Options{})
 			if !errors.Is(err, ErrInterrupted) {
 				t.Fatalf("Run error = %v, want ErrInterrupted", err)
@@ -275,7 +305,7 @@ func TestRunInterrupted(t *testing.T) {
 			if len(doc.Requests) != 0 {
 				t.Errorf("requests after a run stopped at its start = %s, want none", mustJSON(t, doc.Requests))
 			}
-			got, err := NewRunner(svc, dir, Config{}).Get(doc.RunID)
+			got, err := NewRunner(svc, workspaces(dir), Config{}).Get(t.Context(), doc.RunID)
 			if err != nil {
 				t.Fatalf("Get after restart: %v", err)
 			}
@@ -287,7 +317,7 @@ func TestRunInterrupted(t *testing.T) {
 }
 
 // TestUnfinishedRunIsInterrupted covers a process that ended while a run
-// was going (SIGKILL, a crash): its directory has no result. The next
+// was going (SIGKILL, a crash): its run is stored with no result. The next
 // process answers it as finished, not ok and interrupted, stores that,
 // and numbers the next run after it.
 func TestUnfinishedRunIsInterrupted(t *testing.T) {
@@ -296,10 +326,13 @@ func TestUnfinishedRunIsInterrupted(t *testing.T) {
 	if _, _, err := e.svc.CreateTeam(t.Context(), lessonTeam(id)); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(e.dir, "runs", id, "workspace"), 0o700); err != nil {
+	if err := e.svc.PutRun(t.Context(), core.RunDoc{ID: id}); err != nil {
 		t.Fatal(err)
 	}
-	doc, err := e.runner.Get(id)
+	if err := os.MkdirAll(filepath.Join(workspaces(e.dir), id), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := e.runner.Get(t.Context(), id)
 	if err != nil {
 		t.Fatalf("Get(%s) = %v, want the interrupted run", id, err)
 	}
@@ -312,14 +345,14 @@ func TestUnfinishedRunIsInterrupted(t *testing.T) {
 	if got := len(doc.Mailboxes); got != 3 {
 		t.Errorf("mailboxes of %d members, want the team's 3", got)
 	}
-	if _, err := os.Stat(filepath.Join(e.dir, "runs", id, "result.json")); err != nil {
-		t.Errorf("result.json after Get: %v, want it stored", err)
+	if stored := storedResult(t, e.svc, id); stored == nil {
+		t.Error("no result stored after Get, want the interrupted document")
 	}
-	again, err := NewRunner(e.svc, e.dir, Config{}).Get(id)
+	again, err := NewRunner(e.svc, workspaces(e.dir), Config{}).Get(t.Context(), id)
 	if err != nil || mustJSON(t, again) != mustJSON(t, doc) {
 		t.Errorf("Get after restart = %s, %v; want %s", mustJSON(t, again), err, mustJSON(t, doc))
 	}
-	if _, err := e.runner.Get("agent-teams-2"); core.ErrorCode(err) != core.CodeNotFound {
+	if _, err := e.runner.Get(t.Context(), "agent-teams-2"); core.ErrorCode(err) != core.CodeNotFound {
 		t.Errorf("Get of a run that never started = %v, want not_found", err)
 	}
 	next, err := e.runner.Run(t.Context(), AgentTeams, Options{})

@@ -10,6 +10,7 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
+	"mailroom/internal/mail"
 )
 
 // mainPy is the workspace's fixed program: it prints 42 and appends one x
@@ -25,9 +26,22 @@ print(42)
 const counterFile = "counter.txt"
 
 // writeWorkspace creates the run's workspace with main.py and
-// expected.txt holding expected.
+// expected.txt holding expected (and the workspaces root, mode 0700, when
+// missing). The run's team was just created, so a directory already there
+// is a leftover of an earlier team of that name and is replaced.
 func writeWorkspace(dir, expected string) error {
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); errors.Is(err, fs.ErrExist) {
+		if err := mail.RemoveDir(dir); err != nil {
+			return err
+		}
+		err = os.Mkdir(dir, 0o700)
+		if err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, agent.Program), []byte(mainPy), 0o600); err != nil {

@@ -1,0 +1,135 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+)
+
+// Event types and their payloads (Event.Data). The JSON shapes are the
+// ones api/openapi.yaml documents for the event stream.
+const (
+	EventMessage    = "message"    // Message
+	EventRequest    = "request"    // Request: a request opened
+	EventReply      = "reply"      // Request: a reply recorded
+	EventMatch      = "match"      // Request: a status changed by a match
+	EventMember     = "member"     // MemberView, or []MemberView when a team is created
+	EventTurn       = "turn"       // TurnEvent
+	EventPermission = "permission" // Permission
+	EventRun        = "run"        // set by the HTTP layer (a scenario run)
+)
+
+// Event is one committed state change, published after its unit of work
+// committed.
+type Event struct {
+	// Type is one of the Event* constants.
+	Type string `json:"type"`
+	Team string `json:"team"`
+	// Data is the typed payload of Type (see the Event* constants).
+	Data any `json:"data"`
+}
+
+// UnmarshalJSON decodes an event with its payload typed by Type, so that
+// an event that crossed processes (a store's Notifier) reaches
+// subscribers as the same struct a local one is.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Type string          `json:"type"`
+		Team string          `json:"team"`
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	e.Type, e.Team, e.Data = raw.Type, raw.Team, nil
+	var err error
+	decode := func(v any) any { err = json.Unmarshal(raw.Data, v); return v }
+	switch raw.Type {
+	case EventMessage:
+		e.Data = *decode(&Message{}).(*Message)
+	case EventRequest, EventReply, EventMatch:
+		e.Data = *decode(&Request{}).(*Request)
+	case EventMember:
+		if len(raw.Data) > 0 && raw.Data[0] == '[' {
+			e.Data = *decode(&[]MemberView{}).(*[]MemberView)
+		} else {
+			e.Data = *decode(&MemberView{}).(*MemberView)
+		}
+	case EventTurn:
+		e.Data = *decode(&TurnEvent{}).(*TurnEvent)
+	case EventPermission:
+		e.Data = *decode(&Permission{}).(*Permission)
+	default:
+		var v any
+		if len(raw.Data) > 0 {
+			err = json.Unmarshal(raw.Data, &v)
+		}
+		e.Data = v
+	}
+	if err != nil {
+		return fmt.Errorf("core: event %q: %w", raw.Type, err)
+	}
+	return nil
+}
+
+// Publisher announces committed events.
+type Publisher interface {
+	Publish(ev Event)
+}
+
+// Subscriber registers a function called with every event; cancel stops
+// the calls. fn is called from the publishing goroutine: it must not
+// block and must not call back into the Service.
+type Subscriber interface {
+	Subscribe(fn func(Event)) (cancel func())
+}
+
+// Notifier is implemented by a Store whose teams other processes write
+// too (several replicas on one database). Core hands it every event it
+// publishes (Announce, after the commit) so the store can tell the other
+// processes, and Listen delivers the events the other processes
+// announced; core feeds them into the same Bus as its own, so waiting
+// reads, the event stream and turn waits see other replicas' commits.
+type Notifier interface {
+	Announce(ev Event)
+	// Listen calls deliver for every event another process announced,
+	// until the returned stop is called.
+	Listen(deliver func(Event)) (stop func())
+}
+
+// Bus is the in-process Publisher and Subscriber. The zero value is ready.
+type Bus struct {
+	mu   sync.RWMutex
+	next int
+	subs map[int]func(Event)
+}
+
+// Publish calls every subscriber with ev.
+func (b *Bus) Publish(ev Event) {
+	b.mu.RLock()
+	fns := make([]func(Event), 0, len(b.subs))
+	for _, fn := range b.subs {
+		fns = append(fns, fn)
+	}
+	b.mu.RUnlock()
+	for _, fn := range fns {
+		fn(ev)
+	}
+}
+
+// Subscribe registers fn; cancel unregisters it.
+func (b *Bus) Subscribe(fn func(Event)) (cancel func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.subs == nil {
+		b.subs = map[int]func(Event){}
+	}
+	id := b.next
+	b.next++
+	b.subs[id] = fn
+	return func() {
+		b.mu.Lock()
+		delete(b.subs, id)
+		b.mu.Unlock()
+	}
+}

@@ -1,0 +1,184 @@
+package mail
+
+import (
+	"context"
+	"time"
+
+	"mailroom/internal/core"
+)
+
+// compactMinLines is the smallest log worth compacting: below it a rewrite
+// would cost more than the dead lines it removes.
+const compactMinLines = 64
+
+// A team's idempotency records live in a log of their own (idem.go),
+// apart from its state: a keyed write appends one line there, so its cost
+// does not grow with the number of remembered keys or with the members'
+// histories. Each record carries the letter it answers for and is made
+// durable before that letter is written; start-up keeps a record only
+// when its exact letter is on disk (restoreIdempotency,
+// docs/durability.md).
+
+// idemRef names one remembered write: the member that made it and its key.
+type idemRef struct{ member, key string }
+
+// idemState is a team's remembered writes in memory, with what is needed
+// to expire them in order and to know when the log is worth compacting.
+type idemState struct {
+	live map[idemRef]core.IdempotencyRecord
+	// order lists records as they were remembered, oldest first, from
+	// head on; an entry whose record was replaced or dropped is skipped.
+	order []idemEntry
+	head  int
+	// lines counts the log's lines, live or dead.
+	lines int
+	// pending is the records logged for the letter being written; they
+	// become live once the letter is stored, or are cancelled.
+	pending []core.IdempotencyRecord
+	// unwritten holds cancel lines that could not be appended; they are
+	// appended before the team writes its next letter.
+	unwritten []core.IdempotencyRecord
+}
+
+type idemEntry struct {
+	ref idemRef
+	at  time.Time
+}
+
+// prune forgets expired records from the oldest on; each is looked at once.
+func (e *teamEntry) prune(now time.Time) {
+	d := &e.idem
+	for d.head < len(d.order) {
+		en := d.order[d.head]
+		if now.Sub(en.at) < core.IdempotencyTTL {
+			break
+		}
+		if r, ok := d.live[en.ref]; ok && r.At.Equal(en.at) {
+			delete(d.live, en.ref)
+		}
+		d.head++
+	}
+	if d.head > 0 && d.head*2 >= len(d.order) {
+		d.order = append(d.order[:0], d.order[d.head:]...)
+		d.head = 0
+	}
+}
+
+// remember makes r live in memory; its line is already in the log.
+func (e *teamEntry) remember(r core.IdempotencyRecord) {
+	d := &e.idem
+	if d.live == nil {
+		d.live = map[idemRef]core.IdempotencyRecord{}
+	}
+	ref := idemRef{r.Member, r.Key}
+	d.live[ref] = r
+	d.order = append(d.order, idemEntry{ref: ref, at: r.At})
+}
+
+// cancelPending withdraws the records logged for a letter that could not
+// be written: a cancel line each, appended now or before the next letter.
+func (s *Store) cancelPending(ctx context.Context, e *teamEntry) {
+	for _, rec := range e.idem.pending {
+		c := core.IdempotencyRecord{Member: rec.Member, Key: rec.Key, Fingerprint: rec.Fingerprint, At: rec.At, Letter: rec.Letter, Cancelled: true}
+		e.idem.unwritten = append(e.idem.unwritten, c)
+	}
+	e.idem.pending = nil
+	if err := s.flushCancels(ctx, e); err != nil {
+		s.log.ErrorContext(ctx, "cancelling an idempotency record failed; retried before the next letter", "team", e.st.Name, "err", err)
+	}
+}
+
+// flushCancels appends the cancel lines that could not be appended when
+// their letter failed. Until they are on disk the team writes no letter,
+// since a later letter could take the failed one's id.
+func (s *Store) flushCancels(ctx context.Context, e *teamEntry) error {
+	for len(e.idem.unwritten) > 0 {
+		if err := s.AppendIdempotency(ctx, e.st.Name, e.idem.unwritten[0]); err != nil {
+			return err
+		}
+		e.idem.lines++
+		e.idem.unwritten = e.idem.unwritten[1:]
+	}
+	return nil
+}
+
+// compactIdempotency rewrites the log with only the live records once it
+// holds more dead lines than live ones, so the log stays within twice
+// what is remembered. A failed rewrite loses nothing: the old log is right.
+func (s *Store) compactIdempotency(ctx context.Context, e *teamEntry) {
+	d := &e.idem
+	e.prune(s.clock())
+	if d.lines < compactMinLines || d.lines-len(d.live) <= len(d.live) || len(d.unwritten) > 0 {
+		return
+	}
+	live := make([]core.IdempotencyRecord, 0, len(d.live))
+	order := make([]idemEntry, 0, len(d.live))
+	seen := make(map[idemRef]bool, len(d.live))
+	for _, en := range d.order[d.head:] {
+		if r, ok := d.live[en.ref]; ok && r.At.Equal(en.at) && !seen[en.ref] {
+			seen[en.ref] = true
+			live = append(live, r)
+			order = append(order, en)
+		}
+	}
+	if err := s.RewriteIdempotency(ctx, e.st.Name, live); err != nil {
+		s.log.WarnContext(ctx, "compacting the idempotency log failed; it is kept as it is", "team", e.st.Name, "err", err)
+		return
+	}
+	d.order, d.head, d.lines = order, 0, len(live)
+}
+
+// restoreIdempotency loads the team's idempotency log at start. inboxes
+// are the team's validated letters by recipient. A record counts when it
+// has not expired, was not cancelled, and its exact letter is on disk.
+// Records kept in an older state file are moved into the log; the result
+// reports whether the state changed and must be saved.
+func (s *Store) restoreIdempotency(ctx context.Context, e *teamEntry, inboxes map[string][]core.Message) (bool, error) {
+	name := e.st.Name
+	lines, err := s.LoadIdempotency(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	now := s.clock()
+	stored := map[string]map[string]core.Message{}
+	letterOnDisk := func(l core.Message) bool {
+		byID, ok := stored[l.Recipient]
+		if !ok {
+			byID = map[string]core.Message{}
+			for _, m := range inboxes[l.Recipient] {
+				byID[m.ID] = m
+			}
+			stored[l.Recipient] = byID
+		}
+		m, ok := byID[l.ID]
+		return ok && m == l
+	}
+	e.idem = idemState{live: map[idemRef]core.IdempotencyRecord{}, lines: len(lines)}
+	for _, r := range lines {
+		ref := idemRef{r.Member, r.Key}
+		if r.Cancelled {
+			if cur, ok := e.idem.live[ref]; ok && cur.Letter != nil && r.Letter != nil && cur.Letter.ID == r.Letter.ID {
+				delete(e.idem.live, ref)
+			}
+			continue
+		}
+		if r.Expired(now) || (r.Letter != nil && !letterOnDisk(*r.Letter)) {
+			continue
+		}
+		e.remember(r)
+	}
+	legacy := e.st.Idempotency
+	for _, r := range legacy {
+		if r.Expired(now) {
+			continue
+		}
+		if err := s.AppendIdempotency(ctx, name, r); err != nil {
+			return false, err
+		}
+		e.idem.lines++
+		e.remember(r)
+	}
+	e.st.Idempotency = nil
+	s.compactIdempotency(ctx, e)
+	return len(legacy) > 0, nil
+}

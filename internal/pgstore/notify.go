@@ -1,0 +1,164 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"mailroom/internal/core"
+)
+
+// maxPayload is the most a NOTIFY payload carries inline (PostgreSQL's
+// limit is 8000 bytes); a larger event goes through the events table.
+const maxPayload = 7000
+
+// envelope is one notification: the process that announced it and the
+// event. Ref, instead of Event, names a row of the events table.
+type envelope struct {
+	Origin string          `json:"o"`
+	Event  json.RawMessage `json:"e,omitempty"`
+	Ref    int64           `json:"r,omitempty"`
+}
+
+// Announce implements core.Notifier: ev is queued and sent with NOTIFY by
+// one goroutine, in order, so the unit of work that produced it does not
+// wait for the database again. While the database is unreachable the
+// events are dropped (logged): waiting reads elsewhere time out instead.
+func (s *Store) Announce(ev core.Event) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		s.log.Warn("event not announced", "type", ev.Type, "err", err)
+		return
+	}
+	select {
+	case s.notify <- b:
+	default:
+		s.log.Warn("event not announced: queue full", "type", ev.Type)
+	}
+}
+
+// maxNotifyBatch bounds the events sent in one round trip.
+const maxNotifyBatch = 64
+
+func (s *Store) sendLoop() {
+	defer s.wg.Done()
+	lastSweep := time.Now()
+	for {
+		var queued [][]byte
+		select {
+		case <-s.stop:
+			return
+		case b := <-s.notify:
+			queued = append(queued, b)
+		}
+		// What else is queued goes in the same round trip, in order.
+	more:
+		for len(queued) < maxNotifyBatch {
+			select {
+			case b := <-s.notify:
+				queued = append(queued, b)
+			default:
+				break more
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		batch := &pgx.Batch{}
+		for _, b := range queued {
+			env := envelope{Origin: s.origin, Event: b}
+			if len(b) > maxPayload {
+				env.Event = nil
+				if err := s.pool.QueryRow(ctx, `INSERT INTO events (payload) VALUES ($1) RETURNING id`, string(b)).Scan(&env.Ref); err != nil {
+					s.log.Warn("event not announced", "err", err)
+					continue
+				}
+			}
+			payload, _ := json.Marshal(env)
+			batch.Queue(`SELECT pg_notify($1, $2)`, channel, string(payload))
+		}
+		if batch.Len() > 0 {
+			if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+				s.log.Warn("events not announced", "count", batch.Len(), "err", err)
+			}
+		}
+		if time.Since(lastSweep) > time.Minute {
+			lastSweep = time.Now()
+			_, _ = s.pool.Exec(ctx, `DELETE FROM events WHERE created_at < now() - interval '1 minute'`)
+		}
+		cancel()
+	}
+}
+
+// Listen implements core.Notifier: one connection per process LISTENs on
+// the channel and delivers the other processes' events; when it is lost
+// it reconnects (events announced meanwhile are not replayed).
+func (s *Store) Listen(deliver func(core.Event)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		backoff := 100 * time.Millisecond
+		for ctx.Err() == nil {
+			err := s.listenOnce(ctx, deliver, func() { backoff = 100 * time.Millisecond })
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("event listener lost the database; reconnecting", "err", err, "in", backoff.String())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			if backoff < 5*time.Second {
+				backoff *= 2
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, deliver func(core.Event), connected func()) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection leaves the pool for good: a LISTEN must not be
+	// handed to a unit of work.
+	pc := conn.Hijack()
+	defer pc.Close(context.Background())
+	if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		return err
+	}
+	connected()
+	for {
+		n, err := pc.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		var env envelope
+		if json.Unmarshal([]byte(n.Payload), &env) != nil || env.Origin == s.origin {
+			continue
+		}
+		raw := []byte(env.Event)
+		if env.Ref != 0 {
+			var payload string
+			if err := pc.QueryRow(ctx, `SELECT payload FROM events WHERE id = $1`, env.Ref).Scan(&payload); err != nil {
+				s.log.Warn("event lost", "ref", strconv.FormatInt(env.Ref, 10), "err", err)
+				continue
+			}
+			raw = []byte(payload)
+		}
+		var ev core.Event
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			s.log.Warn("undecodable event from another replica", "err", strings.TrimSpace(err.Error()))
+			continue
+		}
+		deliver(ev)
+	}
+}

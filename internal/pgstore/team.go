@@ -1,0 +1,592 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"mailroom/internal/core"
+)
+
+// errReadOnly refuses a write inside ViewTeam.
+var errReadOnly = errors.New("pgstore: a view cannot change the team")
+
+// UpdateTeam implements core.Store: one transaction holding the team's row
+// lock from the first read to the commit. The transaction's BEGIN travels
+// with the reads (the row's lock first) and its COMMIT with the writes, so
+// that a unit of work is two round trips and the reads its function makes.
+func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return storeErr(ctx, err)
+	}
+	// A connection left inside a transaction (a failed ROLLBACK, a
+	// cancelled round trip) is closed by Release, never reused.
+	defer conn.Release()
+	var fnErr error
+	err = func() error {
+		t, err := loadTeam(ctx, conn, name, true)
+		if err != nil {
+			return err
+		}
+		if t.damaged != nil {
+			return core.CorruptInbox(t.damaged)
+		}
+		if fnErr = fn(t); fnErr != nil {
+			return fnErr
+		}
+		return t.commit(ctx)
+	}()
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
+		}
+		err = storeErr(ctx, err)
+	}
+	if fnErr != nil && errors.Is(err, fnErr) && !lostDatabase(fnErr) {
+		return fnErr // unchanged, as the contract says
+	}
+	return err
+}
+
+// lostDatabase reports whether err, returned by core's function, is in
+// fact the database lost under one of tx's reads (not a domain error of
+// core's): then the store's storage_unavailable is the answer, not the
+// raw error (or core's storage_failed wrapping it) that would tell the
+// client a write failed for good.
+func lostDatabase(err error) bool {
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		// Core wraps a failed tx call as storage_failed.
+		return ce.Code == core.CodeStorageFailed && ce.Err != nil && unavailable(ce.Err)
+	}
+	return unavailable(err)
+}
+
+// ViewTeam implements core.Store: a read-only snapshot transaction.
+func (s *Store) ViewTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
+	var fnErr error
+	err := s.withTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		t, err := loadTeam(ctx, tx, name, false)
+		if err != nil {
+			return err
+		}
+		t.readOnly = true
+		fnErr = fn(t)
+		return fnErr
+	})
+	if fnErr != nil && errors.Is(err, fnErr) && !lostDatabase(fnErr) {
+		return fnErr
+	}
+	return err
+}
+
+// loaded is what a unit of work read, to write back only what changed.
+type loaded struct {
+	requests    map[string][]byte // request id → its JSON as read
+	permissions map[string][]byte
+	leases      map[string]core.Lease
+}
+
+// teamTx is core.TeamTx inside one database transaction.
+type teamTx struct {
+	ctx      context.Context
+	tx       querier
+	name     string
+	version  int64
+	st       *core.TeamState
+	damaged  error
+	readOnly bool
+	orig     loaded
+
+	inboxes map[string][]core.Message // loaded inboxes
+	sizes   map[string]int            // their size in bytes
+	counts  map[string]inboxCount     // every inbox's size as stored (UpdateTeam)
+	letter  *core.Message
+	line    []byte // the letter's inbox line
+	seq     int    // and its number
+	idem    []core.IdempotencyRecord
+	// state is teams.state as read, re-encoded: commit rewrites the row
+	// only when fn changed it.
+	state []byte
+}
+
+// inboxCount is members.letters and members.inbox_bytes.
+type inboxCount struct {
+	letters int
+	bytes   int
+}
+
+// querier is a transaction (ViewTeam) or a connection inside one that
+// UpdateTeam began itself.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// loadTeam reads team name; with forUpdate it begins the transaction on
+// tx, a connection, and locks the team's row.
+func loadTeam(ctx context.Context, tx querier, name string, forUpdate bool) (*teamTx, error) {
+	q := `SELECT version, state FROM teams WHERE name = $1`
+	if forUpdate {
+		q += ` FOR UPDATE`
+	}
+	t := &teamTx{ctx: ctx, tx: tx, name: name, inboxes: map[string][]core.Message{}, sizes: map[string]int{}}
+	// One round trip: the row's lock first, then what it guards (each
+	// statement of the batch reads after the lock is held).
+	b := &pgx.Batch{}
+	if forUpdate {
+		b.Queue(`BEGIN`)
+	}
+	b.Queue(q, name)
+	b.Queue(`SELECT request_id, doc FROM requests WHERE team = $1 ORDER BY seq`, name)
+	b.Queue(`SELECT permission_id, doc FROM permissions WHERE team = $1 ORDER BY seq`, name)
+	if forUpdate {
+		b.Queue(`SELECT name, letters, inbox_bytes FROM members WHERE team = $1`, name)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if forUpdate {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	var state []byte
+	err := br.QueryRow().Scan(&t.version, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, core.Errorf(core.CodeNotFound, "No such team.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := &core.TeamState{}
+	if err := json.Unmarshal(state, st); err != nil {
+		t.damaged = fmt.Errorf("team state: %w", err)
+		st = &core.TeamState{Name: name}
+	}
+	st.Requests = []core.Request{}
+	st.Permissions = nil
+	t.orig = loaded{requests: map[string][]byte{}, permissions: map[string][]byte{}, leases: map[string]core.Lease{}}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id string
+		var doc []byte
+		if err := rows.Scan(&id, &doc); err != nil {
+			return nil, err
+		}
+		var r core.Request
+		if err := json.Unmarshal(doc, &r); err != nil && t.damaged == nil {
+			t.damaged = fmt.Errorf("request %s: %w", id, err)
+		}
+		st.Requests = append(st.Requests, r)
+		t.orig.requests[id] = canonical(r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id string
+		var doc []byte
+		if err := rows.Scan(&id, &doc); err != nil {
+			return nil, err
+		}
+		var p core.Permission
+		if err := json.Unmarshal(doc, &p); err != nil && t.damaged == nil {
+			t.damaged = fmt.Errorf("permission %s: %w", id, err)
+		}
+		st.Permissions = append(st.Permissions, p)
+		t.orig.permissions[id] = canonical(p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if forUpdate {
+		t.counts = map[string]inboxCount{}
+		rows, err = br.Query()
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var member string
+			var c inboxCount
+			if err := rows.Scan(&member, &c.letters, &c.bytes); err != nil {
+				return nil, err
+			}
+			t.counts[member] = c
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if t.state, err = encodeState(st); err != nil {
+			return nil, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	for _, m := range st.Members {
+		if m.Lease != nil {
+			t.orig.leases[m.Name] = *m.Lease
+		}
+	}
+	t.st = st
+	return t, nil
+}
+
+func canonical(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // core's types always encode
+	}
+	return b
+}
+
+// encodeState is the teams.state column: the state without what has a
+// table of its own.
+func encodeState(st *core.TeamState) ([]byte, error) {
+	cp := *st
+	cp.Requests = nil
+	cp.Permissions = nil
+	cp.Intent = nil
+	cp.Idempotency = nil
+	return json.Marshal(&cp)
+}
+
+func (t *teamTx) State() *core.TeamState { return t.st }
+func (t *teamTx) Damaged() error         { return t.damaged }
+
+// LoadInbox implements core.TeamTx: the inbox's lines, validated exactly as
+// a file of those bytes would be.
+func (t *teamTx) LoadInbox(member string) ([]core.Message, error) {
+	if msgs, ok := t.inboxes[member]; ok {
+		return append([]core.Message(nil), msgs...), nil
+	}
+	if t.damaged != nil {
+		return nil, core.CorruptInbox(t.damaged)
+	}
+	data, err := inboxBytes(t.ctx, t.tx, t.name, member)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > t.st.Limits.InboxBytes {
+		return nil, core.CorruptInbox(core.ErrInboxTooLarge)
+	}
+	msgs, err := core.DecodeInbox(data, t.st.Rules(member))
+	if err != nil {
+		return nil, err
+	}
+	if t.letter != nil && t.letter.Recipient == member {
+		// Appended in this unit, written at commit.
+		msgs = append(msgs, *t.letter)
+		data = append(data, t.line...)
+	}
+	t.inboxes[member] = msgs
+	t.sizes[member] = len(data)
+	return append([]core.Message(nil), msgs...), nil
+}
+
+// InboxBytes returns member's inbox exactly as the lesson's file holds it
+// (Accept: application/jsonl).
+// The lines are validated as LoadInbox validates them: a damaged inbox is
+// CodeInboxCorrupt, never served.
+func (t *teamTx) InboxBytes(member string) ([]byte, error) {
+	if t.damaged != nil {
+		return nil, core.CorruptInbox(t.damaged)
+	}
+	data, err := inboxBytes(t.ctx, t.tx, t.name, member)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := t.inboxes[member]; !ok {
+		if len(data) > t.st.Limits.InboxBytes {
+			return nil, core.CorruptInbox(core.ErrInboxTooLarge)
+		}
+		if _, err := core.DecodeInbox(data, t.st.Rules(member)); err != nil {
+			return nil, err
+		}
+	}
+	if t.letter != nil && t.letter.Recipient == member {
+		data = append(data, t.line...) // written at commit
+	}
+	return data, nil
+}
+
+func inboxBytes(ctx context.Context, q querier, team, member string) ([]byte, error) {
+	rows, err := q.Query(ctx, `SELECT line FROM letters WHERE team = $1 AND member = $2 ORDER BY seq`, team, member)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	for rows.Next() {
+		var line []byte
+		if err := rows.Scan(&line); err != nil {
+			return nil, err
+		}
+		buf.Write(line)
+	}
+	return buf.Bytes(), rows.Err()
+}
+
+// InboxLen implements core.InboxCounter: the stored count (members.letters,
+// kept by a trigger with the letters), without reading the inbox.
+func (t *teamTx) InboxLen(member string) (int, error) {
+	if msgs, ok := t.inboxes[member]; ok {
+		return len(msgs), nil
+	}
+	if t.damaged != nil {
+		return 0, core.CorruptInbox(t.damaged)
+	}
+	if t.counts == nil {
+		msgs, err := t.LoadInbox(member)
+		return len(msgs), err
+	}
+	n := t.counts[member].letters
+	if t.letter != nil && t.letter.Recipient == member {
+		n++
+	}
+	return n, nil
+}
+
+// AppendLetter implements core.TeamTx. The letter's row is inserted at
+// commit, with the unit's other writes; its id n+1 and the inbox_bytes
+// limit are checked against the stored count, and the primary key (team,
+// member, seq) refuses a duplicate.
+func (t *teamTx) AppendLetter(msg core.Message) error {
+	if t.readOnly {
+		return errReadOnly
+	}
+	if t.letter != nil {
+		return errors.New("pgstore: a unit of work appends at most one letter")
+	}
+	if t.damaged != nil {
+		return core.CorruptInbox(t.damaged)
+	}
+	var n, size int
+	if msgs, ok := t.inboxes[msg.Recipient]; ok {
+		n, size = len(msgs), t.sizes[msg.Recipient]
+	} else {
+		c, ok := t.counts[msg.Recipient]
+		if !ok {
+			return fmt.Errorf("pgstore: no member %q", msg.Recipient)
+		}
+		n, size = c.letters, c.bytes
+	}
+	seq := n + 1
+	if msg.ID != msg.Recipient+"-"+strconv.Itoa(seq) {
+		return fmt.Errorf("pgstore: letter id %q after %d letters, want %s-%d", msg.ID, n, msg.Recipient, seq)
+	}
+	line := core.EncodeInboxLine(msg)
+	if size+len(line) > t.st.Limits.InboxBytes {
+		return core.Errorf(core.CodeInboxFull, "The recipient's inbox is full.")
+	}
+	if _, ok := t.inboxes[msg.Recipient]; ok {
+		t.inboxes[msg.Recipient] = append(t.inboxes[msg.Recipient], msg)
+		t.sizes[msg.Recipient] += len(line)
+	}
+	m := msg
+	t.letter = &m
+	t.line = line
+	t.seq = seq
+	return nil
+}
+
+// Idempotency implements core.TeamTx.
+func (t *teamTx) Idempotency(member, key string) (core.IdempotencyRecord, bool, error) {
+	for i := len(t.idem) - 1; i >= 0; i-- {
+		if r := t.idem[i]; r.Member == member && r.Key == key {
+			return r, true, nil
+		}
+	}
+	r := core.IdempotencyRecord{Member: member, Key: key}
+	var letter []byte
+	err := t.tx.QueryRow(t.ctx, `SELECT fingerprint, result, at, letter FROM idempotency
+		WHERE team = $1 AND member = $2 AND key = $3`, t.name, member, key).Scan(&r.Fingerprint, &r.Result, &r.At, &letter)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return core.IdempotencyRecord{}, false, nil
+	}
+	if err != nil {
+		return core.IdempotencyRecord{}, false, err
+	}
+	r.At = r.At.UTC()
+	if time.Since(r.At) >= core.IdempotencyTTL {
+		return core.IdempotencyRecord{}, false, nil
+	}
+	if letter != nil {
+		r.Letter = &core.Message{}
+		if err := json.Unmarshal(letter, r.Letter); err != nil {
+			return core.IdempotencyRecord{}, false, err
+		}
+	}
+	return r, true, nil
+}
+
+// PutIdempotency implements core.TeamTx; the record is written at commit,
+// with the unit's letter.
+func (t *teamTx) PutIdempotency(r core.IdempotencyRecord) error {
+	if t.readOnly {
+		return errReadOnly
+	}
+	t.idem = append(t.idem, r)
+	return nil
+}
+
+// Turns implements core.TeamTx.
+func (t *teamTx) Turns() ([]core.TurnDoc, error) {
+	rows, err := t.tx.Query(t.ctx, `SELECT doc FROM turns WHERE team = $1 ORDER BY seq`, t.name)
+	if err != nil {
+		return nil, err
+	}
+	out := []core.TurnDoc{}
+	for rows.Next() {
+		var doc []byte
+		if err := rows.Scan(&doc); err != nil {
+			return nil, err
+		}
+		var d core.TurnDoc
+		if err := json.Unmarshal(doc, &d); err != nil {
+			return nil, fmt.Errorf("pgstore: turn document: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// PutTurn implements core.TeamTx.
+func (t *teamTx) PutTurn(doc core.TurnDoc) error {
+	if t.readOnly {
+		return errReadOnly
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.Exec(t.ctx, `INSERT INTO turns (team, turn_id, doc) VALUES ($1, $2, $3)
+		ON CONFLICT (team, turn_id) DO UPDATE SET doc = EXCLUDED.doc`, t.name, doc.TurnID, b)
+	return err
+}
+
+// DeleteTurn implements core.TeamTx.
+func (t *teamTx) DeleteTurn(turnID string) error {
+	if t.readOnly {
+		return errReadOnly
+	}
+	_, err := t.tx.Exec(t.ctx, `DELETE FROM turns WHERE team = $1 AND turn_id = $2`, t.name, turnID)
+	return err
+}
+
+// commit writes what fn changed and commits, in one round trip.
+func (t *teamTx) commit(ctx context.Context) error {
+	b := &pgx.Batch{}
+	if m := t.letter; m != nil {
+		b.Queue(`INSERT INTO letters (team, member, seq, sender, body, line) VALUES ($1, $2, $3, $4, $5, $6)`,
+			t.name, m.Recipient, t.seq, m.Sender, m.Body, t.line)
+	}
+	for _, r := range t.idem {
+		if t.letter != nil {
+			l := *t.letter
+			r.Letter = &l
+		}
+		var letter []byte
+		if r.Letter != nil {
+			letter = canonical(r.Letter)
+		}
+		b.Queue(`INSERT INTO idempotency (team, member, key, fingerprint, result, at, letter)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (team, member, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
+				result = EXCLUDED.result, at = EXCLUDED.at, letter = EXCLUDED.letter`,
+			t.name, r.Member, r.Key, r.Fingerprint, r.Result, r.At, letter)
+	}
+	if len(t.idem) > 0 {
+		// Forget this team's expired records; an index range scan
+		// (idempotency_team_at) that finds nothing most of the time.
+		b.Queue(`DELETE FROM idempotency WHERE team = $1 AND at < $2`,
+			t.name, time.Now().Add(-core.IdempotencyTTL))
+	}
+	queueChildren(b, t.st, &t.orig)
+	state, err := encodeState(t.st)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(state, t.state) {
+		b.Queue(`UPDATE teams SET state = $2, version = version + 1 WHERE name = $1`, t.name, state)
+	}
+	b.Queue(`COMMIT`)
+	return t.tx.SendBatch(ctx, b).Close()
+}
+
+// syncChildren writes the requests, permissions and leases of st that
+// differ from what was read (orig), in one round trip.
+func syncChildren(ctx context.Context, tx pgx.Tx, st *core.TeamState, orig *loaded) error {
+	b := &pgx.Batch{}
+	queueChildren(b, st, orig)
+	if b.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// queueChildren queues the writes of the requests, permissions and leases
+// of st that differ from what was read (orig).
+func queueChildren(b *pgx.Batch, st *core.TeamState, orig *loaded) {
+	seen := map[string]bool{}
+	for i, r := range st.Requests {
+		seen[r.ID] = true
+		doc := canonical(r)
+		if old, ok := orig.requests[r.ID]; ok && bytes.Equal(old, doc) {
+			continue
+		}
+		b.Queue(`INSERT INTO requests (team, seq, request_id, status, doc) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (team, request_id) DO UPDATE SET seq = EXCLUDED.seq, status = EXCLUDED.status, doc = EXCLUDED.doc`,
+			st.Name, i+1, r.ID, r.Status, doc)
+	}
+	for id := range orig.requests {
+		if !seen[id] {
+			b.Queue(`DELETE FROM requests WHERE team = $1 AND request_id = $2`, st.Name, id)
+		}
+	}
+	seen = map[string]bool{}
+	for i, p := range st.Permissions {
+		seen[p.ID] = true
+		doc := canonical(p)
+		if old, ok := orig.permissions[p.ID]; ok && bytes.Equal(old, doc) {
+			continue
+		}
+		b.Queue(`INSERT INTO permissions (team, seq, permission_id, doc) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (team, permission_id) DO UPDATE SET seq = EXCLUDED.seq, doc = EXCLUDED.doc`,
+			st.Name, i+1, p.ID, doc)
+	}
+	for id := range orig.permissions {
+		if !seen[id] {
+			b.Queue(`DELETE FROM permissions WHERE team = $1 AND permission_id = $2`, st.Name, id)
+		}
+	}
+	for _, m := range st.Members {
+		old, had := orig.leases[m.Name]
+		switch {
+		case m.Lease != nil && (!had || old.Holder != m.Lease.Holder || !old.Expires.Equal(m.Lease.Expires)):
+			b.Queue(`INSERT INTO leases (team, member, holder, expires_at) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (team, member) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at`,
+				st.Name, m.Name, m.Lease.Holder, m.Lease.Expires)
+		case m.Lease == nil && had:
+			b.Queue(`DELETE FROM leases WHERE team = $1 AND member = $2`, st.Name, m.Name)
+		}
+	}
+}

@@ -1,0 +1,451 @@
+// Package storetest is the contract every core.Store keeps, as tests:
+// a backend's own test calls Run with a function that opens a fresh,
+// empty store. See docs/storage.md.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"mailroom/internal/core"
+)
+
+// Run runs the whole suite against stores made by newStore; each subtest
+// gets a store of its own.
+func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
+	t.Run("CreateListDelete", func(t *testing.T) { testCreateListDelete(t, newStore(t)) })
+	t.Run("Tokens", func(t *testing.T) { testTokens(t, newStore(t)) })
+	t.Run("CommitAndRollback", func(t *testing.T) { testCommitRollback(t, newStore(t)) })
+	t.Run("LettersWithoutGaps", func(t *testing.T) { testLetters(t, newStore(t)) })
+	t.Run("InboxBytes", func(t *testing.T) { testInboxBytes(t, newStore(t)) })
+	t.Run("ConcurrentUpdatesSerialise", func(t *testing.T) { testConcurrent(t, newStore(t)) })
+	t.Run("Idempotency", func(t *testing.T) { testIdempotency(t, newStore(t)) })
+	t.Run("TurnDocuments", func(t *testing.T) { testTurns(t, newStore(t)) })
+	t.Run("Leases", func(t *testing.T) { testLeases(t, newStore(t)) })
+	t.Run("Runs", func(t *testing.T) { testRuns(t, newStore(t)) })
+}
+
+// Team returns the state of a fresh team: lead and the given members,
+// each with the token hash "<team>-<member>".
+func Team(name string, members ...string) *core.TeamState {
+	st := &core.TeamState{Name: name, CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Limits: core.DefaultLimits(), Requests: []core.Request{}, HostPermission: core.HostAsk}
+	for _, m := range append([]string{core.LeadName}, members...) {
+		st.Members = append(st.Members, core.MemberState{Name: m, Status: core.StatusIdle, History: []core.Entry{}, TokenHash: name + "-" + m})
+	}
+	return st
+}
+
+func create(t *testing.T, s core.Store, st *core.TeamState) {
+	t.Helper()
+	if err := s.CreateTeam(t.Context(), st); err != nil {
+		t.Fatalf("CreateTeam(%s): %v", st.Name, err)
+	}
+}
+
+func wantCode(t *testing.T, err error, code core.Code) {
+	t.Helper()
+	if core.ErrorCode(err) != code {
+		t.Fatalf("err = %v, want %s", err, code)
+	}
+}
+
+// send appends the next letter of to's inbox in one unit of work.
+func send(ctx context.Context, s core.Store, team, from, to, body string) (string, error) {
+	var id string
+	err := s.UpdateTeam(ctx, team, func(tx core.TeamTx) error {
+		items, err := tx.LoadInbox(to)
+		if err != nil {
+			return err
+		}
+		id = fmt.Sprintf("%s-%d", to, len(items)+1)
+		return tx.AppendLetter(core.Message{ID: id, Sender: from, Recipient: to, Body: body})
+	})
+	return id, err
+}
+
+func inbox(t *testing.T, s core.Store, team, member string) []core.Message {
+	t.Helper()
+	var out []core.Message
+	if err := s.ViewTeam(t.Context(), team, func(tx core.TeamTx) error {
+		items, err := tx.LoadInbox(member)
+		out = append([]core.Message{}, items...)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func state(t *testing.T, s core.Store, team string) *core.TeamState {
+	t.Helper()
+	var st *core.TeamState
+	if err := s.ViewTeam(t.Context(), team, func(tx core.TeamTx) error { st = tx.State(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func testCreateListDelete(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	create(t, s, Team("alpha", "reader"))
+	wantCode(t, s.CreateTeam(ctx, Team("alpha")), core.CodeTeamExists)
+	create(t, s, Team("beta"))
+	list, err := s.ListTeams(ctx)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("ListTeams = %+v, %v; want 2 teams", list, err)
+	}
+	if st := state(t, s, "alpha"); len(st.Members) != 2 || st.Members[1].Name != "reader" {
+		t.Fatalf("alpha = %+v", st)
+	}
+	if err := s.DeleteTeam(ctx, "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, s.ViewTeam(ctx, "alpha", func(core.TeamTx) error { return nil }), core.CodeNotFound)
+	wantCode(t, s.UpdateTeam(ctx, "alpha", func(core.TeamTx) error { return nil }), core.CodeNotFound)
+	wantCode(t, s.DeleteTeam(ctx, "alpha"), core.CodeNotFound)
+	if list, _ := s.ListTeams(ctx); len(list) != 1 || list[0].Name != "beta" {
+		t.Fatalf("after delete: %+v", list)
+	}
+	// The name is free again, and the new team starts empty.
+	create(t, s, Team("alpha", "reader"))
+	if got := inbox(t, s, "alpha", "reader"); len(got) != 0 {
+		t.Fatalf("new team's inbox = %+v", got)
+	}
+}
+
+func testTokens(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	create(t, s, Team("alpha", "reader"))
+	team, member, err := s.LookupToken(ctx, "alpha-reader")
+	if err != nil || team != "alpha" || member != "reader" {
+		t.Fatalf("LookupToken = %q %q %v", team, member, err)
+	}
+	_, _, err = s.LookupToken(ctx, "nope")
+	wantCode(t, err, core.CodeNotFound)
+	if err := s.DeleteTeam(ctx, "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.LookupToken(ctx, "alpha-reader")
+	wantCode(t, err, core.CodeNotFound)
+}
+
+func testCommitRollback(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	create(t, s, Team("alpha", "reader"))
+	boom := errors.New("boom")
+	err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		tx.State().Requests = append(tx.State().Requests, core.Request{ID: "req-1", Kind: core.KindPlan, Sender: "reader", Target: core.LeadName, Payload: "p", Status: core.RequestPending, Receipt: "lead-1"})
+		tx.State().Members[1].Status = core.StatusClosed
+		if err := tx.AppendLetter(core.Message{ID: "lead-1", Sender: "reader", Recipient: core.LeadName, Body: "plan"}); err != nil {
+			return err
+		}
+		if err := tx.PutIdempotency(core.IdempotencyRecord{Member: "reader", Key: "k", Fingerprint: "f", At: time.Now()}); err != nil {
+			return err
+		}
+		if err := tx.PutTurn(core.TurnDoc{TurnID: "reader-t1", Team: "alpha", Member: "reader", Status: core.TurnRunning, Steps: []core.TurnStep{}}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("UpdateTeam = %v, want fn's error unchanged", err)
+	}
+	st := state(t, s, "alpha")
+	if len(st.Requests) != 0 || st.Members[1].Status != core.StatusIdle {
+		t.Fatalf("after a rollback: %+v", st)
+	}
+	if got := inbox(t, s, "alpha", core.LeadName); len(got) != 0 {
+		t.Fatalf("after a rollback the inbox holds %+v", got)
+	}
+	_ = s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		if _, ok, _ := tx.Idempotency("reader", "k"); ok {
+			t.Error("a rolled back idempotency record is remembered")
+		}
+		if docs, _ := tx.Turns(); len(docs) != 0 {
+			t.Errorf("a rolled back turn document is stored: %+v", docs)
+		}
+		return nil
+	})
+	// The same unit of work, committed: everything together.
+	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		tx.State().Requests = append(tx.State().Requests, core.Request{ID: "req-1", Kind: core.KindPlan, Sender: "reader", Target: core.LeadName, Payload: "p", Status: core.RequestPending, Receipt: "lead-1"})
+		return tx.AppendLetter(core.Message{ID: "lead-1", Sender: "reader", Recipient: core.LeadName, Body: "plan"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st := state(t, s, "alpha"); len(st.Requests) != 1 || st.Requests[0].Receipt != "lead-1" {
+		t.Fatalf("after a commit: %+v", st.Requests)
+	}
+	if got := inbox(t, s, "alpha", core.LeadName); len(got) != 1 || got[0].Body != "plan" {
+		t.Fatalf("after a commit the inbox holds %+v", got)
+	}
+	// A view changes nothing, and cannot append.
+	err = s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		tx.State().Requests = nil
+		if tx.AppendLetter(core.Message{ID: "lead-2", Sender: "reader", Recipient: core.LeadName, Body: "x"}) == nil {
+			t.Error("a view appended a letter")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := state(t, s, "alpha"); len(st.Requests) != 1 {
+		t.Fatalf("a view changed the state: %+v", st.Requests)
+	}
+}
+
+func testLetters(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	create(t, s, Team("alpha", "reader"))
+	for i := 1; i <= 3; i++ {
+		id, err := send(ctx, s, "alpha", "reader", core.LeadName, fmt.Sprintf("letter %d", i))
+		if err != nil || id != fmt.Sprintf("lead-%d", i) {
+			t.Fatalf("send %d = %q, %v", i, id, err)
+		}
+	}
+	// A letter that does not follow the inbox is refused.
+	err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		return tx.AppendLetter(core.Message{ID: "lead-7", Sender: "reader", Recipient: core.LeadName, Body: "gap"})
+	})
+	if err == nil {
+		t.Fatal("a letter out of sequence was accepted")
+	}
+	// The inbox's byte limit refuses before anything is stored.
+	big := Team("beta", "reader")
+	big.Limits.InboxBytes = 200
+	create(t, s, big)
+	_, err = send(ctx, s, "beta", "reader", core.LeadName, string(make([]byte, 0))+fmt.Sprintf("%0300d", 0))
+	wantCode(t, err, core.CodeInboxFull)
+	if got := inbox(t, s, "beta", core.LeadName); len(got) != 0 {
+		t.Fatalf("after inbox_full the inbox holds %+v", got)
+	}
+	got := inbox(t, s, "alpha", core.LeadName)
+	if len(got) != 3 || got[2].Body != "letter 3" {
+		t.Fatalf("inbox = %+v", got)
+	}
+}
+
+func testInboxBytes(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	create(t, s, Team("alpha", "reader"))
+	raw := func(member string) []byte {
+		t.Helper()
+		var out []byte
+		if err := s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+			b, err := tx.InboxBytes(member)
+			out = append([]byte{}, b...)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := raw("reader"); len(got) != 0 {
+		t.Fatalf("empty inbox = %q, want no bytes", got)
+	}
+	var want []byte
+	for _, body := range []string{"plain", "ünïcode \u2028 \"quoted\" 😀 <&>"} {
+		id, err := send(ctx, s, "alpha", core.LeadName, "reader", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, core.EncodeInboxLine(core.Message{ID: id, Sender: core.LeadName, Recipient: "reader", Body: body})...)
+	}
+	if got := raw("reader"); string(got) != string(want) {
+		t.Fatalf("inbox bytes:\n got %q\nwant %q", got, want)
+	}
+	// Inside a unit of work, the letter appended in it is included.
+	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		msg := core.Message{ID: "reader-3", Sender: core.LeadName, Recipient: "reader", Body: "third"}
+		if err := tx.AppendLetter(msg); err != nil {
+			return err
+		}
+		b, err := tx.InboxBytes("reader")
+		if err != nil {
+			return err
+		}
+		if w := append(append([]byte{}, want...), core.EncodeInboxLine(msg)...); string(b) != string(w) {
+			t.Errorf("inbox bytes in the unit:\n got %q\nwant %q", b, w)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := raw(core.LeadName); len(got) != 0 {
+		t.Fatalf("lead's inbox = %q", got)
+	}
+}
+
+func testConcurrent(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	st := Team("alpha", "reader")
+	st.Limits.InboxMessages, st.Limits.InboxBytes = 1000, 1<<20
+	create(t, s, st)
+	const n = 40
+	var wg sync.WaitGroup
+	ids := make(chan string, n)
+	for i := range n {
+		wg.Go(func() {
+			// A letter and a counter in the state, in one unit of work.
+			var id string
+			err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+				tx.State().Members[0].Turns++
+				items, err := tx.LoadInbox("reader")
+				if err != nil {
+					return err
+				}
+				id = fmt.Sprintf("reader-%d", len(items)+1)
+				return tx.AppendLetter(core.Message{ID: id, Sender: core.LeadName, Recipient: "reader", Body: fmt.Sprintf("b%d", i)})
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			ids <- id
+		})
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[string]bool{}
+	for id := range ids {
+		if seen[id] {
+			t.Fatalf("id %s given twice", id)
+		}
+		seen[id] = true
+	}
+	got := inbox(t, s, "alpha", "reader")
+	for i, m := range got {
+		if m.ID != fmt.Sprintf("reader-%d", i+1) {
+			t.Fatalf("letter %d is %s: a gap", i+1, m.ID)
+		}
+	}
+	if len(got) != n || state(t, s, "alpha").Members[0].Turns != n {
+		t.Fatalf("%d letters, counter %d; want %d of each (a lost update)", len(got), state(t, s, "alpha").Members[0].Turns, n)
+	}
+}
+
+func testIdempotency(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	create(t, s, Team("alpha", "reader"))
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	result, _ := json.Marshal(core.SendResult{ID: "lead-1", Status: "queued"})
+	err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		if err := tx.AppendLetter(core.Message{ID: "lead-1", Sender: "reader", Recipient: core.LeadName, Body: "hi"}); err != nil {
+			return err
+		}
+		return tx.PutIdempotency(core.IdempotencyRecord{Member: "reader", Key: "k1", Fingerprint: "fp", Result: result, At: at})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		r, ok, err := tx.Idempotency("reader", "k1")
+		if err != nil || !ok || r.Fingerprint != "fp" || string(r.Result) != string(result) || !r.At.Equal(at) {
+			t.Errorf("Idempotency = %+v, %v, %v", r, ok, err)
+		}
+		if _, ok, _ := tx.Idempotency(core.LeadName, "k1"); ok {
+			t.Error("a key is scoped to its member")
+		}
+		return nil
+	})
+}
+
+func testTurns(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	create(t, s, Team("alpha", "reader"))
+	doc := func(id, status string) core.TurnDoc {
+		return core.TurnDoc{TurnID: id, Team: "alpha", Member: "reader", Status: status, Steps: []core.TurnStep{}, StartedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	}
+	for _, d := range []core.TurnDoc{doc("reader-t1", core.TurnAnswered), doc("reader-t2", core.TurnRunning)} {
+		if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error { return tx.PutTurn(d) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		if err := tx.PutTurn(doc("reader-t2", core.TurnFailed)); err != nil {
+			return err
+		}
+		return tx.DeleteTurn("reader-t1")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		docs, err := tx.Turns()
+		if err != nil || len(docs) != 1 || docs[0].TurnID != "reader-t2" || docs[0].Status != core.TurnFailed {
+			t.Errorf("Turns = %+v, %v", docs, err)
+		}
+		return nil
+	})
+}
+
+func testLeases(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	create(t, s, Team("alpha", "reader"))
+	exp := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
+	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		m := tx.State().Member("reader")
+		m.Status, m.Lease = core.StatusRunning, &core.Lease{Holder: "h1", Expires: exp}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m := state(t, s, "alpha").Member("reader")
+	if m.Lease == nil || m.Lease.Holder != "h1" || !m.Lease.Expires.Equal(exp) || !m.Lease.Live(time.Now()) {
+		t.Fatalf("lease = %+v", m.Lease)
+	}
+	if m.Lease.Live(exp.Add(time.Second)) {
+		t.Fatal("a lease holds past its expiry")
+	}
+	// Renewed, then released.
+	later := exp.Add(time.Minute)
+	_ = s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		tx.State().Member("reader").Lease = &core.Lease{Holder: "h1", Expires: later}
+		return nil
+	})
+	if l := state(t, s, "alpha").Member("reader").Lease; l == nil || !l.Expires.Equal(later) {
+		t.Fatalf("renewed lease = %+v", l)
+	}
+	_ = s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		m := tx.State().Member("reader")
+		m.Lease, m.Status = nil, core.StatusIdle
+		return nil
+	})
+	if m := state(t, s, "alpha").Member("reader"); m.Lease != nil || m.Status != core.StatusIdle {
+		t.Fatalf("released: %+v", m)
+	}
+}
+
+func testRuns(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	_, err := s.GetRun(ctx, "agent-teams-1")
+	wantCode(t, err, core.CodeNotFound)
+	if err := s.PutRun(ctx, core.RunDoc{ID: "agent-teams-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.GetRun(ctx, "agent-teams-1"); err != nil || r.Result != nil {
+		t.Fatalf("claimed run = %+v, %v", r, err)
+	}
+	res := json.RawMessage(`{"run_id":"agent-teams-1","ok":true}`)
+	if err := s.PutRun(ctx, core.RunDoc{ID: "agent-teams-1", Result: res}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.GetRun(ctx, "agent-teams-1"); err != nil || string(r.Result) != string(res) {
+		t.Fatalf("finished run = %+v, %v", r, err)
+	}
+	if ids, err := s.ListRuns(ctx); err != nil || len(ids) != 1 || ids[0] != "agent-teams-1" {
+		t.Fatalf("ListRuns = %v, %v", ids, err)
+	}
+	if err := s.DeleteRun(ctx, "agent-teams-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRun(ctx, "agent-teams-1"); err != nil {
+		t.Fatalf("deleting a missing run: %v", err)
+	}
+	_, err = s.GetRun(ctx, "agent-teams-1")
+	wantCode(t, err, core.CodeNotFound)
+}
