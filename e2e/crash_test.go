@@ -148,7 +148,7 @@ type replyResult struct {
 // kills it with SIGKILL at a random moment, restarts it over the same data
 // directory and checks that nothing acknowledged was lost or doubled, that
 // the request table, the member statuses and the inboxes agree, and that
-// every inbox file is exactly the lesson's bytes (SPEC §13.14).
+// every inbox file is exactly the lesson's bytes (docs/spec.md §13.14).
 //
 // The run is random; its seed is logged, and MAILROOM_E2E_SEED=<seed>
 // repeats the same choices (the kill moments still depend on timing).
@@ -599,7 +599,7 @@ func verify(t *testing.T, c *client, dataDir string, teams []*teamInfo, l *ledge
 	// mail, look-alikes included), or the letter of a registered request
 	// or reply. This is stronger than the request → letter direction the
 	// server needs: it holds because the test knows which letters it sent
-	// as plain mail, while the server cannot tell (SPEC §13.14).
+	// as plain mail, while the server cannot tell (docs/spec.md §13.14).
 	sendBodies := map[string]bool{}
 	for _, r := range l.sends {
 		sendBodies[r.team+"\x00"+r.body] = true

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// The canonical encoder (SPEC §13.1). Mailbox lines, protocol letters and
+// The canonical encoder (docs/spec.md §13.1). Mailbox lines, protocol letters and
 // history text must be byte-for-byte what the lessons' Python json.dumps
 // writes, so they are built here by hand rather than with encoding/json,
 // whose escaping (HTML characters, U+2028) and separators differ.
@@ -22,7 +22,7 @@ const (
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,23}$`)
 
 // ValidName reports whether name matches ^[a-z][a-z0-9-]{0,23}$, the
-// member-name rule (SPEC §4.1). Team names follow it too.
+// member-name rule (docs/spec.md §4.1). Team names follow it too.
 func ValidName(name string) bool { return namePattern.MatchString(name) }
 
 // field is one key/value of an object written by the canonical encoder.
@@ -94,7 +94,7 @@ func appendObject(dst []byte, fields []field, escapeLineSeparators bool) []byte 
 }
 
 // EncodeInboxLine returns the mailbox line of m, with its final newline:
-// keys in the order id, sender, recipient, body (SPEC §2.2, §13.1).
+// keys in the order id, sender, recipient, body (docs/spec.md §2.2, §13.1).
 func EncodeInboxLine(m Message) []byte {
 	line := appendObject(make([]byte, 0, 64+len(m.Body)), []field{
 		{key: "id", str: m.ID},
@@ -106,7 +106,7 @@ func EncodeInboxLine(m Message) []byte {
 }
 
 // HistoryText returns the [team-message] text a letter becomes in a
-// member's history: the envelope with sorted keys (SPEC §2.3).
+// member's history: the envelope with sorted keys (docs/spec.md §2.3).
 func HistoryText(m Message) string {
 	return TeamMessagePrefix + string(appendObject(nil, []field{
 		{key: "body", str: m.Body},
@@ -137,7 +137,7 @@ func EncodeReplyLetter(r Reply) string {
 }
 
 // isPythonSpace reports whether r is stripped by Python's str.strip()
-// (SPEC §13.2); the set is wider than unicode.IsSpace in places.
+// (docs/spec.md §13.2); the set is wider than unicode.IsSpace in places.
 func isPythonSpace(r rune) bool {
 	switch {
 	case r >= 0x09 && r <= 0x0d, r >= 0x1c && r <= 0x20:
@@ -158,8 +158,8 @@ func Trim(s string) string { return strings.TrimFunc(s, isPythonSpace) }
 // Length counts code points, as Python's len() does on a str.
 func Length(s string) int { return utf8.RuneCountInString(s) }
 
-// DecodeInbox parses and validates the bytes of one inbox file (SPEC §4.2
-// steps 5–8): UTF-8, one JSON object per line (split on "\n" only, SPEC
+// DecodeInbox parses and validates the bytes of one inbox file (docs/spec.md §4.2
+// steps 5–8): UTF-8, one JSON object per line (split on "\n" only, docs/spec.md
 // §13.1), at most the message limit, exact keys, sequential ids, the right
 // recipient, a registered sender and a body of 1..body_chars code points,
 // untrimmed. Any failure is inbox_corrupt: a damaged file is never read as

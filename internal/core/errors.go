@@ -98,7 +98,7 @@ func ErrorMessage(err error) string {
 }
 
 // The causes of an inbox_corrupt error, one per check of the lesson's loader
-// (SPEC §4.2), so tests and logs can tell them apart with errors.Is.
+// (docs/spec.md §4.2), so tests and logs can tell them apart with errors.Is.
 var (
 	ErrInboxSymlink  = errors.New("mailbox is a symbolic link")
 	ErrInboxTooLarge = errors.New("mailbox file exceeds the byte limit")

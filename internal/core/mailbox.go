@@ -8,7 +8,7 @@ import (
 )
 
 // ErrHistoryLimit is the cause when a prepared history would exceed the
-// team's history limit (E-HISTORY, SPEC §4.5).
+// team's history limit (E-HISTORY, docs/spec.md §4.5).
 var ErrHistoryLimit = errors.New("prepared history exceeds the history limit")
 
 // memberError is E-NAME: a name that is malformed or not in the team.
@@ -16,7 +16,7 @@ func memberError() *Error {
 	return Errorf(CodeUnknownMember, "Only registered member names may be used.")
 }
 
-// checkMember applies member_name (SPEC §4.1).
+// checkMember applies member_name (docs/spec.md §4.1).
 func (u *unit) checkMember(name string) error {
 	if !ValidName(name) || !u.isMember(name) {
 		return memberError()
@@ -66,7 +66,7 @@ func (s *Service) Send(ctx context.Context, in SendInput) (SendResult, error) {
 
 // send is send_message inside a unit of work: the letter is appended to
 // the recipient's inbox and commits with whatever else the unit does.
-// protocol changes only the wording of a body_length error (SPEC §13.5).
+// protocol changes only the wording of a body_length error (docs/spec.md §13.5).
 func (u *unit) send(sender, recipient, body string, protocol bool) (Message, error) {
 	if err := u.checkMember(sender); err != nil {
 		return Message{}, err
@@ -137,7 +137,7 @@ func (s *Service) Inbox(ctx context.Context, teamName, member string) ([]Message
 }
 
 // InboxBytes returns member's inbox in the lesson's file bytes (one line
-// per letter, SPEC §4.3), as its store holds them; an empty inbox is no
+// per letter, docs/spec.md §4.3), as its store holds them; an empty inbox is no
 // bytes. The caller must be the admin or member itself.
 func (s *Service) InboxBytes(ctx context.Context, teamName, member string) ([]byte, error) {
 	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
@@ -160,7 +160,7 @@ func (s *Service) InboxBytes(ctx context.Context, teamName, member string) ([]by
 
 // PrepareInbox returns a copy of history with every letter of member's
 // inbox appended as a [team-message] user entry, unless an identical entry
-// is already there (prepare_inbox, SPEC §4.5). Delivery is at-least-once
+// is already there (prepare_inbox, docs/spec.md §4.5). Delivery is at-least-once
 // and idempotent by exact text; history itself is never modified.
 func (s *Service) PrepareInbox(ctx context.Context, teamName, member string, history []Entry) ([]Entry, error) {
 	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {

@@ -13,7 +13,7 @@ import (
 
 const fixtureBody = "当前expected.txt记录为42；尚未运行。"
 
-// TestSendMessage covers the send_message teaching area of SPEC §9.1.
+// TestSendMessage covers the send_message teaching area of docs/spec.md §9.1.
 func TestSendMessage(t *testing.T) {
 	t.Run("OKQueued", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -142,7 +142,7 @@ func TestSendMessage(t *testing.T) {
 	})
 }
 
-// TestConcurrentSenders is SPEC §9.1 group 3: 8 senders at once, ids 1..8,
+// TestConcurrentSenders is docs/spec.md §9.1 group 3: 8 senders at once, ids 1..8,
 // none lost.
 func TestConcurrentSenders(t *testing.T) {
 	f := newFixture(t, nil)
@@ -180,7 +180,7 @@ func TestConcurrentSenders(t *testing.T) {
 	}
 }
 
-// TestPrepareInbox covers the prepare_inbox teaching area of SPEC §9.1.
+// TestPrepareInbox covers the prepare_inbox teaching area of docs/spec.md §9.1.
 func TestPrepareInbox(t *testing.T) {
 	input := []core.Entry{core.UserText("保留上轮源码，等队友补充预期。")}
 	letter := `[team-message] {"body": "` + fixtureBody + `", "id": "reader-1", "recipient": "reader", "sender": "reviewer"}`

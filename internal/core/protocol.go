@@ -55,7 +55,7 @@ func (s *Service) OpenRequest(ctx context.Context, in OpenInput) (OpenResult, er
 		if n := Length(trimmed); !utf8.ValidString(payload) || n < 1 || n > limits.PayloadChars {
 			return Errorf(CodeBodyLength, "The payload must be 1 to %d characters after trimming.", limits.PayloadChars)
 		}
-		// Quota first, then same-kind pending (SPEC §13.4, defects D7, D8).
+		// Quota first, then same-kind pending (docs/spec.md §13.4, defects D7, D8).
 		if len(u.st.Requests) >= limits.Requests {
 			return Errorf(CodeRequestLimit, "The team's request quota of %d is used up.", limits.Requests)
 		}
@@ -106,7 +106,7 @@ type ReplyInput struct {
 	IdempotencyKey string
 }
 
-// Reply answers a request as the caller (reply_request, SPEC §4.10). Only the
+// Reply answers a request as the caller (reply_request, docs/spec.md §4.10). Only the
 // target may reply; the same decision again is "already_sent" and stores
 // nothing; a different one is refused; approving a shutdown while the
 // member's turn runs is "deferred". The request stays pending until its
@@ -187,7 +187,7 @@ func boolWord(b bool) string {
 	return "false"
 }
 
-// Match reasons for ignored letters (SPEC §4.11, §13.6).
+// Match reasons for ignored letters (docs/spec.md §4.11, §13.6).
 const (
 	ReasonOrdinary        = "ordinary_message"
 	ReasonInvalidResponse = "invalid_response"
@@ -197,9 +197,9 @@ const (
 	ReasonInvalidProtocol = "invalid_protocol"
 )
 
-// matchLocked is match_response (SPEC §4.11) for one letter consumed by
+// matchLocked is match_response (docs/spec.md §4.11) for one letter consumed by
 // recipient, with read_protocol's failures reported as invalid_protocol
-// (SPEC §13.6). It reports whether a request changed status.
+// (docs/spec.md §13.6). It reports whether a request changed status.
 func (u *unit) matchLocked(recipient string, msg Message) (MatchResult, bool) {
 	ignored := func(reason string) (MatchResult, bool) {
 		return MatchResult{MessageID: msg.ID, Status: "ignored", Reason: reason}, false
@@ -246,7 +246,7 @@ func (u *unit) matchLocked(recipient string, msg Message) (MatchResult, bool) {
 }
 
 // MatchResponse matches one letter received by recipient against the
-// request table (match_response, SPEC §4.11).
+// request table (match_response, docs/spec.md §4.11).
 func (s *Service) MatchResponse(ctx context.Context, teamName, recipient string, msg Message) (MatchResult, error) {
 	var out MatchResult
 	err := s.update(ctx, teamName, func(u *unit) error {
@@ -258,7 +258,7 @@ func (s *Service) MatchResponse(ctx context.Context, teamName, recipient string,
 }
 
 // Consume matches every letter of member's inbox, in order, against the
-// request table (consume_responses, SPEC §4.12). It deletes nothing;
+// request table (consume_responses, docs/spec.md §4.12). It deletes nothing;
 // re-consuming yields duplicate or ignored, both harmless.
 //
 // The member is the caller (the principal in the context): only a member

@@ -16,7 +16,7 @@ const (
 	shutdownOK   = "空闲边界确认本次关闭。"
 )
 
-// TestOpenRequest covers the open_request teaching area of SPEC §9.2.
+// TestOpenRequest covers the open_request teaching area of docs/spec.md §9.2.
 func TestOpenRequest(t *testing.T) {
 	t.Run("OKPlan", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -170,7 +170,7 @@ func TestOpenRequest(t *testing.T) {
 	})
 }
 
-// TestReplyRequest covers the reply_request teaching area of SPEC §9.2.
+// TestReplyRequest covers the reply_request teaching area of docs/spec.md §9.2.
 func TestReplyRequest(t *testing.T) {
 	planned := func(t *testing.T) *fixture {
 		f := newFixture(t, nil)
@@ -268,10 +268,10 @@ func TestReplyRequest(t *testing.T) {
 		if got.Status != "queued" || got.Receipt != "lead-1" || f.member("reader").Status != "closed" {
 			t.Fatalf("%+v", got)
 		}
-		// SPEC §13.8: a member closed with turns left is not delivered again.
+		// docs/spec.md §13.8: a member closed with turns left is not delivered again.
 		_, err := f.svc.RunTurn(t.Context(), "demo", "reader", answer("x"))
 		wantCode(t, err, core.CodeMemberUnavailable)
-		// Closed members still send and receive (API.md).
+		// Closed members still send and receive (docs/api.md).
 		f.send("reader", "lead", "bye")
 		f.send("lead", "reader", "noted")
 	})
@@ -321,7 +321,7 @@ func TestReplyRequest(t *testing.T) {
 	})
 }
 
-// TestConcurrentReplies is SPEC §9.2 group 8: of many concurrent replies
+// TestConcurrentReplies is docs/spec.md §9.2 group 8: of many concurrent replies
 // exactly one letter is saved; the others get already_sent or a conflict.
 func TestConcurrentReplies(t *testing.T) {
 	f := newFixture(t, nil)
@@ -355,7 +355,7 @@ func TestConcurrentReplies(t *testing.T) {
 	}
 }
 
-// TestMatchResponse covers the match_response teaching area of SPEC §9.2.
+// TestMatchResponse covers the match_response teaching area of docs/spec.md §9.2.
 // Forged letters are sent as ordinary mail, as any member could.
 func TestMatchResponse(t *testing.T) {
 	replied := func(t *testing.T, approve bool) *fixture {

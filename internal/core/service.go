@@ -1,6 +1,6 @@
 // Package core holds every domain rule of Mailroom: teams, mailboxes,
-// protocol requests and turns, exactly as the lessons define them (SPEC §4)
-// with the decisions of SPEC §13. It imports no transport and no storage;
+// protocol requests and turns, exactly as the lessons define them (docs/spec.md §4)
+// with the decisions of docs/spec.md §13. It imports no transport and no storage;
 // storage is reached through the Store interface it owns.
 package core
 
@@ -24,7 +24,7 @@ type Observer func(Event)
 // Service is the domain over a Store. It keeps no team state of its own:
 // every operation is one unit of work of the store (Store.UpdateTeam or
 // ViewTeam), and the store serialises the units of work of a team
-// (SPEC §3), whichever process runs them. What the Service keeps is only
+// (docs/spec.md §3), whichever process runs them. What the Service keeps is only
 // what belongs to this process: the turns it runs, readers waiting for
 // mail, and the event bus.
 type Service struct {

@@ -67,7 +67,7 @@ type TeamTx interface {
 	// Damaged is the reason a team's stored data failed validation, nil
 	// for a sound team. Only ViewTeam meets a damaged team.
 	Damaged() error
-	// LoadInbox returns the validated letters of member's inbox (SPEC
+	// LoadInbox returns the validated letters of member's inbox (docs/spec.md
 	// §4.2), with the letter appended in this unit of work if any. A
 	// damaged inbox is CodeInboxCorrupt, never empty.
 	LoadInbox(member string) ([]Message, error)
@@ -215,7 +215,7 @@ type TeamState struct {
 	HostPermission string         `json:"host_permission,omitempty"`
 	// Intent is the file store's record of a protocol letter being
 	// written, recorded before the letter so that start-up can complete
-	// or drop it (SPEC §13.14, docs/durability.md). Core never sets it.
+	// or drop it (docs/spec.md §13.14, docs/durability.md). Core never sets it.
 	Intent *Intent `json:"intent,omitempty"`
 	// Idempotency is only read: state files written before the team had
 	// an idempotency log kept the records here. Start-up moves them into

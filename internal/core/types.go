@@ -45,7 +45,7 @@ func (l *Limits) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// DefaultLimits returns the lessons' limits (SPEC §1).
+// DefaultLimits returns the lessons' limits (docs/spec.md §1).
 func DefaultLimits() Limits {
 	return Limits{
 		InboxMessages:  8,
@@ -62,7 +62,7 @@ func DefaultLimits() Limits {
 	}
 }
 
-// Message is one mailbox letter, the envelope of SPEC §2.2. The sender is
+// Message is one mailbox letter, the envelope of docs/spec.md §2.2. The sender is
 // always bound by the host, never taken from a model or a request body.
 type Message struct {
 	ID        string `json:"id"`
@@ -71,7 +71,7 @@ type Message struct {
 	Body      string `json:"body"`
 }
 
-// Member statuses (SPEC §5).
+// Member statuses (docs/spec.md §5).
 const (
 	StatusIdle    = "idle"
 	StatusRunning = "running"
@@ -80,7 +80,7 @@ const (
 	StatusClosed  = "closed"
 )
 
-// Request statuses (SPEC §5).
+// Request statuses (docs/spec.md §5).
 const (
 	RequestPending  = "pending"
 	RequestApproved = "approved"
@@ -201,7 +201,7 @@ func (e *Entry) UnmarshalJSON(data []byte) error {
 // UserText returns a plain-text user message.
 func UserText(text string) Entry { return Entry{Role: "user", Text: text} }
 
-// Reply is a response letter's data (SPEC §2.4), kept on the request once
+// Reply is a response letter's data (docs/spec.md §2.4), kept on the request once
 // the letter is saved: it is the decision that was sent.
 type Reply struct {
 	Type      string `json:"type"`
@@ -210,7 +210,7 @@ type Reply struct {
 	Feedback  string `json:"feedback"`
 }
 
-// Request is one record of a team's request table (SPEC §2.5).
+// Request is one record of a team's request table (docs/spec.md §2.5).
 type Request struct {
 	ID      string `json:"request_id"`
 	Kind    string `json:"kind"`
@@ -319,7 +319,7 @@ type MatchResult struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
-// TurnOutcome is what a turn function returns (SPEC §2.6): the member's
+// TurnOutcome is what a turn function returns (docs/spec.md §2.6): the member's
 // full new history, the outcome status and a final text.
 type TurnOutcome struct {
 	Messages []Entry

@@ -185,7 +185,7 @@ func schemaReason(se *openapi3.SchemaError) string {
 }
 
 // respondInvalid answers a request the validator refused. The validator's
-// suggested status is ignored: it reports 405 as 404 (STYLE pitfall 3).
+// suggested status is ignored: it reports 405 as 404 (docs/style.md pitfall 3).
 func respondInvalid(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	p := validationProblem(err)
 	log.DebugContext(r.Context(), "request rejected by schema", "method", r.Method, "status", p.Status, "code", p.Code)

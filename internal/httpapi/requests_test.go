@@ -74,7 +74,7 @@ func TestOpenRequest(t *testing.T) {
 	t.Run("ErrRequestLimit", func(t *testing.T) {
 		one := e.newTeam("one", map[string]int{"requests": 1})
 		want(t, e.open(one, "reader", "plan", "lead", "first"), http.StatusCreated, "")
-		// The quota is checked before the pending repeat (SPEC §13.4).
+		// The quota is checked before the pending repeat (docs/spec.md §13.4).
 		want(t, e.open(one, "reader", "plan", "lead", "first"), http.StatusConflict, "request_limit")
 		want(t, e.open(one, "lead", "shutdown", "reviewer", "stop"), http.StatusConflict, "request_limit")
 	})

@@ -10,7 +10,7 @@ import (
 	"mailroom/internal/core"
 )
 
-// agentTeams runs lesson 15 (SPEC §7, first reconstruction): reader and
+// agentTeams runs lesson 15 (docs/spec.md §7, first reconstruction): reader and
 // reviewer take turn 1 at the same time, reader continues in turn 2 from
 // its own record, and lead summarises. Nothing runs main.py.
 func (x *run) agentTeams(ctx context.Context) *TeamsOutcome {

@@ -33,9 +33,9 @@ const (
 	verdictNotRun   = "未运行"
 )
 
-// teamProtocols runs lesson 16 (SPEC §8 steps 1–13) on the run's team and
+// teamProtocols runs lesson 16 (docs/spec.md §8 steps 1–13) on the run's team and
 // then proves on a second, small team that a member closed while it still
-// has turns left cannot take another turn (SPEC §13.8).
+// has turns left cannot take another turn (docs/spec.md §13.8).
 func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	opts := x.opts
 	bg := context.WithoutCancel(ctx)

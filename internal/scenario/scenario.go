@@ -1,6 +1,6 @@
 // Package scenario runs the two lesson scenarios end to end on a real
-// team: agent-teams (lesson 15, SPEC §7: save mail, receive mail, continue
-// the same teammate) and team-protocols (lesson 16, SPEC §8: a plan is
+// team: agent-teams (lesson 15, docs/spec.md §7: save mail, receive mail, continue
+// the same teammate) and team-protocols (lesson 16, docs/spec.md §8: a plan is
 // approved, matched and only then acted on, with host permission as a
 // separate gate, then an idle-boundary shutdown).
 //
@@ -170,7 +170,7 @@ type TeamsOutcome struct {
 	LeadSawReports int `json:"lead_saw_reports"`
 }
 
-// Result is a run's document (API.md, Scenarios). Outcome is a
+// Result is a run's document (docs/api.md, Scenarios). Outcome is a
 // *ProtocolOutcome or a *TeamsOutcome according to Scenario; it is nil
 // while the run is in progress.
 type Result struct {
@@ -606,7 +606,7 @@ func (r *Runner) store(ctx context.Context, doc Result) error {
 	return r.svc.PutRun(ctx, core.RunDoc{ID: doc.RunID, Result: buf.Bytes()})
 }
 
-// lessonTeam is the lessons' fixed team (SPEC §1).
+// lessonTeam is the lessons' fixed team (docs/spec.md §1).
 func lessonTeam(name string) core.TeamSpec {
 	return core.TeamSpec{Name: name, Members: []core.MemberSpec{
 		// The lesson's roles: summarise read-only evidence; read the source
