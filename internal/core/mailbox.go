@@ -122,18 +122,24 @@ func (s *Service) Inbox(ctx context.Context, teamName, member string) ([]Message
 	}
 	var out []Message
 	err := s.view(ctx, teamName, true, func(u *unit) error {
-		if !u.isMember(member) {
-			return Errorf(CodeNotFound, "No such member.")
-		}
-		items, err := u.tx.LoadInbox(member)
-		if err != nil {
-			return asStoreError(err)
-		}
-		// The store may share its cached slice; callers get their own copy.
-		out = slices.Clone(items)
-		return nil
+		var err error
+		out, err = inboxOf(u, member)
+		return err
 	})
 	return out, err
+}
+
+// inboxOf returns a copy of member's letters as u sees them: the store may
+// share its cached slice, and callers get their own.
+func inboxOf(u *unit, member string) ([]Message, error) {
+	if !u.isMember(member) {
+		return nil, Errorf(CodeNotFound, "No such member.")
+	}
+	items, err := u.tx.LoadInbox(member)
+	if err != nil {
+		return nil, asStoreError(err)
+	}
+	return slices.Clone(items), nil
 }
 
 // InboxBytes returns member's inbox in the lesson's file bytes (one line

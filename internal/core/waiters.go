@@ -169,12 +169,9 @@ func (s *Service) lettersAfter(ctx context.Context, teamName, member, after stri
 	}
 	var msgs []Message
 	err := s.view(ctx, teamName, true, func(u *unit) error {
-		if !u.isMember(member) {
-			return Errorf(CodeNotFound, "No such member.")
-		}
-		items, err := u.tx.LoadInbox(member)
+		items, err := inboxOf(u, member)
 		if err != nil {
-			return asStoreError(err)
+			return err
 		}
 		start := 0
 		if after != "" {
@@ -189,7 +186,6 @@ func (s *Service) lettersAfter(ctx context.Context, teamName, member, after stri
 				return Errorf(CodeValidation, "The after parameter names no letter of this inbox.")
 			}
 		}
-		// The store may share its cached slice; callers get their own copy.
 		msgs = append([]Message{}, items[start:]...)
 		return nil
 	})

@@ -178,49 +178,21 @@ func loadTeam(ctx context.Context, tx querier, name string, forUpdate bool) (*te
 	st.Requests = []core.Request{}
 	st.Permissions = nil
 	t.orig = loaded{requests: map[string][]byte{}, permissions: map[string][]byte{}, leases: map[string]core.Lease{}}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var id string
-		var doc []byte
-		if err := rows.Scan(&id, &doc); err != nil {
-			return nil, err
-		}
-		var r core.Request
-		if err := json.Unmarshal(doc, &r); err != nil && t.damaged == nil {
-			t.damaged = fmt.Errorf("request %s: %w", id, err)
-		}
+	if err := scanDocs(br, "request", &t.damaged, func(id string, r core.Request) {
 		st.Requests = append(st.Requests, r)
 		t.orig.requests[id] = canonical(r)
-	}
-	if err := rows.Err(); err != nil {
+	}); err != nil {
 		return nil, err
 	}
-	rows, err = br.Query()
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var id string
-		var doc []byte
-		if err := rows.Scan(&id, &doc); err != nil {
-			return nil, err
-		}
-		var p core.Permission
-		if err := json.Unmarshal(doc, &p); err != nil && t.damaged == nil {
-			t.damaged = fmt.Errorf("permission %s: %w", id, err)
-		}
+	if err := scanDocs(br, "permission", &t.damaged, func(id string, p core.Permission) {
 		st.Permissions = append(st.Permissions, p)
 		t.orig.permissions[id] = canonical(p)
-	}
-	if err := rows.Err(); err != nil {
+	}); err != nil {
 		return nil, err
 	}
 	if forUpdate {
 		t.counts = map[string]inboxCount{}
-		rows, err = br.Query()
+		rows, err := br.Query()
 		if err != nil {
 			return nil, err
 		}
@@ -589,4 +561,29 @@ func queueChildren(b *pgx.Batch, st *core.TeamState, orig *loaded) {
 			b.Queue(`DELETE FROM leases WHERE team = $1 AND member = $2`, st.Name, m.Name)
 		}
 	}
+}
+
+// scanDocs reads the next result of br, rows of (id, JSON document), and
+// hands each decoded document to add. A document that does not decode is
+// kept as the team's damage (the first one only), so the team is served
+// read-only rather than with a row silently dropped.
+func scanDocs[T any](br pgx.BatchResults, kind string, damaged *error, add func(id string, v T)) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var doc []byte
+		if err := rows.Scan(&id, &doc); err != nil {
+			return err
+		}
+		var v T
+		if err := json.Unmarshal(doc, &v); err != nil && *damaged == nil {
+			*damaged = fmt.Errorf("%s %s: %w", kind, id, err)
+		}
+		add(id, v)
+	}
+	return rows.Err()
 }
