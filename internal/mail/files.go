@@ -130,5 +130,5 @@ func closeAll(hs []*heldFile) error {
 // Every acknowledged append was fsynced already, so Close makes nothing
 // durable; it releases descriptors, and a server calls it on shutdown.
 func (s *Store) Close() error {
-	return s.files.close()
+	return errors.Join(s.closeLog(), s.files.close())
 }

@@ -66,6 +66,9 @@ type Store struct {
 	dataDir string
 	// units is the teams' committed state in memory (unit.go).
 	units units
+	// wal is the write-ahead log every unit of work is committed to
+	// (wal.go).
+	wal wal
 	// now is the clock of the racy-signature rule (fileSig.racy); tests
 	// move it forward instead of waiting.
 	now func() time.Time
@@ -96,6 +99,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 func Open(dataDir string, opts ...Option) (*Store, error) {
 	s := &Store{root: filepath.Join(dataDir, teamsDir), dataDir: dataDir, fs: OS(), log: slog.Default(), inboxes: map[string]*inboxState{}}
 	s.files.max = defaultOpenFiles
+	s.wal = wal{s: s, dir: filepath.Join(dataDir, walDir), maxRecs: defaultCheckpointRecords, maxBytes: defaultCheckpointBytes}
 	s.now = time.Now
 	s.clock = time.Now
 	for _, o := range opts {
@@ -106,6 +110,9 @@ func Open(dataDir string, opts ...Option) (*Store, error) {
 	}
 	if err := s.ensureDir(s.root); err != nil {
 		return nil, fmt.Errorf("mail: create teams directory: %w", err)
+	}
+	if err := s.wal.ensureDir(); err != nil {
+		return nil, fmt.Errorf("mail: create log directory: %w", err)
 	}
 	return s, nil
 }

@@ -1,0 +1,436 @@
+package mail
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"mailroom/internal/core"
+)
+
+// The write-ahead log (docs/durability.md). Every unit of work that
+// changes a team is one record appended to <data>/wal/<first seq>.log;
+// a committer goroutine writes whatever records arrived while its last
+// fsync ran and fsyncs them together (group commit). A unit of work is
+// acknowledged only once the fsync that covers its record returned. The
+// team's files (inboxes, state.json, idempotency.log, turn documents)
+// follow: a letter is appended to its inbox, without an fsync of its
+// own, as soon as its record is durable; the rest is written at
+// checkpoints, after which the log segments they cover are removed.
+// Start-up replays what is left of the log into the files.
+//
+// A record on disk is framed as
+//
+//	length (4 bytes, little endian) | CRC-32C of the payload (4 bytes) | payload (JSON walRecord)
+//
+// so a torn last record (a crash during its write, before its fsync
+// returned, hence never acknowledged) is recognised and cut off.
+
+const (
+	walDir    = "wal"
+	walExt    = ".log"
+	walHeader = 8
+	// walMaxRecord bounds one record's payload; more is damage, not a
+	// record (a state with long histories is a few MB).
+	walMaxRecord = 256 << 20
+	// Defaults of WithCheckpoint: a segment is closed and checkpointed
+	// after this many records or bytes.
+	defaultCheckpointRecords = 50000
+	defaultCheckpointBytes   = 64 << 20
+)
+
+var walTable = crc32.MakeTable(crc32.Castagnoli)
+
+// walRecord is one unit of work: everything it changed of one team.
+// Created names the team's incarnation (a team deleted and created again
+// under the same name is another team), so replay never applies a record
+// to a team it was not written for.
+type walRecord struct {
+	Seq     uint64                   `json:"seq"`
+	Team    string                   `json:"team"`
+	Created time.Time                `json:"created"`
+	State   *core.TeamState          `json:"state,omitempty"`
+	Letter  *core.Message            `json:"letter,omitempty"`
+	Idem    []core.IdempotencyRecord `json:"idem,omitempty"`
+	Puts    []core.TurnDoc           `json:"turn_puts,omitempty"`
+	Dels    []string                 `json:"turn_dels,omitempty"`
+}
+
+// WithCheckpoint sets after how many records or bytes of log a segment
+// is closed and checkpointed (defaults 50,000 records, 64 MiB).
+func WithCheckpoint(records int, bytes int64) Option {
+	return func(s *Store) { s.wal.maxRecs, s.wal.maxBytes = max(records, 1), max(bytes, 1) }
+}
+
+// wal is the store's log and its committer.
+type wal struct {
+	s        *Store
+	dir      string
+	maxRecs  int
+	maxBytes int64
+
+	mu      sync.Mutex
+	buf     []byte // framed records not yet written
+	next    uint64 // seq of the next record
+	durable uint64 // every record up to it is fsynced
+	err     error  // a failed write or fsync: the log takes no more
+	changed chan struct{}
+	closing bool
+	kick    chan struct{}
+	done    chan struct{}
+
+	// Owned by the committer.
+	f        File
+	segBytes int64
+	segRecs  int
+	// retire lists closed segments whose records all are durable; a
+	// checkpoint removes them once the files hold what they say.
+	retire []string
+
+	ckpt    chan struct{}
+	ckptMu  sync.Mutex // one checkpoint at a time
+	syncs   atomic.Int64
+	started bool
+}
+
+func segName(first uint64) string { return fmt.Sprintf("%016x%s", first, walExt) }
+
+// append frames rec (its Seq assigned here) and queues it for the next
+// group commit. It returns the record's seq.
+func (w *wal) append(rec *walRecord) (uint64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.closing {
+		return 0, errors.New("mail: the store is closed")
+	}
+	rec.Seq = w.next
+	payload, err := json.Marshal(rec)
+	if err != nil {
+		return 0, fmt.Errorf("mail: encode log record: %w", err)
+	}
+	if len(payload) > walMaxRecord {
+		return 0, fmt.Errorf("mail: log record of %d bytes is over the limit", len(payload))
+	}
+	var hdr [walHeader]byte
+	binary.LittleEndian.PutUint32(hdr[0:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(hdr[4:], crc32.Checksum(payload, walTable))
+	w.buf = append(append(w.buf, hdr[:]...), payload...)
+	w.next++
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	return rec.Seq, nil
+}
+
+// durableSeq is the seq up to which every record is fsynced.
+func (w *wal) durableSeq() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.durable
+}
+
+// wait returns once record seq is durable, or the error that keeps it
+// from ever being.
+func (w *wal) wait(seq uint64) error {
+	for {
+		w.mu.Lock()
+		if w.durable >= seq {
+			w.mu.Unlock()
+			return nil
+		}
+		if w.err != nil {
+			err := w.err
+			w.mu.Unlock()
+			return err
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		<-ch
+	}
+}
+
+// run is the committer: it writes the records queued while the previous
+// fsync ran, fsyncs them with one call, and wakes their writers.
+func (w *wal) run() {
+	defer close(w.done)
+	var spare []byte
+	for {
+		w.mu.Lock()
+		for len(w.buf) == 0 && !w.closing && w.err == nil {
+			w.mu.Unlock()
+			<-w.kick
+			w.mu.Lock()
+		}
+		if w.err != nil || (len(w.buf) == 0 && w.closing) {
+			w.mu.Unlock()
+			return
+		}
+		batch := w.buf
+		w.buf = spare[:0]
+		hi := w.next - 1
+		n := 0
+		// count records for the segment's size check
+		for off := 0; off < len(batch); n++ {
+			off += walHeader + int(binary.LittleEndian.Uint32(batch[off:]))
+		}
+		w.mu.Unlock()
+
+		err := w.write(batch)
+		w.mu.Lock()
+		if err != nil {
+			w.err = fmt.Errorf("mail: write-ahead log: %w", err)
+			w.s.log.Error("the write-ahead log failed; the store takes no more writes until restarted", "err", err)
+		} else {
+			w.durable = hi
+		}
+		close(w.changed)
+		w.changed = make(chan struct{})
+		w.mu.Unlock()
+		spare = batch
+		if err != nil {
+			return
+		}
+		w.segBytes += int64(len(batch))
+		w.segRecs += n
+		if w.segRecs >= w.maxRecs || w.segBytes >= w.maxBytes {
+			if err := w.rotate(hi + 1); err != nil {
+				w.s.log.Warn("starting a new log segment failed; the current one goes on", "err", err)
+			} else {
+				select {
+				case w.ckpt <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// write appends batch to the current segment and fsyncs it. The first
+// batch after start creates the segment.
+func (w *wal) write(batch []byte) error {
+	if w.f == nil {
+		seq, err := firstSeq(batch)
+		if err != nil {
+			return err
+		}
+		if w.f, err = w.create(seq); err != nil {
+			return err
+		}
+	}
+	if _, err := w.f.Write(batch); err != nil {
+		return err
+	}
+	w.syncs.Add(1)
+	return w.f.Sync()
+}
+
+// firstSeq is the seq of the first record framed in batch.
+func firstSeq(batch []byte) (uint64, error) {
+	rec, _, ok := decodeRecord(batch)
+	if !ok {
+		return 0, errors.New("mail: a queued log record does not decode")
+	}
+	return rec.Seq, nil
+}
+
+// rotate closes the current segment (every record in it is durable) and
+// starts the next one with record first.
+func (w *wal) rotate(first uint64) error {
+	f, err := w.create(first)
+	if err != nil {
+		return err
+	}
+	old := w.f
+	w.f, w.segBytes, w.segRecs = f, 0, 0
+	_ = old.Close() // fsynced
+	w.mu.Lock()
+	w.retire = append(w.retire, old.Name())
+	w.mu.Unlock()
+	return nil
+}
+
+// create makes a new, empty segment durable in the log directory.
+func (w *wal) create(first uint64) (File, error) {
+	path := filepath.Join(w.dir, segName(first))
+	f, err := w.s.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW, fileMode)
+	if err != nil {
+		return nil, fmt.Errorf("mail: create log segment: %w", err)
+	}
+	if err := w.s.fs.SyncDir(w.dir); err != nil {
+		f.Close()
+		_ = w.s.fs.Remove(path)
+		return nil, fmt.Errorf("mail: sync log directory: %w", err)
+	}
+	return f, nil
+}
+
+// segments lists the log's segment files, oldest first.
+func (w *wal) segments() ([]string, error) {
+	entries, err := w.s.fs.ReadDir(w.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), walExt)
+		if !ok || len(name) != 16 || !e.Type().IsRegular() {
+			continue
+		}
+		if _, err := strconv.ParseUint(name, 16, 64); err != nil {
+			continue
+		}
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// readLog reads every record of the log, oldest first. A torn or
+// unreadable tail of the last segment (a record whose write a crash
+// interrupted; its fsync never returned, so it was never acknowledged)
+// is cut off, fsynced and logged. Anything else that is not a record is
+// an error: a record could be lost.
+func (w *wal) readLog() ([]walRecord, []string, error) {
+	segs, err := w.segments()
+	if err != nil {
+		return nil, nil, fmt.Errorf("mail: list log: %w", err)
+	}
+	var out []walRecord
+	for i, name := range segs {
+		path := filepath.Join(w.dir, name)
+		data, fi, err := w.s.readRegular(path, -1)
+		if err != nil {
+			return nil, nil, fmt.Errorf("mail: read log segment %s: %w", name, err)
+		}
+		off := 0
+		for off < len(data) {
+			rec, n, ok := decodeRecord(data[off:])
+			if !ok {
+				break
+			}
+			if len(out) > 0 && rec.Seq != out[len(out)-1].Seq+1 {
+				return nil, nil, fmt.Errorf("mail: log segment %s: record %d follows %d", name, rec.Seq, out[len(out)-1].Seq)
+			}
+			out = append(out, rec)
+			off += n
+		}
+		if off < len(data) {
+			if i != len(segs)-1 {
+				return nil, nil, fmt.Errorf("mail: log segment %s is damaged at byte %d", name, off)
+			}
+			if err := w.s.truncatePath(path, sigOf(fi), int64(off)); err != nil {
+				return nil, nil, fmt.Errorf("mail: remove the torn end of the log: %w", err)
+			}
+			w.s.log.Warn("removed the torn end of the write-ahead log; that write was interrupted and never acknowledged",
+				"segment", name, "bytes_removed", len(data)-off, "bytes_kept", off)
+		}
+	}
+	return out, segs, nil
+}
+
+// decodeRecord decodes the record at the start of data and its framed
+// length; ok is false for a torn or damaged record.
+func decodeRecord(data []byte) (walRecord, int, bool) {
+	var rec walRecord
+	if len(data) < walHeader {
+		return rec, 0, false
+	}
+	n := int(binary.LittleEndian.Uint32(data))
+	sum := binary.LittleEndian.Uint32(data[4:])
+	if n == 0 || n > walMaxRecord || len(data)-walHeader < n {
+		return rec, 0, false
+	}
+	payload := data[walHeader : walHeader+n]
+	if crc32.Checksum(payload, walTable) != sum {
+		return rec, 0, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if err := dec.Decode(&rec); err != nil || rec.Team == "" {
+		return rec, 0, false
+	}
+	return rec, walHeader + n, true
+}
+
+// open starts the log after start-up replayed it: a fresh segment for
+// record first, the committer and the checkpointer.
+func (w *wal) open(first uint64) error { // the segment is created by the first write
+	if first == 0 {
+		first = 1
+	}
+	w.next, w.durable = first, first-1
+	w.changed = make(chan struct{})
+	w.kick = make(chan struct{}, 1)
+	w.done = make(chan struct{})
+	w.ckpt = make(chan struct{}, 1)
+	w.started = true
+	go w.run()
+	go func() {
+		for range w.ckpt {
+			w.s.checkpoint(false)
+		}
+	}()
+	return nil
+}
+
+// stop lets the committer write what is queued and end.
+func (w *wal) stop() error {
+	if !w.started {
+		return nil
+	}
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closing = true
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	<-w.done
+	close(w.ckpt)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil && w.f != nil {
+		w.retire = append(w.retire, w.f.Name())
+		err := w.f.Close()
+		w.f = nil
+		return err
+	}
+	return w.err
+}
+
+// errNotDir is a log directory that is not a directory.
+var errNotDir = errors.New("not a directory")
+
+func (w *wal) ensureDir() error {
+	if err := w.s.ensureDir(w.dir); err != nil {
+		return err
+	}
+	fi, err := w.s.fs.Lstat(w.dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() || fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("mail: log directory %s: %w", w.dir, errNotDir)
+	}
+	return nil
+}
