@@ -66,12 +66,35 @@ type teamEntry struct {
 	// in the store's dirty list.
 	dirty      bool
 	stateDirty bool
+	// stateUnlogged: the state in memory is neither in state.json nor in
+	// the log (a repair at start could not be saved); the next record
+	// carries it whole.
+	stateUnlogged bool
 	idemDirty  bool
 	turnDirty  map[string]bool
 	inboxDirty []string // members whose inbox got unsynced appends
+	// undo holds, for each of the team's records not yet known durable,
+	// what memory was before it: a record that failed is rolled back
+	// (settle), with every later one of the team.
+	undo []undoRec
+}
+
+type undoRec struct {
+	seq, lastSeq uint64
+	st           *core.TeamState
+	turns        []core.TurnDoc
+	idem         []idemUndo
+	unlogged     bool
+}
+
+type idemUndo struct {
+	ref     idemRef
+	prev    core.IdempotencyRecord
+	existed bool
 }
 
 type pendingLetter struct {
+	err   error // why the last try to write it failed
 	seq   uint64
 	msg   core.Message
 	rules core.InboxRules
@@ -102,9 +125,14 @@ func (s *Store) start(ctx context.Context) error {
 	for i, e := range entries {
 		byName[loaded[i].Name] = e
 	}
-	next, err := s.replay(ctx, records, byName)
-	if err != nil {
-		return err
+	next, written := s.replay(ctx, records, byName)
+	if !written {
+		// Kept for the first checkpoint to retire, once it wrote the
+		// teams the replay could not.
+		for _, name := range segs {
+			s.wal.retire = append(s.wal.retire, filepath.Join(s.wal.dir, name))
+		}
+		segs = nil
 	}
 	// Every old segment is now in the files; they go before the new one
 	// is started.
@@ -191,8 +219,11 @@ func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam) *teamEntry 
 	}
 	if changed || migrated {
 		if err := s.SaveTeam(ctx, st); err != nil {
-			e.stateDirty = true
-			s.log.Warn("saving the recovered state failed; serving it and saving it at the next checkpoint", "team", st.Name, "err", err)
+			// The team's first record carries the whole state, so no
+			// letter is ever replayed over the unrepaired state.json.
+			e.stateDirty, e.stateUnlogged = true, true
+			s.markDirty(e)
+			s.log.Warn("saving the recovered state failed; serving it, logging it with the team's next write and saving it at the next checkpoint", "team", st.Name, "err", err)
 		}
 	}
 	s.restoreTurns(ctx, e)
@@ -478,7 +509,7 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 	if err := s.settle(horizon); err != nil {
 		return err
 	}
-	if seq == 0 || (tx.letter == nil && len(tx.puts) == 0 && len(tx.dels) == 0) {
+	if seq == 0 {
 		return ferr
 	}
 	// The letter goes to its inbox file before the answer, so a reader
@@ -487,6 +518,9 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s.drain(e)
+	if err := e.drainErr(seq); err != nil {
+		return err
+	}
 	if len(tx.puts) > 0 || len(tx.dels) > 0 {
 		s.flushTurns(ctx, e)
 	}
@@ -494,6 +528,15 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 		return core.DamagedError(e.damaged)
 	}
 	return ferr
+}
+
+// drainErr is the error that keeps letter record seq out of its inbox
+// file, if it is still waiting there.
+func (e *teamEntry) drainErr(seq uint64) error {
+	if len(e.pending) > 0 && e.pending[0].seq <= seq && e.pending[0].err != nil {
+		return core.StorageError(e.pending[0].err)
+	}
+	return nil
 }
 
 // settle waits until the log is durable up to seq (0: nothing to wait
@@ -652,7 +695,7 @@ func (tx *fileTx) DeleteTurn(id string) error {
 // logged that the files could refuse for reasons of their own: the
 // letter is checked against its inbox's limits first.
 func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, error) {
-	changed := !reflect.DeepEqual(e.st, tx.st)
+	changed := e.stateUnlogged || !reflect.DeepEqual(e.st, tx.st)
 	if !changed && tx.letter == nil && len(tx.recs) == 0 && len(tx.puts) == 0 && len(tx.dels) == 0 {
 		return 0, nil
 	}
@@ -680,11 +723,19 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 		pl = pendingLetter{msg: letter, rules: rules, size: int64(len(core.EncodeInboxLine(letter)))}
 	}
 	s.markDirty(e)
-	seq, err := s.wal.append(rec)
+	seq, err := s.wal.append(rec, e.lastSeq)
 	if err != nil {
 		return 0, core.StorageError(err)
 	}
+	u := undoRec{seq: seq, lastSeq: e.lastSeq, st: e.st, turns: e.turns, unlogged: e.stateUnlogged}
+	for _, r := range tx.recs {
+		ref := idemRef{r.Member, r.Key}
+		prev, ok := e.idem.live[ref]
+		u.idem = append(u.idem, idemUndo{ref, prev, ok})
+	}
+	e.undo = append(e.undo, u)
 	e.lastSeq = seq
+	e.stateUnlogged = false
 	if tx.letter != nil {
 		pl.seq = seq
 		e.pending = append(e.pending, pl)

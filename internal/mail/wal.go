@@ -84,16 +84,25 @@ type wal struct {
 
 	mu      sync.Mutex
 	buf     []byte // framed records not yet written
+	first   uint64 // seq of the first record in buf
 	next    uint64 // seq of the next record
 	durable uint64 // every record up to it is fsynced
-	err     error  // a failed write or fsync: the log takes no more
+	err     error  // set once the log is closed for good
+	// failed lists the ranges of seqs whose records were not made
+	// durable (a failed write or fsync): their writers get an error, and
+	// each team rolls its memory back to before its first failed record.
+	failed  []failedRange
 	changed chan struct{}
 	closing bool
-	kick    chan struct{}
+	// rotateReq asks the committer to close the current segment between
+	// two batches (Store.Checkpoint); it closes the channel when done.
+	rotateReq chan struct{}
+	kick      chan struct{}
 	done    chan struct{}
 
 	// Owned by the committer.
 	f        File
+	cut      bool // a batch failed: cut the segment back first
 	segBytes int64
 	segRecs  int
 	// retire lists closed segments whose records all are durable; a
@@ -110,11 +119,18 @@ func segName(first uint64) string { return fmt.Sprintf("%016x%s", first, walExt)
 
 // append frames rec (its Seq assigned here) and queues it for the next
 // group commit. It returns the record's seq.
-func (w *wal) append(rec *walRecord) (uint64, error) {
+//
+// base is the team's previous record (0: none in memory): a unit of work
+// that built on a record that failed is refused, so that nothing durable
+// ever depends on something that is not.
+func (w *wal) append(rec *walRecord, base uint64) (uint64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return 0, w.err
+	}
+	if err := w.failure(base); err != nil {
+		return 0, err
 	}
 	if w.closing {
 		return 0, errors.New("mail: the store is closed")
@@ -130,6 +146,9 @@ func (w *wal) append(rec *walRecord) (uint64, error) {
 	var hdr [walHeader]byte
 	binary.LittleEndian.PutUint32(hdr[0:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(hdr[4:], crc32.Checksum(payload, walTable))
+	if len(w.buf) == 0 {
+		w.first = rec.Seq
+	}
 	w.buf = append(append(w.buf, hdr[:]...), payload...)
 	w.next++
 	select {
@@ -137,6 +156,45 @@ func (w *wal) append(rec *walRecord) (uint64, error) {
 	default:
 	}
 	return rec.Seq, nil
+}
+
+// errRecordFailed: a record's write or fsync failed; nothing of its unit
+// of work is kept.
+var errRecordFailed = errors.New("mail: the write-ahead log's write or fsync failed; nothing was stored")
+
+// failedRange is records lo to hi, which failed with err.
+type failedRange struct {
+	lo, hi uint64
+	err    error
+}
+
+// isFailed reports whether record seq failed. Called with w.mu held.
+func (w *wal) isFailed(seq uint64) bool { return w.failure(seq) != nil }
+
+// failure is why record seq failed, or nil. Called with w.mu held.
+func (w *wal) failure(seq uint64) error {
+	for _, r := range w.failed {
+		if seq >= r.lo && seq <= r.hi {
+			return fmt.Errorf("%w: %w", errRecordFailed, r.err)
+		}
+	}
+	return nil
+}
+
+// outcome returns the durable seq and a function telling failed records,
+// for a team to settle its records against.
+func (w *wal) outcome() (uint64, func(uint64) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	failed := w.failed
+	return w.durable, func(seq uint64) bool {
+		for _, r := range failed {
+			if seq >= r.lo && seq <= r.hi {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // durableSeq is the seq up to which every record is fsynced.
@@ -151,6 +209,10 @@ func (w *wal) durableSeq() uint64 {
 func (w *wal) wait(seq uint64) error {
 	for {
 		w.mu.Lock()
+		if err := w.failure(seq); err != nil {
+			w.mu.Unlock()
+			return err
+		}
 		if w.durable >= seq {
 			w.mu.Unlock()
 			return nil
@@ -173,16 +235,28 @@ func (w *wal) run() {
 	var spare []byte
 	for {
 		w.mu.Lock()
-		for len(w.buf) == 0 && !w.closing && w.err == nil {
+		for len(w.buf) == 0 && !w.closing && w.err == nil && w.rotateReq == nil {
 			w.mu.Unlock()
 			<-w.kick
 			w.mu.Lock()
+		}
+		if req := w.rotateReq; req != nil {
+			w.rotateReq = nil
+			first := w.durable + 1
+			w.mu.Unlock()
+			if w.f != nil {
+				if err := w.rotate(first); err != nil {
+					w.s.log.Warn("starting a new log segment failed; the current one goes on", "err", err)
+				}
+			}
+			close(req)
+			continue
 		}
 		if w.err != nil || (len(w.buf) == 0 && w.closing) {
 			w.mu.Unlock()
 			return
 		}
-		batch := w.buf
+		batch, first := w.buf, w.first
 		w.buf = spare[:0]
 		hi := w.next - 1
 		n := 0
@@ -192,20 +266,30 @@ func (w *wal) run() {
 		}
 		w.mu.Unlock()
 
-		err := w.write(batch)
+		err := w.write(batch, first)
 		w.mu.Lock()
 		if err != nil {
-			w.err = fmt.Errorf("mail: write-ahead log: %w", err)
-			w.s.log.Error("the write-ahead log failed; the store takes no more writes until restarted", "err", err)
+			// Nothing of the batch, nor of what was queued behind it (it
+			// may build on the batch), is acknowledged. The segment is cut
+			// back to its last durable byte; if even that fails, the log
+			// takes no more writes until a restart replays it.
+			w.failed = append(w.failed, failedRange{first, w.next - 1, err})
+			w.buf = w.buf[:0]
+			w.s.log.Error("a write-ahead log write failed; its units of work are refused", "first", first, "last", w.next-1, "err", err)
+			w.cut = true
 		} else {
 			w.durable = hi
 		}
 		close(w.changed)
 		w.changed = make(chan struct{})
+		stop := w.err != nil
 		w.mu.Unlock()
 		spare = batch
-		if err != nil {
+		if stop {
 			return
+		}
+		if err != nil {
+			continue
 		}
 		w.segBytes += int64(len(batch))
 		w.segRecs += n
@@ -224,15 +308,21 @@ func (w *wal) run() {
 
 // write appends batch to the current segment and fsyncs it. The first
 // batch after start creates the segment.
-func (w *wal) write(batch []byte) error {
+func (w *wal) write(batch []byte, first uint64) error {
+	if w.cut {
+		// The segment is cut back to its last durable byte before
+		// anything follows it; until that works, nothing is written.
+		if err := w.cutBack(); err != nil {
+			return err
+		}
+		w.cut = false
+	}
 	if w.f == nil {
-		seq, err := firstSeq(batch)
+		f, err := w.create(first)
 		if err != nil {
 			return err
 		}
-		if w.f, err = w.create(seq); err != nil {
-			return err
-		}
+		w.f = f
 	}
 	if _, err := w.f.Write(batch); err != nil {
 		return err
@@ -241,13 +331,20 @@ func (w *wal) write(batch []byte) error {
 	return w.f.Sync()
 }
 
-// firstSeq is the seq of the first record framed in batch.
-func firstSeq(batch []byte) (uint64, error) {
-	rec, _, ok := decodeRecord(batch)
-	if !ok {
-		return 0, errors.New("mail: a queued log record does not decode")
+// cutBack truncates the current segment to what was durable before the
+// failed batch and fsyncs it.
+func (w *wal) cutBack() error {
+	if w.f == nil {
+		return nil
 	}
-	return rec.Seq, nil
+	if err := w.f.Truncate(w.segBytes); err != nil {
+		return err
+	}
+	if w.segBytes == 0 {
+		// A segment with nothing durable in it: start it again.
+		return nil
+	}
+	return w.f.Sync()
 }
 
 // rotate closes the current segment (every record in it is durable) and
@@ -325,7 +422,7 @@ func (w *wal) readLog() ([]walRecord, []string, error) {
 			if !ok {
 				break
 			}
-			if len(out) > 0 && rec.Seq != out[len(out)-1].Seq+1 {
+			if len(out) > 0 && rec.Seq <= out[len(out)-1].Seq {
 				return nil, nil, fmt.Errorf("mail: log segment %s: record %d follows %d", name, rec.Seq, out[len(out)-1].Seq)
 			}
 			out = append(out, rec)

@@ -24,24 +24,36 @@ import (
 // makes the team damaged: the letter is in the log, and the file is not
 // the store's to repair.
 func (s *Store) drain(e *teamEntry) {
+	s.settleUndo(e)
 	if len(e.pending) == 0 {
 		return
 	}
 	durable := s.wal.durableSeq()
 	n := 0
-	for _, p := range e.pending {
+	for i := range e.pending {
+		p := &e.pending[i]
 		if p.seq > durable {
 			break
 		}
-		n++
 		if e.deleted || e.damaged != nil {
+			n++
 			continue
 		}
 		if err := s.applyLetter(e.st.Name, p.rules, p.msg); err != nil {
-			e.damaged = fmt.Errorf("inbox %s: letter %s is in the log but its inbox refused it: %w", p.msg.Recipient, p.msg.ID, err)
-			s.log.Error("an inbox file refused a logged letter; serving the team read-only", "team", e.st.Name, "letter", p.msg.ID, "err", err)
-			continue
+			var ce *core.Error
+			if errors.As(err, &ce) && ce.Code == core.CodeInboxCorrupt {
+				e.damaged = fmt.Errorf("inbox %s: letter %s is in the log but its inbox refused it: %w", p.msg.Recipient, p.msg.ID, err)
+				s.log.Error("an inbox file changed from outside refused a logged letter; serving the team read-only", "team", e.st.Name, "letter", p.msg.ID, "err", err)
+				n++
+				continue
+			}
+			// An I/O failure: the letter stays first in line, tried
+			// again by the team's next unit of work (and by checkpoints).
+			p.err = err
+			s.log.Warn("writing a logged letter into its inbox failed; it is retried", "team", e.st.Name, "letter", p.msg.ID, "err", err)
+			break
 		}
+		n++
 		if !slices.Contains(e.inboxDirty, p.msg.Recipient) {
 			e.inboxDirty = append(e.inboxDirty, p.msg.Recipient)
 		}
@@ -49,6 +61,43 @@ func (s *Store) drain(e *teamEntry) {
 	e.pending = e.pending[n:]
 	if len(e.pending) == 0 {
 		e.pending = nil
+	}
+}
+
+// settleUndo settles the team's records against the log: the first that
+// failed is rolled back with every later one (memory becomes what it was
+// before it), and those known durable are forgotten. Called with the
+// team's lock held.
+func (s *Store) settleUndo(e *teamEntry) {
+	if len(e.undo) == 0 {
+		return
+	}
+	durable, failed := s.wal.outcome()
+	for i, u := range e.undo {
+		if !failed(u.seq) {
+			continue
+		}
+		e.st, e.turns, e.lastSeq, e.stateUnlogged = u.st, u.turns, u.lastSeq, u.unlogged
+		for _, r := range slices.Backward(e.undo[i:]) {
+			for _, iu := range slices.Backward(r.idem) {
+				if iu.existed {
+					e.idem.live[iu.ref] = iu.prev
+				} else {
+					delete(e.idem.live, iu.ref)
+				}
+			}
+		}
+		e.pending = slices.DeleteFunc(e.pending, func(p pendingLetter) bool { return p.seq >= u.seq })
+		e.undo = e.undo[:i]
+		break
+	}
+	k := 0
+	for k < len(e.undo) && e.undo[k].seq <= durable {
+		k++
+	}
+	e.undo = e.undo[k:]
+	if len(e.undo) == 0 {
+		e.undo = nil
 	}
 }
 
@@ -124,6 +173,31 @@ func (s *Store) checkpoint(final bool) error {
 		errs = append(errs, s.fs.SyncDir(w.dir))
 	}
 	return errors.Join(errs...)
+}
+
+// Checkpoint writes every team changed since the last checkpoint into its
+// files and removes the log written so far, as the store does by itself
+// every WithCheckpoint records or bytes and at Close. Tests use it to
+// look at the files.
+func (s *Store) Checkpoint(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	w := &s.wal
+	w.mu.Lock()
+	if w.closing || w.err != nil {
+		w.mu.Unlock()
+		return s.checkpoint(false)
+	}
+	req := make(chan struct{})
+	w.rotateReq = req
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	<-req
+	return s.checkpoint(true)
 }
 
 // checkpointTeam writes what changed of a team since its last checkpoint
@@ -234,8 +308,12 @@ func (s *Store) syncInbox(team, member string) error {
 // record or a turn document is set again. A record of a team that is no
 // longer there, or of an earlier team of the same name, is skipped. It
 // returns the seq of the next record.
-func (s *Store) replay(ctx context.Context, records []walRecord, teams map[string]*teamEntry) (uint64, error) {
-	next := uint64(1)
+//
+// A team whose files cannot be written is served from memory and stays
+// in the next checkpoint's list; written reports whether every team was
+// written, so that the old segments can go now.
+func (s *Store) replay(ctx context.Context, records []walRecord, teams map[string]*teamEntry) (next uint64, written bool) {
+	next = 1
 	var touched []*teamEntry
 	now := s.clock()
 	for _, r := range records {
@@ -310,6 +388,7 @@ func (s *Store) replay(ctx context.Context, records []walRecord, teams map[strin
 			}
 		}
 		if err := s.checkpointTeam(ctx, e); err != nil {
+			s.markDirty(e)
 			errs = append(errs, fmt.Errorf("team %s: %w", e.st.Name, err))
 		}
 	}
@@ -317,9 +396,12 @@ func (s *Store) replay(ctx context.Context, records []walRecord, teams map[strin
 		s.log.Info("replayed the write-ahead log", "records", len(records), "teams", len(touched))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return 0, fmt.Errorf("mail: writing the replayed log into the files: %w", err)
+		// Served from memory; the log is kept until a checkpoint writes
+		// these teams.
+		s.log.Warn("writing the replayed log into the files failed; the log is kept", "err", err)
+		return next, false
 	}
-	return next, nil
+	return next, true
 }
 
 // closeLog stops the log and writes everything it holds into the files
