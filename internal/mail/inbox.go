@@ -515,6 +515,17 @@ func (s *Store) truncatePath(path string, have fileSig, size int64) error {
 // same id and bytes) is left as it is. The file is checked as LoadInbox
 // checks it, so a file changed from outside is refused, never written.
 func (s *Store) applyLetter(team string, rules core.InboxRules, msg core.Message) error {
+	// The usual case: the file is the version the store last wrote, and
+	// the append's own identity check (lstat against the kept descriptor,
+	// or fstat of the file opened) stands in for a full check, as in
+	// AppendInbox's quick path.
+	if cur := s.cached(cacheKey(team, rules.Recipient)); cur != nil && cur.exists && cur.size > 0 && cur.raw == nil &&
+		cur.sig != (fileSig{}) && cur.fits(rules) && len(cur.msgs)+1 == letterNumber(msg.ID, rules.Recipient) {
+		err := s.appendTo(team, rules, cur, msg, true, false)
+		if !errors.Is(err, errStale) {
+			return err
+		}
+	}
 	cur, err := s.inbox(team, rules)
 	if err != nil {
 		return err
@@ -532,6 +543,12 @@ func (s *Store) applyLetter(team string, rules core.InboxRules, msg core.Message
 		return core.CorruptInbox(ErrInboxChanged)
 	}
 	return s.appendTo(team, rules, cur, msg, false, false)
+}
+
+// letterNumber is n of a letter id <recipient>-<n>, or 0.
+func letterNumber(id, recipient string) int {
+	n, _ := letterIndex(id, recipient)
+	return n
 }
 
 // letterIndex is n of a letter id <recipient>-<n>.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"mailroom/internal/core"
 )
@@ -73,6 +74,9 @@ type teamEntry struct {
 	idemDirty  bool
 	turnDirty  map[string]bool
 	inboxDirty []string // members whose inbox got unsynced appends
+	// drained is the seq of the last letter record written into its
+	// inbox file (read without the lock by writers that need not drain).
+	drained atomic.Uint64
 	// undo holds, for each of the team's records not yet known durable,
 	// what memory was before it: a record that failed is rolled back
 	// (settle), with every later one of the team.
@@ -510,6 +514,12 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 		return err
 	}
 	if seq == 0 {
+		return ferr
+	}
+	if tx.letter != nil && len(tx.puts) == 0 && len(tx.dels) == 0 && e.drained.Load() >= seq {
+		return ferr // another writer of the team drained this letter
+	}
+	if tx.letter == nil && len(tx.puts) == 0 && len(tx.dels) == 0 {
 		return ferr
 	}
 	// The letter goes to its inbox file before the answer, so a reader

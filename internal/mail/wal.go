@@ -75,7 +75,13 @@ func WithCheckpoint(records int, bytes int64) Option {
 	return func(s *Store) { s.wal.maxRecs, s.wal.maxBytes = max(records, 1), max(bytes, 1) }
 }
 
-// wal is the store's log and its committer.
+// wal is the store's log. Group commit is leader/follower: a writer
+// waiting for its record that finds no fsync running becomes the leader:
+// it takes every record queued so far, writes them with one write and
+// fsyncs them with one fsync, then wakes everyone whose record that
+// covered. Records queued while it ran wait for the next leader, among
+// the writers woken. A lone writer thus writes its own record, with no
+// hand-off to another goroutine and back.
 type wal struct {
 	s        *Store
 	dir      string
@@ -94,13 +100,15 @@ type wal struct {
 	failed  []failedRange
 	changed chan struct{}
 	closing bool
-	// rotateReq asks the committer to close the current segment between
-	// two batches (Store.Checkpoint); it closes the channel when done.
+	// rotateReq asks the next leader to close the current segment
+	// between two batches (Store.Checkpoint); it closes the channel when
+	// done.
 	rotateReq chan struct{}
-	kick      chan struct{}
-	done    chan struct{}
+	syncing   bool   // a leader is writing; the fields below are its
+	bufRecs   int    // records in buf
+	spare     []byte // the previous batch's buffer, for reuse
 
-	// Owned by the committer.
+	// Owned by the leader.
 	f        File
 	cut      bool // a batch failed: cut the segment back first
 	segBytes int64
@@ -150,11 +158,8 @@ func (w *wal) append(rec *walRecord, base uint64) (uint64, error) {
 		w.first = rec.Seq
 	}
 	w.buf = append(append(w.buf, hdr[:]...), payload...)
+	w.bufRecs++
 	w.next++
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
 	return rec.Seq, nil
 }
 
@@ -205,104 +210,105 @@ func (w *wal) durableSeq() uint64 {
 }
 
 // wait returns once record seq is durable, or the error that keeps it
-// from ever being.
+// from ever being. A waiter that finds records queued and no leader
+// leads (see wal).
 func (w *wal) wait(seq uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for {
-		w.mu.Lock()
 		if err := w.failure(seq); err != nil {
-			w.mu.Unlock()
 			return err
 		}
 		if w.durable >= seq {
-			w.mu.Unlock()
 			return nil
 		}
 		if w.err != nil {
-			err := w.err
-			w.mu.Unlock()
-			return err
+			return w.err
+		}
+		if !w.syncing && len(w.buf) > 0 {
+			w.lead()
+			continue
 		}
 		ch := w.changed
 		w.mu.Unlock()
 		<-ch
+		w.mu.Lock()
 	}
 }
 
-// run is the committer: it writes the records queued while the previous
-// fsync ran, fsyncs them with one call, and wakes their writers.
-func (w *wal) run() {
-	defer close(w.done)
-	var spare []byte
-	for {
-		w.mu.Lock()
-		for len(w.buf) == 0 && !w.closing && w.err == nil && w.rotateReq == nil {
-			w.mu.Unlock()
-			<-w.kick
-			w.mu.Lock()
-		}
-		if req := w.rotateReq; req != nil {
-			w.rotateReq = nil
-			first := w.durable + 1
-			w.mu.Unlock()
-			if w.f != nil {
-				if err := w.rotate(first); err != nil {
-					w.s.log.Warn("starting a new log segment failed; the current one goes on", "err", err)
-				}
-			}
-			close(req)
-			continue
-		}
-		if w.err != nil || (len(w.buf) == 0 && w.closing) {
-			w.mu.Unlock()
-			return
-		}
-		batch, first := w.buf, w.first
-		w.buf = spare[:0]
-		hi := w.next - 1
-		n := 0
-		// count records for the segment's size check
-		for off := 0; off < len(batch); n++ {
-			off += walHeader + int(binary.LittleEndian.Uint32(batch[off:]))
-		}
-		w.mu.Unlock()
+// lead writes and fsyncs every queued record as one batch, and closes the
+// segment if it is full or a checkpoint asked for it. Called with w.mu
+// held and no leader; it releases the lock while it writes.
+func (w *wal) lead() {
+	w.syncing = true
+	batch, first, n := w.buf, w.first, w.bufRecs
+	w.buf, w.bufRecs = w.spare[:0], 0
+	hi := w.next - 1
+	w.mu.Unlock()
 
-		err := w.write(batch, first)
-		w.mu.Lock()
-		if err != nil {
-			// Nothing of the batch, nor of what was queued behind it (it
-			// may build on the batch), is acknowledged. The segment is cut
-			// back to its last durable byte; if even that fails, the log
-			// takes no more writes until a restart replays it.
-			w.failed = append(w.failed, failedRange{first, w.next - 1, err})
-			w.buf = w.buf[:0]
-			w.s.log.Error("a write-ahead log write failed; its units of work are refused", "first", first, "last", w.next-1, "err", err)
-			w.cut = true
-		} else {
-			w.durable = hi
-		}
-		close(w.changed)
-		w.changed = make(chan struct{})
-		stop := w.err != nil
-		w.mu.Unlock()
-		spare = batch
-		if stop {
-			return
-		}
-		if err != nil {
-			continue
-		}
+	var err error
+	if len(batch) > 0 {
+		err = w.write(batch, first)
+	}
+	full := false
+	if err == nil && len(batch) > 0 {
 		w.segBytes += int64(len(batch))
 		w.segRecs += n
-		if w.segRecs >= w.maxRecs || w.segBytes >= w.maxBytes {
-			if err := w.rotate(hi + 1); err != nil {
-				w.s.log.Warn("starting a new log segment failed; the current one goes on", "err", err)
-			} else {
-				select {
-				case w.ckpt <- struct{}{}:
-				default:
-				}
+		full = w.segRecs >= w.maxRecs || w.segBytes >= w.maxBytes
+	}
+
+	w.mu.Lock()
+	if err != nil {
+		// Nothing of the batch, nor of what was queued behind it (it
+		// may build on the batch), is acknowledged. The segment is cut
+		// back to its last durable byte before anything follows it.
+		w.failed = append(w.failed, failedRange{first, w.next - 1, err})
+		w.buf, w.bufRecs = w.buf[:0], 0
+		w.cut = true
+		w.s.log.Error("a write-ahead log write failed; its units of work are refused", "first", first, "last", w.next-1, "err", err)
+	} else if len(batch) > 0 {
+		w.durable = hi
+	}
+	w.spare = batch
+	req := w.rotateReq
+	w.rotateReq = nil
+	close(w.changed)
+	w.changed = make(chan struct{})
+	if (full || req != nil) && w.f != nil && !w.cut {
+		// Every record written so far is durable; the next ones go to
+		// a new segment. (Still the leader: nobody writes meanwhile.)
+		w.mu.Unlock()
+		rerr := w.rotate(w.durable + 1)
+		w.mu.Lock()
+		if rerr != nil {
+			w.s.log.Warn("starting a new log segment failed; the current one goes on", "err", rerr)
+		} else if full && !w.closing {
+			select {
+			case w.ckpt <- struct{}{}:
+			default:
 			}
 		}
+	}
+	if req != nil {
+		close(req)
+	}
+	w.syncing = false
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// flush makes every record queued so far durable (or failed), leading if
+// it must, and returns with no leader running. Called with w.mu held.
+func (w *wal) flush() {
+	for w.syncing || len(w.buf) > 0 {
+		if !w.syncing {
+			w.lead()
+			continue
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		<-ch
+		w.mu.Lock()
 	}
 }
 
@@ -465,54 +471,59 @@ func decodeRecord(data []byte) (walRecord, int, bool) {
 	return rec, walHeader + n, true
 }
 
-// open starts the log after start-up replayed it: a fresh segment for
-// record first, the committer and the checkpointer.
-func (w *wal) open(first uint64) error { // the segment is created by the first write
+// open starts the log after start-up replayed it: record first is the
+// next, in a segment the first write creates; and the checkpointer.
+func (w *wal) open(first uint64) error {
 	if first == 0 {
 		first = 1
 	}
 	w.next, w.durable = first, first-1
 	w.changed = make(chan struct{})
-	w.kick = make(chan struct{}, 1)
-	w.done = make(chan struct{})
 	w.ckpt = make(chan struct{}, 1)
 	w.started = true
-	go w.run()
 	go func() {
 		for range w.ckpt {
-			w.s.checkpoint(false)
+			_ = w.s.checkpoint(false)
 		}
 	}()
 	return nil
 }
 
-// stop lets the committer write what is queued and end.
+// requestRotate closes the current segment between two batches, so that
+// a checkpoint can retire everything written so far.
+func (w *wal) requestRotate() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing {
+		return
+	}
+	w.flush()
+	req := make(chan struct{})
+	w.rotateReq = req
+	w.lead() // an empty batch: only the rotation
+}
+
+// stop makes what is queued durable and closes the log to writes; the
+// current segment joins those to retire.
 func (w *wal) stop() error {
 	if !w.started {
 		return nil
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.closing {
-		w.mu.Unlock()
 		return nil
 	}
 	w.closing = true
-	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-	<-w.done
+	w.flush()
 	close(w.ckpt)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil && w.f != nil {
+	if w.f != nil {
 		w.retire = append(w.retire, w.f.Name())
 		err := w.f.Close()
 		w.f = nil
 		return err
 	}
-	return w.err
+	return nil
 }
 
 // errNotDir is a log directory that is not a directory.

@@ -54,6 +54,7 @@ func (s *Store) drain(e *teamEntry) {
 			break
 		}
 		n++
+		e.drained.Store(p.seq)
 		if !slices.Contains(e.inboxDirty, p.msg.Recipient) {
 			e.inboxDirty = append(e.inboxDirty, p.msg.Recipient)
 		}
@@ -183,20 +184,7 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
-	w := &s.wal
-	w.mu.Lock()
-	if w.closing || w.err != nil {
-		w.mu.Unlock()
-		return s.checkpoint(false)
-	}
-	req := make(chan struct{})
-	w.rotateReq = req
-	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-	<-req
+	s.wal.requestRotate()
 	return s.checkpoint(true)
 }
 
