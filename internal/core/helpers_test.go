@@ -92,7 +92,9 @@ func failState(p string) bool { return strings.HasSuffix(p, "state.json") }
 
 // failLog matches the write-ahead log, where every unit of work commits:
 // its segments' creation, writes and fsyncs.
-func failLog(p string) bool { return strings.Contains(p, string(filepath.Separator)+"wal"+string(filepath.Separator)) }
+func failLog(p string) bool {
+	return strings.Contains(p, string(filepath.Separator)+"wal"+string(filepath.Separator))
+}
 
 type fixture struct {
 	t    *testing.T

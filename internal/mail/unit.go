@@ -71,12 +71,15 @@ type teamEntry struct {
 	// the log (a repair at start could not be saved); the next record
 	// carries it whole.
 	stateUnlogged bool
-	idemDirty  bool
-	turnDirty  map[string]bool
-	inboxDirty []string // members whose inbox got unsynced appends
+	idemDirty     bool
+	turnDirty     map[string]bool
+	inboxDirty    []string // members whose inbox got unsynced appends
 	// drained is the seq of the last letter record written into its
 	// inbox file (read without the lock by writers that need not drain).
 	drained atomic.Uint64
+	// overlay is, by member, the file's letters followed by the queued
+	// ones, as units of work see the inbox (overlayOf).
+	overlay map[string][]core.Message
 	// undo holds, for each of the team's records not yet known durable,
 	// what memory was before it: a record that failed is rolled back
 	// (settle), with every later one of the team.
@@ -620,8 +623,8 @@ func (tx *fileTx) LoadInbox(member string) ([]core.Message, error) {
 		tx.prev[member] = items
 	}
 	// The letters logged but not yet in the file follow the file's.
-	if pend, _ := tx.e.queued(member); len(pend) > 0 {
-		items = append(slices.Clip(items), pend...)
+	if n := tx.e.queuedCount(member); n > 0 {
+		items = tx.e.overlayOf(member, items, n)
 	}
 	if tx.letter != nil && tx.letter.Recipient == member {
 		return append(slices.Clip(items), *tx.letter), nil
@@ -749,6 +752,10 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 	if tx.letter != nil {
 		pl.seq = seq
 		e.pending = append(e.pending, pl)
+		if all, ok := e.overlay[pl.msg.Recipient]; ok {
+			// Grown in place: what was handed out is capped at its length.
+			e.overlay[pl.msg.Recipient] = append(all, pl.msg)
+		}
 	}
 	if changed {
 		e.st = tx.st
@@ -773,6 +780,36 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 	}
 	_ = ctx
 	return seq, nil
+}
+
+// queuedCount is how many letters to member are logged but not yet in
+// the file.
+func (e *teamEntry) queuedCount(member string) int {
+	n := 0
+	for _, p := range e.pending {
+		if p.msg.Recipient == member {
+			n++
+		}
+	}
+	return n
+}
+
+// overlayOf returns the file's letters (file) followed by the n letters
+// queued for member. The result is kept and grown by one letter per
+// commit, so a busy inbox is not copied whole for each unit of work; it
+// is rebuilt whenever it does not add up (the file changed, a record was
+// rolled back).
+func (e *teamEntry) overlayOf(member string, file []core.Message, n int) []core.Message {
+	all := e.overlay[member]
+	if len(all) != len(file)+n || (len(file) > 0 && all[len(file)-1] != file[len(file)-1]) {
+		pend, _ := e.queued(member)
+		all = append(append(make([]core.Message, 0, len(file)+n+16), file...), pend...)
+		if e.overlay == nil {
+			e.overlay = map[string][]core.Message{}
+		}
+		e.overlay[member] = all
+	}
+	return all[:len(all):len(all)]
 }
 
 // queued returns the letters to member logged but not yet in the file,

@@ -61,7 +61,7 @@ func (s *Store) drain(e *teamEntry) {
 	}
 	e.pending = e.pending[n:]
 	if len(e.pending) == 0 {
-		e.pending = nil
+		e.pending, e.overlay = nil, nil
 	}
 }
 
@@ -89,6 +89,7 @@ func (s *Store) settleUndo(e *teamEntry) {
 			}
 		}
 		e.pending = slices.DeleteFunc(e.pending, func(p pendingLetter) bool { return p.seq >= u.seq })
+		e.overlay = nil
 		e.undo = e.undo[:i]
 		break
 	}
