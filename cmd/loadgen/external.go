@@ -57,16 +57,30 @@ func measureExternal(ctx context.Context, work string, cfg config, stderr io.Wri
 	}
 	var logs tail
 	cmd.Stdout, cmd.Stderr = io.Discard, &logs
+	if cfg.strace != "" {
+		// The server's log beside strace's counts.
+		lf, err := os.Create(cfg.strace + ".log")
+		if err != nil {
+			return nil, 0, err
+		}
+		defer lf.Close()
+		cmd.Stderr = io.MultiWriter(&logs, lf)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, 0, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	stopped := false
+	pid := cmd.Process.Pid
 	stop := func() {
 		if !stopped {
 			stopped = true
-			_ = cmd.Process.Signal(os.Interrupt) // strace passes it on and writes its counts
+			// The server itself is stopped (strace, when it runs it, then
+			// writes its counts and exits).
+			if p, err := os.FindProcess(pid); err == nil {
+				_ = p.Signal(os.Interrupt)
+			}
 			<-done
 		}
 	}
@@ -84,7 +98,7 @@ func measureExternal(ctx context.Context, work string, cfg config, stderr io.Wri
 			return nil, 0, fmt.Errorf("server not ready: %s", logs.String())
 		}
 	}
-	pid := serverPID(cmd.Process.Pid, cfg.strace != "")
+	pid = serverPID(cmd.Process.Pid, cfg.strace != "")
 	var out []extFigure
 	sends := 0
 	for _, c := range extConfigs {

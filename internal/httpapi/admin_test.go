@@ -12,6 +12,7 @@ import (
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
 // openEnv starts a server over dir, as the server wires it: scenario runs
@@ -24,6 +25,7 @@ func openEnv(t *testing.T, dir string, maxTeams int) *env {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
+	testkit.Track(t, dir, store)
 	svc := core.NewService(store, core.Options{MaxTeams: maxTeams})
 	if err := svc.Open(t.Context()); err != nil {
 		t.Fatalf("open service: %v", err)

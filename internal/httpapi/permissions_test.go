@@ -13,6 +13,7 @@ import (
 
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
+	"mailroom/internal/testkit"
 )
 
 // mainPy is the lesson's program: it prints 42 and appends one x to
@@ -120,6 +121,7 @@ func (e *env) decide(tm team, id, token string, allow bool) result {
 // history, as the team's stored state holds it.
 func runMainResult(t *testing.T, dir, team string) string {
 	t.Helper()
+	testkit.Checkpoint(t, dir) // state.json is a snapshot of the write-ahead log
 	data, err := os.ReadFile(filepath.Join(dir, "teams", team, "state.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -91,9 +91,10 @@ func (s *Store) LoadInbox(_ context.Context, team string, rules core.InboxRules)
 // that nothing changed since. If it shows a change, the full check runs,
 // with the same answers as before.
 //
-// Group commit (several sends sharing one fsync) is not done: core holds
-// the team lock across a send, so sends to one inbox never overlap, and
-// sends to different inboxes fsync different files in parallel.
+// This is the recipe for a letter written on its own, fsync included.
+// The store's units of work write letters through the write-ahead log
+// instead, which shares fsyncs among writers, and then append them here
+// without an fsync of their own (applyLetter).
 func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRules, prev []core.Message, msg core.Message) error {
 	if cur := s.current(team, rules, prev); cur != nil {
 		err := s.appendTo(team, rules, cur, msg, true, true)

@@ -17,12 +17,13 @@ import (
 
 // The file store owns each unit of work (core.Store.UpdateTeam): it is the
 // only process on its data directory (the server holds mailroom.lock), so
-// it keeps every team's committed state in memory, serialises the units
-// of work of a team with the team's lock, and writes each commit with the
-// recipes of docs/durability.md: idempotency record, intent, letter,
-// state. Memory is changed only once the disk holds the change (or an
-// intent that a restart completes into it), so it never decides a write
-// on anything a restart would not load.
+// it keeps every team's committed state in memory and serialises the
+// units of work of a team with the team's lock. A unit commits as one
+// record of the write-ahead log (wal.go), shared fsyncs and all; memory
+// takes the change when its record is queued, and no caller is answered
+// from it before the record is durable (see teamEntry). The team's files
+// follow the log (walunit.go): letters as soon as they are durable, the
+// rest at checkpoints. docs/durability.md gives the crash argument.
 
 // units is the store's teams in memory.
 type units struct {
@@ -270,39 +271,6 @@ func completeIntent(st *core.TeamState, in *core.Intent) {
 		// the log.
 		st.Idempotency = append(st.Idempotency, *in.Idempotency)
 	}
-}
-
-// deriveIntent describes what committing next after letter changes in
-// old: the request registered (open), or the reply recorded and the
-// member closed (reply), in the form older versions wrote; anything else
-// as the whole new state.
-func deriveIntent(old, next *core.TeamState, letter core.Message) *core.Intent {
-	try := func(in *core.Intent) bool {
-		c := cloneState(old)
-		completeIntent(c, in)
-		return reflect.DeepEqual(c, next)
-	}
-	if len(next.Requests) == len(old.Requests)+1 {
-		r := next.Requests[len(next.Requests)-1]
-		if in := (&core.Intent{Op: core.IntentOpen, Letter: letter, Request: &r}); try(in) {
-			return in
-		}
-	}
-	for i := range next.Requests {
-		if i < len(old.Requests) && old.Requests[i].Reply == nil && next.Requests[i].Reply != nil {
-			rep := *next.Requests[i].Reply
-			in := &core.Intent{Op: core.IntentReply, Letter: letter, RequestID: next.Requests[i].ID, Reply: &rep}
-			for j := range next.Members {
-				if next.Members[j].Status == core.StatusClosed && old.Members[j].Status != core.StatusClosed {
-					in.Close = next.Members[j].Name
-				}
-			}
-			if try(in) {
-				return in
-			}
-		}
-	}
-	return &core.Intent{Op: core.IntentState, Letter: letter, State: cloneState(next)}
 }
 
 // cloneState copies st as deeply as a unit of work may change it: the
