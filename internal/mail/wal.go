@@ -34,7 +34,10 @@ import (
 //
 // A record on disk is framed as
 //
-//	length (4 bytes, little endian) | CRC-32C of the payload (4 bytes) | payload (JSON walRecord)
+//	length of the payload (4 bytes, LE) | CRC-32C of payload ‖ seq (4 bytes, LE) | seq (8 bytes, LE) | payload (JSON walRecord)
+//
+// (the payload is encoded before the record gets its seq, outside the
+// log's lock, so a large state does not hold up other teams' commits)
 //
 // so a torn last record (a crash during its write, before its fsync
 // returned, hence never acknowledged) is recognised and cut off.
@@ -42,7 +45,7 @@ import (
 const (
 	walDir    = "wal"
 	walExt    = ".log"
-	walHeader = 8
+	walHeader = 16
 	// walMaxRecord bounds one record's payload; more is damage, not a
 	// record (a state with long histories is a few MB).
 	walMaxRecord = 256 << 20
@@ -59,7 +62,7 @@ var walTable = crc32.MakeTable(crc32.Castagnoli)
 // under the same name is another team), so replay never applies a record
 // to a team it was not written for.
 type walRecord struct {
-	Seq     uint64                   `json:"seq"`
+	Seq     uint64                   `json:"-"` // in the frame
 	Team    string                   `json:"team"`
 	Created time.Time                `json:"created"`
 	State   *core.TeamState          `json:"state,omitempty"`
@@ -132,6 +135,14 @@ func segName(first uint64) string { return fmt.Sprintf("%016x%s", first, walExt)
 // that built on a record that failed is refused, so that nothing durable
 // ever depends on something that is not.
 func (w *wal) append(rec *walRecord, base uint64) (uint64, error) {
+	payload, err := json.Marshal(rec)
+	if err != nil {
+		return 0, fmt.Errorf("mail: encode log record: %w", err)
+	}
+	if len(payload) > walMaxRecord {
+		return 0, fmt.Errorf("mail: log record of %d bytes is over the limit", len(payload))
+	}
+	sum := crc32.Checksum(payload, walTable)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -144,16 +155,10 @@ func (w *wal) append(rec *walRecord, base uint64) (uint64, error) {
 		return 0, errors.New("mail: the store is closed")
 	}
 	rec.Seq = w.next
-	payload, err := json.Marshal(rec)
-	if err != nil {
-		return 0, fmt.Errorf("mail: encode log record: %w", err)
-	}
-	if len(payload) > walMaxRecord {
-		return 0, fmt.Errorf("mail: log record of %d bytes is over the limit", len(payload))
-	}
 	var hdr [walHeader]byte
 	binary.LittleEndian.PutUint32(hdr[0:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(hdr[4:], crc32.Checksum(payload, walTable))
+	binary.LittleEndian.PutUint64(hdr[8:], rec.Seq)
+	binary.LittleEndian.PutUint32(hdr[4:], crc32.Update(sum, walTable, hdr[8:16]))
 	if len(w.buf) == 0 {
 		w.first = rec.Seq
 	}
@@ -461,13 +466,14 @@ func decodeRecord(data []byte) (walRecord, int, bool) {
 		return rec, 0, false
 	}
 	payload := data[walHeader : walHeader+n]
-	if crc32.Checksum(payload, walTable) != sum {
+	if crc32.Update(crc32.Checksum(payload, walTable), walTable, data[8:16]) != sum {
 		return rec, 0, false
 	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	if err := dec.Decode(&rec); err != nil || rec.Team == "" {
 		return rec, 0, false
 	}
+	rec.Seq = binary.LittleEndian.Uint64(data[8:])
 	return rec, walHeader + n, true
 }
 

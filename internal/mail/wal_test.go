@@ -469,8 +469,8 @@ func TestWALTornTail(t *testing.T) {
 	path := filepath.Join(data, "wal", segs[0])
 	whole := readFile(t, path)
 	// A record torn within its frame, within its payload, and one whole
-	// but for its last bytes (a record's frame: length, CRC, payload).
-	first := 8 + int(binary.LittleEndian.Uint32(whole))
+	// but for its last bytes (a record's frame: length, CRC, seq, payload).
+	first := 16 + int(binary.LittleEndian.Uint32(whole))
 	for _, torn := range [][]byte{{0x10}, {0x30, 0, 0, 0, 1, 2, 3, 4, '{', '"'}, whole[:first-3]} {
 		writeFile(t, path, append(append([]byte{}, whole...), torn...))
 		svc, s := walService(t, data, newWalFS())
