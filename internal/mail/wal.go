@@ -339,7 +339,7 @@ func (w *wal) write(batch []byte, first uint64) error {
 		return err
 	}
 	w.syncs.Add(1)
-	return w.f.Sync()
+	return syncData(w.f)
 }
 
 // cutBack truncates the current segment to what was durable before the
@@ -355,7 +355,7 @@ func (w *wal) cutBack() error {
 		// A segment with nothing durable in it: start it again.
 		return nil
 	}
-	return w.f.Sync()
+	return syncData(w.f)
 }
 
 // rotate closes the current segment (every record in it is durable) and
