@@ -13,6 +13,10 @@
 //	c. send latency into an inbox of 10,000 letters against an empty one;
 //	d. restart-to-ready time and resident memory per idle team of the real
 //	   server binary over 10,000 teams;
+//	f. durable sends over HTTP to the real server binary, the clients in
+//	   this process: 1 client, 64 clients over 64 teams and 64 clients on
+//	   one team, with the server's CPU per send (-strace: its system
+//	   calls, counted by strace -c);
 //	e. what remembered keys and a long history cost: keyed against unkeyed
 //	   sends after 10,000 keyed sends to a team whose member took 12 turns
 //	   carrying 1 MB tool inputs, and a member's GET inbox on that team
@@ -62,6 +66,7 @@ type config struct {
 	turns       int
 	inputBytes  int
 	databaseURL string
+	strace      string
 }
 
 func main() {
@@ -92,9 +97,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP send phase (b, or p) to `file`")
 	fs.StringVar(&c.openProfile, "openprofile", "", "write a CPU profile of loading the restart phase's teams in process to `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory")
-	fs.StringVar(&c.phases, "phases", "abcde", "the `letters` of the phases to run: abcde, and p for PostgreSQL beside the file store")
+	fs.StringVar(&c.phases, "phases", "abcdef", "the `letters` of the phases to run: abcdef, and p for PostgreSQL beside the file store")
 	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL `URL` of an empty database for phase p (default: a private cluster started for the run)")
 	store := fs.String("store", "", "postgres: the same as -phases p")
+	fs.StringVar(&c.strace, "strace", "", "run phase f's server under strace -f -c, writing its counts to `file`")
 	fs.IntVar(&c.keys, "keys", 10000, "keyed sends remembered before the keyed/unkeyed figure (phase e)")
 	fs.IntVar(&c.turns, "turns", 12, "turns with a large tool input taken before phase e's figures")
 	fs.IntVar(&c.inputBytes, "tool-input-bytes", 1000000, "size of each of those tool inputs (a request body is at most 1 MiB)")
@@ -115,8 +121,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	default:
 		return c, fmt.Errorf("-store %q: want postgres", *store)
 	}
-	if strings.Trim(c.phases, "abcdep") != "" || c.phases == "" {
-		return c, fmt.Errorf("-phases takes letters from abcdep, not %q", c.phases)
+	if strings.Trim(c.phases, "abcdefp") != "" || c.phases == "" {
+		return c, fmt.Errorf("-phases takes letters from abcdefp, not %q", c.phases)
 	}
 	return c, nil
 }
@@ -186,6 +192,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		r.keys(keys)
 		f.keys = &keys
+	}
+	if phase('f') {
+		ext, sends, err := measureExternal(ctx, work, cfg, stderr)
+		if err != nil {
+			return fmt.Errorf("sends to the server binary: %w", err)
+		}
+		r.external(ext, sends, cfg.strace)
+		f.ext = ext
 	}
 
 	if phase('p') {

@@ -95,7 +95,7 @@ func TestResetMemberRefusals(t *testing.T) {
 
 	// A failed save keeps the member as it was.
 	stop(t, f, "reader", core.StatusStopped)
-	f.fs.setFailSave(failState)
+	f.fs.setFailSave(failLog)
 	_, err = f.svc.ResetMember(ctx, f.team, "reader")
 	f.fs.setFailSave(nil)
 	wantCode(t, err, core.CodeStorageFailed)

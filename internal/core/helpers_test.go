@@ -37,7 +37,9 @@ func (f *faultFS) Rename(oldpath, newpath string) error {
 }
 
 // OpenFile fails the opening of a file for an append when failSave
-// matches it: letters after the first are appended, not renamed.
+// matches it: letters after the first are appended, not renamed. A file
+// it opens fails its writes and fsyncs while failSave matches it: that is
+// how the write-ahead log's segment (opened once) is made to fail.
 func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (mail.File, error) {
 	f.mu.Lock()
 	fail := f.failSave
@@ -45,7 +47,37 @@ func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (mail.File, 
 	if flag&os.O_APPEND != 0 && fail != nil && fail(name) {
 		return nil, errInjected
 	}
-	return f.FS.OpenFile(name, flag, perm)
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: file, fs: f}, nil
+}
+
+type faultFile struct {
+	mail.File
+	fs *faultFS
+}
+
+func (f *faultFile) failing() bool {
+	f.fs.mu.Lock()
+	fail := f.fs.failSave
+	f.fs.mu.Unlock()
+	return fail != nil && fail(f.Name())
+}
+
+func (f *faultFile) Write(p []byte) (int, error) {
+	if f.failing() {
+		return 0, errInjected
+	}
+	return f.File.Write(p)
+}
+
+func (f *faultFile) Sync() error {
+	if f.failing() {
+		return errInjected
+	}
+	return f.File.Sync()
 }
 
 func (f *faultFS) setFailSave(fn func(string) bool) {
@@ -57,6 +89,12 @@ func (f *faultFS) setFailSave(fn func(string) bool) {
 // failInbox matches renames onto an inbox file; failState onto state.json.
 func failInbox(p string) bool { return strings.HasSuffix(p, ".jsonl") }
 func failState(p string) bool { return strings.HasSuffix(p, "state.json") }
+
+// failLog matches the write-ahead log, where every unit of work commits:
+// its segments' creation, writes and fsyncs.
+func failLog(p string) bool {
+	return strings.Contains(p, string(filepath.Separator)+"wal"+string(filepath.Separator))
+}
 
 type fixture struct {
 	t    *testing.T

@@ -139,7 +139,7 @@ func TestOpenRequest(t *testing.T) {
 	})
 	t.Run("ErrSaveError", func(t *testing.T) {
 		f := newFixture(t, nil)
-		f.fs.setFailSave(failInbox)
+		f.fs.setFailSave(failLog)
 		_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: planText})
 		wantCode(t, err, core.CodeStorageFailed)
 		if reqs, _ := f.svc.Requests(t.Context(), "demo"); len(reqs) != 0 {
@@ -161,7 +161,7 @@ func TestOpenRequest(t *testing.T) {
 	})
 	t.Run("ErrIntentSaveError", func(t *testing.T) {
 		f := newFixture(t, nil)
-		f.fs.setFailSave(failState)
+		f.fs.setFailSave(failLog)
 		_, err := f.svc.OpenRequest(core.AsMember(t.Context(), "demo", "reader"), core.OpenInput{Team: "demo", Target: "lead", Kind: "plan", Payload: planText})
 		wantCode(t, err, core.CodeStorageFailed)
 		if reqs, _ := f.svc.Requests(t.Context(), "demo"); len(reqs) != 0 || f.inboxBytes("lead") != "<missing>" {
@@ -305,7 +305,7 @@ func TestReplyRequest(t *testing.T) {
 	t.Run("ErrSaveError", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.open("lead", "reader", "shutdown", shutdownText)
-		f.fs.setFailSave(failInbox)
+		f.fs.setFailSave(failLog)
 		_, err := f.svc.Reply(core.AsMember(t.Context(), "demo", "reader"), core.ReplyInput{Team: "demo", RequestID: "req-1", Approve: true, Feedback: shutdownOK})
 		wantCode(t, err, core.CodeStorageFailed)
 		r := f.request("req-1")
@@ -473,7 +473,7 @@ func TestMatchResponse(t *testing.T) {
 	})
 	t.Run("ErrMatchSaveRestoresPending", func(t *testing.T) {
 		f := replied(t, true)
-		f.fs.setFailSave(failState)
+		f.fs.setFailSave(failLog)
 		_, err := f.svc.Consume(core.AsMember(t.Context(), "demo", "reader"), "demo")
 		wantCode(t, err, core.CodeStorageFailed)
 		if !errors.Is(err, errInjected) || f.request("req-1").Status != "pending" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"mailroom/internal/core"
@@ -226,9 +227,9 @@ func TestIdempotency(t *testing.T) {
 // TestRecoverSaveFailureIsNotDamage: when start-up must save its repair
 // (a member left running, an intent whose letter was never stored) and the
 // save fails, as on a full disk, the repaired state is served, not a
-// damaged team: reads work, a write that needs the save answers
-// storage_failed, and once the disk takes writes again the next write
-// saves the repair before its own letter.
+// damaged team: reads work, and the team's first write carries the whole
+// repaired state in its write-ahead log record, so a later restart
+// replays the repair before any letter that took the dropped intent's id.
 func TestRecoverSaveFailureIsNotDamage(t *testing.T) {
 	f := newFixture(t, nil)
 	st := f.readState()
@@ -255,20 +256,24 @@ func TestRecoverSaveFailureIsNotDamage(t *testing.T) {
 	if _, err := svc.Consume(core.AsMember(t.Context(), "demo", "lead"), "demo"); err != nil {
 		t.Fatalf("consuming an empty inbox: %v, want no error", err)
 	}
-	// The dropped intent is still on disk: no letter may take its id
-	// before the repair is saved.
-	_, err = svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)})
-	wantCode(t, err, core.CodeStorageFailed)
-	if got := f.inboxBytes("lead"); got != "<missing>" {
-		t.Fatalf("lead's inbox = %q, want no file", got)
-	}
-
-	f.fs.setFailSave(nil)
+	// The dropped intent is still in state.json. A letter that takes its
+	// id is logged together with the repaired state, so that a restart
+	// never completes the dropped intent from the look-alike letter.
 	if _, err := svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}); err != nil {
-		t.Fatalf("send once the disk takes writes: %v", err)
+		t.Fatalf("send while state.json cannot be saved: %v", err)
+	}
+	f.fs.setFailSave(nil)
+	// A crash here (the store is left as it is) and a restart: the log
+	// is replayed over the files.
+	svc = f.reopen()
+	if reqs, _ := svc.Requests(t.Context(), "demo"); len(reqs) != 0 {
+		t.Fatalf("requests after restart = %+v, want none (the look-alike letter stays plain mail)", reqs)
 	}
 	if st := f.readState(); st.Intent != nil || st.Members[1].Status != core.StatusStopped {
 		t.Fatalf("state.json: intent %+v, reader %q; want the repair saved", st.Intent, st.Members[1].Status)
+	}
+	if got := f.inboxBytes("lead"); !strings.Contains(got, "req-1") {
+		t.Fatalf("lead's inbox = %q, want the look-alike letter", got)
 	}
 	// The look-alike letter stays ordinary mail after another restart.
 	if reqs, _ := f.reopen().Requests(t.Context(), "demo"); len(reqs) != 0 {

@@ -341,7 +341,7 @@ func TestTurnSaveFailureRollsBack(t *testing.T) {
 
 	t.Run("OKDiskStillFailing", func(t *testing.T) {
 		f := newFixture(t, nil)
-		failingTurn(f, failState)
+		failingTurn(f, failLog)
 		inMemory := members(t, f.svc)
 		if lead := inMemory[0]; lead.Status != core.StatusStopped || lead.Turns != 1 || lead.HistoryLength != 0 || lead.Active {
 			t.Fatalf("lead in memory = %+v, want stopped, 1 turn, the old empty history", lead)
@@ -363,7 +363,7 @@ func TestTurnSaveFailureRollsBack(t *testing.T) {
 		var once sync.Once
 		failingTurn(f, func(p string) bool {
 			fail := false
-			if failState(p) {
+			if failLog(p) {
 				once.Do(func() { fail = true })
 			}
 			return fail

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -68,13 +70,35 @@ type env struct {
 }
 
 // faultFS is the real file system; while failing is set, every new
-// temporary file fails, which is how a full or broken disk looks to the store.
+// temporary file fails, and so do the write-ahead log's writes, which is
+// how a full or broken disk looks to the store.
 type faultFS struct {
 	mail.FS
 	failing atomic.Bool
 }
 
 var errInjected = errors.New("injected write failure")
+
+func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (mail.File, error) {
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: file, fs: f}, nil
+}
+
+// faultFile fails the write-ahead log's writes while failing is set.
+type faultFile struct {
+	mail.File
+	fs *faultFS
+}
+
+func (f *faultFile) Write(p []byte) (int, error) {
+	if f.fs.failing.Load() && strings.Contains(f.Name(), string(filepath.Separator)+"wal"+string(filepath.Separator)) {
+		return 0, errInjected
+	}
+	return f.File.Write(p)
+}
 
 func (f *faultFS) CreateTemp(dir, pattern string) (mail.File, error) {
 	if f.failing.Load() {

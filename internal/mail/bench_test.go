@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"mailroom/internal/core"
@@ -75,3 +76,44 @@ func BenchmarkAppendEmpty(b *testing.B) { benchmarkAppend(b, 0) }
 
 // BenchmarkAppend10k sends into an inbox that already holds 10,000 letters.
 func BenchmarkAppend10k(b *testing.B) { benchmarkAppend(b, 10000) }
+
+// BenchmarkUnitSend measures sends through core and the file store's unit
+// of work (write-ahead log, group commit), 64 goroutines over teams teams.
+func BenchmarkUnitSend(b *testing.B) {
+	for _, teams := range []int{1, 64} {
+		b.Run(fmt.Sprintf("teams=%d", teams), func(b *testing.B) {
+			data := b.TempDir()
+			s, err := mail.Open(data)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			svc := core.NewService(s, core.Options{})
+			if err := svc.Open(ctx); err != nil {
+				b.Fatal(err)
+			}
+			limits := benchLimits()
+			for i := range teams {
+				if _, _, err := svc.CreateTeam(core.AsAdmin(ctx), core.TeamSpec{Name: fmt.Sprintf("t%d", i), Limits: &limits, Members: []core.MemberSpec{{Name: "reader", Role: "read"}}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetParallelism(32)
+			var n int64
+			var mu sync.Mutex
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				mu.Lock()
+				team := fmt.Sprintf("t%d", n%int64(teams))
+				n++
+				mu.Unlock()
+				for pb.Next() {
+					if _, err := svc.Send(core.AsMember(ctx, team, "reader"), core.SendInput{Team: team, To: core.LeadName, Body: "the build passed; the report is in report.txt"}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -5,3 +5,10 @@ import "time"
 // SetClock sets the clock a store checks file signatures against, so a
 // test can treat files as settled without waiting for the racy window.
 func SetClock(s *Store, now func() time.Time) { s.now = now }
+
+// WALQueued is the seq of the last record queued in the store's log.
+func WALQueued(s *Store) uint64 {
+	s.wal.mu.Lock()
+	defer s.wal.mu.Unlock()
+	return s.wal.next - 1
+}

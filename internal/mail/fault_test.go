@@ -158,7 +158,12 @@ func (f *faultFile) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
+// Sync fails while "sync" is armed, and for the write-ahead log's
+// segments while "logsync" is.
 func (f *faultFile) Sync() error {
+	if isLog(f.Name()) && f.fs.fails("logsync") {
+		return errInjected
+	}
 	if f.fs.fails("sync") {
 		return errInjected
 	}

@@ -125,10 +125,12 @@ func closeAll(hs []*heldFile) error {
 	return errors.Join(errs...)
 }
 
-// Close closes the inbox files the store keeps open between appends. The
-// store stays usable: later appends open and close their file each time.
-// Every acknowledged append was fsynced already, so Close makes nothing
-// durable; it releases descriptors, and a server calls it on shutdown.
+// Close makes everything queued in the write-ahead log durable, writes
+// every team changed since the last checkpoint into its files (inboxes
+// fsynced, state.json and idempotency.log replaced) and empties the log,
+// so that the files alone hold the data; then it closes the inbox files
+// the store keeps open between appends. A server calls it on shutdown.
+// Later units of work fail; the store's direct file calls stay usable.
 func (s *Store) Close() error {
-	return s.files.close()
+	return errors.Join(s.closeLog(), s.files.close())
 }

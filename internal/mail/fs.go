@@ -51,6 +51,18 @@ type osFile struct{ *os.File }
 
 func (f osFile) SetModTime(t time.Time) error { return setModTime(f.File, t) }
 
+// Datasync is fdatasync(2) where there is one (see syncData).
+func (f osFile) Datasync() error { return datasync(f.File) }
+
+// syncData flushes f's data and size: fdatasync when f offers it (the
+// files of OS() do), else Sync. The write-ahead log uses it.
+func syncData(f File) error {
+	if d, ok := f.(interface{ Datasync() error }); ok {
+		return d.Datasync()
+	}
+	return f.Sync()
+}
+
 func (osFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 
 func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {

@@ -11,13 +11,12 @@ import (
 // would cost more than the dead lines it removes.
 const compactMinLines = 64
 
-// A team's idempotency records live in a log of their own (idem.go),
-// apart from its state: a keyed write appends one line there, so its cost
-// does not grow with the number of remembered keys or with the members'
-// histories. Each record carries the letter it answers for and is made
-// durable before that letter is written; start-up keeps a record only
-// when its exact letter is on disk (restoreIdempotency,
-// docs/durability.md).
+// A team's idempotency records travel in the write-ahead log with the
+// letter they answer for (one record: one is never durable without the
+// other), and checkpoints write the live ones to idempotency.log (idem.go)
+// apart from the state. Start-up keeps a record of that file only when
+// its exact letter is on disk (restoreIdempotency, docs/durability.md),
+// then replays the log's.
 
 // idemRef names one remembered write: the member that made it and its key.
 type idemRef struct{ member, key string }
@@ -32,12 +31,6 @@ type idemState struct {
 	head  int
 	// lines counts the log's lines, live or dead.
 	lines int
-	// pending is the records logged for the letter being written; they
-	// become live once the letter is stored, or are cancelled.
-	pending []core.IdempotencyRecord
-	// unwritten holds cancel lines that could not be appended; they are
-	// appended before the team writes its next letter.
-	unwritten []core.IdempotencyRecord
 }
 
 type idemEntry struct {
@@ -75,40 +68,13 @@ func (e *teamEntry) remember(r core.IdempotencyRecord) {
 	d.order = append(d.order, idemEntry{ref: ref, at: r.At})
 }
 
-// cancelPending withdraws the records logged for a letter that could not
-// be written: a cancel line each, appended now or before the next letter.
-func (s *Store) cancelPending(ctx context.Context, e *teamEntry) {
-	for _, rec := range e.idem.pending {
-		c := core.IdempotencyRecord{Member: rec.Member, Key: rec.Key, Fingerprint: rec.Fingerprint, At: rec.At, Letter: rec.Letter, Cancelled: true}
-		e.idem.unwritten = append(e.idem.unwritten, c)
-	}
-	e.idem.pending = nil
-	if err := s.flushCancels(ctx, e); err != nil {
-		s.log.ErrorContext(ctx, "cancelling an idempotency record failed; retried before the next letter", "team", e.st.Name, "err", err)
-	}
-}
-
-// flushCancels appends the cancel lines that could not be appended when
-// their letter failed. Until they are on disk the team writes no letter,
-// since a later letter could take the failed one's id.
-func (s *Store) flushCancels(ctx context.Context, e *teamEntry) error {
-	for len(e.idem.unwritten) > 0 {
-		if err := s.AppendIdempotency(ctx, e.st.Name, e.idem.unwritten[0]); err != nil {
-			return err
-		}
-		e.idem.lines++
-		e.idem.unwritten = e.idem.unwritten[1:]
-	}
-	return nil
-}
-
 // compactIdempotency rewrites the log with only the live records once it
 // holds more dead lines than live ones, so the log stays within twice
 // what is remembered. A failed rewrite loses nothing: the old log is right.
 func (s *Store) compactIdempotency(ctx context.Context, e *teamEntry) {
 	d := &e.idem
 	e.prune(s.clock())
-	if d.lines < compactMinLines || d.lines-len(d.live) <= len(d.live) || len(d.unwritten) > 0 {
+	if d.lines < compactMinLines || d.lines-len(d.live) <= len(d.live) {
 		return
 	}
 	live := make([]core.IdempotencyRecord, 0, len(d.live))

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -112,12 +114,13 @@ func encodeLines(buf []byte, msgs []core.Message) []byte {
 // that nothing changed since. If it shows a change, the full check runs,
 // with the same answers as before.
 //
-// Group commit (several sends sharing one fsync) is not done: core holds
-// the team lock across a send, so sends to one inbox never overlap, and
-// sends to different inboxes fsync different files in parallel.
+// This is the recipe for a letter written on its own, fsync included.
+// The store's units of work write letters through the write-ahead log
+// instead, which shares fsyncs among writers, and then append them here
+// without an fsync of their own (applyLetter).
 func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRules, prev []core.Message, msg core.Message) error {
 	if cur := s.current(team, rules, prev); cur != nil {
-		err := s.appendTo(team, rules, cur, msg, true)
+		err := s.appendTo(team, rules, cur, msg, true, true)
 		if !errors.Is(err, errStale) {
 			return err
 		}
@@ -131,7 +134,7 @@ func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRule
 	if !sameLetters(prev, cur.msgs) || (cur.exists && cur.sig == fileSig{}) {
 		return core.CorruptInbox(ErrInboxChanged)
 	}
-	return s.appendTo(team, rules, cur, msg, false)
+	return s.appendTo(team, rules, cur, msg, false, true)
 }
 
 // errStale: in a quick append, the file is not the version the store
@@ -156,8 +159,10 @@ func (s *Store) current(team string, rules core.InboxRules, prev []core.Message)
 
 // appendTo stores msg after the letters of cur, the state of the inbox
 // the caller checked. With quick set, cur was not checked against the file
-// in this call, and errStale means it no longer describes the file.
-func (s *Store) appendTo(team string, rules core.InboxRules, cur *inboxState, msg core.Message, quick bool) error {
+// in this call, and errStale means it no longer describes the file. With
+// sync unset an appended line is not fsynced: the write-ahead log holds
+// the letter, and the next checkpoint fsyncs the file.
+func (s *Store) appendTo(team string, rules core.InboxRules, cur *inboxState, msg core.Message, quick, sync bool) error {
 	n := len(cur.msgs)
 	if n+1 > rules.Limits.InboxMessages {
 		return &core.Error{Code: core.CodeInboxFull, Message: "The recipient's inbox is full; old messages are not overwritten.", Err: core.ErrInboxCount}
@@ -196,7 +201,7 @@ func (s *Store) appendTo(team string, rules core.InboxRules, cur *inboxState, ms
 		s.files.drop(key)
 		sig, err = s.writeInbox(dir, name, whole, previous{data: cur.raw, exists: cur.exists})
 	} else {
-		sig, err = s.appendLine(key, filepath.Join(dir, name), cur.sig, cur.size, line, quick)
+		sig, err = s.appendLine(key, filepath.Join(dir, name), cur.sig, cur.size, line, quick, sync)
 	}
 	if errors.Is(err, errStale) {
 		return err
@@ -380,7 +385,7 @@ func (s *Store) writeInbox(dir, name string, data []byte, prev previous) (fileSi
 // descriptor never changes). Otherwise, and for a file not kept, the path
 // is opened and the open file's fstat must show want. With quick set, a
 // file that is not want gives errStale, before anything is written.
-func (s *Store) appendLine(key, path string, want fileSig, size int64, line []byte, quick bool) (fileSig, error) {
+func (s *Store) appendLine(key, path string, want fileSig, size int64, line []byte, quick, sync bool) (fileSig, error) {
 	h := s.files.take(key)
 	if h != nil && !h.at(s.fs, path, want) {
 		_ = h.f.Close() // only ever written through by acknowledged, fsynced appends
@@ -395,7 +400,7 @@ func (s *Store) appendLine(key, path string, want fileSig, size int64, line []by
 			return fileSig{}, err
 		}
 	}
-	sig, err := writeLine(h.f, size, line)
+	sig, err := writeLine(h.f, size, line, sync)
 	if err != nil {
 		if !errors.Is(err, ErrInboxChanged) {
 			err = errors.Join(err, truncateFile(h.f, size))
@@ -468,15 +473,17 @@ func (s *Store) openInbox(key, path string, want fileSig, size int64) (*heldFile
 
 // writeLine writes, time-stamps and fsyncs line at the end of f, which was
 // size bytes long, and returns the file's new signature.
-func writeLine(f File, size int64, line []byte) (fileSig, error) {
+func writeLine(f File, size int64, line []byte, sync bool) (fileSig, error) {
 	if _, err := f.Write(line); err != nil {
 		return fileSig{}, fmt.Errorf("mail: append to inbox %s: %w", f.Name(), err)
 	}
 	if err := f.SetModTime(time.Now()); err != nil {
 		return fileSig{}, fmt.Errorf("mail: set modification time of inbox %s: %w", f.Name(), err)
 	}
-	if err := f.Sync(); err != nil {
-		return fileSig{}, fmt.Errorf("mail: sync inbox %s: %w", f.Name(), err)
+	if sync {
+		if err := f.Sync(); err != nil {
+			return fileSig{}, fmt.Errorf("mail: sync inbox %s: %w", f.Name(), err)
+		}
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -523,4 +530,90 @@ func (s *Store) truncatePath(path string, have fileSig, size int64) error {
 		return err
 	}
 	return f.Close()
+}
+
+// applyLetter writes msg, whose record in the write-ahead log is durable,
+// into its inbox file: appended without an fsync of its own (the log
+// holds it; a checkpoint fsyncs the file). It is idempotent, which is
+// what replay needs: a letter already in the file at its position (the
+// same id and bytes) is left as it is. The file is checked as LoadInbox
+// checks it, so a file changed from outside is refused, never written.
+func (s *Store) applyLetter(team string, rules core.InboxRules, msg core.Message) error {
+	// The usual case: the file is the version the store last wrote, and
+	// the append's own identity check (lstat against the kept descriptor,
+	// or fstat of the file opened) stands in for a full check, as in
+	// AppendInbox's quick path.
+	if cur := s.cached(cacheKey(team, rules.Recipient)); cur != nil && cur.exists && cur.size > 0 && cur.raw == nil &&
+		cur.sig != (fileSig{}) && cur.fits(rules) && len(cur.msgs)+1 == letterNumber(msg.ID, rules.Recipient) {
+		err := s.appendTo(team, rules, cur, msg, true, false)
+		if !errors.Is(err, errStale) {
+			return err
+		}
+	}
+	cur, err := s.inbox(team, rules)
+	if err != nil {
+		return err
+	}
+	n, ok := letterIndex(msg.ID, rules.Recipient)
+	switch {
+	case !ok:
+		return fmt.Errorf("mail: letter %q is not of %s's inbox", msg.ID, rules.Recipient)
+	case n <= len(cur.msgs) && cur.msgs[n-1] == msg:
+		return nil // applied before
+	case n != len(cur.msgs)+1:
+		return core.CorruptInbox(ErrInboxChanged)
+	}
+	if cur.exists && cur.sig == (fileSig{}) {
+		return core.CorruptInbox(ErrInboxChanged)
+	}
+	return s.appendTo(team, rules, cur, msg, false, false)
+}
+
+// letterNumber is n of a letter id <recipient>-<n>, or 0.
+func letterNumber(id, recipient string) int {
+	n, _ := letterIndex(id, recipient)
+	return n
+}
+
+// letterIndex is n of a letter id <recipient>-<n>.
+func letterIndex(id, recipient string) (int, bool) {
+	rest, ok := strings.CutPrefix(id, recipient+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 1
+}
+
+// checkNext checks, before anything is logged, that msg can follow the
+// letters of the inbox file (prev, as LoadInbox returned them) and the
+// letters queued for it (pending, whose lines take pendingBytes): the
+// checks appendTo makes, against what the file will hold.
+func (s *Store) checkNext(team string, rules core.InboxRules, prev, pending []core.Message, pendingBytes int64, msg core.Message) error {
+	n := len(prev) + len(pending)
+	if n+1 > rules.Limits.InboxMessages {
+		return &core.Error{Code: core.CodeInboxFull, Message: "The recipient's inbox is full; old messages are not overwritten.", Err: core.ErrInboxCount}
+	}
+	if err := checkLetter(msg, n+1, rules); err != nil {
+		return err
+	}
+	// The file's size in the lesson's bytes: what the store holds for
+	// this very version, else counted (the file is rewritten in those
+	// bytes by the next append if it is in others).
+	var size int64 = -1
+	if len(prev) > 0 {
+		if st := s.cached(cacheKey(team, rules.Recipient)); st != nil && st.raw == nil && len(st.msgs) == len(prev) && &st.msgs[0] == &prev[0] {
+			size = st.size
+		}
+	} else {
+		size = 0
+	}
+	if size < 0 {
+		size = int64(len(encodeAll(prev)))
+	}
+	size += pendingBytes + int64(len(core.EncodeInboxLine(msg)))
+	if size > int64(rules.Limits.InboxBytes) {
+		return &core.Error{Code: core.CodeInboxFull, Message: "The recipient's inbox file would exceed its byte limit; nothing was written.", Err: core.ErrInboxTooLarge}
+	}
+	return nil
 }

@@ -46,3 +46,19 @@ func setModTime(f *os.File, t time.Time) error {
 	}
 	return nil
 }
+
+// datasync is fdatasync(2): the data and what is needed to read it back
+// (the size), not the times. The log needs no more.
+func datasync(f *os.File) error {
+	var err error
+	for {
+		err = syscall.Fdatasync(int(f.Fd()))
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return &fs.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+	}
+	return nil
+}

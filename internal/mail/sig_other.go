@@ -17,3 +17,5 @@ func sigOf(fi fs.FileInfo) fileSig {
 
 // setModTime is a no-op outside Linux; see sigOf.
 func setModTime(*os.File, time.Time) error { return nil }
+
+func datasync(f *os.File) error { return f.Sync() }

@@ -7,14 +7,18 @@
 //	teams/<team>/state.json              core.TeamState as JSON
 //	teams/<team>/inboxes/<member>.jsonl  one letter per line
 //
-// state.json and an inbox's first letter are written whole: through a
-// temporary file in the same directory, fsynced and renamed into place,
-// followed by an fsync of the directory. Later letters are appended to the
-// inbox and fsynced, and a failed append is truncated away, so a send
-// costs the same whatever the inbox holds (see Store.AppendInbox). Either
-// way an acknowledged write survives a crash or a power loss, a failed one
-// leaves the old file byte-for-byte as it was, and the files are exactly
-// what the lessons write.
+//	wal/<seq>.log                        the write-ahead log (wal.go)
+//
+// Every unit of work (Store.UpdateTeam) commits as one record of the
+// write-ahead log, whose fsyncs concurrent writers share; its letter is
+// then appended to its inbox without an fsync of its own, and state.json
+// and idempotency.log are snapshots written at checkpoints, after which
+// the log is cut. Whole files (state.json, an inbox's first letter) are
+// written through a temporary file in the same directory, fsynced and
+// renamed into place, followed by an fsync of the directory. An
+// acknowledged write survives a crash or a power loss (start-up replays
+// the log into the files), and the inbox files are exactly what the
+// lessons write (docs/durability.md).
 package mail
 
 import (
@@ -66,6 +70,9 @@ type Store struct {
 	dataDir string
 	// units is the teams' committed state in memory (unit.go).
 	units units
+	// wal is the write-ahead log every unit of work is committed to
+	// (wal.go).
+	wal wal
 	// now is the clock of the racy-signature rule (fileSig.racy); tests
 	// move it forward instead of waiting.
 	now func() time.Time
@@ -96,6 +103,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 func Open(dataDir string, opts ...Option) (*Store, error) {
 	s := &Store{root: filepath.Join(dataDir, teamsDir), dataDir: dataDir, fs: OS(), log: slog.Default(), inboxes: map[string]*inboxState{}}
 	s.files.max = defaultOpenFiles
+	s.wal = wal{s: s, dir: filepath.Join(dataDir, walDir), maxRecs: defaultCheckpointRecords, maxBytes: defaultCheckpointBytes}
 	s.now = time.Now
 	s.clock = time.Now
 	for _, o := range opts {
@@ -106,6 +114,9 @@ func Open(dataDir string, opts ...Option) (*Store, error) {
 	}
 	if err := s.ensureDir(s.root); err != nil {
 		return nil, fmt.Errorf("mail: create teams directory: %w", err)
+	}
+	if err := s.wal.ensureDir(); err != nil {
+		return nil, fmt.Errorf("mail: create log directory: %w", err)
 	}
 	return s, nil
 }

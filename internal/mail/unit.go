@@ -10,18 +10,20 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"mailroom/internal/core"
 )
 
 // The file store owns each unit of work (core.Store.UpdateTeam): it is the
 // only process on its data directory (the server holds mailroom.lock), so
-// it keeps every team's committed state in memory, serialises the units
-// of work of a team with the team's lock, and writes each commit with the
-// recipes of docs/durability.md: idempotency record, intent, letter,
-// state. Memory is changed only once the disk holds the change (or an
-// intent that a restart completes into it), so it never decides a write
-// on anything a restart would not load.
+// it keeps every team's committed state in memory and serialises the
+// units of work of a team with the team's lock. A unit commits as one
+// record of the write-ahead log (wal.go), shared fsyncs and all; memory
+// takes the change when its record is queued, and no caller is answered
+// from it before the record is durable (see teamEntry). The team's files
+// follow the log (walunit.go): letters as soon as they are durable, the
+// rest at checkpoints. docs/durability.md gives the crash argument.
 
 // units is the store's teams in memory.
 type units struct {
@@ -31,41 +33,130 @@ type units struct {
 	mu     sync.RWMutex
 	teams  map[string]*teamEntry
 	tokens map[string]tokenRef // sha256 hex → member
+
+	// dirty lists the teams changed since the last checkpoint.
+	dirtyMu sync.Mutex
+	dirty   []*teamEntry
 }
 
 type tokenRef struct{ team, member string }
 
 // teamEntry is one team: its committed state and what the store keeps
 // beside it. mu is the team's lock: it covers every unit of work.
+//
+// Memory runs ahead of the disk by the records still in the log's queue:
+// a unit of work is applied to memory as soon as its record is queued,
+// so the team's next unit can build on it without waiting for the fsync
+// (pipelining). Nobody is answered from such a change before it is
+// durable: every unit of work and every view waits, after it released the
+// lock, until the log is durable up to the team's last record (lastSeq)
+// it saw. Since the log is written in order, whatever a unit built on is
+// durable no later than the unit itself.
 type teamEntry struct {
 	mu      sync.Mutex
 	st      *core.TeamState
 	damaged error
 	deleted bool
-	// stale is set when memory is ahead of disk because a state write
-	// failed after its letter (the intent on disk covers it) or an
-	// intent could not be cleared after its letter failed: the next
-	// commit that writes a letter saves the state first.
-	stale bool
-	idem  idemState
-	turns []core.TurnDoc // oldest first
+	idem    idemState
+	turns   []core.TurnDoc // oldest first
+	// lastSeq is the seq of the team's last record in the log.
+	lastSeq uint64
+	// pending is the letters whose records are logged but which are not
+	// yet in their inbox files, in log order (drain writes them).
+	pending []pendingLetter
+	// What the next checkpoint writes: dirty is set while the team is
+	// in the store's dirty list.
+	dirty      bool
+	stateDirty bool
+	// stateUnlogged: the state in memory is neither in state.json nor in
+	// the log (a repair at start could not be saved); the next record
+	// carries it whole.
+	stateUnlogged bool
+	idemDirty     bool
+	turnDirty     map[string]bool
+	inboxDirty    []string // members whose inbox got unsynced appends
+	// drained is the seq of the last letter record written into its
+	// inbox file (read without the lock by writers that need not drain).
+	drained atomic.Uint64
+	// overlay is, by member, the file's letters followed by the queued
+	// ones, as units of work see the inbox (overlayOf).
+	overlay map[string][]core.Message
+	// undo holds, for each of the team's records not yet known durable,
+	// what memory was before it: a record that failed is rolled back
+	// (settle), with every later one of the team.
+	undo []undoRec
+}
+
+type undoRec struct {
+	seq, lastSeq uint64
+	st           *core.TeamState
+	turns        []core.TurnDoc
+	idem         []idemUndo
+	unlogged     bool
+}
+
+type idemUndo struct {
+	ref     idemRef
+	prev    core.IdempotencyRecord
+	existed bool
+}
+
+type pendingLetter struct {
+	err   error // why the last try to write it failed
+	seq   uint64
+	msg   core.Message
+	rules core.InboxRules
+	size  int64 // of its line
 }
 
 // Start loads every team, repairs what a crash of this store can leave
-// (docs/durability.md) and releases the leases of the process that died.
-// Every other method calls it first; calling it again does nothing.
+// (docs/durability.md), replays the write-ahead log into the files and
+// releases the leases of the process that died. Every other method calls
+// it first; calling it again does nothing.
 func (s *Store) Start(ctx context.Context) error {
 	s.units.once.Do(func() { s.units.startErr = s.start(ctx) })
 	return s.units.startErr
 }
 
 func (s *Store) start(ctx context.Context) error {
+	records, segs, err := s.wal.readLog()
+	if err != nil {
+		return err
+	}
 	loaded, err := s.LoadTeams(ctx)
 	if err != nil {
 		return err
 	}
 	entries := make([]*teamEntry, len(loaded))
 	core.ForEach(len(loaded), func(i int) { entries[i] = s.recoverTeam(ctx, loaded[i]) })
+	byName := make(map[string]*teamEntry, len(loaded))
+	for i, e := range entries {
+		byName[loaded[i].Name] = e
+	}
+	next, written := s.replay(ctx, records, byName)
+	if !written {
+		// Kept for the first checkpoint to retire, once it wrote the
+		// teams the replay could not.
+		for _, name := range segs {
+			s.wal.retire = append(s.wal.retire, filepath.Join(s.wal.dir, name))
+		}
+		segs = nil
+	}
+	// Every old segment is now in the files; they go before the new one
+	// is started.
+	for _, name := range segs {
+		if err := s.fs.Remove(filepath.Join(s.wal.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("mail: remove replayed log segment: %w", err)
+		}
+	}
+	if len(segs) > 0 {
+		if err := s.fs.SyncDir(s.wal.dir); err != nil {
+			return fmt.Errorf("mail: sync log directory: %w", err)
+		}
+	}
+	if err := s.wal.open(next); err != nil {
+		return err
+	}
 	u := &s.units
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -136,8 +227,11 @@ func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam) *teamEntry 
 	}
 	if changed || migrated {
 		if err := s.SaveTeam(ctx, st); err != nil {
-			e.stale = true
-			s.log.Warn("saving the recovered state failed; serving it and saving it with the next write", "team", st.Name, "err", err)
+			// The team's first record carries the whole state, so no
+			// letter is ever replayed over the unrepaired state.json.
+			e.stateDirty, e.stateUnlogged = true, true
+			s.markDirty(e)
+			s.log.Warn("saving the recovered state failed; serving it, logging it with the team's next write and saving it at the next checkpoint", "team", st.Name, "err", err)
 		}
 	}
 	s.restoreTurns(ctx, e)
@@ -177,39 +271,6 @@ func completeIntent(st *core.TeamState, in *core.Intent) {
 		// the log.
 		st.Idempotency = append(st.Idempotency, *in.Idempotency)
 	}
-}
-
-// deriveIntent describes what committing next after letter changes in
-// old: the request registered (open), or the reply recorded and the
-// member closed (reply), in the form older versions wrote; anything else
-// as the whole new state.
-func deriveIntent(old, next *core.TeamState, letter core.Message) *core.Intent {
-	try := func(in *core.Intent) bool {
-		c := cloneState(old)
-		completeIntent(c, in)
-		return reflect.DeepEqual(c, next)
-	}
-	if len(next.Requests) == len(old.Requests)+1 {
-		r := next.Requests[len(next.Requests)-1]
-		if in := (&core.Intent{Op: core.IntentOpen, Letter: letter, Request: &r}); try(in) {
-			return in
-		}
-	}
-	for i := range next.Requests {
-		if i < len(old.Requests) && old.Requests[i].Reply == nil && next.Requests[i].Reply != nil {
-			rep := *next.Requests[i].Reply
-			in := &core.Intent{Op: core.IntentReply, Letter: letter, RequestID: next.Requests[i].ID, Reply: &rep}
-			for j := range next.Members {
-				if next.Members[j].Status == core.StatusClosed && old.Members[j].Status != core.StatusClosed {
-					in.Close = next.Members[j].Name
-				}
-			}
-			if try(in) {
-				return in
-			}
-		}
-	}
-	return &core.Intent{Op: core.IntentState, Letter: letter, State: cloneState(next)}
 }
 
 // cloneState copies st as deeply as a unit of work may change it: the
@@ -389,42 +450,110 @@ func (s *Store) LookupToken(ctx context.Context, hash string) (string, string, e
 	return ref.team, ref.member, nil
 }
 
-// UpdateTeam runs fn under the team's lock and commits what it did.
+// UpdateTeam runs fn under the team's lock and commits what it did: one
+// record in the write-ahead log, applied to memory when it is queued. The
+// lock is released before the log's fsync, so the team's next unit of
+// work runs meanwhile; UpdateTeam returns only once the record (and
+// everything fn saw) is durable, and its letter is in the inbox file.
 func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
 	e, err := s.entry(ctx, name)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.deleted {
+		e.mu.Unlock()
 		return core.Errorf(core.CodeNotFound, "No such team.")
 	}
+	s.drain(e)
 	if e.damaged != nil {
-		return core.DamagedError(e.damaged)
+		err := core.DamagedError(e.damaged)
+		horizon := e.lastSeq
+		e.mu.Unlock()
+		return errors.Join(err, s.settle(horizon))
 	}
 	tx := &fileTx{s: s, e: e, ctx: ctx, st: cloneState(e.st), write: true, prev: map[string][]core.Message{}}
-	if err := fn(tx); err != nil {
+	ferr := fn(tx)
+	var seq uint64
+	if ferr == nil {
+		tx.done = true
+		seq, ferr = s.commit(ctx, e, tx)
+	}
+	horizon := e.lastSeq
+	e.mu.Unlock()
+	if err := s.settle(horizon); err != nil {
 		return err
 	}
-	tx.done = true
-	return s.commit(ctx, e, tx)
+	if seq == 0 {
+		return ferr
+	}
+	if tx.letter != nil && len(tx.puts) == 0 && len(tx.dels) == 0 && e.drained.Load() >= seq {
+		return ferr // another writer of the team drained this letter
+	}
+	if tx.letter == nil && len(tx.puts) == 0 && len(tx.dels) == 0 {
+		return ferr
+	}
+	// The letter goes to its inbox file before the answer, so a reader
+	// of the file finds every acknowledged letter; so do the turn
+	// documents (rare, and read from their files by people).
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s.drain(e)
+	if err := e.drainErr(seq); err != nil {
+		return err
+	}
+	if len(tx.puts) > 0 || len(tx.dels) > 0 {
+		s.flushTurns(ctx, e)
+	}
+	if e.damaged != nil && !e.deleted {
+		return core.DamagedError(e.damaged)
+	}
+	return ferr
 }
 
-// ViewTeam runs fn under the team's lock on a copy of its state.
+// drainErr is the error that keeps letter record seq out of its inbox
+// file, if it is still waiting there.
+func (e *teamEntry) drainErr(seq uint64) error {
+	if len(e.pending) > 0 && e.pending[0].seq <= seq && e.pending[0].err != nil {
+		return core.StorageError(e.pending[0].err)
+	}
+	return nil
+}
+
+// settle waits until the log is durable up to seq (0: nothing to wait
+// for).
+func (s *Store) settle(seq uint64) error {
+	if seq == 0 {
+		return nil
+	}
+	if err := s.wal.wait(seq); err != nil {
+		return core.StorageError(err)
+	}
+	return nil
+}
+
+// ViewTeam runs fn under the team's lock on a copy of its state, and
+// returns once everything fn saw is durable.
 func (s *Store) ViewTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
 	e, err := s.entry(ctx, name)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.deleted {
+		e.mu.Unlock()
 		return core.Errorf(core.CodeNotFound, "No such team.")
 	}
+	s.drain(e)
 	tx := &fileTx{s: s, e: e, ctx: ctx, st: cloneState(e.st), prev: map[string][]core.Message{}}
-	defer func() { tx.done = true }()
-	return fn(tx)
+	err = fn(tx)
+	tx.done = true
+	horizon := e.lastSeq
+	e.mu.Unlock()
+	if serr := s.settle(horizon); serr != nil {
+		return serr
+	}
+	return err
 }
 
 var errReadOnly = errors.New("mail: a view cannot change the team")
@@ -460,6 +589,10 @@ func (tx *fileTx) LoadInbox(member string) ([]core.Message, error) {
 			return nil, err
 		}
 		tx.prev[member] = items
+	}
+	// The letters logged but not yet in the file follow the file's.
+	if n := tx.e.queuedCount(member); n > 0 {
+		items = tx.e.overlayOf(member, items, n)
 	}
 	if tx.letter != nil && tx.letter.Recipient == member {
 		return append(slices.Clip(items), *tx.letter), nil
@@ -555,115 +688,127 @@ func (tx *fileTx) DeleteTurn(id string) error {
 	return nil
 }
 
-// commit writes a unit of work in the order of docs/durability.md and
-// changes memory only as far as the disk holds it.
-func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) error {
-	changed := !reflect.DeepEqual(e.st, tx.st)
-	if tx.letter == nil {
-		if len(tx.recs) > 0 {
-			for _, r := range tx.recs {
-				if err := s.AppendIdempotency(ctx, e.st.Name, r); err != nil {
-					return core.StorageError(err)
-				}
-				e.idem.lines++
-				e.remember(r)
+// commit logs a unit of work as one record and applies it to memory. It
+// returns the record's seq, 0 when the unit changed nothing. Nothing is
+// logged that the files could refuse for reasons of their own: the
+// letter is checked against its inbox's limits first.
+func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, error) {
+	changed := e.stateUnlogged || !reflect.DeepEqual(e.st, tx.st)
+	if !changed && tx.letter == nil && len(tx.recs) == 0 && len(tx.puts) == 0 && len(tx.dels) == 0 {
+		return 0, nil
+	}
+	rec := &walRecord{Team: e.st.Name, Created: e.st.CreatedAt, Idem: tx.recs, Puts: tx.puts, Dels: tx.dels}
+	if changed {
+		rec.State = tx.st
+	}
+	var pl pendingLetter
+	if tx.letter != nil {
+		letter := *tx.letter
+		rules := tx.st.Rules(letter.Recipient)
+		pend, pendBytes := e.queued(letter.Recipient)
+		if err := s.checkNext(e.st.Name, rules, tx.prev[letter.Recipient], pend, pendBytes, letter); err != nil {
+			var ce *core.Error
+			if errors.As(err, &ce) {
+				return 0, err
 			}
+			return 0, core.StorageError(err)
 		}
-		if changed {
-			if err := s.SaveTeam(ctx, tx.st); err != nil {
-				return core.StorageError(err)
-			}
-			e.st, e.stale = tx.st, false
-		}
-		s.commitTurns(ctx, e, tx)
-		return nil
-	}
-	letter := *tx.letter
-	if err := s.flushCancels(ctx, e); err != nil {
-		return core.StorageError(err)
-	}
-	if e.stale && !changed {
-		// Memory is ahead of disk: saved before a letter could take an
-		// id that the disk's intent still means for another.
-		if err := s.SaveTeam(ctx, e.st); err != nil {
-			return core.StorageError(err)
-		}
-		e.stale = false
-	}
-	if len(tx.recs) > 0 {
-		s.compactIdempotency(ctx, e)
+		rec.Letter = &letter
 		for i := range tx.recs {
 			l := letter
 			tx.recs[i].Letter = &l
-			if err := s.AppendIdempotency(ctx, e.st.Name, tx.recs[i]); err != nil {
-				s.cancelPending(ctx, e)
-				return core.StorageError(err)
-			}
-			e.idem.lines++
-			e.idem.pending = append(e.idem.pending, tx.recs[i])
+		}
+		pl = pendingLetter{msg: letter, rules: rules, size: int64(len(core.EncodeInboxLine(letter)))}
+	}
+	s.markDirty(e)
+	seq, err := s.wal.append(rec, e.lastSeq)
+	if err != nil {
+		return 0, core.StorageError(err)
+	}
+	u := undoRec{seq: seq, lastSeq: e.lastSeq, st: e.st, turns: e.turns, unlogged: e.stateUnlogged}
+	for _, r := range tx.recs {
+		ref := idemRef{r.Member, r.Key}
+		prev, ok := e.idem.live[ref]
+		u.idem = append(u.idem, idemUndo{ref, prev, ok})
+	}
+	e.undo = append(e.undo, u)
+	e.lastSeq = seq
+	e.stateUnlogged = false
+	if tx.letter != nil {
+		pl.seq = seq
+		e.pending = append(e.pending, pl)
+		if all, ok := e.overlay[pl.msg.Recipient]; ok {
+			// Grown in place: what was handed out is capped at its length.
+			e.overlay[pl.msg.Recipient] = append(all, pl.msg)
 		}
 	}
 	if changed {
-		withIntent := cloneState(e.st)
-		withIntent.Intent = deriveIntent(e.st, tx.st, letter)
-		if err := s.SaveTeam(ctx, withIntent); err != nil {
-			s.cancelPending(ctx, e)
-			return core.StorageError(err)
-		}
+		e.st = tx.st
+		e.stateDirty = true
 	}
-	rules := tx.st.Rules(letter.Recipient)
-	if err := s.AppendInbox(ctx, e.st.Name, rules, tx.prev[letter.Recipient], letter); err != nil {
-		s.cancelPending(ctx, e)
-		if changed {
-			if serr := s.SaveTeam(ctx, e.st); serr != nil {
-				e.stale = true
-			}
-		}
-		var ce *core.Error
-		if errors.As(err, &ce) {
-			return err
-		}
-		return core.StorageError(err)
-	}
-	for _, r := range e.idem.pending {
+	for _, r := range tx.recs {
+		e.idem.lines++
 		e.remember(r)
+		e.idemDirty = true
 	}
-	e.idem.pending = nil
-	if changed {
-		// The letter is durable with its intent, so a failure here loses
-		// nothing: start-up completes the intent. The next commit with a
-		// letter saves the state first.
-		if err := s.SaveTeam(ctx, tx.st); err != nil {
-			s.log.ErrorContext(ctx, "saving team state after a letter failed; the recorded intent covers it", "team", e.st.Name, "err", err)
-			e.stale = true
-		} else {
-			e.stale = false
+	if len(tx.puts) > 0 || len(tx.dels) > 0 {
+		if e.turnDirty == nil {
+			e.turnDirty = map[string]bool{}
 		}
+		for _, d := range tx.puts {
+			e.turnDirty[d.TurnID] = true
+		}
+		for _, id := range tx.dels {
+			e.turnDirty[id] = true
+		}
+		e.turns, _ = tx.Turns()
 	}
-	e.st = tx.st
-	s.commitTurns(ctx, e, tx)
-	return nil
+	_ = ctx
+	return seq, nil
 }
 
-// commitTurns writes the unit's turn documents. They are records, not
-// state the rules depend on: a failed write is logged.
-func (s *Store) commitTurns(ctx context.Context, e *teamEntry, tx *fileTx) {
-	if len(tx.puts) == 0 && len(tx.dels) == 0 {
-		return
-	}
-	name := e.st.Name
-	for _, d := range tx.puts {
-		d := d
-		if err := s.SaveTurn(context.WithoutCancel(ctx), name, &d); err != nil {
-			s.log.WarnContext(ctx, "saving a turn document failed", "team", name, "turn", d.TurnID, "err", err)
+// queuedCount is how many letters to member are logged but not yet in
+// the file.
+func (e *teamEntry) queuedCount(member string) int {
+	n := 0
+	for _, p := range e.pending {
+		if p.msg.Recipient == member {
+			n++
 		}
 	}
-	for _, id := range tx.dels {
-		if err := s.DeleteTurn(ctx, name, id); err != nil {
-			s.log.WarnContext(ctx, "removing an old turn document failed", "team", name, "turn", id, "err", err)
+	return n
+}
+
+// overlayOf returns the file's letters (file) followed by the n letters
+// queued for member. The result is kept and grown by one letter per
+// commit, so a busy inbox is not copied whole for each unit of work; it
+// is rebuilt whenever it does not add up (the file changed, a record was
+// rolled back).
+func (e *teamEntry) overlayOf(member string, file []core.Message, n int) []core.Message {
+	all := e.overlay[member]
+	if len(all) != len(file)+n || (len(file) > 0 && all[len(file)-1] != file[len(file)-1]) {
+		pend, _ := e.queued(member)
+		all = append(append(make([]core.Message, 0, len(file)+n+16), file...), pend...)
+		if e.overlay == nil {
+			e.overlay = map[string][]core.Message{}
+		}
+		e.overlay[member] = all
+	}
+	return all[:len(all):len(all)]
+}
+
+// queued returns the letters to member logged but not yet in the file,
+// and the bytes of their lines.
+func (e *teamEntry) queued(member string) ([]core.Message, int64) {
+	var out []core.Message
+	var n int64
+	for _, p := range e.pending {
+		if p.msg.Recipient == member {
+			out = append(out, p.msg)
+			n += p.size
 		}
 	}
-	e.turns, _ = tx.Turns()
+	return out, n
 }
 
 // Runs: <data>/runs/<id>/result.json, written by the replace recipe. A

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"sync"
 	"testing"
 
 	"mailroom/internal/core"
@@ -17,9 +18,34 @@ func OpenService(t testing.TB, dir string, opts ...mail.Option) *core.Service {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
+	Track(t, dir, store)
 	svc := core.NewService(store, core.Options{})
 	if err := svc.Open(t.Context()); err != nil {
 		t.Fatalf("open service: %v", err)
 	}
 	return svc
+}
+
+// stores is the file store OpenService opened over each directory.
+var stores sync.Map // dir → *mail.Store
+
+// Track makes store the one Checkpoint finds for dir, until the test
+// ends (a test that opens its store itself calls it).
+func Track(t testing.TB, dir string, store *mail.Store) {
+	stores.Store(dir, store)
+	t.Cleanup(func() { stores.CompareAndDelete(dir, store) })
+}
+
+// Checkpoint writes everything the file store opened over dir holds in
+// its write-ahead log into the team files (state.json, idempotency.log),
+// for a test that reads those files.
+func Checkpoint(t testing.TB, dir string) {
+	t.Helper()
+	s, ok := stores.Load(dir)
+	if !ok {
+		return
+	}
+	if err := s.(*mail.Store).Checkpoint(t.Context()); err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
 }
