@@ -77,7 +77,7 @@ func (st *inboxState) fits(rules core.InboxRules) bool {
 }
 
 // encodeAll is the canonical file for msgs: what the lesson's save_inbox
-// writes (SPEC §13.1).
+// writes (docs/spec.md §13.1).
 func encodeAll(msgs []core.Message) []byte {
 	var out []byte
 	for _, m := range msgs {

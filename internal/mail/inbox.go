@@ -29,7 +29,7 @@ var (
 )
 
 // LoadInbox reads and validates teams/<team>/inboxes/<recipient>.jsonl
-// (SPEC §4.2). A missing file is an empty inbox; a symbolic link (even a
+// (docs/spec.md §4.2). A missing file is an empty inbox; a symbolic link (even a
 // dangling one), anything but a regular file, a file over the byte limit
 // or any content core.DecodeInbox rejects is inbox_corrupt, never empty.
 //
@@ -73,7 +73,7 @@ func encodeLines(buf []byte, msgs []core.Message) []byte {
 // AppendInbox stores msg as the next letter after prev, which must be what
 // the file holds (core loaded it under the team lock). The file's bytes are
 // exactly what the lesson's save_inbox writes for prev followed by msg
-// (SPEC §4.3, §13.1); only the way there differs, so that a send costs the
+// (docs/spec.md §4.3, §13.1); only the way there differs, so that a send costs the
 // same whatever the inbox holds:
 //
 //   - The file is checked first as LoadInbox checks it. A file replaced,

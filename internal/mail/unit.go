@@ -176,7 +176,7 @@ func (s *Store) start(ctx context.Context) error {
 	return nil
 }
 
-// recoverTeam brings one loaded team to a consistent state (SPEC §13.14).
+// recoverTeam brings one loaded team to a consistent state (docs/spec.md §13.14).
 // A recorded intent is completed only when its exact letter (id, sender,
 // recipient, body) is on disk, and dropped otherwise: letters alone never
 // create requests, replies or closes, because any member can mail a
