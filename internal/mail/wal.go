@@ -178,9 +178,6 @@ type failedRange struct {
 	err    error
 }
 
-// isFailed reports whether record seq failed. Called with w.mu held.
-func (w *wal) isFailed(seq uint64) bool { return w.failure(seq) != nil }
-
 // failure is why record seq failed, or nil. Called with w.mu held.
 func (w *wal) failure(seq uint64) error {
 	for _, r := range w.failed {
