@@ -30,14 +30,9 @@ type extFigure struct {
 }
 
 func measureExternal(ctx context.Context, work string, cfg config, stderr io.Writer) ([]extFigure, int, error) {
-	bin := cfg.server
-	if bin == "" {
-		bin = filepath.Join(work, "bin", "mailroom")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "mailroom/cmd/server")
-		build.Stdout, build.Stderr = stderr, stderr
-		if err := build.Run(); err != nil {
-			return nil, 0, fmt.Errorf("build the server (or pass -server): %w", err)
-		}
+	bin, err := serverBinary(ctx, work, cfg.server, stderr)
+	if err != nil {
+		return nil, 0, err
 	}
 	addr, err := freeAddr()
 	if err != nil {
@@ -48,13 +43,7 @@ func measureExternal(ctx context.Context, work string, cfg config, stderr io.Wri
 	if cfg.strace != "" {
 		cmd = exec.Command("strace", "-f", "-c", "-o", cfg.strace, bin)
 	}
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"MAILROOM_ADDR=" + addr,
-		"MAILROOM_DATA=" + filepath.Join(work, "external"),
-		"MAILROOM_ADMIN_TOKEN=" + adminToken,
-		"MAILROOM_LOG_LEVEL=warn",
-	}
+	cmd.Env = serverEnv(addr, filepath.Join(work, "external"))
 	var logs tail
 	cmd.Stdout, cmd.Stderr = io.Discard, &logs
 	if cfg.strace != "" {

@@ -59,18 +59,9 @@ func measureKeys(ctx context.Context, dir string, cfg config) (keysFigure, error
 		},
 		"limits": map[string]int{"inbox_messages": letters, "inbox_bytes": 1 << 30, "turns": cfg.turns + 1, "history_entries": 8*cfg.turns + 8},
 	}
-	var created struct {
-		Members []struct {
-			Name  string `json:"name"`
-			Token string `json:"token"`
-		} `json:"members"`
-	}
-	if err := p.call(ctx, http.MethodPost, "/teams", adminToken, body, &created, http.StatusCreated); err != nil {
+	tok, err := p.postTeam(ctx, body)
+	if err != nil {
 		return out, err
-	}
-	tok := map[string]string{}
-	for _, m := range created.Members {
-		tok[m.Name] = m.Token
 	}
 
 	// The long history: each turn's tool call carries a large input (the

@@ -50,21 +50,15 @@ type restartFigure struct {
 
 func measureRestart(ctx context.Context, work string, cfg config, stderr io.Writer) (restartFigure, error) {
 	var out restartFigure
-	bin := cfg.server
-	if bin == "" {
-		bin = filepath.Join(work, "bin", "mailroom")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "mailroom/cmd/server")
-		build.Stdout, build.Stderr = stderr, stderr
-		if err := build.Run(); err != nil {
-			return out, fmt.Errorf("build the server (or pass -server): %w", err)
-		}
+	bin, err := serverBinary(ctx, work, cfg.server, stderr)
+	if err != nil {
+		return out, err
 	}
 	empty := filepath.Join(work, "restart-none")
 	full := filepath.Join(work, "restart-teams")
 	if err := createIdleTeams(ctx, full, cfg.teams); err != nil {
 		return out, fmt.Errorf("create %d teams: %w", cfg.teams, err)
 	}
-	var err error
 	if out.open, out.heap, err = openInProcess(ctx, full, cfg); err != nil {
 		return out, fmt.Errorf("open in process: %w", err)
 	}
@@ -170,13 +164,7 @@ func startAndMeasure(ctx context.Context, bin, dataDir string) (time.Duration, i
 		return 0, 0, err
 	}
 	cmd := exec.Command(bin)
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"MAILROOM_ADDR=" + addr,
-		"MAILROOM_DATA=" + dataDir,
-		"MAILROOM_ADMIN_TOKEN=" + adminToken,
-		"MAILROOM_LOG_LEVEL=warn",
-	}
+	cmd.Env = serverEnv(addr, dataDir)
 	var logs tail
 	cmd.Stdout, cmd.Stderr = io.Discard, &logs
 	client := &http.Client{Timeout: time.Second}
@@ -300,3 +288,30 @@ func (f noSyncFS) CreateTemp(dir, pattern string) (mail.File, error) {
 type noSyncFile struct{ mail.File }
 
 func (noSyncFile) Sync() error { return nil }
+
+// serverBinary returns the server binary the phases that run it as a
+// process use: server when given (-server), else one built into work.
+func serverBinary(ctx context.Context, work, server string, stderr io.Writer) (string, error) {
+	if server != "" {
+		return server, nil
+	}
+	bin := filepath.Join(work, "bin", "mailroom")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "mailroom/cmd/server")
+	build.Stdout, build.Stderr = stderr, stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build the server (or pass -server): %w", err)
+	}
+	return bin, nil
+}
+
+// serverEnv is the whole environment of a measured server process: its
+// address, data directory and admin token, and only warnings in its log.
+func serverEnv(addr, dataDir string) []string {
+	return []string{
+		"PATH=" + os.Getenv("PATH"),
+		"MAILROOM_ADDR=" + addr,
+		"MAILROOM_DATA=" + dataDir,
+		"MAILROOM_ADMIN_TOKEN=" + adminToken,
+		"MAILROOM_LOG_LEVEL=warn",
+	}
+}

@@ -149,9 +149,13 @@ func (p *inproc) createTeam(ctx context.Context, name string, members int, limit
 	for i := 1; i <= members; i++ {
 		list = append(list, map[string]string{"name": fmt.Sprintf("m%d", i), "role": "sends"})
 	}
-	body := map[string]any{"name": name, "members": list, "limits": map[string]int{
+	return p.postTeam(ctx, map[string]any{"name": name, "members": list, "limits": map[string]int{
 		"inbox_messages": limits.InboxMessages, "inbox_bytes": limits.InboxBytes,
-	}}
+	}})
+}
+
+// postTeam creates the team body describes and returns each member's token.
+func (p *inproc) postTeam(ctx context.Context, body map[string]any) (map[string]string, error) {
 	var created struct {
 		Members []struct {
 			Name  string `json:"name"`

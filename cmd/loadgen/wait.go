@@ -80,14 +80,9 @@ type waitClient struct {
 // times the send's 201 to the read's answer.
 func measureWait(ctx context.Context, work, server string, stderr io.Writer) (waitFigure, error) {
 	var out waitFigure
-	bin := server
-	if bin == "" {
-		bin = filepath.Join(work, "bin", "mailroom")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "mailroom/cmd/server")
-		build.Stdout, build.Stderr = stderr, stderr
-		if err := build.Run(); err != nil {
-			return out, fmt.Errorf("build the server (or pass -server): %w", err)
-		}
+	bin, err := serverBinary(ctx, work, server, stderr)
+	if err != nil {
+		return out, err
 	}
 	addr, err := freeAddr()
 	if err != nil {
@@ -95,13 +90,7 @@ func measureWait(ctx context.Context, work, server string, stderr io.Writer) (wa
 	}
 	base := "http://" + addr
 	cmd := exec.Command(bin)
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"MAILROOM_ADDR=" + addr,
-		"MAILROOM_DATA=" + filepath.Join(work, "wait"),
-		"MAILROOM_ADMIN_TOKEN=" + adminToken,
-		"MAILROOM_LOG_LEVEL=warn",
-	}
+	cmd.Env = serverEnv(addr, filepath.Join(work, "wait"))
 	var logs tail
 	cmd.Stdout, cmd.Stderr = io.Discard, &logs
 	if err := cmd.Start(); err != nil {
