@@ -1,9 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -31,31 +28,7 @@ func (e *env) turn(tm team, member, prompt string, steps ...map[string]any) resu
 // answer. It does not call t.Fatal, so it may run off the test goroutine;
 // responses still pass through the spec-validating client.
 func (e *env) turnAsync(tm team, member string, steps ...map[string]any) <-chan result {
-	out := make(chan result, 1)
-	body, err := json.Marshal(map[string]any{"responses": steps})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req, err := http.NewRequestWithContext(e.t.Context(), http.MethodPost, e.srv.URL+"/api/v1/teams/"+tm.name+"/members/"+member+"/turns", bytes.NewReader(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	go func() {
-		resp, err := e.client.Do(req)
-		if err != nil {
-			out <- result{body: []byte(err.Error())}
-			return
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			b = []byte(err.Error())
-		}
-		out <- result{status: resp.StatusCode, header: resp.Header, body: b}
-	}()
-	return out
+	return e.postAsync("/api/v1/teams/"+tm.name+"/members/"+member+"/turns", map[string]any{"responses": steps})
 }
 
 // member returns a member as GET /teams/{team} shows it.
