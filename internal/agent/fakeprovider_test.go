@@ -1,41 +1,22 @@
 package agent
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"mailroom/internal/core"
+	"mailroom/internal/testkit"
 )
 
 // testKey is the credential the adapter tests configure. Tests search for
 // it in every error text, log line and response.
 const testKey = "sk-test-9f8e7d6c5b4a39281706-secret"
 
-// syncBuffer is a log sink safe for the SDK's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // debugLog returns a logger that keeps every line, at every level.
-func debugLog() (*slog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
+func debugLog() (*slog.Logger, *testkit.Output) {
+	buf := &testkit.Output{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,24 +26,6 @@ import (
 // response body.
 const modelKey = "sk-mailroom-test-4b1d9e77c2a0f3-secret"
 
-// lockedBuffer is a log sink safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // modelEnv is a server whose turns may use a fake provider, with every
 // log line (core's, the handler's and the adapters') kept, and every
 // response body kept too.
@@ -52,8 +33,8 @@ type modelEnv struct {
 	*env
 	fake      *providertest.Server
 	provider  string
-	logs      *lockedBuffer
-	responses *lockedBuffer
+	logs      *testkit.Output
+	responses *testkit.Output
 }
 
 // newModelEnv starts a server with a fake provider of kind ("anthropic" or
@@ -70,9 +51,9 @@ func newModelEnv(t *testing.T, kind string) *modelEnv {
 		fake = providertest.NewOpenAI(t, modelKey)
 		vars[agent.EnvOpenAIKey], vars[agent.EnvOpenAIBase] = modelKey, fake.URL()
 	}
-	logs := &lockedBuffer{}
+	logs := &testkit.Output{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	responses := &lockedBuffer{}
+	responses := &testkit.Output{}
 	e := startEnv(t, envOptions{logger: log,
 		configure: []func(*httpapi.Options){func(opts *httpapi.Options) {
 			opts.Models = httpapi.ModelOptions{
@@ -89,7 +70,7 @@ func newModelEnv(t *testing.T, kind string) *modelEnv {
 // keepingTransport keeps every response body, for the key search.
 type keepingTransport struct {
 	base http.RoundTripper
-	kept *lockedBuffer
+	kept *testkit.Output
 }
 
 func (k *keepingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
