@@ -58,19 +58,9 @@ type Response struct {
 }
 
 // Usage counts the tokens of one model request, as the provider bills
-// them: the prompt it read and the answer it wrote.
-type Usage struct {
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
-}
-
-// Add returns the sum of u and v, for totals per turn, member and team.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
-}
-
-// Total is input plus output tokens, the quantity a token budget bounds.
-func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+// them: the prompt it read and the answer it wrote. It is core's type,
+// since core keeps the totals per turn, member and team.
+type Usage = core.Usage
 
 // Model answers model requests. An error fails the member's turn; a model
 // that recovers from transient failures does so inside Respond (see
