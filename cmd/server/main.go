@@ -1,5 +1,6 @@
-// Command server runs Mailroom: the REST API, the live status page and the
-// event stream over one data directory.
+// Command server runs Mailroom: the REST API, the MCP endpoint, the live
+// status page and the event stream over a file store (one data directory)
+// or a PostgreSQL database shared by replicas.
 //
 // Usage:
 //
@@ -11,7 +12,9 @@
 //	                               empty PostgreSQL database
 //
 // Every serve flag has an environment variable (MAILROOM_ADDR, MAILROOM_DATA,
-// MAILROOM_ADMIN_TOKEN, MAILROOM_LOG_LEVEL); a flag wins over its variable.
+// MAILROOM_ADMIN_TOKEN, MAILROOM_LOG_LEVEL, MAILROOM_MAX_TEAMS,
+// MAILROOM_MODEL, MAILROOM_WORKSPACES, MAILROOM_STORE, MAILROOM_DATABASE_URL,
+// MAILROOM_LEASE); a flag wins over its variable.
 package main
 
 import (
