@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -434,5 +435,29 @@ func TestBadRequestsAreNotSessions(t *testing.T) {
 			t.Fatalf("malformed request: status %d, want an error", resp.StatusCode)
 		}
 	}
+	e.connect(tok, nil)
+}
+
+// TestIdleSessionExpires: a session with no request for SessionTimeout is
+// closed, its place is given back, and a request on it is refused.
+func TestIdleSessionExpires(t *testing.T) {
+	e := newEnv(t, func(o *mcpserver.Options) {
+		o.MaxSessionsPerToken = 1
+		o.SessionTimeout = 200 * time.Millisecond
+	})
+	tok := e.tokens["demo"]["reader"]
+	idle := e.connect(tok, nil)
+	if got := e.h.Sessions(); got != 1 {
+		t.Fatalf("sessions after connecting = %d, want 1", got)
+	}
+	for start := time.Now(); e.h.Sessions() != 0; time.Sleep(20 * time.Millisecond) { // polling interval
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("an idle session is still open after 30 s (timeout 200 ms): %d sessions, want 0", e.h.Sessions())
+		}
+	}
+	if _, err := idle.ListTools(t.Context(), nil); err == nil {
+		t.Error("a request on the expired session succeeded, want it refused")
+	}
+	// The token's only place is free again.
 	e.connect(tok, nil)
 }
