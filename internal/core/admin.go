@@ -14,12 +14,12 @@ func teamLimitError() *Error {
 // error when they would take the server over its limit. A caller that needs
 // several teams (a scenario run) asks first, so that it creates none when
 // it could not create them all.
-func (s *Service) TeamRoom(n int) error {
-	teams, err := s.store.ListTeams(context.Background())
+func (s *Service) TeamRoom(ctx context.Context, n int) error {
+	count, err := s.store.CountTeams(ctx)
 	if err != nil {
-		return StorageError(err)
+		return asStoreError(err)
 	}
-	if len(teams)+n > s.maxTeams {
+	if count+n > s.maxTeams {
 		return teamLimitError()
 	}
 	return nil

@@ -222,7 +222,7 @@ func TestTeamLimit(t *testing.T) {
 			t.Fatalf("create %s: %v", name, err)
 		}
 	}
-	if err := svc.TeamRoom(1); core.ErrorCode(err) != core.CodeTeamLimit {
+	if err := svc.TeamRoom(t.Context(), 1); core.ErrorCode(err) != core.CodeTeamLimit {
 		t.Fatalf("TeamRoom(1) at the limit = %v, want team_limit", err)
 	}
 	_, _, err := svc.CreateTeam(ctx, core.TeamSpec{Name: "three"})
@@ -239,10 +239,10 @@ func TestTeamLimit(t *testing.T) {
 	if err := svc.DeleteTeam(ctx, "one", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.TeamRoom(1); err != nil {
+	if err := svc.TeamRoom(t.Context(), 1); err != nil {
 		t.Fatalf("TeamRoom(1) after a delete = %v", err)
 	}
-	if err := svc.TeamRoom(2); core.ErrorCode(err) != core.CodeTeamLimit {
+	if err := svc.TeamRoom(t.Context(), 2); core.ErrorCode(err) != core.CodeTeamLimit {
 		t.Fatalf("TeamRoom(2) with room for one = %v, want team_limit", err)
 	}
 	if _, _, err := svc.CreateTeam(ctx, core.TeamSpec{Name: "three"}); err != nil {

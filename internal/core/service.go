@@ -305,10 +305,8 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 		st.Members[i].TokenHash = hashToken(tokens[i])
 	}
 
-	if teams, err := s.store.ListTeams(ctx); err != nil {
-		return TeamView{}, nil, StorageError(err)
-	} else if len(teams) >= s.maxTeams {
-		return TeamView{}, nil, teamLimitError()
+	if err := s.TeamRoom(ctx, 1); err != nil {
+		return TeamView{}, nil, err
 	}
 	if err := s.store.CreateTeam(ctx, st); err != nil {
 		if ErrorCode(err) == CodeTeamExists {

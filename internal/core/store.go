@@ -29,6 +29,9 @@ type Store interface {
 	DeleteTeam(ctx context.Context, name string) error
 	// ListTeams returns every team, in any order.
 	ListTeams(ctx context.Context) ([]TeamSummary, error)
+	// CountTeams returns how many teams there are: what the team limit
+	// is checked against on every creation, so it must not cost a list.
+	CountTeams(ctx context.Context) (int, error)
 	// LookupToken returns the team and member whose token has SHA-256
 	// tokenHash (lower-case hex); CodeNotFound when none has. It must not
 	// wait for a team's unit of work.

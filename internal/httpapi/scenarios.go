@@ -99,7 +99,7 @@ func (s *Server) RunScenario(ctx context.Context, req RunScenarioRequestObject) 
 	opts.Model = model
 	// Every team counts toward the team limit: a run that could not
 	// create all of its teams creates none.
-	if err := s.svc.TeamRoom(teamsNeeded(req.Name)); err != nil {
+	if err := s.svc.TeamRoom(ctx, teamsNeeded(req.Name)); err != nil {
 		return nil, err
 	}
 	work, done, err := s.workContext(ctx)

@@ -435,6 +435,17 @@ func (s *Store) ListTeams(ctx context.Context) ([]core.TeamSummary, error) {
 	return out, nil
 }
 
+// CountTeams implements core.Store: the teams in memory (a deleted team
+// leaves the map, a team being created is in it already).
+func (s *Store) CountTeams(ctx context.Context) (int, error) {
+	if err := s.Start(ctx); err != nil {
+		return 0, err
+	}
+	s.units.mu.RLock()
+	defer s.units.mu.RUnlock()
+	return len(s.units.teams), nil
+}
+
 // LookupToken finds a token's member in the token map, under its read
 // lock only: it never waits for a team's unit of work.
 func (s *Store) LookupToken(ctx context.Context, hash string) (string, string, error) {

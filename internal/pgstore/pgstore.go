@@ -311,6 +311,17 @@ func (s *Store) ListTeams(ctx context.Context) ([]core.TeamSummary, error) {
 	return out, nil
 }
 
+// CountTeams implements core.Store.
+func (s *Store) CountTeams(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM teams`).Scan(&n); err != nil {
+		return 0, storeErr(ctx, err)
+	}
+	return n, nil
+}
+
 // LookupToken implements core.Store. A plain read never waits for a
 // team's row lock.
 func (s *Store) LookupToken(ctx context.Context, tokenHash string) (string, string, error) {

@@ -99,6 +99,9 @@ func testCreateListDelete(t *testing.T, s core.Store) {
 	if err != nil || len(list) != 2 {
 		t.Fatalf("ListTeams = %+v, %v; want 2 teams", list, err)
 	}
+	if n, err := s.CountTeams(ctx); err != nil || n != 2 {
+		t.Fatalf("CountTeams = %d, %v; want 2", n, err)
+	}
 	if st := state(t, s, "alpha"); len(st.Members) != 2 || st.Members[1].Name != "reader" {
 		t.Fatalf("alpha = %+v", st)
 	}
@@ -110,6 +113,9 @@ func testCreateListDelete(t *testing.T, s core.Store) {
 	wantCode(t, s.DeleteTeam(ctx, "alpha"), core.CodeNotFound)
 	if list, _ := s.ListTeams(ctx); len(list) != 1 || list[0].Name != "beta" {
 		t.Fatalf("after delete: %+v", list)
+	}
+	if n, err := s.CountTeams(ctx); err != nil || n != 1 {
+		t.Fatalf("CountTeams after delete = %d, %v; want 1", n, err)
 	}
 	// The name is free again, and the new team starts empty.
 	create(t, s, Team("alpha", "reader"))
