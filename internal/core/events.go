@@ -98,38 +98,51 @@ type Notifier interface {
 }
 
 // Bus is the in-process Publisher and Subscriber. The zero value is ready.
+//
+// Subscribers are called in the order they subscribed. Core subscribes
+// its waiters first (New), so that every later subscriber, such as the
+// HTTP layer that rings the reads it holds, finds an inbox's channel
+// already closed when it sees the letter's event; called in another order,
+// a held read that looked at its channel between the two would wait on to
+// its deadline.
 type Bus struct {
 	mu   sync.RWMutex
 	next int
-	subs map[int]func(Event)
+	subs []subscriber
 }
 
-// Publish calls every subscriber with ev.
+// subscriber is one registered function and the id cancel removes.
+type subscriber struct {
+	id int
+	fn func(Event)
+}
+
+// Publish calls every subscriber with ev, in the order they subscribed.
 func (b *Bus) Publish(ev Event) {
 	b.mu.RLock()
-	fns := make([]func(Event), 0, len(b.subs))
-	for _, fn := range b.subs {
-		fns = append(fns, fn)
-	}
+	subs := b.subs // never modified in place: Subscribe and cancel copy
 	b.mu.RUnlock()
-	for _, fn := range fns {
-		fn(ev)
+	for _, s := range subs {
+		s.fn(ev)
 	}
 }
 
-// Subscribe registers fn; cancel unregisters it.
+// Subscribe registers fn after every subscriber so far; cancel unregisters
+// it.
 func (b *Bus) Subscribe(fn func(Event)) (cancel func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.subs == nil {
-		b.subs = map[int]func(Event){}
-	}
 	id := b.next
 	b.next++
-	b.subs[id] = fn
+	b.subs = append(b.subs[:len(b.subs):len(b.subs)], subscriber{id, fn})
 	return func() {
 		b.mu.Lock()
-		delete(b.subs, id)
-		b.mu.Unlock()
+		defer b.mu.Unlock()
+		for i, s := range b.subs {
+			if s.id == id {
+				b.subs = append(b.subs[:i:i], b.subs[i+1:]...)
+				return
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -172,5 +173,69 @@ func TestWatchInboxSignalsNextLetter(t *testing.T) {
 	release2()
 	if n2 != 1 {
 		t.Fatalf("letters after the send = %d, want 1", n2)
+	}
+}
+
+// TestSubscribersSeeInboxChannelClosed: a subscriber sees a letter's
+// event only after the inbox's channel is closed, whichever subscribers
+// came before it. The HTTP layer rings the reads it holds from such a
+// subscriber; a read rung before its channel closed waited to its
+// deadline (seen across replicas, where the event arrives by NOTIFY).
+func TestSubscribersSeeInboxChannelClosed(t *testing.T) {
+	f := newFixture(t, nil)
+	// Several subscribers, so that any order other than the subscription
+	// order would put one of them before core's waiters.
+	var seen []bool
+	var watch <-chan struct{}
+	for range 8 {
+		cancel := f.svc.Subscribe(func(ev core.Event) {
+			if ev.Type != core.EventMessage {
+				return
+			}
+			select {
+			case <-watch:
+				seen = append(seen, true)
+			default:
+				seen = append(seen, false)
+			}
+		})
+		defer cancel()
+	}
+	for i := range 10 { // two inboxes: the fixture's hold few letters
+		to := []string{"reader", "reviewer"}[i%2]
+		_, changed, _, release, err := f.svc.WatchInbox(t.Context(), f.team, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		watch, seen = changed, nil
+		f.send("lead", to, "letter")
+		release()
+		for j, closed := range seen {
+			if !closed {
+				t.Fatalf("send %d: subscriber %d saw the letter before the inbox's channel was closed", i, j)
+			}
+		}
+		if len(seen) != 8 {
+			t.Fatalf("send %d: %d subscribers saw the letter, want 8", i, len(seen))
+		}
+	}
+}
+
+// TestBusOrderAndCancel: subscribers are called in the order they
+// subscribed, and one that cancels is called no more while the others go on.
+func TestBusOrderAndCancel(t *testing.T) {
+	var b core.Bus
+	var got []int
+	cancels := make([]func(), 5)
+	for i := range 5 {
+		cancels[i] = b.Subscribe(func(core.Event) { got = append(got, i) })
+	}
+	b.Publish(core.Event{Type: "x"})
+	cancels[2]()
+	cancels[2]() // twice is harmless
+	b.Publish(core.Event{Type: "x"})
+	want := []int{0, 1, 2, 3, 4, 0, 1, 3, 4}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("calls: got %v, want %v", got, want)
 	}
 }
