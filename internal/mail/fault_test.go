@@ -158,6 +158,15 @@ func (f *faultFile) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
+// WriteAt fails as Write does (the write-ahead log writes this way).
+func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.fs.fails("write") {
+		n, _ := f.File.WriteAt(p[:len(p)/2], off)
+		return n, errInjected
+	}
+	return f.File.WriteAt(p, off)
+}
+
 // Sync fails while "sync" is armed, and for the write-ahead log's
 // segments while "logsync" is.
 func (f *faultFile) Sync() error {

@@ -30,6 +30,9 @@ type FS interface {
 type File interface {
 	io.Reader
 	io.Writer
+	// WriteAt writes at an offset; the write-ahead log writes its records
+	// into space it filled with zeros beforehand (see walChunk).
+	io.WriterAt
 	Name() string
 	Stat() (fs.FileInfo, error)
 	Chmod(mode fs.FileMode) error

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,11 +33,11 @@ type walFS struct {
 	syncs   int
 	gate    chan struct{} // when set, the next log fsync waits for it to close
 	dead    bool
-	synced  map[string]int64 // path → size its last fsync (or its opening) covered
+	synced  map[string][]byte // path → what its last fsync (or its opening) covered
 	failDir string           // while set, opening a file for appending under it fails
 }
 
-func newWalFS() *walFS { return &walFS{FS: mail.OS(), synced: map[string]int64{}} }
+func newWalFS() *walFS { return &walFS{FS: mail.OS(), synced: map[string][]byte{}} }
 
 func isLog(path string) bool {
 	return strings.Contains(path, string(filepath.Separator)+"wal"+string(filepath.Separator))
@@ -65,8 +66,8 @@ func (w *walFS) OpenFile(name string, flag int, perm fs.FileMode) (mail.File, er
 	if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
 		w.mu.Lock()
 		if _, ok := w.synced[name]; !ok {
-			if fi, err := f.Stat(); err == nil {
-				w.synced[name] = fi.Size()
+			if b, err := os.ReadFile(name); err == nil {
+				w.synced[name] = b
 			}
 		}
 		w.mu.Unlock()
@@ -112,22 +113,21 @@ func (w *walFS) logSyncs() int {
 	return w.syncs
 }
 
-// powerCut cuts every file written through w back to what its last fsync
-// covered and makes w fail every later call.
+// powerCut puts every file written through w back to what its last fsync
+// covered (appended bytes go, and so do bytes written over the file's
+// old ones, as the log writes its records into zeros) and makes w fail
+// every later call.
 func (w *walFS) powerCut(t *testing.T) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.dead = true
-	for path, size := range w.synced {
-		fi, err := os.Stat(path)
-		if err != nil {
+	for path, b := range w.synced {
+		if _, err := os.Stat(path); err != nil {
 			continue
 		}
-		if fi.Size() > size {
-			if err := os.Truncate(path, size); err != nil {
-				t.Fatal(err)
-			}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -142,6 +142,13 @@ func (f *walFile) Write(p []byte) (int, error) {
 		return 0, errInjected
 	}
 	return f.File.Write(p)
+}
+
+func (f *walFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.w.isDead() {
+		return 0, errInjected
+	}
+	return f.File.WriteAt(p, off)
 }
 
 func (f *walFile) Sync() error {
@@ -160,11 +167,11 @@ func (f *walFile) Sync() error {
 	if err := f.File.Sync(); err != nil {
 		return err
 	}
-	fi, err := f.Stat()
+	b, err := os.ReadFile(f.Name())
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	if err == nil {
-		f.w.synced[f.Name()] = fi.Size()
+		f.w.synced[f.Name()] = b
 	}
 	if isLog(f.Name()) {
 		f.w.syncs++
@@ -264,6 +271,12 @@ func TestWALGroupCommit(t *testing.T) {
 			t.Cleanup(func() { _ = s.Close() })
 			for i := range teams {
 				walTeam(t, svc, fmt.Sprintf("t%d", i))
+			}
+			// A first letter makes the log's segment and its space (one
+			// fsync of zeros; see walChunk), so that what follows counts
+			// record fsyncs only.
+			if _, err := walSend(svc, "t0", "reviewer", "lead", "warm-up", ""); err != nil {
+				t.Fatal(err)
 			}
 			gate := make(chan struct{})
 			wfs.mu.Lock()
@@ -468,11 +481,25 @@ func TestWALTornTail(t *testing.T) {
 	}
 	path := filepath.Join(data, "wal", segs[0])
 	whole := readFile(t, path)
+	end := recordsEnd(whole)
 	// A record torn within its frame, within its payload, and one whole
-	// but for its last bytes (a record's frame: length, CRC, seq, payload).
+	// but for its last bytes (a record's frame: length, CRC, seq,
+	// payload), each written where the next record goes: into the zeros
+	// after the last one. And bytes at the very end of the segment's
+	// space, as an out-of-order write-back of a torn batch leaves them.
 	first := 16 + int(binary.LittleEndian.Uint32(whole))
-	for _, torn := range [][]byte{{0x10}, {0x30, 0, 0, 0, 1, 2, 3, 4, '{', '"'}, whole[:first-3]} {
-		writeFile(t, path, append(append([]byte{}, whole...), torn...))
+	for _, torn := range []struct {
+		at    int
+		bytes []byte
+	}{
+		{end, []byte{0x10}},
+		{end, []byte{0x30, 0, 0, 0, 1, 2, 3, 4, '{', '"'}},
+		{end, whole[:first-3]},
+		{len(whole) - 2, []byte{7, 7}},
+	} {
+		b := append([]byte{}, whole...)
+		copy(b[torn.at:], torn.bytes)
+		writeFile(t, path, b)
 		svc, s := walService(t, data, newWalFS())
 		checkInbox(t, data, "demo", "reader", []string{"letter 0", "letter 1", "letter 2"})
 		if got, err := walSend(svc, "demo", "reviewer", "reader", "next", ""); err != nil || got.ID != "reader-4" {
@@ -485,6 +512,67 @@ func TestWALTornTail(t *testing.T) {
 			{ID: "reader-2", Sender: "reviewer", Recipient: "reader", Body: "letter 1"},
 			{ID: "reader-3", Sender: "reviewer", Recipient: "reader", Body: "letter 2"},
 		}))
+	}
+}
+
+// recordsEnd is the offset after the last whole record of a segment.
+func recordsEnd(seg []byte) int {
+	off := 0
+	for off+16 <= len(seg) {
+		n := int(binary.LittleEndian.Uint32(seg[off:]))
+		if n == 0 {
+			break
+		}
+		off += 16 + n
+	}
+	return off
+}
+
+// TestWALRecordsGoIntoReadySpace: the log's segment grows in fsynced
+// steps of zeros and records are written into them, so a record's fsync
+// has no size to flush (the segment's size does not move from one send to
+// the next). After a crash the zeros after the last record are the log's
+// end, not a torn tail: replay finds every letter and cuts nothing.
+func TestWALRecordsGoIntoReadySpace(t *testing.T) {
+	data := t.TempDir()
+	svc, _ := walService(t, data, mail.OS())
+	walTeam(t, svc, "demo")
+	var bodies []string
+	sizes := map[int64]bool{}
+	for i := range 30 {
+		b := fmt.Sprintf("letter %d", i)
+		if _, err := walSend(svc, "demo", "reviewer", "reader", b, ""); err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, b)
+		segs := segments(t, data)
+		fi, err := os.Stat(filepath.Join(data, "wal", segs[len(segs)-1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[fi.Size()] = true
+	}
+	if len(sizes) != 1 {
+		t.Fatalf("segment sizes seen over 30 sends: %v; want one (records written into space made before)", sizes)
+	}
+	for size := range sizes {
+		if size == 0 || size%(1<<20) != 0 {
+			t.Fatalf("segment size %d, want a positive multiple of 1 MiB", size)
+		}
+	}
+	segs := segments(t, data)
+	seg := readFile(t, filepath.Join(data, "wal", segs[len(segs)-1]))
+	// The store is abandoned as a killed process leaves it.
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	_, s2 := walService(t, data, mail.OS(), mail.WithLogger(log))
+	t.Cleanup(func() { _ = s2.Close() })
+	checkInbox(t, data, "demo", "reader", bodies)
+	if logged.Len() != 0 {
+		t.Fatalf("start-up after a crash warned %q; want nothing (zeros end the log)", logged.String())
+	}
+	if end := recordsEnd(seg); end == 0 || end == len(seg) {
+		t.Fatalf("records end at %d of %d bytes; want records followed by zeros", end, len(seg))
 	}
 }
 
