@@ -27,6 +27,10 @@ const rawFiles = 64
 type rawFigure struct {
 	single     latencies // one file, one append at a time
 	singleRate float64   // appends per second, one file
+	// ready is the same line written at its offset into a file already
+	// filled with zeros and fsynced, then fdatasynced: what the
+	// write-ahead log does with its records (no size to flush).
+	ready latencies
 	parallel   float64   // appends per second, 64 files at once
 	// store is the file store's append of one letter, as core makes it
 	// (LoadInbox, then AppendInbox): the disk recipe without HTTP or core.
@@ -83,6 +87,9 @@ func measureRaw(ctx context.Context, dir string, cfg config) (rawFigure, error) 
 		out.single = append(out.single, time.Since(t))
 	}
 	out.singleRate = float64(cfg.rawCount) / time.Since(start).Seconds()
+	if out.ready, err = readyWrites(ctx, filepath.Join(dir, "ready.log"), cfg.rawCount); err != nil {
+		return out, err
+	}
 
 	out.parallel, err = parallelAppends(ctx, dir, "par", cfg.rawWindow, func(f *os.File, _ string, b []byte) error { return appendSync(f, b) })
 	if err != nil {
@@ -98,6 +105,37 @@ func measureRaw(ctx context.Context, dir string, cfg config) (rawFigure, error) 
 	}
 	out.store, out.storeParallel, err = measureStore(ctx, filepath.Join(dir, "store"), cfg.rawCount, cfg.rawWindow)
 	return out, err
+}
+
+// readyWrites times n lines written one after the other into a file
+// filled with zeros and fsynced beforehand, each fdatasynced.
+func readyWrites(ctx context.Context, path string, n int) (latencies, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, (n+1)*rawLine)); err != nil {
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	var lat latencies
+	for i := range n {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		t := time.Now()
+		if _, err := f.WriteAt(line(i), int64(i*rawLine)); err != nil {
+			return nil, err
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(t))
+	}
+	return lat, nil
 }
 
 // parallelAppends runs op on rawFiles files at once for window and

@@ -58,7 +58,7 @@ const (
 	// overwrites blocks the file already has, so the fdatasync that makes
 	// it durable flushes data only: the file's size and block map do not
 	// change, and the file system has no journal commit to make. On ext4
-	// that is about a third of an append's fdatasync (BENCHMARKS.md).
+	// here it costs about a quarter less than an append's (BENCHMARKS.md).
 	// The zeros also end the log for the reader: a record's length is
 	// never 0. One step per MiB of log costs one extra fsync per few
 	// thousand records.
