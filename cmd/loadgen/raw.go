@@ -30,8 +30,8 @@ type rawFigure struct {
 	// ready is the same line written at its offset into a file already
 	// filled with zeros and fsynced, then fdatasynced: what the
 	// write-ahead log does with its records (no size to flush).
-	ready latencies
-	parallel   float64   // appends per second, 64 files at once
+	ready    latencies
+	parallel float64 // appends per second, 64 files at once
 	// store is the file store's append of one letter, as core makes it
 	// (LoadInbox, then AppendInbox): the disk recipe without HTTP or core.
 	store         latencies

@@ -126,7 +126,7 @@ type wal struct {
 
 	// Owned by the leader.
 	f        File
-	cut      bool // a batch failed: cut the segment back first
+	cut      bool  // a batch failed: cut the segment back first
 	segBytes int64 // bytes of records in the segment: the next one's offset
 	segRecs  int
 	// segSpace is how much of the segment is written (records, then

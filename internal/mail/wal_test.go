@@ -34,7 +34,7 @@ type walFS struct {
 	gate    chan struct{} // when set, the next log fsync waits for it to close
 	dead    bool
 	synced  map[string][]byte // path → what its last fsync (or its opening) covered
-	failDir string           // while set, opening a file for appending under it fails
+	failDir string            // while set, opening a file for appending under it fails
 }
 
 func newWalFS() *walFS { return &walFS{FS: mail.OS(), synced: map[string][]byte{}} }
