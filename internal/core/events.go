@@ -17,6 +17,13 @@ const (
 	EventTurn       = "turn"       // TurnEvent
 	EventPermission = "permission" // Permission
 	EventRun        = "run"        // set by the HTTP layer (a scenario run)
+	// EventResync says that events may have been missed: a Notifier
+	// store delivers it once its listener is connected again after it
+	// lost the database, since what other processes announced meanwhile
+	// is not replayed. Its Team is empty and it has no Data. Core wakes
+	// every waiter with it, so that each looks at the store again; the
+	// event stream tells its clients to reload (its resync event).
+	EventResync = "resync"
 )
 
 // Event is one committed state change, published after its unit of work
@@ -93,7 +100,8 @@ type Subscriber interface {
 type Notifier interface {
 	Announce(ev Event)
 	// Listen calls deliver for every event another process announced,
-	// until the returned stop is called.
+	// until the returned stop is called. After its connection was lost
+	// and is back, it delivers one EventResync before any later event.
 	Listen(deliver func(Event)) (stop func())
 }
 

@@ -163,7 +163,7 @@ func (s *Service) AskHost(ctx context.Context, teamName, member, tool string, in
 		release()
 		return HostAnswer{Allowed: policy == HostAllow, Policy: policy}, nil
 	}
-	defer release()
+	defer func() { release() }() // the one awaitDecision leaves
 	recordPermissionStep(ctx, p)
 	if asked != nil {
 		asked(copyPermission(p))
@@ -171,17 +171,44 @@ func (s *Service) AskHost(ctx context.Context, teamName, member, tool string, in
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	select {
-	case <-decided:
-	case <-timer.C:
-	case <-ctx.Done():
-	}
+	s.awaitDecision(ctx, teamName, p.ID, decided, &release, timer.C)
 	final, err := s.settlePermission(context.WithoutCancel(ctx), teamName, p.ID)
 	if err != nil {
 		return HostAnswer{}, err
 	}
 	recordPermissionStep(context.WithoutCancel(ctx), final)
 	return HostAnswer{Allowed: final.Status == PermissionAllowed, Policy: policy, Permission: &final}, nil
+}
+
+// awaitDecision waits until permission id of team is no longer pending,
+// expired is closed or ctx ends. A wake does not mean a decision: a
+// resync wakes every waiter (wakeWaiters), so each wake reads the
+// permission, with the next wake registered first (*release is replaced
+// by its release), and waits on while it is pending. A read that fails
+// ends the wait: settlePermission then answers, as for a timeout.
+func (s *Service) awaitDecision(ctx context.Context, teamName, id string, decided <-chan struct{}, release *func(), expired <-chan time.Time) {
+	for {
+		select {
+		case <-decided:
+		case <-expired:
+			return
+		case <-ctx.Done():
+			return
+		}
+		next, nextRelease := s.waiters.watch(permissionKey(teamName, id))
+		pending := false
+		err := s.view(ctx, teamName, false, func(u *unit) error {
+			if p := u.permission(id); p != nil {
+				pending = p.Status == PermissionPending
+			}
+			return nil
+		})
+		(*release)()
+		decided, *release = next, nextRelease
+		if err != nil || !pending {
+			return
+		}
+	}
 }
 
 // recordPermissionStep adds p, as it is now, to the document of the turn

@@ -37,6 +37,9 @@ type Service struct {
 	maxTeams int
 	// turnCount counts the running turns (turndoc.go, WaitTurns).
 	turnCount turnCounter
+	// runLeases is the scenario runs whose leases this process renews
+	// (runs.go).
+	runLeases runLeases
 	// holder names this process in the leases of the turns it runs;
 	// leaseDur is how long a lease holds without renewal.
 	holder   string
@@ -61,11 +64,12 @@ type Options struct {
 	// MaxTeams bounds how many teams exist at once (every team counts,
 	// damaged ones too); 0 means DefaultMaxTeams.
 	MaxTeams int
-	// Holder names this process in turn leases; "" means a random name.
-	// Replicas on one store must have different holders.
+	// Holder names this process in turn and run leases; "" means a
+	// random name. Replicas on one store must have different holders.
 	Holder string
-	// LeaseDuration is how long a turn's lease holds without renewal;
-	// 0 means DefaultLeaseDuration. It is renewed every third of it.
+	// LeaseDuration is how long a turn's or run's lease holds without
+	// renewal; 0 means DefaultLeaseDuration. It is renewed every third
+	// of it.
 	LeaseDuration time.Duration
 }
 

@@ -123,30 +123,44 @@ func inboxLen(tx TeamTx, member string) (int, error) {
 }
 
 // RunStore keeps scenario run documents. A run is claimed (Result nil)
-// when it starts and gets its result when it ends; a claimed run whose
-// process died is found with Result nil.
+// when it starts, with the lease of the process that runs it, and gets its
+// result when it ends. The holder renews the lease (RenewRun) while the
+// run goes on, so that every replica tells a run in progress (a live
+// lease) from one whose process died (no lease, or an expired one); see
+// docs/storage.md.
 type RunStore interface {
-	// PutRun stores run, replacing the one with the same id.
+	// PutRun stores run, replacing the one with the same id. A run with
+	// a result holds no lease: its Lease is not stored.
 	PutRun(ctx context.Context, run RunDoc) error
-	// GetRun returns one run; CodeNotFound when there is none.
+	// GetRun returns one run, with its lease while it has no result;
+	// CodeNotFound when there is none.
 	GetRun(ctx context.Context, id string) (RunDoc, error)
 	// ListRuns returns the ids of every run, in any order.
 	ListRuns(ctx context.Context) ([]string, error)
 	// DeleteRun removes a run; a missing one is no error.
 	DeleteRun(ctx context.Context, id string) error
+	// RenewRun replaces the lease of run id by lease when the run has no
+	// result yet and its lease is held by lease.Holder. It reports false,
+	// changing nothing, for a run that is missing, finished, unleased or
+	// leased by another holder. A store used by one process only may
+	// keep leases in memory, so that they do not outlive it.
+	RenewRun(ctx context.Context, id string, lease Lease) (bool, error)
 }
 
-// RunDoc is one scenario run as stored: its id and its result document
-// as JSON, nil while the run has not finished.
+// RunDoc is one scenario run as stored: its id, its result document as
+// JSON (nil while the run has not finished) and, while it runs, the lease
+// of the process that runs it.
 type RunDoc struct {
 	ID     string          `json:"run_id"`
 	Result json.RawMessage `json:"result,omitempty"`
+	Lease  *Lease          `json:"lease,omitempty"`
 }
 
-// Lease is a member's running turn: who runs it and until when it holds
-// unless renewed. A member whose lease is held and unexpired is busy on
-// every replica; the holder renews it every LeaseDuration/3 while the
-// turn runs and removes it when the turn ends.
+// Lease is a member's running turn, or a scenario run in progress: who
+// runs it and until when it holds unless renewed. A member whose lease is
+// held and unexpired is busy on every replica, and a run so held is in
+// progress on every replica; the holder renews it every LeaseDuration/3
+// while the turn or run goes on and removes it when it ends.
 type Lease struct {
 	Holder  string    `json:"holder"`
 	Expires time.Time `json:"expires"`

@@ -76,6 +76,17 @@ func (w *waiters) wake(key inboxKey) {
 	}
 }
 
+// wakeAll releases every waiter, of every inbox and every permission, so
+// that each looks at the store again. It never blocks.
+func (w *waiters) wakeAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for key, sig := range w.inboxes {
+		close(sig.ch)
+		delete(w.inboxes, key)
+	}
+}
+
 // stopCh returns the channel closed by StopWaiting.
 func (w *waiters) stopCh() <-chan struct{} {
 	w.mu.Lock()
@@ -88,9 +99,13 @@ func (w *waiters) stopCh() <-chan struct{} {
 
 // wakeWaiters is subscribed to the bus: a stored letter wakes the
 // readers of its recipient's inbox, a decided permission the turn that
-// waits for it.
+// waits for it, and a resync (events from other processes may have been
+// missed) every waiter, each of which reads the store again and waits on
+// if nothing it waits for has happened.
 func (s *Service) wakeWaiters(ev Event) {
 	switch ev.Type {
+	case EventResync:
+		s.waiters.wakeAll()
 	case EventMessage:
 		if m, ok := ev.Data.(Message); ok {
 			s.waiters.wake(inboxKey{team: ev.Team, member: m.Recipient})

@@ -265,3 +265,39 @@ func TestEventStreamClosesSlowReader(t *testing.T) {
 		t.Fatalf("subscribe after the slow reader's stream ended: %v", err)
 	}
 }
+
+// TestBrokerResyncReachesEveryClient: core's resync (this replica may have
+// missed other replicas' events) tells every client to reload, whatever
+// team or member it watches, and keeps what was queued; the stream writes
+// the resync event first.
+func TestBrokerResyncReachesEveryClient(t *testing.T) {
+	b := newBroker(clientBuffer, defaultLimits, nil)
+	all := subscribe(t, b, "", "", "admin")
+	team := subscribe(t, b, "demo", "", "admin")
+	member := subscribe(t, b, "demo", "reader", "member\x00demo\x00reader")
+	b.publish(letterEvent("demo", "reader-1", "lead", "reader"))
+	b.publish(core.Event{Type: core.EventResync})
+	for name, s := range map[string]*subscriber{"all teams": all, "one team": team, "a member": member} {
+		resync, events := s.take()
+		if !resync {
+			t.Errorf("%s: no resync after core's resync", name)
+		}
+		if len(events) != 1 || events[0].Type != core.EventMessage {
+			t.Errorf("%s: queued %+v, want the letter queued before the resync", name, events)
+		}
+	}
+
+	sub := subscribe(t, b, "demo", "", "admin")
+	b.publish(core.Event{Type: core.EventResync})
+	r, stop := streamOver(t, b, sub, time.Hour)
+	defer stop()
+	if l := readLine(t, r); !strings.HasPrefix(l, ":") {
+		t.Fatalf("first line = %q, want the opening comment", l)
+	}
+	readLine(t, r)
+	for _, w := range []string{"event: resync", `data: {"type":"resync","team":"demo","data":null}`, ""} {
+		if got := readLine(t, r); got != w {
+			t.Fatalf("line = %q, want %q", got, w)
+		}
+	}
+}

@@ -153,6 +153,15 @@ func tokenKey(p core.Principal) string {
 func (b *broker) publish(ev core.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if ev.Type == core.EventResync {
+		// This process may have missed other replicas' events (its
+		// listener reconnected): every client is told to reload, as
+		// one that fell behind is.
+		for s := range b.clients {
+			s.markResync()
+		}
+		return
+	}
 	for s := range b.clients {
 		if s.wants(ev) {
 			s.push(ev)
@@ -208,6 +217,19 @@ func (s *subscriber) push(ev core.Event) {
 	} else {
 		s.queue = append(s.queue, ev)
 	}
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// markResync makes the client's next write begin with a resync event.
+// The queued events stay: they are still true, and the client reloads
+// anyway.
+func (s *subscriber) markResync() {
+	s.mu.Lock()
+	s.resync = true
 	s.mu.Unlock()
 	select {
 	case s.ready <- struct{}{}:
@@ -313,7 +335,7 @@ func (e eventStream) VisitStreamEventsResponse(w http.ResponseWriter) error {
 		case <-e.sub.ready:
 			resync, events := e.sub.take()
 			if resync {
-				events = append([]core.Event{{Type: "resync", Team: e.sub.team}}, events...)
+				events = append([]core.Event{{Type: core.EventResync, Team: e.sub.team}}, events...)
 			}
 			for _, ev := range events {
 				if err := e.write(w, rc, ev); err != nil {

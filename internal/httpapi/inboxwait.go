@@ -143,10 +143,22 @@ func (h *HeldReads) remove(r *heldRead) {
 	}
 }
 
-// letter rings the reads held on the inbox of a stored letter. It is fed
-// the events that drive the event stream, right after core has closed the
-// inbox's channel, and never blocks: core calls it with a team lock held.
+// letter rings the reads held on the inbox of a stored letter, and every
+// held read on a resync (core has woken every waiter: other replicas'
+// letters may have been missed). It is fed the events that drive the
+// event stream, right after core has closed the inboxes' channels, and
+// never blocks: core calls it with a team lock held.
 func (h *HeldReads) letter(ev core.Event) {
+	if ev.Type == core.EventResync {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, rs := range h.inboxes {
+			for r := range rs {
+				r.ring()
+			}
+		}
+		return
+	}
 	if ev.Type != "message" {
 		return
 	}

@@ -68,6 +68,9 @@ type Store struct {
 	files   openFiles
 	// dataDir is the data directory; runs live in dataDir/runs.
 	dataDir string
+	// runLeases is the leases of the runs in progress, in memory only
+	// (runlease.go).
+	runLeases runLeases
 	// units is the teams' committed state in memory (unit.go).
 	units units
 	// wal is the write-ahead log every unit of work is committed to

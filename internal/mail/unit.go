@@ -832,10 +832,13 @@ const (
 func (s *Store) runDir(id string) string { return filepath.Join(s.dataDir, runsDir, id) }
 
 // PutRun stores a run: its directory, and its result when it has one.
+// The lease of a claimed run is kept in memory (runlease.go).
 func (s *Store) PutRun(_ context.Context, run core.RunDoc) error {
 	if !core.ValidName(run.ID) {
 		return fmt.Errorf("mail: invalid run id %q", run.ID)
 	}
+	s.runLeases.mu.Lock()
+	defer s.runLeases.mu.Unlock()
 	if err := s.ensureDir(filepath.Join(s.dataDir, runsDir)); err != nil {
 		return fmt.Errorf("mail: create runs directory: %w", err)
 	}
@@ -844,10 +847,14 @@ func (s *Store) PutRun(_ context.Context, run core.RunDoc) error {
 		return fmt.Errorf("mail: create run directory: %w", err)
 	}
 	if run.Result == nil {
+		s.runLeases.set(run.ID, run.Lease)
 		return nil
 	}
 	old, _, rerr := s.readRegular(filepath.Join(dir, resultFile), -1)
 	_, err := s.replaceFile(dir, resultFile, run.Result, previous{data: old, exists: rerr == nil})
+	if err == nil {
+		s.runLeases.set(run.ID, nil)
+	}
 	return err
 }
 
@@ -856,6 +863,10 @@ func (s *Store) GetRun(_ context.Context, id string) (core.RunDoc, error) {
 	if !core.ValidName(id) {
 		return core.RunDoc{}, core.Errorf(core.CodeNotFound, "No such run.")
 	}
+	// Under the leases' lock, so that a result stored meanwhile is never
+	// read as a run without result and without lease.
+	s.runLeases.mu.Lock()
+	defer s.runLeases.mu.Unlock()
 	dir := s.runDir(id)
 	if fi, err := s.fs.Lstat(dir); err != nil || !fi.IsDir() {
 		return core.RunDoc{}, core.Errorf(core.CodeNotFound, "No such run.")
@@ -863,7 +874,7 @@ func (s *Store) GetRun(_ context.Context, id string) (core.RunDoc, error) {
 	data, _, err := s.readRegular(filepath.Join(dir, resultFile), -1)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return core.RunDoc{ID: id}, nil
+		return core.RunDoc{ID: id, Lease: s.runLeases.get(id)}, nil
 	case err != nil:
 		return core.RunDoc{}, fmt.Errorf("mail: read run result: %w", err)
 	}
@@ -894,6 +905,9 @@ func (s *Store) DeleteRun(_ context.Context, id string) error {
 	if !core.ValidName(id) {
 		return nil
 	}
+	s.runLeases.mu.Lock()
+	defer s.runLeases.mu.Unlock()
+	s.runLeases.set(id, nil)
 	trash, err := s.moveToTrash(filepath.Join(s.dataDir, runsDir), id)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

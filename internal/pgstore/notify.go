@@ -94,18 +94,32 @@ func (s *Store) sendLoop() {
 
 // Listen implements core.Notifier: one connection per process LISTENs on
 // the channel and delivers the other processes' events; when it is lost
-// it reconnects (events announced meanwhile are not replayed).
+// it reconnects. Events announced meanwhile are not replayed (NOTIFY keeps
+// nothing for a session that is not listening), so once it listens again
+// it delivers core.EventResync first: every waiter of this process looks
+// at the database again, and event-stream clients reload
+// (docs/storage.md).
 func (s *Store) Listen(deliver func(core.Event)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		backoff := 100 * time.Millisecond
+		lost := false
 		for ctx.Err() == nil {
-			err := s.listenOnce(ctx, deliver, func() { backoff = 100 * time.Millisecond })
+			err := s.listenOnce(ctx, deliver, func() {
+				backoff = 100 * time.Millisecond
+				if lost {
+					// Listening again: whatever was announced while
+					// no connection listened is to be read afresh.
+					s.log.Info("event listener connected again; every waiter looks again")
+					deliver(core.Event{Type: core.EventResync})
+				}
+			})
 			if ctx.Err() != nil {
 				return
 			}
+			lost = true
 			s.log.Warn("event listener lost the database; reconnecting", "err", err, "in", backoff.String())
 			select {
 			case <-ctx.Done():

@@ -338,16 +338,20 @@ func (s *Store) LookupToken(ctx context.Context, tokenHash string) (string, stri
 	return team, member, nil
 }
 
-// PutRun implements core.RunStore.
+// PutRun implements core.RunStore. A run with a result is stored without
+// a lease.
 func (s *Store) PutRun(ctx context.Context, run core.RunDoc) error {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	var result any
+	var result, holder, expires any
 	if run.Result != nil {
 		result = string(run.Result)
+	} else if run.Lease != nil {
+		holder, expires = run.Lease.Holder, run.Lease.Expires
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO runs (id, result) VALUES ($1, $2)
-		ON CONFLICT (id) DO UPDATE SET result = EXCLUDED.result, updated_at = now()`, run.ID, result)
+	_, err := s.pool.Exec(ctx, `INSERT INTO runs (id, result, holder, expires_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (id) DO UPDATE SET result = EXCLUDED.result, holder = EXCLUDED.holder,
+			expires_at = EXCLUDED.expires_at, updated_at = now()`, run.ID, result, holder, expires)
 	return storeErr(ctx, err)
 }
 
@@ -355,8 +359,9 @@ func (s *Store) PutRun(ctx context.Context, run core.RunDoc) error {
 func (s *Store) GetRun(ctx context.Context, id string) (core.RunDoc, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	var result *string
-	err := s.pool.QueryRow(ctx, `SELECT result FROM runs WHERE id = $1`, id).Scan(&result)
+	var result, holder *string
+	var expires *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT result, holder, expires_at FROM runs WHERE id = $1`, id).Scan(&result, &holder, &expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return core.RunDoc{}, core.Errorf(core.CodeNotFound, "No such run.")
 	}
@@ -364,10 +369,26 @@ func (s *Store) GetRun(ctx context.Context, id string) (core.RunDoc, error) {
 		return core.RunDoc{}, storeErr(ctx, err)
 	}
 	doc := core.RunDoc{ID: id}
-	if result != nil {
+	switch {
+	case result != nil:
 		doc.Result = json.RawMessage(*result)
+	case holder != nil && expires != nil:
+		doc.Lease = &core.Lease{Holder: *holder, Expires: *expires}
 	}
 	return doc, nil
+}
+
+// RenewRun implements core.RunStore: one conditional update, so that a
+// renewal never revives the lease of a run whose result was stored.
+func (s *Store) RenewRun(ctx context.Context, id string, lease core.Lease) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `UPDATE runs SET expires_at = $3, updated_at = now()
+		WHERE id = $1 AND result IS NULL AND holder = $2`, id, lease.Holder, lease.Expires)
+	if err != nil {
+		return false, storeErr(ctx, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // ListRuns implements core.RunStore.

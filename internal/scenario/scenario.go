@@ -231,10 +231,13 @@ type Config struct {
 }
 
 // Runner runs scenarios and keeps their documents in the store
-// (core.Service's PutRun, GetRun, RunIDs, DeleteRun): claimed with no
-// result when a run starts, with its result when it ends. In memory it
-// keeps only the runs of this process that have no stored result yet (in
-// progress, or whose result could not be stored).
+// (core.Service's ClaimRun, PutRun, GetRun, RunIDs, DeleteRun): claimed
+// with no result, under this process's lease, when a run starts, with its
+// result when it ends. In memory it keeps only the runs of this process
+// that have no stored result yet (in progress, or whose result could not
+// be stored). A run without a result whose lease another replica holds is
+// answered as in progress; one whose lease has expired, or that has none,
+// as interrupted (docs/storage.md).
 type Runner struct {
 	svc        *core.Service
 	workspaces string
@@ -358,7 +361,9 @@ func (r *Runner) start(ctx context.Context, name string) (*run, error) {
 			}
 		}
 		if err == nil {
-			err = r.svc.PutRun(ctx, core.RunDoc{ID: id})
+			// Claimed under this process's lease, renewed until finish:
+			// every replica answers the run as in progress meanwhile.
+			x.unlease, err = r.svc.ClaimRun(ctx, id)
 		}
 		if err != nil {
 			r.mu.Lock()
@@ -446,7 +451,12 @@ func (r *Runner) finish(ctx context.Context, x *run, runErr error) (Result, erro
 	r.mu.Lock()
 	r.runs[x.id] = &out
 	r.mu.Unlock()
-	if err := r.store(bg, out); err != nil {
+	err := r.store(bg, out)
+	if x.unlease != nil {
+		// Stored or not, this process no longer runs it.
+		x.unlease()
+	}
+	if err != nil {
 		// Kept in memory: this process answers it, and does not take it
 		// for an interrupted run.
 		r.log.Error("storing a run result failed", "run", x.id, "err", err)
@@ -484,9 +494,19 @@ func (r *Runner) Get(ctx context.Context, runID string) (Result, error) {
 		return Result{}, err
 	}
 	if stored.Result == nil {
+		if r.svc.RunInProgress(stored) {
+			return inProgress(runID), nil
+		}
 		return r.unfinished(ctx, runID)
 	}
 	return decodeRun(stored)
+}
+
+// inProgress is the document of a run in progress in another process
+// (another replica holds its lease): as this process answers for its
+// own runs in progress, ok false, no checks and no outcome yet.
+func inProgress(runID string) Result {
+	return Result{RunID: runID, Scenario: scenarioOf(runID), Team: runID, Checks: []Check{}, Requests: []core.Request{}, Mailboxes: map[string][]core.Message{}}
 }
 
 // decodeRun is the document of a stored run with a result.
@@ -498,9 +518,10 @@ func decodeRun(stored core.RunDoc) (Result, error) {
 	return doc, nil
 }
 
-// unfinished answers for a run that is stored without a result and is not
-// running in this process: an earlier process ended while it ran (a kill,
-// a crash, a power cut). Its document is completed from its team as it was
+// unfinished answers for a run that is stored without a result and is in
+// progress nowhere (no process holds its lease): the process that ran it
+// ended while it ran (a kill, a crash, a power cut; on another replica,
+// its lease expired). Its document is completed from its team as it was
 // left, marked interrupted, stored, and returned from then on.
 func (r *Runner) unfinished(ctx context.Context, runID string) (Result, error) {
 	name := scenarioOf(runID)
@@ -519,13 +540,17 @@ func (r *Runner) unfinished(ctx context.Context, runID string) (Result, error) {
 	r.runs[runID] = x.doc
 	r.mu.Unlock()
 	// A run of this process may have stored its result and left memory
-	// between the caller's read and the registration above.
-	if stored, err := r.svc.GetRun(ctx, runID); err != nil || stored.Result != nil {
+	// between the caller's read and the registration above, and a
+	// replica whose renewal came late may hold the run again.
+	if stored, err := r.svc.GetRun(ctx, runID); err != nil || stored.Result != nil || r.svc.RunInProgress(stored) {
 		r.mu.Lock()
 		delete(r.runs, runID)
 		r.mu.Unlock()
-		if err != nil {
+		switch {
+		case err != nil:
 			return Result{}, err
+		case stored.Result == nil:
+			return inProgress(runID), nil
 		}
 		return decodeRun(stored)
 	}
@@ -630,6 +655,9 @@ type run struct {
 	doc    *Result
 	// model drives every member when set; nil means the script.
 	model agent.Model
+	// unlease ends the run's lease (core.Service.ClaimRun); nil for a
+	// run this process did not start.
+	unlease func()
 
 	mu            sync.Mutex
 	checks        []Check

@@ -28,6 +28,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("TurnDocuments", func(t *testing.T) { testTurns(t, newStore(t)) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, newStore(t)) })
 	t.Run("Runs", func(t *testing.T) { testRuns(t, newStore(t)) })
+	t.Run("RunLeases", func(t *testing.T) { testRunLeases(t, newStore(t)) })
 }
 
 // Team returns the state of a fresh team: lead and the given members,
@@ -454,4 +455,79 @@ func testRuns(t *testing.T, s core.Store) {
 	}
 	_, err = s.GetRun(ctx, "agent-teams-1")
 	wantCode(t, err, core.CodeNotFound)
+}
+
+// testRunLeases: a claimed run carries its lease; only its holder renews
+// it, and only while the run has no result; a result drops the lease; a
+// missing or deleted run renews nothing.
+func testRunLeases(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	const id = "team-protocols-1"
+	sameLease := func(got *core.Lease, want core.Lease) bool {
+		return got != nil && got.Holder == want.Holder && got.Expires.Equal(want.Expires)
+	}
+	first := core.Lease{Holder: "h1", Expires: time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)}
+	if err := s.PutRun(ctx, core.RunDoc{ID: id, Lease: &first}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.GetRun(ctx, id); err != nil || r.Result != nil || !sameLease(r.Lease, first) {
+		t.Fatalf("claimed run = %+v, %v; want no result and lease %+v", r, err, first)
+	}
+
+	later := core.Lease{Holder: "h1", Expires: first.Expires.Add(time.Minute)}
+	if ok, err := s.RenewRun(ctx, id, later); err != nil || !ok {
+		t.Fatalf("RenewRun by its holder = %v, %v; want true", ok, err)
+	}
+	if r, err := s.GetRun(ctx, id); err != nil || !sameLease(r.Lease, later) {
+		t.Fatalf("renewed run = %+v, %v; want lease %+v", r.Lease, err, later)
+	}
+	other := core.Lease{Holder: "h2", Expires: later.Expires.Add(time.Hour)}
+	if ok, err := s.RenewRun(ctx, id, other); err != nil || ok {
+		t.Fatalf("RenewRun by another holder = %v, %v; want false", ok, err)
+	}
+	if r, err := s.GetRun(ctx, id); err != nil || !sameLease(r.Lease, later) {
+		t.Fatalf("after another holder's renewal: lease %+v, %v; want %+v", r.Lease, err, later)
+	}
+	if ok, err := s.RenewRun(ctx, "agent-teams-9", later); err != nil || ok {
+		t.Fatalf("RenewRun of a missing run = %v, %v; want false", ok, err)
+	}
+
+	res := json.RawMessage(`{"run_id":"team-protocols-1","ok":false}`)
+	if err := s.PutRun(ctx, core.RunDoc{ID: id, Result: res, Lease: &later}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.GetRun(ctx, id); err != nil || string(r.Result) != string(res) || r.Lease != nil {
+		t.Fatalf("finished run = %+v, %v; want its result and no lease", r, err)
+	}
+	if ok, err := s.RenewRun(ctx, id, later); err != nil || ok {
+		t.Fatalf("RenewRun of a finished run = %v, %v; want false", ok, err)
+	}
+	if r, err := s.GetRun(ctx, id); err != nil || string(r.Result) != string(res) || r.Lease != nil {
+		t.Fatalf("finished run after a renewal = %+v, %v; want its result and no lease", r, err)
+	}
+
+	// A run claimed without a lease (stored by an older version, or
+	// imported) has none, and nobody renews it.
+	if err := s.PutRun(ctx, core.RunDoc{ID: "agent-teams-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.GetRun(ctx, "agent-teams-2"); err != nil || r.Lease != nil {
+		t.Fatalf("unleased run = %+v, %v; want no lease", r, err)
+	}
+	if ok, err := s.RenewRun(ctx, "agent-teams-2", later); err != nil || ok {
+		t.Fatalf("RenewRun of an unleased run = %v, %v; want false", ok, err)
+	}
+
+	if err := s.PutRun(ctx, core.RunDoc{ID: "agent-teams-3", Lease: &first}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRun(ctx, "agent-teams-3"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.RenewRun(ctx, "agent-teams-3", later); err != nil || ok {
+		t.Fatalf("RenewRun of a deleted run = %v, %v; want false", ok, err)
+	}
+	if _, err := s.GetRun(ctx, "agent-teams-3"); core.ErrorCode(err) != core.CodeNotFound {
+		t.Fatalf("deleted run: %v, want not_found", err)
+	}
 }
