@@ -38,8 +38,9 @@ func (f *faultFS) Rename(oldpath, newpath string) error {
 
 // OpenFile fails the opening of a file for an append when failSave
 // matches it: letters after the first are appended, not renamed. A file
-// it opens fails its writes and fsyncs while failSave matches it: that is
-// how the write-ahead log's segment (opened once) is made to fail.
+// it opens fails its writes (Write, WriteAt) and fsyncs while failSave
+// matches it: that is how the write-ahead log's segment (opened once) is
+// made to fail.
 func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (mail.File, error) {
 	f.mu.Lock()
 	fail := f.failSave
@@ -71,6 +72,14 @@ func (f *faultFile) Write(p []byte) (int, error) {
 		return 0, errInjected
 	}
 	return f.File.Write(p)
+}
+
+// WriteAt fails as Write does: the log writes its records at their offset.
+func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.failing() {
+		return 0, errInjected
+	}
+	return f.File.WriteAt(p, off)
 }
 
 func (f *faultFile) Sync() error {

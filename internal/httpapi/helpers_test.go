@@ -94,10 +94,22 @@ type faultFile struct {
 }
 
 func (f *faultFile) Write(p []byte) (int, error) {
-	if f.fs.failing.Load() && strings.Contains(f.Name(), string(filepath.Separator)+"wal"+string(filepath.Separator)) {
+	if f.failsLog() {
 		return 0, errInjected
 	}
 	return f.File.Write(p)
+}
+
+// WriteAt fails as Write does: the log writes its records at their offset.
+func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.failsLog() {
+		return 0, errInjected
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *faultFile) failsLog() bool {
+	return f.fs.failing.Load() && strings.Contains(f.Name(), string(filepath.Separator)+"wal"+string(filepath.Separator))
 }
 
 func (f *faultFS) CreateTemp(dir, pattern string) (mail.File, error) {

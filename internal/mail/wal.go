@@ -265,8 +265,17 @@ func (w *wal) lead() {
 	w.mu.Unlock()
 
 	var err error
+	cutDone := false
 	if len(batch) > 0 {
 		err = w.write(batch, first)
+		if err != nil {
+			// The batch is cut off at once, not only before the next
+			// write: its write may have reached the file whole although
+			// its fsync failed, and a restart must not find a refused
+			// record and replay it. If cutting fails too, it is tried
+			// again before anything else is written (w.cut).
+			cutDone = w.cutBack() == nil
+		}
 	}
 	full := false
 	if err == nil && len(batch) > 0 {
@@ -282,7 +291,7 @@ func (w *wal) lead() {
 		// back to its last durable byte before anything follows it.
 		w.failed = append(w.failed, failedRange{first, w.next - 1, err})
 		w.buf, w.bufRecs = w.buf[:0], 0
-		w.cut = true
+		w.cut = !cutDone
 		w.s.log.Error("a write-ahead log write failed; its units of work are refused", "first", first, "last", w.next-1, "err", err)
 	} else if len(batch) > 0 {
 		w.durable = hi

@@ -668,3 +668,28 @@ func TestWALFailedWriteRollsBack(t *testing.T) {
 		t.Fatalf("retry = %+v, %v", got, err)
 	}
 }
+
+// TestWALRefusedRecordNotReplayed: a record whose write reached the file
+// but whose fsync failed was refused (storage_failed); a restart right
+// after, with no other write in between, must not find it and replay it.
+func TestWALRefusedRecordNotReplayed(t *testing.T) {
+	data := t.TempDir()
+	ffs := newFaultFS()
+	svc, _ := walService(t, data, ffs)
+	walTeam(t, svc, "demo")
+	if _, err := walSend(svc, "demo", "reviewer", "reader", "one", ""); err != nil {
+		t.Fatal(err)
+	}
+	ffs.arm("logsync")
+	if _, err := walSend(svc, "demo", "reviewer", "reader", "refused", "k"); core.ErrorCode(err) != core.CodeStorageFailed {
+		t.Fatalf("send with the log's fsync failing = %v, want storage_failed", err)
+	}
+	ffs.arm()
+	// The store is abandoned as a killed process leaves it.
+	svc2, s2 := walService(t, data, mail.OS())
+	t.Cleanup(func() { _ = s2.Close() })
+	checkInbox(t, data, "demo", "reader", []string{"one"})
+	if got, err := walSend(svc2, "demo", "reviewer", "reader", "two", "k"); err != nil || got.ID != "reader-2" {
+		t.Fatalf("send after the restart = %+v, %v; want reader-2 (the refused letter and its key forgotten)", got, err)
+	}
+}
