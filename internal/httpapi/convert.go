@@ -80,6 +80,7 @@ func memberOf(m core.MemberView) Member {
 		HistoryLength: m.HistoryLength,
 		InboxLength:   m.InboxLength,
 		Usage:         usageOf(m.Usage),
+		McpSessions:   m.MCPSessions,
 	}
 }
 
