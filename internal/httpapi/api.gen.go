@@ -628,6 +628,14 @@ type LimitsInput struct {
 	Turns              *int `json:"turns,omitempty"`
 }
 
+// LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
+type LimitsUpdate struct {
+	ModelTokens        *int64 `json:"model_tokens,omitempty"`
+	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
+	Requests           *int   `json:"requests,omitempty"`
+	Turns              *int   `json:"turns,omitempty"`
+}
+
 // MatchResult defines model for MatchResult.
 type MatchResult struct {
 	MessageID string `json:"message_id"`
@@ -1053,6 +1061,12 @@ type TeamSummary struct {
 	Name    string `json:"name"`
 }
 
+// TeamUpdate What to change of a team; only its limits can change.
+type TeamUpdate struct {
+	// Limits The limits to change; a field left out keeps its value (no defaults apply).
+	Limits LimitsUpdate `json:"limits"`
+}
+
 // TeamsOutcome What the agent-teams run left behind.
 type TeamsOutcome struct {
 	LeadLetters int `json:"lead_letters"`
@@ -1268,6 +1282,9 @@ type RunScenarioJSONRequestBody = RunOptions
 // CreateTeamJSONRequestBody defines body for CreateTeam for application/json ContentType.
 type CreateTeamJSONRequestBody = TeamCreate
 
+// UpdateTeamJSONRequestBody defines body for UpdateTeam for application/json ContentType.
+type UpdateTeamJSONRequestBody = TeamUpdate
+
 // RunTurnJSONRequestBody defines body for RunTurn for application/json ContentType.
 type RunTurnJSONRequestBody = TurnCreate
 
@@ -1433,6 +1450,9 @@ type ServerInterface interface {
 	// GetTeam One team with its members and requests (admin or a member)
 	// (GET /teams/{team})
 	GetTeam(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// UpdateTeam Change a team's limits (admin)
+	// (PATCH /teams/{team})
+	UpdateTeam(w http.ResponseWriter, r *http.Request, team TeamPath)
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	// (GET /teams/{team}/members/{member}/inbox)
 	GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetInboxParams)
@@ -1532,6 +1552,12 @@ func (_ Unimplemented) DeleteTeam(w http.ResponseWriter, r *http.Request, team T
 // GetTeam One team with its members and requests (admin or a member)
 // (GET /teams/{team})
 func (_ Unimplemented) GetTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UpdateTeam Change a team's limits (admin)
+// (PATCH /teams/{team})
+func (_ Unimplemented) UpdateTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1810,6 +1836,32 @@ func (siw *ServerInterfaceWrapper) GetTeam(w http.ResponseWriter, r *http.Reques
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetTeam(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateTeam operation middleware
+func (siw *ServerInterfaceWrapper) UpdateTeam(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateTeam(w, r, team)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2583,6 +2635,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}", wrapper.GetTeam)
+	})
+	r.Group(func(r chi.Router) {
+		r.Patch(options.BaseURL+"/teams/{team}", wrapper.UpdateTeam)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/messages", wrapper.SendMessage)
@@ -3447,6 +3502,99 @@ func (response GetTeam404ApplicationProblemPlusJSONResponse) VisitGetTeamRespons
 type GetTeam500ApplicationProblemPlusJSONResponse Problem
 
 func (response GetTeam500ApplicationProblemPlusJSONResponse) VisitGetTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeamRequestObject struct {
+	Team TeamPath `json:"team"`
+	Body *UpdateTeamJSONRequestBody
+}
+
+type UpdateTeamResponseObject interface {
+	VisitUpdateTeamResponse(w http.ResponseWriter) error
+}
+
+type UpdateTeam200JSONResponse Team
+
+func (response UpdateTeam200JSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeam400ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam400ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeam401ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam401ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeam403ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam403ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeam404ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam404ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeam500ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam500ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -5269,6 +5417,9 @@ type StrictServerInterface interface {
 	// GetTeam One team with its members and requests (admin or a member)
 	// (GET /teams/{team})
 	GetTeam(ctx context.Context, request GetTeamRequestObject) (GetTeamResponseObject, error)
+	// UpdateTeam Change a team's limits (admin)
+	// (PATCH /teams/{team})
+	UpdateTeam(ctx context.Context, request UpdateTeamRequestObject) (UpdateTeamResponseObject, error)
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	// (GET /teams/{team}/members/{member}/inbox)
 	GetInbox(ctx context.Context, request GetInboxRequestObject) (GetInboxResponseObject, error)
@@ -5570,6 +5721,39 @@ func (sh *strictHandler) GetTeam(w http.ResponseWriter, r *http.Request, team Te
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetTeamResponseObject); ok {
 		if err := validResponse.VisitGetTeamResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateTeam operation middleware
+func (sh *strictHandler) UpdateTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request UpdateTeamRequestObject
+
+	request.Team = team
+
+	var body UpdateTeamJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateTeam(ctx, request.(UpdateTeamRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateTeam")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateTeamResponseObject); ok {
+		if err := validResponse.VisitUpdateTeamResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -6051,195 +6235,202 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rd9s4sue/gqOdPbZ3afnRmb7T8qdM9zxy+5VNMqc/tLImTEISrimADYC2NTn+3/dUFQCCEinJeTp3",
-	"3R86Mh8gUADq+avCu1Ghl7VWQjk7mrwb1dzwpXDC4F8vSrGstROqWP0oVv8UvBQGrpfCFkbWTmo1moye",
-	"MyOcWbFb6RbMLQSzfCnYtVgxrsr2wpUuV/BkY5TFqzNprGNG2ForK6YKnrZOG2GZ0m4h1ZwpcXvRbRI/",
-	"wuG+MNSktFOVy7anl4VWs0oWLh+zH8XKMm4Es4WuRcmcxtacvhbqwLKlWF4JM56qUTaSMJQFDTEbKb4U",
-	"o0lKgOMfxWqUjWyxEEsORFjyu5+EmrvFaHJ+epqNllKFv8+ykVvV0IB1Rqr56P4+G/2MH3vJ4YF39Lka",
-	"/ogfo96MspERfzTSiHI0caYR6Tf/ZMRsNBn9j5N21k7orj35BVqBD70UZimtlVq9+GHL5+r42KUst35V",
-	"3PFlXYV3js9GGTTlhIFG/y9e+/3s+Lu3v58ef/f2f/1p1Df6V+KPRli3tUeGntnVnW1EiJ/Bj74RfLnl",
-	"e07w5YeT+01jthMaVvz+JDa4BI/dGpV/58f/fgv/Oz3+7vjtu9Ps/Jv7Y4cUf3eWfXffT/XftLm2NS/E",
-	"32UlQhfXdy/0lhlRcSdvRNgit+HNjInxfMzyJZdqXK/yC8bpDamcZnyqZroqhWG2FlVlmXSW2YrbhbAs",
-	"/5/nf8/H7BfN8vE4z5jSjF9ZXTVOYBMZMgilp8qulle6kgWrpLpm0rKZrip9K8pkb66tXvprmKLJ9jw7",
-	"PX+2a3/eh3eR8X2/EMU18kOja2GcFHiZ13UlC34FE7VOx7/zygo204ZxVsDrzC24Y1pVK+Jg+CwruGLz",
-	"hhuunBAZ04pxZho1VaWRN0KxqxVcELxiS12K6oLlpXBcVjk0opjlK8tuF8Rab+EDt9wyK4QaT9XzKyuU",
-	"Y0vBgcOaRhD1/FCvtK4EV6P7bERNwhjWyBDI23NDX2+O+c1C+LEuRFVmTBsmHSs1cXAG5Fqxw7wlW85m",
-	"QKajcU+37tPZ/J06gp+N/X0bX9JX/yUKB936XivbLMUrYZvKbc6Ywev4UzqxtLt29c/cFQvf2H38HDeG",
-	"rzZ6GNru7ZYR3ImSeP5mtwapbHTVf8M67prd3cfvvaZnof8g6PrnjaTNgWVXghthSCZeMLvQt4pW7UIY",
-	"Me5lKz3zhB2P3Qxf3kIa4M2bhKnkUrqdw/yJnrrPvMzcf36787Ixw4Prv3/QvrdtN/rG+0Jd6bvNkS6F",
-	"tXwuHrA06YWdyzI23NeZnyJ916UACENYDbpRpYVp73YXVK3LYsGJ1r5dqZyYEx1nQpRXvLje9sxCgnq3",
-	"uhTKGd/s5kMSyHV5tXLbH0jJt/kM8s5LXIM9g32h6saxumos042D3/Qk6YZEB2yBeY3EsiVfgYRTJZOK",
-	"8aq6YKcgppQmggG9ZtosuaN+fPus3TdJt2q+qjQvt9Eo0cqcXArduMueEbwWhValBVEcn2e3HIQvSaBa",
-	"GKsVuxIzbQQwZXFXS9CsDzkrhZK8Snlw8v0w4v7eofLed2ttDa7NUXdWs3QxJV9cp8/Gogrf31xJazM+",
-	"QMbhDYErAiV8WUqgMa9eJssfhVa2fcsw7lgB3EVqdcEELxZsJkVVslLMOMiJoFlVwsLU3PCqEbv2mX93",
-	"NPnWWxhy2SxT/WXrDoxvn52nb59m++3N+Ppfdn57bdPGN785Pz3d8+V0Q7df3vXu5kYPQz7F/7Ivs/W3",
-	"03qDDbS93k3qYQYRaL456o/FLpb8jnr2l2+f7Z7XlJXE3j3b9VZkMfGV8+2v3Pfs6lSNG5K8YJL1qmCC",
-	"W92jNP0KOhG6H+RcaSNw5oWCXv0+0qaUiptVWMbI8m54JcvL4OCAS+WlNpf4RdKY4E8jCllLoRwYN9pd",
-	"Wn4j4K26WiWt1EY7XehUCU67HA3nLd3mdW30jSgzZgQQSpRoRZQNaueuT9dL9c4w1NAMsm5qB1T00Ar0",
-	"mejT09V+VYWMY/+lPiY9pEbzAkzWXm2mMYrpGXMLGdw8sGlNo5RU83GvVRRYYOWtxGHlY9sTy6K+tAK3",
-	"WI/g/qe+ZUuuVuzn71+y8Bg7zE+WRZ0fdbq70FVpE6eaMDfCTBValVzZW2HshHHF+ByMPt04K0vBfuay",
-	"MlovYbSFVsrPs8Wmp8q3fbuQFe5zaRm/0jeCnY7Z69CdK1FpNQ/yqja6ENaiOTtVuhZKoFdvmTGrqX9W",
-	"3AjDgWfiIrAk/grdKGfJlgBWo2/RSGU5dSJn4gZ6zpXSjSqEhb/NihULruYCOI+nD6NvZlNVVNqKEsxM",
-	"4k/lEVm429ntZzO2hpSjbNQgT9jR3r9Ivd/PvvJLf1Ml8mtzbamGLqytz+HNRobSTpWo36zd7TdriR/Z",
-	"/IgETMenuocVNjyE1xusS5ZIRM8FkJy6rpF/zbis8AetsV42GyywDT4ESlvvQhoUMYHl964+obyfffvw",
-	"iWvSw2mbpF8PEAZH8F6TGwa55kowcrkEmYLuqbPoYSdVKm/V2ZwVuhSs1lI52ytqnN7b55qSwemtIwZl",
-	"7rVwTqq5fV8NHzXCMcvppijzwICJuUUenQdZb3PGUQZNlZfN7AqGaS9YzpVbGF3LIkfxmwN34zJnhyAW",
-	"fq2Fev7iGMbOnbyqxFQR4z9ijRX4kcKIUigneWVJwgXZcGCZUDfSaLUUyo3Zb9ItdOOmSroMuiP4ks2F",
-	"s91X/P5jh/nxMY4z90x1TWnid4P29JuFIF2YAbNWwlPnwAbl+vDs9PwZu4UVUokZCqujfr05KJigX+5U",
-	"MAO72ewNaCiyxC6QNg+PBk92UfGmFMcWpKM7fnb85/yCKeg26MLtHI938yMkEn6ooyCFCR5lI5pcjBtR",
-	"s7uVothk33L+pXfItFBBLnr5DsNF9XQtrLA7pvCnvp0Jq3LYw5rqnnvoj2BKwc2dhOiEg7Zoh228q0/7",
-	"FQxbQT1iBgrg5ZJLdWDZQlvH5txhyCOYQJsGeUEew0uOY48rtuROHIMB1kevUhSyjO90e/Qb7ALpmBc9",
-	"7EpINWeeKBdMNVXl1TN/rbNR0s/CoxSLoNjHYDeuevh2zsulVHnH/kNuUEiLHozNjsD6uvW99/pXagJh",
-	"gzBBO/vljcsHkVRu99DQlzYZgdO6Yvgucj1iBnN+kxo77UpaRjtjc6N3oqX9QdHNlyquLrcZZ9DFYE8x",
-	"eJqCRpWg7ha8qhgwk2ZOAgYfme+21dbm2s9WPmGNIt4sSpRaUnWkdZ9vIfdhHUs2FagbJYXuL1hwDqTL",
-	"IGzvbMQphIfxGyXxh+9Ir3YFU7UWCvWbdWcMYj2UHSPp2GZYPJvzkejTyTbvLNDOZu5sqe2s6Ae/kR6o",
-	"ZCHNkgU4FB2j57Z34Sdpe/h1S6v9Qw8Jh90VfUib7+2e0VeVWPbIMMVe/f179t2zP/8HiG94iJW6aFCX",
-	"2eTKuhSpUEEnCfpeL6Mmj7pntH/wL6f1ZcUNGkKNsk1dawOzvhSl5MExsxRuoctLpd1lu4QbxRu30Eb+",
-	"m8wFba5kWQrlnTYzUH9gwQm+vBR3kvzZ+BcGiaI9NmuqqnV6x5vh73b30Bq+9OYIPFFXLbbFf7Z9vA8A",
-	"07bSKH7DJXHl4DTtXrtqyrlwl+JuwRvr/JCvlb5Vl3E33Rqt5pelNKLASQtjKrQxTe3InjJ8Lto5AIIv",
-	"uVpdWmcEXwJR7KJBbfyy1LcqeafbH1DzjOLVpTBGm16G0Uax13wszZKrY1B4oK0LpsSNMKzQynHpPb1F",
-	"BZbSgSUvvN3BTXuclNINuA7owqaC9q9XL0ArAzHqnSq4wq+lKtlhzq904yZXFVfXOcZdjy7YleGqWIBK",
-	"ncNqz3eHYv36pc4lvM0TKqNdM7Ar0bv4a+MKvRQPtJN+A5kV5Mhx8FSit42Vsmzto9roueHLvu3cwHwP",
-	"KvPw1oFl/jE2A62Ez+AnNAvfOZyOpiNSTzjCII56J1Xc1eSx7Ju7JXfFoldjQ7SZDxiIPxowvUJLUVMS",
-	"Kh0jDlxpB50bDytrifuRmt9FAnoqY47s7vTr0u350cQRwVWfsIFlNWvsgOoIHSK9GebdPxk1a1QX4MMd",
-	"paDisNVB5d5DQ1y3A/DdpEeRVsl8htnL4lrqW+ev0KveO6Kg+dKoCFWjXByNV4XRTrzlto+6G1ghUOv6",
-	"yRtidQPeoa0WVeAwKW3TIAPwV2Ct7bW3ezKOjmYU+p90dpCi7+VP2ptAHQ9hd+J+0a7dCafrzqduRHSX",
-	"A2pdw/LdGxz0sEFcCFkPbGRZBp8NynPQ9J0wF4kfKf+jEY13Pzx0aWwa29QYKuMgEFeXljyEpZgJs1eM",
-	"Zl8r3CMvN+kBIm5P2OaP8GgbIB3yne5HXnK7EYEHiOmZwfaewUN7kH7IabvNBZL1BtN6jSNQWt1un3Bn",
-	"tpDyiYvYN9LSN9ERQrwxkHfLFL/Xbv+wVfAgn3MnvL6H2zmS9sGuZ0/gDbpuId6LH9bhvn+sA6rh0nY8",
-	"dWztR0/VNTkbREDvUvKv9luHacx+L9MwbPvdYEnfcC9tGvUrTu5DPfR/w4gh4WykZbqm9y5YjlHRY1gS",
-	"NmeOXwvvq8+tE/Xl0uabSmiZmOybrAV0lwObAiicRs3TA6PZYfCkl0KtjjqeMTTW0Q2y6p2SVCvd/HK4",
-	"GxTQWyOdE/j9cGvs7lzbgeno2fl0dHTBxLJ2q4AHRh0HH1jzbH9z3tMltBF3RkA7wRXv8NocxE+Cl4lv",
-	"EUwackcDPSuu2p57dtilXlREiEP2UtDPag9SrtK3PrAMz7CrlQ+yc7ViS1lV0hI4BqPZEQlTcMVuQaEM",
-	"BkYH/nJ22o1OnO6HSoFl3hpYmxNtC6G4kZrUfHiu44YNpo60TCoyCYTt1US1Er/ORpPfd3h11oy++2z7",
-	"829gM8WH39KAhrQghIU/AJeLgPsePO6Sy+pK34ktnOFD8bMbTIUXixYejS6ODB2gpEtYpqsSVAt0gvb7",
-	"kd9r85BbZjsAsw+FT0ywBdl7SH5Av2CyxgI45CFlG3iDjTIwXITwS4J4DBmxR/2gGd0u6K1iol36a8iw",
-	"D5MyGMwf1Mn8fuoE51q54B10rcOiX/PyOPXN7WoadWBR68jYldG3FolfyWvBgLlgitpuO8P3P+ltFhKT",
-	"MPfBb6SN5dGSvgOhbfdLn6B97b/xQs305p7tDHFLbsh701LvEvJDYRz/Ii3oQCgS61l0L0kTsba9u3LI",
-	"adcPuAletLQz7Qi2Ebdfswq93n/RdyZrl37VNt/bNaHKIU69Hs7yCWhn+6EBvYG504zcZT6+dqLuD9+G",
-	"yLkP3lH8CgENWlcUIsMY5kwqXjEn7pAn7ycC32hd4Zd3y747Rw++9XmFPduHL/l8SInzxgnmt5YMCCEY",
-	"eclZG7tg3MEt4y48Ng9RGiVqS8egvg4AFzVGDtIoeNyi9jpE4rYpoB+QdtMdKiGvUEEJYHimTQkTVgle",
-	"tjJzT5E9lKbzfhJ2EAlYN6bWVmxzx/UM9lWAiEuFngcY595j2yLSHoIWzEYxU3OPsOFQ3lJHhIR1HKjc",
-	"YgcDmdKPbi6/vu0NO+a9/AY9a7v1B9Lq3kTY5sEZnXdwHtKyEP0GC9Fe54zba9tq/YcpQL5rhHz8fUQ5",
-	"J++Rw9YBaKKKfPeC3kssuY+0U/ZBciabZ0tciLJ6zYU3xqJ+TVwdlE9dlZuYqz7QVWfFx9XQ6yD4B6Y0",
-	"hy7wNq2ZURhTG8Im+zk4YDnw2suZrISH58WlhO8yqfbNXR3aBv3qAWlR+y4BaOd1s1xys9qpGVDLQ70J",
-	"rWwacO+BexoUCxH27p9op2TBbX8i2oMSMVs+lnR7aMj2A6OcidqL9jhCGq/EQlIy0FpCKywnbzj2m3T4",
-	"hOW3l0bU2rht1NMzlKIHrSkKzAzFj4s7CdjKUG4faHbbe+OfMQL3gdWNKcRQiPBGitvt7a3NVocYG/3p",
-	"aXKgPz1E659sr7Q9FPbbq3KSdSxU6VdvY5TPq4lK5/qWvnNrlQieDTA0Ll2v9+o3Lh0ZPZiR4fOzqD9S",
-	"zTNvbTJbwRJBlPLD/VRdZnE3sHGCpvwRaQm6u0XAMKjymwT8AMwfOm7qxrHD/N193gM93rQOPfxssL0U",
-	"QmyFKkOq1zpQ+NtdtSYe1Xxr3V9X4U1j1HspbO/pODZ6ORTUaywsGHHnfEWNOuZrNkZ56DZOMLq712Zj",
-	"YMdFoP6QJzZdtAdBb7QZrtZamG6SaAYsmNT/gLrHDKnNrNJDbVjuYfah0b1NBm+pJgrf2bc9wr93Ln/w",
-	"ULpNQY+Izm1ifieKZAtsdq/VAP3DFbGvFxRt5AfqJoPg2GAS5JM1iHDHp8AOXSyagR74shJHF1OVAxMj",
-	"GF8+IVy3rCqwK0SJ4GrYYdaDlWa6MW1iMbQYM/KkDYjwowuWk2fA9wglTaGbinyxM6mkXXTfvhaipto7",
-	"NchQ3Vjm88Em3pPgfQ0RpkTJKVdGIz8xTSUyHFMHyIR5COFVbRK5x+1UIUTPNLBPoM8FV4Wo2m4jHpzF",
-	"q9CPw9C7qfLdY9eidlmkKxKV5etgxEAI3ElTladZ3zkzXAFbb7OXLVMwY50tyg6xWo50U1VKDBZufpny",
-	"XoLJ12aJhRUC6mWc7U7OWBhkH5ByKFz1AG2/MSrs/XXzDlu6LA3lsW2Gv+A2uxIr7UuxffuM8YirpXXT",
-	"rywGv3ePQ/xugFFX3DraLB6EgTOQUd4Ad2EhgZXd5ucgvpPBVzKP1OTsWqz64XuhlNbmLp42p6ffFDSb",
-	"+FscO7qm6M88Y7Suo+UZ9hXhi/srcG304AMyOds6YN6/H4G1wc/SVs8BGve4/IMjhtZPhxFmLSMfkucD",
-	"lmdIW917LUZZstP0xKaHuvNzkA171kZKc632TKHKtpjiYVP1O52dqGEVUxbfxMvsMBU5O1QZ8utLqhaQ",
-	"MZyZbKrKxhAMfWkzrIsohb1gOa7yPOI0aSccZSwH8XAJXCWfqkP8o7HiUpYZCo6MtNiMSUtAaGjTNpW7",
-	"8OotV6W/MlV2oY2j7GzNzk9PT1mx4IYXYEkdwSZM8jtydthJmsimihZfb/JfMqiOwB2udEOo7d6UWDWI",
-	"ck2SdbhNhPGt0Q6z1Q//8/WvvyCHOcpYHG4vpwgE67ddr9dwM53Z9XkjOCudUjK9rFztrOMzmAQc4jE9",
-	"t7YUSNrApadiJa7IftbtbZzeG37h9d7/AK6HpO7bgP8Kba5FEHDKfeKorXuzP3CNJOmoeyxIws485J2N",
-	"kkbJ++vtbY4PIYFFY6RbvQb6+BxqrLX2vOkrxPgm6kzYKAW1vHqCV9DKgF3x3GeiUHiFapayEB7C2cDl",
-	"jt9qB7ZwrqZCh9JHf9e+L/iSxfAx1W6FSy2eX4N0/uebNy/HjDAHGHxTQpSglHV6NWF/pbJyJIOx/14O",
-	"p9qhH9fGUH2dWFFOlVaFCHyTou0IzvZ+vjF7Hl7kRSg2wVEVFtVs4lOdFRJoxjgozGi0Z+t3op4Yatby",
-	"wul4q4ZWjUj0B4bqN3WW6mVY5nSoaEmVaQmXVnCFvgO0CMdTNVV/A8ZEdWlDbUSg2YlPCvnf/2WRQYd0",
-	"qKPgZrIOEQaUDnLhk1gsaPHdTJGgSMEFXz1yzF6CSgPUoxgFO4QuZsxDFqHfUxUA04yypmxG6Bdm5b9F",
-	"Fin0R6MdP8Lug90Qs9AJCQEmioeeTBWxhgnjlGgTq5SgcZyEYzz0OcnYIu/7zEihSuvrWFL8fhRKnIyy",
-	"0Y0wFBUanY1Px6eEMRCK13I0GX0zPh1/Q9DKBe6+Eyw4gj894rMH+ENFSaRlOf6ahBW8qoVfwBQXKLnj",
-	"4SZMWLh5uxB+oaCwwurE76a4CaejjE1R+aNf0MR0dJ80mBMKR/giKCUjdjJmb1a1sBMwfbzTKWN5UEbw",
-	"Z12t4AcmQeAPX2PlkFdW+7wYxX7+/uVUxbIqs3Q9k1tFG/JwYh5ECEAbVFQao/BTDfyDyyU3wq5U4dUa",
-	"Ii6Wy7oSDIWfmrOZ0UvfFGaATegPWruw4qrK+86RCr4RdGt7owbZw+FGiRkqNTBVQLYrboUvnuPvH8Tq",
-	"NzBSsMOpYnR4/SB+CSzZSlvnM6GXmoonvBK4LZBLYLB+pRssjgkcB4lALRxYBj2I80xwHprfgMlYn3eS",
-	"4NPRhE2DlYnLgGYp4lumyjSKLVpm13JAXDD7fG2qup8rgWb4gL5uv0kuAmDvMLpCL9E4rKQSBEJQjmEp",
-	"2yJxD9B0UkEgG+bOrNjZn5kN5cZmjlrssHYrRLco0FQR54A2/JqMyzxMUyyjGwIf0lG/NMxpIeQNyIpD",
-	"4vyeaxk5XzjLMGh71G0eF3On7bYvYLNAp6m3VIWJO7aENfIXP2wb6RFLnONGYWen588upor7BU4ey1gQ",
-	"13HEhnke4xOwz04jwSptBY4AtHH4zpi9CeXK2Rxa6dMApopUgAwEH04C8qAJwkaSufJMdiaIRUCH8r9B",
-	"T15jVCUnLgt6Fjb7okT/Abz5N+KbWac8/O+9lcYCTT34EGZ2HCo4/9EIs9oov/2gcttv11y356enlD+o",
-	"XCinI+4cMfpjGjaBr8I3euo+9yCucX7odYTiIE+MS9/PLU4Iv+WrMcidZxs9GRLt3Q7tQOhisnRPN/ON",
-	"jOecenH2WXuRpkX7DnzzWTsQE7HzyboOye01SiDg6/7AAFqO2M1nn7WbMUc8n4B6aJtikXTm/LvP2pn1",
-	"pOzcC2VPNsoU85zvL6gYBLaXBS+wZ3f0DFb3oeKYOJ4/f+at0M0Vz8n4CriG0Wvs6vFr2LLEyNooDon2",
-	"WHEObZLEGDnC5J45MLuR1x3fQuMnplH25B1J3/tBffJNOLgi+lsDhL+j947Zb+v4fgwiTNVcY9Av19c5",
-	"+fArKzKWEyQYL1GGB9WRIlQDXsb82x52/g/hXjWUTbuViabz9bB5alMCBngroabbyg5PrPMxsM6oX9Ee",
-	"AA6A4Bb7aLgl5uB8AebSLWmRox91O8N5vrbGPWNJmUmC1r7f0Kr6TkZp1IecihKUJ2BdHRy6Z1tdJvGT",
-	"tO51fOoT8ooOYL6H9uRkinB/qr3rQppfAvZ/DLv3cQm9N22h8TjhwVaRJuZTYM1BFPtDq7OzZE7ewXq8",
-	"R/G3flrU75uB9TQFE7ZNN0MkH/ef7BIKnn7QSs9GtbZuMG/HW9Q2mH1kVR/Cp0vC2HhhTICfqVrr+/FZ",
-	"fpQxPLLFpvhRXw63gx6x5CwJFSN7DO7EnZBUw5Wu6/acKqorhNPI51yqtC0w7DGFMXgsGstqPhfofqTT",
-	"dJh046kKyQjw0MomiUtord9yU9rxxlT5DFo0LsHkpyL3eyTZIhym/TscdkPPckpsRAsLlhRzGkcrvCOI",
-	"yVmvvRXcT//42xvWVcXyeMAYtBMZcDo0KlZZrryjaqoCLIzQGm2WrEVfLfWfEDudk3nC7KdwZiaVdWB0",
-	"k59hqmglTJK6/zFjjBBPNJvJYUvxsDPEjYynyifP+m9i+THvnvPl4A6tZjn8Is3PuxnUER2cttDWTRXh",
-	"Q/KQgZuPGSZc2j3OKPJAE3HHCxddwE47XlFn6YZ3y2T+eDVdHTdWMFnSlam6EaaUhTuwMNZSqrn3Hwsq",
-	"wOVdE20O44SU3TzwrKmisNZFgKbgwqTMRa8uozECfAYkdZ/y+6pRr9scOz+Uv/qqth9L+Q157Pf39/eP",
-	"SM2ONgQw0+ivxWrb4fimR6KK02YJAqrUuKKXMRWbGo1mqJ/P8ZMCv6bAAzuNcvvRKPGhR96PEAMMrYsU",
-	"hPN6vz+vd2SjOp5fkl4IHNgWGbfgeA5IpyJzJ3AS4oF0mmUSt7wgEetLBRKFZkZ40YzhQmkJsRzEkmlU",
-	"eCvADUPUzUbfAQZj2S2CBdHbnDhrMHyLygrhhZlqKPIz841gCWh+5wX60WDnaVrOPu9i79ZvpP129ufP",
-	"vOH7Kkbmj9YqhW593knq1HbMJ+nqCwBXWEt00is3DrePErdo3bPn5Bvz/kd0fpGoii9eiblUltzxiOb0",
-	"UE+sPs4NecJkTLMlqKwofVT6OguRdI9EzBMIa06i8CKEbLzq6OOxpL2DxUKxFhTor4Qzq+Pns97Kha/T",
-	"IBgouqGWiFehfJyUgmuozR/6OkZGeFhfiL6OO1GSDZzKfdf0e9WkQURUph39Q2AxhD0C5bzytN07AfZf",
-	"zE0bdBe88TUAPpm+ExPnBt0EiWv/SQ0IakCFBiPO3yP0zMOEBtFDizADZhBrqyRL0icx3m+z670NlleC",
-	"lznj1S3YtyRgQz49L8sAggeOAOQB7gAbA35LNZ8q6Q0iKxyZkUZXYsy6VWF8qKSuBTc+KovgA1r+BMbq",
-	"MUEoo+ZNe+7wx7ZAkjzr+y6CDRT/TYvk7KN9OT3Wc8AmIcMXWfBaEjCS81EZIOgiiFrpuv2RrZ21gLgT",
-	"wd0TA1pjQMHP1rKgz63Op2p2Ft2QHRW6E8x8gIL8pAd/HXpwR+gQnwrn4WwqP0HSRMXn5B38c08ypxJO",
-	"DBd4yVr0kUfQtr7hAGnmRrA5OmsRmUfqIZ8qr/V5o659NoaKn52eEZpO6VumUV2OSh56ewhH5f2wKLga",
-	"lfhAUz9jiKWQOxTNzYIrdIdibTBUSOkmjllqDEv7WjveJJwwzgrD7cLDTSvBb2DYU7Xg1eyYiOVBxD49",
-	"vkck/oCPRZHYkU7PhkmNPm/6wlMM+VGyfpqdLut/TKCbz+1W2jiJARFLdFClSS22zRqPwd8fO//42Sxt",
-	"691sNus3Kv8hXD9L+Lgm5TZN9YmtPEpUn549cjTf47Kxf1VeXkb0RAhVkzco5KJvxb4l1nc34t/X5/YR",
-	"3GIvuVtQ1byOOnXiu3Hyjn7cn6DaNIilozgsakugxq/DwcNhIBjNFCHsfMulyzMK25b+ANuZVKWNs0bv",
-	"A7vFCqmNcrKiIwwNhXcPz09PA+0oiRIbnaqA2V7wG8FqbkFtah/mvhoFuhV8KNabGQEIAB/EsGZpu+h6",
-	"6ZhdNBi/xhNzQxD6eVGI2k3YOsurckysp4L+5OXP15/Jj6aq9WMGr+btQlfCo+U9sjxGqfGMFTzRfUIx",
-	"3mqFWdzUDt5FL+uBZT3J12PfMbSpCG+J6TCUz4LYS096DOVXEhXigKUHfRQ/TQrvS23d3IjX/+eni5aw",
-	"vtc2XpkqMI3GYZEQKBInCym2CmXisR8zbZa4iiY4X1OV91DVLQSlffWw5QF05QtcxDuA8u1JBTxQIeDl",
-	"cVQ4SkkLNsT0NeVi9PWkL3n9bABzj7TpuJMfUrnmPhvycjuN58n7JBo/qACYN4JGoQRbCTeUDgDvd3oW",
-	"K7udpgeD7qpv8/YTqgw0u8BgN1ZLt4bqu+lIlj7Bx0+IT9LBjEO6UwnuU3fi2b3pK3QL1nR7lbYHpmtM",
-	"R/e4BNuex4zWKzyKvqfycK+uE6Eb3bLWT8rPo1B+vKrTLUf+qJSe1hX6hdSf5Ai6fSyTVwLTXb0AOUQm",
-	"G3IgTWu/Hl2g1iDVPFqy3u+RKEY+Te3DdKNs57NU8fNhmtRJoZVtqJTGZ+rZUHAGdFCqdpAKfp+LF+rr",
-	"hwnx1YIRJcZNOCEJyw0VVVOKcsy+x5H1zMwFmNEokZgfPVtJUZWW5WVDi7A/zY1aFEF6fzIB4r8zDN3q",
-	"JdUTM37MzDjrsI0n1jzEmjP2Hm6knzHwRtHCiPqMYVZvs/RxclWtUgu2PX7ofjf/NMKSCfqF+WZMnL5d",
-	"aOsrr4Vjww/TwnO+ggYVtGoclcYBa3WqPNIFTAdZYlFjxJqAcVRw5TFijVEYIo9V48gUi/WxpgqsoGtR",
-	"+4CBT5iTlpWNIfA4wksIul4GlE0sQoDQ9vFU/UKFMXrBuUDzn0NBrE/GgENF+X5VmPqbYYSFyPXEeh9p",
-	"fhqiM/zOfcw891GEGbqlKzHx3/MR4sGBHx8SSgZWfsZ8ZQp4gA6hPvp6hQgVzfWsU8eSlknxx4DB2wxU",
-	"UA27PcRGLKT3hcVGgoUKOTleeHiVG9N2WKV1HRylkd/mlGwRi/KHVKYJE7xYRPBiqPiDUMKkjM8VbVIl",
-	"7txUWSfqree0XJB/DhODSlHxlcVZEjVzmlmHnkGpvE8pKXkca+yu9btbatf7Wafq0OtnIHoObCy/mzG3",
-	"MLqZL7rVTjtg7pDGg57bA8uEupFGqyUWBkJfzMo6saSilwQE6pSYNJpkIzlNfff8eQmtvzOBQenKskIv",
-	"RXqo0X++/vWXUErJJzB13bg4DSHQf9FBmQJ9bYCQU3ETjwbNWKMqYTHPrODGSGFZ/hLdyBOvYZXHHOv7",
-	"TOigzfPTc8YdVeTyMK78J00bP08PN2+zTtC/pHVNACphUx2urqQHSXDnON5dcllNla/j6iFinSKuBBzW",
-	"dW9B3alaU4q6bM9FJDGwMvacyEZnWDcKj9xjekbLlurlUu8od6ozT+tFdmmg4XZb3NZXmSVtSysnVUOb",
-	"JAKXoQ+hyAuWWJvNYCORwtUtM04ObdtcLaW7pHwv2hmwrJbciWzthamiAyywqH7yBgEkL3BLEhrbh9Ng",
-	"n84x6tHWXuRqqqhEK5ml7apF8mFOng5DgCsDiXy0AzYqp/hCcp1ZDnhAf947cWbrOnsopypm404l4IGk",
-	"rzeNUbtc8nl3xVPxtf84f3Z6NAmbDZe/ZVZrFcpT4oAXcJEA29G1TSDx1rdN+2rI737eU6Kc/NifACDa",
-	"1nXfCyB6+lG/3FaOHYi7A0Gxju0FCHruGpszC4JhoW9R/Tg/Pf/8PQp4/MMBBnl00ck3zUICbu51qDxD",
-	"KekSfrmWShCuDwCeUgZ/QEc69iYFJPVwqadCFeL4OVCorzr02qrf2uL91wXO9YoEqLtCInsL50z4qpXa",
-	"X8GjO57Mq83sQSqE9mRaPcS0umrsih3yqG2TPeW5wBGlIZF1RSYVjIj0DiI3O/TZC4SoDHrJ0QUbTEt8",
-	"SDKiV4Sjdp8H9T7mWdPW8k0l6vWuovxsrSY/qC++eO8TRvoLY6Tfz4L+ipIHSYn2Cn1IHwzui4clEGbR",
-	"GdKeKxsTi7wD1cO6140A8o9+LRmCqU8gIuwe5P3wkc8P8Hds9WAgI8KCBXK5BKspnO6R5HfCVCwb68i2",
-	"uxKhpGbnsBBkBsWCG5uTmeKrPgfjGTjWQfAl9tbAFKoMh4c/NMr7ohTLWjuhitWPYvVPMgs+lW7vO/ll",
-	"8r+SI4Z7NvdrnLBH4k1HhpfWmv7/Xv9rVT/vH+YxFrJZm/3RI3A/t2JIAnbWVJWXpe2mvyy0mlWycPmT",
-	"HrSuBz07P//MXblW+lZd+qjkhOVOx5pJ8gtnWHyEMMdrzPGPuNo+8dYPXdoQ7u3hJXYHIHvteOYJ4/Ya",
-	"EdfJubnoYvUI6Vi1as6dmKrO8ct4VJkRhTYlXVSIvmpbz7rV0TjmmnUOtcFAcxZVNH9WmXR2zH7CXO8u",
-	"yLFH2MNjL5Phf0KHWPuZocoGycHxyZQ8xaSfElO+/sSUN744HXKC7gLP4t6HjUw178odKSopy/q4iSpJ",
-	"yyfvOsc63X/aYG/LH178sIfBFIr7occJuSgQ7XahKfV3IdQR2c6NucEgj7ci7QXFBoFPYgQvieuExBSw",
-	"rtuhU+4tzQre7U3rhfvtED5RvYv2Az/44X/usEYyxAEOHkjVEvCJgz/SjGWsrvnofN4bC+e7z941z5CD",
-	"z7llBbc84QXkhBZ3tQzG/ldQrRtL42rDSqFWvWpnj1usK202REZ6evFgzaxX7bGen65MKH1je+WsdVDP",
-	"U+7zk4r530bF9OZTTHSWmFmJSSY7NMoEMp59fBe3r9iMehYmubY4HuZ0xOhgUATjIfSUDw86DaZveIHc",
-	"2uEkv8Rnvpd/3L8XXOQ9utyvtVCv4tmoj9gB7jv5ZRzgRKVBB3iowWPEXFqHaElug7R5cow/Ocb/GzrG",
-	"/R6PgMx4IaiT8aDKS8JDwIUnb/rX6E2n0hhGq/llKQ2du5l/pY504ORgCVQclYMgglsU8g7X+rZks3Dv",
-	"5F3YC90TxDbP64qC91NbCYNHCdDtJ5vgySZ4D+dFunoeX2mksKU/gymw2+Hr92H09u7HPE7w8OdP64pe",
-	"79mgVRNOEG/Polk3RfqsEBbfa62Q9vDE4NdOgFDSstwDvS7hch4yQ0ynGICaKl7XRt+IsuXi3F6LsgN7",
-	"kiokz0o8JIcqKfWnEwCtvxJbqK5WXwbp74k0ZArlfzSiAUkcAXZ4gnPtsvVJBVHdTseTjfR4baTAR4OV",
-	"VJZGUMBf9+hKWWtXfW121LpI+/wmVV0ldlDGOu75J/PpKzWfvlJL6TmlxvHWNNq+8fc0kmIm9eCxyhW3",
-	"jp2dnvq0iSR0wUKpiozxwmjbxrnHvWCfN/itT5z3tg3gE/K67FMa0tflTxuKNXSy9Wz3SJNdhVY93P5j",
-	"4lewzZN38M8uX4PPlP2iKaBPJ4M/7ckP0M0wF6ivBnK6KT/5LtxtUcNWGDb01/bsScFVIapPa+N3erQN",
-	"aBbrUPWnUE2ouOLxrJLzhVsr4CDtVNFgKjx4KaZpYWauP6/NjtkLRzlaeXw49yfJDhZhaEstpDmZZSXS",
-	"khkEc7PssMEiI9+cMnsUT1hMqmNcBI8AgpcX3Ia8sqnC9HQC2cETFMfDtKTeyoLY/yfG+sRYd52UhAvl",
-	"saZd97FVWtrpHoYN84AcwngczclMVsKevKu5W2xVUH4Lb/xdVuJhG0oXTrhj64zgyy693rNuMvT5wFKd",
-	"8kd1dBlQMThijKi4kzci86db5eMxVQussO58qIDEmV0tr3QlC1ZJdf1kiWzUm+N4rG44PgnX66PbpNCr",
-	"mOSPF30if+z4I4zCUDlmOlAgMeMPUnJv8pR47xOraR2G0+pGza6k5TX+wA45aELWsTP2s/zrEakkOGZU",
-	"JOqKF6KcKjqQAbMesLAmKFOMysGTskrnbVnhazTpqvSUM77w2u1U4eFiVECCs6W8A20q1ko8YDm0dwlv",
-	"+ZJSbaaWFZhgHYp8XaT3sBZFDr/H9ao3NvKy6eHP+wQ2PpA17wpsDJwiFqhvH1Nq8hMH/0QcvG6cfYRs",
-	"ew92/YX99JPIzGBF4ukyyMO+Enj/y8YF6SJV8Ek/TL5gg6JojHQrlC9XghthnjduMZr8/hYEApXhIOnT",
-	"mGo0GZ3wWp7cnKG48I2+C9Xg6DglkD7+QszFTa5F/3hyjTTp5ELbzeRimpyQXG5P9U4uYsKsHd2/vf9/",
-	"AQAA//8=",
+	"7L1bd9s4sij8V7D0zbdsn0PLl870nrafMt1zye5LcpLM6odWjgmRkIRtCmADoG1Nlv/7WVUFgKQESnJu",
+	"7eztfujIvICFQqHuVXg/KvSy1kooZ0cX70c1N3wpnDD414tSLGvthCpWP4rVPwUvhYHrpbCFkbWTWo0u",
+	"Rs+ZEc6s2K10C+YWglm+FOxarBhXZXthqssVPNkYZfHqTBrrmBG21sqKiYKnrdNGWKa0W0g1Z0rcXvaH",
+	"xI9wuC8MDSntROWyhfSq0GpWycLlY/ajWFnGjWC20LUomdM4mtPXQh1YthTLqTDjiRplIwlTWdAUs5Hi",
+	"SzG66CLg+EexGmUjWyzEkgMSlvzuJ6HmbjG6OD89zUZLqcLfZ9nIrWoYwDoj1Xx0f5+NfsaPveLwwHv6",
+	"XA1/xI8RNKNsZMTvjTSiHF0404juN/9kxGx0Mfr/TtpVO6G79uQXGAU+9EqYpbRWavXihy2fq+NjV7Lc",
+	"+lVxx5d1Fd45PhtlMJQTBgb9v3jtt7Pj7979dnr83bv/9adRavavxe+NsG4rRIae2QXONiTEz+BH3wq+",
+	"3PI9J/jy49H9tjHbEQ0Uvz+KDZLgsVvD8m/8+N/v4H+nx98dv3t/mp1/c3/sEOPvz7Lv7tNY/1Wba1vz",
+	"QvxdViKAuL57AVpmRMWdvBFhi9yGNzMmxvMxy5dcqnG9yi8ZpzekcprxiZrpqhSG2VpUlWXSWWYrbhfC",
+	"svz/P/97Pma/aJaPx3nGlGZ8anXVOIFDZMgglJ4ou1pOdSULVkl1zaRlM11V+laUnb25Rr301zBGO9vz",
+	"7PT82a79eR/eRcb3/UIU18gPja6FcVLgZV7XlSz4FBZqHY9/55UVbKYN46yA15lbcMe0qlbEwfBZVnDF",
+	"5g03XDkhMqYV48w0aqJKI2+EYtMVXBC8YktdiuqS5aVwXFY5DKKY5SvLbhfEWm/hA7fcMiuEGk/U86kV",
+	"yrGl4MBhTSMIe36qU60rwdXoPhvRkDCHNTQE9CZu6OvNOb9dCD/XhajKjGnDpGOlJg7OAF0rdpi3aMvZ",
+	"DNB0NE6Add9dzd8IEPxshPddfElP/0sUDsD6XivbLMVrYZvKba6Ywev4UzqxtLt29c/cFQs/2H38HDeG",
+	"rzYgDGMnwTKCO1ESz98EaxDLRlfpG9Zx1+wGH7/3hp4F+EHQpdeNpM2BZVPBjTAkEy+ZXehbRVS7EEaM",
+	"k2wlsU4IeAQzfHkLaoA3byKmkkvpdk7zJ3rqPvMyc//17a/LxgoP0n960h7aFozUfF+oqb7bnOlSWMvn",
+	"4gGkSS/sJMs4cAqYnyJ+16UACEOgBt2o0sKy98EFVeuqWHDCtR9XKifmhMeZEOWUF9fbnllIUO9WV0I5",
+	"44fdfEgCuq6mK7f9gS76Np9B3nmFNJiY7AtVN47VVWOZbhz8pidJNyQ84AjMaySWLfkKJJwqmVSMV9Ul",
+	"OwUxpTQhDPA102bJHcHx7bN233TAqvmq0rzchqOOVubkUujGXSVm8EYUWpUWRHF8nt1yEL4kgWphrFZs",
+	"KmbaCGDK4q6WoFkfclYKJXnV5cGd74cZp6FD5T11a40G19aov6pZl5g6X1zHzwZRhe9vUtLaig+gcXhD",
+	"IEWghC9LCTjm1asO+aPQyrZvGcYdK4C7SK0umeDFgs2kqEpWihkHORE0q0pYWJobXjVi1z7z744uvvUW",
+	"hlw2y67+snUHxrfPzrtvn2b77c34+l92fntt08Y3vzk/Pd3z5e6Gbr+8693NjR6mfIr/ZX/M1t+O6w02",
+	"0EK9G9XDDCLgfHPWn4pdLPkdQfaXb5/tXtcuK4nQPdv1VmQx8ZXz7a/cD+7qf9Uld+KB2xp0I5LrsGGL",
+	"BVdzATYPbeZKzBxQDrsWoiZrBzcyO1S63emo+B5tbu51an0o3Qws/Ycvy55L8VD0d7XoIcUHLOKkBiy4",
+	"1Qmd9SWopOj9kXOljcCNJxRA9dtIm1IqblaBi6DEueGVLK+CfwkulVfaXOEXSWGFP40oZC2FcmBbandl",
+	"+Y2At+pq1RmlNtrpQndtkC7I0W+xBWxe10bfiDJjRgCiRIlGXNmgceRSqnZX7Q9TDcOg5KRxwEIKowDM",
+	"hJ8EqGlNkXwT/kspGTlkxfDCyRuRVCYbo5ieMbeQwcsGPNM0Skk1HyeN0iCBKm+kD+t+255YFvWVFbhJ",
+	"EnrTP/UtW3K1Yj9//4qFx9hhfrIs6vyoB+5CV6Xt+DSFuRFmotCo58reCmMvGFeMz8Hm1o2zshTsZy4r",
+	"o/USZltopfw6Wxx6ovzYtwtZIZuVlvGpvhHsdMzeBHCmotJqHtSF2uhCWIvehInStVACnarLjFlN8Flx",
+	"IwwHkYVEYEn7KHSjnCVTDviUvkUfAcsJiJyJG4CcK6UbVQgLf5uV53jA+D1+GH0zm6ii0laUYOWTeCiP",
+	"yMGwnWt9MVt3SDfNRg3yhB3j/Yusq/3MW0/6mxqpp801Ug0grNHn8GYjO3Wn6Ep7FXa7LVvkRyk7Ivne",
+	"c2nvYQQPT+HNBuuSJSLRcwFEp65r5F8zLiv8QTSWZLPBAN7gQ6AzJwlpUMQElp+kPqF8mGP79Ilr0sPd",
+	"Mcm8GUAMzuCDFjdMck1bMXK5BJmC3sGzGOAgTTZvrYmcFboUrNZSOZsUNU7v7fLuosHprTMGjeeNcE6q",
+	"uf1QAwvVpjHL6aYo88CAiblFHp0HWW9zxlEGTZSXzWwK07SXLOfKLYyuZZGj+M2Bu3GZs0MQCy9roZ6/",
+	"OIa5cyenlZgoYvxHrLECP1IYUQrlJK8sSbggGw4sE+pGGq2WQrkx+1W6hW7cREmXATiCL9lcONt/xe8/",
+	"dpgfH+M8c89U15QmfjfozgCNFU0RBsxaCY+dAxtsm8Oz0/Nn7BYoJOivR2mzJSiSoEfuVCQDu9mEBjQU",
+	"WSIIZEzBoyGQUFS8KcWxBenojp8d/zm/ZArABlOkXePxbn6ESMIP9RSksMCjbESLi2E7Gna3UhSHTJHz",
+	"L8kpE6GCXPTyHaaL6ulaVGd3SOdPqZ0JVDns4O7qnnvoj2DJws2diOhF47Zoh224MaX9CoajoB4xAwXw",
+	"asmlOrBsoa1jc+4w4hQs0E2TqSCH7RV3PYMJDLtjMIJS+CpFIcv4Th+iX2EXSMe86GFTIdWceaRcMtVU",
+	"lVfP/LXeRul+Fh6lUBCFngbBmCb4ds7LpVR5z/xGblBIiw6kTUCAvm499F7/6ppAOCAs0E64vG3/IJTK",
+	"7Q4y+tImI3BaVwzfRa5HzGDOb7rGTktJy2hnbG70XrA6HZPefKni6mqbcQYgBnuKwdMUs6sEgVvwqmLA",
+	"TJo5CRh8ZL7bVltba79a+QVrFPFmUaLUkqonrVP2fe6japZsKlA3SsqcuGTBN9Mlg7C9sxGnCCqGz5TE",
+	"Hx6QpHYFS7UWifabdWcIaD2TICYy4JiBeDbXo6NPd7Z5j0B7m7m3pbazoh/8RnqgkoU46xDgUHCSntsO",
+	"wk/SJvh1i6v9Iz8dDrsr+NMdPgme0dNKLBMyTLHXf/+efffsz/8B4hseYqUuGtRlNrmyLkVXqKCTBF3f",
+	"V1GTR90z2j/4l9P6quIGDaFG2aautYFVX4pS8uCYWQq30OWV0u6qJeFG8cYttJH/JnNBm6ksS6G802YG",
+	"6g8QnODLK3EnKZyAf6EvL9pjs6aq2phDvBn+bncP0fCVN0fgibpqU4v8Z9vHU/lH7SiN4jdcElcOPuv+",
+	"tWlTzoW7EncL3ljnp3yt9K26irvp1mg1vyqlEQUuWphToY1pakf2lOFz0a4BIHzJ1erKOiP4EpBiFw1q",
+	"41elvlWdd/rwgJpnFK+uhDHaJBlGm0Sw5mNpllwdg8IDY10yJW6EYYVWjkvvaC8qsJQOvO/U7uCmCcek",
+	"dAOuA7qwqaD96/UL0MpAjHqnClL4tVQlO8z5VDfuYlpxdZ1j2Pvokk0NV8UCVOocqD3fHQn39EvAdXib",
+	"R1RGu2ZgV6J38WXjCr18qMf6V5BZQY4cB08lettYKcvWPqqNnhu+TG3nBtZ7UJmHtw4s84+xGWglfAY/",
+	"YVj4zuFkNBmResIxC+UouajiriaPZWrtltwVi6TGhsl+Pl4jfm/A9AojRU1JqO4cceJKOwBuPKysddyP",
+	"NPwuFNBTGXNkd3e/Lt2eH+04IrhKCRsgq1ljB1RHAIj0Zlh3/2TUrFFdgA/3lIKKw1YHlXsPDXHdDsB3",
+	"OxBFXHXWM6xeFmkpReev0auenFHQfGlWlNSkXJyNV4XRTrzlNoXdjVQtUOvS6A2h0gHv0FaLKnCYLm67",
+	"QQbgr8Ba22vv9mQcPc0owN8BdhCjH+RP2htBPQ9hf+F+0a7dCafrzqd+QHqXA2pdw/LgDU562CAuhKwH",
+	"NrIsg88G5Tlo+k6Yy44fKf+9EY13PzyUNDaNbRoMlXEQiKsrSx7CUsyE2StGs68V7hNfN/EBIm7PrNkf",
+	"4dE2Pj3kO90PveR2IwQPINMzg+2QwUN7oH7IabvNBZIlg2lJ4wiUVrfbJ9xbLcR8x0XsB2nx29ERQrwx",
+	"oHfLEn/Qbv84KniQz7mX3bCH2zmi9sGuZ4/gDbxuQd6LH9azrX9fz2eHS9vT2eNoP3qsrsnZIAKSpORf",
+	"TVuH3dj8XqZh2Pa7c1X9wEncNOolLu5DPfR/w4ghZUZIy3RN712yHKOix0ASNmeOXwvvq8+tE/XV0uab",
+	"SmjZMdk3WQvoLge2m7/iNGqePi+dHQZPeikU5V5Ezxga6+gGWSWXpKuVbn453A0K6K2Rzgn8frg1dneu",
+	"BWAyenY+GR1dMrGs3SqkY6OOgw+seba/OU+AhDbizghoL7jiHV6bk/hJ8LLjWwSThtzRgM+KqxZyzw77",
+	"2IuKCHHIJAb9qiYSFSt96wPL8AybrnyQnasVW8qqkpZykzCaHRORCq7YLSiUwcDoZR+dnfajE6f7ZaUA",
+	"mbcG1uZC20IobqQmNR+e67lhg6kjLZOKTAJhk5qoVuLlbHTx2w6vzprRd59tf/4tbKb48Dua0JAWhFn5",
+	"D0iLxnqHRDr0kstqqu/EFs7wsenLG0yFF4s2Ox1dHBk6QEmXsExXJagW6ARN+5E/aPOQW2Z7/muqCIKY",
+	"YFvj4CsiQvYL1sosgEMeUrGHN9ioAMbFCgpJKR5DRuxROmlGtwS9VUy0pL+WAfZxUgaD+YM6md9PveBc",
+	"Kxe8g651WKQ1L18msLldTaMOLGodGZsafWsR+ZW8FgyYC1YI7rYzPPwdaLNQF4alJ34jbZBHi/peBnO7",
+	"X1KC9o3/xgs105t7tjfFLaU5H4xLvUvID4Vx/ItE0AFRJNaz6F6SJiZAJnflkNMunXATvGhdYNoZbENu",
+	"WrMKUO9P9L3F2qVftcMnQROqHOLU6+EsX/93tl82oDcwd5qRu8zHN07U6fBtiJz74B3FrzChQeuKQmQY",
+	"w5xJxSvmxB3y5P1E4FutK/zybtl35+jBd76sM7F9+JLPh5Q4b5xgeXHJABGCkZectbELxh3cMu7S5+Zh",
+	"lkaJ2tIxqK8DiYsaIwfdKHjcovY6ROK2KaAfUfXUnyplXqGCEmoRmDYlLFgleNnKzD1F9lCV1IdJ2MFM",
+	"wLoxtbZimzsuMdnXIUNfKvQ8wDz3ntsWkfaQbMFsFAtl9wgbDpWN9URIoOOA5TZ3MKCp+9FN8kttb9gx",
+	"H+Q3SNB26w8k6t7MsM2DMzrv5XlIy0L0GyxEe50zbq9tq/UfdusT+kbIp99HVPLzASWEvQRNVJHvXtB7",
+	"HUvuE+2UfTI5O5tnS1yIiqrNpTfGon5NXB2UT12VmzlXqaSrHsVHakg6CP6BFeUBBN5WlTMKY2pDucl+",
+	"DQ5YDrz2aiYr4dPzIinhu0yqfUuHh7ZBWj0gLWpfEoBx3jTLJTernZoBjTwETRhl04D7gLynQbEQ0979",
+	"E+2SLLhN1wE+qA625WMdsIem/EFVOUTLoR4HjCvKqLxs89t90U7BlX9q08X0EP7gwVyfsR9iaHL2I0O4",
+	"HZ0enQ2YrzkVC0mFZmvTgb3ireK0vYpPWH57ZUStjdtGGnqGKsJBa2cDp0bZ6iKbAJ45VDcKaut2aPwz",
+	"RuAmt7oxhRiKf95Icbt9vPWF6SJjA57EkAPwJJCWXmyvkT40pzmpT5PpL1Tpt2ZjlC8aihr1Or+6c2td",
+	"Lp4NcGsuXdI19yuXjiw6LDfxtX8Ej1TzzJvSzFZAIpiC/XAnXJ8T3g1whWAGfEJcgmFiMRsa7JRNBH5E",
+	"QiN6perGscP8/X2eyKveNH19bt3geN38aCtUGerY1rOgv93Vx+RRrbfW6Z4dbxujPkgb/UCvuNHLoYhl",
+	"Y4FgxJ3z3VrqWAvcGOXz0nGB0Ze/thoDOy5WIQy5mbtEexCUYpshtdbC9AuQM2DBZNuEkgIs/9qsWD7U",
+	"huW+hiAMurc95M3wjjZ79m1Cs0mu5Q8+T3BTi8F01W06zM4UmS05wXtRA8CHFLGvixcdAA9UvAYzf4O9",
+	"k1+s5T/3HCbs0MWGLBheKCtxdDlROTAxylHMLyhpXVYVGE2ixMxx2GHWZ2LNdGPaonUYMZYbShvS3Y8u",
+	"WU5uDw8RSppCNxU5mmdSSbvov91WOtcgQ3VjmS92u/BuEu9IiTlYVHkzNRr5iWkqkeGcellaWGQRXtWm",
+	"I/e4nSjMPzQN7BOAueCqEFULNia7s3gV4DgM0E2UB49di9plEa+IVJavZ1oGROBOmqi8W6OdM8MVlnvH",
+	"ynjLFKxYb4uyQ+zEJN1ElRIjoZtfpqKeYM+2JXCBQkB3jqvdK4gLk0xliQ7F4h5gyjRGhb2/brviSFel",
+	"oSK9zdge3GZTsdK+zd+3zxiPScNEN2llMTj1E97+uwFGXXHraLP4DBNcgYyKIrgLhHTIu8VHmLzK4CuZ",
+	"T0Pl7Fqs0rmJoU3b5i6eNKen3xS0mvhbHDu6pujPPGNE19GsDvuKkqfT3d02IPiIMtW2x5wPXsSs4eBE",
+	"ajszAY4T8YzgZSL66THCrGXkQ/J8wKwONbl702KUJTvtahx6CJyfg2zYs+9Wt5Bsz/qwbIufIWyqtEfd",
+	"idpbsI1RF15mh6XI2aHKkF9fUSuEjOHKZBNVNoZy7Jc2w56bUthLliOV5zEJlXbCUcZyEA9XwFXyiTrE",
+	"PxorrmSZoeDISIvNmLSU5Q1j2qZyl1695ar0VybKLrRxVHqu2fnp6SnY2IYXYEkdwSbsFK/k7LBXEZJN",
+	"FBFfsrKxM6lkS4xN7kEp6cl6XzWYwtupROK2I4xvjXZYin/4n29e/oIc5ihjcbpJThEQlrZdr9eSgnqr",
+	"64ticFV6bYqSrFzt7BE1WOEcgk2JW1uab20k3XfFSqTINOv2Nk7yhie85P2P4HqI6tQG/FcYcy08gkvu",
+	"q2JtnSxtQRrZ1qMlkRWAiUEPeWejXVbn/fXxNueH+Y5FY6RbvQH8+AJx7OP3vEk1+XwbdSYclCJ2Xj3B",
+	"K2hlwK547stsKHZE/XBZiH3haiC547faiS2cq6mJpvSh7bXvC75kMTZOfYHhUlusoEE6//Pt21djRgkV",
+	"GFlUQpSglPWgumB/pZaFJIMRfi+Hu9qhn9fGVH0PYlFOlFaFCHyTUgkw89w7McfseXiRF6GTBkdVWFSz",
+	"C1/HrRBBM8ZBYUajPVu/E/XE0A+ZF07HWzWMakRHf2CofhOw1AzEMqdDt1TqekxJdwVX6DtAi3A8URP1",
+	"N2BM1PM49N0EnJ34ipf//V8WGXSo9ToKbibrMH2Cal0ufYWOBS2+XwYTFCm44DuTjtkrUGkAe94Hewgg",
+	"ZsznYwLcExWywRmVhNmMUnuYlf8WWcTQ7412/AjBB7shlthTmgeYKD6vZqKINVww7jswhRYsaBx3Yk0+",
+	"r7tTjkahhZmRQpXW90il5IRR6N8yykY3wlDIa3Q2Ph2fUgKFULyWo4vRN+PT8TeUN7rA3XeC3VTwp09n",
+	"TWQ1UccVaVmOvy4CBa9q4QmYgh4ldzzchAULN28XwhMKCivsfP1+gptwMsrYBJU/+gVDTEb3nQFzSjES",
+	"3jteMmInY/Z2VQt7AaaPdzplLA/KCP6sqxX8wAoP/OEbyBzyympf9KPYz9+/mqjYM2bWpWdyq2hDHk4s",
+	"8gjRdYOKSmMUfqpReTZROUwjJ6sYySrYFFm7WYO3n+ZylBGR5UbYlSq8MkRLgg3cpoKhyFRzNjN66QHA",
+	"orgL+oMoHui0qrzHHXHnB0FnuDeFkKkcbnTdoe4LEwXInnIrfD8hf/8gNgQC/ID1Tj3Mw+sH8Utg/1ba",
+	"Ol8cvtTUT+K1wM2EvAXzF1a6wXatwKcQdTTCgWUAQaQOynAiqghpKuvUQnJ/Mrpgk2CbIvHQ2saUn4ky",
+	"jWKLlkW2fBPJbJ+vTVT/cyXgDB/Q1+03ybEAQgFmV+glmpSVVILyMpRj2Fy56DgVaDmpR5INa2dW7OzP",
+	"zIYGeDNHI/YEghWi3ydpoojfwBiekuPmCMsUGzuHcIl0BJeGNS2EvAEJc0jywvM6I+cLZxnGsY/6w+MW",
+	"6I3dwgKWDgBN0FJjKu7YEmjkL37aNuIjNt3H7cXOTs+fXU4U9wROfs7YotlxTJfznMnXpJ+dRoRV2gqc",
+	"Aejw8J0xexsa6LM5jJLSGyaKFIcMxCUuAnKuC8yk6ayVZ80zQYwFAMr/BpC8wVhMTrwZtDMc9kWJXgd4",
+	"82/EbbPegQW/JZuvBZz6fExY2XHoKf57I8xqoyH8gxrAv1tz+J6fnlJJpXKhw5C4cyQejmnalI8WvpHo",
+	"RJ5IQsf1odcxOwk5aSR9v7a4IPyWr8YgrZ5tQDKkEPQB2pG0jPXjCTDzjSLwnKA4+6JQdCvFPQDffFEA",
+	"Ym16frGueXJ7jRII+Lo/woLIEcF89kXBjGXz+QUolbYpFh1gzr/7osCs16nnXih7tFHxnOd8f0F1IrC9",
+	"LPiOPbujZ7DhEbVrxfn8+QtvhX75fE4mW0j1GL1BUI/fwJYlRtbGfki0xyZ8aMl0TJgjrHeaA7MbeY3z",
+	"HQx+YhplT96T9L0f1ELfhqNUopc2VDX0tOUx+3W95AFDDxM11xgqzPV1Tp7/yoqM5ZQljZeo6IVaa1Eu",
+	"BF7GkuQEO/+HcK8bKjDeykS76/WwdWqrJAZ4KyWSt80unljnY2CdUb+iPQAcAFNi7KPhlliW9Acwl36X",
+	"jxy9r9sZzvM1GveMpctMOgns9xtaVeqsnkZ9zDk9QXkC1tVLzfdsq88kfpLWvYlPfUZe0ashSOCeXFOx",
+	"AoLaEbtQ+dipf3gMu/dxCb23bev7uODBVpEmlphgG0YU+0PU2SOZk/dAj/co/tbPL/ttMxzfrUqFbdMv",
+	"msnH6bOGQg/Yj6L0bFRr6wZLmbxFbYPZR1b1IXy6pMwcL4wpTcg7SVrYj8/yo4zhIUK2m1LrOwT3ck4s",
+	"OUtCE82Ewd1xJ3QaBEvXd5ZOFLVawmXkcy5Vdyww7LGqM3gsGstqPhfotKTznZh044kK9Rnw0Mp2arnQ",
+	"Wr/lprTjjaXyRcVoXILJT8cu7FF3jEk07d/h+CV6llOtJ1pYQFLMaZyt8I4gJmdJeyu4n/7xt7esr4rl",
+	"8cg7GCcy4O7UqH9nufKOqomKTeZnXreNfGWiJorgpzyf3llRYfW7Gd5MKuvA6CY/w0QRJVx0TqKIRXSU",
+	"J0Wr2Tn+Kx6/h9km44ny9cT+m9iRzTv1fIe8Q6tZDr9I8/NuBnVER/kttHUTRVkleShKzscMa1DtHqdm",
+	"+fQUcccLFx3HTjteEbB0w7tlMn/gn66OGyuYLOnKRN0IU8rCHViYaynV3HudBfUk866JtqzzgpTdPPCs",
+	"iaJg2GVIaEHCpGJOry6jMQJ8BiR1Svl93ag3bdmhn8pffaPfT6X8htL++/v7+0ekZkcbAphp9NdiA/Jw",
+	"oNgjUcVpswQBVWqk6GWsTqdBoxnq13P8pMCvKfDATqPcfjRKfIDI+xFiWKJ1kYJwXof7y3pHNhoGepL0",
+	"QuDAtvl0C44n0/SaVPfCLSGKSOerdqKdlyRiffdEwtDMCC+aMcgoLeU5B7FkGhXeCkmKIWRjo+8AQ7js",
+	"FlMM0dvccdZg0BeVFcoyZqqheNHMD4JdsfmdF+hHg8DTspx9WWLvt7Sk/Xb25y+84VNNNPNHa5UCWF92",
+	"kXrtLvOLLvWFtFigJTp7mBuH20eJW7Tu2XPyjXn/Izq/SFTFF6diLpUldzzmgPoEUWzIzg15wmSsPKYE",
+	"W1H6WPZ1FuLvPn8x7yS+5iQKL0PIxquOPopL2jtYLBRrQYH+WjizOn4+SzZzfNMNgoGiG9qreBXKx0kp",
+	"uIba/KFv7WSETwYMMdtxL0qykd1y3zf9XjfdICIq047+oRQzTJakaC4qT9u9E2D/xXK9QXfBW98W4bPp",
+	"O7GWcNBN0HHtP6kBQQ2o0GDE9XuEnnlY0CB6iAgzYAax3UyHJH1d5/02u97bYHkleJkzXt2CfUsCNrQY",
+	"4GUZUueBIwB6gDvAxoDfUs0nSnqDyApHZqTRlRizfqMcHyqpa8GNj8pi8gGRP6VwJUwQqsN5256E/akt",
+	"kE7p+X0/7w0U/02L5OyTfbl70OyATUKGL7LgtbpoROejMkDQRRC10nX7I1s7fgLzTgR3TwxojQEFP1vL",
+	"gr60Ot9Vs7Pohuyp0L1g5gMU5Cc9+OvQg3tCh/hUOCJoU/kJkiYqPifv4Z97kjmVcGK4503WZh/5vNvW",
+	"NxwSobkRbI7OWsznI/WQT5TX+rxR1z4bQ8XPTs8om07pW6ZRXY5KHnp7KI/K+2FRcDWq4wPt+hlDLIXc",
+	"oWhuFlyhOxTbpaFCSjdxzlJjWNq3H/Im4QXjrDDcLnySaiX4DUx7oha8mh0TsnzqsS+qT4jEH/CxKBJ7",
+	"0unZMKrR501feIohP0rWT6vTZ/2PKenmS7uVNg6nwIwlOrvTdC22zbaXwd8fgX/8bJa29W42m6WNyn8I",
+	"l2YJn9ak3KapPrGVR5nVp2ePPJvvcdnYL5WXlzF7IoSqyRsUKti35r51rO9+xD8Fc/sIbrFX3C1GGJBP",
+	"HzjyJhzSGILvWGkAwFHQEqNBsNx2zF7GLHB/ZDie0kunMWJdcqHBFkOXYNuZiB1ivrftVFpYLHzoFZ9n",
+	"AyeC+TgqpZTjp2wblPTVNUCUU11KYWMZjs1YrMGBx0OVPKh0M3kHOpabqNA2MGNWqkIEv2VIcoeH0UsX",
+	"VDLru1HcLgTqXBPlFmLlQ6m8ZPA5Utv81EFLagzF91XpKzqsXgrU4CbKV3RkMe+gDC5SXxZCWQkFN2YV",
+	"jvPpFYmMJ+plLVT/iOdOGdFBS3Bz4agw1FM1mzaycqjT4jzQEdxZf5gVukdhv8mZ30H2BCPjJ5W07sqD",
+	"n0xdp5ZSn9nXEvtW7eFr+XKiq93sLUq/Iu8KO5TOu1U4QR+6DCl4nBY9o6oeJY6enC7rThdEkPXK14Ht",
+	"U8D/aFHZOcENOP4HuA+Ir66h9gF+hBPPDk/e04/7E4RqMImcEpDQTZBnm3VQ4WAwTOMRId/qlkuYHw8l",
+	"QCBrZhJEV1gDeh/kA3ZLb5STFR1nbCiv6fD89DTwEeo5gINOVChWWvAbwWpurSg7D3PfvAn96V52ev9a",
+	"yICDD2I+T2n7ZWXSMbtoMHELT88P2VfPi0LU7oKtM8wqxz40dLgPhbfz9WfyI5ItvluZD+fdLnQVZLov",
+	"qYrpWXje2nTlhL2g5KZqhcoFjYN3UUwfWJboVTL2gKEzkQoNsHqUyj+x6MCjHnPYKomeoFBExpf+0+Tp",
+	"eaWtmxvx5v/8dNki1kNt4xXQgMrVOBAJVQPgYiHGVuHIGIRjps0SqegC12ui8gRWo1KRYOADZQUvkIh3",
+	"VIi1pxbxgIVQKIazwllKItiQzKapCDEFSarXy9lAsRniphdHfUijt/tsKLzrNANU++pRP6lQKWYEzUIJ",
+	"thJuqA4O3u9BFru8nnYPCd/VDu7dZ1Q4aHWBl21QS7+f+vvJSJa+stUviK9OxQJ9ulMJ7mtW4zn+3Vfo",
+	"FtB0e5W2B9YpTkb3SIIt5LEBxFQqjpjdq8ov5iz2j7h4svofhdXvbfz+0SSPSoVpY4CPQJnZQ3V5LbA7",
+	"hBcgh8hkQ8sA06qPR5eoNYC1F1y43uHf0W58ffbHOQWync9S92/vQthTkzoptLINdZ76QpANZSW8VML3",
+	"dOoKfm8dh7N2woL4kwMwPZqbcFoiducrqqYU5Zh9jzNLrMwl476InPnZs5UUVWlZXjZEhOn6bhpRBOn9",
+	"2QSI/85wznISVU/M+DEz46zHNp5Y8ye1M39GnwilycRyh5hf5G2WFCdX1aprhrZHEe5hiRphyQT9g/lm",
+	"7Bhyu9DWNyr1PVXZYbdPq284Rf0fG0ed5MBanSif4gmmgyzxgANMsgTjqODKJ0c3RmFumG39s2CKxXaS",
+	"EwVW0LWo3RavasJ3Gnr2oPd0PFG/UB+pZFUK4Pzn0D/yszHgcLpMWhUmeDNMLSB0PbHeR1qYjWmJfuc+",
+	"Zp77KOLr/U7P2PHG8xHiwYEfH1J6KFB+xnxLJnigqLQV5dHXK0Sox7xnnTp2gO70Sg7J55sOTGr5uofY",
+	"iH1n/2Cx0UkCDsWoXnh4lRvrVVmldR0cpZHf5hTQiwf0hBreCyZ4sYhZ+yGyhTn0na53U9qkSty5ibJO",
+	"1FvPbLsk/xxWxJai4iuLqyRq5jSzDj2DUnmfUueEgNiSfg3ufmd672edqEOvn4HoObCxW33G3MLoZr7o",
+	"NwfvVTGF+lX03B5YJtSNNFotsY8e+mJW1okl9YimUE2vI7PRJBvJaerB82cntf7OTv6vrixGb7sHHP7n",
+	"m5e/hM6DvnK378bFZQiRyMteeQXg14baKerq5csgMtaoSlgssC64MVJYlr9CN/KF17DKY46N7S7o0O3z",
+	"03OM1mpVCJ+/nP+kaePnMPsQGW3LLdG/pHVNsS1huzpcXUmfHcid43h3yWU1Ub7tuc+N7vU8p4oZXSf7",
+	"z0/UmlLUZ3sultAAK2PPCW2oNGKZIBCUnhHZUnv59fh7XKf1nvQ00XC77QXvm7KTtqWVk6qhTRIrdgCG",
+	"0N0MO5LOZrCRSOHqn8pBDm3bTJfSXVGhM+0MIKsldyJbe2Gi6DArPIOm8wZVBlzilqQyJJ9HAvt0jlGP",
+	"tlUxVxNFHc3JLG2pFtGHxeg6TAGuDFSw0w7YaBnm+672VjkkwltSPkPIv7eHch/L6+UuDFQ7v22M2uWS",
+	"z/sUT71K/+P82enRRdhsSP6WWa1V6OaME17ARapUiq5tqo5qfdu0r4b87ueJEz3Ij/0ZovXtMShfOlrf",
+	"a7Q+ELUHhGLb90sQ9Nw1NmcWBMNC36L6cX56/uUhCoVohwMM8uiy12ghC50ncq9D5RlKSdfhl2s1dOH6",
+	"QKZvl8Ef0PHOyWq4Tvt4glSoQhw/BwylDlNYo/qtI95/XVUpXpEAdVdIZG/hWCbf5Fn7K3jS1ZN5tVk2",
+	"Tx1An0yrh5hW08au2CGP2jbZU54LHFH9LVlXZFLBjEjvIHSzQ1+2R6UEQS85umSD9fgPqcL3inDU7vOg",
+	"3scGI7S1/FAd9XrXGTZs7QgbTFqrY2e7p+KgP7A46MMs6K+oap6UaK/Qh7r54L54WOV8Fp0h7RnzsaLW",
+	"O1B9PdO6EUD+0a+lNL7rE4ip5Q/yfvjI50f4O7Z6MJARYaceuVyC1RQOw+o0NoClWDaUDawAV76XdO9s",
+	"LWQGxYIbm5OZ4g9JCMYzcKyYnpts/ixU+TNNd/TQKO+LUixr7YQqVj+K1T/JLPhcur0H8o8pfAYsDcc1",
+	"3+CCPRJvOjK87tEM/+P1v1b18/5hHmMhm0eZPPrSky+tGJKAnTVV5WVpu+mvCq1mlSxc/qQHretBz87P",
+	"vzAo10rfqisflbxgudOxWaD8g0sLP0GY4w02t4l5tSnxlk5d2hDubQWQ3ZGQvdDWXbWPXzBurzHjunOG",
+	"PrpYfYZ0bNc4505MFLfXlnFWC2PhZemYEYU2JV1UmH3Vjp7124JyLLLunQGHgeYsqmj+aE/p7Jj9hE1O",
+	"+kmOCWEPj73qTP8zOsTazwy19HnbCRq0MD3FpJ8qMr/+isy3visrcoI+gWdx78NGpmav5Y7azC7L+qgK",
+	"zW3M8OR97xTE+88b7G35w4sf9jCYQldb9DghFwWk3S409bxYCHVEtnNjbjDI461Ie0mxQeCTGMHrxHVC",
+	"YQpY1+3UqekErQreTfazgPvtFD5T8WH7gR/89L90WKMzxQEOHlDVIvCJgz/SVh3YVvrR+bw3COe7Lw6a",
+	"Z8jB59yyglve4QXkhBZ3tQzG/ldwTAX2hNeGlUKtkmpnwi3WlzYbIqN72P9gs8jX7SnYn68/Nn1je8vI",
+	"9aSep6YfTyrmfxsV05tPscOHxMpKLDLZoVF2UsazT+/i9kcVoJ6FRa5tHg9zOuboYFAE4yH0lA8POg2m",
+	"b3iB3Nrh4NuOz3wv/7h/L7jIE7rcy1qo1/Eo8UfsAPdA/jEOcMLSoAM8NJ8zYi6tw2xJboO0eXKMPznG",
+	"/xs6xv0ejwmZ8UJQJ+O5zleUDwEXnrzpX6M3nVpjGK3mV6U0dOB0/pU60rGTEyc/tTYsiOA2C3mHa31b",
+	"sVm4d/I+7IX+0ZmbB1VGwfu5rYTBM3To9pNN8GQTfIDzoks9j68nYNjSX8AU2O3w9fswenv3Yx4nRtTV",
+	"6vO6otchG7RqQrO/9hC2dVMkZYWw+F5rhbSnBge/dicRSlqW+0SvK7ich8oQ02sGoCaK17XRN6JsuTi3",
+	"16LspT1JFYpnJZ4OR52U0uUEgOuvxBaqq9Ufk+nvkTRkCuW/N6IBSRwT7IwohKxdtr6oIKrb5XiykR6v",
+	"jRT4aLCSytIICvjrhK6UtXbV12ZHrYu0L29S1VXHDspYzz3/ZD59pebTV2opPafSON6aRts3/p5GUqyk",
+	"TmYeYVEpt46dnZ76solO6IKFVhUZ44XRto1zj5PJPm/xW5+57m1bgk+o67JPZUhflz9tKNbQq9az/bO8",
+	"dnUY9+n2nzJ/Bcc8eQ//7PI1+ErZP7QENBaPP7kbnvbkw3UzrAVKNf/vbsrPvgt3W9SwFYYN/bU9e1Jw",
+	"VYjq89r4PYi2JZrFPlTpEqoLaq54PKvkfOHWGjhIO1E0mQrb7ccyLazM9QeV2jF74ahGK48P5/4I9cEm",
+	"DG2rhW5NZlmJbssMSnOz7LDBJiPfnDJ7FI8W7nTHuAweAUxeXnAb6somCsvTKckOnqA4HpYlJTsLIvxP",
+	"jPWJse7qVo+E8ljLrlNslUi7u4dhwzyghjCew3Yyk5WwJ+9r7hZbFZRfwxt/l5V42IbShRPu2Doj+LKP",
+	"rw/smwwwH1jqU/6oTpUALAZHjBEVd/JGZP5Yx3w8pm6BFfadDx2QOLOr5VRXsmCVVNdPlshGvzmO58mH",
+	"cwORXh/dJgWoYpE/XvSF/BHwRxiFoXbMdKBA/8CcFt2bPCXe+8xqWo/htLpRs6toeY0/sEMOmpB17Iz9",
+	"LP96RCoJzhkVibrihSgnig5kwKoHbKwJyhSjdvCkrNJBk1b4Hk26Kj3mjG+8djtReKomNZDgbCnvQJuK",
+	"vRIPWA7jXcFbvqVUW6llBRZYhyZfl9172Isih9/jepWMjbxqEvx5n8DGR7LmXYGNgeMzA/btYypNfuLg",
+	"n4mD142zj5Bt78Gu/2A//UVkZkCReLoM8rCvJL3/VeOCdJEq+KQfJl9wQFE0RroVypep4EaY541bjC5+",
+	"ewcCgdpwkPRpTDW6GJ3wWp7cnKG48IO+D93g6EwkkD7+QqzF7VyL/vHONdKkOxdaMDsXu8UJncvhYNXe",
+	"RSyYtaP7d/f/LwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -46,6 +46,15 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 	return spec
 }
 
+func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
+	return core.LimitsUpdate{
+		Requests:           in.Requests,
+		Turns:              in.Turns,
+		ModelTokens:        in.ModelTokens,
+		PermissionTimeoutS: in.PermissionTimeoutS,
+	}
+}
+
 func limitsOf(l core.Limits) Limits {
 	return Limits{
 		InboxMessages:  l.InboxMessages,

@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
@@ -20,7 +23,7 @@ import (
 // newFullEnv serves the REST API and /mcp from one server, as the command
 // does (mcpserver.Mount), so that a test sees a session in the team
 // document and on the event stream.
-func newFullEnv(t *testing.T) *env {
+func newFullEnv(t *testing.T, configure ...func(*mcpserver.Options)) *env {
 	t.Helper()
 	svc := testkit.OpenService(t, t.TempDir())
 	log := slog.New(slog.DiscardHandler)
@@ -29,6 +32,9 @@ func newFullEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	opts := mcpserver.Options{AdminToken: adminToken, Logger: log}
+	for _, c := range configure {
+		c(&opts)
+	}
 	h, err := mcpserver.New(svc, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -222,4 +228,84 @@ func TestSessionsInTeamDocumentAndEvents(t *testing.T) {
 		t.Fatalf("member event after lead's session closed: mcp_sessions = %d, want 0", mv.MCPSessions)
 	}
 	want("all closed", map[string]int{"lead": 0, "reader": 0, "reviewer": 0})
+}
+
+// patchTeam sends PATCH /teams/{team} as token and returns the status.
+func (e *env) patchTeam(team, token, body string) int {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(e.t.Context(), http.MethodPatch, e.srv.URL+"/api/v1/teams/"+team, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// toolDescription is what tools/list says of one tool.
+func toolDescription(t *testing.T, cs *mcp.ClientSession, name string) string {
+	t.Helper()
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if tool.Name == name {
+			return tool.Description
+		}
+	}
+	t.Fatalf("tools/list has no %s", name)
+	return ""
+}
+
+// TestToolsFollowTeamLimits: a session's tools state the team's limits;
+// when the admin changes a limit while the session is open, the session
+// is sent notifications/tools/list_changed and lists the tool built from
+// the new limit.
+func TestToolsFollowTeamLimits(t *testing.T) {
+	e := newFullEnv(t, func(o *mcpserver.Options) { o.Workspaces = t.TempDir() })
+	_, created, err := e.svc.CreateTeam(core.AsAdmin(t.Context()), core.TeamSpec{Name: "bench", Workspace: true,
+		Members: []core.MemberSpec{{Name: "reader", Role: "runs the program"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	for _, m := range created {
+		if m.Name == "reader" {
+			token = m.Token
+		}
+	}
+	changed := make(chan struct{}, 8)
+	reader := e.connect(token, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	before := toolNames(t, reader)
+	// run_main states how long the host's permission may take.
+	if got, want := toolDescription(t, reader, "run_main"), "up to 300 seconds"; !strings.Contains(got, want) {
+		t.Fatalf("run_main before the change: %q, want it to say %q", got, want)
+	}
+
+	if got := e.patchTeam("bench", token, `{"limits": {"permission_timeout_s": 600}}`); got != http.StatusForbidden {
+		t.Fatalf("PATCH team as a member = %d, want 403", got)
+	}
+	if got := e.patchTeam("bench", adminToken, `{"limits": {"permission_timeout_s": 600}}`); got != http.StatusOK {
+		t.Fatalf("PATCH team as the admin = %d, want 200", got)
+	}
+	select {
+	case <-changed:
+	case <-t.Context().Done():
+		t.Fatal("no notifications/tools/list_changed after the team's limits changed")
+	}
+	if got, want := toolDescription(t, reader, "run_main"), "up to 600 seconds"; !strings.Contains(got, want) {
+		t.Fatalf("run_main after the change: %q, want it to say %q", got, want)
+	}
+	if got := toolNames(t, reader); !slices.Equal(got, before) {
+		t.Errorf("tools after the change = %v, want the same tools as before %v", got, before)
+	}
 }
