@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"mailroom/internal/httpapi"
+	"mailroom/internal/mcpserver"
 	"mailroom/internal/testkit"
 	"mailroom/web"
 )
@@ -48,7 +49,7 @@ func envOr(key, def string) string {
 }
 
 // apiServer is the real handler over a fresh data directory, with the page
-// embedded exactly as the server binary serves it.
+// embedded and /mcp mounted exactly as the server binary serves them.
 type apiServer struct {
 	t   *testing.T
 	url string
@@ -67,6 +68,10 @@ func newAPIServer(t *testing.T) *apiServer {
 	})
 	if err != nil {
 		t.Fatalf("new handler: %v", err)
+	}
+	// /mcp beside the API, as the server binary mounts it.
+	if h, err = mcpserver.Mount(h, svc, mcpserver.Options{AdminToken: browserAdmin, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Fatalf("mount /mcp: %v", err)
 	}
 	srv := httptest.NewServer(h)
 	// Registered before the browser, so it runs after the browser is gone

@@ -16,6 +16,7 @@ const (
 	EventMember     = "member"     // MemberView, or []MemberView when a team is created
 	EventTurn       = "turn"       // TurnEvent
 	EventPermission = "permission" // Permission
+	EventTeam       = "team"       // TeamView: a team's limits changed (UpdateLimits)
 	EventRun        = "run"        // set by the HTTP layer (a scenario run)
 	// EventResync says that events may have been missed: a Notifier
 	// store delivers it once its listener is connected again after it
@@ -66,6 +67,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		e.Data = *decode(&TurnEvent{}).(*TurnEvent)
 	case EventPermission:
 		e.Data = *decode(&Permission{}).(*Permission)
+	case EventTeam:
+		e.Data = *decode(&TeamView{}).(*TeamView)
 	default:
 		var v any
 		if len(raw.Data) > 0 {

@@ -33,7 +33,8 @@ type Service struct {
 	now   func() time.Time
 
 	bus      Bus
-	waiters  waiters // readers waiting for mail (waiters.go)
+	waiters  waiters       // readers waiting for mail (waiters.go)
+	sessions sessionCounts // open MCP sessions (sessions.go)
 	maxTeams int
 	// turnCount counts the running turns (turndoc.go, WaitTurns).
 	turnCount turnCounter
@@ -138,7 +139,7 @@ func (s *Service) SetObserver(o Observer) {
 func (s *Service) publish(events []Event) {
 	n, _ := s.store.(Notifier)
 	for _, ev := range events {
-		s.bus.Publish(ev)
+		s.publishLocal(ev)
 		if n != nil {
 			n.Announce(ev)
 		}
@@ -248,7 +249,7 @@ func (s *Service) Open(ctx context.Context) error {
 	if n, ok := s.store.(Notifier); ok {
 		s.mu.Lock()
 		if s.stopListen == nil {
-			s.stopListen = n.Listen(s.bus.Publish)
+			s.stopListen = n.Listen(s.publishLocal)
 		}
 		s.mu.Unlock()
 	}
@@ -447,7 +448,8 @@ func (u *unit) teamView(damaged error) TeamView {
 }
 
 func (u *unit) memberView(m *MemberState) MemberView {
-	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: u.s.busy(u.st.Name, m, u.now), Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage}
+	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: u.s.busy(u.st.Name, m, u.now), Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage,
+		MCPSessions: u.s.sessions.count(u.st.Name, m.Name)}
 	if u.tx != nil && u.tx.Damaged() == nil {
 		if items, err := u.tx.LoadInbox(m.Name); err == nil {
 			mv.InboxLength = len(items)

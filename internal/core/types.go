@@ -232,6 +232,9 @@ type MemberView struct {
 	HistoryLength int    `json:"history_length"`
 	InboxLength   int    `json:"inbox_length"`
 	Usage         Usage  `json:"usage"`
+	// MCPSessions is how many MCP sessions of this member this process
+	// holds (sessions.go); other replicas' sessions are not counted.
+	MCPSessions int `json:"mcp_sessions"`
 }
 
 // TeamView is a team as clients see it: members in creation order (lead

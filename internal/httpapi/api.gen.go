@@ -628,6 +628,14 @@ type LimitsInput struct {
 	Turns              *int `json:"turns,omitempty"`
 }
 
+// LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
+type LimitsUpdate struct {
+	ModelTokens        *int64 `json:"model_tokens,omitempty"`
+	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
+	Requests           *int   `json:"requests,omitempty"`
+	Turns              *int   `json:"turns,omitempty"`
+}
+
 // MatchResult defines model for MatchResult.
 type MatchResult struct {
 	MessageID string `json:"message_id"`
@@ -649,13 +657,21 @@ type MatchResultStatus string
 // Member defines model for Member.
 type Member struct {
 	// Active A turn of this member is running.
-	Active        bool         `json:"active"`
-	HistoryLength int          `json:"history_length"`
-	InboxLength   int          `json:"inbox_length"`
-	Name          string       `json:"name"`
-	Role          string       `json:"role"`
-	Status        MemberStatus `json:"status"`
-	Turns         int          `json:"turns"`
+	Active        bool `json:"active"`
+	HistoryLength int  `json:"history_length"`
+	InboxLength   int  `json:"inbox_length"`
+
+	// McpSessions How many MCP sessions (`/mcp`) this member holds with the server
+	// that answers: an agent outside Mailroom is connected as this
+	// member while it is above 0. Sessions belong to the process that
+	// opened them, so with several replicas each counts only its own.
+	// A `member` event announces every change (a session opened,
+	// closed or expired).
+	McpSessions int          `json:"mcp_sessions"`
+	Name        string       `json:"name"`
+	Role        string       `json:"role"`
+	Status      MemberStatus `json:"status"`
+	Turns       int          `json:"turns"`
 
 	// Usage Model tokens spent.
 	Usage Usage `json:"usage"`
@@ -1045,6 +1061,12 @@ type TeamSummary struct {
 	Name    string `json:"name"`
 }
 
+// TeamUpdate What to change of a team; only its limits can change.
+type TeamUpdate struct {
+	// Limits The limits to change; a field left out keeps its value (no defaults apply).
+	Limits LimitsUpdate `json:"limits"`
+}
+
 // TeamsOutcome What the agent-teams run left behind.
 type TeamsOutcome struct {
 	LeadLetters int `json:"lead_letters"`
@@ -1260,6 +1282,9 @@ type RunScenarioJSONRequestBody = RunOptions
 // CreateTeamJSONRequestBody defines body for CreateTeam for application/json ContentType.
 type CreateTeamJSONRequestBody = TeamCreate
 
+// UpdateTeamJSONRequestBody defines body for UpdateTeam for application/json ContentType.
+type UpdateTeamJSONRequestBody = TeamUpdate
+
 // RunTurnJSONRequestBody defines body for RunTurn for application/json ContentType.
 type RunTurnJSONRequestBody = TurnCreate
 
@@ -1425,6 +1450,9 @@ type ServerInterface interface {
 	// GetTeam One team with its members and requests (admin or a member)
 	// (GET /teams/{team})
 	GetTeam(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// UpdateTeam Change a team's limits (admin)
+	// (PATCH /teams/{team})
+	UpdateTeam(w http.ResponseWriter, r *http.Request, team TeamPath)
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	// (GET /teams/{team}/members/{member}/inbox)
 	GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetInboxParams)
@@ -1524,6 +1552,12 @@ func (_ Unimplemented) DeleteTeam(w http.ResponseWriter, r *http.Request, team T
 // GetTeam One team with its members and requests (admin or a member)
 // (GET /teams/{team})
 func (_ Unimplemented) GetTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UpdateTeam Change a team's limits (admin)
+// (PATCH /teams/{team})
+func (_ Unimplemented) UpdateTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1802,6 +1836,32 @@ func (siw *ServerInterfaceWrapper) GetTeam(w http.ResponseWriter, r *http.Reques
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetTeam(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateTeam operation middleware
+func (siw *ServerInterfaceWrapper) UpdateTeam(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateTeam(w, r, team)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2575,6 +2635,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}", wrapper.GetTeam)
+	})
+	r.Group(func(r chi.Router) {
+		r.Patch(options.BaseURL+"/teams/{team}", wrapper.UpdateTeam)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/messages", wrapper.SendMessage)
@@ -3439,6 +3502,99 @@ func (response GetTeam404ApplicationProblemPlusJSONResponse) VisitGetTeamRespons
 type GetTeam500ApplicationProblemPlusJSONResponse Problem
 
 func (response GetTeam500ApplicationProblemPlusJSONResponse) VisitGetTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeamRequestObject struct {
+	Team TeamPath `json:"team"`
+	Body *UpdateTeamJSONRequestBody
+}
+
+type UpdateTeamResponseObject interface {
+	VisitUpdateTeamResponse(w http.ResponseWriter) error
+}
+
+type UpdateTeam200JSONResponse Team
+
+func (response UpdateTeam200JSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeam400ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam400ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeam401ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam401ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeam403ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam403ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeam404ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam404ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTeam500ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam500ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -5261,6 +5417,9 @@ type StrictServerInterface interface {
 	// GetTeam One team with its members and requests (admin or a member)
 	// (GET /teams/{team})
 	GetTeam(ctx context.Context, request GetTeamRequestObject) (GetTeamResponseObject, error)
+	// UpdateTeam Change a team's limits (admin)
+	// (PATCH /teams/{team})
+	UpdateTeam(ctx context.Context, request UpdateTeamRequestObject) (UpdateTeamResponseObject, error)
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	// (GET /teams/{team}/members/{member}/inbox)
 	GetInbox(ctx context.Context, request GetInboxRequestObject) (GetInboxResponseObject, error)
@@ -5562,6 +5721,39 @@ func (sh *strictHandler) GetTeam(w http.ResponseWriter, r *http.Request, team Te
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetTeamResponseObject); ok {
 		if err := validResponse.VisitGetTeamResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateTeam operation middleware
+func (sh *strictHandler) UpdateTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request UpdateTeamRequestObject
+
+	request.Team = team
+
+	var body UpdateTeamJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateTeam(ctx, request.(UpdateTeamRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateTeam")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateTeamResponseObject); ok {
+		if err := validResponse.VisitUpdateTeamResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -6043,191 +6235,202 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rd9s4sue/gqOdPbZ3afnRmb7T8qfM9PRMbr+ySeb0h1bWhElIwjUFsAHQtibH//ueqgJAUCIlOU/n",
-	"rvtDR+YDBApAPX9VeDcq9LLWSihnR5N3o5obvhROGPzrRSmWtXZCFasfxeqfgpfCwPVS2MLI2kmtRpPR",
-	"c2aEMyt2K92CuYVgli8FuxYrxlXZXrjS5QqebIyyeHUmjXXMCFtrZcVUwdPWaSMsU9otpJozJW4vuk3i",
-	"RzjcF4aalHaqctn29LLQalbJwuVj9qNYWcaNYLbQtSiZ09ia09dCHVi2FMsrYcZTNcpGEoayoCFmI8WX",
-	"YjRJCXD8o1iNspEtFmLJgQhLfveTUHO3GE3OT0+z0VKq8PdZNnKrGhqwzkg1H93fZ6Of8WMvOTzwjj5X",
-	"wx/xY9SbUTYy4o9GGlGOJs40Iv3mn4yYjSaj/3HSztoJ3bUnv0Ar8KGXwiyltVKrF99v+VwdH7uU5dav",
-	"iju+rKvwzvHZKIOmnDDQ6P/Fa7+fHX/39vfT4+/e/q8/jfpG/0r80QjrtvbI0DO7urONCPEz+NE3gi+3",
-	"fM8Jvvxwcr9pzHZCw4rfn8QGl+CxW6Py7/z432/hf6fH3x2/fXeanX9zf+yQ4u/Osu/u+6n+mzbXtuaF",
-	"+EFWInRxffdCb5kRFXfyRoQtchvezJgYz8csX3KpxvUqv2Cc3pDKacanaqarUhhma1FVlklnma24XQjL",
-	"8v95/kM+Zr9olo/HecaUZvzK6qpxApvIkEEoPVV2tbzSlSxYJdU1k5bNdFXpW1Eme3Nt9dJfwxRNtufZ",
-	"6fmzXfvzPryLjO9vC1FcIz80uhbGSYGXeV1XsuBXMFHrdPyBV1awmTaMswJeZ27BHdOqWhEHw2dZwRWb",
-	"N9xw5YTImFaMM9OoqSqNvBGKXa3gguAVW+pSVBcsL4XjssqhEcUsX1l2uyDWegsfuOWWWSHUeKqeX1mh",
-	"HFsKDhzWNIKo54d6pXUluBrdZyNqEsawRoZA3p4b+npzzG8Wwo91IaoyY9ow6VipiYMzINeKHeYt2XI2",
-	"AzIdjXu6dZ/O5u/UEfxs7O/b+JK++i9ROOjW37SyzVK8Erap3OaMGbyOP6UTS7trV//MXbHwjd3Hz3Fj",
-	"+Gqjh6Ht3m4ZwZ0oiedvdmuQykZX/Tes467Z3X383mt6FvoPgq5/3kjaHFh2JbgRhmTiBbMLfato1S6E",
-	"EeNettIzT9jx2M3w5S2kAd68SZhKLqXbOcyf6Kn7zMvM/ee3Oy8bMzy4/vsH7XvbdqNvvC/Ulb7bHOlS",
-	"WMvn4gFLk17YuSxjw32d+SnSd10KgDCE1aAbVVqY9m53QdW6LBacaO3blcqJOdFxJkR5xYvrbc8sJKh3",
-	"q0uhnPHNbj4kgVyXVyu3/YGUfJvPIO+8xDXYM9gXqm4cq6vGMt04+E1Pkm5IdMAWmNdILFvyFUg4VTKp",
-	"GK+qC3YKYkppIhjQa6bNkjvqx7fP2n2TdKvmq0rzchuNEq3MyaXQjbvsGcFrUWhVWhDF8Xl2y0H4kgSq",
-	"hbFasSsx00YAUxZ3tQTN+pCzUijJq5QHJ98PI+7vHSrvfbfW1uDaHHVnNUsXU/LFdfpsLKrw/c2VtDbj",
-	"A2Qc3hC4IlDCl6UEGvPqZbL8UWhl27cM444VwF2kVhdM8GLBZlJUJSvFjIOcCJpVJSxMzQ2vGrFrn/l3",
-	"R5NvvYUhl80y1V+27sD49tl5+vZptt/ejK//Zee31zZtfPOb89PTPV9ON3T75V3vbm70MORT/C/7Mlt/",
-	"O6032EDb692kHmYQgeabo/5Y7GLJ76hnf/n22e55TVlJ7N2zXW9FFhNfOd/+yn3Prk7VuCHJCyZZrwom",
-	"uNU9StOvoBOh+0HOlTYCZ14o6NXvI21KqbhZhWWMLO+GV7K8DA4OuFReanOJXySNCf40opC1FMqBcaPd",
-	"peU3At6qq1XSSm2004VOleC0y9Fw3tJtXtdG34gyY0YAoUSJVkTZoHbu+nS9VO8MQw3NIOumdkBFD61A",
-	"n4k+PV3tV1XIOPZf6mPSQ2o0L8Bk7dVmGqOYnjG3kMHNA5vWNEpJNR/3WkWBBVbeShxWPrY98dlU+yFR",
-	"nI0aXIE72vsXKZP7afOe0JsC2FNijTChC8NzSXr4TonbbzXtdsu01I5cZET8q+Oy20PJHx7C642dIUuk",
-	"ml9kSD9d17g9ZlxW+KOotO3dGtCsDRO3qRP0rpxBDhY4Su9yE8q7cbcPnzYlPZy2SerbAGFwBO81uWGQ",
-	"a5aqkcslsCz0fpxFBy5J6rzVlnJW6FKwWkvlbC8nc3pvl15KBqe3jhh0hdfCOanm9n0VSFQ4xiynm6LM",
-	"GVf2VhhLdnj0q+dBlNiccWRxU+VZP7uCYdoLlnPlFkbXssiRu+e6ForLnB1ytWK/1kI9f3EMY+dOXlVi",
-	"qqwwN8IcscYK/EhhRCmUk7yyxEAFo0cOLBPqRhqtlkK5MftNuoVu3FRJl0F3BF+yuXC2+4rff+wwPz7G",
-	"ceZH5JVak8n8btBce7MQpGoxrZhWwlPnwAbd7fDs9PwZu4UVUomZA83uqF8tC/oLqC879ZfAbjZ7AwJQ",
-	"ltgFUhbh0eAoLSrelOLYaqWEO352/Of8ginoNqha7RyPd/MjJBJ+qCN/wwSPshFNLoYlqNndMjc22bec",
-	"f+kdMi1Upk2QpDBc1H7WvNa7XdZ/6tuZsCqHHXiparOHegKaOtzcSYhOtGGL8tGGU/qUK8GwFVCo9Qz0",
-	"i8sll+rAsoW2js25Q4960LA37b2CHFKXHMceV2zJnTgG/b6PXqUoZBnf6fboN9gF0jEvetiVkGrOPFEu",
-	"mGqqit0uZCXCtc5GST8Lj5Krm1zrg9246uHbOS+XUuUd8wK5QSEtGsibHYH1det7T+ZHR8PGBmGCdvbL",
-	"2y4PIqnc7gCgL20yAqd1xfBd5HrEDOb8JtWl25W0jGrs5kbvBOP6Y26bL1VcXW7T/aGLQV1n8DTFJCpB",
-	"3S14VTFgJs2cBAw+Mt9tCqzNtZ+tfMIaRbxZlCi1pOpI6z7TNfdRA0sqO6gbJUWGL1iwPdNlELZ3NuIU",
-	"IcLwgJL4w3ekV7uCqVqLtPnNutPFvR4pjYFabDMsns35SBToZJt3FmhnM3e21HZW9L3fSA9UspBmyQIc",
-	"Cr7Qc9u78JO0Pfy6pdX+nu2Ew+5ybqfN93bP6KtKLHtkmGKvfvgb++7Zn/8DxDc8xEpdNKjLbHJlXYpU",
-	"qKANjq69y6jJo+4ZDR78y2l9WXGD5n+jbFPX2sCsL0UpebD7l8ItdHkJpn67hBvFG7fQRv6bzAVtrmRZ",
-	"CuV9AjNQf2DBCb68FHeS3KX4F8YgogE2a6qq9anGm+HvdvfQGr705gg8UVctdMJ/tn28D1/RttIofsMl",
-	"ceXgk+teu2rKuXCX4m7BG+v8kK+VvlWXcTfdGq3ml6U0osBJC2MqtDFN7cieMnwu2jkAgi+5Wl1aZwRf",
-	"AlHsokFt/LLUtyp5p9sfUPOM4tWlMEabXobRBkm7K+mfzZKrY1B4oK0LpsSNMKzQynHpHYlFBZbSgSUn",
-	"r93BTXt8YNIN+ArowqaC9q9XL0ArAzHqSEHFFX4tVckOc36lGze5qri6zjGsd3TBrgxXxQJU6hxWe747",
-	"0ufXL3Uu4W2eUBntmoFdic6rXxtX6KV4oJ30G8isIEeOgyMMnTmslGVrH9VGzw1f9m3nBuZ7UJmHtw4s",
-	"84+xGWglfAY/oVn4zuF0NB2ResIxyn7UO6niriaHWN/cLbkrFr0aG4KZvD9a/NGA6RVaipqSUOkYceBK",
-	"O+jceFhZS7xb1PwuEtBTGXNkd6dfl27PjyaOCK76hA0sq1ljB1RH6BDpzTDv/smoWaO6AB/uKAUVh60O",
-	"KvceGuK6HYDvJj2KtErmM8xeFtdS3zp/hU7b3hEFzZdGRaAN5eJovCqMduItt33U3YCigFrXT94QChrw",
-	"Dm21qAKHSWmb+rCBvwJrba+93ZNxdDSj0P+ks4MUfS9/0t4E6ngIuxP3i3btTjhddz51A267HFDrGpbv",
-	"3uCghw3iQsh6YCPLMvhsUJ6Dpu+EuUj8SPkfjWi8++GhS2PT2KbGUBkHgbi6tOQhLMVMmL1CAPta4R7Y",
-	"t0kPEHF7ogJ/hEfb+NuQ73Q/8pLbjQg8QEzPDLb3DB7ag/RDTtttLpCsN1bTaxyB0up2+4Q7s4WUT1zE",
-	"vpGWvomOEMJZgbxbpvi9dvuHrYIH+Zw70ds93M6RtA92PXsCb9B1C/FefL+OJv1jHa8Ll7bDdWNrP3qq",
-	"rsnZIAJ6l5J/td86TEPCe5mGYdvvxuL5hntp06hfcXIf6qH/+40wKw/jkJbpmt67YDmfC+WOYUnYnDl+",
-	"LbyvPrdO1JdLm28qoWVism+yFtBdDmwan3caNU+Pu2WHwZNeCrU66njG0FhHN8iqd0pSrXTzy+FuUEBv",
-	"jXRO4PfDrbG7c20HpqNn59PR0QUTy9qtAtwUdRx8YM2z/c15T5fQRtwZ8uwEV7zDa3MQPwleJr5FMGnI",
-	"HQ30rLhqe+7ZYZd6UREhDtlLQT+rPUCsSt8ygcsEnmFXKx9y5mrFlrKqpCXsRcZs6wZGFPAtKJTBwOig",
-	"K85Ou9GJ0/1AD7DMWwNrc6JtIRQ3UpOaD8913LDB1JGWSUUmgbC9mqhW4tfZaPL7Dq/OmtF3n21//g1s",
-	"pvjwWxrQkBaEqOMHwD4Rz90D91xyWV3pO7GFM3woPHODqfBi0aJv0cWRoQOUdAnLdFWCaoFO0H4/8ntt",
-	"HnLLbMf39YG8iQm2GG6P+A7gCswFWACHPCQwuzfYCODvIkJcWjJ9BozYo35Mhm4X9FYx0S79NeDRh0kZ",
-	"DOYP6mR+P3WCc61c8A661mHRr3l5GPTmdjWNOrCodWTsyuhbi8Sv5LVgwFwwA2q3neH7n/Q2C3kvCK33",
-	"G2ljebSk7yA02/3SJ2hf+2+8UDO9uWc7Q9ySevDetNS7hPxQGMe/SAs6EIrEehbdS9JEKGfvrhxy2vUj",
-	"bIIXLe1MO4JtxO3XrEKv91/0ncnapV+1zfd2TahyiFOvh7N8ftPZfmAzb2DuNCN3mY+vnaj7w7chcu6D",
-	"dxS/QkCD1hWFyDCGOZOKV8yJO+TJ+4nAN1pX+OXdsu/O0YNvfdpaz/bhSz4fUuK8cYLpkyUDQghGXnLW",
-	"xi4Yd3DLuAsmHTBkRGmUqC0dg/o6gIvTGDlIo+Bxi9rrEInbpoB+QFZHd6iEvEIFJWCtmTYlTFgleNnK",
-	"zD1F9lAWyPtJ2EHoX92YWluxzR3XM9hXAYEsFXoeYJx7j22LSHsIPDAbxUTAPcKGQ2kxHRES1nGgcuhQ",
-	"S6b0o5vLr297w455L79Bz9pu/YG0uteiP/qW5cEZnXdwHtKyEP0GC9Fe54zba9tq/Ycp/rprhHz8fUQp",
-	"De+RItUBaKKKfPeC3kssuY+0U/ZBciabZ0tciJJGzYU3xqJ+TVwdlE9dlZuYqz7QVWfFx9XQ6yD4B2bM",
-	"hi7wNmuWURhTmxWq9n4ODlgOvPZyJivh4XlxKeG7TKp9UyOHtkG/ekBa1L5LANp53SyX3Kx2agbU8lBv",
-	"QiubBtx74J4GxQJsSrK4vXyIU7Lgtj/P6UF5fi0fS7o9NGT7gVHORO1FexwhjVdiISnXZC1fEpaTNxz7",
-	"TTp8wvLbSyNqbdw26ukZStGD1hQFZobix8WdBGxlKHUMNLvtvfHPGIH7wOrGFGIoRHgjxe329tZmq0OM",
-	"jf70NDnQnx6i9U+2V9oeCvvtVTnJOhaq9Ku3McqnbUSlc31L37m1RPdnAwyNS9frvfqNS0dGT6XVPKT/",
-	"UH+kmmfe2mS2giWCKOWH+6m6zOJuYOMETfkj0hJ0d4uAYVDlNwn4AZg/dNzUjWOH+bv7vAd6vGkdevjZ",
-	"YHsphNgKVYZMonWg8Le7Shk8qvnWuj9t/01j1HspbO/pODZ6ORTUaywsGHHnfMGGOqYDNkZ56DZOMLq7",
-	"12ZjYMdFoP6QJzZdtAdBb7QZrtZamG4OYgYsmNT/gLqHDi43kxYPtWG5h9mHRvc2Gbylmih8Z9/2CP/e",
-	"ufzeQ+k2BT0iOreJ+Z0oki2w2b1WA/QPV8S+XlC0kR+omwyCY4NJkE/WIMIdnwI7dLEmA3rgy0ocXUxV",
-	"DkyMYHz5hHDdsqrArhAlgqthh1kPVprpxrR5q9DiVLVNekT40QXLyTPge4SSptBNRb7YmVTSLrpvXwtR",
-	"U2mXGmSobizzCWAT70nwvoYIU6LklCujkZ+YphIZjqkDZMI8hPCqNonc43aqEKJnGtgn0OeCq0JUbbcR",
-	"D87iVejHYejdVPnusWtRuyzSFYnK8nUwYiAE7qSpytOk4pwZroCtt8mxlimYsc4WZYdYjEW6qSolBgs3",
-	"v0x5L8Hka7PEwgoB9TLOdidnLAyyD0g5FK56gLbfGBX2/rp5hy1dloby2DbDX3CbXYmV9pW+vn3GeMTV",
-	"0rrpVxaD37vHIX43wKgrbh1tFg/CwBnIKG+Au7CQwMpu83MQ38ngK5lHanJ2LVb98L1QqWlzF0+b09Nv",
-	"CppN/C2OHV1T9GeeMVrX0fIM+4rwxf0FnjZ68AGpm22ZKe/fj8Da4Gdpi7MAjXtc/sERQ+unwwizlpEP",
-	"yfMByzPkqe69FqMs2Wl6YtND3fk5yIY9S++kuVZ7plBlW0zxsKn6nc5O1LCKKYtv4mV2mIqcHaoM+fUl",
-	"JaNnDGcmm6qyMQRDX9oMy+5JYS9Yjqs8jzhN2glHGctBPFwCV8mn6hD/aKy4lGWGgiMjLTZj0hIQGtq0",
-	"TeUuvHrLVemvTJVdaOOEoip656enp6xYcMMLsKSOYBMm+R05O+wkTWRTRYuvN/kvGVRH4A4XUiHUdm9K",
-	"rBpEuSbJOtwmwvjWaIdFDw7/8/WvvyCHOcpYHG4vpwgE67ddr9dwM53Z9XkjOCudSiW9rFztLBMzmAQc",
-	"4jE9t7bU39nApadiJa7IftbtbZzeG37h9d7/AK6HpO7bgP8Kba5FEHDKfeKorXuzP3CNJOmoeyxIws48",
-	"5J2NijnJ++vtbY4PIYFFY6RbvQb6+BxqLOX1vOmr8/cm6kzYKAW1vHqCV9DKgF3x3GeiUHiFSmKyEB7C",
-	"2cDljt9qB7ZwrqY6etJHf9e+L/iSxfAxlQaFSy2eX4N0/uebNy/HjDAHGHxTQpSglHV6NWF/paplJIOx",
-	"/14Op9qhH9fGUH0ZUlFOlVaFCHyTou0IzvZ+vjF7Hl7khfMYL46qsKhmE5/qrJBAM8ZBYUajPVu/E/XE",
-	"UBKVF07HWzW0akSiPzBUv6mzVwKsdcucDgUTqfAp4dIKrtB3gBbheKqm6u/AmKjsaSi9BzQ78Ukh//u/",
-	"LDLokA51FNxM1iHCgNJBLnwSiwUtvpspEhQpuOCLE47ZS1BpgHoUo2CH0MWMecgi9HuqAmCaUdaUzQj9",
-	"wqz8t8gihf5otONH2H2wG2IWOiEhwETx0JOpItYwYZwSbUBNt7IkUqThGA99TjK2yPs+M1Ko0voyiRS/",
-	"H/3MZWW0Bg3qRhiKCo3OxqfjU8IYCMVrOZqMvhmfjr8haOUCd9+JuAlldD3iswf4g89A33L8NQkreFUL",
-	"v4ApLlByx8NNmLBw83Yh/EJBYYXFb99NcRNORxmbovJHv6CJ6eg+aTAnFI4Aya3mYHQhOxmzN6ta2AmY",
-	"Pt7plLE8KCP4s65W8AOTIPAHrlL4BRsJn2ngH5zn3Ai7UoXXR4gqWEbpSjCUWmrOZkYvPd4CU7cm9Act",
-	"OlgqVeWd3th93wj6o701gvv60MJS5BVuIllw62sETBWM94pbcUQN+/uY5aMUZZihAU2VhMPrB/FLYIJW",
-	"2jqfwrzUVPXglcD1jNsbo+wr3WDRRGAVSARq4cAy6EGcIMLh0MQEMMX6hJHonY4mbBrMQ5w/SjuKwJSp",
-	"Mo1ii5ZLtawLZ3qfr01V93Ml0Awf0NftN8m2B74Moyv0Eq26SipB6AHlGJY4LRK7nqZzqsiP5ufOrNjZ",
-	"n5kNZahmjlrs8GQrAogWhqNv1VTRloc2PA+I6zNMUyyvGiIW0lG/NMxpIeQNMPlDYtme3Rg5XzjLMNp6",
-	"1G0eF3On7bYvYGxAp6m3C11RzbclrJG/+GHbSI9Y+hoLYbCz0/NnF1PF/QInV2MslOo4gro8c/CZ02en",
-	"kWCVtgJHAGo0fGfM3oQy1mwOrfSJ7qki2Z2BxMJJQOYxQbxHMleeO84E7W3oUP536MlrDIfkxB5BQcJm",
-	"X5Ro+MObfyeGl3XKhv/eW4Eq0NSjBmFmx6Gy7x+NMKuNsswPKsP8ds3nen56Sol/yoU6OOLOEYc+pmET",
-	"aip8o6cecA9UGueHXkcMDYZr4tL3c4sTwm/5agwC49lGT4ZkcrdDO6C1mOXc0818I1U5p16cfdZepPnM",
-	"vgPffNYOxAzqfLKu/HF7jRII+LovJE/LEbv57LN2MyZ35xPQ62xTLJLOnH/3WTuznk2de6HsyUYpXp7z",
-	"/QUDJYHtZcF969kdPYNleahoIo7nz595K3STvHOymgIgYfQau3r8GrYsMbI2/EKinbQkdkjGRGJFHGFW",
-	"zhyY3cgrfW+h8RPTKHvyjqTv/aAi+CYcaBAdpQF731FYx+y3dWA+ev+naq4xWpfr65yc75UVGcsJy4uX",
-	"KDWDCkARHAEvY+JsDzv/h3CvGkqD3cpE0/l62Dy1WP4B3kpw57YkwxPrfAysM+pXtAeAAyAqxT4abonJ",
-	"M1+AuXRrUeToAN3OcJ6vrXHPWFJmksCs7ze0qr4TMxr1IadlBOUJWFcHQO7ZVpdJ/CStex2f+oS8ooN0",
-	"76E9eYciTp9qsrqQn5eg9B/D7n1cQu9NW4A6TniwVaSJiRBYLBDF/tDq7CyZk3ewHu9R/K2fIvT7ZkQ8",
-	"zZ2EbdNN7cjH/Sd+hNKkH7TSs1GtrRtMuPEWtQ1mH1nVh/DpksAxXhgTUmeq1vp+fJYfZQyP8rAp8JPW",
-	"aBf2YclZEko99hjciTuBcaV0owpstuuvnCoqCITTyOdcqrQtMOwx9zB4LBrLaj4X6DekU1aYdOOpClkE",
-	"8NDKJhlHaK3fclPa8cZU+dRXNC7B5Kfi53tkxyKOpf07HIJCz3LKSEQLC5YUcxpHK7wjiMlZr70V3E//",
-	"+Psb1lXF8njwFLQTGXA6NKoyWa68o2qqAp6LYBZteqtFJyv1n6A2nRNbwuynOGQmlXVgdJOfYapoJUyS",
-	"evAx1YugSjSbySE88RAsBHyMp8pnvfpvYt0wdH7FOm6HVrMcfpHm590M6ogO1Fpo66aKgB15SJ3Nxwwz",
-	"Je0eZ9d4hIi444WLvlunHa+os3TDu2Uyf+yWro4bK5gs6cpU3QhTysIdWBhrKdXcO34FVc7yrok2+XBC",
-	"ym4eeNZUUTzqImBKcGFSyqFXl9EYAT4DkrpP+X3VqNdtcpwfyl99OdqPpfyGBPT7+/v7R6RmRxsCmGn0",
-	"15pVcqzPI1HFabMEAVVqXNHLmENNjUYz1M/n+EmBX1PggZ1Guf1olPjQI+9HCKlppnWRgnBe7/fn9Y5s",
-	"lLXzS9ILgQPbQtoWHM+H6JRSVum4QiCPTjlMAo4XJGJ9jT+i0MwIL5oxzictQY2DWDKNCm8FnGAIl9no",
-	"O8AoKrtFlB96mxNnDcZdUVkhoC9TDQotEFbYCNZu5ndeoB8Ndp6m5ezzLvZu4UXab2d//swbvq/UY/5o",
-	"rVLo1uedpE5RxnySrr6ATIW1RCeAcuNw+yhxi9Y9e06+Me9/ROcXiar44pWYS2XJHY8wTI/RxLLh3JAn",
-	"TMb8WMK4itKHk6+zEAL3EMI8wZ7mJAovQsjGq44+kEraO1gsFGtBgf5KOLM6fj7rLTn4Og2CgaIbioB4",
-	"FcrHSSm4htr8oS9AZITH43nSHY07UZINgMl91/R71aRBRFSmHf1DKC/EKwLlvPK03TsB9l9MKht0F7zx",
-	"yfufTN+JGW+DboLEtf+kBgQ1oEKDEefvEXrmYUKD6KFFmAEziEVRkiXpsw/vt9n13gbLK8HLnPHqFuxb",
-	"ErAhEZ6XZUCvA0cA8gB3gI0Bv6WaT5X0BpEVjsxIoysxZt1yLj5UUteCGx+VRfABLX9CUfWYIJQK86Y9",
-	"j/ZjWyBJgvR9F3oGiv+mRXL20b6cHvc4YJOQ4YsseC17F8n5qAwQdBFErXTd/sjWDklA3Ing7okBrTGg",
-	"4GdrWdDnVudTNTuLbsiOCt0JZj5AQX7Sg78OPbgjdIhPhYNsNpWfIGmi4nPyDv65J5lTCSeGK7NkLfrI",
-	"Q19b33DAInMj2Bydtbyy2quHfKq81jdpD66nZ2Oo+NnpGaHplL5lGtXlqOSht4dwVN4Pi4KrUYkPNPUz",
-	"hlgKuUPR3Cy4QncoFvVChZRu4pilxrC0L5LjTcIJ46ww3C48TrQS/AaGPVULXs2OiVge/evz2ntE4vf4",
-	"WBSJHen0bJjU6POmLzzFkB8l66fZ6bL+xwS6+dxupY0jFBCxRAcYmtRi2yzOGPz9sfOPn83Stt7NZrN+",
-	"o/IfwvWzhI9rUm7TVJ/YyqNE9enZI0fzPS4b+1fl5WVET4RQNXmDQhL5VuxbYn13I/59fW4fwS32krsF",
-	"lbvrqFMnvhsn7+jH/YkM5+f3YukoDovaEqjx63DwcIoHRjNFCDvfcunyjMK2Jd6dqplUpY2zRu8Du8XS",
-	"po1ysqKzBw2Fdw/PT08D7Sj7ERudqoDZXvAbwWpuQW1qH+a+jAS6FXwo1psZAQgAH8SwZmm76HrpmF00",
-	"GL++VUkQ+nlRiNpN2DrLq3LMiKdK/OTlz9efyY+mqvVjBq/m7UJXwqPlPbI8RqnxcBQ86XtCMd5qhenX",
-	"1A7eRS/rgWU9WdNj3zG0qQhviXkslIiC2EtPegzlVxIV4oClB30UP00K70tt3dyI1//np4uWsL7XNl6Z",
-	"KjCNxmGRECgSJwsptgr13bEfM22WuIomOF9TlfdQ1S0E5Wv1sOUBdOULXMQ7gPLtEQM8UCHg5XFUOEpJ",
-	"CzbE9DXlYvT1pC/r/GwAc4+06biTH1Jy5j4b8nI7jeeM+yQaP6gAmDeCRqEEWwk3lA4A73d6FkuynaYn",
-	"eu4qTPP2E6oMNLvAYDdWS7f46bvpSJY+wcdPiE/SwVRBulMJ7lN34qG76St0C9Z0e5W2B6ZrTEf3uATb",
-	"nsdU1Cs8orynZHCvrhOhG9161E/Kz6NQfryq060j/qiUntYV+oXUn+TsuH0sk1cC81S9ADlEJus1TB9p",
-	"J2PlArUGqebRkvV+j0Qx8mlqH6YbZTufpVKdD9OkTgqtbEM1MD5Tz4aCM6CDUpmCVPD7XLxQGD9MiC/z",
-	"iygxbsLRRlgnqKiaUpRj9jccWc/MXIAZjRKJ+dGzlRRVaVleNrQI+9PcqEURpPcnEyD+O8PQrV5SPTHj",
-	"x8yMsw7beGLNQ6w5Y+/hRvoZA28ULYyozxhm9TZLHydX1Sq1YNtzg+53808jLJmgX5hvxsTp24W2vmRa",
-	"OO/7MK0Y50tfUCWqxlFNG7BWp8ojXcB0kCVWI0asCRhHBVceI9YYhSHyWO6NTLFY2GqqwAq6FrUPGPiE",
-	"OWlZ2RgCjyO8hKDrZUDZhOoBBG0fT9UvVNGiF5wLNP85VLL6ZAw4lILvV4WpvxlGWIhcT6z3keanITrD",
-	"79zHzHMfRZihW3MSE/89HyEeHPjxIaFkYOVnzFemgAfo9Oijr1eIULVbzzp1rEWZVG0MGLzNQAUVn9tD",
-	"bMQKeF9YbCRYqJCT44WHV7kxbYdVWtfBURr5bU7JFrGafkhlmjDBi0UEL4ZSPQglTOrvXNEmVeLOTZV1",
-	"ot56wMoF+ecwMagUFV9ZnCVRM6eZdegZlMr7lJJaxbE47lq/uzVyvZ91qg69fgai58DGurkZcwujm/mi",
-	"W6a0A+YOaTzouT2wTKgbabRaYkUf9MWsrBNLqlZJQKBObUijSTaS09R3zx900Po7ExiUriwr9FKkpxH9",
-	"5+tffwk1kHwCU9eNi9MQAv0XHZQp0NcGCDkVN/Fo0Iw1qhIW88wKbowUluUv0Y088RpWecyxvs+ETsg8",
-	"Pz1n3FEpLQ/jyn/StPHz9FTyNusE/Uta1wSgEjbV4epKepAEd47j3SWX1VT5AqweItapvkrAYV33VsKd",
-	"qjWlqMv2XEQSAytjz4lsdPh0o/CsPKZntGyp0C31jnKnOvO0Xh2XBhput1VpfXlY0ra0clI1tEkicBn6",
-	"EIq8YG202Qw2Eilc3frg5NC2zdVSukvK96KdActqyZ3I1l6YKjp5AqvhJ28QQPICtyShsX04DfbpHKMe",
-	"bdFErqaKaquSWdquWiQf5uTpMAS4MpDIRztgo3KKrwDXmeWAB/QHtRNntq6zh3IqPzbulPAdSPp60xi1",
-	"yyWfd1c8VU37j/Nnp0eTsNlw+VtmtVahriQOeAEXCbAdXdsEEm9927Svhvzu5z21xcmP/QkAom1B9r0A",
-	"oqcf9cttydeBuDsQFAvQXoCg566xObMgGBb6FtWP89Pzz9+jgMc/HGCQRxedfNMsJODmXofKM5SSLuGX",
-	"a6kE4foA4Cll8Ad0FmNvUkBSyJZ6KlQhjp8DhfrKOq+t+q0t3n9d4FyvSIC6KySyt3BAhC83qf0VPHPj",
-	"ybzazB6kQmhPptVDTKurxq7YIY/aNtlTngscURoSWVdkUsGISO8gcrNDn71AiMqglxxdsMG0xIckI3pF",
-	"OGr3eVDvY541bS3fVKJe76qmz9aK6YP64qvuPmGkvzBG+v0s6K8oeZCUaK/Qh/TB4L54WAJhFp0h7YGw",
-	"MbHIO1A9rHvdCCD/6NeSIZj6BCLC7kHeDx/5/AB/x1YPBjIiLFggl0uwmsKxHEl+J0zFsrGObLsrEUpq",
-	"dk75QGZQLLixOZkpvlxzMJ6BYx0EX2JvDUyhynDq90OjvC9Ksay1E6pY/ShW/ySz4FPp9r6TXyb/Kzkb",
-	"uGdzv8YJeyTedGR4aZHo/+/1v1b18/5hHmMhm0XVHz0C93MrhiRgZ01VeVnabvrLQqtZJQuXP+lB63rQ",
-	"s/Pzz9yVa6Vv1aWPSk5Y7nSsmSS/cIbFRwhzvMYc/4ir7RNv/dClDeHenjpidwCy185VnjBurxFxnRx4",
-	"iy5Wj5COVavm3Imp6pybjGeMGVFoU9JFheirtvWsWx2NY65Z5zQaDDRnUUXzh4xJZ8fsJ8z17oIce4Q9",
-	"PPYyGf4ndIi1nxmqbJCc+J5MyVNM+ikx5etPTHnji9MhJ+gu8CzufdjIVPOu3JGikrKsj5uokrR88q5z",
-	"HtP9pw32tvzhxfd7GEyhuB96nJCLAtFuF5pSfxdCHZHt3JgbDPJ4K9JeUGwQ+CRG8JK4TkhMAeu6HTrl",
-	"3tKs4N3etF643w7hE9W7aD/wvR/+5w5rJEMc4OCBVC0Bnzj4I81Yxuqaj87nvbFwvvvsXfMMOficW1Zw",
-	"yxNeQE5ocVfLYOx/BdW6sTSuNqwUatWrdva4xbrSZkNkpMcOD9bMetWex/npyoTSN7ZXzloH9TzlPj+p",
-	"mP9tVExvPsVEZ4mZlZhkskOjTCDj2cd3cfuKzahnYZJri+NhTkeMDgZFMB5CT/nwoNNg+oYXyK0djuBL",
-	"fOZ7+cf9e8FF3qPL/VoL9SoeavqIHeC+k1/GAU5UGnSAhxo8RsyldYiW5DZImyfH+JNj/L+hY9zv8QjI",
-	"jBeCOhlPmLwkPARcePKmf43edCqNYbSaX5bS0Lmb+VfqSAdODpZAxVE5CCK4RSHvcK1vSzYL907ehb3Q",
-	"PUFs87yuKHg/tZUweJQA3X6yCZ5sgvdwXqSr5/GVRgpb+jOYArsdvn4fRm/vfszjBE9t/rSu6PWeDVo1",
-	"4ejv9iyadVOkzwph8b3WCmkPTwx+7QQIJS3LPdDrEi7nITPEdIoBqKnidW30jShbLs7ttSg7sCepQvKs",
-	"xENyqJJSfzoB0PorsYXqavVlkP6eSEOmUP5HIxqQxBFghyc41y5bn1QQ1e10PNlIj9dGCnw0WEllaQQF",
-	"/HWPrpS1dtXXZketi7TPb1LVVWIHZazjnn8yn75S8+krtZSeU2ocb02j7Rt/TyMpZlIPHqtccevY2emp",
-	"T5tIQhcslKrIGC+Mtm2ce9wL9nmD3/rEeW/bAD4hr8s+pSF9Xf60oVhDJ1vPdo802VVo1cPtPyZ+Bds8",
-	"eQf/7PI1+EzZL5oC+nQy+NOe/ADdDHOB+mogp5vyk+/C3RY1bIVhQ39tz54UXBWi+rQ2fqdH24BmsQ5V",
-	"fwrVhIorHs8qOV+4tQIO0k4VDabCg5dimhZm5vrz2uyYvXCUo5XHh3N/kuxgEYa21EKak1lWIi2ZQTA3",
-	"yw4bLDLyzSmzR/GExaQ6xkXwCCB4ecFtyCubKkxPJ5AdPEFxPExL6q0siP1/YqxPjHXXSUm4UB5r2nUf",
-	"W6Wlne5h2DAPyCGMx9GczGQl7Mm7mrvFVgXlt/DGD7ISD9tQunDCHVtnBF926fWedZOhzweW6pQ/qqPL",
-	"gIrBEWNExZ28EZk/3Sofj6laYIV150MFJM7sanmlK1mwSqrrJ0tko94cx2N1w/FJuF4f3SaFXsUkf7zo",
-	"E/ljxx9hFIbKMdOBAokZf5CSe5OnxHufWE3rMJxWN2p2JS2v8Qd2yEETso6dsZ/lX49IJcExoyJRV7wQ",
-	"5VTRgQyY9YCFNUGZYlQOnpRVOm/LCl+jSVelp5zxhddupwoPF6MCEpwt5R1oU7FW4gHLob1LeMuXlGoz",
-	"tazABOtQ5OsivYe1KHL4Pa5XvbGRl00Pf94nsPGBrHlXYGPgFLFAffuYUpOfOPgn4uB14+wjZNt7sOsv",
-	"7KefRGYGKxJPl0Ee9pXA+182LkgXqYJP+mHyBRsURWOkW6F8uRLcCPO8cYvR5Pe3IBCoDAdJn8ZUo8no",
-	"hNfy5OYMxYVv9F2oBkfHKYH08RdiLm5yLfrHk2ukSScX2m4mF9PkhORye6p3chETZu3o/u39/wsAAP//",
+	"7L1bd9s4sij8V7D0zbdsn0PLl870nrafMt1zye5LcpLM6odWjgmRkIRtCmADoG1Nlv/7WVUFgKQESnJu",
+	"7eztfujIvICFQqHuVXg/KvSy1kooZ0cX70c1N3wpnDD414tSLGvthCpWP4rVPwUvhYHrpbCFkbWTWo0u",
+	"Rs+ZEc6s2K10C+YWglm+FOxarBhXZXthqssVPNkYZfHqTBrrmBG21sqKiYKnrdNGWKa0W0g1Z0rcXvaH",
+	"xI9wuC8MDSntROWyhfSq0GpWycLlY/ajWFnGjWC20LUomdM4mtPXQh1YthTLqTDjiRplIwlTWdAUs5Hi",
+	"SzG66CLg+EexGmUjWyzEkgMSlvzuJ6HmbjG6OD89zUZLqcLfZ9nIrWoYwDoj1Xx0f5+NfsaPveLwwHv6",
+	"XA1/xI8RNKNsZMTvjTSiHF0404juN/9kxGx0Mfr/TtpVO6G79uQXGAU+9EqYpbRWavXihy2fq+NjV7Lc",
+	"+lVxx5d1Fd45PhtlMJQTBgb9v3jtt7Pj7979dnr83bv/9adRavavxe+NsG4rRIae2QXONiTEz+BH3wq+",
+	"3PI9J/jy49H9tjHbEQ0Uvz+KDZLgsVvD8m/8+N/v4H+nx98dv3t/mp1/c3/sEOPvz7Lv7tNY/1Wba1vz",
+	"QvxdViKAuL57AVpmRMWdvBFhi9yGNzMmxvMxy5dcqnG9yi8ZpzekcprxiZrpqhSG2VpUlWXSWWYrbhfC",
+	"svz/P/97Pma/aJaPx3nGlGZ8anXVOIFDZMgglJ4ou1pOdSULVkl1zaRlM11V+laUnb25Rr301zBGO9vz",
+	"7PT82a79eR/eRcb3/UIU18gPja6FcVLgZV7XlSz4FBZqHY9/55UVbKYN46yA15lbcMe0qlbEwfBZVnDF",
+	"5g03XDkhMqYV48w0aqJKI2+EYtMVXBC8YktdiuqS5aVwXFY5DKKY5SvLbhfEWm/hA7fcMiuEGk/U86kV",
+	"yrGl4MBhTSMIe36qU60rwdXoPhvRkDCHNTQE9CZu6OvNOb9dCD/XhajKjGnDpGOlJg7OAF0rdpi3aMvZ",
+	"DNB0NE6Add9dzd8IEPxshPddfElP/0sUDsD6XivbLMVrYZvKba6Ywev4UzqxtLt29c/cFQs/2H38HDeG",
+	"rzYgDGMnwTKCO1ESz98EaxDLRlfpG9Zx1+wGH7/3hp4F+EHQpdeNpM2BZVPBjTAkEy+ZXehbRVS7EEaM",
+	"k2wlsU4IeAQzfHkLaoA3byKmkkvpdk7zJ3rqPvMyc//17a/LxgoP0n960h7aFozUfF+oqb7bnOlSWMvn",
+	"4gGkSS/sJMs4cAqYnyJ+16UACEOgBt2o0sKy98EFVeuqWHDCtR9XKifmhMeZEOWUF9fbnllIUO9WV0I5",
+	"44fdfEgCuq6mK7f9gS76Np9B3nmFNJiY7AtVN47VVWOZbhz8pidJNyQ84AjMaySWLfkKJJwqmVSMV9Ul",
+	"OwUxpTQhDPA102bJHcHx7bN233TAqvmq0rzchqOOVubkUujGXSVm8EYUWpUWRHF8nt1yEL4kgWphrFZs",
+	"KmbaCGDK4q6WoFkfclYKJXnV5cGd74cZp6FD5T11a40G19aov6pZl5g6X1zHzwZRhe9vUtLaig+gcXhD",
+	"IEWghC9LCTjm1asO+aPQyrZvGcYdK4C7SK0umeDFgs2kqEpWihkHORE0q0pYWJobXjVi1z7z744uvvUW",
+	"hlw2y67+snUHxrfPzrtvn2b77c34+l92fntt08Y3vzk/Pd3z5e6Gbr+8693NjR6mfIr/ZX/M1t+O6w02",
+	"0EK9G9XDDCLgfHPWn4pdLPkdQfaXb5/tXtcuK4nQPdv1VmQx8ZXz7a/cD+7qf9Uld+KB2xp0I5LrsGGL",
+	"BVdzATYPbeZKzBxQDrsWoiZrBzcyO1S63emo+B5tbu51an0o3Qws/Ycvy55L8VD0d7XoIcUHLOKkBiy4",
+	"1Qmd9SWopOj9kXOljcCNJxRA9dtIm1IqblaBi6DEueGVLK+CfwkulVfaXOEXSWGFP40oZC2FcmBbandl",
+	"+Y2At+pq1RmlNtrpQndtkC7I0W+xBWxe10bfiDJjRgCiRIlGXNmgceRSqnZX7Q9TDcOg5KRxwEIKowDM",
+	"hJ8EqGlNkXwT/kspGTlkxfDCyRuRVCYbo5ieMbeQwcsGPNM0Skk1HyeN0iCBKm+kD+t+255YFvWVFbhJ",
+	"EnrTP/UtW3K1Yj9//4qFx9hhfrIs6vyoB+5CV6Xt+DSFuRFmotCo58reCmMvGFeMz8Hm1o2zshTsZy4r",
+	"o/USZltopfw6Wxx6ovzYtwtZIZuVlvGpvhHsdMzeBHCmotJqHtSF2uhCWIvehInStVACnarLjFlN8Flx",
+	"IwwHkYVEYEn7KHSjnCVTDviUvkUfAcsJiJyJG4CcK6UbVQgLf5uV53jA+D1+GH0zm6ii0laUYOWTeCiP",
+	"yMGwnWt9MVt3SDfNRg3yhB3j/Yusq/3MW0/6mxqpp801Ug0grNHn8GYjO3Wn6Ep7FXa7LVvkRyk7Ivne",
+	"c2nvYQQPT+HNBuuSJSLRcwFEp65r5F8zLiv8QTSWZLPBAN7gQ6AzJwlpUMQElp+kPqF8mGP79Ilr0sPd",
+	"Mcm8GUAMzuCDFjdMck1bMXK5BJmC3sGzGOAgTTZvrYmcFboUrNZSOZsUNU7v7fLuosHprTMGjeeNcE6q",
+	"uf1QAwvVpjHL6aYo88CAiblFHp0HWW9zxlEGTZSXzWwK07SXLOfKLYyuZZGj+M2Bu3GZs0MQCy9roZ6/",
+	"OIa5cyenlZgoYvxHrLECP1IYUQrlJK8sSbggGw4sE+pGGq2WQrkx+1W6hW7cREmXATiCL9lcONt/xe8/",
+	"dpgfH+M8c89U15QmfjfozgCNFU0RBsxaCY+dAxtsm8Oz0/Nn7BYoJOivR2mzJSiSoEfuVCQDu9mEBjQU",
+	"WSIIZEzBoyGQUFS8KcWxBenojp8d/zm/ZArABlOkXePxbn6ESMIP9RSksMCjbESLi2E7Gna3UhSHTJHz",
+	"L8kpE6GCXPTyHaaL6ulaVGd3SOdPqZ0JVDns4O7qnnvoj2DJws2diOhF47Zoh224MaX9CoajoB4xAwXw",
+	"asmlOrBsoa1jc+4w4hQs0E2TqSCH7RV3PYMJDLtjMIJS+CpFIcv4Th+iX2EXSMe86GFTIdWceaRcMtVU",
+	"lVfP/LXeRul+Fh6lUBCFngbBmCb4ds7LpVR5z/xGblBIiw6kTUCAvm499F7/6ppAOCAs0E64vG3/IJTK",
+	"7Q4y+tImI3BaVwzfRa5HzGDOb7rGTktJy2hnbG70XrA6HZPefKni6mqbcQYgBnuKwdMUs6sEgVvwqmLA",
+	"TJo5CRh8ZL7bVltba79a+QVrFPFmUaLUkqonrVP2fe6japZsKlA3SsqcuGTBN9Mlg7C9sxGnCCqGz5TE",
+	"Hx6QpHYFS7UWifabdWcIaD2TICYy4JiBeDbXo6NPd7Z5j0B7m7m3pbazoh/8RnqgkoU46xDgUHCSntsO",
+	"wk/SJvh1i6v9Iz8dDrsr+NMdPgme0dNKLBMyTLHXf/+efffsz/8B4hseYqUuGtRlNrmyLkVXqKCTBF3f",
+	"V1GTR90z2j/4l9P6quIGDaFG2aautYFVX4pS8uCYWQq30OWV0u6qJeFG8cYttJH/JnNBm6ksS6G802YG",
+	"6g8QnODLK3EnKZyAf6EvL9pjs6aq2phDvBn+bncP0fCVN0fgibpqU4v8Z9vHU/lH7SiN4jdcElcOPuv+",
+	"tWlTzoW7EncL3ljnp3yt9K26irvp1mg1vyqlEQUuWphToY1pakf2lOFz0a4BIHzJ1erKOiP4EpBiFw1q",
+	"41elvlWdd/rwgJpnFK+uhDHaJBlGm0Sw5mNpllwdg8IDY10yJW6EYYVWjkvvaC8qsJQOvO/U7uCmCcek",
+	"dAOuA7qwqaD96/UL0MpAjHqnClL4tVQlO8z5VDfuYlpxdZ1j2Pvokk0NV8UCVOocqD3fHQn39EvAdXib",
+	"R1RGu2ZgV6J38WXjCr18qMf6V5BZQY4cB08lettYKcvWPqqNnhu+TG3nBtZ7UJmHtw4s84+xGWglfAY/",
+	"YVj4zuFkNBmResIxC+UouajiriaPZWrtltwVi6TGhsl+Pl4jfm/A9AojRU1JqO4cceJKOwBuPKysddyP",
+	"NPwuFNBTGXNkd3e/Lt2eH+04IrhKCRsgq1ljB1RHAIj0Zlh3/2TUrFFdgA/3lIKKw1YHlXsPDXHdDsB3",
+	"OxBFXHXWM6xeFmkpReev0auenFHQfGlWlNSkXJyNV4XRTrzlNoXdjVQtUOvS6A2h0gHv0FaLKnCYLm67",
+	"QQbgr8Ba22vv9mQcPc0owN8BdhCjH+RP2htBPQ9hf+F+0a7dCafrzqd+QHqXA2pdw/LgDU562CAuhKwH",
+	"NrIsg88G5Tlo+k6Yy44fKf+9EY13PzyUNDaNbRoMlXEQiKsrSx7CUsyE2StGs68V7hNfN/EBIm7PrNkf",
+	"4dE2Pj3kO90PveR2IwQPINMzg+2QwUN7oH7IabvNBZIlg2lJ4wiUVrfbJ9xbLcR8x0XsB2nx29ERQrwx",
+	"oHfLEn/Qbv84KniQz7mX3bCH2zmi9sGuZ4/gDbxuQd6LH9azrX9fz2eHS9vT2eNoP3qsrsnZIAKSpORf",
+	"TVuH3dj8XqZh2Pa7c1X9wEncNOolLu5DPfR/w4ghZUZIy3RN712yHKOix0ASNmeOXwvvq8+tE/XV0uab",
+	"SmjZMdk3WQvoLge2m7/iNGqePi+dHQZPeikU5V5Ezxga6+gGWSWXpKuVbn453A0K6K2Rzgn8frg1dneu",
+	"BWAyenY+GR1dMrGs3SqkY6OOgw+seba/OU+AhDbizghoL7jiHV6bk/hJ8LLjWwSThtzRgM+KqxZyzw77",
+	"2IuKCHHIJAb9qiYSFSt96wPL8AybrnyQnasVW8qqkpZykzCaHRORCq7YLSiUwcDoZR+dnfajE6f7ZaUA",
+	"mbcG1uZC20IobqQmNR+e67lhg6kjLZOKTAJhk5qoVuLlbHTx2w6vzprRd59tf/4tbKb48Dua0JAWhFn5",
+	"D0iLxnqHRDr0kstqqu/EFs7wsenLG0yFF4s2Ox1dHBk6QEmXsExXJagW6ARN+5E/aPOQW2Z7/muqCIKY",
+	"YFvj4CsiQvYL1sosgEMeUrGHN9ioAMbFCgpJKR5DRuxROmlGtwS9VUy0pL+WAfZxUgaD+YM6md9PveBc",
+	"Kxe8g651WKQ1L18msLldTaMOLGodGZsafWsR+ZW8FgyYC1YI7rYzPPwdaLNQF4alJ34jbZBHi/peBnO7",
+	"X1KC9o3/xgs105t7tjfFLaU5H4xLvUvID4Vx/ItE0AFRJNaz6F6SJiZAJnflkNMunXATvGhdYNoZbENu",
+	"WrMKUO9P9L3F2qVftcMnQROqHOLU6+EsX/93tl82oDcwd5qRu8zHN07U6fBtiJz74B3FrzChQeuKQmQY",
+	"w5xJxSvmxB3y5P1E4FutK/zybtl35+jBd76sM7F9+JLPh5Q4b5xgeXHJABGCkZectbELxh3cMu7S5+Zh",
+	"lkaJ2tIxqK8DiYsaIwfdKHjcovY6ROK2KaAfUfXUnyplXqGCEmoRmDYlLFgleNnKzD1F9lCV1IdJ2MFM",
+	"wLoxtbZimzsuMdnXIUNfKvQ8wDz3ntsWkfaQbMFsFAtl9wgbDpWN9URIoOOA5TZ3MKCp+9FN8kttb9gx",
+	"H+Q3SNB26w8k6t7MsM2DMzrv5XlIy0L0GyxEe50zbq9tq/UfdusT+kbIp99HVPLzASWEvQRNVJHvXtB7",
+	"HUvuE+2UfTI5O5tnS1yIiqrNpTfGon5NXB2UT12VmzlXqaSrHsVHakg6CP6BFeUBBN5WlTMKY2pDucl+",
+	"DQ5YDrz2aiYr4dPzIinhu0yqfUuHh7ZBWj0gLWpfEoBx3jTLJTernZoBjTwETRhl04D7gLynQbEQ0979",
+	"E+2SLLhN1wE+qA625WMdsIem/EFVOUTLoR4HjCvKqLxs89t90U7BlX9q08X0EP7gwVyfsR9iaHL2I0O4",
+	"HZ0enQ2YrzkVC0mFZmvTgb3ireK0vYpPWH57ZUStjdtGGnqGKsJBa2cDp0bZ6iKbAJ45VDcKaut2aPwz",
+	"RuAmt7oxhRiKf95Icbt9vPWF6SJjA57EkAPwJJCWXmyvkT40pzmpT5PpL1Tpt2ZjlC8aihr1Or+6c2td",
+	"Lp4NcGsuXdI19yuXjiw6LDfxtX8Ej1TzzJvSzFZAIpiC/XAnXJ8T3g1whWAGfEJcgmFiMRsa7JRNBH5E",
+	"QiN6perGscP8/X2eyKveNH19bt3geN38aCtUGerY1rOgv93Vx+RRrbfW6Z4dbxujPkgb/UCvuNHLoYhl",
+	"Y4FgxJ3z3VrqWAvcGOXz0nGB0Ze/thoDOy5WIQy5mbtEexCUYpshtdbC9AuQM2DBZNuEkgIs/9qsWD7U",
+	"huW+hiAMurc95M3wjjZ79m1Cs0mu5Q8+T3BTi8F01W06zM4UmS05wXtRA8CHFLGvixcdAA9UvAYzf4O9",
+	"k1+s5T/3HCbs0MWGLBheKCtxdDlROTAxylHMLyhpXVYVGE2ixMxx2GHWZ2LNdGPaonUYMZYbShvS3Y8u",
+	"WU5uDw8RSppCNxU5mmdSSbvov91WOtcgQ3VjmS92u/BuEu9IiTlYVHkzNRr5iWkqkeGcellaWGQRXtWm",
+	"I/e4nSjMPzQN7BOAueCqEFULNia7s3gV4DgM0E2UB49di9plEa+IVJavZ1oGROBOmqi8W6OdM8MVlnvH",
+	"ynjLFKxYb4uyQ+zEJN1ElRIjoZtfpqKeYM+2JXCBQkB3jqvdK4gLk0xliQ7F4h5gyjRGhb2/brviSFel",
+	"oSK9zdge3GZTsdK+zd+3zxiPScNEN2llMTj1E97+uwFGXXHraLP4DBNcgYyKIrgLhHTIu8VHmLzK4CuZ",
+	"T0Pl7Fqs0rmJoU3b5i6eNKen3xS0mvhbHDu6pujPPGNE19GsDvuKkqfT3d02IPiIMtW2x5wPXsSs4eBE",
+	"ajszAY4T8YzgZSL66THCrGXkQ/J8wKwONbl702KUJTvtahx6CJyfg2zYs+9Wt5Bsz/qwbIufIWyqtEfd",
+	"idpbsI1RF15mh6XI2aHKkF9fUSuEjOHKZBNVNoZy7Jc2w56bUthLliOV5zEJlXbCUcZyEA9XwFXyiTrE",
+	"PxorrmSZoeDISIvNmLSU5Q1j2qZyl1695ar0VybKLrRxVHqu2fnp6SnY2IYXYEkdwSbsFK/k7LBXEZJN",
+	"FBFfsrKxM6lkS4xN7kEp6cl6XzWYwtupROK2I4xvjXZYin/4n29e/oIc5ihjcbpJThEQlrZdr9eSgnqr",
+	"64ticFV6bYqSrFzt7BE1WOEcgk2JW1uab20k3XfFSqTINOv2Nk7yhie85P2P4HqI6tQG/FcYcy08gkvu",
+	"q2JtnSxtQRrZ1qMlkRWAiUEPeWejXVbn/fXxNueH+Y5FY6RbvQH8+AJx7OP3vEk1+XwbdSYclCJ2Xj3B",
+	"K2hlwK547stsKHZE/XBZiH3haiC547faiS2cq6mJpvSh7bXvC75kMTZOfYHhUlusoEE6//Pt21djRgkV",
+	"GFlUQpSglPWgumB/pZaFJIMRfi+Hu9qhn9fGVH0PYlFOlFaFCHyTUgkw89w7McfseXiRF6GTBkdVWFSz",
+	"C1/HrRBBM8ZBYUajPVu/E/XE0A+ZF07HWzWMakRHf2CofhOw1AzEMqdDt1TqekxJdwVX6DtAi3A8URP1",
+	"N2BM1PM49N0EnJ34ipf//V8WGXSo9ToKbibrMH2Cal0ufYWOBS2+XwYTFCm44DuTjtkrUGkAe94Hewgg",
+	"ZsznYwLcExWywRmVhNmMUnuYlf8WWcTQ7412/AjBB7shlthTmgeYKD6vZqKINVww7jswhRYsaBx3Yk0+",
+	"r7tTjkahhZmRQpXW90il5IRR6N8yykY3wlDIa3Q2Ph2fUgKFULyWo4vRN+PT8TeUN7rA3XeC3VTwp09n",
+	"TWQ1UccVaVmOvy4CBa9q4QmYgh4ldzzchAULN28XwhMKCivsfP1+gptwMsrYBJU/+gVDTEb3nQFzSjES",
+	"3jteMmInY/Z2VQt7AaaPdzplLA/KCP6sqxX8wAoP/OEbyBzyympf9KPYz9+/mqjYM2bWpWdyq2hDHk4s",
+	"8gjRdYOKSmMUfqpReTZROUwjJ6sYySrYFFm7WYO3n+ZylBGR5UbYlSq8MkRLgg3cpoKhyFRzNjN66QHA",
+	"orgL+oMoHui0qrzHHXHnB0FnuDeFkKkcbnTdoe4LEwXInnIrfD8hf/8gNgQC/ID1Tj3Mw+sH8Utg/1ba",
+	"Ol8cvtTUT+K1wM2EvAXzF1a6wXatwKcQdTTCgWUAQaQOynAiqghpKuvUQnJ/Mrpgk2CbIvHQ2saUn4ky",
+	"jWKLlkW2fBPJbJ+vTVT/cyXgDB/Q1+03ybEAQgFmV+glmpSVVILyMpRj2Fy56DgVaDmpR5INa2dW7OzP",
+	"zIYGeDNHI/YEghWi3ydpoojfwBiekuPmCMsUGzuHcIl0BJeGNS2EvAEJc0jywvM6I+cLZxnGsY/6w+MW",
+	"6I3dwgKWDgBN0FJjKu7YEmjkL37aNuIjNt3H7cXOTs+fXU4U9wROfs7YotlxTJfznMnXpJ+dRoRV2gqc",
+	"Aejw8J0xexsa6LM5jJLSGyaKFIcMxCUuAnKuC8yk6ayVZ80zQYwFAMr/BpC8wVhMTrwZtDMc9kWJXgd4",
+	"82/EbbPegQW/JZuvBZz6fExY2XHoKf57I8xqoyH8gxrAv1tz+J6fnlJJpXKhw5C4cyQejmnalI8WvpHo",
+	"RJ5IQsf1odcxOwk5aSR9v7a4IPyWr8YgrZ5tQDKkEPQB2pG0jPXjCTDzjSLwnKA4+6JQdCvFPQDffFEA",
+	"Ym16frGueXJ7jRII+Lo/woLIEcF89kXBjGXz+QUolbYpFh1gzr/7osCs16nnXih7tFHxnOd8f0F1IrC9",
+	"LPiOPbujZ7DhEbVrxfn8+QtvhX75fE4mW0j1GL1BUI/fwJYlRtbGfki0xyZ8aMl0TJgjrHeaA7MbeY3z",
+	"HQx+YhplT96T9L0f1ELfhqNUopc2VDX0tOUx+3W95AFDDxM11xgqzPV1Tp7/yoqM5ZQljZeo6IVaa1Eu",
+	"BF7GkuQEO/+HcK8bKjDeykS76/WwdWqrJAZ4KyWSt80unljnY2CdUb+iPQAcAFNi7KPhlliW9Acwl36X",
+	"jxy9r9sZzvM1GveMpctMOgns9xtaVeqsnkZ9zDk9QXkC1tVLzfdsq88kfpLWvYlPfUZe0ashSOCeXFOx",
+	"AoLaEbtQ+dipf3gMu/dxCb23bev7uODBVpEmlphgG0YU+0PU2SOZk/dAj/co/tbPL/ttMxzfrUqFbdMv",
+	"msnH6bOGQg/Yj6L0bFRr6wZLmbxFbYPZR1b1IXy6pMwcL4wpTcg7SVrYj8/yo4zhIUK2m1LrOwT3ck4s",
+	"OUtCE82Ewd1xJ3QaBEvXd5ZOFLVawmXkcy5Vdyww7LGqM3gsGstqPhfotKTznZh044kK9Rnw0Mp2arnQ",
+	"Wr/lprTjjaXyRcVoXILJT8cu7FF3jEk07d/h+CV6llOtJ1pYQFLMaZyt8I4gJmdJeyu4n/7xt7esr4rl",
+	"8cg7GCcy4O7UqH9nufKOqomKTeZnXreNfGWiJorgpzyf3llRYfW7Gd5MKuvA6CY/w0QRJVx0TqKIRXSU",
+	"J0Wr2Tn+Kx6/h9km44ny9cT+m9iRzTv1fIe8Q6tZDr9I8/NuBnVER/kttHUTRVkleShKzscMa1DtHqdm",
+	"+fQUcccLFx3HTjteEbB0w7tlMn/gn66OGyuYLOnKRN0IU8rCHViYaynV3HudBfUk866JtqzzgpTdPPCs",
+	"iaJg2GVIaEHCpGJOry6jMQJ8BiR1Svl93ag3bdmhn8pffaPfT6X8htL++/v7+0ekZkcbAphp9NdiA/Jw",
+	"oNgjUcVpswQBVWqk6GWsTqdBoxnq13P8pMCvKfDATqPcfjRKfIDI+xFiWKJ1kYJwXof7y3pHNhoGepL0",
+	"QuDAtvl0C44n0/SaVPfCLSGKSOerdqKdlyRiffdEwtDMCC+aMcgoLeU5B7FkGhXeCkmKIWRjo+8AQ7js",
+	"FlMM0dvccdZg0BeVFcoyZqqheNHMD4JdsfmdF+hHg8DTspx9WWLvt7Sk/Xb25y+84VNNNPNHa5UCWF92",
+	"kXrtLvOLLvWFtFigJTp7mBuH20eJW7Tu2XPyjXn/Izq/SFTFF6diLpUldzzmgPoEUWzIzg15wmSsPKYE",
+	"W1H6WPZ1FuLvPn8x7yS+5iQKL0PIxquOPopL2jtYLBRrQYH+WjizOn4+SzZzfNMNgoGiG9qreBXKx0kp",
+	"uIba/KFv7WSETwYMMdtxL0qykd1y3zf9XjfdICIq047+oRQzTJakaC4qT9u9E2D/xXK9QXfBW98W4bPp",
+	"O7GWcNBN0HHtP6kBQQ2o0GDE9XuEnnlY0CB6iAgzYAax3UyHJH1d5/02u97bYHkleJkzXt2CfUsCNrQY",
+	"4GUZUueBIwB6gDvAxoDfUs0nSnqDyApHZqTRlRizfqMcHyqpa8GNj8pi8gGRP6VwJUwQqsN5256E/akt",
+	"kE7p+X0/7w0U/02L5OyTfbl70OyATUKGL7LgtbpoROejMkDQRRC10nX7I1s7fgLzTgR3TwxojQEFP1vL",
+	"gr60Ot9Vs7Pohuyp0L1g5gMU5Cc9+OvQg3tCh/hUOCJoU/kJkiYqPifv4Z97kjmVcGK4503WZh/5vNvW",
+	"NxwSobkRbI7OWsznI/WQT5TX+rxR1z4bQ8XPTs8om07pW6ZRXY5KHnp7KI/K+2FRcDWq4wPt+hlDLIXc",
+	"oWhuFlyhOxTbpaFCSjdxzlJjWNq3H/Im4QXjrDDcLnySaiX4DUx7oha8mh0TsnzqsS+qT4jEH/CxKBJ7",
+	"0unZMKrR501feIohP0rWT6vTZ/2PKenmS7uVNg6nwIwlOrvTdC22zbaXwd8fgX/8bJa29W42m6WNyn8I",
+	"l2YJn9ak3KapPrGVR5nVp2ePPJvvcdnYL5WXlzF7IoSqyRsUKti35r51rO9+xD8Fc/sIbrFX3C1GGJBP",
+	"HzjyJhzSGILvWGkAwFHQEqNBsNx2zF7GLHB/ZDie0kunMWJdcqHBFkOXYNuZiB1ivrftVFpYLHzoFZ9n",
+	"AyeC+TgqpZTjp2wblPTVNUCUU11KYWMZjs1YrMGBx0OVPKh0M3kHOpabqNA2MGNWqkIEv2VIcoeH0UsX",
+	"VDLru1HcLgTqXBPlFmLlQ6m8ZPA5Utv81EFLagzF91XpKzqsXgrU4CbKV3RkMe+gDC5SXxZCWQkFN2YV",
+	"jvPpFYmMJ+plLVT/iOdOGdFBS3Bz4agw1FM1mzaycqjT4jzQEdxZf5gVukdhv8mZ30H2BCPjJ5W07sqD",
+	"n0xdp5ZSn9nXEvtW7eFr+XKiq93sLUq/Iu8KO5TOu1U4QR+6DCl4nBY9o6oeJY6enC7rThdEkPXK14Ht",
+	"U8D/aFHZOcENOP4HuA+Ir66h9gF+hBPPDk/e04/7E4RqMImcEpDQTZBnm3VQ4WAwTOMRId/qlkuYHw8l",
+	"QCBrZhJEV1gDeh/kA3ZLb5STFR1nbCiv6fD89DTwEeo5gINOVChWWvAbwWpurSg7D3PfvAn96V52ev9a",
+	"yICDD2I+T2n7ZWXSMbtoMHELT88P2VfPi0LU7oKtM8wqxz40dLgPhbfz9WfyI5ItvluZD+fdLnQVZLov",
+	"qYrpWXje2nTlhL2g5KZqhcoFjYN3UUwfWJboVTL2gKEzkQoNsHqUyj+x6MCjHnPYKomeoFBExpf+0+Tp",
+	"eaWtmxvx5v/8dNki1kNt4xXQgMrVOBAJVQPgYiHGVuHIGIRjps0SqegC12ui8gRWo1KRYOADZQUvkIh3",
+	"VIi1pxbxgIVQKIazwllKItiQzKapCDEFSarXy9lAsRniphdHfUijt/tsKLzrNANU++pRP6lQKWYEzUIJ",
+	"thJuqA4O3u9BFru8nnYPCd/VDu7dZ1Q4aHWBl21QS7+f+vvJSJa+stUviK9OxQJ9ulMJ7mtW4zn+3Vfo",
+	"FtB0e5W2B9YpTkb3SIIt5LEBxFQqjpjdq8ov5iz2j7h4svofhdXvbfz+0SSPSoVpY4CPQJnZQ3V5LbA7",
+	"hBcgh8hkQ8sA06qPR5eoNYC1F1y43uHf0W58ffbHOQWync9S92/vQthTkzoptLINdZ76QpANZSW8VML3",
+	"dOoKfm8dh7N2woL4kwMwPZqbcFoiducrqqYU5Zh9jzNLrMwl476InPnZs5UUVWlZXjZEhOn6bhpRBOn9",
+	"2QSI/85wznISVU/M+DEz46zHNp5Y8ye1M39GnwilycRyh5hf5G2WFCdX1aprhrZHEe5hiRphyQT9g/lm",
+	"7Bhyu9DWNyr1PVXZYbdPq284Rf0fG0ed5MBanSif4gmmgyzxgANMsgTjqODKJ0c3RmFumG39s2CKxXaS",
+	"EwVW0LWo3RavasJ3Gnr2oPd0PFG/UB+pZFUK4Pzn0D/yszHgcLpMWhUmeDNMLSB0PbHeR1qYjWmJfuc+",
+	"Zp77KOLr/U7P2PHG8xHiwYEfH1J6KFB+xnxLJnigqLQV5dHXK0Sox7xnnTp2gO70Sg7J55sOTGr5uofY",
+	"iH1n/2Cx0UkCDsWoXnh4lRvrVVmldR0cpZHf5hTQiwf0hBreCyZ4sYhZ+yGyhTn0na53U9qkSty5ibJO",
+	"1FvPbLsk/xxWxJai4iuLqyRq5jSzDj2DUnmfUueEgNiSfg3ufmd672edqEOvn4HoObCxW33G3MLoZr7o",
+	"NwfvVTGF+lX03B5YJtSNNFotsY8e+mJW1okl9YimUE2vI7PRJBvJaerB82cntf7OTv6vrixGb7sHHP7n",
+	"m5e/hM6DvnK378bFZQiRyMteeQXg14baKerq5csgMtaoSlgssC64MVJYlr9CN/KF17DKY46N7S7o0O3z",
+	"03OM1mpVCJ+/nP+kaePnMPsQGW3LLdG/pHVNsS1huzpcXUmfHcid43h3yWU1Ub7tuc+N7vU8p4oZXSf7",
+	"z0/UmlLUZ3sultAAK2PPCW2oNGKZIBCUnhHZUnv59fh7XKf1nvQ00XC77QXvm7KTtqWVk6qhTRIrdgCG",
+	"0N0MO5LOZrCRSOHqn8pBDm3bTJfSXVGhM+0MIKsldyJbe2Gi6DArPIOm8wZVBlzilqQyJJ9HAvt0jlGP",
+	"tlUxVxNFHc3JLG2pFtGHxeg6TAGuDFSw0w7YaBnm+672VjkkwltSPkPIv7eHch/L6+UuDFQ7v22M2uWS",
+	"z/sUT71K/+P82enRRdhsSP6WWa1V6OaME17ARapUiq5tqo5qfdu0r4b87ueJEz3Ij/0ZovXtMShfOlrf",
+	"a7Q+ELUHhGLb90sQ9Nw1NmcWBMNC36L6cX56/uUhCoVohwMM8uiy12ghC50ncq9D5RlKSdfhl2s1dOH6",
+	"QKZvl8Ef0PHOyWq4Tvt4glSoQhw/BwylDlNYo/qtI95/XVUpXpEAdVdIZG/hWCbf5Fn7K3jS1ZN5tVk2",
+	"Tx1An0yrh5hW08au2CGP2jbZU54LHFH9LVlXZFLBjEjvIHSzQ1+2R6UEQS85umSD9fgPqcL3inDU7vOg",
+	"3scGI7S1/FAd9XrXGTZs7QgbTFqrY2e7p+KgP7A46MMs6K+oap6UaK/Qh7r54L54WOV8Fp0h7RnzsaLW",
+	"O1B9PdO6EUD+0a+lNL7rE4ip5Q/yfvjI50f4O7Z6MJARYaceuVyC1RQOw+o0NoClWDaUDawAV76XdO9s",
+	"LWQGxYIbm5OZ4g9JCMYzcKyYnpts/ixU+TNNd/TQKO+LUixr7YQqVj+K1T/JLPhcur0H8o8pfAYsDcc1",
+	"3+CCPRJvOjK87tEM/+P1v1b18/5hHmMhm0eZPPrSky+tGJKAnTVV5WVpu+mvCq1mlSxc/qQHretBz87P",
+	"vzAo10rfqisflbxgudOxWaD8g0sLP0GY4w02t4l5tSnxlk5d2hDubQWQ3ZGQvdDWXbWPXzBurzHjunOG",
+	"PrpYfYZ0bNc4505MFLfXlnFWC2PhZemYEYU2JV1UmH3Vjp7124JyLLLunQGHgeYsqmj+aE/p7Jj9hE1O",
+	"+kmOCWEPj73qTP8zOsTazwy19HnbCRq0MD3FpJ8qMr/+isy3visrcoI+gWdx78NGpmav5Y7azC7L+qgK",
+	"zW3M8OR97xTE+88b7G35w4sf9jCYQldb9DghFwWk3S409bxYCHVEtnNjbjDI461Ie0mxQeCTGMHrxHVC",
+	"YQpY1+3UqekErQreTfazgPvtFD5T8WH7gR/89L90WKMzxQEOHlDVIvCJgz/SVh3YVvrR+bw3COe7Lw6a",
+	"Z8jB59yyglve4QXkhBZ3tQzG/ldwTAX2hNeGlUKtkmpnwi3WlzYbIqN72P9gs8jX7SnYn68/Nn1je8vI",
+	"9aSep6YfTyrmfxsV05tPscOHxMpKLDLZoVF2UsazT+/i9kcVoJ6FRa5tHg9zOuboYFAE4yH0lA8POg2m",
+	"b3iB3Nrh4NuOz3wv/7h/L7jIE7rcy1qo1/Eo8UfsAPdA/jEOcMLSoAM8NJ8zYi6tw2xJboO0eXKMPznG",
+	"/xs6xv0ejwmZ8UJQJ+O5zleUDwEXnrzpX6M3nVpjGK3mV6U0dOB0/pU60rGTEyc/tTYsiOA2C3mHa31b",
+	"sVm4d/I+7IX+0ZmbB1VGwfu5rYTBM3To9pNN8GQTfIDzoks9j68nYNjSX8AU2O3w9fswenv3Yx4nRtTV",
+	"6vO6otchG7RqQrO/9hC2dVMkZYWw+F5rhbSnBge/dicRSlqW+0SvK7ich8oQ02sGoCaK17XRN6JsuTi3",
+	"16LspT1JFYpnJZ4OR52U0uUEgOuvxBaqq9Ufk+nvkTRkCuW/N6IBSRwT7IwohKxdtr6oIKrb5XiykR6v",
+	"jRT4aLCSytIICvjrhK6UtXbV12ZHrYu0L29S1VXHDspYzz3/ZD59pebTV2opPafSON6aRts3/p5GUqyk",
+	"TmYeYVEpt46dnZ76solO6IKFVhUZ44XRto1zj5PJPm/xW5+57m1bgk+o67JPZUhflz9tKNbQq9az/bO8",
+	"dnUY9+n2nzJ/Bcc8eQ//7PI1+ErZP7QENBaPP7kbnvbkw3UzrAVKNf/vbsrPvgt3W9SwFYYN/bU9e1Jw",
+	"VYjq89r4PYi2JZrFPlTpEqoLaq54PKvkfOHWGjhIO1E0mQrb7ccyLazM9QeV2jF74ahGK48P5/4I9cEm",
+	"DG2rhW5NZlmJbssMSnOz7LDBJiPfnDJ7FI8W7nTHuAweAUxeXnAb6somCsvTKckOnqA4HpYlJTsLIvxP",
+	"jPWJse7qVo+E8ljLrlNslUi7u4dhwzyghjCew3Yyk5WwJ+9r7hZbFZRfwxt/l5V42IbShRPu2Doj+LKP",
+	"rw/smwwwH1jqU/6oTpUALAZHjBEVd/JGZP5Yx3w8pm6BFfadDx2QOLOr5VRXsmCVVNdPlshGvzmO58mH",
+	"cwORXh/dJgWoYpE/XvSF/BHwRxiFoXbMdKBA/8CcFt2bPCXe+8xqWo/htLpRs6toeY0/sEMOmpB17Iz9",
+	"LP96RCoJzhkVibrihSgnig5kwKoHbKwJyhSjdvCkrNJBk1b4Hk26Kj3mjG+8djtReKomNZDgbCnvQJuK",
+	"vRIPWA7jXcFbvqVUW6llBRZYhyZfl9172Isih9/jepWMjbxqEvx5n8DGR7LmXYGNgeMzA/btYypNfuLg",
+	"n4mD142zj5Bt78Gu/2A//UVkZkCReLoM8rCvJL3/VeOCdJEq+KQfJl9wQFE0RroVypep4EaY541bjC5+",
+	"ewcCgdpwkPRpTDW6GJ3wWp7cnKG48IO+D93g6EwkkD7+QqzF7VyL/vHONdKkOxdaMDsXu8UJncvhYNXe",
+	"RSyYtaP7d/f/LwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -46,6 +46,15 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 	return spec
 }
 
+func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
+	return core.LimitsUpdate{
+		Requests:           in.Requests,
+		Turns:              in.Turns,
+		ModelTokens:        in.ModelTokens,
+		PermissionTimeoutS: in.PermissionTimeoutS,
+	}
+}
+
 func limitsOf(l core.Limits) Limits {
 	return Limits{
 		InboxMessages:  l.InboxMessages,
@@ -80,6 +89,7 @@ func memberOf(m core.MemberView) Member {
 		HistoryLength: m.HistoryLength,
 		InboxLength:   m.InboxLength,
 		Usage:         usageOf(m.Usage),
+		McpSessions:   m.MCPSessions,
 	}
 }
 

@@ -78,6 +78,16 @@ func (s *Server) GetTeam(ctx context.Context, req GetTeamRequestObject) (GetTeam
 	return GetTeam200JSONResponse(teamOf(view)), nil
 }
 
+// UpdateTeam changes a team's limits (admin); core decides which may
+// change and announces the change.
+func (s *Server) UpdateTeam(ctx context.Context, req UpdateTeamRequestObject) (UpdateTeamResponseObject, error) {
+	view, err := s.svc.UpdateLimits(ctx, req.Team, limitsUpdateFrom(req.Body.Limits))
+	if err != nil {
+		return nil, err
+	}
+	return UpdateTeam200JSONResponse(teamOf(view)), nil
+}
+
 // SendMessage stores a letter from the token's member.
 func (s *Server) SendMessage(ctx context.Context, req SendMessageRequestObject) (SendMessageResponseObject, error) {
 	res, err := s.svc.Send(ctx, core.SendInput{Team: req.Team, To: req.Body.To, Body: req.Body.Body, IdempotencyKey: deref(req.Params.IdempotencyKey)})

@@ -22,11 +22,14 @@ const adminToken = "test-admin-token"
 // env is the real core over the real file store in a temporary directory,
 // served by the MCP handler over httptest.
 type env struct {
-	t      *testing.T
-	svc    *core.Service
-	h      *mcpserver.Handler
-	srv    *httptest.Server
-	tokens map[string]map[string]string // team → member → token
+	t   *testing.T
+	svc *core.Service
+	h   *mcpserver.Handler
+	srv *httptest.Server
+	// endpoint is where the MCP handler answers: srv.URL, or srv.URL/mcp
+	// when the REST API is served beside it (newFullEnv).
+	endpoint string
+	tokens   map[string]map[string]string // team → member → token
 }
 
 func newEnv(t *testing.T, configure ...func(*mcpserver.Options)) *env {
@@ -42,7 +45,7 @@ func newEnv(t *testing.T, configure ...func(*mcpserver.Options)) *env {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, svc: svc, h: h, srv: srv, tokens: map[string]map[string]string{}}
+	e := &env{t: t, svc: svc, h: h, srv: srv, endpoint: srv.URL, tokens: map[string]map[string]string{}}
 	e.newTeam("demo", nil)
 	return e
 }
@@ -96,7 +99,7 @@ func (e *env) connect(token string, opts *mcp.ClientOptions) *mcp.ClientSession 
 func (e *env) tryConnect(token string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
 	transport := &mcp.StreamableClientTransport{
-		Endpoint:   e.srv.URL,
+		Endpoint:   e.endpoint,
 		HTTPClient: &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}},
 		MaxRetries: -1,
 	}

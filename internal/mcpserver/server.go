@@ -326,8 +326,19 @@ func (h *Handler) opened(op *opening) {
 		h.release(op.caller.tokenHash)
 		return
 	}
+	// The member counts as connected from here until the session ends:
+	// the team document and a member event show it (docs/api.md, section
+	// B). A member that cannot be counted (its team just deleted) still
+	// has its session; the next request's token check ends it.
+	me := op.caller.member
+	end, err := h.svc.OpenMCPSession(core.AsMember(context.Background(), me.Team, me.Name), me.Team, me.Name)
+	if err != nil {
+		h.log.Warn("mcp session not counted", "code", core.ErrorCode(err))
+		end = func() {}
+	}
 	go func() {
 		_ = ss.Wait()
+		end()
 		op.sess.close()
 		h.release(op.caller.tokenHash)
 	}()

@@ -455,6 +455,16 @@ func TestIdleSessionExpires(t *testing.T) {
 			t.Fatalf("an idle session is still open after 30 s (timeout 200 ms): %d sessions, want 0", e.h.Sessions())
 		}
 	}
+	// The member no longer counts as connected.
+	view, err := e.svc.Team(core.AsAdmin(t.Context()), "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range view.Members {
+		if m.MCPSessions != 0 {
+			t.Errorf("member %s after the expiry: mcp_sessions = %d, want 0", m.Name, m.MCPSessions)
+		}
+	}
 	if _, err := idle.ListTools(t.Context(), nil); err == nil {
 		t.Error("a request on the expired session succeeded, want it refused")
 	}

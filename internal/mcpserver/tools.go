@@ -34,16 +34,40 @@ type session struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	subs   map[string]context.CancelFunc // resource URI → its watcher
+
+	// workspaces is the root of the teams' workspaces ("" offers none).
+	workspaces string
+	// toolsMu orders the rebuilds of the tool set; tools is the names
+	// offered now.
+	toolsMu sync.Mutex
+	tools   map[string]bool
+	// teamChanged is rung when the team's limits changed (a team event);
+	// stopEvents ends that subscription.
+	teamChanged chan struct{}
+	stopEvents  func()
 }
 
 // newSession builds the server of a session opened by me. workspaces is
 // the root of the teams' workspaces; empty means none is offered.
 func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, me Member, workspaces string) (*session, error) {
+	s := &session{svc: svc, log: log, me: me, subs: map[string]context.CancelFunc{}, workspaces: workspaces,
+		tools: map[string]bool{}, teamChanged: make(chan struct{}, 1)}
+	// Subscribed before the team is read, so that no change after the
+	// read goes unnoticed. The bus calls this from the publisher: it only
+	// rings.
+	s.stopEvents = svc.Subscribe(func(ev core.Event) {
+		if ev.Type == core.EventTeam && ev.Team == me.Team {
+			select {
+			case s.teamChanged <- struct{}{}:
+			default: // a rebuild is already due; it reads the team afresh
+			}
+		}
+	})
 	view, err := svc.Team(core.AsMember(ctx, me.Team, me.Name), me.Team)
 	if err != nil {
+		s.stopEvents()
 		return nil, err
 	}
-	s := &session{svc: svc, log: log, me: me, subs: map[string]context.CancelFunc{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.server = mcp.NewServer(implementation, &mcp.ServerOptions{
 		Instructions: fmt.Sprintf("You are %q, a member of the Mailroom team %q. Letters and requests you send come from you; "+
@@ -53,16 +77,8 @@ func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, me Mem
 		UnsubscribeHandler: s.unsubscribe,
 		Capabilities:       &mcp.ServerCapabilities{},
 	})
-	env := agent.Env{Svc: svc, Limits: view.Limits, AskHost: true}
-	if view.Workspace && workspaces != "" {
-		env.Workspace = filepath.Join(workspaces, me.Team)
-	}
-	// The tools fit the member: lead has no submit_plan, a teammate no
-	// request_shutdown, and only a team with a workspace has read_file
-	// and run_main, whose host gate is the team's host_permission.
-	for _, tool := range agent.Offered(agent.Registry(env), agent.DoorMCP, me.Name, env.Workspace != "") {
-		s.addTool(tool)
-	}
+	s.setTools(view)
+	go s.followTeam()
 	s.server.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name:        "inbox",
 		Title:       "Your inbox",
@@ -74,7 +90,60 @@ func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, me Mem
 }
 
 func (s *session) close() {
+	s.stopEvents()
 	s.cancel()
+}
+
+// setTools offers the tools of the registry built from the team as view
+// shows it. The tools fit the member: lead has no submit_plan, a teammate
+// no request_shutdown, and only a team with a workspace has read_file and
+// run_main, whose host gate is the team's host_permission. Every offered
+// tool is (re)added, so its schema and its handler carry the team's
+// limits of now, and a tool no longer offered is removed; the SDK then
+// sends notifications/tools/list_changed to the session.
+func (s *session) setTools(view core.TeamView) {
+	env := agent.Env{Svc: s.svc, Limits: view.Limits, AskHost: true}
+	if view.Workspace && s.workspaces != "" {
+		env.Workspace = filepath.Join(s.workspaces, s.me.Team)
+	}
+	s.toolsMu.Lock()
+	defer s.toolsMu.Unlock()
+	offered := map[string]bool{}
+	for _, tool := range agent.Offered(agent.Registry(env), agent.DoorMCP, s.me.Name, env.Workspace != "") {
+		offered[tool.Name] = true
+		s.addTool(tool)
+	}
+	var gone []string
+	for name := range s.tools {
+		if !offered[name] {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.server.RemoveTools(gone...)
+	}
+	s.tools = offered
+}
+
+// followTeam rebuilds the tools each time the team's limits change, until
+// the session ends: a session may live for hours, and its schemas must
+// state the limits core applies now (docs/api.md, section B).
+func (s *session) followTeam() {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.teamChanged:
+		}
+		view, err := s.svc.Team(s.as(s.ctx), s.me.Team)
+		if err != nil {
+			// A deleted team ends the session at its next request (the
+			// token is gone); anything else keeps the tools it had.
+			s.log.WarnContext(s.ctx, "mcp tools not rebuilt", "code", core.ErrorCode(err))
+			continue
+		}
+		s.setTools(view)
+	}
 }
 
 // as returns ctx carrying the session's member as the caller.

@@ -554,6 +554,17 @@
       el('div', null, el('dt', null, 'history'), el('dd', null, String(m.history_length))),
       el('div', null, el('dt', null, 'tokens'), el('dd', { class: 'usage' }, tokens(m.usage))));
     const activity = state.doing.get(team + '/' + m.name);
+    // An agent outside Mailroom connected as this member through /mcp;
+    // the count is of the sessions this server holds (docs/api.md, B).
+    const sessions = Number(m.mcp_sessions) || 0;
+    const mcp = sessions > 0
+      ? el('span', {
+        class: 'badge mcp',
+        data: { mcpSessions: sessions },
+        title: sessions === 1 ? 'An agent is connected as ' + m.name + ' through MCP'
+          : sessions + ' MCP sessions are open as ' + m.name,
+      }, icon('⇄'), el('span', { class: 'badge-text' }, sessions === 1 ? 'MCP' : 'MCP ×' + sessions))
+      : null;
 
     let box;
     if (!inbox || inbox.error) {
@@ -568,7 +579,7 @@
     }
 
     return el('article', { class: 'member', data: { member: m.name, status } },
-      el('header', { class: 'member-head' }, el('h4', null, m.name), badge),
+      el('header', { class: 'member-head' }, el('h4', null, m.name), el('span', { class: 'member-badges' }, mcp, badge)),
       m.role ? el('p', { class: 'role' }, m.role) : null,
       stats,
       activity ? el('p', { class: 'doing', 'aria-live': 'polite' }, icon(m.active ? '⚙' : '·'), ' ' + activity) : null,

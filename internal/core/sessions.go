@@ -1,0 +1,121 @@
+package core
+
+import (
+	"context"
+	"sync"
+)
+
+// Sessions of agents outside Mailroom. An agent that joins a team through
+// the MCP endpoint holds a session with the process it connected to; the
+// team document shows, per member, how many such sessions this process
+// holds, and a member event announces each change, so the status page can
+// show who is connected (docs/api.md, section B).
+//
+// The count belongs to the process, like the sessions themselves: a
+// replica knows only its own. Every member event reaches this process's
+// bus with this process's count, whichever process built it, and the
+// count is set under the same lock that orders the publishing, so that
+// the last member event a subscriber sees carries the current count.
+
+// sessionCounts is the open MCP sessions of this process per member. The
+// zero value is ready.
+type sessionCounts struct {
+	mu sync.Mutex
+	n  map[memberRef]int
+}
+
+type memberRef struct{ team, member string }
+
+func (c *sessionCounts) count(team, member string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[memberRef{team, member}]
+}
+
+// add changes a count; the caller holds c.mu.
+func (c *sessionCounts) add(team, member string, d int) {
+	if c.n == nil {
+		c.n = map[memberRef]int{}
+	}
+	k := memberRef{team, member}
+	if c.n[k] += d; c.n[k] <= 0 {
+		delete(c.n, k)
+	}
+}
+
+// OpenMCPSession records that the caller, a member, holds one more MCP
+// session with this process and announces it with a member event. end
+// records the session's end (once, however often it is called) and
+// announces that too.
+func (s *Service) OpenMCPSession(ctx context.Context, team, member string) (end func(), err error) {
+	if err := CheckSelf(ctx, team, member); err != nil {
+		return nil, err
+	}
+	if err := s.changeSessions(ctx, team, member, 1); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			// The team may be gone by now (deleted): the count still
+			// goes, only the announcement does not.
+			if err := s.changeSessions(context.Background(), team, member, -1); err != nil {
+				s.log.Debug("mcp session end not announced", "team", team, "code", ErrorCode(err))
+			}
+		})
+	}, nil
+}
+
+// changeSessions changes member's count by d and publishes the member's
+// view. An opening (d > 0) of a member that cannot be read is refused and
+// not counted; an ending is always counted.
+func (s *Service) changeSessions(ctx context.Context, team, member string, d int) error {
+	var mv MemberView
+	err := s.view(ctx, team, false, func(u *unit) error {
+		m := u.member(member)
+		if m == nil {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		mv = u.memberView(m)
+		return nil
+	})
+	if err != nil && d > 0 {
+		return err
+	}
+	s.sessions.mu.Lock()
+	defer s.sessions.mu.Unlock()
+	s.sessions.add(team, member, d)
+	if err != nil {
+		return err
+	}
+	// Only this process's subscribers hear of it: the other replicas do
+	// not count this process's sessions.
+	mv.MCPSessions = s.sessions.n[memberRef{team, member}]
+	s.bus.Publish(Event{Type: EventMember, Team: team, Data: mv})
+	return nil
+}
+
+// publishLocal hands ev to this process's subscribers, a member event with
+// this process's session counts: one built before a session opened or
+// ended, or by another process, would show a count that is not (or no
+// longer) this process's.
+func (s *Service) publishLocal(ev Event) {
+	if ev.Type != EventMember {
+		s.bus.Publish(ev)
+		return
+	}
+	s.sessions.mu.Lock()
+	defer s.sessions.mu.Unlock()
+	switch d := ev.Data.(type) {
+	case MemberView:
+		d.MCPSessions = s.sessions.n[memberRef{ev.Team, d.Name}]
+		ev.Data = d
+	case []MemberView:
+		views := append([]MemberView(nil), d...)
+		for i := range views {
+			views[i].MCPSessions = s.sessions.n[memberRef{ev.Team, views[i].Name}]
+		}
+		ev.Data = views
+	}
+	s.bus.Publish(ev)
+}
