@@ -63,9 +63,14 @@ const heldWriteTimeout = 10 * time.Second
 // it closes the store their last look reads from. The zero value is ready
 // to use.
 type HeldReads struct {
-	wg sync.WaitGroup
-
-	mu      sync.Mutex
+	mu sync.Mutex
+	// n counts the reads taken off net/http and not yet answered; zero,
+	// when set, is closed as n comes back to 0. (Not a sync.WaitGroup: a
+	// read may begin after a Wait has returned, which a WaitGroup forbids
+	// unless the new Add happens after that Wait in the program's order,
+	// and a request arriving over the network is not ordered so.)
+	n       int
+	zero    chan struct{}
 	inboxes map[heldKey]map[*heldRead]struct{}
 	// stopped is set when core stops waiting; later reads are rung at once.
 	stopped bool
@@ -80,16 +85,39 @@ type heldKey struct{ team, member string }
 // left), or with ctx's error when ctx ends first. Shutting down calls
 // core.Service.StopWaiting first, which makes them answer at once.
 func (h *HeldReads) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		h.wg.Wait()
-		close(done)
-	}()
+	h.mu.Lock()
+	if h.n == 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	if h.zero == nil {
+		h.zero = make(chan struct{})
+	}
+	zero := h.zero
+	h.mu.Unlock()
 	select {
-	case <-done:
+	case <-zero:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// begin counts a read about to leave net/http.
+func (h *HeldReads) begin() {
+	h.mu.Lock()
+	h.n++
+	h.mu.Unlock()
+}
+
+// end counts a read answered (or left by its client), and releases the
+// Waits when it was the last.
+func (h *HeldReads) end() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n--; h.n == 0 && h.zero != nil {
+		close(h.zero)
+		h.zero = nil
 	}
 }
 
@@ -278,10 +306,10 @@ func (h *heldRead) wait(ctx context.Context, gone <-chan struct{}) ([]core.Messa
 // done it waits in place.
 func (h *heldRead) VisitGetInboxResponse(w http.ResponseWriter) error {
 	header := w.Header().Clone() // what the middlewares set, e.g. nosniff
-	h.s.held.wg.Add(1)           // before the connection leaves net/http's count
+	h.s.held.begin()             // before the connection leaves net/http's count
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		h.s.held.wg.Done()
+		h.s.held.end()
 		msgs, err := h.wait(h.reqCtx, h.reqCtx.Done())
 		if errors.Is(err, errClientGone) {
 			return nil
@@ -303,7 +331,7 @@ func (h *heldRead) VisitGetInboxResponse(w http.ResponseWriter) error {
 // answerLater waits for the held read on its taken-over connection and
 // writes the answer. It is the read's only goroutine.
 func (h *heldRead) answerLater(header http.Header) {
-	defer h.s.held.wg.Done()
+	defer h.s.held.end()
 	h.s.held.add(h, h.stop)
 	msgs, err := h.waitConn()
 	h.s.held.remove(h)
