@@ -458,3 +458,62 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	a.stop()
 	b.stop()
 }
+
+// TestRunLeaseAcrossReplicas starts a scenario run on replica A (every
+// step slowed) and reads it through B: while A runs it, B answers it as
+// in progress (not ok, no checks), not interrupted. Then A is killed
+// with SIGKILL: once its lease has expired (MAILROOM_LEASE=1s), B answers
+// the run as finished, not ok, with a failed interrupted check, and keeps
+// answering the same.
+func TestRunLeaseAcrossReplicas(t *testing.T) {
+	dbURL := pgtest.New(t)
+	a := startReplica(t, filepath.Join(t.TempDir(), "a"), dbURL, "MAILROOM_LEASE=1s")
+	b := startReplica(t, filepath.Join(t.TempDir(), "b"), dbURL, "MAILROOM_LEASE=1s")
+	ca, cb := newClient(a.base), newClient(b.base)
+	defer cb.close()
+
+	var doc runDoc
+	run := ca.doAsync("/scenarios/agent-teams/runs", map[string]any{"step_ms": 10000}, &doc)
+	waitActiveOr(t, cb, "agent-teams-1", "reader", run)
+
+	// Several lease periods pass while A runs the run: A renews its lease,
+	// so B keeps answering the run as in progress.
+	for range 4 {
+		var seen runDoc
+		status, code, err := cb.do(http.MethodGet, "/runs/agent-teams-1", adminToken, "", nil, &seen)
+		if err != nil || status != http.StatusOK || seen.OK || len(seen.Checks) != 0 {
+			t.Fatalf("the run read through b while a runs it: %d %s %v %+v; want 200, in progress (not ok, no checks)", status, code, err, seen)
+		}
+		time.Sleep(500 * time.Millisecond) // lets lease periods pass, not synchronisation
+	}
+
+	a.kill()
+	ca.close()
+	if r := <-run; r.err == nil {
+		t.Errorf("the run on the killed replica answered: %d %s", r.status, r.code)
+	}
+	deadline := time.Now().Add(startDeadline)
+	var seen runDoc
+	for {
+		status, code, err := cb.do(http.MethodGet, "/runs/agent-teams-1", adminToken, "", nil, &seen)
+		if err != nil || status != http.StatusOK {
+			t.Fatalf("GET the run through b after a died: %d %s %v", status, code, err)
+		}
+		if len(seen.Checks) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run is still in progress %v after its replica died: %+v", startDeadline, seen)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
+	if seen.OK || seen.Checks[0].Name != "interrupted" || seen.Checks[0].OK {
+		t.Fatalf("the dead replica's run through b: %+v; want not ok with a failed interrupted check first", seen)
+	}
+	var again runDoc
+	if status, _, err := cb.do(http.MethodGet, "/runs/agent-teams-1", adminToken, "", nil, &again); err != nil || status != http.StatusOK ||
+		again.OK || len(again.Checks) == 0 || again.Checks[0].Name != "interrupted" {
+		t.Fatalf("the run read again: %d %v %+v; want the same interrupted document", status, err, again)
+	}
+	b.stop()
+}
