@@ -461,10 +461,11 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 
 // TestRunLeaseAcrossReplicas starts a scenario run on replica A (every
 // step slowed) and reads it through B: while A runs it, B answers it as
-// in progress (not ok, no checks), not interrupted. Then A is killed
-// with SIGKILL: once its lease has expired (MAILROOM_LEASE=1s), B answers
-// the run as finished, not ok, with a failed interrupted check, and keeps
-// answering the same.
+// in progress (not ok, no checks), not interrupted, and refuses to delete
+// its team. Then A is killed with SIGKILL: once its lease has expired
+// (MAILROOM_LEASE=1s), B answers the run as finished, not ok, with a
+// failed interrupted check, keeps answering the same, and deletes the
+// team with its run.
 func TestRunLeaseAcrossReplicas(t *testing.T) {
 	dbURL := pgtest.New(t)
 	a := startReplica(t, filepath.Join(t.TempDir(), "a"), dbURL, "MAILROOM_LEASE=1s")
@@ -485,6 +486,12 @@ func TestRunLeaseAcrossReplicas(t *testing.T) {
 			t.Fatalf("the run read through b while a runs it: %d %s %v %+v; want 200, in progress (not ok, no checks)", status, code, err, seen)
 		}
 		time.Sleep(500 * time.Millisecond) // lets lease periods pass, not synchronisation
+	}
+
+	// Nor can B delete the run's team under it.
+	if status, code, err := cb.do(http.MethodDelete, "/teams/agent-teams-1", adminToken, "", nil, nil); err != nil ||
+		status != http.StatusConflict || code != "member_unavailable" {
+		t.Fatalf("DELETE the run's team through b while a runs it: %d %s %v; want 409 member_unavailable", status, code, err)
 	}
 
 	a.kill()
@@ -514,6 +521,22 @@ func TestRunLeaseAcrossReplicas(t *testing.T) {
 	if status, _, err := cb.do(http.MethodGet, "/runs/agent-teams-1", adminToken, "", nil, &again); err != nil || status != http.StatusOK ||
 		again.OK || len(again.Checks) == 0 || again.Checks[0].Name != "interrupted" {
 		t.Fatalf("the run read again: %d %v %+v; want the same interrupted document", status, err, again)
+	}
+	// The run is over for good: its team can go, and its document with
+	// it, once the dead replica's turn on the team has lost its lease too.
+	for {
+		status, code, err := cb.do(http.MethodDelete, "/teams/agent-teams-1", adminToken, "", nil, nil)
+		if err == nil && status == http.StatusConflict && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+			continue
+		}
+		if err != nil || status != http.StatusNoContent {
+			t.Fatalf("DELETE the interrupted run's team through b: %d %s %v; want 204", status, code, err)
+		}
+		break
+	}
+	if status, code, err := cb.do(http.MethodGet, "/runs/agent-teams-1", adminToken, "", nil, nil); err != nil || status != http.StatusNotFound {
+		t.Fatalf("the deleted team's run: %d %s %v; want 404", status, code, err)
 	}
 	b.stop()
 }

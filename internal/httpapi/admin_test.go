@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/testkit"
 )
@@ -230,4 +232,26 @@ func TestResetFailedMember(t *testing.T) {
 	if m := e.member(tm, "lead"); m.Status != httpapi.MemberStatusIdle {
 		t.Fatalf("lead = %+v, want idle", m)
 	}
+}
+
+// TestDeleteTeamWithRunElsewhere: a scenario run that another replica
+// holds an unexpired lease on (its document has no result yet) keeps its
+// team from being deleted here, though no member of the team is busy at
+// that moment; once the lease has expired (the replica died), the team
+// goes, with the run's document.
+func TestDeleteTeamWithRunElsewhere(t *testing.T) {
+	e := openEnv(t, nil, 0)
+	e.newTeam("elsewhere-1", nil)
+	lease := core.Lease{Holder: "another-replica", Expires: time.Now().Add(time.Hour)}
+	if err := e.svc.PutRun(t.Context(), core.RunDoc{ID: "elsewhere-1", Lease: &lease}); err != nil {
+		t.Fatal(err)
+	}
+	want(t, e.del("/api/v1/teams/elsewhere-1", adminToken), http.StatusConflict, "member_unavailable")
+
+	lease.Expires = time.Now().Add(-time.Second)
+	if err := e.svc.PutRun(t.Context(), core.RunDoc{ID: "elsewhere-1", Lease: &lease}); err != nil {
+		t.Fatal(err)
+	}
+	want(t, e.del("/api/v1/teams/elsewhere-1", adminToken), http.StatusNoContent, "")
+	want(t, e.get("/api/v1/runs/elsewhere-1", adminToken), http.StatusNotFound, "not_found")
 }

@@ -188,7 +188,7 @@ func (s *Server) DeleteTeam(ctx context.Context, req DeleteTeamRequestObject) (D
 	// team between the check and the removal.
 	s.runMu.Lock()
 	defer s.runMu.Unlock()
-	if s.runTeams[req.Team] {
+	if s.runTeams[req.Team] || s.runElsewhere(ctx, req.Team) {
 		return nil, core.Errorf(core.CodeMemberUnavailable, "A scenario run is in progress on this team; delete it when the run is over.")
 	}
 	var release func() error
@@ -207,6 +207,21 @@ func (s *Server) DeleteTeam(ctx context.Context, req DeleteTeamRequestObject) (D
 		return nil, err
 	}
 	return DeleteTeam204Response{}, nil
+}
+
+// runElsewhere reports whether the run of team (a run's id is its team's
+// name) is in progress in another process: its document has no result
+// and another replica's lease on it has not expired (core.RunInProgress).
+// A run cannot begin on a team that exists already (each run creates its
+// own), so the answer cannot change before the deletion. A document that
+// cannot be read is no run in progress here: the deletion itself then
+// meets the same store.
+func (s *Server) runElsewhere(ctx context.Context, team string) bool {
+	if s.runner == nil {
+		return false
+	}
+	doc, err := s.svc.GetRun(ctx, team)
+	return err == nil && s.svc.RunInProgress(doc)
 }
 
 // ResetMember makes a stopped or failed member idle again (admin only).
