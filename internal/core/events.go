@@ -111,7 +111,7 @@ type Notifier interface {
 // Bus is the in-process Publisher and Subscriber. The zero value is ready.
 //
 // Subscribers are called in the order they subscribed. Core subscribes
-// its waiters first (New), so that every later subscriber, such as the
+// its waiters first (NewService), so that every later subscriber, such as the
 // HTTP layer that rings the reads it holds, finds an inbox's channel
 // already closed when it sees the letter's event; called in another order,
 // a held read that looked at its channel between the two would wait on to
