@@ -34,9 +34,10 @@ type config struct {
 	// storePostgres (databaseURL, shared by replicas).
 	store       string
 	databaseURL string
-	// lease (0: core.DefaultLeaseDuration) is how long a running turn's lease holds without renewal:
-	// how soon a turn of a replica that died stops keeping its member
-	// busy on the others.
+	// lease (0: core.DefaultLeaseDuration) is how long a running turn's
+	// or scenario run's lease holds without renewal: how soon a turn of a
+	// replica that died stops keeping its member busy on the others, and
+	// its run is answered as interrupted.
 	lease time.Duration
 }
 
