@@ -66,7 +66,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	store := fs.String("store", envOr(getenv, "MAILROOM_STORE", storeFile), "storage `backend`: file (the data directory) or postgres (--database-url, shared by replicas) (env MAILROOM_STORE)")
 	databaseURL := fs.String("database-url", getenv("MAILROOM_DATABASE_URL"), "PostgreSQL `URL` for --store postgres, e.g. postgres://mailroom:PASSWORD@db:5432/mailroom (env MAILROOM_DATABASE_URL)")
 	envLease, envLeaseErr := durationEnv(getenv, "MAILROOM_LEASE", 0)
-	lease := fs.Duration("lease", envLease, "how long a running turn's `lease` holds without renewal (renewed every third of it); a turn of a replica that died keeps its member busy on the others this long; 0 means 30s (env MAILROOM_LEASE)")
+	lease := fs.Duration("lease", envLease, "how long a running turn's or scenario run's `lease` holds without renewal (renewed every third of it); a turn of a replica that died keeps its member busy on the others this long, and its run in progress; 0 means 30s (env MAILROOM_LEASE)")
 	level := fs.String("log-level", envOr(getenv, "MAILROOM_LOG_LEVEL", "info"), "log `level`: debug, info, warn or error (env MAILROOM_LOG_LEVEL)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mailroom [flags]\n       mailroom healthcheck [--addr host:port]\n       mailroom scenario agent-teams|team-protocols [flags]\n       mailroom import --data DIR --database-url URL\n\nFlags:\n")

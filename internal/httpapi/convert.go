@@ -95,11 +95,12 @@ func memberOf(m core.MemberView) Member {
 
 func teamOf(v core.TeamView) Team {
 	out := Team{
-		Name:     v.Name,
-		Limits:   limitsOf(v.Limits),
-		Members:  make([]Member, 0, len(v.Members)),
-		Requests: requestsOf(v.Requests),
-		Damaged:  v.Damaged,
+		Name:      v.Name,
+		CreatedAt: v.CreatedAt,
+		Limits:    limitsOf(v.Limits),
+		Members:   make([]Member, 0, len(v.Members)),
+		Requests:  requestsOf(v.Requests),
+		Damaged:   v.Damaged,
 
 		Purpose:        v.Purpose,
 		Model:          modelSettingsOf(v.Model),

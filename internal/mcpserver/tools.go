@@ -56,7 +56,9 @@ func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, me Mem
 	// read goes unnoticed. The bus calls this from the publisher: it only
 	// rings.
 	s.stopEvents = svc.Subscribe(func(ev core.Event) {
-		if ev.Type == core.EventTeam && ev.Team == me.Team {
+		// A resync (events from other replicas may have been missed, a
+		// limit change among them) rebuilds as well.
+		if (ev.Type == core.EventTeam && ev.Team == me.Team) || ev.Type == core.EventResync {
 			select {
 			case s.teamChanged <- struct{}{}:
 			default: // a rebuild is already due; it reads the team afresh
