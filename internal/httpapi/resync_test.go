@@ -1,16 +1,14 @@
 package httpapi_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/pgstore"
+	"mailroom/internal/pgtest"
 	"mailroom/internal/testkit"
 )
 
@@ -50,22 +48,7 @@ func TestHeldReadWokenByResync(t *testing.T) {
 	}
 
 	// This replica's listener loses its connection and comes back.
-	db, err := pgx.Connect(ctx, e.place.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
-	for {
-		var n int
-		if err := db.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN %'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // until the listener is there (LISTEN gives no signal)
-	}
+	pgtest.DropListeners(ctx, t, e.place.DatabaseURL)
 	r := <-done
 	if r.err != nil || r.status != http.StatusOK || len(r.inbox.Messages) != 1 || r.inbox.Messages[0].ID != "reader-1" {
 		t.Fatalf("the held read after the resync: %+v; want 200 with reader-1", r)

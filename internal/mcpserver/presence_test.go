@@ -49,6 +49,34 @@ func newFullEnv(t *testing.T, configure ...func(*mcpserver.Options)) *env {
 	return e
 }
 
+// benchTeam creates team "bench" with a workspace and a reader, and
+// returns the reader's token.
+func (e *env) benchTeam() string {
+	e.t.Helper()
+	_, created, err := e.svc.CreateTeam(core.AsAdmin(e.t.Context()), core.TeamSpec{Name: "bench", Workspace: true,
+		Members: []core.MemberSpec{{Name: "reader", Role: "runs the program"}}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, m := range created {
+		if m.Name == "reader" {
+			return m.Token
+		}
+	}
+	e.t.Fatal("the team was created without its reader")
+	return ""
+}
+
+// connectWatchingTools connects as token; the channel gets a value for
+// every notifications/tools/list_changed.
+func (e *env) connectWatchingTools(token string) (*mcp.ClientSession, <-chan struct{}) {
+	changed := make(chan struct{}, 8)
+	cs := e.connect(token, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	return cs, changed
+}
+
 // memberEvents is an admin's event stream of one team, open from the
 // moment it is returned, delivering the member events.
 func (e *env) memberEvents(team string) <-chan core.MemberView {
@@ -270,21 +298,8 @@ func toolDescription(t *testing.T, cs *mcp.ClientSession, name string) string {
 // the new limit.
 func TestToolsFollowTeamLimits(t *testing.T) {
 	e := newFullEnv(t, func(o *mcpserver.Options) { o.Workspaces = t.TempDir() })
-	_, created, err := e.svc.CreateTeam(core.AsAdmin(t.Context()), core.TeamSpec{Name: "bench", Workspace: true,
-		Members: []core.MemberSpec{{Name: "reader", Role: "runs the program"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var token string
-	for _, m := range created {
-		if m.Name == "reader" {
-			token = m.Token
-		}
-	}
-	changed := make(chan struct{}, 8)
-	reader := e.connect(token, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	})
+	token := e.benchTeam()
+	reader, changed := e.connectWatchingTools(token)
 	before := toolNames(t, reader)
 	// run_main states how long the host's permission may take.
 	if got, want := toolDescription(t, reader, "run_main"), "up to 300 seconds"; !strings.Contains(got, want) {

@@ -1,19 +1,16 @@
 package mcpserver_test
 
 import (
-	"context"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"mailroom/internal/core"
 	"mailroom/internal/mcpserver"
 	"mailroom/internal/pgstore"
+	"mailroom/internal/pgtest"
 	"mailroom/internal/testkit"
 )
 
@@ -33,21 +30,7 @@ func TestToolsFollowLimitsChangedElsewhere(t *testing.T) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	e := &env{t: t, svc: svc, h: h, srv: srv, endpoint: srv.URL, tokens: map[string]map[string]string{}}
-	_, created, err := svc.CreateTeam(core.AsAdmin(ctx), core.TeamSpec{Name: "bench", Workspace: true,
-		Members: []core.MemberSpec{{Name: "reader", Role: "runs the program"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var token string
-	for _, m := range created {
-		if m.Name == "reader" {
-			token = m.Token
-		}
-	}
-	changed := make(chan struct{}, 8)
-	reader := e.connect(token, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	})
+	reader, changed := e.connectWatchingTools(e.benchTeam())
 	if got, want := toolDescription(t, reader, "run_main"), "up to 300 seconds"; !strings.Contains(got, want) {
 		t.Fatalf("run_main before the change: %q, want it to say %q", got, want)
 	}
@@ -70,22 +53,7 @@ func TestToolsFollowLimitsChangedElsewhere(t *testing.T) {
 	default:
 	}
 
-	db, err := pgx.Connect(ctx, place.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
-	for {
-		var n int
-		if err := db.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN %'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // until the listener is there (LISTEN gives no signal)
-	}
+	pgtest.DropListeners(ctx, t, place.DatabaseURL)
 	select {
 	case <-changed:
 	case <-time.After(30 * time.Second): // a bound for the failure only; it comes at once

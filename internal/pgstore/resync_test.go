@@ -1,12 +1,9 @@
 package pgstore_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"mailroom/internal/core"
 	"mailroom/internal/pgstore"
@@ -43,31 +40,11 @@ func TestListenerReconnectResyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
 	// dropListener ends B's LISTEN connection, the only one in this
-	// database, once it is there (LISTEN gives no signal to wait on).
+	// database.
 	dropListener := func() {
 		t.Helper()
-		for {
-			var n int
-			err := db.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-				WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN %'`).Scan(&n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n > 0 {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatal("B's listener never connected")
-			case <-time.After(20 * time.Millisecond): // polling interval, not synchronisation
-			}
-		}
+		pgtest.DropListeners(ctx, t, url)
 	}
 	awaitResync := func(when string) {
 		t.Helper()

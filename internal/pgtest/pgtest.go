@@ -382,3 +382,31 @@ func (c *Cluster) NewDatabaseFrom(t testing.TB, template string) string {
 	})
 	return c.URL(name)
 }
+
+// DropListeners ends the connections that LISTEN in the database at url
+// (a replica's event listener; see internal/pgstore), as a network that
+// drops them would, once there is at least one: LISTEN gives no signal
+// to wait on, so it looks every 10 ms until ctx ends.
+func DropListeners(ctx context.Context, t testing.TB, url string) {
+	t.Helper()
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	for {
+		var n int
+		if err := db.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN %'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no connection listens in the database")
+		case <-time.After(10 * time.Millisecond): // polling interval, not synchronisation
+		}
+	}
+}
