@@ -625,7 +625,19 @@ func (t *teamTx) commit(ctx context.Context) error {
 		return row.Scan(&after.version)
 	})
 	b.Queue(`COMMIT`)
-	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
+	// Once the COMMIT is on its way, its answer is waited for even if
+	// the caller gives up (a client gone, a server stopping): cancelled
+	// mid-way, the unit of work would be reported failed though it may
+	// have committed, and core would undo what it keeps in memory for it
+	// (a running turn) while the database holds it. The unit's deadline
+	// still bounds the wait.
+	cctx := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(cctx, dl)
+		defer cancel()
+	}
+	if err := t.tx.SendBatch(cctx, b).Close(); err != nil {
 		return err
 	}
 	for k, v := range t.counts {
