@@ -19,8 +19,8 @@ import (
 // team meanwhile, or anything else the database refused) costs that round
 // trip, and the unit of work runs again as before, on the team read
 // under the lock: the remembered state decides a write only when the
-// database has confirmed, under the lock, that it is current (docs/
-// storage.md: a cache never decides a write on stale data).
+// database has confirmed, under the lock, that it is current ("No stale
+// decisions", docs/storage.md).
 //
 // What a unit of work does not hold in memory (an inbox's letters, an
 // idempotency record, the turn documents) needs the database: a unit

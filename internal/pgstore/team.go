@@ -36,8 +36,10 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 	// cancelled round trip) is closed by Release, never reused.
 	defer conn.Release()
 	if e := s.cache.take(name); e != nil {
-		done, err := s.updateCached(ctx, conn, name, e, fn)
-		s.cache.done(name)
+		done, err := func() (bool, error) {
+			defer s.cache.done(name) // a panicking fn included
+			return s.updateCached(ctx, conn, name, e, fn)
+		}()
 		if done {
 			return err
 		}
