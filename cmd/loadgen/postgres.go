@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"mailroom/internal/core"
 	"mailroom/internal/pgstore"
@@ -25,11 +26,17 @@ import (
 //	the time to open the store and the service over -teams teams
 //	(pgstore.Open + core.Service.Open, the work a replica does before it
 //	listens).
+//
+// Beside each PostgreSQL window it reports what the database spent per
+// send: its processes' CPU (read from /proc, only for the cluster loadgen
+// started itself) and the WAL it wrote, so that the database's share of
+// a send is measured rather than inferred from the rate.
 
 type pgFigures struct {
-	file1, pg1    sendFigure
-	file64, pg64  sendFigure
-	pg64two       sendFigure
+	file1         sendFigure
+	file64        sendFigure
+	pg1, pg64     pgFigure
+	pg64two       pgFigure
 	teams         int
 	openPG        time.Duration
 	openPGNoTeams time.Duration
@@ -38,6 +45,7 @@ type pgFigures struct {
 func measurePostgres(ctx context.Context, work string, cfg config, r *report) (pgFigures, error) {
 	var f pgFigures
 	url := cfg.databaseURL
+	var server func() (time.Duration, error) // the database's CPU so far
 	if url == "" {
 		cl, err := pgtest.Start()
 		if err != nil {
@@ -48,6 +56,7 @@ func measurePostgres(ctx context.Context, work string, cfg config, r *report) (p
 			return f, err
 		}
 		url = cl.URL("loadgen")
+		server = cl.ServerCPU
 		r.printf("p. PostgreSQL: private cluster on 127.0.0.1:%d (fsync on)\n", cl.Port)
 	} else {
 		r.printf("p. PostgreSQL: %s\n", pgstore.Describe(url))
@@ -79,10 +88,11 @@ func measurePostgres(ctx context.Context, work string, cfg config, r *report) (p
 		return f, err
 	}
 	defer p1.close()
-	if f.pg1, err = measureSendConfig(ctx, p1, 1, 1, cfg.duration); err != nil {
+	m := &pgMeter{url: url, server: server}
+	if f.pg1, err = m.measure(ctx, "one", []*inproc{p1}, 1, cfg.duration); err != nil {
 		return f, fmt.Errorf("postgres, 1 client: %w", err)
 	}
-	if f.pg64, err = measureSendConfig(ctx, p1, 64, 64, cfg.duration); err != nil {
+	if f.pg64, err = m.measure(ctx, "sixty-four", []*inproc{p1}, 64, cfg.duration); err != nil {
 		return f, fmt.Errorf("postgres, 64 clients: %w", err)
 	}
 	p2, err := open()
@@ -90,18 +100,29 @@ func measurePostgres(ctx context.Context, work string, cfg config, r *report) (p
 		return f, err
 	}
 	defer p2.close()
-	if f.pg64two, err = measureTwoReplicas(ctx, p1, p2, cfg.duration); err != nil {
+	if f.pg64two, err = m.measure(ctx, "two", []*inproc{p1, p2}, 64, cfg.duration); err != nil {
 		return f, fmt.Errorf("postgres, two replicas: %w", err)
 	}
-	r.printf("   store      replicas clients teams   sends/s          p50          p99   CPU per send\n")
+	r.printf("   store      replicas clients teams   sends/s          p50          p99   CPU per send  database CPU  WAL bytes\n")
 	for _, row := range []struct {
 		name string
 		reps int
-		fig  sendFigure
-	}{{"file", 1, f.file1}, {"postgres", 1, f.pg1}, {"file", 1, f.file64}, {"postgres", 1, f.pg64}, {"postgres", 2, f.pg64two}} {
-		r.printf("   %-10s %8d %7d %5d %9.0f %12s %12s %14s\n", row.name, row.reps, row.fig.clients, row.fig.teams, row.fig.rate,
-			ms(row.fig.lat.pct(0.5)), ms(row.fig.lat.pct(0.99)), ms(row.fig.cpu))
+		fig  pgFigure
+	}{{"file", 1, pgFigure{sendFigure: f.file1}}, {"postgres", 1, f.pg1}, {"file", 1, pgFigure{sendFigure: f.file64}}, {"postgres", 1, f.pg64}, {"postgres", 2, f.pg64two}} {
+		db, wal := "", ""
+		if row.name == "postgres" {
+			db, wal = "-", "-"
+			if row.fig.server >= 0 {
+				db = ms(row.fig.server)
+			}
+			if row.fig.wal >= 0 {
+				wal = fmt.Sprintf("%.0f", row.fig.wal)
+			}
+		}
+		r.printf("   %-10s %8d %7d %5d %9.0f %12s %12s %14s %13s %10s\n", row.name, row.reps, row.fig.clients, row.fig.teams, row.fig.rate,
+			ms(row.fig.lat.pct(0.5)), ms(row.fig.lat.pct(0.99)), ms(row.fig.cpu), db, wal)
 	}
+	r.printf("   (CPU per send: this process, clients included; database CPU: the cluster's processes, per send, when loadgen started it; WAL bytes per send)\n")
 
 	// Start-up over many teams: time pgstore.Open + core.Service.Open.
 	t0 := time.Now()
@@ -133,30 +154,77 @@ func measurePostgres(ctx context.Context, work string, cfg config, r *report) (p
 	return f, nil
 }
 
-// measureTwoReplicas is measureSendConfig for 64 clients over 64 teams
-// with client i on replica i%2.
-func measureTwoReplicas(ctx context.Context, a, b *inproc, d time.Duration) (sendFigure, error) {
-	const n = 64
+// pgFigure is one measured window on PostgreSQL: the sends, and what
+// the database spent on each (-1 when unknown).
+type pgFigure struct {
+	sendFigure
+	server time.Duration // the cluster's CPU per send
+	wal    float64       // WAL bytes written per send
+}
+
+// pgMeter measures windows of sends on PostgreSQL with the database's
+// own cost beside Mailroom's.
+type pgMeter struct {
+	url    string
+	server func() (time.Duration, error) // nil: not our cluster
+}
+
+// measure is measureSendConfig for n clients over n teams (one member
+// each, sending to its lead), client i on replica i%len(reps), with the
+// database's CPU and WAL per send over the same window.
+func (m *pgMeter) measure(ctx context.Context, prefix string, reps []*inproc, n int, d time.Duration) (pgFigure, error) {
 	limits := benchLimits(1 << 24)
-	reps := []*inproc{a, b}
 	routes := make([]route, n)
 	for i := range n {
-		name := fmt.Sprintf("two-%02d", i)
-		tokens, err := a.createTeam(ctx, name, 1, limits)
+		name := fmt.Sprintf("%s-%02d", prefix, i)
+		tokens, err := reps[0].createTeam(ctx, name, 1, limits)
 		if err != nil {
-			return sendFigure{}, err
+			return pgFigure{}, err
 		}
 		routes[i] = route{team: name, token: tokens["m1"]}
-		if _, err := reps[i%2].send(ctx, name, tokens["m1"], core.LeadName); err != nil {
-			return sendFigure{}, err
+		// Warm up: every inbox its first letter, every client its
+		// connection.
+		if _, err := reps[i%len(reps)].send(ctx, name, tokens["m1"], core.LeadName); err != nil {
+			return pgFigure{}, err
 		}
 	}
-	cpu0 := cpuTime()
+	conn, err := pgx.Connect(ctx, m.url)
+	if err != nil {
+		return pgFigure{}, err
+	}
+	defer conn.Close(ctx)
+	lsn := func() (int64, error) {
+		var v int64
+		err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&v)
+		return v, err
+	}
+	server := func() time.Duration {
+		if m.server == nil {
+			return -1
+		}
+		v, err := m.server()
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+	wal0, walErr := lsn()
+	srv0, cpu0 := server(), cpuTime()
 	lat, elapsed, err := runWindow(ctx, n, d, func(i, _ int) error {
-		_, err := reps[i%2].send(ctx, routes[i].team, routes[i].token, core.LeadName)
+		_, err := reps[i%len(reps)].send(ctx, routes[i].team, routes[i].token, core.LeadName)
 		return err
 	})
-	return newSendFigure(n, n, lat, elapsed, cpuTime()-cpu0), errors.Join(err)
+	cpu, srv1 := cpuTime()-cpu0, server()
+	wal1, walErr1 := lsn()
+	f := pgFigure{sendFigure: newSendFigure(n, n, lat, elapsed, cpu), server: -1, wal: -1}
+	sends := max(1, len(lat))
+	if srv0 >= 0 && srv1 >= 0 {
+		f.server = (srv1 - srv0) / time.Duration(sends)
+	}
+	if walErr == nil && walErr1 == nil {
+		f.wal = float64(wal1-wal0) / float64(sends)
+	}
+	return f, err
 }
 
 // target prints one PASS or MISS line of phase p.

@@ -66,7 +66,20 @@ func (s *Store) sendLoop() {
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// The notifications are one transaction of their own, committed
+		// without waiting for its WAL record to reach the disk: it
+		// stores nothing (NOTIFY's queue does not survive a restart,
+		// and a listener that lost its connection resyncs, see Listen),
+		// and PostgreSQL delivers a transaction's notifications at its
+		// commit, whether or not the commit record is flushed. Only
+		// this transaction is asynchronous: the units of work, whose
+		// letters are acknowledged, commit with synchronous_commit as
+		// the server sets it. A synchronous commit here cost a WAL flush
+		// per batch, on the same WAL as the sends' commits (with one
+		// client, a second flush per send).
 		batch := &pgx.Batch{}
+		batch.Queue(`BEGIN`)
+		batch.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
 		for _, b := range queued {
 			env := envelope{Origin: s.origin, Event: b}
 			if len(b) > maxPayload {
@@ -79,9 +92,13 @@ func (s *Store) sendLoop() {
 			payload, _ := json.Marshal(env)
 			batch.Queue(`SELECT pg_notify($1, $2)`, channel, string(payload))
 		}
-		if batch.Len() > 0 {
+		if n := batch.Len() - 2; n > 0 {
+			batch.Queue(`COMMIT`)
+			// A failed batch leaves its connection inside the
+			// transaction; the pool closes such a connection rather
+			// than reuse it.
 			if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
-				s.log.Warn("events not announced", "count", batch.Len(), "err", err)
+				s.log.Warn("events not announced", "count", n, "err", err)
 			}
 		}
 		if time.Since(lastSweep) > time.Minute {

@@ -4,7 +4,11 @@
 // Every unit of work (UpdateTeam) is one transaction that locks the team's
 // row (SELECT ... FOR UPDATE), runs core's function, and commits the letter,
 // the state, the idempotency record and the turn documents together, so
-// the intents the file store needs are not needed here. After a commit core
+// the intents the file store needs are not needed here. A replica that
+// remembers what its last unit of work on the team committed runs the
+// function on that and sends the lock, the writes and the commit in one
+// round trip; the lock refuses unless the row is still that version, and
+// the unit then runs as above (cache.go). After a commit core
 // announces its events; the store sends them with NOTIFY, and a LISTEN
 // connection per process delivers the other replicas' events to core
 // (core.Notifier). The schema is embedded (migrations/) and applied at
@@ -64,6 +68,7 @@ type Store struct {
 	origin string // this process, to skip its own notifications
 	where  string // host and database, for messages (never a password)
 
+	cache    *teamCache // what this replica's units of work committed (cache.go)
 	notify   chan []byte
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -126,6 +131,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		log:    log,
 		origin: randomID(),
 		where:  where,
+		cache:  newTeamCache(),
 		notify: make(chan []byte, 4096),
 		stop:   make(chan struct{}),
 	}
@@ -276,6 +282,7 @@ func (s *Store) CreateTeam(ctx context.Context, st *core.TeamState) error {
 // DeleteTeam implements core.Store: one DELETE, the rest follows by
 // cascade in the same transaction.
 func (s *Store) DeleteTeam(ctx context.Context, name string) error {
+	s.cache.forget(name)
 	return s.withTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM teams WHERE name = $1`, name)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"mailroom/internal/core"
 )
@@ -21,7 +22,9 @@ var errReadOnly = errors.New("pgstore: a view cannot change the team")
 // UpdateTeam implements core.Store: one transaction holding the team's row
 // lock from the first read to the commit. The transaction's BEGIN travels
 // with the reads (the row's lock first) and its COMMIT with the writes, so
-// that a unit of work is two round trips and the reads its function makes.
+// that a unit of work is two round trips and the reads its function makes;
+// or one, on what this replica remembers of the team, when the lock finds
+// the row unchanged since (updateCached).
 func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
@@ -32,6 +35,15 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 	// A connection left inside a transaction (a failed ROLLBACK, a
 	// cancelled round trip) is closed by Release, never reused.
 	defer conn.Release()
+	if e := s.cache.take(name); e != nil {
+		done, err := func() (bool, error) {
+			defer s.cache.done(name) // a panicking fn included
+			return s.updateCached(ctx, conn, name, e, fn)
+		}()
+		if done {
+			return err
+		}
+	}
 	var fnErr error
 	err = func() error {
 		t, err := loadTeam(ctx, conn, name, true)
@@ -44,9 +56,16 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 		if fnErr = fn(t); fnErr != nil {
 			return fnErr
 		}
-		return t.commit(ctx)
+		if err := t.commit(ctx); err != nil {
+			return err
+		}
+		s.cache.put(name, t.after)
+		return nil
 	}()
 	if err != nil {
+		if isNotFound(err) {
+			s.cache.forget(name)
+		}
 		if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
 		}
@@ -56,6 +75,52 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 		return fnErr // unchanged, as the contract says
 	}
 	return err
+}
+
+// updateCached runs fn on e, what this replica's last unit of work on
+// the team committed, and commits it in one round trip that first checks,
+// under the row's lock, that e is still the team (cache.go). done reports
+// whether the unit of work is over, committed (err nil) or failed in a way
+// that may have committed (the connection lost during the round trip);
+// otherwise nothing was committed and the unit is to run again under the
+// lock: fn failed or asked for what the cache does not hold, or the
+// database refused the round trip (the team changed meanwhile).
+func (s *Store) updateCached(ctx context.Context, conn *pgxpool.Conn, name string, e *cached, fn func(tx core.TeamTx) error) (done bool, err error) {
+	t := &teamTx{ctx: ctx, tx: conn, name: name, inboxes: map[string][]core.Message{}, sizes: map[string]int{}}
+	if err := cachedTeam(t, e); err != nil {
+		s.cache.forget(name)
+		return false, nil
+	}
+	// An error of fn's was decided on the remembered team: it is decided
+	// again on the team read under the lock.
+	if err := fn(t); err != nil || t.needsLock {
+		return false, nil
+	}
+	err = t.commit(ctx)
+	if err == nil {
+		s.cache.put(name, t.after)
+		return true, nil
+	}
+	if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && !unavailable(err) {
+		// Refused by the database: the transaction was aborted at the
+		// refusal, and its COMMIT skipped. Someone else is working on
+		// this team too; for a while its units of work read it under
+		// the lock rather than be refused in turn.
+		s.cache.refuse(name)
+		return false, nil
+	}
+	s.cache.forget(name)
+	return true, storeErr(ctx, err)
+}
+
+// isNotFound reports whether err is core's CodeNotFound.
+func isNotFound(err error) bool {
+	var ce *core.Error
+	return errors.As(err, &ce) && ce.Code == core.CodeNotFound
 }
 
 // lostDatabase reports whether err, returned by core's function, is in
@@ -99,10 +164,18 @@ type loaded struct {
 
 // teamTx is core.TeamTx inside one database transaction.
 type teamTx struct {
-	ctx      context.Context
-	tx       querier
-	name     string
-	version  int64
+	ctx         context.Context
+	tx          querier
+	name        string
+	incarnation int64
+	version     int64
+	// fromCache: the team is what this replica remembered (cache.go);
+	// commit checks it under the lock. needsLock: fn asked for what the
+	// cache does not hold.
+	fromCache bool
+	needsLock bool
+	// after is the team as commit left it, for the cache.
+	after    *cached
 	st       *core.TeamState
 	damaged  error
 	readOnly bool
@@ -115,8 +188,8 @@ type teamTx struct {
 	line    []byte // the letter's inbox line
 	seq     int    // and its number
 	idem    []core.IdempotencyRecord
-	// state is teams.state as read, re-encoded: commit rewrites the row
-	// only when fn changed it.
+	// state is teams.state as read: commit rewrites the row only when
+	// the state's encoding differs from it.
 	state []byte
 }
 
@@ -138,7 +211,7 @@ type querier interface {
 // loadTeam reads team name; with forUpdate it begins the transaction on
 // tx, a connection, and locks the team's row.
 func loadTeam(ctx context.Context, tx querier, name string, forUpdate bool) (*teamTx, error) {
-	q := `SELECT version, state FROM teams WHERE name = $1`
+	q := `SELECT incarnation, version, state FROM teams WHERE name = $1`
 	if forUpdate {
 		q += ` FOR UPDATE`
 	}
@@ -163,7 +236,7 @@ func loadTeam(ctx context.Context, tx querier, name string, forUpdate bool) (*te
 		}
 	}
 	var state []byte
-	err := br.QueryRow().Scan(&t.version, &state)
+	err := br.QueryRow().Scan(&t.incarnation, &t.version, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, core.Errorf(core.CodeNotFound, "No such team.")
 	}
@@ -178,15 +251,17 @@ func loadTeam(ctx context.Context, tx querier, name string, forUpdate bool) (*te
 	st.Requests = []core.Request{}
 	st.Permissions = nil
 	t.orig = loaded{requests: map[string][]byte{}, permissions: map[string][]byte{}, leases: map[string]core.Lease{}}
-	if err := scanDocs(br, "request", &t.damaged, func(id string, r core.Request) {
+	// The documents are stored as Go encoded them (migration 00005), so
+	// the text read is what commit compares its encoding with.
+	if err := scanDocs(br, "request", &t.damaged, func(id string, doc []byte, r core.Request) {
 		st.Requests = append(st.Requests, r)
-		t.orig.requests[id] = canonical(r)
+		t.orig.requests[id] = doc
 	}); err != nil {
 		return nil, err
 	}
-	if err := scanDocs(br, "permission", &t.damaged, func(id string, p core.Permission) {
+	if err := scanDocs(br, "permission", &t.damaged, func(id string, doc []byte, p core.Permission) {
 		st.Permissions = append(st.Permissions, p)
-		t.orig.permissions[id] = canonical(p)
+		t.orig.permissions[id] = doc
 	}); err != nil {
 		return nil, err
 	}
@@ -207,9 +282,12 @@ func loadTeam(ctx context.Context, tx querier, name string, forUpdate bool) (*te
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		if t.state, err = encodeState(st); err != nil {
-			return nil, err
-		}
+		// The state's text as stored: Go's encoding of it (CreateTeam,
+		// commit, import), so an unchanged state encodes to the same
+		// bytes and is not rewritten. Text another encoder wrote (a
+		// row from before migration 00005) differs, and is rewritten
+		// once, with the same content.
+		t.state = state
 	}
 	if err := br.Close(); err != nil {
 		return nil, err
@@ -254,6 +332,9 @@ func (t *teamTx) LoadInbox(member string) ([]core.Message, error) {
 	if t.damaged != nil {
 		return nil, core.CorruptInbox(t.damaged)
 	}
+	if err := t.read(); err != nil {
+		return nil, err
+	}
 	data, err := inboxBytes(t.ctx, t.tx, t.name, member)
 	if err != nil {
 		return nil, err
@@ -282,6 +363,9 @@ func (t *teamTx) LoadInbox(member string) ([]core.Message, error) {
 func (t *teamTx) InboxBytes(member string) ([]byte, error) {
 	if t.damaged != nil {
 		return nil, core.CorruptInbox(t.damaged)
+	}
+	if err := t.read(); err != nil {
+		return nil, err
 	}
 	data, err := inboxBytes(t.ctx, t.tx, t.name, member)
 	if err != nil {
@@ -318,7 +402,8 @@ func inboxBytes(ctx context.Context, q querier, team, member string) ([]byte, er
 }
 
 // InboxLen implements core.InboxCounter: the stored count (members.letters,
-// kept by a trigger with the letters), without reading the inbox.
+// kept with the letters by the statement that inserts one, or a trigger),
+// without reading the inbox.
 func (t *teamTx) InboxLen(member string) (int, error) {
 	if msgs, ok := t.inboxes[member]; ok {
 		return len(msgs), nil
@@ -380,12 +465,25 @@ func (t *teamTx) AppendLetter(msg core.Message) error {
 	return nil
 }
 
+// read is called before a statement inside fn: a unit of work on the
+// cache has no transaction yet, and is to run again under the lock.
+func (t *teamTx) read() error {
+	if t.fromCache {
+		t.needsLock = true
+		return errNeedsLock
+	}
+	return nil
+}
+
 // Idempotency implements core.TeamTx.
 func (t *teamTx) Idempotency(member, key string) (core.IdempotencyRecord, bool, error) {
 	for i := len(t.idem) - 1; i >= 0; i-- {
 		if r := t.idem[i]; r.Member == member && r.Key == key {
 			return r, true, nil
 		}
+	}
+	if err := t.read(); err != nil {
+		return core.IdempotencyRecord{}, false, err
 	}
 	r := core.IdempotencyRecord{Member: member, Key: key}
 	var letter []byte
@@ -422,6 +520,9 @@ func (t *teamTx) PutIdempotency(r core.IdempotencyRecord) error {
 
 // Turns implements core.TeamTx.
 func (t *teamTx) Turns() ([]core.TurnDoc, error) {
+	if err := t.read(); err != nil {
+		return nil, err
+	}
 	rows, err := t.tx.Query(t.ctx, `SELECT doc FROM turns WHERE team = $1 ORDER BY seq`, t.name)
 	if err != nil {
 		return nil, err
@@ -446,6 +547,9 @@ func (t *teamTx) PutTurn(doc core.TurnDoc) error {
 	if t.readOnly {
 		return errReadOnly
 	}
+	if err := t.read(); err != nil {
+		return err
+	}
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return err
@@ -460,16 +564,32 @@ func (t *teamTx) DeleteTurn(turnID string) error {
 	if t.readOnly {
 		return errReadOnly
 	}
+	if err := t.read(); err != nil {
+		return err
+	}
 	_, err := t.tx.Exec(t.ctx, `DELETE FROM turns WHERE team = $1 AND turn_id = $2`, t.name, turnID)
 	return err
 }
 
-// commit writes what fn changed and commits, in one round trip.
+// commit writes what fn changed and commits, in one round trip; for a
+// unit of work on the cache the round trip begins the transaction and
+// locks the row, refused unless the row is still the team remembered.
+// It leaves the team as committed in t.after.
 func (t *teamTx) commit(ctx context.Context) error {
 	b := &pgx.Batch{}
+	if t.fromCache {
+		b.Queue(`BEGIN`)
+		b.Queue(`SELECT mailroom_lock_team($1, $2, $3)`, t.name, t.incarnation, t.version)
+	}
 	if m := t.letter; m != nil {
-		b.Queue(`INSERT INTO letters (team, member, seq, sender, body, line) VALUES ($1, $2, $3, $4, $5, $6)`,
-			t.name, m.Recipient, t.seq, m.Sender, m.Body, t.line)
+		// The inbox's count and the team's version change in the same
+		// statement as the letter (migration 00006: counted, so the
+		// trigger that does it for other writers does not fire).
+		b.Queue(`WITH counted AS (UPDATE members SET letters = letters + 1, inbox_bytes = inbox_bytes + $7
+				WHERE team = $1 AND name = $2),
+			bumped AS (UPDATE teams SET version = version + 1 WHERE name = $1)
+			INSERT INTO letters (team, member, seq, sender, body, line, counted) VALUES ($1, $2, $3, $4, $5, $6, true)`,
+			t.name, m.Recipient, t.seq, m.Sender, m.Body, t.line, len(t.line))
 	}
 	for _, r := range t.idem {
 		if t.letter != nil {
@@ -492,7 +612,7 @@ func (t *teamTx) commit(ctx context.Context) error {
 		b.Queue(`DELETE FROM idempotency WHERE team = $1 AND at < $2`,
 			t.name, time.Now().Add(-core.IdempotencyTTL))
 	}
-	queueChildren(b, t.st, &t.orig)
+	reqs, perms := queueChildren(b, t.st, &t.orig)
 	state, err := encodeState(t.st)
 	if err != nil {
 		return err
@@ -500,15 +620,46 @@ func (t *teamTx) commit(ctx context.Context) error {
 	if !bytes.Equal(state, t.state) {
 		b.Queue(`UPDATE teams SET state = $2, version = version + 1 WHERE name = $1`, t.name, state)
 	}
+	// The version the writes left (they bump it, migration 00006).
+	after := &cached{incarnation: t.incarnation, state: state, requests: reqs, permissions: perms,
+		counts: make(map[string]inboxCount, len(t.counts))}
+	b.Queue(`SELECT version FROM teams WHERE name = $1`, t.name).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&after.version)
+	})
 	b.Queue(`COMMIT`)
-	return t.tx.SendBatch(ctx, b).Close()
+	// Once the COMMIT is on its way, its answer is waited for even if
+	// the caller gives up (a client gone, a server stopping): cancelled
+	// mid-way, the unit of work would be reported failed though it may
+	// have committed, and core would undo what it keeps in memory for it
+	// (a running turn) while the database holds it. The unit's deadline
+	// still bounds the wait.
+	cctx := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(cctx, dl)
+		defer cancel()
+	}
+	if err := t.tx.SendBatch(cctx, b).Close(); err != nil {
+		return err
+	}
+	for k, v := range t.counts {
+		after.counts[k] = v
+	}
+	if m := t.letter; m != nil {
+		c := after.counts[m.Recipient]
+		c.letters++
+		c.bytes += len(t.line)
+		after.counts[m.Recipient] = c
+	}
+	t.after = after
+	return nil
 }
 
 // syncChildren writes the requests, permissions and leases of st that
 // differ from what was read (orig), in one round trip.
 func syncChildren(ctx context.Context, tx pgx.Tx, st *core.TeamState, orig *loaded) error {
 	b := &pgx.Batch{}
-	queueChildren(b, st, orig)
+	_, _ = queueChildren(b, st, orig)
 	if b.Len() == 0 {
 		return nil
 	}
@@ -516,12 +667,14 @@ func syncChildren(ctx context.Context, tx pgx.Tx, st *core.TeamState, orig *load
 }
 
 // queueChildren queues the writes of the requests, permissions and leases
-// of st that differ from what was read (orig).
-func queueChildren(b *pgx.Batch, st *core.TeamState, orig *loaded) {
+// of st that differ from what was read (orig), and returns st's requests
+// and permissions as stored after them.
+func queueChildren(b *pgx.Batch, st *core.TeamState, orig *loaded) (reqs, perms []storedDoc) {
 	seen := map[string]bool{}
 	for i, r := range st.Requests {
 		seen[r.ID] = true
 		doc := canonical(r)
+		reqs = append(reqs, storedDoc{r.ID, doc})
 		if old, ok := orig.requests[r.ID]; ok && bytes.Equal(old, doc) {
 			continue
 		}
@@ -538,6 +691,7 @@ func queueChildren(b *pgx.Batch, st *core.TeamState, orig *loaded) {
 	for i, p := range st.Permissions {
 		seen[p.ID] = true
 		doc := canonical(p)
+		perms = append(perms, storedDoc{p.ID, doc})
 		if old, ok := orig.permissions[p.ID]; ok && bytes.Equal(old, doc) {
 			continue
 		}
@@ -561,13 +715,14 @@ func queueChildren(b *pgx.Batch, st *core.TeamState, orig *loaded) {
 			b.Queue(`DELETE FROM leases WHERE team = $1 AND member = $2`, st.Name, m.Name)
 		}
 	}
+	return reqs, perms
 }
 
 // scanDocs reads the next result of br, rows of (id, JSON document), and
-// hands each decoded document to add. A document that does not decode is
-// kept as the team's damage (the first one only), so the team is served
-// read-only rather than with a row silently dropped.
-func scanDocs[T any](br pgx.BatchResults, kind string, damaged *error, add func(id string, v T)) error {
+// hands each document, as stored and decoded, to add. A document that
+// does not decode is kept as the team's damage (the first one only), so
+// the team is served read-only rather than with a row silently dropped.
+func scanDocs[T any](br pgx.BatchResults, kind string, damaged *error, add func(id string, doc []byte, v T)) error {
 	rows, err := br.Query()
 	if err != nil {
 		return err
@@ -583,7 +738,7 @@ func scanDocs[T any](br pgx.BatchResults, kind string, damaged *error, add func(
 		if err := json.Unmarshal(doc, &v); err != nil && *damaged == nil {
 			*damaged = fmt.Errorf("%s %s: %w", kind, id, err)
 		}
-		add(id, v)
+		add(id, doc, v)
 	}
 	return rows.Err()
 }

@@ -410,3 +410,72 @@ func DropListeners(ctx context.Context, t testing.TB, url string) {
 		}
 	}
 }
+
+// ServerCPU is the CPU time (user + system) the cluster's processes have
+// used so far: the postmaster's own and that of the children it has
+// reaped, plus each live child's (backends, WAL writer, checkpointer…).
+// Benchmarks read it before and after a window to tell the database's
+// cost per operation from the client's. Linux only (/proc); the figure
+// has the kernel's clock-tick resolution (usually 10 ms).
+func (c *Cluster) ServerCPU() (time.Duration, error) {
+	b, err := os.ReadFile(filepath.Join(c.dataDir(), "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		return 0, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	own, err := procTicks(pid)
+	if err != nil {
+		return 0, err
+	}
+	total := own.utime + own.stime + own.cutime + own.cstime
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		t, err := procTicks(child)
+		if err != nil || t.ppid != pid {
+			continue // gone meanwhile, or not the cluster's
+		}
+		total += t.utime + t.stime
+	}
+	// USER_HZ is 100 on every Linux that Go supports.
+	return time.Duration(total) * 10 * time.Millisecond, nil
+}
+
+type ticks struct {
+	ppid                         int
+	utime, stime, cutime, cstime int64
+}
+
+// procTicks reads /proc/pid/stat (proc(5)): the fields after the
+// command name, which is parenthesised and may hold spaces.
+func procTicks(pid int) (ticks, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ticks{}, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ticks{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state): ppid is field 4, utime..cstime 14..17.
+	if len(f) < 15 {
+		return ticks{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	var t ticks
+	t.ppid, _ = strconv.Atoi(f[1])
+	for j, p := range []*int64{&t.utime, &t.stime, &t.cutime, &t.cstime} {
+		*p, _ = strconv.ParseInt(f[11+j], 10, 64)
+	}
+	return t, nil
+}
