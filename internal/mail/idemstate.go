@@ -77,6 +77,16 @@ func (s *Store) compactIdempotency(ctx context.Context, e *teamEntry) {
 	if d.lines < compactMinLines || d.lines-len(d.live) <= len(d.live) {
 		return
 	}
+	if err := s.rewriteIdempotency(ctx, e); err != nil {
+		s.log.WarnContext(ctx, "compacting the idempotency log failed; it is kept as it is", "team", e.st.Name, "err", err)
+	}
+}
+
+// rewriteIdempotency replaces the team's idempotency log with its live
+// records, oldest first, and makes the memory's order match the new log.
+// Called after prune. On an error the log and the memory are as before.
+func (s *Store) rewriteIdempotency(ctx context.Context, e *teamEntry) error {
+	d := &e.idem
 	live := make([]core.IdempotencyRecord, 0, len(d.live))
 	order := make([]idemEntry, 0, len(d.live))
 	seen := make(map[idemRef]bool, len(d.live))
@@ -88,10 +98,10 @@ func (s *Store) compactIdempotency(ctx context.Context, e *teamEntry) {
 		}
 	}
 	if err := s.RewriteIdempotency(ctx, e.st.Name, live); err != nil {
-		s.log.WarnContext(ctx, "compacting the idempotency log failed; it is kept as it is", "team", e.st.Name, "err", err)
-		return
+		return err
 	}
 	d.order, d.head, d.lines = order, 0, len(live)
+	return nil
 }
 
 // restoreIdempotency loads the team's idempotency log at start. inboxes

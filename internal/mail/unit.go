@@ -467,16 +467,10 @@ func (s *Store) LookupToken(ctx context.Context, hash string) (string, string, e
 // work runs meanwhile; UpdateTeam returns only once the record (and
 // everything fn saw) is durable, and its letter is in the inbox file.
 func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
-	e, err := s.entry(ctx, name)
+	e, err := s.lockEntry(ctx, name)
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	if e.deleted {
-		e.mu.Unlock()
-		return core.Errorf(core.CodeNotFound, "No such team.")
-	}
-	s.drain(e)
 	if e.damaged != nil {
 		err := core.DamagedError(e.damaged)
 		horizon := e.lastSeq
@@ -546,16 +540,10 @@ func (s *Store) settle(seq uint64) error {
 // ViewTeam runs fn under the team's lock on a copy of its state, and
 // returns once everything fn saw is durable.
 func (s *Store) ViewTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
-	e, err := s.entry(ctx, name)
+	e, err := s.lockEntry(ctx, name)
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	if e.deleted {
-		e.mu.Unlock()
-		return core.Errorf(core.CodeNotFound, "No such team.")
-	}
-	s.drain(e)
 	tx := &fileTx{s: s, e: e, ctx: ctx, st: cloneState(e.st), prev: map[string][]core.Message{}}
 	err = fn(tx)
 	tx.done = true
@@ -565,6 +553,23 @@ func (s *Store) ViewTeam(ctx context.Context, name string, fn func(tx core.TeamT
 		return serr
 	}
 	return err
+}
+
+// lockEntry returns team name's entry locked, with every durable letter
+// of it in its inbox files: how a unit of work and a view begin. A team
+// deleted meanwhile is CodeNotFound, with no lock held.
+func (s *Store) lockEntry(ctx context.Context, name string) (*teamEntry, error) {
+	e, err := s.entry(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if e.deleted {
+		e.mu.Unlock()
+		return nil, core.Errorf(core.CodeNotFound, "No such team.")
+	}
+	s.drain(e)
+	return e, nil
 }
 
 var errReadOnly = errors.New("mail: a view cannot change the team")

@@ -214,22 +214,10 @@ func (s *Store) checkpointTeam(ctx context.Context, e *teamEntry) error {
 		e.stateDirty = false
 	}
 	if e.idemDirty {
-		d := &e.idem
 		e.prune(s.clock())
-		live := make([]core.IdempotencyRecord, 0, len(d.live))
-		order := make([]idemEntry, 0, len(d.live))
-		seen := make(map[idemRef]bool, len(d.live))
-		for _, en := range d.order[d.head:] {
-			if r, ok := d.live[en.ref]; ok && r.At.Equal(en.at) && !seen[en.ref] {
-				seen[en.ref] = true
-				live = append(live, r)
-				order = append(order, en)
-			}
-		}
-		if err := s.RewriteIdempotency(ctx, name, live); err != nil {
+		if err := s.rewriteIdempotency(ctx, e); err != nil {
 			return err
 		}
-		d.order, d.head, d.lines = order, 0, len(live)
 		e.idemDirty = false
 	}
 	for id := range e.turnDirty {
