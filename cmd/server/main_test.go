@@ -94,6 +94,22 @@ func startServer(t *testing.T, dataDir string, env []string, args ...string) (*p
 	return p, ready
 }
 
+// wantAdminAccepted requires GET /api/v1/teams with token to answer 200
+// from the server at ready.
+func wantAdminAccepted(t *testing.T, ready *url.URL, token string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+ready.Host+"/api/v1/teams", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /api/v1/teams with the admin token: %s, want 200", resp.Status)
+	}
+}
+
 // readyURL waits for the ready line on stdout and parses its URL.
 func (p *proc) readyURL() *url.URL {
 	p.t.Helper()
@@ -207,16 +223,7 @@ func TestServeGeneratesAdminToken(t *testing.T) {
 	}
 
 	// The authenticated API accepts the admin token from the ready line.
-	req, _ := http.NewRequest(http.MethodGet, "http://"+ready.Host+"/api/v1/teams", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET /api/v1/teams with the admin token: %s, want 200", resp.Status)
-	}
+	wantAdminAccepted(t, ready, token)
 
 	p.stop()
 
@@ -298,16 +305,7 @@ func TestAdminTokenNeverLogged(t *testing.T) {
 	if ready.Fragment != "token="+token {
 		t.Errorf("ready line fragment = %q, want token=%s", ready.Fragment, token)
 	}
-	req, _ := http.NewRequest(http.MethodGet, "http://"+ready.Host+"/api/v1/teams", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET /api/v1/teams: %s, want 200", resp.Status)
-	}
+	wantAdminAccepted(t, ready, token)
 	p.stop()
 	logs := p.stderr.String()
 	if !strings.Contains(logs, `"msg":"ready"`) {
