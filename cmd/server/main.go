@@ -42,8 +42,18 @@ func main() {
 	os.Exit(report(err, os.Stderr))
 }
 
+// Exit codes, documented in the README's "Scenarios": scripts tell a run
+// that failed from a command they got wrong and from a data directory that
+// a server holds (which calls for the server's API instead, not a retry).
+const (
+	exitFailed = 1
+	exitUsage  = 2
+	exitBusy   = 3
+)
+
 // report prints err for a person and returns the process exit code:
-// 0 on success or -h, 2 on a usage error, 1 on any other failure.
+// 0 on success or -h, 2 on a usage error, 3 when the data directory is held
+// by a server, 1 on any other failure.
 func report(err error, stderr io.Writer) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
@@ -51,12 +61,21 @@ func report(err error, stderr io.Writer) int {
 	case errors.As(err, new(*usageError)):
 		fmt.Fprintf(stderr, "mailroom: %v\n", err)
 		fmt.Fprintf(stderr, "Run with -h for the list of flags.\n")
-		return 2
+		return exitUsage
+	case errors.As(err, new(*busyError)):
+		fmt.Fprintf(stderr, "mailroom: %v\n", err)
+		return exitBusy
 	default:
 		fmt.Fprintf(stderr, "mailroom: %v\n", err)
-		return 1
+		return exitFailed
 	}
 }
+
+// busyError is a data directory another process holds; it exits with
+// status 3.
+type busyError struct{ msg string }
+
+func (e *busyError) Error() string { return e.msg }
 
 // usageError is a mistake on the command line; it exits with status 2,
 // as flag parsing errors conventionally do.

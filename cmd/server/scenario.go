@@ -22,7 +22,8 @@ import (
 // without a server and prints its result document, the same JSON that
 // POST /api/v1/scenarios/{name}/runs answers with. It returns an error,
 // and so exits 1, when the run is not ok; mistakes on the command line,
-// an unknown scenario or options it does not take exit 2.
+// an unknown scenario or options it does not take exit 2; a data directory
+// that a server holds exits 3.
 func runScenario(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("mailroom scenario", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -33,7 +34,7 @@ func runScenario(ctx context.Context, args []string, getenv func(string) string,
 	modelFlag := fs.String("model", "", "drive every member with a real `model`, PROVIDER:NAME as in anthropic:claude-sonnet-4-5 or openai:gpt-4.1-mini, credentials from the environment (default: the lesson's script)")
 	dataDir := fs.String("data", "", "keep the run's team, workspace and result in this `directory` (default: a temporary directory, removed afterwards)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: mailroom scenario agent-teams|team-protocols [flags]\n\nRuns a lesson scenario and prints its result as JSON; exits 0 when every applicable check held, 1 when not.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: mailroom scenario agent-teams|team-protocols [flags]\n\nRuns a lesson scenario and prints its result as JSON; exits 0 when every applicable check held, 1 when not, 2 on a usage mistake, 3 when --data names a directory a server is using.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	// The name may come before or after the flags.
@@ -128,6 +129,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 func runScenarioIn(ctx context.Context, dir, name string, opts scenario.Options, stderr io.Writer, level slog.Level) (doc scenario.Result, err error) {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	release, err := mail.LockDir(dir)
+	if errors.Is(err, mail.ErrBusy) {
+		return scenario.Result{}, &busyError{msg: fmt.Sprintf(
+			"scenario: %v; run it through that server instead (POST /api/v1/scenarios/%s/runs), or give --data another directory (or none, for a temporary one)",
+			err, name)}
+	}
 	if err != nil {
 		return scenario.Result{}, fmt.Errorf("scenario: %w", err)
 	}

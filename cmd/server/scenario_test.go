@@ -126,10 +126,16 @@ func TestScenarioCommandKeepsData(t *testing.T) {
 		t.Errorf("GET /runs/team-protocols-2 on a server over the same data = %d, want 200", resp.StatusCode)
 	}
 
-	// While that server holds the directory, the command refuses it.
+	// While that server holds the directory, the command refuses it with
+	// its own exit status, and points to the server's API and to --data.
 	p := start(t, nil, "scenario", "agent-teams", "--data", dataDir)
-	if _, code := p.output(); code != 1 {
-		t.Errorf("scenario on a directory in use: exit %d, want 1; stderr:\n%s", code, p.stderr)
+	if _, code := p.output(); code != 3 {
+		t.Errorf("scenario on a directory in use: exit %d, want 3; stderr:\n%s", code, p.stderr)
+	}
+	for _, want := range []string{"POST /api/v1/scenarios/agent-teams/runs", "--data", dataDir} {
+		if !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("stderr = %q, want it to contain %q", p.stderr.String(), want)
+		}
 	}
 }
 

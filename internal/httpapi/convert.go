@@ -72,7 +72,17 @@ func limitsOf(l core.Limits) Limits {
 }
 
 func createdTeamOf(v core.TeamView, created []core.CreatedMember) CreatedTeam {
-	out := CreatedTeam{Name: v.Name, Limits: limitsOf(v.Limits), Members: make([]CreatedMember, 0, len(created))}
+	out := CreatedTeam{
+		Name:      v.Name,
+		CreatedAt: v.CreatedAt,
+		Limits:    limitsOf(v.Limits),
+		Members:   make([]CreatedMember, 0, len(created)),
+
+		Purpose:        v.Purpose,
+		Model:          modelSettingsOf(v.Model),
+		Workspace:      v.Workspace,
+		HostPermission: CreatedTeamHostPermission(v.HostPermission),
+	}
 	for _, m := range created {
 		out.Members = append(out.Members, CreatedMember{Name: m.Name, Role: m.Role, Status: MemberStatus(m.Status), Token: m.Token})
 	}

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -32,6 +33,28 @@ func TestCreateTeam(t *testing.T) {
 		lessons := httpapi.Limits{InboxMessages: 8, InboxBytes: 32000, BodyChars: 600, Requests: 4, PayloadChars: 180, FeedbackChars: 120, Turns: 2, HistoryEntries: 80, ModelTokens: 1000000, PermissionTimeoutS: 300}
 		if got.Limits != lessons {
 			t.Errorf("limits = %+v, want the lesson limits %+v", got.Limits, lessons)
+		}
+	})
+
+	t.Run("OK/the answer shows what GET shows", func(t *testing.T) {
+		r := e.post("/api/v1/teams", adminToken, map[string]any{
+			"name": "shown", "purpose": "Find out what main.py prints.", "workspace": true, "host_permission": "allow",
+			"members": []map[string]string{{"name": "reader", "role": "reads the source"}},
+		})
+		want(t, r, http.StatusCreated, "")
+		created := decode[httpapi.CreatedTeam](t, r)
+		r = e.get("/api/v1/teams/shown", adminToken)
+		want(t, r, http.StatusOK, "")
+		got := decode[httpapi.Team](t, r)
+		if created.Purpose != got.Purpose || created.Workspace != got.Workspace || string(created.HostPermission) != string(got.HostPermission) ||
+			!reflect.DeepEqual(created.Model, got.Model) || !created.CreatedAt.Equal(got.CreatedAt) || created.Limits != got.Limits {
+			t.Errorf("POST answered purpose %q workspace %v host_permission %q model %+v created_at %v limits %+v;\nGET shows %q %v %q %+v %v %+v",
+				created.Purpose, created.Workspace, created.HostPermission, created.Model, created.CreatedAt, created.Limits,
+				got.Purpose, got.Workspace, got.HostPermission, got.Model, got.CreatedAt, got.Limits)
+		}
+		if created.Purpose != "Find out what main.py prints." || !created.Workspace || created.HostPermission != "allow" || created.Model.Provider == "" {
+			t.Errorf("POST answered purpose %q workspace %v host_permission %q model %+v, want the body's values and the server's model",
+				created.Purpose, created.Workspace, created.HostPermission, created.Model)
 		}
 	})
 

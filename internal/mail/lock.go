@@ -11,6 +11,17 @@ import (
 // lockFile is the name of the data-directory lock inside the data directory.
 const lockFile = "mailroom.lock"
 
+// ErrBusy is what a lock error wraps when another process holds the data
+// directory, so that a command can tell "busy" (try elsewhere, or ask the
+// server that holds it) from a directory it cannot use at all.
+var ErrBusy = errors.New("data directory is in use")
+
+// busyError names the directory and who holds it, and matches ErrBusy.
+type busyError struct{ dir, holder string }
+
+func (e *busyError) Error() string        { return fmt.Sprintf("data directory %s: %s", e.dir, e.holder) }
+func (e *busyError) Is(target error) bool { return target == ErrBusy }
+
 // LockDir takes an exclusive lock on dataDir (creating it with mode 0700 if
 // missing) so that only one server owns it. The lock is flock(2) on
 // dataDir/mailroom.lock: the kernel drops it when the process dies, so a
@@ -49,7 +60,7 @@ func lockDir(dataDir string, how int, busy string) (release func() error, err er
 	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data directory %s: %s", dataDir, busy)
+			return nil, &busyError{dir: dataDir, holder: busy}
 		}
 		return nil, fmt.Errorf("mail: lock data directory %s: %w", dataDir, err)
 	}

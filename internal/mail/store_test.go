@@ -2,6 +2,7 @@ package mail_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -301,6 +302,9 @@ func TestLockDir(t *testing.T) {
 	}
 	if msg := err.Error(); !strings.Contains(msg, data) || !strings.Contains(msg, "another Mailroom server") {
 		t.Fatalf("error %q does not name the directory and the other server", msg)
+	}
+	if !errors.Is(err, mail.ErrBusy) {
+		t.Fatalf("errors.Is(%v, ErrBusy) = false, want true", err)
 	}
 	if err := release(); err != nil {
 		t.Fatal(err)
