@@ -11,8 +11,30 @@ import (
 	"strings"
 	"testing"
 
+	"mailroom/internal/scenario"
 	"mailroom/web"
 )
+
+// TestScenarioFormDefaultsAsTheAPI pins the page's scenario options to the
+// API's defaults, so a run started from the page with nothing touched is the
+// run POST /scenarios/team-protocols/runs makes with an empty body.
+func TestScenarioFormDefaultsAsTheAPI(t *testing.T) {
+	b, err := fs.ReadFile(web.FS(), "index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := regexp.MustCompile(`<input type="radio" name="(plan|decision)" value="([a-z]+)" checked>`)
+	got := map[string]string{}
+	for _, m := range checked.FindAllStringSubmatch(string(b), -1) {
+		got[m[1]] = m[2]
+	}
+	want := map[string]string{"plan": scenario.PlanApprove, "decision": scenario.DecisionDeny}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("the page's %s defaults to %q, want the API's default %q", name, got[name], w)
+		}
+	}
+}
 
 func TestFSHoldsThePage(t *testing.T) {
 	files := []struct {
