@@ -606,3 +606,35 @@ func TestEndStreamsOnShutdown(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestWarnsOfDefaultModelWithoutKey: a server whose default model is
+// Anthropic's, started without ANTHROPIC_API_KEY, warns at start (naming
+// the variable, not refusing to start); with the key, or on the scripted
+// model, it does not.
+func TestWarnsOfDefaultModelWithoutKey(t *testing.T) {
+	const warning = "the default model cannot answer"
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want bool
+	}{
+		{"anthropic without key", nil, []string{"--model", "anthropic:claude-sonnet-4-5"}, true},
+		{"anthropic with key", []string{"ANTHROPIC_API_KEY=sk-test-key"}, []string{"--model", "anthropic:claude-sonnet-4-5"}, false},
+		{"scripted", nil, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := startServer(t, filepath.Join(t.TempDir(), "data"), append([]string{"MAILROOM_ADMIN_TOKEN=warn-admin-0123456789"}, tc.env...), tc.args...)
+			logs := p.stderr.String()
+			if got := strings.Contains(logs, warning); got != tc.want {
+				t.Errorf("start-up logs warn %q: %v, want %v; stderr:\n%s", warning, got, tc.want, logs)
+			}
+			if tc.want && !strings.Contains(logs, "ANTHROPIC_API_KEY") {
+				t.Errorf("the warning does not name ANTHROPIC_API_KEY; stderr:\n%s", logs)
+			}
+			if strings.Contains(logs, "sk-test-key") {
+				t.Errorf("the logs carry the key; stderr:\n%s", logs)
+			}
+		})
+	}
+}

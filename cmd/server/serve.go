@@ -82,6 +82,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	if err := svc.Open(ctx); err != nil {
 		return fmt.Errorf("load teams from %s: %w", dataDir, err)
 	}
+	warnModelUnavailable(log, cfg.model, os.LookupEnv)
 	// stopping is cancelled when shutdown begins. It ends open event
 	// streams (see endStreamsOnShutdown), refuses new turns and scenario
 	// runs and cancels the running ones, which then end at their next
@@ -205,4 +206,19 @@ func dialAddr(addr string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// warnModelUnavailable logs a warning at start when the server's default
+// model cannot answer with the environment it has (no key for its
+// provider): the server still starts, and a turn on that model still
+// answers 409 model_unavailable, but the operator learns it now rather than
+// at the first turn. The message names the variable, never a value.
+func warnModelUnavailable(log *slog.Logger, model agent.ModelConfig, lookup func(string) (string, bool)) {
+	if model.Provider == agent.ProviderScripted {
+		return
+	}
+	if _, err := agent.NewModel(model, lookup, agent.ProviderOptions{Log: log}); err != nil {
+		log.Warn("the default model cannot answer: turns on it will be refused until the server is restarted with its credentials",
+			"model", model.String(), "reason", core.ErrorMessage(err))
+	}
 }

@@ -68,9 +68,26 @@ func (c ModelConfig) String() string {
 // The name of a local server's model may itself hold colons
 // ("openai:llama3.2:3b"); only the first colon separates the provider.
 func ParseModel(s string) (ModelConfig, error) {
-	provider, name, _ := strings.Cut(strings.TrimSpace(s), ":")
+	provider, name, found := strings.Cut(strings.TrimSpace(s), ":")
 	c := ModelConfig{Provider: provider, Name: name}
+	if !found && provider != ProviderScripted && provider != ProviderAnthropic && provider != ProviderOpenAI && provider != "" {
+		// A bare model name ("gpt-4") is the likeliest mistake: say
+		// which provider it needs, in the form the flag takes.
+		return c, core.Errorf(core.CodeValidation, "%q names no provider; a model is PROVIDER:NAME, as in %s:%s.",
+			provider, guessProvider(provider), provider)
+	}
 	return c, c.Validate()
+}
+
+// guessProvider names the provider a bare model name most likely belongs
+// to, for the suggestion in ParseModel's error: Anthropic's models are
+// "claude-…"; anything else is served through the OpenAI-compatible API
+// (OpenAI's own, or a local server's such as Ollama's).
+func guessProvider(name string) string {
+	if strings.HasPrefix(strings.ToLower(name), "claude") {
+		return ProviderAnthropic
+	}
+	return ProviderOpenAI
 }
 
 // maxModelName bounds a model name; real names are far shorter.

@@ -45,6 +45,16 @@ func TestParseModel(t *testing.T) {
 			t.Errorf("String of %q: got %q", tc.in, got.String())
 		}
 	}
+	for in, want := range map[string]string{
+		"gpt-4":             `"gpt-4" names no provider; a model is PROVIDER:NAME, as in openai:gpt-4.`,
+		"claude-sonnet-4-5": `"claude-sonnet-4-5" names no provider; a model is PROVIDER:NAME, as in anthropic:claude-sonnet-4-5.`,
+		"llama3.2":          `"llama3.2" names no provider; a model is PROVIDER:NAME, as in openai:llama3.2.`,
+	} {
+		_, err := ParseModel(in)
+		if core.ErrorCode(err) != core.CodeValidation || core.ErrorMessage(err) != want {
+			t.Errorf("ParseModel(%q): got %v, want validation_failed %q", in, err, want)
+		}
+	}
 	if err := (ModelConfig{Provider: ProviderAnthropic, Name: "m", MaxTokens: MaxMaxTokens + 1}).Validate(); core.ErrorCode(err) != core.CodeValidation {
 		t.Errorf("max_tokens beyond the bound: got %v, want validation_failed", err)
 	}

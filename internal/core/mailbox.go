@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -11,15 +13,34 @@ import (
 // team's history limit (E-HISTORY, docs/spec.md §4.5).
 var ErrHistoryLimit = errors.New("prepared history exceeds the history limit")
 
-// memberError is E-NAME: a name that is malformed or not in the team.
-func memberError() *Error {
-	return Errorf(CodeUnknownMember, "Only registered member names may be used.")
+// memberError is E-NAME: a name that is malformed or not in the team. The
+// lesson's sentence comes first; then the name given and the team's
+// members, so that a person or a model can correct the call at once
+// (docs/spec.md §6).
+func memberError(name string, st *TeamState) *Error {
+	names := make([]string, 0, len(st.Members))
+	for _, m := range st.Members {
+		names = append(names, m.Name)
+	}
+	return Errorf(CodeUnknownMember, "Only registered member names may be used: %s is not a member of team %s, whose members are %s.",
+		quoteShort(name), st.Name, strings.Join(names, ", "))
+}
+
+// quoteShort quotes a name as given, cut to 64 characters: an error
+// message repeats what the caller sent, never unbounded text.
+func quoteShort(s string) string {
+	const most = 64
+	if utf8.RuneCountInString(s) > most {
+		r := []rune(s)
+		return strconv.Quote(string(r[:most])) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // checkMember applies member_name (docs/spec.md §4.1).
 func (u *unit) checkMember(name string) error {
 	if !ValidName(name) || !u.isMember(name) {
-		return memberError()
+		return memberError(name, u.st)
 	}
 	return nil
 }

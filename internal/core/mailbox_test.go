@@ -107,6 +107,20 @@ func TestSendMessage(t *testing.T) {
 			}
 		})
 	}
+	t.Run("ErrUnknownRecipientNamesItAndTheMembers", func(t *testing.T) {
+		f := newFixture(t, nil)
+		_, err := f.svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: "readr", Body: fixtureBody})
+		wantCode(t, err, core.CodeUnknownMember)
+		want := `Only registered member names may be used: "readr" is not a member of team demo, whose members are lead, reader, reviewer.`
+		if got := core.ErrorMessage(err); got != want {
+			t.Errorf("detail = %q, want %q", got, want)
+		}
+		long := strings.Repeat("x", 500)
+		_, err = f.svc.Send(core.AsMember(t.Context(), "demo", "reviewer"), core.SendInput{Team: "demo", To: long, Body: fixtureBody})
+		if got := core.ErrorMessage(err); strings.Contains(got, long[:65]) || !strings.Contains(got, long[:64]+`"…`) {
+			t.Errorf("detail = %q, want the name cut to 64 characters", got)
+		}
+	})
 	t.Run("OKPaddedLongBodyTrimmedToLimit", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.send("reviewer", "reader", "  "+strings.Repeat("字", 600)+"  ")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -167,7 +168,14 @@ func requestErrorDetail(re *openapi3filter.RequestError) string {
 	case errors.Is(re.Err, openapi3filter.ErrInvalidRequired):
 		return "A request body is required."
 	case hasSchemaErr:
-		return "body /" + strings.Join(se.JSONPointer(), "/") + ": " + schemaReason(se)
+		where := "/" + strings.Join(se.JSONPointer(), "/")
+		if name, ok := unknownField(se); ok {
+			if where == "/" {
+				return name + " is not a field of this body."
+			}
+			return name + " is not a field of body " + where + "."
+		}
+		return "body " + where + ": " + schemaReason(se)
 	case re.Reason == "failed to decode request body":
 		return "The request body is not valid JSON."
 	default:
@@ -175,8 +183,33 @@ func requestErrorDetail(re *openapi3filter.RequestError) string {
 	}
 }
 
+// unknownField returns the quoted name of the field se refuses as not in
+// the schema, so that the detail names the mistake ("from" where the body
+// has none). The name is the client's own text: it is re-quoted (control
+// characters escaped) and cut to 64 characters, never repeated raw.
+func unknownField(se *openapi3.SchemaError) (string, bool) {
+	quoted, ok := strings.CutPrefix(se.Reason, "property ")
+	if !ok {
+		return "", false
+	}
+	quoted, ok = strings.CutSuffix(quoted, " is unsupported")
+	if !ok {
+		return "", false
+	}
+	name, err := strconv.Unquote(quoted)
+	if err != nil {
+		return "", false
+	}
+	const most = 64
+	if r := []rune(name); len(r) > most {
+		return strconv.Quote(string(r[:most])) + "…", true
+	}
+	return strconv.Quote(name), true
+}
+
 // schemaReason returns the schema error's reason unless it would repeat a
-// name chosen by the client (an unknown property).
+// name chosen by the client (an unknown property somewhere unknownField
+// does not report it).
 func schemaReason(se *openapi3.SchemaError) string {
 	if strings.HasSuffix(se.Reason, " is unsupported") {
 		return "a field that the schema does not define is present"
