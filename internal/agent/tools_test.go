@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"mailroom/internal/core"
@@ -33,6 +34,8 @@ func TestReadFileStaysInWorkspace(t *testing.T) {
 	must(os.WriteFile(filepath.Join(ws, "sub", "note.txt"), []byte("note"), 0o600))
 	must(os.WriteFile(filepath.Join(ws, "big.txt"), []byte(strings.Repeat("a", workspace.MaxReadBytes+1)), 0o600))
 	must(os.WriteFile(filepath.Join(ws, "cap.txt"), []byte(strings.Repeat("a", workspace.MaxReadBytes)), 0o600))
+	// A FIFO no one writes to blocked read_file's thread for good.
+	must(syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o600))
 
 	h := host{set: ToolSet{Names: []string{ToolReadFile}, Workspace: ws}}
 	read := func(h host, path string) toolResult {
@@ -60,6 +63,7 @@ func TestReadFileStaysInWorkspace(t *testing.T) {
 		{path: "out-rel", refusal: "cannot be opened"},
 		{path: "missing.txt", refusal: "does not exist"},
 		{path: "sub", refusal: "not a regular file"},
+		{path: "fifo", refusal: "not a regular file"},
 		{path: "big.txt", refusal: "larger than"},
 		{path: "", refusal: "non-empty"},
 	}

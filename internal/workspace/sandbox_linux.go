@@ -88,21 +88,6 @@ func helperMain(arg string) error {
 	if err := os.WriteFile("/proc/sys/kernel/pid_max", []byte(fmt.Sprint(limitPIDs)), 0); err != nil {
 		return fmt.Errorf("process limit: %w", err)
 	}
-	limits := []struct {
-		res int
-		val uint64
-	}{
-		{unix.RLIMIT_AS, limitAddressSpace},
-		{unix.RLIMIT_FSIZE, limitFileSize},
-		{unix.RLIMIT_NOFILE, limitOpenFiles},
-		{unix.RLIMIT_CPU, cfg.CPU},
-		{unix.RLIMIT_CORE, 0},
-	}
-	for _, l := range limits {
-		if err := unix.Setrlimit(l.res, &unix.Rlimit{Cur: l.val, Max: l.val}); err != nil {
-			return fmt.Errorf("rlimit %d: %w", l.res, err)
-		}
-	}
 	rules := []landlock.Rule{
 		landlock.RODirs(systemDirs...).IgnoreIfMissing(),
 		landlock.RODirs(cfg.ReadOnly...),
@@ -127,7 +112,28 @@ func helperMain(arg string) error {
 		return fmt.Errorf("landlock: %w", err)
 	}
 	_ = unix.Close(fd)
-	return syscall.Exec(cfg.Python, append([]string{"python3"}, cfg.Args...), cfg.Env)
+	// The limits come last: a race-enabled helper (tests) has mapped
+	// more than the address-space limit, and Go may still map memory
+	// while it builds the ruleset.
+	limits := []struct {
+		res int
+		val uint64
+	}{
+		{unix.RLIMIT_AS, limitAddressSpace},
+		{unix.RLIMIT_FSIZE, limitFileSize},
+		{unix.RLIMIT_NOFILE, limitOpenFiles},
+		{unix.RLIMIT_CPU, cfg.CPU},
+		{unix.RLIMIT_CORE, 0},
+	}
+	argv := append([]string{"python3"}, cfg.Args...)
+	for _, l := range limits {
+		// syscall's Setrlimit, not x/sys's: it also tells the runtime not
+		// to restore its own open-files limit at exec.
+		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: l.val, Max: l.val}); err != nil {
+			return fmt.Errorf("rlimit %d: %w", l.res, err)
+		}
+	}
+	return syscall.Exec(cfg.Python, argv, cfg.Env)
 }
 
 // sandboxEnv is what probe found.
