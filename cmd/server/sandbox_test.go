@@ -24,7 +24,7 @@ import (
 // holding the escape program, and the team "other" with a workspace file
 // of its own. It returns the server, its URL, the admin token and shop's
 // member tokens.
-func sandboxServer(t *testing.T, dataDir string, hang bool) (*proc, *url.URL, map[string]string, string) {
+func sandboxServer(t *testing.T, dataDir string) (*proc, *url.URL, map[string]string, string) {
 	t.Helper()
 	p, ready := startServer(t, dataDir, []string{"OPENAI_API_KEY=sk-test-must-not-leak"})
 	admin := readToken(t, dataDir)
@@ -85,7 +85,6 @@ func sandboxServer(t *testing.T, dataDir string, hang bool) (*proc, *url.URL, ma
 		"dirs":   []string{dataDir, filepath.Join(dataDir, "teams"), filepath.Join(dataDir, "workspaces", "other"), "/proc/self", "/root", "/tmp"},
 		"port":   portNum,
 		"marker": marker,
-		"hang":   hang,
 	})
 	do(http.MethodPut, "/teams/shop/workspace/files/targets.json", "application/octet-stream", targets)
 	t.Cleanup(func() {
@@ -173,7 +172,7 @@ func sleepersOf(t *testing.T, marker string) []string {
 // run_main answers.
 func TestRunMainSandboxedInTheRealBinary(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
-	p, ready, tokens, marker := sandboxServer(t, dataDir, false)
+	p, ready, tokens, marker := sandboxServer(t, dataDir)
 	reader := approvedReader(t, ready, tokens)
 	res, err := reader.CallTool(t.Context(), &mcp.CallToolParams{Name: "run_main", Arguments: map[string]any{}})
 	if err != nil || res.IsError {
@@ -227,7 +226,13 @@ func TestRunMainSandboxedInTheRealBinary(t *testing.T) {
 // it, children in a session of their own included.
 func TestRunMainDiesWithTheServer(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
-	p, ready, tokens, marker := sandboxServer(t, dataDir, true)
+	p, ready, tokens, marker := sandboxServer(t, dataDir)
+	// A program that starts a child in a session of its own, says so
+	// with written.txt, and spins.
+	spin := fmt.Sprintf("import subprocess\nsubprocess.Popen(['sleep', '%s'], start_new_session=True)\nopen('written.txt', 'w').close()\nwhile True:\n    pass\n", marker)
+	if err := os.WriteFile(filepath.Join(dataDir, "workspaces", "shop", "main.py"), []byte(spin), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	reader := approvedReader(t, ready, tokens)
 	go func() {
 		// Answered only by the server's death.

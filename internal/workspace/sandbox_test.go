@@ -89,7 +89,7 @@ type escapeSetup struct {
 	conns      *atomic.Int32
 }
 
-func newEscapeSetup(t *testing.T, hang bool) escapeSetup {
+func newEscapeSetup(t *testing.T) escapeSetup {
 	t.Helper()
 	t.Setenv("MAILROOM_TEST_SECRET", "sk-must-not-leak")
 	data := t.TempDir()
@@ -131,7 +131,6 @@ func newEscapeSetup(t *testing.T, hang bool) escapeSetup {
 		"dirs":    []string{data, filepath.Join(data, "teams"), other, "/proc/self", "/root", "/tmp"},
 		"port":    ln.Addr().(*net.TCPAddr).Port,
 		"marker":  marker,
-		"hang":    hang,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +199,7 @@ func (e escapeSetup) checkReport(t *testing.T, output string) {
 // works, and no process of the run outlives it.
 func TestSandboxBlocksEscapes(t *testing.T) {
 	r := sandboxRunner(t)
-	e := newEscapeSetup(t, false)
+	e := newEscapeSetup(t)
 	out, err := r.Run(t.Context(), e.ws)
 	if err != nil {
 		t.Fatalf("Run = %v, want the program run", err)
@@ -214,22 +213,31 @@ func TestSandboxBlocksEscapes(t *testing.T) {
 	}
 }
 
+// spinner is a program that starts a child in a session of its own,
+// says so, writes started.txt and never ends.
+func spinner(t *testing.T, ws, marker string) {
+	t.Helper()
+	prog := fmt.Sprintf("import subprocess\nsubprocess.Popen(['sleep', '%s'], start_new_session=True)\nprint('spinning', flush=True)\nopen('started.txt', 'w').close()\nwhile True:\n    pass\n", marker)
+	if err := os.WriteFile(filepath.Join(ws, Program), []byte(prog), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A program that does not end is killed at the timeout with every process
 // it started, and its output so far is kept.
 func TestSandboxTimeoutKillsEverything(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for RunTimeout")
-	}
 	r := sandboxRunner(t)
-	e := newEscapeSetup(t, true)
-	out, err := r.Run(t.Context(), e.ws)
-	if err != nil {
-		t.Fatalf("Run = %v, want the program run", err)
+	ws := t.TempDir()
+	marker := newMarker(t)
+	killSleepers(t, marker)
+	spinner(t, ws, marker)
+	out, err := r.Run(t.Context(), ws)
+	if err != nil || !out.TimedOut || out.Output != "spinning\n" {
+		t.Fatalf("Run = %+v, %v; want timed out with the output so far", out, err)
 	}
-	if !out.TimedOut {
-		t.Fatalf("Run = %+v, want timed out", out)
+	if left := sleepers(t, marker); len(left) > 0 {
+		t.Errorf("the program's child in a session of its own still runs (pids %v) after the timeout", left)
 	}
-	e.checkReport(t, out.Output)
 }
 
 // A run cancelled (the turn cancelled, the server stopping) ends at once,
@@ -237,7 +245,10 @@ func TestSandboxTimeoutKillsEverything(t *testing.T) {
 // with run_in_progress.
 func TestSandboxCancelAndOneRunAtATime(t *testing.T) {
 	r := sandboxRunner(t)
-	e := newEscapeSetup(t, true)
+	ws := t.TempDir()
+	marker := newMarker(t)
+	killSleepers(t, marker)
+	spinner(t, ws, marker)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	type result struct {
@@ -246,13 +257,12 @@ func TestSandboxCancelAndOneRunAtATime(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := r.Run(ctx, e.ws)
+		out, err := r.Run(ctx, ws)
 		done <- result{out, err}
 	}()
-	// The program writes written.txt after its attempts, just before it
-	// spins; wait for it (or for the run to end too early).
+	// Wait for the program to spin (or for the run to end too early).
 	for {
-		if _, err := os.Stat(filepath.Join(e.ws, "written.txt")); err == nil {
+		if _, err := os.Stat(filepath.Join(ws, "started.txt")); err == nil {
 			break
 		}
 		select {
@@ -261,7 +271,7 @@ func TestSandboxCancelAndOneRunAtATime(t *testing.T) {
 		default:
 		}
 	}
-	_, err := r.Run(t.Context(), e.ws)
+	_, err := r.Run(t.Context(), ws)
 	var re *RunError
 	if !errors.As(err, &re) || re.Code != CodeRunInProgress {
 		t.Fatalf("a second Run while one runs = %v, want %s", err, CodeRunInProgress)
@@ -271,14 +281,14 @@ func TestSandboxCancelAndOneRunAtATime(t *testing.T) {
 	if res.err != nil || res.out.Signal != "killed" {
 		t.Fatalf("the cancelled Run = %+v, %v; want the program killed", res.out, res.err)
 	}
-	if left := sleepers(t, e.marker); len(left) > 0 {
+	if left := sleepers(t, marker); len(left) > 0 {
 		t.Errorf("the program's child in a session of its own still runs (pids %v) after the run was cancelled", left)
 	}
 	// The workspace is free again.
-	if err := os.WriteFile(filepath.Join(e.ws, Program), []byte("print(1)\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(ws, Program), []byte("print(1)\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := r.Run(t.Context(), e.ws); err != nil || out.Output != "1\n" {
+	if out, err := r.Run(t.Context(), ws); err != nil || out.Output != "1\n" {
 		t.Fatalf("a run after the cancelled one = %+v, %v; want output 1", out, err)
 	}
 }
