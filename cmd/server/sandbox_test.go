@@ -267,3 +267,14 @@ func TestRunMainDiesWithTheServer(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
 	}
 }
+
+// With the sandbox turned off, the start-up log warns that programs run
+// unconfined.
+func TestSandboxOffIsLoggedAsAWarning(t *testing.T) {
+	p, _ := startServer(t, filepath.Join(t.TempDir(), "data"), []string{"MAILROOM_SANDBOX=off"})
+	p.stop() // all of stderr has been read once the process has exited
+	log := p.stderr.String()
+	if !strings.Contains(log, `"level":"WARN","msg":"run_main's sandbox is off`) {
+		t.Errorf("the start-up log does not warn that the sandbox is off:\n%s", log)
+	}
+}
