@@ -13,6 +13,7 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
+	"mailroom/internal/workspace"
 )
 
 // config is everything the serve command needs, after defaults, environment
@@ -39,6 +40,9 @@ type config struct {
 	// replica that died stops keeping its member busy on the others, and
 	// its run is answered as interrupted.
 	lease time.Duration
+	// sandbox says whether run_main's program runs confined (on, the
+	// default) or not (off, for a kernel without Landlock).
+	sandbox workspace.Mode
 }
 
 const (
@@ -67,6 +71,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	databaseURL := fs.String("database-url", getenv("MAILROOM_DATABASE_URL"), "PostgreSQL `URL` for --store postgres, e.g. postgres://mailroom:PASSWORD@db:5432/mailroom (env MAILROOM_DATABASE_URL)")
 	envLease, envLeaseErr := durationEnv(getenv, "MAILROOM_LEASE", 0)
 	lease := fs.Duration("lease", envLease, "how long a running turn's or scenario run's `lease` holds without renewal (renewed every third of it); a turn of a replica that died keeps its member busy on the others this long, and its run in progress; 0 means 30s (env MAILROOM_LEASE)")
+	sandbox := fs.String("sandbox", envOr(getenv, "MAILROOM_SANDBOX", string(workspace.ModeOn)), "run_main's sandbox: on (Landlock, namespaces, limits; without Landlock run_main answers sandbox_unavailable) or off (programs run unconfined as the server's user) (env MAILROOM_SANDBOX)")
 	level := fs.String("log-level", envOr(getenv, "MAILROOM_LOG_LEVEL", "info"), "log `level`: debug, info, warn or error (env MAILROOM_LOG_LEVEL)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mailroom [flags]\n       mailroom healthcheck [--addr host:port]\n       mailroom scenario agent-teams|team-protocols [flags]\n       mailroom import --data DIR --database-url URL\n\nFlags:\n")
@@ -95,6 +100,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return config{}, usageErrorf("model %q: %v", *model, err)
 	}
 	cfg.model = m
+	if cfg.sandbox, err = workspace.ParseMode(*sandbox); err != nil {
+		return config{}, usageErrorf("%v", err)
+	}
 	if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return config{}, usageErrorf("log level %q: want debug, info, warn or error", *level)
 	}

@@ -23,6 +23,7 @@ import (
 	"mailroom/internal/agent"
 	"mailroom/internal/pgtest"
 	"mailroom/internal/testkit"
+	"mailroom/internal/workspace"
 )
 
 // serverBin is the real binary, built once by TestMain.
@@ -439,25 +440,37 @@ func TestParseConfig(t *testing.T) {
 		want    config
 		wantErr bool
 	}{
-		{name: "Defaults", want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted, store: storeFile}},
+		{name: "Defaults", want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted, store: storeFile, sandbox: workspace.ModeOn}},
 		{
 			name: "Env",
 			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn", "MAILROOM_MAX_TEAMS": "50"},
-			want: config{addr: "0.0.0.0:9000", dataDir: "/srv/m", adminToken: "abcdefghijklmnop", logLevel: slog.LevelWarn, maxTeams: 50, model: scripted, store: storeFile},
+			want: config{addr: "0.0.0.0:9000", dataDir: "/srv/m", adminToken: "abcdefghijklmnop", logLevel: slog.LevelWarn, maxTeams: 50, model: scripted, store: storeFile, sandbox: workspace.ModeOn},
 		},
 		{
 			name: "FlagsWin",
 			args: []string{"--addr", ":7000", "--data", "d", "--admin-token", "qrstuvwxyz-0123456", "--log-level", "debug", "--max-teams", "3"},
 			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn", "MAILROOM_MAX_TEAMS": "50"},
-			want: config{addr: ":7000", dataDir: "d", adminToken: "qrstuvwxyz-0123456", logLevel: slog.LevelDebug, maxTeams: 3, model: scripted, store: storeFile},
+			want: config{addr: ":7000", dataDir: "d", adminToken: "qrstuvwxyz-0123456", logLevel: slog.LevelDebug, maxTeams: 3, model: scripted, store: storeFile, sandbox: workspace.ModeOn},
 		},
 		{
 			name: "ModelAndWorkspaces",
 			args: []string{"--model", "openai:llama3.2:3b"},
 			env:  map[string]string{"MAILROOM_MODEL": "anthropic:claude-sonnet-4-5", "MAILROOM_WORKSPACES": "/srv/ws"},
 			want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000,
-				model: agent.ModelConfig{Provider: "openai", Name: "llama3.2:3b"}, workspaces: "/srv/ws", store: storeFile},
+				model: agent.ModelConfig{Provider: "openai", Name: "llama3.2:3b"}, workspaces: "/srv/ws", store: storeFile, sandbox: workspace.ModeOn},
 		},
+		{
+			name: "SandboxOff",
+			env:  map[string]string{"MAILROOM_SANDBOX": "off"},
+			want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted, store: storeFile, sandbox: workspace.ModeOff},
+		},
+		{
+			name: "SandboxFlagWins",
+			args: []string{"--sandbox", "on"},
+			env:  map[string]string{"MAILROOM_SANDBOX": "off"},
+			want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted, store: storeFile, sandbox: workspace.ModeOn},
+		},
+		{name: "ErrSandbox", args: []string{"--sandbox", "maybe"}, wantErr: true},
 		{name: "ErrModelProvider", args: []string{"--model", "gemini:pro"}, wantErr: true},
 		{name: "ErrModelName", env: map[string]string{"MAILROOM_MODEL": "anthropic"}, wantErr: true},
 		{name: "ErrPortRange", args: []string{"--addr", "127.0.0.1:70000"}, wantErr: true},

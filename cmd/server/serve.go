@@ -17,6 +17,7 @@ import (
 	"mailroom/internal/httpapi"
 	"mailroom/internal/mail"
 	"mailroom/internal/mcpserver"
+	"mailroom/internal/workspace"
 	"mailroom/web"
 )
 
@@ -90,12 +91,16 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	stopping, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
 	held := &httpapi.HeldReads{}
+	// One runner for both doors: one run_main per team at a time,
+	// whichever door asked. It logs whether the sandbox is on.
+	programs := workspace.NewRunner(cfg.sandbox, log)
 	handler, err := httpapi.NewHandler(svc, httpapi.Options{
 		AdminToken: adminToken,
 		Logger:     log,
 		Static:     web.FS(),
 		DataDir:    dataDir,
 		Workspaces: cfg.workspaces,
+		Runner:     programs,
 		Stopping:   stopping,
 		HeldReads:  held,
 		// Credentials are read from the environment at each turn and
@@ -112,7 +117,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	if workspaces == "" {
 		workspaces = filepath.Join(dataDir, "workspaces")
 	}
-	if handler, err = mcpserver.Mount(handler, svc, mcpserver.Options{AdminToken: adminToken, Logger: log, Workspaces: workspaces}); err != nil {
+	if handler, err = mcpserver.Mount(handler, svc, mcpserver.Options{AdminToken: adminToken, Logger: log, Workspaces: workspaces, Runner: programs}); err != nil {
 		return fmt.Errorf("build MCP handler: %w", err)
 	}
 

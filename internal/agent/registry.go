@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"mailroom/internal/core"
+	"mailroom/internal/workspace"
 )
 
 // The tool registry. Every door that offers tools to an agent, the agent
@@ -152,6 +153,9 @@ type Env struct {
 	// Workspace is the directory read_file and run_main work in; they
 	// refuse every call when it is empty.
 	Workspace string
+	// Runner runs run_main's program (workspace.Default when nil): one
+	// for every door of a server, so that one program runs per team.
+	Runner *workspace.Runner
 	// AskHost answers run_main's host gate by the team's host_permission
 	// (core.Service.AskHost: at once under allow or deny, by a person under
 	// ask); otherwise AllowRun answers it.
@@ -233,14 +237,14 @@ func Registry(env Env) []Tool {
 		},
 		{
 			Name: ToolReadFile, Doors: DoorAgent | DoorMCP, Offer: Offer{Lead: true, Teammates: true, WorkspaceOnly: true}, Handler: r.readFile,
-			Description: fmt.Sprintf("Read a text file of the team's workspace (at most %d KiB). The path is relative to the workspace.", MaxReadBytes>>10),
+			Description: fmt.Sprintf("Read a text file of the team's workspace (at most %d KiB). The path is relative to the workspace.", workspace.MaxReadBytes>>10),
 			InputSchema: object(prop{name: "path", typ: "string", desc: "A relative path inside the workspace, e.g. main.py.", required: true}),
 		},
 		{
 			// Lead is not offered run_main: the plan gate needs a plan the
 			// caller sent to lead, which lead cannot.
 			Name: ToolRunMain, Doors: DoorAgent | DoorMCP, Offer: Offer{Teammates: true, WorkspaceOnly: true}, Handler: r.runMain,
-			Description: fmt.Sprintf("Run the workspace's fixed program (python3 %s, at most %s) and return its output (at most %d KiB). Needs your plan approved by lead and the host's permission, which may wait for a person's answer (up to %d seconds).", Program, RunTimeout, MaxOutputBytes>>10, l.PermissionTimeoutS),
+			Description: fmt.Sprintf("Run the workspace's fixed program (python3 %s, at most %s) and return its output (at most %d KiB). Needs your plan approved by lead and the host's permission, which may wait for a person's answer (up to %d seconds).", workspace.Program, workspace.RunTimeout, workspace.MaxOutputBytes>>10, l.PermissionTimeoutS),
 			InputSchema: object(),
 		},
 	}

@@ -1,21 +1,16 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"mailroom/internal/core"
+	"mailroom/internal/workspace"
 )
 
 // Tool names (docs/spec.md §13.12).
@@ -25,18 +20,6 @@ const (
 	ToolSubmitPlan  = "submit_plan"
 	ToolReviewPlan  = "review_plan"
 	ToolRunMain     = "run_main"
-)
-
-// Bounds of the workspace tools.
-const (
-	// MaxReadBytes is the largest file read_file returns.
-	MaxReadBytes = 64 << 10
-	// MaxOutputBytes is the most of run_main's stdout kept.
-	MaxOutputBytes = 64 << 10
-	// RunTimeout bounds one run of the fixed program.
-	RunTimeout = 10 * time.Second
-	// Program is the workspace's fixed program; run_main runs nothing else.
-	Program = "main.py"
 )
 
 // Gates that can refuse run_main, named in ToolCall.Refused.
@@ -71,6 +54,8 @@ type ToolSet struct {
 	// PlanID, when set, is the plan request whose approval the plan gate
 	// requires; otherwise it is the member's most recent plan request.
 	PlanID string
+	// Runner runs run_main's program (workspace.Default when nil).
+	Runner *workspace.Runner
 }
 
 // DefaultTools is the tool set of a turn outside any scenario: mail for
@@ -101,7 +86,7 @@ func (set ToolSet) limits() core.Limits {
 
 // env is the registry's environment of set's tools over svc.
 func (set ToolSet) env(svc *core.Service) Env {
-	return Env{Svc: svc, Limits: set.limits(), Workspace: set.Workspace, AskHost: set.AskHost, AllowRun: set.AllowRun, PlanID: set.PlanID}
+	return Env{Svc: svc, Limits: set.limits(), Workspace: set.Workspace, Runner: set.Runner, AskHost: set.AskHost, AllowRun: set.AllowRun, PlanID: set.PlanID}
 }
 
 // Specs returns the specs of the tools in set, in order, taken from the
@@ -186,26 +171,6 @@ func (h host) call(ctx context.Context, name string, input json.RawMessage) tool
 	return modelResult(tool.Handler(core.AsMember(ctx, h.team, h.member), input))
 }
 
-// CheckWorkspacePath refuses, with a reason a model or a client can act
-// on, a path that is not a plain relative path inside a workspace: empty,
-// holding a NUL, absolute, or with a ".." component. What it lets through
-// is still opened through os.Root, which refuses whatever a symbolic link
-// would lead out of the workspace.
-func CheckWorkspacePath(path string) error {
-	if path == "" || strings.ContainsRune(path, 0) {
-		return errors.New("the path must be a non-empty relative path")
-	}
-	if filepath.IsAbs(path) || strings.HasPrefix(path, "/") || strings.HasPrefix(path, `\`) {
-		return errors.New("absolute paths are not allowed; give a path relative to the workspace")
-	}
-	for _, part := range strings.FieldsFunc(path, func(r rune) bool { return r == '/' || r == '\\' }) {
-		if part == ".." {
-			return errors.New("paths may not contain a .. component")
-		}
-	}
-	return nil
-}
-
 // fileOutput is read_file's structured result.
 type fileOutput struct {
 	Path    string `json:"path"`
@@ -234,44 +199,35 @@ func (r registry) readFile(_ context.Context, input json.RawMessage) (Result, er
 	return Result{Value: fileOutput{Path: shownPath(*in.Path), Content: content}, Text: content, ModelReadsText: true}, nil
 }
 
-// readPath reads path inside the workspace. Absolute paths and ".."
+// readPath reads path inside the workspace: a regular file only, opened
+// without blocking (workspace.OpenRegular). Absolute paths and ".."
 // components are refused up front with a clear reason; os.Root then
 // guarantees that no symbolic link leads outside the workspace.
 func (r registry) readPath(path string) (string, error) {
 	if r.env.Workspace == "" {
 		return "", toolErr(core.CodeNotFound, "read_file: this team has no workspace")
 	}
-	if err := CheckWorkspacePath(path); err != nil {
+	if err := workspace.CheckPath(path); err != nil {
 		return "", toolErr(core.CodeValidation, "read_file: %v", err)
 	}
-	root, err := os.OpenRoot(r.env.Workspace)
-	if err != nil {
-		return "", toolErr(core.CodeNotFound, "read_file: the workspace is not available")
-	}
-	defer root.Close()
-	f, err := root.Open(path)
+	data, err := workspace.ReadFile(r.env.Workspace, path, workspace.MaxReadBytes)
 	// The messages below name the path; a long one is cut, since a
 	// result is kept in the member's history.
-	path = shownPath(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", toolErr(core.CodeNotFound, "read_file: %s does not exist in the workspace", path)
-		}
-		return "", toolErr(core.CodeValidation, "read_file: %s cannot be opened inside the workspace (links out of it are refused)", path)
+	shown := shownPath(path)
+	switch {
+	case err == nil:
+		return string(data), nil
+	case errors.Is(err, workspace.ErrNoWorkspace):
+		return "", toolErr(core.CodeNotFound, "read_file: the workspace is not available")
+	case errors.Is(err, fs.ErrNotExist):
+		return "", toolErr(core.CodeNotFound, "read_file: %s does not exist in the workspace", shown)
+	case errors.Is(err, workspace.ErrNotRegular):
+		return "", toolErr(core.CodeValidation, "read_file: %s is not a regular file", shown)
+	case errors.Is(err, workspace.ErrTooLarge):
+		return "", toolErr(core.CodeValidation, "read_file: %s is larger than %d bytes", shown, workspace.MaxReadBytes)
+	default:
+		return "", toolErr(core.CodeValidation, "read_file: %s cannot be opened inside the workspace (links out of it are refused)", shown)
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil || !info.Mode().IsRegular() {
-		return "", toolErr(core.CodeValidation, "read_file: %s is not a regular file", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxReadBytes+1))
-	if err != nil {
-		return "", toolErr(core.CodeValidation, "read_file: %s could not be read", path)
-	}
-	if len(data) > MaxReadBytes {
-		return "", toolErr(core.CodeValidation, "read_file: %s is larger than %d bytes", path, MaxReadBytes)
-	}
-	return string(data), nil
 }
 
 // runMain applies the two gates of docs/spec.md §4.13 in order, the plan
@@ -296,39 +252,25 @@ func (r registry) runMain(ctx context.Context, input json.RawMessage) (Result, e
 	if ws == "" {
 		return Result{}, toolErr(core.CodeNotFound, "run_main: this team has no workspace")
 	}
-	root, err := os.OpenRoot(ws)
-	if err != nil {
-		return Result{}, toolErr(core.CodeNotFound, "run_main: the workspace is not available")
+	runner := r.env.Runner
+	if runner == nil {
+		runner = workspace.Default()
 	}
-	info, err := root.Lstat(Program)
-	root.Close()
-	if err != nil || !info.Mode().IsRegular() {
-		return Result{}, toolErr(core.CodeNotFound, "run_main: the workspace has no regular %s", Program)
-	}
-	runCtx, cancel := context.WithTimeout(ctx, RunTimeout)
-	defer cancel()
-	// Fixed argv, no shell, the workspace as working directory and an
-	// environment holding nothing but PATH.
-	cmd := exec.CommandContext(runCtx, "python3", Program)
-	cmd.Dir = ws
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	cmd.WaitDelay = time.Second
-	var stdout cappedBuffer
-	stdout.max = MaxOutputBytes
-	cmd.Stdout = &stdout
-	err = cmd.Run()
+	out, err := runner.Run(ctx, ws)
+	var re *workspace.RunError
 	switch {
-	case runCtx.Err() == context.DeadlineExceeded:
-		return Result{}, &ToolError{Code: CodeRunFailed, Message: fmt.Sprintf("run_main: %s did not finish within %s", Program, RunTimeout), Ran: true}
+	case errors.As(err, &re):
+		return Result{}, toolErr(re.Code, "run_main: %s", re.Message)
 	case err != nil:
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return Result{}, &ToolError{Code: CodeRunFailed, Message: fmt.Sprintf("run_main: %s exited with status %d; output: %s", Program, exit.ExitCode(), stdout.String()), Ran: true}
-		}
-		return Result{}, toolErr(CodeRunFailed, "run_main: %s could not be started", Program)
+		return Result{}, toolErr(CodeRunFailed, "run_main: %s could not be started", workspace.Program)
+	case out.TimedOut:
+		return Result{}, &ToolError{Code: CodeRunFailed, Message: fmt.Sprintf("run_main: %s did not finish within %s; output: %s", workspace.Program, workspace.RunTimeout, out.Output), Ran: true}
+	case out.Signal != "":
+		return Result{}, &ToolError{Code: CodeRunFailed, Message: fmt.Sprintf("run_main: %s was ended by signal %s; output: %s", workspace.Program, out.Signal, out.Output), Ran: true}
+	case out.ExitCode != 0:
+		return Result{}, &ToolError{Code: CodeRunFailed, Message: fmt.Sprintf("run_main: %s exited with status %d; output: %s", workspace.Program, out.ExitCode, out.Output), Ran: true}
 	}
-	out := stdout.String()
-	return Result{Value: runOutput{Output: out}, Text: out, ModelReadsText: true, Ran: true}, nil
+	return Result{Value: runOutput{Output: out.Output}, Text: out.Output, ModelReadsText: true, Ran: true}, nil
 }
 
 // hostGate asks the host's permission for member's run_main that passed
@@ -336,7 +278,7 @@ func (r registry) runMain(ctx context.Context, input json.RawMessage) (Result, e
 // otherwise the refusal.
 func (r registry) hostGate(ctx context.Context, team, member, planID string, input json.RawMessage) error {
 	denied := func(why string) error {
-		return &ToolError{Code: CodeHostGate, Message: "host permission: the host denied running " + Program + why, Gate: GateHost}
+		return &ToolError{Code: CodeHostGate, Message: "host permission: the host denied running " + workspace.Program + why, Gate: GateHost}
 	}
 	if !r.env.AskHost {
 		if r.env.AllowRun {
@@ -425,23 +367,3 @@ func shownPath(path string) string {
 	}
 	return path[:cut] + "…"
 }
-
-// cappedBuffer keeps the first max bytes written and drops the rest, so a
-// chatty program cannot grow memory without bound.
-type cappedBuffer struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.buf.Len(); room > 0 {
-		if len(p) > room {
-			b.buf.Write(p[:room])
-		} else {
-			b.buf.Write(p)
-		}
-	}
-	return len(p), nil
-}
-
-func (b *cappedBuffer) String() string { return b.buf.String() }

@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"mailroom/internal/core"
+	"mailroom/internal/workspace"
 )
 
 func TestReadFileStaysInWorkspace(t *testing.T) {
@@ -30,8 +32,10 @@ func TestReadFileStaysInWorkspace(t *testing.T) {
 	must(os.Symlink("main.py", filepath.Join(ws, "alias.py")))
 	must(os.Mkdir(filepath.Join(ws, "sub"), 0o700))
 	must(os.WriteFile(filepath.Join(ws, "sub", "note.txt"), []byte("note"), 0o600))
-	must(os.WriteFile(filepath.Join(ws, "big.txt"), []byte(strings.Repeat("a", MaxReadBytes+1)), 0o600))
-	must(os.WriteFile(filepath.Join(ws, "cap.txt"), []byte(strings.Repeat("a", MaxReadBytes)), 0o600))
+	must(os.WriteFile(filepath.Join(ws, "big.txt"), []byte(strings.Repeat("a", workspace.MaxReadBytes+1)), 0o600))
+	must(os.WriteFile(filepath.Join(ws, "cap.txt"), []byte(strings.Repeat("a", workspace.MaxReadBytes)), 0o600))
+	// A FIFO no one writes to blocked read_file's thread for good.
+	must(syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o600))
 
 	h := host{set: ToolSet{Names: []string{ToolReadFile}, Workspace: ws}}
 	read := func(h host, path string) toolResult {
@@ -49,7 +53,7 @@ func TestReadFileStaysInWorkspace(t *testing.T) {
 		{path: "main.py", want: mainPy},
 		{path: "./sub/note.txt", want: "note"},
 		{path: "alias.py", want: mainPy},
-		{path: "cap.txt", want: strings.Repeat("a", MaxReadBytes)},
+		{path: "cap.txt", want: strings.Repeat("a", workspace.MaxReadBytes)},
 		{path: "../x", refusal: ".. component"},
 		{path: "sub/../main.py", refusal: ".. component"},
 		{path: `sub\..\main.py`, refusal: ".. component"},
@@ -59,6 +63,7 @@ func TestReadFileStaysInWorkspace(t *testing.T) {
 		{path: "out-rel", refusal: "cannot be opened"},
 		{path: "missing.txt", refusal: "does not exist"},
 		{path: "sub", refusal: "not a regular file"},
+		{path: "fifo", refusal: "not a regular file"},
 		{path: "big.txt", refusal: "larger than"},
 		{path: "", refusal: "non-empty"},
 	}

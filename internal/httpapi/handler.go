@@ -17,8 +17,8 @@ import (
 
 	"mailroom/api"
 	"mailroom/internal/core"
-	"mailroom/internal/mail"
 	"mailroom/internal/scenario"
+	"mailroom/internal/workspace"
 )
 
 // BasePath is the prefix of the versioned API; it equals the spec's
@@ -61,6 +61,9 @@ type Options struct {
 	// Workspaces is the root of the teams' workspaces; empty means
 	// DataDir/workspaces, and no workspaces when DataDir is empty too.
 	Workspaces string
+	// Runner runs run_main's program for the turns; nil means
+	// workspace.Default(). A server passes the MCP door the same one.
+	Runner *workspace.Runner
 	// Stopping, when not nil, is cancelled when the server begins to stop:
 	// from then on new turns and scenario runs are refused (503
 	// shutting_down) and the running ones are cancelled, so that they end
@@ -93,9 +96,13 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 		log:        log,
 		stopping:   opts.Stopping,
 		workspaces: workspacesRoot(opts),
+		programs:   opts.Runner,
 		models:     opts.Models,
 		held:       opts.HeldReads,
 		events:     newBroker(clientBuffer, streamLimitsOf(opts), func(n int) { m.sseClients.Set(float64(n)) }),
+	}
+	if srv.programs == nil {
+		srv.programs = workspace.Default()
 	}
 	if srv.held == nil {
 		srv.held = &HeldReads{}
@@ -107,15 +114,9 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	}
 	svc.SetObserver(srv.notify)
 	if opts.DataDir != "" {
-		srv.runner = scenario.NewRunner(svc, workspacesRoot(opts), scenario.Config{OnStart: srv.runStarted, Logger: log})
-		// A run deletion a crash interrupted left its trash (the run
-		// itself was already gone); removing it loses nothing. (The file
-		// store's runs directory; runs of older versions kept their
-		// workspaces there too.)
-		if err := mail.RemoveTrash(filepath.Join(opts.DataDir, "runs")); err != nil {
-			log.Warn("removing deleted runs' files failed", "err", err)
-		}
+		srv.runner = scenario.NewRunner(svc, workspacesRoot(opts), scenario.Config{OnStart: srv.runStarted, Logger: log, Runner: srv.programs})
 	}
+	removeTrash(log, opts)
 	validate, err := requestValidator(log)
 	if err != nil {
 		return nil, err
@@ -247,5 +248,31 @@ func paramErrorDetail(err error) string {
 		return "parameter " + many.ParamName + ": only one value is allowed"
 	default:
 		return "A parameter does not match the API schema."
+	}
+}
+
+// removeTrash removes what deletions cut short (a crash, a file that
+// resisted) left behind: the trash of deleted teams' workspaces and of
+// deleted scenario runs. Each was renamed aside before any of its files
+// was removed, so the deletion had already happened; removing the rest
+// loses nothing (docs/durability.md).
+func removeTrash(log *slog.Logger, opts Options) {
+	dirs := []string{workspacesRoot(opts)}
+	if opts.DataDir != "" {
+		// The file store's runs directory: runs of older versions kept
+		// their workspaces there.
+		dirs = append(dirs, filepath.Join(opts.DataDir, "runs"))
+	}
+	for _, dir := range dirs {
+		if dir == "" {
+			continue
+		}
+		removed, err := workspace.RemoveTrash(dir)
+		if len(removed) > 0 {
+			log.Info("removed the files of deletions cut short", "dir", dir, "removed", len(removed))
+		}
+		if err != nil {
+			log.Warn("removing the files of deletions cut short failed; the next start tries again", "dir", dir, "err", err)
+		}
 	}
 }

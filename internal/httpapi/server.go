@@ -8,6 +8,7 @@ import (
 
 	"mailroom/internal/core"
 	"mailroom/internal/scenario"
+	"mailroom/internal/workspace"
 )
 
 // Server implements the generated StrictServerInterface over a core.Service.
@@ -34,6 +35,8 @@ type Server struct {
 	// workspaces is the root of the teams' workspaces (workspace.go);
 	// empty when the server keeps none.
 	workspaces string
+	// programs runs run_main's program, one per team at a time.
+	programs *workspace.Runner
 	// held counts the reads for mail answered from their own goroutine
 	// (inboxwait.go).
 	held *HeldReads

@@ -2,20 +2,16 @@ package httpapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
-	"path"
 	"path/filepath"
-	"strings"
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
-	"mailroom/internal/mail"
+	"mailroom/internal/workspace"
 )
 
 // A team created with "workspace": true has the directory
@@ -43,25 +39,6 @@ func (s *Server) workspaceOf(ctx context.Context, team string) (string, core.Lim
 	return filepath.Join(s.workspaces, team), view.Limits, nil
 }
 
-// ensureWorkspace creates the workspaces root and the team's directory
-// when they are missing, mode 0700 both.
-func ensureWorkspace(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return err
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return errors.New("httpapi: the workspace is not a directory")
-	}
-	return nil
-}
-
 // toolsFor is the tool set of a turn of member: the workspace tools for a
 // team with a workspace (whose host gate is the team's host_permission),
 // the default ones otherwise.
@@ -70,55 +47,41 @@ func (s *Server) toolsFor(ctx context.Context, team, member string) agent.ToolSe
 	if err != nil {
 		return agent.DefaultTools(member)
 	}
-	if err := ensureWorkspace(dir); err != nil {
+	if err := workspace.Ensure(dir); err != nil {
 		// The tools then answer that the workspace is not available.
 		s.log.WarnContext(ctx, "creating a team's workspace failed", "team", team, "err", err)
 	}
-	return agent.WorkspaceTools(member, dir, limits)
+	set := agent.WorkspaceTools(member, dir, limits)
+	set.Runner = s.programs
+	return set
 }
 
 // removeWorkspace deletes team's workspace directory, if any, all or
-// nothing across a crash. It is part of deleting the team.
+// nothing across a crash. It is part of deleting the team: once the
+// directory is renamed aside the deletion has happened, and what could
+// not be removed then is removed at the next start (workspace.Remove).
 func (s *Server) removeWorkspace(team string) error {
 	if s.workspaces == "" || !core.ValidName(team) {
 		return nil
 	}
-	if err := mail.RemoveDir(filepath.Join(s.workspaces, team)); err != nil {
+	left, err := workspace.Remove(filepath.Join(s.workspaces, team))
+	if err != nil {
 		return core.StorageError(err)
+	}
+	if left != nil {
+		s.log.Warn("removing a deleted team's workspace files failed; the next start removes them", "team", team, "err", left)
 	}
 	return nil
 }
 
 // workspaceName checks a file path of the workspace route and returns it
-// cleaned, with forward slashes. Besides agent.CheckWorkspacePath's rules,
-// it refuses a path naming the workspace itself and one whose components
-// (any of them, the file included) are symbolic links: a workspace file is
-// reached only through real directories.
+// cleaned (workspace.StrictName); a refusal is validation_failed.
 func workspaceName(root *os.Root, p string) (string, error) {
-	if err := agent.CheckWorkspacePath(p); err != nil {
+	name, err := workspace.StrictName(root, p)
+	if err != nil {
 		return "", core.Errorf(core.CodeValidation, "path: %s.", err.Error())
 	}
-	clean := path.Clean(strings.ReplaceAll(p, `\`, "/"))
-	if clean == "." || strings.HasPrefix(clean, ".mailroom-") || strings.Contains(clean, "/.mailroom-") {
-		return "", core.Errorf(core.CodeValidation, "path: name a file inside the workspace.")
-	}
-	parts := strings.Split(clean, "/")
-	for i := range parts {
-		fi, err := root.Lstat(strings.Join(parts[:i+1], "/"))
-		if errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-		if err != nil {
-			return "", core.Errorf(core.CodeValidation, "path: it cannot be reached inside the workspace.")
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return "", core.Errorf(core.CodeValidation, "path: it leads through a symbolic link, which is not followed.")
-		}
-		if i < len(parts)-1 && !fi.IsDir() {
-			return "", core.Errorf(core.CodeValidation, "path: a component of it is not a directory.")
-		}
-	}
-	return clean, nil
+	return name, nil
 }
 
 // PutWorkspaceFile stores a file in the team's workspace (admin only),
@@ -141,7 +104,7 @@ func (s *Server) PutWorkspaceFile(ctx context.Context, req PutWorkspaceFileReque
 		}
 		return nil, core.Errorf(core.CodeValidation, "The request body could not be read.")
 	}
-	if err := ensureWorkspace(dir); err != nil {
+	if err := workspace.Ensure(dir); err != nil {
 		return nil, core.StorageError(err)
 	}
 	root, err := os.OpenRoot(dir)
@@ -156,56 +119,11 @@ func (s *Server) PutWorkspaceFile(ctx context.Context, req PutWorkspaceFileReque
 	if fi, err := root.Lstat(name); err == nil && !fi.Mode().IsRegular() {
 		return nil, core.Errorf(core.CodeValidation, "path: it names something that is not a regular file.")
 	}
-	if err := writeInRoot(root, name, data); err != nil {
+	if err := workspace.WriteFile(root, name, data); err != nil {
 		return nil, core.StorageError(err)
 	}
 	s.log.InfoContext(ctx, "workspace file stored", "team", req.Team, "bytes", len(data))
 	return PutWorkspaceFile204Response{}, nil
-}
-
-// writeInRoot durably replaces name inside root with data (mode 0600),
-// creating its directories.
-func writeInRoot(root *os.Root, name string, data []byte) error {
-	parent := path.Dir(name)
-	if parent != "." {
-		if err := root.MkdirAll(parent, 0o700); err != nil {
-			return err
-		}
-	}
-	suffix := make([]byte, 8)
-	_, _ = rand.Read(suffix) // crypto/rand.Read never fails on supported platforms
-	tmp := path.Join(parent, ".mailroom-"+hex.EncodeToString(suffix)+".tmp")
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	renamed := false
-	defer func() {
-		if !renamed {
-			_ = root.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := root.Rename(tmp, name); err != nil {
-		return err
-	}
-	renamed = true
-	d, err := root.Open(parent)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // GetWorkspaceFile returns a file of the team's workspace (admin only).
@@ -229,17 +147,16 @@ func (s *Server) GetWorkspaceFile(ctx context.Context, req GetWorkspaceFileReque
 	if err != nil {
 		return nil, err
 	}
-	f, err := root.Open(name)
-	if errors.Is(err, fs.ErrNotExist) {
+	// Only a regular file, opened without blocking: a FIFO or a device
+	// is refused at once.
+	f, fi, err := workspace.OpenRegular(root, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, core.Errorf(core.CodeNotFound, "No such file in the workspace.")
-	}
-	if err != nil {
-		return nil, core.Errorf(core.CodeValidation, "path: it cannot be opened inside the workspace.")
-	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		_ = f.Close()
+	case errors.Is(err, workspace.ErrNotRegular):
 		return nil, core.Errorf(core.CodeValidation, "path: it names something that is not a regular file.")
+	case err != nil:
+		return nil, core.Errorf(core.CodeValidation, "path: it cannot be opened inside the workspace.")
 	}
 	// The response closes f once it has copied it.
 	return GetWorkspaceFile200ApplicationOctetStreamResponse{Body: f, ContentLength: fi.Size()}, nil

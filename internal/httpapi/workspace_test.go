@@ -1,13 +1,16 @@
 package httpapi_test
 
 import (
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"mailroom/internal/core"
+	"mailroom/internal/testkit"
 )
 
 func TestWorkspaceFiles(t *testing.T) {
@@ -128,4 +131,55 @@ func TestWorkspaceTurnAndDeletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(t, e.getFile("crew", "main.py", adminToken), http.StatusNotFound, "not_found")
+}
+
+// Only regular files are served: a FIFO (which blocked the handler's
+// thread for good when opened for reading with no writer), a socket or a
+// device in the workspace is refused at once with validation_failed.
+func TestWorkspaceServesOnlyRegularFiles(t *testing.T) {
+	e := openEnv(t, nil, 0)
+	tm := e.workspaceTeam("crew", "ask", nil)
+	ws := filepath.Join(e.dir, "workspaces", "crew")
+	if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(ws, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := syscall.Mknod(filepath.Join(ws, "null"), syscall.S_IFCHR|0o600, 1<<8|3); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fifo", "sock", "null"} {
+		want(t, e.getFile(tm.name, name, adminToken), http.StatusBadRequest, "validation_failed")
+	}
+}
+
+// A deletion cut short left the trash of workspaces (a crash between the
+// rename and the removal, a file that resisted); the next start removes
+// it, and nothing else.
+func TestStartRemovesWorkspaceTrash(t *testing.T) {
+	place := testkit.NewPlace(t, backend)
+	root := filepath.Join(place.Dir, "workspaces")
+	for _, d := range []string{".trash-crew-0a1b2c/deep", "kept"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, ".trash-crew-0a1b2c", "deep", "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	openEnv(t, place, 0)
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if len(names) != 1 || names[0] != "kept" {
+		t.Fatalf("the workspaces root after a start holds %v, want [kept]", names)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"path/filepath"
 	"strings"
 
@@ -130,36 +129,4 @@ func (s *Store) removeTrash(dir string, entries []fs.DirEntry) {
 		}
 		s.log.Info("removed the files of a deletion a crash interrupted", "dir", e.Name())
 	}
-}
-
-// RemoveDir deletes the directory at path with everything in it, all or
-// nothing across a crash (see trashPrefix), and removes any trash of
-// earlier deletions its parent still holds. A missing directory is not an
-// error. The server deletes scenario run directories with it.
-func RemoveDir(path string) error {
-	s := &Store{fs: OS(), log: slog.New(slog.DiscardHandler)}
-	parent := filepath.Dir(path)
-	trash, err := s.moveToTrash(parent, filepath.Base(path))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return s.removeTree(trash)
-}
-
-// RemoveTrash removes what interrupted RemoveDir calls left in dir. A
-// missing dir holds none.
-func RemoveTrash(dir string) error {
-	s := &Store{fs: OS(), log: slog.New(slog.DiscardHandler)}
-	entries, err := s.fs.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	s.removeTrash(dir, entries)
-	return nil
 }

@@ -905,7 +905,8 @@ func (s *Store) ListRuns(_ context.Context) ([]string, error) {
 }
 
 // DeleteRun removes a run's directory (its workspace too) all or nothing
-// across a crash (RemoveDir).
+// across a crash (see trashPrefix): once renamed aside it is deleted, and
+// what resists removal then is removed at the next start.
 func (s *Store) DeleteRun(_ context.Context, id string) error {
 	if !core.ValidName(id) {
 		return nil
@@ -920,7 +921,10 @@ func (s *Store) DeleteRun(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return s.removeTree(trash)
+	if err := s.removeTree(trash); err != nil {
+		s.log.Warn("removing a deleted run's files failed; the next start removes them", "run", id, "err", err)
+	}
+	return nil
 }
 
 // RunDir is where a run's files beside its document live (a scenario's

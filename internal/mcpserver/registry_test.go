@@ -14,6 +14,7 @@ import (
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
 	"mailroom/internal/mcpserver"
+	"mailroom/internal/workspace"
 )
 
 // mainPy prints 42 and appends one x to counter.txt per run, so a test
@@ -251,5 +252,62 @@ func TestRunMainOverMCP(t *testing.T) {
 	counter, err := os.ReadFile(filepath.Join(ws, "counter.txt"))
 	if err != nil || string(counter) != "x" {
 		t.Fatalf("counter.txt = %q, %v; want one x: the program ran once", counter, err)
+	}
+}
+
+// One program runs per team at a time: a second run_main while the first
+// runs is refused with run_in_progress, whichever member asks.
+func TestRunMainOneAtATime(t *testing.T) {
+	root := t.TempDir()
+	e := newEnv(t, func(o *mcpserver.Options) { o.Workspaces = root })
+	_, created, err := e.svc.CreateTeam(t.Context(), core.TeamSpec{Name: "shop", Workspace: true, HostPermission: core.HostAllow,
+		Members: []core.MemberSpec{{Name: "reader", Role: "runs the program"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.tokens["shop"] = map[string]string{}
+	for _, m := range created {
+		e.tokens["shop"][m.Name] = m.Token
+	}
+	ws := filepath.Join(root, "shop")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The program says it started, then waits for the test's word.
+	prog := "import os, time\nopen('started', 'w').close()\nwhile not os.path.exists('stop'):\n    time.sleep(0.01)\nprint('finished')\n"
+	if err := os.WriteFile(filepath.Join(ws, "main.py"), []byte(prog), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reader, lead := e.member("shop", "reader"), e.member("shop", "lead")
+	mustCall(t, reader, "submit_plan", map[string]any{"plan": "run main.py"}, nil)
+	mustCall(t, lead, "reply_request", map[string]any{"request_id": "req-1", "approve": true}, nil)
+	mustCall(t, reader, "check_replies", map[string]any{}, nil)
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := reader.CallTool(t.Context(), &mcp.CallToolParams{Name: "run_main", Arguments: map[string]any{}})
+		done <- answer{res, err}
+	}()
+	for {
+		if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
+			break
+		}
+		select {
+		case a := <-done:
+			t.Fatalf("the first run_main answered before its program started: %+v, %v", a.res, a.err)
+		case <-time.After(5 * time.Millisecond): // polls for the file; not an assertion
+		}
+	}
+	second := e.connect(e.tokens["shop"]["reader"], nil)
+	wantRefusal(t, second, "run_main", map[string]any{}, string(workspace.CodeRunInProgress))
+	if err := os.WriteFile(filepath.Join(ws, "stop"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	if a.err != nil || a.res.IsError || !strings.Contains(textOf(a.res), "finished") {
+		t.Fatalf("the first run_main = %+v, %v; want its output", a.res, a.err)
 	}
 }

@@ -33,6 +33,7 @@ import (
 
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
+	"mailroom/internal/workspace"
 )
 
 // Path is where the endpoint is mounted.
@@ -63,6 +64,10 @@ type Options struct {
 	// <Workspaces>/<team>/): members of a team with a workspace are offered
 	// read_file and run_main there. Empty offers them to no one.
 	Workspaces string
+	// Runner runs run_main's program; nil means workspace.Default(). A
+	// server passes the one its REST door's turns use, so that one
+	// program runs per team whichever door asked.
+	Runner *workspace.Runner
 }
 
 // Handler serves /mcp. It checks, in this order, the Origin (against DNS
@@ -276,7 +281,7 @@ func (h *Handler) serverFor(r *http.Request) *mcp.Server {
 		return h.base
 	}
 	if op.server == nil {
-		sess, err := newSession(r.Context(), h.svc, h.log, op.caller.member, h.opts.Workspaces)
+		sess, err := newSession(r.Context(), h.svc, h.log, op.caller.member, h.opts.Workspaces, h.opts.Runner)
 		if err != nil {
 			h.log.WarnContext(r.Context(), "mcp session not opened", "code", core.ErrorCode(err))
 			return nil

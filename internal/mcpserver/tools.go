@@ -14,6 +14,7 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
+	"mailroom/internal/workspace"
 )
 
 // DefaultWait is wait_for_mail's wait when the call names none.
@@ -37,6 +38,8 @@ type session struct {
 
 	// workspaces is the root of the teams' workspaces ("" offers none).
 	workspaces string
+	// programs runs run_main's program (nil: workspace.Default()).
+	programs *workspace.Runner
 	// toolsMu orders the rebuilds of the tool set; tools is the names
 	// offered now.
 	toolsMu sync.Mutex
@@ -49,8 +52,8 @@ type session struct {
 
 // newSession builds the server of a session opened by me. workspaces is
 // the root of the teams' workspaces; empty means none is offered.
-func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, me Member, workspaces string) (*session, error) {
-	s := &session{svc: svc, log: log, me: me, subs: map[string]context.CancelFunc{}, workspaces: workspaces,
+func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, me Member, workspaces string, programs *workspace.Runner) (*session, error) {
+	s := &session{svc: svc, log: log, me: me, subs: map[string]context.CancelFunc{}, workspaces: workspaces, programs: programs,
 		tools: map[string]bool{}, teamChanged: make(chan struct{}, 1)}
 	// Subscribed before the team is read, so that no change after the
 	// read goes unnoticed. The bus calls this from the publisher: it only
@@ -104,7 +107,7 @@ func (s *session) close() {
 // limits of now, and a tool no longer offered is removed; the SDK then
 // sends notifications/tools/list_changed to the session.
 func (s *session) setTools(view core.TeamView) {
-	env := agent.Env{Svc: s.svc, Limits: view.Limits, AskHost: true}
+	env := agent.Env{Svc: s.svc, Limits: view.Limits, AskHost: true, Runner: s.programs}
 	if view.Workspace && s.workspaces != "" {
 		env.Workspace = filepath.Join(s.workspaces, s.me.Team)
 	}

@@ -85,7 +85,7 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	x.pause(ctx)
 	statusAtWork := ""
 	readerT2 := x.turn(ctx, "reader", "Lead has answered your plan. Read expected.txt, run main.py if you may, and compare the output with the expected value.",
-		agent.ToolSet{Names: []string{agent.ToolReadFile, agent.ToolRunMain}, Workspace: x.ws, AllowRun: opts.Decision == DecisionAllow, PlanID: planID},
+		agent.ToolSet{Names: []string{agent.ToolReadFile, agent.ToolRunMain}, Workspace: x.ws, Runner: x.programs, AllowRun: opts.Decision == DecisionAllow, PlanID: planID},
 		func() {
 			// Seen as the first request of the turn arrives, i.e. just
 			// after the prepare step consumed the reply.

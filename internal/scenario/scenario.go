@@ -27,7 +27,7 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
-	"mailroom/internal/mail"
+	"mailroom/internal/workspace"
 )
 
 // Scenario names.
@@ -228,6 +228,9 @@ type Config struct {
 	// so that the caller can announce the run while it is in progress.
 	OnStart func(runID, team string)
 	Logger  *slog.Logger
+	// Runner runs run_main's program; nil means workspace.Default(). A
+	// server passes the one its other doors use.
+	Runner *workspace.Runner
 }
 
 // Runner runs scenarios and keeps their documents in the store
@@ -256,6 +259,9 @@ func NewRunner(svc *core.Service, workspaces string, cfg Config) *Runner {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Runner == nil {
+		cfg.Runner = workspace.Default()
 	}
 	return &Runner{svc: svc, workspaces: workspaces, cfg: cfg, log: log, runs: map[string]*Result{}}
 }
@@ -339,7 +345,7 @@ func (r *Runner) start(ctx context.Context, name string) (*run, error) {
 		// Registered at once: a stored run without a result that is not
 		// registered is one that an earlier process left unfinished (see
 		// Get).
-		x := &run{svc: r.svc, log: r.log, id: id, team: id, ws: r.workspace(id),
+		x := &run{svc: r.svc, log: r.log, programs: r.cfg.Runner, id: id, team: id, ws: r.workspace(id),
 			doc: &Result{RunID: id, Scenario: name, Team: id, Checks: []Check{}, Requests: []core.Request{}, Mailboxes: map[string][]core.Message{}}}
 		r.mu.Lock()
 		if _, taken := r.runs[id]; taken {
@@ -535,7 +541,7 @@ func (r *Runner) unfinished(ctx context.Context, runID string) (Result, error) {
 		r.mu.Unlock()
 		return out, nil
 	}
-	x := &run{svc: r.svc, log: r.log, id: runID, team: runID, ws: r.workspace(runID),
+	x := &run{svc: r.svc, log: r.log, programs: r.cfg.Runner, id: runID, team: runID, ws: r.workspace(runID),
 		doc: &Result{RunID: runID, Scenario: name, Team: runID, Checks: []Check{}, Requests: []core.Request{}, Mailboxes: map[string][]core.Message{}}}
 	r.runs[runID] = x.doc
 	r.mu.Unlock()
@@ -577,7 +583,7 @@ func scenarioOf(runID string) string {
 }
 
 // Delete removes a run's document from the store and its workspace from
-// this machine (all or nothing across a crash, mail.RemoveDir). A run that
+// this machine (all or nothing across a crash, workspace.Remove). A run that
 // does not exist is not an error. The caller makes sure the run is not in
 // progress; a deleted run's id can be used again.
 func (r *Runner) Delete(ctx context.Context, runID string) error {
@@ -587,8 +593,12 @@ func (r *Runner) Delete(ctx context.Context, runID string) error {
 	if err := r.svc.DeleteRun(ctx, runID); err != nil {
 		return err
 	}
-	if err := mail.RemoveDir(r.workspace(runID)); err != nil {
+	left, err := workspace.Remove(r.workspace(runID))
+	if err != nil {
 		return err
+	}
+	if left != nil {
+		r.log.WarnContext(ctx, "removing a deleted run's workspace files failed; the next start removes them", "run", runID, "err", left)
 	}
 	r.mu.Lock()
 	delete(r.runs, runID)
@@ -645,14 +655,16 @@ func lessonTeam(name string) core.TeamSpec {
 
 // run is one scenario run in progress.
 type run struct {
-	svc    *core.Service
-	log    *slog.Logger
-	id     string
-	team   string
-	ws     string
-	stepMS int
-	opts   Options
-	doc    *Result
+	svc  *core.Service
+	log  *slog.Logger
+	id   string
+	team string
+	ws   string
+	// programs runs run_main's program.
+	programs *workspace.Runner
+	stepMS   int
+	opts     Options
+	doc      *Result
 	// model drives every member when set; nil means the script.
 	model agent.Model
 	// unlease ends the run's lease (core.Service.ClaimRun); nil for a

@@ -8,9 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"mailroom/internal/agent"
 	"mailroom/internal/core"
-	"mailroom/internal/mail"
+	"mailroom/internal/workspace"
 )
 
 // mainPy is the workspace's fixed program: it prints 42 and appends one x
@@ -34,8 +33,8 @@ func writeWorkspace(dir, expected string) error {
 		return err
 	}
 	if err := os.Mkdir(dir, 0o700); errors.Is(err, fs.ErrExist) {
-		if err := mail.RemoveDir(dir); err != nil {
-			return err
+		if _, err := workspace.Remove(dir); err != nil {
+			return err // a leftover not removed now is trash the next start removes
 		}
 		err = os.Mkdir(dir, 0o700)
 		if err != nil {
@@ -44,7 +43,7 @@ func writeWorkspace(dir, expected string) error {
 	} else if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, agent.Program), []byte(mainPy), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, workspace.Program), []byte(mainPy), 0o600); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "expected.txt"), []byte(expected+"\n"), 0o600)
