@@ -10,6 +10,11 @@
 //	server import --data DIR --database-url URL
 //	                               copy a file-store data directory into an
 //	                               empty PostgreSQL database
+//	server hook [--wait N]         a Claude Code hook: unread mail for the
+//	                               event on stdin (docs/hooks.md)
+//	server inbox [--unread] [--mark-read] [--wait N] [--json]
+//	server send --to NAME BODY     a member's mail from a shell
+//	                               (MAILROOM_URL, MAILROOM_TOKEN)
 //
 // Every serve flag has an environment variable (MAILROOM_ADDR, MAILROOM_DATA,
 // MAILROOM_ADMIN_TOKEN, MAILROOM_LOG_LEVEL, MAILROOM_MAX_TEAMS,
@@ -80,8 +85,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return runScenario(ctx, args[1:], getenv, stdout, stderr)
 		case "import":
 			return runImport(ctx, args[1:], getenv, stdout, stderr)
+		case "hook":
+			return runHook(ctx, args[1:], getenv, os.Stdin, stdout, stderr) // hook.go
+		case "inbox":
+			return runInbox(ctx, args[1:], getenv, stdout) // mailcli.go
+		case "send":
+			return runSend(ctx, args[1:], getenv, stdout)
 		default:
-			return usageErrorf("unknown command %q; the commands are healthcheck, scenario and import, and no command serves", args[0])
+			return usageErrorf("unknown command %q; the commands are healthcheck, scenario, import, hook, inbox and send, and no command serves", args[0])
 		}
 	}
 	cfg, err := parseConfig(args, getenv, stderr)

@@ -636,6 +636,12 @@ type LimitsUpdate struct {
 	Turns              *int   `json:"turns,omitempty"`
 }
 
+// MarkRead defines model for MarkRead.
+type MarkRead struct {
+	// Through Example: reader-3
+	Through string `json:"through"`
+}
+
 // MatchResult defines model for MatchResult.
 type MatchResult struct {
 	MessageID string `json:"message_id"`
@@ -654,6 +660,14 @@ type MatchResultReason string
 // MatchResultStatus defines model for MatchResult.Status.
 type MatchResultStatus string
 
+// Me A member token's team, member and role, or `admin` for the admin token.
+type Me struct {
+	Admin  *bool   `json:"admin,omitempty"`
+	Member *string `json:"member,omitempty"`
+	Role   *string `json:"role,omitempty"`
+	Team   *string `json:"team,omitempty"`
+}
+
 // Member defines model for Member.
 type Member struct {
 	// Active A turn of this member is running.
@@ -667,11 +681,17 @@ type Member struct {
 	// opened them, so with several replicas each counts only its own.
 	// A `member` event announces every change (a session opened,
 	// closed or expired).
-	McpSessions int          `json:"mcp_sessions"`
-	Name        string       `json:"name"`
+	McpSessions int    `json:"mcp_sessions"`
+	Name        string `json:"name"`
+
+	// ReadThrough The id of the last letter the member has read; null before any.
+	ReadThrough *string      `json:"read_through"`
 	Role        string       `json:"role"`
 	Status      MemberStatus `json:"status"`
 	Turns       int          `json:"turns"`
+
+	// Unread How many letters come after `read_through`.
+	Unread int `json:"unread"`
 
 	// Usage Model tokens spent.
 	Usage Usage `json:"usage"`
@@ -817,6 +837,28 @@ type ProtocolOutcome struct {
 
 // ProtocolOutcomeRefusedBy The gate that refused run_main, or null.
 type ProtocolOutcomeRefusedBy string
+
+// ReadState defines model for ReadState.
+type ReadState struct {
+	ReadThrough *string `json:"read_through"`
+	Unread      int     `json:"unread"`
+}
+
+// Receipt defines model for Receipt.
+type Receipt struct {
+	ID string `json:"id"`
+
+	// Read The recipient's read cursor is at or past the letter.
+	Read bool `json:"read"`
+
+	// To The letter's recipient.
+	To string `json:"to"`
+}
+
+// Receipts defines model for Receipts.
+type Receipts struct {
+	Receipts []Receipt `json:"receipts"`
+}
 
 // Reply The decision that was sent, or null while none was.
 type Reply struct {
@@ -1245,6 +1287,11 @@ type GetInboxParams struct {
 	// After The id of a letter of this inbox; an id that is not one is `validation_failed`.
 	After *string `form:"after,omitempty" json:"after,omitempty"`
 
+	// Unread Only the letters after the member's read cursor (`read_through`);
+	// together with `after` it is `validation_failed`. Reading moves no
+	// cursor (`POST .../inbox/read` does).
+	Unread *bool `form:"unread,omitempty" json:"unread,omitempty"`
+
 	// Wait Seconds to wait for a letter when there is none yet.
 	Wait *int `form:"wait,omitempty" json:"wait,omitempty"`
 }
@@ -1261,6 +1308,12 @@ type SendMessageParams struct {
 	// and stores nothing new; the same key with another body is
 	// `idempotency_conflict`. Keys are scoped to the token's member.
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
+}
+
+// GetReceiptsParams defines parameters for GetReceipts.
+type GetReceiptsParams struct {
+	// Ids 1 to 100 letter ids, separated by commas.
+	Ids string `form:"ids" json:"ids"`
 }
 
 // OpenRequestParams defines parameters for OpenRequest.
@@ -1287,6 +1340,9 @@ type CreateTeamJSONRequestBody = TeamCreate
 
 // UpdateTeamJSONRequestBody defines body for UpdateTeam for application/json ContentType.
 type UpdateTeamJSONRequestBody = TeamUpdate
+
+// MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
+type MarkReadJSONRequestBody = MarkRead
 
 // RunTurnJSONRequestBody defines body for RunTurn for application/json ContentType.
 type RunTurnJSONRequestBody = TurnCreate
@@ -1432,6 +1488,9 @@ type ServerInterface interface {
 	// StreamEvents Server-Sent Events, one per state change (admin or a member)
 	// (GET /events)
 	StreamEvents(w http.ResponseWriter, r *http.Request, params StreamEventsParams)
+	// GetMe Who the token is
+	// (GET /me)
+	GetMe(w http.ResponseWriter, r *http.Request)
 	// GetRun A run's document (admin)
 	// (GET /runs/{run_id})
 	GetRun(w http.ResponseWriter, r *http.Request, runID Name)
@@ -1462,6 +1521,9 @@ type ServerInterface interface {
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/consume)
 	ConsumeInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
+	// MarkRead Move the member's read cursor through a letter (that member only)
+	// (POST /teams/{team}/members/{member}/inbox/read)
+	MarkRead(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
@@ -1477,6 +1539,9 @@ type ServerInterface interface {
 	// DecidePermission Allow or deny a pending permission (admin)
 	// (POST /teams/{team}/permissions/{permission_id})
 	DecidePermission(w http.ResponseWriter, r *http.Request, team TeamPath, permissionID PermissionIDPath)
+	// GetReceipts Whether letters were read (their sender or the admin)
+	// (GET /teams/{team}/receipts)
+	GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams)
 	// ListRequests The team's requests in id order (admin or a member)
 	// (GET /teams/{team}/requests)
 	ListRequests(w http.ResponseWriter, r *http.Request, team TeamPath)
@@ -1513,6 +1578,12 @@ type Unimplemented struct{}
 // StreamEvents Server-Sent Events, one per state change (admin or a member)
 // (GET /events)
 func (_ Unimplemented) StreamEvents(w http.ResponseWriter, r *http.Request, params StreamEventsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetMe Who the token is
+// (GET /me)
+func (_ Unimplemented) GetMe(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1576,6 +1647,12 @@ func (_ Unimplemented) ConsumeInbox(w http.ResponseWriter, r *http.Request, team
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// MarkRead Move the member's read cursor through a letter (that member only)
+// (POST /teams/{team}/members/{member}/inbox/read)
+func (_ Unimplemented) MarkRead(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ResetMember Make a stopped or failed member idle again (admin)
 // (POST /teams/{team}/members/{member}/reset)
 func (_ Unimplemented) ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
@@ -1603,6 +1680,12 @@ func (_ Unimplemented) ListPermissions(w http.ResponseWriter, r *http.Request, t
 // DecidePermission Allow or deny a pending permission (admin)
 // (POST /teams/{team}/permissions/{permission_id})
 func (_ Unimplemented) DecidePermission(w http.ResponseWriter, r *http.Request, team TeamPath, permissionID PermissionIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetReceipts Whether letters were read (their sender or the admin)
+// (GET /teams/{team}/receipts)
+func (_ Unimplemented) GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1693,6 +1776,20 @@ func (siw *ServerInterfaceWrapper) StreamEvents(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.StreamEvents(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetMe operation middleware
+func (siw *ServerInterfaceWrapper) GetMe(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetMe(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1914,6 +2011,19 @@ func (siw *ServerInterfaceWrapper) GetInbox(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	// ------------- Optional query parameter "unread" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "unread", r.URL.Query(), &params.Unread, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "unread"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "unread", Err: err})
+		}
+		return
+	}
+
 	// ------------- Optional query parameter "wait" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
@@ -1964,6 +2074,41 @@ func (siw *ServerInterfaceWrapper) ConsumeInbox(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ConsumeInbox(w, r, team, member)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MarkRead operation middleware
+func (siw *ServerInterfaceWrapper) MarkRead(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MarkRead(w, r, team, member)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2169,6 +2314,48 @@ func (siw *ServerInterfaceWrapper) DecidePermission(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.DecidePermission(w, r, team, permissionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetReceipts operation middleware
+func (siw *ServerInterfaceWrapper) GetReceipts(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetReceiptsParams
+
+	// ------------- Required query parameter "ids" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "ids", r.URL.Query(), &params.Ids, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ids"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ids", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetReceipts(w, r, team, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2652,6 +2839,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/consume", wrapper.ConsumeInbox)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/me", wrapper.GetMe)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/read", wrapper.MarkRead)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/receipts", wrapper.GetReceipts)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/turns", wrapper.RunTurn)
 	})
 	r.Group(func(r chi.Router) {
@@ -2837,6 +3033,41 @@ func (response StreamEvents500ApplicationProblemPlusJSONResponse) VisitStreamEve
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMeRequestObject struct {
+}
+
+type GetMeResponseObject interface {
+	VisitGetMeResponse(w http.ResponseWriter) error
+}
+
+type GetMe200JSONResponse Me
+
+func (response GetMe200JSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMe401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetMe401ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3839,6 +4070,100 @@ func (response ConsumeInbox500ApplicationProblemPlusJSONResponse) VisitConsumeIn
 	return err
 }
 
+type MarkReadRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	Member MemberPath `json:"member"`
+	Body   *MarkReadJSONRequestBody
+}
+
+type MarkReadResponseObject interface {
+	VisitMarkReadResponse(w http.ResponseWriter) error
+}
+
+type MarkRead200JSONResponse ReadState
+
+func (response MarkRead200JSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MarkRead400ApplicationProblemPlusJSONResponse Problem
+
+func (response MarkRead400ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MarkRead401ApplicationProblemPlusJSONResponse Problem
+
+func (response MarkRead401ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MarkRead403ApplicationProblemPlusJSONResponse Problem
+
+func (response MarkRead403ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MarkRead404ApplicationProblemPlusJSONResponse Problem
+
+func (response MarkRead404ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MarkRead500ApplicationProblemPlusJSONResponse Problem
+
+func (response MarkRead500ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ResetMemberRequestObject struct {
 	Team   TeamPath   `json:"team"`
 	Member MemberPath `json:"member"`
@@ -4474,6 +4799,99 @@ func (response DecidePermission409ApplicationProblemPlusJSONResponse) VisitDecid
 type DecidePermission500ApplicationProblemPlusJSONResponse Problem
 
 func (response DecidePermission500ApplicationProblemPlusJSONResponse) VisitDecidePermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceiptsRequestObject struct {
+	Team   TeamPath `json:"team"`
+	Params GetReceiptsParams
+}
+
+type GetReceiptsResponseObject interface {
+	VisitGetReceiptsResponse(w http.ResponseWriter) error
+}
+
+type GetReceipts200JSONResponse Receipts
+
+func (response GetReceipts200JSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceipts400ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReceipts400ApplicationProblemPlusJSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceipts401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReceipts401ApplicationProblemPlusJSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceipts403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReceipts403ApplicationProblemPlusJSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceipts404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReceipts404ApplicationProblemPlusJSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceipts500ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReceipts500ApplicationProblemPlusJSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -5399,6 +5817,9 @@ type StrictServerInterface interface {
 	// StreamEvents Server-Sent Events, one per state change (admin or a member)
 	// (GET /events)
 	StreamEvents(ctx context.Context, request StreamEventsRequestObject) (StreamEventsResponseObject, error)
+	// GetMe Who the token is
+	// (GET /me)
+	GetMe(ctx context.Context, request GetMeRequestObject) (GetMeResponseObject, error)
 	// GetRun A run's document (admin)
 	// (GET /runs/{run_id})
 	GetRun(ctx context.Context, request GetRunRequestObject) (GetRunResponseObject, error)
@@ -5429,6 +5850,9 @@ type StrictServerInterface interface {
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/consume)
 	ConsumeInbox(ctx context.Context, request ConsumeInboxRequestObject) (ConsumeInboxResponseObject, error)
+	// MarkRead Move the member's read cursor through a letter (that member only)
+	// (POST /teams/{team}/members/{member}/inbox/read)
+	MarkRead(ctx context.Context, request MarkReadRequestObject) (MarkReadResponseObject, error)
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(ctx context.Context, request ResetMemberRequestObject) (ResetMemberResponseObject, error)
@@ -5444,6 +5868,9 @@ type StrictServerInterface interface {
 	// DecidePermission Allow or deny a pending permission (admin)
 	// (POST /teams/{team}/permissions/{permission_id})
 	DecidePermission(ctx context.Context, request DecidePermissionRequestObject) (DecidePermissionResponseObject, error)
+	// GetReceipts Whether letters were read (their sender or the admin)
+	// (GET /teams/{team}/receipts)
+	GetReceipts(ctx context.Context, request GetReceiptsRequestObject) (GetReceiptsResponseObject, error)
 	// ListRequests The team's requests in id order (admin or a member)
 	// (GET /teams/{team}/requests)
 	ListRequests(ctx context.Context, request ListRequestsRequestObject) (ListRequestsResponseObject, error)
@@ -5531,6 +5958,30 @@ func (sh *strictHandler) StreamEvents(w http.ResponseWriter, r *http.Request, pa
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(StreamEventsResponseObject); ok {
 		if err := validResponse.VisitStreamEventsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetMe operation middleware
+func (sh *strictHandler) GetMe(w http.ResponseWriter, r *http.Request) {
+	var request GetMeRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetMe(ctx, request.(GetMeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetMe")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetMeResponseObject); ok {
+		if err := validResponse.VisitGetMeResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5819,6 +6270,40 @@ func (sh *strictHandler) ConsumeInbox(w http.ResponseWriter, r *http.Request, te
 	}
 }
 
+// MarkRead operation middleware
+func (sh *strictHandler) MarkRead(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+	var request MarkReadRequestObject
+
+	request.Team = team
+	request.Member = member
+
+	var body MarkReadJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MarkRead(ctx, request.(MarkReadRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MarkRead")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MarkReadResponseObject); ok {
+		if err := validResponse.VisitMarkReadResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ResetMember operation middleware
 func (sh *strictHandler) ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
 	var request ResetMemberRequestObject
@@ -5968,6 +6453,33 @@ func (sh *strictHandler) DecidePermission(w http.ResponseWriter, r *http.Request
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(DecidePermissionResponseObject); ok {
 		if err := validResponse.VisitDecidePermissionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetReceipts operation middleware
+func (sh *strictHandler) GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams) {
+	var request GetReceiptsRequestObject
+
+	request.Team = team
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetReceipts(ctx, request.(GetReceiptsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetReceipts")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetReceiptsResponseObject); ok {
+		if err := validResponse.VisitGetReceiptsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -6238,204 +6750,216 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1bd9u4ki/+VbD0n/+yfQ4tXzrds9t+ynTvS6YvyUmyVz80c0SIhCSMKYANgJa1s/zdz6oqACQlUpJz",
-	"a2fG+2G3Q/FSKAB1/xXej3K9rLQSytnR1ftRxQ1fCicM/utFIZaVdkLl65/E+h+CF8LA9ULY3MjKSa1G",
-	"V6PnzAhn1mwl3YK5hWCWLwW7EWvGVdFcmOpiDXfWRlm8OpPGOmaErbSyIlVwt3XaCMuUdgup5kyJ1XX3",
-	"lfgRDr8LQ6+UNlWZbCid5FrNSpm7bMx+EmvLuBHM5roSBXMa3+b0jVBHli3FcirMOFWjZCRhKAsaYjJS",
-	"fClGV20GnP4k1qNkZPOFWHJgwpLf/SzU3C1GV5fn58loKVX490UycusKXmCdkWo+ur9PRr/gx15xuOE9",
-	"fa6Cf8SPETWjZGTEH7U0ohhdOVOL9jf/zYjZ6Gr0/501s3ZGv9qzX+Et8KFXwiyltVKrFz/u+FwVb5vI",
-	"YudXxR1fVmV45vRilMCrnDDw0v+L136/OP3+3e/np9+/+1//Nuob/WvxRy2s20mRoXv2kbOLCfEz+NG3",
-	"gi93fM8Jvvx4dr+tzW5Gw4o/nMUGl+Cp2+Dy7/z0X+/g/85Pvz999/48ufzm/tQhx99fJN/f93P9N21u",
-	"bMVz8TdZikDi5u4FapkRJXfyVoQtsgpPJkyM52OWLblU42qdXTNOT0jlNOOpmumyEIbZSpSlZdJZZktu",
-	"F8Ky7P+//Fs2Zr9qlo3HWcKUZnxqdVk7ga9IUEAonSq7Xk51KXNWSnXDpGUzXZZ6JYrW3txYvfSvYY62",
-	"tufF+eWzffvzPjyLgu+HhchvUB4aXQnjpMDLvKpKmfMpTNQmH//GSyvYTBvGWQ6PM7fgjmlVrkmC4b0s",
-	"54rNa264ckIkTCvGmalVqgojb4Vi0zVcELxkS12I8pplhXBclhm8RDHL15atFiRaV/CBFbfMCqHGqXo+",
-	"tUI5thQcJKypBXHPD3WqdSm4Gt0nI3oljGGDDYG9PT/om+0xv10IP9aFKIuEacOkY4UmCc6AXWt2nDVs",
-	"y9gM2HQy7iHrvj2bvxMh+NlI77v4kJ7+l8gdkPWDVrZeitfC1qXbnjGD1/FP6cTS7tvVv3CXL/zL7uPn",
-	"uDF8vUVheHcvWUZwJwqS+dtkDXLZ6LL/B+u4q/eTj997Q/cC/aDo+ueNtM2RZVPBjTCkE6+ZXeiVolW7",
-	"EEaMe8VKzzwh4ZHM8OUdrAHZvM2YUi6l2zvMn+mu+8TrzMPntzsvWzM8uP77B+2pbcjoG+8LNdV32yNd",
-	"Cmv5XDxgadIDe5dlfHEfMT9H/m5qAVCGsBp0rQoL094lF0ytSb7gxGv/XqmcmBMfZ0IUU57f7LpnIcG8",
-	"W0+Ecsa/dvsmCeyaTNdu9w1t9m3fg7JzgmuwZ7AvVFU7VpW1Zbp28DfdSbYh8QHfwLxFYtmSr0HDqYJJ",
-	"xXhZXrNzUFNKE8OAXzNtltwRHd89a/ZNi6yKr0vNi108alllTi6Frt2kZwRvRK5VYUEVx/vZioPyJQ1U",
-	"CWO1YlMx00aAUBZ3lQTL+pizQijJy7YMbn0/jLifOjTe+37aWIMbc9Sd1aS9mFpf3OTP1qIK399eSRsz",
-	"PsDG4Q2BKwI1fFFI4DEvX7WWPyqtZPeWYdyxHKSL1OqaCZ4v2EyKsmCFmHHQE8GyKoWFqbnlZS327TP/",
-	"7OjqO+9hyGW9bNsvO3dgfPrisv30eXLY3oyP/2Xvtzc2bXzym8vz8wMfbm/o5sv7nt3e6GHI5/i/5M/Z",
-	"+rt5vSUGGqr3s3pYQASeb4/6U4mLJb8jyv7y3bP989oWJZG6Z/ueiiImPnK5+5H7wV39z6rgTjxwW4Nt",
-	"RHodNmy+4GouwOehzVyKmYOVw26EqMjbwY3MjpVudjoavifbm3tztT503QxM/YdPy4FT8VD2t63oIcMH",
-	"POJeC1hwq3ts1pdgkmL0R86VNgI3nlBA1e8jbQqpuFkHKYIa55aXspiE+BJcKibaTPCLZLDCP43IZSWF",
-	"cuBbajex/FbAU1W5br2lMtrpXLd9kDbJMW6xg2xeVUbfiiJhRgCjRIFOXFGjc+T6TO222R+GGl6DmpPe",
-	"Ax5SeAvQTPzpIbXfUqTYhP9Sn44c8mJ47uSt6DUma6OYnjG3kCHKBjLT1EpJNR/3OqVBA5XeSR+2/Xbd",
-	"scyriRW4SXrspn/oFVtytWa//PCKhdvYcXa2zKvspEPuQpeFbcU0hbkVJlXo1HNlV8LYK8YV43PwuXXt",
-	"rCwE+4XL0mi9hNHmWik/zxZfnSr/7tVClihmpWV8qm8FOx+zN4GcqSi1mgdzoTI6F9ZiNCFVuhJKYFB1",
-	"mTCriT4rboXhoLJwEViyPnJdK2fJlQM5pVcYI2AZEZExcQuUc6V0rXJh4d9m7SUeCH7PH0bfTFKVl9qK",
-	"Arx8Ug/FCQUYdkutL+brDtmmyahGmbDnff8k7+ow99Yv/W2L1K/NjaUaSNhYn8ObjfzUvaqrP6qwP2zZ",
-	"MD9q2RHp905I+wAneHgIb7ZElyyQiV4KIDt1VaH8mnFZ4h+0xnrFbHCAt+QQ2My9C2lQxQSR37v6hPJp",
-	"jt3DJ6lJN7ffSe7NAGNwBB80uWGQG9aKkcsl6BSMDl7EBAdZslnjTWQs14VglZbK2V5V4/TBIe82G5ze",
-	"OWKweN4I56Sa2w91sNBsGrOMfhRFFgQwCbcoo7Og623GOOqgVHndzKYwTHvNMq7cwuhK5hmq3wykG5cZ",
-	"Owa18LIS6vmLUxg7d3JailSR4D9htRX4kdyIQigneWlJwwXdcGSZULfSaLUUyo3Zb9ItdO1SJV0C5Ai+",
-	"ZHPhbPcRv//YcXZ6iuPMvFDdMJr43WA4AyxWdEUYCGslPHeObPBtji/OL5+xFayQYL+e9LstwZAEO3Kv",
-	"IRnEzTY1YKHIAkkgZwpuDYmEvOR1IU4taEd3+uz02+yaKSAbXJFmjsf75REyCT/UMZDCBI+SEU0upu3o",
-	"tfuNovjKvuX8a++QaaGCXvT6HYaL5ulGVmd/Suff+nYmrMrhAHfb9jzAfgRPFn7cy4hONm6HddikG/us",
-	"X8HwLWhHzMAAnCy5VEeWLbR1bM4dZpyCB7rtMuUUsJ1w13GYwLE7BSeoj1+FyGURn+lS9BvsAumYVz1s",
-	"KqSaM8+Ua6bqsvTmmb/W2Sjtz8KtlAqi1NMgGdMeuZ3xYilV1nG/URrk0mIAaZsQWF8rT723v9ouEL4Q",
-	"JmgvXd63fxBL5e4AGX1pWxA4rUuGz6LUI2Ew57dtZ6dZScvoZ2xv9E6yuj8nvf1QydVkl3MGJAZ/isHd",
-	"lLMrBZGb87JkIEzqOSkYvGW+31fbmGs/W9kVqxXJZlGg1pKqo637/PvMZ9Us+VRgbhRUOXHNQmymvQzC",
-	"9k5GnDKomD5TEv/whPRaVzBVG5lov1n3poA2KwliIQO+Myye7flo2dOtbd5ZoJ3N3NlSu0XRj34jPdDI",
-	"Qp61FuBQcpLu203Cz9L2yOuGV4dnfloSdl/yp/36XvKMnpZi2aPDFHv9tx/Y98++/XdQ33ATK3Reoy2z",
-	"LZV1IdpKBYMkGPqeREsebc/o/+C/nNaTkht0hGpl66rSBmZ9KQrJQ2BmKdxCFxOl3aRZwrXitVtoI/9F",
-	"7oI2U1kUQvmgzQzMH1hwgi8n4k5SOgH/hbG86I/N6rJscg7xx/DvZvfQGp54dwTuqMqmtMh/trm9r/6o",
-	"eUut+C2XJJVDzLp7bVoXc+Em4m7Ba+v8kG+UXqlJ3E0ro9V8Ukgjcpy0MKZcG1NXjvwpw+eimQNg+JKr",
-	"9cQ6I/gSmGIXNVrjk0KvVOuZLj1g5hnFy4kwRptegdEUEWzEWOolV6dg8MC7rpkSt8KwXCvHpQ+05yV4",
-	"Skc+dmr3SNOewKR0A6EDurBtoP3z9QuwykCN+qAKrvAbqQp2nPGprt3VtOTqJsO098k1mxqu8gWY1Bms",
-	"9mx/JtyvXyKuJds8oxLaNQO7EqOLL2uX6+VDI9a/gc4KeuQ0RCox2sYKWTT+UWX03PBl33auYb4HjXl4",
-	"6sgyfxubgVXCZ/AnvBa+c5yO0hGZJxyrUE56J1XcVRSx7Ju7JXf5otdiw2I/n68Rf9TgeoU3RUtJqPYY",
-	"ceBKOyBuPGystcKP9Pp9LKC7EubI725/XboDP9oKRHDVp2xgWc1qO2A6AkFkN8O8+zujZY3mAny4YxSU",
-	"HLY6mNwHWIibfgA+26Io8qo1n2H2kriW+tb5a4yq944oWL40KipqUi6OxpvC6CeuuO3j7lapFph1/ewN",
-	"qdKB6NBOjypImDZv20kGkK8gWptr7w4UHB3LKNDfInaQox8UTzqYQZ0IYXfiftWu2Qnnm8GnbkJ6XwBq",
-	"08Ly5A0OetghzoWsBjayLELMBvU5WPpOmOtWHCn7oxa1Dz88dGlsO9v0MjTGQSGuJ5YihIWYCXNQjuZQ",
-	"L9wXvm7zA1TcgVWzP8GtTX56KHZ6GHsp7EYMHmCmFwa7KYObDmD9UNB2Vwgk6U2m9TpHYLS6/THhzmwh",
-	"51shYv+Shr8tGyHkGwN7d0zxB+32j1sFD4o5d6obDgg7R9Y+OPTsGbzF1x3Me/HjZrX1H5v17HBpdzl7",
-	"fNtPnqsbejaogN6l5B/t9w7bufmDXMOw7ffXqvoX9/KmVi9xch8aof8rZgypMkJapit67pplmBU9hSVh",
-	"M+b4jfCx+sw6UU2WNts2QouWy74tWsB2ObLt+hWn0fL0densOETSC6Go9iJGxtBZxzDIundK2lbp9pfD",
-	"r8EAXRnpnMDvh5/G7s41BKSjZ5fp6OSaiWXl1qEcG20cvGEjsv3NZQ9J6CPuzYB2kis+4LU9iJ8FL1qx",
-	"RXBpKBwN/Cy5aij34rDLvWiIkITs5aCf1Z5CxVKvfGIZ7mHTtU+yc7VmS1mW0lJtEmazYyFSzhVbgUEZ",
-	"HIxO9dHFeTc7cX5YVQos88bB2p5omwvFjdRk5sN9nTBscHWkZVKRSyBsryWqlXg5G139vieqs+H03Se7",
-	"738Lmyne/I4GNGQFYVX+A8qiEe/QUw695LKc6juxQzJ8bPnyllDh+aKpTscQR4IBULIlLNNlAaYFBkH7",
-	"48gftHkoLLO7/rUPBEFCsME4eEREqH5BrMwCJOQxgT28w0YAGBcRFJJKPIac2JP+ohndLOidaqJZ+hsV",
-	"YB+nZTCZP2iT+f3USc41esEH6JqARb/l5WEC29vV1OrIotWRsKnRK4vML+WNYCBcECG438/w9LeoTQIu",
-	"DKEnfiNtLY+G9Z0K5ma/9CnaN/4bL9RMb+/ZzhB3QHM+mJd6n5IfSuP4B2lBB0aRWk9ieEmaWADZuyuH",
-	"gnb9BTchitYmphnBLub2W1aB6sMXfWey9tlXzet7SROqGJLUm+ksj/+7OKwa0DuYe93Ife7jGyeq/vRt",
-	"yJz75B3lr7CgQeuSUmSYw5xJxUvmxB3K5MNU4FutS/zyft135+jGdx7W2aPyOpninqxvcFIwuuTvZsf/",
-	"fPvDyWCOdzvozZd8PmQpeg8IMcwFA24LRqF41iRIGHfwk3HXvgAQS0EKNMlOwUYeqI7UmJ5op9qjHLA3",
-	"Id23y8r9CGhVd6hU3oVWUAA8MG0KWBWl4EWjmA+0C4agWB+mxgfLDavaVNqKXTG/nsG+DjAAqTC8AeM8",
-	"eGw79OZDShKTUUTjHpCb9AK0k1HdAqp1lFZY1IHlTbVi4Fmbgu212CdQYI9+UKSiZ6E3EUha6ts1vVkI",
-	"f2edyhJpWci3g09qbzLG7Y1t/IzjNiKi6/Z8+k1FIKMPAC12SkLRKL97Qc+1fMdPtG0OqR1t7aQdmSiC",
-	"cZtr7/5Fi570CJi7uiy2q7z6yrw6yz+uht6QxN8Rwx5I4A2OnVHiVBuqhvZzcMQyELyTmSyFLwiMSwmf",
-	"ZVIdClYe2gb9BgnZbYcuAXjPm3q55Ga91xahNw9RE96yR38epg4HdUQstPd3NFOy4LYfefgg5G0jx1pk",
-	"Dw35g3BAtJYDAgjcOarhvG4q6j1MKOfK37Ud1HqIfPBkbo7Yv2JocPYjk8YtLwLDG1ghOhULSdC2jeHA",
-	"XvF+eL+HjHdYvpoYUWnjdi0NPUN74ajx7EFSo6J1UUyAzBxCqoKhvJsaf48RuMmtrk0uhjKut1Ksdr9v",
-	"c2LazNiip+eVA/T0MK1/sr0N/NAq6l4LnoINQhV+a9ZGeZhStOE35dWd2+ir8WxAWnPpeoOBv3HpyIdE",
-	"gItHGxI9Us0T77wzW8ISwaLvh4f9upLwbkAqBMfjE/ISXCGL9dfgGW0z8CNKKDEOVtWOHWfv77OeSu5t",
-	"Z9tX8w2+r12RbYUqAnJus+76u32dUx7VfGvd3yXkbW3UB1mjHxiHN3o5lCOtLSwYced8f5gqoo9ro3wl",
-	"PE4wZg82ZmNgx0Xcw1Bgu71oj4JRbBNcrZUwXchzAiKYHJ0AYkDA2TZG+lgblnnUQnjpwc6Rd/xb1uzF",
-	"dz2WTe9c/ugrE7etGCyQ3WXD7C3K2VGFfNBqAPpwRRwaVMZowAMNr8Fa4+DvZFcbFdedEA07drEFDCY0",
-	"ilKcXKcqAyFGVZHZFZXJy7IEp0kUWKsOO8z62q+Zrk0Dk4c3RoCjtKHA/uSaZRQD8RShpsl1XVJoeyaV",
-	"tIvu0w22ugIdqmvLPLzuysdMfFQlVn0R1mdqNMoTU5ciwTF16sIQ1hEe1aal97hNFVY8mhr2CdCcc5WL",
-	"siEby+tZvAp0HAfqUuXJYzeicknkKzKVZZu1nYERuJNSlbVR4RkzXCHAPGLxLVMwY50tyo6x95N0qSok",
-	"5l63v0wwouDPNqC7sELAdo6z3YHghUH21aUOZf8e4MrURoW9v+m74psmhSFY4HY2EX5mU7HWvrHgd88Y",
-	"j2XKtG76jcWQRujJL9wNCOqSW0ebxde04AwkBMPgLiykY96GO2G5LIOvJL7wlbMbse6vhgyN4bZ3cVqf",
-	"n3+T02zi3+LU0TVF/8wSRus6utVhX1G5dn8/uS0KPgIY23S18+mSWKccgkhNLyjgcU8GJUSZaP10BGHS",
-	"CPIhfT7gVgcU8MFrMeqSvX41vnqInF+Cbjiw01cbunYgIi3ZEWcIm6o/hu9E5T3Y2qgrr7PDVGTsWCUo",
-	"ryfUfCFhODNJqoraUFX/0ibY5VMKe80yXOVZLHulnXCSsAzUwwSkSpaqY/xHbcVEFgkqjoSs2IRJS3Xl",
-	"8E5bl+7am7dcFf5KquxCG0dgd80uz8/Pwcc2PAdP6gQ2YQsuk7HjDgYlSRUtvl4sZWtQvU04tqUHFcH3",
-	"IozVYNFwC/vEbUsZr4x2CP4//s83L39FCXOSsDjcXkkRGNbvu95slCF1ZtfDcHBWOo2RekW52tuVahBT",
-	"HdJbPT/taPe1VebfVitxRfaLbu/j9P7gF17v7x8h9ZDVfRvwn+GdG7kSnHKPw7VVL5gG18iurjA9dQhY",
-	"ivSQZ7YadLWe33zf9viwwjKvjXTrN8AfD0nHzoHP6762om+jzYQvpRyhN0/wCnoZsCuee2APJZKoAy8L",
-	"iTCcDVzu+K1mYAvnKmrbKX0yfeP7gi9ZzMZTJ2K41MAjNGjnf7x9+2rMqIQDc5lKiAKMsg5VV+w/qEki",
-	"6WCk3+vhtnXox7U1VN/1WBSp0ioXQW7arWzkmD0PD/I89O7gaAqLcnblkeMKGTRjHAxmdNqTzV+inRg6",
-	"MPPc6fhTBW81omU/MDS/iVhqP2KZ06E/K/VZpjK/nCuMHaBHOE5Vqv4Kgom6LIdOn8CzM4+x+d//ZVFA",
-	"B3TZSQgzWYcFG4SuufaYIAtWfBd4EwwpuOB7oY7ZKzBpgHs+BnsMJCbMV4AC3akK9eeMQGg2oWIiZuW/",
-	"RBI59EetHT9B8sFviKB+KiwBF8VX8qSKRMMV477nU2j6gs5xK9fkK8lbADhKLcyMFKqw41T9FivKMFkM",
-	"XIUvTQUzgucLMisL7viUWw/0kJYVeqVOEqxuwbW65OtUTUXz3W/Pv2FZD6Ar8xS9Fs6sT5+D94age2qy",
-	"je4PJa19w1iq1BiFZjajZHQrDGXjRhfj8/E5VZMIxSs5uhp9Mz4ff0NFtAsUDGfYWgb/9LW9PSVe1H5G",
-	"WpbhX1dhc60r4fcW5WOADeFHWEvhx9VC+DWMehTbgL9PUT6ko4SlaJfSX/CKdHTfemFG9VbCB+4LRpJu",
-	"zN6uK2GvwCvz8bCEZcFOwj+rcg1/INwF//DddI55abVHQCn2yw+vUhUb6MzaW40iPtpQ8BURL6EKwKAN",
-	"VRuVJanq2jec0pqt+tfGKdeGeWAsPG9qehyGn5GjjzsluElJI39CAoN4gEurSFVmhF2r3Nt3NJXYBW8q",
-	"GH5czdnM6KUnHJGFV/QP2sSw9crSJxGQ5/4lGN/33h3KyeOt1kXUwiJVYfH7pkz+96PYVQk4gGNHbFh4",
-	"/Ch+CdZ0CRwjhP1SU1OO1wLlA+087gRb6xp73oLoRdbRG44sbr+4qqhMjFZTqPXZXGVkyqSjK5YGdxsX",
-	"Ha2JWDeVKlMrtmjVoERVgMvzkK+lqvu5AniGN+ib5psUKwE9B6PL9RK95FIqQXUnyjHsUJ234iQ0ndRo",
-	"yoa5M2t28S2zoYsgyI+WqiK1YYXoNptKFYlQeIffAXFThWmK3bFDBkg6okvDnOZC3oLSPCYV6MW3kfOF",
-	"swxT8yfd1+PW6by7oQWcNyCaqKXuXtyxJayRv/hh28iPeHIBbkt2cX757DpV3C9wksixz7XjWHPoJZoH",
-	"9l+cR4aV2gocAYhZ+M6YvQ2nELA5vKXPFEoV2UIJWAA4CSjxrrBSqDVXXrbPBAkkICj7K1DyBtNLGcl0",
-	"MDjxtS8KDKTAk38lKZ10Tn34vbeDXeCpL2qFmR2Hxux/1MKst7rqP6iL/ruNGPbl+TnhUpULbZrEnSO1",
-	"ckrDpqK+8I2edu49lfw4P/Q4Vl+hBI5L388tTghf8fUYtNyzLUqGbJwuQXsqvxGE30NmtoWkz4iKiy9K",
-	"RRtu7wn45osSEAH+2dWmMc3tDWogkOv+HBBajkjmsy9KZuw9kF2BnWzrfNEi5vL7L0rMJtg/80rZs40Q",
-	"iF7y/QXNkCD2khAO9+KO7sGuUdTzFsfz7RfeCt0eBBl5oaF6ZfQGST19A1uWBFmTziLVHjsZonPW8spO",
-	"EDQ2B2E38pbqO3j5mamVPXtP2vd+0Hp9G86jiYHnAA3pOABj9tsmbgSzKamaa8x+Zvomo2RGaUXCMio1",
-	"x0uEHKL+ZFTegZcR190jzv8u3OuaUNo7hWh7vh42Tw3UZEC2UjV+0zHkSXQ+BtEZ7SvaAyABsMrHPhpp",
-	"idiuP0G4dFulZBhQ3i1wnm+scS9Y2sKkhQK437Kq+g48qtXHHHYUjCcQXR18gxdbXSHxs7TuTbzrM8qK",
-	"DhCjh/cUbYswEurp7AJ8tAUieQy793EpvbfN+QFxwoOvIk3E6WAvS1T7Q6uzs2TO3sN6vEf1t3kI3O/b",
-	"FQZtaC9smy7yKBv3H9gUGul+1EpPRpW2bhAP5j1qG9w+8qqP4dMFFRt5ZUyVTz5I0tB+epGdJAxPYrLt",
-	"KmHfZrlTRmMpWBI6kfY43K1wQqvLsnTd+G+qqF8VTiOfc6na7wLHHqGxIWJRW1bxOUYM/SFZTLpxqgL+",
-	"BG5a2xYgDr31FTeFHW9NlUdmo3MJLj+dXXEAeBvrgpp/hzOs6F5OgFn0sGBJMadxtMIHgpic9fpbIfz0",
-	"97++ZV1TLIvnBsJ7ogBuD42aoBZrH6hKVezUP/O2bZQrqUoV0U+lS50Dt8Lst4vWmVTWgdNNcYZU0Uq4",
-	"ah3nEZGIVPpFs9k6Qy2eYYgFNONUeVC2/yZG73ww0LcZPLaaZfAXWX4+zKBO6DzEhbYuVVQokwVkdzZm",
-	"COS1Bxw95ituxB3PXYyFO+14ScTSDz4sk/hTE3V5WlvBZEFXUnUrTCFzd2RhrIVUcx9IF9TYzYcmGmzs",
-	"FRm7WZBZqaL83nWo0cGFSYhYby6jMwJyBjR1n/H7ulZvGuymH8p/+G7Jn8r4Df0R7u/v7x+RmR19CBCm",
-	"MV6LXdzDqWyPxBSnzRIUVKFxRS8jxJ9eGt1QP5/jJwN+w4AHcRr19qMx4gNFPo4Q0xlNiBSU8ybdXzY6",
-	"stV10S9JrwSObFMiuOB4vE+n03cnTRMSozF/FkL516RifQtK4tDMCK+aMW8qLZVuB7VkahWeCnWXIWVj",
-	"Y+wAs9JshVWTGG1uBWswj43GChVOM1VTnmnmX4KtxfmdV+gng8TTtFx82cXe7QtK++3i2y+84fs6kWaP",
-	"1isFsr7sJHV6hmZX7dUXKn1hLdEBztw43D5KrNC7Z88pNubjjxj8IlUVH5yKuVSWwvFY1uprXrGrPTcU",
-	"CZMRWU01w6Lw6fmbJJQU+JLMrFXLm5EqvA4pG286+uwvWe/gsVCuBRV6K0u+4+Q9LIFeLWToUeNNKJ8n",
-	"peQaWvPHvj+WEb6+MeR6x50syVbBzn3X9Xtdt5OIaEw7+g9VzWH9J2Vz0XjaHZ0A/y8iEAfDBW99b4nP",
-	"Zu9EeORgmKAV2n8yA4IZUKLDiPP3CCPzMKFB9dAiTEAYxJ49rSXpoar3u/x674NlpeBFxni5Av+WFGxo",
-	"ocCLIqABQCIAe0A6wMaAv6Wap0p6h8gKR26k0aUYs263IZ8qqSrBjc/KYvEBLX+qSutxQQha9LY5TvxT",
-	"eyAtNP19t5QPDP9tj+Tik325fVrvgE9Cji+K4A2oN7LzUTkgGCKIVumm/5FsnOGBdSeCuycBtCGAQpyt",
-	"EUFf2pxvm9lJDEN2TOhOMvMBBvKTHfx12MEdpUNyKpyztG38BE0TDZ+z9/Cfe9I5pXBiuKdP0lQf+VLi",
-	"JjYcaru5EWyOwVqsAyTzkKfKW33eqWvujaniZ+cXVE2n9IppNJejkYfRHqqj8nFYVFy1asVA23HGkEuh",
-	"cCi6mzlXGA7FnnNokNKPOGapMS3tezh5l/CKcZYbbhe+7rYU/BaGnaoFL2enxCxfTe37BPSoxB/xtqgS",
-	"O9rp2TCrMeZNX3jKIT9K0U+z0xX9j6no5kuHlbZO+MCKJToA1bQ9tu3eoSHeH4l//GKWtvV+MZv0O5V/",
-	"F65fJHxal3KXpfokVh5lVZ+ePfJqvsflY79UoZdhqJ4IqWqKBgVQ/s7at5b33c3499Hc3IJb7BV3ixEm",
-	"5PtPbXkTTroMyXdEGgBxlLTEbBBMtx2zl7EK3J+7jkcd05GWCLXONfhiGBJsmi2xY6z3ti2EhkXgQwdP",
-	"nwwcq+bzqFRSjp+yTVLSA4ZgUU51IYWNyCKbsAgrgtsD8B9Mupm8AxvLpSq0RUyYlSoXIW4ZitzhZozS",
-	"BZPM+gYbq4VAmytVbiHWPpXKCwafI7PNDx2spNpQfl8VHtFh9VKgBZcqj+hIYt1BEUKkHhZCVQk5N2Yd",
-	"zkTqgETGqXpZCdU9J7uFjDpqFtxcOMK6+lXNprUsHdq0OA4MBLfmH0aF4VHYb3Lmd5A9w8z4WSmtm3jy",
-	"e0vXqUvWZ461xFZcB8RavpzqajZ7w9KvKLrCjqXzYRVO1IfGSQh+o0lPCNWjxMlT0GUz6IIMst74OrLd",
-	"FfA/WlW2jsEDif8B4QOSqxusfUAc4cyLw7P39Mf9GVI1WEROBUgYJsiSbRxUOF0Ny3hEqLdacQnj4wEC",
-	"BLpmJkF1hTmg50E/YMv5WjlZ0pnQhuqaji/Pz4McoTYK+NJUBbDSgt8KVnFrRdG6mft+VBhP97rTx9dC",
-	"BRx8EOt5CtuFlUnH7KJ2hF9tVV89z3NRuSu2KTDLDFvr0AlJlN7ONu/JTki3+AZsPp23Wugy6HQPqYrl",
-	"WXho3XTthL2i4qZyjcYFvQd/RTV9ZFlP+5WxJwyDiQQ0QNQpwUYRdOBZjzVspcRIUACR8aX/NEV6Xmnr",
-	"5ka8+T8/XzeM9VTbeAUsoGI9DouE0AA4WcixdTh3B+mYabPEVXSF85WqrIer0ajoEeADsIIXuIj3IMSa",
-	"o5944EIAiuGocJSyiDhmzNoSCLGPkr72NRcDYDPkTSeP+pDedffJUHrXaQas9uhRP6iAFDOCRqEEWws3",
-	"hIOD5zuUxca15+2T1vd1uHv3GQ0Oml2QZVurpduU/n06koVHtvoJ8ehU7DlAv5SCe8yqEbmsEAnceoR+",
-	"gjXdXKXtgTjFdHSPS7ChPPa0mErFkbMHofxizWL3nJAnr/9ReP3ex++e7/KoTJgmB/gIjJkDTJfXAhte",
-	"eAVyjEI2tBowjfl4co1WA3h7IYTrA/4t68bjsz8uKJDsvZcamvsQwoGW1Fmula2pmdYXomyoKuGlEr5N",
-	"VVvxe+84HFgUJsSfjIDl0dyEIyex4WBe1oUoxuwHHFnPzFwz7kHkzI+eraUoC8uyoqZF2I/vpjeKoL0/",
-	"mwLx3xmuWe5l1ZMwfszCOOmIjSfR/En9zF8wJkJlMhHuEOuLvM/SJ8lVuW67oc15jgd4okZYckH/ZLkZ",
-	"O4asFtr63qu+TSw7bree9T20qKVl7ag5HnirqfIlnuA6yALPbMAiS3COcq58cXRtFNaG2SY+C65Y7JCZ",
-	"KvCCbkTldkRVe2KnodcPRk/HqfqVWmP1olKA57+ElpifTQCH03P6TWGiN8HSAmLXk+h9pMBsLEv0O/cx",
-	"y9xHkV/vNq/GjjdejpAMDvL4mMpDYeUnzLdkghvyUltRnHy9SoTa5nvRqWNT61b751B8vh3ApC62B6iN",
-	"2Er3T1YbrSLgAEb1ysOb3IhXZaXWVQiURnmbUUIvnjkUMLxXTPB8Eav2Q2YLa+hbjfymtEmVuHOpsk5U",
-	"Ow++u6b4HCJiC1HytcVZEhVzmlmHkUGpfEypdehB7LK/QXe32b6Ps6bq2NtnoHqObGzAnzC3MLqeL7r9",
-	"zjsopoBfxcjtkWVC3Uqj1RL772EsZm2dWFLba0rVdJpMG026kYKmnjx/HFQT72zV/+rSYva2fUrkf755",
-	"+WtopuiRu90wLk5DyERed+AVwF8bsFPU1cvDIBJWq1JYBFjn3BgpLMteYRj5yltYxSnHxnZXdHL55fkl",
-	"Zmu1yoWvX85+1rTxMxh9yIw2cEuML2ldUW5L2LYNV5XSVwdy5zj+uuSyTJXv5O5roztt3Akxo6velvqp",
-	"2jCKumLPRQgNiDL2nNiGRiPCBGFB6RktW+qYv5l/j/O02WafBhp+btrb+z7zZG1p5aSqaZNExA7QELqb",
-	"YZPV2Qw2Ehlc3YNGKKBt6+lSugkBnWlnwLJacieSjQdSRedz4bE6rScIGXCNW5JgSL6OBPbpHLMeTfdl",
-	"rlJFTdrJLW1WLbIPweg6DAGuDCDYaQdstQzzrWQ7sxwK4S0ZnyHl39lDmc/ldWoXBtDOb2uj9oXks+6K",
-	"p/ar/3757PzkKmw2XP6WWY29JBsWLOAiIZViaJvQUU1sm/bVUNz9sueQEopjf4ZsfXOyy5fO1nd6xw9k",
-	"7YGh2Mn+GhQ9d7XNmAXFsNArND8uzy+/PEUBiHY8ICBPrjuNFpLQeSLzNlSWoJZ0LXm5gaEL1wcqfdsC",
-	"/ojOyO5Fw7U64hOlQuXi9DlwqO98iI1Vv/ON918XKsUbEmDuConiLZw05ftWa38FD+96cq+2YfPUAfTJ",
-	"tXqIazWt7Zod82htkz/lpcAJ4W/JuyKXCkZEdgexmx172B5BCYJdcnLNBvH4D0Hhe0M4WvdZMO9jgxHa",
-	"Wv5VLfN637E8bONUHixaq2Jnuydw0J8IDvowD/orQs2TEe0N+oCbD+GLhyHnkxgMaQ7qj4haH0D1eKZN",
-	"J4Dio18LNL4dE4il5Q+KfvjM50fEO3ZGMFAQYaceuVyC1xTO92o1NoCpWNZUDayAV76XdOe4MBQG+YIb",
-	"m5Gb4s99CM4zSKxYntvb/Fmo4hca7uihWd4XhVhW2gmVr38S63+QW/C5bHtP5J8DfAYuDec139BxCY8j",
-	"mo4Cr33axP94+68x/Xx8mMdcyPbpLI8eevKlDUNSsLO6LL0ubTb9JNdqVsrcZU920KYd9Ozy8guTcqP0",
-	"Sk18VvKKZU7HZoHyT4YWfoI0xxtsbhPravvUW3/p0pZybxBAdk9B9kJbN2luv2Lc3mDFdWZqNVlyqTIK",
-	"sfoK6diucc6dSBW3N5ZxVglj4WHpmBG5NgVdVFh91bw96bYF5Qiy7hz7gonmJJpo/rRS6eyY/YxNTrpF",
-	"jj3KHm571Rr+ZwyINZ8ZaunztpU0aGh6ykk/ITK/fkTmW9+VFSVBd4Ence/DRvZHNe3BZrZF1kchNHcJ",
-	"w7P3nYMd7z9vsreRDy9+PMBhCl1tMeKEUhSYtlpo6nmxEOqEfOfa3GKSx3uR9ppygyAnMYPXyusEYAp4",
-	"162jtLDpBM0K/trbzwJ+b4bwmcCHzQd+9MP/0mmN1hAHJHhgVcPAJwn+SFt1YFvpRxfz3lo4339x0rxA",
-	"DjHnRhSseEsWUBBa3FUyOPtfwTEV2BMejwRU616zsycs1tU2WyojVpvuahb5ujnY+/P1x6Zv7G4ZuVnU",
-	"89T048nE/G9jYnr3KXb4kIisRJDJHouyVTKefPoQtz+qAO0sBLk2dTzM6Vijg0kRzIfQXT496DS4vuEB",
-	"CmuHs3xbMfOD4uP+uRAi77HlXlZCvY6noz/iALgn8s8JgBOXBgPgofmcEXNpHVZLchu0zVNg/Ckw/t8w",
-	"MO73eCzIjBeCORnPg55QPQRceIqmf43RdGqNYbSaTwpp6MDp7CsNpGMnJ05xam1YUMFNFfKe0PousFn4",
-	"7ex92AvdozO3D6qMivdzewmDZ+jQz08+wZNP8AHBi/bqeXw9AcOW/gKuwP6Ar9+HMdp7mPA4M6Iq1583",
-	"FL1J2aBXE5r9NYewbboifV4Ii881XkhzanCIa7cKoaRlmS/0msDlLCBDTKcZgEoVryqjb0XRSHFub0TR",
-	"KXuSKoBnJZ4OR52U+uEEwOuvxBeqyvWfU+nvmTTkCmV/1KIGTRwL7IzIhaxcsjmpoKqb6XjykR6vjxTk",
-	"aPCSisIISvjrHlspafyqr82P2lRpX96lqsqWH5SwTnj+yX36St2nr9RTek7QON64Rrs3/oFOUkRS91Ye",
-	"IaiUW8cuzs89bKKVumChVUXCeG60bfLc495in7f4rc+Me9tV4BNwXfYJhvR1xdOGcg0dtJ7tnuW1r8O4",
-	"L7f/lPUr+M6z9/CffbEGj5T9UyGgETz+FG542pMPt80QC9TX/L+9KT/7LtzvUcNWGHb0N/bsWc5VLsrP",
-	"6+N3KNpVaBb7UPVDqK6oueLprJTzhdto4CBtqmgwJbbbjzAtROb6g0rtmL1whNHK4s2ZP0J9sAlD02qh",
-	"jcksStFumUFlbpYd19hk5JtzZk/i0cKt7hjXISKAxcsLbgOuLFUIT6ciO7iD8ngIS+rtLIj0PwnWJ8G6",
-	"r1s9LpTHCrvuE6u0tNt7GDbMAzCE8Ry2s5kshT17X3G32Gmg/Bae+JssxcM2lM6dcKfWGcGXXX59YN9k",
-	"oPnIUp/yR3WqBHAxBGKMKLmTtyLxxzpm4zF1Cyyx73zogMSZXS+nupQ5K6W6efJEtvrNcTxPPpwbiOv1",
-	"0W1SoCqC/PGiB/JHwh9hFobaMdOBAt0Dcxp2b8uU+NtnNtM6Aqexjep9oOUN+cCOOVhC1rEL9ov8jxMy",
-	"SXDMaEhUJc9FkSo6kAFRD9hYE4wpRu3gyVilgyat8D2adFl4zhnfeG2VKjxVkxpIcLaUd2BNxV6JRyyD",
-	"903gKd9SqkFqWYEA69Dk67r9G/aiyODvcbXuzY28qnvk8yGJjY8UzfsSGwPHZwbu28cETX6S4J9Jgle1",
-	"s49QbB8grv/kOP1VFGawIvF0GZRhX0l5/6vaBe0iVYhJP0y/4AtFXhvp1qhfpoIbYZ7XbjG6+v0dKARq",
-	"w0Hapzbl6Gp0xit5dnuB6sK/9H3oBkdnIoH28RciFrd1LcbHW9fIkm5daMhsXWyDE1qXw8GqnYsImLWj",
-	"+3f3/y8AAP//",
+	"7L1bdxu3ki/+VbD4n/+ydE6LusTJ7FBPnmRfPIljH8t75SH0UUPdoIhRE+gAaEncXvruZ1UVgO4m0SRl",
+	"W7Y8o/2wIzf7AhSAutevPowKvai1EsrZ0eTDqOaGL4QTBv/1shSLWjuhiuUvYvkPwUth4HopbGFk7aRW",
+	"o8noBTPCmSW7kW7O3FwwyxeCXYkl46psL1zocgl3NkZZvDqTxjpmhK21smKq4G7rtBGWKe3mUl0yJW5O",
+	"+6/Ej3D4XRh6pbRTlct2pOeFVrNKFi4fs1/E0jJuBLOFrkXJnMa3OX0l1DPLFmJxIcx4qkbZSMJU5jTF",
+	"bKT4QowmXQIc/CKWo2xki7lYcCDCgt/+KtSlm48mJ0dH2WghVfj3cTZyyxpeYJ2R6nJ0d5eNXuHH3nC4",
+	"4QN9roZ/xI/RaEbZyIg/G2lEOZo404juN//NiNloMvr/DttVO6Rf7eFv8Bb40BthFtJaqdXLnzd8ro63",
+	"ncty41fFLV/UVXjm4HiUwaucMPDS/4vX/jg++PH9H0cHP77/X/82Ss3+rfizEdZtHJGhe7YNZxMR4mfw",
+	"o+8EX2z4nhN88enkfteYzYSGHb87iQ1uwQO3QuU/+MG/3sP/HR38ePD+w1F28t3dgUOKfzjOfrxLU/13",
+	"ba5szQvxN1mJMMTV0wujZUZU3MlrEY7ITXgyY2J8OWb5gks1rpf5KeP0hFROMz5VM12VwjBbi6qyTDrL",
+	"bMXtXFiW//8nf8vH7DfN8vE4z5jSjF9YXTVO4CsyZBBKT5VdLi50JQtWSXXFpGUzXVX6RpSds7mye+lf",
+	"wxTtHM/jo5Pn287nXXgWGd9Pc1FcIT80uhbGSYGXeV1XsuAXsFCrdPwbr6xgM20YZwU8ztycO6ZVtSQO",
+	"hveygit22XDDlRMiY1oxzkyjpqo08loodrGEC4JXbKFLUZ2yvBSOyyqHlyhm+dKymzmx1hv4wA23zAqh",
+	"xlP14sIK5dhCcOCwphFEPT/VC60rwdXoLhvRK2EOK2QI5E38oK/W5/xuLvxc56IqM6YNk46Vmjg4A3It",
+	"2V7eki1nMyDT/jgxrLvuav5BA8HPxvG+jw/pi/8ShYNh/aSVbRbirbBN5dZXzOB1/FM6sbDbTvUr7oq5",
+	"f9ld/Bw3hi/XRhjenRyWEdyJknj++rAGqWx0lf7BOu6a7cPH753RvTB+EHTpdSNp88yyC8GNMCQTT5md",
+	"6xtFu3YujBgn2UpinXDgcZjhyxtIA7x5nTCVXEi3dZq/0l13mZeZu69vf13WVnhw/6cn7UfbDiM135fq",
+	"Qt+uz3QhrOWX4h5bkx7Yui3ji1OD+TXSd1UKgDCE3aAbVVpY9v5wQdU6L+acaO3fK5UTl0THmRDlBS+u",
+	"Nt0zl6DeLc+Fcsa/dv0mCeQ6v1i6zTd0ybd+D/LOc9yDicm+VHXjWF01lunGwd90J+mGRAd8A/MaiWUL",
+	"vgQJp0omFeNVdcqOQEwpTQQDes20WXBH4/jheXtuOsOq+bLSvNxEo45W5uRC6MadJ2ZwJgqtSguiON7P",
+	"bjgIX5JAtTBWK3YhZtoIYMritpagWe9xVgoledXlwZ3vhxmnR4fKe+qnlT24skb9Vc26m6nzxVX6rG2q",
+	"8P31nbSy4gNkHD4QuCNQwpelBBrz6k1n+6PQyjYfGcYdK4C7SK1OmeDFnM2kqEpWihkHORE0q0pYWJpr",
+	"XjVi2znzz44mP3gLQy6aRVd/2XgC49PHJ92nj7LdzmZ8/C9bv71yaOOT350cHe34cPdAt1/e9uz6QQ9T",
+	"PsL/ZV/n6G+m9RobaEe9ndTDDCLQfH3Wn4tdLPgtjewvPzzfvq5dVhJH93zbU5HFxEdONj9yN3iq/1mX",
+	"3Il7HmvQjUiuw4Et5lxdCrB56DBXYuZg57ArIWqydvAgsz2l25OOiu/++uFe3a333TcDS//xy7LjUtyX",
+	"/K+4uXoreLmV9H3yuLnRzeU8aQ9/R9svWHA/PN/ucOkKpPDq98nRtjr/kJoG9ntSXxfc6oSG/RoUaPRV",
+	"yUuljUA2IRTQ8I+RNqVU3CwDz0P5eM0rWZ4HbxhcKs+1OccvknoN/zSikLUUyoElrN255dcCnqqrZect",
+	"tdFOF7prMXWHHL0sG4bN69roa1FmzAgglCjR5CwbNOVcyjDoGilhquE1KOfpPWDPhbfAmIk+iaGm9Vry",
+	"pPgvJZdTpNRb0tCj5w9YfRYuwsSAwGjA5rxcSJUjYwShgP+k59YPNP7Y2RgdG3sRTb/djTznbaJ1QiRm",
+	"mbYseeHkdZICcJqZnjE3l8HzCXLMNEpJdTlOOgqCVlD5czasj2+6Y1HU51Yg40rosv/QN2zB1ZK9+ukN",
+	"C7exvfxwUdT5fm+4c12VtuNnFuZamKlCRwtX9kYYO2FcMX4pFLJpK0vBXnFZGa0XMNtCK+V3s8VXT5V/",
+	"981cVij6pGX8Ql8LdjRmZ2E4F6LS6jKocLXRhbAWPTxTpWuhBDq6FxmzmsZnxbUwHNQI3OqWNMJCN8pZ",
+	"Mq9Bdugb9NuwnAaRM3ENI+dK6UYVwsK/zdJLIRDGnj6MvplNVVFpK0rYuCSyy31y+myWJMP+B8HL8w4f",
+	"XpeNsqRNJFjFrWOVcE7QSQmLxC2D15wy1VRV0Cm4WsIWg0vkPyN/3YM7QIYMlmzUKONF1MB+pKnBnlkI",
+	"xmcwzbxLn3y8lc4NsvctY/4nmfW7+VX8+V43hfwBXDmPYQgrh3BloSMx3g9yGnKc3FOgh2223Y/eLnxU",
+	"+0Z9iY8xlh28MsNTOFuTTrJE4noWiGTWdY0iasZlhX/QAUtK0uCRWWPCYMQlN/GgFhGkenLnC1UmJcmq",
+	"0Y2CkW7uvpPs7QHC4Aw+anHDJFdYhJGLBagN6K4+jhE3Mq3y1rzNWaFLwWotlbNJbcLpnWMwPVVPb5wx",
+	"qOBnwjmpLu3HWvyox49ZTj+KMg/Shzh7FFB5UOdszjgK4Kny6he7gGnaU5ZzBcewlkWOikgOrJ3LnO0B",
+	"D3pdC/Xi5QHMnTt5UYmpIqm3zxor8COFEaVQTvLKBs5MtzyzTKhrabRaCOXG7Hfp5rpxUyVdBsMRfMEu",
+	"hbP9R/z5Y3v5wQHOM/cSZUUv5reD/jUQE2gbM5BUSnjqgNpFxvbe8dHJc3YDOyQYVPtpOzpYNmDYbLVs",
+	"ArtZHw0oobLEIZB1D7eGyFZR8aYUBxZUA3fw/OD7/JQpGDaogO0aj7fzIyQSfqinA4cFHmUjWlyMI9Nr",
+	"t+u98ZWp7fxbcsq0UUEp8DIZposWyIpZtT3G+G+pkwm7cjji0jUvdjARaqFK+HErIXrh4Q0GQBv/Thk4",
+	"guFbUImagfZ7vuASTIK5to5dcoch0OASWVf5C4ognHPXs+BL7sQBWOUpepWikGV8pj+i3+EUSMe86GEX",
+	"QqpL5onidSjSTf213kHpfnarbhWGcZHg212zJ0weuUEhLXo01wcC++vGj94rn10rl2yj9zuMyzub7kVS",
+	"udljS19aZwRO64rhs6SyIjO45Ndde7bdSRtsuH72RDpJYv2hiqvzTfY3DDGYzAzupiByJWi4Ba8q5pU2",
+	"MkTglsvt5vjKWvvVyiesUcSbRYlSCyzdjrROOZxyH+a1ZFCCulFSKs8pC87C7jYIxzsbcQrpYzxXSfzD",
+	"DySpXcFSrbiC/GHdGpNcTW2JmTX4zrB51tejo2d3jnlvg/YOc+9IbWZFP/uDdE8lC2mWcjCszJju2zyE",
+	"X6VN8OuWVruHIjscdls0svv65PCMvqjEIiHDFHv7t5/Yj8+//3cQ33ATK3XRoC6zzpV1KbpCBf1gGIs5",
+	"j5o86p7RLsJ/Oa3PK27QQGqUbepaG1j1hSglD763hXBzXZ4r7c7bLdwo3ri5NvJfZC5ocyHLUijvl5uB",
+	"+jMij865uJUU38J/oXM52mmzpqraIFj8Mfy7PT20h8+9OQJ31FWb6+Y/296eSohr39Iofs0lceUQROlf",
+	"u2jKS+HOxe2cN9b5KV8pfaPO42m6MVpdnpfSiAIXLcyp0MY0tSN7yvBL0a4BEByM63PrjOALIIqdN6iN",
+	"n5f6RnWe6Y8H1DyjeHUujNEmyTDarJYVg75ZcHUACg+865QpcS0MK7RyXPrIT1GBpfTMO/PtFm6a8JRL",
+	"N+TSwwvrCto/374ErQzEqPco4Q6/kqpkezm/0I2bXFRcXeWYh7F/yi4MV8UcVOocdnu+PTXD718aXIe3",
+	"eUJldGoGTiU6kF83rtCL+4ZQfgeZFeTIQXBGo6uRlbJs7aPa6EvDF6nj3MB6Dyrz8NQzy/xtbAZaCXlo",
+	"4LXwnb3paDoi9YRjWtR+clHFbU1O6dTaLbgr5kmNDbNPfQBR/NmA6RXeFDUlobpzxIkr7WBwGxxhHd8r",
+	"vX4bCeiujDmyu7tfl27Hj3YcEXzAm23ErLEDqiMMiPRmWHd/Z9SsUV2AD/eUgorDUQeVewcNcdUOwGc7",
+	"I4q06qxnWL0s7qXUPn8reHnmvO9j1Y7pe0K30q71J27yCa7ZNLu64d6KQsg6IcCHI1MDCmb0DD0jRy0r",
+	"GmM1BgO4g9WquXU+VQFsw3RogLwzidgpPoOv9p/ZzqgkiQbvltw0fZtaqPaXnbSXQMnt+X3+xenx1NXA",
+	"WQg2E50Hys9ULp4Db0Shh+GG29S5XMs6BYMgfTBD1sfAHthoiwfZ1D2V3QgkSGYQyu219zuKnJ5OHcbf",
+	"GewgRT/KE7kzgXq+5f7C/aZdy0OPVt2W/dyaba7LVd3cD29w0sOulHjkN8VhUBP05+6044HM/2xE4x1X",
+	"990a624aehmacXBIl+eWfMulmAmzUwB3V/+Nz+FfpwcoRzsWAPwCt7apNkNe993ISw7bNWbYfZNnBptH",
+	"BjftQPohd/8m51mWjLQnzWowd9z2aEJvtZDyneCCf0lL3452GZIRAnk3LPFHnfZP2wX3ilb0ErV2CFhE",
+	"0t47aOEJvEbXDcR7+fNqosyfq6U5cGlzZU582y+eqisaWhABya3kH037FbppRjuKZTr228Wyf3GSNo16",
+	"jYt739jOXzHQTkle0jJd03OnLMdkggPYEjZnjl8JH+XJrRP1+cLm6+ZL2XH2rLMW0Hqf2W4qntNos/gS",
+	"G7YXYjClUJRGFn2q6OZBB9oyuSRde2b9y+HXYLrcGOmcwO+Hn8bu1rUDmI6en0xH+6dMLGq3DJUlqOPg",
+	"DSsxke9OEkNC78LWuH0vLOddpeuT+FXwsuOVBmOYAhlAz4qrduSeHfapFxUR4pBJCvpVTeRcV/rG52PA",
+	"Pexi6XNTuFqyhawqaSnNEpNAYk5lwRW7AVMkmKa9RMrjo35c62i3BDvY5q1pvr7QthCKG6nJQIT7eg78",
+	"YCRLy6QiY1LYpCaqlXg9G03+2OIPXHEX3GWb738Hhyne/J4mNKQFYYHRPSo8sHQrUdmx4LK60LdiA2f4",
+	"1EqMNabCi3lbaIPOsQxd5yG1RFclqBboPk9HID7q8JBDb3Mqf6qei5hgW67li7tC0hiW/c2BQ+5R3Zo3",
+	"9amWz8ViMEmZUUPuj/20QanbDb1RTLRbfyWZ9dOkDKaBDOpk/jz1wrqtXPCu3dbVlda8fHZfwiJv2pzE",
+	"C6NvLBK/kleYN8Ww2Hm7neHH3xltFkpcsYrOH6S17dGSvleM0Z6XlKA98994qWZ6/cz2prihyvCjaam3",
+	"CfmhAKB/kDZ0IBSJ9Sw6JqWJudzJUznk7k2ncAX/a3cw7Qw2ETetWYVR777pe4u1Tb9qX58cmlDlEKde",
+	"DYT61O3j3VKFvYH5fidn0Qbz8cyJOh34DzkXPuxLkU9MhdG6ouAqRr9nUvGKOXGLPHk3EfhO6wq/vF32",
+	"3Tq68b2vUE+IvF6OQSJfIBgp6F3yd7O9f777aX8wO2A9XMIX/HJIU/QWEMIxlAyoLRgFcVgbWmPcwU/G",
+	"nfq8WUwiKlElOwAdeSCpWGNgq5ukEfmAvQqB4k1a7idUifanSomBqAWF2i2mTQm7ohK8bAXzjnrBUFXp",
+	"x4nxwSzdujG1tmKTzy8x2behokkqdG/APHee2wa5eZ8k12wUgQV2iGp7BtqLxa/V3PaEVtjUgeRt/mug",
+	"WXcE63sxxVDgjH6UpyKx0VsPJG319dTjPARO8l5OkrQsZGqATWqvcsbtlW3tjL1ucVff7Pn8h4rqJT+i",
+	"/rqXTIxK+e1Leq5jO36mY7NL1nHnJG2IYRIihTn15l/U6EmOgLqrq3I9PzCVINjb/nE3JF0Sf0c4jjAE",
+	"3kJyMAq5a0NFBH4Nnvns9JmshE8ljVsJn2VS7Yq7MHQM0goJ6W27bgF4z1mzWHCz3KqL0JuHRhPeskV+",
+	"7iYOB2VErAfwd7RLMuc2XUR9LxCBlo91hj005Y8qaaS9HIoZwZyj7N/TthDFVzwWXPm71p1a9+EPfpir",
+	"M/avGJqc/cR0g44Vge4NzC2+EHNJVbor04Gz4u3wtIWMd1h+c25ErY3btDX0DPWFZ61lD5waBa2LbAJ4",
+	"5lDRPSjKm0fj7zECD7nVjSnEUKz+Woqbze9bXZguMdbGk3jlwHgSREsvtteB75t/n9TgydkgVOmPZmOU",
+	"r2GMOvwqv7p1KxBBzwe4NZcu6Qz8nUtHNiTWhcUiJxiPVJeZN96ZrWCLYLnA/d1+fU54O8AVguHxGWkJ",
+	"ppDFzH2wjNYJ+AnJt+gHqxvH9vIPd3miBmDd2PZ5oIPv6+byW6HKUFa7mrG/tWb4Ua231mnAo3eNUR+l",
+	"jX6kH97oxVCMtLGwYcSt81BXdQRSaIzyNRS4wBg9WFmNgRMXK2aGHNvdTfssKMU2w91aC9NHb8iABZOh",
+	"E8pfsE5zHe5hTxuW+3qX8NKdjSNv+He02eMfEppNci1/9jmt61oMplZv0mG2piRtyF/faTfA+HBH7OpU",
+	"Rm/APRWvwSz1YO/kk5Vc/Z6Lhu11ak+lZbKsxP7pVOXAxCifNp9QgYWsKjCaREnF3VpX1mcNznRjWsQP",
+	"eGOsC5Y2lGbsn7KcfCB+RChpCt1U5NqeSSXtvP90CxNRgwzVjWW+YHPifSbeqxLzBalK7MJo5CemqUSG",
+	"c+plFGJBUHjUF6qT3ON2qjBX1jRwTmDMBVeFqNphU0V7vArj2Aujmyo/PHYlahcr5ImoLF/NCg6EwJM0",
+	"VXkX4CJnhivEyoiwIpYpWLHeEWV7CGMn3VSVEmOv61+mArRgz7blmmGHgO4cV7tXvBkmmcpoHor+3cOU",
+	"aYwKZ3/VdsU3nZeGCkrXo4nwM7sQS+0xUn94znhMcKd9k1YWB0ACsqjWJHLyMKEPSO9zWnAFMirg4S5s",
+	"pD3eLZTDRGsGX8l8yjRnV2KZzqMNGJfrp3jaHB19V9Bq4t/iwNE1Rf/MM6Y69ePPbDxXlDqYhsZcT7/8",
+	"+FLrFqDTh0tihntwIrWwdkDjRAQleJlo//QYYdYy8iF5PmBWh9r1nfdilCVb7Wp89dBwXgXZsCNoYbfo",
+	"ccdaxmyDnyEcqrQP34naW7CNURMvs8NS5GxPZcivzwmZJWO4MtlUlY2hepCFzRCwWAp7ynLc5XlMmKaT",
+	"sJ+xHMTDOXCVfKr28B+NFeeyzFBwZKTFZkxaqkiAd9qmcqdevUVMEbwyVXaujSOMCM1Ojo6OwMY2vABL",
+	"ah8xR1rPXc72etVL2VTR5ktW4XYmlcQTWuceVD6RrE1Xg+nmnao5bjvC+MZoh5gZe/959vo35DD7GYvT",
+	"TXKKQLC07Xq1kobUW11fwIWr0sN4S7JytRVgbzBzOoS3Ej9tQC5cKxDpipW4I9Os29s4yR/8xkv+/glc",
+	"D0mdOoD/DO9ciZXgkvsKblsny7Bwj2wCuErkIWAq0n2eWcMa7Dy/+r71+WGGZdEY6ZZnQB8PZoAgqC8a",
+	"N4B60kEBohhhF08IrQw4FS98SRgFkghMnIVAGK4Gbnf8VjuxuXM1IRBLH0xf+b7gCxaj8QSqDpfawhoN",
+	"0vkf7969GTNK4cBYphKiBKWsN6oJ+w/CeyUZjOP3cniyineUrU/VA7iLcqq0KkTgm3YtGjlmEXOJFwHy",
+	"hqMqLKrZxGMOKCTQjHFQmNFoz1Z/iXpiAJPnhdPxpxreakQXfwbVbxosofZY5nSAmibIeErzK7hC3wFa",
+	"hOOpmqq/AmMiwPgAWgw0O/TVWf/7vywy6FCXuB/cTNZhwgbVZZ36ajILWny/ZCsoUnDBwzqP2RtQaYB6",
+	"3ge7B0PMmM8AhXFPVcg/Z1S+aDNKJmJW/ktkkUJ/NtrxfRw+2A0RDoISS8BE8Zk8U0WsYcK4h68LWElo",
+	"HHdiTT6TvFM6SaGFmZFClXY8Vb/HjDIMFgNV4UsXghnBizmplSV3/IJbXyIkLSv1jdrPMLsF9+qCL6fq",
+	"QrTf/f7oO5YnSgFzP6K3wpnlwQuw3hCugfoFoPlDQWuPfU2ZGqOAATXKRtfCUDRudDw+Gh9RNolQvJaj",
+	"yei78dH4O0qinSNjOEREJvzT5/YmUrwItUlaluNfk3C4lrXwZ4viMUCG8CPspfDjzVz4PYxyFDsafJgi",
+	"f5iOMjZFvZT+gldMR3edF+aUbyW8475kxOnG7N2yFnYCVpn3h2UsD3oS/llXS/gDC6XwDw9Ctccrq33t",
+	"nGKvfnozVRF3atY9auTx0Yacr1jxErIADOpQjVF5NlV9/YZTWLOT/9oa5dowX1INz5uGHofp52To40kJ",
+	"ZlLW8p8QwCAa4NYqpyo3wi5V4fU7WkoE9LwQDD+uLtnM6IUfONakTugfdIjh6CGI1VwqQsDzL0H/vrfu",
+	"kE/urSF+EfjJVIXN77HM/O/PIhgZUADnjlWF4fFn8UuwpyugGGEzLDTBubwVyB/o5HEn2FI3CN8NrBdJ",
+	"R294ZvH4xV1FaWK0m0Kuz+ouI1VmOpqwaTC3cdPRnoh5U1NlGoWAXyEHJYoC3J67fG2q+p8rgWZ4g75q",
+	"v0m+EpBzMLtCL9BKrqQSlHeiHNauRZFEVIHlJHw2G9bOLNnx98wGQFTgHx1RRWLDCtHHaJsqYqHwDn8C",
+	"4qEKyxSB/kMESDoal4Y1LYS8BqG5RyLQs28jL+fOMgzN7/dfj0en9+52LGC8waBptASKxx1bwB75i5+2",
+	"jfSITVjwWLLjo5Pnp1PF/QYnjhwh+x3HnEPP0TwkxPFRJFilrcAZAJuF74zZu9BQhV3CW1Kq0FSRLpSB",
+	"BoCLgBxvQuWH7Vp53j4TxJBgQPlfYSRnGF7KiaeDwomvfVmiIwWe/Ctx6azXwOaPJLxloKlPaoWVHYce",
+	"E382wizXGoTcqyHI+xUf9snREVU0KxcAvsStI7FyQNOmpL7wjURnikQmP64PPY7ZV8iB49b3a4sLwm/4",
+	"cgxS7vnaSIZ0nP6AtmR+I3xDYpj5GgZDTqM4/qKj6AI1+AF890UHEKEh8smqMs3tFUog4Ou+pRFtRxzm",
+	"8y86zIhakU9AT7ZNMe8M5uTHLzqYVZiI3AtlTzaqQPSc7y+ohgS2lwV3uGd3dA/ijRF8N87n+y98FPro",
+	"FTlZoSF7ZXSGQz04gyNLjKwNZ5FojwCgaJx1rLJ9LBq7BGY38prqe3j5IbnqkirrirQDXmej4F4DxT1d",
+	"tQqxB81UEWDUBPvM5N66IiVcVFakOPXfhXtFOeYb2WN3Je63Aq/EELsMsL8SkfJc4IdflRP1tsDv805n",
+	"MiZtZ1nbfh64sKZR9vADqVV3g2v8LvRMixGFUPPTs+zG7PfVgiAMk03Vpcawdq6vcopSVVZkLKcaArxE",
+	"JWEEWUh5O3gZoR7Sq/+2UQ+5/G0N0cAuoDKLFkToSSY+BpkYFWfiMcDaMX3LPhoxiEV7X0Fq9NGTcowU",
+	"bJYkL1b2uJcYXSnRKe+4W1OXU035GvUpDfmCVgysq1e44tlWn0n8Kq07i3c9IK/oVdgkaE9u1FgfREj+",
+	"LtQFd6qDHsPpfVzazLu2x01c8GCEShMLsBDeFsXd0O7sbZnDD7Af71D8rTYq/WM9daRbsw3Hpl9Slo/T",
+	"TQUD5vYn7fRsVGvrBgv9vKvEBnue3CV78OmSssi8MKaUNu/9asd+cJzvZwy7Bdpu+reHne/lR1nyggVw",
+	"4oQnpeMn6qDOS9d37E8VQdjhMvJLLlX3XaVWAmuegyuqsazml+gK9o0cmXTjqQqFRXDT0nYqHdENc8NN",
+	"acdrS+VL7tFrMFW0e3aqyseEr/bfoc8i3cupEhpNZ9hSzGmcrfAePiZnSUM6+BX//td3rK+K5bG3Lbwn",
+	"MuDu1AgXuVx6D+RUxW4yodlE5CtTNVU0fspJ6zWFDKvfrUZgUlkneHAgTRXthEmn5VQsMaWcPlrNTp/P",
+	"2GcXM6PGU+Wr7f030S3rvbweeXTPapbDX6T5ef+R2iebYa6tmyrKgMpDyX4+ZlihbXdoj+lTqcQtL1wM",
+	"cjjteEWDpR+8vy3z+rOuDhormCzpylRdC1PKwj2zMNdSqksfIRGE9eh9Tm3R84SU3TzwrKmiwO1pSL7C",
+	"jUmlzl5dRisT+AxI6pTy+7ZRZ21Rrp/Kf3gA9c+l/Abgi7u7u7tHpGZHGwKYaXTEY1eL0Dn0kajidFiC",
+	"gCo17uhFxG6gl0b/gl/P8ZMCv6LAAzuNcvvRKPFhRN5BFONUre8bhPPquL+s22sNiNVvSS8Entk293PO",
+	"sQVdD/y/F3/Lej6ZTmT+lESsR6UlCs2M8KIZA+LSUk5+EEumUeGpkFAbYnE2+g4w3YDdYDoshhE6XjhM",
+	"UEBlhTLimWoogDjzL8FuA/zWC/T9wcHTshx/2c3ehwqm83b8/Rc+8Clw4vzRWqUwrC+7SD0Y4XzS3X0h",
+	"hRv2EuwrTM7E46PEDVr37AX5xrxjGZ1fJKrigxfiUipLcRbMV/bJzNjoghvyhMlYMk/J4KL0eRdXWcgV",
+	"8bm2eSdJOydReBpicV519GF90t7BYqEgGgr0TvrDhu6wmNt+M5cBfMirUD4ATlFT1Ob3PPCZET5xNQTx",
+	"x73w11om1l3f9HvbdKPDqEw7+g+lQ2JiL4XpUXna7J0A+y+Wlg66C9550JAH03di3eugm6ATs3lSA4Ia",
+	"UKHBiOv3CEMusKBB9NAmzIAZRDCmzpb0Nch3m+x6b4PlleBlznh1A/YtCdiAjcHLMpR5AEcA8gB3gIMB",
+	"f0t1OVXSG0RWODIjja7EmPVhpHwMrK4FNz7cjlkltP0p3TBhglDN2DuKaD+EBdKBSbjr52iC4r9ukRx/",
+	"ti93O8oPBYDQ8EUWvFLD7zs7PiIDBF0EUStdtT+ylbY+mFAkuHtiQCsMKPjZWhb0pdX5rpqdRTdkT4Xu",
+	"RanvoSA/6cHfhh7cEzrEp0LrtXXlJ0iaqPgcfoD/3JHMqYQTw2BNWZtW5nPEW99wSNrnRrBLdNZigiep",
+	"h3yqvNY3aSPQdG8MFT8/OqY0SaVvmEZ1OSp56O2hBDnvh0XB1aiOD7TrZwyxFHKHorlZcIXuUAQTRIWU",
+	"fsQ5S41haQ/O5U3CCeOsMNzOfUJ1Jfg1THuq5ryaHRCxfJq8B4BIiMSf8bYoEnvS6fkwqdHnTV94iiE/",
+	"StZPq9Nn/Y8pm+pLu5XWmv5gKho1hDZdi20dFDb4++PgHz+bpWO9nc1maaPy78KlWcLnNSk3aapPbOVR",
+	"pmvq2SNP03xcNvZrFUAqQ/ZECFWTNyigLWxMauxY3/2If2rM7S14xN5wNx9hQD7dyOksNL8NwXcsIYHB",
+	"UdASo0Gw3HbMXsf0frqLWr9Tl1usoS802GLoEmxRtNgeJvLbTumNxYqWHlBCNtBp0cdRqVYAP2XboKSv",
+	"BINNeaFLKWwsGbMZi/VicHtAdACVbiZvQcdyUxXwLjNmpSpE8FuG6gW4Gb10QSWzHjnlZi5Q55oqNxdL",
+	"H0rlJYPPkdrmpw5aUmMovq9KX6pj9UKgBjdVvlQni3kHZXCR+nofykoouDHL0CatV/0znqrXtcACpdAX",
+	"v1fy9qzdcJfCURGz39XsopGVQ50W54GO4M76w6zQPQrnTc78CbKHGBk/rKR15374yZoEgj97YF9LxFjb",
+	"wdfy5URXe9hbkn5D3hW2J513q3AafUDEwqpGWvSMyrWU2H9yuqw6XZBA1itfz2x/B/yPFpWdzpjA8T/C",
+	"fUB8dYW09/AjHHp2ePiB/rg7xFENJpFTAhK6CfJsvcAtNFzENB4R8q1uuIT58VDbBbJmJkF0hTWg50E+",
+	"YC+BRjlZUZt4Q3lNeydHR4GPED4GvnSqQhXanF8LVnNrRdm5mXugMfSne9np/WshAw4+iPk8pe3XC0rH",
+	"7LxxVJjcyb56URSidhO2yjCrHDGTqPUVhbfz1XvyfZItHlnPh/Nu5roKMt3XysX0LOxjebF0wk4ouala",
+	"onJB78FfUUw/syyBqzP2A0NnIlWQYDkx1QNjNYknPeawVRI9QaE6kC/8p8nT80Zbd2nE2f/59bQlrB+1",
+	"jVdAAyqX47BJqBoAFwsptgwNlXAcM20WuIsmuF5TlSeoGpWKBAMfKCt4iZt4S+lf29OLByqECkCcFc5S",
+	"lrFAHaO2VF2aGkkKl+h4oIoQadOLo94HlPAuS1Yxpg5iB0Kp29dxL+92mcz3T6fK6UvqYXrTOeI+UJWa",
+	"LnsrOLZ8X+hrlJxTFV/+5vXZOzYej4mZHBoMgYGA9Yg1KZL4PpddmqxiIa/DFA+FuZ1msOV8ebRf3FAK",
+	"aQStphJsKdxQoSc8nx7NUQfF8YdtEI7vH1Dxol0OPH3t1PS7LnyYjmTpS7f9xvTl1wiqQb9Ugvui7Nim",
+	"s/sI/QRnu71KbAILcaejO1zaduQRtOVCKo6U3amMNeZu9hvhPHk/HoX3w/s6+g2MHpUq18ZCH4FSt4MK",
+	"B2wUBQ0K0j0UNgFLw7Rq9P4pMnBguMGV7QMf6brAj3eOZFvvJcR+70rZUaM8LLSyDZWgfqGRDWVnvFbC",
+	"47B1FSDvJQgducKC+NYfmCbOTeipioiaRdWUohyzn3BmiZU5ZdyjJDA/e7aUoioty8uGNmEawIDeKIIW",
+	"82ACxH9nOHc7SaonZvyYmXHWYxtPrPmz2tuv0DdE6UKx7CPmWXnbLcXJVbXsmuNtw9JdLfLD0Lz9KzNP",
+	"9OaSno/WP2n/M40FTZNW2aa28RHmN5rb6Kj2L0DgGybtmL3S18A/fVrcmvM3oFCh+zfFMF9xc/WWzIeH",
+	"8K3G139hzyp888xFl+7gSrTWXhHgLB6DbzUP9iXZW0kj+8ldusbGaVGf+PhD8nF9LYa9I37btsxsIy9f",
+	"AePYzMuNsORW/cpsPAK+3My19UDxHtOe7XVx8j3gJ+FvN46QfPeZNlPlyxakZbksscEUFg5wRTiaVPDT",
+	"GIX5zraNOaqyA+c9VdwIxHffECncQST8RjieyUpLoPmrgN/9gFAz1OovzalpvBmmyxG5ntToRwo2gqn2",
+	"/uQ+Zr77KHLG+p02EJ7P8xHiw4En75FuBzs/Yx4/Em4oKm1Fuf/tGgTU48ezTh07cHR6VYSCqvWgHEHu",
+	"7yA2Iu7/I9D+Q/6TB1jwwsO7TxCDgVVa1yH4F/ltTrp/bJAYcCkmTPBiHivRQrYG1oV1UIcv6JAqceum",
+	"yjpRb+zSe0oxJ0R5KEXFlxZXSdTMaWYdRruk8vGBToem2BJoZdz9zkDemJmqPa+jgeh5ZmO3oCyqEL3m",
+	"LL3K3IDJgNHIZ5YJdS2NVgsEC0a/+tI6saAeHZR+0FdYNMlGCgT64fnelW0Mr1PToiuLGUndltb/efb6",
+	"t4D87NEo+qFJXIaQXXPaKxkE+tpQD0wQpL60L2ONqoRF667gxkhhWf4GQ6MTby2XBxxReHGqip0cnWAG",
+	"klaF8DU5+a+aDn4Osw/ZPi2EAMYKtK4pX0PYrj1eV9JnvHPnOP664LKaKm+P+nqfXs8ZqgLVdbL/z1St",
+	"KEV9tudiWSiwMvaCyIZKI5a+w4bSM9q21N5nNacsrtNqTyCaaPi57cXjm+KQtqWVk6qhQxKrUGEMAYoV",
+	"EeFnMzhIpHD1u6JRkNY2Fwvpzgm8g04GbKsFdyJbeWCqqJko9gDsPEHVbqd4JKm01udGwjm9xEh+2yqC",
+	"q6mijjLkYmx3LZIPAVZ0mAJcGUBloROwhm/qce97qxyKuywpnyGNrXeGcp+f0svHG0DweNcYtS3MnPd3",
+	"PGHF//vJ86P9SThsuP0tsxqBr1sSzOEiVd/GMCVV/LZxSjpXQ7Hkk0RHNYpJPkAGWtuG7ktnoPUa3Qxk",
+	"ogFBse3OKQh67hqbI24lm+sbVD9Ojk6+/IhCcfXeAIPcP+2BB2UBTSn3OlSeoZR0HX65Uhcerg9Ur3QZ",
+	"PPAf7ubJCu9O+x4aqVCFOHgBFEo1s1rZ9RvfePdtVVp6RQLUXSGRvYW2mL7JhvZXsNPok3m1DgVDcOVP",
+	"ptV9TKuLxi7ZHo/aNtlTngvsE6YEWVdkUsGMSO8gcrM9X4pO5XFBL9k/ZYMYM/dBlvGKcNTu86DeR9As",
+	"Olr+VR31elsPQbbSQhATseuI1vpU8PoVC14/zoL+hpBgSIn2Cn3Aggnui/uhwWTRGZJFEyyiRHgHqq/R",
+	"XTUCyD/6rcC9dH0CsVzqXt4P71D/BH/HRg8GMiJEn5OLBVhNMUrZgvXAUiwaqnBRQCvf+KLX2xSZQTHn",
+	"xuZkpvgmVcF49hDjXrCkOlUIVb6i6Y7um7HzshSLWjuhiuUvYvkPMgseSrf3g/w6YB5ApeEclTPq7fQ4",
+	"vOnI8Lqtsf7H63+t6uf9wzzGQtZbyT36csovrRiSgJ01VeVlaXvozwutZpUsXP6kB63qQc9PTr7wUK6U",
+	"vlHnPio5YbnTEQBXfuVy+c8Q5jhDwLaY25MSbztGxNuqVrulyGiurTtvb58wbq+wiig3jTpfcKlycrH6",
+	"qp8IQXzJnZgqbq8s46wWxsLD0jEjCm1Kuqgwk7Z9e9aHuuYIHNLrUYeB5iyqaL61unR2zH5F4K5+wnpC",
+	"2MNtbzrTf0CHWPuZIZi6d52gQTump5j0E8rAt48y8M4jjSMn6G/wLJ59OMi+r+QWvIEuy/ok1IFNzPDw",
+	"Q68L9d3DBntb/vDy5x0MpoDUjh4n5KJAtJu5JhynuVD7ZDs35hqDPN6KtKcUGwQ+iRG8TlwnFFuCdd3p",
+	"+4lASrQq+GsSowl+b6fwQEmf7Qd+9tP/0mGNzhQHOHggVUvAJw7+SOGnsFXCo/N5r22cH7/40DxDDj7n",
+	"lhXc8A4vICe0uK1lMPa/gdZL2OcE+xerZVLtTLjF+tJmTWRg39h6Q/dpKtnBm7BmR5axFz3WMlFnZXJX",
+	"ybKP6iLVVPmbvM8elVlSsyltwW/kyWo+d8TBm6rnR8+z1lgIWelYKkxKTSkRyB29ZcDwnx99N9QeLsx2",
+	"S4z9mDnNjo+OIpBAaTNmBTzjKC2i0IsFt+ki7cz/cTJQCixLu7EFUCfe/pejo6Nt1dvvH7RiwBNsqBGH",
+	"//3R1AgojTtUG7bQ2PCcK1jIp7hp7wAlDg65zx6rVZARMmeHRUgXoh7cMVl+G8W5v88JEyHAKmCLdywV",
+	"2KMEOu/w71Xqfu6C3PcJIeDLxzah4L8NNz0ou8FvbMbCX83sfEIzfPIz/LfxM3gfWoQulAgZQ0rUZrdC",
+	"pwY0+/xxTt+DDY1tRO9pkzlBVwqJmhgZx6A43eVzRJxmnACc4QFSFj2UYDdwulOQ1D8X4qQJRe91LZTn",
+	"JI87CuoH+XWioESlwShoQNU24lJahynz3AaT4yk6+hQd/W8YHfVnPGblxwvBp5CFQsFzSoqDC08h1W8x",
+	"pEqYf0ary/NSGlFgpvM3Gk1FiFpOwUptWBDBbSnKlvjqJvSI8Nvhh3AWfDBhCNi8FbwPbSUM+yTw5yeb",
+	"4Mkm+AgPdnf3PD6w83Ckv4ApsD3q589hDPntxjwOjair5cPGI1dHNmjVBBTztrv0qimSskJYfK61Qt4F",
+	"hNMY3Oxkw0rLcp/tew6X81AeaHroXmqqeF0bfS3Kloujf72X+ypVQFCQ2PaaIGLTNWVA62/EFqqr5dcp",
+	"9/JEGjKF8j8b0YAkjlnW3uudrS4qiOp2OZ5spMdrIwU+GqyksjSCsr50QlfKWrvqW7OjVkXalzep6qpj",
+	"B2WsF6N9Mp++UfPpG7WUXlB9NG9No80Hf0cjKcJpJCPoiCzArcOAMtXOdUPcAa8oY7ww2rbJTuNkxuc7",
+	"/NYDFz9vyvIMxb32Kab6bfnThmINvZJt229SvK11kq+5+pzBSHzn4Qf4zzZfg4dL+Ko4ABFB5Mnd8HQm",
+	"76+bYUFoqqtZ91A++CncblHDURg29FfO7GHBVSGqh7XxeyPalG0cwQjTdbQTQks/mFXycu5WUHyknSqa",
+	"TIV9xGKtLsIzzKSSdi7smL10VKibx5sJ1GeqBpF4WrydbmF+WYkubhLlOlu21yDS1HdHzO4HjCTWgUg6",
+	"DR4BTIeZcxuKi6cKMUoo0xruoDge4eSmoMJx/E+M9YmxbmvDhRvlsWJvpNgqbe3uGYYDc49C8thg+nAm",
+	"K2EPP9TczTcqKL+HJ/4mK3G/A6ULJ9yBdUbwRZ9eH9kIBcb8zFIDpkfVLg+oGBwxRlTcyWuR+X71+XhM",
+	"kLEVNtRqkXTtcnGhK1mwSqqrJ0tkDXQUqNU2RMf9+ugOKYwqIr3gRY/mEgf+CKMw1F+FOqX1O4G25F7n",
+	"KfG3B1bTegyn1Y2abcgVK/yB7XHQhKxjx+yV/I99UklwzqhI1BUvRDlV1GkOS98QXRmUKUbZ76SsUgd9",
+	"KzxQn65KTznj0TdvpkorkXkUIc4W8ha0qQiY+4xRazF4yuMKtuW6VlAvAI/0eNr9DQGJcvh7XC+TsZE3",
+	"TYI/7xLY+ETWvC2w8Ty9VoH69jHhUzxx8Afi4HXj7CNk2zuw66/sp59EZgY7EttmIg/7Rmq83jQuSBep",
+	"gk/6fvIFXyiKxki3RPlyIbgR5kXj5qPJH+9BIBAWE0mfxlSjyeiQ1/Lw+hjFhX/ph1CvRM1eQfr4C7EM",
+	"oXMt+sc710iT7lxoh9m52K1Q61y2hVDcSN27iKgJdnT3/u7/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
