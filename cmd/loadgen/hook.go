@@ -124,7 +124,10 @@ func (s *binaryServer) createTeam(ctx context.Context, team string, limits map[s
 	var created struct {
 		Members []struct{ Name, Token string } `json:"members"`
 	}
-	body := map[string]any{"name": team, "members": []map[string]string{{"name": "reader", "role": "reads"}}, "limits": limits}
+	body := map[string]any{"name": team, "members": []map[string]string{{"name": "reader", "role": "reads"}}}
+	if limits != nil {
+		body["limits"] = limits
+	}
 	if err := postJSON(ctx, s.client, s.base+"/api/v1/teams", adminToken, body, &created); err != nil {
 		return nil, fmt.Errorf("create team: %w", err)
 	}
