@@ -54,23 +54,23 @@ func parseLetterID(id string) (member string, n int, ok bool) {
 	return id[:i], n, true
 }
 
-// readState is member's cursor and unread count as u sees them. A
-// damaged inbox counts no letter, as inbox_length does.
-func (u *unit) readState(member string) (ReadState, int, error) {
+// readState is member's cursor and unread count as u sees them, n being
+// the number of letters in its inbox (a damaged inbox counts none, as
+// inbox_length does).
+func (u *unit) readState(member string, n int) (ReadState, error) {
 	pos, err := u.tx.ReadThrough(member)
 	if err != nil {
-		return ReadState{}, 0, asStoreError(err)
+		return ReadState{}, asStoreError(err)
 	}
 	rs := ReadState{}
 	if pos > 0 {
 		id := letterID(member, pos)
 		rs.ReadThrough = &id
 	}
-	n, err := inboxLen(u.tx, member)
-	if err == nil && n > pos {
+	if n > pos {
 		rs.Unread = n - pos
 	}
-	return rs, pos, nil
+	return rs, nil
 }
 
 // moveCursor moves member's cursor forward to pos and announces the
@@ -141,8 +141,11 @@ func (s *Service) ReadState(ctx context.Context, teamName, member string) (ReadS
 		if !u.isMember(member) {
 			return Errorf(CodeNotFound, "No such member.")
 		}
-		var err error
-		out, _, err = u.readState(member)
+		n, err := inboxLen(u.tx, member)
+		if err != nil {
+			return asStoreError(err)
+		}
+		out, err = u.readState(member, n)
 		return err
 	})
 	return out, err

@@ -456,7 +456,7 @@ func (u *unit) memberView(m *MemberState) MemberView {
 		if n, err := inboxLen(u.tx, m.Name); err == nil {
 			mv.InboxLength = n
 		}
-		if rs, _, err := u.readState(m.Name); err == nil {
+		if rs, err := u.readState(m.Name, mv.InboxLength); err == nil {
 			mv.ReadThrough, mv.Unread = rs.ReadThrough, rs.Unread
 		}
 	}
