@@ -455,3 +455,65 @@ func TestCursorAcrossReplicas(t *testing.T) {
 	}
 	t.Fatalf("b's event stream ended without the member event of the cursor: %v", sc.Err())
 }
+
+// TestAdminCommands: `team create|show`, `permission list|allow|deny`,
+// `mcp-config` and `--version` on the real binary.
+func TestAdminCommands(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, filepath.Join(t.TempDir(), "data"))
+	p := runCmd(t, s.base, adminToken, "", "team", "create", "crew", "--member", "reader:reads the source", "--json")
+	var created struct {
+		Name    string                               `json:"name"`
+		Members []struct{ Name, Role, Token string } `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(p.stdout), &created); p.code != 0 || err != nil || created.Name != "crew" || len(created.Members) != 2 ||
+		created.Members[1].Name != "reader" || created.Members[1].Role != "reads the source" || created.Members[1].Token == "" {
+		t.Fatalf("team create --json: exit %d, stdout %q, stderr %q (%v); want crew with lead and reader, tokens", p.code, p.stdout, p.stderr, err)
+	}
+	p = runCmd(t, s.base, adminToken, "", "team", "create", "plain", "--member", "ann")
+	if lines := strings.Split(strings.TrimSpace(p.stdout), "\n"); p.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "lead mr_") || !strings.HasPrefix(lines[1], "ann mr_") {
+		t.Fatalf("team create: exit %d, stdout %q; want a line with the token per member", p.code, p.stdout)
+	}
+	p = runCmd(t, s.base, adminToken, "", "team", "show", "crew")
+	if p.code != 0 || !strings.Contains(p.stdout, `"name": "crew"`) || strings.Contains(p.stdout, created.Members[1].Token) {
+		t.Fatalf("team show: exit %d, stdout %q; want the team without tokens", p.code, p.stdout)
+	}
+	if p = runCmd(t, s.base, adminToken, "", "permission", "list", "crew"); p.code != 0 || !strings.Contains(p.stdout, `"permissions": []`) {
+		t.Fatalf("permission list: exit %d, stdout %q", p.code, p.stdout)
+	}
+	reader := created.Members[1].Token
+	p = runCmd(t, s.base, reader, "", "mcp-config", "--team", "crew", "--member", "reader")
+	if want := "claude mcp add --transport http mailroom " + s.base + "/mcp --header \"Authorization: Bearer " + reader + "\"\n"; p.code != 0 || p.stdout != want {
+		t.Fatalf("mcp-config: exit %d, stdout %q; want %q", p.code, p.stdout, want)
+	}
+	p = runCmd(t, s.base, reader, "", "mcp-config", "--team", "crew", "--member", "reader", "--host", "codex")
+	if p.code != 0 || !strings.Contains(p.stdout, "[mcp_servers.mailroom]") || !strings.Contains(p.stdout, `bearer_token_env_var = "MAILROOM_TOKEN"`) {
+		t.Fatalf("mcp-config --host codex: exit %d, stdout %q", p.code, p.stdout)
+	}
+	for _, h := range []string{"cursor", "vscode"} {
+		p = runCmd(t, s.base, reader, "", "mcp-config", "--team", "crew", "--member", "reader", "--host", h)
+		if p.code != 0 || !strings.Contains(p.stdout, `"Authorization": "Bearer `+reader+`"`) || !strings.Contains(p.stdout, s.base+"/mcp") {
+			t.Fatalf("mcp-config --host %s: exit %d, stdout %q", h, p.code, p.stdout)
+		}
+	}
+	if p = runCmd(t, "", "", "", "--version"); p.code != 0 || !strings.HasPrefix(p.stdout, "mailroom ") || !strings.Contains(p.stdout, "commit ") {
+		t.Fatalf("--version: exit %d, stdout %q", p.code, p.stdout)
+	}
+	for _, tc := range []struct {
+		name, token string
+		args        []string
+		stderr      string
+	}{
+		{"unknown permission", adminToken, []string{"permission", "allow", "crew", "perm-9"}, "not_found"},
+		{"member token", reader, []string{"team", "show", "plain"}, "forbidden"},
+		{"bad model", adminToken, []string{"team", "create", "x", "--model", "gpt-4"}, "PROVIDER:NAME"},
+		{"taken name", adminToken, []string{"team", "create", "crew"}, "team_exists"},
+		{"wrong member", reader, []string{"mcp-config", "--team", "crew", "--member", "lead"}, "not lead"},
+		{"unknown host", reader, []string{"mcp-config", "--team", "crew", "--member", "reader", "--host", "emacs"}, "emacs"},
+	} {
+		p := runCmd(t, s.base, tc.token, "", tc.args...)
+		if p.code != 1 || p.stdout != "" || strings.Count(p.stderr, "\n") != 1 || !strings.Contains(p.stderr, tc.stderr) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 1 and one line naming %q", tc.name, p.code, p.stdout, p.stderr, tc.stderr)
+		}
+	}
+}
