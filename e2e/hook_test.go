@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"mailroom/internal/pgtest"
 )
@@ -305,8 +306,18 @@ func TestHookWaitWokenBySend(t *testing.T) {
 	cmd.Stdin = strings.NewReader(hookEvent("Stop", false))
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	before := inboxReads(t, s.base)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	// The hook reads the unread letters once, then holds a read: the
+	// server counts a held read when it takes it over (inboxwait.go).
+	deadline := time.Now().Add(startDeadline)
+	for inboxReads(t, s.base) < before+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hook held no read within %v; stderr %q", startDeadline, errOut.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation of the hook
 	}
 	sent := runCmd(t, s.base, tok["lead"], "", "send", "--to", "reader", "wake up")
 	if sent.code != 0 || sent.stdout != "reader-1\n" {
@@ -516,4 +527,28 @@ func TestAdminCommands(t *testing.T) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 1 and one line naming %q", tc.name, p.code, p.stdout, p.stderr, tc.stderr)
 		}
 	}
+}
+
+// inboxReads is how many GET inbox requests the server has answered or
+// taken over (mailroom_http_requests_total of that route).
+func inboxReads(t *testing.T, base string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n := 0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "mailroom_http_requests_total{") || !strings.Contains(line, `method="GET"`) || !strings.Contains(line, `/members/{member}/inbox"`) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+			n += int(v)
+		}
+	}
+	return n
 }
