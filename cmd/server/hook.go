@@ -238,14 +238,16 @@ func (m *memberClient) markRead(ctx context.Context, id string) error {
 }
 
 // renderLetters writes letters for a model, one paragraph each, oldest
-// first, at most maxLetters and maxBytes in all (the first letter always,
-// cut to fit). It returns the text and how many letters it shows; a last
-// paragraph says how many more are waiting.
+// first: at most maxLetters, and at most maxBytes once encoded as a JSON
+// string (the whole output keeps within it, its envelope included). The
+// first letter always comes, cut to fit. It returns the text and how many
+// letters it shows; a last paragraph says how many more are waiting.
 func renderLetters(letters []client.Message, maxLetters, maxBytes int) (string, int) {
+	// Room kept for the output's envelope and the closing note.
+	const reserve = 400
+	budget := maxBytes - reserve
 	var b strings.Builder
-	shown := 0
-	// Room kept for the closing note.
-	const note = 120
+	used, shown := 0, 0
 	for _, l := range letters {
 		if shown == maxLetters {
 			break
@@ -254,13 +256,19 @@ func renderLetters(letters []client.Message, maxLetters, maxBytes int) (string, 
 		if shown > 0 {
 			p = "\n\n" + p
 		}
-		if b.Len()+len(p)+note > maxBytes {
+		n := jsonLen(p)
+		if used+n > budget {
 			if shown > 0 {
 				break
 			}
-			p = cut(p, maxBytes-note)
+			// Shortened in proportion to its encoding, until it fits.
+			for n > budget {
+				p = cut(p, len(p)*budget/n-1)
+				n = jsonLen(p)
+			}
 		}
 		b.WriteString(p)
+		used += n
 		shown++
 	}
 	if rest := len(letters) - shown; rest > 0 {
@@ -269,12 +277,18 @@ func renderLetters(letters []client.Message, maxLetters, maxBytes int) (string, 
 	return b.String(), shown
 }
 
+// jsonLen is the length of s encoded as a JSON string, quotes left out.
+func jsonLen(s string) int {
+	data, _ := json.Marshal(s) // a string always encodes
+	return len(data) - 2
+}
+
 // cut shortens s to at most n bytes at a character boundary, marking the cut.
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	n -= len("…")
+	n = max(n-len("…"), 0)
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
