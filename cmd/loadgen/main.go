@@ -25,6 +25,8 @@
 // Usage:
 //
 //	go run ./cmd/loadgen -data /var/tmp [-server ./mailroom] [-cpuprofile cpu.out] [-phases abcde]
+//	go run ./cmd/loadgen wait    held reads (phase w)
+//	go run ./cmd/loadgen hook    mail reaching an agent through `mailroom hook` (phase h)
 //
 // Every phase is bounded by a count or a duration, every connection is to
 // 127.0.0.1, and the work directory is removed at the end unless -keep is
@@ -130,6 +132,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "wait" {
 		return runWait(ctx, args[1:], stdout, stderr) // wait.go
+	}
+	if len(args) > 0 && args[0] == "hook" {
+		return runHook(ctx, args[1:], stdout, stderr) // hook.go
 	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {

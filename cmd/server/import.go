@@ -114,6 +114,16 @@ func readFileStore(ctx context.Context, dir string, log *slog.Logger) ([]pgstore
 					return fmt.Errorf("inbox of %s: %w", m.Name, err)
 				}
 				t.Inboxes[m.Name] = b
+				n, err := tx.ReadThrough(m.Name)
+				if err != nil {
+					return fmt.Errorf("read cursor of %s: %w", m.Name, err)
+				}
+				if n > 0 {
+					if t.ReadThrough == nil {
+						t.ReadThrough = map[string]int{}
+					}
+					t.ReadThrough[m.Name] = n
+				}
 			}
 			var err error
 			t.Turns, err = tx.Turns()

@@ -10,6 +10,15 @@
 //	server import --data DIR --database-url URL
 //	                               copy a file-store data directory into an
 //	                               empty PostgreSQL database
+//	server hook [--wait N]         a Claude Code hook: unread mail for the
+//	                               event on stdin (docs/hooks.md)
+//	server inbox [--unread] [--mark-read] [--wait N] [--json]
+//	server send --to NAME BODY     a member's mail from a shell
+//	                               (MAILROOM_URL, MAILROOM_TOKEN)
+//	server team create|show, permission list|allow|deny, mcp-config
+//	                               the common admin acts (MAILROOM_URL,
+//	                               MAILROOM_ADMIN_TOKEN)
+//	server --version               the module version and commit
 //
 // Every serve flag has an environment variable (MAILROOM_ADDR, MAILROOM_DATA,
 // MAILROOM_ADMIN_TOKEN, MAILROOM_LOG_LEVEL, MAILROOM_MAX_TEAMS,
@@ -99,9 +108,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return runScenario(ctx, args[1:], getenv, stdout, stderr)
 		case "import":
 			return runImport(ctx, args[1:], getenv, stdout, stderr)
+		case "hook":
+			return runHook(ctx, args[1:], getenv, os.Stdin, stdout, stderr) // hook.go
+		case "inbox":
+			return runInbox(ctx, args[1:], getenv, stdout) // mailcli.go
+		case "send":
+			return runSend(ctx, args[1:], getenv, stdout)
+		case "team":
+			return runTeam(ctx, args[1:], getenv, stdout) // admincli.go
+		case "permission":
+			return runPermission(ctx, args[1:], getenv, stdout)
+		case "mcp-config":
+			return runMCPConfig(ctx, args[1:], getenv, stdout)
 		default:
-			return usageErrorf("unknown command %q; the commands are healthcheck, scenario and import, and no command serves", args[0])
+			return usageErrorf("unknown command %q; the commands are healthcheck, scenario, import, hook, inbox, send, team, permission and mcp-config, and no command serves", args[0])
 		}
+	}
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		_, err := fmt.Fprintln(stdout, version())
+		return err
 	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {

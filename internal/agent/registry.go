@@ -42,6 +42,7 @@ const (
 	ToolCheckReplies    = "check_replies"
 	ToolListRequests    = "list_requests"
 	ToolTeam            = "team"
+	ToolMarkRead        = "mark_read"
 )
 
 // DefaultWait is wait_for_mail's wait when the call names none; MaxWait
@@ -182,14 +183,21 @@ func Registry(env Env) []Tool {
 		{
 			Name: ToolReadInbox, Doors: DoorMCP, Offer: all, Handler: r.readInbox,
 			Description: "Read your inbox, oldest first. Reading deletes nothing.",
-			InputSchema: object(prop{name: "after", typ: "string", desc: "Optional: the id of a letter of your inbox; only the letters after it are returned."}),
+			InputSchema: object(prop{name: "after", typ: "string", desc: "Optional: the id of a letter of your inbox; only the letters after it are returned."},
+				unreadOnlyProp, markReadProp),
 		},
 		{
 			Name: ToolWaitForMail, Doors: DoorMCP, Offer: all, Handler: r.waitForMail,
 			Description: fmt.Sprintf("Sleep until a letter arrives in your inbox (after the given one), then return the new letters; returns an empty list at the deadline (1 to %d seconds, default %d). Use it instead of polling.", int(core.MaxWait/time.Second), int(DefaultWait/time.Second)),
 			InputSchema: object(
 				prop{name: "after", typ: "string", desc: "Optional: the id of the last letter you have seen; only later letters count."},
-				prop{name: "timeout_seconds", typ: "integer", desc: fmt.Sprintf("How long to wait, 1 to %d seconds (default %d).", int(core.MaxWait/time.Second), int(DefaultWait/time.Second)), min: 1, max: int(core.MaxWait / time.Second)}),
+				prop{name: "timeout_seconds", typ: "integer", desc: fmt.Sprintf("How long to wait, 1 to %d seconds (default %d).", int(core.MaxWait/time.Second), int(DefaultWait/time.Second)), min: 1, max: int(core.MaxWait / time.Second)},
+				unreadOnlyProp, markReadProp),
+		},
+		{
+			Name: ToolMarkRead, Doors: DoorMCP, Offer: all, Handler: r.markRead,
+			Description: "Mark the letters of your inbox read, up to and including the given one. Your read cursor only moves forward; senders see it in their receipts.",
+			InputSchema: object(prop{name: "through", typ: "string", desc: "The id of a letter of your inbox, e.g. reader-3.", required: true}),
 		},
 		{
 			// The lesson's submit_plan names its field payload, the MCP
@@ -391,28 +399,87 @@ func lettersResult(msgs []core.Message) Result {
 	return Result{Value: inboxOutput{Messages: msgs}, Text: text}
 }
 
+// The inputs read_inbox and wait_for_mail share about the read cursor.
+var (
+	unreadOnlyProp = prop{name: "unread_only", typ: "boolean", desc: "Optional (default false): only the letters after your read cursor; not together with after."}
+	markReadProp   = prop{name: "mark_read", typ: "boolean", desc: "Optional (default false): mark the letters returned read (your read cursor moves through the last one)."}
+)
+
+// cursorInput is unread_only and mark_read.
+type cursorInput struct {
+	UnreadOnly bool `json:"unread_only"`
+	MarkRead   bool `json:"mark_read"`
+}
+
+// readLetters is read_inbox and wait_for_mail: the letters after after
+// (or after the read cursor with unread_only), waiting up to wait for
+// one, then marked read with mark_read.
+func (r registry) readLetters(ctx context.Context, tool, after string, c cursorInput, wait time.Duration) (Result, error) {
+	team, member, err := callerOf(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	if c.UnreadOnly {
+		if after != "" {
+			return Result{}, toolErr(core.CodeValidation, "%s: unread_only and after cannot be used together", tool)
+		}
+		if after, err = r.env.Svc.UnreadAfter(ctx, team, member); err != nil {
+			return Result{}, err
+		}
+	}
+	msgs, err := r.env.Svc.WaitInbox(ctx, team, member, after, wait)
+	if err != nil {
+		return Result{}, err
+	}
+	if c.MarkRead && len(msgs) > 0 {
+		if _, err := r.env.Svc.MarkRead(ctx, team, member, msgs[len(msgs)-1].ID); err != nil {
+			return Result{}, err
+		}
+	}
+	return lettersResult(msgs), nil
+}
+
 func (r registry) readInbox(ctx context.Context, input json.RawMessage) (Result, error) {
 	var in struct {
 		After string `json:"after"`
+		cursorInput
 	}
 	if err := decode(ToolReadInbox, input, &in); err != nil {
 		return Result{}, err
+	}
+	return r.readLetters(ctx, ToolReadInbox, in.After, in.cursorInput, 0)
+}
+
+func (r registry) markRead(ctx context.Context, input json.RawMessage) (Result, error) {
+	var in struct {
+		Through *string `json:"through"`
+	}
+	if err := decode(ToolMarkRead, input, &in); err != nil {
+		return Result{}, err
+	}
+	if in.Through == nil {
+		return Result{}, toolErr(core.CodeValidation, "mark_read: through is required")
 	}
 	team, member, err := callerOf(ctx)
 	if err != nil {
 		return Result{}, err
 	}
-	msgs, err := r.env.Svc.WaitInbox(ctx, team, member, in.After, 0)
+	rs, err := r.env.Svc.MarkRead(ctx, team, member, *in.Through)
 	if err != nil {
 		return Result{}, err
 	}
-	return lettersResult(msgs), nil
+	through := "nothing"
+	if rs.ReadThrough != nil {
+		through = *rs.ReadThrough
+	}
+	return Result{Value: rs, Text: fmt.Sprintf("Read through %s; %d unread.", through, rs.Unread)}, nil
 }
 
 func (r registry) waitForMail(ctx context.Context, input json.RawMessage) (Result, error) {
 	var in struct {
 		After          string `json:"after"`
 		TimeoutSeconds *int   `json:"timeout_seconds"`
+		cursorInput
 	}
 	if err := decode(ToolWaitForMail, input, &in); err != nil {
 		return Result{}, err
@@ -424,15 +491,7 @@ func (r registry) waitForMail(ctx context.Context, input json.RawMessage) (Resul
 		}
 		wait = time.Duration(*in.TimeoutSeconds) * time.Second
 	}
-	team, member, err := callerOf(ctx)
-	if err != nil {
-		return Result{}, err
-	}
-	msgs, err := r.env.Svc.WaitInbox(ctx, team, member, in.After, wait)
-	if err != nil {
-		return Result{}, err
-	}
-	return lettersResult(msgs), nil
+	return r.readLetters(ctx, ToolWaitForMail, in.After, in.cursorInput, wait)
 }
 
 // submitPlan is the act of submitting a plan, reading the plan from the

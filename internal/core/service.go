@@ -451,8 +451,13 @@ func (u *unit) memberView(m *MemberState) MemberView {
 	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: u.s.busy(u.st.Name, m, u.now), Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage,
 		MCPSessions: u.s.sessions.count(u.st.Name, m.Name)}
 	if u.tx != nil && u.tx.Damaged() == nil {
-		if items, err := u.tx.LoadInbox(m.Name); err == nil {
-			mv.InboxLength = len(items)
+		// Counted, not read, where the store keeps counts (InboxCounter):
+		// a member document costs the same over any inbox.
+		if n, err := inboxLen(u.tx, m.Name); err == nil {
+			mv.InboxLength = n
+		}
+		if rs, err := u.readState(m.Name, mv.InboxLength); err == nil {
+			mv.ReadThrough, mv.Unread = rs.ReadThrough, rs.Unread
 		}
 	}
 	return mv

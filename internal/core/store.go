@@ -100,6 +100,14 @@ type TeamTx interface {
 	PutTurn(doc TurnDoc) error
 	// DeleteTurn removes one document; a missing one is no error.
 	DeleteTurn(turnID string) error
+	// ReadThrough is member's read cursor: how many letters of its inbox
+	// it has read (0: none), with a move made in this unit of work. It
+	// must not read the inbox.
+	ReadThrough(member string) (int, error)
+	// SetReadThrough moves member's read cursor to n letters, committed
+	// with everything else the unit of work does. Core moves it only
+	// forward and never past the inbox's end.
+	SetReadThrough(member string, n int) error
 }
 
 // InboxCounter is an optional extension of TeamTx: a store that keeps

@@ -180,6 +180,10 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (TurnDoc, error) {
 				m.Status = StatusIdle
 			}
 			status, text = outcome.Status, truncate(outcome.Text, limits.BodyChars)
+			// The letters the turn was shown are read (cursors.go).
+			if err := u.markAttended(member, m.History); err != nil {
+				return err
+			}
 		}
 		tr.commitEnd(u, m, status, text)
 		final = tr.ended(status, text, u.now)

@@ -235,6 +235,9 @@ type MemberView struct {
 	// MCPSessions is how many MCP sessions of this member this process
 	// holds (sessions.go); other replicas' sessions are not counted.
 	MCPSessions int `json:"mcp_sessions"`
+	// ReadThrough and Unread are the member's read cursor (cursors.go).
+	ReadThrough *string `json:"read_through"`
+	Unread      int     `json:"unread"`
 }
 
 // TeamView is a team as clients see it: members in creation order (lead

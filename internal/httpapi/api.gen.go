@@ -672,6 +672,12 @@ type LimitsUpdate struct {
 	Turns              *int   `json:"turns,omitempty"`
 }
 
+// MarkRead defines model for MarkRead.
+type MarkRead struct {
+	// Through Example: reader-3
+	Through string `json:"through"`
+}
+
 // MatchResult defines model for MatchResult.
 type MatchResult struct {
 	MessageID string `json:"message_id"`
@@ -690,6 +696,14 @@ type MatchResultReason string
 // MatchResultStatus defines model for MatchResult.Status.
 type MatchResultStatus string
 
+// Me A member token's team, member and role, or `admin` for the admin token.
+type Me struct {
+	Admin  *bool   `json:"admin,omitempty"`
+	Member *string `json:"member,omitempty"`
+	Role   *string `json:"role,omitempty"`
+	Team   *string `json:"team,omitempty"`
+}
+
 // Member defines model for Member.
 type Member struct {
 	// Active A turn of this member is running.
@@ -703,11 +717,17 @@ type Member struct {
 	// opened them, so with several replicas each counts only its own.
 	// A `member` event announces every change (a session opened,
 	// closed or expired).
-	McpSessions int          `json:"mcp_sessions"`
-	Name        string       `json:"name"`
+	McpSessions int    `json:"mcp_sessions"`
+	Name        string `json:"name"`
+
+	// ReadThrough The id of the last letter the member has read; null before any.
+	ReadThrough *string      `json:"read_through"`
 	Role        string       `json:"role"`
 	Status      MemberStatus `json:"status"`
 	Turns       int          `json:"turns"`
+
+	// Unread How many letters come after `read_through`.
+	Unread int `json:"unread"`
 
 	// Usage Model tokens spent.
 	Usage Usage `json:"usage"`
@@ -853,6 +873,28 @@ type ProtocolOutcome struct {
 
 // ProtocolOutcomeRefusedBy The gate that refused run_main, or null.
 type ProtocolOutcomeRefusedBy string
+
+// ReadState defines model for ReadState.
+type ReadState struct {
+	ReadThrough *string `json:"read_through"`
+	Unread      int     `json:"unread"`
+}
+
+// Receipt defines model for Receipt.
+type Receipt struct {
+	ID string `json:"id"`
+
+	// Read The recipient's read cursor is at or past the letter.
+	Read bool `json:"read"`
+
+	// To The letter's recipient.
+	To string `json:"to"`
+}
+
+// Receipts defines model for Receipts.
+type Receipts struct {
+	Receipts []Receipt `json:"receipts"`
+}
 
 // Reply The decision that was sent, or null while none was.
 type Reply struct {
@@ -1281,6 +1323,11 @@ type GetInboxParams struct {
 	// After The id of a letter of this inbox; an id that is not one is `validation_failed`.
 	After *string `form:"after,omitempty" json:"after,omitempty"`
 
+	// Unread Only the letters after the member's read cursor (`read_through`);
+	// together with `after` it is `validation_failed`. Reading moves no
+	// cursor (`POST .../inbox/read` does).
+	Unread *bool `form:"unread,omitempty" json:"unread,omitempty"`
+
 	// Wait Seconds to wait for a letter when there is none yet.
 	Wait *int `form:"wait,omitempty" json:"wait,omitempty"`
 }
@@ -1297,6 +1344,12 @@ type SendMessageParams struct {
 	// and stores nothing new; the same key with another body is
 	// `idempotency_conflict`. Keys are scoped to the token's member.
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
+}
+
+// GetReceiptsParams defines parameters for GetReceipts.
+type GetReceiptsParams struct {
+	// Ids 1 to 100 letter ids, separated by commas.
+	Ids string `form:"ids" json:"ids"`
 }
 
 // OpenRequestParams defines parameters for OpenRequest.
@@ -1323,6 +1376,9 @@ type CreateTeamJSONRequestBody = TeamCreate
 
 // UpdateTeamJSONRequestBody defines body for UpdateTeam for application/json ContentType.
 type UpdateTeamJSONRequestBody = TeamUpdate
+
+// MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
+type MarkReadJSONRequestBody = MarkRead
 
 // RunTurnJSONRequestBody defines body for RunTurn for application/json ContentType.
 type RunTurnJSONRequestBody = TurnCreate
@@ -1468,6 +1524,9 @@ type ServerInterface interface {
 	// StreamEvents Server-Sent Events, one per state change (admin or a member)
 	// (GET /events)
 	StreamEvents(w http.ResponseWriter, r *http.Request, params StreamEventsParams)
+	// GetMe Who the token is
+	// (GET /me)
+	GetMe(w http.ResponseWriter, r *http.Request)
 	// GetRun A run's document (admin)
 	// (GET /runs/{run_id})
 	GetRun(w http.ResponseWriter, r *http.Request, runID Name)
@@ -1498,6 +1557,9 @@ type ServerInterface interface {
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/consume)
 	ConsumeInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
+	// MarkRead Move the member's read cursor through a letter (that member only)
+	// (POST /teams/{team}/members/{member}/inbox/read)
+	MarkRead(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
@@ -1513,6 +1575,9 @@ type ServerInterface interface {
 	// DecidePermission Allow or deny a pending permission (admin)
 	// (POST /teams/{team}/permissions/{permission_id})
 	DecidePermission(w http.ResponseWriter, r *http.Request, team TeamPath, permissionID PermissionIDPath)
+	// GetReceipts Whether letters were read (their sender or the admin)
+	// (GET /teams/{team}/receipts)
+	GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams)
 	// ListRequests The team's requests in id order (admin or a member)
 	// (GET /teams/{team}/requests)
 	ListRequests(w http.ResponseWriter, r *http.Request, team TeamPath)
@@ -1549,6 +1614,12 @@ type Unimplemented struct{}
 // StreamEvents Server-Sent Events, one per state change (admin or a member)
 // (GET /events)
 func (_ Unimplemented) StreamEvents(w http.ResponseWriter, r *http.Request, params StreamEventsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetMe Who the token is
+// (GET /me)
+func (_ Unimplemented) GetMe(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1612,6 +1683,12 @@ func (_ Unimplemented) ConsumeInbox(w http.ResponseWriter, r *http.Request, team
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// MarkRead Move the member's read cursor through a letter (that member only)
+// (POST /teams/{team}/members/{member}/inbox/read)
+func (_ Unimplemented) MarkRead(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ResetMember Make a stopped or failed member idle again (admin)
 // (POST /teams/{team}/members/{member}/reset)
 func (_ Unimplemented) ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
@@ -1639,6 +1716,12 @@ func (_ Unimplemented) ListPermissions(w http.ResponseWriter, r *http.Request, t
 // DecidePermission Allow or deny a pending permission (admin)
 // (POST /teams/{team}/permissions/{permission_id})
 func (_ Unimplemented) DecidePermission(w http.ResponseWriter, r *http.Request, team TeamPath, permissionID PermissionIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetReceipts Whether letters were read (their sender or the admin)
+// (GET /teams/{team}/receipts)
+func (_ Unimplemented) GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1729,6 +1812,20 @@ func (siw *ServerInterfaceWrapper) StreamEvents(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.StreamEvents(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetMe operation middleware
+func (siw *ServerInterfaceWrapper) GetMe(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetMe(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1950,6 +2047,19 @@ func (siw *ServerInterfaceWrapper) GetInbox(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	// ------------- Optional query parameter "unread" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "unread", r.URL.Query(), &params.Unread, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "unread"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "unread", Err: err})
+		}
+		return
+	}
+
 	// ------------- Optional query parameter "wait" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
@@ -2000,6 +2110,41 @@ func (siw *ServerInterfaceWrapper) ConsumeInbox(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ConsumeInbox(w, r, team, member)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MarkRead operation middleware
+func (siw *ServerInterfaceWrapper) MarkRead(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MarkRead(w, r, team, member)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2205,6 +2350,48 @@ func (siw *ServerInterfaceWrapper) DecidePermission(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.DecidePermission(w, r, team, permissionID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetReceipts operation middleware
+func (siw *ServerInterfaceWrapper) GetReceipts(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetReceiptsParams
+
+	// ------------- Required query parameter "ids" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "ids", r.URL.Query(), &params.Ids, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ids"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ids", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetReceipts(w, r, team, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2688,6 +2875,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/consume", wrapper.ConsumeInbox)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/me", wrapper.GetMe)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/read", wrapper.MarkRead)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/receipts", wrapper.GetReceipts)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/turns", wrapper.RunTurn)
 	})
 	r.Group(func(r chi.Router) {
@@ -2873,6 +3069,41 @@ func (response StreamEvents500ApplicationProblemPlusJSONResponse) VisitStreamEve
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMeRequestObject struct {
+}
+
+type GetMeResponseObject interface {
+	VisitGetMeResponse(w http.ResponseWriter) error
+}
+
+type GetMe200JSONResponse Me
+
+func (response GetMe200JSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMe401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetMe401ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3875,6 +4106,100 @@ func (response ConsumeInbox500ApplicationProblemPlusJSONResponse) VisitConsumeIn
 	return err
 }
 
+type MarkReadRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	Member MemberPath `json:"member"`
+	Body   *MarkReadJSONRequestBody
+}
+
+type MarkReadResponseObject interface {
+	VisitMarkReadResponse(w http.ResponseWriter) error
+}
+
+type MarkRead200JSONResponse ReadState
+
+func (response MarkRead200JSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MarkRead400ApplicationProblemPlusJSONResponse Problem
+
+func (response MarkRead400ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MarkRead401ApplicationProblemPlusJSONResponse Problem
+
+func (response MarkRead401ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MarkRead403ApplicationProblemPlusJSONResponse Problem
+
+func (response MarkRead403ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MarkRead404ApplicationProblemPlusJSONResponse Problem
+
+func (response MarkRead404ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MarkRead500ApplicationProblemPlusJSONResponse Problem
+
+func (response MarkRead500ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ResetMemberRequestObject struct {
 	Team   TeamPath   `json:"team"`
 	Member MemberPath `json:"member"`
@@ -4510,6 +4835,99 @@ func (response DecidePermission409ApplicationProblemPlusJSONResponse) VisitDecid
 type DecidePermission500ApplicationProblemPlusJSONResponse Problem
 
 func (response DecidePermission500ApplicationProblemPlusJSONResponse) VisitDecidePermissionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceiptsRequestObject struct {
+	Team   TeamPath `json:"team"`
+	Params GetReceiptsParams
+}
+
+type GetReceiptsResponseObject interface {
+	VisitGetReceiptsResponse(w http.ResponseWriter) error
+}
+
+type GetReceipts200JSONResponse Receipts
+
+func (response GetReceipts200JSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceipts400ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReceipts400ApplicationProblemPlusJSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceipts401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReceipts401ApplicationProblemPlusJSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceipts403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReceipts403ApplicationProblemPlusJSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceipts404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReceipts404ApplicationProblemPlusJSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReceipts500ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReceipts500ApplicationProblemPlusJSONResponse) VisitGetReceiptsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -5435,6 +5853,9 @@ type StrictServerInterface interface {
 	// StreamEvents Server-Sent Events, one per state change (admin or a member)
 	// (GET /events)
 	StreamEvents(ctx context.Context, request StreamEventsRequestObject) (StreamEventsResponseObject, error)
+	// GetMe Who the token is
+	// (GET /me)
+	GetMe(ctx context.Context, request GetMeRequestObject) (GetMeResponseObject, error)
 	// GetRun A run's document (admin)
 	// (GET /runs/{run_id})
 	GetRun(ctx context.Context, request GetRunRequestObject) (GetRunResponseObject, error)
@@ -5465,6 +5886,9 @@ type StrictServerInterface interface {
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/consume)
 	ConsumeInbox(ctx context.Context, request ConsumeInboxRequestObject) (ConsumeInboxResponseObject, error)
+	// MarkRead Move the member's read cursor through a letter (that member only)
+	// (POST /teams/{team}/members/{member}/inbox/read)
+	MarkRead(ctx context.Context, request MarkReadRequestObject) (MarkReadResponseObject, error)
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(ctx context.Context, request ResetMemberRequestObject) (ResetMemberResponseObject, error)
@@ -5480,6 +5904,9 @@ type StrictServerInterface interface {
 	// DecidePermission Allow or deny a pending permission (admin)
 	// (POST /teams/{team}/permissions/{permission_id})
 	DecidePermission(ctx context.Context, request DecidePermissionRequestObject) (DecidePermissionResponseObject, error)
+	// GetReceipts Whether letters were read (their sender or the admin)
+	// (GET /teams/{team}/receipts)
+	GetReceipts(ctx context.Context, request GetReceiptsRequestObject) (GetReceiptsResponseObject, error)
 	// ListRequests The team's requests in id order (admin or a member)
 	// (GET /teams/{team}/requests)
 	ListRequests(ctx context.Context, request ListRequestsRequestObject) (ListRequestsResponseObject, error)
@@ -5567,6 +5994,30 @@ func (sh *strictHandler) StreamEvents(w http.ResponseWriter, r *http.Request, pa
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(StreamEventsResponseObject); ok {
 		if err := validResponse.VisitStreamEventsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetMe operation middleware
+func (sh *strictHandler) GetMe(w http.ResponseWriter, r *http.Request) {
+	var request GetMeRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetMe(ctx, request.(GetMeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetMe")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetMeResponseObject); ok {
+		if err := validResponse.VisitGetMeResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5855,6 +6306,40 @@ func (sh *strictHandler) ConsumeInbox(w http.ResponseWriter, r *http.Request, te
 	}
 }
 
+// MarkRead operation middleware
+func (sh *strictHandler) MarkRead(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+	var request MarkReadRequestObject
+
+	request.Team = team
+	request.Member = member
+
+	var body MarkReadJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MarkRead(ctx, request.(MarkReadRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MarkRead")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MarkReadResponseObject); ok {
+		if err := validResponse.VisitMarkReadResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ResetMember operation middleware
 func (sh *strictHandler) ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
 	var request ResetMemberRequestObject
@@ -6004,6 +6489,33 @@ func (sh *strictHandler) DecidePermission(w http.ResponseWriter, r *http.Request
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(DecidePermissionResponseObject); ok {
 		if err := validResponse.VisitDecidePermissionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetReceipts operation middleware
+func (sh *strictHandler) GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams) {
+	var request GetReceiptsRequestObject
+
+	request.Team = team
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetReceipts(ctx, request.(GetReceiptsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetReceipts")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetReceiptsResponseObject); ok {
+		if err := validResponse.VisitGetReceiptsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -6274,205 +6786,219 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1bd9s4si/+VbD0n/+yfQ4tXzrde9p+ynT3zGT3JTlJZvVDM0eESMjCNgWwAdCyJsvf/ayqAkBSIiU5",
-	"F8fZ2/3QkXkBgQJQ91/h/SjXi0oroZwdXbwfVdzwhXDC4F8vCrGotBMqX/0sVv8UvBAGrhfC5kZWTmo1",
-	"uhg9Z0Y4s2JL6ebMzQWzfCHYtVgxrormwlQXK3iyNsri1Zk01jEjbKWVFamCp63TRlimtJtLdcWUWF52",
-	"m8SPcLgvDDUpbaoy2fR0kms1K2XusjH7Waws40Ywm+tKFMxpbM3pa6EOLFuIxVSYcapGyUjCUOY0xGSk",
-	"+EKMLtoEOP5ZrEbJyOZzseBAhAW//UWoKzcfXZyfniajhVTh77Nk5FYVNGCdkepqdHeXjH7Fj73i8MB7",
-	"+lwFf8SPUW9GyciIP2tpRDG6cKYW7W/+xYjZ6GL0/500s3ZCd+3Jb9AKfOiVMAtprdTqxY9bPlfFxyay",
-	"2PpVccsXVRneOT4bJdCUEwYa/b947Y+z4+/f/XF6/P27//WXUd/oX4s/a2Hd1h4ZemZXd7YRIX4GP/pW",
-	"8MWW7znBFx9P7re12U5oWPH7k9jgEjx2a1T+gx//+x387/T4++N370+T82/ujh1S/P1Z8v1dP9V/1+ba",
-	"VjwXf5elCF1c373QW2ZEyZ28EWGLLMObCRPjqzHLFlyqcbXKLhmnN6RymvFUzXRZCMNsJcrSMukssyW3",
-	"c2FZ9v+f/z0bs980y8bjLGFKMz61uqydwCYSZBBKp8quFlNdypyVUl0zadlMl6VeiqK1N9dWL/01TNHW",
-	"9jw7PX+2a3/ehXeR8f0wF/k18kOjK2GcFHiZV1Upcz6FiVqn4995aQWbacM4y+F15ubcMa3KFXEwfJbl",
-	"XLGrmhuunBAJ04pxZmqVqsLIG6HYdAUXBC/ZQheivGRZIRyXZQaNKGb5yrLlnFjrEj6w5JZZIdQ4Vc+n",
-	"VijHFoIDhzW1IOr5oU61LgVXo7tkRE3CGNbIEMjbc0Nfb4757Vz4sc5FWSRMGyYdKzRxcAbkWrHDrCFb",
-	"xmZApqNxT7fu2rP5B3UEPxv7+y6+pKf/JXIH3fpBK1svxGth69JtzpjB6/hTOrGwu3b1r9zlc9/YXfwc",
-	"N4avNnoY2u7tlhHciYJ4/ma3BqlsdNl/wzru6t3dx++9oWeh/yDo+ueNpM2BZVPBjTAkEy+ZneulolU7",
-	"F0aMe9lKzzxhx2M3w5e3kAZ4c3/PlFgyYM2MW/aPn95il4CxsMNp7XCH1ZZfiYR5eWFxMxR8wa9EkbDl",
-	"XOZzxptm5hyWoxJMz44SZFA0dhs1FumHb2G43ZnKqbcT7jY7+zvsSNQn4DOwEf3T7PBfb3/ART7TZgGv",
-	"jgruxLGTSKuNyZ1r6yaNPEaBoOoFkJdb2AAcuCFuBLVqEbVpoZQL6XYuj1/oqbvE6xr774vuet7YGckI",
-	"udXO5QkPvRHOSXVlt3KbqjaVtv33omhq3d3BRVqzGGnVEKH5XBhH+yOb09O3ql+oqb7d3OgLYWGt3oMB",
-	"0Qs7mU9suK8zv8TVsC7rYaXCnte1KnpWOyjUk3zOaWX4dqVy4opmfSZEMeX59bZn5hKU+NVEKGd8s5sP",
-	"SSDXZLpy2x9ok2/zGZyrCe3czcG+UFXtWFXWlunawW96Mu5YMACghYaPLPgK9BhVMKkYL8tLdgrKiNJE",
-	"sM6Glsp996zZzK1uVXxVal5so1FL9waeoGs36RnBG5FrVVhQuOLzbMmBg5GeUQljtWJTMdNGAIcUt5UE",
-	"++mQs0Ioycu2pG19P4y4v3doovXdWluDa3PUndWkvZhaX1ynz8aiCt/fXElrMz5AxuENgSsC9biikEBj",
-	"Xr5qLX9UTZLtW4ZxR0xeanXJBM/nbCZFWbBCzDhoA0F/LoWFqbnhZS127TP/7ujiO29HygUw/7Nkrx0Y",
-	"3z47b799muy3N+Prf9357bVNG9/85vz0dM+X2xu6+fKudzc3ehjyKf6XfJmtv53WG2yg6fVuUg8ziEDz",
-	"zVF/Knax4LfUs79+92z3vLZZSezds11vRRYTXznf/srd4K7+VwW61T23NeiZpAfAhs3nXF0JsGxpM5di",
-	"5mDlsGshKrJpcSOzQ6WbnY7mzdHm5l5frfddNwNT/+HTsudU3Jf8bVtpSPGZyKLfzhHc6h7L5CUYHqiW",
-	"yyuljcCNF3RhbQqpuFkFLoIS54aXspgELyJcKibaTPCLZJbAn0bkspJCgf6ntJtYfiPgrapctVqpjHY6",
-	"12Wvit3yTm3pNq8qo2/ADjECCCUKsk5qNIFdn0HVNu6i2u+bQclJ7YD6H1qBPhN9errarymSB8p/qU9G",
-	"DtmqPHfyRvQqk7VRTM+Ym8tgUwHPNLVSUl2Ne10PQQKV3hUzrPtte2KRVxMrcJP06E3/1Eu24GrFfv3h",
-	"FQuPscPsZJFX2VGnu3NdFrbluRbmRphUoeuGK7sUxl4wrhi/EgpZgpWFYL9yWRqtFzDaXCvl59li06ny",
-	"bS/nskQ2Ky3jU30j2OmYvQndmYpSq6ugLlRG58Ja9BmlSldCCXSdLxJmNfXPihthOIgsXASWtI9c18pZ",
-	"MtiBT+kleoJYRp3ImLiBnnOldK1yYeFvs/IcDxi/pw+jbyapykttRcG08eKhOCI30nau9WAejSHdNBmh",
-	"V2BXe/8i62o/J4Zf+psaqV+ba0s1dGFtfQ5vNrKqd4quft/Rbud0Q/woZUck3zuBiz38O8NDeLPBumSB",
-	"RPRcAMmpqwr514zLEn/QGutls8EA3uBDoDP3LqRBERNYfu/qE8oHs7YPn7gmPdxuk8ybAcLgCD5ocsMg",
-	"17QVIxcLkCnoAz6LYSzSZLPGmshYrgvBKi2Vs72ixum9AxttMji9dcQdv84HGlioNo1ZRjdFkQUGTMwt",
-	"8ugsyHqbMY4yKFVeNrMpDNNesowrNze6knmG4jcD7sZlxg5BLLyshHr+4hjGzp2cliJVxPiPWG0FfiQ3",
-	"ohDKSV5aknBBNhxYJtSNNFothHJj9rt0c127VEmXQHcEX7Ar4Wz3Fb//2GF2fIzjzDxTXVOa+O2gOwM0",
-	"VjRFGDBrJTx1DmywbQ7PTs+fsSWskKC/HvWbLUGRBD1ypyIZ2M1mb0BDkQV2gYwpeDSEi/KS14U4tiAd",
-	"3fGz42+zS3LCginSzPF4Nz9CIuGHOgpSmOBRMqLJxeAsNbtbKYpN9i3n33qHTAsV5KKX7zBcVE/XYne7",
-	"A3d/6duZsCqHwxht3XMP/REsWbi5kxCdmOsW7fBVxzu9rv0Khq2gHjEDBXCy4FIdWDbX1rEr7jCuGCzQ",
-	"XV72/Zzmhchlsc0zLx3zoodNhVRXzBPlkqm6LL165q8N+urhUQr4UYBxsBvTHr6d8WIhVdYxv5Eb5NKi",
-	"A2mzI7C+lr73Xv9qm0DYIEzQzn552/5eJJXbHWT0pU1G4LQuGb6LXI+YwRW/aRs7zUpaRDtjc6N3UhL6",
-	"Mw82Xyq5mmwzzqCLwZ5i8DRFZktB3c15WTJgJvUVCRh85Gq3rbY21362sgtWK+LNokCpJVVHWvfZ95mP",
-	"nVqyqUDdKCg/5pIF30x7GYTt7SNDZBwKJfGH70ivdgVTtZZv4DfrzkDfer5ITFfBNsPi2ZyPlj7dCcO0",
-	"FmhnM3e21HZW9KPfSPdUsiiatjt4RM9t78Iv0vbw64ZW+0d+Whx2V/Cn3Xxv94yelqInvPpcsdd//4F9",
-	"/+zb/wDxDQ+xQuc16jKbXFkXoi1U0EmCru9J1ORR94z2D/7ltJ6U3KAhVCtbV5U2MOsLUUgeHDML4ea6",
-	"mCjtJs0SrhWv3Vwb+W8yF7SZyqIQyjttZqD+wIITfDERt5LCCfgX+vKiPTary7KJOcSb4e9m99Aannhz",
-	"BJ6oyiaBzH+2ebwvy6xppVb8hkviysFn3b02rYsr4Sbids5r6/yQr5VeqkncTUuj1dWkkEbkOGlhTLk2",
-	"pq4c2VOGX4lmDoDgC65WE+uM4Asgip3XqI1PCr1UrXe6/QE1zyheToQx2vQyjCZVZM3HUi+4OgaFB9q6",
-	"ZErcCMNyrRyX3tGel2ApHXjfqd3BTXsck9INuA7owqaC9q/XL0ArAzHqnSq4wq+lKthhxqe6dhfTkqvr",
-	"DJMbji7Z1HCVz0GlzmC1Z7vzHfz6pc61eJsnVEK7ZmBXonfxZe1yvbivx/p3kFlBjhwHTyV621ghi8Y+",
-	"qoy+MnzRt51rmO9BZR7eOrDMP8ZmoJXwGfyEZuE7h+koHZF6wjHX6Kh3UsVtRR7LvrlbcJfPezU2TOn0",
-	"8RrxZw2mV2gpako+4cL3FgeutIPOjYeVtZb7kZrfRQJ6KmGO7O7216Xb86MtRwRXfcIGltWstgOqI3SI",
-	"9GaYd/9k1KxRXYAPd5SCkiufrbCHhrhuB+C7rR5FWrXmM8xeEtdS3zp/jV713hEFzZdGRalrysXReFUY",
-	"7cQlt33U3UjIA7Wun7whVDrgHdpqUQUO06ZtO8gA/BVYa3Pt3Z6Mo6MZhf63OjtI0Q/yJ+1NoI6HsDtx",
-	"v2nX7ITTdedTNyC9ywG1rmH57g0OetggzoWsBjayLILPBuU5aPpOmMuWHyn7sxa1dz/cd2lsGtvUGCrj",
-	"IBBXE0sewkLMhNkrRrOvFe7TmzfpASJuz9zon+HRJj495Dvdj7zkdiMCDxDTM4PtPYOH9iD9kNN2mwsk",
-	"6Q2m9RpHoLS63T7hzmwh5VsuYt9IQ9+WjhDijYG8W6b4g3b7x62Ce/mcO9kNe7idI2nv7Xr2BN6g6xbi",
-	"vfhxPaf+z3XUAlzaDlqIrf3sqbomZ4MI6F1K/tV+67Adm9/LNAzbfndGsm+4lza1eomTe18P/U8YMaTM",
-	"CGmZrui9S5ZhVPQYloTNmOPXwvvqM+tENVnYbFMJLVom+yZrAd3lwLbzV5xGzdOjD9hh8KQXQlHuRfSM",
-	"7UqRbWulm18Od4MCujTSOYHfD7fG7tY1HUhHz87T0dElE4vKrULSPeo4+MCaZ/ub854ufVjSLK6/jUH8",
-	"InjR8i2CSUPuaKBnyVXTc88Ou9SLighxyF4K+lntSVQs9dIHluEZNl35IDtXK7aQZSkt5SZhNDsmIuVc",
-	"sSUolMHA6GQfnZ12oxOn+2WlwDJvDKzNiba5UNxITWo+PNdxwwZTR1omFZkEwvZqolqJl7PRxR87vDpr",
-	"Rt9dsv35t7CZ4sPvaEBDWhBiL+6RxI2olr7kbS7Lqb4VWzjDx6YvbzAVns8bDAK6OCg3n3QJy3RZgGqB",
-	"TtB+P/IHbR5yy2zPf+2DuhATbJAsHvcSsl8QETUHDnlIkB5vsBHMyUWcjKQUjyEj9qg/aUY3C3qrmGiW",
-	"/loG2MdJGQzmD+pkfj91gnONXPAOusZh0a95DYJBTK0OLGodCZsavbRI/FJeCwbMBXGgu+0M3/9Wb5OA",
-	"/kOAkd9IG8ujIX0ng7nZL32C9o3/xgs105t7tjPELQCsD6al3iXkh8I4/kVa0IFQJNaTNlQmJED27soh",
-	"p11/wk3worU704xgG3H7NavQ6/0XfWeydulXTfO9XROqGOLU6+Esj/I82y8b0BuYO83IXebjGyeq/vBt",
-	"iJz74B3FrzChQeuSQmQYw5xJxUvmxC3y5P1E4FutS/zybtl36+jBdx682yPyHgKP5bFk/RzJW0CIVC8Y",
-	"UFswcsWzJkDCuINbxl36BEBMBSlQJTsGHXkgO/JLAsG6Q/3VY+SkioAHpk0Bq6IUvGgE8556wSMAjnVT",
-	"1duDfR1gAFKhewPGuffYtsjN+6QkfhZgW0tohUXdYNxCtmKDfrsv6g326Ad5KnoWeuOBpKW+mdObBfd3",
-	"1skskZaFeDvYpPY6Y9xe28bOOGwjIrpmz6ffVAQy+gCIZSclFJXy2xf0Xst2/ETbZp/c0dZO2hKJIrC+",
-	"ufTmX9ToSY6AuqvLYjPLqy/Nq7P842rodUn8AysVhC7wploBo8CpNqs20PeAZcB4JzNZCp8QGJcSvsuk",
-	"2heSPrQN+hUS0tv2XQLQzpt6seBmtVMXoZaHehNa2SE/9xOHgzIiJtoHQHWckjm3/cjDAcbdz90aPtbq",
-	"9tCQPwgHRGs5IIDAnKMczssmo97DhHKu/FObTq378AffzfUR+yaGBmc/MmjcsiLQvYEZolMxlwRtWxsO",
-	"7BVvh/dbyPiE5cuJEZU2btvS0DPUFw4ayx44NQpaF9kE8MwhpCooytt7458xAje51bXJxVDE9UaK5fb2",
-	"1iemTYyN/vQ0OdCfHqL1T7bXge+bRd2rwZOzQajCb83aKA9Tijr8Or+6dWvVU54NcGsuXa8z8HcuHdmQ",
-	"CHDxaEPqj1RXiTfemS1hiWDS9/3dfl1OeDvAFYLh8QlpCaaQxfxrsIw2CfgRKZToB6tqxw6z93dZTyb3",
-	"prHts/kG22tnZFuhioCcW8+7/m5XfZxHNd9a99eCeVsb9UHa6Af64Y1eDMVIawsLRtw6XwWoiujj2iif",
-	"CY8TjNGDtdkY2HER9zDk2G4v2oOgFNsEV2slTBfynAALJkMngBgQcLaJkT7UhmUetRAa3ds48oZ/S5s9",
-	"+65Hs+mdyx99ZuKmFoMJstt0mJ1JOVuykPdaDdA/XBH7OpXRG3BPxWsw1zjYO9nFWsZ1x0XDDl0s9IMB",
-	"jaIUR5epyoCJUVZkdkFp8rIswWgSBeaqww6zPvdrpmvTwOShxQhwlDYk2B9dsox8IL5HKGlyXZfk2p5J",
-	"Je28+3aDra5AhuraMg+vu/A+E+9ViVlfhPWZGo38xNSlSHBMnbwwhHWEV7VpyT1uU4UZj6aGfQJ9zrnK",
-	"Rdl0G9PrWbyKRYdC71Llu8euReWSSFckKsvWczsDIXAnpSpro8IzZrhCgHnE4lumYMY6W5QdYoUv6VJV",
-	"SIy9bn6ZYETBnm1Ad2GFgO4cZ7sDwQuD7MtLHYr+3cOUqY0Ke3/ddsWWJoUhWOBmNBFus6lYaV8+8rtn",
-	"jMc0ZVo3/cpiCCP0xBduBxh1ya2jzeJzWnAGEoJhcBcW0iFvw50wXZbBVxKf+MrZtVj1Z0OG8n+buzit",
-	"T0+/yWk28bc4dnRN0Z9ZwmhdR7M67CtK1+6vGrjRg48Axja1C324JOYpBydSU/ELaNwTQQleJlo/HUaY",
-	"NIx8SJ4PmNUBBbz3WoyyZKddjU0PdefXIBv2rOfWhq7tiUhLtvgZwqbq9+E7UXkLtjbqwsvsMBUZO1QJ",
-	"8usJFV9IfBm1VBW1oaz+hU2wlqsU9pJluMqzmPZKO+EoYRmIhwlwlSxVh/hHbcVEFgkKjoS02IRJS3nl",
-	"0KatS3fp1VuuCn8lVXaujSOwu2bnp6enYGMbnoMldQSbsAWXydhhB4OSpIoWXy+WsjWo3iIcm9yDkuB7",
-	"EcZqMGm4hX3itiWMl0Y7BP8f/uebl78hhzlKWBxuL6cIBOu3Xa/X0pA6s+thODgrncJIvaxc7axKNYip",
-	"DuGtnltbyn1tpPm3xUpckf2s29s4vTf8wuu9/xFcD0ndtwH/Fdpci5XglHscrq16wTS4RrZVhenJQ8BU",
-	"pPu8s1Ggq/X+enub48MMy7w20q3eAH08JB3rQz6v+4rHvo06EzZKMUKvnuAVtDJgVzz3wB4KJFGdZRYC",
-	"YTgbuNzxW83A5s5VVJxV+mD62vcFX7AYjad603CpgUdokM7/fPv21ZhRCgfGMpUQBShlnV5dsL9RKUyS",
-	"wdh/L4fb2qEf18ZQfW1rUaRKq1wEvmk3opFj9jy8yPNQu4OjKizK2YVHjisk0IxxUJgtFbxcuxP1xFBn",
-	"m+dOx1sVtGpES39gqH5TZ6n8iGVOhyq8VE2b0vxyrtB3gBbhOFWp+gkYE9XSDvVcgWYnHmPzv//LIoMO",
-	"6LKj4GayDhM2CF1z6TFBFrT4LvAmKFJwwVe8HbNXoNIA9bwP9hC6mDCfAQr9TlXIP2cEQrMJJRMxK//d",
-	"lAhlf9ba8SPsPtgNEdRPiSVgovhMnlQRa7hg3Nd8CkVf0DhuxZp8JnkLAEehhZmRQhV2nKrfY0YZBouB",
-	"qvClqWBG8HxOamXBHZ9y64Ee0rJCL9VRgtktuFYXfJWqqWi+++3pNyzrAXRlvkevhTOr4+dgvSHonkqp",
-	"o/lDQWtfFpgyNUahmM0oGd0IQ9G40dn4dHxK2SRC8UqOLkbfjE/H31AS7RwZwwmWlsGfPre3J8WLys9I",
-	"yzL8dRE216oSfm9RPAbIEG7CWgo3l3Ph1zDKUSz2/j5F/pCOEpaiXkq/oIl0dNdqMKN8K+Ed9wUjTjdm",
-	"b1eVsBdglXl/WMKyoCfhz6pcwQ+Eu+APX03nkJdWewSUYr/+8CpVsYDOrL3VyOOjDTlfEfESsgAM6lC1",
-	"UVmSqq5+wyms2cp/bYxybZgHxsL7pqbXYfgZGfq4U4KZlDT8JwQwiAa4tIpUZUbYlcq9fkdTiVXwpoLh",
-	"x9UVmxm98B1HZOEF/UGbGLZeWfogAtLcN4L+fW/dIZ883ChdRCUsUhUWvy/K5O8fxKpKQAEcO2LDwusH",
-	"8UuwpkugGCHsF5qKcrwWyB9o53En2ErXWEYYWC+Sjlo4sLj94qqiNDFaTSHXZ32VkSqTji5YGsxtXHS0",
-	"JmLeVKpMrbD0cMhBiaIAl+c+X0tV93MF0Awf0NfNN8lXAnIORpfrBVrJpVSC8k6UY1iHPG/5SWg6qdCU",
-	"DXNnVuzsW2ZDFUHgHy1RRWLDCtEtNpUqYqHQht8BcVOFaYo10EMESDrql4Y5zYW8AaF5SCLQs28jr+bO",
-	"MgzNH3Wbx63TabvpCxhv0GnqLVX34o4tYI381Q/bRnrE8ylwW7Kz0/Nnl6nifoETR47VzB3HnEPP0Tyw",
-	"/+w0EqzUVuAIgM3Cd8bsbThrgl1BK32qUKpIF0pAA8BJQI53gZlCrbnyvH0miCFBh7KfoCdvMLyUEU8H",
-	"hRObfVGgIwXe/Im4dNI52+OP3gp2gaY+qRVmdhzK7/9ZC7PaODvhXmclvFvzYZ+fnhIuVblQpkncOhIr",
-	"xzRsSuoL3+gp2t+TyY/zQ69j9hVy4Lj0/dzihPAlX41Byj3b6MmQjtPt0I7MbwTh93Qz20DSZ9SLswft",
-	"RRtu7zvwzYN2IAL8s4t1ZZrba5RAwNf9aS+0HLGbzx60m7H2QHYBerKt83mrM+ffP2hn1sH+mRfKnmyE",
-	"QPSc76+ohgS2lwR3uGd39AxWjaKatziebx94K3RrEGRkhYbsldEb7OrxG9iyxMiacBaJ9ljJEI2zllV2",
-	"hKCxK2B2I6+pvoPGT0yt7Ml7kr53g9rr23DqUHQ8B2hIxwAYs9/XcSMYTUnVlcboZ6avMwpmlFYkLKNU",
-	"c7xEyCGqT0bpHXgZcd097Pwfwr2uCaW9lYm25+t+89RATQZ4K2XjNxVDnljnY2CdUb+iPQAcALN87KPh",
-	"lojt+gLMpVsqJUOH8naG83xtjXvG0mYmLRTA3YZW1XesVa0+5kiroDwB6+rgGzzb6jKJX6R1b+JTn5FX",
-	"dIAYPbQnb1uEkVBNZxfgoy0QyWPYvY9L6L1tzg+IEx5sFWkiTgdrWaLYH1qdnSVz8h7W4x2Kv/Wj/v7Y",
-	"zDBoQ3th23SRR9m4/1iuUEj3o1Z6Mqq0dYN4MG9R22D2kVV9CJ8uKNnIC2PKfPJOkqbvx2fZUcLwvC27",
-	"eRxQN43GkrMkVCLtMbhb7oRWlWXpuv7fVFG9KpxGfsWlarcFhj1CY4PHoras4lfoMfRHoTHpxqkK+BN4",
-	"aGVbgDi01pfcFHa8MVUemY3GJZj8dHbFHuBtzAtq/g4nldGznACzaGHBkmJO42iFdwQxOeu1t4L76R8/",
-	"vWVdVSyLp0NCO5EBt4dGRVCLlXdUpSpW6p953TbylVSlivpPqUudY9XC7LeT1plU1oHRTX6GVNFKuGgd",
-	"5xGRiJT6RbPZOikvnlSJCTTjVHlQtv8meu+8M9CXGTy0mmXwizQ/72ZQR3Tq5VxblypKlMkCsjsbMwTy",
-	"2j0OmPMZN+KW5y76wp12vKTO0g3vlkn82Zi6PK6tYLKgK6m6EaaQuTuwMNZCqivvSBdU2M27Jhps7AUp",
-	"u1ngWami+N5lyNHBhUmIWK8uozECfAYkdZ/y+7pWbxrsph/K33y15E+l/Ib6CHd3d3ePSM2ONgQw0+iv",
-	"xSru4ey9R6KK02YJAqrQuKIXEeJPjUYz1M/n+EmBX1PggZ1Guf1olPjQI+9HiOGMxkUKwnm93w/rHdmo",
-	"uuiXpBcCB7ZJEaRjAbuVvjthmhAYjfGz4Mq/JBHrS1AShWZGeNGMcVNpKXU7iCVTq/BWyLsMIRsbfQcY",
-	"lWZLzJpEb3PLWYNxbFRWKHGaqZriTDPfCJYW57deoB8Ndp6m5exhF3u3Lijtt7NvH3jD91UizR6tVQrd",
-	"ethJ6tQMzS7aqy9k+sJaomO6uXG4fZRYonXPnpNvzPsf0flFoiq+OBVXUllyx2Naq895xar23JAnTEZk",
-	"NeUMi8KH56+TkFLgUzKzVi5vRqLwMoRsvOroo7+kvYPFQrEWFOitKPmWk/cwBZpOFG0XPPNxUgquoTZ/",
-	"6OtjGeHzG0Osd9yJkmwk7Nx1Tb/XdTuIiMq0o38oaw7zPymai8rTdu8E2H8RgTjoLnjra0t8Nn0nwiMH",
-	"3QQt1/6TGhDUgBINRpy/R+iZhwkNoocWYQLMINbsaS1JD1W922bXexssKwUvMsbLJdi3JGBDCQVeFAEN",
-	"ABwByAPcATYG/JbqKlXSG0RWODIjjS7FmHWrDflQSVUJbnxUFpMPaPlTVlqPCULQorfNofGf2gJpoenv",
-	"uql8oPhvWiRnn+zL7TOZB2wSMnyRBa9BvZGcj8oAQRdB1ErX7Y9k7QwPzDsR3D0xoDUGFPxsDQt6aHW+",
-	"rWYn0Q3ZUaE7wcx7KMhPevDXoQd3hA7xqXDO0qbyEyRNVHxO3sM/dyRzSuHEcE2fpMk+8qnEjW845HZz",
-	"I9gVOmsxD5DUQ54qr/V5o655NoaKn52eUTad0kumUV2OSh56eyiPyvthUXDVquUDbfsZQyyF3KFobuZc",
-	"oTsUa86hQko3ccxSY1ja13DyJuEF4yw33M593m0p+A0MO1VzXs6OiVg+m9rXCegRiT/iY1EkdqTTs2FS",
-	"o8+bvvAUQ36UrJ9mp8v6H1PSzUO7lTZO+MCMJToA1bQtts3aocHfHzv/+NksbevdbDbpNyr/IVw/S/i0",
-	"JuU2TfWJrTzKrD49e+TZfI/Lxn6pQi3DkD0RQtXkDQqg/K25by3ruxvx7+tz8whusVfczUcYkO8/teVN",
-	"OOkyBN8RaQCdo6AlRoNguu2YvYxZ4P7cdTzqmI60RKh1rsEWQ5dgU2yJHWK+t20hNCwCHzp4+mTgWDUf",
-	"R6WUcvyUbYKSHjAEi3KqCylsRBbZhEVYETwegP+g0s3kLehYLlWhLGLCrFS5CH7LkOQOD6OXLqhk1hfY",
-	"WM4F6lypcnOx8qFUXjD4HKltfuigJdWG4vuq8IgOqxcCNbhUeURHEvMOiuAi9bAQykrIuTGrcCZSByQy",
-	"TtXLSqjuOdktZNRBs+CuhCOsq1/VbFrL0qFOi+NAR3Br/mFU6B6F/SZnfgfZE4yMn5TSuonvfm/qOlXJ",
-	"+sy+lliKaw9fy8OJrmazNyT9irwr7FA671bh1PtQOAnBbzTpCaF6lDh6crqsO12QQNYrXwe2uwL+R4vK",
-	"1jF4wPE/wH1AfHWNtPfwI5x4dnjynn7cnWCvBpPIKQEJ3QRZsomDCqerYRqPCPlWSy5hfDxAgEDWzCSI",
-	"rjAH9D7IByw5XysnSzoT2lBe0+H56WngI1RGARtNVQArzfmNYBW3VhSth7mvR4X+dC87vX8tZMDBBzGf",
-	"p7BdWJl0zM5rR/jVVvbV8zwXlbtg6wyzzLC0Dp2QROHtbP2Z7Ihkiy/A5sN5y7kug0z3kKqYnoWH1k1X",
-	"TtgLSm4qV6hcUDt4F8X0gWU95VfGvmPoTCSgAaJOCTaKoANPesxhKyV6ggKIjC/8p8nT80pbd2XEm//z",
-	"y2VDWN9rG6+ABlSsxmGREBoAJwsptgrn7mA/ZtoscBVd4HylKuuhalQqehj4AKzgBS7iHQix5ugnHqgQ",
-	"gGI4KhylLCKOGaO2BELs60lf+ZqzAbAZ0qYTR71P7bq7ZCi86zQDUnv0qB9UQIoZQaNQgq2EG8LBwfud",
-	"nsXCtaftk9Z3Vbh79xkVDppd4GUbq6VblP59OpKFR7b6CfHoVKw5QHdKwT1m1YhcVogEbr1Ct2BNN1dp",
-	"eyBOMR3d4RJseh5rWkyl4kjZvVB+MWexe07Ik9X/KKx+b+N3z3d5VCpMEwN8BMrMHqrLa4EFL7wAOUQm",
-	"G0oNmEZ9PLpErQGsveDC9Q7/lnbj8dkf5xRIdj5LBc29C2FPTeok18rWVEzrgXo2lJXwUglfpqot+L11",
-	"HA4sChPiT0bA9GhuwpGTWHAwL+tCFGP2A46sZ2YuGfcgcuZHz1ZSlIVlWVHTIuzHd1OLIkjvzyZA/HeG",
-	"c5Z7SfXEjB8zM046bOOJNX9SO/NX9IlQmkyEO8T8Im+z9HFyVa7aZmhznuMelqgRlkzQL8w3Y8WQ5Vxb",
-	"X3vVl4llh+3Ss76GFpW0rB0VxwNrNVU+xRNMB1ngmQ2YZAnGUc6VT46ujcLcMNv4Z8EUixUyUwVW0LWo",
-	"3Bavao/vNNT6Qe/pOFW/UWmsXlQK0PzXUBLzszHgcHpOvypM/U0wtYDI9cR6HykwG9MS/c59zDz3UcTX",
-	"u8WrseKN5yPEgwM/PqT0UFj5CfMlmeCBvNRWFEdfrxChsvmedepY1LpV/jkkn286MKmK7R5iI5bS/cJi",
-	"o5UEHMCoXnh4lRvxqqzUugqO0shvMwroxTOHAob3ggmez2PWfohsYQ59q5DflDapErcuVdaJauvBd5fk",
-	"n0NEbCFKvrI4S6JiTjPr0DMolfcptQ49iFX21/rdLbbv/aypOvT6GYieAxsL8CfMzY2ur+bdeucdFFPA",
-	"r6Ln9sAyoW6k0WqB9ffQF7OyTiyo7DWFajpFpo0m2UhOU989fxxU4+9s5f/q0mL0tn1K5H++eflbKKbo",
-	"kbtdNy5OQ4hEXnbgFUBfG7BTVNXLwyASVqtSWARY59wYKSzLXqEb+cJrWMUxx8J2F3Ry+fnpOUZrtcqF",
-	"z1/OftG08TMYfYiMNnBL9C9pXVFsS9i2DleV0mcHcuc43l1wWabKV3L3udGdMu6EmNFVb0n9VK0pRV22",
-	"5yKEBlgZe05kQ6URYYKwoPSMli1VzF+Pv8d5Wi+zTwMNt5vy9r7OPGlbWjmpatokEbEDfQjVzbDI6mwG",
-	"G4kUru5BI+TQtvV0Id2EgM60M2BZLbgTydoLqaLzufBYndYbhAy4xC1JMCSfRwL79AqjHk31Za5SRUXa",
-	"ySxtVi2SD8HoOgwBrgwg2GkHbJQM86VkO7McEuEtKZ8h5N/ZQ5mP5XVyFwbQzm9ro3a55LPuiqfyq/9x",
-	"/uz06CJsNlz+llmNtSQbEszhIiGVomub0FGNb5v21ZDf/bznkBLyY3+GaH1zsstDR+s7teMHovZAUKxk",
-	"fwmCnrvaZsyCYJjrJaof56fnD9+jAEQ7HGCQR5edQgtJqDyReR0qS1BKuha/XMPQhesDmb5tBn9AZ2T3",
-	"ouFaFfGpp0Ll4vg5UKjvfIi1Vb+1xbuvC5XiFQlQd4VE9hZOmvJ1q7W/god3PZlXm7B5qgD6ZFrdx7Sa",
-	"1nbFDnnUtsme8lzgiPC3ZF2RSQUjIr2DyM0OPWyPoARBLzm6ZIN4/Pug8L0iHLX7LKj3scAIbS3fVEu9",
-	"3nUsD1s7lQeT1qpY2e4JHPQFwUEfZkF/Rah5UqK9Qh9w88F9cT/kfBKdIc1B/RFR6x2oHs+0bgSQf/Rr",
-	"gca3fQIxtfxe3g8f+fwIf8dWDwYyIqzUIxcLsJrC+V6twgYwFYuasoEV0MrXku4cF4bMIJ9zYzMyU/y5",
-	"D8F4Bo4V03N7iz8LVfxKwx3dN8r7ohCLSjuh8tXPYvVPMgs+l27vO/llgM9ApeG45hs6LuFxeNOR4bVP",
-	"m/gfr/81qp/3D/MYC9k8neXRQ08eWjEkATury9LL0mbTT3KtZqXMXfakB63rQc/Ozx+4K9dKL9XERyUv",
-	"WOZ0LBYovzC08BOEOd5gcZuYV9sn3vpTlzaEe4MAsjsSsufauknz+AXj9hozrjNTq8mCS5WRi9VnSMdy",
-	"jVfciVRxe20ZZ5UwFl6WjhmRa1PQRYXZV03rSbcsKEeQdefYFww0J1FF86eVSmfH7BcsctJNcuwR9vDY",
-	"q9bwP6NDrPnMUEmft62gQdOnp5j0EyLz60dkvvVVWZETdBd4Evc+bGR/VNMObGabZX0UQnMbMzx53znY",
-	"8e7zBnsb/vDixz0MplDVFj1OyEWBaMu5ppoXc6GOyHauzQ0GebwVaS8pNgh8EiN4rbhOAKaAdd06SguL",
-	"TtCs4N3eehZwvxnCZwIfNh/40Q//ocMarSEOcPBAqoaATxz8kZbqwLLSj87nvbFwvn/wrnmGHHzODStY",
-	"8hYvICe0uK1kMPa/gmMqsCY8HgmoVr1qZ49brCttNkRGzDbdVizydXOw9+erj03f2F4ycj2p56nox5OK",
-	"+d9GxfTmU6zwIRFZiSCTHRplK2U8+fQubn9UAepZCHJt8niY0zFHB4MiGA+hp3x40GkwfcML5NYOZ/m2",
-	"fOZ7+cf9e8FF3qPLvayEeh1PR3/EDnDfyS/jACcqDTrAQ/E5I66kdZgtyW2QNk+O8SfH+H9Dx7jf4zEh",
-	"M14I6mQ8D3pC+RBw4cmb/jV606k0htHqalJIQwdOZ1+pIx0rOXHyU2vDgghuspB3uNa3gc3CvZP3YS90",
-	"j87cPKgyCt7PbSUMnqFDt59sgieb4AOcF+3V8/hqAoYt/QCmwG6Hr9+H0du7H/M4MaIqV5/XFb3es0Gr",
-	"JhT7aw5hWzdF+qwQFt9rrJDm1ODg124lQknLMp/oNYHLWUCGmE4xAJUqXlVG34ii4eLcXouik/YkVQDP",
-	"Sjwdjiop9cMJgNZfiS1Ulasvk+nviTRkCmV/1qIGSRwT7IzIhaxcsj6pIKqb6XiykR6vjRT4aLCSisII",
-	"CvjrHl0paeyqr82OWhdpD29SVWXLDkpYxz3/ZD59pebTV2opPSdoHG9Mo+0bf08jKSKpezOPEFTKrWNn",
-	"p6ceNtEKXbBQqiJhPDfaNnHucW+yz1v81mfGvW1L8Am4LvsEQ/q6/GlDsYYOWs92z/LaVWHcp9t/yvwV",
-	"bPPkPfyzy9fgkbJfFAIaweNP7oanPXl/3QyxQH3F/9ub8rPvwt0WNWyFYUN/bc+e5Fzlovy8Nn6nR9sS",
-	"zWIdqn4I1QUVVzyelfJq7tYKOEibKhpMieX2I0wLkbn+oFI7Zi8cYbSy+HDmj1AfLMLQlFpoYzKLUrRL",
-	"ZlCam2WHNRYZ+eaU2aN4tHCrOsZl8Ahg8vKc24ArSxXC0ynJDp6gOB7CknorC2L/nxjrE2PdVa0eF8pj",
-	"hV33sVVa2u09DBvmHhjCeA7byUyWwp68r7ibb1VQfg9v/F2W4n4bSudOuGPrjOCLLr0+sG4y9PnAUp3y",
-	"R3WqBFAxOGKMKLmTNyLxxzpm4zFVCyyx7nyogMSZXS2mupQ5K6W6frJENurNcTxPPpwbiOv10W1S6FUE",
-	"+eNFD+SPHX+EURgqx0wHCnQPzGnIvclT4r3PrKZ1GE6jG9W7QMtr/IEdctCErGNn7Ff5tyNSSXDMqEhU",
-	"Jc9FkSo6kAFRD1hYE5QpRuXgSVmlgyat8DWadFl4yhlfeG2ZKjxVkwpIcLaQt6BNxVqJByyD9ibwli8p",
-	"1SC1rECAdSjyddm+h7UoMvg9rla9sZFXdQ9/3iew8ZGseVdgY+D4zEB9+5igyU8c/DNx8Kp29hGy7T3Y",
-	"9Rf2019EZgYrEk+XQR72laT3v6pdkC5SBZ/0/eQLNijy2ki3QvkyFdwI87x289HFH+9AIFAZDpI+tSlH",
-	"F6MTXsmTmzMUF77R96EaHJ2JBNLHX4hY3Na16B9vXSNNunWh6WbrYhuc0LocDlbtXETArB3dvbv7fwEA",
-	"AP//",
+	"7L1bd9w2li/+VbDqP/9l6RyqJDnuTEd68iR98XQc+9jqlYeUjwiRKBVGLIABQEnVXvruZ+29AZAsglUl",
+	"x7LlGeUhLvEC4rrv+7c/Tgq9rLUSytnJycdJzQ1fCicM/vWqFMtaO6GK1T/E6u+Cl8LA9VLYwsjaSa0m",
+	"J5OXzAhnVuxGugVzC8EsXwp2JVaMq7K9cKHLFTzZGGXx6lwa65gRttbKipmCp63TRlimtFtIdcmUuDnt",
+	"N4kf4XBfGGpS2pnKZdvT80KreSULl0/ZP8TKMm4Es4WuRcmcxtacvhLqmWVLsbwQZjpTk2wiYSgLGmI2",
+	"UXwpJifdCTj4h1hNsoktFmLJYRKW/PZnoS7dYnLy/OgomyylCn8fZxO3qqEB64xUl5O7u2zyGj/2lsMD",
+	"H+lzNfwRP0a9mWQTI35vpBHl5MSZRnS/+W9GzCcnk//vsF21Q7prD3+BVuBDb4VZSmulVq9+2vC5Oj52",
+	"LsuNXxW3fFlX4Z2D40kGTTlhoNH/i9d+Oz744cNvRwc/fPhf/zZJjf6d+L0R1m3skaFntnVn0yTEz+BH",
+	"zwRfbvieE3z5x6f7rDGbJxp2/O5TbHALHri1Wf6NH/zrA/zv6OCHgw8fj7Ln390dOJzxj8fZD3fpWf9V",
+	"mytb80L8VVYidHH99EJvmREVd/JahCNyE97MmJheTlm+5FJN61V+yji9IZXTjM/UXFelMMzWoqosk84y",
+	"W3G7EJbl///zv+ZT9otm+XSaZ0xpxi+srhonsIkMCYTSM2VXywtdyYJVUl0xadlcV5W+EWXnbK7tXvpr",
+	"fEY7x/P46PmLbefzLryLhO/HhSiukB4aXQvjpMDLvK4rWfALWKj1efwrr6xgc20YZwW8ztyCO6ZVtSIK",
+	"hs+ygit22XDDlRMiY1oxzkyjZqo08loodrGCC4JXbKlLUZ2yvBSOyyqHRhSzfGXZzYJI6w184IZbZoVQ",
+	"05l6eWGFcmwpOFBY0wiaPT/UC60rwdXkLptQkzCGtWkI05u4oa+GYz5bCD/WhajKjGnDpGOlJgrOYLpW",
+	"bC9vpy1nc5im/WmiW3fd1fyNOoKfjf39EF/SF/8lCgfd+lEr2yzFO2Gbyg1XzOB1/CmdWNptp/o1d8XC",
+	"N3YXP8eN4atBD0PbyW4ZwZ0oieYPuzU6y0ZX6RvWcdds7z5+7z09C/0HRpdeN+I2zyy7ENwIQzzxlNmF",
+	"vlG0axfCiGmSrCTWCTseuxm+vGFqgDane6bEDQPSzLhlf/vLGXYJCAvbu2gcnrDG8kuRMc8vLB6Gki/5",
+	"pSgzdrOQxYLxtpkFh+2oBNPz/QwJFI3dRolF+uFbGG5/pQrq7Tl3w87+CicS5Qn4DBxE/zTb++fZj7jJ",
+	"59os4dVJyZ04cBLnarC4C23decuPkSGoZgnTyy0cAA7UEA+CWnUmtW2hkkvptm6Pn+mpu8zLGrufi/5+",
+	"HpyMbILUauv2hIfeC+ekurQbqU3dmFrb9L3Imjp3t1CRzirGuWonof1cGEf3I8PlSe3qV+pC3w4P+lJY",
+	"2Kv3IED0wlbiExtOdebnuBvWeT3sVDjzulFlYreDQH1eLDjtDN+uVE5c0qrPhSgveHG16ZmFBCF+dS6U",
+	"M77Z4UMSpuv8YuU2P9CdvuEzuFbndHKHg32l6saxumos042D3/RkPLGgAEALLR1Z8hXIMapkUjFeVafs",
+	"CIQRpWnCegdaKvf9i/Ywd7pV81WleblpjjqyN9AE3bjzxAjei0Kr0oLAFZ9nNxwoGMkZtTBWK3Yh5toI",
+	"oJDitpagP+1xVgoledXltJ3vhxGne4cqWurW2h5cW6P+qmbdzdT54vr8DDZV+P5wJ62t+Mg0jh8I3BEo",
+	"x5WlhDnm1dvO9kfRJNt8ZBh3ROSlVqdM8GLB5lJUJSvFnIM0EOTnSlhYmmteNWLbOfPvTk6+93qkXALx",
+	"P852OoHx7ePn3bePst3OZnz9z1u/vXZo45vfPT862vHl7oFuv7zt3eFBD0M+wv+yr3P0N8/1gAy0vd4+",
+	"1eMEIsz5cNSfi1ws+S317M/fv9i+rl1SEnv3YttbkcTEV55vfuVu9FT/swbZ6p7HGuRMkgPgwBYLri4F",
+	"aLZ0mCsxd7Bz2JUQNem0eJDZntLtSUf1Zn94uNd36333zcjSf/qy7LgU953+19xcvRO83Dr1/elxC6Ob",
+	"y0XS6vEdbb+gp3//YrtZrcuQQtMfkr1tNbsxMe1clmmtTHCrE3rUG1CTUImQl0obgWQiSO7alFJxswo0",
+	"D/njNa9keR5snnCpPNfmHL9IShT8aUQhaykUSKtKu3PLrwW8VVerTiu10U4XukoqBB1b2oZu87o2+hq0",
+	"JiNgokRJulSDCrtLqX9dVTQqKb4Z5PPUDigroRXoM81PoqtpuZbsZf5LyeUUKfGWJPpo3wVSn4WLMDCY",
+	"YDRT5LxcSpUjYQSmgH/Se8MDjTdTykZQIe6nyjuv+Q4nIjHKtP2AF05eJ2cATjPTc+YWMui5wMdMo5RU",
+	"l9OkOShIBZU/Z+Py+KYnlkV9bgUSroQs+3d9w5ZcrdjrH9+y8Bjbyw+XRZ3v97q70FVpO94EYa6FmSk0",
+	"p3Flb4SxJ4wrxi+FQjJtZSnYay4ro/USRltopfxuttj0TPm2bxayQtYnLeMX+lqwoyl7H7pzISqtLoMI",
+	"VxtdCGvRjjdTuhZKoDtjmTGrqX9WXAvDQYzArW5JIix0o5wlIwrwDn2D1jmWUydyJq6h51wp3ahCWPjb",
+	"rDwXAmbs54fRN7OZKiptRQkbl1h2uU+mvc2cZNzKJHh53qHDQ94oS9pEglXcOlYJ5wSdlLBI3DJo5pSp",
+	"pqqCTMHVCrYYXCIrKVllH9zMNaawZJNGGc+iRvYjDQ32zFIwPodh5t35yadb5xnNUdv6/E9S63eznvnz",
+	"PVSF/AFcO4+hC2uHcG2h42R8GKU0ZOa5J0MP22y7t6Rd+Cj2TfocHz1pOxgcx4fwfsCdZImT60kgTrOu",
+	"a2RRcy4r/EEHLMlJg0VmQIRBiUtu4lEpInD15M4XqkxyknWlGxkjPdxtk/TtkYnBEXzS4oZBrpEII5dL",
+	"EBvQKXEc/aqkWuWtepuzQpeC1VoqZ5PShNM7e9p6op7eOOKeofETNX6U46csp5uizAP3IcoeGVQexDmb",
+	"M44MeKa8+MUuYJj2lOVcwTGsZZGjIJIDaecyZ3tAg97UQr18dQBj505eVGKmiOvts8YK/EhhRCmUk7yy",
+	"gTLTI88sE+paGq2WQrkp+1W6hW7cTEmXQXcEX7JL4Wz/FX/+2F5+cIDjzD1HWZOL+e2ofQ3YBOrGDDiV",
+	"En52QOwiZXvv+Oj5C3YDOyQoVPtpPTpoNqDYbNVsArkZ9gaEUFliF0i7h0eD/7KoeFOKAwuigTt4cfCn",
+	"/JS8AiACtms83U6PcJLwQz0ZOCzwJJvQ4mK0ADW7Xe6NTaa28y/JIdNGBaHA82QYLmoga2rVdk/yv6VO",
+	"JuzKcb9aV73YQUWohSrh5taJ6AUBbFAA3vbcJesKjmDYCgpRc5B+z5dcgkqw0NaxS+7Q0R1MItvcPrt5",
+	"cUpRyHKTq0g65lkPuxBSXTI/KV6GItnUXxt1Hm2VrUI3LhJ0u6v2hMEjNSikRYvmsCOwv258773w2dVy",
+	"STf6sEO/vLHpXlMqN1ts6UtDQuC0rhi+SyIrEoNLft3VZ9udtEGH68fIpENhhi9VXJ1v0r+hi0FlZvA0",
+	"hQpUgrpb8KpiXmgjRQQeudyujq+ttV+t/IQ1imizKJFrSdXj1imDU+6d+ZYUShA3SgrYOmXBWNjdBuF4",
+	"e1cl6f9CSfzhO5KUrmCp1kxB/rBu9TyvBzDF+ClsM2ye4Xp05OyeX7CzQXuHuXekNpOin/xBuqeQRe7d",
+	"7d5Mem5zF36WNkGv27na3RXZobDbvJHd5pPdM/qiEgl//0vF3v31R/bDiz/9O7BveIiVumhQlhlSZV2K",
+	"LlNBOxj6Ys6jJI+yZ9SL8C+n9XnFDSpIjbJNXWsDq74UpeTB9rYUbqHLc6XdebuFG8Ubt9BG/ovUBW0u",
+	"ZFkK5e1ycxB/JmTRORe3kvxb+Bcal6OeNm+qqnWCxZvh7/b00B4+9+oIPFFXbUSj/2z7eCrssW2lUfya",
+	"S6LKwYnSv3bRlJfCnYvbBW+s80O+UvpGncfTdGO0ujwvpREFLloYU6GNaWpH+pThl6JdA5hwUK7PrTOC",
+	"L2FS7KJBafy81Deq806/PyDmGcWrc2GMNkmC0cYurSn0zZKrAxB4oK1TpsS1MKzQynHpPT9FBZrSM2/M",
+	"t1uoacJSLt2YSQ8vDAW0f757BVIZsFFvUcIdfiVVyfZyfqEbd3JRcXWVY7TN/im7MFwVCxCpc9jt+fYA",
+	"HL9/qXMd2uYnKqNTM3Iq0YD8pnGFXt7XhfIr8KzARw6CMRpNjayUZasf1UZfGr5MHecG1ntUmIe3nlnm",
+	"H2NzkErIQgPNwnf2ZpPZhMQTjsFv+8lFFbc1GaVTa7fkrlgkJTaMMfYORPF7A6pXaClKSj4CyPcWB660",
+	"g85tMIR1bK/U/LYpoKcy5kjv7n5duh0/2jFE8BFrthHzxo6IjtAhkpth3f2TUbJGcQE+3BMKKq58+MwO",
+	"EuK6HoDvdnoU56qznmH1sriXUvv8neDle+dtH+t6TN8SunXuWnviJpvgQKfZ1Qz3ThRC1gkGPu6ZGhEw",
+	"o2XoGRlqWdEYq9EZwB2sVs2t86EKoBumXQNknUn4TvEdbNp/ZjuhksQavFly0/BtaqHaOztJL2Emt0dx",
+	"+obT/amrkbMQdCY6DxSFq1w8B16JQgvDDbepczmILQaFIH0wQ9THyB7YqIsH3tQ9lV0PJHBmYMrttQ87",
+	"spyeTB363+ns6Ix+kiVy5wnq2Zb7C/eLdi0NPVo3W/Zja7aZLtdlc9+90UGPm1Likd/kh0FJ0J+7044F",
+	"Mv+9EY03XN13awzNNNQYqnFwSFfnlmzLpZgLs5MDd1f7jc/UGM4HCEc7pnn8Ax5tQ23GrO67TS8ZbAfE",
+	"sNuSJwabewYP7TD1Y+b+TcazLOlpT6rVoO647d6E3mrhzHecC76Rdn470mUIRgjTu2GJP+m0/7FdcC9v",
+	"RS9QaweHRZzaezst/AQP5nXD5L36aT1Q5vf1BCy4tDn/Krb2Dz+raxJaYAHJreRfTdsVumFGO7JlOvbb",
+	"2bJvODk3jXqDi3tf385f0NFOQV7SMl3Te6csx2CCA9gSNmeOXwnv5cmtE/X50uZD9aXsGHuGpAWk3me2",
+	"G4rnNOosPpGK7QUfTCkUhZFFm+q2aP+uPjP8crgbVJcbI50T+P1wa+puXduB2eTF89lk/5SJZe1WIX8I",
+	"ZRx8YM0n8t3zRJc+Lf4f999gED8LXnas0qAMkyMD5rPiqu25J4f92YuCCFHI5Az6VU3EXFf6xsdjwDPs",
+	"YuVjU7hasaWsKmkpzBKDQGJMZcEVuwFVJKimvUDK46O+X+totwA72Oataj5caFsIxY3UpCDCcz0DflCS",
+	"pWVSkTIpbFIS1Uq8mU9OfttiD1wzF9xlm58/g8MUHx45x2NSEaaV3SM/BRP2UnkpXFYX+lZsoBR/NDNj",
+	"QGR4sWjTq9BYRmlHIdREVyWIGmhOT3skPukwkYFvc2h/KouPiGKbpOdT+kIQGSZ7LoBi7lG2olf9KYPT",
+	"xRRASZFSY+aQ/bSCqdsNvpFttEdhLbj1j3EdDAsZldH8+eq5eVs+4U29rekrLYmN5rmZpo1RvDD6xuLk",
+	"V/IK46gYprhv1zt8/zu9zUJiM+ZO+oM02B7t1PeSM9rzkjqw7/03Xqm5Hp7Z3hA35JZ+8lzqbUx/zCHo",
+	"X6QNHSaK2HzWzQIMsd3JUzlm/k2HdAV7bLcz7Qg2TW5a0gq93n3T9xZrm7zVNp/smlDlGKVed4z6UO7j",
+	"3UKHvcL5YSfj0QZ18r0TdToQIMRgeDcweUIxNEbripyt6A2fS8Ur5sQt0uTdWOKZ1hV+eTsvvHX04AeP",
+	"S5BgeV8i1dSnyaYpkteIEISjZDDbgpFTh7WuNsYd3DLu1MfRYlBRiSLaAcjMI0HGXzPHtT/U1z79V6qY",
+	"y8W0KWFXVIKXLWPeUS54BDmx/Syc7mDfhQwnqdDcAePceWwb+OZ9gl4fJGe3w7TCpm7Td0M8bJvYe9+E",
+	"Xjijn2S5SGz01iJJW30YipwHR0rei1GSloXIDdBR7VXOuL2yrd6x10326qtBn/9QUf7kJ2SP94KLUSi/",
+	"fUXvdXTJz3RsdolC7pykDT5NwiExp14djBI98REQd3VVDuMFUwGDve0fd0PSRPE3BGEJXeAtEAsjF7w2",
+	"qy6GwTMfrT6XlfChpXEr4btMql3RNsaOQVogIblt1y0A7bxvlktuVltlEWp5rDehlS38czd2OMojYn5A",
+	"wIqIS7LgNp1UPUK409StpWOdbo8N+ZNSHGkvh+RGUOcoGvi0TUzxGZAFV/6poZHrPvTBd3N9xL6JscHZ",
+	"Pxh+0NEi0NyBscYXYiEpa3dtOHBWvB6e1pDxCctvzo2otXGbtoaeo7zwrNXsgVIjo3WRTADNHEvCB0F5",
+	"c2/8M0bgIbe6MYUY891fS3Gzub31helOxqA/iSZH+pOYtPRiexn4vvH4SQmejA1Clf5oNkb5nMYow6/T",
+	"q1u3Bgz1YoRac+mSxsFfuXSkQ2KeWEx6gv5IdZl55Z3ZCrYIpg/c3wzYp4S3I1QhKB6fcS5BFbIYyQ+a",
+	"0XAC/0AwLtrB6saxvfzjXZ7ICRgq2z4udLS9bmy/FaoMabbrEfxbc4gf1XprnYa5OmuM+iRp9BPt8kYv",
+	"x3ymjYUNI26dBzirI7BCY5TPqcAFRm/C2mqMnLiYQTNm6O5u2mdBKLYZ7tZamD6aQwYkmBSdkA6DeZtD",
+	"+Ic9bVju819CozsrR17x70izx98nJJvkWv7kY1yHUgyGWm+SYbaGKG2IZ99pN0D/cEfsalRGa8A9Ba/R",
+	"qPWg7+Qna7H7PRMN2+vkokrLZFmJ/dOZyoGIUXxtfkIJF7KqQGkSJSV7a11ZH0U4141pEUCgxZgnLG1I",
+	"1dg/ZTnZQHyPkNMUuqnItD2XStpF/+0WNqIGHqoby3wC54m3mXirSowfpKyxC6ORnpimEhmOqRdhiAlC",
+	"4VWfuE58j9uZwthZ08A5gT4XXBWiartNGe7xKuKphd7NlO8euxK1ixnzNKksX48SDhOBJ2mm8i7gRc4M",
+	"V4idEWFGLFOwYr0jyvYQvFC6mSol+mKHX6aEtKDPtumbYYeA7BxXu5fMGQaZinAe8wbeQ5VpjApnf113",
+	"xZbOS0MJpkPvItxmF2KlPTLu9y8YjwHvtG/SwuIIaEAWxZpEjB4G+MHU+xgXXIGMEnq4Cxtpj3cT5zDw",
+	"msFXMh9CzdmVWKXjagOy6fAUz5qjo+8KWk38LQ4cXVP0Z54x1cknf2bjuaJQwjQg6jAc89NTr1tYVu8u",
+	"iRHvwYjUghnCHCc8KMHKRPunRwizlpCP8fMRtTrksu+8FyMv2apXY9Nj3XkdeMOOUJXdJMgdcxuzDXaG",
+	"cKjSNnwnaq/BNkadeJ4dliJneypDen1OSC2ZR4icqbIxlB+ytBnCVEthT1mOuzyPAdR0EvYzlgN7OAeq",
+	"ks/UHv7RWHEuywwZR0ZSbMakpQwFaNM2lTv14i1ijOCVmbILbRxhRmj2/OjoCHRswwvQpPYRg6S13OVs",
+	"r5fNlM0Ubb5kVm5nUEl8oSH1oHSKZK66Gg0/72TRcdthxjdGO8TQ2PvP929+QQqzn7E43CSlCBOW1l2v",
+	"1sKSeqvrE7pwVXqYb0lSrrYC7o1GUgf3VuLWBiTDQcJIl63EHZkm3V7HSd7wGy95/w9QPZzq1AH8Z2hz",
+	"zVeCS+4zum2dTMvCPbIJ8CoRh4ChSfd5Z4A92Hl/vb3h+DDismiMdKv3MD8e3AChb182bgQFpYMKRD7C",
+	"Lr4QahlwKl76FDFyJBGEPAuOMFwN3O74rXZgC+dqwp2W3pm+9n3Blyx64wlKHy61iTYauPPfz87eThmF",
+	"cKAvUwlRglDW69UJ+w9C+SUejP33fPhkHf8oGw7Vw/aLcqa0KkSgm3bgjZyyiMHEiwCBw1EUFtX8xGMQ",
+	"KJygOeMgMFvC8l27E+XEUEKAF07HWzW0akQXjwbFb+osofhY5nQAGKdCART2V3CFtgPUCKczNVN/AcJE",
+	"ZQICVDXM2aHP1vrf/2WRQIc8xf1gZrIOAzYoT+vUZ5dZkOL7KVxBkIILHsx7yt6CSAOz522we9DFjPmI",
+	"UOj3TIV4dEbpjDajYCJm5b9a9GP2e6Md38fug94Q4SEosARUFB/JM1NEGk4Y93B2ATsJleOOr8lHlndS",
+	"Kcm1MDdSqNJOZ+rXGGGGzmKYVfjShWBG8GJBYmXJHb/g1qcMSctKfaP2M4xuwb265KuZuhDtd/909B3L",
+	"E6mBue/RO+HM6uAlaG8I30BVIlD9Iae1RzynSI1JwISaZJNrYcgbNzmeHk2PKJpEKF7Lycnku+nR9DsK",
+	"ql0gYThEhCb86WN9EyFehOIkLcvx10k4XKta+LNF/hiYhnAT9lK4ebMQfg8jH8U6Fh9nSB9mk4zNUC6l",
+	"X9DEbHLXaTCneCvhDfclI0o3ZWerWtgT0Mq8PSxjeZCT8GddreAHJk7hDw9Ktccrq30unWKvf3w7UxGH",
+	"at49amTx0YaMr5gBE6IADMpQjVF5NlN9+YaTW7MTD9sq5down2IN75uGXofh56To40kJalLW0p/gwKA5",
+	"wK1VzlRuhF2pwst3tJQI8HkhGH5cXbK50UvfccxRPaE/6BDD0UNQq4VUhIjnG0H7vtfukE7uDRDACAxl",
+	"psLm99hm/v6zCE4GM4BjxyzD8Pqz+CXY0xXMGGE1LDXBu7wTSB/o5HEn2Eo3iJAOpBenjlp4ZvH4xV1F",
+	"YWK0m0Ksz/ouI1FmNjlhs6Bu46ajPRHjpmbKNAoBwEIMSmQFuD13+dpM9T9XwpzhA/qq/SbZSoDPwegK",
+	"vUQtuZJKUNyJcpjLFlkSzQosJ+G12bB2ZsWO/8RsAEgF+tFhVcQ2rBB9zLaZIhIKbfgTEA9VWKZY3iF4",
+	"gKSjfmlY00LIa2Cae8QCPfk28nLhLEPX/H6/eTw6vbbbvoDyBp2m3hJIHndsCXvkz37YNs5HLL2Dx5Id",
+	"Hz1/cTpT3G9wosixUIPjGHPoKZqHiDg+ihNWaStwBEBm4TtTdhbK6LBLaCUlCs0UyUIZSAC4CEjxTigd",
+	"sV0rT9vngggSdCj/C/TkPbqXcqLpIHBis69KNKTAm38hKp31yhb9loS7DHPqg1phZaehssjvjTCrQVmY",
+	"e5WB+bBmw35+dEQZzsoFwC9x64itHNCwKagvfCNRjyQR2Y/rQ69j9BVS4Lj1/drigvAbvpoCl3sx6MmY",
+	"jNPv0JZIcIRzSHQzH2Ay5NSL4y/aiy5wg+/Ad1+0AxEqIj9ZF6a5vUIOBHTdF7Ki7YjdfPFFuxlRLPIT",
+	"kJNtUyw6nXn+wxftzDpsRO6Zsp82ykj0lO/PKIYEspcFc7gnd/QM4o8RnDeO509f+Cj00Sxy0kJD9Mrk",
+	"PXb14D0cWSJkrTuLWHsEBEXlrKOV7WMS2SUQu4mXVD9A44dkqkuKrGvcDmidjYx7AJJ7uq4VYuWhmSIA",
+	"qROsLpR77YqEcFFZkaLUfxPuNcWYbySP3ZW43wq8FmPkMsAAS0TOc4EeflVK1NsCvy469eiYtJ1lbet7",
+	"4MKaRtnDjyRW3Y2u8VmolBc9CiEHqKfZTdmv6wlC6CabqUuNbu1cX+XkpaqsyFhOOQR4iVLECMKQ4nbw",
+	"MkI/pFf/XaMecvnbHKKRXUBpFi2o0BNPfAw8MQrORGOAtGP4ln00bBCT+L4C1+ijKeXoKdjMSV6u7XHP",
+	"MbpcopPecTcQl1OlGBv1R8owBqkYSFcvccWTrT6R+Fla9z4+9YC0opdhk5h7MqPG/CBC9nchT7iTHfQY",
+	"Tu/jkmbO2po3ccGDEipNTMBCuFtkd2O7s7dlDj/CfrxD9rdenva3YehIN4cbjk0/pSyfpktJBgzuP7TT",
+	"s0mtrRtN9POmEhv0eTKX7MGnS4oi88yYQtq89avt+8Fxvp8xrBFphyXs+vFRlqxgAaw4YUnp2Ik6KPTS",
+	"9Q37M0WQdriM/JJL1W2r1EpgDnQwRTWW1fwSTcG+fCeTbjpTIbEIHlrZTqYjmmFuuCntdLBUPgUfrQYz",
+	"Rbtnpyx9DPhq/w7VNelZTpnRqDrDlmJO42iFt/AxOU8q0sGu+Le/nLG+KJbHisbQTiTA3aERTnK58hbI",
+	"mYrVZULxiUhXZmqmqP8Uk9YrBRpWv5uNwKSyTvBgQJop2gknnRJUMcWUYvpoNTvVXWN1ZYyMms6Uz773",
+	"30SzrLfyeiTSPatZDr9I8vP2I7VPOsNCWzdTFAGVhxT+fMowQ9vuUBTVh1KJW1646ORw2vGKOks3vL0t",
+	"8/Kzrg4aK5gs6cpMXQtTysI9szDWUqpL7yERhP3obU5t0vMJCbt5oFkzRY7b0xB8hRuTUp29uIxaJtAZ",
+	"4NQp4fddo963Sbl+KP/hAdU/l/AbgDDu7u7uHpGYHXUIIKbREI9VLkK92EciitNhCQyq1LijlxHLgRqN",
+	"9gW/ntMnAX5NgAdyGvn2oxHiQ4+8gSj6qVrbNzDn9X5/WbPXAJjVb0nPBJ7ZNvaTStn2iwH0/G9ZzybT",
+	"8cyfEov1KLU0Q3MjPGtGh7i0FJMf2JJpVHgrBNQGX5yNtgMMN2A3GA6LboSOFQ4DFFBYoYh4phpyIM59",
+	"I1h9gN96hr4/2nlaluMvu9n70MF03o7/9IUPfAqsOH+0Wil068suUg9WOD/p7r4Qwg17CfYVBmfi8VHi",
+	"BrV79pJsY96wjMYvYlXxxQtxKZUlPwvGK/tgZix8wQ1ZwmRMmadgcFH6uIurLMSK+FjbvBOknRMrPA2+",
+	"OC86erc+Se+gsZATDRl6J/xhQ7VYjG2nKthdZDvvACevKUrzex4IzQgfuBqc+NOe+2sQiXXXV/3eNV3v",
+	"MArTjv6hcEgM7CU3PQpPm60ToP/F1NJRc8GZBw15MHkn5r2Omgk6PpsnMSCIARUqjLh+j9DlAgsaWA9t",
+	"wgyIQQRj6mxJn4N8t0mv9zpYXgle5oxXN6DfEoMN2Bi8LEOaB1AEmB6gDnAw4LdUlzMlvUJkhSM10uhK",
+	"TFkfRsr7wOpacOPd7RhVQtufwg0TKgjljJ2RR/shNJAOTMJdP0YTBP+hRnL82b7sS9Lj2MYcQKj4Igle",
+	"y+H3lR4fkQKCJoIola7rH9lamR8MKBLcPRGgNQIU7GwtCfrS4nxXzM6iGbInQve81PcQkJ/k4G9DDu4x",
+	"HaJToRTbUPgJnCYKPocf4Z874jmVcGIcrClrw8p8jHhrGw5B+9wIdonGWgzwJPGQz5SX+k5aDzQ9G13F",
+	"L46OKUxS6RumUVyOQh5aeyhAztthkXE1qmMD7doZgy+FzKGobhZcoTkUwQRRIKWbOGap0S3twbm8SnjC",
+	"OCsMtwsfUF0Jfg3DnqkFr+YHNFk+TN4DQCRY4k/4WGSJPe70Ynyq0eZNX3jyIT9K0k+r0yf9jyma6kub",
+	"lQZFgDAUjQpEm67GNgSJDfb+2PnHT2bpWG8ns1laqfybcGmS8HlVyk2S6hNZeZThmnr+yMM0H5eO/UYF",
+	"kMoQPRFc1WQNCmgLG4MaO9p33+Of6nP7CB6xt9wtEG66Thd2eh+K4QbnO6aQQOfIaYneIFhuO2VvYng/",
+	"PUWl4KnqLebQFxp0MTQJtihabA8D+W0n9cZiRksPKCEbqbzo/aiUK4Cfsq1T0meCwaa80KUUNqaM2YzF",
+	"fDF4PCA6gEg3l7cgY7mZCniXGbNSFSLYLUP2AjyMVrogklmPnHKzEChzzZRbiJV3pfKSwedIbPNDBymp",
+	"MeTfV6VP1bF6KVCCmymfqpPFuIMymEh9vg9FJRTcmFUom9bL/pnO1JtaYIJSqJPfS3l71m64S+Eoidnv",
+	"anbRyMqhTIvjQENwZ/1hVGgehfMm5/4E2UP0jB9W0rpz3/1kTgLBnz2wrSVirO1ga/lyrKs97O2UfkPW",
+	"FbYnnTercOp9QMTCrEZa9IzStZTYfzK6rBtdcIKsF76e2f4O+B/NKjuVMoHif4L5gOjq2tTew45w6Mnh",
+	"4Uf6cXeIvRoNIqcAJDQT5NkwwS0UYMQwHhHirW64hPHxkNsFvGYugXWFNaD3gT9gLYFGOVlR2XhDcU17",
+	"z4+OAh0hfAxsdKZCFtqCXwtWc2tF2XmYe6AxtKd73untayECDj6I8Tyl7ecLSsfsonGUmNyJvnpZFKJ2",
+	"J2ydYFY5YiZRKSxyb+frz+T7xFs8sp53590sdBV4us+Vi+FZWNfyYuWEPaHgpmqFwgW1g3eRTT+zLIGr",
+	"M/UdQ2MiZZBgOjHlA2M2iZ96jGGrJFqCQnYgX/pPk6Xnrbbu0oj3/+fn03Zifa9tvAISULmahk1C2QC4",
+	"WDhjq1BgCfsx12aJu+gE12um8sSsRqEiQcBH0gpe4SbekvrX1vjiYRZCBiCOCkcpy5igjl5byi5N9SSF",
+	"S3Q8kkWIc9Pzo94HlPAuS2Yxpg5iB0KpW+dxL+9Wncz3T2fK6UuqaXrTOeLeUZUaLnsnOJaAX+pr5Jwz",
+	"FRt/++b9GZtOp0RMDg26wIDBesSa1JT4upfdOVnHQh7CFI+5uZ1msOV8erRf3JAKaQStphJsJdxYoie8",
+	"n+7NUQfF8fttEI4fHlDwol0ONH1wavpVFz7OJrL0qdt+Y/r0awTVoDuV4D4pO5bt7L5Ct+Bst1eJTGAi",
+	"7mxyh0vb9jyCtlxIxXFmd0pjjbGb/UI4T9aPR2H98LaOfgGjRyXKtb7QRyDU7SDCARlFRoOMdA+ZTcDS",
+	"MK0YvX+KBBwIbjBle8dHOi/w040j2dZnCbHfm1J2lCgPC61sQymoX6hnY9EZb5TwOGxdAchbCUJFrrAg",
+	"vvQHholzE2qsIqJmUTWlKKfsRxxZYmVOGfcoCcyPnq2kqErL8rKhTZgGMKAWRZBiHoyB+O+Mx24np+qJ",
+	"GD9mYpz1yMYTaf6s+vZrtA1RuFBM+4hxVl53S1FyVa266nhbwHRXjfwwFHP/ysQTrbkk56P2T9L/XGNC",
+	"00krbFMZ+QjzG9VtNFT7BhD4hkk7Za/1NdBPHxY3MP4GFCo0/6YI5mturt6R+vAQttXY/Be2rMI337to",
+	"0h1diVbbKwKcxWOwreZBvyR9K6lkP5lLB2ScFvWJjj8kHdfXYtw64rdtS8w20vI1MI7NtNwIS2bVr0zG",
+	"I+DLzUJbDxTvMe3ZXhcn3wN+Ev524wjJd59pM1M+bUFalssSC0xh4gBXhKNJCT+NURjvbFufoyo7cN4z",
+	"xY1AfPcNnsIdWMIvhOOZzLSEOX8d8LsfEGqGSv2lKTX1N8NwOZquJzH6kYKNYKi9P7mPme4+ipixfqUN",
+	"hOfzdITocKDJeyTbwc7PmMePhAeKSltR7n+7CgHV+PGkU8cKHJ1aFSGhauiUI8j9HdhGxP1/BNJ/iH/y",
+	"AAueeXjzCWIwsErrOjj/Ir3NSfaPBRIDLsUJE7xYxEy0EK2BeWEd1OELOqRK3LqZsk7UG6v0npLPCVEe",
+	"SlHxlcVVEjVzmlmH3i6pvH+gU6EplgRa63e/MpBXZmZqz8towHqe2VgtKIsiRK84Sy8zN2AyoDfymWVC",
+	"XUuj1RLBgtGuvrJOLKlGB4Uf9AUWTbyRHIG+e752ZevD6+S06MpiRFK3pPV/vn/zS0B+9mgUfdckLkOI",
+	"rjntpQzC/NqQD0wQpD61L2ONqoRF7a7gxkhhWf4WXaMnXlsuDzii8OJQFXt+9BwjkLQqhM/JyX/WdPBz",
+	"GH2I9mkhBNBXoHVN8RrCdvXxupI+4p07x/Hukstqprw+6vN9ejVnKAtU18n6PzO1JhT1yZ6LaaFAythL",
+	"mjYUGjH1HTaUntO2pfI+6zFlcZ3WawLRQMPtthaPL4pD0pZWTqqGDknMQoU+BChWRISfz+EgkcDVr4pG",
+	"TlrbXCylOyfwDjoZsK2W3Ils7YWZomKiWAOw8wZlu53ikaTUWh8bCef0Ej35bakIrmaKKsqQibHdtTh9",
+	"CLCiwxDgyggqC52AAb6px73vrXJI7rIkfIYwtt4Zyn18Si8ebwTB46wxapubOe/veMKK//fnL472T8Jh",
+	"w+1vmdUIfN1OwQIuUvZtdFNSxm/rp6RzNeZLfp6oqEY+yQeIQGvL0H3pCLReoZuRSDSYUCy7cwqMnrvG",
+	"5ohbyRb6BsWP50fPv3yPQnL13giB3D/tgQdlAU0p9zJUniGXdB16uZYXHq6PZK90CTzQH+4WyQzvTvke",
+	"6qlQhTh4CTOUKma1tus3tnj3bWVaekECxF0hkbyFspi+yIb2V7DS6JN6NYSCIbjyJ9XqPqrVRWNXbI9H",
+	"aZv0KU8F9glTgrQrUqlgRCR30HSzPZ+KTulxQS7ZP2WjGDP3QZbxgnCU7vMg3kfQLDpavqmOeL2thiBb",
+	"KyGIgdh1RGt9Snj9igmvn6ZBf0NIMCREe4E+YMEE88X90GCyaAzJogoWUSK8AdXn6K4rAWQf/VbgXro2",
+	"gZgudS/rhzeo/wF7x0YLBhIiRJ+TyyVoTdFL2YL1wFIsG8pwUTBXvvBFr7YpEoNiwY3NSU3xRaqC8uwh",
+	"xj1jSVWqEKp8TcOd3Ddi51UplrV2QhWrf4jV30kteCjZ3nfy64B5wCyNx6i8p9pOj8OajgSvWxrrf7z8",
+	"14p+3j7Moy9kWEru0adTfmnBkBjsvKkqz0vbQ39eaDWvZOHyJzloXQ568fz5F+7KldI36tx7JU9Y7nQE",
+	"wJVfOV3+M7g53iNgW4ztSbG3HT3ibVar3ZJktNDWnbePnzBurzCLKDeNOl9yqXIysfqsnwhBfMmdmClu",
+	"ryzjrBbGwsvSMSMKbUq6qDCStm0960NdcwQO6dWoQ0dzFkU0X1pdOjtlPyNwVz9gPcHs4bG3neE/oEGs",
+	"/cwYTN1Zx2nQ9unJJ/2EMvDtowyceaRxpAT9DZ7Fsw8H2deV3II30CVZfwh1YBMxPPzYq0J997DO3pY+",
+	"vPppB4UpILWjxQmpKEzazUITjtNCqH3SnRtzjU4er0XaU/INAp1ED17HrxOSLUG77tT9RCAlWhW8m8Ro",
+	"gvvtEB4o6LP9wE9++F/ardEZ4ggFD1PVTuATBX+k8FNYKuHR2bwHG+eHL941T5CDzbklBTe8QwvICC1u",
+	"axmU/W+g9BLWOcH6xWqVFDsTZrE+txmwDKwbW2+oPk0pO/gQ5uzIMtaix1wmqqxM5ipZ9lFdpJop/5C3",
+	"2aMwS2I2hS34jXyyHs8dcfBm6sXRi6xVFkJUOqYKk1BTSgRyR2sZEPwXR9+NlYcLo93iYz9mTrPjo6MI",
+	"JFDajFkB7zgKiyj0csltOkk78z+ej6QCy9JuLAHU8bf/+ejoaFv29ocHzRjwEzZWiMPffzQ5AkrjDtWG",
+	"LTUWPOcKFvLJb9o7QImDQ+azx6oVZITM2SER0gWvB3dMlt9Gcu6vC8JECLAKWOIdUwX2KIDOG/x7mbqf",
+	"OyH3Q4IJ+PSxTSj478JDD0pu8BubsfDXIzuf0Ayf7Az/bewM3oYWoQslQsaQELXZrNDJAc0+v5/T12BD",
+	"ZRvRe9pgTpCVQqAmesbRKU5P+RgRpxknAGd4gYRFDyXYdZzu5CT17wU/aULQe1ML5SnJ4/aC+k5+HS8o",
+	"zdKoFzSgahtxKa3DkHlug8rx5B198o7+N/SO+jMeo/LjhWBTyEKi4DkFxcGFJ5fqt+hSJcw/o9XleSmN",
+	"KDDS+Rv1piJELSdnpTYssOA2FWWLf3UTekS4d/gxnAXvTBgDNm8Z70NrCeM2Cbz9pBM86QSfYMHu7p7H",
+	"B3YejvQXUAW2e/38OYwuv92Ix6ERdbV6WH/kes9GtZqAYt5Wl15XRVJaCIvvtVrIWUA4jc7NTjSstCz3",
+	"0b7ncDkP6YGmh+6lZorXtdHXomypONrXe7GvUgUEBYllrwkiNp1TBnP9jehCdbX6OulefpLGVKH890Y0",
+	"wIljlLW3emfriwqsul2OJx3p8epIgY4GLaksjaCoL52QlbJWr/rW9Kh1lvblVaq66uhBGev5aJ/Up29U",
+	"ffpGNaWXlB/NW9Vo88HfUUmKcBpJDzoiC3Dr0KFMuXNdF3fAK8oYL4y2bbDTNBnxeYbfeuDk501RniG5",
+	"1z75VL8te9qYr6GXsm37RYq3lU7yOVef0xmJbR5+hH+22Ro8XMJXxQGICCJP5oanM3l/2QwTQlNVzbqH",
+	"8sFP4XaNGo7CuKK/dmYPC64KUT2sjt/r0aZo4whGmM6jPSG09IN5JS8Xbg3FR9qZosFUWEcs5uoiPMNc",
+	"KmkXwk7ZK0eJunl8mEB9ZmoUiafF2+km5peV6OImUayzZXsNIk19d8TsfsBIYh2IpNNgEcBwmAW3Ibl4",
+	"phCjhCKt4Qny4xFObgoqHPv/RFifCOu2Mly4UR4r9kaKrNLW7p5hODD3SCSPBaYP57IS9vBjzd1io4Dy",
+	"a3jjr7IS9ztQunDCHVhnBF/25+sTC6FAn59ZKsD0qMrlwSwGQ4wRFXfyWmS+Xn0+nRJkbIUFtVokXbta",
+	"XuhKFqyS6upJExmAjsJstQXRcb8+ukMKvYpIL3jRo7nEjj9CLwzVV6FKaf1KoO10D2lKvPfAYlqP4LSy",
+	"UbMNuWKNPrA9DpKQdeyYvZb/sU8iCY4ZBYm64oUoZ4oqzWHqG6IrgzDFKPqdhFWqoG+FB+rTVelnznj0",
+	"zZuZ0kpkHkWIs6W8BWkqAuY+Y1RaDN7yuIJtuq4VVAvAIz2edu8hIFEOv6f1Kukbedsk6PMujo0/SJq3",
+	"OTZepNcqzL59TPgUTxT8gSh43Tj7CMn2DuT6K9vpTyIxgx2JZTORhn0jOV5vGxe4i1TBJn0//oINiqIx",
+	"0q2Qv1wIboR52bjF5OS3D8AQCIuJuE9jqsnJ5JDX8vD6GNmFb3RAhEAWzjzSb7fOeqgS21EO0I+LNH+J",
+	"iE8+84nKxg7rLP4civShjV/YrFs/IRRzD5lGsbWYDTFs8CyAN6CfPbjSA6Rvp41o1h+28drbkchirwaw",
+	"zd1xocqQ7oZ/Bc+yz1bpsjcC04X1Y1J1mmxXNN1sNyEdh4C1yZ2OGBWdtro5gOnWqD6sfcZsIRQ3UltE",
+	"VQ/Dhv0i4XzHJuNzYw3Ka+HLqxOj7LyLl+3k7sPd/wsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -100,6 +100,8 @@ func memberOf(m core.MemberView) Member {
 		InboxLength:   m.InboxLength,
 		Usage:         usageOf(m.Usage),
 		McpSessions:   m.MCPSessions,
+		ReadThrough:   m.ReadThrough,
+		Unread:        m.Unread,
 	}
 }
 

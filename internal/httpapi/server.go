@@ -105,7 +105,7 @@ func (s *Server) GetInbox(ctx context.Context, req GetInboxRequestObject) (GetIn
 	if wantsJSONL(ctx) {
 		// The whole inbox as the lesson's file holds it, from either
 		// backend (core.TeamTx.InboxBytes).
-		if req.Params.After != nil || waitOf(req.Params.Wait) > 0 {
+		if req.Params.After != nil || waitOf(req.Params.Wait) > 0 || deref(req.Params.Unread) {
 			return nil, core.Errorf(core.CodeValidation, "after and wait apply to the JSON form of the inbox; application/jsonl answers the whole inbox.")
 		}
 		data, err := s.svc.InboxBytes(ctx, req.Team, req.Member)
@@ -114,10 +114,17 @@ func (s *Server) GetInbox(ctx context.Context, req GetInboxRequestObject) (GetIn
 		}
 		return GetInbox200ApplicationJsonlResponse{Body: bytes.NewReader(data), ContentLength: int64(len(data))}, nil
 	}
-	if wait := waitOf(req.Params.Wait); wait > 0 {
-		return s.holdInbox(ctx, req.Team, req.Member, deref(req.Params.After), wait) // inboxwait.go
+	after := deref(req.Params.After)
+	if deref(req.Params.Unread) {
+		var err error
+		if after, err = s.unreadAfter(ctx, req); err != nil { // cursors.go
+			return nil, err
+		}
 	}
-	msgs, err := s.svc.WaitInbox(ctx, req.Team, req.Member, deref(req.Params.After), 0)
+	if wait := waitOf(req.Params.Wait); wait > 0 {
+		return s.holdInbox(ctx, req.Team, req.Member, after, wait) // inboxwait.go
+	}
+	msgs, err := s.svc.WaitInbox(ctx, req.Team, req.Member, after, 0)
 	if err != nil {
 		return nil, err
 	}

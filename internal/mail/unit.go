@@ -81,6 +81,10 @@ type teamEntry struct {
 	// overlay is, by member, the file's letters followed by the queued
 	// ones, as units of work see the inbox (overlayOf).
 	overlay map[string][]core.Message
+	// cursors is the members' read positions (cursors.go), replaced,
+	// never changed in place; cursorDirty: cursors.json is behind it.
+	cursors     map[string]int
+	cursorDirty bool
 	// undo holds, for each of the team's records not yet known durable,
 	// what memory was before it: a record that failed is rolled back
 	// (settle), with every later one of the team.
@@ -93,6 +97,7 @@ type undoRec struct {
 	turns        []core.TurnDoc
 	idem         []idemUndo
 	unlogged     bool
+	cursors      map[string]int
 }
 
 type idemUndo struct {
@@ -235,6 +240,12 @@ func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam) *teamEntry 
 		}
 	}
 	s.restoreTurns(ctx, e)
+	cursors, err := s.loadCursors(st.Name)
+	if err != nil {
+		e.damaged = err
+		return e
+	}
+	e.cursors = cursors
 	return e
 }
 
@@ -588,6 +599,8 @@ type fileTx struct {
 	recs   []core.IdempotencyRecord
 	puts   []core.TurnDoc
 	dels   []string
+	// cursors is the read positions this unit moved.
+	cursors map[string]int
 }
 
 func (tx *fileTx) State() *core.TeamState { return tx.st }
@@ -710,10 +723,10 @@ func (tx *fileTx) DeleteTurn(id string) error {
 // letter is checked against its inbox's limits first.
 func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, error) {
 	changed := e.stateUnlogged || !reflect.DeepEqual(e.st, tx.st)
-	if !changed && tx.letter == nil && len(tx.recs) == 0 && len(tx.puts) == 0 && len(tx.dels) == 0 {
+	if !changed && tx.letter == nil && len(tx.recs) == 0 && len(tx.puts) == 0 && len(tx.dels) == 0 && len(tx.cursors) == 0 {
 		return 0, nil
 	}
-	rec := &walRecord{Team: e.st.Name, Created: e.st.CreatedAt, Idem: tx.recs, Puts: tx.puts, Dels: tx.dels}
+	rec := &walRecord{Team: e.st.Name, Created: e.st.CreatedAt, Idem: tx.recs, Puts: tx.puts, Dels: tx.dels, Cursors: tx.cursors}
 	if changed {
 		rec.State = tx.st
 	}
@@ -741,7 +754,7 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 	if err != nil {
 		return 0, core.StorageError(err)
 	}
-	u := undoRec{seq: seq, lastSeq: e.lastSeq, st: e.st, turns: e.turns, unlogged: e.stateUnlogged}
+	u := undoRec{seq: seq, lastSeq: e.lastSeq, st: e.st, turns: e.turns, unlogged: e.stateUnlogged, cursors: e.cursors}
 	for _, r := range tx.recs {
 		ref := idemRef{r.Member, r.Key}
 		prev, ok := e.idem.live[ref]
@@ -761,6 +774,10 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 	if changed {
 		e.st = tx.st
 		e.stateDirty = true
+	}
+	if len(tx.cursors) > 0 {
+		e.cursors = withCursors(e.cursors, tx.cursors)
+		e.cursorDirty = true
 	}
 	for _, r := range tx.recs {
 		e.idem.lines++

@@ -83,6 +83,8 @@ type walRecord struct {
 	Idem    []core.IdempotencyRecord `json:"idem,omitempty"`
 	Puts    []core.TurnDoc           `json:"turn_puts,omitempty"`
 	Dels    []string                 `json:"turn_dels,omitempty"`
+	// Cursors is the read positions the unit moved (cursors.go).
+	Cursors map[string]int `json:"cursors,omitempty"`
 }
 
 // WithCheckpoint sets after how many records or bytes of log a segment

@@ -23,6 +23,9 @@ type ImportedTeam struct {
 	Idempotency []core.IdempotencyRecord
 	// Turns are the turn documents, oldest first.
 	Turns []core.TurnDoc
+	// ReadThrough maps a member to its read cursor (letters read); a
+	// member without an entry has read none.
+	ReadThrough map[string]int
 }
 
 // ErrNotEmpty refuses an import into a database that holds teams.
@@ -108,6 +111,11 @@ func importTeam(ctx context.Context, tx pgx.Tx, t ImportedTeam) error {
 				st.Name, m.Name, i+1, msg.Sender, msg.Body, lines[i]); err != nil {
 				return fmt.Errorf("letter %s-%s: %w", m.Name, strconv.Itoa(i+1), err)
 			}
+		}
+	}
+	for member, n := range t.ReadThrough {
+		if _, err := tx.Exec(ctx, `UPDATE members SET read_through = $3 WHERE team = $1 AND name = $2`, st.Name, member, n); err != nil {
+			return fmt.Errorf("read cursor of %s: %w", member, err)
 		}
 	}
 	for _, r := range t.Idempotency {

@@ -77,7 +77,7 @@ var (
 		"   SELECT incarnation, version, state FROM teams WHERE name = $1 FOR UPDATE",
 		"   SELECT request_id, doc FROM requests WHERE team = $1 ORDER BY seq",
 		"   SELECT permission_id, doc FROM permissions WHERE team = $1 ORDER BY seq",
-		"   SELECT name, letters, inbox_bytes FROM members WHERE team = $1",
+		"   SELECT name, letters, inbox_bytes, read_through FROM members WHERE team = $1",
 		"-- batch",
 		"   WITH counted AS (UPDATE members SET letters = letters + 1, inbox_bytes = inbox_bytes + $7 WHERE team = $1 AND name = $2), bumped AS (UPDATE teams SET version = version + 1 WHERE name = $1) INSERT INTO letters (team, member, seq, sender, body, line, counted) VALUES ($1, $2, $3, $4, $5, $6, true)",
 		"   SELECT version FROM teams WHERE name = $1",

@@ -188,15 +188,19 @@ type teamTx struct {
 	line    []byte // the letter's inbox line
 	seq     int    // and its number
 	idem    []core.IdempotencyRecord
+	// cursors is the read positions this unit moved (members.read_through).
+	cursors map[string]int
 	// state is teams.state as read: commit rewrites the row only when
 	// the state's encoding differs from it.
 	state []byte
 }
 
-// inboxCount is members.letters and members.inbox_bytes.
+// inboxCount is members.letters, members.inbox_bytes and
+// members.read_through.
 type inboxCount struct {
 	letters int
 	bytes   int
+	read    int
 }
 
 // querier is a transaction (ViewTeam) or a connection inside one that
@@ -225,9 +229,9 @@ func loadTeam(ctx context.Context, tx querier, name string, forUpdate bool) (*te
 	b.Queue(q, name)
 	b.Queue(`SELECT request_id, doc FROM requests WHERE team = $1 ORDER BY seq`, name)
 	b.Queue(`SELECT permission_id, doc FROM permissions WHERE team = $1 ORDER BY seq`, name)
-	if forUpdate {
-		b.Queue(`SELECT name, letters, inbox_bytes FROM members WHERE team = $1`, name)
-	}
+	// The counts and cursors, read by views too: a member document
+	// counts its letters and unread ones from them (migration 00007).
+	b.Queue(`SELECT name, letters, inbox_bytes, read_through FROM members WHERE team = $1`, name)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	if forUpdate {
@@ -265,23 +269,23 @@ func loadTeam(ctx context.Context, tx querier, name string, forUpdate bool) (*te
 	}); err != nil {
 		return nil, err
 	}
+	t.counts = map[string]inboxCount{}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var member string
+		var c inboxCount
+		if err := rows.Scan(&member, &c.letters, &c.bytes, &c.read); err != nil {
+			return nil, err
+		}
+		t.counts[member] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
 	if forUpdate {
-		t.counts = map[string]inboxCount{}
-		rows, err := br.Query()
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var member string
-			var c inboxCount
-			if err := rows.Scan(&member, &c.letters, &c.bytes); err != nil {
-				return nil, err
-			}
-			t.counts[member] = c
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
 		// The state's text as stored: Go's encoding of it (CreateTeam,
 		// commit, import), so an unchanged state encodes to the same
 		// bytes and is not rewritten. Text another encoder wrote (a
@@ -591,6 +595,10 @@ func (t *teamTx) commit(ctx context.Context) error {
 			INSERT INTO letters (team, member, seq, sender, body, line, counted) VALUES ($1, $2, $3, $4, $5, $6, true)`,
 			t.name, m.Recipient, t.seq, m.Sender, m.Body, t.line, len(t.line))
 	}
+	for member, n := range t.cursors {
+		b.Queue(`WITH bumped AS (UPDATE teams SET version = version + 1 WHERE name = $1)
+			UPDATE members SET read_through = $3 WHERE team = $1 AND name = $2`, t.name, member, n)
+	}
 	for _, r := range t.idem {
 		if t.letter != nil {
 			l := *t.letter
@@ -650,6 +658,11 @@ func (t *teamTx) commit(ctx context.Context) error {
 		c.letters++
 		c.bytes += len(t.line)
 		after.counts[m.Recipient] = c
+	}
+	for member, n := range t.cursors {
+		c := after.counts[member]
+		c.read = n
+		after.counts[member] = c
 	}
 	t.after = after
 	return nil
@@ -741,4 +754,32 @@ func scanDocs[T any](br pgx.BatchResults, kind string, damaged *error, add func(
 		add(id, doc, v)
 	}
 	return rows.Err()
+}
+
+// ReadThrough implements core.TeamTx: members.read_through as read with
+// the team (or as this unit moved it).
+func (t *teamTx) ReadThrough(member string) (int, error) {
+	if n, ok := t.cursors[member]; ok {
+		return n, nil
+	}
+	if t.counts == nil {
+		return 0, fmt.Errorf("pgstore: no counts for %q", member)
+	}
+	return t.counts[member].read, nil
+}
+
+// SetReadThrough implements core.TeamTx; the position is written at
+// commit, with the unit's other writes.
+func (t *teamTx) SetReadThrough(member string, n int) error {
+	if t.readOnly {
+		return errReadOnly
+	}
+	if _, ok := t.counts[member]; !ok {
+		return fmt.Errorf("pgstore: no member %q", member)
+	}
+	if t.cursors == nil {
+		t.cursors = map[string]int{}
+	}
+	t.cursors[member] = n
+	return nil
 }

@@ -29,6 +29,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("Leases", func(t *testing.T) { testLeases(t, newStore(t)) })
 	t.Run("Runs", func(t *testing.T) { testRuns(t, newStore(t)) })
 	t.Run("RunLeases", func(t *testing.T) { testRunLeases(t, newStore(t)) })
+	t.Run("ReadCursors", func(t *testing.T) { testReadCursors(t, newStore(t)) })
 }
 
 // Team returns the state of a fresh team: lead and the given members,
@@ -529,5 +530,82 @@ func testRunLeases(t *testing.T, s core.Store) {
 	}
 	if _, err := s.GetRun(ctx, "agent-teams-3"); core.ErrorCode(err) != core.CodeNotFound {
 		t.Fatalf("deleted run: %v, want not_found", err)
+	}
+}
+
+// readThrough is member's read cursor as a view sees it.
+func readThrough(t *testing.T, s core.Store, team, member string) int {
+	t.Helper()
+	var n int
+	if err := s.ViewTeam(t.Context(), team, func(tx core.TeamTx) error {
+		var err error
+		n, err = tx.ReadThrough(member)
+		return err
+	}); err != nil {
+		t.Fatalf("ViewTeam(%s): %v", team, err)
+	}
+	return n
+}
+
+// testReadCursors: a cursor starts at 0, moves with its unit of work and
+// only then, is private to its member, cannot be moved by a view, commits
+// with a letter of the same unit, and goes with its team.
+func testReadCursors(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	create(t, s, Team("cur", "reader"))
+	for range 3 {
+		if _, err := send(ctx, s, "cur", "lead", "reader", "hello"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := readThrough(t, s, "cur", "reader"); got != 0 {
+		t.Fatalf("fresh cursor = %d, want 0", got)
+	}
+	errBoom := errors.New("boom")
+	err := s.UpdateTeam(ctx, "cur", func(tx core.TeamTx) error {
+		if err := tx.SetReadThrough("reader", 3); err != nil {
+			return err
+		}
+		if n, err := tx.ReadThrough("reader"); err != nil || n != 3 {
+			t.Errorf("inside the unit: ReadThrough = %d, %v; want 3, nil", n, err)
+		}
+		return errBoom
+	})
+	if !errors.Is(err, errBoom) {
+		t.Fatalf("UpdateTeam = %v, want fn's error", err)
+	}
+	if got := readThrough(t, s, "cur", "reader"); got != 0 {
+		t.Fatalf("cursor after a failed unit = %d, want 0", got)
+	}
+	if err := s.UpdateTeam(ctx, "cur", func(tx core.TeamTx) error { return tx.SetReadThrough("reader", 2) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := readThrough(t, s, "cur", "reader"); got != 2 {
+		t.Fatalf("cursor = %d, want 2", got)
+	}
+	if got := readThrough(t, s, "cur", "lead"); got != 0 {
+		t.Fatalf("lead's cursor = %d, want 0 (cursors are per member)", got)
+	}
+	if err := s.ViewTeam(ctx, "cur", func(tx core.TeamTx) error { return tx.SetReadThrough("reader", 3) }); err == nil {
+		t.Fatal("SetReadThrough inside ViewTeam succeeded, want an error")
+	}
+	// A letter and a cursor in one unit commit together.
+	if err := s.UpdateTeam(ctx, "cur", func(tx core.TeamTx) error {
+		if err := tx.AppendLetter(core.Message{ID: "reader-4", Sender: "lead", Recipient: "reader", Body: "four"}); err != nil {
+			return err
+		}
+		return tx.SetReadThrough("reader", 4)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, n := readThrough(t, s, "cur", "reader"), len(inbox(t, s, "cur", "reader")); got != 4 || n != 4 {
+		t.Fatalf("cursor, letters = %d, %d; want 4, 4", got, n)
+	}
+	if err := s.DeleteTeam(ctx, "cur"); err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, Team("cur", "reader"))
+	if got := readThrough(t, s, "cur", "reader"); got != 0 {
+		t.Fatalf("cursor of a team created again = %d, want 0", got)
 	}
 }

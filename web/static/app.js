@@ -546,11 +546,15 @@
     // The lead's turns are not capped by the team's turn limit.
     const turns = limits.turns && m.name !== 'lead' ? m.turns + ' of ' + limits.turns : String(m.turns);
     const inboxCount = limits.inbox_messages ? m.inbox_length + ' of ' + limits.inbox_messages : String(m.inbox_length);
+    // The member's read cursor (docs/hooks.md): letters up to read_through
+    // are read; the rest are counted unread as letters arrive.
+    const readThrough = letterPosition(m.read_through);
+    const unread = Math.max((Number(m.inbox_length) || 0) - readThrough, 0);
 
     const stats = el('dl', { class: 'stats' },
       el('div', null, el('dt', null, 'active'), el('dd', { data: { active: String(!!m.active) } }, m.active ? 'yes, in a turn' : 'no')),
       el('div', null, el('dt', null, 'turns'), el('dd', null, turns)),
-      el('div', null, el('dt', null, 'inbox'), el('dd', null, inboxCount)),
+      el('div', null, el('dt', null, 'inbox'), el('dd', { data: { unread: String(unread) } }, inboxCount + (unread ? ', ' + unread + ' unread' : ''))),
       el('div', null, el('dt', null, 'history'), el('dd', null, String(m.history_length))),
       el('div', null, el('dt', null, 'tokens'), el('dd', { class: 'usage' }, tokens(m.usage))));
     const activity = state.doing.get(team + '/' + m.name);
@@ -575,7 +579,7 @@
       box = el('p', { class: 'empty' }, 'Inbox is empty.');
     } else {
       box = el('ol', { class: 'inbox', 'aria-label': 'Inbox of ' + m.name },
-        ...inbox.messages.map((msg) => renderLetter(team, m.name, msg, firstLook)));
+        ...inbox.messages.map((msg) => renderLetter(team, m.name, msg, firstLook, letterPosition(msg.id) <= readThrough)));
     }
 
     return el('article', { class: 'member', data: { member: m.name, status } },
@@ -638,7 +642,14 @@
     return d;
   }
 
-  function renderLetter(team, member, msg, firstLook) {
+  // letterPosition is n of a letter id "<member>-<n>", 0 for anything else
+  // (a null read_through: nothing read).
+  function letterPosition(id) {
+    const m = typeof id === 'string' ? /-([1-9][0-9]*)$/.exec(id) : null;
+    return m ? Number(m[1]) : 0;
+  }
+
+  function renderLetter(team, member, msg, firstLook, read) {
     const key = team + '/' + member + '/' + msg.id;
     const fresh = !firstLook && !state.seen.has(key);
     state.seen.add(key);
@@ -677,7 +688,7 @@
 
     return el('li', {
       class: 'letter' + (fresh ? ' fresh' : ''),
-      data: { letterId: msg.id, kind, sender: msg.sender },
+      data: { letterId: msg.id, kind, sender: msg.sender, read: String(!!read) },
     }, head, content);
   }
 
