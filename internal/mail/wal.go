@@ -83,6 +83,8 @@ type walRecord struct {
 	Idem    []core.IdempotencyRecord `json:"idem,omitempty"`
 	Puts    []core.TurnDoc           `json:"turn_puts,omitempty"`
 	Dels    []string                 `json:"turn_dels,omitempty"`
+	// Tasks are the tasks the unit of work put (tasks.go).
+	Tasks []core.Task `json:"tasks,omitempty"`
 }
 
 // WithCheckpoint sets after how many records or bytes of log a segment

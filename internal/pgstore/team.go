@@ -191,6 +191,10 @@ type teamTx struct {
 	// state is teams.state as read: commit rewrites the row only when
 	// the state's encoding differs from it.
 	state []byte
+	// tasks is the board as read and put (nil: not read yet); taskPuts
+	// the tasks to write at commit (tasks.go).
+	tasks    []core.Task
+	taskPuts []core.Task
 }
 
 // inboxCount is members.letters and members.inbox_bytes.
@@ -613,6 +617,7 @@ func (t *teamTx) commit(ctx context.Context) error {
 			t.name, time.Now().Add(-core.IdempotencyTTL))
 	}
 	reqs, perms := queueChildren(b, t.st, &t.orig)
+	t.queueTasks(b)
 	state, err := encodeState(t.st)
 	if err != nil {
 		return err
