@@ -201,11 +201,19 @@ const (
 	ProblemCodeShuttingDown         ProblemCode = "shutting_down"
 	ProblemCodeStorageFailed        ProblemCode = "storage_failed"
 	ProblemCodeStorageUnavailable   ProblemCode = "storage_unavailable"
+	ProblemCodeTaskAssigned         ProblemCode = "task_assigned"
+	ProblemCodeTaskBlocked          ProblemCode = "task_blocked"
+	ProblemCodeTaskClaimed          ProblemCode = "task_claimed"
+	ProblemCodeTaskClosed           ProblemCode = "task_closed"
+	ProblemCodeTaskCycle            ProblemCode = "task_cycle"
+	ProblemCodeTaskLimit            ProblemCode = "task_limit"
+	ProblemCodeTaskNotClaimed       ProblemCode = "task_not_claimed"
 	ProblemCodeTeamExists           ProblemCode = "team_exists"
 	ProblemCodeTeamLimit            ProblemCode = "team_limit"
 	ProblemCodeTooManyStreams       ProblemCode = "too_many_streams"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
 	ProblemCodeUnknownMember        ProblemCode = "unknown_member"
+	ProblemCodeUnknownTask          ProblemCode = "unknown_task"
 	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
 	ProblemCodeValidationFailed     ProblemCode = "validation_failed"
 	ProblemCodeWrongDirection       ProblemCode = "wrong_direction"
@@ -254,6 +262,20 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeStorageUnavailable:
 		return true
+	case ProblemCodeTaskAssigned:
+		return true
+	case ProblemCodeTaskBlocked:
+		return true
+	case ProblemCodeTaskClaimed:
+		return true
+	case ProblemCodeTaskClosed:
+		return true
+	case ProblemCodeTaskCycle:
+		return true
+	case ProblemCodeTaskLimit:
+		return true
+	case ProblemCodeTaskNotClaimed:
+		return true
 	case ProblemCodeTeamExists:
 		return true
 	case ProblemCodeTeamLimit:
@@ -263,6 +285,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeUnauthorized:
 		return true
 	case ProblemCodeUnknownMember:
+		return true
+	case ProblemCodeUnknownTask:
 		return true
 	case ProblemCodeUnsupportedMediaType:
 		return true
@@ -458,6 +482,30 @@ func (e SendResultStatus) Valid() bool {
 	}
 }
 
+// Defines values for TaskStatus.
+const (
+	TaskStatusCompleted  TaskStatus = "completed"
+	TaskStatusDeleted    TaskStatus = "deleted"
+	TaskStatusInProgress TaskStatus = "in_progress"
+	TaskStatusPending    TaskStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the TaskStatus enum.
+func (e TaskStatus) Valid() bool {
+	switch e {
+	case TaskStatusCompleted:
+		return true
+	case TaskStatusDeleted:
+		return true
+	case TaskStatusInProgress:
+		return true
+	case TaskStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TeamHostPermission.
 const (
 	TeamHostPermissionAllow TeamHostPermission = "allow"
@@ -607,7 +655,10 @@ type Limits struct {
 	// PermissionTimeoutS Seconds a permission waits for a person before it expires (a denial).
 	PermissionTimeoutS int `json:"permission_timeout_s"`
 	Requests           int `json:"requests"`
-	Turns              int `json:"turns"`
+
+	// Tasks Tasks the team's board may hold, deleted ones included.
+	Tasks int `json:"tasks"`
+	Turns int `json:"turns"`
 }
 
 // LimitsInput A team's bounds at creation; each field defaults to the lesson value.
@@ -625,7 +676,10 @@ type LimitsInput struct {
 	// PermissionTimeoutS Seconds a permission waits for a person before it expires (a denial).
 	PermissionTimeoutS *int `json:"permission_timeout_s,omitempty"`
 	Requests           *int `json:"requests,omitempty"`
-	Turns              *int `json:"turns,omitempty"`
+
+	// Tasks Tasks the team's board may hold, deleted ones included.
+	Tasks *int `json:"tasks,omitempty"`
+	Turns *int `json:"turns,omitempty"`
 }
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
@@ -633,6 +687,7 @@ type LimitsUpdate struct {
 	ModelTokens        *int64 `json:"model_tokens,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
+	Tasks              *int   `json:"tasks,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
 }
 
@@ -986,6 +1041,76 @@ type Step struct {
 	union json.RawMessage
 }
 
+// Task One task of a team's board.
+type Task struct {
+	// Assignee The only member that may claim it, if any.
+	Assignee *string `json:"assignee"`
+
+	// BlockedBy Tasks that must be completed before this one can be claimed.
+	BlockedBy []TaskID `json:"blocked_by"`
+
+	// Blocks The tasks (not deleted) that name this one in their blocked_by.
+	Blocks    []TaskID  `json:"blocks"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy The member that created it, or `admin`.
+	CreatedBy string `json:"created_by"`
+	Detail    string `json:"detail"`
+
+	// Owner The member that claimed it; kept once completed.
+	Owner *string `json:"owner"`
+
+	// Result What its completion said; null until completed.
+	Result *string    `json:"result"`
+	Status TaskStatus `json:"status"`
+
+	// TaskID Example: task-1
+	TaskID    TaskID    `json:"task_id"`
+	Title     string    `json:"title"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// TaskComplete defines model for TaskComplete.
+type TaskComplete struct {
+	// Result 0 to 4000 characters after trimming.
+	Result *string `json:"result,omitempty"`
+}
+
+// TaskCreate defines model for TaskCreate.
+type TaskCreate struct {
+	// Assignee A team or member name.
+	//
+	// Example: reader
+	Assignee  *Name     `json:"assignee,omitempty"`
+	BlockedBy *[]string `json:"blocked_by,omitempty"`
+
+	// Detail 0 to 4000 characters after trimming.
+	Detail *string `json:"detail,omitempty"`
+
+	// Title 1 to 200 characters after trimming (`body_length` otherwise).
+	Title string `json:"title"`
+}
+
+// TaskID Example: task-1
+type TaskID = string
+
+// TaskList defines model for TaskList.
+type TaskList struct {
+	Tasks []Task `json:"tasks"`
+}
+
+// TaskStatus defines model for TaskStatus.
+type TaskStatus string
+
+// TaskUpdate defines model for TaskUpdate.
+type TaskUpdate struct {
+	// Assignee A member, or "" for nobody.
+	Assignee  *string   `json:"assignee,omitempty"`
+	BlockedBy *[]string `json:"blocked_by,omitempty"`
+	Detail    *string   `json:"detail,omitempty"`
+	Title     *string   `json:"title,omitempty"`
+}
+
 // Team defines model for Team.
 type Team struct {
 	// CreatedAt When the team was created (UTC).
@@ -1223,6 +1348,9 @@ type PermissionIDPath = string
 // RequestIDPath Example: req-1
 type RequestIDPath = RequestID
 
+// TaskIDPath Example: task-1
+type TaskIDPath = TaskID
+
 // TeamPath A team or member name.
 //
 // Example: reader
@@ -1279,6 +1407,13 @@ type ReplyRequestParams struct {
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
 }
 
+// ListTasksParams defines parameters for ListTasks.
+type ListTasksParams struct {
+	Status   *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
+	Owner    *Name       `form:"owner,omitempty" json:"owner,omitempty"`
+	Assignee *Name       `form:"assignee,omitempty" json:"assignee,omitempty"`
+}
+
 // RunScenarioJSONRequestBody defines body for RunScenario for application/json ContentType.
 type RunScenarioJSONRequestBody = RunOptions
 
@@ -1302,6 +1437,15 @@ type OpenRequestJSONRequestBody = RequestCreate
 
 // ReplyRequestJSONRequestBody defines body for ReplyRequest for application/json ContentType.
 type ReplyRequestJSONRequestBody = ReplyCreate
+
+// CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
+type CreateTaskJSONRequestBody = TaskCreate
+
+// UpdateTaskJSONRequestBody defines body for UpdateTask for application/json ContentType.
+type UpdateTaskJSONRequestBody = TaskUpdate
+
+// CompleteTaskJSONRequestBody defines body for CompleteTask for application/json ContentType.
+type CompleteTaskJSONRequestBody = TaskComplete
 
 // AsProtocolOutcome returns the union data inside the RunOutcome as a ProtocolOutcome
 func (t RunOutcome) AsProtocolOutcome() (ProtocolOutcome, error) {
@@ -1489,6 +1633,33 @@ type ServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams)
+	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
+	// (GET /teams/{team}/tasks)
+	ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams)
+	// CreateTask Add a pending task to the team's board (admin or a member)
+	// (POST /teams/{team}/tasks)
+	CreateTask(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// ClaimNextTask Claim the lowest-numbered task the token's member can claim
+	// (POST /teams/{team}/tasks/claim-next)
+	ClaimNextTask(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// DeleteTask Delete a task (its creator, lead or admin)
+	// (DELETE /teams/{team}/tasks/{task_id})
+	DeleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// GetTask One task (admin or a member)
+	// (GET /teams/{team}/tasks/{task_id})
+	GetTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// UpdateTask Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+	// (PATCH /teams/{team}/tasks/{task_id})
+	UpdateTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// ClaimTask Claim a task as the token's member
+	// (POST /teams/{team}/tasks/{task_id}/claim)
+	ClaimTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// CompleteTask Complete an in-progress task (its owner, lead or admin)
+	// (POST /teams/{team}/tasks/{task_id}/complete)
+	CompleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// ReleaseTask Give an in-progress task back (its owner, lead or admin)
+	// (POST /teams/{team}/tasks/{task_id}/release)
+	ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	// (GET /teams/{team}/turns)
 	ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath)
@@ -1627,6 +1798,60 @@ func (_ Unimplemented) GetRequest(w http.ResponseWriter, r *http.Request, team T
 // ReplyRequest Answer a request addressed to the token's member
 // (POST /teams/{team}/requests/{request_id}/reply)
 func (_ Unimplemented) ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
+// (GET /teams/{team}/tasks)
+func (_ Unimplemented) ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateTask Add a pending task to the team's board (admin or a member)
+// (POST /teams/{team}/tasks)
+func (_ Unimplemented) CreateTask(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ClaimNextTask Claim the lowest-numbered task the token's member can claim
+// (POST /teams/{team}/tasks/claim-next)
+func (_ Unimplemented) ClaimNextTask(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteTask Delete a task (its creator, lead or admin)
+// (DELETE /teams/{team}/tasks/{task_id})
+func (_ Unimplemented) DeleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetTask One task (admin or a member)
+// (GET /teams/{team}/tasks/{task_id})
+func (_ Unimplemented) GetTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UpdateTask Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+// (PATCH /teams/{team}/tasks/{task_id})
+func (_ Unimplemented) UpdateTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ClaimTask Claim a task as the token's member
+// (POST /teams/{team}/tasks/{task_id}/claim)
+func (_ Unimplemented) ClaimTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CompleteTask Complete an in-progress task (its owner, lead or admin)
+// (POST /teams/{team}/tasks/{task_id}/complete)
+func (_ Unimplemented) CompleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseTask Give an in-progress task back (its owner, lead or admin)
+// (POST /teams/{team}/tasks/{task_id}/release)
+func (_ Unimplemented) ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2348,6 +2573,336 @@ func (siw *ServerInterfaceWrapper) ReplyRequest(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListTasks operation middleware
+func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTasksParams
+
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", r.URL.Query(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "status"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "status", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "owner" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "owner"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "owner", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "assignee" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "assignee", r.URL.Query(), &params.Assignee, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "assignee"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "assignee", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTasks(w, r, team, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateTask operation middleware
+func (siw *ServerInterfaceWrapper) CreateTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateTask(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClaimNextTask operation middleware
+func (siw *ServerInterfaceWrapper) ClaimNextTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClaimNextTask(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteTask operation middleware
+func (siw *ServerInterfaceWrapper) DeleteTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetTask operation middleware
+func (siw *ServerInterfaceWrapper) GetTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateTask operation middleware
+func (siw *ServerInterfaceWrapper) UpdateTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClaimTask operation middleware
+func (siw *ServerInterfaceWrapper) ClaimTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClaimTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CompleteTask operation middleware
+func (siw *ServerInterfaceWrapper) CompleteTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CompleteTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseTask operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTurns operation middleware
 func (siw *ServerInterfaceWrapper) ListTurns(w http.ResponseWriter, r *http.Request) {
 
@@ -2677,6 +3232,33 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/requests/{request_id}/reply", wrapper.ReplyRequest)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/tasks", wrapper.ListTasks)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/tasks", wrapper.CreateTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/tasks/claim-next", wrapper.ClaimNextTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/teams/{team}/tasks/{task_id}", wrapper.DeleteTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/tasks/{task_id}", wrapper.GetTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Patch(options.BaseURL+"/teams/{team}/tasks/{task_id}", wrapper.UpdateTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/tasks/{task_id}/claim", wrapper.ClaimTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/tasks/{task_id}/complete", wrapper.CompleteTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/tasks/{task_id}/release", wrapper.ReleaseTask)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/workspace/files/{path}", wrapper.GetWorkspaceFile)
@@ -4971,6 +5553,1048 @@ func (response ReplyRequest500ApplicationProblemPlusJSONResponse) VisitReplyRequ
 	return err
 }
 
+type ListTasksRequestObject struct {
+	Team   TeamPath `json:"team"`
+	Params ListTasksParams
+}
+
+type ListTasksResponseObject interface {
+	VisitListTasksResponse(w http.ResponseWriter) error
+}
+
+type ListTasks200JSONResponse TaskList
+
+func (response ListTasks200JSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks400ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTasks400ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks401ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTasks401ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTasks403ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks404ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTasks404ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks500ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTasks500ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTaskRequestObject struct {
+	Team TeamPath `json:"team"`
+	Body *CreateTaskJSONRequestBody
+}
+
+type CreateTaskResponseObject interface {
+	VisitCreateTaskResponse(w http.ResponseWriter) error
+}
+
+type CreateTask201JSONResponse Task
+
+func (response CreateTask201JSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask400ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask401ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask403ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask404ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask409ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask413ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask413ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask415ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask415ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask422ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask422ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask500ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTaskRequestObject struct {
+	Team TeamPath `json:"team"`
+}
+
+type ClaimNextTaskResponseObject interface {
+	VisitClaimNextTaskResponse(w http.ResponseWriter) error
+}
+
+type ClaimNextTask200JSONResponse Task
+
+func (response ClaimNextTask200JSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask204Response struct {
+}
+
+func (response ClaimNextTask204Response) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ClaimNextTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask400ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask401ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask403ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask404ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask409ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask500ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+}
+
+type DeleteTaskResponseObject interface {
+	VisitDeleteTaskResponse(w http.ResponseWriter) error
+}
+
+type DeleteTask200JSONResponse Task
+
+func (response DeleteTask200JSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTask400ApplicationProblemPlusJSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTask401ApplicationProblemPlusJSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTask403ApplicationProblemPlusJSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTask404ApplicationProblemPlusJSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTask500ApplicationProblemPlusJSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+}
+
+type GetTaskResponseObject interface {
+	VisitGetTaskResponse(w http.ResponseWriter) error
+}
+
+type GetTask200JSONResponse Task
+
+func (response GetTask200JSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTask400ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTask401ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTask403ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTask404ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTask500ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+	Body   *UpdateTaskJSONRequestBody
+}
+
+type UpdateTaskResponseObject interface {
+	VisitUpdateTaskResponse(w http.ResponseWriter) error
+}
+
+type UpdateTask200JSONResponse Task
+
+func (response UpdateTask200JSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask400ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask401ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask403ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask404ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask409ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask413ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask413ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask415ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask415ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask422ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask422ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask500ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+}
+
+type ClaimTaskResponseObject interface {
+	VisitClaimTaskResponse(w http.ResponseWriter) error
+}
+
+type ClaimTask200JSONResponse Task
+
+func (response ClaimTask200JSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask400ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask401ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask403ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask404ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask409ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask500ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+	Body   *CompleteTaskJSONRequestBody
+}
+
+type CompleteTaskResponseObject interface {
+	VisitCompleteTaskResponse(w http.ResponseWriter) error
+}
+
+type CompleteTask200JSONResponse Task
+
+func (response CompleteTask200JSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask400ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask401ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask403ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask404ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask409ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask413ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask413ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask415ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask415ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask500ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+}
+
+type ReleaseTaskResponseObject interface {
+	VisitReleaseTaskResponse(w http.ResponseWriter) error
+}
+
+type ReleaseTask200JSONResponse Task
+
+func (response ReleaseTask200JSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask400ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask401ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask403ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask404ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask409ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask500ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTurnsRequestObject struct {
 	Team TeamPath `json:"team"`
 }
@@ -5456,6 +7080,33 @@ type StrictServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(ctx context.Context, request ReplyRequestRequestObject) (ReplyRequestResponseObject, error)
+	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
+	// (GET /teams/{team}/tasks)
+	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
+	// CreateTask Add a pending task to the team's board (admin or a member)
+	// (POST /teams/{team}/tasks)
+	CreateTask(ctx context.Context, request CreateTaskRequestObject) (CreateTaskResponseObject, error)
+	// ClaimNextTask Claim the lowest-numbered task the token's member can claim
+	// (POST /teams/{team}/tasks/claim-next)
+	ClaimNextTask(ctx context.Context, request ClaimNextTaskRequestObject) (ClaimNextTaskResponseObject, error)
+	// DeleteTask Delete a task (its creator, lead or admin)
+	// (DELETE /teams/{team}/tasks/{task_id})
+	DeleteTask(ctx context.Context, request DeleteTaskRequestObject) (DeleteTaskResponseObject, error)
+	// GetTask One task (admin or a member)
+	// (GET /teams/{team}/tasks/{task_id})
+	GetTask(ctx context.Context, request GetTaskRequestObject) (GetTaskResponseObject, error)
+	// UpdateTask Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+	// (PATCH /teams/{team}/tasks/{task_id})
+	UpdateTask(ctx context.Context, request UpdateTaskRequestObject) (UpdateTaskResponseObject, error)
+	// ClaimTask Claim a task as the token's member
+	// (POST /teams/{team}/tasks/{task_id}/claim)
+	ClaimTask(ctx context.Context, request ClaimTaskRequestObject) (ClaimTaskResponseObject, error)
+	// CompleteTask Complete an in-progress task (its owner, lead or admin)
+	// (POST /teams/{team}/tasks/{task_id}/complete)
+	CompleteTask(ctx context.Context, request CompleteTaskRequestObject) (CompleteTaskResponseObject, error)
+	// ReleaseTask Give an in-progress task back (its owner, lead or admin)
+	// (POST /teams/{team}/tasks/{task_id}/release)
+	ReleaseTask(ctx context.Context, request ReleaseTaskRequestObject) (ReleaseTaskResponseObject, error)
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	// (GET /teams/{team}/turns)
 	ListTurns(ctx context.Context, request ListTurnsRequestObject) (ListTurnsResponseObject, error)
@@ -6097,6 +7748,271 @@ func (sh *strictHandler) ReplyRequest(w http.ResponseWriter, r *http.Request, te
 	}
 }
 
+// ListTasks operation middleware
+func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams) {
+	var request ListTasksRequestObject
+
+	request.Team = team
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTasks(ctx, request.(ListTasksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTasks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListTasksResponseObject); ok {
+		if err := validResponse.VisitListTasksResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateTask operation middleware
+func (sh *strictHandler) CreateTask(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request CreateTaskRequestObject
+
+	request.Team = team
+
+	var body CreateTaskJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateTask(ctx, request.(CreateTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateTaskResponseObject); ok {
+		if err := validResponse.VisitCreateTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ClaimNextTask operation middleware
+func (sh *strictHandler) ClaimNextTask(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request ClaimNextTaskRequestObject
+
+	request.Team = team
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ClaimNextTask(ctx, request.(ClaimNextTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ClaimNextTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ClaimNextTaskResponseObject); ok {
+		if err := validResponse.VisitClaimNextTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteTask operation middleware
+func (sh *strictHandler) DeleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request DeleteTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteTask(ctx, request.(DeleteTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteTaskResponseObject); ok {
+		if err := validResponse.VisitDeleteTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetTask operation middleware
+func (sh *strictHandler) GetTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request GetTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTask(ctx, request.(GetTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetTaskResponseObject); ok {
+		if err := validResponse.VisitGetTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateTask operation middleware
+func (sh *strictHandler) UpdateTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request UpdateTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	var body UpdateTaskJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateTask(ctx, request.(UpdateTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateTaskResponseObject); ok {
+		if err := validResponse.VisitUpdateTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ClaimTask operation middleware
+func (sh *strictHandler) ClaimTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request ClaimTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ClaimTask(ctx, request.(ClaimTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ClaimTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ClaimTaskResponseObject); ok {
+		if err := validResponse.VisitClaimTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CompleteTask operation middleware
+func (sh *strictHandler) CompleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request CompleteTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	var body CompleteTaskJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CompleteTask(ctx, request.(CompleteTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CompleteTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CompleteTaskResponseObject); ok {
+		if err := validResponse.VisitCompleteTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseTask operation middleware
+func (sh *strictHandler) ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request ReleaseTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseTask(ctx, request.(ReleaseTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseTaskResponseObject); ok {
+		if err := validResponse.VisitReleaseTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListTurns operation middleware
 func (sh *strictHandler) ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath) {
 	var request ListTurnsRequestObject
@@ -6238,204 +8154,234 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1bd9u4ki/+VbD0n/+yfQ4tXzrds9t+ynTvS6YvyUmyVz80c0SIhCSMKYANgJa1s/zdz6oqACQlUpJz",
-	"a2fG+2G3Q/FSKAB1/xXej3K9rLQSytnR1ftRxQ1fCicM/utFIZaVdkLl65/E+h+CF8LA9ULY3MjKSa1G",
-	"V6PnzAhn1mwl3YK5hWCWLwW7EWvGVdFcmOpiDXfWRlm8OpPGOmaErbSyIlVwt3XaCMuUdgup5kyJ1XX3",
-	"lfgRDr8LQ6+UNlWZbCid5FrNSpm7bMx+EmvLuBHM5roSBXMa3+b0jVBHli3FcirMOFWjZCRhKAsaYjJS",
-	"fClGV20GnP4k1qNkZPOFWHJgwpLf/SzU3C1GV5fn58loKVX490UycusKXmCdkWo+ur9PRr/gx15xuOE9",
-	"fa6Cf8SPETWjZGTEH7U0ohhdOVOL9jf/zYjZ6Gr0/501s3ZGv9qzX+Et8KFXwiyltVKrFz/u+FwVb5vI",
-	"YudXxR1fVmV45vRilMCrnDDw0v+L136/OP3+3e/np9+/+1//Nuob/WvxRy2s20mRoXv2kbOLCfEz+NG3",
-	"gi93fM8Jvvx4dr+tzW5Gw4o/nMUGl+Cp2+Dy7/z0X+/g/85Pvz999/48ufzm/tQhx99fJN/f93P9N21u",
-	"bMVz8TdZikDi5u4FapkRJXfyVoQtsgpPJkyM52OWLblU42qdXTNOT0jlNOOpmumyEIbZSpSlZdJZZktu",
-	"F8Ky7P+//Fs2Zr9qlo3HWcKUZnxqdVk7ga9IUEAonSq7Xk51KXNWSnXDpGUzXZZ6JYrW3txYvfSvYY62",
-	"tufF+eWzffvzPjyLgu+HhchvUB4aXQnjpMDLvKpKmfMpTNQmH//GSyvYTBvGWQ6PM7fgjmlVrkmC4b0s",
-	"54rNa264ckIkTCvGmalVqgojb4Vi0zVcELxkS12I8pplhXBclhm8RDHL15atFiRaV/CBFbfMCqHGqXo+",
-	"tUI5thQcJKypBXHPD3WqdSm4Gt0nI3oljGGDDYG9PT/om+0xv10IP9aFKIuEacOkY4UmCc6AXWt2nDVs",
-	"y9gM2HQy7iHrvj2bvxMh+NlI77v4kJ7+l8gdkPWDVrZeitfC1qXbnjGD1/FP6cTS7tvVv3CXL/zL7uPn",
-	"uDF8vUVheHcvWUZwJwqS+dtkDXLZ6LL/B+u4q/eTj997Q/cC/aDo+ueNtM2RZVPBjTCkE6+ZXeiVolW7",
-	"EEaMe8VKzzwh4ZHM8OUdrAHZvM2YUi6l2zvMn+mu+8TrzMPntzsvWzM8uP77B+2pbcjoG+8LNdV32yNd",
-	"Cmv5XDxgadIDe5dlfHEfMT9H/m5qAVCGsBp0rQoL094lF0ytSb7gxGv/XqmcmBMfZ0IUU57f7LpnIcG8",
-	"W0+Ecsa/dvsmCeyaTNdu9w1t9m3fg7JzgmuwZ7AvVFU7VpW1Zbp28DfdSbYh8QHfwLxFYtmSr0HDqYJJ",
-	"xXhZXrNzUFNKE8OAXzNtltwRHd89a/ZNi6yKr0vNi108alllTi6Frt2kZwRvRK5VYUEVx/vZioPyJQ1U",
-	"CWO1YlMx00aAUBZ3lQTL+pizQijJy7YMbn0/jLifOjTe+37aWIMbc9Sd1aS9mFpf3OTP1qIK399eSRsz",
-	"PsDG4Q2BKwI1fFFI4DEvX7WWPyqtZPeWYdyxHKSL1OqaCZ4v2EyKsmCFmHHQE8GyKoWFqbnlZS327TP/",
-	"7OjqO+9hyGW9bNsvO3dgfPrisv30eXLY3oyP/2Xvtzc2bXzym8vz8wMfbm/o5sv7nt3e6GHI5/i/5M/Z",
-	"+rt5vSUGGqr3s3pYQASeb4/6U4mLJb8jyv7y3bP989oWJZG6Z/ueiiImPnK5+5H7wV39z6rgTjxwW4Nt",
-	"RHodNmy+4GouwOehzVyKmYOVw26EqMjbwY3MjpVudjoavifbm3tztT503QxM/YdPy4FT8VD2t63oIcMH",
-	"POJeC1hwq3ts1pdgkmL0R86VNgI3nlBA1e8jbQqpuFkHKYIa55aXspiE+BJcKibaTPCLZLDCP43IZSWF",
-	"cuBbajex/FbAU1W5br2lMtrpXLd9kDbJMW6xg2xeVUbfiiJhRgCjRIFOXFGjc+T6TO222R+GGl6DmpPe",
-	"Ax5SeAvQTPzpIbXfUqTYhP9Sn44c8mJ47uSt6DUma6OYnjG3kCHKBjLT1EpJNR/3OqVBA5XeSR+2/Xbd",
-	"scyriRW4SXrspn/oFVtytWa//PCKhdvYcXa2zKvspEPuQpeFbcU0hbkVJlXo1HNlV8LYK8YV43PwuXXt",
-	"rCwE+4XL0mi9hNHmWik/zxZfnSr/7tVClihmpWV8qm8FOx+zN4GcqSi1mgdzoTI6F9ZiNCFVuhJKYFB1",
-	"mTCriT4rboXhoLJwEViyPnJdK2fJlQM5pVcYI2AZEZExcQuUc6V0rXJh4d9m7SUeCH7PH0bfTFKVl9qK",
-	"Arx8Ug/FCQUYdkutL+brDtmmyahGmbDnff8k7+ow99Yv/W2L1K/NjaUaSNhYn8ObjfzUvaqrP6qwP2zZ",
-	"MD9q2RHp905I+wAneHgIb7ZElyyQiV4KIDt1VaH8mnFZ4h+0xnrFbHCAt+QQ2My9C2lQxQSR37v6hPJp",
-	"jt3DJ6lJN7ffSe7NAGNwBB80uWGQG9aKkcsl6BSMDl7EBAdZslnjTWQs14VglZbK2V5V4/TBIe82G5ze",
-	"OWKweN4I56Sa2w91sNBsGrOMfhRFFgQwCbcoo7Og623GOOqgVHndzKYwTHvNMq7cwuhK5hmq3wykG5cZ",
-	"Owa18LIS6vmLUxg7d3JailSR4D9htRX4kdyIQigneWlJwwXdcGSZULfSaLUUyo3Zb9ItdO1SJV0C5Ai+",
-	"ZHPhbPcRv//YcXZ6iuPMvFDdMJr43WA4AyxWdEUYCGslPHeObPBtji/OL5+xFayQYL+e9LstwZAEO3Kv",
-	"IRnEzTY1YKHIAkkgZwpuDYmEvOR1IU4taEd3+uz02+yaKSAbXJFmjsf75REyCT/UMZDCBI+SEU0upu3o",
-	"tfuNovjKvuX8a++QaaGCXvT6HYaL5ulGVmd/Suff+nYmrMrhAHfb9jzAfgRPFn7cy4hONm6HddikG/us",
-	"X8HwLWhHzMAAnCy5VEeWLbR1bM4dZpyCB7rtMuUUsJ1w13GYwLE7BSeoj1+FyGURn+lS9BvsAumYVz1s",
-	"KqSaM8+Ua6bqsvTmmb/W2Sjtz8KtlAqi1NMgGdMeuZ3xYilV1nG/URrk0mIAaZsQWF8rT723v9ouEL4Q",
-	"JmgvXd63fxBL5e4AGX1pWxA4rUuGz6LUI2Ew57dtZ6dZScvoZ2xv9E6yuj8nvf1QydVkl3MGJAZ/isHd",
-	"lLMrBZGb87JkIEzqOSkYvGW+31fbmGs/W9kVqxXJZlGg1pKqo637/PvMZ9Us+VRgbhRUOXHNQmymvQzC",
-	"9k5GnDKomD5TEv/whPRaVzBVG5lov1n3poA2KwliIQO+Myye7flo2dOtbd5ZoJ3N3NlSu0XRj34jPdDI",
-	"Qp61FuBQcpLu203Cz9L2yOuGV4dnfloSdl/yp/36XvKMnpZi2aPDFHv9tx/Y98++/XdQ33ATK3Reoy2z",
-	"LZV1IdpKBYMkGPqeREsebc/o/+C/nNaTkht0hGpl66rSBmZ9KQrJQ2BmKdxCFxOl3aRZwrXitVtoI/9F",
-	"7oI2U1kUQvmgzQzMH1hwgi8n4k5SOgH/hbG86I/N6rJscg7xx/DvZvfQGp54dwTuqMqmtMh/trm9r/6o",
-	"eUut+C2XJJVDzLp7bVoXc+Em4m7Ba+v8kG+UXqlJ3E0ro9V8Ukgjcpy0MKZcG1NXjvwpw+eimQNg+JKr",
-	"9cQ6I/gSmGIXNVrjk0KvVOuZLj1g5hnFy4kwRptegdEUEWzEWOolV6dg8MC7rpkSt8KwXCvHpQ+05yV4",
-	"Skc+dmr3SNOewKR0A6EDurBtoP3z9QuwykCN+qAKrvAbqQp2nPGprt3VtOTqJsO098k1mxqu8gWY1Bms",
-	"9mx/JtyvXyKuJds8oxLaNQO7EqOLL2uX6+VDI9a/gc4KeuQ0RCox2sYKWTT+UWX03PBl33auYb4HjXl4",
-	"6sgyfxubgVXCZ/AnvBa+c5yO0hGZJxyrUE56J1XcVRSx7Ju7JXf5otdiw2I/n68Rf9TgeoU3RUtJqPYY",
-	"ceBKOyBuPGystcKP9Pp9LKC7EubI725/XboDP9oKRHDVp2xgWc1qO2A6AkFkN8O8+zujZY3mAny4YxSU",
-	"HLY6mNwHWIibfgA+26Io8qo1n2H2kriW+tb5a4yq944oWL40KipqUi6OxpvC6CeuuO3j7lapFph1/ewN",
-	"qdKB6NBOjypImDZv20kGkK8gWptr7w4UHB3LKNDfInaQox8UTzqYQZ0IYXfiftWu2Qnnm8GnbkJ6XwBq",
-	"08Ly5A0OetghzoWsBjayLELMBvU5WPpOmOtWHCn7oxa1Dz88dGlsO9v0MjTGQSGuJ5YihIWYCXNQjuZQ",
-	"L9wXvm7zA1TcgVWzP8GtTX56KHZ6GHsp7EYMHmCmFwa7KYObDmD9UNB2Vwgk6U2m9TpHYLS6/THhzmwh",
-	"51shYv+Shr8tGyHkGwN7d0zxB+32j1sFD4o5d6obDgg7R9Y+OPTsGbzF1x3Me/HjZrX1H5v17HBpdzl7",
-	"fNtPnqsbejaogN6l5B/t9w7bufmDXMOw7ffXqvoX9/KmVi9xch8aof8rZgypMkJapit67pplmBU9hSVh",
-	"M+b4jfCx+sw6UU2WNts2QouWy74tWsB2ObLt+hWn0fL0densOETSC6Go9iJGxtBZxzDIundK2lbp9pfD",
-	"r8EAXRnpnMDvh5/G7s41BKSjZ5fp6OSaiWXl1qEcG20cvGEjsv3NZQ9J6CPuzYB2kis+4LU9iJ8FL1qx",
-	"RXBpKBwN/Cy5aij34rDLvWiIkITs5aCf1Z5CxVKvfGIZ7mHTtU+yc7VmS1mW0lJtEmazYyFSzhVbgUEZ",
-	"HIxO9dHFeTc7cX5YVQos88bB2p5omwvFjdRk5sN9nTBscHWkZVKRSyBsryWqlXg5G139vieqs+H03Se7",
-	"738Lmyne/I4GNGQFYVX+A8qiEe/QUw695LKc6juxQzJ8bPnyllDh+aKpTscQR4IBULIlLNNlAaYFBkH7",
-	"48gftHkoLLO7/rUPBEFCsME4eEREqH5BrMwCJOQxgT28w0YAGBcRFJJKPIac2JP+ohndLOidaqJZ+hsV",
-	"YB+nZTCZP2iT+f3USc41esEH6JqARb/l5WEC29vV1OrIotWRsKnRK4vML+WNYCBcECG438/w9LeoTQIu",
-	"DKEnfiNtLY+G9Z0K5ma/9CnaN/4bL9RMb+/ZzhB3QHM+mJd6n5IfSuP4B2lBB0aRWk9ieEmaWADZuyuH",
-	"gnb9BTchitYmphnBLub2W1aB6sMXfWey9tlXzet7SROqGJLUm+ksj/+7OKwa0DuYe93Ife7jGyeq/vRt",
-	"yJz75B3lr7CgQeuSUmSYw5xJxUvmxB3K5MNU4FutS/zyft135+jGdx7W2aPyOpninqxvcFIwuuTvZsf/",
-	"fPvDyWCOdzvozZd8PmQpeg8IMcwFA24LRqF41iRIGHfwk3HXvgAQS0EKNMlOwUYeqI7UmJ5op9qjHLA3",
-	"Id23y8r9CGhVd6hU3oVWUAA8MG0KWBWl4EWjmA+0C4agWB+mxgfLDavaVNqKXTG/nsG+DjAAqTC8AeM8",
-	"eGw79OZDShKTUUTjHpCb9AK0k1HdAqp1lFZY1IHlTbVi4Fmbgu212CdQYI9+UKSiZ6E3EUha6ts1vVkI",
-	"f2edyhJpWci3g09qbzLG7Y1t/IzjNiKi6/Z8+k1FIKMPAC12SkLRKL97Qc+1fMdPtG0OqR1t7aQdmSiC",
-	"cZtr7/5Fi570CJi7uiy2q7z6yrw6yz+uht6QxN8Rwx5I4A2OnVHiVBuqhvZzcMQyELyTmSyFLwiMSwmf",
-	"ZVIdClYe2gb9BgnZbYcuAXjPm3q55Ga91xahNw9RE96yR38epg4HdUQstPd3NFOy4LYfefgg5G0jx1pk",
-	"Dw35g3BAtJYDAgjcOarhvG4q6j1MKOfK37Ud1HqIfPBkbo7Yv2JocPYjk8YtLwLDG1ghOhULSdC2jeHA",
-	"XvF+eL+HjHdYvpoYUWnjdi0NPUN74ajx7EFSo6J1UUyAzBxCqoKhvJsaf48RuMmtrk0uhjKut1Ksdr9v",
-	"c2LazNiip+eVA/T0MK1/sr0N/NAq6l4LnoINQhV+a9ZGeZhStOE35dWd2+ir8WxAWnPpeoOBv3HpyIdE",
-	"gItHGxI9Us0T77wzW8ISwaLvh4f9upLwbkAqBMfjE/ISXCGL9dfgGW0z8CNKKDEOVtWOHWfv77OeSu5t",
-	"Z9tX8w2+r12RbYUqAnJus+76u32dUx7VfGvd3yXkbW3UB1mjHxiHN3o5lCOtLSwYced8f5gqoo9ro3wl",
-	"PE4wZg82ZmNgx0Xcw1Bgu71oj4JRbBNcrZUwXchzAiKYHJ0AYkDA2TZG+lgblnnUQnjpwc6Rd/xb1uzF",
-	"dz2WTe9c/ugrE7etGCyQ3WXD7C3K2VGFfNBqAPpwRRwaVMZowAMNr8Fa4+DvZFcbFdedEA07drEFDCY0",
-	"ilKcXKcqAyFGVZHZFZXJy7IEp0kUWKsOO8z62q+Zrk0Dk4c3RoCjtKHA/uSaZRQD8RShpsl1XVJoeyaV",
-	"tIvu0w22ugIdqmvLPLzuysdMfFQlVn0R1mdqNMoTU5ciwTF16sIQ1hEe1aal97hNFVY8mhr2CdCcc5WL",
-	"siEby+tZvAp0HAfqUuXJYzeicknkKzKVZZu1nYERuJNSlbVR4RkzXCHAPGLxLVMwY50tyo6x95N0qSok",
-	"5l63v0wwouDPNqC7sELAdo6z3YHghUH21aUOZf8e4MrURoW9v+m74psmhSFY4HY2EX5mU7HWvrHgd88Y",
-	"j2XKtG76jcWQRujJL9wNCOqSW0ebxde04AwkBMPgLiykY96GO2G5LIOvJL7wlbMbse6vhgyN4bZ3cVqf",
-	"n3+T02zi3+LU0TVF/8wSRus6utVhX1G5dn8/uS0KPgIY23S18+mSWKccgkhNLyjgcU8GJUSZaP10BGHS",
-	"CPIhfT7gVgcU8MFrMeqSvX41vnqInF+Cbjiw01cbunYgIi3ZEWcIm6o/hu9E5T3Y2qgrr7PDVGTsWCUo",
-	"ryfUfCFhODNJqoraUFX/0ibY5VMKe80yXOVZLHulnXCSsAzUwwSkSpaqY/xHbcVEFgkqjoSs2IRJS3Xl",
-	"8E5bl+7am7dcFf5KquxCG0dgd80uz8/Pwcc2PAdP6gQ2YQsuk7HjDgYlSRUtvl4sZWtQvU04tqUHFcH3",
-	"IozVYNFwC/vEbUsZr4x2CP4//s83L39FCXOSsDjcXkkRGNbvu95slCF1ZtfDcHBWOo2RekW52tuVahBT",
-	"HdJbPT/taPe1VebfVitxRfaLbu/j9P7gF17v7x8h9ZDVfRvwn+GdG7kSnHKPw7VVL5gG18iurjA9dQhY",
-	"ivSQZ7YadLWe33zf9viwwjKvjXTrN8AfD0nHzoHP6762om+jzYQvpRyhN0/wCnoZsCuee2APJZKoAy8L",
-	"iTCcDVzu+K1mYAvnKmrbKX0yfeP7gi9ZzMZTJ2K41MAjNGjnf7x9+2rMqIQDc5lKiAKMsg5VV+w/qEki",
-	"6WCk3+vhtnXox7U1VN/1WBSp0ioXQW7arWzkmD0PD/I89O7gaAqLcnblkeMKGTRjHAxmdNqTzV+inRg6",
-	"MPPc6fhTBW81omU/MDS/iVhqP2KZ06E/K/VZpjK/nCuMHaBHOE5Vqv4Kgom6LIdOn8CzM4+x+d//ZVFA",
-	"B3TZSQgzWYcFG4SuufaYIAtWfBd4EwwpuOB7oY7ZKzBpgHs+BnsMJCbMV4AC3akK9eeMQGg2oWIiZuW/",
-	"RBI59EetHT9B8sFviKB+KiwBF8VX8qSKRMMV477nU2j6gs5xK9fkK8lbADhKLcyMFKqw41T9FivKMFkM",
-	"XIUvTQUzgucLMisL7viUWw/0kJYVeqVOEqxuwbW65OtUTUXz3W/Pv2FZD6Ar8xS9Fs6sT5+D94age2qy",
-	"je4PJa19w1iq1BiFZjajZHQrDGXjRhfj8/E5VZMIxSs5uhp9Mz4ff0NFtAsUDGfYWgb/9LW9PSVe1H5G",
-	"WpbhX1dhc60r4fcW5WOADeFHWEvhx9VC+DWMehTbgL9PUT6ko4SlaJfSX/CKdHTfemFG9VbCB+4LRpJu",
-	"zN6uK2GvwCvz8bCEZcFOwj+rcg1/INwF//DddI55abVHQCn2yw+vUhUb6MzaW40iPtpQ8BURL6EKwKAN",
-	"VRuVJanq2jec0pqt+tfGKdeGeWAsPG9qehyGn5GjjzsluElJI39CAoN4gEurSFVmhF2r3Nt3NJXYBW8q",
-	"GH5czdnM6KUnHJGFV/QP2sSw9crSJxGQ5/4lGN/33h3KyeOt1kXUwiJVYfH7pkz+96PYVQk4gGNHbFh4",
-	"/Ch+CdZ0CRwjhP1SU1OO1wLlA+087gRb6xp73oLoRdbRG44sbr+4qqhMjFZTqPXZXGVkyqSjK5YGdxsX",
-	"Ha2JWDeVKlMrtmjVoERVgMvzkK+lqvu5AniGN+ib5psUKwE9B6PL9RK95FIqQXUnyjHsUJ234iQ0ndRo",
-	"yoa5M2t28S2zoYsgyI+WqiK1YYXoNptKFYlQeIffAXFThWmK3bFDBkg6okvDnOZC3oLSPCYV6MW3kfOF",
-	"swxT8yfd1+PW6by7oQWcNyCaqKXuXtyxJayRv/hh28iPeHIBbkt2cX757DpV3C9wksixz7XjWHPoJZoH",
-	"9l+cR4aV2gocAYhZ+M6YvQ2nELA5vKXPFEoV2UIJWAA4CSjxrrBSqDVXXrbPBAkkICj7K1DyBtNLGcl0",
-	"MDjxtS8KDKTAk38lKZ10Tn34vbeDXeCpL2qFmR2Hxux/1MKst7rqP6iL/ruNGPbl+TnhUpULbZrEnSO1",
-	"ckrDpqK+8I2edu49lfw4P/Q4Vl+hBI5L388tTghf8fUYtNyzLUqGbJwuQXsqvxGE30NmtoWkz4iKiy9K",
-	"RRtu7wn45osSEAH+2dWmMc3tDWogkOv+HBBajkjmsy9KZuw9kF2BnWzrfNEi5vL7L0rMJtg/80rZs40Q",
-	"iF7y/QXNkCD2khAO9+KO7sGuUdTzFsfz7RfeCt0eBBl5oaF6ZfQGST19A1uWBFmTziLVHjsZonPW8spO",
-	"EDQ2B2E38pbqO3j5mamVPXtP2vd+0Hp9G86jiYHnAA3pOABj9tsmbgSzKamaa8x+Zvomo2RGaUXCMio1",
-	"x0uEHKL+ZFTegZcR190jzv8u3OuaUNo7hWh7vh42Tw3UZEC2UjV+0zHkSXQ+BtEZ7SvaAyABsMrHPhpp",
-	"idiuP0G4dFulZBhQ3i1wnm+scS9Y2sKkhQK437Kq+g48qtXHHHYUjCcQXR18gxdbXSHxs7TuTbzrM8qK",
-	"DhCjh/cUbYswEurp7AJ8tAUieQy793EpvbfN+QFxwoOvIk3E6WAvS1T7Q6uzs2TO3sN6vEf1t3kI3O/b",
-	"FQZtaC9smy7yKBv3H9gUGul+1EpPRpW2bhAP5j1qG9w+8qqP4dMFFRt5ZUyVTz5I0tB+epGdJAxPYrLt",
-	"KmHfZrlTRmMpWBI6kfY43K1wQqvLsnTd+G+qqF8VTiOfc6na7wLHHqGxIWJRW1bxOUYM/SFZTLpxqgL+",
-	"BG5a2xYgDr31FTeFHW9NlUdmo3MJLj+dXXEAeBvrgpp/hzOs6F5OgFn0sGBJMadxtMIHgpic9fpbIfz0",
-	"97++ZV1TLIvnBsJ7ogBuD42aoBZrH6hKVezUP/O2bZQrqUoV0U+lS50Dt8Lst4vWmVTWgdNNcYZU0Uq4",
-	"ah3nEZGIVPpFs9k6Qy2eYYgFNONUeVC2/yZG73ww0LcZPLaaZfAXWX4+zKBO6DzEhbYuVVQokwVkdzZm",
-	"COS1Bxw95ituxB3PXYyFO+14ScTSDz4sk/hTE3V5WlvBZEFXUnUrTCFzd2RhrIVUcx9IF9TYzYcmGmzs",
-	"FRm7WZBZqaL83nWo0cGFSYhYby6jMwJyBjR1n/H7ulZvGuymH8p/+G7Jn8r4Df0R7u/v7x+RmR19CBCm",
-	"MV6LXdzDqWyPxBSnzRIUVKFxRS8jxJ9eGt1QP5/jJwN+w4AHcRr19qMx4gNFPo4Q0xlNiBSU8ybdXzY6",
-	"stV10S9JrwSObFMiuOB4vE+n03cnTRMSozF/FkL516RifQtK4tDMCK+aMW8qLZVuB7VkahWeCnWXIWVj",
-	"Y+wAs9JshVWTGG1uBWswj43GChVOM1VTnmnmX4KtxfmdV+gng8TTtFx82cXe7QtK++3i2y+84fs6kWaP",
-	"1isFsr7sJHV6hmZX7dUXKn1hLdEBztw43D5KrNC7Z88pNubjjxj8IlUVH5yKuVSWwvFY1uprXrGrPTcU",
-	"CZMRWU01w6Lw6fmbJJQU+JLMrFXLm5EqvA4pG286+uwvWe/gsVCuBRV6K0u+4+Q9LIFeLWToUeNNKJ8n",
-	"peQaWvPHvj+WEb6+MeR6x50syVbBzn3X9Xtdt5OIaEw7+g9VzWH9J2Vz0XjaHZ0A/y8iEAfDBW99b4nP",
-	"Zu9EeORgmKAV2n8yA4IZUKLDiPP3CCPzMKFB9dAiTEAYxJ49rSXpoar3u/x674NlpeBFxni5Av+WFGxo",
-	"ocCLIqABQCIAe0A6wMaAv6Wap0p6h8gKR26k0aUYs263IZ8qqSrBjc/KYvEBLX+qSutxQQha9LY5TvxT",
-	"eyAtNP19t5QPDP9tj+Tik325fVrvgE9Cji+K4A2oN7LzUTkgGCKIVumm/5FsnOGBdSeCuycBtCGAQpyt",
-	"EUFf2pxvm9lJDEN2TOhOMvMBBvKTHfx12MEdpUNyKpyztG38BE0TDZ+z9/Cfe9I5pXBiuKdP0lQf+VLi",
-	"JjYcaru5EWyOwVqsAyTzkKfKW33eqWvujaniZ+cXVE2n9IppNJejkYfRHqqj8nFYVFy1asVA23HGkEuh",
-	"cCi6mzlXGA7FnnNokNKPOGapMS3tezh5l/CKcZYbbhe+7rYU/BaGnaoFL2enxCxfTe37BPSoxB/xtqgS",
-	"O9rp2TCrMeZNX3jKIT9K0U+z0xX9j6no5kuHlbZO+MCKJToA1bQ9tu3eoSHeH4l//GKWtvV+MZv0O5V/",
-	"F65fJHxal3KXpfokVh5lVZ+ePfJqvsflY79UoZdhqJ4IqWqKBgVQ/s7at5b33c3499Hc3IJb7BV3ixEm",
-	"5PtPbXkTTroMyXdEGgBxlLTEbBBMtx2zl7EK3J+7jkcd05GWCLXONfhiGBJsmi2xY6z3ti2EhkXgQwdP",
-	"nwwcq+bzqFRSjp+yTVLSA4ZgUU51IYWNyCKbsAgrgtsD8B9Mupm8AxvLpSq0RUyYlSoXIW4ZitzhZozS",
-	"BZPM+gYbq4VAmytVbiHWPpXKCwafI7PNDx2spNpQfl8VHtFh9VKgBZcqj+hIYt1BEUKkHhZCVQk5N2Yd",
-	"zkTqgETGqXpZCdU9J7uFjDpqFtxcOMK6+lXNprUsHdq0OA4MBLfmH0aF4VHYb3Lmd5A9w8z4WSmtm3jy",
-	"e0vXqUvWZ461xFZcB8RavpzqajZ7w9KvKLrCjqXzYRVO1IfGSQh+o0lPCNWjxMlT0GUz6IIMst74OrLd",
-	"FfA/WlW2jsEDif8B4QOSqxusfUAc4cyLw7P39Mf9GVI1WEROBUgYJsiSbRxUOF0Ny3hEqLdacQnj4wEC",
-	"BLpmJkF1hTmg50E/YMv5WjlZ0pnQhuqaji/Pz4McoTYK+NJUBbDSgt8KVnFrRdG6mft+VBhP97rTx9dC",
-	"BRx8EOt5CtuFlUnH7KJ2hF9tVV89z3NRuSu2KTDLDFvr0AlJlN7ONu/JTki3+AZsPp23Wugy6HQPqYrl",
-	"WXho3XTthL2i4qZyjcYFvQd/RTV9ZFlP+5WxJwyDiQQ0QNQpwUYRdOBZjzVspcRIUACR8aX/NEV6Xmnr",
-	"5ka8+T8/XzeM9VTbeAUsoGI9DouE0AA4WcixdTh3B+mYabPEVXSF85WqrIer0ajoEeADsIIXuIj3IMSa",
-	"o5944EIAiuGocJSyiDhmzNoSCLGPkr72NRcDYDPkTSeP+pDedffJUHrXaQas9uhRP6iAFDOCRqEEWws3",
-	"hIOD5zuUxca15+2T1vd1uHv3GQ0Oml2QZVurpduU/n06koVHtvoJ8ehU7DlAv5SCe8yqEbmsEAnceoR+",
-	"gjXdXKXtgTjFdHSPS7ChPPa0mErFkbMHofxizWL3nJAnr/9ReP3ex++e7/KoTJgmB/gIjJkDTJfXAhte",
-	"eAVyjEI2tBowjfl4co1WA3h7IYTrA/4t68bjsz8uKJDsvZcamvsQwoGW1Fmula2pmdYXomyoKuGlEr5N",
-	"VVvxe+84HFgUJsSfjIDl0dyEIyex4WBe1oUoxuwHHFnPzFwz7kHkzI+eraUoC8uyoqZF2I/vpjeKoL0/",
-	"mwLx3xmuWe5l1ZMwfszCOOmIjSfR/En9zF8wJkJlMhHuEOuLvM/SJ8lVuW67oc15jgd4okZYckH/ZLkZ",
-	"O4asFtr63qu+TSw7bree9T20qKVl7ag5HnirqfIlnuA6yALPbMAiS3COcq58cXRtFNaG2SY+C65Y7JCZ",
-	"KvCCbkTldkRVe2KnodcPRk/HqfqVWmP1olKA57+ElpifTQCH03P6TWGiN8HSAmLXk+h9pMBsLEv0O/cx",
-	"y9xHkV/vNq/GjjdejpAMDvL4mMpDYeUnzLdkghvyUltRnHy9SoTa5nvRqWNT61b751B8vh3ApC62B6iN",
-	"2Er3T1YbrSLgAEb1ysOb3IhXZaXWVQiURnmbUUIvnjkUMLxXTPB8Eav2Q2YLa+hbjfymtEmVuHOpsk5U",
-	"Ow++u6b4HCJiC1HytcVZEhVzmlmHkUGpfEypdehB7LK/QXe32b6Ps6bq2NtnoHqObGzAnzC3MLqeL7r9",
-	"zjsopoBfxcjtkWVC3Uqj1RL772EsZm2dWFLba0rVdJpMG026kYKmnjx/HFQT72zV/+rSYva2fUrkf755",
-	"+WtopuiRu90wLk5DyERed+AVwF8bsFPU1cvDIBJWq1JYBFjn3BgpLMteYRj5yltYxSnHxnZXdHL55fkl",
-	"Zmu1yoWvX85+1rTxMxh9yIw2cEuML2ldUW5L2LYNV5XSVwdy5zj+uuSyTJXv5O5roztt3Akxo6velvqp",
-	"2jCKumLPRQgNiDL2nNiGRiPCBGFB6RktW+qYv5l/j/O02WafBhp+btrb+z7zZG1p5aSqaZNExA7QELqb",
-	"YZPV2Qw2Ehlc3YNGKKBt6+lSugkBnWlnwLJacieSjQdSRedz4bE6rScIGXCNW5JgSL6OBPbpHLMeTfdl",
-	"rlJFTdrJLW1WLbIPweg6DAGuDCDYaQdstQzzrWQ7sxwK4S0ZnyHl39lDmc/ldWoXBtDOb2uj9oXks+6K",
-	"p/ar/3757PzkKmw2XP6WWY29JBsWLOAiIZViaJvQUU1sm/bVUNz9sueQEopjf4ZsfXOyy5fO1nd6xw9k",
-	"7YGh2Mn+GhQ9d7XNmAXFsNArND8uzy+/PEUBiHY8ICBPrjuNFpLQeSLzNlSWoJZ0LXm5gaEL1wcqfdsC",
-	"/ojOyO5Fw7U64hOlQuXi9DlwqO98iI1Vv/ON918XKsUbEmDuConiLZw05ftWa38FD+96cq+2YfPUAfTJ",
-	"tXqIazWt7Zod82htkz/lpcAJ4W/JuyKXCkZEdgexmx172B5BCYJdcnLNBvH4D0Hhe0M4WvdZMO9jgxHa",
-	"Wv5VLfN637E8bONUHixaq2Jnuydw0J8IDvowD/orQs2TEe0N+oCbD+GLhyHnkxgMaQ7qj4haH0D1eKZN",
-	"J4Dio18LNL4dE4il5Q+KfvjM50fEO3ZGMFAQYaceuVyC1xTO92o1NoCpWNZUDayAV76XdOe4MBQG+YIb",
-	"m5Gb4s99CM4zSKxYntvb/Fmo4hca7uihWd4XhVhW2gmVr38S63+QW/C5bHtP5J8DfAYuDec139BxCY8j",
-	"mo4Cr33axP94+68x/Xx8mMdcyPbpLI8eevKlDUNSsLO6LL0ubTb9JNdqVsrcZU920KYd9Ozy8guTcqP0",
-	"Sk18VvKKZU7HZoHyT4YWfoI0xxtsbhPravvUW3/p0pZybxBAdk9B9kJbN2luv2Lc3mDFdWZqNVlyqTIK",
-	"sfoK6diucc6dSBW3N5ZxVglj4WHpmBG5NgVdVFh91bw96bYF5Qiy7hz7gonmJJpo/rRS6eyY/YxNTrpF",
-	"jj3KHm571Rr+ZwyINZ8ZaunztpU0aGh6ykk/ITK/fkTmW9+VFSVBd4Ence/DRvZHNe3BZrZF1kchNHcJ",
-	"w7P3nYMd7z9vsreRDy9+PMBhCl1tMeKEUhSYtlpo6nmxEOqEfOfa3GKSx3uR9ppygyAnMYPXyusEYAp4",
-	"162jtLDpBM0K/trbzwJ+b4bwmcCHzQd+9MP/0mmN1hAHJHhgVcPAJwn+SFt1YFvpRxfz3lo4339x0rxA",
-	"DjHnRhSseEsWUBBa3FUyOPtfwTEV2BMejwRU616zsycs1tU2WyojVpvuahb5ujnY+/P1x6Zv7G4ZuVnU",
-	"89T048nE/G9jYnr3KXb4kIisRJDJHouyVTKefPoQtz+qAO0sBLk2dTzM6Vijg0kRzIfQXT496DS4vuEB",
-	"CmuHs3xbMfOD4uP+uRAi77HlXlZCvY6noz/iALgn8s8JgBOXBgPgofmcEXNpHVZLchu0zVNg/Ckw/t8w",
-	"MO73eCzIjBeCORnPg55QPQRceIqmf43RdGqNYbSaTwpp6MDp7CsNpGMnJ05xam1YUMFNFfKe0PousFn4",
-	"7ex92AvdozO3D6qMivdzewmDZ+jQz08+wZNP8AHBi/bqeXw9AcOW/gKuwP6Ar9+HMdp7mPA4M6Iq1583",
-	"FL1J2aBXE5r9NYewbboifV4Ii881XkhzanCIa7cKoaRlmS/0msDlLCBDTKcZgEoVryqjb0XRSHFub0TR",
-	"KXuSKoBnJZ4OR52U+uEEwOuvxBeqyvWfU+nvmTTkCmV/1KIGTRwL7IzIhaxcsjmpoKqb6XjykR6vjxTk",
-	"aPCSisIISvjrHlspafyqr82P2lRpX96lqsqWH5SwTnj+yX36St2nr9RTek7QON64Rrs3/oFOUkRS91Ye",
-	"IaiUW8cuzs89bKKVumChVUXCeG60bfLc495in7f4rc+Me9tV4BNwXfYJhvR1xdOGcg0dtJ7tnuW1r8O4",
-	"L7f/lPUr+M6z9/CffbEGj5T9UyGgETz+FG542pMPt80QC9TX/L+9KT/7LtzvUcNWGHb0N/bsWc5VLsrP",
-	"6+N3KNpVaBb7UPVDqK6oueLprJTzhdto4CBtqmgwJbbbjzAtROb6g0rtmL1whNHK4s2ZP0J9sAlD02qh",
-	"jcksStFumUFlbpYd19hk5JtzZk/i0cKt7hjXISKAxcsLbgOuLFUIT6ciO7iD8ngIS+rtLIj0PwnWJ8G6",
-	"r1s9LpTHCrvuE6u0tNt7GDbMAzCE8Ry2s5kshT17X3G32Gmg/Bae+JssxcM2lM6dcKfWGcGXXX59YN9k",
-	"oPnIUp/yR3WqBHAxBGKMKLmTtyLxxzpm4zF1Cyyx73zogMSZXS+nupQ5K6W6efJEtvrNcTxPPpwbiOv1",
-	"0W1SoCqC/PGiB/JHwh9hFobaMdOBAt0Dcxp2b8uU+NtnNtM6Aqexjep9oOUN+cCOOVhC1rEL9ov8jxMy",
-	"SXDMaEhUJc9FkSo6kAFRD9hYE4wpRu3gyVilgyat8D2adFl4zhnfeG2VKjxVkxpIcLaUd2BNxV6JRyyD",
-	"903gKd9SqkFqWYEA69Dk67r9G/aiyODvcbXuzY28qnvk8yGJjY8UzfsSGwPHZwbu28cETX6S4J9Jgle1",
-	"s49QbB8grv/kOP1VFGawIvF0GZRhX0l5/6vaBe0iVYhJP0y/4AtFXhvp1qhfpoIbYZ7XbjG6+v0dKARq",
-	"w0Hapzbl6Gp0xit5dnuB6sK/9H3oBkdnIoH28RciFrd1LcbHW9fIkm5daMhsXWyDE1qXw8GqnYsImLWj",
-	"+3f3/y8AAP//",
+	"7H3rd9s4lue/gqOdPZF3adlOpWq67A97MlX9yHQ9skn61IdS1oRIyMKYAlQAaFmd4/99D+69AEGJlGQn",
+	"Tpwe9YeumCLxxn387uvDoNDzhVZCOTs4/zBYcMPnwgkDf70qxXyhnVDF6u9i9TfBS2H881LYwsiFk1oN",
+	"zgcvmRHOrNhSuhlzM8Esnwt2LVaMq7J5MNHlyr9ZG2Xh6VQa65gRdqGVFWPl37ZOG2GZ0m4m1RVTYnnR",
+	"bhI64f53YbBJaccql81ILwutppUsXD5ifxcry7gRzBZ6IUrmNLTm9LVQzyybi/lEmNFYDbKB9FOZ4RSz",
+	"geJzMThPF+D472I1yAa2mIk594sw57c/CXXlZoPz56en2WAuVfj7LBu41cI3YJ2R6mpwd5cNfobOXnP/",
+	"wgfsbuH/iJ3haAbZwIg/amlEOTh3phZpn/9mxHRwPvgfJ82uneCv9uQX34rv6LUwc2mt1OrVj1u6W8TX",
+	"LmW5tVdxy+eLKnxzfDbIfFNOGN/o/4Nnv58df//+99Pj79//r38bdM3+jfijFtZtHZHBd3YNZ9sixG6g",
+	"03fcXm/t0XF7/THdYQfYl+DzbT0JPv/4rX1Xm+2b6m/X/ttp4Lgfu7Ud/Z0f//O9/7/T4++P3384zZ5/",
+	"c3fsYHc/nGXf33Xv8G/aXNsFL8RfZCXCENcphR8tM6LiTt6IcB2X4cuMidHViOVzLtVoscovGMcvpHKa",
+	"8bGa6qoUhtmFqCrLpLPMVtzOhGX5/3z+l3zEftEsH43yjCnN+MTqqnYCmsiAGCk9VnY1n+hKFqyS6ppJ",
+	"y6a6qvRSlAkdWLsp+Ff/iiak4Oz0+YtdtOAufAtE9oeZKK6B9hq9EMZJAY/5YlHJgk/8Rq2v4194ZQWb",
+	"asM4K/znzM24Y1pVK6SW8C4ruGJXNTdcOSEyphXjzNRqrEojb4Rik5V/IHjF5roU1QXLS+G4rHLfiGKW",
+	"ryxbzpCML30HS26ZFUKNxurlxArl2FxwT81NLXD1aKoTrSvB1eAuG2CTfg5ryxCWt+MHfb0553czQXOd",
+	"iarMmDZMOlZq5BbML9eKDfNm2XI29ct0NOoY1l26m7/jQKDbON738SM9+S9ROD+sH7Sy9Vy8Ebau3OaO",
+	"GXgO/5ROzO2uW/0zd8WMGruL3XFj+GpjhKHtzmEZwZ0okb9sDqt3lY2uun+wjrt69/Chv7f4rh+/Z6rd",
+	"+4ac7ZllE8GNMMh/L5id6aXCUzsTRow6yUrHPsHA4zBDz1uWxtPmzYWp5Fy6ndP8Cd+6y4g/77+/7X3Z",
+	"2OHe8989aRptM4yu+b5SE327OdO5sJZfiXscTfxg57GMDXcN5qe4vutcwDNDfxp0rUrrt709XC/WXRYz",
+	"jmtN7UrlxBWu41SIcsKL623vzKQXJVeXQjlDzW6+JP1yXU5WbvsL6fJtvgO08xLOYMdkX6lF7diiqi3T",
+	"tfP/xjdRDsV1gBYYST+WzfnKczhVMqkYr6oLdurZlNK4YH69ptrMucNxfPeiuTfJsBZ8VWleblujRAJ0",
+	"ci507S47ZvBWFFqV1rPi+D5bcs98kQMthLFasYmYaiM8URa3C+ml+CFnpVCSVykNTvoPM+4enZfNOobj",
+	"Ra7W6k00NyUs2kx7xlCKSjhRMq2EZVIVVV2KsnsAoIt09b52zNeOQfvgZOl5TSa1vgUb5zb0v3lY1w5V",
+	"z06FJeq/e3D4QJgoS+nXj1evk5sG/DHbfjsZd6zwhExqdcEEL2ZsKkVVslJMuWdJQYirhPWn4IZXtdh1",
+	"penbwfl3pDjJeT1PRaWtlz1+ffY8/fo0248MxM//tLPvNfoQv/zm+enpnh+ntKPpede3mzQlTPkU/pd9",
+	"GSqzfa03KE4z6t1L3U+LwppvzvpTUaY5v8WR/em7F7v3NaVacXQvdn2VUDP65NvNCT2ctsUpnNH52DGa",
+	"QPjiaJ5v/+Sul8b8Y1FyJ+5JZLxQiAKNJx/FjKsr4ZU9JC2VmDp/jtm1EAtU84CssKHSDd0Bif9ok9Ss",
+	"3537nuKeg/jwQ7LnwXjoFt5321K1o09SvJRlt8oguNUdQv6vXoYHaE5eKW3wTArlR/X7QJtSKm5WgRYC",
+	"/7zhlSwvA/jnH5WX2lxCjyjh+z+NKORCCuW8Mq7dpeU3wn+1qFZJKwujnS50qrSlQ46g0pZh88XC6BtR",
+	"ZswIv1CiBK23rEGbdF26SaonhamGZkAOwHa8Shla8WPG9ekYardojWAO9dTF6fvUPl44eSM6pe/aKKan",
+	"zM1kgEA95Te1UlJdjTq1+MBHK0I1+oXlbW/Mi8WlFXC5OiS7v+klm3O1Yj//8JqF19gwP5kXi/yoNVxP",
+	"DW0COAtzI8xYAQrClV0KY88ZV4xfCQWkxMpSsJ+5rIzWcz/bQitF+2yh6bGitpczWQGzkJbxib4R7HTE",
+	"3obhTESl1VUQehZGF8JagF/GSi+EEoB4zzNmNY7PihthuGe8cAgsylCFrpWzqPt6+qaXAKqwHAeRM3Hj",
+	"R86V0rUqhPV/mxVRSs++aH0Y9pmNVVFp6zmDISZXHiEis53afTZwoE/SzgY10IQd7f0D1dH98AA6+pvy",
+	"NZ3NtaMahrB2PvsvGyr2O1leNwyzG+dtFj9y5wGy+Ja9YQ/UoH8KbzdIlyxhEYkKwHLqxQLo15TLCv6B",
+	"Z6yTzAbEYIMOecm/8yD1sphA8jtPn1Bkg9o+faSa+HLaJiprPQsDM3jQ5oZJrkk5Rs7nnqcAnHoWrU8o",
+	"2+WNTpSzQpeCLbRUznayGqf3thGky+D01hl7SemtcE6qK/tQNRHErRHL8UdR5oEAI3GLNDoPvN7mjAMP",
+	"GivizWzip2kvWM6Vmxm9kEUO7Df31I3LnA09W/h1IdTLV8d+7tzJSSXGCgn/EautgE4KI0qhnOSVRQ4X",
+	"eMMzy4S6kUaruVBuxH6TbqZrN1bSZX44gs/ZlXC2/QndPzbMj49hnjkR1TWhid/24j9e0gWFinlirQSt",
+	"zjMbNLTh2enzF2zpT0iQe4+6la8gH3r5c6d4GMjN5mi8hCJLGAKqhP7VYHkpKl6X4th67uiOXxx/m18w",
+	"5YftFapmj0e76REsEnTUEpDCBg+yAW4u2FSx2d1CUWyy6zj/0jllPKieLxJ/99MF8XTNDLbbBvZvXTfT",
+	"n8p+i0Aqe+4hP3p93P+4cyFaptIt0mFjC+6SfgWDVkCOmHoB8HLOpXpm2Uxbx664AxNd0KM3Va0CEe5L",
+	"7lqKllcIj73y1LVepShkGb9pj+g3fwukY8R62ERIdcVoUS6YqquKxDN61rooabf+VbSdoa2udxiTDrqd",
+	"83IuVd4CEYAaFNICDLY5EH++ljR6kr9SFQga9Bu0c1yEUNxrSeV2mA972iQETuuKwbdA9ZAYXPGbVNlp",
+	"TtI86hmbF73lSdDtMLD5UcXV5TblzA8x6FPMv41GzkrgcAteVcwTk/oKGQy8crVbV1vba9qt/JzVCmmz",
+	"KIFrSdXi1l24QE5mSIs6lRc3SnRruWABYUqPQbje2YCjyRnsjUrCP2ggndKV36o10z1d1p02s3U3j+hl",
+	"Am2Gw7O5H4k8nVzz1gFtXebWldpOin6ki3RPIQvWLDmAfdZcfG/7EH6StoNeN2u1v6ksobC7rGVp853D",
+	"M3pSiXkHD1PszV9+YN+/+PbfPfv2L7FSFzXIMptUWZciZSoAkgCAfxkleZA9o/4DfzmtLytuQBGqla0X",
+	"C238rs9FKXkAZubCzXR5qbS7bI5wrXjtZtrIf6K6oM1ElqVQBNpMvfjjD5zg80txK9E4An8BBhj1sWld",
+	"VY0FJf4Y/m5uD57hS1JH/BuLqvH7om6b17ucw5pWasVvuESqHJD39rNJXV4JdyluZ7y2jqZ8rfRSXcbb",
+	"tDRaXV2W0ogCNi3MqdDG1AuH+pThV6LZA7/gc65Wl9YZwed+UeysBmn8stRLlXzTHk/o3HF7TVaguFjw",
+	"R1wY/GtVwGfwB7dWXqnkx4rLefPnpNLFdfOnX8fmDS9eGsWrS2GMNp2EqvH2WMN26jlXx17Q8nO4YErc",
+	"CMMKrRyXZKYoKq+hPSOs1+6g4h2AqHQ9kAU+2BQM//HmlZcGPfsmMAdu1rVUJRvmfKJrdz6puLrOwT/h",
+	"6IJNDFfFzIvyub9l+W6XBbo3OLiEptJCZXhbe6gBoJq/1q7Q8/si7L95Xhn413FASAHlY6UsG71sYfSV",
+	"4fMuMlL7/e5VIvxXzyyj19jUS0N86v/pm/X9DMeD8QDFIg7uQkedmypuF4iUdu3dnLti1ikpggcoWbvE",
+	"H7VX+UJLUUITKp0jTFxp5wc36hcSE9gTm9+1BPhWxhzq+2nv0u3ZaQKAcNXF5Pyxmta2R2T1A0J53e87",
+	"vRklehBTfMctYaTinsR4UX8PyXRd/4BvkxHFtUr2M+xeFs9S1zl/A2h+54yCxI2zQu8z5eJsSAQH/XTJ",
+	"bdfqbvjUeXGye3mDobkHldqqyQUKk65tatzwdN2T9ObZ+z0JR0siC+NPBtu7og/CsfZeoBYy2d64X7Rr",
+	"bsLpOujVNufvAr7WJTsaXu+k+xXxQshFz0WWZcCKQI7wGoYT5iLBr/I/alET7HHfo7Gp5GNjoAR4hri6",
+	"tIhMlmIqzF62oX21f/KG3lwPz+L2dKX+u3+1se73Ybb7LS/CfbjAPYtJxGD7yPxLeyx9H1i8DXrJOo14",
+	"nUqZF5bdbiy6tVuw8gk0TY0065vICMHOGZZ3yxY/6LZ/3Cm4F9bd8g3ZA+6OS3tvyJsWeGNdtyzeqx/X",
+	"3eL/WA9y8I+2xzjE1v5Oq7rGZwML6DxK9Gm3Vpr6EuylkoZrv9upmBruXJta/Qqbe1/LwJ/BUomeHNIy",
+	"vcDvLlgO1thjfyRszhy/FmQjyK0Ti8u5zTeF0DKBCjZJi5ddntnU+8dpkDwpgIANA4JfCoW+IhGRA5AA",
+	"4JdV55akUulmz+HXIIAujXROQP/hp5G7dc0AxoMXz8eDowsm5gu3Cn7zIOPAC2uI+jfPO4YEuulOy2vL",
+	"qENA2+YkfhK8TDBNr9IgDO7Xs+KqGTmRw/bqRUEEKWTnCtKudniUVnpJBm3/DpusyLjP1YrNZVVJi55d",
+	"YEWPblwFV2zpBcqgYGw6Pm03d9/1HPNGwdrcaFsIxY3UKOb791rwb1B1pGVSoUogbKckqpX4dTo4/30H",
+	"mrSm9N1lOwKQ/GWKL7/HCfVJQRA+cQ//dQhM6fBbn3NZTfSt2EIZPtbPfIOo8GLWhBEAtJIB8IqyhGW6",
+	"Kr1oAeBrN379oMuDcNB2R+WuaBUkgk0wCoWuBK8bCGqaeQo5xKgcUtgwUsnFUBeJriV9SuxRt7OObg70",
+	"VjbRHP01j7WP4zLgRNArk9F9ahkFG75AwGADWHRLXhTPsXldTa2eWZA6MjYxemlh8St5LZgnLhA2ulvP",
+	"oPEno81CAB/ECNFF2jgezdK3/MCb+9LFaN9SH6/UVG/e2dYUt8RQPXgt9S4m32c+og/xQIeFQraeRXhJ",
+	"muiw2Xkr+0C7bkefgKKlg2lmsG1xuyWrMOr9D31rs3bJV03znUMTquyj1OtmNArUPNvPC5EUzJ1q5C71",
+	"8a0Ti26zcbDYk9EQ7WbgSKF1haY5sJ1OpeIVc+IWaPJ+LPCd1hX0vJv33Tp88T3F+nYP1nELlJe3vKo3",
+	"ZU2CxnsEAZBUyYUAaPKcrxhg40y6jMmpJzB7AXyEsXfjeOQB7tuvrWMTwfzM0eub/NjhwmklQCDyLyBA",
+	"7/ve6wyHoOVNug0j63FiAT9lNvSch7zQj3Cc/m42Y0KrqTSsmeUnGNhDHA3CN31wabqX9C7spDaMHABG",
+	"g60Wjk1SulR9eHmrM9wvJt0FuxYLx7Qqkm3eDySOhKMD9vdyETXnRXvLZcCka+Vkdc+u9nP49HuXuHtS",
+	"XP3+G95rvKkhvuA+W78OpMYY/4Z9kO0lIi24c1lDAlq3NF6MuO6t07VmIE8G3EVU/Zx/oA24J17Tt+kA",
+	"sr44PT1lxYwbXoBATKYYI+fztld3skzdg3sQcJzQzn08XNs0MFKHHmA91Qq67YsPW4Lk3LWbA/zq+bbW",
+	"2DBPbOg5SpZL2Y437zuR0Gnf4VhHo/z5XYej4NkuPMo31i33xJiTvcnyTlmnPxQxoQydcKtUl0FvBksR",
+	"0Sa4p/iv9z2T2zP0aF8u/5KoNLAAMF1OtWFK+30etdd/2OUeePR/Orfh4496/6nd50p3xr63GWqHF14A",
+	"b8HqFtjj8B/vfjjq9bnbZJV8zq/6EDSSxSDhT8k8JRYMXSNY47DCuPM/GXdBARngmlsCVHXsJbKeaBUN",
+	"7iKp62PUj8BlYif69xG5AdpTRXd7QIdCGC3TpvSnrBK8bACLPfGSvlwCD4M3esM/FrVZaCu22UI7Jvsm",
+	"BJdKBWYfP8+957YFT7hPiEg2iOlk9vAVI8WyxcA3Mi20lPlwqMOSN9EjYc3SEWyexfc9d/RBbLfjoDeW",
+	"WTzqmzFWeXALyFuevtKy4P94wXJur3MGIn/EX4dpnG0bDv70lwpD1x+QdaMVogNg5e0r/C7B1D/RtdlH",
+	"0klu0hYPHcxDZC4IFo9IJ+rX0jKnq3LT677L7b51/ONp6DTV/BWSMIUh8CYRE0NHNm0wOo324BnLPeG9",
+	"nMpKUIBGPErwLZNq32w7fdegR2ABPGtvgUXw+dt6PudmtVtugZb7RhNa2cE/92OHvTwiBj7SG82WzLjt",
+	"zlxxr9QxDR1Lht035QfFc+NZDpHcDdhy0UQ4Urh3wRW9tQnA3Ic+0DDXZ0xN9E3OfqQzXYKugtkHInYm",
+	"YiZVB57k+fsl2Se6LQfwhuXLSyMW2rhtR0NPQV541lg8PKUGRusimfA0sy/VCi+F2T4aescIuORW16YQ",
+	"fZ5oN1Ist7e3vjHpYmyMp6PJnvF0LFr3ZhM2eN+otk5kE3EboUq6mrVRFDYesc11enXr1hLDveih1ly6",
+	"TiPpb1w6hNUg4JiwPxyPVFcZGTWYrfwRgSC8+5tD25TwtocqBED2E65lwasKAUOndbW5gB8R0gL2wUXt",
+	"2DD/cJd3RNZtGiEouqK3vTRCzgpVhkwG63Fw3+1K/fek9lvr7jR372qjHiSNPtA/weh5n+9Ybf2BEbeO",
+	"EhwuYk6b2iiKTIQNBq+Ktd3ouXExDrXP4J8e2mdBKLYZnNaFMO1EOpknwajohKBSSACwmXlnqA3LKYo0",
+	"NLq3ckQGkUSaPfuuQ7Lp3MsfKVJkU4qBgKVtMsxOcHhLVNhep8GPD07EvsZ2QAPuKXj1xn4FfSc/X4uA",
+	"a5mu2NA1CL60TJaVOLoYq9wTMQy8yM8xbFFWlVeaRAnQkb9hATec6to0yZd8izHhhLQh4PHoguWIgdCI",
+	"gNMUuq7Q5D+VStpZ++smR87C81BdW0bpDs4JMyFUJXrDY+z1xGigJ6auRAZzavnLQ5ht+FSbhO9xO1YQ",
+	"CWJqf0/8mAuuClE1wwbzCYtP/TiGYXRjRcMD20cW1xUWleXrsTZhIeAmjVWeZvfJmeEKEgXFDE+WKb9j",
+	"rSvKhku0ioxVKcEnbbNnDOsO+myTBCGcEC87x91upUQIk+yKE+rzirqHKlMbFe7+uu4KLV2WBtM0bHpZ",
+	"+Z/ZRKw0ZeH+7gXjMWwMz01PWjyCDDv8Lm57CHXFrcPLQr6+sAMZhsVyFw7SkKfh5xBGxHwvGQUEcXYt",
+	"Vt1RIiGz8eYtHtenp98UuJvwb3Hs8JnCP/OM4bmOanW4Vxg+150QedMS9fBEJU1aZnIjiXFjAURqkpn6",
+	"Ne7wLAkoE56fFiHMGkLex8971OqQlWXvsxh5yU69GpruG87PgTfsmao2TSWwZ4aAbAvOEC5Vt2+DEwvS",
+	"YGujzolnh63I2VBlQK8vMRlWxmBnsrEqa4NRlnObQUp8KewFy+GU5zEcCG/CUcZyzx4uPVXJx2oIf9RW",
+	"XMoyA8aRoRSbMWkx3s63aevKXZB4y1VJT8bKzrRxmHwI7Fap4eoILNoNcpezYSsmOBsrPHyduS2SSXUm",
+	"U9ukHhgc2JnxRfUGUyWx6NwmzHhptINkTMP/fPvrL0BhjjIWp9tJKcKCdeuu12vu2a3dpbBo2JVW2s1O",
+	"Uq52plXtzXETDLkdP23JV7sR/piylXgiu0k36TidP9DB67a/P5zqwVJ3XcB/hDbXbCWw5ZQXxS46g5vh",
+	"jGzL7tfhnwku2vf5ZiP9a/L9enub84PIk6I20q3e+vWhFEGQ+vpl3ZUX/12UmaBR9J0KLiP+SUZ+Newl",
+	"BVqjIQnLVbBgCIPdgOMOfTUTmzm3wLzzkpwM1/oXfM6ilyKW7fCPmrBR7bnz3969ez1i6NoKPl5KiNIL",
+	"Za1RnbP/wCzfyINh/MSHU+mQ5rUxVSoRIsqxAr8Yopt2wxo5YsFgy3gRcqlxEIVFNT2nTD4KFmjKuBeY",
+	"QWnP1n+JcmIoV8ILp+NPC9+qEYn8wED8xsFiOjjLnA4FBrAoCYY/FFwF9ygxH43VWP3ZEyYsSRJS1fs1",
+	"O6HY4//9XxYIdIj2Pwowk3XgyIpRxxcUK229FN8OSA6ClH9AyfxH7LUXafzqEQY79EPMGEXG+HGPVYjL",
+	"Y+jQYDN0smZW/lNkcYX+qLXjRzB8rzfEJEvocOtVFPJwHiskDeeMU+7OkIQPlOPE1kQRdi1nCr+SUyOF",
+	"Ku1orH6LnvZgLPar6nuaCGYEL2YoVpbc8Qm3FAArLSv1Uh1l4PULZ3XOV2M1EU2/355+w/KOAPucRvRG",
+	"OLM6fum1N0iChBVpQP1BozVVPEBb/CAkFxxkgxthLPmRjE5Hp+hlKxRfyMH54JvR6egb9CaYAWE4gVR/",
+	"8E+Keepwfcd0gNKyHP51Hi7XaiHobqE9xi9D+NGfpfDjciboDAMfhZo5H8ZAH8aDjI1BLsV/+SbGg7uk",
+	"wRz90AUB9yVDSjdi71YLYc+9VkZ4WMbyICfBPxfVyv8DwoDhH5TdcMgrqykyXLGff3g9VjGh4TS9aoj4",
+	"aIPgK0QCBy8AAzJUbVSejVVbvuFo1kzighqlXBtGiUr896bGz/30c1T04aYENSlr6E8wYOAaQOdgJEVt",
+	"HJxM21+RRgO/yMaJQhtqw14wWAZIM0QtLGfaCpajv1medAaXNDfCrlRBwiSeG/BDnQgGM1VXbGr0nFYJ",
+	"0kqc4x9IMfw9ryqyWMAGUyNgTCBVEojycCNvJeYvG6tw0ygjJ/3+LKbU9MsNCw0B+uHzZ7Enf4Eqvz2Y",
+	"XmmuMSPbGwHECK85d4KtdA0VIjydh33CFp5ZuOvxCKOvPh7d4HC9fqRRbhoPztk46PZwwvEARuf1sTK1",
+	"YrPE4SXyHbgL+/Q2Vu3uSr9m8IK+bvpEYMYzVT+7Qs9BJa+kEujkohzj5BcaQRncTswyasPemRU7+5bZ",
+	"kAjbE6uELyKPskK0M42OFdJr3wZdt3iDwzbFWjLB3CQdjkv7PS2EvPEceoj8lniFkVczZxn4ARy1m4d7",
+	"2mq7GYvXFP2gcbSY2pU7Nvdn5E80bRvXI9YUAxrAzk6fv7gYK04HHMl/rArjOAR+EPmkrE5np3HBKm0F",
+	"zMDTdN/PiL0L9cHYlYYk25ty11ih4JV5cQM2AcjrObglJXtFjGQqkPr5AeV/9iN5C7asHBmIl26h2Vcl",
+	"oDb+yz8jS8ha9dh+70xfHNaUIov8zo5CGaM/amFWGzWo7lVz6v0aYP789BSTgygXcnSKW4c87BinjZEV",
+	"oY+O4kcd4ZSwP/g5uHoBuY9Hn/YWNoQv+WrkWeqLjZH0CVTtAe0Iv4MMTB3DzDfSKOU4irPPOoo01xIN",
+	"4JvPOoCY3Sk/X5fcub0GDuTpOlXow+MIw3zxWYcZE0/l514ot3UxSwbz/PvPOpj1TE85MWVaNkwDQZTv",
+	"TyDzBLKXBeydyB2+AylDsWwDzOfbz3wV2omgclR5g6vM4C0M9fitv7JIyBrbGbL2mMYaNMFEBTyCyP0r",
+	"T+wGJBa/942fmFrZkw/Ife96ReV3oVJkRLlDfG5L2xix39aDd8F0M1ZXGkytub7O0XJSWZGxHOP94BGG",
+	"b2NyWvQlgceQXKeDnP9VuDc1psrZSkTT/brfPjXxvj20FUMim3RxB9L5FEhnlK/wDngKAC5F9slQSwiw",
+	"/wLEpZ0nLwf0ejvBebl2xomwpMQkCcW825CqukqR1upj6oIG4cmTrlaQKZGtNpH4SVr3Nr71iLSiFQ3b",
+	"sfYI7cVYXizo4UIOjySS9ync3qfF9N41JbDihgddRZoYLA2JzIHt953O1pE5+eDP4x2wv/XyzL9vujOk",
+	"+VX8tWmHf+ej7vKmoYrCR530bLDQ1vUG5ZNGbYPah1r10HddomcTMWN0syJEphn78Vl+lDGoW2pTl2Sq",
+	"sdHy2bEIloQ09B0KdwInJCU2pGuDzWOFyUphG/kVlyptyyv2kJ8kIBa1ZQt+hVG5WFKWSTcaqxDs4l9a",
+	"2SQrAWjrS25KO9rYKkqPA8qlV/mx/NoeGXTACan5O1R8xXc5Zi0BDcsfKeY0zFYQEMTktFPfCvDTX//8",
+	"jrVFsTxW9PbtRAKcTg0z4JcrAqrGKpZ3mpJsG+nKWI0Vjh/9pFrlacPupx7yTCrrvNKNOMNY4Uk4TyrS",
+	"xXQQ6GeGu5lUHI7VxcFbZzRWlBmH+gSokJBHyjE9tJrl/l8o+RHMoI6wUvlMWzdW6JWTh/Q6+YhBNhW7",
+	"R6FeAhTFLS9cBN6ddrzCweIPBMtkVM9cV8e1FUyW+GSsboQpZeGeWT/XUqorQu0FZvUlaKJJUHKOwm4e",
+	"aNZYoTHxIjgEwcHEtCQkLoMy4umM59Rdwu+bWr1tEmjQVP6DSmV8KuE3JKm6u7u7e0JidtQhPDGNeC2U",
+	"8Ak1jJ+IKI6XJTCoUsOJnsc8S9hoVENpP0cHAX5NgPfkNPLtJyPEhxERjhBtJw1E6pnz+rg/LzqykXKb",
+	"jiQxgWe28UeccahQ2Srz0rIJBStsNNYFKP8CWSzlH8cVmhpBrBmMtNKin3hgS6ZW4avg5BnsQzZiB2AC",
+	"Z0tw0QS0OQFrwGgOwgp6aTNVo1FrSo1AXRl+Swz9qHfwuC1nn/ewt5PC4307+/YzX/iuNPT5k9VK/bA+",
+	"7ya1Esbn5+npC27F/iz5cwUOg3B9lFiCds9eIjZG+COAX8iq4ocTcSWVRTieMouAgy2UNOIGkTAZw7jR",
+	"QVmU5AtwnQX/BfL/zBPH4RxZ4UUw2ZDoSKZmlN69xoK2FmDoiUl+S51q8LdezmRIFEgiFNlJ0bgG0vyQ",
+	"kpQaQc6UwbA8allJNryD7tqq35s6NSKCMO3wP+iiB86maDoG4Wk7OuH1vxju2AsXvKMEX48m78RYzF6Y",
+	"IIH2D2JAEAMqUBhh/54gMu83NLAePISZJwYxcWJyJCku9m6bXk86WF4JXuaMV0uv3yKDDfkaeFmG0ANP",
+	"EfzyeOrgL4b/t1RXYyVJIbLCoRppdCVGrJ3ykUwli4Xghqyy4HyAxx9d4DpUEIxjeoeGz8fQQJLQ/bu2",
+	"36AX/Dc1krNP1jP2WsLcenQSVHyBBK/FlcNyPikFBCCCKJWu6x/ZWgE38DsR3B0I0BoBCjhbQ4I+tzif",
+	"itlZhCFbInTLmHkPAfkgB38dcnCL6SCdCkU2N4WfwGmi4HPywf/nDnlOSJPWR9yi9xH5LTfYcHAk50aw",
+	"KwBrwdsOxUM+ViT1kVLXvBtNxS9Oz9CbTukl0yAuRyEP0B70oyIcFhhXrRIMNMUZgy0F4VBQNzF741hB",
+	"4l8QSPFHmLPUYJamRJqkEp4zzgrD7YycfCvBb/y0x2rGq+kxpcvCdaakBB0s8Ud4LbLEFnd60b/UgHkL",
+	"Sht4sCE/QdKPu9Mm/U/J6eZzw0ob5d3AYwmr35tUY9tM4B7w/jj4p09m8VrvJrNZt1L5V+G6ScKnVSm3",
+	"SaoHsvIkvfr09Il78z0tHRsyTkfn39RUjWhQyACw1fct0b7bFv+uMTevwBV7zd1sAAb57tJ5b0OZ82B8",
+	"h7AGPzg0WoI1yG+3HbFfoxc4vuVm3I0V1jOHuO5Ce10MIMEmsxMbgr+3TcJBLERZtIL3s56aumRHRZdy",
+	"6Mo2RkmKTvKHcqJLKWwMY7IZizFM/vWQZcCLdFN562UsN1YhB2PGrFSFCLhlcHL3LwNKF0QyS9k8QjzH",
+	"WLmZWJEplZfMd4diG03dS0m1Qfu+Kil8xOq5AAlurCiiI4t+B2WASCkGBb0SCm7MKhSmbEWkjMbq14WA",
+	"oBlGMTOtMKxnzYG7Eg4Da+lUs0ktKwcyLcwDgOBk//2sAB71901O6QbZE7CMn1TSuksafqfrOqbkemSs",
+	"Jeb92gNr+Xysq7nszZJ+RegKG0pHsArH0YcsTRBph5ueYVSPEkcH0GUddMF4rqbCQOsE/LdmlUkNZE/x",
+	"HwAfIF1dW9p74AgnRA5PPuA/7k5gVL1O5OiABDBBnm3GQYUSt+DGI4K/1ZJLPz8eQoA8r5lKz7rCHuD3",
+	"nj9A3R/MxK+VYNygX9Pw+elpoCOYswEaHasQrDTjN4ItuLWiTF7mlPwK8HTinYSvBQ843yH485S2HVYm",
+	"HbOz2mGwbOJ99bIoxMKds3WCWeWQxwfLVKJ5O19/Jz9C3kLZ3sict5zpKvB0CqmK7llQOXiycsKeo3NT",
+	"tQLhAtuBX4FNP7OsI9fLiAYGYCIGGkCIK8aoQtABLT34sFUSkKAQRMbn1DUiPa+1dVdGvP2/P100C0uj",
+	"tvGJl4DK1SgcEowGgM2CFVuF4ocwjqk2czhF57BfY5V3rGoUKjoIeE9YwSs4xDsixJr6mzysQggUg1nB",
+	"LGUZg6bBaotBiF0j6cqVc9YTbAZr07Kj3idR3l3WZ951mvmlpuhRmlSIFDMCZ6EEWwnXFwfnv2+NLGbJ",
+	"PU0y6n23K53e+0cUOHB3PS3bOC3t6gAfxgNZUmQrbQhFp0KCA/ylEpxiVo0o5AIigZNP8Cd/ppuneD0g",
+	"TnE8uIMj2Iw8JtCYSMVhZfeK8os+i+1ibQet/0lo/aTjt4vsPSkRprEBPgFhZg/R5Y2A7BrEQIZY1Yny",
+	"GphGfDy6AKnBa3sBwiXAP5FuKD7740CBbOe7mD2dIIQ9JamTQitbY+auzzSyPq+EX5WgnFgp4yftOFSN",
+	"DBtCZRjAPZqbUPcbshsWVV2KcsR+gJl17MwF4xREzmj2bCVFVVqWlzUewu74bmxRBO79aAyE+un3We5c",
+	"qgMxfsrEOGuRjQNp/qR65s+AiaCbTAx3iP5FpLN0UXJVrVI1tCmqvYcmaoRFFfQL082YMQTzz4CNjHLS",
+	"smGa55YSdmH+zNphJj6vrY4VuXh61UGWUCACnCy9clRwRc7RtVHgG2YbfNarYjEd51h5LehaLNwWVLUD",
+	"Ow2JhQA9HY3VL5iHqzMqxa/5zyH/5qMR4FCqp1sUDpWmlF7Sch1I7xMNzAa3RLq5T5nmPgn7ejtTNmS8",
+	"ITqCNDjQ4yG6h/qTnzFKyQSZsSptRXn09TIRzNFPpFPHDNpJrungfL4JYGLK3D3YRszb+4XZRlrZlIJR",
+	"iXmQyA3xqqzSehGA0khvczToxQJHIYb3nAlezKLXfrBsgQ99kjVwgpdUiVs3VtaJxdbqwxeIz0FEbCkq",
+	"vrKwS2LBnGbWATIoFWFKSYWFmNJ/bdztzP6Es47VkOQzz3qe2ZjtP2NuZnR9NWsnV29FMYX4VUBun1km",
+	"1I00Ws0h2R9gMSvrxBxzbKOpppXR2mjkjQia0vCo9lSDdyb+v7qCIrEiLdX9n29//SVkbqTI3TaMC9sQ",
+	"LJEXrfAKv742xE5hVi8Kg8hYrSphIcC64MZIYVn+GmDkc5KwymMOie1gqoo9P30O1lqtCkH+y/lPGi9+",
+	"7mcfLKNNuCXgS1ov0LYlbCrDLSpJ3oHcOQ6/zrmsxorSxpNvdCtnPEbM6EVn/v6xWhOK2mTPxRAaT8rY",
+	"S1w2EBohTNAfKD3FY4vp+dft73Gf1nP640TDz00ufUpqj9KWVk6qGi9JjNjxYwjZzSCj63TqLxIKXO2q",
+	"Jgho23oyl+4SA53xZvhjNedOZGsfjBUWA4MaPskXGBlwAVcSw5DIj8Tf0yuwejSpnrkaK8wIj2ppc2ph",
+	"+SAYXYcp+Cc9Eex4AzZShlHe2tYuB0d4i8JnMPm37lBOtryW70JPtPO72qhdkHzePvGY6/Xfn784PToP",
+	"lw2Ov2VWQ+LKZglm/iFGKkVoG6OjGmwb71Uf7v68oyIK4tiPYK1vysh8bmt9K1F9j9XeLyikzb/wjJ67",
+	"2ubMesYw00sQP56fPv/8IwqBaMMeAnl00Uq0kIXMEznJUHkGXNIl9HIthi487/H0TQm8pz/czTqj4ZL0",
+	"+zhSoQpx/NKvUFcxirVTv7XFu68rKoUECS/uCgnkLZS1oiTZmp5ApbCDerUZNo8ZQA+q1X1Uq0ltV2zI",
+	"o7SN+hRRgSOMv0XtClUqPyOUO3C52ZDC9jCUIMglRxesNx7/PlH4JAhH6T4P4n1MMIJXi5pKxOtdNYDY",
+	"WgkgcFpbxMx2h+CgLxgc9DAN+iuKmkchmgT6EDcf4Iv7Rc5nEQzJogoWI2oJQKV4pnUlAPHRryU0PsUE",
+	"omv5vdAPsnx+BN6xFcEAQgSZeuR87rWmUEwsSWzgt2Jeozew8mtFuaRbtcmAGBQzbmyOagoVmQjKs6dY",
+	"0T23M/mzUOXPON3Bfa28r0oxX2gnVLH6u1j9DdWCx5LtaZBfJvDZr1K/XfMt1mZ4Gmg6ELy0tMV/e/mv",
+	"Ef0IH+bRFrJZCubJh558bsEQGey0riripc2lvyy0mlaycPlBDlqXg148f/6Zh3Kt9FJdklXynOVOx2SB",
+	"8guHFn4CM8dbSG4T/Wq72Fu369IGc28igOwOh+yZtu6yef2ccXsNHte5qdXlnEuVI8RKHtIxXeMVd2Ks",
+	"uL22jLOFMNZ/LB0zotCmxIcKvK+a1rN2WlAOQdatGjNgaM6iiEalUaWzI/YTJDlpOzl2MHv/2utk+o8I",
+	"iDXd9KX0eZcYDZoxHWzSh4jMrz8i8x1lZQVK0D7gWbz7/iJTXagdsZkpyfqoCM1txPDkQ6uK5N3jGnsb",
+	"+vDqxz0UppDVFhAnoKJ+0ZYzjTkvZkIdoe5cmxsw8pAWaS/QNujpJFjwErtOCEzx2nVStwuSTuCuwK+d",
+	"+Sz8780UHin4sOngR5r+5zZrJFPsoeBhqZoFPFDwJ5qqA9JKPznMe+PgfP/Zh0YEOWDODSlY8oQWIAgt",
+	"bhcyKPtfQZkKyAkP9QfVqlPs7IDF2txmg2VEb9NtySLfNFXEHy8/NvaxPWXkulPPIenHQcT8lxExSX2K",
+	"GT4kRFZCkMkOiTJxGc8+PcRNpQpAzoIg18aPhzkdfXTAKAL2EHyLzINOQ21S+gBh7VA4OMHM98LH6bsA",
+	"kXfIcr8uhHoTS7E/YQCcBvllAHBcpV4APCSfM+JKWgfektwGbnMAxg/A+L8gME53PDpkxgdBnIzFpy/R",
+	"H8I/OKDpXyOajqkxjFZXl6U0WHA6/0qBdMjkxBGn1oYFFtx4Ie+A1rcFm4XfTj6Eu9AunblZqDIy3sfW",
+	"Enpr6ODPB53goBM8ALxIT8/TywkYrvRnUAV2A750DyPaux/xODFiUa0eF4peH1mvVhOS/TVF2NZVkS4t",
+	"hMXvGi2kqRoccO3EEUpalpOj16V/nIfIENNKBqDGii8WRt+IsqHi3F6LsuX2JFUInpVQHQ4zKXWHE/i1",
+	"/kp0oUW1+jKe/rRIfapQ/kctas+Jo4OdEYWQC5etb6pn1c12HHSkp6sjBToatKSyNAIN/rpDVsoavepr",
+	"06PWWdrnV6kWVaIHZawFzx/Up69UffpKNaWXGBrHG9Vo+8XfU0ly3F7vqLQFb3TXDF/LK4exWIN9Syf7",
+	"lt/iJ5DvrqtJvVRr0Xx7FGPuaYtbK6+UEIP713Z+vFA9bq+3+iSB3xbmW0kStExl5YSBENKDifugLf5r",
+	"WZDwzCfmoywUXmFaCf8LpifblUMeCNejmJRgsNJVgg3PPPl9fnrKvDrFC9/CETlTOS4rNjz1L7w4PT3F",
+	"AtSkpY3G6gfKsx5qucFUz9sSb8Y20D+sjh1o2VHyhp9wzoacTSpdXIckvSAnwpqmZmfIWNRUtPHN+FcI",
+	"P4ZO8D2sURWCwGFNc9yhbKw6t+VoxHKq23o5WeXd0R8ZDCCHDcy3FK7j9vqxkqlze/1lzFcwqR56D0FW",
+	"3F5nB3vVgdx/1RaphJwcdKCnaEJqsY2vxIOsLBO/MeBpQflB0WGiudlXLujWhU6Kisv5sRK37tECLiu9",
+	"FNYdY7FHcFdNJoQZCImFU0W+qmK+Q2C2mGsmsHaSA6ISWPCqovS6mintb0HGYEpB0kCsF5PvsCHoV8mX",
+	"AGtchjJg+RGkgC1qY7Aoi3/FUsj8laBEMYAd+7F38nHf9y/i1kVW/oia1DYtKqwC5TbpqPT3C4lJWJgw",
+	"rhpk2pKxqqKi9CgHjevgMvKvUB+Q3EG+klqq/k5i9Yw1GorMYEPPwKpc/qv9OcAHEF3IWWBrBVbfZ8g8",
+	"BiaWkI2IFKMmhYEsoSI4VSwFFS5HGo9Kkp4SskPz4I7Kk0mXMav9t/B6tLltqWz6hQltdiiT+rTIJBiH",
+	"aXOeWayQrU3mD2P5tDNqg1DxtZUf9Rd46O/8xkJv5vyIEFVvTdIvfJkPd/iANnxNF3eP2qRwPx8ZOd7t",
+	"5+MvXurk012r9CWbSlGVrBJTB+nLSNq4YPk42rOwaNF4kLOiEtwg3Bp+vFgTNIxYVLygxKOVtG7E3ogp",
+	"1GDXivFGz8RALVI5cdEQ0yGB8SgGu2I2s6CwLnVdlWwO2e6DjLTk0o3VVBsvC4lqmjH0XK1WyH8wOTCd",
+	"Z0D/Q1+rohL50ZZqm48LEH+hapu7VFluqTDAIc/PQeh6NNr9RRBjoi5woBIScICQDxDyp0EQYjlVvJhg",
+	"xs3IWps1bMyLBsRC7yvN74IVEGJ+XDfidfGiu1rYdvCXJANe2Q0bdUM/srFqX9xhlwRxtBF+hCZmgquX",
+	"3I6VndUOCrFGY3QAt3M2THHudnGoo2QEANj6t1tvML1UlknK14+IN7wLeU+uuFRjdSWcBTN+zLnu+Wwd",
+	"ypXHIZEo1TKzI/g4VnHiFyzH85Q3lQrmRyP265QVCZruh2BjxVetxFgtpbK9KPqXB3b82sXSE7h3BwXx",
+	"gIX/a4ogXRGTbbIUHkTCE4WWQCa+JlSdR91iqzfp/lyOyOETYHTvIt1v9GcsspEnDlqJC1cW/LRA0R4P",
+	"8rECTTfo4UdNatwRe9mpNAfrwBp/zBIDtlaCzou/DOEUdVfNxA4e2x8qbNkdabxfjNPEFT0ouF+HggvX",
+	"66De3lu9TW/+Qcn90gn8H8A7iVBhnevjoDwlZqC1m/FwtdGISnD7VPhpMH7HBJJekaJU/krjrEfspSKT",
+	"NmX+jesjbRfr64gChTl/edXnabnjHrjPgfs8gPusM5unT17/Km+6SeuEFx9NX0MV0c6s2+Coya1jZ6en",
+	"VDIojZ8IZZozxgujbZPjddSZ6Pod9PXINd+2BZKFmmb2UILr63IM7I2SSivV2YwpsYzp1nfZt6nUzKfM",
+	"3Qxtnnzw/9mVZ4eqRH7R8oexcOqBnx/u5APYeG3UqMu5JL2Uj34L95Dma6P6k9ys3dmTgqtCVI+sX6Qj",
+	"2qpfYDlQqEDcUT7snKSCaSWvZm6teLG0Y4WTqUSZMR5LlEFVyqlU0s6EHbFXDuuT5fFlrGU8Vr0FiJsy",
+	"w2k9wrISabloTPFu2bCGAtvfnDJ7FEpDs6Qy9EXIhgMOvzNuQ021sYLSrJhg3r+BOSyhJFcnPgjjPxDW",
+	"A2HdkXgdD/pTLTnaRVbxaKd32F+Ye9TPW2pzbRe8ECdTWQl78mHB3WyrgPJb+OIvshL3u1C6cMIdW2cE",
+	"n7fXa6rNnLvB+WAiFYe0FBt1f7vukx/zM8smKyeeSjkaykzP3SzYGo2ouJM3Igvh4qNRDnZHr5TZ6ODH",
+	"mV3NJ7qSBaukuj5oIuvFgGG14nmFvX96l9SPKha4xRwBWMQ2DvwJev6+EbxkHMaeqvHP0uXepCnxt0cW",
+	"01oEp5GN6l0FO9foAxtyLwlZx87Yz/I/jlAkgTmDIAGev+VYLWe6EpikojZ8UnlhCg4fRo5yVhhuZ8wK",
+	"chPWVUkrh5uuxHKstBIZRYJyNpe3XpoK5mL7jOW+vUv/FQZBJVXKrIDiotz5Rgpxkf4GdZhz/+/RYtVp",
+	"Cn1dd9DnfcyhH0mad7n/vujeq7D69imV5TxQ8Eei4Iva2SdItvcg11/Y7ngeiZk/kdpTFaBhX0n01+va",
+	"Be4iVTslwb78BRoURW2kWwF/mQhuhHlZu9ng/Pf3niFgCWrkPrWpBueDE76QJzdnwC6o0Q8h3RkIwcB9",
+	"6EGsQ5k8i7nhkmcoSScPmmEmD9PCPOnHgLYnD2whFDdStx5C9Ug7uHt/9/8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
