@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"mailroom/internal/agent"
 	"mailroom/internal/httpapi"
 )
 
@@ -176,5 +177,39 @@ func TestConcurrentTaskClaims(t *testing.T) {
 	r = e.task(tm, http.MethodGet, "/task-1", adminToken, nil)
 	if got := decode[httpapi.Task](t, r); winner == "" || got.Owner == nil || *got.Owner != winner {
 		t.Fatalf("owner = %v, want the one winner %q", got.Owner, winner)
+	}
+}
+
+// TestModelTurnClaimsAndCompletesTask: a real model turn (the fake
+// Anthropic provider's wire format, the official SDK as client) claims
+// the next task with claim_task and completes it with complete_task.
+func TestModelTurnClaimsAndCompletesTask(t *testing.T) {
+	m := newModelEnv(t, agent.ProviderAnthropic)
+	tm := m.team(nil)
+	want(t, m.task(tm, http.MethodPost, "", tm.tokens["lead"], map[string]any{"title": "print the answer", "assignee": "reader"}), http.StatusCreated, "")
+	m.fake.Push(
+		m.toolUse("claim_task", map[string]any{}, 100, 20),
+		m.toolUse("complete_task", map[string]any{"task_id": "task-1", "result": "42"}, 120, 20),
+		m.text("Done.", 150, 10),
+	)
+	r := m.realTurn(tm, "reader", "Take your next task and finish it.")
+	want(t, r, http.StatusOK, "")
+	d := decode[turnDoc](t, r)
+	if d.Status != "answered" || d.kinds() != "model_request,tool_call,model_request,tool_call,model_request" {
+		t.Fatalf("turn = %s with steps %s, want answered after two tool calls", d.Status, d.kinds())
+	}
+	if s := d.Steps[1]; s.Tool != "claim_task" || s.IsError || !strings.Contains(s.Result, `"owner":"reader"`) {
+		t.Fatalf("claim step = %+v, want task-1 owned by reader", s)
+	}
+	if s := d.Steps[3]; s.Tool != "complete_task" || s.IsError || !strings.Contains(s.Result, `"status":"completed"`) {
+		t.Fatalf("complete step = %+v, want completed", s)
+	}
+	r = m.task(tm, http.MethodGet, "/task-1", adminToken, nil)
+	got := decode[httpapi.Task](t, r)
+	if got.Status != "completed" || got.Owner == nil || *got.Owner != "reader" || got.Result == nil || *got.Result != "42" {
+		t.Fatalf("task-1 = %+v, want completed by reader with result 42", got)
+	}
+	if body := string(m.fake.Requests()[0].Body); !strings.Contains(body, "claim_task") || !strings.Contains(body, "complete_task") {
+		t.Fatalf("the model was not offered the task tools: %s", body)
 	}
 }
