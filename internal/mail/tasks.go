@@ -103,12 +103,18 @@ func (tx *fileTx) PutTask(t core.Task) error {
 	if !tx.write || tx.done {
 		return errReadOnly
 	}
-	board, err := tx.Tasks()
-	if err != nil {
-		return err
+	if tx.e.damaged != nil {
+		return core.DamagedError(tx.e.damaged)
 	}
-	if _, err := putTasks(board, []core.Task{t}); err != nil {
-		return err
+	// The board's length after this unit's puts so far, without copying
+	// the board: ids are given in order, so the last new one is the
+	// highest.
+	n := len(tx.e.tasks)
+	for _, p := range tx.taskPuts {
+		n = max(n, core.TaskNumber(p.ID))
+	}
+	if k := core.TaskNumber(t.ID); k < 1 || k > n+1 {
+		return fmt.Errorf("mail: task %q is not on a board of %d tasks, nor the next", t.ID, n)
 	}
 	t.Blocks = nil
 	tx.taskPuts = append(tx.taskPuts, t)
