@@ -116,7 +116,11 @@ func readFileStore(ctx context.Context, dir string, log *slog.Logger) ([]pgstore
 				t.Inboxes[m.Name] = b
 			}
 			var err error
-			t.Turns, err = tx.Turns()
+			if t.Turns, err = tx.Turns(); err != nil {
+				return err
+			}
+			tasks, err := tx.Tasks()
+			t.Tasks = append([]core.Task(nil), tasks...)
 			return err
 		})
 		if err != nil {

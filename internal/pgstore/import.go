@@ -23,6 +23,8 @@ type ImportedTeam struct {
 	Idempotency []core.IdempotencyRecord
 	// Turns are the turn documents, oldest first.
 	Turns []core.TurnDoc
+	// Tasks are the task board, in id order.
+	Tasks []core.Task
 }
 
 // ErrNotEmpty refuses an import into a database that holds teams.
@@ -129,6 +131,15 @@ func importTeam(ctx context.Context, tx pgx.Tx, t ImportedTeam) error {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO turns (team, turn_id, doc) VALUES ($1, $2, $3)`, st.Name, d.TurnID, b); err != nil {
+			return err
+		}
+	}
+	for i, task := range t.Tasks {
+		if task.ID != core.TaskID(i+1) {
+			return fmt.Errorf("task %d is %q", i+1, task.ID)
+		}
+		task.Blocks = nil
+		if _, err := tx.Exec(ctx, `INSERT INTO tasks (team, seq, status, doc) VALUES ($1, $2, $3, $4)`, st.Name, i+1, task.Status, canonical(task)); err != nil {
 			return err
 		}
 	}
