@@ -319,22 +319,24 @@ func checkText(s string, lo, hi int, what string) (string, error) {
 	return t, nil
 }
 
-// taskUnit opens the board of a unit of work.
+// board opens the team's board inside a unit of work, as a copy the
+// unit may change (the store's slice is never changed in place).
 func (u *unit) board() (*board, error) {
 	tasks, err := u.tx.Tasks()
 	if err != nil {
-		return nil, StorageError(err)
+		return nil, asStoreError(err)
 	}
 	return &board{tasks: slices.Clone(tasks)}, nil
 }
 
-// put stores t and announces it, with the tasks whose blocks it changed.
+// putTask stores t and announces it, with the tasks named in touched
+// (those whose blocks it may have changed).
 func (u *unit) putTask(b *board, t *Task, touched ...string) error {
 	t.UpdatedAt = u.now.UTC()
 	stored := t.clone()
 	stored.Blocks = nil
 	if err := u.tx.PutTask(stored); err != nil {
-		return StorageError(err)
+		return asStoreError(err)
 	}
 	u.emit(EventTask, b.doc(t))
 	seen := map[string]bool{t.ID: true}
