@@ -1,7 +1,9 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -211,5 +213,37 @@ func TestModelTurnClaimsAndCompletesTask(t *testing.T) {
 	}
 	if body := string(m.fake.Requests()[0].Body); !strings.Contains(body, "claim_task") || !strings.Contains(body, "complete_task") {
 		t.Fatalf("the model was not offered the task tools: %s", body)
+	}
+}
+
+// TestTaskEvents: a member's event stream carries its team's task events,
+// the task document each time, and a completion also announces the task
+// it unblocked.
+func TestTaskEvents(t *testing.T) {
+	e := newEnv(t)
+	tm := e.newTeam("evts", nil)
+	s := e.openStream(t, "?team=evts", tm.tokens["reviewer"])
+	defer s.close()
+	want(t, e.task(tm, http.MethodPost, "", tm.tokens["lead"], map[string]any{"title": "first"}), http.StatusCreated, "")
+	want(t, e.task(tm, http.MethodPost, "", tm.tokens["lead"], map[string]any{"title": "second", "blocked_by": []string{"task-1"}}), http.StatusCreated, "")
+	want(t, e.task(tm, http.MethodPost, "/task-1/claim", tm.tokens["reader"], nil), http.StatusOK, "")
+	want(t, e.task(tm, http.MethodPost, "/task-1/complete", tm.tokens["reader"], nil), http.StatusOK, "")
+	var got []string
+	for len(got) < 6 {
+		ev := s.nextOf("task")
+		var d httpapi.Task
+		if err := json.Unmarshal(ev.data.Data, &d); err != nil {
+			t.Fatalf("task event data %s: %v", ev.data.Data, err)
+		}
+		if ev.data.Team != "evts" || ev.data.Type != "task" {
+			t.Fatalf("event = %+v, want a task event of evts", ev.data)
+		}
+		got = append(got, d.TaskID+" "+string(d.Status))
+	}
+	// task-1 created; task-2 created (and task-1, whose blocks changed);
+	// task-1 claimed; task-1 completed (and task-2, now claimable).
+	wantEvents := []string{"task-1 pending", "task-2 pending", "task-1 pending", "task-1 in_progress", "task-1 completed", "task-2 pending"}
+	if !slices.Equal(got, wantEvents) {
+		t.Fatalf("task events = %v, want %v", got, wantEvents)
 	}
 }
