@@ -22,7 +22,7 @@
 //	   carrying 1 MB tool inputs, and a member's GET inbox on that team
 //	   idle and while another client writes to it;
 //	t. the task board: claim-next's p50 against a send's, and on a board
-//	   of 500 tasks against one of 5 (tasks.go).
+//	   of 500 tasks against one of 5 (tasks.go); q, the same on PostgreSQL.
 //
 // Usage:
 //
@@ -99,7 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP send phase (b, or p) to `file`")
 	fs.StringVar(&c.openProfile, "openprofile", "", "write a CPU profile of loading the restart phase's teams in process to `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory")
-	fs.StringVar(&c.phases, "phases", "abcdef", "the `letters` of the phases to run: abcdef, t for the task board, and p for PostgreSQL beside the file store")
+	fs.StringVar(&c.phases, "phases", "abcdef", "the `letters` of the phases to run: abcdef, t for the task board (q: the same on PostgreSQL), and p for PostgreSQL beside the file store")
 	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL `URL` of an empty database for phase p (default: a private cluster started for the run)")
 	store := fs.String("store", "", "postgres: the same as -phases p")
 	fs.StringVar(&c.strace, "strace", "", "run phase f's server under strace -f -c, writing its counts to `file`")
@@ -123,8 +123,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	default:
 		return c, fmt.Errorf("-store %q: want postgres", *store)
 	}
-	if strings.Trim(c.phases, "abcdefpt") != "" || c.phases == "" {
-		return c, fmt.Errorf("-phases takes letters from abcdefpt, not %q", c.phases)
+	if strings.Trim(c.phases, "abcdefpqt") != "" || c.phases == "" {
+		return c, fmt.Errorf("-phases takes letters from abcdefpqt, not %q", c.phases)
 	}
 	return c, nil
 }
@@ -209,7 +209,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("task board: %w", err)
 		}
-		r.tasks(tasks)
+		r.tasks(tasks, "the file store")
+	}
+	if phase('q') {
+		tasks, err := measureTasksPostgres(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("task board on PostgreSQL: %w", err)
+		}
+		r.tasks(tasks, "PostgreSQL")
 	}
 	if phase('p') {
 		var pg pgFigures

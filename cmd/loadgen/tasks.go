@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"time"
+
+	"mailroom/internal/pgstore"
+	"mailroom/internal/pgtest"
 )
 
 // Phase t: the task board's claim-next against a send, one client, over
@@ -22,15 +26,21 @@ type taskFigure struct {
 }
 
 func measureTasks(ctx context.Context, dir string, cfg config) (taskFigure, error) {
-	out := taskFigure{smallN: 5, largeN: 500}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return out, err
+		return taskFigure{}, err
 	}
 	p, err := startInProcess(ctx, dir, 2)
 	if err != nil {
-		return out, err
+		return taskFigure{}, err
 	}
 	defer p.close()
+	return measureTasksOn(ctx, p, cfg)
+}
+
+// measureTasksOn measures phase t on the server p serves, on teams of
+// its own.
+func measureTasksOn(ctx context.Context, p *inproc, cfg config) (taskFigure, error) {
+	out := taskFigure{smallN: 5, largeN: 500}
 	sendTokens, err := p.createTeam(ctx, "sends", 1, benchLimits(2*cfg.latencyN+100))
 	if err != nil {
 		return out, err
@@ -95,12 +105,39 @@ func measureTasks(ctx context.Context, dir string, cfg config) (taskFigure, erro
 	return out, ctx.Err()
 }
 
-func (r *report) tasks(f taskFigure) {
-	r.printf("t. the task board: claim-next against a send (one client, in-process server as in b; each claim released again, untimed)\n")
+func (r *report) tasks(f taskFigure, store string) {
+	r.printf("t. the task board on %s: claim-next against a send (one client, in-process server as in b; each claim released again, untimed)\n", store)
 	r.printf("   send:                              p50 %s, p99 %s\n", ms(f.send.pct(0.5)), ms(f.send.pct(0.99)))
 	r.printf("   claim-next, %3d tasks on the team: p50 %s, p99 %s\n", f.smallN, ms(f.small.pct(0.5)), ms(f.small.pct(0.99)))
 	r.printf("   claim-next, %3d tasks on the team: p50 %s, p99 %s\n", f.largeN, ms(f.large.pct(0.5)), ms(f.large.pct(0.99)))
 	r.target(ratio(f.small.pct(0.5), f.send.pct(0.5)) <= 1.2, "claim-next p50 ÷ send p50", ratio(f.small.pct(0.5), f.send.pct(0.5)), "≤ 1.20")
 	r.target(ratio(f.large.pct(0.5), f.small.pct(0.5)) <= 1.2, fmt.Sprintf("claim-next p50, %d tasks ÷ %d tasks", f.largeN, f.smallN), ratio(f.large.pct(0.5), f.small.pct(0.5)), "≤ 1.20")
 	r.printf("\n")
+}
+
+// measureTasksPostgres is phase t on PostgreSQL: a private cluster (or
+// -database-url), one replica in process.
+func measureTasksPostgres(ctx context.Context, cfg config) (taskFigure, error) {
+	url := cfg.databaseURL
+	if url == "" {
+		cl, err := pgtest.Start()
+		if err != nil {
+			return taskFigure{}, fmt.Errorf("start a private PostgreSQL cluster: %w", err)
+		}
+		defer cl.Close()
+		if err := cl.Exec(ctx, "postgres", "CREATE DATABASE loadgen_tasks"); err != nil {
+			return taskFigure{}, err
+		}
+		url = cl.URL("loadgen_tasks")
+	}
+	s, err := pgstore.Open(ctx, url, pgstore.Options{Logger: slog.New(slog.DiscardHandler), MaxConns: 8})
+	if err != nil {
+		return taskFigure{}, err
+	}
+	p, err := serveInProcess(ctx, s, 2)
+	if err != nil {
+		return taskFigure{}, err
+	}
+	defer p.close()
+	return measureTasksOn(ctx, p, cfg)
 }

@@ -10,9 +10,10 @@ import (
 )
 
 // The task board (migration 00007): one row per task. A unit of work
-// reads the board under the team's row lock (never from the cache: a
-// replica does not remember boards), and its puts are written by the
-// commit's round trip.
+// reads the board under the team's row lock, or uses the board this
+// replica's last unit of work on the team committed (cache.go), which the
+// commit's lock confirms is current: every write of a task bumps the
+// team's version. Its puts are written by the commit's round trip.
 
 // Tasks implements core.TeamTx.
 func (t *teamTx) Tasks() ([]core.Task, error) {
@@ -76,8 +77,13 @@ func (t *teamTx) PutTask(task core.Task) error {
 	return nil
 }
 
-// queueTasks queues the writes of the tasks put in this unit of work.
+// queueTasks queues the writes of the tasks put in this unit of work and
+// the bump of the team's version that tells every replica's remembered
+// board it is stale.
 func (t *teamTx) queueTasks(b *pgx.Batch) {
+	if len(t.taskPuts) > 0 {
+		b.Queue(`UPDATE teams SET version = version + 1 WHERE name = $1`, t.name)
+	}
 	for _, task := range t.taskPuts {
 		b.Queue(`INSERT INTO tasks (team, seq, status, doc) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (team, seq) DO UPDATE SET status = EXCLUDED.status, doc = EXCLUDED.doc`,

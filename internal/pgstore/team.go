@@ -627,7 +627,7 @@ func (t *teamTx) commit(ctx context.Context) error {
 	}
 	// The version the writes left (they bump it, migration 00006).
 	after := &cached{incarnation: t.incarnation, state: state, requests: reqs, permissions: perms,
-		counts: make(map[string]inboxCount, len(t.counts))}
+		counts: make(map[string]inboxCount, len(t.counts)), tasks: t.tasks}
 	b.Queue(`SELECT version FROM teams WHERE name = $1`, t.name).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&after.version)
 	})
