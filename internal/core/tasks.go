@@ -319,7 +319,7 @@ type TaskFilter struct {
 func taskCaller(ctx context.Context, team string) (name string, admin bool, err error) {
 	p, ok := PrincipalFrom(ctx)
 	if !ok || p.Admin {
-		return "admin", true, nil
+		return creatorAdmin, true, nil
 	}
 	if p.Team != team {
 		return "", false, Errorf(CodeForbidden, "The token belongs to another team.")
@@ -479,9 +479,15 @@ func (s *Service) Task(ctx context.Context, team, id string) (Task, error) {
 
 func taskNotFound() error { return Errorf(CodeNotFound, "No such task.") }
 
+// creatorAdmin is created_by of a task the admin created.
+const creatorAdmin = "admin"
+
 // mayManage reports whether the caller is lead, the admin or one of who.
+// A member named "admin" is never taken for the admin: created_by
+// "admin" names the admin token, so that member gets no creator's right
+// from it.
 func mayManage(me string, admin bool, who ...string) bool {
-	return admin || me == LeadName || slices.Contains(who, me)
+	return admin || me == LeadName || (me != creatorAdmin && slices.Contains(who, me))
 }
 
 // UpdateTask changes a task's title, detail, blockers or assignee (its

@@ -473,3 +473,22 @@ func TestClaimableTasksAndHistoryText(t *testing.T) {
 		t.Fatalf("TaskHistoryText =\n%s\nwant\n%s", text, want)
 	}
 }
+
+// A member named admin gets no creator's right over the admin's tasks
+// (both are created_by "admin").
+func TestMemberNamedAdmin(t *testing.T) {
+	f := newFixture(t, nil)
+	if _, _, err := f.svc.CreateTeam(t.Context(), core.TeamSpec{Name: "named", Members: []core.MemberSpec{{Name: "admin"}}}); err != nil {
+		t.Fatal(err)
+	}
+	byAdmin, err := f.svc.CreateTask(core.AsAdmin(t.Context()), core.TaskInput{Team: "named", Title: "the admin's"})
+	if err != nil || byAdmin.CreatedBy != "admin" {
+		t.Fatalf("created = %+v, %v", byAdmin, err)
+	}
+	member := core.AsMember(t.Context(), "named", "admin")
+	_, err = f.svc.DeleteTask(member, "named", byAdmin.ID)
+	wantCode(t, err, core.CodeForbidden)
+	title := "renamed"
+	_, err = f.svc.UpdateTask(member, core.TaskUpdate{Team: "named", TaskID: byAdmin.ID, Title: &title})
+	wantCode(t, err, core.CodeForbidden)
+}
