@@ -216,11 +216,19 @@ const (
 	ProblemCodeShuttingDown         ProblemCode = "shutting_down"
 	ProblemCodeStorageFailed        ProblemCode = "storage_failed"
 	ProblemCodeStorageUnavailable   ProblemCode = "storage_unavailable"
+	ProblemCodeTaskAssigned         ProblemCode = "task_assigned"
+	ProblemCodeTaskBlocked          ProblemCode = "task_blocked"
+	ProblemCodeTaskClaimed          ProblemCode = "task_claimed"
+	ProblemCodeTaskClosed           ProblemCode = "task_closed"
+	ProblemCodeTaskCycle            ProblemCode = "task_cycle"
+	ProblemCodeTaskLimit            ProblemCode = "task_limit"
+	ProblemCodeTaskNotClaimed       ProblemCode = "task_not_claimed"
 	ProblemCodeTeamExists           ProblemCode = "team_exists"
 	ProblemCodeTeamLimit            ProblemCode = "team_limit"
 	ProblemCodeTooManyStreams       ProblemCode = "too_many_streams"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
 	ProblemCodeUnknownMember        ProblemCode = "unknown_member"
+	ProblemCodeUnknownTask          ProblemCode = "unknown_task"
 	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
 	ProblemCodeValidationFailed     ProblemCode = "validation_failed"
 	ProblemCodeWrongDirection       ProblemCode = "wrong_direction"
@@ -269,6 +277,20 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeStorageUnavailable:
 		return true
+	case ProblemCodeTaskAssigned:
+		return true
+	case ProblemCodeTaskBlocked:
+		return true
+	case ProblemCodeTaskClaimed:
+		return true
+	case ProblemCodeTaskClosed:
+		return true
+	case ProblemCodeTaskCycle:
+		return true
+	case ProblemCodeTaskLimit:
+		return true
+	case ProblemCodeTaskNotClaimed:
+		return true
 	case ProblemCodeTeamExists:
 		return true
 	case ProblemCodeTeamLimit:
@@ -278,6 +300,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeUnauthorized:
 		return true
 	case ProblemCodeUnknownMember:
+		return true
+	case ProblemCodeUnknownTask:
 		return true
 	case ProblemCodeUnsupportedMediaType:
 		return true
@@ -473,6 +497,30 @@ func (e SendResultStatus) Valid() bool {
 	}
 }
 
+// Defines values for TaskStatus.
+const (
+	TaskStatusCompleted  TaskStatus = "completed"
+	TaskStatusDeleted    TaskStatus = "deleted"
+	TaskStatusInProgress TaskStatus = "in_progress"
+	TaskStatusPending    TaskStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the TaskStatus enum.
+func (e TaskStatus) Valid() bool {
+	switch e {
+	case TaskStatusCompleted:
+		return true
+	case TaskStatusDeleted:
+		return true
+	case TaskStatusInProgress:
+		return true
+	case TaskStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TeamHostPermission.
 const (
 	TeamHostPermissionAllow TeamHostPermission = "allow"
@@ -637,7 +685,10 @@ type Limits struct {
 	// PermissionTimeoutS Seconds a permission waits for a person before it expires (a denial).
 	PermissionTimeoutS int `json:"permission_timeout_s"`
 	Requests           int `json:"requests"`
-	Turns              int `json:"turns"`
+
+	// Tasks Tasks the team's board may hold, deleted ones included.
+	Tasks int `json:"tasks"`
+	Turns int `json:"turns"`
 }
 
 // LimitsInput A team's bounds at creation; each field defaults to the lesson value.
@@ -655,7 +706,10 @@ type LimitsInput struct {
 	// PermissionTimeoutS Seconds a permission waits for a person before it expires (a denial).
 	PermissionTimeoutS *int `json:"permission_timeout_s,omitempty"`
 	Requests           *int `json:"requests,omitempty"`
-	Turns              *int `json:"turns,omitempty"`
+
+	// Tasks Tasks the team's board may hold, deleted ones included.
+	Tasks *int `json:"tasks,omitempty"`
+	Turns *int `json:"turns,omitempty"`
 }
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
@@ -663,6 +717,7 @@ type LimitsUpdate struct {
 	ModelTokens        *int64 `json:"model_tokens,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
+	Tasks              *int   `json:"tasks,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
 }
 
@@ -1058,6 +1113,76 @@ type Step struct {
 	union json.RawMessage
 }
 
+// Task One task of a team's board.
+type Task struct {
+	// Assignee The only member that may claim it, if any.
+	Assignee *string `json:"assignee"`
+
+	// BlockedBy Tasks that must be completed before this one can be claimed.
+	BlockedBy []TaskID `json:"blocked_by"`
+
+	// Blocks The tasks (not deleted) that name this one in their blocked_by.
+	Blocks    []TaskID  `json:"blocks"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy The member that created it, or `admin`.
+	CreatedBy string `json:"created_by"`
+	Detail    string `json:"detail"`
+
+	// Owner The member that claimed it; kept once completed.
+	Owner *string `json:"owner"`
+
+	// Result What its completion said; null until completed.
+	Result *string    `json:"result"`
+	Status TaskStatus `json:"status"`
+
+	// TaskID Example: task-1
+	TaskID    TaskID    `json:"task_id"`
+	Title     string    `json:"title"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// TaskComplete defines model for TaskComplete.
+type TaskComplete struct {
+	// Result 0 to 4000 characters after trimming.
+	Result *string `json:"result,omitempty"`
+}
+
+// TaskCreate defines model for TaskCreate.
+type TaskCreate struct {
+	// Assignee A team or member name.
+	//
+	// Example: reader
+	Assignee  *Name     `json:"assignee,omitempty"`
+	BlockedBy *[]string `json:"blocked_by,omitempty"`
+
+	// Detail 0 to 4000 characters after trimming.
+	Detail *string `json:"detail,omitempty"`
+
+	// Title 1 to 200 characters after trimming (`body_length` otherwise).
+	Title string `json:"title"`
+}
+
+// TaskID Example: task-1
+type TaskID = string
+
+// TaskList defines model for TaskList.
+type TaskList struct {
+	Tasks []Task `json:"tasks"`
+}
+
+// TaskStatus defines model for TaskStatus.
+type TaskStatus string
+
+// TaskUpdate defines model for TaskUpdate.
+type TaskUpdate struct {
+	// Assignee A member, or "" for nobody.
+	Assignee  *string   `json:"assignee,omitempty"`
+	BlockedBy *[]string `json:"blocked_by,omitempty"`
+	Detail    *string   `json:"detail,omitempty"`
+	Title     *string   `json:"title,omitempty"`
+}
+
 // Team defines model for Team.
 type Team struct {
 	// CreatedAt When the team was created (UTC).
@@ -1295,6 +1420,9 @@ type PermissionIDPath = string
 // RequestIDPath Example: req-1
 type RequestIDPath = RequestID
 
+// TaskIDPath Example: task-1
+type TaskIDPath = TaskID
+
 // TeamPath A team or member name.
 //
 // Example: reader
@@ -1362,6 +1490,13 @@ type ReplyRequestParams struct {
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
 }
 
+// ListTasksParams defines parameters for ListTasks.
+type ListTasksParams struct {
+	Status   *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
+	Owner    *Name       `form:"owner,omitempty" json:"owner,omitempty"`
+	Assignee *Name       `form:"assignee,omitempty" json:"assignee,omitempty"`
+}
+
 // RunScenarioJSONRequestBody defines body for RunScenario for application/json ContentType.
 type RunScenarioJSONRequestBody = RunOptions
 
@@ -1388,6 +1523,15 @@ type OpenRequestJSONRequestBody = RequestCreate
 
 // ReplyRequestJSONRequestBody defines body for ReplyRequest for application/json ContentType.
 type ReplyRequestJSONRequestBody = ReplyCreate
+
+// CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
+type CreateTaskJSONRequestBody = TaskCreate
+
+// UpdateTaskJSONRequestBody defines body for UpdateTask for application/json ContentType.
+type UpdateTaskJSONRequestBody = TaskUpdate
+
+// CompleteTaskJSONRequestBody defines body for CompleteTask for application/json ContentType.
+type CompleteTaskJSONRequestBody = TaskComplete
 
 // AsProtocolOutcome returns the union data inside the RunOutcome as a ProtocolOutcome
 func (t RunOutcome) AsProtocolOutcome() (ProtocolOutcome, error) {
@@ -1594,7 +1738,9 @@ type ClientInterface interface {
 	// `message`, `request`, `reply`, `match`, `member` (also when an MCP
 	// session of the member opens or ends on this server), `turn`,
 	// `permission` (a host permission asked for or decided), `run`,
-	// `team` (the team document, when its limits changed), and
+	// `team` (the team document, when its limits changed), `task` (the
+	// task document, whenever a task is created or changes; also for a
+	// task whose `blocks` changed), and
 	// `resync` when events may be missing from this stream: this client
 	// fell behind and events were dropped, or (several replicas on one
 	// database) this replica's connection for other replicas' events was
@@ -1980,6 +2126,128 @@ type ClientInterface interface {
 	// Corresponds with POST /teams/{team}/requests/{request_id}/reply (the `ReplyRequest` operationId).
 	ReplyRequest(ctx context.Context, team TeamPath, requestID RequestIDPath, params *ReplyRequestParams, body ReplyRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
+	//
+	// Corresponds with GET /teams/{team}/tasks (the `ListTasks` operationId).
+	ListTasks(ctx context.Context, team TeamPath, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTaskWithBody Add a pending task to the team's board (admin or a member)
+	//
+	// The title (1 to 200 characters) and detail (0 to 4000) are trimmed.
+	// Checked in this order: `body_length`, `unknown_member` (the
+	// assignee), `unknown_task` (a blocker that is no task of the team or
+	// is deleted), `task_limit` (the team holds `limits.tasks` tasks,
+	// deleted ones included). `created_by` is the token's member, or
+	// `admin`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/tasks (the `CreateTask` operationId).
+	CreateTaskWithBody(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTask Add a pending task to the team's board (admin or a member)
+	//
+	// The title (1 to 200 characters) and detail (0 to 4000) are trimmed.
+	// Checked in this order: `body_length`, `unknown_member` (the
+	// assignee), `unknown_task` (a blocker that is no task of the team or
+	// is deleted), `task_limit` (the team holds `limits.tasks` tasks,
+	// deleted ones included). `created_by` is the token's member, or
+	// `admin`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /teams/{team}/tasks (the `CreateTask` operationId).
+	CreateTask(ctx context.Context, team TeamPath, body CreateTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClaimNextTask Claim the lowest-numbered task the token's member can claim
+	//
+	// The lowest-numbered pending task whose blockers are all completed
+	// and that is assigned to the caller or to nobody, claimed in the same
+	// step (owner the caller, `in_progress`). Concurrent callers never get
+	// the same task.
+	//
+	// Corresponds with POST /teams/{team}/tasks/claim-next (the `ClaimNextTask` operationId).
+	ClaimNextTask(ctx context.Context, team TeamPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteTask Delete a task (its creator, lead or admin)
+	//
+	// The task is kept with status `deleted` and its id; it leaves the
+	// `blocked_by` of every task that named it, so it blocks nothing.
+	//
+	// Corresponds with DELETE /teams/{team}/tasks/{task_id} (the `DeleteTask` operationId).
+	DeleteTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTask One task (admin or a member)
+	//
+	// Corresponds with GET /teams/{team}/tasks/{task_id} (the `GetTask` operationId).
+	GetTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateTaskWithBody Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+	//
+	// A field left out is kept; `"assignee": ""` clears the assignee;
+	// `blocked_by` replaces the list. Refused on a completed or deleted
+	// task (`task_closed`) and when the blockers would make the task wait
+	// for itself, directly or through other tasks (`task_cycle`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /teams/{team}/tasks/{task_id} (the `UpdateTask` operationId).
+	UpdateTaskWithBody(ctx context.Context, team TeamPath, taskID TaskIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateTask Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+	//
+	// A field left out is kept; `"assignee": ""` clears the assignee;
+	// `blocked_by` replaces the list. Refused on a completed or deleted
+	// task (`task_closed`) and when the blockers would make the task wait
+	// for itself, directly or through other tasks (`task_cycle`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /teams/{team}/tasks/{task_id} (the `UpdateTask` operationId).
+	UpdateTask(ctx context.Context, team TeamPath, taskID TaskIDPath, body UpdateTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClaimTask Claim a task as the token's member
+	//
+	// Owner the caller, `in_progress`. Refusals in this order: `not_found`,
+	// `task_closed` (completed or deleted), `member_closed` (the caller was
+	// shut down), `task_assigned` (assigned to another member),
+	// `task_claimed` (another member owns it; the owner claiming again
+	// gets 200 and the task unchanged), `task_blocked` (a blocker is not
+	// completed; `detail` names them). Of concurrent claims exactly one
+	// wins.
+	//
+	// Corresponds with POST /teams/{team}/tasks/{task_id}/claim (the `ClaimTask` operationId).
+	ClaimTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CompleteTaskWithBody Complete an in-progress task (its owner, lead or admin)
+	//
+	// The owner is kept; `result` (0 to 4000 characters, trimmed; `""`
+	// when left out) is stored. A completed or deleted task is
+	// `task_closed`, a pending one `task_not_claimed`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/tasks/{task_id}/complete (the `CompleteTask` operationId).
+	CompleteTaskWithBody(ctx context.Context, team TeamPath, taskID TaskIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CompleteTask Complete an in-progress task (its owner, lead or admin)
+	//
+	// The owner is kept; `result` (0 to 4000 characters, trimmed; `""`
+	// when left out) is stored. A completed or deleted task is
+	// `task_closed`, a pending one `task_not_claimed`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /teams/{team}/tasks/{task_id}/complete (the `CompleteTask` operationId).
+	CompleteTask(ctx context.Context, team TeamPath, taskID TaskIDPath, body CompleteTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseTask Give an in-progress task back (its owner, lead or admin)
+	//
+	// The task is pending again, with no owner. Any task not in progress is `task_not_claimed`.
+	//
+	// Corresponds with POST /teams/{team}/tasks/{task_id}/release (the `ReleaseTask` operationId).
+	ReleaseTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	//
 	// The last 100 turns of the team are kept, across restarts.
@@ -2028,7 +2296,9 @@ type ClientInterface interface {
 // `message`, `request`, `reply`, `match`, `member` (also when an MCP
 // session of the member opens or ends on this server), `turn`,
 // `permission` (a host permission asked for or decided), `run`,
-// `team` (the team document, when its limits changed), and
+// `team` (the team document, when its limits changed), `task` (the
+// task document, whenever a task is created or changes; also for a
+// task whose `blocks` changed), and
 // `resync` when events may be missing from this stream: this client
 // fell behind and events were dropped, or (several replicas on one
 // database) this replica's connection for other replicas' events was
@@ -2724,6 +2994,248 @@ func (c *Client) ReplyRequestWithBody(ctx context.Context, team TeamPath, reques
 // Corresponds with POST /teams/{team}/requests/{request_id}/reply (the `ReplyRequest` operationId).
 func (c *Client) ReplyRequest(ctx context.Context, team TeamPath, requestID RequestIDPath, params *ReplyRequestParams, body ReplyRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReplyRequestRequest(c.Server, team, requestID, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
+//
+// Corresponds with GET /teams/{team}/tasks (the `ListTasks` operationId).
+func (c *Client) ListTasks(ctx context.Context, team TeamPath, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTasksRequest(c.Server, team, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTaskWithBody Add a pending task to the team's board (admin or a member)
+//
+// The title (1 to 200 characters) and detail (0 to 4000) are trimmed.
+// Checked in this order: `body_length`, `unknown_member` (the
+// assignee), `unknown_task` (a blocker that is no task of the team or
+// is deleted), `task_limit` (the team holds `limits.tasks` tasks,
+// deleted ones included). `created_by` is the token's member, or
+// `admin`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/tasks (the `CreateTask` operationId).
+func (c *Client) CreateTaskWithBody(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTaskRequestWithBody(c.Server, team, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTask Add a pending task to the team's board (admin or a member)
+//
+// The title (1 to 200 characters) and detail (0 to 4000) are trimmed.
+// Checked in this order: `body_length`, `unknown_member` (the
+// assignee), `unknown_task` (a blocker that is no task of the team or
+// is deleted), `task_limit` (the team holds `limits.tasks` tasks,
+// deleted ones included). `created_by` is the token's member, or
+// `admin`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /teams/{team}/tasks (the `CreateTask` operationId).
+func (c *Client) CreateTask(ctx context.Context, team TeamPath, body CreateTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTaskRequest(c.Server, team, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClaimNextTask Claim the lowest-numbered task the token's member can claim
+//
+// The lowest-numbered pending task whose blockers are all completed
+// and that is assigned to the caller or to nobody, claimed in the same
+// step (owner the caller, `in_progress`). Concurrent callers never get
+// the same task.
+//
+// Corresponds with POST /teams/{team}/tasks/claim-next (the `ClaimNextTask` operationId).
+func (c *Client) ClaimNextTask(ctx context.Context, team TeamPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClaimNextTaskRequest(c.Server, team)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteTask Delete a task (its creator, lead or admin)
+//
+// The task is kept with status `deleted` and its id; it leaves the
+// `blocked_by` of every task that named it, so it blocks nothing.
+//
+// Corresponds with DELETE /teams/{team}/tasks/{task_id} (the `DeleteTask` operationId).
+func (c *Client) DeleteTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteTaskRequest(c.Server, team, taskID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTask One task (admin or a member)
+//
+// Corresponds with GET /teams/{team}/tasks/{task_id} (the `GetTask` operationId).
+func (c *Client) GetTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTaskRequest(c.Server, team, taskID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateTaskWithBody Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+//
+// A field left out is kept; `"assignee": ""` clears the assignee;
+// `blocked_by` replaces the list. Refused on a completed or deleted
+// task (`task_closed`) and when the blockers would make the task wait
+// for itself, directly or through other tasks (`task_cycle`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /teams/{team}/tasks/{task_id} (the `UpdateTask` operationId).
+func (c *Client) UpdateTaskWithBody(ctx context.Context, team TeamPath, taskID TaskIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateTaskRequestWithBody(c.Server, team, taskID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateTask Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+//
+// A field left out is kept; `"assignee": ""` clears the assignee;
+// `blocked_by` replaces the list. Refused on a completed or deleted
+// task (`task_closed`) and when the blockers would make the task wait
+// for itself, directly or through other tasks (`task_cycle`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /teams/{team}/tasks/{task_id} (the `UpdateTask` operationId).
+func (c *Client) UpdateTask(ctx context.Context, team TeamPath, taskID TaskIDPath, body UpdateTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateTaskRequest(c.Server, team, taskID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClaimTask Claim a task as the token's member
+//
+// Owner the caller, `in_progress`. Refusals in this order: `not_found`,
+// `task_closed` (completed or deleted), `member_closed` (the caller was
+// shut down), `task_assigned` (assigned to another member),
+// `task_claimed` (another member owns it; the owner claiming again
+// gets 200 and the task unchanged), `task_blocked` (a blocker is not
+// completed; `detail` names them). Of concurrent claims exactly one
+// wins.
+//
+// Corresponds with POST /teams/{team}/tasks/{task_id}/claim (the `ClaimTask` operationId).
+func (c *Client) ClaimTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClaimTaskRequest(c.Server, team, taskID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CompleteTaskWithBody Complete an in-progress task (its owner, lead or admin)
+//
+// The owner is kept; `result` (0 to 4000 characters, trimmed; `""`
+// when left out) is stored. A completed or deleted task is
+// `task_closed`, a pending one `task_not_claimed`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/tasks/{task_id}/complete (the `CompleteTask` operationId).
+func (c *Client) CompleteTaskWithBody(ctx context.Context, team TeamPath, taskID TaskIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompleteTaskRequestWithBody(c.Server, team, taskID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CompleteTask Complete an in-progress task (its owner, lead or admin)
+//
+// The owner is kept; `result` (0 to 4000 characters, trimmed; `""`
+// when left out) is stored. A completed or deleted task is
+// `task_closed`, a pending one `task_not_claimed`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /teams/{team}/tasks/{task_id}/complete (the `CompleteTask` operationId).
+func (c *Client) CompleteTask(ctx context.Context, team TeamPath, taskID TaskIDPath, body CompleteTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompleteTaskRequest(c.Server, team, taskID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseTask Give an in-progress task back (its owner, lead or admin)
+//
+// The task is pending again, with no owner. Any task not in progress is `task_not_claimed`.
+//
+// Corresponds with POST /teams/{team}/tasks/{task_id}/release (the `ReleaseTask` operationId).
+func (c *Client) ReleaseTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseTaskRequest(c.Server, team, taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -3905,6 +4417,444 @@ func NewReplyRequestRequestWithBody(server string, team TeamPath, requestID Requ
 	return req, nil
 }
 
+// NewListTasksRequest constructs an http.Request for the ListTasks method
+func NewListTasksRequest(server string, team TeamPath, params *ListTasksParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/tasks", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Owner != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "owner", *params.Owner, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Assignee != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "assignee", *params.Assignee, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateTaskRequest calls the generic CreateTask builder with application/json body
+func NewCreateTaskRequest(server string, team TeamPath, body CreateTaskJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateTaskRequestWithBody(server, team, "application/json", bodyReader)
+}
+
+// NewCreateTaskRequestWithBody constructs an http.Request for the CreateTask method, with any body, and a specified content type
+func NewCreateTaskRequestWithBody(server string, team TeamPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/tasks", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewClaimNextTaskRequest constructs an http.Request for the ClaimNextTask method
+func NewClaimNextTaskRequest(server string, team TeamPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/tasks/claim-next", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteTaskRequest constructs an http.Request for the DeleteTask method
+func NewDeleteTaskRequest(server string, team TeamPath, taskID TaskIDPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "task_id", taskID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/tasks/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetTaskRequest constructs an http.Request for the GetTask method
+func NewGetTaskRequest(server string, team TeamPath, taskID TaskIDPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "task_id", taskID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/tasks/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateTaskRequest calls the generic UpdateTask builder with application/json body
+func NewUpdateTaskRequest(server string, team TeamPath, taskID TaskIDPath, body UpdateTaskJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateTaskRequestWithBody(server, team, taskID, "application/json", bodyReader)
+}
+
+// NewUpdateTaskRequestWithBody constructs an http.Request for the UpdateTask method, with any body, and a specified content type
+func NewUpdateTaskRequestWithBody(server string, team TeamPath, taskID TaskIDPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "task_id", taskID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/tasks/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewClaimTaskRequest constructs an http.Request for the ClaimTask method
+func NewClaimTaskRequest(server string, team TeamPath, taskID TaskIDPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "task_id", taskID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/tasks/%s/claim", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCompleteTaskRequest calls the generic CompleteTask builder with application/json body
+func NewCompleteTaskRequest(server string, team TeamPath, taskID TaskIDPath, body CompleteTaskJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCompleteTaskRequestWithBody(server, team, taskID, "application/json", bodyReader)
+}
+
+// NewCompleteTaskRequestWithBody constructs an http.Request for the CompleteTask method, with any body, and a specified content type
+func NewCompleteTaskRequestWithBody(server string, team TeamPath, taskID TaskIDPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "task_id", taskID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/tasks/%s/complete", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReleaseTaskRequest constructs an http.Request for the ReleaseTask method
+func NewReleaseTaskRequest(server string, team TeamPath, taskID TaskIDPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "task_id", taskID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/tasks/%s/release", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListTurnsRequest constructs an http.Request for the ListTurns method
 func NewListTurnsRequest(server string, team TeamPath) (*http.Request, error) {
 	var err error
@@ -4156,7 +5106,9 @@ type ClientWithResponsesInterface interface {
 	// `message`, `request`, `reply`, `match`, `member` (also when an MCP
 	// session of the member opens or ends on this server), `turn`,
 	// `permission` (a host permission asked for or decided), `run`,
-	// `team` (the team document, when its limits changed), and
+	// `team` (the team document, when its limits changed), `task` (the
+	// task document, whenever a task is created or changes; also for a
+	// task whose `blocks` changed), and
 	// `resync` when events may be missing from this stream: this client
 	// fell behind and events were dropped, or (several replicas on one
 	// database) this replica's connection for other replicas' events was
@@ -4569,6 +5521,140 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/requests/{request_id}/reply (the `ReplyRequest` operationId).
 	ReplyRequestWithResponse(ctx context.Context, team TeamPath, requestID RequestIDPath, params *ReplyRequestParams, body ReplyRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplyRequestResponse, error)
+
+	// ListTasksWithResponse The team's tasks in id order, deleted ones included (admin or a member)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /teams/{team}/tasks (the `ListTasks` operationId).
+	ListTasksWithResponse(ctx context.Context, team TeamPath, params *ListTasksParams, reqEditors ...RequestEditorFn) (*ListTasksResponse, error)
+
+	// CreateTaskWithBodyWithResponse Add a pending task to the team's board (admin or a member)
+	//
+	// The title (1 to 200 characters) and detail (0 to 4000) are trimmed.
+	// Checked in this order: `body_length`, `unknown_member` (the
+	// assignee), `unknown_task` (a blocker that is no task of the team or
+	// is deleted), `task_limit` (the team holds `limits.tasks` tasks,
+	// deleted ones included). `created_by` is the token's member, or
+	// `admin`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/tasks (the `CreateTask` operationId).
+	CreateTaskWithBodyWithResponse(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTaskResponse, error)
+
+	// CreateTaskWithResponse Add a pending task to the team's board (admin or a member)
+	//
+	// The title (1 to 200 characters) and detail (0 to 4000) are trimmed.
+	// Checked in this order: `body_length`, `unknown_member` (the
+	// assignee), `unknown_task` (a blocker that is no task of the team or
+	// is deleted), `task_limit` (the team holds `limits.tasks` tasks,
+	// deleted ones included). `created_by` is the token's member, or
+	// `admin`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/tasks (the `CreateTask` operationId).
+	CreateTaskWithResponse(ctx context.Context, team TeamPath, body CreateTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTaskResponse, error)
+
+	// ClaimNextTaskWithResponse Claim the lowest-numbered task the token's member can claim
+	//
+	// The lowest-numbered pending task whose blockers are all completed
+	// and that is assigned to the caller or to nobody, claimed in the same
+	// step (owner the caller, `in_progress`). Concurrent callers never get
+	// the same task.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/tasks/claim-next (the `ClaimNextTask` operationId).
+	ClaimNextTaskWithResponse(ctx context.Context, team TeamPath, reqEditors ...RequestEditorFn) (*ClaimNextTaskResponse, error)
+
+	// DeleteTaskWithResponse Delete a task (its creator, lead or admin)
+	//
+	// The task is kept with status `deleted` and its id; it leaves the
+	// `blocked_by` of every task that named it, so it blocks nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /teams/{team}/tasks/{task_id} (the `DeleteTask` operationId).
+	DeleteTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*DeleteTaskResponse, error)
+
+	// GetTaskWithResponse One task (admin or a member)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /teams/{team}/tasks/{task_id} (the `GetTask` operationId).
+	GetTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*GetTaskResponse, error)
+
+	// UpdateTaskWithBodyWithResponse Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+	//
+	// A field left out is kept; `"assignee": ""` clears the assignee;
+	// `blocked_by` replaces the list. Refused on a completed or deleted
+	// task (`task_closed`) and when the blockers would make the task wait
+	// for itself, directly or through other tasks (`task_cycle`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /teams/{team}/tasks/{task_id} (the `UpdateTask` operationId).
+	UpdateTaskWithBodyWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateTaskResponse, error)
+
+	// UpdateTaskWithResponse Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+	//
+	// A field left out is kept; `"assignee": ""` clears the assignee;
+	// `blocked_by` replaces the list. Refused on a completed or deleted
+	// task (`task_closed`) and when the blockers would make the task wait
+	// for itself, directly or through other tasks (`task_cycle`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /teams/{team}/tasks/{task_id} (the `UpdateTask` operationId).
+	UpdateTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, body UpdateTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateTaskResponse, error)
+
+	// ClaimTaskWithResponse Claim a task as the token's member
+	//
+	// Owner the caller, `in_progress`. Refusals in this order: `not_found`,
+	// `task_closed` (completed or deleted), `member_closed` (the caller was
+	// shut down), `task_assigned` (assigned to another member),
+	// `task_claimed` (another member owns it; the owner claiming again
+	// gets 200 and the task unchanged), `task_blocked` (a blocker is not
+	// completed; `detail` names them). Of concurrent claims exactly one
+	// wins.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/tasks/{task_id}/claim (the `ClaimTask` operationId).
+	ClaimTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*ClaimTaskResponse, error)
+
+	// CompleteTaskWithBodyWithResponse Complete an in-progress task (its owner, lead or admin)
+	//
+	// The owner is kept; `result` (0 to 4000 characters, trimmed; `""`
+	// when left out) is stored. A completed or deleted task is
+	// `task_closed`, a pending one `task_not_claimed`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/tasks/{task_id}/complete (the `CompleteTask` operationId).
+	CompleteTaskWithBodyWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteTaskResponse, error)
+
+	// CompleteTaskWithResponse Complete an in-progress task (its owner, lead or admin)
+	//
+	// The owner is kept; `result` (0 to 4000 characters, trimmed; `""`
+	// when left out) is stored. A completed or deleted task is
+	// `task_closed`, a pending one `task_not_claimed`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/tasks/{task_id}/complete (the `CompleteTask` operationId).
+	CompleteTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, body CompleteTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteTaskResponse, error)
+
+	// ReleaseTaskWithResponse Give an in-progress task back (its owner, lead or admin)
+	//
+	// The task is pending again, with no owner. Any task not in progress is `task_not_claimed`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/tasks/{task_id}/release (the `ReleaseTask` operationId).
+	ReleaseTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*ReleaseTaskResponse, error)
 
 	// ListTurnsWithResponse The team's turn documents, newest first (admin or a member)
 	//
@@ -6501,6 +7587,788 @@ func (r ReplyRequestResponse) ContentType() string {
 	return ""
 }
 
+type ListTasksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TaskList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTasksResponse) GetJSON200() *TaskList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTasksResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTasksResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListTasksResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListTasksResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListTasksResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTasksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTasksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTasksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTasksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Task
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateTaskResponse) GetJSON201() *Task {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateTaskResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateTaskResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateTaskResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateTaskResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateTaskResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateTaskResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateTaskResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateTaskResponse) GetApplicationProblemJSON422() *Problem {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateTaskResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ClaimNextTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Task
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ClaimNextTaskResponse) GetJSON200() *Task {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ClaimNextTaskResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ClaimNextTaskResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ClaimNextTaskResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ClaimNextTaskResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ClaimNextTaskResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ClaimNextTaskResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ClaimNextTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ClaimNextTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ClaimNextTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ClaimNextTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Task
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteTaskResponse) GetJSON200() *Task {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteTaskResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteTaskResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteTaskResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteTaskResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteTaskResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Task
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTaskResponse) GetJSON200() *Task {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTaskResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTaskResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTaskResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTaskResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetTaskResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type UpdateTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Task
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateTaskResponse) GetJSON200() *Task {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateTaskResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateTaskResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateTaskResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateTaskResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r UpdateTaskResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r UpdateTaskResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r UpdateTaskResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UpdateTaskResponse) GetApplicationProblemJSON422() *Problem {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r UpdateTaskResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ClaimTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Task
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ClaimTaskResponse) GetJSON200() *Task {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ClaimTaskResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ClaimTaskResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ClaimTaskResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ClaimTaskResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ClaimTaskResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ClaimTaskResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ClaimTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ClaimTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ClaimTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ClaimTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CompleteTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Task
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CompleteTaskResponse) GetJSON200() *Task {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CompleteTaskResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CompleteTaskResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CompleteTaskResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CompleteTaskResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CompleteTaskResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CompleteTaskResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CompleteTaskResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CompleteTaskResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CompleteTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CompleteTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CompleteTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CompleteTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReleaseTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Task
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReleaseTaskResponse) GetJSON200() *Task {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReleaseTaskResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReleaseTaskResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReleaseTaskResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReleaseTaskResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReleaseTaskResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReleaseTaskResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListTurnsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6853,7 +8721,9 @@ func (r PutWorkspaceFileResponse) ContentType() string {
 // `message`, `request`, `reply`, `match`, `member` (also when an MCP
 // session of the member opens or ends on this server), `turn`,
 // `permission` (a host permission asked for or decided), `run`,
-// `team` (the team document, when its limits changed), and
+// `team` (the team document, when its limits changed), `task` (the
+// task document, whenever a task is created or changes; also for a
+// task whose `blocks` changed), and
 // `resync` when events may be missing from this stream: this client
 // fell behind and events were dropped, or (several replicas on one
 // database) this replica's connection for other replicas' events was
@@ -7457,6 +9327,212 @@ func (c *ClientWithResponses) ReplyRequestWithResponse(ctx context.Context, team
 		return nil, err
 	}
 	return ParseReplyRequestResponse(rsp)
+}
+
+// ListTasksWithResponse The team's tasks in id order, deleted ones included (admin or a member)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /teams/{team}/tasks (the `ListTasks` operationId).
+func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, team TeamPath, params *ListTasksParams, reqEditors ...RequestEditorFn) (*ListTasksResponse, error) {
+	rsp, err := c.ListTasks(ctx, team, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTasksResponse(rsp)
+}
+
+// CreateTaskWithBodyWithResponse Add a pending task to the team's board (admin or a member)
+//
+// The title (1 to 200 characters) and detail (0 to 4000) are trimmed.
+// Checked in this order: `body_length`, `unknown_member` (the
+// assignee), `unknown_task` (a blocker that is no task of the team or
+// is deleted), `task_limit` (the team holds `limits.tasks` tasks,
+// deleted ones included). `created_by` is the token's member, or
+// `admin`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/tasks (the `CreateTask` operationId).
+func (c *ClientWithResponses) CreateTaskWithBodyWithResponse(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTaskResponse, error) {
+	rsp, err := c.CreateTaskWithBody(ctx, team, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTaskResponse(rsp)
+}
+
+// CreateTaskWithResponse Add a pending task to the team's board (admin or a member)
+//
+// The title (1 to 200 characters) and detail (0 to 4000) are trimmed.
+// Checked in this order: `body_length`, `unknown_member` (the
+// assignee), `unknown_task` (a blocker that is no task of the team or
+// is deleted), `task_limit` (the team holds `limits.tasks` tasks,
+// deleted ones included). `created_by` is the token's member, or
+// `admin`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/tasks (the `CreateTask` operationId).
+func (c *ClientWithResponses) CreateTaskWithResponse(ctx context.Context, team TeamPath, body CreateTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTaskResponse, error) {
+	rsp, err := c.CreateTask(ctx, team, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTaskResponse(rsp)
+}
+
+// ClaimNextTaskWithResponse Claim the lowest-numbered task the token's member can claim
+//
+// The lowest-numbered pending task whose blockers are all completed
+// and that is assigned to the caller or to nobody, claimed in the same
+// step (owner the caller, `in_progress`). Concurrent callers never get
+// the same task.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/tasks/claim-next (the `ClaimNextTask` operationId).
+func (c *ClientWithResponses) ClaimNextTaskWithResponse(ctx context.Context, team TeamPath, reqEditors ...RequestEditorFn) (*ClaimNextTaskResponse, error) {
+	rsp, err := c.ClaimNextTask(ctx, team, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClaimNextTaskResponse(rsp)
+}
+
+// DeleteTaskWithResponse Delete a task (its creator, lead or admin)
+//
+// The task is kept with status `deleted` and its id; it leaves the
+// `blocked_by` of every task that named it, so it blocks nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /teams/{team}/tasks/{task_id} (the `DeleteTask` operationId).
+func (c *ClientWithResponses) DeleteTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*DeleteTaskResponse, error) {
+	rsp, err := c.DeleteTask(ctx, team, taskID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteTaskResponse(rsp)
+}
+
+// GetTaskWithResponse One task (admin or a member)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /teams/{team}/tasks/{task_id} (the `GetTask` operationId).
+func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*GetTaskResponse, error) {
+	rsp, err := c.GetTask(ctx, team, taskID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTaskResponse(rsp)
+}
+
+// UpdateTaskWithBodyWithResponse Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+//
+// A field left out is kept; `"assignee": ""` clears the assignee;
+// `blocked_by` replaces the list. Refused on a completed or deleted
+// task (`task_closed`) and when the blockers would make the task wait
+// for itself, directly or through other tasks (`task_cycle`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /teams/{team}/tasks/{task_id} (the `UpdateTask` operationId).
+func (c *ClientWithResponses) UpdateTaskWithBodyWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateTaskResponse, error) {
+	rsp, err := c.UpdateTaskWithBody(ctx, team, taskID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateTaskResponse(rsp)
+}
+
+// UpdateTaskWithResponse Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+//
+// A field left out is kept; `"assignee": ""` clears the assignee;
+// `blocked_by` replaces the list. Refused on a completed or deleted
+// task (`task_closed`) and when the blockers would make the task wait
+// for itself, directly or through other tasks (`task_cycle`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /teams/{team}/tasks/{task_id} (the `UpdateTask` operationId).
+func (c *ClientWithResponses) UpdateTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, body UpdateTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateTaskResponse, error) {
+	rsp, err := c.UpdateTask(ctx, team, taskID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateTaskResponse(rsp)
+}
+
+// ClaimTaskWithResponse Claim a task as the token's member
+//
+// Owner the caller, `in_progress`. Refusals in this order: `not_found`,
+// `task_closed` (completed or deleted), `member_closed` (the caller was
+// shut down), `task_assigned` (assigned to another member),
+// `task_claimed` (another member owns it; the owner claiming again
+// gets 200 and the task unchanged), `task_blocked` (a blocker is not
+// completed; `detail` names them). Of concurrent claims exactly one
+// wins.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/tasks/{task_id}/claim (the `ClaimTask` operationId).
+func (c *ClientWithResponses) ClaimTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*ClaimTaskResponse, error) {
+	rsp, err := c.ClaimTask(ctx, team, taskID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClaimTaskResponse(rsp)
+}
+
+// CompleteTaskWithBodyWithResponse Complete an in-progress task (its owner, lead or admin)
+//
+// The owner is kept; `result` (0 to 4000 characters, trimmed; `""`
+// when left out) is stored. A completed or deleted task is
+// `task_closed`, a pending one `task_not_claimed`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/tasks/{task_id}/complete (the `CompleteTask` operationId).
+func (c *ClientWithResponses) CompleteTaskWithBodyWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteTaskResponse, error) {
+	rsp, err := c.CompleteTaskWithBody(ctx, team, taskID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCompleteTaskResponse(rsp)
+}
+
+// CompleteTaskWithResponse Complete an in-progress task (its owner, lead or admin)
+//
+// The owner is kept; `result` (0 to 4000 characters, trimmed; `""`
+// when left out) is stored. A completed or deleted task is
+// `task_closed`, a pending one `task_not_claimed`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/tasks/{task_id}/complete (the `CompleteTask` operationId).
+func (c *ClientWithResponses) CompleteTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, body CompleteTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteTaskResponse, error) {
+	rsp, err := c.CompleteTask(ctx, team, taskID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCompleteTaskResponse(rsp)
+}
+
+// ReleaseTaskWithResponse Give an in-progress task back (its owner, lead or admin)
+//
+// The task is pending again, with no owner. Any task not in progress is `task_not_claimed`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/tasks/{task_id}/release (the `ReleaseTask` operationId).
+func (c *ClientWithResponses) ReleaseTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*ReleaseTaskResponse, error) {
+	rsp, err := c.ReleaseTask(ctx, team, taskID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseTaskResponse(rsp)
 }
 
 // ListTurnsWithResponse The team's turn documents, newest first (admin or a member)
@@ -9088,6 +11164,656 @@ func ParseReplyRequestResponse(rsp *http.Response) (*ReplyRequestResponse, error
 			return nil, err
 		}
 		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListTasksResponse parses an HTTP response from a ListTasksWithResponse call
+func ParseListTasksResponse(rsp *http.Response) (*ListTasksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTasksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TaskList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateTaskResponse parses an HTTP response from a CreateTaskWithResponse call
+func ParseCreateTaskResponse(rsp *http.Response) (*CreateTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseClaimNextTaskResponse parses an HTTP response from a ClaimNextTaskWithResponse call
+func ParseClaimNextTaskResponse(rsp *http.Response) (*ClaimNextTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ClaimNextTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteTaskResponse parses an HTTP response from a DeleteTaskWithResponse call
+func ParseDeleteTaskResponse(rsp *http.Response) (*DeleteTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetTaskResponse parses an HTTP response from a GetTaskWithResponse call
+func ParseGetTaskResponse(rsp *http.Response) (*GetTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateTaskResponse parses an HTTP response from a UpdateTaskWithResponse call
+func ParseUpdateTaskResponse(rsp *http.Response) (*UpdateTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseClaimTaskResponse parses an HTTP response from a ClaimTaskWithResponse call
+func ParseClaimTaskResponse(rsp *http.Response) (*ClaimTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ClaimTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCompleteTaskResponse parses an HTTP response from a CompleteTaskWithResponse call
+func ParseCompleteTaskResponse(rsp *http.Response) (*CompleteTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CompleteTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReleaseTaskResponse parses an HTTP response from a ReleaseTaskWithResponse call
+func ParseReleaseTaskResponse(rsp *http.Response) (*ReleaseTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem

@@ -575,3 +575,61 @@ func checkPNG(t *testing.T, b []byte) {
 		t.Errorf("screenshot is %d bytes, want at least %d: the page looks empty", len(b), minSize)
 	}
 }
+
+// TestPageShowsTaskBoardLive drives a task board through the API as the
+// members would and watches the page move each task between the pending,
+// in-progress and completed columns, with owner, assignee, blockers and
+// result, from the event stream and without reloads.
+func TestPageShowsTaskBoardLive(t *testing.T) {
+	s := newAPIServer(t)
+	tok := s.createTeam("board", "reader", "reviewer")
+	ctx := newBrowser(t, 1280, 900)
+	openPage(t, ctx, s)
+	do(t, ctx, "see the team without tasks",
+		chromedp.WaitVisible(css(`[data-member="reader"][data-status="idle"]`)),
+		chromedp.WaitVisible(css(`#tasks-empty`)),
+	)
+	eval[chromedp.Void](t, ctx, `window.__samePage = true`)
+
+	s.call("POST", "/teams/board/tasks", tok["lead"], map[string]any{"title": "Read <b>main.py</b>", "assignee": "reader"}, http.StatusCreated)
+	s.call("POST", "/teams/board/tasks", tok["lead"], map[string]any{"title": "Review the answer", "blocked_by": []string{"task-1"}}, http.StatusCreated)
+	do(t, ctx, "see both tasks pending, task-2 waiting for task-1",
+		chromedp.WaitVisible(css(`#board-pending [data-task-id="task-1"][data-status="pending"]`)),
+		chromedp.WaitVisible(css(`#board-pending [data-task-id="task-2"][data-blocked="true"]`)),
+	)
+	if got := textOf(t, ctx, `[data-task-id="task-1"] .task-title`); got != "Read <b>main.py</b>" {
+		t.Errorf("task-1 title = %q, want the text shown literally", got)
+	}
+	if got := textOf(t, ctx, `[data-task-id="task-1"] .task-assignee`); !strings.Contains(got, "for reader") {
+		t.Errorf("task-1 assignee = %q, want for reader", got)
+	}
+	if got := textOf(t, ctx, `[data-task-id="task-2"] .task-blockers`); !strings.Contains(got, "waits for task-1") {
+		t.Errorf("task-2 blockers = %q, want waits for task-1", got)
+	}
+
+	s.call("POST", "/teams/board/tasks/task-1/claim", tok["reader"], nil, http.StatusOK)
+	do(t, ctx, "see task-1 in progress, owned by reader",
+		chromedp.WaitVisible(css(`#board-in_progress [data-task-id="task-1"][data-status="in_progress"]`)))
+	if got := textOf(t, ctx, `[data-task-id="task-1"] .task-owner`); !strings.Contains(got, "owner reader") {
+		t.Errorf("task-1 owner = %q, want owner reader", got)
+	}
+
+	s.call("POST", "/teams/board/tasks/task-1/complete", tok["reader"], map[string]any{"result": "It prints 42."}, http.StatusOK)
+	do(t, ctx, "see task-1 completed with its result, task-2 no longer waiting",
+		chromedp.WaitVisible(css(`#board-completed [data-task-id="task-1"][data-status="completed"]`)),
+		chromedp.WaitVisible(css(`#board-pending [data-task-id="task-2"][data-blocked="false"]`)),
+	)
+	if got := textOf(t, ctx, `[data-task-id="task-1"] .task-result`); got != "It prints 42." {
+		t.Errorf("task-1 result = %q, want It prints 42.", got)
+	}
+	if got := textOf(t, ctx, `#count-completed`); got != "(1)" {
+		t.Errorf("completed count = %q, want (1)", got)
+	}
+
+	s.call("DELETE", "/teams/board/tasks/task-2", tok["lead"], nil, http.StatusOK)
+	do(t, ctx, "see the deleted task leave the board",
+		chromedp.WaitNotPresent(css(`[data-task-id="task-2"]`)))
+	if !eval[bool](t, ctx, `window.__samePage === true`) {
+		t.Error("the page reloaded instead of updating in place")
+	}
+}

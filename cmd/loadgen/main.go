@@ -20,7 +20,9 @@
 //	e. what remembered keys and a long history cost: keyed against unkeyed
 //	   sends after 10,000 keyed sends to a team whose member took 12 turns
 //	   carrying 1 MB tool inputs, and a member's GET inbox on that team
-//	   idle and while another client writes to it.
+//	   idle and while another client writes to it;
+//	t. the task board: claim-next's p50 against a send's, and on a board
+//	   of 500 tasks against one of 5 (tasks.go); q, the same on PostgreSQL.
 //
 // Usage:
 //
@@ -99,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP send phase (b, or p) to `file`")
 	fs.StringVar(&c.openProfile, "openprofile", "", "write a CPU profile of loading the restart phase's teams in process to `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory")
-	fs.StringVar(&c.phases, "phases", "abcdef", "the `letters` of the phases to run: abcdef, and p for PostgreSQL beside the file store")
+	fs.StringVar(&c.phases, "phases", "abcdef", "the `letters` of the phases to run: abcdef, t for the task board (q: the same on PostgreSQL), and p for PostgreSQL beside the file store")
 	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL `URL` of an empty database for phase p (default: a private cluster started for the run)")
 	store := fs.String("store", "", "postgres: the same as -phases p")
 	fs.StringVar(&c.strace, "strace", "", "run phase f's server under strace -f -c, writing its counts to `file`")
@@ -123,8 +125,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	default:
 		return c, fmt.Errorf("-store %q: want postgres", *store)
 	}
-	if strings.Trim(c.phases, "abcdefp") != "" || c.phases == "" {
-		return c, fmt.Errorf("-phases takes letters from abcdefp, not %q", c.phases)
+	if strings.Trim(c.phases, "abcdefpqt") != "" || c.phases == "" {
+		return c, fmt.Errorf("-phases takes letters from abcdefpqt, not %q", c.phases)
 	}
 	return c, nil
 }
@@ -207,6 +209,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		f.ext = ext
 	}
 
+	if phase('t') {
+		tasks, err := measureTasks(ctx, filepath.Join(work, "tasks"), cfg)
+		if err != nil {
+			return fmt.Errorf("task board: %w", err)
+		}
+		r.tasks(tasks, "the file store")
+	}
+	if phase('q') {
+		tasks, err := measureTasksPostgres(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("task board on PostgreSQL: %w", err)
+		}
+		r.tasks(tasks, "PostgreSQL")
+	}
 	if phase('p') {
 		var pg pgFigures
 		err := withProfile(cfg.cpuProfile, func() error {

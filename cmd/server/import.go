@@ -126,7 +126,11 @@ func readFileStore(ctx context.Context, dir string, log *slog.Logger) ([]pgstore
 				}
 			}
 			var err error
-			t.Turns, err = tx.Turns()
+			if t.Turns, err = tx.Turns(); err != nil {
+				return err
+			}
+			tasks, err := tx.Tasks()
+			t.Tasks = append([]core.Task(nil), tasks...)
 			return err
 		})
 		if err != nil {

@@ -164,6 +164,26 @@ func TestImportRoundTrip(t *testing.T) {
 	}
 	var reqsBefore json.RawMessage
 	call(t, base, tokens["lead"], "GET", "/teams/demo/requests", nil, &reqsBefore)
+	// The task board: two tasks, one claimed and completed, one deleted.
+	for _, title := range []string{"first", "second"} {
+		if code := call(t, base, tokens["lead"], "POST", "/teams/demo/tasks", map[string]string{"title": title}, nil); code != 201 {
+			t.Fatalf("create task %s: %d", title, code)
+		}
+	}
+	for _, step := range []struct {
+		method, path, token string
+		body                any
+	}{
+		{"POST", "/teams/demo/tasks/task-1/claim", tokens["reader"], nil},
+		{"POST", "/teams/demo/tasks/task-1/complete", tokens["reader"], map[string]string{"result": "42"}},
+		{"DELETE", "/teams/demo/tasks/task-2", tokens["lead"], nil},
+	} {
+		if code := call(t, base, step.token, step.method, step.path, step.body, nil); code != 200 {
+			t.Fatalf("%s %s: %d", step.method, step.path, code)
+		}
+	}
+	var tasksBefore json.RawMessage
+	call(t, base, tokens["lead"], "GET", "/teams/demo/tasks", nil, &tasksBefore)
 	fileSrv.stop()
 
 	dbURL := pgtest.New(t)
@@ -213,6 +233,17 @@ func TestImportRoundTrip(t *testing.T) {
 	call(t, pgBase, tokens["lead"], "GET", "/teams/demo/requests", nil, &reqsAfter)
 	if !bytes.Equal(reqsAfter, reqsBefore) {
 		t.Errorf("requests:\n got %s\nwant %s", reqsAfter, reqsBefore)
+	}
+	var tasksAfter json.RawMessage
+	call(t, pgBase, tokens["lead"], "GET", "/teams/demo/tasks", nil, &tasksAfter)
+	if !bytes.Equal(tasksAfter, tasksBefore) {
+		t.Errorf("tasks:\n got %s\nwant %s", tasksAfter, tasksBefore)
+	}
+	var next struct {
+		TaskID string `json:"task_id"`
+	}
+	if code := call(t, pgBase, tokens["lead"], "POST", "/teams/demo/tasks", map[string]string{"title": "third"}, &next); code != 201 || next.TaskID != "task-3" {
+		t.Errorf("a task on postgres: %d %q, want task-3", code, next.TaskID)
 	}
 	// The numbering goes on where the file store left it, without a gap:
 	// reader holds lead's two letters and the reply to its plan, writer

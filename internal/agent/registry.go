@@ -172,7 +172,7 @@ func Registry(env Env) []Tool {
 	r := registry{env}
 	l := env.Limits
 	all := Offer{Lead: true, Teammates: true}
-	return []Tool{
+	tools := []Tool{
 		{
 			Name: ToolSendMessage, Doors: DoorAgent | DoorMCP, Offer: all, Handler: r.sendMessage,
 			Description: fmt.Sprintf("Send a letter (1 to %d characters after trimming) to a member of your team or to yourself. It is queued in the recipient's inbox; queued does not mean read.", l.BodyChars),
@@ -256,6 +256,7 @@ func Registry(env Env) []Tool {
 			InputSchema: object(),
 		},
 	}
+	return append(tools, r.taskTools()...)
 }
 
 // Offered returns the tools of door offered to member of a team with or
@@ -284,7 +285,8 @@ func Lookup(tools []Tool, door Door, name string) (Tool, bool) {
 type prop struct {
 	name, typ, desc string
 	required        bool
-	min, max        int // bounds of an integer; 0 for none
+	min, max        int    // bounds of an integer; 0 for none
+	items           string // the type of an array's items
 }
 
 // object is the schema of an input object with props and no other field.
@@ -298,6 +300,9 @@ func object(props ...prop) json.RawMessage {
 		}
 		if p.max > 0 {
 			s["minimum"], s["maximum"] = p.min, p.max
+		}
+		if p.items != "" {
+			s["items"] = map[string]any{"type": p.items}
 		}
 		properties[p.name] = s
 		if p.required {

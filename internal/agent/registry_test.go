@@ -46,10 +46,10 @@ func TestRegistryShape(t *testing.T) {
 		set  ToolSet
 		want []string
 	}{
-		{DefaultTools("lead"), []string{ToolSendMessage, ToolReviewPlan}},
-		{DefaultTools("reader"), []string{ToolSendMessage, ToolSubmitPlan}},
-		{WorkspaceTools("lead", "/ws", core.DefaultLimits()), []string{ToolSendMessage, ToolReviewPlan, ToolReadFile}},
-		{WorkspaceTools("reader", "/ws", core.DefaultLimits()), []string{ToolSendMessage, ToolSubmitPlan, ToolReadFile, ToolRunMain}},
+		{DefaultTools("lead"), append([]string{ToolSendMessage, ToolReviewPlan}, taskToolNames...)},
+		{DefaultTools("reader"), append([]string{ToolSendMessage, ToolSubmitPlan}, taskToolNames...)},
+		{WorkspaceTools("lead", "/ws", core.DefaultLimits()), append([]string{ToolSendMessage, ToolReviewPlan, ToolReadFile}, taskToolNames...)},
+		{WorkspaceTools("reader", "/ws", core.DefaultLimits()), append([]string{ToolSendMessage, ToolSubmitPlan, ToolReadFile, ToolRunMain}, taskToolNames...)},
 	} {
 		if !slices.Equal(tc.set.Names, tc.want) {
 			t.Errorf("tool set = %v, want %v", tc.set.Names, tc.want)
@@ -103,3 +103,7 @@ func TestRegistryHandlersNeedAMember(t *testing.T) {
 		t.Fatalf("lead's inbox = %+v, want nothing sent", got)
 	}
 }
+
+// taskToolNames are the board's tools, offered to every member after the
+// others.
+var taskToolNames = []string{ToolCreateTask, ToolListTasks, ToolClaimTask, ToolCompleteTask, ToolReleaseTask}

@@ -47,6 +47,15 @@ const (
 	// reached (a database that is down or restarting): nothing was
 	// stored, and the same request may be tried again later.
 	CodeStorageUnavailable Code = "storage_unavailable"
+	// The task board's refusals (tasks.go).
+	CodeUnknownTask    Code = "unknown_task"
+	CodeTaskLimit      Code = "task_limit"
+	CodeTaskClosed     Code = "task_closed"
+	CodeTaskCycle      Code = "task_cycle"
+	CodeTaskAssigned   Code = "task_assigned"
+	CodeTaskClaimed    Code = "task_claimed"
+	CodeTaskBlocked    Code = "task_blocked"
+	CodeTaskNotClaimed Code = "task_not_claimed"
 	// CodeInternal is never sent as such: it marks an error that is not a
 	// domain error and must be answered with a generic message.
 	CodeInternal Code = "internal"

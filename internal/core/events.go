@@ -18,6 +18,7 @@ const (
 	EventPermission = "permission" // Permission
 	EventTeam       = "team"       // TeamView: a team's limits changed (UpdateLimits)
 	EventRun        = "run"        // set by the HTTP layer (a scenario run)
+	EventTask       = "task"       // Task: a task created or changed (tasks.go)
 	// EventResync says that events may have been missed: a Notifier
 	// store delivers it once its listener is connected again after it
 	// lost the database, since what other processes announced meanwhile
@@ -69,6 +70,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		e.Data = *decode(&Permission{}).(*Permission)
 	case EventTeam:
 		e.Data = *decode(&TeamView{}).(*TeamView)
+	case EventTask:
+		e.Data = *decode(&Task{}).(*Task)
 	default:
 		var v any
 		if len(raw.Data) > 0 {

@@ -108,6 +108,14 @@ type TeamTx interface {
 	// with everything else the unit of work does. Core moves it only
 	// forward and never past the inbox's end.
 	SetReadThrough(member string, n int) error
+	// Tasks returns the team's task board in id order (task-1 first),
+	// deleted tasks included, with the tasks put in this unit of work.
+	// The caller must not change the slices it returns.
+	Tasks() ([]Task, error)
+	// PutTask stores t, replacing the task with its id; a new task must
+	// be the next, task-<n+1> on a board of n, so that no id is ever
+	// given twice. It commits with everything else fn did.
+	PutTask(t Task) error
 }
 
 // InboxCounter is an optional extension of TeamTx: a store that keeps

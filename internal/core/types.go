@@ -23,6 +23,9 @@ type Limits struct {
 	// PermissionTimeoutS is how long a permission waits for a person's
 	// answer before it expires and counts as a denial.
 	PermissionTimeoutS int `json:"permission_timeout_s"`
+	// Tasks bounds the tasks of the team's board, deleted ones included
+	// (they are kept); see TaskLimit.
+	Tasks int `json:"tasks"`
 }
 
 // Defaults of the limits the lessons do not name.
@@ -59,6 +62,7 @@ func DefaultLimits() Limits {
 
 		ModelTokens:        DefaultModelTokens,
 		PermissionTimeoutS: DefaultPermissionTimeoutS,
+		Tasks:              DefaultTaskLimit,
 	}
 }
 

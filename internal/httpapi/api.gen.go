@@ -222,11 +222,19 @@ const (
 	ProblemCodeShuttingDown         ProblemCode = "shutting_down"
 	ProblemCodeStorageFailed        ProblemCode = "storage_failed"
 	ProblemCodeStorageUnavailable   ProblemCode = "storage_unavailable"
+	ProblemCodeTaskAssigned         ProblemCode = "task_assigned"
+	ProblemCodeTaskBlocked          ProblemCode = "task_blocked"
+	ProblemCodeTaskClaimed          ProblemCode = "task_claimed"
+	ProblemCodeTaskClosed           ProblemCode = "task_closed"
+	ProblemCodeTaskCycle            ProblemCode = "task_cycle"
+	ProblemCodeTaskLimit            ProblemCode = "task_limit"
+	ProblemCodeTaskNotClaimed       ProblemCode = "task_not_claimed"
 	ProblemCodeTeamExists           ProblemCode = "team_exists"
 	ProblemCodeTeamLimit            ProblemCode = "team_limit"
 	ProblemCodeTooManyStreams       ProblemCode = "too_many_streams"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
 	ProblemCodeUnknownMember        ProblemCode = "unknown_member"
+	ProblemCodeUnknownTask          ProblemCode = "unknown_task"
 	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
 	ProblemCodeValidationFailed     ProblemCode = "validation_failed"
 	ProblemCodeWrongDirection       ProblemCode = "wrong_direction"
@@ -275,6 +283,20 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeStorageUnavailable:
 		return true
+	case ProblemCodeTaskAssigned:
+		return true
+	case ProblemCodeTaskBlocked:
+		return true
+	case ProblemCodeTaskClaimed:
+		return true
+	case ProblemCodeTaskClosed:
+		return true
+	case ProblemCodeTaskCycle:
+		return true
+	case ProblemCodeTaskLimit:
+		return true
+	case ProblemCodeTaskNotClaimed:
+		return true
 	case ProblemCodeTeamExists:
 		return true
 	case ProblemCodeTeamLimit:
@@ -284,6 +306,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeUnauthorized:
 		return true
 	case ProblemCodeUnknownMember:
+		return true
+	case ProblemCodeUnknownTask:
 		return true
 	case ProblemCodeUnsupportedMediaType:
 		return true
@@ -479,6 +503,30 @@ func (e SendResultStatus) Valid() bool {
 	}
 }
 
+// Defines values for TaskStatus.
+const (
+	TaskStatusCompleted  TaskStatus = "completed"
+	TaskStatusDeleted    TaskStatus = "deleted"
+	TaskStatusInProgress TaskStatus = "in_progress"
+	TaskStatusPending    TaskStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the TaskStatus enum.
+func (e TaskStatus) Valid() bool {
+	switch e {
+	case TaskStatusCompleted:
+		return true
+	case TaskStatusDeleted:
+		return true
+	case TaskStatusInProgress:
+		return true
+	case TaskStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TeamHostPermission.
 const (
 	TeamHostPermissionAllow TeamHostPermission = "allow"
@@ -643,7 +691,10 @@ type Limits struct {
 	// PermissionTimeoutS Seconds a permission waits for a person before it expires (a denial).
 	PermissionTimeoutS int `json:"permission_timeout_s"`
 	Requests           int `json:"requests"`
-	Turns              int `json:"turns"`
+
+	// Tasks Tasks the team's board may hold, deleted ones included.
+	Tasks int `json:"tasks"`
+	Turns int `json:"turns"`
 }
 
 // LimitsInput A team's bounds at creation; each field defaults to the lesson value.
@@ -661,7 +712,10 @@ type LimitsInput struct {
 	// PermissionTimeoutS Seconds a permission waits for a person before it expires (a denial).
 	PermissionTimeoutS *int `json:"permission_timeout_s,omitempty"`
 	Requests           *int `json:"requests,omitempty"`
-	Turns              *int `json:"turns,omitempty"`
+
+	// Tasks Tasks the team's board may hold, deleted ones included.
+	Tasks *int `json:"tasks,omitempty"`
+	Turns *int `json:"turns,omitempty"`
 }
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
@@ -669,6 +723,7 @@ type LimitsUpdate struct {
 	ModelTokens        *int64 `json:"model_tokens,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
+	Tasks              *int   `json:"tasks,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
 }
 
@@ -1064,6 +1119,76 @@ type Step struct {
 	union json.RawMessage
 }
 
+// Task One task of a team's board.
+type Task struct {
+	// Assignee The only member that may claim it, if any.
+	Assignee *string `json:"assignee"`
+
+	// BlockedBy Tasks that must be completed before this one can be claimed.
+	BlockedBy []TaskID `json:"blocked_by"`
+
+	// Blocks The tasks (not deleted) that name this one in their blocked_by.
+	Blocks    []TaskID  `json:"blocks"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy The member that created it, or `admin`.
+	CreatedBy string `json:"created_by"`
+	Detail    string `json:"detail"`
+
+	// Owner The member that claimed it; kept once completed.
+	Owner *string `json:"owner"`
+
+	// Result What its completion said; null until completed.
+	Result *string    `json:"result"`
+	Status TaskStatus `json:"status"`
+
+	// TaskID Example: task-1
+	TaskID    TaskID    `json:"task_id"`
+	Title     string    `json:"title"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// TaskComplete defines model for TaskComplete.
+type TaskComplete struct {
+	// Result 0 to 4000 characters after trimming.
+	Result *string `json:"result,omitempty"`
+}
+
+// TaskCreate defines model for TaskCreate.
+type TaskCreate struct {
+	// Assignee A team or member name.
+	//
+	// Example: reader
+	Assignee  *Name     `json:"assignee,omitempty"`
+	BlockedBy *[]string `json:"blocked_by,omitempty"`
+
+	// Detail 0 to 4000 characters after trimming.
+	Detail *string `json:"detail,omitempty"`
+
+	// Title 1 to 200 characters after trimming (`body_length` otherwise).
+	Title string `json:"title"`
+}
+
+// TaskID Example: task-1
+type TaskID = string
+
+// TaskList defines model for TaskList.
+type TaskList struct {
+	Tasks []Task `json:"tasks"`
+}
+
+// TaskStatus defines model for TaskStatus.
+type TaskStatus string
+
+// TaskUpdate defines model for TaskUpdate.
+type TaskUpdate struct {
+	// Assignee A member, or "" for nobody.
+	Assignee  *string   `json:"assignee,omitempty"`
+	BlockedBy *[]string `json:"blocked_by,omitempty"`
+	Detail    *string   `json:"detail,omitempty"`
+	Title     *string   `json:"title,omitempty"`
+}
+
 // Team defines model for Team.
 type Team struct {
 	// CreatedAt When the team was created (UTC).
@@ -1301,6 +1426,9 @@ type PermissionIDPath = string
 // RequestIDPath Example: req-1
 type RequestIDPath = RequestID
 
+// TaskIDPath Example: task-1
+type TaskIDPath = TaskID
+
 // TeamPath A team or member name.
 //
 // Example: reader
@@ -1368,6 +1496,13 @@ type ReplyRequestParams struct {
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
 }
 
+// ListTasksParams defines parameters for ListTasks.
+type ListTasksParams struct {
+	Status   *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
+	Owner    *Name       `form:"owner,omitempty" json:"owner,omitempty"`
+	Assignee *Name       `form:"assignee,omitempty" json:"assignee,omitempty"`
+}
+
 // RunScenarioJSONRequestBody defines body for RunScenario for application/json ContentType.
 type RunScenarioJSONRequestBody = RunOptions
 
@@ -1394,6 +1529,15 @@ type OpenRequestJSONRequestBody = RequestCreate
 
 // ReplyRequestJSONRequestBody defines body for ReplyRequest for application/json ContentType.
 type ReplyRequestJSONRequestBody = ReplyCreate
+
+// CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
+type CreateTaskJSONRequestBody = TaskCreate
+
+// UpdateTaskJSONRequestBody defines body for UpdateTask for application/json ContentType.
+type UpdateTaskJSONRequestBody = TaskUpdate
+
+// CompleteTaskJSONRequestBody defines body for CompleteTask for application/json ContentType.
+type CompleteTaskJSONRequestBody = TaskComplete
 
 // AsProtocolOutcome returns the union data inside the RunOutcome as a ProtocolOutcome
 func (t RunOutcome) AsProtocolOutcome() (ProtocolOutcome, error) {
@@ -1590,6 +1734,33 @@ type ServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams)
+	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
+	// (GET /teams/{team}/tasks)
+	ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams)
+	// CreateTask Add a pending task to the team's board (admin or a member)
+	// (POST /teams/{team}/tasks)
+	CreateTask(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// ClaimNextTask Claim the lowest-numbered task the token's member can claim
+	// (POST /teams/{team}/tasks/claim-next)
+	ClaimNextTask(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// DeleteTask Delete a task (its creator, lead or admin)
+	// (DELETE /teams/{team}/tasks/{task_id})
+	DeleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// GetTask One task (admin or a member)
+	// (GET /teams/{team}/tasks/{task_id})
+	GetTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// UpdateTask Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+	// (PATCH /teams/{team}/tasks/{task_id})
+	UpdateTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// ClaimTask Claim a task as the token's member
+	// (POST /teams/{team}/tasks/{task_id}/claim)
+	ClaimTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// CompleteTask Complete an in-progress task (its owner, lead or admin)
+	// (POST /teams/{team}/tasks/{task_id}/complete)
+	CompleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// ReleaseTask Give an in-progress task back (its owner, lead or admin)
+	// (POST /teams/{team}/tasks/{task_id}/release)
+	ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	// (GET /teams/{team}/turns)
 	ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath)
@@ -1746,6 +1917,60 @@ func (_ Unimplemented) GetRequest(w http.ResponseWriter, r *http.Request, team T
 // ReplyRequest Answer a request addressed to the token's member
 // (POST /teams/{team}/requests/{request_id}/reply)
 func (_ Unimplemented) ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
+// (GET /teams/{team}/tasks)
+func (_ Unimplemented) ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateTask Add a pending task to the team's board (admin or a member)
+// (POST /teams/{team}/tasks)
+func (_ Unimplemented) CreateTask(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ClaimNextTask Claim the lowest-numbered task the token's member can claim
+// (POST /teams/{team}/tasks/claim-next)
+func (_ Unimplemented) ClaimNextTask(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteTask Delete a task (its creator, lead or admin)
+// (DELETE /teams/{team}/tasks/{task_id})
+func (_ Unimplemented) DeleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetTask One task (admin or a member)
+// (GET /teams/{team}/tasks/{task_id})
+func (_ Unimplemented) GetTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UpdateTask Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+// (PATCH /teams/{team}/tasks/{task_id})
+func (_ Unimplemented) UpdateTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ClaimTask Claim a task as the token's member
+// (POST /teams/{team}/tasks/{task_id}/claim)
+func (_ Unimplemented) ClaimTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CompleteTask Complete an in-progress task (its owner, lead or admin)
+// (POST /teams/{team}/tasks/{task_id}/complete)
+func (_ Unimplemented) CompleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseTask Give an in-progress task back (its owner, lead or admin)
+// (POST /teams/{team}/tasks/{task_id}/release)
+func (_ Unimplemented) ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2571,6 +2796,336 @@ func (siw *ServerInterfaceWrapper) ReplyRequest(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListTasks operation middleware
+func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTasksParams
+
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", r.URL.Query(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "status"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "status", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "owner" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "owner"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "owner", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "assignee" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "assignee", r.URL.Query(), &params.Assignee, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "assignee"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "assignee", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTasks(w, r, team, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateTask operation middleware
+func (siw *ServerInterfaceWrapper) CreateTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateTask(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClaimNextTask operation middleware
+func (siw *ServerInterfaceWrapper) ClaimNextTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClaimNextTask(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteTask operation middleware
+func (siw *ServerInterfaceWrapper) DeleteTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetTask operation middleware
+func (siw *ServerInterfaceWrapper) GetTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateTask operation middleware
+func (siw *ServerInterfaceWrapper) UpdateTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClaimTask operation middleware
+func (siw *ServerInterfaceWrapper) ClaimTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClaimTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CompleteTask operation middleware
+func (siw *ServerInterfaceWrapper) CompleteTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CompleteTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseTask operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseTask(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "task_id" -------------
+	var taskID TaskIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseTask(w, r, team, taskID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTurns operation middleware
 func (siw *ServerInterfaceWrapper) ListTurns(w http.ResponseWriter, r *http.Request) {
 
@@ -2909,6 +3464,33 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/requests/{request_id}/reply", wrapper.ReplyRequest)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/tasks", wrapper.ListTasks)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/tasks", wrapper.CreateTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/tasks/claim-next", wrapper.ClaimNextTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/teams/{team}/tasks/{task_id}", wrapper.DeleteTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/tasks/{task_id}", wrapper.GetTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Patch(options.BaseURL+"/teams/{team}/tasks/{task_id}", wrapper.UpdateTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/tasks/{task_id}/claim", wrapper.ClaimTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/tasks/{task_id}/complete", wrapper.CompleteTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/tasks/{task_id}/release", wrapper.ReleaseTask)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/workspace/files/{path}", wrapper.GetWorkspaceFile)
@@ -5425,6 +6007,1048 @@ func (response ReplyRequest500ApplicationProblemPlusJSONResponse) VisitReplyRequ
 	return err
 }
 
+type ListTasksRequestObject struct {
+	Team   TeamPath `json:"team"`
+	Params ListTasksParams
+}
+
+type ListTasksResponseObject interface {
+	VisitListTasksResponse(w http.ResponseWriter) error
+}
+
+type ListTasks200JSONResponse TaskList
+
+func (response ListTasks200JSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks400ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTasks400ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks401ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTasks401ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTasks403ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks404ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTasks404ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks500ApplicationProblemPlusJSONResponse Problem
+
+func (response ListTasks500ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTaskRequestObject struct {
+	Team TeamPath `json:"team"`
+	Body *CreateTaskJSONRequestBody
+}
+
+type CreateTaskResponseObject interface {
+	VisitCreateTaskResponse(w http.ResponseWriter) error
+}
+
+type CreateTask201JSONResponse Task
+
+func (response CreateTask201JSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask400ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask401ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask403ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask404ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask409ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask413ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask413ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask415ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask415ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask422ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask422ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateTask500ApplicationProblemPlusJSONResponse) VisitCreateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTaskRequestObject struct {
+	Team TeamPath `json:"team"`
+}
+
+type ClaimNextTaskResponseObject interface {
+	VisitClaimNextTaskResponse(w http.ResponseWriter) error
+}
+
+type ClaimNextTask200JSONResponse Task
+
+func (response ClaimNextTask200JSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask204Response struct {
+}
+
+func (response ClaimNextTask204Response) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ClaimNextTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask400ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask401ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask403ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask404ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask409ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimNextTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimNextTask500ApplicationProblemPlusJSONResponse) VisitClaimNextTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+}
+
+type DeleteTaskResponseObject interface {
+	VisitDeleteTaskResponse(w http.ResponseWriter) error
+}
+
+type DeleteTask200JSONResponse Task
+
+func (response DeleteTask200JSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTask400ApplicationProblemPlusJSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTask401ApplicationProblemPlusJSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTask403ApplicationProblemPlusJSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTask404ApplicationProblemPlusJSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteTask500ApplicationProblemPlusJSONResponse) VisitDeleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+}
+
+type GetTaskResponseObject interface {
+	VisitGetTaskResponse(w http.ResponseWriter) error
+}
+
+type GetTask200JSONResponse Task
+
+func (response GetTask200JSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTask400ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTask401ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTask403ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTask404ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTask500ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+	Body   *UpdateTaskJSONRequestBody
+}
+
+type UpdateTaskResponseObject interface {
+	VisitUpdateTaskResponse(w http.ResponseWriter) error
+}
+
+type UpdateTask200JSONResponse Task
+
+func (response UpdateTask200JSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask400ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask401ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask403ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask404ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask409ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask413ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask413ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask415ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask415ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask422ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask422ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTask500ApplicationProblemPlusJSONResponse) VisitUpdateTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+}
+
+type ClaimTaskResponseObject interface {
+	VisitClaimTaskResponse(w http.ResponseWriter) error
+}
+
+type ClaimTask200JSONResponse Task
+
+func (response ClaimTask200JSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask400ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask401ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask403ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask404ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask409ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response ClaimTask500ApplicationProblemPlusJSONResponse) VisitClaimTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+	Body   *CompleteTaskJSONRequestBody
+}
+
+type CompleteTaskResponseObject interface {
+	VisitCompleteTaskResponse(w http.ResponseWriter) error
+}
+
+type CompleteTask200JSONResponse Task
+
+func (response CompleteTask200JSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask400ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask401ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask403ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask404ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask409ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask413ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask413ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask415ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask415ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response CompleteTask500ApplicationProblemPlusJSONResponse) VisitCompleteTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTaskRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	TaskID TaskIDPath `json:"task_id"`
+}
+
+type ReleaseTaskResponseObject interface {
+	VisitReleaseTaskResponse(w http.ResponseWriter) error
+}
+
+type ReleaseTask200JSONResponse Task
+
+func (response ReleaseTask200JSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask400ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask400ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask401ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask401ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask403ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask403ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask404ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask404ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask409ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask409ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseTask500ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseTask500ApplicationProblemPlusJSONResponse) VisitReleaseTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTurnsRequestObject struct {
 	Team TeamPath `json:"team"`
 }
@@ -5919,6 +7543,33 @@ type StrictServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(ctx context.Context, request ReplyRequestRequestObject) (ReplyRequestResponseObject, error)
+	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
+	// (GET /teams/{team}/tasks)
+	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
+	// CreateTask Add a pending task to the team's board (admin or a member)
+	// (POST /teams/{team}/tasks)
+	CreateTask(ctx context.Context, request CreateTaskRequestObject) (CreateTaskResponseObject, error)
+	// ClaimNextTask Claim the lowest-numbered task the token's member can claim
+	// (POST /teams/{team}/tasks/claim-next)
+	ClaimNextTask(ctx context.Context, request ClaimNextTaskRequestObject) (ClaimNextTaskResponseObject, error)
+	// DeleteTask Delete a task (its creator, lead or admin)
+	// (DELETE /teams/{team}/tasks/{task_id})
+	DeleteTask(ctx context.Context, request DeleteTaskRequestObject) (DeleteTaskResponseObject, error)
+	// GetTask One task (admin or a member)
+	// (GET /teams/{team}/tasks/{task_id})
+	GetTask(ctx context.Context, request GetTaskRequestObject) (GetTaskResponseObject, error)
+	// UpdateTask Change a task's title, detail, blockers or assignee (its creator, lead or admin)
+	// (PATCH /teams/{team}/tasks/{task_id})
+	UpdateTask(ctx context.Context, request UpdateTaskRequestObject) (UpdateTaskResponseObject, error)
+	// ClaimTask Claim a task as the token's member
+	// (POST /teams/{team}/tasks/{task_id}/claim)
+	ClaimTask(ctx context.Context, request ClaimTaskRequestObject) (ClaimTaskResponseObject, error)
+	// CompleteTask Complete an in-progress task (its owner, lead or admin)
+	// (POST /teams/{team}/tasks/{task_id}/complete)
+	CompleteTask(ctx context.Context, request CompleteTaskRequestObject) (CompleteTaskResponseObject, error)
+	// ReleaseTask Give an in-progress task back (its owner, lead or admin)
+	// (POST /teams/{team}/tasks/{task_id}/release)
+	ReleaseTask(ctx context.Context, request ReleaseTaskRequestObject) (ReleaseTaskResponseObject, error)
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	// (GET /teams/{team}/turns)
 	ListTurns(ctx context.Context, request ListTurnsRequestObject) (ListTurnsResponseObject, error)
@@ -6645,6 +8296,271 @@ func (sh *strictHandler) ReplyRequest(w http.ResponseWriter, r *http.Request, te
 	}
 }
 
+// ListTasks operation middleware
+func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams) {
+	var request ListTasksRequestObject
+
+	request.Team = team
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTasks(ctx, request.(ListTasksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTasks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListTasksResponseObject); ok {
+		if err := validResponse.VisitListTasksResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateTask operation middleware
+func (sh *strictHandler) CreateTask(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request CreateTaskRequestObject
+
+	request.Team = team
+
+	var body CreateTaskJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateTask(ctx, request.(CreateTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateTaskResponseObject); ok {
+		if err := validResponse.VisitCreateTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ClaimNextTask operation middleware
+func (sh *strictHandler) ClaimNextTask(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request ClaimNextTaskRequestObject
+
+	request.Team = team
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ClaimNextTask(ctx, request.(ClaimNextTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ClaimNextTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ClaimNextTaskResponseObject); ok {
+		if err := validResponse.VisitClaimNextTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteTask operation middleware
+func (sh *strictHandler) DeleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request DeleteTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteTask(ctx, request.(DeleteTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteTaskResponseObject); ok {
+		if err := validResponse.VisitDeleteTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetTask operation middleware
+func (sh *strictHandler) GetTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request GetTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTask(ctx, request.(GetTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetTaskResponseObject); ok {
+		if err := validResponse.VisitGetTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateTask operation middleware
+func (sh *strictHandler) UpdateTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request UpdateTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	var body UpdateTaskJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateTask(ctx, request.(UpdateTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateTaskResponseObject); ok {
+		if err := validResponse.VisitUpdateTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ClaimTask operation middleware
+func (sh *strictHandler) ClaimTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request ClaimTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ClaimTask(ctx, request.(ClaimTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ClaimTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ClaimTaskResponseObject); ok {
+		if err := validResponse.VisitClaimTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CompleteTask operation middleware
+func (sh *strictHandler) CompleteTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request CompleteTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	var body CompleteTaskJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CompleteTask(ctx, request.(CompleteTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CompleteTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CompleteTaskResponseObject); ok {
+		if err := validResponse.VisitCompleteTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseTask operation middleware
+func (sh *strictHandler) ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	var request ReleaseTaskRequestObject
+
+	request.Team = team
+	request.TaskID = taskID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseTask(ctx, request.(ReleaseTaskRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseTask")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseTaskResponseObject); ok {
+		if err := validResponse.VisitReleaseTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListTurns operation middleware
 func (sh *strictHandler) ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath) {
 	var request ListTurnsRequestObject
@@ -6786,219 +8702,251 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1bd9w2li/+VbDqP/9l6RyqJDnuTEd68iR98XQc+9jqlYeUjwiRKBVGLIABQEnVXvruZ+29AZAsglUl",
-	"x7LlGeUhLvEC4rrv+7c/Tgq9rLUSytnJycdJzQ1fCicM/vWqFMtaO6GK1T/E6u+Cl8LA9VLYwsjaSa0m",
-	"J5OXzAhnVuxGugVzC8EsXwp2JVaMq7K9cKHLFTzZGGXx6lwa65gRttbKipmCp63TRlimtFtIdcmUuDnt",
-	"N4kf4XBfGGpS2pnKZdvT80KreSULl0/ZP8TKMm4Es4WuRcmcxtacvhLqmWVLsbwQZjpTk2wiYSgLGmI2",
-	"UXwpJifdCTj4h1hNsoktFmLJYRKW/PZnoS7dYnLy/OgomyylCn8fZxO3qqEB64xUl5O7u2zyGj/2lsMD",
-	"H+lzNfwRP0a9mWQTI35vpBHl5MSZRnS/+W9GzCcnk//vsF21Q7prD3+BVuBDb4VZSmulVq9+2vC5Oj52",
-	"LsuNXxW3fFlX4Z2D40kGTTlhoNH/i9d+Oz744cNvRwc/fPhf/zZJjf6d+L0R1m3skaFntnVn0yTEz+BH",
-	"zwRfbvieE3z5x6f7rDGbJxp2/O5TbHALHri1Wf6NH/zrA/zv6OCHgw8fj7Ln390dOJzxj8fZD3fpWf9V",
-	"mytb80L8VVYidHH99EJvmREVd/JahCNyE97MmJheTlm+5FJN61V+yji9IZXTjM/UXFelMMzWoqosk84y",
-	"W3G7EJbl///zv+ZT9otm+XSaZ0xpxi+srhonsIkMCYTSM2VXywtdyYJVUl0xadlcV5W+EWXnbK7tXvpr",
-	"fEY7x/P46PmLbefzLryLhO/HhSiukB4aXQvjpMDLvK4rWfALWKj1efwrr6xgc20YZwW8ztyCO6ZVtSIK",
-	"hs+ygit22XDDlRMiY1oxzkyjZqo08loodrGCC4JXbKlLUZ2yvBSOyyqHRhSzfGXZzYJI6w184IZbZoVQ",
-	"05l6eWGFcmwpOFBY0wiaPT/UC60rwdXkLptQkzCGtWkI05u4oa+GYz5bCD/WhajKjGnDpGOlJgrOYLpW",
-	"bC9vpy1nc5im/WmiW3fd1fyNOoKfjf39EF/SF/8lCgfd+lEr2yzFO2Gbyg1XzOB1/CmdWNptp/o1d8XC",
-	"N3YXP8eN4atBD0PbyW4ZwZ0oieYPuzU6y0ZX6RvWcdds7z5+7z09C/0HRpdeN+I2zyy7ENwIQzzxlNmF",
-	"vlG0axfCiGmSrCTWCTseuxm+vGFqgDane6bEDQPSzLhlf/vLGXYJCAvbu2gcnrDG8kuRMc8vLB6Gki/5",
-	"pSgzdrOQxYLxtpkFh+2oBNPz/QwJFI3dRolF+uFbGG5/pQrq7Tl3w87+CicS5Qn4DBxE/zTb++fZj7jJ",
-	"59os4dVJyZ04cBLnarC4C23decuPkSGoZgnTyy0cAA7UEA+CWnUmtW2hkkvptm6Pn+mpu8zLGrufi/5+",
-	"HpyMbILUauv2hIfeC+ekurQbqU3dmFrb9L3Imjp3t1CRzirGuWonof1cGEf3I8PlSe3qV+pC3w4P+lJY",
-	"2Kv3IED0wlbiExtOdebnuBvWeT3sVDjzulFlYreDQH1eLDjtDN+uVE5c0qrPhSgveHG16ZmFBCF+dS6U",
-	"M77Z4UMSpuv8YuU2P9CdvuEzuFbndHKHg32l6saxumos042D3/RkPLGgAEALLR1Z8hXIMapkUjFeVafs",
-	"CIQRpWnCegdaKvf9i/Ywd7pV81WleblpjjqyN9AE3bjzxAjei0Kr0oLAFZ9nNxwoGMkZtTBWK3Yh5toI",
-	"oJDitpagP+1xVgoledXltJ3vhxGne4cqWurW2h5cW6P+qmbdzdT54vr8DDZV+P5wJ62t+Mg0jh8I3BEo",
-	"x5WlhDnm1dvO9kfRJNt8ZBh3ROSlVqdM8GLB5lJUJSvFnIM0EOTnSlhYmmteNWLbOfPvTk6+93qkXALx",
-	"P852OoHx7ePn3bePst3OZnz9z1u/vXZo45vfPT862vHl7oFuv7zt3eFBD0M+wv+yr3P0N8/1gAy0vd4+",
-	"1eMEIsz5cNSfi1ws+S317M/fv9i+rl1SEnv3YttbkcTEV55vfuVu9FT/swbZ6p7HGuRMkgPgwBYLri4F",
-	"aLZ0mCsxd7Bz2JUQNem0eJDZntLtSUf1Zn94uNd36333zcjSf/qy7LgU953+19xcvRO83Dr1/elxC6Ob",
-	"y0XS6vEdbb+gp3//YrtZrcuQQtMfkr1tNbsxMe1clmmtTHCrE3rUG1CTUImQl0obgWQiSO7alFJxswo0",
-	"D/njNa9keR5snnCpPNfmHL9IShT8aUQhaykUSKtKu3PLrwW8VVerTiu10U4XukoqBB1b2oZu87o2+hq0",
-	"JiNgokRJulSDCrtLqX9dVTQqKb4Z5PPUDigroRXoM81PoqtpuZbsZf5LyeUUKfGWJPpo3wVSn4WLMDCY",
-	"YDRT5LxcSpUjYQSmgH/Se8MDjTdTykZQIe6nyjuv+Q4nIjHKtP2AF05eJ2cATjPTc+YWMui5wMdMo5RU",
-	"l9OkOShIBZU/Z+Py+KYnlkV9bgUSroQs+3d9w5ZcrdjrH9+y8Bjbyw+XRZ3v97q70FVpO94EYa6FmSk0",
-	"p3Flb4SxJ4wrxi+FQjJtZSnYay4ro/USRltopfxuttj0TPm2bxayQtYnLeMX+lqwoyl7H7pzISqtLoMI",
-	"VxtdCGvRjjdTuhZKoDtjmTGrqX9WXAvDQYzArW5JIix0o5wlIwrwDn2D1jmWUydyJq6h51wp3ahCWPjb",
-	"rDwXAmbs54fRN7OZKiptRQkbl1h2uU+mvc2cZNzKJHh53qHDQ94oS9pEglXcOlYJ5wSdlLBI3DJo5pSp",
-	"pqqCTMHVCrYYXCIrKVllH9zMNaawZJNGGc+iRvYjDQ32zFIwPodh5t35yadb5xnNUdv6/E9S63eznvnz",
-	"PVSF/AFcO4+hC2uHcG2h42R8GKU0ZOa5J0MP22y7t6Rd+Cj2TfocHz1pOxgcx4fwfsCdZImT60kgTrOu",
-	"a2RRcy4r/EEHLMlJg0VmQIRBiUtu4lEpInD15M4XqkxyknWlGxkjPdxtk/TtkYnBEXzS4oZBrpEII5dL",
-	"EBvQKXEc/aqkWuWtepuzQpeC1VoqZ5PShNM7e9p6op7eOOKeofETNX6U46csp5uizAP3IcoeGVQexDmb",
-	"M44MeKa8+MUuYJj2lOVcwTGsZZGjIJIDaecyZ3tAg97UQr18dQBj505eVGKmiOvts8YK/EhhRCmUk7yy",
-	"gTLTI88sE+paGq2WQrkp+1W6hW7cTEmXQXcEX7JL4Wz/FX/+2F5+cIDjzD1HWZOL+e2ofQ3YBOrGDDiV",
-	"En52QOwiZXvv+Oj5C3YDOyQoVPtpPTpoNqDYbNVsArkZ9gaEUFliF0i7h0eD/7KoeFOKAwuigTt4cfCn",
-	"/JS8AiACtms83U6PcJLwQz0ZOCzwJJvQ4mK0ADW7Xe6NTaa28y/JIdNGBaHA82QYLmoga2rVdk/yv6VO",
-	"JuzKcb9aV73YQUWohSrh5taJ6AUBbFAA3vbcJesKjmDYCgpRc5B+z5dcgkqw0NaxS+7Q0R1MItvcPrt5",
-	"cUpRyHKTq0g65lkPuxBSXTI/KV6GItnUXxt1Hm2VrUI3LhJ0u6v2hMEjNSikRYvmsCOwv258773w2dVy",
-	"STf6sEO/vLHpXlMqN1ts6UtDQuC0rhi+SyIrEoNLft3VZ9udtEGH68fIpENhhi9VXJ1v0r+hi0FlZvA0",
-	"hQpUgrpb8KpiXmgjRQQeudyujq+ttV+t/IQ1imizKJFrSdXj1imDU+6d+ZYUShA3SgrYOmXBWNjdBuF4",
-	"e1cl6f9CSfzhO5KUrmCp1kxB/rBu9TyvBzDF+ClsM2ye4Xp05OyeX7CzQXuHuXekNpOin/xBuqeQRe7d",
-	"7d5Mem5zF36WNkGv27na3RXZobDbvJHd5pPdM/qiEgl//0vF3v31R/bDiz/9O7BveIiVumhQlhlSZV2K",
-	"LlNBOxj6Ys6jJI+yZ9SL8C+n9XnFDSpIjbJNXWsDq74UpeTB9rYUbqHLc6XdebuFG8Ubt9BG/ovUBW0u",
-	"ZFkK5e1ycxB/JmTRORe3kvxb+Bcal6OeNm+qqnWCxZvh7/b00B4+9+oIPFFXbUSj/2z7eCrssW2lUfya",
-	"S6LKwYnSv3bRlJfCnYvbBW+s80O+UvpGncfTdGO0ujwvpREFLloYU6GNaWpH+pThl6JdA5hwUK7PrTOC",
-	"L2FS7KJBafy81Deq806/PyDmGcWrc2GMNkmC0cYurSn0zZKrAxB4oK1TpsS1MKzQynHpPT9FBZrSM2/M",
-	"t1uoacJSLt2YSQ8vDAW0f757BVIZsFFvUcIdfiVVyfZyfqEbd3JRcXWVY7TN/im7MFwVCxCpc9jt+fYA",
-	"HL9/qXMd2uYnKqNTM3Iq0YD8pnGFXt7XhfIr8KzARw6CMRpNjayUZasf1UZfGr5MHecG1ntUmIe3nlnm",
-	"H2NzkErIQgPNwnf2ZpPZhMQTjsFv+8lFFbc1GaVTa7fkrlgkJTaMMfYORPF7A6pXaClKSj4CyPcWB660",
-	"g85tMIR1bK/U/LYpoKcy5kjv7n5duh0/2jFE8BFrthHzxo6IjtAhkpth3f2TUbJGcQE+3BMKKq58+MwO",
-	"EuK6HoDvdnoU56qznmH1sriXUvv8neDle+dtH+t6TN8SunXuWnviJpvgQKfZ1Qz3ThRC1gkGPu6ZGhEw",
-	"o2XoGRlqWdEYq9EZwB2sVs2t86EKoBumXQNknUn4TvEdbNp/ZjuhksQavFly0/BtaqHaOztJL2Emt0dx",
-	"+obT/amrkbMQdCY6DxSFq1w8B16JQgvDDbepczmILQaFIH0wQ9THyB7YqIsH3tQ9lV0PJHBmYMrttQ87",
-	"spyeTB363+ns6Ix+kiVy5wnq2Zb7C/eLdi0NPVo3W/Zja7aZLtdlc9+90UGPm1Likd/kh0FJ0J+7044F",
-	"Mv+9EY03XN13awzNNNQYqnFwSFfnlmzLpZgLs5MDd1f7jc/UGM4HCEc7pnn8Ax5tQ23GrO67TS8ZbAfE",
-	"sNuSJwabewYP7TD1Y+b+TcazLOlpT6rVoO647d6E3mrhzHecC76Rdn470mUIRgjTu2GJP+m0/7FdcC9v",
-	"RS9QaweHRZzaezst/AQP5nXD5L36aT1Q5vf1BCy4tDn/Krb2Dz+raxJaYAHJreRfTdsVumFGO7JlOvbb",
-	"2bJvODk3jXqDi3tf385f0NFOQV7SMl3Te6csx2CCA9gSNmeOXwnv5cmtE/X50uZD9aXsGHuGpAWk3me2",
-	"G4rnNOosPpGK7QUfTCkUhZFFm+q2aP+uPjP8crgbVJcbI50T+P1wa+puXduB2eTF89lk/5SJZe1WIX8I",
-	"ZRx8YM0n8t3zRJc+Lf4f999gED8LXnas0qAMkyMD5rPiqu25J4f92YuCCFHI5Az6VU3EXFf6xsdjwDPs",
-	"YuVjU7hasaWsKmkpzBKDQGJMZcEVuwFVJKimvUDK46O+X+totwA72Oataj5caFsIxY3UpCDCcz0DflCS",
-	"pWVSkTIpbFIS1Uq8mU9OfttiD1wzF9xlm58/g8MUHx45x2NSEaaV3SM/BRP2UnkpXFYX+lZsoBR/NDNj",
-	"QGR4sWjTq9BYRmlHIdREVyWIGmhOT3skPukwkYFvc2h/KouPiGKbpOdT+kIQGSZ7LoBi7lG2olf9KYPT",
-	"xRRASZFSY+aQ/bSCqdsNvpFttEdhLbj1j3EdDAsZldH8+eq5eVs+4U29rekrLYmN5rmZpo1RvDD6xuLk",
-	"V/IK46gYprhv1zt8/zu9zUJiM+ZO+oM02B7t1PeSM9rzkjqw7/03Xqm5Hp7Z3hA35JZ+8lzqbUx/zCHo",
-	"X6QNHSaK2HzWzQIMsd3JUzlm/k2HdAV7bLcz7Qg2TW5a0gq93n3T9xZrm7zVNp/smlDlGKVed4z6UO7j",
-	"3UKHvcL5YSfj0QZ18r0TdToQIMRgeDcweUIxNEbripyt6A2fS8Ur5sQt0uTdWOKZ1hV+eTsvvHX04AeP",
-	"S5BgeV8i1dSnyaYpkteIEISjZDDbgpFTh7WuNsYd3DLu1MfRYlBRiSLaAcjMI0HGXzPHtT/U1z79V6qY",
-	"y8W0KWFXVIKXLWPeUS54BDmx/Syc7mDfhQwnqdDcAePceWwb+OZ9gl4fJGe3w7TCpm7Td0M8bJvYe9+E",
-	"Xjijn2S5SGz01iJJW30YipwHR0rei1GSloXIDdBR7VXOuL2yrd6x10326qtBn/9QUf7kJ2SP94KLUSi/",
-	"fUXvdXTJz3RsdolC7pykDT5NwiExp14djBI98REQd3VVDuMFUwGDve0fd0PSRPE3BGEJXeAtEAsjF7w2",
-	"qy6GwTMfrT6XlfChpXEr4btMql3RNsaOQVogIblt1y0A7bxvlktuVltlEWp5rDehlS38czd2OMojYn5A",
-	"wIqIS7LgNp1UPUK409StpWOdbo8N+ZNSHGkvh+RGUOcoGvi0TUzxGZAFV/6poZHrPvTBd3N9xL6JscHZ",
-	"Pxh+0NEi0NyBscYXYiEpa3dtOHBWvB6e1pDxCctvzo2otXGbtoaeo7zwrNXsgVIjo3WRTADNHEvCB0F5",
-	"c2/8M0bgIbe6MYUY891fS3Gzub31helOxqA/iSZH+pOYtPRiexn4vvH4SQmejA1Clf5oNkb5nMYow6/T",
-	"q1u3Bgz1YoRac+mSxsFfuXSkQ2KeWEx6gv5IdZl55Z3ZCrYIpg/c3wzYp4S3I1QhKB6fcS5BFbIYyQ+a",
-	"0XAC/0AwLtrB6saxvfzjXZ7ICRgq2z4udLS9bmy/FaoMabbrEfxbc4gf1XprnYa5OmuM+iRp9BPt8kYv",
-	"x3ymjYUNI26dBzirI7BCY5TPqcAFRm/C2mqMnLiYQTNm6O5u2mdBKLYZ7tZamD6aQwYkmBSdkA6DeZtD",
-	"+Ic9bVju819CozsrR17x70izx98nJJvkWv7kY1yHUgyGWm+SYbaGKG2IZ99pN0D/cEfsalRGa8A9Ba/R",
-	"qPWg7+Qna7H7PRMN2+vkokrLZFmJ/dOZyoGIUXxtfkIJF7KqQGkSJSV7a11ZH0U4141pEUCgxZgnLG1I",
-	"1dg/ZTnZQHyPkNMUuqnItD2XStpF/+0WNqIGHqoby3wC54m3mXirSowfpKyxC6ORnpimEhmOqRdhiAlC",
-	"4VWfuE58j9uZwthZ08A5gT4XXBWiartNGe7xKuKphd7NlO8euxK1ixnzNKksX48SDhOBJ2mm8i7gRc4M",
-	"V4idEWFGLFOwYr0jyvYQvFC6mSol+mKHX6aEtKDPtumbYYeA7BxXu5fMGQaZinAe8wbeQ5VpjApnf113",
-	"xZbOS0MJpkPvItxmF2KlPTLu9y8YjwHvtG/SwuIIaEAWxZpEjB4G+MHU+xgXXIGMEnq4Cxtpj3cT5zDw",
-	"msFXMh9CzdmVWKXjagOy6fAUz5qjo+8KWk38LQ4cXVP0Z54x1cknf2bjuaJQwjQg6jAc89NTr1tYVu8u",
-	"iRHvwYjUghnCHCc8KMHKRPunRwizlpCP8fMRtTrksu+8FyMv2apXY9Nj3XkdeMOOUJXdJMgdcxuzDXaG",
-	"cKjSNnwnaq/BNkadeJ4dliJneypDen1OSC2ZR4icqbIxlB+ytBnCVEthT1mOuzyPAdR0EvYzlgN7OAeq",
-	"ks/UHv7RWHEuywwZR0ZSbMakpQwFaNM2lTv14i1ijOCVmbILbRxhRmj2/OjoCHRswwvQpPYRg6S13OVs",
-	"r5fNlM0Ubb5kVm5nUEl8oSH1oHSKZK66Gg0/72TRcdthxjdGO8TQ2PvP929+QQqzn7E43CSlCBOW1l2v",
-	"1sKSeqvrE7pwVXqYb0lSrrYC7o1GUgf3VuLWBiTDQcJIl63EHZkm3V7HSd7wGy95/w9QPZzq1AH8Z2hz",
-	"zVeCS+4zum2dTMvCPbIJ8CoRh4ChSfd5Z4A92Hl/vb3h+DDismiMdKv3MD8e3AChb182bgQFpYMKRD7C",
-	"Lr4QahlwKl76FDFyJBGEPAuOMFwN3O74rXZgC+dqwp2W3pm+9n3Blyx64wlKHy61iTYauPPfz87eThmF",
-	"cKAvUwlRglDW69UJ+w9C+SUejP33fPhkHf8oGw7Vw/aLcqa0KkSgm3bgjZyyiMHEiwCBw1EUFtX8xGMQ",
-	"KJygOeMgMFvC8l27E+XEUEKAF07HWzW0akQXjwbFb+osofhY5nQAGKdCART2V3CFtgPUCKczNVN/AcJE",
-	"ZQICVDXM2aHP1vrf/2WRQIc8xf1gZrIOAzYoT+vUZ5dZkOL7KVxBkIILHsx7yt6CSAOz522we9DFjPmI",
-	"UOj3TIV4dEbpjDajYCJm5b9a9GP2e6Md38fug94Q4SEosARUFB/JM1NEGk4Y93B2ATsJleOOr8lHlndS",
-	"Kcm1MDdSqNJOZ+rXGGGGzmKYVfjShWBG8GJBYmXJHb/g1qcMSctKfaP2M4xuwb265KuZuhDtd/909B3L",
-	"E6mBue/RO+HM6uAlaG8I30BVIlD9Iae1RzynSI1JwISaZJNrYcgbNzmeHk2PKJpEKF7Lycnku+nR9DsK",
-	"ql0gYThEhCb86WN9EyFehOIkLcvx10k4XKta+LNF/hiYhnAT9lK4ebMQfg8jH8U6Fh9nSB9mk4zNUC6l",
-	"X9DEbHLXaTCneCvhDfclI0o3ZWerWtgT0Mq8PSxjeZCT8GddreAHJk7hDw9Ktccrq30unWKvf3w7UxGH",
-	"at49amTx0YaMr5gBE6IADMpQjVF5NlN9+YaTW7MTD9sq5down2IN75uGXofh56To40kJalLW0p/gwKA5",
-	"wK1VzlRuhF2pwst3tJQI8HkhGH5cXbK50UvfccxRPaE/6BDD0UNQq4VUhIjnG0H7vtfukE7uDRDACAxl",
-	"psLm99hm/v6zCE4GM4BjxyzD8Pqz+CXY0xXMGGE1LDXBu7wTSB/o5HEn2Eo3iJAOpBenjlp4ZvH4xV1F",
-	"YWK0m0Ksz/ouI1FmNjlhs6Bu46ajPRHjpmbKNAoBwEIMSmQFuD13+dpM9T9XwpzhA/qq/SbZSoDPwegK",
-	"vUQtuZJKUNyJcpjLFlkSzQosJ+G12bB2ZsWO/8RsAEgF+tFhVcQ2rBB9zLaZIhIKbfgTEA9VWKZY3iF4",
-	"gKSjfmlY00LIa2Cae8QCPfk28nLhLEPX/H6/eTw6vbbbvoDyBp2m3hJIHndsCXvkz37YNs5HLL2Dx5Id",
-	"Hz1/cTpT3G9wosixUIPjGHPoKZqHiDg+ihNWaStwBEBm4TtTdhbK6LBLaCUlCs0UyUIZSAC4CEjxTigd",
-	"sV0rT9vngggSdCj/C/TkPbqXcqLpIHBis69KNKTAm38hKp31yhb9loS7DHPqg1phZaehssjvjTCrQVmY",
-	"e5WB+bBmw35+dEQZzsoFwC9x64itHNCwKagvfCNRjyQR2Y/rQ69j9BVS4Lj1/drigvAbvpoCl3sx6MmY",
-	"jNPv0JZIcIRzSHQzH2Ay5NSL4y/aiy5wg+/Ad1+0AxEqIj9ZF6a5vUIOBHTdF7Ki7YjdfPFFuxlRLPIT",
-	"kJNtUyw6nXn+wxftzDpsRO6Zsp82ykj0lO/PKIYEspcFc7gnd/QM4o8RnDeO509f+Cj00Sxy0kJD9Mrk",
-	"PXb14D0cWSJkrTuLWHsEBEXlrKOV7WMS2SUQu4mXVD9A44dkqkuKrGvcDmidjYx7AJJ7uq4VYuWhmSIA",
-	"qROsLpR77YqEcFFZkaLUfxPuNcWYbySP3ZW43wq8FmPkMsAAS0TOc4EeflVK1NsCvy469eiYtJ1lbet7",
-	"4MKaRtnDjyRW3Y2u8VmolBc9CiEHqKfZTdmv6wlC6CabqUuNbu1cX+XkpaqsyFhOOQR4iVLECMKQ4nbw",
-	"MkI/pFf/XaMecvnbHKKRXUBpFi2o0BNPfAw8MQrORGOAtGP4ln00bBCT+L4C1+ijKeXoKdjMSV6u7XHP",
-	"MbpcopPecTcQl1OlGBv1R8owBqkYSFcvccWTrT6R+Fla9z4+9YC0opdhk5h7MqPG/CBC9nchT7iTHfQY",
-	"Tu/jkmbO2po3ccGDEipNTMBCuFtkd2O7s7dlDj/CfrxD9rdenva3YehIN4cbjk0/pSyfpktJBgzuP7TT",
-	"s0mtrRtN9POmEhv0eTKX7MGnS4oi88yYQtq89avt+8Fxvp8xrBFphyXs+vFRlqxgAaw4YUnp2Ik6KPTS",
-	"9Q37M0WQdriM/JJL1W2r1EpgDnQwRTWW1fwSTcG+fCeTbjpTIbEIHlrZTqYjmmFuuCntdLBUPgUfrQYz",
-	"Rbtnpyx9DPhq/w7VNelZTpnRqDrDlmJO42iFt/AxOU8q0sGu+Le/nLG+KJbHisbQTiTA3aERTnK58hbI",
-	"mYrVZULxiUhXZmqmqP8Uk9YrBRpWv5uNwKSyTvBgQJop2gknnRJUMcWUYvpoNTvVXWN1ZYyMms6Uz773",
-	"30SzrLfyeiTSPatZDr9I8vP2I7VPOsNCWzdTFAGVhxT+fMowQ9vuUBTVh1KJW1646ORw2vGKOks3vL0t",
-	"8/Kzrg4aK5gs6cpMXQtTysI9szDWUqpL7yERhP3obU5t0vMJCbt5oFkzRY7b0xB8hRuTUp29uIxaJtAZ",
-	"4NQp4fddo963Sbl+KP/hAdU/l/AbgDDu7u7uHpGYHXUIIKbREI9VLkK92EciitNhCQyq1LijlxHLgRqN",
-	"9gW/ntMnAX5NgAdyGvn2oxHiQ4+8gSj6qVrbNzDn9X5/WbPXAJjVb0nPBJ7ZNvaTStn2iwH0/G9ZzybT",
-	"8cyfEov1KLU0Q3MjPGtGh7i0FJMf2JJpVHgrBNQGX5yNtgMMN2A3GA6LboSOFQ4DFFBYoYh4phpyIM59",
-	"I1h9gN96hr4/2nlaluMvu9n70MF03o7/9IUPfAqsOH+0Wil068suUg9WOD/p7r4Qwg17CfYVBmfi8VHi",
-	"BrV79pJsY96wjMYvYlXxxQtxKZUlPwvGK/tgZix8wQ1ZwmRMmadgcFH6uIurLMSK+FjbvBOknRMrPA2+",
-	"OC86erc+Se+gsZATDRl6J/xhQ7VYjG2nKthdZDvvACevKUrzex4IzQgfuBqc+NOe+2sQiXXXV/3eNV3v",
-	"MArTjv6hcEgM7CU3PQpPm60ToP/F1NJRc8GZBw15MHkn5r2Omgk6PpsnMSCIARUqjLh+j9DlAgsaWA9t",
-	"wgyIQQRj6mxJn4N8t0mv9zpYXgle5oxXN6DfEoMN2Bi8LEOaB1AEmB6gDnAw4LdUlzMlvUJkhSM10uhK",
-	"TFkfRsr7wOpacOPd7RhVQtufwg0TKgjljJ2RR/shNJAOTMJdP0YTBP+hRnL82b7sS9Lj2MYcQKj4Igle",
-	"y+H3lR4fkQKCJoIola7rH9lamR8MKBLcPRGgNQIU7GwtCfrS4nxXzM6iGbInQve81PcQkJ/k4G9DDu4x",
-	"HaJToRTbUPgJnCYKPocf4Z874jmVcGIcrClrw8p8jHhrGw5B+9wIdonGWgzwJPGQz5SX+k5aDzQ9G13F",
-	"L46OKUxS6RumUVyOQh5aeyhAztthkXE1qmMD7doZgy+FzKGobhZcoTkUwQRRIKWbOGap0S3twbm8SnjC",
-	"OCsMtwsfUF0Jfg3DnqkFr+YHNFk+TN4DQCRY4k/4WGSJPe70Ynyq0eZNX3jyIT9K0k+r0yf9jyma6kub",
-	"lQZFgDAUjQpEm67GNgSJDfb+2PnHT2bpWG8ns1laqfybcGmS8HlVyk2S6hNZeZThmnr+yMM0H5eO/UYF",
-	"kMoQPRFc1WQNCmgLG4MaO9p33+Of6nP7CB6xt9wtEG66Thd2eh+K4QbnO6aQQOfIaYneIFhuO2VvYng/",
-	"PUWl4KnqLebQFxp0MTQJtihabA8D+W0n9cZiRksPKCEbqbzo/aiUK4Cfsq1T0meCwaa80KUUNqaM2YzF",
-	"fDF4PCA6gEg3l7cgY7mZCniXGbNSFSLYLUP2AjyMVrogklmPnHKzEChzzZRbiJV3pfKSwedIbPNDBymp",
-	"MeTfV6VP1bF6KVCCmymfqpPFuIMymEh9vg9FJRTcmFUom9bL/pnO1JtaYIJSqJPfS3l71m64S+Eoidnv",
-	"anbRyMqhTIvjQENwZ/1hVGgehfMm5/4E2UP0jB9W0rpz3/1kTgLBnz2wrSVirO1ga/lyrKs97O2UfkPW",
-	"FbYnnTercOp9QMTCrEZa9IzStZTYfzK6rBtdcIKsF76e2f4O+B/NKjuVMoHif4L5gOjq2tTew45w6Mnh",
-	"4Uf6cXeIvRoNIqcAJDQT5NkwwS0UYMQwHhHirW64hPHxkNsFvGYugXWFNaD3gT9gLYFGOVlR2XhDcU17",
-	"z4+OAh0hfAxsdKZCFtqCXwtWc2tF2XmYe6AxtKd73untayECDj6I8Tyl7ecLSsfsonGUmNyJvnpZFKJ2",
-	"J2ydYFY5YiZRKSxyb+frz+T7xFs8sp53590sdBV4us+Vi+FZWNfyYuWEPaHgpmqFwgW1g3eRTT+zLIGr",
-	"M/UdQ2MiZZBgOjHlA2M2iZ96jGGrJFqCQnYgX/pPk6Xnrbbu0oj3/+fn03Zifa9tvAISULmahk1C2QC4",
-	"WDhjq1BgCfsx12aJu+gE12um8sSsRqEiQcBH0gpe4SbekvrX1vjiYRZCBiCOCkcpy5igjl5byi5N9SSF",
-	"S3Q8kkWIc9Pzo94HlPAuS2Yxpg5iB0KpW+dxL+9Wncz3T2fK6UuqaXrTOeLeUZUaLnsnOJaAX+pr5Jwz",
-	"FRt/++b9GZtOp0RMDg26wIDBesSa1JT4upfdOVnHQh7CFI+5uZ1msOV8erRf3JAKaQStphJsJdxYoie8",
-	"n+7NUQfF8fttEI4fHlDwol0ONH1wavpVFz7OJrL0qdt+Y/r0awTVoDuV4D4pO5bt7L5Ct+Bst1eJTGAi",
-	"7mxyh0vb9jyCtlxIxXFmd0pjjbGb/UI4T9aPR2H98LaOfgGjRyXKtb7QRyDU7SDCARlFRoOMdA+ZTcDS",
-	"MK0YvX+KBBwIbjBle8dHOi/w040j2dZnCbHfm1J2lCgPC61sQymoX6hnY9EZb5TwOGxdAchbCUJFrrAg",
-	"vvQHholzE2qsIqJmUTWlKKfsRxxZYmVOGfcoCcyPnq2kqErL8rKhTZgGMKAWRZBiHoyB+O+Mx24np+qJ",
-	"GD9mYpz1yMYTaf6s+vZrtA1RuFBM+4hxVl53S1FyVa266nhbwHRXjfwwFHP/ysQTrbkk56P2T9L/XGNC",
-	"00krbFMZ+QjzG9VtNFT7BhD4hkk7Za/1NdBPHxY3MP4GFCo0/6YI5mturt6R+vAQttXY/Be2rMI337to",
-	"0h1diVbbKwKcxWOwreZBvyR9K6lkP5lLB2ScFvWJjj8kHdfXYtw64rdtS8w20vI1MI7NtNwIS2bVr0zG",
-	"I+DLzUJbDxTvMe3ZXhcn3wN+Ev524wjJd59pM1M+bUFalssSC0xh4gBXhKNJCT+NURjvbFufoyo7cN4z",
-	"xY1AfPcNnsIdWMIvhOOZzLSEOX8d8LsfEGqGSv2lKTX1N8NwOZquJzH6kYKNYKi9P7mPme4+ipixfqUN",
-	"hOfzdITocKDJeyTbwc7PmMePhAeKSltR7n+7CgHV+PGkU8cKHJ1aFSGhauiUI8j9HdhGxP1/BNJ/iH/y",
-	"AAueeXjzCWIwsErrOjj/Ir3NSfaPBRIDLsUJE7xYxEy0EK2BeWEd1OELOqRK3LqZsk7UG6v0npLPCVEe",
-	"SlHxlcVVEjVzmlmH3i6pvH+gU6EplgRa63e/MpBXZmZqz8towHqe2VgtKIsiRK84Sy8zN2AyoDfymWVC",
-	"XUuj1RLBgtGuvrJOLKlGB4Uf9AUWTbyRHIG+e752ZevD6+S06MpiRFK3pPV/vn/zS0B+9mgUfdckLkOI",
-	"rjntpQzC/NqQD0wQpD61L2ONqoRF7a7gxkhhWf4WXaMnXlsuDzii8OJQFXt+9BwjkLQqhM/JyX/WdPBz",
-	"GH2I9mkhBNBXoHVN8RrCdvXxupI+4p07x/Hukstqprw+6vN9ejVnKAtU18n6PzO1JhT1yZ6LaaFAythL",
-	"mjYUGjH1HTaUntO2pfI+6zFlcZ3WawLRQMPtthaPL4pD0pZWTqqGDknMQoU+BChWRISfz+EgkcDVr4pG",
-	"TlrbXCylOyfwDjoZsK2W3Ils7YWZomKiWAOw8wZlu53ikaTUWh8bCef0Ej35bakIrmaKKsqQibHdtTh9",
-	"CLCiwxDgyggqC52AAb6px73vrXJI7rIkfIYwtt4Zyn18Si8ebwTB46wxapubOe/veMKK//fnL472T8Jh",
-	"w+1vmdUIfN1OwQIuUvZtdFNSxm/rp6RzNeZLfp6oqEY+yQeIQGvL0H3pCLReoZuRSDSYUCy7cwqMnrvG",
-	"5ohbyRb6BsWP50fPv3yPQnL13giB3D/tgQdlAU0p9zJUniGXdB16uZYXHq6PZK90CTzQH+4WyQzvTvke",
-	"6qlQhTh4CTOUKma1tus3tnj3bWVaekECxF0hkbyFspi+yIb2V7DS6JN6NYSCIbjyJ9XqPqrVRWNXbI9H",
-	"aZv0KU8F9glTgrQrUqlgRCR30HSzPZ+KTulxQS7ZP2WjGDP3QZbxgnCU7vMg3kfQLDpavqmOeL2thiBb",
-	"KyGIgdh1RGt9Snj9igmvn6ZBf0NIMCREe4E+YMEE88X90GCyaAzJogoWUSK8AdXn6K4rAWQf/VbgXro2",
-	"gZgudS/rhzeo/wF7x0YLBhIiRJ+TyyVoTdFL2YL1wFIsG8pwUTBXvvBFr7YpEoNiwY3NSU3xRaqC8uwh",
-	"xj1jSVWqEKp8TcOd3Ddi51UplrV2QhWrf4jV30kteCjZ3nfy64B5wCyNx6i8p9pOj8OajgSvWxrrf7z8",
-	"14p+3j7Moy9kWEru0adTfmnBkBjsvKkqz0vbQ39eaDWvZOHyJzloXQ568fz5F+7KldI36tx7JU9Y7nQE",
-	"wJVfOV3+M7g53iNgW4ztSbG3HT3ibVar3ZJktNDWnbePnzBurzCLKDeNOl9yqXIysfqsnwhBfMmdmClu",
-	"ryzjrBbGwsvSMSMKbUq6qDCStm0960NdcwQO6dWoQ0dzFkU0X1pdOjtlPyNwVz9gPcHs4bG3neE/oEGs",
-	"/cwYTN1Zx2nQ9unJJ/2EMvDtowyceaRxpAT9DZ7Fsw8H2deV3II30CVZfwh1YBMxPPzYq0J997DO3pY+",
-	"vPppB4UpILWjxQmpKEzazUITjtNCqH3SnRtzjU4er0XaU/INAp1ED17HrxOSLUG77tT9RCAlWhW8m8Ro",
-	"gvvtEB4o6LP9wE9++F/ardEZ4ggFD1PVTuATBX+k8FNYKuHR2bwHG+eHL941T5CDzbklBTe8QwvICC1u",
-	"axmU/W+g9BLWOcH6xWqVFDsTZrE+txmwDKwbW2+oPk0pO/gQ5uzIMtaix1wmqqxM5ipZ9lFdpJop/5C3",
-	"2aMwS2I2hS34jXyyHs8dcfBm6sXRi6xVFkJUOqYKk1BTSgRyR2sZEPwXR9+NlYcLo93iYz9mTrPjo6MI",
-	"JFDajFkB7zgKiyj0csltOkk78z+ej6QCy9JuLAHU8bf/+ejoaFv29ocHzRjwEzZWiMPffzQ5AkrjDtWG",
-	"LTUWPOcKFvLJb9o7QImDQ+azx6oVZITM2SER0gWvB3dMlt9Gcu6vC8JECLAKWOIdUwX2KIDOG/x7mbqf",
-	"OyH3Q4IJ+PSxTSj478JDD0pu8BubsfDXIzuf0Ayf7Az/bewM3oYWoQslQsaQELXZrNDJAc0+v5/T12BD",
-	"ZRvRe9pgTpCVQqAmesbRKU5P+RgRpxknAGd4gYRFDyXYdZzu5CT17wU/aULQe1ML5SnJ4/aC+k5+HS8o",
-	"zdKoFzSgahtxKa3DkHlug8rx5B198o7+N/SO+jMeo/LjhWBTyEKi4DkFxcGFJ5fqt+hSJcw/o9XleSmN",
-	"KDDS+Rv1piJELSdnpTYssOA2FWWLf3UTekS4d/gxnAXvTBgDNm8Z70NrCeM2Cbz9pBM86QSfYMHu7p7H",
-	"B3YejvQXUAW2e/38OYwuv92Ix6ERdbV6WH/kes9GtZqAYt5Wl15XRVJaCIvvtVrIWUA4jc7NTjSstCz3",
-	"0b7ncDkP6YGmh+6lZorXtdHXomypONrXe7GvUgUEBYllrwkiNp1TBnP9jehCdbX6OulefpLGVKH890Y0",
-	"wIljlLW3emfriwqsul2OJx3p8epIgY4GLaksjaCoL52QlbJWr/rW9Kh1lvblVaq66uhBGev5aJ/Up29U",
-	"ffpGNaWXlB/NW9Vo88HfUUmKcBpJDzoiC3Dr0KFMuXNdF3fAK8oYL4y2bbDTNBnxeYbfeuDk501RniG5",
-	"1z75VL8te9qYr6GXsm37RYq3lU7yOVef0xmJbR5+hH+22Ro8XMJXxQGICCJP5oanM3l/2QwTQlNVzbqH",
-	"8sFP4XaNGo7CuKK/dmYPC64KUT2sjt/r0aZo4whGmM6jPSG09IN5JS8Xbg3FR9qZosFUWEcs5uoiPMNc",
-	"KmkXwk7ZK0eJunl8mEB9ZmoUiafF2+km5peV6OImUayzZXsNIk19d8TsfsBIYh2IpNNgEcBwmAW3Ibl4",
-	"phCjhCKt4Qny4xFObgoqHPv/RFifCOu2Mly4UR4r9kaKrNLW7p5hODD3SCSPBaYP57IS9vBjzd1io4Dy",
-	"a3jjr7IS9ztQunDCHVhnBF/25+sTC6FAn59ZKsD0qMrlwSwGQ4wRFXfyWmS+Xn0+nRJkbIUFtVokXbta",
-	"XuhKFqyS6upJExmAjsJstQXRcb8+ukMKvYpIL3jRo7nEjj9CLwzVV6FKaf1KoO10D2lKvPfAYlqP4LSy",
-	"UbMNuWKNPrA9DpKQdeyYvZb/sU8iCY4ZBYm64oUoZ4oqzWHqG6IrgzDFKPqdhFWqoG+FB+rTVelnznj0",
-	"zZuZ0kpkHkWIs6W8BWkqAuY+Y1RaDN7yuIJtuq4VVAvAIz2edu8hIFEOv6f1Kukbedsk6PMujo0/SJq3",
-	"OTZepNcqzL59TPgUTxT8gSh43Tj7CMn2DuT6K9vpTyIxgx2JZTORhn0jOV5vGxe4i1TBJn0//oINiqIx",
-	"0q2Qv1wIboR52bjF5OS3D8AQCIuJuE9jqsnJ5JDX8vD6GNmFb3RAhEAWzjzSb7fOeqgS21EO0I+LNH+J",
-	"iE8+84nKxg7rLP4civShjV/YrFs/IRRzD5lGsbWYDTFs8CyAN6CfPbjSA6Rvp41o1h+28drbkchirwaw",
-	"zd1xocqQ7oZ/Bc+yz1bpsjcC04X1Y1J1mmxXNN1sNyEdh4C1yZ2OGBWdtro5gOnWqD6sfcZsIRQ3UltE",
-	"VQ/Dhv0i4XzHJuNzYw3Ka+HLqxOj7LyLl+3k7sPd/wsAAP//",
+	"7H3dd9u2tue/gqW5syLP0LKTpr2n9sOs3PZ85J6mySQ5qw9VxoRIyMI1BagAaFkny//7LOy9AZISKMlO",
+	"nDjnqg+NJZH4xv7ev/1xUOj5QiuhnB2cfRwsuOFz4YSBTy9LMV9oJ1Sx+rtY/U3wUhj/fSlsYeTCSa0G",
+	"Z4MXzAhnVmwp3Yy5mWCWzwW7EivGVdl8MdHlyj9ZG2Xh26k01jEj7EIrK8bKP22dNsIypd1MqkumxPK8",
+	"2yR0wv3vwmCT0o5VLpuRXhRaTStZuHzE/i5WlnEjmC30QpTMaWjN6Suhnlg2F/OJMKOxGmQD6acywylm",
+	"A8XnYnDWXoDjv4vVIBvYYibm3C/CnN/8ItSlmw3Onp2eZoO5VOHz02zgVgvfgHVGqsvB7W02eAWdveH+",
+	"gY/Y3cJ/iJ3haAbZwIg/amlEOThzphbtPv/NiOngbPA/TppdO8Ff7cmvvhXf0Rth5tJaqdXLn7d0t4iP",
+	"Xchya6/ihs8XVXjn+Okg8005YXyj/w+++/3p8Y8ffj89/vHD//q3QWr2b8UftbBu64gMPrNrONsWIXYD",
+	"nb7n9mprj47bq0/pDjvAvgSfb+tJ8Pmnb+372mzfVH+79t9OA8f92K3t6O/8+J8f/P9Oj388/vDxNHv2",
+	"3e2xg939+DT78Ta9w79pc2UXvBB/kZUIQ1ynFH60zIiKO3ktwnVchjczJkaXI5bPuVSjxSo/ZxzfkMpp",
+	"xsdqqqtSGGYXoqosk84yW3E7E5bl//PZX/IR+1WzfDTKM6Y04xOrq9oJaCIDYqT0WNnVfKIrWbBKqism",
+	"LZvqqtJLUbbowNpNwU/9K9oiBU9Pnz3fRQtuw7tAZH+aieIKaK/RC2GcFPA1XywqWfCJ36j1dfwLr6xg",
+	"U20YZ4V/nbkZd0yraoXUEp5lBVfssuaGKydExrRinJlajVVp5LVQbLLyXwhesbkuRXXO8lI4LqvcN6KY",
+	"5SvLljMk40vfwZJbZoVQo7F6MbFCOTYX3FNzUwtcPZrqROtKcDW4zQbYpJ/D2jKE5U38oK825/x+Jmiu",
+	"M1GVGdOGScdKjdyC+eVasWHeLFvOpn6ZjkaJYd22d/N3HAh0G8f7Ib6kJ/8lCueH9ZNWtp6Lt8LWldvc",
+	"MQPfw5/SibnddatfcVfMqLHb2B03hq82RhjaTg7LCO5Eifxlc1i9q2x0lf7BOu7q3cOH/t7hs378nqmm",
+	"9w052xPLJoIbYZD/njM700uFp3YmjBglyUpin2DgcZih5y1L42lzemRKLJknzYxb9tc/v4checLChpPa",
+	"wQ2rLb8UGSPeZOEylHzOL0WZseVMFjPGm2Zm3B9HJZieHmVAoHDuNkpHkqZv/XS7O1XgaC+42xzsb/5G",
+	"guziu/EXkZ5mw3+8/wkO+VSbuX91UHInjp2EtdrY3Jm27qLh/cAQVD33y8utvwDcU0O4CGrVWtSmhUrO",
+	"pdt5PH7Bp24zkmv2vxfd87xxM7IBUKudx9M/9E44J9Wl3UptFrVZaJv+LbKm1q87qEhrF+NaNYvQdBfm",
+	"0e5kc3tSp/qlmuibzYs+F9af1TsQIHxhJ/GJDacG80s8Deu83p9Uf+d1rcrEaffC+0Ux43gyqF2pnLjE",
+	"XZ8KUU54cbXtmZn0CsPqQihnqNnNh6RfrovJym1/oL18m8/AXl3gzd2c7Eu1qB1bVLVlunb+b3wy3liv",
+	"bPgWGjoy5ysvx6iSScV4VZ2zUy+MKI0L1rnQUrkfnjeXuTWsBV9Vmpfb1qgl53uaoGt3kZjBO1FoVVov",
+	"cMXn2ZJ7CoZyxkIYqxWbiKk2wlNIcbOQXlcbclYKJXnV5rSt/sOM06PzEnhiOF6w7qzeRHNTwqLNtGf/",
+	"paiEp35aCcukKqq6FGV6AKBxpnpfO+Zrx6B7cLL2eW1Nan0LNs5t6H/zsK4dqp6dCkvUf/fg8IHIWJbS",
+	"rx+v3rRuGkhB2fbbybhDfiK1OmeCFzM2laIqWSmm3AseQVSvhPWn4JpXtdh1pendwdkPpB7LueczT7O9",
+	"Lnt8++mz9tun2X5kIL7+p519r9GH+OZ3z05P93y5TTuanne9u0lTwpRP4b/s61CZ7Wu9QXGaUe9e6n5a",
+	"FNZ8c9afizLN+Q2O7E8/PN+9r22qFUf3fNdbLWpGr3y/OaH707Y4had0PnaMJhC+OJpn21+57aUx/1h4",
+	"ofKORMYL2CgAefJRzLi6FF6lR9JSianz55hdCbFAZR7IChsq3dAd0OuONknN+t256ynuOYj3PyR7Hoz7",
+	"buFdt+0VN1dvBS93bll3Wd3M6PpyljQTfYcnMBg2fni+2+bZZq+h6Q/J0TaqcJ9ceyHLtBoruNUJxfO1",
+	"1ytB65KXShu8QUHV0aaUiptVoNzA7a95JcuLYJD2X5UX2lxAj6h1+o9GFHIhhfLivdLuwvJr4d9aVKtW",
+	"KwujnS50ldSgWobOLcPmi4XR117NNMIvlChR+azBwuFS+nJbd49aHTUDUgu247W70IofM65PYqhpRQAN",
+	"jNRTcjtFSh9AFSga3z3xy8KXfmJ+gcGuk/NyLlUO5N2TSfiI720SAvgxpZ0Fnetutg9HpoLNhUjMMm1w",
+	"4YWT18kV8LeZ6SlzMxkMA54bm1opqS5HSftZkG0qumf9Csy2J+bF4sIKIHgJaftvesnmXK3Yq5/esPAY",
+	"G+Yn82KRH3WG6zmUbbl6hLkWZqzA/siVXQpjzxhXjF8KBeTdylKwV1xWRuu5n22hlaLTbKHpsaK2lzNZ",
+	"AQOXlvGJvhbsdMTeheFMRKXVZRBEF0YXwlowfI6VXgglwNc0z5jVOD4rroXhXhiCo25Rri10rZxFq5Pn",
+	"OXoJ5kyW4yByJq79yLlSulaFsP6zWRH38iIFrQ/DPrOxKiptPbc2JHiUR2gL3c6B+s1ygpcXLTq8yVNl",
+	"iYdIsIpbxyrhnMCbEjaJW+abOWeqrqogGXG18kfMf4VmZTRjP7hdsE/9yga1MsSies4jTs2fmblgfOqn",
+	"mbfXJx/tXGew3+0a8z/QDrKfuZHu96ZiRxdw7T6GIaxdwrWNjovxoZfSoF3sjgw9HLPd7qVm46O4OOhy",
+	"fHBz7mGh7Z/Cuw3uJEtYXCKBsMx6sQAWNeWygj/wgiU5aTBhbRBhr4omD3GvFBG4evLkC1UmOcm6CQEY",
+	"Iz7cbhOtBz0LAzO41+aGSa6RCCPncy82gBfnaXR6o7KRN0p6zgpdCrbQUjmblCac3ts12RH19NYZdyyz",
+	"97RbgPw/Yjn+KMo8cB+k7JFB5UGcsznjwIDHisQvNvHTtOcs58pfw4UschBEck/auczZ0NOg1wuhXrw8",
+	"9nPnTk4qMVbI9Y5YbQV0UhhRCuUkr2ygzPjIE8uEupZGq7lQbsR+k26mazdW0mV+OILP2aVwtvsK3T82",
+	"zI+PYZ45cZQ1uZjf9BokPZsADZ95TqUErY4Xu9BkMHx6+uw5W/oTEhSxo7Q1ICgsXiHaqa8EcrM5Gi+E",
+	"yhKGgDYK/2hw+BYVr0txbL1o4I6fH3+fn6MbxYuAzR6PdtMjWCToqCMDhw0eZAPcXAjlwGZ3y72xydRx",
+	"/jU5ZTyoXiggnuynCxrImlq12/X+b6mb6U9lvyOyrV7soSIshCr9jzsXohOhsUUBeNPxL60rOIJBKyBE",
+	"Tb30ezHn0qsEM20du+QOIgOCYWeXn2w/t1cpCllu861Jx4j1sImQ6pLRopAMhbIpfdfrbdspW4VhTBJ0",
+	"u632hMkDNSikBbvs5kD8+VrS6En4bGu5qBt92GNcZDK705LK7XZn7GmTEDitKwbvosgKxOCSX7f12eYk",
+	"bdHhugFM6TilzZcqri626d9+iEFlZv5pjK2oBA634FXFSGhDRcQ/crlbHV/ba9qt/IzVCmmzKIFrSdXh",
+	"1ilDVU7RDxYVSi9ulBhNd86CybN9DML1Jt8u6v9CSfiDBpKUrvxWrZmC6LLudNWvR5fF4DZoMxyezf1o",
+	"ydkdR2rrgHYuc+dKbSdFP9NFuqOQhf7w3e5ffG77EH6RNkGvm7Xa33fborC73Lft5pPDM3pSiUSAxAvF",
+	"3v7lJ/bj8+//3bNv/xArdVGDLLNJlXUp2kwF7GDgUbqIkjzInlEvgk9O64uKG1CQamXrxUIbv+tzUUoe",
+	"bG9z4Wa6vFDaXTRHuFa8djNt5D9RXdBmIstSKLLLTb34M0CLzoW4keitg09glI562rSuqsalF38Mn5vb",
+	"g2f4gtQR/8SiasJNqdvm8VRMatNKrfg1l0iVgyuo+92kLi+FuxA3M15bR1O+UnqpLuJtWhqtLi9KaUQB",
+	"mxbmVGhj6oVDfcrwS9HsgV9wr1xfWGcEn/tFsbMapPGLUi9V653ueELnDuNEIHYyLBZ8iAuDn1YFvAYf",
+	"uLXyUrV+rLicNx8nlS6umo9+HZsnvHhpFK8uhDHaJAlVE2S2Zkio51wde0HLz+GcKXEtDCu0clyS36yo",
+	"vIb2hJwPdgcVT1jopeszJcIXm4LhP96+9NKgZ99kyYKbdSVVyYY5n+janU0qrq5yCIs6OmcTw1Ux86J8",
+	"7m9ZvjtSiu4NDq5FU2mhMrytPdQADNeva1fo+V1dPr95Xhn413EwgoOJk5WybPSyhdGXhs9TZKT2+92r",
+	"RPi3nlhGj7Gpl4bQMuSb9f0Mx4PxAMUiDlGKR8lNFTcLNIan9m7OXTFLSooQeE7uV/FH7VW+0FKU0ChU",
+	"i0YLE1fa+cFtMcC1bL7Y/K4lwKcy5lDfb/cu3Z6dtgwgvMeKbsS0tj0iqx8Qyut+3+nJKNGDmOI77ggj",
+	"FVcU57SHZLquf8C7rRHFtWrtZ9i9LJ6l1Dl/K3j5zpHNZV1/6lpgd65dY8fcZovc0KX2Nf+9FYWQi4Tg",
+	"0O8R6xFso0XqCRqIWVEbq8EJwZ3frQW3jgI9vE6adkmgVSjh64V3oGnqZjehksiSyBy6bfo2tVHNL3tJ",
+	"TWEld4fbUsPp8SyqnrsQdDW8DxgurVy8B6S8gWVjyW3qXm4EgXtFJH0xQ8xMzxnYagMIvKl9K9ueTy8R",
+	"eGGg+e7DniynI8uH8bcG27ui97KA7r1AHZt2d+N+1a6hoafr5tJuZNIuk+m6TkDD6510vwknXvlt/h+Q",
+	"QOnenbcsn/kftajJYHbXo7FpHsLGQH30l3R1YdGmXYqpMHs5jve1G1H6zuZ6eOFoz9yfv/tHm0ClPmv/",
+	"fsuLhuINYthuiYjB9pH5h/ZY+j43wzajXZb08CfVea9mud1ejM5uwcq3nBrUSLO+LekyBEGE5d2yxfe6",
+	"7Z92Cu7kJemEue3hKIlLe2dnCS3wxrpuWbyXP68H6PyxnpXnv9qelBdb+zut6pqEFlhA8ijRq2l7Rjss",
+	"ak+2jNd+N1umhpNrU6vXsLl39Sn9GRz8GJQmLdMLfO+c5RDEcOyPhM2Z41eCvEu5dWJxMbf5pvpStoxM",
+	"m6TFS71PbDuQ0WnQWSjjjQ2D76cUCsPeoi13V1pGW5/Z7Dn8GlSXpZHOCeg//DRyN64ZwHjw/Nl4cHTO",
+	"xHzhViHRC2QceGDNF/Pds8SQ7peoAedvYxK/CF62rOFeGUYHil/Piqtm5EQOu6sXBRGkkMkVpF1NBMdX",
+	"eklxIP4ZNllRTAxXKzaXVSUtBqlC8EmMSC24YkuvigTVdDOGM9ulMSSPeaOab260LYTiRmpUEP1zHcdB",
+	"UJKlZVKhMilsUhLVSryeDs5+32GHXDMX3GY7Mmb9ZYoP99zjPqkI8v/ukEgEmZWpBCIuq4m+EVsoxaem",
+	"0GwQGV7Mmjw4MNJhflgIcdFV6UUNMOOnPSH3ukxoWNyeg5FKt0Si2GRTUu5lCF6DrNyZp5hDTCsl1R9T",
+	"bV3M1ZQYodVnDjlKK5i6OeBb2UZzFdaCcT+N60A4Sq+MRver415u+ASZmBvTV1oS601INHUTGzkxemlh",
+	"8St5BfFbDHAPdusdNP7WaLOQgQ5JrnSRNo5Hs/SdFJfmvqQu7Dvq46Wa6s0725niliTge6+l3sX0+xyR",
+	"9CIe6LBQyOazdrpmiEVP3so+8286lCzYY9uDaWawbXHTklYY9f6HvrNZu+Stpvnk0IQq+yj1ukOWQsif",
+	"7heyTArnh72MR1vUyXdOLNIBCCH2g9zP6IGFkBytK3Tyghd+KhWvmBM3QJP3Y4nvta6g59288Mbhgx8I",
+	"rCI9WMctUF7eSRhJhEKjk6VHMADJNcRge5o85ysGXhYmXcbkdO8AUfLWpC3ClNzi26+tYxPB/MwxoYUC",
+	"UeHCaSVAQPIPoKvH973XGQ6oG5t0G0bWEw4FKRhs6DkPJdgc4Tj93WzGhP53aVgzy88wsPuErIR3+gzv",
+	"7b0MyeDStSPoR4OtvrJNUrpUfZ6XTme4X0y6c3YlFo5pVbS2eT93QyQcCQeSl4uoOS/qWy6Dd6NWTlZ3",
+	"7Gq/sGW/d62gZQKG2X/De92ANaRO3WXr1w2rEaSmYR/kxYuWF9y5rCEBnVsaL0Zc987pWgu1aA04RVT9",
+	"nH+iDbij/aZv08Ho+vz09JQVM254AQIxOfWMnM+7yRHbcjJgcPcyJLdo5z6x0l0aGKlDj6G9rRWkPdX3",
+	"W4LWues2B/asZ9taY8O8FY2Ro2S5lF3AlL4TCZ32HY5165Q/v+vmKfhul33KN5aWe2I63d5keaes059l",
+	"3aIMSfOrVBdBjwafI9EmuKf414eeye2ZVbkvlw8pVsACwAk+1YYp7fd51F3/YSrQ9Oj/JLfh0496/6nd",
+	"50qTrvQVsFII56VHnkBZDBDrSuYpsWAYZMOa0CfGnf/JuHPKa4Ig7xJMV8deIutJ+vqaIC3dqb4i/Bqp",
+	"IkIA06b0p6wSvGwMFnvaSx4BqEs3t7s92bchb14qcAP5ee49ty32hLskIT0I6ExLmQ+HusGfCflJDTLN",
+	"XRFp/B29F9tNHPTGU4tHfTM1LA8BJnknZlxaFiJpz1nO7VXOQOSP9thhG0Kgax7+/JcKUTnuAX/USfYC",
+	"Y+XNS3yvZWP/TNdmH0mndZO2xHohkJ45JzN5tHSifi0tc7oqN/M3UgkcneMfT0PSdfNXQBEMQ+ANkiDD",
+	"kEhtVm0QrieUPTiVlaBUn3iU4F0m1b5wcX3XoEdgAXvW3gKL4PN39XzOzWq33AIt940mtLKDf+7HDnt5",
+	"RMzXDGBncUtm3KZBeXoId5q6NXSsNey+Kd8LqgLPcgCpaIwt502iMCFZFFzRU5sGmLvQBxrm+oypib7J",
+	"2U8My2xZV8ENBLlfEzGTKmFP8vz9gvwTac8BPGH58sKIhTZu29HQU5AXnjQeD0+pgdG6SCY8zexDkeKl",
+	"MNtHQ88YAZfc6toUoi+m8VqK5fb21jemvRgb40k02TOexKKlN5tsg3fNj0xaNtFuI1RJV7M2ijAmom1z",
+	"nV7duDVk0+c91JpLl3Sa/salQ7Ma5O3HJHQ/HqkuM3JqMFv5IwLpnHd3j3Yp4U0PVQgG2c+4lgWvKjQY",
+	"Oq2rzQX8hOQo8A8uaseG+cfbPJGjuemEoDyd3vbauZZWqDLAnqxnVO7EdHlU+611Gqf1fW3UvaTRe8Yr",
+	"GD3viyWrrT8w4sYRQu8iwnXVRlGOK2wwRFms7UbPjYsZzX0BAO1D+yQIxTaD07oQposRlnkSjIpOSE8G",
+	"HI1NULGhNiynfOTQ6N7KETlEWtLs0x8Skk1yL3+mnKNNKQZS37bJMDuNw1vyC/c6DX58cCL2dbaDNeCO",
+	"gldvFmHQd/KztVzKjuuKDVvYINIyWVbi6Hysck/EMIUnP8MEWFlVXmkSJYLvaF0Fu+FU16bBlfMtRtwW",
+	"aUPq7NE5y9EGQiMCTlPoukKX/1QqaWfdtxv4r4Xnobq2jAA1zshmQlaVmFeBWfwTo4GemLoSGcypk3kB",
+	"CdvhVQISQr7H7VhBTpGp/T3xYy64KkTVDBsRh+K3AAgcRjdWNDzwfUQEI1xUlq9nbYWFgJs0VnkbuCxn",
+	"hivAQIvgdZYpv2OdK8qGS/SKjFUpIUZts2cECAj6bAOnEU6Il53jbnfANcIkUxlnfVFSd1BlaqPC3V/X",
+	"XaGli9Ig4Mdm1JX/mU3ESlMZiR+eMx4TEPHc9CB+pkGcsijWJHIXIPHBLz3F/sIOZJhgzV04SEPeBjKA",
+	"hDTme8kotYyzK7FK5xsFaP7NWzyuT0+/K3A34W9x7PA7hR/zjKkWvs8TG+8VplikEf03PVH3h8Jp6gpQ",
+	"GEnMQAxGpAaN269xIrIkWJnw/HQIYdYQ8j5+3qNWB2yhvc9i5CU79Wpoum84rwJv2BNrvQ1KsSfWRLbF",
+	"zhAuVTq2wYkFabC1UWfEs8NW5GyoMqDXF4iclxHE+ViVtcF83bnNoKaLFPac5XDK85hYhjfhKGO5Zw8X",
+	"nqrkYzWED7UVF7LMgHFkKMVmTFrM3PRt2rpy5yTeAuYbfDNWdqaNQwwv8Fu1HVdH4NFuLHc5G3ayy7Ox",
+	"wsOXRElpTSqJE7lJPTDNNIkdpHrT8lqoBty2mPHSaAeYZsP/fPf6V6AwRxmL001SirBgad31ai1cu7O7",
+	"lGAPu9JBFE6ScrUTMbo3wyw4chM/bYHi3kikbbOVeCLTpJt0nOQPdPDS/vf7Uz1Y6tQF/Edoc81XAltO",
+	"CDt2kUyThzOyDbg0EZ8JIdt3eWcD2br1/np7m/ODTJSiNtKt3vn1IbApqN3wonY9qHQtlEaMnWrjPWYU",
+	"V8NeUMo+OpKw3hILjjDYDTju0FczsZlzCyycIinIcK1/wecsRili3Sn/VZOArD13/tv7929GDENbIcZL",
+	"CVF6oawzqjP2H1imAnkwjJ/48Nk6HmW2OVWqcSXKsYK4GKKbdsMbOWIRE5MXAZKQgygsqukZYUIpWKAp",
+	"415gtliMYu2XKCeGelu8cDr+tPCtGtHGBwTxGweLqIqWOR0q5GBVLUyHKLgK4VFiPhqrsfqzJ0xYUyvU",
+	"WvFrdkJZ7P/7vywQ6IAbcRTMTNZBICvmr59T1r31Unw3tT0IUv4LqkYzYm+8SONXj2ywQz/EjFGmjB/3",
+	"WIU8PYYBDTbDIGtm5T+b8h3sj1o7fgTD93pDhOvCgFuvolCE81ghaThjnGCJA5YlKMctXxNl3HWCKfxK",
+	"To0UqrSjsfotRt6Ds9ivqu9pIpgRvJihWFlyxyfcUiq1tKzUS3WUQdQvnNU5X43VRDT9fn/6HcsTUA05",
+	"jeitcGZ1/MJrbwCnhSXVQP1BpzWV7EFf/CBgdA6ywbUwluJIRqejU4yyFYov5OBs8N3odPQdRhPMgDCc",
+	"AGIm/Ek5UInQd0TVlJbl8NdZuFyrhaC7hf4YvwzhR3+Wwo/LmaAzDHwUir59HAN9GA8yNga5FP/yTYwH",
+	"t60Gc4xDF2S4LxlSuhF7v1oIe+a1MrKHZSwPchL8uahW/g9IKIc/CCR0yCurCWNAsVc/vRmriAs6bV81",
+	"tPhog8ZXyAwOUQAGZKjaqDwbq658w9Gt2coTapRybRhB3vj3TY2v++nnqOjDTQlqUtbQn+DAwDWAzsFJ",
+	"ito4BJl23yKNBn6RTRCFNtSGPWewDABYRS0sZ9oKlmO8Wd7qDC5pboRdqYKESTw3EIc6EQxmqi7Z1Og5",
+	"rRIAlJzhB6QY/p4DoulMKoRDpkbAmUCqJBDl4Qb8KyLhjVW4aQRsS78/ici0frlhoQHqIbz+JPbkL1Dl",
+	"tweBuuYasf3eCiBGeM25E2yla6gn5Ok87BO28MTCXY9HGGP18eiGgOv1I41y03hwxsZBt4cTjgcwBq+P",
+	"lakVoL828aDEd+Au7NPbWHW7K/2awQP6qukTDTOeqfrZFXoOKnkllcAgF+UAUCDyP1wVv50I1mvD3pkV",
+	"e/o9swHj3xOrFl9EHmWF6AL2jhXSa98GXbd4g8M2xWJowd0kHY5L+z0thLz2HHqI/JZ4hZGXM2cZxAEc",
+	"dZuHe9ppuxmL1xT9oHG0iJDMHZv7M/InmraN6xGLYgINYE9Pnz0/HytOBxzJfyxr5jgkfhD5JHywp6dx",
+	"wSptBczA03Tfz4i9DwUu2aWG+gGbctdYoeCVeXEDNgHI6xliQjR7RYxkKpD6+QHlf/YjeQe+rBwZiJdu",
+	"odmXJVht/Jt/RpaQdQqK/p7EOg9rSplFfmdHoQ7fH7Uwq40iincqmvhhzWD+7PQUYWaUC2iv4sYhDzvG",
+	"aWNmRegjUb0vkV4J+4OvQ6gXkPt49GlvYUP4kq9GnqU+3xhJn0DVHdCOdDzA8koMM98A5MpxFE+/6Cja",
+	"qF00gO++6AAiTlh+ti65c3sFHMjTdSoxi8cRhvn8iw4zQpjlZ14ot3Uxaw3m2Y9fdDDrmGE5MWVaNoSF",
+	"IMr3J5B5AtnLgu2dyB0+A+CzWJEG5vP9F74KXUixHFXeECozeAdDPX7nrywSssZ3hqw9osGDJthSAY8g",
+	"k//SE7sBicUffOMnaBdMysdr3M7TOhsZ90aFhPN1FRTqdI4VpnycQS3OnFQ5lPhFZUWKUv9VuFeY6LeV",
+	"PLZ34m478Er0kctQA0ICbLIL9PCrUqLOEfht1qoUzaRtbWtTDQ821tTKnnxEseq2d4/fhxrW0X0RErE7",
+	"auSI/baepQ0+ubG61OBDz/VVji6xyoqM5ZjICV9hnj7iV2OQEHwN+Fvp3X9bq4fc/iaRu+cUYK5rgyh5",
+	"4ImPgSdGwRlpjCftECtmHw0bBCSFr8A1ulCaObgltnOSF2tnnDhGm0u0cmxvN8TlVJH0Wn1KxfIgFXvS",
+	"1ckeJrLVJRK/SOvexacekFZ00pwTa48225ikjWWdXABraaVoP4bb+7ikmfdN2ca44UEJlSZmwUOtA2B3",
+	"faezc2ROPvrzeAvsD/yg2/S8LpCOvzbdvP58lC68HgqwfNJJzwYLbV0v2gKZSmzQ59FcMvRdlxiyRswY",
+	"4+fI1NaM/fhpfpQxqKhuNws+d4OxLFrBQqWKhCWlZSdqlSCSrutFGCvEM4Zt5JdcqnZbpVYCgGiCKaq2",
+	"bMEvMd0ai90z6UZjFbKY/EMr24KbADPMkpvSjja2inCQwGowVnh69oJKguiy5nOoRY/PcoSnAdXZHynm",
+	"NMxWkIWPyWlSkQ52xb/++T3rimI5+WFwUyIBbk8Ni2SUK7JAjlUsSRgqj0W6MlZjhePHALhO4fyw++3U",
+	"ByaVdYIHA9JY4Uk4a1VRjTgfGECIuxkzGMjLA84XrSs/BIJAoj7BBkwmZYKhH1rNcv8XSn5kP1JHqDPM",
+	"tHVjheFWecBRykcMYHIoZz8yfxwuHJnLmhuunBBkKRY3vHDRo+K04xUOFn8ge1tG8rOujmsrmCzxm7G6",
+	"FqaUhXti/VxLqS7JHSMQ+JtsTg3yzBkKu3mgWWOFXuLzEOkFBxPxZkhcBi3T0xnPqVPC79tavWuQUWgq",
+	"/0HVdD6X8BvQyG5vb28fkZgddQhPTKMhHkqcieIKQH0eiSiOlyUwqFLDiZ5HQC1sNNoXaD9HBwF+TYD3",
+	"5DTy7UcjxIcRkYEoOsUa27dnzuvj/rJmrw1UfjqSxASe2CbQdMahqnKnElTH2Zd1bDKtMIBzZLFUogBX",
+	"aGoEsWbwvkuLCQCBLZlahbdC9G5w/NloO4DYBraE2FtwI7SscBANAcIKht8zVaO3ckqNQOkpfkMM/ah3",
+	"8LgtT7/sYe/WjcD79vT7L3zhU5Uq8kerlfphfdlN6tSUyM/apy/Ei/uz5M8VRILC9VFiCdo9e4G2MTIs",
+	"g/ELWVV8cSIupbLoZyHIGIichqpn3KAlTMb8fIw8FyUFeVxlITCFAnvzVkR4jqzwPPjiSHSkGAKU3r3G",
+	"gk40YOitWItEIHPbu+kF3YAISSIUOcDRawrS/JDQaI2gKNkQMTDquL82wr5uu6rf27rtHQZh2uE/GHsJ",
+	"UcQYEwDC03brhNf/Yh5rr7ngPSG3PZi8E5Nse80ELZ/NQQwIYkAFCiPs3yN0ufgNDawHD2HmiUFExGwd",
+	"SUp4vt2m15MOlleClznj1dLrt8hgAxAHL8uQU+Ipgl8eTx38xfB/S3U5VpIUIiscqpFGV2LEulie5ANb",
+	"LAQ35G6HqBI8/hjbmFBBMEHtPXq0H0IDaWEy3HYDQr3gv6mRPP1sPWOvJcytzwEEii+Q4DXAACrz/YgU",
+	"EDARRKl0Xf/I1mo8QkCR4O5AgNYIULCzNSToS4vzbTE7i2bIjgjd8VLfQUA+yMHfhhzcYTpIp0Id3k3h",
+	"J3CaKPicfPT/3CLPCfh3fcQthpVRQHpjGw4ZAtwIdgnGWgijRPGQjxVJfWeNBxqfja7i56dPMUxS6SXT",
+	"IC5HIQ+sPRggR3ZYYFy1atlA23bG4EtBcyiomwjLOVaA6AwCKf4Ic5Ya3NKEkEoq4RnjrDDczih6uxL8",
+	"2k97rGa8mh4TDhquM6FNJFjiz/BYZIkd7vS8f6nB5i0ID/LgQ36EpB93p0v6H1M01Zc2K21UgIRQNNDG",
+	"IJaofZnXkPqDvT8O/vGTWbzWu8lsllYq/ypcmiR8XpVym6R6ICuPMlxTTx95mObj0rEBSjxGdbdd1WgN",
+	"CtAOW4MaW9p31+OfGnPzCFyxN9zNoObHIl1d851Xsx1JIWXIV/GDQ6cleIP8dtsRex3D+/EpN+NurMD4",
+	"hwn7hfa6GJgEG8guNoRAftvK87GQPtNBZch6ym6THxVzBaAr2zglKe3MH8qJLqWwMT/NZiwmp/nHA3yE",
+	"F+mm8sbLWG6sArhmxqxUhQh2y5C94B8GK10QySzBtIREnbFyM7EiVyovme8OxTaaupeSaoP+fVVSXpDV",
+	"cwES3FhRqk4W4w7KYCKl5CKMSii4MatQu7aTajQaq9cLAdlQjJKhOvl1T5oDdykcZkzTqWaTWlYOZFqY",
+	"BxiCW/vvZwXmUX/f5JRukD0Bz/hJJa27oOEncxIQa+2BbS0R0G0PW8uXY13NZW+W9BuyrrChdGRW4Tj6",
+	"AL8FKZS46RmmaylxdDC6rBtdMFGvKR3ROQH/rVllq0y6p/j3MB8gXV1b2jvYEU6IHJ58xD9uT2BUvUHk",
+	"GIAEZoI820xwC1WwIYxHhHirJZd+fjzkdnleM5WedYU9wPc9f4CCTlhiQSvBuMG4puGz09NARxCMAxod",
+	"q5CFNuPXgi24taJsPcwJ1Qzs6cQ7yb4WIuB8hxDPU9puvqB0zM5qh1nQreirF0UhFu6MrRPMKgeAJqxH",
+	"iu7tfP2Z/Ah5C8H4kTtvOdNV4OmUKxfDs6C4+GTlhD3D4KZqBcIFtgO/Apt+YlkCxGdEAwNjImaQQO4y",
+	"Jh9DNgktPcSwVRIsQSE7kM+pa7T0vNHWXRrx7v/+ct4sLI3axm+8BFSuRuGQYDYAbBas2CpUuYRxTLWZ",
+	"wyk6g/0aqzyxqlGoSBDwnrSCl3CId6T+NYVWeViFkAEIs4JZyjJmw4PXFrNLUyNJgSA97ckihLXp+FHv",
+	"goB4myWzGFMXsYXX1C62Pczbpb/zo/OxcvoSC8svW1ecHFWp6bK3gpdeCJvra+CcYxUbf/P63Xs2Go2Q",
+	"mJwYcIF5BkvwOKkloeLj7TVZB17exETuc3M7zfyRo/Ro2tyQCmkE7qYSbCVcX6Knfz89mtMWZOQPu/Ai",
+	"Pzyg4IWn3NP0jVvTLX/xcTyQJaVu08Gk9GtA8MBfKsEpKTvWTm+/gj/5u918i2QCEnHHg1vY2mbkESFm",
+	"IhWHld0rjTXGbnarER6sH4/C+kG2jm4VyUclyjW+0Ecg1O0hwnkyCowGGOkQy5YRcIdpxOijcyDgnuAG",
+	"UzY5PtJ5gfc3jmQ7n8XyAGRK2VOiPCm0sjWmoH6hkfVFZ7xWgkDf2gIQWQlCWdSwIVRnBMLEuQmF7gG+",
+	"s6jqUpQj9hPMLLEz54wTSgKj2bOVFFVpWV7WeAjTAAbYoghSzIMxEOqnP3Y7uVQHYvyYiXHWIRsH0vxZ",
+	"9e1XYBvCcKGY9hHjrEh3S1FyVa3a6nhTRX5fjRyE6EdAPMGai3I+VvME6X+qIaHprBG2OaDcREzhqG6D",
+	"oZoaAOAbJu2IvdLXnn5SWNyG8TdAXoH5N0UwX3Fz9RbVh4ewrcbmv7Bl1ff5zkWTbu9ONNpeEeAsHoNt",
+	"NQ/6JepbSSX7YC7dIOO4qQc6/pB0XF+LfusIHduGmG2l5WtgHNtpuREWzapfmYxHwBcEy4O4DwLQZ8M2",
+	"KD+hiyLYd+0QNviIaTNWlLYgLctlCdWsIHGAKwTtxISf2iiId7aNz1GVLezwseJGAJj8Fk/hHizhVwQN",
+	"TWZa+jV/FcDCHxBqBusKpil1KIup9JKW6yBGP1KwEQi1p5v7mOnuo4gZ65b1AHg+oiNIhwNNHqJs509+",
+	"xgg/EmA8K21FefTtKgRYUIhIp47lPlqFMUJC1aZTDvH992AbscjAI5D+Q/wTASwQ8yDzCWAwsErrRXD+",
+	"RXqbo+wfqzEGXIozJngxi5loIVoD8sJaEMcTvKRK3Lixsk4sMs+WtK4Qmhi4VFNv5hx9ToDyUIqKryzs",
+	"klgwp5l14O2SivwDrXJQsf7Q2ri7ZYhImRmrIclonvU8sbE0URZFiE4lmE5mbsBkAG/kE8uEupZGqzkg",
+	"E4NdfWWdmGNBEAw/6AosGnkjOgJpeFQos/HhtXJadAUV7SnaGpFX/vPd618DzDShUXRdk7ANIbrmvJMy",
+	"6NfXhnxghCCl1L6M1aoSFrS7ghsjhWX5G3CNnpG2XB5zQOGFqSr27PQZRCBpVQjKycl/0Xjxcz/7EO3T",
+	"QAiAr0DrBcZrCNvWxxeVpIh37hyHX+dcVmNF+ijl+3QK3GAWqF4kiw2N1ZpQ1CV7LqaFelLGXuCygdAI",
+	"qe/+QOkpHlusJbQeUxb3ab0AEU40/NwU/qEKPChtaeWkqvGSxCxUP4YAxQrw89Opv0gocHVLsKGT1taT",
+	"uXQXCN6BN8Mfqzl3Ilt7YaywcikUHGy9gdlu53AlMbWWYiP9Pb0ET35Tl4KrscLyNWhibE4tLB8ArOgw",
+	"Bf9NDyoL3oANfFMC2e/sckjusih8hjC2zh3KKT6lE4/Xg+DxvjZql5s57554BKb/92fPT4/OwmWD42+Z",
+	"1YCy3SzBzH+J2bfRTYkZv42fEu9Vny/5WaJ8G/okHyACral596Uj0DpVdXoi0fyCQo2fc8/ouattDriV",
+	"bKaXIH48O3325UcUkquHPQTy6LwDHpQFNKWcZKg8Ay7pWvRyLS88fN+TvdIm8J7+cDdLZni3agXhSIUq",
+	"xPELv0Kpyllrp35ri7ffVqYlCRJe3BUSyFuowUkVPTR9A2VND+rVJhQMwpUfVKu7qFaT2q7YkEdpG/Up",
+	"ogJHiCmB2hWqVH5GKHfgcrMhpaJjelyQS47OWS/GzF2QZUgQjtJ9HsT7CJqFV4uaaonXuwoWsrV6hRCI",
+	"vYhorYeE16+Y8Ho/DfobQoJBIZoE+oAFE8wXd0ODyaIxJIsqWESJIAMq5eiuKwFoH/1W4F7aNoGYLnUn",
+	"6wcZ1D/B3rHVggGECNDn5HzutabopWzAevxWzGvMcFF+rajwRaeQKhCDYsaNzVFNoYpYQXkmiHFiLKlK",
+	"FUKVr3C6g7tG7LwsxXyhnVDF6u9i9TdUCx5KtqdBfh0wD79K/TEq77CQ1OOwpgPBa9fh+m8v/zWiH9mH",
+	"efSFbNate/TplF9aMEQGO62rinhpc+kvCq2mlSxcfpCD1uWg58+efeGhXCm9VBfklTxjudMRAFd+5XT5",
+	"z+DmeAeAbTG2J8Xe9vSIN1mtdkeS0Uxbd9E8fsa4vYIsotzU6mLOpcrRxEpZPxGC+JI7MVbcXlnG2UIY",
+	"61+WjhlRaFPilwoiaZvWsy7UNQfgkE5BPHA0Z1FEozru0tkR+wWAu7oB6wlm7x9705r+AxrEmm76YOre",
+	"t5wGzZgOPukDysC3jzLwnpDGgRJ0D3gW776/yFTEcgfeQJtkfRLqwDZiePKxU/L69mGdvQ19ePnzHgpT",
+	"QGoHixNQUb9oy5lGHKeZUEeoO9fmGpw8pEXac/QNejoJHryWXyckW3rtulVkFICUcFfg1yRGk/+9mcID",
+	"BX02HfxM0//Sbo3WFHsoeFiqZgEPFPyRwk9BqYRHZ/PeODg/fvGhEUEONueGFCx5ixagEVrcLGRQ9r+B",
+	"0ktQ5wSKJatVUuxMmMW63GaDZUDd2MWWUteYsgMPQc6OLGPhe8hlwjLOaK6SZRfVRaqxoofIZg/CLIrZ",
+	"GLZAB/lsPZ474uCN1fPT51mjLISodEgVRqGmlADkDtYyT/Cfn37XVx4uzHaHj/0pc5o9PT2NQAKlzZgV",
+	"/h2HYRGFns+5TSdpZ/THs55UYFnarSWAWv72P52enu7K3v7woBkDtGB9hTjo90eTI6A0nFBt2FxDdXWu",
+	"/EYe/KadC5S4OGg+e6xaQYbInC0SIV3wenDHZPltJOf+NkNMhACrACXeIVVgiAF0ZPDvZOp+7oTcDwkm",
+	"QOlj21Dw34aHHpTcQB/bsfDXIzsPaIYHO8O/jJ2BbGgRulACZAwKUdvNCq0c0Ozz+zmpBhso24De0wRz",
+	"elkpBGqCZxyc4vgUxYg4zTgCOPsXUFgkKMG243QvJym9F/ykCUHv9UIooiSP2wtKg/w6XlBcpV4vaEDV",
+	"NuJSWgch89wGlePgHT14R/8FvaN0x2NUfvwi2BSykCh4gUFx/ouDS/VbdKki5p/R6vKilEYUEOn8jXpT",
+	"AaKWo7NSGxZYcJOKssO/ug09Ivx28jHcBXIm9AGbN4z3obWEfpsE/HzQCQ46wT0s2O3T8/jAzsOV/gKq",
+	"wG6vH93D6PLbj3icGLGoVg/rj1wfWa9WE1DMm+rS66pISgth8b1GC3kfEE6jc7MVDSstyyna98J/nYf0",
+	"QNNB91JjxRcLo69F2VBxsK93Yl+lCggKEspeI0RsOqfMr/U3ogstqtXXSfeiRepThfI/alF7ThyjrMnq",
+	"na1vqmfVzXYcdKTHqyMFOhq0pLI0AqO+dEJWyhq96lvTo9ZZ2pdXqRZVSw/KWMdHe1CfvlH16RvVlF5g",
+	"fjRvVKPtF39PJclxe7WjhDA8scGAU95hTMjtZMlszQzm9uodvgIA1qkm9VKtpXRva/FX/1JvW9xaeamE",
+	"uGtzD+ml9muwNTAVgncRdKuFuDiVlRMGcAQOcU4HbfFfy4OEZ77lPspCRUmmlfC/IN7wruJYQLgexKUE",
+	"g5WuEmwI8TbPTk+ZV6d44Vs4oohax2XFhqf+geenp6dHEGBEWtporH6KoUaYPwxTPetKvBnbsP4NIY40",
+	"0LKj1hN+wjkbcjapdHEVqo8g4KT/rROepM1YNaU6fTP+EbIfQyf4HBbfDUggsKY57lA2VsltORqxHMsL",
+	"lxeTVZ5OAcxgADlsYL6lIje3Vw9VJYrbq6/jvoJJ9dB7yLTl9io7+KsO5P6b9ki1yMlBB3qMLqQO2/hG",
+	"wojLshU8DDwtKD8oOkw0N/vKBWld6KSouJwfK3HjHizrvtJLYd0xVrGHnIXWhBCGllg4lRqvKuY7BGaL",
+	"gGOBtZMcEJXAglcVReFpprS/BRmDKQVJA229iMDGhqBftd4Es8ZFqG+cH0FNh6I2BqtN+kcs4aZcCkIL",
+	"A9uxH3uSj/u+fxU3LrLyB9SktmlRYRUI4CpRwvxXEpOw4npcNYBblLFcvCKMrIPGdQgZ+VcofE7hIN8G",
+	"AwBqguXd1mgoMoMNPQPLDfu39ucAH0F0oWABVHF6VEDfZ4CfBBdLgKQjxajBsZHlOZOOVYIT8uNY5Ujj",
+	"UUnSU7Ls0Dy4o7rL0mXMav8uPB59bul0QN/r1ya0UVs/kMnHQSbBOUyb88Qy0M21yfxhLB93aQUQKr4N",
+	"yoR3j3G8wEN/5zcWehP4KZqo+mKSvvZlPtzhg7XhW7q4u+OQ8H4+sOV4d5yPv3jtIB/uilmqOMlUiqpk",
+	"lZg6wLAkaeOc5ePoz8IqpONBzopKcKwsFRRDcb4maBixqHhB6NOVtG7E3oppDTCZivFGz8RsXVI5cdHQ",
+	"pkMC41FEPEBIy6CwLnVdlWwOJU+CjLTk0o3VVBsvC4lqmjGMXK1WrFVkhs4zWP9DX6uiEvlRStjBCv8P",
+	"bCDGTr44iPMuVZZbqg5zAHs7CF0PRru/isWYqAscqBYJOJiQDybkz2NBwKpaPFxMcONm5K3NGjYGRRmR",
+	"hd5Vmt9lVkAT88OGEa+LF+nyv9uNvyQZ8Mpu+Kgb+pGNVffiDlMSxNFG+hG6mMlcveR2rOysdqzUSxWd",
+	"0cG4nbNh287dLRN41BoBGGz9050nmF4qyyQVbUGLNzwL4FeXXKqxuhTOghs/Ft7wfLZWxGbjkEiU6rjZ",
+	"0fg4VnHi5yzH85Q35WrmRyP2esqKljXdD8EyccNREFJirJZS2V4r+tc37Pi1i/WHcO8OCuLBFv6vKYKk",
+	"Mia7ZCl8EQlPFFoCmfiWrOo86hZbo0n353JEDh8Bo3sf6X6jP2OlpbwVoNUK4cpCnBYo2uNBPlag6QY9",
+	"/KjBRx+xF0mlOXgH1vhj1nJgayXovPjLEE5Rugw+dvDQ8VBhy25J4/1qnCau6EHB/TYUXLheB/X2zupt",
+	"++YflNyvXcXlHryTCBXjikl1HJSnlhto7WbcX200ohLcPhZ+GpzfEUXYK1JUz0VpnPWIvVDk0ib497g+",
+	"0qZYXyILFOb89VWfxxWOe+A+B+5zD+6zzmweP3n9q7xOk9YJLz6ZvoZS0kn0WAjU5NYBmCrWjWvnT4Ra",
+	"/RnjhdG2AfoeJasdvIe+Hrjw57ZEslDY0h7wRL+twMDeLKl2uVKbMSWWsebGLv821Rv7nECc0ObJR//P",
+	"LpwdKhX8VWvgxurZB35+uJP3YOO1UaNUcEn7Uj74LdxDmq+N6ge5WbuzJwVXhageWL9oj2irfoE1oaEM",
+	"faKG5BlJBdNKXs7cWgV7accKJ1OJMmM81qmE0sRTqaSdCTtiLx0Wqczjw1jQfqx6q9A3tebbRWnLiqBB",
+	"sYw51vmwbFgvmNPsu1Nmj6AqfKxn7rTv+Tyg4UDA74zbUFhzrKA+N1YZ8U8ghiXUZUzaB2H8B8J6IKw7",
+	"qm/gQX+sdadTZBWPdvsO+wtzhyKqS22u7IIX4mQqK2FPPi64m20VUH4Lb/xFVuJuF0oXTrhj64zg8+56",
+	"TbWZczc4G0yk4gBLsVH8PXWf/JifWDZZOfF4ShVAeRLuZsHXaETFnbwWWUgXH41y8Dt6pczGAD/O7Go+",
+	"0ZUsWCXV1UETWa8ID6sVzyvs/eO7pH5Usco5YgRgJfM48EcY+ftW8JJxGHtbjX/SXu5NmhJ/e2AxrUNw",
+	"Gtmo3lW1eY0+sCH3kpB17Cl7Jf/jCEUSmDMIEhD5W47VcqYrgSAVteGTygtTDCu/oLBaGG5nzAoKE9ZV",
+	"SSuHm67Ecqy0EhllgnI2lzdemgruYvuE5b69C/8WJkG1SlVaARWmufONFOK8/RsU48/936PFKukKfVMn",
+	"6PM+7tBPJM27wn+fp/cqrL59TLWZDxT8gSj4onb2EZLtPcj1V/Y7nkVi5k+k9lQFaNg3kv31pnaBu0jV",
+	"hSTYl79Ag6KojXQr4C8TwY0wL2o3G5z9/sEzBCvMdeA+takGZ4MTvpAn10+BXVCjG0TIy8Kg1coQEGmB",
+	"IiOkD8ZhknIAcDghXLEBTgNxGvhYt+lfsBZQxgDfTtgMCwIVtbGaOmmqbMXWYiWgzQbfh8LFgDEbYGQX",
+	"Rjtd6KrVRoS022zjFdmR0GLfwb4FI0F7XqAypIdBr8BdJrSFNntzWle4t0yqVpPNjqabbRdjhSlIrSwE",
+	"tVJ95lZb7fp36dbsjMfcZ4C+OKP0GfDClmIhVClUIf3WULgpboqtq86eoI8k3UklrNXKPmG2EIobqf0+",
+	"1yqsrT+U0hORBgYwPNfXoLwWWESaITduvQtf28Hth9v/HwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

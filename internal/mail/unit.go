@@ -59,6 +59,7 @@ type teamEntry struct {
 	deleted bool
 	idem    idemState
 	turns   []core.TurnDoc // oldest first
+	tasks   []core.Task    // the board, in id order (tasks.go)
 	// lastSeq is the seq of the team's last record in the log.
 	lastSeq uint64
 	// pending is the letters whose records are logged but which are not
@@ -73,6 +74,7 @@ type teamEntry struct {
 	// carries it whole.
 	stateUnlogged bool
 	idemDirty     bool
+	tasksDirty    bool
 	turnDirty     map[string]bool
 	inboxDirty    []string // members whose inbox got unsynced appends
 	// drained is the seq of the last letter record written into its
@@ -95,6 +97,7 @@ type undoRec struct {
 	seq, lastSeq uint64
 	st           *core.TeamState
 	turns        []core.TurnDoc
+	tasks        []core.Task
 	idem         []idemUndo
 	unlogged     bool
 	cursors      map[string]int
@@ -246,6 +249,7 @@ func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam) *teamEntry 
 		return e
 	}
 	e.cursors = cursors
+	s.restoreTasks(ctx, e)
 	return e
 }
 
@@ -601,6 +605,8 @@ type fileTx struct {
 	dels   []string
 	// cursors is the read positions this unit moved.
 	cursors map[string]int
+	// taskPuts are the tasks put, in order (tasks.go).
+	taskPuts []core.Task
 }
 
 func (tx *fileTx) State() *core.TeamState { return tx.st }
@@ -723,10 +729,14 @@ func (tx *fileTx) DeleteTurn(id string) error {
 // letter is checked against its inbox's limits first.
 func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, error) {
 	changed := e.stateUnlogged || !reflect.DeepEqual(e.st, tx.st)
-	if !changed && tx.letter == nil && len(tx.recs) == 0 && len(tx.puts) == 0 && len(tx.dels) == 0 && len(tx.cursors) == 0 {
+	if !changed && tx.letter == nil && len(tx.recs) == 0 && len(tx.puts) == 0 && len(tx.dels) == 0 && len(tx.cursors) == 0 && len(tx.taskPuts) == 0 {
 		return 0, nil
 	}
-	rec := &walRecord{Team: e.st.Name, Created: e.st.CreatedAt, Idem: tx.recs, Puts: tx.puts, Dels: tx.dels, Cursors: tx.cursors}
+	tasks, err := putTasks(e.tasks, tx.taskPuts)
+	if err != nil {
+		return 0, err
+	}
+	rec := &walRecord{Team: e.st.Name, Created: e.st.CreatedAt, Idem: tx.recs, Puts: tx.puts, Dels: tx.dels, Cursors: tx.cursors, Tasks: tx.taskPuts}
 	if changed {
 		rec.State = tx.st
 	}
@@ -754,7 +764,7 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 	if err != nil {
 		return 0, core.StorageError(err)
 	}
-	u := undoRec{seq: seq, lastSeq: e.lastSeq, st: e.st, turns: e.turns, unlogged: e.stateUnlogged, cursors: e.cursors}
+	u := undoRec{seq: seq, lastSeq: e.lastSeq, st: e.st, turns: e.turns, tasks: e.tasks, unlogged: e.stateUnlogged, cursors: e.cursors}
 	for _, r := range tx.recs {
 		ref := idemRef{r.Member, r.Key}
 		prev, ok := e.idem.live[ref]
@@ -783,6 +793,10 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 		e.idem.lines++
 		e.remember(r)
 		e.idemDirty = true
+	}
+	if len(tx.taskPuts) > 0 {
+		e.tasks = tasks
+		e.tasksDirty = true
 	}
 	if len(tx.puts) > 0 || len(tx.dels) > 0 {
 		if e.turnDirty == nil {

@@ -85,6 +85,8 @@ type walRecord struct {
 	Dels    []string                 `json:"turn_dels,omitempty"`
 	// Cursors is the read positions the unit moved (cursors.go).
 	Cursors map[string]int `json:"cursors,omitempty"`
+	// Tasks are the tasks the unit of work put (tasks.go).
+	Tasks []core.Task `json:"tasks,omitempty"`
 }
 
 // WithCheckpoint sets after how many records or bytes of log a segment

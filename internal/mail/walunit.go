@@ -78,7 +78,7 @@ func (s *Store) settleUndo(e *teamEntry) {
 		if !failed(u.seq) {
 			continue
 		}
-		e.st, e.turns, e.lastSeq, e.stateUnlogged, e.cursors = u.st, u.turns, u.lastSeq, u.unlogged, u.cursors
+		e.st, e.turns, e.tasks, e.lastSeq, e.stateUnlogged, e.cursors = u.st, u.turns, u.tasks, u.lastSeq, u.unlogged, u.cursors
 		for _, r := range slices.Backward(e.undo[i:]) {
 			for _, iu := range slices.Backward(r.idem) {
 				if iu.existed {
@@ -196,7 +196,7 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 // team's lock held, every record of the team durable and drained.
 func (s *Store) checkpointTeam(ctx context.Context, e *teamEntry) error {
 	if e.deleted || e.damaged != nil {
-		e.stateDirty, e.idemDirty, e.turnDirty, e.inboxDirty, e.cursorDirty = false, false, nil, nil, false
+		e.stateDirty, e.idemDirty, e.turnDirty, e.inboxDirty, e.cursorDirty, e.tasksDirty = false, false, nil, nil, false, false
 		return nil
 	}
 	name := e.st.Name
@@ -218,6 +218,12 @@ func (s *Store) checkpointTeam(ctx context.Context, e *teamEntry) error {
 			return err
 		}
 		e.cursorDirty = false
+	}
+	if e.tasksDirty {
+		if err := s.SaveTasks(ctx, name, e.tasks); err != nil {
+			return err
+		}
+		e.tasksDirty = false
 	}
 	if e.idemDirty {
 		e.prune(s.clock())
@@ -328,6 +334,14 @@ func (s *Store) replay(ctx context.Context, records []walRecord, teams map[strin
 		if len(r.Cursors) > 0 {
 			e.cursors = withCursors(e.cursors, r.Cursors)
 			e.cursorDirty = true
+		}
+		if len(r.Tasks) > 0 {
+			tasks, err := putTasks(e.tasks, r.Tasks)
+			if err != nil {
+				e.damaged = fmt.Errorf("tasks: replaying record %d: %w", r.Seq, err)
+				continue
+			}
+			e.tasks, e.tasksDirty = tasks, true
 		}
 		for _, ir := range r.Idem {
 			if !ir.Expired(now) {

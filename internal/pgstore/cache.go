@@ -22,8 +22,12 @@ import (
 // database has confirmed, under the lock, that it is current ("No stale
 // decisions", docs/storage.md).
 //
+// The task board is remembered too, once a unit of work has read it: every
+// write of a task bumps the team's version (tasks.go), so a board changed
+// by another replica refuses the remembered one like any other change.
+//
 // What a unit of work does not hold in memory (an inbox's letters, an
-// idempotency record, the turn documents) needs the database: a unit
+// idempotency record, the turn documents, a board not read yet) needs the database: a unit
 // that asks for it is not committed from the cache but runs again under
 // the lock (fn may run more than once, core.Store.UpdateTeam).
 
@@ -45,6 +49,9 @@ type cached struct {
 	requests             []storedDoc
 	permissions          []storedDoc
 	counts               map[string]inboxCount
+	// tasks is the task board as committed, nil when the unit of work
+	// that left this entry did not read it. Never changed in place.
+	tasks []core.Task
 }
 
 // storedDoc is one request or permission row: its id and document.
@@ -168,6 +175,7 @@ func cachedTeam(t *teamTx, e *cached) error {
 	}
 	t.st = st
 	t.state = e.state
+	t.tasks = e.tasks
 	t.incarnation, t.version = e.incarnation, e.version
 	t.fromCache = true
 	return nil

@@ -26,6 +26,8 @@ type ImportedTeam struct {
 	// ReadThrough maps a member to its read cursor (letters read); a
 	// member without an entry has read none.
 	ReadThrough map[string]int
+	// Tasks are the task board, in id order.
+	Tasks []core.Task
 }
 
 // ErrNotEmpty refuses an import into a database that holds teams.
@@ -137,6 +139,15 @@ func importTeam(ctx context.Context, tx pgx.Tx, t ImportedTeam) error {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO turns (team, turn_id, doc) VALUES ($1, $2, $3)`, st.Name, d.TurnID, b); err != nil {
+			return err
+		}
+	}
+	for i, task := range t.Tasks {
+		if task.ID != core.TaskID(i+1) {
+			return fmt.Errorf("task %d is %q", i+1, task.ID)
+		}
+		task.Blocks = nil
+		if _, err := tx.Exec(ctx, `INSERT INTO tasks (team, seq, status, doc) VALUES ($1, $2, $3, $4)`, st.Name, i+1, task.Status, canonical(task)); err != nil {
 			return err
 		}
 	}

@@ -193,6 +193,10 @@ type teamTx struct {
 	// state is teams.state as read: commit rewrites the row only when
 	// the state's encoding differs from it.
 	state []byte
+	// tasks is the board as read and put (nil: not read yet); taskPuts
+	// the tasks to write at commit (tasks.go).
+	tasks    []core.Task
+	taskPuts []core.Task
 }
 
 // inboxCount is members.letters, members.inbox_bytes and
@@ -621,6 +625,7 @@ func (t *teamTx) commit(ctx context.Context) error {
 			t.name, time.Now().Add(-core.IdempotencyTTL))
 	}
 	reqs, perms := queueChildren(b, t.st, &t.orig)
+	t.queueTasks(b)
 	state, err := encodeState(t.st)
 	if err != nil {
 		return err
@@ -630,7 +635,7 @@ func (t *teamTx) commit(ctx context.Context) error {
 	}
 	// The version the writes left (they bump it, migration 00006).
 	after := &cached{incarnation: t.incarnation, state: state, requests: reqs, permissions: perms,
-		counts: make(map[string]inboxCount, len(t.counts))}
+		counts: make(map[string]inboxCount, len(t.counts)), tasks: t.tasks}
 	b.Queue(`SELECT version FROM teams WHERE name = $1`, t.name).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&after.version)
 	})

@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("Runs", func(t *testing.T) { testRuns(t, newStore(t)) })
 	t.Run("RunLeases", func(t *testing.T) { testRunLeases(t, newStore(t)) })
 	t.Run("ReadCursors", func(t *testing.T) { testReadCursors(t, newStore(t)) })
+	RunTasks(t, newStore)
 }
 
 // Team returns the state of a fresh team: lead and the given members,

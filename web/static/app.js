@@ -336,6 +336,14 @@
         else model.permissions.push(data);
         return true;
       }
+      case 'task': {
+        if (typeof data.task_id !== 'string') return false;
+        if (!Array.isArray(model.tasks)) model.tasks = [];
+        const i = model.tasks.findIndex((x) => x.task_id === data.task_id);
+        if (i >= 0) model.tasks[i] = data;
+        else model.tasks.push(data);
+        return true;
+      }
       case 'turn': {
         if (typeof data.member !== 'string' || typeof data.status !== 'string') return false;
         state.doing.set(view.name + '/' + data.member, turnActivity(data));
@@ -481,11 +489,18 @@
           if (err instanceof ApiError && err.status === 401) throw err;
           return [];
         });
+      // The board: a failure here must not hide the rest of the team.
+      const tasks = await api('GET', '/teams/' + enc(team) + '/tasks')
+        .then((d) => (d && Array.isArray(d.tasks)) ? d.tasks : [])
+        .catch((err) => {
+          if (err instanceof ApiError && err.status === 401) throw err;
+          return [];
+        });
       if (team !== state.selected) return; // the user moved on meanwhile
       // An event that arrived meanwhile is newer than this answer, and its
       // own refetch is already scheduled.
       if (seq !== state.eventSeq && state.model && state.model.view.name === team) return;
-      state.model = { view, inboxes, permissions: perms };
+      state.model = { view, inboxes, permissions: perms, tasks };
       renderTeam(view, inboxes);
     } catch (err) {
       report(err, 'loading team');
@@ -532,6 +547,8 @@
     $('members').replaceChildren(...members.map((m, i) => renderMember(view.name, m, inboxes[i], limits, firstLook)));
 
     renderPermissions(view.name, state.model && state.model.view === view ? state.model.permissions : []);
+
+    renderBoard(state.model && state.model.view === view ? state.model.tasks : []);
 
     const rows = requests.map((r) => renderRequest(view.name, r, firstLook));
     $('request-rows').replaceChildren(...rows);
@@ -716,6 +733,49 @@
       cell('State', null, el('span', { class: 'badge req-state', data: { state: s } },
         icon(info.icon), el('span', { class: 'badge-text' }, info.text))),
       cell('Reply sent', null, reply));
+  }
+
+  // ---------- task board ----------
+
+  const TASK_COLUMNS = ['pending', 'in_progress', 'completed'];
+
+  // taskNumber orders tasks by the number of their id (task-2 before task-10).
+  function taskNumber(t) {
+    const n = Number(String(t.task_id).replace('task-', ''));
+    return isNaN(n) ? 0 : n;
+  }
+
+  // renderBoard shows the team's tasks in three columns; deleted tasks are
+  // kept by the server but not shown. A pending task whose blockers are
+  // not all completed says what it waits for.
+  function renderBoard(list) {
+    const tasks = (Array.isArray(list) ? list : []).slice().sort((a, b) => taskNumber(a) - taskNumber(b));
+    const status = new Map(tasks.map((t) => [t.task_id, t.status]));
+    let shown = 0;
+    for (const col of TASK_COLUMNS) {
+      const cards = tasks.filter((t) => t.status === col).map((t) => renderTask(t, status));
+      shown += cards.length;
+      $('board-' + col).replaceChildren(...cards);
+      $('count-' + col).textContent = '(' + cards.length + ')';
+    }
+    $('board').hidden = shown === 0;
+    $('tasks-empty').hidden = shown > 0;
+  }
+
+  function renderTask(t, status) {
+    const blockedBy = Array.isArray(t.blocked_by) ? t.blocked_by : [];
+    const waiting = blockedBy.filter((id) => status.get(id) !== 'completed' && status.get(id) !== 'deleted');
+    const facts = [];
+    if (t.owner) facts.push(el('span', { class: 'task-owner' }, icon('●'), ' owner ' + String(t.owner)));
+    if (t.assignee) facts.push(el('span', { class: 'task-assignee' }, icon('→'), ' for ' + String(t.assignee)));
+    if (blockedBy.length) {
+      facts.push(el('span', { class: 'task-blockers', data: { waiting: String(waiting.length > 0) } },
+        icon(waiting.length ? '⧗' : '✔'), ' ' + (waiting.length ? 'waits for ' + waiting.join(', ') : 'after ' + blockedBy.join(', '))));
+    }
+    return el('li', { class: 'task', data: { taskId: t.task_id, status: String(t.status), blocked: String(waiting.length > 0) } },
+      el('div', { class: 'task-head' }, el('span', { class: 'req-id' }, String(t.task_id)), el('span', { class: 'task-title' }, String(t.title))),
+      facts.length ? el('div', { class: 'task-facts' }, ...facts) : null,
+      t.status === 'completed' && t.result ? el('p', { class: 'task-result' }, String(t.result)) : null);
   }
 
   // ---------- scenarios ----------
