@@ -125,7 +125,7 @@ func NewRunner(mode Mode, log *slog.Logger) *Runner {
 	case r.env.unavailable != "":
 		log.Warn("run_main's sandbox is not available on this machine; run_main answers sandbox_unavailable (--sandbox off runs programs unconfined)", "reason", r.env.unavailable)
 	case !r.env.netRestricted:
-		log.Warn("run_main's sandbox: this kernel's Landlock has no network rules (ABI below 4); files are confined, the network is not restricted", "landlock_abi", r.env.abi)
+		log.Warn("run_main's sandbox: this kernel's Landlock has no network rules (ABI below 4), so Landlock does not restrict the network; files are confined, and the program's network namespace of its own has no interface up", "landlock_abi", r.env.abi)
 	default:
 		log.Info("run_main's sandbox is on", "landlock_abi", r.env.abi, "python", r.env.python)
 	}
