@@ -24,10 +24,11 @@ import (
 // How a run is confined (docs/api.md, "run_main's sandbox"):
 //
 //   - The server starts its own binary again as a small helper (see
-//     helperCommand) in a new user, PID, network and IPC namespace. Landlock can only
-//     restrict the calling process, and Go gives no hook between fork
-//     and exec, so the helper restricts itself and then execs python3:
-//     go-landlock's documented way for a Go program to confine another.
+//     helperCommand) in a new user, PID, network and IPC namespace.
+//     Landlock can only restrict the calling process, and Go gives no
+//     hook between fork and exec, so the helper restricts itself and
+//     then execs python3: go-landlock's documented way for a Go program
+//     to confine another.
 //   - python3 becomes PID 1 of the namespace. When it exits or is
 //     killed, the kernel kills every process left in the namespace,
 //     those that started a session of their own included, so nothing
