@@ -58,7 +58,7 @@ const shutdownReason = "Please finish and shut down."
 const (
 	CodePlanGate  core.Code = "plan_gate"
 	CodeHostGate  core.Code = "host_denied"
-	CodeRunFailed = workspace.CodeRunFailed
+	CodeRunFailed           = workspace.CodeRunFailed
 )
 
 // Offer says to whom a tool is offered.
