@@ -59,7 +59,7 @@ const shutdownReason = "Please finish and shut down."
 const (
 	CodePlanGate  core.Code = "plan_gate"
 	CodeHostGate  core.Code = "host_denied"
-	CodeRunFailed core.Code = "run_failed"
+	CodeRunFailed           = workspace.CodeRunFailed
 )
 
 // Offer says to whom a tool is offered.

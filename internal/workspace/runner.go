@@ -46,9 +46,10 @@ const (
 	CodeRunInProgress core.Code = "run_in_progress"
 	// CodeNoProgram: the workspace has no regular main.py.
 	CodeNoProgram core.Code = core.CodeNotFound
-	// CodeNotStarted: the program could not be started for another
-	// reason (logged).
-	CodeNotStarted core.Code = "run_failed"
+	// CodeRunFailed: the program could not be started for another
+	// reason (logged). The agent's tools also answer it for a program
+	// that ran and failed.
+	CodeRunFailed core.Code = "run_failed"
 )
 
 // RunError is a run that did not happen: its code says why.
@@ -125,7 +126,7 @@ func NewRunner(mode Mode, log *slog.Logger) *Runner {
 	case r.env.unavailable != "":
 		log.Warn("run_main's sandbox is not available on this machine; run_main answers sandbox_unavailable (--sandbox off runs programs unconfined)", "reason", r.env.unavailable)
 	case !r.env.netRestricted:
-		log.Warn("run_main's sandbox: this kernel's Landlock has no network rules (ABI below 4); files are confined, the network is not restricted", "landlock_abi", r.env.abi)
+		log.Warn("run_main's sandbox: this kernel's Landlock has no network rules (ABI below 4), so Landlock does not restrict the network; files are confined, and the program's network namespace of its own has no interface up", "landlock_abi", r.env.abi)
 	default:
 		log.Info("run_main's sandbox is on", "landlock_abi", r.env.abi, "python", r.env.python)
 	}
@@ -181,7 +182,7 @@ func (r *Runner) Run(ctx context.Context, dir string) (Outcome, error) {
 	out, err := r.run(runCtx, dir)
 	if err != nil {
 		r.log.WarnContext(ctx, "run_main's program could not be started", "err", err)
-		return Outcome{}, &RunError{Code: CodeNotStarted, Message: Program + " could not be started"}
+		return Outcome{}, &RunError{Code: CodeRunFailed, Message: Program + " could not be started"}
 	}
 	if runCtx.Err() == context.DeadlineExceeded {
 		out.TimedOut = true

@@ -24,10 +24,11 @@ import (
 // How a run is confined (docs/api.md, "run_main's sandbox"):
 //
 //   - The server starts its own binary again as a small helper (see
-//     helperCommand) in a new user and PID namespace. Landlock can only
-//     restrict the calling process, and Go gives no hook between fork
-//     and exec, so the helper restricts itself and then execs python3:
-//     go-landlock's documented way for a Go program to confine another.
+//     helperCommand) in a new user, PID, network and IPC namespace.
+//     Landlock can only restrict the calling process, and Go gives no
+//     hook between fork and exec, so the helper restricts itself and
+//     then execs python3: go-landlock's documented way for a Go program
+//     to confine another.
 //   - python3 becomes PID 1 of the namespace. When it exits or is
 //     killed, the kernel kills every process left in the namespace,
 //     those that started a session of their own included, so nothing
@@ -83,11 +84,10 @@ func helperMain(arg string) error {
 	if err := json.Unmarshal([]byte(arg), &cfg); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	// The PID namespace's own pid_max bounds the processes of the run
-	// (kernels since 6.14 keep one per namespace).
-	if err := os.WriteFile("/proc/sys/kernel/pid_max", []byte(fmt.Sprint(limitPIDs)), 0); err != nil {
-		return fmt.Errorf("process limit: %w", err)
-	}
+	// The PID namespace's own pid_max bounds the processes of the run.
+	// Kernels before 6.14 have one pid_max for all namespaces, which the
+	// helper may not change: the run then goes on without that bound.
+	_ = os.WriteFile("/proc/sys/kernel/pid_max", []byte(fmt.Sprint(limitPIDs)), 0)
 	rules := []landlock.Rule{
 		landlock.RODirs(systemDirs...).IgnoreIfMissing(),
 		landlock.RODirs(cfg.ReadOnly...),
@@ -258,7 +258,10 @@ func run(ctx context.Context, mode Mode, env sandboxEnv, dir string, args []stri
 		cmd.Env = []string{} // the helper needs none; the program gets progEnv
 		uid, gid := os.Getuid(), os.Getgid()
 		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID,
+			// A network and an IPC namespace of its own too: no
+			// interface but a loopback that is down, whatever
+			// Landlock's ABI, and no System V IPC shared with the host.
+			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC,
 			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
 			Pdeathsig:   syscall.SIGKILL,
