@@ -31,6 +31,7 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 		set(&l.Turns, in.Turns)
 		set(&l.HistoryEntries, in.HistoryEntries)
 		set(&l.PermissionTimeoutS, in.PermissionTimeoutS)
+		set(&l.ToolCalls, in.ToolCalls)
 		if in.ModelTokens != nil {
 			l.ModelTokens = *in.ModelTokens
 		}
@@ -52,6 +53,7 @@ func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 		Turns:              in.Turns,
 		ModelTokens:        in.ModelTokens,
 		PermissionTimeoutS: in.PermissionTimeoutS,
+		ToolCalls:          in.ToolCalls,
 	}
 }
 
@@ -68,6 +70,7 @@ func limitsOf(l core.Limits) Limits {
 
 		ModelTokens:        l.ModelTokens,
 		PermissionTimeoutS: l.PermissionTimeoutS,
+		ToolCalls:          l.ToolCalls,
 	}
 }
 
