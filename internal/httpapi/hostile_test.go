@@ -148,7 +148,7 @@ func TestToolCallsPerTurnAreBounded(t *testing.T) {
 			want(t, r, http.StatusOK, "")
 			d := decode[turnDoc](t, r)
 			if d.Status != "call_limit" || d.ModelRequests != 1 {
-				t.Errorf("turn = %+v, want call_limit after its one model request", d)
+				t.Errorf("turn status %s after %d model requests (%q), want call_limit after its one model request", d.Status, d.ModelRequests, d.Text)
 			}
 			box := m.inbox(tm, "lead")
 			if len(box) != core.DefaultToolCalls || box[0].Body != "letter 1" || box[len(box)-1].Body != fmt.Sprintf("letter %d", core.DefaultToolCalls) {
