@@ -131,8 +131,9 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure e
 		// end. The process stays up: the lease is released, a member
 		// still running is failed with its previous history, as after
 		// a panic in fn, and the turn ends failed.
-		v := recover()
-		s.log.ErrorContext(saveCtx, "ending a turn panicked; it ends failed and the member keeps its previous history", "team", tr.team, "member", member, "panic", v, "stack", string(debug.Stack()))
+		if v := recover(); v != nil {
+			s.log.ErrorContext(saveCtx, "ending a turn panicked; it ends failed and the member keeps its previous history", "team", tr.team, "member", member, "panic", v, "stack", string(debug.Stack()))
+		}
 		_ = s.update(saveCtx, tr.team, func(u *unit) error {
 			if m := u.member(member); m != nil {
 				m.Lease = nil
