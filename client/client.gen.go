@@ -616,10 +616,11 @@ func (e TurnStepKind) Valid() bool {
 
 // Check defines model for Check.
 type Check struct {
-	// Applicable False for a check that only the script can guarantee, on a run
-	// driven by a real model; `detail` then says why and what was seen.
-	// Absent means true.
-	Applicable *bool  `json:"applicable,omitempty"`
+	// Applicable True for a check this run makes. False only for a check about
+	// the script's exact numbers or words (the request total, the
+	// exact letters, the tool-use ids), on a run driven by a real
+	// model; `detail` then says why and what was seen.
+	Applicable bool   `json:"applicable"`
 	Detail     string `json:"detail"`
 	Name       string `json:"name"`
 
@@ -688,7 +689,10 @@ type Limits struct {
 
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks int `json:"tasks"`
-	Turns int `json:"turns"`
+
+	// ToolCalls Tool calls one turn may make; the calls beyond get an error result and the turn ends `call_limit`.
+	ToolCalls int `json:"tool_calls"`
+	Turns     int `json:"turns"`
 }
 
 // LimitsInput A team's bounds at creation; each field defaults to the lesson value.
@@ -709,7 +713,10 @@ type LimitsInput struct {
 
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks *int `json:"tasks,omitempty"`
-	Turns *int `json:"turns,omitempty"`
+
+	// ToolCalls Tool calls one turn may make, however many model answers ask for them; the calls beyond get an error result and the turn ends `call_limit` (the member `stopped`).
+	ToolCalls *int `json:"tool_calls,omitempty"`
+	Turns     *int `json:"turns,omitempty"`
 }
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
@@ -718,6 +725,7 @@ type LimitsUpdate struct {
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
 	Tasks              *int   `json:"tasks,omitempty"`
+	ToolCalls          *int   `json:"tool_calls,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
 }
 
@@ -1322,8 +1330,9 @@ type TurnDocument struct {
 	StartedAt     time.Time  `json:"started_at"`
 
 	// Status `answered`: the model gave a final text (the member is idle);
-	// `call_limit`: it still asked for tools after four requests (the
-	// member is stopped); `failed`: the turn could not finish (the
+	// `call_limit`: it still asked for tools after four requests, or
+	// asked for more tool calls than `limits.tool_calls` (the member
+	// is stopped); `failed`: the turn could not finish (the
 	// member keeps its previous history: it is failed when the turn
 	// broke a rule, idle when the provider failed or the turn was
 	// interrupted); `cancelled`: the admin cancelled it (previous
@@ -1350,8 +1359,9 @@ type TurnDocument struct {
 }
 
 // TurnDocumentStatus `answered`: the model gave a final text (the member is idle);
-// `call_limit`: it still asked for tools after four requests (the
-// member is stopped); `failed`: the turn could not finish (the
+// `call_limit`: it still asked for tools after four requests, or
+// asked for more tool calls than `limits.tool_calls` (the member
+// is stopped); `failed`: the turn could not finish (the
 // member keeps its previous history: it is failed when the turn
 // broke a rule, idle when the provider failed or the turn was
 // interrupted); `cancelled`: the admin cancelled it (previous
@@ -1795,10 +1805,14 @@ type ClientInterface interface {
 	// With `model` a real model drives every member instead of the
 	// script: the lesson's team, prompts and workspace, the same tools.
 	// Lead's model decides on the plan (so `plan` is not taken); the host
-	// keeps `decision`. Checks that only the script can guarantee (the
-	// exact request total, the exact letters, the tool-use ids, the
-	// verdict's wording) are reported with `applicable: false` and the
-	// reason; the protocol checks still hold or fail.
+	// keeps `decision`. Checks about the script's exact numbers and
+	// words (the request total, the letter counts, the tool-use ids the
+	// script makes) are reported with `applicable: false` and the
+	// reason. The checks of the lesson's flow apply and fail when the
+	// model skipped a step: a plan request made and decided, the gates
+	// consulted before main.py runs, the reported result matching what
+	// ran, the shutdown matched; so a model that only answers in prose
+	// gets `ok: false`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1820,10 +1834,14 @@ type ClientInterface interface {
 	// With `model` a real model drives every member instead of the
 	// script: the lesson's team, prompts and workspace, the same tools.
 	// Lead's model decides on the plan (so `plan` is not taken); the host
-	// keeps `decision`. Checks that only the script can guarantee (the
-	// exact request total, the exact letters, the tool-use ids, the
-	// verdict's wording) are reported with `applicable: false` and the
-	// reason; the protocol checks still hold or fail.
+	// keeps `decision`. Checks about the script's exact numbers and
+	// words (the request total, the letter counts, the tool-use ids the
+	// script makes) are reported with `applicable: false` and the
+	// reason. The checks of the lesson's flow apply and fail when the
+	// model skipped a step: a plan request made and decided, the gates
+	// consulted before main.py runs, the reported result matching what
+	// ran, the shutdown matched; so a model that only answers in prose
+	// gets `ok: false`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1875,7 +1893,7 @@ type ClientInterface interface {
 	//
 	// Sets the named limits and keeps the others. Only the limits that
 	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`); the inbox bounds and the
+	// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
 	// lengths of bodies, payloads, feedback and history are fixed at
 	// creation, since stored letters are checked against them whenever
 	// they are read back. The change is durable and, when something
@@ -1892,7 +1910,7 @@ type ClientInterface interface {
 	//
 	// Sets the named limits and keeps the others. Only the limits that
 	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`); the inbox bounds and the
+	// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
 	// lengths of bodies, payloads, feedback and history are fixed at
 	// creation, since stored letters are checked against them whenever
 	// they are read back. The change is durable and, when something
@@ -1972,8 +1990,13 @@ type ClientInterface interface {
 	// schemas. The answer is the turn document; the request waits for the
 	// turn to end, unless it carries `Prefer: respond-async`: then 202 at
 	// once, with `Location` naming the document. The loop matches protocol replies and attaches mail
-	// before every model request and stops after four requests
-	// (`call_limit`, the member is then stopped). A turn that runs out of
+	// before every model request and stops after four requests, or once
+	// its tool calls reach the team's `limits.tool_calls` (the calls
+	// beyond get an error result without running) (`call_limit`, the
+	// member is then stopped). A model's answer is untrusted input: usage
+	// counts that are negative, not integers or beyond 2^53, and a body
+	// over 8 MiB, end the turn `failed` (`invalid_response`) and are
+	// counted nowhere. A turn that runs out of
 	// steps fails and keeps the member's previous history. The member's
 	// history is kept and continued by its next turn. The tools offered
 	// are `send_message` and `submit_plan` for a teammate, `send_message`
@@ -1999,8 +2022,13 @@ type ClientInterface interface {
 	// schemas. The answer is the turn document; the request waits for the
 	// turn to end, unless it carries `Prefer: respond-async`: then 202 at
 	// once, with `Location` naming the document. The loop matches protocol replies and attaches mail
-	// before every model request and stops after four requests
-	// (`call_limit`, the member is then stopped). A turn that runs out of
+	// before every model request and stops after four requests, or once
+	// its tool calls reach the team's `limits.tool_calls` (the calls
+	// beyond get an error result without running) (`call_limit`, the
+	// member is then stopped). A model's answer is untrusted input: usage
+	// counts that are negative, not integers or beyond 2^53, and a body
+	// over 8 MiB, end the turn `failed` (`invalid_response`) and are
+	// counted nowhere. A turn that runs out of
 	// steps fails and keeps the member's previous history. The member's
 	// history is kept and continued by its next turn. The tools offered
 	// are `send_message` and `submit_plan` for a teammate, `send_message`
@@ -2393,10 +2421,14 @@ func (c *Client) ListScenarios(ctx context.Context, reqEditors ...RequestEditorF
 // With `model` a real model drives every member instead of the
 // script: the lesson's team, prompts and workspace, the same tools.
 // Lead's model decides on the plan (so `plan` is not taken); the host
-// keeps `decision`. Checks that only the script can guarantee (the
-// exact request total, the exact letters, the tool-use ids, the
-// verdict's wording) are reported with `applicable: false` and the
-// reason; the protocol checks still hold or fail.
+// keeps `decision`. Checks about the script's exact numbers and
+// words (the request total, the letter counts, the tool-use ids the
+// script makes) are reported with `applicable: false` and the
+// reason. The checks of the lesson's flow apply and fail when the
+// model skipped a step: a plan request made and decided, the gates
+// consulted before main.py runs, the reported result matching what
+// ran, the shutdown matched; so a model that only answers in prose
+// gets `ok: false`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2428,10 +2460,14 @@ func (c *Client) RunScenarioWithBody(ctx context.Context, name Name, contentType
 // With `model` a real model drives every member instead of the
 // script: the lesson's team, prompts and workspace, the same tools.
 // Lead's model decides on the plan (so `plan` is not taken); the host
-// keeps `decision`. Checks that only the script can guarantee (the
-// exact request total, the exact letters, the tool-use ids, the
-// verdict's wording) are reported with `applicable: false` and the
-// reason; the protocol checks still hold or fail.
+// keeps `decision`. Checks about the script's exact numbers and
+// words (the request total, the letter counts, the tool-use ids the
+// script makes) are reported with `applicable: false` and the
+// reason. The checks of the lesson's flow apply and fail when the
+// model skipped a step: a plan request made and decided, the gates
+// consulted before main.py runs, the reported result matching what
+// ran, the shutdown matched; so a model that only answers in prose
+// gets `ok: false`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2543,7 +2579,7 @@ func (c *Client) GetTeam(ctx context.Context, team TeamPath, reqEditors ...Reque
 //
 // Sets the named limits and keeps the others. Only the limits that
 // bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`); the inbox bounds and the
+// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
 // lengths of bodies, payloads, feedback and history are fixed at
 // creation, since stored letters are checked against them whenever
 // they are read back. The change is durable and, when something
@@ -2570,7 +2606,7 @@ func (c *Client) UpdateTeamWithBody(ctx context.Context, team TeamPath, contentT
 //
 // Sets the named limits and keeps the others. Only the limits that
 // bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`); the inbox bounds and the
+// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
 // lengths of bodies, payloads, feedback and history are fixed at
 // creation, since stored letters are checked against them whenever
 // they are read back. The change is durable and, when something
@@ -2710,8 +2746,13 @@ func (c *Client) ResetMember(ctx context.Context, team TeamPath, member MemberPa
 // schemas. The answer is the turn document; the request waits for the
 // turn to end, unless it carries `Prefer: respond-async`: then 202 at
 // once, with `Location` naming the document. The loop matches protocol replies and attaches mail
-// before every model request and stops after four requests
-// (`call_limit`, the member is then stopped). A turn that runs out of
+// before every model request and stops after four requests, or once
+// its tool calls reach the team's `limits.tool_calls` (the calls
+// beyond get an error result without running) (`call_limit`, the
+// member is then stopped). A model's answer is untrusted input: usage
+// counts that are negative, not integers or beyond 2^53, and a body
+// over 8 MiB, end the turn `failed` (`invalid_response`) and are
+// counted nowhere. A turn that runs out of
 // steps fails and keeps the member's previous history. The member's
 // history is kept and continued by its next turn. The tools offered
 // are `send_message` and `submit_plan` for a teammate, `send_message`
@@ -2747,8 +2788,13 @@ func (c *Client) RunTurnWithBody(ctx context.Context, team TeamPath, member Memb
 // schemas. The answer is the turn document; the request waits for the
 // turn to end, unless it carries `Prefer: respond-async`: then 202 at
 // once, with `Location` naming the document. The loop matches protocol replies and attaches mail
-// before every model request and stops after four requests
-// (`call_limit`, the member is then stopped). A turn that runs out of
+// before every model request and stops after four requests, or once
+// its tool calls reach the team's `limits.tool_calls` (the calls
+// beyond get an error result without running) (`call_limit`, the
+// member is then stopped). A model's answer is untrusted input: usage
+// counts that are negative, not integers or beyond 2^53, and a body
+// over 8 MiB, end the turn `failed` (`invalid_response`) and are
+// counted nowhere. A turn that runs out of
 // steps fails and keeps the member's previous history. The member's
 // history is kept and continued by its next turn. The tools offered
 // are `send_message` and `submit_plan` for a teammate, `send_message`
@@ -5171,10 +5217,14 @@ type ClientWithResponsesInterface interface {
 	// With `model` a real model drives every member instead of the
 	// script: the lesson's team, prompts and workspace, the same tools.
 	// Lead's model decides on the plan (so `plan` is not taken); the host
-	// keeps `decision`. Checks that only the script can guarantee (the
-	// exact request total, the exact letters, the tool-use ids, the
-	// verdict's wording) are reported with `applicable: false` and the
-	// reason; the protocol checks still hold or fail.
+	// keeps `decision`. Checks about the script's exact numbers and
+	// words (the request total, the letter counts, the tool-use ids the
+	// script makes) are reported with `applicable: false` and the
+	// reason. The checks of the lesson's flow apply and fail when the
+	// model skipped a step: a plan request made and decided, the gates
+	// consulted before main.py runs, the reported result matching what
+	// ran, the shutdown matched; so a model that only answers in prose
+	// gets `ok: false`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5196,10 +5246,14 @@ type ClientWithResponsesInterface interface {
 	// With `model` a real model drives every member instead of the
 	// script: the lesson's team, prompts and workspace, the same tools.
 	// Lead's model decides on the plan (so `plan` is not taken); the host
-	// keeps `decision`. Checks that only the script can guarantee (the
-	// exact request total, the exact letters, the tool-use ids, the
-	// verdict's wording) are reported with `applicable: false` and the
-	// reason; the protocol checks still hold or fail.
+	// keeps `decision`. Checks about the script's exact numbers and
+	// words (the request total, the letter counts, the tool-use ids the
+	// script makes) are reported with `applicable: false` and the
+	// reason. The checks of the lesson's flow apply and fail when the
+	// model skipped a step: a plan request made and decided, the gates
+	// consulted before main.py runs, the reported result matching what
+	// ran, the shutdown matched; so a model that only answers in prose
+	// gets `ok: false`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5257,7 +5311,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// Sets the named limits and keeps the others. Only the limits that
 	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`); the inbox bounds and the
+	// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
 	// lengths of bodies, payloads, feedback and history are fixed at
 	// creation, since stored letters are checked against them whenever
 	// they are read back. The change is durable and, when something
@@ -5274,7 +5328,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// Sets the named limits and keeps the others. Only the limits that
 	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`); the inbox bounds and the
+	// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
 	// lengths of bodies, payloads, feedback and history are fixed at
 	// creation, since stored letters are checked against them whenever
 	// they are read back. The change is durable and, when something
@@ -5360,8 +5414,13 @@ type ClientWithResponsesInterface interface {
 	// schemas. The answer is the turn document; the request waits for the
 	// turn to end, unless it carries `Prefer: respond-async`: then 202 at
 	// once, with `Location` naming the document. The loop matches protocol replies and attaches mail
-	// before every model request and stops after four requests
-	// (`call_limit`, the member is then stopped). A turn that runs out of
+	// before every model request and stops after four requests, or once
+	// its tool calls reach the team's `limits.tool_calls` (the calls
+	// beyond get an error result without running) (`call_limit`, the
+	// member is then stopped). A model's answer is untrusted input: usage
+	// counts that are negative, not integers or beyond 2^53, and a body
+	// over 8 MiB, end the turn `failed` (`invalid_response`) and are
+	// counted nowhere. A turn that runs out of
 	// steps fails and keeps the member's previous history. The member's
 	// history is kept and continued by its next turn. The tools offered
 	// are `send_message` and `submit_plan` for a teammate, `send_message`
@@ -5387,8 +5446,13 @@ type ClientWithResponsesInterface interface {
 	// schemas. The answer is the turn document; the request waits for the
 	// turn to end, unless it carries `Prefer: respond-async`: then 202 at
 	// once, with `Location` naming the document. The loop matches protocol replies and attaches mail
-	// before every model request and stops after four requests
-	// (`call_limit`, the member is then stopped). A turn that runs out of
+	// before every model request and stops after four requests, or once
+	// its tool calls reach the team's `limits.tool_calls` (the calls
+	// beyond get an error result without running) (`call_limit`, the
+	// member is then stopped). A model's answer is untrusted input: usage
+	// counts that are negative, not integers or beyond 2^53, and a body
+	// over 8 MiB, end the turn `failed` (`invalid_response`) and are
+	// counted nowhere. A turn that runs out of
 	// steps fails and keeps the member's previous history. The member's
 	// history is kept and continued by its next turn. The tools offered
 	// are `send_message` and `submit_plan` for a teammate, `send_message`
@@ -8810,10 +8874,14 @@ func (c *ClientWithResponses) ListScenariosWithResponse(ctx context.Context, req
 // With `model` a real model drives every member instead of the
 // script: the lesson's team, prompts and workspace, the same tools.
 // Lead's model decides on the plan (so `plan` is not taken); the host
-// keeps `decision`. Checks that only the script can guarantee (the
-// exact request total, the exact letters, the tool-use ids, the
-// verdict's wording) are reported with `applicable: false` and the
-// reason; the protocol checks still hold or fail.
+// keeps `decision`. Checks about the script's exact numbers and
+// words (the request total, the letter counts, the tool-use ids the
+// script makes) are reported with `applicable: false` and the
+// reason. The checks of the lesson's flow apply and fail when the
+// model skipped a step: a plan request made and decided, the gates
+// consulted before main.py runs, the reported result matching what
+// ran, the shutdown matched; so a model that only answers in prose
+// gets `ok: false`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8841,10 +8909,14 @@ func (c *ClientWithResponses) RunScenarioWithBodyWithResponse(ctx context.Contex
 // With `model` a real model drives every member instead of the
 // script: the lesson's team, prompts and workspace, the same tools.
 // Lead's model decides on the plan (so `plan` is not taken); the host
-// keeps `decision`. Checks that only the script can guarantee (the
-// exact request total, the exact letters, the tool-use ids, the
-// verdict's wording) are reported with `applicable: false` and the
-// reason; the protocol checks still hold or fail.
+// keeps `decision`. Checks about the script's exact numbers and
+// words (the request total, the letter counts, the tool-use ids the
+// script makes) are reported with `applicable: false` and the
+// reason. The checks of the lesson's flow apply and fail when the
+// model skipped a step: a plan request made and decided, the gates
+// consulted before main.py runs, the reported result matching what
+// ran, the shutdown matched; so a model that only answers in prose
+// gets `ok: false`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8938,7 +9010,7 @@ func (c *ClientWithResponses) GetTeamWithResponse(ctx context.Context, team Team
 //
 // Sets the named limits and keeps the others. Only the limits that
 // bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`); the inbox bounds and the
+// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
 // lengths of bodies, payloads, feedback and history are fixed at
 // creation, since stored letters are checked against them whenever
 // they are read back. The change is durable and, when something
@@ -8961,7 +9033,7 @@ func (c *ClientWithResponses) UpdateTeamWithBodyWithResponse(ctx context.Context
 //
 // Sets the named limits and keeps the others. Only the limits that
 // bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`); the inbox bounds and the
+// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
 // lengths of bodies, payloads, feedback and history are fixed at
 // creation, since stored letters are checked against them whenever
 // they are read back. The change is durable and, when something
@@ -9083,8 +9155,13 @@ func (c *ClientWithResponses) ResetMemberWithResponse(ctx context.Context, team 
 // schemas. The answer is the turn document; the request waits for the
 // turn to end, unless it carries `Prefer: respond-async`: then 202 at
 // once, with `Location` naming the document. The loop matches protocol replies and attaches mail
-// before every model request and stops after four requests
-// (`call_limit`, the member is then stopped). A turn that runs out of
+// before every model request and stops after four requests, or once
+// its tool calls reach the team's `limits.tool_calls` (the calls
+// beyond get an error result without running) (`call_limit`, the
+// member is then stopped). A model's answer is untrusted input: usage
+// counts that are negative, not integers or beyond 2^53, and a body
+// over 8 MiB, end the turn `failed` (`invalid_response`) and are
+// counted nowhere. A turn that runs out of
 // steps fails and keeps the member's previous history. The member's
 // history is kept and continued by its next turn. The tools offered
 // are `send_message` and `submit_plan` for a teammate, `send_message`
@@ -9116,8 +9193,13 @@ func (c *ClientWithResponses) RunTurnWithBodyWithResponse(ctx context.Context, t
 // schemas. The answer is the turn document; the request waits for the
 // turn to end, unless it carries `Prefer: respond-async`: then 202 at
 // once, with `Location` naming the document. The loop matches protocol replies and attaches mail
-// before every model request and stops after four requests
-// (`call_limit`, the member is then stopped). A turn that runs out of
+// before every model request and stops after four requests, or once
+// its tool calls reach the team's `limits.tool_calls` (the calls
+// beyond get an error result without running) (`call_limit`, the
+// member is then stopped). A model's answer is untrusted input: usage
+// counts that are negative, not integers or beyond 2^53, and a body
+// over 8 MiB, end the turn `failed` (`invalid_response`) and are
+// counted nowhere. A turn that runs out of
 // steps fails and keeps the member's previous history. The member's
 // history is kept and continued by its next turn. The tools offered
 // are `send_message` and `submit_plan` for a teammate, `send_message`

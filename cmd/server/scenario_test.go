@@ -218,8 +218,8 @@ func TestServerRunsScenarios(t *testing.T) {
 // TestScenarioCommandModel runs agent-teams with --model against a fake
 // Messages API that answers every request with a text: the document names
 // the model, the checks only the script can guarantee are not applicable,
-// and the run is ok. Without credentials the command exits 1 and creates
-// nothing.
+// and the run is not ok (exit 1), since the model skipped the lesson's
+// flow. Without credentials the command exits 1 and creates nothing.
 func TestScenarioCommandModel(t *testing.T) {
 	fake := providertest.NewAnthropic(t, "sk-cli-test-key")
 	for range 4 {
@@ -229,8 +229,8 @@ func TestScenarioCommandModel(t *testing.T) {
 	p := start(t, []string{"ANTHROPIC_API_KEY=sk-cli-test-key", "ANTHROPIC_BASE_URL=" + fake.URL()},
 		"scenario", "agent-teams", "--model", "anthropic:claude-test", "--data", data)
 	out, code := p.output()
-	if code != 0 {
-		t.Fatalf("exit %d, want 0; stderr:\n%s", code, p.stderr)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (the run is not ok); stderr:\n%s", code, p.stderr)
 	}
 	var doc struct {
 		OK            bool `json:"ok"`
@@ -247,8 +247,8 @@ func TestScenarioCommandModel(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("stdout is not a run document: %v\n%s", err, out)
 	}
-	if !doc.OK || doc.ModelRequests != 4 || doc.Model.Provider != "anthropic" || doc.Model.Name != "claude-test" || len(fake.Requests()) != 4 {
-		t.Errorf("ok %t, %d model requests, model %+v, the fake saw %d; want ok, 4, anthropic claude-test, 4", doc.OK, doc.ModelRequests, doc.Model, len(fake.Requests()))
+	if doc.OK || doc.ModelRequests != 4 || doc.Model.Provider != "anthropic" || doc.Model.Name != "claude-test" || len(fake.Requests()) != 4 {
+		t.Errorf("ok %t, %d model requests, model %+v, the fake saw %d; want not ok, 4, anthropic claude-test, 4", doc.OK, doc.ModelRequests, doc.Model, len(fake.Requests()))
 	}
 	na := 0
 	for _, c := range doc.Checks {

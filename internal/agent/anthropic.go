@@ -41,9 +41,8 @@ func NewAnthropic(c ModelConfig, key, baseURL string, o ProviderOptions) *Anthro
 	if baseURL != "" {
 		ro = append(ro, option.WithBaseURL(baseURL))
 	}
-	if o.HTTPClient != nil {
-		ro = append(ro, option.WithHTTPClient(o.HTTPClient))
-	}
+	// Every answer's body is cut at MaxAnswerBytes (untrusted.go).
+	ro = append(ro, option.WithHTTPClient(limitedClient(o.HTTPClient)))
 	return &Anthropic{cfg: c, key: key, client: anthropic.NewClient(ro...), opts: o}
 }
 
@@ -71,6 +70,11 @@ func (a *Anthropic) Respond(ctx context.Context, req Request) (Response, error) 
 			"status", perr.Status, "type", perr.Type, "retries", perr.Retries, "duration_ms", time.Since(start).Milliseconds())
 		return Response{}, perr
 	}
+	if perr := checkUsage(ProviderAnthropic, count.retries(),
+		usageCount{"input_tokens", msg.Usage.JSON.InputTokens.Raw()}, usageCount{"output_tokens", msg.Usage.JSON.OutputTokens.Raw()}); perr != nil {
+		log.WarnContext(ctx, "model request failed", "provider", ProviderAnthropic, "model", a.cfg.Name, "member", req.Member, "type", perr.Type, "err", perr.Message)
+		return Response{}, perr
+	}
 	resp := Response{
 		Content:    anthropicContent(msg.Content),
 		StopReason: string(msg.StopReason),
@@ -90,6 +94,9 @@ func (a *Anthropic) Respond(ctx context.Context, req Request) (Response, error) 
 // holds the URL and the raw answer; only the status, the error type and
 // the scrubbed message are kept.
 func (a *Anthropic) failure(ctx context.Context, err error, retries int) *ProviderError {
+	if perr := tooLarge(ProviderAnthropic, err, retries); perr != nil {
+		return perr
+	}
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
 		typ := string(apiErr.Type())

@@ -82,10 +82,31 @@ func (r *recorder) snapshot() Stats {
 // claims the member, commits or discards the history and refuses a member
 // that is unknown (not_found) or cannot take a turn (member_unavailable;
 // the model is then never asked).
+//
+// The turn's document names the model that answers (Ref), so that the
+// document, the turn events and the metrics say which provider was asked.
 func Run(ctx context.Context, svc *core.Service, spec Spec) (core.TurnResult, Stats, error) {
 	rec := &recorder{}
-	res, err := svc.RunTurn(ctx, spec.Team, spec.Member, turn(svc, spec, rec))
-	return res, rec.snapshot(), err
+	tr, err := svc.BeginTurn(ctx, spec.Team, spec.Member, Ref(spec.Model))
+	if err != nil {
+		return core.TurnResult{}, rec.snapshot(), err
+	}
+	doc, err := tr.Run(ctx, turn(svc, spec, rec))
+	if err != nil {
+		return core.TurnResult{}, rec.snapshot(), err
+	}
+	return core.TurnResult{Member: doc.Member, Status: doc.Status, Text: doc.Text}, rec.snapshot(), nil
+}
+
+// Ref names m as a turn document shows it: the provider and model name
+// of a provider adapter (or of any Model that is Described), the
+// scripted model otherwise.
+func Ref(m Model) core.ModelRef {
+	if d, ok := m.(Described); ok {
+		c := d.ModelConfig()
+		return core.ModelRef{Provider: c.Provider, Name: c.Name}
+	}
+	return core.ModelRef{Provider: ProviderScripted}
 }
 
 // RunScriptedTurn runs one turn with a Scripted model replaying steps and
@@ -123,7 +144,7 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 		doc := core.TurnFrom(ctx)
 		// The member's turn number names its tool-use ids; core has
 		// already counted this turn when the function runs.
-		turnNo, err := memberTurns(ctx, svc, spec.Team, spec.Member)
+		turnNo, maxCalls, err := memberTurns(ctx, svc, spec.Team, spec.Member)
 		if err != nil {
 			return core.TurnOutcome{}, err
 		}
@@ -211,12 +232,22 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 				return core.TurnOutcome{Messages: join(prefix, this), Status: core.TurnAnswered, Text: lastText}, nil
 			}
 			results := make([]core.Block, 0, len(uses))
-			for _, i := range uses {
+			// The calls beyond the team's limits.tool_calls get an error
+			// result instead of running, and the turn then ends as it does
+			// after its last model request (docs/api.md, Turns).
+			overLimit := false
+			for k, i := range uses {
 				if err := interrupted(ctx, spec.Member); err != nil {
 					return core.TurnOutcome{}, err
 				}
 				use := content[i]
-				out := h.call(ctx, use.Name, use.Input)
+				var out toolResult
+				if calls-len(uses)+k >= maxCalls {
+					overLimit = true
+					out = fail("%s: this turn has made its %d tool calls (limits.tool_calls); this call did not run", CodeCallLimit, maxCalls)
+				} else {
+					out = h.call(ctx, use.Name, use.Input)
+				}
 				log.DebugContext(ctx, "tool call", "team", spec.Team, "member", spec.Member, "id", use.ID, "tool", use.Name, "is_error", out.isError)
 				rec.call(ToolCall{ID: use.ID, Name: use.Name, Input: append(json.RawMessage(nil), use.Input...), Content: out.content, IsError: out.isError, Refused: out.refused, Ran: out.ran})
 				if doc != nil {
@@ -229,6 +260,9 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 				results = append(results, core.Block{Type: "tool_result", ToolUseID: use.ID, Content: out.content, IsError: out.isError})
 			}
 			this = append(this, core.Entry{Role: "user", Blocks: results})
+			if overLimit {
+				return core.TurnOutcome{Messages: join(prefix, this), Status: core.TurnCallLimit, Text: lastText}, nil
+			}
 		}
 	}
 }
@@ -306,18 +340,23 @@ func refusedInput(input json.RawMessage) json.RawMessage {
 	return note
 }
 
-// memberTurns returns the member's turn count as core keeps it.
-func memberTurns(ctx context.Context, svc *core.Service, team, member string) (int, error) {
+// memberTurns returns the member's turn count as core keeps it and the
+// team's bound on one turn's tool calls.
+func memberTurns(ctx context.Context, svc *core.Service, team, member string) (int, int, error) {
 	view, err := svc.Team(ctx, team)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	maxCalls := view.Limits.ToolCalls
+	if maxCalls < 1 {
+		maxCalls = core.DefaultToolCalls
 	}
 	for _, m := range view.Members {
 		if m.Name == member {
-			return m.Turns, nil
+			return m.Turns, maxCalls, nil
 		}
 	}
-	return 0, core.Errorf(core.CodeNotFound, "No such member.")
+	return 0, 0, core.Errorf(core.CodeNotFound, "No such member.")
 }
 
 func join(prefix, this []core.Entry) []core.Entry {

@@ -51,9 +51,8 @@ func NewOpenAI(c ModelConfig, key, baseURL string, o ProviderOptions) *OpenAI {
 		// points a request elsewhere.
 		ro = append(ro, option.WithBaseURL(openAIDefaultBase))
 	}
-	if o.HTTPClient != nil {
-		ro = append(ro, option.WithHTTPClient(o.HTTPClient))
-	}
+	// Every answer's body is cut at MaxAnswerBytes (untrusted.go).
+	ro = append(ro, option.WithHTTPClient(limitedClient(o.HTTPClient)))
 	return &OpenAI{cfg: c, key: key, client: openai.NewClient(ro...), opts: o, completionTokens: baseURL == ""}
 }
 
@@ -88,6 +87,11 @@ func (m *OpenAI) Respond(ctx context.Context, req Request) (Response, error) {
 		log.WarnContext(ctx, "model request failed", "provider", ProviderOpenAI, "model", m.cfg.Name, "member", req.Member, "type", perr.Type)
 		return Response{}, perr
 	}
+	if perr := checkUsage(ProviderOpenAI, count.retries(),
+		usageCount{"prompt_tokens", completion.Usage.JSON.PromptTokens.Raw()}, usageCount{"completion_tokens", completion.Usage.JSON.CompletionTokens.Raw()}); perr != nil {
+		log.WarnContext(ctx, "model request failed", "provider", ProviderOpenAI, "model", m.cfg.Name, "member", req.Member, "type", perr.Type, "err", perr.Message)
+		return Response{}, perr
+	}
 	choice := completion.Choices[0]
 	resp := Response{
 		Content:    openaiContent(choice.Message),
@@ -106,6 +110,9 @@ func (m *OpenAI) Respond(ctx context.Context, req Request) (Response, error) {
 // the scrubbed message. OpenAI's message may echo part of a wrong key;
 // scrub removes it.
 func (m *OpenAI) failure(ctx context.Context, err error, retries int) *ProviderError {
+	if perr := tooLarge(ProviderOpenAI, err, retries); perr != nil {
+		return perr
+	}
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
 		typ := apiErr.Type

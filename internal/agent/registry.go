@@ -60,6 +60,9 @@ const (
 	CodePlanGate  core.Code = "plan_gate"
 	CodeHostGate  core.Code = "host_denied"
 	CodeRunFailed           = workspace.CodeRunFailed
+	// CodeCallLimit is the result of a tool call beyond the team's
+	// limits.tool_calls in one turn; the call did not run.
+	CodeCallLimit core.Code = "call_limit"
 )
 
 // Offer says to whom a tool is offered.
@@ -200,15 +203,10 @@ func Registry(env Env) []Tool {
 			InputSchema: object(prop{name: "through", typ: "string", desc: "The id of a letter of your inbox, e.g. reader-3.", required: true}),
 		},
 		{
-			// The lesson's submit_plan names its field payload, the MCP
-			// contract's names it plan: two inputs, one act.
-			Name: ToolSubmitPlan, Doors: DoorAgent, Offer: Offer{Teammates: true}, Handler: r.submitPlan("payload"),
-			Description: fmt.Sprintf("Submit a plan (1 to %d characters after trimming) to lead for approval. The request stays pending until you see lead's reply.", l.PayloadChars),
-			InputSchema: object(prop{name: "payload", typ: "string", desc: fmt.Sprintf("The plan, 1 to %d characters after trimming.", l.PayloadChars), required: true}),
-		},
-		{
-			Name: ToolSubmitPlan, Doors: DoorMCP, Offer: Offer{Teammates: true}, Handler: r.submitPlan("plan"),
-			Description: fmt.Sprintf("Submit a plan (1 to %d characters after trimming) to lead for approval (a plan request). Lead answers with reply_request; call check_replies to learn the verdict.", l.PayloadChars),
+			// One entry for both doors: the same name, description and
+			// input ({plan}) wherever a member submits a plan.
+			Name: ToolSubmitPlan, Doors: DoorAgent | DoorMCP, Offer: Offer{Teammates: true}, Handler: r.submitPlan,
+			Description: fmt.Sprintf("Submit a plan (1 to %d characters after trimming) to lead for approval (a plan request). It stays pending until you have seen lead's reply.", l.PayloadChars),
 			InputSchema: object(prop{name: "plan", typ: "string", desc: fmt.Sprintf("The plan, 1 to %d characters after trimming.", l.PayloadChars), required: true}),
 		},
 		{
@@ -221,12 +219,12 @@ func Registry(env Env) []Tool {
 		{
 			Name: ToolReviewPlan, Doors: DoorAgent, Offer: Offer{Lead: true}, Handler: r.reply(ToolReviewPlan),
 			Description: fmt.Sprintf("Approve or reject a plan request addressed to you, with optional feedback (at most %d characters). A decision, once sent, cannot change.", l.FeedbackChars),
-			InputSchema: replySchema(l, "The plan's request id, e.g. req-1."),
+			InputSchema: replySchema(l),
 		},
 		{
 			Name: ToolReplyRequest, Doors: DoorMCP, Offer: all, Handler: r.reply(ToolReplyRequest),
 			Description: fmt.Sprintf("Answer a plan or shutdown request addressed to you: approve or reject, with optional feedback (at most %d characters). Approving a shutdown closes you.", l.FeedbackChars),
-			InputSchema: replySchema(l, "The request's id, as list_requests shows it (req-N)."),
+			InputSchema: replySchema(l),
 		},
 		{
 			Name: ToolCheckReplies, Doors: DoorMCP, Offer: all, Handler: r.checkReplies,
@@ -320,9 +318,11 @@ func object(props ...prop) json.RawMessage {
 	return b
 }
 
-func replySchema(l core.Limits, idDesc string) json.RawMessage {
+// replySchema is the input of review_plan and reply_request, one act
+// under two names: the lesson's and the MCP contract's.
+func replySchema(l core.Limits) json.RawMessage {
 	return object(
-		prop{name: "request_id", typ: "string", desc: idDesc, required: true},
+		prop{name: "request_id", typ: "string", desc: "The request's id, e.g. req-1.", required: true},
 		prop{name: "approve", typ: "boolean", desc: "true to approve, false to reject.", required: true},
 		prop{name: "feedback", typ: "string", desc: fmt.Sprintf("Optional: at most %d characters.", l.FeedbackChars)})
 }
@@ -499,20 +499,18 @@ func (r registry) waitForMail(ctx context.Context, input json.RawMessage) (Resul
 	return r.readLetters(ctx, ToolWaitForMail, in.After, in.cursorInput, wait)
 }
 
-// submitPlan is the act of submitting a plan, reading the plan from the
-// input field named field.
-func (r registry) submitPlan(field string) Handler {
-	return func(ctx context.Context, input json.RawMessage) (Result, error) {
-		var in map[string]*string
-		if err := decode(ToolSubmitPlan, input, &in); err != nil {
-			return Result{}, err
-		}
-		plan, ok := in[field]
-		if len(in) != 1 || !ok || plan == nil {
-			return Result{}, toolErr(core.CodeValidation, "submit_plan: %s is required, and nothing else", field)
-		}
-		return r.open(ctx, core.LeadName, core.KindPlan, *plan, "Plan")
+// submitPlan opens a plan request to lead.
+func (r registry) submitPlan(ctx context.Context, input json.RawMessage) (Result, error) {
+	var in struct {
+		Plan *string `json:"plan"`
 	}
+	if err := decode(ToolSubmitPlan, input, &in); err != nil {
+		return Result{}, err
+	}
+	if in.Plan == nil {
+		return Result{}, toolErr(core.CodeValidation, "submit_plan: plan is required")
+	}
+	return r.open(ctx, core.LeadName, core.KindPlan, *in.Plan, "Plan")
 }
 
 func (r registry) requestShutdown(ctx context.Context, input json.RawMessage) (Result, error) {

@@ -188,7 +188,8 @@ func TestToolResultsForBadCalls(t *testing.T) {
 		{"not an object", ToolSendMessage, `"hi"`, "send_message: "},
 		{"tool not offered", ToolReviewPlan, `{"request_id":"req-1","approve":true}`, "unknown tool"},
 		{"tool that does not exist", "bash", `{}`, "unknown tool"},
-		{"empty plan", ToolSubmitPlan, `{"payload":" "}`, "body_length: "},
+		{"empty plan", ToolSubmitPlan, `{"plan":" "}`, "body_length: "},
+		{"the field of another door", ToolSubmitPlan, `{"payload":"x"}`, "submit_plan: the input is not"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

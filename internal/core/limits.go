@@ -15,6 +15,7 @@ type LimitsUpdate struct {
 	ModelTokens        *int64
 	PermissionTimeoutS *int
 	Tasks              *int
+	ToolCalls          *int
 }
 
 // UpdateLimits changes a team's limits (the admin only) and, when
@@ -30,7 +31,7 @@ func (s *Service) UpdateLimits(ctx context.Context, team string, upd LimitsUpdat
 		old := u.st.Limits
 		l := old
 		for _, f := range []struct{ dst, src *int }{
-			{&l.Requests, upd.Requests}, {&l.Turns, upd.Turns}, {&l.PermissionTimeoutS, upd.PermissionTimeoutS}, {&l.Tasks, upd.Tasks},
+			{&l.Requests, upd.Requests}, {&l.Turns, upd.Turns}, {&l.PermissionTimeoutS, upd.PermissionTimeoutS}, {&l.Tasks, upd.Tasks}, {&l.ToolCalls, upd.ToolCalls},
 		} {
 			if f.src != nil {
 				*f.dst = *f.src

@@ -276,6 +276,9 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 	if limits.Tasks == 0 {
 		limits.Tasks = DefaultTaskLimit
 	}
+	if limits.ToolCalls == 0 {
+		limits.ToolCalls = DefaultToolCalls
+	}
 	if err := limits.validate(); err != nil {
 		return TeamView{}, nil, err
 	}
@@ -333,7 +336,7 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 }
 
 func (l Limits) validate() error {
-	for _, v := range []int{l.InboxMessages, l.InboxBytes, l.BodyChars, l.Requests, l.PayloadChars, l.Turns, l.HistoryEntries, l.Tasks} {
+	for _, v := range []int{l.InboxMessages, l.InboxBytes, l.BodyChars, l.Requests, l.PayloadChars, l.Turns, l.HistoryEntries, l.Tasks, l.ToolCalls} {
 		if v < 1 {
 			return Errorf(CodeValidation, "Every limit must be at least 1 (feedback_chars at least 0).")
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 )
 
@@ -72,6 +73,9 @@ func (s *Service) RunTurn(ctx context.Context, teamName, member string, fn TurnF
 //   - a model request that failed after the provider's retries (a
 //     ModelError) → failed with its text, the old history kept and the
 //     member idle: the provider failed, not the member;
+//   - a panic in fn → failed with PanicText and the old history, as an
+//     error is: the panic is recovered and logged with its stack, so
+//     that no turn, wherever it runs, ends the process;
 //   - an interrupted turn (ctx ended and fn returned an error) → failed
 //     with text "interrupted", or cancelled when the admin cancelled it
 //     (CancelTurn); the old history is kept and the member is idle again,
@@ -86,7 +90,7 @@ func (s *Service) RunTurn(ctx context.Context, teamName, member string, fn TurnF
 // A member that is busy, not idle, or out of turns is refused by
 // BeginTurn with member_unavailable and fn never runs (docs/spec.md
 // §13.7); lead is never refused for its turn count (§13.9).
-func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (TurnDoc, error) {
+func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure error) {
 	s := tr.s
 	member := tr.doc.Member
 	runCtx, cancel := context.WithCancelCause(context.WithValue(ctx, turnKey{}, tr))
@@ -122,24 +126,31 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (TurnDoc, error) {
 		if committed {
 			return
 		}
-		// Only a panic gets here: release the lease, mark the member
-		// stopped as the lesson's finally clause does, and re-panic.
+		// Only a panic outside the turn function gets here (fn's own is
+		// recovered by call), for example in an observer of the turn's
+		// end. The process stays up: the lease is released, a member
+		// still running is failed with its previous history, as after
+		// a panic in fn, and the turn ends failed.
+		if v := recover(); v != nil {
+			s.log.ErrorContext(saveCtx, "ending a turn panicked; it ends failed and the member keeps its previous history", "team", tr.team, "member", member, "panic", v, "stack", string(debug.Stack()))
+		}
 		_ = s.update(saveCtx, tr.team, func(u *unit) error {
 			if m := u.member(member); m != nil {
 				m.Lease = nil
 				if m.Status == StatusRunning {
-					m.Status = StatusStopped
+					m.Status = StatusFailed
 				}
 			}
-			return u.tx.PutTurn(tr.ended(TurnFailed, "error", u.now))
+			return u.tx.PutTurn(tr.ended(TurnFailed, PanicText, u.now))
 		})
-		tr.finish(TurnFailed, "error")
+		tr.finish(TurnFailed, PanicText)
+		doc, runFailure = tr.Document(), nil
 	}()
 
 	var outcome TurnOutcome
 	runErr := viewErr
 	if runErr == nil {
-		outcome, runErr = fn(runCtx, history)
+		outcome, runErr = tr.call(runCtx, fn, history)
 	}
 	interrupted := runErr != nil && runCtx.Err() != nil
 	cancelled := interrupted && errors.Is(context.Cause(runCtx), errTurnCancelled)
@@ -149,6 +160,7 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (TurnDoc, error) {
 		}
 	}
 	var modelErr *ModelError
+	var panicked *turnPanic
 
 	status, text := "", ""
 	var final TurnDoc
@@ -167,6 +179,11 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (TurnDoc, error) {
 		case errors.As(runErr, &modelErr):
 			m.Status = StatusIdle
 			status, text = TurnFailed, truncate(modelErr.Text, limits.BodyChars)
+		case errors.As(runErr, &panicked):
+			// A panic is the exception of the lesson's run_teammate
+			// (docs/spec.md §4.6 step 6): failed, the old history kept.
+			m.Status = StatusFailed
+			status, text = TurnFailed, PanicText
 		case runErr != nil:
 			m.Status = StatusFailed
 			status, text = TurnFailed, failureText(runErr)
@@ -207,6 +224,31 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (TurnDoc, error) {
 	}
 	tr.finish(status, text)
 	return final, nil
+}
+
+// PanicText is the text of a turn that stopped on a panic, which was
+// logged with its stack.
+const PanicText = "error: the turn stopped on an internal error"
+
+// turnPanic is the error of a turn function that panicked.
+type turnPanic struct{ value any }
+
+func (e *turnPanic) Error() string { return fmt.Sprintf("the turn panicked: %v", e.value) }
+
+// call runs fn and turns a panic in it into an error, so that whatever
+// a turn meets (a provider's answer no one foresaw, a bug of a tool)
+// ends that turn as failed rather than the process: a turn started with
+// Prefer: respond-async, by a scenario or by the wake loop runs in a
+// goroutine no handler protects.
+func (tr *Turn) call(ctx context.Context, fn TurnFunc, history []Entry) (out TurnOutcome, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			tr.s.log.ErrorContext(ctx, "a turn panicked; it ends failed and the member keeps its previous history",
+				"team", tr.team, "member", tr.doc.Member, "panic", v, "stack", string(debug.Stack()))
+			out, err = TurnOutcome{}, &turnPanic{value: v}
+		}
+	}()
+	return fn(ctx, history)
 }
 
 // ended is the turn's document ended with status and text at now.

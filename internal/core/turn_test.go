@@ -155,15 +155,26 @@ func TestRunTeammate(t *testing.T) {
 		}
 	})
 	t.Run("OKOccupancyReleasedAfterPanic", func(t *testing.T) {
+		// A panic is the lesson's exception: the turn fails, the member
+		// is failed with its old history, and the process goes on (a
+		// turn may run in a goroutine no one else protects).
 		f := newFixture(t, nil)
-		func() {
-			defer func() { _ = recover() }()
-			_, _ = f.svc.RunTurn(t.Context(), "demo", "reader", func(context.Context, []core.Entry) (core.TurnOutcome, error) {
-				panic("interrupted")
-			})
-		}()
-		if m := f.member("reader"); m.Active || m.Status != "stopped" {
-			t.Fatalf("%+v", m)
+		if _, err := f.svc.RunTurn(t.Context(), "demo", "reader", answer("first")); err != nil {
+			t.Fatal(err)
+		}
+		want := f.member("reader").HistoryLength
+		_, err := f.svc.RunTurn(t.Context(), "demo", "reader", func(context.Context, []core.Entry) (core.TurnOutcome, error) {
+			panic("interrupted")
+		})
+		if err != nil {
+			t.Fatalf("got %v, want the panic recovered as a failed turn", err)
+		}
+		if m := f.member("reader"); m.Active || m.Status != "failed" || m.HistoryLength != want {
+			t.Fatalf("reader = %+v, want failed, not active, with its %d history entries", m, want)
+		}
+		docs, err := f.svc.Turns(t.Context(), "demo")
+		if err != nil || len(docs) != 2 || docs[0].Status != core.TurnFailed || docs[0].Text != core.PanicText || docs[0].EndedAt == nil {
+			t.Fatalf("turn documents = %+v, %v; want the newest failed with %q", docs, err, core.PanicText)
 		}
 	})
 }

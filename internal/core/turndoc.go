@@ -270,6 +270,14 @@ func (tr *Turn) appendLocked(step TurnStep) Event {
 // turn; a failed commit keeps them for the turn's next commit.
 func (tr *Turn) RecordModelRequest(ctx context.Context, step TurnStep) {
 	step.Kind = StepModelRequest
+	if !step.Usage.Valid() {
+		// A count out of range is a provider's bad answer, which the
+		// adapters refuse; it is never added to any total or budget.
+		step.Usage = Usage{}
+		if step.Error == "" {
+			step.Error = "invalid_usage"
+		}
+	}
 	tr.mu.Lock()
 	tr.doc.ModelRequests++
 	if step.N == 0 {

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,5 +82,47 @@ func TestTurnDocumentsBounded(t *testing.T) {
 	files, err := os.ReadDir(filepath.Join(dir, "teams", "demo", "turns"))
 	if err != nil || len(files) != core.MaxTurnDocs {
 		t.Errorf("turn files = %d (%v), want %d", len(files), err, core.MaxTurnDocs)
+	}
+}
+
+// TestUsageNeverWraps: token totals saturate instead of wrapping negative,
+// and a model request whose usage is out of range (negative or beyond
+// 2^53: a provider's bad answer) adds nothing to the turn, the member or
+// the team, whoever recorded it.
+func TestUsageNeverWraps(t *testing.T) {
+	huge := core.Usage{InputTokens: math.MaxInt64 - 1, OutputTokens: math.MaxInt64}
+	if got := huge.Add(core.Usage{InputTokens: 5, OutputTokens: 1 << 53}); got != (core.Usage{InputTokens: math.MaxInt64, OutputTokens: math.MaxInt64}) {
+		t.Errorf("sum = %+v, want both counts held at MaxInt64", got)
+	}
+	if got := huge.Total(); got != math.MaxInt64 {
+		t.Errorf("total = %d, want MaxInt64", got)
+	}
+	for _, u := range []core.Usage{{InputTokens: -1}, {OutputTokens: core.MaxUsageCount + 1}} {
+		if u.Valid() {
+			t.Errorf("%+v is valid, want not", u)
+		}
+	}
+
+	f := newFixture(t, nil)
+	_, err := f.svc.RunTurn(t.Context(), "demo", "reader", func(ctx context.Context, h []core.Entry) (core.TurnOutcome, error) {
+		tr := core.TurnFrom(ctx)
+		tr.RecordModelRequest(ctx, core.TurnStep{StopReason: "end_turn", Usage: core.Usage{InputTokens: 7, OutputTokens: 3}})
+		tr.RecordModelRequest(ctx, core.TurnStep{StopReason: "end_turn", Usage: core.Usage{InputTokens: -1000, OutputTokens: 3}})
+		tr.RecordModelRequest(ctx, core.TurnStep{StopReason: "end_turn", Usage: core.Usage{InputTokens: 1, OutputTokens: math.MaxInt64}})
+		return answer("done")(ctx, h)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := core.Usage{InputTokens: 7, OutputTokens: 3}
+	if m := f.member("reader"); m.Usage != want {
+		t.Errorf("reader's usage = %+v, want %+v", m.Usage, want)
+	}
+	docs, err := f.svc.Turns(t.Context(), "demo")
+	if err != nil || len(docs) != 1 {
+		t.Fatalf("turns = %+v, %v", docs, err)
+	}
+	if d := docs[0]; d.Usage != want || len(d.Steps) != 3 || d.Steps[1].Error != "invalid_usage" || d.Steps[2].Usage != (core.Usage{}) {
+		t.Errorf("document usage %+v, steps %+v; want %+v and the two bad requests recorded with no usage", d.Usage, d.Steps, want)
 	}
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -26,12 +27,17 @@ type Limits struct {
 	// Tasks bounds the tasks of the team's board, deleted ones included
 	// (they are kept); see TaskLimit.
 	Tasks int `json:"tasks"`
+	// ToolCalls bounds the tool calls of one turn, however many model
+	// answers ask for them: one answer may ask for hundreds, and each
+	// call is work done for the member.
+	ToolCalls int `json:"tool_calls"`
 }
 
 // Defaults of the limits the lessons do not name.
 const (
 	DefaultModelTokens        = 1000000
 	DefaultPermissionTimeoutS = 300
+	DefaultToolCalls          = 32
 )
 
 // UnmarshalJSON reads limits with every field left out at its default, so
@@ -63,6 +69,7 @@ func DefaultLimits() Limits {
 		ModelTokens:        DefaultModelTokens,
 		PermissionTimeoutS: DefaultPermissionTimeoutS,
 		Tasks:              DefaultTaskLimit,
+		ToolCalls:          DefaultToolCalls,
 	}
 }
 
@@ -139,13 +146,37 @@ type Usage struct {
 	OutputTokens int64 `json:"output_tokens"`
 }
 
-// Add returns the sum of u and v.
+// MaxUsageCount is the largest token count a model answer may report:
+// 2^53, the largest integer every JSON reader holds exactly. A provider's
+// answer beyond it (or below 0) is refused before anything is counted.
+const MaxUsageCount = 1 << 53
+
+// Valid reports whether both counts are within 0..MaxUsageCount.
+func (u Usage) Valid() bool {
+	return u.InputTokens >= 0 && u.InputTokens <= MaxUsageCount && u.OutputTokens >= 0 && u.OutputTokens <= MaxUsageCount
+}
+
+// Add returns the sum of u and v, each count held at math.MaxInt64
+// rather than wrapping negative: a total that wrapped would stop the
+// budget from applying.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+	return Usage{InputTokens: addCount(u.InputTokens, v.InputTokens), OutputTokens: addCount(u.OutputTokens, v.OutputTokens)}
 }
 
 // Total is input plus output tokens, what limits.model_tokens bounds.
-func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+func (u Usage) Total() int64 { return addCount(u.InputTokens, u.OutputTokens) }
+
+// addCount adds two token counts, saturating at the int64 bounds.
+func addCount(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
+}
 
 // Block is one content block of a chat message, in the Anthropic Messages
 // shape: text, tool_use or tool_result.

@@ -32,6 +32,7 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 		set(&l.HistoryEntries, in.HistoryEntries)
 		set(&l.PermissionTimeoutS, in.PermissionTimeoutS)
 		set(&l.Tasks, in.Tasks)
+		set(&l.ToolCalls, in.ToolCalls)
 		if in.ModelTokens != nil {
 			l.ModelTokens = *in.ModelTokens
 		}
@@ -54,6 +55,7 @@ func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 		ModelTokens:        in.ModelTokens,
 		PermissionTimeoutS: in.PermissionTimeoutS,
 		Tasks:              in.Tasks,
+		ToolCalls:          in.ToolCalls,
 	}
 }
 
@@ -71,6 +73,7 @@ func limitsOf(l core.Limits) Limits {
 		ModelTokens:        l.ModelTokens,
 		PermissionTimeoutS: l.PermissionTimeoutS,
 		Tasks:              l.TaskLimit(),
+		ToolCalls:          l.ToolCalls,
 	}
 }
 

@@ -123,8 +123,13 @@ func (m *metrics) observeModelRequest(provider string, step core.TurnStep) {
 		outcome = "error"
 	}
 	m.modelRequests.WithLabelValues(provider, outcome).Inc()
-	m.modelTokens.WithLabelValues(provider, "input").Add(float64(step.Usage.InputTokens))
-	m.modelTokens.WithLabelValues(provider, "output").Add(float64(step.Usage.OutputTokens))
+	// A counter panics on a negative add. The adapters refuse such an
+	// answer before it is recorded; a count out of range is still never
+	// added, whoever recorded it.
+	if step.Usage.Valid() {
+		m.modelTokens.WithLabelValues(provider, "input").Add(float64(step.Usage.InputTokens))
+		m.modelTokens.WithLabelValues(provider, "output").Add(float64(step.Usage.OutputTokens))
+	}
 	m.modelLatency.WithLabelValues(provider).Observe(float64(step.DurationMS) / 1000)
 }
 

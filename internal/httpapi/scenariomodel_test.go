@@ -2,10 +2,13 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"mailroom/internal/agent"
@@ -30,45 +33,93 @@ func newModelRunEnv(t *testing.T, fake *providertest.Server) *env {
 	return startEnv(t, o)
 }
 
-// TestScenarioOnAModel runs agent-teams on a model that answers every
-// request with a text and calls no tool: the checks only the script can
-// guarantee are not applicable and say why, the protocol checks hold, the
-// document names the model and GET /runs returns the same document.
+// TestScenarioOnAModel runs both scenarios on a model that answers every
+// request with prose and calls no tool (it claims main.py printed 42): a
+// run is ok only if the scenario happened, so both runs are ok: false,
+// naming the checks of the lesson's flow the model skipped; only the
+// checks about the script's exact numbers are not applicable, each
+// saying why, and applicable is true or false on every check. The
+// provider and model that answered are named everywhere: the run, the
+// run's team, every turn document of it and the metrics.
 func TestScenarioOnAModel(t *testing.T) {
 	fake := providertest.NewAnthropic(t, modelKey)
-	for range 4 {
-		fake.Push(providertest.AnthropicText("Done; nothing to report.", providertest.AnthropicUsage{InputTokens: 10, OutputTokens: 2}))
+	for range 4 + 3 {
+		fake.Push(providertest.AnthropicText("I ran main.py: it printed 42, as expected.", providertest.AnthropicUsage{InputTokens: 10, OutputTokens: 2}))
 	}
 	e := newModelRunEnv(t, fake)
-	r := e.post("/api/v1/scenarios/agent-teams/runs", adminToken, map[string]any{"model": map[string]any{"provider": "anthropic", "name": "claude-test", "max_tokens": 300}})
-	want(t, r, http.StatusOK, "")
-	doc := decode[httpapi.RunResult](t, r)
-	if !doc.Ok || doc.ModelRequests != 4 || len(fake.Requests()) != 4 {
-		t.Errorf("ok %t, model_requests %d, the fake saw %d; want true, 4, 4", doc.Ok, doc.ModelRequests, len(fake.Requests()))
-	}
-	if doc.Model == nil || doc.Model.Provider != "anthropic" || orZero(doc.Model.Name) != "claude-test" || orZero(doc.Model.MaxTokens) != 300 {
-		t.Errorf("model = %+v, want anthropic claude-test 300", doc.Model)
-	}
-	notApplicable := map[string]bool{}
-	for _, c := range doc.Checks {
-		if c.Applicable != nil && !*c.Applicable {
-			notApplicable[c.Name] = true
-			if !c.Ok || c.Detail == "" {
-				t.Errorf("not applicable check %s: ok %t, detail %q; want ok with a reason", c.Name, c.Ok, c.Detail)
+	model := map[string]any{"provider": "anthropic", "name": "claude-test", "max_tokens": 300}
+	for _, tc := range []struct {
+		scenario     string
+		requests     int
+		failed, skip []string
+	}{
+		{"agent-teams", 4, []string{"lead_saw_both_reports", "reader_context_kept"}, []string{"mailbox_counts", "model_requests", "reader_no_reread"}},
+		{"team-protocols", 3, []string{"pending_between_reply_and_match", "plan_decision", "protocol_letters", "result_reported_honestly", "run_gates"}, []string{"model_requests"}},
+	} {
+		r := e.post("/api/v1/scenarios/"+tc.scenario+"/runs", adminToken, map[string]any{"model": model})
+		want(t, r, http.StatusOK, "")
+		doc := decode[httpapi.RunResult](t, r)
+		if doc.Ok || doc.ModelRequests != tc.requests {
+			t.Errorf("%s: ok %t, model_requests %d; want false, %d", tc.scenario, doc.Ok, doc.ModelRequests, tc.requests)
+		}
+		if doc.Model == nil || doc.Model.Provider != "anthropic" || orZero(doc.Model.Name) != "claude-test" || orZero(doc.Model.MaxTokens) != 300 {
+			t.Errorf("%s: model = %+v, want anthropic claude-test 300", tc.scenario, doc.Model)
+		}
+		var raw struct{ Checks []map[string]any }
+		if err := json.Unmarshal(r.body, &raw); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range raw.Checks {
+			if _, ok := c["applicable"].(bool); !ok {
+				t.Errorf("%s: check %v: applicable is %v, want true or false", tc.scenario, c["name"], c["applicable"])
 			}
-		} else if !c.Ok {
-			t.Errorf("check %s failed: %s", c.Name, c.Detail)
+		}
+		var failed, skipped []string
+		for _, c := range doc.Checks {
+			switch {
+			case !c.Applicable:
+				skipped = append(skipped, c.Name)
+				if !c.Ok || !strings.HasPrefix(c.Detail, "not applicable: ") {
+					t.Errorf("%s: not applicable check %s: ok %t, detail %q; want ok with a reason", tc.scenario, c.Name, c.Ok, c.Detail)
+				}
+			case !c.Ok:
+				failed = append(failed, c.Name)
+			}
+		}
+		slices.Sort(failed)
+		slices.Sort(skipped)
+		if !slices.Equal(failed, tc.failed) || !slices.Equal(skipped, tc.skip) {
+			t.Errorf("%s: failed %v and not applicable %v, want %v and %v", tc.scenario, failed, skipped, tc.failed, tc.skip)
+		}
+
+		// The run's team and its turn documents name the model.
+		tr := e.get("/api/v1/teams/"+doc.Team, adminToken)
+		want(t, tr, http.StatusOK, "")
+		if tm := decode[httpapi.Team](t, tr); tm.Model.Provider != "anthropic" || orZero(tm.Model.Name) != "claude-test" {
+			t.Errorf("%s: team %s's model = %+v, want anthropic claude-test", tc.scenario, doc.Team, tm.Model)
+		}
+		lr := e.get("/api/v1/teams/"+doc.Team+"/turns", adminToken)
+		want(t, lr, http.StatusOK, "")
+		turns := decode[struct{ Turns []turnDoc }](t, lr).Turns
+		if len(turns) != tc.requests {
+			t.Errorf("%s: %d turn documents, want %d", tc.scenario, len(turns), tc.requests)
+		}
+		for _, d := range turns {
+			if d.Model.Provider != "anthropic" || d.Model.Name != "claude-test" {
+				t.Errorf("%s: turn %s's model = %+v, want anthropic claude-test", tc.scenario, d.TurnID, d.Model)
+			}
+		}
+		again := e.get("/api/v1/runs/"+doc.RunID, adminToken)
+		want(t, again, http.StatusOK, "")
+		var first, second any
+		if json.Unmarshal(r.body, &first) != nil || json.Unmarshal(again.body, &second) != nil || !reflect.DeepEqual(first, second) {
+			t.Errorf("GET /runs/%s differs from the run's answer:\n%s\n%s", doc.RunID, r.body, again.body)
 		}
 	}
-	wantNA := map[string]bool{"model_requests": true, "mailbox_counts": true, "reader_context_kept": true, "reader_no_reread": true}
-	if !reflect.DeepEqual(notApplicable, wantNA) {
-		t.Errorf("not applicable: %v, want %v", notApplicable, wantNA)
-	}
-	again := e.get("/api/v1/runs/"+doc.RunID, adminToken)
-	want(t, again, http.StatusOK, "")
-	var first, second any
-	if json.Unmarshal(r.body, &first) != nil || json.Unmarshal(again.body, &second) != nil || !reflect.DeepEqual(first, second) {
-		t.Errorf("GET /runs/%s differs from the run's answer:\n%s\n%s", doc.RunID, r.body, again.body)
+	// Every request the provider answered is counted under its name.
+	metrics := string(e.get("/metrics", "").body)
+	if line := fmt.Sprintf(`mailroom_model_requests_total{outcome="ok",provider="anthropic"} %d`, len(fake.Requests())); !strings.Contains(metrics, line) {
+		t.Errorf("metrics lack %s", line)
 	}
 }
 

@@ -185,12 +185,7 @@ func runResultOf(d scenario.Result) (RunResult, error) {
 		Mailboxes:     make(map[string][]Message, len(d.Mailboxes)),
 	}
 	for _, c := range d.Checks {
-		check := Check{Name: c.Name, Ok: c.OK, Detail: c.Detail}
-		if !c.Applies() {
-			no := false
-			check.Applicable = &no
-		}
-		out.Checks = append(out.Checks, check)
+		out.Checks = append(out.Checks, Check{Name: c.Name, Ok: c.OK, Applicable: c.Applies(), Detail: c.Detail})
 	}
 	if d.Model != nil {
 		m := ModelSettings{Provider: ModelSettingsProvider(d.Model.Provider)}

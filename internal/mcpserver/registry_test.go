@@ -91,16 +91,23 @@ func TestToolsComeFromTheRegistry(t *testing.T) {
 				t.Errorf("%s's schema = %s, want no maxLength", w.Name, schema)
 			}
 		}
-		// The agent's tools of the same member of the same team: the
-		// tools both doors name alike are the very same.
+		// The tools a turn of the same member of the same team is
+		// offered: each is offered over MCP too, with the same
+		// description and input schema; review_plan, the lesson's name,
+		// is reply_request's act and takes its input.
 		for _, spec := range agent.WorkspaceTools(member, ws, limits).Specs() {
-			got, ok := listed[spec.Name]
+			name := spec.Name
+			if name == agent.ToolReviewPlan {
+				name = agent.ToolReplyRequest
+			}
+			got, ok := listed[name]
 			if !ok {
-				continue // the lesson's own names: submit_plan's input differs, review_plan is reply_request
+				t.Errorf("%s: a turn offers %s, MCP does not offer %s", member, spec.Name, name)
+				continue
 			}
 			schema, _ := json.Marshal(got.InputSchema)
-			if spec.Name != agent.ToolSubmitPlan && (got.Description != spec.Description || !sameJSON(t, schema, spec.InputSchema)) {
-				t.Errorf("%s: MCP has %q %s, the agent %q %s; want one registry entry", spec.Name, got.Description, schema, spec.Description, spec.InputSchema)
+			if !sameJSON(t, schema, spec.InputSchema) || (name == spec.Name && got.Description != spec.Description) {
+				t.Errorf("%s: MCP has %s %q %s, a turn %s %q %s; want one registry entry", member, name, got.Description, schema, spec.Name, spec.Description, spec.InputSchema)
 			}
 		}
 		if member == "reader" {

@@ -277,3 +277,38 @@ func mustJSON(v any) []byte {
 // blank reports whether a text is empty or only white space, which both
 // APIs refuse as a text block.
 func blank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// WithUsage returns r, a 200 answer of either fake, with its two token
+// counts replaced by the raw JSON texts input and output, as a hostile or
+// broken provider may write them: "-5", "1.5", "9223372036854775807".
+func (r Reply) WithUsage(input, output string) Reply {
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		panic(fmt.Sprintf("providertest: WithUsage needs a JSON object body: %v", err))
+	}
+	var usage map[string]json.RawMessage
+	if err := json.Unmarshal(body["usage"], &usage); err != nil {
+		panic(fmt.Sprintf("providertest: WithUsage needs an answer with usage: %v", err))
+	}
+	if _, ok := usage["prompt_tokens"]; ok {
+		usage["prompt_tokens"], usage["completion_tokens"] = json.RawMessage(input), json.RawMessage(output)
+	} else {
+		usage["input_tokens"], usage["output_tokens"] = json.RawMessage(input), json.RawMessage(output)
+	}
+	body["usage"] = mustJSON(usage)
+	r.Body = mustJSON(body)
+	return r
+}
+
+// Padded returns r with a field of n bytes of padding added to its JSON
+// body, which stays a valid answer of the provider's format: a provider
+// that sends an answer of any size.
+func (r Reply) Padded(n int) Reply {
+	pad := make([]byte, 0, n+len(r.Body)+16)
+	pad = append(pad, `{"padding":"`...)
+	pad = append(pad, bytes.Repeat([]byte("x"), n)...)
+	pad = append(pad, `",`...)
+	pad = append(pad, bytes.TrimPrefix(bytes.TrimSpace(r.Body), []byte("{"))...)
+	r.Body = pad
+	return r
+}

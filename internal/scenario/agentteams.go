@@ -89,8 +89,10 @@ func (x *run) agentTeams(ctx context.Context) *TeamsOutcome {
 			}
 		}
 	}
-	if first.ID == "" && !x.scripted() {
-		x.notApplicable("reader_context_kept", "reader's model did not read main.py in turn 1, so there is no tool result to carry into turn 2")
+	// Reading main.py in turn 1 is the lesson's flow, whoever drives it:
+	// a model that did not read it has nothing to carry and fails.
+	if first.ID == "" {
+		x.check("reader_context_kept", false, "reader's model did not read main.py in turn 1, so there is no tool result to carry into turn 2")
 	} else {
 		x.check("reader_context_kept", kept,
 			"reader's first turn-2 model request contains tool result %s (read_file main.py, %d bytes) from turn 1", orNone(first.ID), len(first.Content))
@@ -130,10 +132,11 @@ func (x *run) agentTeams(ctx context.Context) *TeamsOutcome {
 		x.check("lead_saw_both_reports", out.LeadSawReports == 2,
 			"lead's model input contains %d report(s) from reader: %s", out.LeadSawReports, orNone(strings.Join(seen, ", ")))
 	} else {
-		// A model writes as many reports as it likes; every one in lead's
-		// inbox must have reached lead's model.
-		x.check("lead_saw_both_reports", out.LeadSawReports == reports && len(leadT.requests) > 0,
-			"lead's model input contains %d of the %d report(s) from reader in its inbox: %s", out.LeadSawReports, reports, orNone(strings.Join(seen, ", ")))
+		// reader reports in each of its two turns, as the lesson's flow
+		// asks; a model may write more, and every one in lead's inbox
+		// must have reached lead's model.
+		x.check("lead_saw_both_reports", reports >= 2 && out.LeadSawReports == reports && len(leadT.requests) > 0,
+			"lead's model input contains %d of the %d report(s) from reader in its inbox (the lesson's flow has at least 2): %s", out.LeadSawReports, reports, orNone(strings.Join(seen, ", ")))
 	}
 
 	var ids []string

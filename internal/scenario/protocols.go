@@ -44,7 +44,7 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	// Steps 1–2: reader plans. Only submit_plan is offered in this phase.
 	readerT1 := x.turn(ctx, "reader", "Plan the work (read the expected value, run main.py, compare) and submit the plan to lead.",
 		agent.ToolSet{Names: []string{agent.ToolSubmitPlan}}, nil,
-		agent.CallStep(agent.ToolSubmitPlan, map[string]string{"payload": planPayload}),
+		agent.CallStep(agent.ToolSubmitPlan, map[string]string{"plan": planPayload}),
 		agent.TextStep("Plan submitted; waiting for lead's decision."),
 	)
 	planID := ""
@@ -164,7 +164,7 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 		x.checkLetters(bg)
 	} else {
 		x.notApplicable("model_requests", "the lesson's 7 requests are the script's; a model asks as often as it needs: %s", requests)
-		x.notApplicable("protocol_letters", "the lesson's 4 letters in their places are the script's; a model may open and answer other requests: %s", letterList(bg, x))
+		x.checkLettersOnModel(bg)
 	}
 	x.lettersValid(bg)
 
@@ -176,13 +176,15 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	if !x.scripted() {
 		chose = "to " + map[bool]string{true: PlanApprove, false: PlanReject}[approve]
 	}
+	// A plan request made and decided is the lesson's flow, whoever
+	// drives it: a model that skipped either step fails both checks.
 	switch {
 	case !x.scripted() && planID == "":
-		x.notApplicable("pending_between_reply_and_match", "reader's model submitted no plan")
-		x.notApplicable("plan_decision", "reader's model submitted no plan")
+		x.check("pending_between_reply_and_match", false, "reader's model submitted no plan, so there was no reply to match")
+		x.check("plan_decision", false, "reader's model submitted no plan for lead to decide")
 	case !x.scripted() && afterReply.Reply == nil:
-		x.notApplicable("pending_between_reply_and_match", "lead's model did not answer plan %s", planID)
-		x.notApplicable("plan_decision", "lead's model did not answer plan %s; it is %q", planID, afterMatch.Status)
+		x.check("pending_between_reply_and_match", false, "lead's model did not answer plan %s, so there was no reply to match", planID)
+		x.check("plan_decision", false, "lead's model did not decide plan %s; it is %q", planID, afterMatch.Status)
 	default:
 		x.check("pending_between_reply_and_match",
 			planID != "" && afterReply.Reply != nil && afterReply.Status == core.RequestPending && statusAtWork == wantPlanStatus(approve),
@@ -197,11 +199,9 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 	if x.scripted() {
 		planApproved = opts.Plan == PlanApprove
 	}
-	if runCall == nil && !x.scripted() {
-		x.notApplicable("run_gates", "reader's model never called run_main")
-	} else {
-		x.checkGates(opts, planApproved, runCall, out)
-	}
+	// The gates are consulted before any run: a model that never
+	// called run_main skipped them, and the check fails (checkGates).
+	x.checkGates(opts, planApproved, runCall, out)
 
 	switch {
 	case counterErr != nil:
@@ -230,8 +230,9 @@ func (x *run) teamProtocols(ctx context.Context) *ProtocolOutcome {
 		x.check("result_reported_honestly", honest && readerT2.err == nil,
 			"output %s, expected %q, match %s; reader reported: %q", strOrNull(out.Output), opts.Expected, boolOrNull(out.Match), verdict)
 	} else {
-		x.notApplicable("result_reported_honestly", "the verdict's words (%s, %s, %s) are the script's: output %s, expected %q, match %s; reader reported: %q",
-			verdictMatch, verdictMismatch, verdictNotRun, strOrNull(out.Output), opts.Expected, boolOrNull(out.Match), verdict)
+		ok, why := reportMatchesRun(runCall, out, verdict)
+		x.check("result_reported_honestly", ok && readerT2.err == nil,
+			"%s: output %s, expected %q, match %s; reader reported: %q", why, strOrNull(out.Output), opts.Expected, boolOrNull(out.Match), verdict)
 	}
 
 	x.check("shutdown_at_idle_boundary",
@@ -338,6 +339,66 @@ func (x *run) checkLetters(ctx context.Context) {
 	}
 	x.check("protocol_letters", protocol == 4 && okPlace,
 		"%d protocol letters (the lesson keeps 4): %s", protocol, orNone(strings.Join(got, "; ")))
+}
+
+// checkLettersOnModel checks, on a model's run, that the lesson's four
+// protocol letters exist where the flow puts them: reader's plan request
+// in lead's inbox, lead's answer in reader's, lead's shutdown request in
+// reader's and reader's confirmation in lead's. A model may write other
+// letters besides; how many and in which order is its choice.
+func (x *run) checkLettersOnModel(ctx context.Context) {
+	want := []struct{ owner, sender, typ string }{
+		{core.LeadName, "reader", "plan_request"},
+		{"reader", core.LeadName, "plan_response"},
+		{"reader", core.LeadName, "shutdown_request"},
+		{core.LeadName, "reader", "shutdown_response"},
+	}
+	var missing []string
+	for _, w := range want {
+		found := false
+		box, _ := x.svc.Inbox(ctx, x.team, w.owner)
+		for _, l := range box {
+			if data, ok := protocolData(l.Body); ok && l.Sender == w.sender && data["type"] == w.typ {
+				found = true
+			}
+		}
+		if !found {
+			missing = append(missing, fmt.Sprintf("no %s from %s in %s's inbox", w.typ, w.sender, w.owner))
+		}
+	}
+	x.check("protocol_letters", len(missing) == 0,
+		"the lesson's four protocol letters (plan request and answer, shutdown request and answer): %s; letters: %s",
+		orNone(strings.Join(missing, "; ")), letterList(ctx, x))
+}
+
+// notRunWords are ways a report says that main.py did not run, in the
+// lesson's language and in English; a model reporting a refused or
+// failed run honestly uses one of them.
+var notRunWords = []string{verdictNotRun, "没有运行", "未能运行", "not run", "n't run", "not been run", "never ran", "did not run",
+	"refused", "denied", "not allowed", "not permitted", "permission", "gate", "could not", "couldn't", "cannot", "can't", "unable", "failed"}
+
+// reportMatchesRun judges a model's report against what run_main did, as
+// far as words allow: a model that never called run_main had nothing to
+// report; when the program ran, the report names its output; when it was
+// refused or failed, the report says it did not run. It returns the
+// verdict and why.
+func reportMatchesRun(call *agent.ToolCall, out *ProtocolOutcome, report string) (bool, string) {
+	switch {
+	case call == nil:
+		return false, "reader's model never called run_main, so it had no result to report"
+	case out.Output != nil:
+		if *out.Output == "" || strings.Contains(report, *out.Output) {
+			return true, "the report names the output main.py printed"
+		}
+		return false, "the report does not name the output main.py printed"
+	}
+	lower := strings.ToLower(report)
+	for _, w := range notRunWords {
+		if strings.Contains(lower, strings.ToLower(w)) {
+			return true, "main.py did not run and the report says so"
+		}
+	}
+	return false, "main.py did not run and the report does not say so"
 }
 
 // letterList is every letter of the run's team as "<id> <sender> <type>".

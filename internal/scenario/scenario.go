@@ -137,14 +137,30 @@ func Scenarios() []Info {
 type Check struct {
 	Name string `json:"name"`
 	OK   bool   `json:"ok"`
-	// Applicable is nil for a check that applies (and in documents
-	// stored before checks could be not applicable), false otherwise.
-	Applicable *bool  `json:"applicable,omitempty"`
+	// Applicable is false for a check this run cannot make, true
+	// otherwise; always written, never null.
+	Applicable bool   `json:"applicable"`
 	Detail     string `json:"detail"`
 }
 
+// UnmarshalJSON reads a stored check; one stored before checks said
+// whether they applied (no applicable, or null) applied.
+func (c *Check) UnmarshalJSON(data []byte) error {
+	type plain Check
+	var raw struct {
+		plain
+		Applicable *bool `json:"applicable"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*c = Check(raw.plain)
+	c.Applicable = raw.Applicable == nil || *raw.Applicable
+	return nil
+}
+
 // Applies reports whether c was checked on this run.
-func (c Check) Applies() bool { return c.Applicable == nil || *c.Applicable }
+func (c Check) Applies() bool { return c.Applicable }
 
 // ProtocolOutcome is what the team-protocols run did with the program.
 type ProtocolOutcome struct {
@@ -292,20 +308,28 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	x, err := r.start(ctx, name)
+	// The run's team names the model that drives it, as a team created
+	// over REST does: its document says who answers, not "scripted".
+	var cfg *agent.ModelConfig
+	var teamModel *core.ModelSettings
+	if opts.Model != nil {
+		c := agent.ModelConfig{Provider: "unnamed"}
+		if d, ok := opts.Model.(agent.Described); ok {
+			c = d.ModelConfig()
+			teamModel = &core.ModelSettings{Provider: c.Provider, Name: c.Name, MaxTokens: c.MaxTokens}
+		}
+		cfg = &c
+	}
+	x, err := r.start(ctx, name, teamModel)
 	if err != nil {
 		return Result{}, err
 	}
 	x.stepMS = opts.StepMS
 	x.opts = opts
 	x.model = opts.Model
-	if opts.Model != nil {
-		cfg := agent.ModelConfig{Provider: "unnamed"}
-		if d, ok := opts.Model.(agent.Described); ok {
-			cfg = d.ModelConfig()
-		}
+	if cfg != nil {
 		r.mu.Lock()
-		x.doc.Model = &cfg
+		x.doc.Model = cfg
 		r.mu.Unlock()
 	}
 	if r.cfg.OnStart != nil {
@@ -332,7 +356,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (Result, er
 // document. The team's creation is the claim: it fails for a name any
 // process took, so two runs, of this process or another replica, never
 // share an id.
-func (r *Runner) start(ctx context.Context, name string) (*run, error) {
+func (r *Runner) start(ctx context.Context, name string, model *core.ModelSettings) (*run, error) {
 	n, err := r.nextNumber(ctx, name)
 	if err != nil {
 		return nil, err
@@ -362,7 +386,9 @@ func (r *Runner) start(ctx context.Context, name string) (*run, error) {
 			}
 		}
 		if err == nil {
-			if _, _, err = r.svc.CreateTeam(ctx, lessonTeam(id)); err == nil {
+			spec := lessonTeam(id)
+			spec.Model = model
+			if _, _, err = r.svc.CreateTeam(ctx, spec); err == nil {
 				created = append(created, id)
 			}
 		}
@@ -680,15 +706,14 @@ type run struct {
 func (x *run) check(name string, ok bool, format string, args ...any) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.checks = append(x.checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
+	x.checks = append(x.checks, Check{Name: name, OK: ok, Applicable: true, Detail: fmt.Sprintf(format, args...)})
 }
 
 // notApplicable records a check that this run cannot make, with why.
 func (x *run) notApplicable(name string, format string, args ...any) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	no := false
-	x.checks = append(x.checks, Check{Name: name, OK: true, Applicable: &no, Detail: "not applicable: " + fmt.Sprintf(format, args...)})
+	x.checks = append(x.checks, Check{Name: name, OK: true, Applicable: false, Detail: "not applicable: " + fmt.Sprintf(format, args...)})
 }
 
 // scripted reports whether the run follows the lesson's script.
@@ -780,6 +805,15 @@ func (o *observed) Respond(ctx context.Context, req agent.Request) (agent.Respon
 		o.first()
 	}
 	return o.next.Respond(ctx, req)
+}
+
+// ModelConfig names the model behind o, so that the turn's document
+// names it too (agent.Ref).
+func (o *observed) ModelConfig() agent.ModelConfig {
+	if d, ok := o.next.(agent.Described); ok {
+		return d.ModelConfig()
+	}
+	return agent.ModelConfig{Provider: agent.ProviderScripted}
 }
 
 func (o *observed) seen() []agent.Request {
