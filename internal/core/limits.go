@@ -14,6 +14,7 @@ type LimitsUpdate struct {
 	Turns              *int
 	ModelTokens        *int64
 	PermissionTimeoutS *int
+	WakeDelayMS        *int
 }
 
 // UpdateLimits changes a team's limits (the admin only) and, when
@@ -29,7 +30,7 @@ func (s *Service) UpdateLimits(ctx context.Context, team string, upd LimitsUpdat
 		old := u.st.Limits
 		l := old
 		for _, f := range []struct{ dst, src *int }{
-			{&l.Requests, upd.Requests}, {&l.Turns, upd.Turns}, {&l.PermissionTimeoutS, upd.PermissionTimeoutS},
+			{&l.Requests, upd.Requests}, {&l.Turns, upd.Turns}, {&l.PermissionTimeoutS, upd.PermissionTimeoutS}, {&l.WakeDelayMS, upd.WakeDelayMS},
 		} {
 			if f.src != nil {
 				*f.dst = *f.src

@@ -130,6 +130,7 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (TurnDoc, error) {
 				if m.Status == StatusRunning {
 					m.Status = StatusStopped
 				}
+				holdWake(m, TurnFailed)
 			}
 			return u.tx.PutTurn(tr.ended(TurnFailed, "error", u.now))
 		})
@@ -181,6 +182,7 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (TurnDoc, error) {
 			}
 			status, text = outcome.Status, truncate(outcome.Text, limits.BodyChars)
 		}
+		holdWake(m, status)
 		tr.commitEnd(u, m, status, text)
 		final = tr.ended(status, text, u.now)
 		return nil
@@ -231,7 +233,7 @@ func (tr *Turn) commitEnd(u *unit, m *MemberState, status, text string) {
 		tr.mu.Unlock()
 	})
 	u.emit(EventMember, u.memberView(m))
-	u.emit(EventTurn, TurnEvent{TurnID: d.TurnID, Member: d.Member, Status: status, Text: text, Usage: d.Usage, Provider: d.Model.Provider})
+	u.emit(EventTurn, TurnEvent{TurnID: d.TurnID, Member: d.Member, Status: status, Text: text, Usage: d.Usage, Provider: d.Model.Provider, Trigger: &d.Trigger})
 }
 
 // finish ends the turn in this process: its document final, its lease
@@ -270,6 +272,7 @@ func (s *Service) rollbackTurn(ctx context.Context, tr *Turn, member string) {
 		if m.Status == StatusRunning {
 			m.Status = StatusIdle
 		}
+		holdWake(m, TurnFailed)
 		tr.commitEnd(u, m, TurnFailed, string(CodeStorageFailed))
 		return nil
 	})

@@ -23,12 +23,20 @@ type Limits struct {
 	// PermissionTimeoutS is how long a permission waits for a person's
 	// answer before it expires and counts as a denial.
 	PermissionTimeoutS int `json:"permission_timeout_s"`
+	// WakeDelayMS is the window a letter opens before the member it
+	// makes wakeable is woken (wake.go): every letter that arrives by
+	// its end goes into the same turn. It also separates the end of a
+	// member's turn from its next woken turn.
+	WakeDelayMS int `json:"wake_delay_ms"`
 }
 
 // Defaults of the limits the lessons do not name.
 const (
 	DefaultModelTokens        = 1000000
 	DefaultPermissionTimeoutS = 300
+	DefaultWakeDelayMS        = 250
+	// MaxWakeDelayMS bounds limits.wake_delay_ms.
+	MaxWakeDelayMS = 60000
 )
 
 // UnmarshalJSON reads limits with every field left out at its default, so
@@ -59,6 +67,7 @@ func DefaultLimits() Limits {
 
 		ModelTokens:        DefaultModelTokens,
 		PermissionTimeoutS: DefaultPermissionTimeoutS,
+		WakeDelayMS:        DefaultWakeDelayMS,
 	}
 }
 
@@ -235,6 +244,11 @@ type MemberView struct {
 	// MCPSessions is how many MCP sessions of this member this process
 	// holds (sessions.go); other replicas' sessions are not counted.
 	MCPSessions int `json:"mcp_sessions"`
+	// Model is the member's own model (nil: the team's); Wake and
+	// WakeHeld are as stored (wake.go).
+	Model    *ModelSettings `json:"model"`
+	Wake     bool           `json:"wake"`
+	WakeHeld bool           `json:"wake_held"`
 }
 
 // TeamView is a team as clients see it: members in creation order (lead
@@ -264,10 +278,13 @@ type TeamSummary struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// MemberSpec names a member and its role at team creation.
+// MemberSpec names a member and its role at team creation, with its own
+// model (nil: the team's) and whether mail wakes it.
 type MemberSpec struct {
-	Name string
-	Role string
+	Name  string
+	Role  string
+	Model *ModelSettings
+	Wake  bool
 }
 
 // TeamSpec is what CreateTeam needs. Limits nil means the lesson limits;

@@ -551,6 +551,27 @@ func (e TurnStepKind) Valid() bool {
 	}
 }
 
+// Defines values for TurnTriggerKind.
+const (
+	TurnTriggerKindMail    TurnTriggerKind = "mail"
+	TurnTriggerKindRequest TurnTriggerKind = "request"
+	TurnTriggerKindTask    TurnTriggerKind = "task"
+)
+
+// Valid indicates whether the value is a known member of the TurnTriggerKind enum.
+func (e TurnTriggerKind) Valid() bool {
+	switch e {
+	case TurnTriggerKindMail:
+		return true
+	case TurnTriggerKindRequest:
+		return true
+	case TurnTriggerKindTask:
+		return true
+	default:
+		return false
+	}
+}
+
 // Check defines model for Check.
 type Check struct {
 	// Applicable False for a check that only the script can guarantee, on a run
@@ -608,6 +629,12 @@ type Limits struct {
 	PermissionTimeoutS int `json:"permission_timeout_s"`
 	Requests           int `json:"requests"`
 	Turns              int `json:"turns"`
+
+	// WakeDelayMs Milliseconds between the letter that makes a wake member wakeable
+	// and its woken turn (a fixed window: every letter that arrives by
+	// its end goes into the same turn); also the least time between the
+	// end of a member's turn and its next woken turn.
+	WakeDelayMs int `json:"wake_delay_ms"`
 }
 
 // LimitsInput A team's bounds at creation; each field defaults to the lesson value.
@@ -626,6 +653,9 @@ type LimitsInput struct {
 	PermissionTimeoutS *int `json:"permission_timeout_s,omitempty"`
 	Requests           *int `json:"requests,omitempty"`
 	Turns              *int `json:"turns,omitempty"`
+
+	// WakeDelayMs Milliseconds a letter's wake window lasts (see Limits).
+	WakeDelayMs *int `json:"wake_delay_ms,omitempty"`
 }
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
@@ -634,6 +664,7 @@ type LimitsUpdate struct {
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
+	WakeDelayMs        *int   `json:"wake_delay_ms,omitempty"`
 }
 
 // MatchResult defines model for MatchResult.
@@ -667,27 +698,60 @@ type Member struct {
 	// opened them, so with several replicas each counts only its own.
 	// A `member` event announces every change (a session opened,
 	// closed or expired).
-	McpSessions int          `json:"mcp_sessions"`
-	Name        string       `json:"name"`
-	Role        string       `json:"role"`
-	Status      MemberStatus `json:"status"`
-	Turns       int          `json:"turns"`
+	McpSessions int `json:"mcp_sessions"`
+
+	// Model The member's own model, which wins over the team's; null means the team's.
+	Model  *ModelSettings `json:"model"`
+	Name   string         `json:"name"`
+	Role   string         `json:"role"`
+	Status MemberStatus   `json:"status"`
+	Turns  int            `json:"turns"`
 
 	// Usage Model tokens spent.
 	Usage Usage `json:"usage"`
+
+	// Wake The server starts a turn of the member by itself when a letter waits for it.
+	Wake bool `json:"wake"`
+
+	// WakeHeld The member is not woken: its last turn ended `call_limit`, `failed`
+	// (an interruption included), `cancelled` or `budget_exhausted`, whose
+	// side effects stay, so it is never rerun on its own. A reset or a
+	// PATCH setting `wake` releases it.
+	WakeHeld bool `json:"wake_held"`
 }
 
 // MemberCreate defines model for MemberCreate.
 type MemberCreate struct {
+	// Model A team's model. `scripted` answers only with the `responses` a turn
+	// request brings; `anthropic` and `openai` (any OpenAI-compatible
+	// server) use the credentials of the server's environment. Without
+	// it, a team gets the server's default (`--model`).
+	Model *ModelSettings `json:"model,omitempty"`
+
 	// Name A team or member name.
 	//
 	// Example: reader
 	Name Name    `json:"name"`
 	Role *string `json:"role,omitempty"`
+
+	// Wake Woken on mail by the server (see the member PATCH); not with the scripted model.
+	Wake *bool `json:"wake,omitempty"`
 }
 
 // MemberStatus defines model for MemberStatus.
 type MemberStatus string
+
+// MemberUpdate What to change of a member; a field left out keeps its value.
+type MemberUpdate struct {
+	// Model A team's model. `scripted` answers only with the `responses` a turn
+	// request brings; `anthropic` and `openai` (any OpenAI-compatible
+	// server) use the credentials of the server's environment. Without
+	// it, a team gets the server's default (`--model`).
+	Model *ModelSettings `json:"model,omitempty"`
+
+	// Wake Woken on mail; setting it (either way) releases a held wake.
+	Wake *bool `json:"wake,omitempty"`
+}
 
 // Message defines model for Message.
 type Message struct {
@@ -1143,6 +1207,12 @@ type TurnDocument struct {
 	// Text The last text of the model, or what failed (a provider's error type, never a key).
 	Text string `json:"text"`
 
+	// Trigger What started the turn: `request` (POST .../turns or a scenario),
+	// `mail` (a woken turn; `letters` are the ids of the letters unattended
+	// at its start, in inbox order) or `task` (a task assigned to the
+	// member became claimable; `task_id`).
+	Trigger TurnTrigger `json:"trigger"`
+
 	// TurnID `<member>-t<n>`, n the member's turn count.
 	//
 	// Example: reader-t1
@@ -1202,6 +1272,19 @@ type TurnStep struct {
 
 // TurnStepKind defines model for TurnStep.Kind.
 type TurnStepKind string
+
+// TurnTrigger What started the turn: `request` (POST .../turns or a scenario),
+// `mail` (a woken turn; `letters` are the ids of the letters unattended
+// at its start, in inbox order) or `task` (a task assigned to the
+// member became claimable; `task_id`).
+type TurnTrigger struct {
+	Kind    TurnTriggerKind `json:"kind"`
+	Letters *[]string       `json:"letters,omitempty"`
+	TaskID  *string         `json:"task_id,omitempty"`
+}
+
+// TurnTriggerKind defines model for TurnTrigger.Kind.
+type TurnTriggerKind string
 
 // Usage Model tokens spent.
 type Usage struct {
@@ -1287,6 +1370,9 @@ type CreateTeamJSONRequestBody = TeamCreate
 
 // UpdateTeamJSONRequestBody defines body for UpdateTeam for application/json ContentType.
 type UpdateTeamJSONRequestBody = TeamUpdate
+
+// UpdateMemberJSONRequestBody defines body for UpdateMember for application/json ContentType.
+type UpdateMemberJSONRequestBody = MemberUpdate
 
 // RunTurnJSONRequestBody defines body for RunTurn for application/json ContentType.
 type RunTurnJSONRequestBody = TurnCreate
@@ -1456,6 +1542,9 @@ type ServerInterface interface {
 	// UpdateTeam Change a team's limits (admin)
 	// (PATCH /teams/{team})
 	UpdateTeam(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// UpdateMember Change a member's wake and model (admin)
+	// (PATCH /teams/{team}/members/{member})
+	UpdateMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	// (GET /teams/{team}/members/{member}/inbox)
 	GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetInboxParams)
@@ -1561,6 +1650,12 @@ func (_ Unimplemented) GetTeam(w http.ResponseWriter, r *http.Request, team Team
 // UpdateTeam Change a team's limits (admin)
 // (PATCH /teams/{team})
 func (_ Unimplemented) UpdateTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UpdateMember Change a member's wake and model (admin)
+// (PATCH /teams/{team}/members/{member})
+func (_ Unimplemented) UpdateMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1865,6 +1960,41 @@ func (siw *ServerInterfaceWrapper) UpdateTeam(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UpdateTeam(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateMember operation middleware
+func (siw *ServerInterfaceWrapper) UpdateMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateMember(w, r, team, member)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2662,6 +2792,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/turns/{turn_id}/cancel", wrapper.CancelTurn)
+	})
+	r.Group(func(r chi.Router) {
+		r.Patch(options.BaseURL+"/teams/{team}/members/{member}", wrapper.UpdateMember)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/reset", wrapper.ResetMember)
@@ -3598,6 +3731,100 @@ func (response UpdateTeam404ApplicationProblemPlusJSONResponse) VisitUpdateTeamR
 type UpdateTeam500ApplicationProblemPlusJSONResponse Problem
 
 func (response UpdateTeam500ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMemberRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	Member MemberPath `json:"member"`
+	Body   *UpdateMemberJSONRequestBody
+}
+
+type UpdateMemberResponseObject interface {
+	VisitUpdateMemberResponse(w http.ResponseWriter) error
+}
+
+type UpdateMember200JSONResponse Member
+
+func (response UpdateMember200JSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMember400ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateMember400ApplicationProblemPlusJSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMember401ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateMember401ApplicationProblemPlusJSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMember403ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateMember403ApplicationProblemPlusJSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMember404ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateMember404ApplicationProblemPlusJSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMember500ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateMember500ApplicationProblemPlusJSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -5423,6 +5650,9 @@ type StrictServerInterface interface {
 	// UpdateTeam Change a team's limits (admin)
 	// (PATCH /teams/{team})
 	UpdateTeam(ctx context.Context, request UpdateTeamRequestObject) (UpdateTeamResponseObject, error)
+	// UpdateMember Change a member's wake and model (admin)
+	// (PATCH /teams/{team}/members/{member})
+	UpdateMember(ctx context.Context, request UpdateMemberRequestObject) (UpdateMemberResponseObject, error)
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	// (GET /teams/{team}/members/{member}/inbox)
 	GetInbox(ctx context.Context, request GetInboxRequestObject) (GetInboxResponseObject, error)
@@ -5757,6 +5987,40 @@ func (sh *strictHandler) UpdateTeam(w http.ResponseWriter, r *http.Request, team
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UpdateTeamResponseObject); ok {
 		if err := validResponse.VisitUpdateTeamResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateMember operation middleware
+func (sh *strictHandler) UpdateMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+	var request UpdateMemberRequestObject
+
+	request.Team = team
+	request.Member = member
+
+	var body UpdateMemberJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateMember(ctx, request.(UpdateMemberRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateMember")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateMemberResponseObject); ok {
+		if err := validResponse.VisitUpdateMemberResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -6238,204 +6502,219 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1bd9u4ki/+VbD0n/+yfQ4tXzrds9t+ynTvS6YvyUmyVz80c0SIhCSMKYANgJa1s/zdz6oqACQlUpJz",
-	"a2fG+2G3Q/FSKAB1/xXej3K9rLQSytnR1ftRxQ1fCicM/utFIZaVdkLl65/E+h+CF8LA9ULY3MjKSa1G",
-	"V6PnzAhn1mwl3YK5hWCWLwW7EWvGVdFcmOpiDXfWRlm8OpPGOmaErbSyIlVwt3XaCMuUdgup5kyJ1XX3",
-	"lfgRDr8LQ6+UNlWZbCid5FrNSpm7bMx+EmvLuBHM5roSBXMa3+b0jVBHli3FcirMOFWjZCRhKAsaYjJS",
-	"fClGV20GnP4k1qNkZPOFWHJgwpLf/SzU3C1GV5fn58loKVX490UycusKXmCdkWo+ur9PRr/gx15xuOE9",
-	"fa6Cf8SPETWjZGTEH7U0ohhdOVOL9jf/zYjZ6Gr0/501s3ZGv9qzX+Et8KFXwiyltVKrFz/u+FwVb5vI",
-	"YudXxR1fVmV45vRilMCrnDDw0v+L136/OP3+3e/np9+/+1//Nuob/WvxRy2s20mRoXv2kbOLCfEz+NG3",
-	"gi93fM8Jvvx4dr+tzW5Gw4o/nMUGl+Cp2+Dy7/z0X+/g/85Pvz999/48ufzm/tQhx99fJN/f93P9N21u",
-	"bMVz8TdZikDi5u4FapkRJXfyVoQtsgpPJkyM52OWLblU42qdXTNOT0jlNOOpmumyEIbZSpSlZdJZZktu",
-	"F8Ky7P+//Fs2Zr9qlo3HWcKUZnxqdVk7ga9IUEAonSq7Xk51KXNWSnXDpGUzXZZ6JYrW3txYvfSvYY62",
-	"tufF+eWzffvzPjyLgu+HhchvUB4aXQnjpMDLvKpKmfMpTNQmH//GSyvYTBvGWQ6PM7fgjmlVrkmC4b0s",
-	"54rNa264ckIkTCvGmalVqgojb4Vi0zVcELxkS12I8pplhXBclhm8RDHL15atFiRaV/CBFbfMCqHGqXo+",
-	"tUI5thQcJKypBXHPD3WqdSm4Gt0nI3oljGGDDYG9PT/om+0xv10IP9aFKIuEacOkY4UmCc6AXWt2nDVs",
-	"y9gM2HQy7iHrvj2bvxMh+NlI77v4kJ7+l8gdkPWDVrZeitfC1qXbnjGD1/FP6cTS7tvVv3CXL/zL7uPn",
-	"uDF8vUVheHcvWUZwJwqS+dtkDXLZ6LL/B+u4q/eTj997Q/cC/aDo+ueNtM2RZVPBjTCkE6+ZXeiVolW7",
-	"EEaMe8VKzzwh4ZHM8OUdrAHZvM2YUi6l2zvMn+mu+8TrzMPntzsvWzM8uP77B+2pbcjoG+8LNdV32yNd",
-	"Cmv5XDxgadIDe5dlfHEfMT9H/m5qAVCGsBp0rQoL094lF0ytSb7gxGv/XqmcmBMfZ0IUU57f7LpnIcG8",
-	"W0+Ecsa/dvsmCeyaTNdu9w1t9m3fg7JzgmuwZ7AvVFU7VpW1Zbp28DfdSbYh8QHfwLxFYtmSr0HDqYJJ",
-	"xXhZXrNzUFNKE8OAXzNtltwRHd89a/ZNi6yKr0vNi108alllTi6Frt2kZwRvRK5VYUEVx/vZioPyJQ1U",
-	"CWO1YlMx00aAUBZ3lQTL+pizQijJy7YMbn0/jLifOjTe+37aWIMbc9Sd1aS9mFpf3OTP1qIK399eSRsz",
-	"PsDG4Q2BKwI1fFFI4DEvX7WWPyqtZPeWYdyxHKSL1OqaCZ4v2EyKsmCFmHHQE8GyKoWFqbnlZS327TP/",
-	"7OjqO+9hyGW9bNsvO3dgfPrisv30eXLY3oyP/2Xvtzc2bXzym8vz8wMfbm/o5sv7nt3e6GHI5/i/5M/Z",
-	"+rt5vSUGGqr3s3pYQASeb4/6U4mLJb8jyv7y3bP989oWJZG6Z/ueiiImPnK5+5H7wV39z6rgTjxwW4Nt",
-	"RHodNmy+4GouwOehzVyKmYOVw26EqMjbwY3MjpVudjoavifbm3tztT503QxM/YdPy4FT8VD2t63oIcMH",
-	"POJeC1hwq3ts1pdgkmL0R86VNgI3nlBA1e8jbQqpuFkHKYIa55aXspiE+BJcKibaTPCLZLDCP43IZSWF",
-	"cuBbajex/FbAU1W5br2lMtrpXLd9kDbJMW6xg2xeVUbfiiJhRgCjRIFOXFGjc+T6TO222R+GGl6DmpPe",
-	"Ax5SeAvQTPzpIbXfUqTYhP9Sn44c8mJ47uSt6DUma6OYnjG3kCHKBjLT1EpJNR/3OqVBA5XeSR+2/Xbd",
-	"scyriRW4SXrspn/oFVtytWa//PCKhdvYcXa2zKvspEPuQpeFbcU0hbkVJlXo1HNlV8LYK8YV43PwuXXt",
-	"rCwE+4XL0mi9hNHmWik/zxZfnSr/7tVClihmpWV8qm8FOx+zN4GcqSi1mgdzoTI6F9ZiNCFVuhJKYFB1",
-	"mTCriT4rboXhoLJwEViyPnJdK2fJlQM5pVcYI2AZEZExcQuUc6V0rXJh4d9m7SUeCH7PH0bfTFKVl9qK",
-	"Arx8Ug/FCQUYdkutL+brDtmmyahGmbDnff8k7+ow99Yv/W2L1K/NjaUaSNhYn8ObjfzUvaqrP6qwP2zZ",
-	"MD9q2RHp905I+wAneHgIb7ZElyyQiV4KIDt1VaH8mnFZ4h+0xnrFbHCAt+QQ2My9C2lQxQSR37v6hPJp",
-	"jt3DJ6lJN7ffSe7NAGNwBB80uWGQG9aKkcsl6BSMDl7EBAdZslnjTWQs14VglZbK2V5V4/TBIe82G5ze",
-	"OWKweN4I56Sa2w91sNBsGrOMfhRFFgQwCbcoo7Og623GOOqgVHndzKYwTHvNMq7cwuhK5hmq3wykG5cZ",
-	"Owa18LIS6vmLUxg7d3JailSR4D9htRX4kdyIQigneWlJwwXdcGSZULfSaLUUyo3Zb9ItdO1SJV0C5Ai+",
-	"ZHPhbPcRv//YcXZ6iuPMvFDdMJr43WA4AyxWdEUYCGslPHeObPBtji/OL5+xFayQYL+e9LstwZAEO3Kv",
-	"IRnEzTY1YKHIAkkgZwpuDYmEvOR1IU4taEd3+uz02+yaKSAbXJFmjsf75REyCT/UMZDCBI+SEU0upu3o",
-	"tfuNovjKvuX8a++QaaGCXvT6HYaL5ulGVmd/Suff+nYmrMrhAHfb9jzAfgRPFn7cy4hONm6HddikG/us",
-	"X8HwLWhHzMAAnCy5VEeWLbR1bM4dZpyCB7rtMuUUsJ1w13GYwLE7BSeoj1+FyGURn+lS9BvsAumYVz1s",
-	"KqSaM8+Ua6bqsvTmmb/W2Sjtz8KtlAqi1NMgGdMeuZ3xYilV1nG/URrk0mIAaZsQWF8rT723v9ouEL4Q",
-	"JmgvXd63fxBL5e4AGX1pWxA4rUuGz6LUI2Ew57dtZ6dZScvoZ2xv9E6yuj8nvf1QydVkl3MGJAZ/isHd",
-	"lLMrBZGb87JkIEzqOSkYvGW+31fbmGs/W9kVqxXJZlGg1pKqo637/PvMZ9Us+VRgbhRUOXHNQmymvQzC",
-	"9k5GnDKomD5TEv/whPRaVzBVG5lov1n3poA2KwliIQO+Myye7flo2dOtbd5ZoJ3N3NlSu0XRj34jPdDI",
-	"Qp61FuBQcpLu203Cz9L2yOuGV4dnfloSdl/yp/36XvKMnpZi2aPDFHv9tx/Y98++/XdQ33ATK3Reoy2z",
-	"LZV1IdpKBYMkGPqeREsebc/o/+C/nNaTkht0hGpl66rSBmZ9KQrJQ2BmKdxCFxOl3aRZwrXitVtoI/9F",
-	"7oI2U1kUQvmgzQzMH1hwgi8n4k5SOgH/hbG86I/N6rJscg7xx/DvZvfQGp54dwTuqMqmtMh/trm9r/6o",
-	"eUut+C2XJJVDzLp7bVoXc+Em4m7Ba+v8kG+UXqlJ3E0ro9V8Ukgjcpy0MKZcG1NXjvwpw+eimQNg+JKr",
-	"9cQ6I/gSmGIXNVrjk0KvVOuZLj1g5hnFy4kwRptegdEUEWzEWOolV6dg8MC7rpkSt8KwXCvHpQ+05yV4",
-	"Skc+dmr3SNOewKR0A6EDurBtoP3z9QuwykCN+qAKrvAbqQp2nPGprt3VtOTqJsO098k1mxqu8gWY1Bms",
-	"9mx/JtyvXyKuJds8oxLaNQO7EqOLL2uX6+VDI9a/gc4KeuQ0RCox2sYKWTT+UWX03PBl33auYb4HjXl4",
-	"6sgyfxubgVXCZ/AnvBa+c5yO0hGZJxyrUE56J1XcVRSx7Ju7JXf5otdiw2I/n68Rf9TgeoU3RUtJqPYY",
-	"ceBKOyBuPGystcKP9Pp9LKC7EubI725/XboDP9oKRHDVp2xgWc1qO2A6AkFkN8O8+zujZY3mAny4YxSU",
-	"HLY6mNwHWIibfgA+26Io8qo1n2H2kriW+tb5a4yq944oWL40KipqUi6OxpvC6CeuuO3j7lapFph1/ewN",
-	"qdKB6NBOjypImDZv20kGkK8gWptr7w4UHB3LKNDfInaQox8UTzqYQZ0IYXfiftWu2Qnnm8GnbkJ6XwBq",
-	"08Ly5A0OetghzoWsBjayLELMBvU5WPpOmOtWHCn7oxa1Dz88dGlsO9v0MjTGQSGuJ5YihIWYCXNQjuZQ",
-	"L9wXvm7zA1TcgVWzP8GtTX56KHZ6GHsp7EYMHmCmFwa7KYObDmD9UNB2Vwgk6U2m9TpHYLS6/THhzmwh",
-	"51shYv+Shr8tGyHkGwN7d0zxB+32j1sFD4o5d6obDgg7R9Y+OPTsGbzF1x3Me/HjZrX1H5v17HBpdzl7",
-	"fNtPnqsbejaogN6l5B/t9w7bufmDXMOw7ffXqvoX9/KmVi9xch8aof8rZgypMkJapit67pplmBU9hSVh",
-	"M+b4jfCx+sw6UU2WNts2QouWy74tWsB2ObLt+hWn0fL0densOETSC6Go9iJGxtBZxzDIundK2lbp9pfD",
-	"r8EAXRnpnMDvh5/G7s41BKSjZ5fp6OSaiWXl1qEcG20cvGEjsv3NZQ9J6CPuzYB2kis+4LU9iJ8FL1qx",
-	"RXBpKBwN/Cy5aij34rDLvWiIkITs5aCf1Z5CxVKvfGIZ7mHTtU+yc7VmS1mW0lJtEmazYyFSzhVbgUEZ",
-	"HIxO9dHFeTc7cX5YVQos88bB2p5omwvFjdRk5sN9nTBscHWkZVKRSyBsryWqlXg5G139vieqs+H03Se7",
-	"738Lmyne/I4GNGQFYVX+A8qiEe/QUw695LKc6juxQzJ8bPnyllDh+aKpTscQR4IBULIlLNNlAaYFBkH7",
-	"48gftHkoLLO7/rUPBEFCsME4eEREqH5BrMwCJOQxgT28w0YAGBcRFJJKPIac2JP+ohndLOidaqJZ+hsV",
-	"YB+nZTCZP2iT+f3USc41esEH6JqARb/l5WEC29vV1OrIotWRsKnRK4vML+WNYCBcECG438/w9LeoTQIu",
-	"DKEnfiNtLY+G9Z0K5ma/9CnaN/4bL9RMb+/ZzhB3QHM+mJd6n5IfSuP4B2lBB0aRWk9ieEmaWADZuyuH",
-	"gnb9BTchitYmphnBLub2W1aB6sMXfWey9tlXzet7SROqGJLUm+ksj/+7OKwa0DuYe93Ife7jGyeq/vRt",
-	"yJz75B3lr7CgQeuSUmSYw5xJxUvmxB3K5MNU4FutS/zyft135+jGdx7W2aPyOpninqxvcFIwuuTvZsf/",
-	"fPvDyWCOdzvozZd8PmQpeg8IMcwFA24LRqF41iRIGHfwk3HXvgAQS0EKNMlOwUYeqI7UmJ5op9qjHLA3",
-	"Id23y8r9CGhVd6hU3oVWUAA8MG0KWBWl4EWjmA+0C4agWB+mxgfLDavaVNqKXTG/nsG+DjAAqTC8AeM8",
-	"eGw79OZDShKTUUTjHpCb9AK0k1HdAqp1lFZY1IHlTbVi4Fmbgu212CdQYI9+UKSiZ6E3EUha6ts1vVkI",
-	"f2edyhJpWci3g09qbzLG7Y1t/IzjNiKi6/Z8+k1FIKMPAC12SkLRKL97Qc+1fMdPtG0OqR1t7aQdmSiC",
-	"cZtr7/5Fi570CJi7uiy2q7z6yrw6yz+uht6QxN8Rwx5I4A2OnVHiVBuqhvZzcMQyELyTmSyFLwiMSwmf",
-	"ZVIdClYe2gb9BgnZbYcuAXjPm3q55Ga91xahNw9RE96yR38epg4HdUQstPd3NFOy4LYfefgg5G0jx1pk",
-	"Dw35g3BAtJYDAgjcOarhvG4q6j1MKOfK37Ud1HqIfPBkbo7Yv2JocPYjk8YtLwLDG1ghOhULSdC2jeHA",
-	"XvF+eL+HjHdYvpoYUWnjdi0NPUN74ajx7EFSo6J1UUyAzBxCqoKhvJsaf48RuMmtrk0uhjKut1Ksdr9v",
-	"c2LazNiip+eVA/T0MK1/sr0N/NAq6l4LnoINQhV+a9ZGeZhStOE35dWd2+ir8WxAWnPpeoOBv3HpyIdE",
-	"gItHGxI9Us0T77wzW8ISwaLvh4f9upLwbkAqBMfjE/ISXCGL9dfgGW0z8CNKKDEOVtWOHWfv77OeSu5t",
-	"Z9tX8w2+r12RbYUqAnJus+76u32dUx7VfGvd3yXkbW3UB1mjHxiHN3o5lCOtLSwYced8f5gqoo9ro3wl",
-	"PE4wZg82ZmNgx0Xcw1Bgu71oj4JRbBNcrZUwXchzAiKYHJ0AYkDA2TZG+lgblnnUQnjpwc6Rd/xb1uzF",
-	"dz2WTe9c/ugrE7etGCyQ3WXD7C3K2VGFfNBqAPpwRRwaVMZowAMNr8Fa4+DvZFcbFdedEA07drEFDCY0",
-	"ilKcXKcqAyFGVZHZFZXJy7IEp0kUWKsOO8z62q+Zrk0Dk4c3RoCjtKHA/uSaZRQD8RShpsl1XVJoeyaV",
-	"tIvu0w22ugIdqmvLPLzuysdMfFQlVn0R1mdqNMoTU5ciwTF16sIQ1hEe1aal97hNFVY8mhr2CdCcc5WL",
-	"siEby+tZvAp0HAfqUuXJYzeicknkKzKVZZu1nYERuJNSlbVR4RkzXCHAPGLxLVMwY50tyo6x95N0qSok",
-	"5l63v0wwouDPNqC7sELAdo6z3YHghUH21aUOZf8e4MrURoW9v+m74psmhSFY4HY2EX5mU7HWvrHgd88Y",
-	"j2XKtG76jcWQRujJL9wNCOqSW0ebxde04AwkBMPgLiykY96GO2G5LIOvJL7wlbMbse6vhgyN4bZ3cVqf",
-	"n3+T02zi3+LU0TVF/8wSRus6utVhX1G5dn8/uS0KPgIY23S18+mSWKccgkhNLyjgcU8GJUSZaP10BGHS",
-	"CPIhfT7gVgcU8MFrMeqSvX41vnqInF+Cbjiw01cbunYgIi3ZEWcIm6o/hu9E5T3Y2qgrr7PDVGTsWCUo",
-	"ryfUfCFhODNJqoraUFX/0ibY5VMKe80yXOVZLHulnXCSsAzUwwSkSpaqY/xHbcVEFgkqjoSs2IRJS3Xl",
-	"8E5bl+7am7dcFf5KquxCG0dgd80uz8/Pwcc2PAdP6gQ2YQsuk7HjDgYlSRUtvl4sZWtQvU04tqUHFcH3",
-	"IozVYNFwC/vEbUsZr4x2CP4//s83L39FCXOSsDjcXkkRGNbvu95slCF1ZtfDcHBWOo2RekW52tuVahBT",
-	"HdJbPT/taPe1VebfVitxRfaLbu/j9P7gF17v7x8h9ZDVfRvwn+GdG7kSnHKPw7VVL5gG18iurjA9dQhY",
-	"ivSQZ7YadLWe33zf9viwwjKvjXTrN8AfD0nHzoHP6762om+jzYQvpRyhN0/wCnoZsCuee2APJZKoAy8L",
-	"iTCcDVzu+K1mYAvnKmrbKX0yfeP7gi9ZzMZTJ2K41MAjNGjnf7x9+2rMqIQDc5lKiAKMsg5VV+w/qEki",
-	"6WCk3+vhtnXox7U1VN/1WBSp0ioXQW7arWzkmD0PD/I89O7gaAqLcnblkeMKGTRjHAxmdNqTzV+inRg6",
-	"MPPc6fhTBW81omU/MDS/iVhqP2KZ06E/K/VZpjK/nCuMHaBHOE5Vqv4Kgom6LIdOn8CzM4+x+d//ZVFA",
-	"B3TZSQgzWYcFG4SuufaYIAtWfBd4EwwpuOB7oY7ZKzBpgHs+BnsMJCbMV4AC3akK9eeMQGg2oWIiZuW/",
-	"RBI59EetHT9B8sFviKB+KiwBF8VX8qSKRMMV477nU2j6gs5xK9fkK8lbADhKLcyMFKqw41T9FivKMFkM",
-	"XIUvTQUzgucLMisL7viUWw/0kJYVeqVOEqxuwbW65OtUTUXz3W/Pv2FZD6Ar8xS9Fs6sT5+D94age2qy",
-	"je4PJa19w1iq1BiFZjajZHQrDGXjRhfj8/E5VZMIxSs5uhp9Mz4ff0NFtAsUDGfYWgb/9LW9PSVe1H5G",
-	"WpbhX1dhc60r4fcW5WOADeFHWEvhx9VC+DWMehTbgL9PUT6ko4SlaJfSX/CKdHTfemFG9VbCB+4LRpJu",
-	"zN6uK2GvwCvz8bCEZcFOwj+rcg1/INwF//DddI55abVHQCn2yw+vUhUb6MzaW40iPtpQ8BURL6EKwKAN",
-	"VRuVJanq2jec0pqt+tfGKdeGeWAsPG9qehyGn5GjjzsluElJI39CAoN4gEurSFVmhF2r3Nt3NJXYBW8q",
-	"GH5czdnM6KUnHJGFV/QP2sSw9crSJxGQ5/4lGN/33h3KyeOt1kXUwiJVYfH7pkz+96PYVQk4gGNHbFh4",
-	"/Ch+CdZ0CRwjhP1SU1OO1wLlA+087gRb6xp73oLoRdbRG44sbr+4qqhMjFZTqPXZXGVkyqSjK5YGdxsX",
-	"Ha2JWDeVKlMrtmjVoERVgMvzkK+lqvu5AniGN+ib5psUKwE9B6PL9RK95FIqQXUnyjHsUJ234iQ0ndRo",
-	"yoa5M2t28S2zoYsgyI+WqiK1YYXoNptKFYlQeIffAXFThWmK3bFDBkg6okvDnOZC3oLSPCYV6MW3kfOF",
-	"swxT8yfd1+PW6by7oQWcNyCaqKXuXtyxJayRv/hh28iPeHIBbkt2cX757DpV3C9wksixz7XjWHPoJZoH",
-	"9l+cR4aV2gocAYhZ+M6YvQ2nELA5vKXPFEoV2UIJWAA4CSjxrrBSqDVXXrbPBAkkICj7K1DyBtNLGcl0",
-	"MDjxtS8KDKTAk38lKZ10Tn34vbeDXeCpL2qFmR2Hxux/1MKst7rqP6iL/ruNGPbl+TnhUpULbZrEnSO1",
-	"ckrDpqK+8I2edu49lfw4P/Q4Vl+hBI5L388tTghf8fUYtNyzLUqGbJwuQXsqvxGE30NmtoWkz4iKiy9K",
-	"RRtu7wn45osSEAH+2dWmMc3tDWogkOv+HBBajkjmsy9KZuw9kF2BnWzrfNEi5vL7L0rMJtg/80rZs40Q",
-	"iF7y/QXNkCD2khAO9+KO7sGuUdTzFsfz7RfeCt0eBBl5oaF6ZfQGST19A1uWBFmTziLVHjsZonPW8spO",
-	"EDQ2B2E38pbqO3j5mamVPXtP2vd+0Hp9G86jiYHnAA3pOABj9tsmbgSzKamaa8x+Zvomo2RGaUXCMio1",
-	"x0uEHKL+ZFTegZcR190jzv8u3OuaUNo7hWh7vh42Tw3UZEC2UjV+0zHkSXQ+BtEZ7SvaAyABsMrHPhpp",
-	"idiuP0G4dFulZBhQ3i1wnm+scS9Y2sKkhQK437Kq+g48qtXHHHYUjCcQXR18gxdbXSHxs7TuTbzrM8qK",
-	"DhCjh/cUbYswEurp7AJ8tAUieQy793EpvbfN+QFxwoOvIk3E6WAvS1T7Q6uzs2TO3sN6vEf1t3kI3O/b",
-	"FQZtaC9smy7yKBv3H9gUGul+1EpPRpW2bhAP5j1qG9w+8qqP4dMFFRt5ZUyVTz5I0tB+epGdJAxPYrLt",
-	"KmHfZrlTRmMpWBI6kfY43K1wQqvLsnTd+G+qqF8VTiOfc6na7wLHHqGxIWJRW1bxOUYM/SFZTLpxqgL+",
-	"BG5a2xYgDr31FTeFHW9NlUdmo3MJLj+dXXEAeBvrgpp/hzOs6F5OgFn0sGBJMadxtMIHgpic9fpbIfz0",
-	"97++ZV1TLIvnBsJ7ogBuD42aoBZrH6hKVezUP/O2bZQrqUoV0U+lS50Dt8Lst4vWmVTWgdNNcYZU0Uq4",
-	"ah3nEZGIVPpFs9k6Qy2eYYgFNONUeVC2/yZG73ww0LcZPLaaZfAXWX4+zKBO6DzEhbYuVVQokwVkdzZm",
-	"COS1Bxw95ituxB3PXYyFO+14ScTSDz4sk/hTE3V5WlvBZEFXUnUrTCFzd2RhrIVUcx9IF9TYzYcmGmzs",
-	"FRm7WZBZqaL83nWo0cGFSYhYby6jMwJyBjR1n/H7ulZvGuymH8p/+G7Jn8r4Df0R7u/v7x+RmR19CBCm",
-	"MV6LXdzDqWyPxBSnzRIUVKFxRS8jxJ9eGt1QP5/jJwN+w4AHcRr19qMx4gNFPo4Q0xlNiBSU8ybdXzY6",
-	"stV10S9JrwSObFMiuOB4vE+n03cnTRMSozF/FkL516RifQtK4tDMCK+aMW8qLZVuB7VkahWeCnWXIWVj",
-	"Y+wAs9JshVWTGG1uBWswj43GChVOM1VTnmnmX4KtxfmdV+gng8TTtFx82cXe7QtK++3i2y+84fs6kWaP",
-	"1isFsr7sJHV6hmZX7dUXKn1hLdEBztw43D5KrNC7Z88pNubjjxj8IlUVH5yKuVSWwvFY1uprXrGrPTcU",
-	"CZMRWU01w6Lw6fmbJJQU+JLMrFXLm5EqvA4pG286+uwvWe/gsVCuBRV6K0u+4+Q9LIFeLWToUeNNKJ8n",
-	"peQaWvPHvj+WEb6+MeR6x50syVbBzn3X9Xtdt5OIaEw7+g9VzWH9J2Vz0XjaHZ0A/y8iEAfDBW99b4nP",
-	"Zu9EeORgmKAV2n8yA4IZUKLDiPP3CCPzMKFB9dAiTEAYxJ49rSXpoar3u/x674NlpeBFxni5Av+WFGxo",
-	"ocCLIqABQCIAe0A6wMaAv6Wap0p6h8gKR26k0aUYs263IZ8qqSrBjc/KYvEBLX+qSutxQQha9LY5TvxT",
-	"eyAtNP19t5QPDP9tj+Tik325fVrvgE9Cji+K4A2oN7LzUTkgGCKIVumm/5FsnOGBdSeCuycBtCGAQpyt",
-	"EUFf2pxvm9lJDEN2TOhOMvMBBvKTHfx12MEdpUNyKpyztG38BE0TDZ+z9/Cfe9I5pXBiuKdP0lQf+VLi",
-	"JjYcaru5EWyOwVqsAyTzkKfKW33eqWvujaniZ+cXVE2n9IppNJejkYfRHqqj8nFYVFy1asVA23HGkEuh",
-	"cCi6mzlXGA7FnnNokNKPOGapMS3tezh5l/CKcZYbbhe+7rYU/BaGnaoFL2enxCxfTe37BPSoxB/xtqgS",
-	"O9rp2TCrMeZNX3jKIT9K0U+z0xX9j6no5kuHlbZO+MCKJToA1bQ9tu3eoSHeH4l//GKWtvV+MZv0O5V/",
-	"F65fJHxal3KXpfokVh5lVZ+ePfJqvsflY79UoZdhqJ4IqWqKBgVQ/s7at5b33c3499Hc3IJb7BV3ixEm",
-	"5PtPbXkTTroMyXdEGgBxlLTEbBBMtx2zl7EK3J+7jkcd05GWCLXONfhiGBJsmi2xY6z3ti2EhkXgQwdP",
-	"nwwcq+bzqFRSjp+yTVLSA4ZgUU51IYWNyCKbsAgrgtsD8B9Mupm8AxvLpSq0RUyYlSoXIW4ZitzhZozS",
-	"BZPM+gYbq4VAmytVbiHWPpXKCwafI7PNDx2spNpQfl8VHtFh9VKgBZcqj+hIYt1BEUKkHhZCVQk5N2Yd",
-	"zkTqgETGqXpZCdU9J7uFjDpqFtxcOMK6+lXNprUsHdq0OA4MBLfmH0aF4VHYb3Lmd5A9w8z4WSmtm3jy",
-	"e0vXqUvWZ461xFZcB8RavpzqajZ7w9KvKLrCjqXzYRVO1IfGSQh+o0lPCNWjxMlT0GUz6IIMst74OrLd",
-	"FfA/WlW2jsEDif8B4QOSqxusfUAc4cyLw7P39Mf9GVI1WEROBUgYJsiSbRxUOF0Ny3hEqLdacQnj4wEC",
-	"BLpmJkF1hTmg50E/YMv5WjlZ0pnQhuqaji/Pz4McoTYK+NJUBbDSgt8KVnFrRdG6mft+VBhP97rTx9dC",
-	"BRx8EOt5CtuFlUnH7KJ2hF9tVV89z3NRuSu2KTDLDFvr0AlJlN7ONu/JTki3+AZsPp23Wugy6HQPqYrl",
-	"WXho3XTthL2i4qZyjcYFvQd/RTV9ZFlP+5WxJwyDiQQ0QNQpwUYRdOBZjzVspcRIUACR8aX/NEV6Xmnr",
-	"5ka8+T8/XzeM9VTbeAUsoGI9DouE0AA4WcixdTh3B+mYabPEVXSF85WqrIer0ajoEeADsIIXuIj3IMSa",
-	"o5944EIAiuGocJSyiDhmzNoSCLGPkr72NRcDYDPkTSeP+pDedffJUHrXaQas9uhRP6iAFDOCRqEEWws3",
-	"hIOD5zuUxca15+2T1vd1uHv3GQ0Oml2QZVurpduU/n06koVHtvoJ8ehU7DlAv5SCe8yqEbmsEAnceoR+",
-	"gjXdXKXtgTjFdHSPS7ChPPa0mErFkbMHofxizWL3nJAnr/9ReP3ex++e7/KoTJgmB/gIjJkDTJfXAhte",
-	"eAVyjEI2tBowjfl4co1WA3h7IYTrA/4t68bjsz8uKJDsvZcamvsQwoGW1Fmula2pmdYXomyoKuGlEr5N",
-	"VVvxe+84HFgUJsSfjIDl0dyEIyex4WBe1oUoxuwHHFnPzFwz7kHkzI+eraUoC8uyoqZF2I/vpjeKoL0/",
-	"mwLx3xmuWe5l1ZMwfszCOOmIjSfR/En9zF8wJkJlMhHuEOuLvM/SJ8lVuW67oc15jgd4okZYckH/ZLkZ",
-	"O4asFtr63qu+TSw7bree9T20qKVl7ag5HnirqfIlnuA6yALPbMAiS3COcq58cXRtFNaG2SY+C65Y7JCZ",
-	"KvCCbkTldkRVe2KnodcPRk/HqfqVWmP1olKA57+ElpifTQCH03P6TWGiN8HSAmLXk+h9pMBsLEv0O/cx",
-	"y9xHkV/vNq/GjjdejpAMDvL4mMpDYeUnzLdkghvyUltRnHy9SoTa5nvRqWNT61b751B8vh3ApC62B6iN",
-	"2Er3T1YbrSLgAEb1ysOb3IhXZaXWVQiURnmbUUIvnjkUMLxXTPB8Eav2Q2YLa+hbjfymtEmVuHOpsk5U",
-	"Ow++u6b4HCJiC1HytcVZEhVzmlmHkUGpfEypdehB7LK/QXe32b6Ps6bq2NtnoHqObGzAnzC3MLqeL7r9",
-	"zjsopoBfxcjtkWVC3Uqj1RL772EsZm2dWFLba0rVdJpMG026kYKmnjx/HFQT72zV/+rSYva2fUrkf755",
-	"+WtopuiRu90wLk5DyERed+AVwF8bsFPU1cvDIBJWq1JYBFjn3BgpLMteYRj5yltYxSnHxnZXdHL55fkl",
-	"Zmu1yoWvX85+1rTxMxh9yIw2cEuML2ldUW5L2LYNV5XSVwdy5zj+uuSyTJXv5O5roztt3Akxo6velvqp",
-	"2jCKumLPRQgNiDL2nNiGRiPCBGFB6RktW+qYv5l/j/O02WafBhp+btrb+z7zZG1p5aSqaZNExA7QELqb",
-	"YZPV2Qw2Ehlc3YNGKKBt6+lSugkBnWlnwLJacieSjQdSRedz4bE6rScIGXCNW5JgSL6OBPbpHLMeTfdl",
-	"rlJFTdrJLW1WLbIPweg6DAGuDCDYaQdstQzzrWQ7sxwK4S0ZnyHl39lDmc/ldWoXBtDOb2uj9oXks+6K",
-	"p/ar/3757PzkKmw2XP6WWY29JBsWLOAiIZViaJvQUU1sm/bVUNz9sueQEopjf4ZsfXOyy5fO1nd6xw9k",
-	"7YGh2Mn+GhQ9d7XNmAXFsNArND8uzy+/PEUBiHY8ICBPrjuNFpLQeSLzNlSWoJZ0LXm5gaEL1wcqfdsC",
-	"/ojOyO5Fw7U64hOlQuXi9DlwqO98iI1Vv/ON918XKsUbEmDuConiLZw05ftWa38FD+96cq+2YfPUAfTJ",
-	"tXqIazWt7Zod82htkz/lpcAJ4W/JuyKXCkZEdgexmx172B5BCYJdcnLNBvH4D0Hhe0M4WvdZMO9jgxHa",
-	"Wv5VLfN637E8bONUHixaq2Jnuydw0J8IDvowD/orQs2TEe0N+oCbD+GLhyHnkxgMaQ7qj4haH0D1eKZN",
-	"J4Dio18LNL4dE4il5Q+KfvjM50fEO3ZGMFAQYaceuVyC1xTO92o1NoCpWNZUDayAV76XdOe4MBQG+YIb",
-	"m5Gb4s99CM4zSKxYntvb/Fmo4hca7uihWd4XhVhW2gmVr38S63+QW/C5bHtP5J8DfAYuDec139BxCY8j",
-	"mo4Cr33axP94+68x/Xx8mMdcyPbpLI8eevKlDUNSsLO6LL0ubTb9JNdqVsrcZU920KYd9Ozy8guTcqP0",
-	"Sk18VvKKZU7HZoHyT4YWfoI0xxtsbhPravvUW3/p0pZybxBAdk9B9kJbN2luv2Lc3mDFdWZqNVlyqTIK",
-	"sfoK6diucc6dSBW3N5ZxVglj4WHpmBG5NgVdVFh91bw96bYF5Qiy7hz7gonmJJpo/rRS6eyY/YxNTrpF",
-	"jj3KHm571Rr+ZwyINZ8ZaunztpU0aGh6ykk/ITK/fkTmW9+VFSVBd4Ence/DRvZHNe3BZrZF1kchNHcJ",
-	"w7P3nYMd7z9vsreRDy9+PMBhCl1tMeKEUhSYtlpo6nmxEOqEfOfa3GKSx3uR9ppygyAnMYPXyusEYAp4",
-	"162jtLDpBM0K/trbzwJ+b4bwmcCHzQd+9MP/0mmN1hAHJHhgVcPAJwn+SFt1YFvpRxfz3lo4339x0rxA",
-	"DjHnRhSseEsWUBBa3FUyOPtfwTEV2BMejwRU616zsycs1tU2WyojVpvuahb5ujnY+/P1x6Zv7G4ZuVnU",
-	"89T048nE/G9jYnr3KXb4kIisRJDJHouyVTKefPoQtz+qAO0sBLk2dTzM6Vijg0kRzIfQXT496DS4vuEB",
-	"CmuHs3xbMfOD4uP+uRAi77HlXlZCvY6noz/iALgn8s8JgBOXBgPgofmcEXNpHVZLchu0zVNg/Ckw/t8w",
-	"MO73eCzIjBeCORnPg55QPQRceIqmf43RdGqNYbSaTwpp6MDp7CsNpGMnJ05xam1YUMFNFfKe0PousFn4",
-	"7ex92AvdozO3D6qMivdzewmDZ+jQz08+wZNP8AHBi/bqeXw9AcOW/gKuwP6Ar9+HMdp7mPA4M6Iq1583",
-	"FL1J2aBXE5r9NYewbboifV4Ii881XkhzanCIa7cKoaRlmS/0msDlLCBDTKcZgEoVryqjb0XRSHFub0TR",
-	"KXuSKoBnJZ4OR52U+uEEwOuvxBeqyvWfU+nvmTTkCmV/1KIGTRwL7IzIhaxcsjmpoKqb6XjykR6vjxTk",
-	"aPCSisIISvjrHlspafyqr82P2lRpX96lqsqWH5SwTnj+yX36St2nr9RTek7QON64Rrs3/oFOUkRS91Ye",
-	"IaiUW8cuzs89bKKVumChVUXCeG60bfLc495in7f4rc+Me9tV4BNwXfYJhvR1xdOGcg0dtJ7tnuW1r8O4",
-	"L7f/lPUr+M6z9/CffbEGj5T9UyGgETz+FG542pMPt80QC9TX/L+9KT/7LtzvUcNWGHb0N/bsWc5VLsrP",
-	"6+N3KNpVaBb7UPVDqK6oueLprJTzhdto4CBtqmgwJbbbjzAtROb6g0rtmL1whNHK4s2ZP0J9sAlD02qh",
-	"jcksStFumUFlbpYd19hk5JtzZk/i0cKt7hjXISKAxcsLbgOuLFUIT6ciO7iD8ngIS+rtLIj0PwnWJ8G6",
-	"r1s9LpTHCrvuE6u0tNt7GDbMAzCE8Ry2s5kshT17X3G32Gmg/Bae+JssxcM2lM6dcKfWGcGXXX59YN9k",
-	"oPnIUp/yR3WqBHAxBGKMKLmTtyLxxzpm4zF1Cyyx73zogMSZXS+nupQ5K6W6efJEtvrNcTxPPpwbiOv1",
-	"0W1SoCqC/PGiB/JHwh9hFobaMdOBAt0Dcxp2b8uU+NtnNtM6Aqexjep9oOUN+cCOOVhC1rEL9ov8jxMy",
-	"SXDMaEhUJc9FkSo6kAFRD9hYE4wpRu3gyVilgyat8D2adFl4zhnfeG2VKjxVkxpIcLaUd2BNxV6JRyyD",
-	"903gKd9SqkFqWYEA69Dk67r9G/aiyODvcbXuzY28qnvk8yGJjY8UzfsSGwPHZwbu28cETX6S4J9Jgle1",
-	"s49QbB8grv/kOP1VFGawIvF0GZRhX0l5/6vaBe0iVYhJP0y/4AtFXhvp1qhfpoIbYZ7XbjG6+v0dKARq",
-	"w0Hapzbl6Gp0xit5dnuB6sK/9H3oBkdnIoH28RciFrd1LcbHW9fIkm5daMhsXWyDE1qXw8GqnYsImLWj",
-	"+3f3/y8AAP//",
+	"7H1rd9u2luhfwdKduyzPpWU7zemc2p8y7XlkTtvkJj6rH6pcESIhC2MKUAHQsibL//2uvTcAkhIoyXk6",
+	"M+6HRuYD3AA29vvxflDoxVIroZwdXLwfLLnhC+GEwb9elmKx1E6oYv0Psf674KUwcL0UtjBy6aRWg4vB",
+	"C2aEM2u2km7O3FwwyxeC3Yg146psLkx1uYYna6MsXp1JYx0zwi61smKs4GnrtBGWKe3mUl0zJVaX3SHx",
+	"IxzuC0NDSjtWuWwgnRRazSpZuHzE/iHWlnEjmC30UpTMaRzN6RuhjixbiMVUmNFYDbKBhKnMaYrZQPGF",
+	"GFy0F+DkH2I9yAa2mIsFh0VY8Lufhbp288HFs7OzbLCQKvx9ng3cegkDWGekuh7c32eDX/Bjrzk88J4+",
+	"t4Q/4scImkE2MOKPWhpRDi6cqUX7m/9ixGxwMfhfp82undJde/orjAIfei3MQlortXr5047PLeNjE1nu",
+	"/Kq444tlFd45OR9kMJQTBgb9f3jt9/OTH979fnbyw7t//ZdBavZvxB+1sG4nRIae2QfOrkWIn8GPXgm+",
+	"2PE9J/ji45f7qja7Fxow/vAlNoiCJ25jlX/nJ//1Dv53dvLDybv3Z9mz7+5PHK74+/Psh/v0qv+mzY1d",
+	"8kL8VVYigLh5egFaZkTFnbwV4YiswpsZE6PrEcsXXKrRcp1fMk5vSOU042M101UpDLNLUVWWSWeZrbid",
+	"C8vy//3sr/mI/apZPhrlGVOa8anVVe0EDpEhgVB6rOx6MdWVLFgl1Q2Tls10VemVKFtncwN76a/+FW0d",
+	"z/OzZ8/3nc/78C4Svh/norhBemj0UhgnBV7my2UlCz6Fjdpcx7/yygo204ZxVsDrzM25Y1pVa6Jg+Cwr",
+	"uGLXNTdcOSEyphXjzNRqrEojb4Vi0zVcELxiC12K6pLlpXBcVjkMopjla8tWcyKtK/jAiltmhVCjsXox",
+	"tUI5thAcKKypBa2en+pU60pwNbjPBjQkzGFjGcLyJm7om+05X82Fn+tcVGXGtGHSsVITBWewXGs2zJtl",
+	"y9kMlul4lADrvr2bvxMg+NkI77v4kp7+pygcgPWjVrZeiDfC1pXb3jGD1/GndGJh953qX7gr5n6w+/g5",
+	"bgxfb0EYxk6CZQR3oiSavw1W7yobXaVvWMddvR98/N5behbgB0aX3jfiNkeWTQU3whBPvGR2rleKsHYu",
+	"jBglyUpinxDwCGb48o6lAdq8vTCVXEi3d5o/01P3meeZh+9vd1+2drgX/9OT9tA2YKTm+1JN9d32TBfC",
+	"Wn4tHoCa9MJetIwDp4D5Oa7vJhcAZgjYoGtVWtj2Lrggak2KOae19uNK5cQ1reNMiHLKi5tdz8wliHfr",
+	"iVDO+GG3H5KwXJPp2u1+oL18288g7ZwgDiYm+1Ita8eWVW2Zrh38pidJNqR1wBGYl0gsW/A1cDhVMqkY",
+	"r6pLdgZsSmlaMFivmTYL7giO758356YF1pKvK83LXWvUksqcXAhdu0liBm9FoVVpgRXH59mKA/MlDrQU",
+	"xmrFpmKmjQCiLO6WEiTrIWelUJJXbRrc+n6YcRo6FN7Tt1b8RkxKUfH1ZJGA+BdZVdJ6sKfCrYRQuN6V",
+	"ABmHmOWC3wiYFIzlCRT+BtZB+gHMcAWbxQAUmM1M3omSraQq9eqCiVth1p0xuQHGatl0PVbwNuzhNXAo",
+	"lF+ibgHDHV8yXlntweLWMdiCNrRjBa/rGeMN/URAAmxK3LkWgB0GHBdr48BuIHT3CGTtk9fank1k2jqB",
+	"YbO2j93G8ejBuc0d7acmeJxQPCpLCdvNq9ct2oEcP9tNbxh3rADSLLW6ZIIXczaToipZKWYcmGwQSyth",
+	"Aa9veVWLfUTKvzu4+N6rZ3JRL9rC307yFd8+f9Z++yw7jLDF1/+899sbFC+++d2zs7MDX25Tw+bL+97d",
+	"ppJhymf4X/Z16Obutd6ioQ3U+5e6n7qGNd+e9aeitQt+R5D9+fvn+/e1TYcjdM/3vRXpc3zl2b5XEnQ7",
+	"vPqnrbXoUHHu6eyRJYJNNJhVHDZ+aIVgRB+6s//+rIvVZ0n62ENq/rksuRMPpDUg7ZKkBlSkmHN1LUCL",
+	"JQpTiZkDdGY3QixJf0XqwoZKN+QHVZnjbYqzeYQeisw9+PjhuHIgfjwQJz5299pqVZ8kPJFlWiUS3OqE",
+	"EvMKdBQ0B8prpY1AYiIUQPX7QJtSKm7WgTIiV73llSwnweAIl8qJNhP8Imkw8KcRhVxKodwgGyjtJpbf",
+	"CnhrWa1boyyNdrrQbaW0DXI0ZO0Amy+XRt+KMmNGwEKJEsWIskZt2aV0r7YeGKYahkHpgMYBlTmMAjDT",
+	"+iRATasOZKzyX0rx/T61lhdO3oqkdgFCkp4xN5fB7Ap8wNRKSXU9SlopAletvNWmXxnY9cSiWE6swDOW",
+	"EEv/rldswdWa/fLjaxYeY8P8dFEs8+MOuHNdlbZl5BbmVpixIiFT2ZUw9oJxxfi1UEhRrCwF+4XLymi9",
+	"gNkWWim/zxaHHqsg5M5lhaxDWsan+lawsxF7G8CZikqr6yACLY0uhLUo3Y6VXgol0Mq+yJjVBJ8FMZgD",
+	"G0YksCRRFbpWzpJuD2ROr9BoxHICIgfhWcFclK5VIawXpolgAjPz68Pom9lYFZW2omTaeJZXHpPAu5vo",
+	"Ic1EdKmqV7PBxe979F54/K1wTqprO7h/l+0yZuiVIhEkgzUt5sCULNO3qA0EIeWSqbqqgp0sXgYshBtk",
+	"33OmFrvsYZ/aUtOvWdVIwPaM989gGwDanbb4EMYy67gBjtY6k1HZmiJmiGrGVnOhIodviTvSpQ8rsoy5",
+	"qMpd1iYS/byCdIFIWKGaBZAIVYqS5QWvqgmy6zxj+YzLSpT5WA25Ao1NGFPjuEyqoqpLUR5n8I4qRAUP",
+	"Ai7m07q8Fm4i7ua8tk6UOSCDtmKs8EiK2UwUzsJCrPHM0LlTgO7MCFMrBuP7E8JeMCOscDAyH6vXL65+",
+	"/DuzhI4sh2nnzAhQF0GndGmT62E2M08+tzU3T982yF3AjA0aFw6YR4X21vTTcrKL7RWsEsLPXkTvHt/m",
+	"RO13rjSHLMqkAxIlO463rRPYHAH/VlIs/A21dK3YgssKML+h6iS9ts4F7vrxJSFv5AA4mCiJ4Bxq0u7f",
+	"g7dbrF2WiCCeSyKq6OUS+TsdjEE2IBqcFENo2A+SmX8Drhal5bbFY7/k3CMlPxhR0pSss22X8SRKx4ZC",
+	"old4xdfHzZHk6JtADaVnixLbYQPJ3bYvJGl+r+gaRMkkowCKZ/Ybm0kao4fbY5JpqAehcAYfdKrDJDeI",
+	"uJGLBciq6IY6j5500vrzxvKSs0KXgi21VM4mRVinD/attpfB6Z0z7mDPBxqj6CCzPJzsPAh2JDTFk58H",
+	"HcLmno+OlZf52RSmaS9ZzpWbG72URY5ifQ5SE5c5G4K4+Wop1IuXJzB37iSaN4n0HLPaEukpjCiFcpJX",
+	"NnBpeuTIMqFupdFqIZQbsd+km+vajZV0GYAj+IJdC2e7r3hiyIb5yQnOM/fC2sZR5Xe9dnNg5Gi2geOn",
+	"lfCrc2SDHWh4fvbsOYkOgTgcp008UZ98foCNK3CMbWhA85ElgkCGJ3g0eKyLitelOLEgdbuT5yd/yoGA",
+	"K3LSNns8OoSlhA91FK+wwYNsQJuL8SE07H5lKw6ZQudfk1MmRAVJxPMlmC6qvRvhA/tjB/4ldTIBK/s9",
+	"qW2d9gC9dClUCTf3LkQn7GOH1tnEtaS0asFwFNRPZqBYThZcqiPL5to6ds0dhjYEa902jyrIMzjhrmPH",
+	"Ad554iTKa1uTLkUhy/jOJgcVIEQyz7LZVACb8oviNRBS+/y1zkFpf7ark+wAY5qg2zkvF1LlHVMlUoNC",
+	"WjS2bwMC+LXy0Hu9rm1awQFhg/bC5e2gD1pSuduZQF/aJgRO64rhuyS2ITG45rdtnt9g0iLaL7YPeicq",
+	"Kh38tP1SxdVkl9EHQAx2GgZPk2+qEgQu6DwMiEl9TQwGH7nebwPa2Gu/W/kFqxXRZnSNublUHW6dMjvm",
+	"PnzDtrUxDNEDiY/s2G00CMc7AzVer8joJJTEHx6QpFQKW7UR8uQP695Yg82QtRgxh2MG5Nnej5aO1Trm",
+	"HQTtHObOkdpNin7yB+mBQhauWQsB+1QGem43CD9Lm6DXzVodHmLQorD7ogzawyfBM3paiUWChyn25q8/",
+	"sh+e/+nfgH3DQ6zURY2yzDZV1qVoMxU0vqKbcBI1IJQ9o06MfzmtJxU3qBzXytbLpTaw6wtRSh4Mvgvh",
+	"5rqcKO0mDQrXitduro38L1KztJnKshTKG4NnIP4Awgm+mIg7Sa5Y/AttFlFHn9VV1fhr483wd3N6CIcn",
+	"Xo2DJ5ZVE8PqP9s8ngp0bUapFb/lkqhy8O91r23aRnDKN0qv1CSeppXR6npSSiMK3LQwp0Kj9YX0UMOv",
+	"RbMHsOALrtYT64zgC1gUO69RGp+UeqVa73ThQZuO4tVEGKNNkmA00Wobttt6wdUJCDww1qU34BRaOS69",
+	"Ya+oQFM68oqp3UNNE/4S6XqsfHRhW0D755uXIJUBG/XGWsTwG6lKNsz5VNfuYlpxdZNjfNXxJZsaroo5",
+	"iNQ5YHu+P+TK4y8B16JtfqEyOjU9pxK9Fq9qV+jFhxkFPB85CR4QtOKzUpaNfrQ0+trwReo417DfvcI8",
+	"vHVkmX+MzUAq4TPnrbfwneF4MB546ySGOx4nN1XcLckTktq7BXfFPCmxof3A+7bFHzWoXmGkKCn5uBUP",
+	"LU5caQfAjfqFtZallIbftwT0VMYc6d3tr0t34EdbhgiuUswG0GpW2x7REQAiuRn23T8ZJWsUF+DDHaGg",
+	"4nDUQeQ+QELc1APw3RZEca1a+xl2L4u4lMLzN+itS84oSL40K4qeVS7OxovCqCeuuE2t7lZMMIh16eUN",
+	"YSU91qGdGlWgMO21bTsvgb4CaW2uvTuQcHQkowB/C9jeFf0ge9LBC9Qx8nY37lftmpNwtml86gbv7DNA",
+	"bUpYHrzeSfcrxIWQy56DLMtgs0F+7v0oly07Uv5HLWpvfngoamwr2zQYCuPAENcTSxbCUsyEOcj3e6gW",
+	"7jMsttcDWNyB6Rn/gEebWJ4+2+lhy0tmN1rgnsX0xGA3ZPDQAUvfZ7TdZQLJkk76pHIEQqvbbxPu7Bau",
+	"fMtE7Adp1rclI4Q4hrC8O7b4g077x2HBg2zOnUiwA8zOcWkfbHr2C7y1rjsW7+VPm2k9f2wmTsGl3XlT",
+	"cbR/+FXd4LOBBSRRyb+a1g7bIUMHqYbh2O9PivADJ9emVq9wcx9qof8LRiKQ20lappf03iXLMdriBFDC",
+	"5sxh/DDS2Nw6sZwsbL4thJYtlX2btIDscmTbsX5Oo+TpE6DYMFjSS6EoJCxaxlBZRzPIOrklbal0+8vh",
+	"bhBAV0Y6J/D74dbI3bkGgPHg+bPx4PiSicXSrVvxDP6BDcv2d88SIH2Yaw7xb2sSPwtetmyLoNKQORrW",
+	"s+KqgdyTw+7qRUGEKGRyBf2uJiLiK73yASvwDPlzpaXgnkUrbBE9/jFos+CKrUCgDApGJ1bx/MOi3QDN",
+	"GwUrEYhRCMWN1CTmw3MdM2xQdaRlUpFKIGxSEtVKHBBAs6n03We7n7+CwxQffkcT6pOCMP3rAfk3mFiX",
+	"yLtZcFlN9Z3YQRk+Nk9mi6jwYt5EDqGJI6OYFJQlLNNVCaIFGkHTduQPOjxkltmdaJHKtiMi2CTT+dS7",
+	"EFWHSZno6x5SVqFX2CjT0sVUPUmhY31K7HE6vkc3CL2TTTSovxGY+nFcBoMgemUyf546zrmGL3gDXWOw",
+	"SEtePh9t+7iaWh1ZlDoyNjV6ZXHxK3kjGBAXTEXfr2d4+FvQZiEBGXMc/UHaQo9m6TvZH815STHat/4b",
+	"L9VMb5/ZzhR35IB+8FrqfUy+z43jXySEDgtFbD2L5iVpYlx28lT2Ge3SQVjBitYGppnBrsVNS1YB6sOR",
+	"vrNZ++SrZvgkaEKVfZR6053lE83PD4sy9grmXjVyn/r41oll2n3bDafysQUY0KB1RS4y9GHOpOIVc+IO",
+	"afJhLPBK6wq/vJ/33Tl68J2vH5BgeR1PccLrG5QUtC75p9nwn1c/Hvf6eLeN3nzBr/skRa8BYbGMksFq",
+	"C0ameNY4SBh3FOt56QMcMRSkRJHsBGTknqhrje6Jtqs90gF7E9x9u6Tcj8jh3cg2oRsgBYXkMKZNCVhR",
+	"CV42jPlAuaAv5/fj4hi3vcG1WWordtn8EpN9E1KmpELzBszz4Lnt4JsPjB4OZR8O8E16AtrxqG5lRHeY",
+	"VkDqJkQ1RLCGNWtDsI2LKYICZ/SDLBUJRG8skITq27kCeTB/553IEmlZ8LeDTmpvcsbtjW30jGE7e6yr",
+	"9nz6Q0UJmR+QHd+JBUah/O4lvdfSHT/RsTkk/Ld1knZ4oqheiLn06l+U6ImPgLirq3I7yisZOdxG/93h",
+	"w3/DYikBBN4UTGHkONWGsiz8HhyxHAjvZCYr4QMCIyrhu0yqjwkhhmOQFkhIbjsUBWCct/Viwc16ryxC",
+	"I/dBE0bZwz8PY4e9PCIm8Pgnmi2Zc5tOcX9QiYeGjrXA7pvyJwu1hglcNpk6Pnux4Mo/tW3Uegh98GBu",
+	"ztgP0Tc5+5FO45YWgeYNjBCdirmkNOCN6cBZ8Xp4WkPGJyxfTYxYauN2oYaeobxw1Gj2QKmR0bpIJoBm",
+	"9pVEAEF5NzT+GSPwkFtdm0L0eVxvpVjtHm9zY9qLsQVPYsgeeBKLlt5sLwM/NIo6KcGTsUGo0h/N2iif",
+	"/hhl+E16dec2Cjg976HWXLqkMfA3Lh3pkJg45zOzCR6prjOvvDNbAYqE7I0Hmv26lPCuhyoExeMTriWo",
+	"Qhbjr0Ez2l7AjwihRDvYsnZsmL+/zxOR3NvKto/m6x2vHZFthSpDRu5m3PX3+0p0Par91jpdjuqqNuoL",
+	"5lItjV70+UhrCwgj7pwvRLaMlRpqo3wkPG4weg82dqPnxMW8hz7Ddhtpj4JQbDPE1qUw3fIQGZBgUnRC",
+	"EgMmsm7Xkxhqw3KftRAGPVg58op/S5o9/z4h2ST38icfmbgtxWCA7C4ZZm9Qzo4o5IOwAeBDjDjUqIzW",
+	"gAcKXr2xxkHfyS82Iq47Jho2dJ3sT1lW4vhyrNppnhcUJi+rCpQmUWKsOpww62O/Zro2TUmRIdbhaYb0",
+	"AfbHlzFb9KLhNIWuKzJtz6SSdt59u0lcWwIP1bVlPuXywttMvFUlRn1Rrs/UaKQnpq5EhnPqxIVhWkd4",
+	"VZsW3+N2rGIWK8Hc5K4S2Bhez+JVTGwL0I2VB4/diKXL4rrioibyXi9aJ2ms8naxipwZrjB7L9Yt8dWL",
+	"OkeUDbHIoHRjVUr0vW5/mdKIgj7bJCsGDAHZOe52J3UxTDIVl9rn/XuAKlMbFc7+pu6KI01KQ+mU295E",
+	"uM2mYq19BdvvnzMew5QJb9LCYnAjJPwLdz2EmlKgYelDMjYlsGMaBncBkYa8ne6E4bIMvpL5wFfObsQ6",
+	"HQ3pjLy+JlKzb8Gu/KM+JT2ZzZCP67Oz7wrCAfwtThxdU/RnnjHVyp8NVbIwZC+Vr0TlTrfgfojtapND",
+	"x6Kr3skSo5uD6akpVQg7k/C7BNsUYV2HfGYN+W9Wt08e6FHLQ8L/wbgcedFevRyH7gPnl8BbDixJ2U59",
+	"OzCjLdthpwiHMu0DcGLpNeDaqAvP88Om5GyoMqT3EyoKkzHco2ysytpQVsDCZliOWgp7yXI8JXkMm6WT",
+	"dJyxHNjLBKhSPlZD/KO2YiLLDBlPRlJwxqSluHQY09aVu/TiMVelvzJWdq6NoyIcmj07OzsDHd3wAjSx",
+	"Y6xH0Fj+cjbs5LBkY0VomMzFbE0qWVtom/pQEH0yQ1n1Bh23cqe4bTHzldEOi5IM/+Ptq1+RQh1nLE43",
+	"SWnCgqV135uNMKbO7vo0HtyVTlG6JCtQe8sn9uZkB/dY4taOupRbaQJtthQxMk36vY6UvOERL3n/I+gf",
+	"LnXfAbxq+EHCWOPpXBRbLljeHMDXr95esdFodEp13NEjF3ySxxkIGViseMhbVRAvWe4tEzkWY3cYwRmz",
+	"moNRplbcOaSrY4UyhyVQUE3A8AxSFuhQObSyDzmDH4xbK69VrPAeJbypKPhCsKLickFZIvjiRJbp9OdN",
+	"DG1wc0GpFfB22kDfmHMiRe+J6W7EEA/LftLau53/DCiy4TrDE+zTsu0ymVuFR35X7bJEWApGpj3kna1a",
+	"l633N8fbnh8G3Ba1kW79FtDdVyjAisUv6lQ586soQjsqFGFi5Qq6gtgEaPfC53mRX5Eq/7PgF8XDhdQL",
+	"v9VMbO7cksqFSx9bsfF9wRcsBmdQBwS41GTLYDGiv19dvR4xiuhB17YSogQZvQPVBft3Ks5MwhXC7wWs",
+	"trLg57U1Vd9tAc6TVoUIbNBuOadH7EV4kRehRBS3vhbQhS8koHCBZozD6UIbTrZ5J6oNofMDL5yOt5Yw",
+	"qukUVsGzSsBSlSvLnA514am/A0V9FlyhKQkNBKOxGqu/AJ+h7g6hwjis2alPufo//2mR34Zkw+NgdbQO",
+	"43co2erSp4hZUOq6eVhBroYLvgb7iL0GWRVWz5vkhwBixnxAMMA9ViEdgVFOos088bLyv0QWV+iPWjt+",
+	"jOCDGhmpIcUZgcbqA7vGiij9BeO+MmGoLYa2kpbr0ScWtPIhydM0M1Ko0o7G6rcYYIixA7Cq8KWpYEbw",
+	"Yk5aRskdn3Lr836kZaVeqeMMg50QVxd8PVZT0Xz3T2ffsTyR35d7iN4IZ9YnL0CZxxoM1NwDtWGKYfBV",
+	"kyhwZxBqpg2ywa0w5JwdnI/ORmcUXCQUX8rBxeC70dnoO4qpniNhOMUKZvjTh3onIv6oypm0LMdfF+Fw",
+	"rZfCny1yz8EyhJuAS+Hmai48DqNYhO1H3o+RPowHGRujwkG/YIjx4L41YE7hd8L7cUpGlG7ErtZLYS+A",
+	"f3rzaNZwXfy5rNbwA7Of8Icv2jbEksWUEKfYLz++HqtYp61T24sMgNqQLR4ToEJQiEGRuDYqBw7eEVc5",
+	"eblb4dCNjUYb5vOk4X1T0+sw/ZzsPnhSgtacNfQn+LNoDRC1yrHKjbBrVXhxnbYSC8hOBcOPq2s2M3rh",
+	"AcdE0wv6gw4xHL2q8j4lXHM/CLp7vLKPdHK4VSGPKpqMVUB+X/vP3z+KxftgBXDumCoYXj+KXwKcrmDF",
+	"qODCQlONljcC6QOdPO4EW+saa+0D6cWloxGOLB6/iFUUNUjYFMSsTSwjyXQ8uGDjYH1BpPMl3OJrytSK",
+	"zVshSZEVIHoe8rWx6n6uhDXDB/RN800ynQGfg9kVeoFGk0oqQWFIyjHsjFG0zGa0nVTP0Ia9M2t2/icW",
+	"680C/WixKmIbVohuTcOxIhLKVUwSiocqbFPsyhFkT+kILg17Wgh5C0xzSCzQk28jr+fOMozUOO4Oj0en",
+	"M3YDC4jJADRBS0UkuWMLwJE/+2nbuB6xYxLVITs/e/b8cqy4R3CiyLG/huMYguopmq/zcH4WF6zSVJMO",
+	"ySx8Z8SuQvejUAN9WxQaK5KFMpAAcBOQ4l1g4FhrrzxtnwkiSABQ/heA5C16G3Oi6SBw4rAvS7SrwZt/",
+	"ISqddbpN/Z4slBrW1Mc4w86OQkOYP2ph1lvdfB7Uvefdhkvj2dkZpSkrF6p2iTtHbOWEpk0xnuEbiTYy",
+	"icQO3B96HYPxkAJH1Pd7ixvCV3w9Ai73fAuSPhmnC9CeRACsyZAAM98qrJATFOdfFIp29QUPwHdfFIBY",
+	"7yG/2BSmub1BDgR03fcfI3REMJ9/UTBjKYr8AuRkWxfzFjDPfviiwGzWfsg9U/bLRgmpnvL9GcWQQPay",
+	"4B3x5I6ewSJiVC4e5/OnL3wUuiUpctJCQzDT4C2CevIWjiwRssa7Saw9FsxF5ayllR2j/eAaiN3AS6rv",
+	"YPBTUyt7+p64732v9HoVelVEP0TIFOooACP222YaETrXxupaozM81zc5+bYqKzKWU+YBXqJEMipXR9E+",
+	"eBnT/BPk/G/CvakpaX8nEW3v18P2qck86qGtlJzRFJB5Ip2PgXRG+YrOAFAADPqyj4ZaYqrfVyAu3co5",
+	"VK94N8F5sYHjnrC0iUkrKeR+S6pKNVqs1cc0WQzCE5CuTrqLJ1tdIvGztO5tfOoz0opOXk5i7cnaFrOK",
+	"qHWAC9nErZyix3B6HxfTu2pa78QND7qKNDFtC0ubItvvw84Oypy+B3y8R/a32Xz29+2Ak3amN3oAOolo",
+	"+SjdKDLU2v4oTM8GS21db3qg16htUPtIqx7Cp0uKPfPMmALhvJGkgf3kPD/OWEmNqlpB476afyeqypKx",
+	"JBSmTSjcLXNCq5i/dF3771hR+TLcRn7NpWqPBYo9ZkoHi0Vt2ZJfo8XQN+ekYuchHQmrqdtWfiRq6ytu",
+	"Sjva2iqfqI/KJaj81PbpgFx+DBNr/g69M13oGwaCD2pYgFLMaRY6fsFqMDlL6lvB/PS3v1yxriiWx37F",
+	"ME4kwO2pUU3ccu0NVWMVq2LPvGwb6cpYjRXBT5FsnUafYffbOQxMKutA6SY7w1gRJly0OmHFxFSKBKTd",
+	"bPVubfqbaV0BCD5H338TrXfeGOirTg6tZjn8ykO1flhddUx9mOfaurGiuKk8JPrnI4Z53faAlqc+AEvc",
+	"8cJFW7jTjlcELN3wZpnMd2vW1Ult0WeY0ULcClPKwh1ZmGsp1bU3pAuq8+dNE02q9AUJu3mgWWNF7trL",
+	"ELKFiEkJ0l5cRmUE6Axw6pTw+6ZWb5tUXj+Vf/fFsz+V8BvKZdzf398/IjE76hBATKO9FpuFhG6wj0QU",
+	"p8MSGFSpEaMXseIDDRrVUL+foycBfkOAB3Ia+fajEeIDRN6OEN0ZjYkUmPMm3F/WOrJVhNOjpGcCR7aJ",
+	"GJ1z7IzXKfzecdMEx2j0nwVT/iWxWF+RlFZoZoRnzeg3lZYi+QNbMrUKb4Uw3OCysdF2gF5ptsIgWrQ2",
+	"t4w16MdGYYXi6Jmqyc8084NgpXl+5xn6cS/wtC3nXxbZu2Vi6byd/+kLH/hUYdr80WqlANaX3aROCdn8",
+	"oo19IfAbcAnwync1UpopsULtnr0g25i3P6Lxi1hVfHEqrqWyZI73EUcYAo1NDrghS5iMifYUQi5K756/",
+	"yUJIgY/QzVuh3TmxwsvgsvGio/f+kvQOGgv5WpCht7zkOzr+YkQ89bZq17/zflJyrqE0P/Tl0owIAV3e",
+	"1zvqeEm2Anbuu6rfm7rtRERh2tE/FASJgb3kzUXhabd1AvS/mJDaay648qVGPpu8E7Nle80ELdP+kxgQ",
+	"xIAKFUbcv0domYcNDayHkDADYhBLOLVQ0mcu3+/S670OlleClznj1Qr0W2KwoaIGL8uQHAIUAZYHqAMc",
+	"DPgt1fVYSa8QWeFIjTS6EiPWLT7lXSXLpeDGe2Ux+IDQn6LSEioIZZpdkePzc2ggreIK991QPt8eb+OE",
+	"nn+yL/tG/Ti3Hp2EFF8kwRuZ/7icj0oBQRNBlEo39Y9so6ULxp0I7p4I0AYBCna2hgR9aXG+LWZn0QzZ",
+	"EaE7zswHCMhPcvC3IQd3mA7RqdB2a1v4CZwmCj6n7+Gfe+I5lXCiv8RT1kQf+VDixjYcYru5EewajbUY",
+	"B0jiIR8rL/V5pa55NrqKn5+dUzSd0iumUVyOQh5aeyiOytthkXHVqmUDbdsZgy+FzKGobhZcoTkUSxCi",
+	"QEo3cc7YvxNDqbDsOqmEF4yzwnA793G3leC3MO2xmvNqdkKL5aOpfdmIBEv8CR+LLLHDnZ73LzXavOkL",
+	"Tz7kR0n6aXe6pP8xBd18abPSVsMXjFiinr7tpJxEKdlg74/AP34yS8d6P5nN0krl34RLk4RPq1LuklSf",
+	"yMqjjOrTs0cezfe4dOxXKpS2DNETwVVN1qBQo2Fn7FtL++56/FMwN4/gEXvN3RybwC/TTXzehsanwfmO",
+	"mQYAHDkt0RsE221H7FWMAqenqKM+dTjFzPtCgy6GJsGm9hYbYry3bWVoWEx86JRXyHq67Hk/KoWU46ds",
+	"45T0CUOAlFNdSmFjZpHNWEwrgsdDHQgQ6WbyDmQsN1ahSmbGrFSFCHbLEOQOD6OVLohk1tdbWc0Fylxj",
+	"5eZi7V2pvGTwORLb/NRBSqoN+fdV6TM6rF4IlODGymd0ZDHuoAwmUp8WQlEJBTdmHVpkdZJERmP1aikw",
+	"j4WFjubtzKijBuGuhaPUZY/VbFrLyqFMi/NAQ3Br/2FWaB6F8yZn/gTZU/SMn1bSuokHPxm6TkXTPrOt",
+	"JVZmO8DW8uVYV3PYmyX9hqwrbCidN6twgj7U0cLkN9r0jLJ6lDh+MrpsGl1wgawXvo5sFwP+R7PKVldE",
+	"oPgfYD4gurqxtA+wI5x6cnj6nn7cJwLpDmar2d5nqULsPiacr/iNuMDgkJwt0IDQMoyhYSLqKp0cxena",
+	"5xyPlc9eI97FVhyWZYYdatmQs39tqgv86/Els1QTjeGHczbEsBRtxgrDfo7JNmJEJbhFRMY2CfDsKAZj",
+	"GbGseOEhjZZkzOHy9XjI6baSyudwNzxpFD6MjRf8XFZzbUUsQjtWra7yaNun7gwUqZQibHyzBuCc27EK",
+	"/nOnQ01AHKFWFSh2flG7vejJeBOYh4/ZSzL0BNsOaabIuPv54i+hus7n4Iw0+NfhjaFqeJo7hqR5DK9U",
+	"esXk42GMnE1BhMP8dK6Y7/Iao03IeE1oGxt3djHuiRP2cEJPcx8VB2xcSN88L4zUd0UJroEAJrgiVbra",
+	"zxVPEb7e1CoKy0XjeZ5tZweHFrQY3CpCFDLwpDyjKN7SK48zCQpd2BfPvKQlhlMrJytMFuOGon2Hz87O",
+	"gnR97A+kdPlYhRTeOb8VbMktsIrmYe6LdqKX2WuUnrmGuHD4IEa5lrabbC0ds/PaUVWHVkzyi6IQS3fB",
+	"NklllWP9QWojSYwv33wmPyaNy3MkH+SymusqaLo+0TgGLWNn3+naCXtBIb/VGlVuGgfvovJ6ZFmi2tzI",
+	"A4YuNkq/w1oMVEwBU/H80mNkdyXRPxJSq/nCf5r8H6+1dddGvP2/P182C+uhtvHKWAElHQUkoRw53Cxc",
+	"sXVoTohwzLRZIBZd4H6NVZ5Y1ahqJ6h3T7LdS0TiPXnTTX/MKD2F9GmcFc5SlrG6B8YyUWp+CpJUtb7z",
+	"nhRsXJtOdNFDCvyC+JkOenIaBUBfUyGIhD5/2giahRJsLVxfdji834EsVvc/a1UC/n5fGeB3n1HUoN0F",
+	"WraFLd3OPe/HA1n6eg9+Q3zNBqzEQ3cqwX0lByMKucT6GK1X6BbgdHOVjgdm748H94iCDeSx0tNUKo4r",
+	"e1Due4zk7zZTe7KFPwpbuLd8d5vgPYk1fWLNAULMG4FloDwDGSKRDQV4TCNKHl+i1ACaXHBses2uJd34",
+	"qiUfZyp/oE5/oCR1Wmhla6oY+uWsDclYvVdK+Fqcbcbv7Qqhq2OngCCoPiVSsUCexkqqoqpLUY7Yjziz",
+	"xM5cgkqOHIn52bO1FFVpWV7WhITpqic0ogjc+7MxEP+d/kye5FI9EePHTIyzDtl4Is2fVOP8BT0FFDwa",
+	"kwBj1K3XWVKUXFXrthraNL0+QBM1wpIK+pXp5ouuoRINh76WPhu26/P7ypJUwbt2VAH42JtXMfEBVAdZ",
+	"YmMrTD0A5ajgyqcMgY5+iUbI6LUEVSwWBB8r0IJuxNK1insRUGgACOrzEK1VE/gNajdFutE4pHyHLrYC",
+	"dLPYn+AY86ooebUqgxUYnZfciZDERDnOH2kc/ZVKViazRWHXW1bSr2iuzNBSSRv2RPwfacEUTBf4BuyM",
+	"jyLurdtjBCvReUpGXCBwhCGlbQDmZ8yXSoQHikpbUR7HENtAdmCkmMv8TfI3anvkqbqOTUla7TtCtthH",
+	"2FZjK4OvzNFaHplQPUJ0vIxYYIJVWi+DDTcS4tyXDQ89I4Mn5IIJXsyjRy2EomDSW6vy7pROrxJ3bqys",
+	"E8udjYsvyXSIJSxKUfG1xV0SS+Y0cCJVgkLizV2tplWxS9IG3N1mSd4EPFZDLzoCTzqysYFSxtzc6Pp6",
+	"3u1X00k7DgUn0Kh8ZJlQt9JotcCCuWgmWlsnFtS2hGIrOn5To4lpkj3Xg+fbeTam2FbCjq4shlu1u3z/",
+	"x9tXv4bqx77URtfCjNsQQocuO/mQjcOYSkyjlIB5i1lwlkoKRJLCsvw1WrgvvPBXnnCsRItTVezZ2TMM",
+	"r9KqED7hKP9Z08HPYfYhlKmpj4CmL62XFIwibFu8XFbSh/Nz5zjeXXBZjZXvxOOTmTpteCjFVS+TLZHG",
+	"akNe69JDF3NeRXmMpUiDyER5/YBQekZoSx2PNgPm4j5ttkmiiYbbTXsi3yeIBEGtnFQ1HZKYYgswhHKk",
+	"WBV9NoODRLJgt1Ec2dptPV1IN6HKJHQyAK0W3Ils44Wxov6q2Bax9Qal8l3ikaS8YR/4Cef0Gh0yTfcL",
+	"rsaKmuyQxtxgLS4fVo/RYQrodE+XnKETsFXj09d+7+xyyFyzJBeHGL3OGcp98E0n2LCnPMlVbdQ+b0He",
+	"xXiql/5vz56fHV+Ew4bob5nVWPy5WQIQq31qcbS6UzpzY3anc9XnEniWaDJHJvbPEF7XdOb70uF1nd49",
+	"PWF2sKDY++ISGD3oIjmzwBjmeoXix7OzZ18eopA5PuwhkMeXncpIWSgVlXvhKs+QS7oWvdxIeg/Xe1Jz",
+	"2gQe6A9382T6eqttBkEqVCFOXsAKpfp7bWD9zhHvv600Ui9IgPQqJJK30CnUN5rQ/go2X33Su7br3FDJ",
+	"7ied6yE617S2a2zG46VtUrQ8FTimghmkdpGuBTMiuYOWmw19nj3l/gW55PiS9RbQeUjZHC8IR+m+FYsX",
+	"uDoeLT9US7ze11aRbXRVxCjzZSxF+5TN+xWzeT9Mg/6GytyQEO0F+lDoJtg1HlbqJotWkqwJBwwlMLxt",
+	"11tHNpUAMt1+K7Vs2jaBGKv7IOuHd8p+hL1jpwUDCRGW1pOLBWhNoT9rqxIRxsTVlL6jYK1884dOu1ck",
+	"BsWcG5uTmuIbNQXlGShWzKdJdmsQqvyFpjt4qAP6ZSkWS+2EKtb/EOu/k1rwuWR7D+TXqVQCq9Tvcn1L",
+	"/Y0eh5kdCV67PdT/ePmvEf28uZdHJ8l2O7VHnyv6pQVDYrCzuqo8L20O/aTQalbJwuVPctCmHPT82bMv",
+	"DAqG/k+8u/KC5U7H6r7yK9cC+ARujrdYjS6G/KbYWzqqaou5Nym7dk+s+FxbN2kev2Dc3mAweG5qNVlw",
+	"qXIysfrg7Vhf+Zo7MVbc3ljG2VIYCy9Lx4wotCnposLAsGb0rFvHm2NVlE6fNvRAZ1FE893mpbMj9jNW",
+	"JevGXyaYPTz2ujX9z2gQaz7TV4PvquU0aGB6clY/lVD49ksoXPky6kgJugiexbMPB9n3VtxTTKFNsj6q",
+	"pMIuYnj6vtNY+zMnmTb04eVPByhMoQw9pVUCFYVFW801FamaC0WefVubW3TyeC3SXpJvEOgkevBafp2Q",
+	"MwPadav3JVaJol3Bu8kCVHC/mcJnyolsPvCTn/6Xdmu0pthDwcNSNQv4RMEfaW0t7APx6GzeW4jzwxcH",
+	"zRPkYHNuSMGKt2gBGaHF3VIGZf8b6CuFTVywh69aJ8XOhFmsy222WEYMhN1V3flNeOhzNrSgb+yu8bwZ",
+	"1PNUpetJxPxvI2J69SmW5JKY9In5L3skylY0e/bpTdy+txDKWZh/28TxMKdjjA46RdAfQk9596DToPqG",
+	"F8isHZrvt2zmB9nH/XvBRJ6Q5V4thfKU5HEbwD2QX8cATqvUawAP1WKNuJbWYbQkt4HbPBnGnwzj/w0N",
+	"4/6Mx4DMeCGIk1lIHplQPARceLKmf4vWdKraYbS6npTSiAKD3L5RQzqWXuRkp9aGBRbcRCHvMa3vyoML",
+	"907fh7PQ7XW93Vk6Mt7PrSX0Nr2j2086wZNO8AHGizb2PL4ivuFIfwFVYL/B15/DaO09jHicGrGs1p/X",
+	"FL0JWa9WE6rzNl1TN1WRlBbC4nuNFtK0+Q927VYglLQs94FeE7ich8wQ06lToMaKL5dG34qyoeLc3oiy",
+	"E/YkVUigldjOlYo8pdMJYK2/EV1oWa2/TqS/X6Q+VSj/oxY1cOIYYGdEIeTSZZubCqy62Y4nHenx6kiB",
+	"jgYtqSyNIIe/TshKWaNXfWt61CZL+/Iq1bJq6UEZ65jnn9Snb1R9+kY1pReUGscb1Wj3wT9QSYqZ1MnI",
+	"I0wq5dax87MznzbRcl2wUEUjY7ww2jZ+7lEy2OcKv/WZ8952BfiEvC77lIb0bdnT+nwNnWw9222+ua8l",
+	"iA+3/5TxKzjm6Xv4Z5+twWfKftUU0Jg8/mRueDqTD5fNMBco1a2nfSg/+yncr1HDUehX9DfO7GnBVSGq",
+	"z6vjdyDaFWgWS2SlU6guqO7jyayS13O3UcBB2rGiyVTYHyemaWFmru8sbkfspaMcrTw+TPUcxqq3CENT",
+	"aqGdk1lWol0yg8LcLBvWWGTkuzNmj0N5DNaqjnHZLqmFUS1eMx0rTE+nIDt4gvx4mJaULHqI8D8R1ifC",
+	"uq+oPiLKY027TpFVQu32GYYD84Acwtg49XQmK2FP3y+5m+8UUH4Lb/xVVuJhB0oXTrgT64zgi+56fWBJ",
+	"Z4D5yFIJ9UfVBgpWMRhijKi4k7ci832Y89GIChlWWBI/VEDizK4XU13JglVS3TxpIluF6GC1mka/iK+P",
+	"7pACVDHJHy/6RP4I+CP0wlClaOp10O1w1yz3Nk2J9z6zmNYhOI1sVO9LWt6gD2zIQRKyjp2zX+S/H5NI",
+	"gnNGQQJ7LpVjRb0iMOsBK26CMMWoUj0Jq9QZ2gpfo0lXpV854wuvrcYK22BTAQnOFvIOpKlYRPGI5TDe",
+	"BN7yJaWaTC0rMME6FPm6bN/DWhQ5/B4t10nfyOs6QZ8PcWx8JGne59jo6XcdVt8+ptTkJwr+mSj4snb2",
+	"EZLtA8j1V7bTX0RiBhiJjW+Qhn0j4f2vaxe4i1TBJv0w/oIDiqI20q2Rv0wFN8K8qN18cPH7O2AIVIaD",
+	"uE9tqsHF4JQv5entObILP+j7UA2OmhgC9/EXYi5u61q0j7eukSTdutCA2brYTk5oXQ6d0DsXMWHWDu7f",
+	"3f//AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

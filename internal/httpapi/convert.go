@@ -9,7 +9,11 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 	spec := core.TeamSpec{Name: b.Name}
 	if b.Members != nil {
 		for _, m := range *b.Members {
-			spec.Members = append(spec.Members, core.MemberSpec{Name: m.Name, Role: deref(m.Role)})
+			ms := core.MemberSpec{Name: m.Name, Role: deref(m.Role), Wake: deref(m.Wake)}
+			if m.Model != nil {
+				ms.Model = coreModelOf(modelConfigFrom(m.Model))
+			}
+			spec.Members = append(spec.Members, ms)
 		}
 	}
 	if b.Limits != nil {
@@ -31,6 +35,7 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 		set(&l.Turns, in.Turns)
 		set(&l.HistoryEntries, in.HistoryEntries)
 		set(&l.PermissionTimeoutS, in.PermissionTimeoutS)
+		set(&l.WakeDelayMS, in.WakeDelayMs)
 		if in.ModelTokens != nil {
 			l.ModelTokens = *in.ModelTokens
 		}
@@ -52,6 +57,7 @@ func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 		Turns:              in.Turns,
 		ModelTokens:        in.ModelTokens,
 		PermissionTimeoutS: in.PermissionTimeoutS,
+		WakeDelayMS:        in.WakeDelayMs,
 	}
 }
 
@@ -68,6 +74,7 @@ func limitsOf(l core.Limits) Limits {
 
 		ModelTokens:        l.ModelTokens,
 		PermissionTimeoutS: l.PermissionTimeoutS,
+		WakeDelayMs:        l.WakeDelayMS,
 	}
 }
 
@@ -80,7 +87,7 @@ func createdTeamOf(v core.TeamView, created []core.CreatedMember) CreatedTeam {
 }
 
 func memberOf(m core.MemberView) Member {
-	return Member{
+	out := Member{
 		Name:          m.Name,
 		Role:          m.Role,
 		Status:        MemberStatus(m.Status),
@@ -90,7 +97,14 @@ func memberOf(m core.MemberView) Member {
 		InboxLength:   m.InboxLength,
 		Usage:         usageOf(m.Usage),
 		McpSessions:   m.MCPSessions,
+		Wake:          m.Wake,
+		WakeHeld:      m.WakeHeld,
 	}
+	if m.Model != nil {
+		model := modelSettingsOf(*m.Model)
+		out.Model = &model
+	}
+	return out
 }
 
 func teamOf(v core.TeamView) Team {
