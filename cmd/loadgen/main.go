@@ -131,6 +131,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "wait" {
 		return runWait(ctx, args[1:], stdout, stderr) // wait.go
 	}
+	if len(args) > 0 && args[0] == "wake" {
+		return runWake(ctx, args[1:], stdout, stderr) // wake.go
+	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
