@@ -497,6 +497,7 @@ func (s *Service) wakeCheck(e *wakeEntry) {
 			w.mu.Unlock()
 			continue
 		}
+		now := false
 		if err != nil {
 			delete(w.entries, e.key)
 		} else {
@@ -505,10 +506,17 @@ func (s *Service) wakeCheck(e *wakeEntry) {
 			if after == nil {
 				after = func(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
 			}
-			e.timer = after(time.Until(e.opened.Add(delay)), func() { s.wakeEnqueue(e) })
+			if delay > 0 {
+				e.timer = after(time.Until(e.opened.Add(delay)), func() { s.wakeEnqueue(e) })
+			} else {
+				now = true // no window: no timer's goroutine in the way
+			}
 		}
 		checked := w.checked
 		w.mu.Unlock()
+		if now {
+			s.wakeEnqueue(e)
+		}
 		if checked != nil {
 			checked(e.key.team, e.key.member, err == nil)
 		}

@@ -208,6 +208,12 @@ func TestWokenTurnThroughEachAdapter(t *testing.T) {
 			if mem.Turns != 1 || mem.WakeHeld || mem.Status != "idle" || mem.HistoryLength != 2 {
 				t.Errorf("reader = %+v, want idle after 1 turn, history 2, no hold", mem)
 			}
+			metrics := string(m.get("/metrics", "").body)
+			for _, line := range []string{"mailroom_wakes_total 1", "mailroom_wake_delay_seconds_count 1", "mailroom_wakes_queued 0"} {
+				if !strings.Contains(metrics, line+"\n") {
+					t.Errorf("/metrics lacks %q", line)
+				}
+			}
 			m.noKeyAnywhere()
 		})
 	}
