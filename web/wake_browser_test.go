@@ -1,9 +1,12 @@
 package web_test
 
 import (
+	"bytes"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +80,17 @@ func TestPageShowsWake(t *testing.T) {
 		chromedp.WaitVisible(css(`[data-member="reader"] .woken[data-woken-by="reader-1"]`)))
 	if got := textOf(t, ctx, `[data-member="reader"] .woken`); !strings.Contains(got, "woken by reader-1") {
 		t.Errorf("woken text = %q, want \"woken by reader-1\"", got)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.Screenshot(css(`#members`)))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if !bytes.HasPrefix(shot, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("screenshot of the members is not a PNG (%d bytes)", len(shot))
+	}
+	// Kept with `go test -artifacts -outputdir DIR` to look at.
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "wake.png"), shot, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	s.call("POST", "/teams/crew/turns/reader-t1/cancel", browserAdmin, nil, http.StatusOK)
 	do(t, ctx, "see the wake held after the cancelled turn",

@@ -582,7 +582,7 @@
         data: { wake: m.wake_held ? 'held' : 'on' },
         title: m.wake_held ? m.name + ' is not woken until it is reset: its last turn did not end answered'
           : m.name + ' is woken when mail arrives',
-      }, icon(m.wake_held ? '⏸' : '⏰'), el('span', { class: 'badge-text' }, m.wake_held ? 'wake held' : 'wake'))
+      }, icon(m.wake_held ? '‖' : '✉'), el('span', { class: 'badge-text' }, m.wake_held ? 'wake held' : 'wake'))
       : null;
     const wokenBy = state.wokenBy.get(team + '/' + m.name);
 
@@ -603,7 +603,7 @@
       m.role ? el('p', { class: 'role' }, m.role) : null,
       stats,
       activity ? el('p', { class: 'doing', 'aria-live': 'polite' }, icon(m.active ? '⚙' : '·'), ' ' + activity) : null,
-      wokenBy ? el('p', { class: 'woken', data: { wokenBy } }, icon('✉'), ' woken by ' + wokenBy) : null,
+      wokenBy ? el('p', { class: 'woken', data: { wokenBy } }, icon('↳'), ' woken by ' + wokenBy) : null,
       el('h5', { class: 'inbox-title' }, 'Inbox'),
       box);
   }
