@@ -621,6 +621,9 @@ func (s *Service) Turns(ctx context.Context, teamName string) ([]TurnDoc, error)
 	if err != nil {
 		return nil, err
 	}
+	if docs == nil {
+		docs = []TurnDoc{} // a list is a JSON array, never null
+	}
 	slices.Reverse(docs)
 	return docs, nil
 }

@@ -58,6 +58,10 @@ func TestMemberWakeAndModel(t *testing.T) {
 	for _, m := range decode[httpapi.CreatedTeam](t, r).Members {
 		tokens[m.Name] = m.Token
 	}
+	// A team that has taken no turn lists none: an empty array, never null.
+	if r := e.get("/api/v1/teams/demo/turns", adminToken); r.status != http.StatusOK || !strings.Contains(string(r.body), `"turns":[]`) {
+		t.Errorf("turns of a fresh team = %d %s, want 200 with an empty list", r.status, r.body)
+	}
 	m := memberNamed(t, e, "demo", "reader")
 	if !m.Wake || m.WakeHeld || m.Model == nil || m.Model.Provider != "openai" || ptrOr(m.Model.Name) != "llama3.2" || ptrOr(m.Model.MaxTokens) != 256 {
 		t.Errorf("reader = %+v, want wake, no hold, openai llama3.2 256", m)
