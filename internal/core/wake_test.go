@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -570,4 +571,24 @@ func TestWakeScriptedRefused(t *testing.T) {
 	wantCode(t, err, core.CodeValidation)
 	_, err = svc.UpdateMember(core.AsMember(t.Context(), "demo", "reader"), "demo", "reader", core.MemberUpdate{Wake: &on})
 	wantCode(t, err, core.CodeForbidden)
+}
+
+// TestWakeLeadHasTurnsAlways: the turn limit does not bound lead's woken
+// turns, as it does not bound its requested ones.
+func TestWakeLeadHasTurnsAlways(t *testing.T) {
+	limits := core.DefaultLimits()
+	limits.Turns = 1
+	r := newWakeRig(t, &limits, 0)
+	on := true
+	if _, err := r.svc.UpdateMember(core.AsAdmin(t.Context()), "demo", "lead", core.MemberUpdate{Wake: &on}); err != nil {
+		t.Fatal(err)
+	}
+	for i, body := range []string{"first report", "second report"} {
+		r.send("reader", "lead", body)
+		r.timer().fire()
+		r.turn().release <- turnEnd{}
+		if doc := r.waitEnded("lead"); doc.Status != core.TurnAnswered || doc.TurnID != fmt.Sprintf("lead-t%d", i+1) {
+			t.Fatalf("lead's turn %d = %s %s, want lead-t%d answered", i+1, doc.TurnID, doc.Status, i+1)
+		}
+	}
 }
