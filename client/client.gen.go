@@ -614,6 +614,27 @@ func (e TurnStepKind) Valid() bool {
 	}
 }
 
+// Defines values for TurnTriggerKind.
+const (
+	TurnTriggerKindMail    TurnTriggerKind = "mail"
+	TurnTriggerKindRequest TurnTriggerKind = "request"
+	TurnTriggerKindTask    TurnTriggerKind = "task"
+)
+
+// Valid indicates whether the value is a known member of the TurnTriggerKind enum.
+func (e TurnTriggerKind) Valid() bool {
+	switch e {
+	case TurnTriggerKindMail:
+		return true
+	case TurnTriggerKindRequest:
+		return true
+	case TurnTriggerKindTask:
+		return true
+	default:
+		return false
+	}
+}
+
 // Check defines model for Check.
 type Check struct {
 	// Applicable True for a check this run makes. False only for a check about
@@ -693,6 +714,12 @@ type Limits struct {
 	// ToolCalls Tool calls one turn may make; the calls beyond get an error result and the turn ends `call_limit`.
 	ToolCalls int `json:"tool_calls"`
 	Turns     int `json:"turns"`
+
+	// WakeDelayMs Milliseconds between the letter that makes a wake member wakeable
+	// and its woken turn (a fixed window: every letter that arrives by
+	// its end goes into the same turn); also the least time between the
+	// end of a member's turn and its next woken turn.
+	WakeDelayMs int `json:"wake_delay_ms"`
 }
 
 // LimitsInput A team's bounds at creation; each field defaults to the lesson value.
@@ -717,6 +744,9 @@ type LimitsInput struct {
 	// ToolCalls Tool calls one turn may make, however many model answers ask for them; the calls beyond get an error result and the turn ends `call_limit` (the member `stopped`).
 	ToolCalls *int `json:"tool_calls,omitempty"`
 	Turns     *int `json:"turns,omitempty"`
+
+	// WakeDelayMs Milliseconds a letter's wake window lasts (see Limits).
+	WakeDelayMs *int `json:"wake_delay_ms,omitempty"`
 }
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
@@ -727,6 +757,7 @@ type LimitsUpdate struct {
 	Tasks              *int   `json:"tasks,omitempty"`
 	ToolCalls          *int   `json:"tool_calls,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
+	WakeDelayMs        *int   `json:"wake_delay_ms,omitempty"`
 }
 
 // MarkRead defines model for MarkRead.
@@ -774,8 +805,11 @@ type Member struct {
 	// opened them, so with several replicas each counts only its own.
 	// A `member` event announces every change (a session opened,
 	// closed or expired).
-	McpSessions int    `json:"mcp_sessions"`
-	Name        string `json:"name"`
+	McpSessions int `json:"mcp_sessions"`
+
+	// Model The member's own model, which wins over the team's; null means the team's.
+	Model *ModelSettings `json:"model"`
+	Name  string         `json:"name"`
 
 	// ReadThrough The id of the last letter the member has read; null before any.
 	ReadThrough *string      `json:"read_through"`
@@ -788,19 +822,49 @@ type Member struct {
 
 	// Usage Model tokens spent.
 	Usage Usage `json:"usage"`
+
+	// Wake The server starts a turn of the member by itself when a letter waits for it.
+	Wake bool `json:"wake"`
+
+	// WakeHeld The member is not woken: its last turn ended `call_limit`, `failed`
+	// (an interruption included), `cancelled` or `budget_exhausted`, whose
+	// side effects stay, so it is never rerun on its own. A reset or a
+	// PATCH setting `wake` releases it.
+	WakeHeld bool `json:"wake_held"`
 }
 
 // MemberCreate defines model for MemberCreate.
 type MemberCreate struct {
+	// Model A team's model. `scripted` answers only with the `responses` a turn
+	// request brings; `anthropic` and `openai` (any OpenAI-compatible
+	// server) use the credentials of the server's environment. Without
+	// it, a team gets the server's default (`--model`).
+	Model *ModelSettings `json:"model,omitempty"`
+
 	// Name A team or member name.
 	//
 	// Example: reader
 	Name Name    `json:"name"`
 	Role *string `json:"role,omitempty"`
+
+	// Wake Woken on mail by the server (see the member PATCH); not with the scripted model.
+	Wake *bool `json:"wake,omitempty"`
 }
 
 // MemberStatus defines model for MemberStatus.
 type MemberStatus string
+
+// MemberUpdate What to change of a member; a field left out keeps its value.
+type MemberUpdate struct {
+	// Model A team's model. `scripted` answers only with the `responses` a turn
+	// request brings; `anthropic` and `openai` (any OpenAI-compatible
+	// server) use the credentials of the server's environment. Without
+	// it, a team gets the server's default (`--model`).
+	Model *ModelSettings `json:"model,omitempty"`
+
+	// Wake Woken on mail; setting it (either way) releases a held wake.
+	Wake *bool `json:"wake,omitempty"`
+}
 
 // Message defines model for Message.
 type Message struct {
@@ -1349,6 +1413,12 @@ type TurnDocument struct {
 	// Text The last text of the model, or what failed (a provider's error type, never a key).
 	Text string `json:"text"`
 
+	// Trigger What started the turn: `request` (POST .../turns or a scenario),
+	// `mail` (a woken turn; `letters` are the ids of the letters unattended
+	// at its start, in inbox order) or `task` (a task assigned to the
+	// member became claimable; `task_id`).
+	Trigger TurnTrigger `json:"trigger"`
+
 	// TurnID `<member>-t<n>`, n the member's turn count.
 	//
 	// Example: reader-t1
@@ -1409,6 +1479,19 @@ type TurnStep struct {
 
 // TurnStepKind defines model for TurnStep.Kind.
 type TurnStepKind string
+
+// TurnTrigger What started the turn: `request` (POST .../turns or a scenario),
+// `mail` (a woken turn; `letters` are the ids of the letters unattended
+// at its start, in inbox order) or `task` (a task assigned to the
+// member became claimable; `task_id`).
+type TurnTrigger struct {
+	Kind    TurnTriggerKind `json:"kind"`
+	Letters *[]string       `json:"letters,omitempty"`
+	TaskID  *string         `json:"task_id,omitempty"`
+}
+
+// TurnTriggerKind defines model for TurnTrigger.Kind.
+type TurnTriggerKind string
 
 // Usage Model tokens spent.
 type Usage struct {
@@ -1515,6 +1598,9 @@ type CreateTeamJSONRequestBody = TeamCreate
 
 // UpdateTeamJSONRequestBody defines body for UpdateTeam for application/json ContentType.
 type UpdateTeamJSONRequestBody = TeamUpdate
+
+// UpdateMemberJSONRequestBody defines body for UpdateMember for application/json ContentType.
+type UpdateMemberJSONRequestBody = MemberUpdate
 
 // MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
 type MarkReadJSONRequestBody = MarkRead
@@ -1923,6 +2009,36 @@ type ClientInterface interface {
 	// Corresponds with PATCH /teams/{team} (the `UpdateTeam` operationId).
 	UpdateTeam(ctx context.Context, team TeamPath, body UpdateTeamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// UpdateMemberWithBody Change a member's wake and model (admin)
+	//
+	// `wake: true` makes the server start a turn of the member by itself
+	// when a letter waits for it (a *woken turn*); setting `wake` (true or
+	// false) also releases a held wake. `model` replaces the member's own
+	// model, which wins over the team's. `wake` on a member whose model is
+	// `scripted` is refused with `validation_failed`: a scripted model has
+	// nothing to answer with unless a turn request brings its responses.
+	// The change is durable and announced with a `member` event.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /teams/{team}/members/{member} (the `UpdateMember` operationId).
+	UpdateMemberWithBody(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateMember Change a member's wake and model (admin)
+	//
+	// `wake: true` makes the server start a turn of the member by itself
+	// when a letter waits for it (a *woken turn*); setting `wake` (true or
+	// false) also releases a held wake. `model` replaces the member's own
+	// model, which wins over the team's. `wake` on a member whose model is
+	// `scripted` is refused with `validation_failed`: a scripted model has
+	// nothing to answer with unless a turn request brings its responses.
+	// The change is durable and announced with a `member` event.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /teams/{team}/members/{member} (the `UpdateMember` operationId).
+	UpdateMember(ctx context.Context, team TeamPath, member MemberPath, body UpdateMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	//
 	// With `after`, only the letters after that one. With `wait`, a read that
@@ -1972,7 +2088,9 @@ type ClientInterface interface {
 	//
 	// A member whose turn stopped (`call_limit`, or a turn cut short) or
 	// failed is `idle` again and can take turns; its history and turn count
-	// are kept. The change is durable and announced with a `member` event.
+	// are kept. A member whose wake is held (`wake_held`, after a turn that
+	// did not end `answered`) has the hold released, whatever its status.
+	// The change is durable and announced with a `member` event.
 	// No body.
 	//
 	// Corresponds with POST /teams/{team}/members/{member}/reset (the `ResetMember` operationId).
@@ -2629,6 +2747,56 @@ func (c *Client) UpdateTeam(ctx context.Context, team TeamPath, body UpdateTeamJ
 	return c.Client.Do(req)
 }
 
+// UpdateMemberWithBody Change a member's wake and model (admin)
+//
+// `wake: true` makes the server start a turn of the member by itself
+// when a letter waits for it (a *woken turn*); setting `wake` (true or
+// false) also releases a held wake. `model` replaces the member's own
+// model, which wins over the team's. `wake` on a member whose model is
+// `scripted` is refused with `validation_failed`: a scripted model has
+// nothing to answer with unless a turn request brings its responses.
+// The change is durable and announced with a `member` event.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /teams/{team}/members/{member} (the `UpdateMember` operationId).
+func (c *Client) UpdateMemberWithBody(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateMemberRequestWithBody(c.Server, team, member, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateMember Change a member's wake and model (admin)
+//
+// `wake: true` makes the server start a turn of the member by itself
+// when a letter waits for it (a *woken turn*); setting `wake` (true or
+// false) also releases a held wake. `model` replaces the member's own
+// model, which wins over the team's. `wake` on a member whose model is
+// `scripted` is refused with `validation_failed`: a scripted model has
+// nothing to answer with unless a turn request brings its responses.
+// The change is durable and announced with a `member` event.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /teams/{team}/members/{member} (the `UpdateMember` operationId).
+func (c *Client) UpdateMember(ctx context.Context, team TeamPath, member MemberPath, body UpdateMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateMemberRequest(c.Server, team, member, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetInbox Read an inbox (that member or the admin); reading deletes nothing
 //
 // With `after`, only the letters after that one. With `wait`, a read that
@@ -2718,7 +2886,9 @@ func (c *Client) MarkRead(ctx context.Context, team TeamPath, member MemberPath,
 //
 // A member whose turn stopped (`call_limit`, or a turn cut short) or
 // failed is `idle` again and can take turns; its history and turn count
-// are kept. The change is durable and announced with a `member` event.
+// are kept. A member whose wake is held (`wake_held`, after a turn that
+// did not end `answered`) has the hold released, whatever its status.
+// The change is durable and announced with a `member` event.
 // No body.
 //
 // Corresponds with POST /teams/{team}/members/{member}/reset (the `ResetMember` operationId).
@@ -3734,6 +3904,60 @@ func NewUpdateTeamRequestWithBody(server string, team TeamPath, contentType stri
 	}
 
 	operationPath := fmt.Sprintf("/teams/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewUpdateMemberRequest calls the generic UpdateMember builder with application/json body
+func NewUpdateMemberRequest(server string, team TeamPath, member MemberPath, body UpdateMemberJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateMemberRequestWithBody(server, team, member, "application/json", bodyReader)
+}
+
+// NewUpdateMemberRequestWithBody constructs an http.Request for the UpdateMember method, with any body, and a specified content type
+func NewUpdateMemberRequestWithBody(server string, team TeamPath, member MemberPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member", member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/members/%s", pathParam0, pathParam1)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -5341,6 +5565,36 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /teams/{team} (the `UpdateTeam` operationId).
 	UpdateTeamWithResponse(ctx context.Context, team TeamPath, body UpdateTeamJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateTeamResponse, error)
 
+	// UpdateMemberWithBodyWithResponse Change a member's wake and model (admin)
+	//
+	// `wake: true` makes the server start a turn of the member by itself
+	// when a letter waits for it (a *woken turn*); setting `wake` (true or
+	// false) also releases a held wake. `model` replaces the member's own
+	// model, which wins over the team's. `wake` on a member whose model is
+	// `scripted` is refused with `validation_failed`: a scripted model has
+	// nothing to answer with unless a turn request brings its responses.
+	// The change is durable and announced with a `member` event.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /teams/{team}/members/{member} (the `UpdateMember` operationId).
+	UpdateMemberWithBodyWithResponse(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateMemberResponse, error)
+
+	// UpdateMemberWithResponse Change a member's wake and model (admin)
+	//
+	// `wake: true` makes the server start a turn of the member by itself
+	// when a letter waits for it (a *woken turn*); setting `wake` (true or
+	// false) also releases a held wake. `model` replaces the member's own
+	// model, which wins over the team's. `wake` on a member whose model is
+	// `scripted` is refused with `validation_failed`: a scripted model has
+	// nothing to answer with unless a turn request brings its responses.
+	// The change is durable and announced with a `member` event.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /teams/{team}/members/{member} (the `UpdateMember` operationId).
+	UpdateMemberWithResponse(ctx context.Context, team TeamPath, member MemberPath, body UpdateMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateMemberResponse, error)
+
 	// GetInboxWithResponse Read an inbox (that member or the admin); reading deletes nothing
 	//
 	// With `after`, only the letters after that one. With `wait`, a read that
@@ -5394,7 +5648,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// A member whose turn stopped (`call_limit`, or a turn cut short) or
 	// failed is `idle` again and can take turns; its history and turn count
-	// are kept. The change is durable and announced with a `member` event.
+	// are kept. A member whose wake is held (`wake_held`, after a turn that
+	// did not end `answered`) has the hold released, whatever its status.
+	// The change is durable and announced with a `member` event.
 	// No body.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6509,6 +6765,82 @@ func (r UpdateTeamResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdateTeamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type UpdateMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Member
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateMemberResponse) GetJSON200() *Member {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateMemberResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateMemberResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateMemberResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateMemberResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r UpdateMemberResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateMemberResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9052,6 +9384,48 @@ func (c *ClientWithResponses) UpdateTeamWithResponse(ctx context.Context, team T
 	return ParseUpdateTeamResponse(rsp)
 }
 
+// UpdateMemberWithBodyWithResponse Change a member's wake and model (admin)
+//
+// `wake: true` makes the server start a turn of the member by itself
+// when a letter waits for it (a *woken turn*); setting `wake` (true or
+// false) also releases a held wake. `model` replaces the member's own
+// model, which wins over the team's. `wake` on a member whose model is
+// `scripted` is refused with `validation_failed`: a scripted model has
+// nothing to answer with unless a turn request brings its responses.
+// The change is durable and announced with a `member` event.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /teams/{team}/members/{member} (the `UpdateMember` operationId).
+func (c *ClientWithResponses) UpdateMemberWithBodyWithResponse(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateMemberResponse, error) {
+	rsp, err := c.UpdateMemberWithBody(ctx, team, member, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateMemberResponse(rsp)
+}
+
+// UpdateMemberWithResponse Change a member's wake and model (admin)
+//
+// `wake: true` makes the server start a turn of the member by itself
+// when a letter waits for it (a *woken turn*); setting `wake` (true or
+// false) also releases a held wake. `model` replaces the member's own
+// model, which wins over the team's. `wake` on a member whose model is
+// `scripted` is refused with `validation_failed`: a scripted model has
+// nothing to answer with unless a turn request brings its responses.
+// The change is durable and announced with a `member` event.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /teams/{team}/members/{member} (the `UpdateMember` operationId).
+func (c *ClientWithResponses) UpdateMemberWithResponse(ctx context.Context, team TeamPath, member MemberPath, body UpdateMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateMemberResponse, error) {
+	rsp, err := c.UpdateMember(ctx, team, member, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateMemberResponse(rsp)
+}
+
 // GetInboxWithResponse Read an inbox (that member or the admin); reading deletes nothing
 //
 // With `after`, only the letters after that one. With `wait`, a read that
@@ -9129,7 +9503,9 @@ func (c *ClientWithResponses) MarkReadWithResponse(ctx context.Context, team Tea
 //
 // A member whose turn stopped (`call_limit`, or a turn cut short) or
 // failed is `idle` again and can take turns; its history and turn count
-// are kept. The change is durable and announced with a `member` event.
+// are kept. A member whose wake is held (`wake_held`, after a turn that
+// did not end `answered`) has the hold released, whatever its status.
+// The change is durable and announced with a `member` event.
 // No body.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -10255,6 +10631,67 @@ func ParseUpdateTeamResponse(rsp *http.Response) (*UpdateTeamResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Team
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateMemberResponse parses an HTTP response from a UpdateMemberWithResponse call
+func ParseUpdateMemberResponse(rsp *http.Response) (*UpdateMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Member
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

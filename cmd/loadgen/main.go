@@ -138,6 +138,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "hook" {
 		return runHook(ctx, args[1:], stdout, stderr) // hook.go
 	}
+	if len(args) > 0 && args[0] == "wake" {
+		return runWake(ctx, args[1:], stdout, stderr) // wake.go
+	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err

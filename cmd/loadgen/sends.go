@@ -47,7 +47,7 @@ type inproc struct {
 	client  *http.Client
 }
 
-func startInProcess(ctx context.Context, dir string, conns int) (*inproc, error) {
+func startInProcess(ctx context.Context, dir string, conns int, opts ...inprocOption) (*inproc, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func startInProcess(ctx context.Context, dir string, conns int) (*inproc, error)
 		release()
 		return nil, err
 	}
-	p, err := serveInProcess(ctx, store, conns)
+	p, err := serveInProcess(ctx, store, conns, opts...)
 	if err != nil {
 		release()
 		return nil, err
@@ -70,20 +70,29 @@ func startInProcess(ctx context.Context, dir string, conns int) (*inproc, error)
 	return p, nil
 }
 
+// inprocOption changes the Service's or the handler's options of an
+// in-process server (the wake phase gives it a model and a slot count).
+type inprocOption func(*core.Options, *httpapi.Options)
+
 // serveInProcess serves the real handler and core over store on a
 // loopback port in this process; closing it closes store.
 func serveInProcess(ctx context.Context, store interface {
 	core.Store
 	Close() error
-}, conns int) (*inproc, error) {
+}, conns int, opts ...inprocOption) (*inproc, error) {
 	quiet := slog.New(slog.DiscardHandler)
 	release := func() error { return nil }
-	svc := core.NewService(store, core.Options{Logger: quiet})
+	svcOpts := core.Options{Logger: quiet}
+	hOpts := httpapi.Options{AdminToken: adminToken, Logger: quiet}
+	for _, o := range opts {
+		o(&svcOpts, &hOpts)
+	}
+	svc := core.NewService(store, svcOpts)
 	if err := svc.Open(ctx); err != nil {
 		release()
 		return nil, err
 	}
-	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: quiet})
+	h, err := httpapi.NewHandler(svc, hOpts)
 	if err != nil {
 		release()
 		return nil, err

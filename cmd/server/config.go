@@ -43,6 +43,8 @@ type config struct {
 	// sandbox says whether run_main's program runs confined (on, the
 	// default) or not (off, for a kernel without Landlock).
 	sandbox workspace.Mode
+	// maxRunningTurns bounds the woken turns running at once.
+	maxRunningTurns int
 }
 
 const (
@@ -69,6 +71,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	workspaces := fs.String("workspaces", getenv("MAILROOM_WORKSPACES"), "workspaces root `directory` (env MAILROOM_WORKSPACES; default <data>/workspaces)")
 	store := fs.String("store", envOr(getenv, "MAILROOM_STORE", storeFile), "storage `backend`: file (the data directory) or postgres (--database-url, shared by replicas) (env MAILROOM_STORE)")
 	databaseURL := fs.String("database-url", getenv("MAILROOM_DATABASE_URL"), "PostgreSQL `URL` for --store postgres, e.g. postgres://mailroom:PASSWORD@db:5432/mailroom (env MAILROOM_DATABASE_URL)")
+	envRunning, envRunningErr := intEnv(getenv, "MAILROOM_MAX_RUNNING_TURNS", core.DefaultMaxRunningTurns)
+	maxRunning := fs.Int("max-running-turns", envRunning, "most woken `turns` (members woken on mail) running at once; the others wait, oldest letter first (env MAILROOM_MAX_RUNNING_TURNS)")
 	envLease, envLeaseErr := durationEnv(getenv, "MAILROOM_LEASE", 0)
 	lease := fs.Duration("lease", envLease, "how long a running turn's or scenario run's `lease` holds without renewal (renewed every third of it); a turn of a replica that died keeps its member busy on the others this long, and its run in progress; 0 means 30s (env MAILROOM_LEASE)")
 	sandbox := fs.String("sandbox", envOr(getenv, "MAILROOM_SANDBOX", string(workspace.ModeOn)), "run_main's sandbox: on (Landlock, namespaces, limits; without Landlock run_main answers sandbox_unavailable) or off (programs run unconfined as the server's user) (env MAILROOM_SANDBOX)")
@@ -93,8 +97,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if envLeaseErr != nil {
 		return config{}, usageErrorf("%v", envLeaseErr)
 	}
+	if envRunningErr != nil {
+		return config{}, usageErrorf("%v", envRunningErr)
+	}
 	cfg := config{addr: *addr, dataDir: *dataDir, adminToken: *token, maxTeams: *maxTeams, workspaces: *workspaces,
-		store: *store, databaseURL: *databaseURL, lease: *lease}
+		store: *store, databaseURL: *databaseURL, lease: *lease, maxRunningTurns: *maxRunning}
 	m, err := agent.ParseModel(*model)
 	if err != nil {
 		return config{}, usageErrorf("model %q: %v", *model, err)
@@ -122,6 +129,9 @@ func (c config) validate() error {
 	}
 	if c.maxTeams < 1 {
 		return fmt.Errorf("max teams %d: must be at least 1", c.maxTeams)
+	}
+	if c.maxRunningTurns < 1 {
+		return fmt.Errorf("max running turns %d: must be at least 1", c.maxRunningTurns)
 	}
 	if strings.TrimSpace(c.dataDir) == "" {
 		return errors.New("data directory must not be empty")

@@ -79,7 +79,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 			log.Error("close inbox files", "err", cerr)
 		}
 	}()
-	svc := core.NewService(store, core.Options{Logger: log, MaxTeams: cfg.maxTeams, LeaseDuration: cfg.lease})
+	svc := core.NewService(store, core.Options{Logger: log, MaxTeams: cfg.maxTeams, LeaseDuration: cfg.lease, MaxRunningTurns: cfg.maxRunningTurns})
 	if err := svc.Open(ctx); err != nil {
 		return fmt.Errorf("load teams from %s: %w", dataDir, err)
 	}

@@ -66,8 +66,9 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 
 // ResetMember makes a stopped or failed member idle again, with its
 // history and turn count kept, so it can take turns once more (a turn cut
-// short by a shutdown, or one that failed, leaves it so). Any other status
-// is refused with member_unavailable. The change is committed before it
+// short by a shutdown, or one that failed, leaves it so), and releases a
+// held wake (wake.go), whatever the member's status. A member with
+// neither is refused with member_unavailable. The change is committed before it
 // is announced; on a failed commit the member keeps its status.
 func (s *Service) ResetMember(ctx context.Context, teamName, member string) (MemberView, error) {
 	if err := CheckAdmin(ctx); err != nil {
@@ -79,10 +80,17 @@ func (s *Service) ResetMember(ctx context.Context, teamName, member string) (Mem
 		if m == nil {
 			return Errorf(CodeNotFound, "No such member.")
 		}
-		if s.busy(teamName, m, u.now) || (m.Status != StatusStopped && m.Status != StatusFailed) {
-			return Errorf(CodeMemberUnavailable, "Only a stopped or failed member can be reset.")
+		busy := s.busy(teamName, m, u.now)
+		stuck := !busy && (m.Status == StatusStopped || m.Status == StatusFailed)
+		if !stuck && !m.WakeHeld {
+			return Errorf(CodeMemberUnavailable, "Only a stopped or failed member, or one whose wake is held, can be reset.")
 		}
-		m.Status = StatusIdle
+		// A held wake is released whatever the member's status: the
+		// admin has looked at what its last turn left.
+		m.WakeHeld = false
+		if stuck {
+			m.Status = StatusIdle
+		}
 		view = u.memberView(m)
 		u.emit(EventMember, view)
 		return nil

@@ -16,6 +16,7 @@ type LimitsUpdate struct {
 	PermissionTimeoutS *int
 	Tasks              *int
 	ToolCalls          *int
+	WakeDelayMS        *int
 }
 
 // UpdateLimits changes a team's limits (the admin only) and, when
@@ -31,7 +32,7 @@ func (s *Service) UpdateLimits(ctx context.Context, team string, upd LimitsUpdat
 		old := u.st.Limits
 		l := old
 		for _, f := range []struct{ dst, src *int }{
-			{&l.Requests, upd.Requests}, {&l.Turns, upd.Turns}, {&l.PermissionTimeoutS, upd.PermissionTimeoutS}, {&l.Tasks, upd.Tasks}, {&l.ToolCalls, upd.ToolCalls},
+			{&l.Requests, upd.Requests}, {&l.Turns, upd.Turns}, {&l.PermissionTimeoutS, upd.PermissionTimeoutS}, {&l.Tasks, upd.Tasks}, {&l.ToolCalls, upd.ToolCalls}, {&l.WakeDelayMS, upd.WakeDelayMS},
 		} {
 			if f.src != nil {
 				*f.dst = *f.src

@@ -193,6 +193,10 @@ func (s *Service) PrepareInbox(ctx context.Context, teamName, member string, his
 	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
 		return nil, err
 	}
+	if tr := TurnFrom(ctx); tr != nil {
+		// The loop prepares each model request here, the first one too.
+		tr.requestStarts(s.now())
+	}
 	var items []Message
 	var limit int
 	err := s.view(ctx, teamName, true, func(u *unit) error {

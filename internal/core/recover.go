@@ -23,6 +23,8 @@ func ReleaseAtStart(st *TeamState, now time.Time) bool {
 		m := &st.Members[i]
 		if m.Status == StatusRunning {
 			m.Status = StatusStopped
+			// A turn found interrupted is never rerun on its own.
+			holdWake(m, TurnFailed)
 			changed = true
 		}
 		if m.Lease != nil {

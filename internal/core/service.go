@@ -36,6 +36,8 @@ type Service struct {
 	waiters  waiters       // readers waiting for mail (waiters.go)
 	sessions sessionCounts // open MCP sessions (sessions.go)
 	maxTeams int
+	// wake is the members woken on mail (wake.go).
+	wake waker
 	// turnCount counts the running turns (turndoc.go, WaitTurns).
 	turnCount turnCounter
 	// runLeases is the scenario runs whose leases this process renews
@@ -72,6 +74,9 @@ type Options struct {
 	// renewal; 0 means DefaultLeaseDuration. It is renewed every third
 	// of it.
 	LeaseDuration time.Duration
+	// MaxRunningTurns bounds the woken turns running at once (wake.go);
+	// 0 means DefaultMaxRunningTurns.
+	MaxRunningTurns int
 }
 
 // DefaultMaxTeams is the team limit when Options.MaxTeams is 0.
@@ -102,6 +107,10 @@ func NewService(store Store, opts Options) *Service {
 	}
 	if s.leaseDur <= 0 {
 		s.leaseDur = DefaultLeaseDuration
+	}
+	s.wake.max = opts.MaxRunningTurns
+	if s.wake.max <= 0 {
+		s.wake.max = DefaultMaxRunningTurns
 	}
 	s.bus.Subscribe(s.wakeWaiters)
 	if opts.Observer != nil {
@@ -304,11 +313,22 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 			return TeamView{}, nil, Errorf(CodeValidation, "Member names must be unique.")
 		}
 		seen[m.Name] = true
+		ms := MemberState{Name: m.Name, Role: m.Role, Status: StatusIdle, History: []Entry{}, Wake: m.Wake}
+		if m.Model != nil {
+			if m.Model.Provider == "" {
+				return TeamView{}, nil, Errorf(CodeValidation, "The model needs a provider.")
+			}
+			model := *m.Model
+			ms.Model = &model
+		}
+		if ms.Wake && st.MemberModel(&ms).Provider == ScriptedModel().Provider {
+			return TeamView{}, nil, Errorf(CodeValidation, "Member %s: %s", m.Name, scriptedWakeText)
+		}
 		if m.Name == LeadName {
-			st.Members[0].Role = m.Role
+			st.Members[0] = ms
 			continue
 		}
-		st.Members = append(st.Members, MemberState{Name: m.Name, Role: m.Role, Status: StatusIdle, History: []Entry{}})
+		st.Members = append(st.Members, ms)
 	}
 	tokens := make([]string, len(st.Members))
 	for i := range st.Members {
@@ -346,6 +366,9 @@ func (l Limits) validate() error {
 	}
 	if l.ModelTokens < 0 || l.PermissionTimeoutS < 1 {
 		return Errorf(CodeValidation, "model_tokens must be at least 0 (0: no bound) and permission_timeout_s at least 1.")
+	}
+	if l.WakeDelayMS < 0 || l.WakeDelayMS > MaxWakeDelayMS {
+		return Errorf(CodeValidation, "wake_delay_ms must be 0 to %d.", MaxWakeDelayMS)
 	}
 	return nil
 }
@@ -455,7 +478,11 @@ func (u *unit) teamView(damaged error) TeamView {
 
 func (u *unit) memberView(m *MemberState) MemberView {
 	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: u.s.busy(u.st.Name, m, u.now), Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage,
-		MCPSessions: u.s.sessions.count(u.st.Name, m.Name)}
+		MCPSessions: u.s.sessions.count(u.st.Name, m.Name), Wake: m.Wake, WakeHeld: m.WakeHeld}
+	if m.Model != nil {
+		model := *m.Model
+		mv.Model = &model
+	}
 	if u.tx != nil && u.tx.Damaged() == nil {
 		// Counted, not read, where the store keeps counts (InboxCounter):
 		// a member document costs the same over any inbox.

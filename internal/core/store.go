@@ -272,6 +272,23 @@ type MemberState struct {
 	Usage Usage `json:"usage"`
 	// Lease is the member's running turn, nil when none runs.
 	Lease *Lease `json:"lease,omitempty"`
+	// Model is the member's own model, which wins over the team's; nil
+	// means the team's.
+	Model *ModelSettings `json:"model,omitempty"`
+	// Wake makes the server start a turn of the member by itself when
+	// mail waits for it (wake.go). WakeHeld stops that after a turn that
+	// did not end answered, until a reset or a PATCH setting wake.
+	Wake     bool `json:"wake,omitempty"`
+	WakeHeld bool `json:"wake_held,omitempty"`
+}
+
+// MemberModel is the model member m's turns use: its own, else the
+// team's, else the scripted one.
+func (st *TeamState) MemberModel(m *MemberState) ModelSettings {
+	if m != nil && m.Model != nil {
+		return *m.Model
+	}
+	return st.ModelOf()
 }
 
 // ModelOf is the team's model, the scripted one when it names none.

@@ -140,6 +140,7 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure e
 				if m.Status == StatusRunning {
 					m.Status = StatusFailed
 				}
+				holdWake(m, TurnFailed)
 			}
 			return u.tx.PutTurn(tr.ended(TurnFailed, PanicText, u.now))
 		})
@@ -202,6 +203,7 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure e
 				return err
 			}
 		}
+		holdWake(m, status)
 		tr.commitEnd(u, m, status, text)
 		final = tr.ended(status, text, u.now)
 		return nil
@@ -277,7 +279,7 @@ func (tr *Turn) commitEnd(u *unit, m *MemberState, status, text string) {
 		tr.mu.Unlock()
 	})
 	u.emit(EventMember, u.memberView(m))
-	u.emit(EventTurn, TurnEvent{TurnID: d.TurnID, Member: d.Member, Status: status, Text: text, Usage: d.Usage, Provider: d.Model.Provider})
+	u.emit(EventTurn, TurnEvent{TurnID: d.TurnID, Member: d.Member, Status: status, Text: text, Usage: d.Usage, Provider: d.Model.Provider, Trigger: &d.Trigger})
 }
 
 // finish ends the turn in this process: its document final, its lease
@@ -316,6 +318,7 @@ func (s *Service) rollbackTurn(ctx context.Context, tr *Turn, member string) {
 		if m.Status == StatusRunning {
 			m.Status = StatusIdle
 		}
+		holdWake(m, TurnFailed)
 		tr.commitEnd(u, m, TurnFailed, string(CodeStorageFailed))
 		return nil
 	})

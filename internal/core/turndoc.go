@@ -111,10 +111,14 @@ type TurnDoc struct {
 	StepsDropped int        `json:"steps_dropped,omitempty"`
 	StartedAt    time.Time  `json:"started_at"`
 	EndedAt      *time.Time `json:"ended_at"`
+	// Trigger says what started the turn; a document stored before
+	// triggers existed reads as a request.
+	Trigger Trigger `json:"trigger"`
 }
 
 func (d *TurnDoc) clone() TurnDoc {
 	c := *d
+	c.Trigger.Letters = slices.Clone(d.Trigger.Letters)
 	c.Steps = append([]TurnStep{}, d.Steps...)
 	if d.EndedAt != nil {
 		at := *d.EndedAt
@@ -133,8 +137,64 @@ type TurnEvent struct {
 	Text   string    `json:"text,omitempty"`
 	// Usage is the turn's usage so far.
 	Usage Usage `json:"usage"`
+	// Trigger is what started the turn, on the events of its start and
+	// its end.
+	Trigger *Trigger `json:"trigger,omitempty"`
 	// Provider names the model's provider, for metrics; it is not sent.
 	Provider string `json:"-"`
+}
+
+// Trigger kinds: what started a turn.
+const (
+	// TriggerRequest is a turn asked for (POST .../turns, a scenario).
+	TriggerRequest = "request"
+	// TriggerMail is a woken turn: Letters are the letters unattended
+	// at its start, in inbox order.
+	TriggerMail = "mail"
+	// TriggerTask is a turn woken by a task assigned to the member
+	// becoming claimable (TaskID).
+	TriggerTask = "task"
+)
+
+// Trigger is what started a turn: {"kind": "request"}, {"kind": "mail",
+// "letters": [...]} or {"kind": "task", "task_id"}.
+type Trigger struct {
+	Kind    string
+	Letters []string
+	TaskID  string
+}
+
+// MarshalJSON writes the fields of the trigger's kind; no kind is a
+// request.
+func (t Trigger) MarshalJSON() ([]byte, error) {
+	switch t.Kind {
+	case TriggerMail:
+		letters := t.Letters
+		if letters == nil {
+			letters = []string{}
+		}
+		return json.Marshal(map[string]any{"kind": t.Kind, "letters": letters})
+	case TriggerTask:
+		return json.Marshal(map[string]any{"kind": t.Kind, "task_id": t.TaskID})
+	}
+	return json.Marshal(map[string]any{"kind": TriggerRequest})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (t *Trigger) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Kind    string   `json:"kind"`
+		Letters []string `json:"letters"`
+		TaskID  string   `json:"task_id"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*t = Trigger{Kind: raw.Kind, Letters: raw.Letters, TaskID: raw.TaskID}
+	if t.Kind == "" {
+		t.Kind = TriggerRequest
+	}
+	return nil
 }
 
 // StepRecorder records a step of the turn it belongs to. The tools reach
@@ -177,6 +237,9 @@ type Turn struct {
 	cancelRequested bool
 	done            chan struct{}
 	ran             bool
+	// firstRequest, when set, is called once as the turn prepares its
+	// first model request (a woken turn's delay ends there).
+	firstRequest func(at time.Time)
 }
 
 type turnKey struct{}
@@ -355,6 +418,8 @@ func (s *Service) releaseDeadWith(u *unit, write bool) error {
 			if own {
 				m.Status = StatusStopped
 			}
+			// The turn died with its process: never rerun on its own.
+			holdWake(m, TurnFailed)
 		}
 		if !write {
 			continue
@@ -368,7 +433,7 @@ func (s *Service) releaseDeadWith(u *unit, write bool) error {
 				if err := u.tx.PutTurn(d); err != nil {
 					return err
 				}
-				u.emit(EventTurn, TurnEvent{TurnID: d.TurnID, Member: d.Member, Status: d.Status, Text: d.Text, Usage: d.Usage, Provider: d.Model.Provider})
+				u.emit(EventTurn, TurnEvent{TurnID: d.TurnID, Member: d.Member, Status: d.Status, Text: d.Text, Usage: d.Usage, Provider: d.Model.Provider, Trigger: &d.Trigger})
 			}
 		}
 		u.emit(EventMember, u.memberView(m))
@@ -387,6 +452,13 @@ func (s *Service) BeginTurn(ctx context.Context, teamName, member string, model 
 	if err := CheckAdmin(ctx); err != nil {
 		return nil, err
 	}
+	return s.beginTurn(ctx, teamName, member, model, false)
+}
+
+// beginTurn claims member for a turn. A woken turn (woken set) claims
+// only a member that can be woken (wakeLetters) and names the letters
+// unattended at its start as its trigger; any other is a request.
+func (s *Service) beginTurn(ctx context.Context, teamName, member string, model ModelRef, woken bool) (*Turn, error) {
 	if model.Provider == "" {
 		model.Provider = ScriptedModel().Provider
 	}
@@ -402,11 +474,22 @@ func (s *Service) BeginTurn(ctx context.Context, teamName, member string, model 
 		if err := u.budget(); err != nil {
 			return err
 		}
+		trigger := Trigger{Kind: TriggerRequest}
+		if woken {
+			letters, err := u.wakeLetters(m)
+			if err != nil {
+				return err
+			}
+			trigger = Trigger{Kind: TriggerMail, Letters: make([]string, len(letters))}
+			for i, l := range letters {
+				trigger.Letters[i] = l.ID
+			}
+		}
 		m.Status, m.Turns = StatusRunning, m.Turns+1
 		m.Lease = &Lease{Holder: s.holder, Expires: u.now.Add(s.leaseDur)}
 		doc := &TurnDoc{
 			TurnID: fmt.Sprintf("%s-t%d", member, m.Turns), Team: teamName, Member: member, Model: model,
-			Status: TurnRunning, Steps: []TurnStep{}, StartedAt: u.now.UTC(),
+			Status: TurnRunning, Steps: []TurnStep{}, StartedAt: u.now.UTC(), Trigger: trigger,
 		}
 		if err := u.addTurnDoc(*doc); err != nil {
 			return err
@@ -426,7 +509,7 @@ func (s *Service) BeginTurn(ctx context.Context, teamName, member string, model 
 			s.mu.Unlock()
 		})
 		u.emit(EventMember, u.memberView(m))
-		u.emit(EventTurn, TurnEvent{TurnID: doc.TurnID, Member: member, Status: TurnRunning, Provider: model.Provider})
+		u.emit(EventTurn, TurnEvent{TurnID: doc.TurnID, Member: member, Status: TurnRunning, Provider: model.Provider, Trigger: &trigger})
 		return nil
 	})
 	if err != nil {
@@ -545,6 +628,9 @@ func (s *Service) Turns(ctx context.Context, teamName string) ([]TurnDoc, error)
 	docs, err := s.turnDocs(ctx, teamName)
 	if err != nil {
 		return nil, err
+	}
+	if docs == nil {
+		docs = []TurnDoc{} // a list is a JSON array, never null
 	}
 	slices.Reverse(docs)
 	return docs, nil

@@ -31,6 +31,11 @@ type Limits struct {
 	// answers ask for them: one answer may ask for hundreds, and each
 	// call is work done for the member.
 	ToolCalls int `json:"tool_calls"`
+	// WakeDelayMS is the window a letter opens before the member it
+	// makes wakeable is woken (wake.go): every letter that arrives by
+	// its end goes into the same turn. It also separates the end of a
+	// member's turn from its next woken turn.
+	WakeDelayMS int `json:"wake_delay_ms"`
 }
 
 // Defaults of the limits the lessons do not name.
@@ -38,6 +43,9 @@ const (
 	DefaultModelTokens        = 1000000
 	DefaultPermissionTimeoutS = 300
 	DefaultToolCalls          = 32
+	DefaultWakeDelayMS        = 250
+	// MaxWakeDelayMS bounds limits.wake_delay_ms.
+	MaxWakeDelayMS = 60000
 )
 
 // UnmarshalJSON reads limits with every field left out at its default, so
@@ -70,6 +78,7 @@ func DefaultLimits() Limits {
 		PermissionTimeoutS: DefaultPermissionTimeoutS,
 		Tasks:              DefaultTaskLimit,
 		ToolCalls:          DefaultToolCalls,
+		WakeDelayMS:        DefaultWakeDelayMS,
 	}
 }
 
@@ -273,6 +282,11 @@ type MemberView struct {
 	// ReadThrough and Unread are the member's read cursor (cursors.go).
 	ReadThrough *string `json:"read_through"`
 	Unread      int     `json:"unread"`
+	// Model is the member's own model (nil: the team's); Wake and
+	// WakeHeld are as stored (wake.go).
+	Model    *ModelSettings `json:"model"`
+	Wake     bool           `json:"wake"`
+	WakeHeld bool           `json:"wake_held"`
 }
 
 // TeamView is a team as clients see it: members in creation order (lead
@@ -302,10 +316,13 @@ type TeamSummary struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// MemberSpec names a member and its role at team creation.
+// MemberSpec names a member and its role at team creation, with its own
+// model (nil: the team's) and whether mail wakes it.
 type MemberSpec struct {
-	Name string
-	Role string
+	Name  string
+	Role  string
+	Model *ModelSettings
+	Wake  bool
 }
 
 // TeamSpec is what CreateTeam needs. Limits nil means the lesson limits;

@@ -620,6 +620,27 @@ func (e TurnStepKind) Valid() bool {
 	}
 }
 
+// Defines values for TurnTriggerKind.
+const (
+	TurnTriggerKindMail    TurnTriggerKind = "mail"
+	TurnTriggerKindRequest TurnTriggerKind = "request"
+	TurnTriggerKindTask    TurnTriggerKind = "task"
+)
+
+// Valid indicates whether the value is a known member of the TurnTriggerKind enum.
+func (e TurnTriggerKind) Valid() bool {
+	switch e {
+	case TurnTriggerKindMail:
+		return true
+	case TurnTriggerKindRequest:
+		return true
+	case TurnTriggerKindTask:
+		return true
+	default:
+		return false
+	}
+}
+
 // Check defines model for Check.
 type Check struct {
 	// Applicable True for a check this run makes. False only for a check about
@@ -699,6 +720,12 @@ type Limits struct {
 	// ToolCalls Tool calls one turn may make; the calls beyond get an error result and the turn ends `call_limit`.
 	ToolCalls int `json:"tool_calls"`
 	Turns     int `json:"turns"`
+
+	// WakeDelayMs Milliseconds between the letter that makes a wake member wakeable
+	// and its woken turn (a fixed window: every letter that arrives by
+	// its end goes into the same turn); also the least time between the
+	// end of a member's turn and its next woken turn.
+	WakeDelayMs int `json:"wake_delay_ms"`
 }
 
 // LimitsInput A team's bounds at creation; each field defaults to the lesson value.
@@ -723,6 +750,9 @@ type LimitsInput struct {
 	// ToolCalls Tool calls one turn may make, however many model answers ask for them; the calls beyond get an error result and the turn ends `call_limit` (the member `stopped`).
 	ToolCalls *int `json:"tool_calls,omitempty"`
 	Turns     *int `json:"turns,omitempty"`
+
+	// WakeDelayMs Milliseconds a letter's wake window lasts (see Limits).
+	WakeDelayMs *int `json:"wake_delay_ms,omitempty"`
 }
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
@@ -733,6 +763,7 @@ type LimitsUpdate struct {
 	Tasks              *int   `json:"tasks,omitempty"`
 	ToolCalls          *int   `json:"tool_calls,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
+	WakeDelayMs        *int   `json:"wake_delay_ms,omitempty"`
 }
 
 // MarkRead defines model for MarkRead.
@@ -780,8 +811,11 @@ type Member struct {
 	// opened them, so with several replicas each counts only its own.
 	// A `member` event announces every change (a session opened,
 	// closed or expired).
-	McpSessions int    `json:"mcp_sessions"`
-	Name        string `json:"name"`
+	McpSessions int `json:"mcp_sessions"`
+
+	// Model The member's own model, which wins over the team's; null means the team's.
+	Model *ModelSettings `json:"model"`
+	Name  string         `json:"name"`
 
 	// ReadThrough The id of the last letter the member has read; null before any.
 	ReadThrough *string      `json:"read_through"`
@@ -794,19 +828,49 @@ type Member struct {
 
 	// Usage Model tokens spent.
 	Usage Usage `json:"usage"`
+
+	// Wake The server starts a turn of the member by itself when a letter waits for it.
+	Wake bool `json:"wake"`
+
+	// WakeHeld The member is not woken: its last turn ended `call_limit`, `failed`
+	// (an interruption included), `cancelled` or `budget_exhausted`, whose
+	// side effects stay, so it is never rerun on its own. A reset or a
+	// PATCH setting `wake` releases it.
+	WakeHeld bool `json:"wake_held"`
 }
 
 // MemberCreate defines model for MemberCreate.
 type MemberCreate struct {
+	// Model A team's model. `scripted` answers only with the `responses` a turn
+	// request brings; `anthropic` and `openai` (any OpenAI-compatible
+	// server) use the credentials of the server's environment. Without
+	// it, a team gets the server's default (`--model`).
+	Model *ModelSettings `json:"model,omitempty"`
+
 	// Name A team or member name.
 	//
 	// Example: reader
 	Name Name    `json:"name"`
 	Role *string `json:"role,omitempty"`
+
+	// Wake Woken on mail by the server (see the member PATCH); not with the scripted model.
+	Wake *bool `json:"wake,omitempty"`
 }
 
 // MemberStatus defines model for MemberStatus.
 type MemberStatus string
+
+// MemberUpdate What to change of a member; a field left out keeps its value.
+type MemberUpdate struct {
+	// Model A team's model. `scripted` answers only with the `responses` a turn
+	// request brings; `anthropic` and `openai` (any OpenAI-compatible
+	// server) use the credentials of the server's environment. Without
+	// it, a team gets the server's default (`--model`).
+	Model *ModelSettings `json:"model,omitempty"`
+
+	// Wake Woken on mail; setting it (either way) releases a held wake.
+	Wake *bool `json:"wake,omitempty"`
+}
 
 // Message defines model for Message.
 type Message struct {
@@ -1355,6 +1419,12 @@ type TurnDocument struct {
 	// Text The last text of the model, or what failed (a provider's error type, never a key).
 	Text string `json:"text"`
 
+	// Trigger What started the turn: `request` (POST .../turns or a scenario),
+	// `mail` (a woken turn; `letters` are the ids of the letters unattended
+	// at its start, in inbox order) or `task` (a task assigned to the
+	// member became claimable; `task_id`).
+	Trigger TurnTrigger `json:"trigger"`
+
 	// TurnID `<member>-t<n>`, n the member's turn count.
 	//
 	// Example: reader-t1
@@ -1415,6 +1485,19 @@ type TurnStep struct {
 
 // TurnStepKind defines model for TurnStep.Kind.
 type TurnStepKind string
+
+// TurnTrigger What started the turn: `request` (POST .../turns or a scenario),
+// `mail` (a woken turn; `letters` are the ids of the letters unattended
+// at its start, in inbox order) or `task` (a task assigned to the
+// member became claimable; `task_id`).
+type TurnTrigger struct {
+	Kind    TurnTriggerKind `json:"kind"`
+	Letters *[]string       `json:"letters,omitempty"`
+	TaskID  *string         `json:"task_id,omitempty"`
+}
+
+// TurnTriggerKind defines model for TurnTrigger.Kind.
+type TurnTriggerKind string
 
 // Usage Model tokens spent.
 type Usage struct {
@@ -1521,6 +1604,9 @@ type CreateTeamJSONRequestBody = TeamCreate
 
 // UpdateTeamJSONRequestBody defines body for UpdateTeam for application/json ContentType.
 type UpdateTeamJSONRequestBody = TeamUpdate
+
+// UpdateMemberJSONRequestBody defines body for UpdateMember for application/json ContentType.
+type UpdateMemberJSONRequestBody = MemberUpdate
 
 // MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
 type MarkReadJSONRequestBody = MarkRead
@@ -1705,6 +1791,9 @@ type ServerInterface interface {
 	// UpdateTeam Change a team's limits (admin)
 	// (PATCH /teams/{team})
 	UpdateTeam(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// UpdateMember Change a member's wake and model (admin)
+	// (PATCH /teams/{team}/members/{member})
+	UpdateMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	// (GET /teams/{team}/members/{member}/inbox)
 	GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetInboxParams)
@@ -1849,6 +1938,12 @@ func (_ Unimplemented) GetTeam(w http.ResponseWriter, r *http.Request, team Team
 // UpdateTeam Change a team's limits (admin)
 // (PATCH /teams/{team})
 func (_ Unimplemented) UpdateTeam(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UpdateMember Change a member's wake and model (admin)
+// (PATCH /teams/{team}/members/{member})
+func (_ Unimplemented) UpdateMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2233,6 +2328,41 @@ func (siw *ServerInterfaceWrapper) UpdateTeam(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UpdateTeam(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateMember operation middleware
+func (siw *ServerInterfaceWrapper) UpdateMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateMember(w, r, team, member)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3461,6 +3591,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/teams/{team}/turns/{turn_id}/cancel", wrapper.CancelTurn)
 	})
 	r.Group(func(r chi.Router) {
+		r.Patch(options.BaseURL+"/teams/{team}/members/{member}", wrapper.UpdateMember)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/reset", wrapper.ResetMember)
 	})
 	r.Group(func(r chi.Router) {
@@ -4457,6 +4590,100 @@ func (response UpdateTeam404ApplicationProblemPlusJSONResponse) VisitUpdateTeamR
 type UpdateTeam500ApplicationProblemPlusJSONResponse Problem
 
 func (response UpdateTeam500ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMemberRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	Member MemberPath `json:"member"`
+	Body   *UpdateMemberJSONRequestBody
+}
+
+type UpdateMemberResponseObject interface {
+	VisitUpdateMemberResponse(w http.ResponseWriter) error
+}
+
+type UpdateMember200JSONResponse Member
+
+func (response UpdateMember200JSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMember400ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateMember400ApplicationProblemPlusJSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMember401ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateMember401ApplicationProblemPlusJSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMember403ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateMember403ApplicationProblemPlusJSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMember404ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateMember404ApplicationProblemPlusJSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateMember500ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateMember500ApplicationProblemPlusJSONResponse) VisitUpdateMemberResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -7514,6 +7741,9 @@ type StrictServerInterface interface {
 	// UpdateTeam Change a team's limits (admin)
 	// (PATCH /teams/{team})
 	UpdateTeam(ctx context.Context, request UpdateTeamRequestObject) (UpdateTeamResponseObject, error)
+	// UpdateMember Change a member's wake and model (admin)
+	// (PATCH /teams/{team}/members/{member})
+	UpdateMember(ctx context.Context, request UpdateMemberRequestObject) (UpdateMemberResponseObject, error)
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	// (GET /teams/{team}/members/{member}/inbox)
 	GetInbox(ctx context.Context, request GetInboxRequestObject) (GetInboxResponseObject, error)
@@ -7905,6 +8135,40 @@ func (sh *strictHandler) UpdateTeam(w http.ResponseWriter, r *http.Request, team
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UpdateTeamResponseObject); ok {
 		if err := validResponse.VisitUpdateTeamResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateMember operation middleware
+func (sh *strictHandler) UpdateMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+	var request UpdateMemberRequestObject
+
+	request.Team = team
+	request.Member = member
+
+	var body UpdateMemberJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateMember(ctx, request.(UpdateMemberRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateMember")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateMemberResponseObject); ok {
+		if err := validResponse.VisitUpdateMemberResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -8712,257 +8976,272 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1td9s4ki/+VXD03/+JfC+tOOn07Iz94p5Mz1PvdLpzk8zpF8OsCZGQhTUFqAnQsjbH3/0eVBVAUAIl",
-	"OYkTZ1b9omNJJJ5Rz/WrD6NSL5ZaCWXN6PzDaMkbvhBWNPDpx0osltoKVa7/LtZ/E7wSjfu+EqZs5NJK",
-	"rUbno5esEbZZs5W0c2bnghm+EOxarBlXVffFVFdr92TbKAPfzmRjLGuEWWplRK7c08bqRhimtJ1LdcWU",
-	"WF30m4ROuPtdNNikNLkqZDfSy1KrWS1LW0zY38XaMN4IZkq9FBWzGlqz+lqoJ4YtxGIqmkmuRtlIuqnM",
-	"cYrZSPGFGJ3HC3D6d7EeZSNTzsWCu0VY8NufhLqy89H587OzbLSQyn9+lo3seukaMLaR6mp0d5eNXkFn",
-	"r7l74AN2t3QfQmc4mlE2asRvrWxENTq3TSviPv+tEbPR+ej/e9rt2lP81Tz92bXiOnotmoU0Rmr14592",
-	"dLcMj13Kamev4pYvlrV/5/TZKHNNWdG4Rv8Tvvvns9M/vP/n2ekf3v+vfxulZv9G/NYKY3eOqMFn9g1n",
-	"1yKEbqDTd9xc7+zRcnP9Kd1hB9iX4ItdPQm++PStfdc2uzfV3a7Dt7OB435qN3b0n/z0v9+7/52d/uH0",
-	"/Yez7Pl3d6cWdvfDs+wPd+kd/lU312bJS/EXWQs/xE1K4UbLGlFzK2+Ev44r/2bGxORqwooFl2qyXBcX",
-	"jOMbUlnNeK5muq5Ew8xS1LVh0hpmam7mwrDi/3/+l2LCftasmEyKjCnN+NTourUCmsiAGCmdK7NeTHUt",
-	"S1ZLdc2kYTNd13olqogObNwU/DS8ohEpeHb2/MU+WnDn3wUi+8NclNdAexu9FI2VAr7my2UtSz51G7W5",
-	"ju+aVrCZbhhnpXub2bk0rGkVW/BrYSbsL7w2gmlVr3uP8aluba6AoEJzTwwTt7y0TLWO9himG7cblWFj",
-	"9xBdSGa15XXm9ipX+Hwt3GkxGZFTXZ+2RjBZmZOMacU4DKZq5I1QbLp2nwWvc7XQlagvWFEJy2VduLcV",
-	"M3xt2GqO7GI155atuGFGCIU7Qss31boWXI3ushG+7tZlY2n9liV+0NeJdZwLWpm5qKvMzV5aVmnkQMxt",
-	"wZqNi24rCjZzK3sySQzrLj4h/8SBQLdZvJdh8O9DC3r6X6K0bow/aGXahXgjTFvb7SPRwPfwp7RiYfaR",
-	"jVfclnNq7C50x5uGr7eG69tODqsR3IoKGdj2sAaXvNF1+gdjuW33Dx/6e4vPuvE7rp3eRGSdTwybCt6I",
-	"Bhn8BTNzvVJ4DeaiEZMk3UpsGgw8DNP3vGNpHPFPj0yJFXO0n3HD/vrndzAkR7nYeNpauJyt4Vci83fN",
-	"wC2o+IJfiSpjq7ks54x3zcy5O5tKMD07yYAC4txNEL8kTd+46fZ3qsTRXnK7Pdhf3VWE2+y6cTeQnmbj",
-	"f7z7AU78TDcL9+qo4lacWglrtbW5c23sZSdcAMdR7cItLzdwGxy5hYug1tGidi3UciHt3uPxEz51l5Hg",
-	"dPi96J/nrZuRjYBM7T2e7qG3wlqprsxO0rNsm6U26d8C74t+3UNSol0Ma9UtQtedn0fcyfb2pE71j2qq",
-	"b7cv+kIYd1bvQYDwhb3EJzScGsxP4TRsChPupLo7r1tVJU670w4uyznHk0HtSmXFFe76TIhqysvrXc/M",
-	"pdNI1pdC2Yaa3X5IuuW6nK7t7gfi5dt+BvbqEm/u9mR/VMvWsmXdGqZb6/7GJ8ONddqMa6GjIwu+doKS",
-	"qphUjNf1BTtz0o7SuGC9Cy2V/d2L7jJHw1ryda15tWuNIkXC0QTd2svEDN6KUqvKOIkuPM9W3FEwFFGW",
-	"ojFasamY6UY4Cilul9Ipg2POKqEkr2O2G/XvZ5wenRPxE8Nxkntv9aaaNxUs2lw7WaAStXDUTythmFRl",
-	"3VaiSg/AyT+XJa/rVD9a1wx+cy0xJ59DJ05QQ9UWf5yKtVYVuxKWccVE0+iGIU8OWjS8K9waFu6dS7j6",
-	"xcCQnJadWpCNm7dxMvtnOYuvULTOm6di6yr5/rfvz8Y5Hzg8ftd6SztMG+BygMxcVdKtO69fR5QARLZs",
-	"N/Vg3CK/k1pdMMHLOZtJUVesEjPuBCOvq9TCuFN6w+tW7CM59O7o/HdkH5ALxwefZQcRo/D2s+fx22fZ",
-	"YWQqvP77vX1v0K/w5nfPz84OfDmmbV3P+97dpnl+ymfwX/Z1qODutd6iiN2o9y/1MK30a749689FORf8",
-	"Fkf2+9+92L+vMVUNo3ux762I2tIr329P6ONpb5jCMzofe0azQZjDuc7uQaUzNtcrcSMatuBqTeeLK7Ny",
-	"Qjc317AJdi4Wn4Wco+KNwhwrjNXLpagK3L/dc/UUP0zz+e5X7gbp6T+WTsC/J0F1yg4Ko45UlnOursQF",
-	"40RGazGz7s6yayGWaLkBEsrGSnc0FhTuk22yukkn7ntjBy7dx1+IAy/BJx3XA7f7vlv8ijfXbwSv9m5v",
-	"fwvsvNHt1TxpP/wOb6a3eP3uxX5jeCyD+KbfJ0fbmTCG9JFLWaXND4IbnTAY/KJq8iPIK6UbpCxeRdVN",
-	"JRVv1p6jgUh0w2tZXXpPhfuqutTNJfSI1gL3sRGlXEqhnFqmtL00/Ea4t5b1Ompl2WirS10nNd/IAr5j",
-	"2Hy5bPSNqDLWCLdQokKjQQtWJpuyc8Q2l6CNUzMg2mE7Tiv3rbgx4/okhppW4NDyTD0lt1Ok9Diidt4r",
-	"45hC5r90E3MLDMa5glcLqQpPcRl8xPe2iQb8mNKqva58P5uVJRPP9kIkZpk2lPHSypvkCgAv0DO049LM",
-	"0aKrpLqaJI2gXuar6Z4NK567nliUy0sjgDgmtJe/6RVyvVc/vGb+MTYuni7KZXHSG67j3CbyAYrmRjS5",
-	"snNuPbc8d7yQXwkFrMDISrBXXNaN1gs321IrRafZQNO5orZXc1mDYCMN41N9I9jZhL31w5mKWqsrL6Av",
-	"G10K4xrgNld6KZQAfrvImNE4PuO4OXdCIhx1g/J+qVtlDVoLHX/SKzXJ1UtW4CAKJm7cyLlSulWlMO5z",
-	"syZO50QtWh+GfWa5KmttnBTTkEBWnaBBeze3GjanCl5dRnR4m//KCg+RYDU33kjPIoFizg1zzVww1da1",
-	"lxi5Wrsj5r5CfwP6Nx7cnjuko2ajVjXEogbOI/kfWKkXgvGZm2YRr08x2bvOYHfdN+Z/oP3qMDMx3e9t",
-	"7Zcu4MZ99EPYuIQbGx0W4/0gpUF75j0Zuj9m+/2O3cYH0XLU5/jg/z7Asj48hbdb3ElWsLhEAmGZQRZ2",
-	"ChuXNfyBFyzJSb3pcYsIOxU9eYgHpQjP1ZMnX6gqyUk27SzAGPHhuE00sQwsDMzgozbXT3LTbSgXCyc2",
-	"gNvtWYiGQCWs6IwXBSt1JdhSS2VNUpqw+mCfdU/U0ztn3LOof6Q9B3SFCSvwR1EVQVfTQYBysy68OGcK",
-	"xoEB58r7O6dumuaCFVy5a7iUZQGCSOFIO5cFGzsa9MtSqJc/nrq5cyuntcgVcr0T1hqBymAjKqGs5E6x",
-	"nEWM8YlhQt3IRquFUHbCfpV2Dr5ZaTM3HMEXTnk0/Vfo/rFxcXoK8yyIo2zIxfx20JDs2ARYPpjjVErQ",
-	"6jixC00p42dnz1+wlTshXmk7SVtJvHLjlKe9uo0nN9ujcUKorGAIqFu7R30kQFnzthKnxokG9vTF6ffF",
-	"Bbq/nAjY7fFkPz2CRYKOejKw3+BRNsLNhRgfbHa/3BuaTB3nn5NTxoPqhALiyW66oIFsqFX7YzL+LXUz",
-	"3akcdiDH6sUBKsJSqMr9uHcheqE7OxSA1z2/4KaCIxi0AkLUzEm/lwsunUow18ayK24hZMQbvPb5Nw9z",
-	"V1ailNUun6i0jFgPmwqprhgtCslQKJvSd4Ne0r2ylR/GNEG3Y7XHTx6oQSkN2Ku3BwKBHDR6Ej5jLRd1",
-	"o/cHjItMifdaUrnbHo89bRMCq3XN4F0UWYEYXPGbWJ/tTtIOHa4f2ZYOYNt+qebqcpf+7YboVWbmngYV",
-	"w0miwe7HSGhDRcQ9crVfHd/Ya9qt4py1CmmzqIBrSdXj1imjVkEhLCYYF0WFYZYXzJuC42Pgrzf55FH/",
-	"F0rCHzSQpHTltmrDFESXdW+IxWbYYYh6hDb94dnej0jO7jnAowPau8y9K7WbFP2JLtI9hSyMY9jvtsfn",
-	"dg/hJ2kS9Lpbq8N97hGF3ed2j5tPDq/R01okAlteKvbmLz+wP7z4/t8d+3YPsUqXLcgy21RZVyJmKmAH",
-	"A0/bZZDkQfYMehF8slpf1rwBBalVpl0udeN2fSEqyb3tbSHsXFeXStvL7gi3ird2rhv536gu6GYqq0oo",
-	"ssvNnPgzQovOpbiV6NKET2DADnrarK3rzu8ZfvSfu9uDZ/iS1BH3xLLu4pCp2+7xVLBy10qr+A2XNUWL",
-	"oem7/920ra6EvRS3c94aS1O+VnqlLsNtWjVaXV1WshElbJqfU6mbpl1a1KcafiW6PXAL7pTrS2MbwRdu",
-	"Ucy8BWn8stIrFb3TH4/v3GJ8DwTV+sWCD2Fh8NO6hNfgAzdGXqnox5rLRfdxWuvyuvvo1rF7womXjeL1",
-	"JfhXkoSqixTcMCS0C65OnaDl5nDBFDh4Sq0sl+RPLGunoT0hR4XZQ8UTFnpph0yJ8MW2YPiPNz86adCx",
-	"b7Jkwc26lqpi4wKCN8+nNVfXBYSznVywacNVOXeifOFuWbE/wo3uDQ4uoqm0UBne1gFqAIbrX1pb6sV9",
-	"3UO/Ol7p+depN4Jj0Golq04vWzb6quGLFBlp3X4PKhHurSeG0WNs5qQhtAxBKGur2Dgf5SMUi/jUCGVP",
-	"kpsqbpdoDE/t3YLbcp6UFCEjgdzS4rfWqXy+pSChUYgdjRYmrrR1g9thgItsvtj8viXApzJmUd+Pe5f2",
-	"wE4jAwgfsKI3YtaaAZHVDQjldbfv9GSQ6EFMcR33hJGaK4pPO0Ay3dQ/4N1oRGGtov30u5eFs5Q6528E",
-	"r95asrls6k99C+zetevsmLtskVu61KHmvzeiFHKZEByGPWIDgm2wSD1BAzEr28ZocEJw63ZryY2lABin",
-	"k6ZdEmgVSviF4R1omrrZT6gksiQyh+6avkltVPfLQVKTX8n9YdLUcHo8y3rgLnhdDe8DxrcrG+4BKW9g",
-	"2Vhxk7qXW9kBThFJX0wfSzRwBnbaADxvim9l7Pl0EoETBrrv3h/IcnqyvB9/NNjBFf0oC+jBC9Szafc3",
-	"7mdtOxp6tmku7Uds7TOZbuoENLzBSQ+bcMKV3+X/AQmU7t1FZPksfmtFSwaz+x6NbfMQNgbqo7uk60uD",
-	"Nu1KzERzkOP4ULsR5XVtr4cTjg5MCvu7e7QL4Bqy9h+2vGgo3iKGcUtEDHaPzD10wNIPuRl2Ge2ypIc/",
-	"qc47Ncvu92L0dgtWPnJqUCPd+kbSpQ+C8Mu7Y4s/6rZ/2im4l5ekF/53gKMkLO29nSW0wFvrumPxfvzT",
-	"ZoDOb5vpmu6r3dmaobW/06puSGieBSSPEr2atmfEIVQHsmW89vvZMjWcXJtW/QKbe1+f0p/BwY8BbNIw",
-	"vcT3LlgBQQyn7kiYgll+Lci7VBgrlpcLU2yrL1VkZNomLU7qfWLiAE+rKaEPUiHZ2Pt+KqEwRC7Ycvel",
-	"08T6zHbP/levuqwaaa2A/v1PE3truwHkoxfP89HJBROLpV2zheCkMNMDG76Y754nhvRxCTZw/rYm8ZPg",
-	"VWQNd8owOlDcetZcdSMncthfvSCIIIVMriDtaiKpodYrigNxz7DpmmJiIFJU1rU0GLwLwSchUrfkiq2c",
-	"KuJV0+3Y1myfxpA85p1qvr3RphSKN1Kjguie6zkOvJIsDZMKlUlhkpKoVuKX2ej8n3vskBvmgrtsTyq1",
-	"u0zh4YF7PCQVQRLnPRLAIOU2lfjFZT3Vt2IHpfjU1KctIsPLeZe/CEY6zOvzIS66rpyoAWb8tCfkoy4T",
-	"GhZ3586kcmaRKHYZrZRA64PXIF177ijmGPOASfXHHGwbEm4lRmgNmUNO0gqm7g74TrbRXYWNwN1P4zoQ",
-	"jjIoo9H96rmXOz5BJubO9JWWxAYTSZu2i42cNnplYPFreQ3xWwwAMfbrHTT+aLSZhyaATGW6SFvHo1v6",
-	"Xh5Qd19SF/Yt9fGjmuntO9ub4o5M7o9eS72P6Q85IulFPNB+oZDNZ3GarY9bT97KIfNvOpTM22PjwXQz",
-	"2LW4aUnLj/rwQ9/brH3yVtd8cmhCVUOUetMhSyHkzw4LWSaF8/1BxqMd6uRbK5bpAAQf+9HL84CQHJ8i",
-	"wsALP5OK18yKW6DJh7HEd1rX0PN+Xnhr8cH3hGKSHqzlBigv7yXSJEKh0ckyIBiA5OpjsB1NXvA1Ay8L",
-	"kzZjcnZwgCh5a9IWYUr6ce23xrKpYG7mmOhDgahw4bQSICC5B9DV4/o+6Ax7OJZtug0jGwiHgnQNNnac",
-	"hxKPTnCc7m52Y0L/u2xYN8vPMLCPCVnx7wwZ3uO99En80sYR9JPRTl/ZNildqSHPS68z3C8m7QW7FkvL",
-	"tCqjbT7M3RAIR8KB5OQias6J+oZL791olZX1Pbs6LGzZ7V0UtEyIQYdv+KAbsIU0q/ts/aZhNaAXdeyD",
-	"vHjB8oI7l3UkoHdLw8UI6947XRuhFtGAU0TVzfkH2oB72m+GNh2Mri/Ozs5YOecNL0EgJqdeIxeLfnLE",
-	"rpwMGNxHGZIj2nlIrHSfBgbqMGBoj7WCtKf645YgOnf95sCe9XxXa2xcRNEYBUqWK9lHvRk6kdDp0OHY",
-	"tE6587tpnoLv9tmnXGNpuSek3h1MlvfKOtjk0Jze7jC/SnXp9WjwORJtgnuKf70fmNyBGZiHcnmfYgUs",
-	"AJzgM90wpd0+T/rrP04Fmp78n+Q2fPpRHz61h1xp0pW+AsYN4fMMyBMoiwGUYcUcJRYMg2xYF/rEuHU/",
-	"NfaC8pogyLsC09Wpk8gGkr6+JrhOf6qvCHdIqoCcwHRTuVNWC151BosD7SWPAIynn/MeT/aNxxOQCtxA",
-	"bp4Hz22HPeE+SUgPAhYUKfP+UHe4QT4/qUMUui+SkLujH8V2Ewe989TiUd9ODSt8gEnRixmXhvlI2gtW",
-	"cHNdMBD5gz12HEMr9M3Dn/9SIVrJR8BW9ZK9wFh5+yO+F9nYP9O1OUTSiW7SjlgvRFhsLshMHiydqF9L",
-	"w6yuq+38jVQCR+/4h9OQdN38FeAl/RB4BzHJMCRSN+sYPO0JZQ/OZC0o1SccJXiXSXUo5t/QNRgQWMCe",
-	"dbDAIvjibbtY8Ga9X26BlodG41vZwz8PY4eDPCLka3qQurAlc27SyEUDhDtN3To6Fg17aMofBWuBZ9kD",
-	"WnTGlosuUZhQL0qu6KltA8x96AMNc3PG1MTQ5MwnhmVG1lVwA0Hu11TMpUrYkxx/vyT/RNpzAE8Yvrps",
-	"xFI3dtfR0DOQF550Hg9HqYHR2kAmHM0cQv/ilWh2j4aeaQRccqPbphRDMY03Uqx2t7e5MfFibI0n0eTA",
-	"eBKLlt5ssg3eNz8yadlEuw2g0ARMGsSYCLbNTXp1azcgb18MUGsubdJp+iuXFs1qkLcfktDdeKS6ysip",
-	"wUztjgikc97fPdqnhLcDVMEbZD/jWkYoQlrX2wv4CclR4B9ctpaNiw93RSJHc9sJQXk6g+3FuZZGqMrD",
-	"nmxmVO7FdHlU+611Gl/3Xduoj5JGPzJeodGLoViy1rgDI24tnhq9DDBmbaMoxxU2GKIsNnZj4MaFjOah",
-	"AID40D7xQrHJ4LQuRdPHTsscCUZFx6cnA47GNtjaWDesoHxk3+jByhE5RCJp9tnvEpJNci//RDlH21IM",
-	"pL7tkmH2God35BcedBrc+OBEHOpsB2vAPQWvwSxCr+8U5xu5lD3XVQ9sTBomq1qcXOQqBiQ7xwRYWddO",
-	"aRIVgu9oXXu74Uy3TcDby5huctU9uAC3ToeuZudcsQJlmUmHd9WDPcuVND7l9uSCFWg7oZkAhyp1W2Oo",
-	"wEwqaebwdkCL6SDGlo736tYwAuI4J1sLWWNCPgZm/08bDXSoaWuRwVr0MjYg0du/SgBEyC+5yRXkIjWt",
-	"u19uzCVXpai7YSNSUfgWAKD96HJFwwOfSUA+ws1gxWa2l18IuIG5KmJwtII1XAHOWgADNEy5ne5dbTZe",
-	"oTclV5WE2LbtnhFYwOvBHQyHP1lO5g6npAfK4SeZylQbiq66hwrUNsrTjE2dF1q6rBoECtmO1nI/e2g+",
-	"t4a/e8F4SFzEczMAp5oGf8qCOJTIeYCECbf0FDMMO5BhYja3/iCNeQyAgECBrpeMUtI4uxbrdJ6Sr/Ww",
-	"ffvz9uzsu5Juk/tbnFr8TuHHImMqwgV6YsK9wtSMdImIbQ/Wx0PodIUqKPwkZC5641OHvu7WOBGR4q1T",
-	"eH56BDTrGMCQHDCgjntMooPPYuBBe/VxaHpoOK88TzkQWz8GszgQoyLbYZ/wlyodE2HFkjTftlHnxOv9",
-	"VhRsrDKg15eIuJcRpH2uqrbBPN+FyaBIkBTmghVwyouQkIY34SRjRWAIRa7G8KE14lJWGbCQDKXfjEmD",
-	"GZ8ZQWpekFgMWHHwTa7MXDcWsb/A3xU7vE7AE95Z/Ao27mWlZ7nCw5dEV4kmlcSi3KYemJ6axBxSg+l8",
-	"ERoCNxETXzXaAhba+D/e/vIzUJiTjIXpJimFX7C0znu9Eebd290Yg7kH15wk5WovQvhgZpp3ACd+2gG9",
-	"vpWAG7OVcCLTpJt0o+QPdPDSfvuPp3qw1KkL+A/f5oaPBbackHnMMpleD2dkFzhqIq4TQr3v884WbHj0",
-	"/mZ72/ODDJaybaRdv3XrQyBVUKvjZWsH0OwidEeMuYpxIjOKx2EvKdUfHVBYwIt5BxrsBhx36Kub2Nza",
-	"JVbikRScuNG/4AsWohsRs9d91SUua8ed//bu3esJw5BYiA1TQlROKOuN6pz9EcuSIA+G8RMfPt/Escy2",
-	"p0pF00SVK4inIbpptryYExawNHnpoQw5iMKinp0TlpSCBZox7gRmg8VHNn4JcqLHKual1eGnpWu1ETGu",
-	"IIjfOFhEYzTMal9yCcu0YRpFyZUPqxKLSa5y9WdHmLBImy+049bsKWW//+//MkCgPd7EiTdPGQsBsJj3",
-	"fkHZ+sZJ8f2UeC9IuS+o7NCEvXYijVs9st2O3RAzRhk2bty58vl9DAMhTIbB2czI/+7KtbDfWm35CQzf",
-	"6Q0B5gsDdZ2KQpHRuULScM44QR97DExQqiMfFWXq9YIw3ErOGilUZSa5+jVE7IOT2a2q62kqWCN4OUex",
-	"suKWT7mhFGxpWKVX6iSDaGE4qwu+ztVUdP1+f/YdQE5vQjwUNKI3wjbr05dO6wMYLqzRB+oPOrupXhP6",
-	"8Ece23OUjW5EYyj+ZHI2OcPoXKH4Uo7OR99NzibfYRTCHAjDU0DahD8pdyoRMo9onNKwAv4695drvRR0",
-	"t9CP45bB/+jOkv9xNRd0hoGPQhXBDznQh3yUsRzkUvzLNZGP7qIGC4xfF2TwrxhSugl7t14Kc+60MrKj",
-	"ZazwchL8uazX7g9IRIc/CFx0zGujCZtAsVc/vM5VwBOdxVcNLUW6QaMtZBT76IEGZKi2UUWWq758w9Ed",
-	"GuUXdTq6bhhB5bj3mxZfd9MntRxuileTso7+eMcHrgF0Ds5V1MYhOLX/Fmk08Ivsgi90Q22YCwbLAEBX",
-	"1MJqro1gBcapFVFncEmLRpi1KkmYxHMD8atTwWCm6orNGr2gVQJgk3P8gBTD3XNAQp1LhTDK1Ag4IUiV",
-	"BKI83oKNRQS9XPmbRoC49PuTgGjrlhsWGiAi/OtPQk/uAtVuexDga6ERE/CNAGKE15xbwda6hfpRjs7D",
-	"PmELTwzc9XCEMcYfj64P1N480ig35aNzlnvdHk44HsAQ9J6rplWAGtvFkRLfgbtwSG+56ndXuTWDB/R1",
-	"1ycaZhxTdbMr9QJU8loqgcExygIQQeB/uCpuOxHk1/i9a9bs2ffM+JoJjlhFfBF5lBGiD/SbK6TXrg26",
-	"buEG+22C5zsEBCjiBeMCaP9SyBvHocfIb4lXNPJqbg2D+IGTfvNwT3ttd2NxmqIbNI4WkZW5ZQt3Rn5P",
-	"0zZhPUKVVaAB7NnZ8xcXueJ0wJH8h5p2lkPCCJFPwhV7dhYWrNZGwAwcTXf9TNg7XzGVXWmox7Atd+UK",
-	"Ba/MiRuwCUBezxFLotsrYiQzgdTPDaj4sxvJW/CBFchAnHQLzf5YgdXGvflnZAlZr0LtP5MY6X5NKSPJ",
-	"7ezEF3b8rRXNeqsq572qcL7fMLQ/PztDeBplPUqsuLXIw05x2piR4ftIlINMpGXC/uDrECIG5D4cfdpb",
-	"2BC+4uuJY6kvtkYyJFD1B7QnjQ8wwBLDLLaAvAocxbMvOooY7YsG8N0XHUDAFyvONyV3bq6BAzm6TjWL",
-	"8TjCMF980WEG6LPi3Anlpi3n0WCe/+GLDmYTa6wgpkzLhnASRPl+DzKPJ3uZt70TucNnALQWK/zAfL7/",
-	"wlehD0VWoMrrQ2xGb2Gop2/dlUVC1vnckLUHFHnQBCMV8AQQAK4csRuRWPzeNf4U7YJJ+XiD2zlaZwLj",
-	"3qqscLGpgkJB1lxhqsg5s01LsrSX+EVtRIpS/1XYV5gguJM8xjtxvx14JYbIpa8dIQFu2Xp6+FUpUe8I",
-	"/DqPSo8zaaJt7aofwsY2rTJPP6BYdTe4x+98UfTgvvAJ3D01csJ+3czuBl9erq40+N4LfV2gS6w2ImMF",
-	"JoDCV5jfj7jXGFwEXwNuV3r337TqIbe/SwAfOAWYI9shUR554mPgiUFwRhrjSDvEmJlHwwYBgeErcI0+",
-	"BGcBbondnOTlxhknjhFziSg3925LXE5V3W/Vp5TA91KxI129rGMiW30i8ZM09m146gFpRS89OrH2aLMN",
-	"yd1YDsp6kJcotfsx3N7HJc2868pghg33SqhsQvY81EgAdjd0OntH5ukHdx7vgP2BH3SXntcH4HHXpo8H",
-	"UEzSlfx94ZZPOunZaKmNHURpIFOJ8fo8mkvGrusKQ92IGWPcHZnaurGfPitOMqydb7YLfPeDuAxawXyF",
-	"i4QlJbITRaWLpO17EXKFOMiwjfyKSxW3VWklAMDGm6Jaw5b8CtO0Z7qu9YpJO8mVz35yD61NBFMBZpgV",
-	"byoz2doqwk8Cq0Gu8PQcBLEEUWndZ4jcUbnCZznC2oDq7I4UsxpmK8jCx+QsqUh7u+Jf//yO9UWxgvww",
-	"uCmBAMdTw+Ia1ZoskLkKZQ99xbJAV3KVKxw/Bs6BZ4XX5OSl3Y9TJphUxgruDUi5wpNwHlWlDfggGHiI",
-	"uxkyH8jLA84XrWs3BIJOoj7BBkwmZYKvHxvNCvcXSn5kP1InqDPMtbG5wnCrwuMvFRMG8DpQqYug/HGo",
-	"TwwTt7y0TLV4oGGlV7qpDNqZvU/FasvrLLK1UW2ujCRoXZ+2RjCJQct+JaBYpyFXjECwcLI3dWg15yjo",
-	"Fp5e5Qo9xLh3KPyGGlp+UWfugENtSvTDcNlh+eYKV89cSygRwSFa4pxxXEA/pQWv0FBHlnacypWjE7kq",
-	"tXJSbYeD4EG/3PnLPJ4jToiKiIL/ALwvUOas4Yq2l7DZ8AFRXSDuFI4RI03BKUgEA5GejMgVFJsp9LVf",
-	"oJSE/6ZVbzvYGJraH6nU0OeS8D1U293d3d0j0iWCouQ4RvA2QP03UV4D4tEj0TeQInguXGm4touANoaN",
-	"BiMK7efkqKVsaCmOZwTh5NFoKn5EZAULnr/OwO8kkM1xf1nb3lbJAjqSxOmemC6ads6hFHevTFbPo5n1",
-	"DE9RrMMFyhFUvwFXaNYIkj8gxEAazI7wvLdplX/LhzZ776YJBhII4GArCDAGX0lkaoSQD5DIMDeBGBnw",
-	"C2gE6nLxW5JaTgYHj9vy7Mse9n5RDbxvz77/whc+VcajeLSqtxvWl92kXsGN4jw+fT4o3p0ld64g3BWu",
-	"jxIrMGGwl2gAJOs5WPiQVYUXp+JKKoPOJMLTgfBwKAnHGxRwZAAvwPB6J65AJMt15qNvKHq5iMLeC2SF",
-	"F97hSPIxBUqgxOHUMvQUAkOPAkoS0dqxC9dJ8x4uM4hU4OVH1zCoLGOC6m0EhQL7sIhJz8e3Fdt219dv",
-	"37SxCxw0Bov/YIAphEpj4AOIi7tNME7JDUm+gzaRdwRr92DyTshAHrSFRI6poxjgxYAatGLYv0foV3Ib",
-	"6lkPHsLMEYMAFxodScoGv9tlvCBFs6gFrwrG65VT4pHBepQSXlU+ccZRBLc8jjq4i+H+luoqV5KUDONU",
-	"CndPGl2LCesDnZKjb7kUvKGYAgidweOPAZwJFQSz996h2/4hNJAIsOKuH/XqBP9tjeTZZ+sZe61gbkNe",
-	"LtDugQRvoClQDfRHpICAHSRIpZv6R7ZRABOipgS3RwK0QYC8MbEjQV9anI/F7CzYWnsidM8Vfw8B+SgH",
-	"fxtycI/pIJ3yRYq3hR/PaYLg8/SD++cOeY4HBxwibiF2jqLuOwO4T4PgjWBXYJGGWFEUD3muSOo779zs",
-	"+Gzwh784e4axoEqvmAZxOQh5YO3BKEAyNgPjalVk6I2Nqd5hhHZDUDcRszRXAHcNAin+CHOWGnzvBB9L",
-	"KuE546xsuJlTiHot+I2bdq7mvJ6dEkgcrjNBcSRY4p/gscASe9zpxfBSg2FfEFjm0VH+CEk/7k6f9D+m",
-	"kLEvbVbaKo8J8XagjUHAVHyZN8oYeKdGGPzjJ7N4rfeT2SytVP5V2DRJ+Lwq5S5J9UhWHmVMqp498ljU",
-	"x6VjA856CF2P/fFoDSJcyN2Rm5H23Q9rSI25ewSu2Gtu51AQZZkuPfrWqdmWpJDKJ+W4waFnFrxBbrvN",
-	"hP0SchjwKQveQzD+ISpBqZ0uBibBDs+MjSFbwUTJTAZyhHrQE9lgTfIiAvog1zGmR0DHpvPFUqadO6JT",
-	"XUlhQkqeyVjIx3OPe8QMJ+DN5K2TuGyuPA5pxoxUpfBWTJ+w4R4Gm50X0Awh2vjcpFzZuViTB5lXzHXn",
-	"PcOwEE5mahsMaVAVpUIZvRAgz+WKspOyEGpReYMp5VNhIEbJm2bty/z2sqsmufplKSABjFH+Vy+l8El3",
-	"/K6ExSRxOuNs2sragoQL8wCzcHQa3KzAWOpun5zRfTJPIRjgaS2NvaThJ52/CEv3wJaXgH13gOXlyzGy",
-	"7up3S/oN2VrYWFoysnAcvUcqg6xR3PQMM9SUODmaYDZNMJib2FXZ6J2A/9GMM6oo7+j8RxgTkK5uLO09",
-	"rApPiRw+/YB/3D2FUQ3GzWPMFRgNimw7p88XDIdAGeFDzFZcuvlxn87meM1MOtbl94DilKTB2ldYjUIr",
-	"wXiDoVzj52dnno4g/gg0miufeDfnN4ItuTGiih7mBAAH1nXinWRt8zE8rkMIY6pMP0VSWggHwsTvKODs",
-	"ZVmKpT1nmwSzLgCTCku3orO72HymOEHeQoiH5NxbzXXteTqlB3bBU7IWbLq2wpxj+Fe9pqAl9xj8Cmz6",
-	"iWEJ3KIJDQxMi5g0A+namG8NCTS09BBMVkuwC/mESL6grtHu81obe9WIt//3p4tuYWnUJnzj5KFqPfGH",
-	"BBMgYLMoBoy8jDCOmW4WcIrOYb9yVSRWNQgVCQI+kEnxIxziPdmOXU1a7lfBJz3CrGCWsgoAAODDxYTa",
-	"1EhSuE/PBhInYW16XtX7gEXeZcnEzdRFjCCq4rrk4yKukl6cXOTK6iuswb+Krji5rVLTZW8Er5wQttA3",
-	"wDlzFRp//cvbd2wymSAxedqAQ8wxWEIESi0J1WmP12QTo3obPnrI6W01c0eOMsJpc33MYSNwN5Vga2GH",
-	"clvd++nRnEXomr/bB635/gEFLzzljqZv3Zp+pZAP+UhWlK1OB5MyzgG0BH+pBac89FBmPn4Ff3J3u/sW",
-	"yQTkHuejO9jabuQBFGcqFYeVPShzl05wtlG48WgLeRS2ELJ89AtuPipRrvOMPgKh7gARzpFRYDTASMdY",
-	"4Y2wSppOjD65AALuCK43bJMbJJ0K+fGmkmzvs1hJgQwrB0qUTyFKG7Nuv9DIhmI1flHCx4FHAhBZCXwF",
-	"Wb8hVJJFNxVQMU+eciVVWbeVqCbsB5hZYmcuGCdgCEazZ2sp6sqwomrxEKYjxbFF4aWYB2Mg1M9wJHdy",
-	"qY7E+DET46xHNo6k+bPq26/ANoTBQz4Fq4u6It0tRclVvY7V8a7g/qEaOQjRj4B4gjUX5XwsfArS/0xD",
-	"Dtd5J2xzAPYJMMpB3QZDNTUAWD9Mmgl7pW8c/aQguS3jr0f5AvNvimC+4s31G1QfHsK2Gpr/wpZV1+db",
-	"G0y6gzvRaXulR/B4DLbVwuuXqG8lleyjuXSLjOOmHun4Q9JxfSOGrSN0bDtitpOWb+CP7KbljTBoVv3K",
-	"ZDxg3CA+IESBUM0ANo7rFxCgKuKbtxaRkk+gTAElMUjDCllB4S9II+AKcUox/adtFEQ/m87nqKoILj1X",
-	"vBGAn7/DU3gAS/gZcVKTeZduzV95fPQHRNfBEoxpSu0riCq9ouU6itGPFF8FAu/p5j5muvsoIsj6FVAA",
-	"kZDoCNJhT5PHKNu5k58xgswE5NJaG1GdfLsKAdZeItKpQ4WTqBaIT6/adsphSYMD2Eaoq/AIpH8fDUWY",
-	"EsQ8yHwCsBOs1nrpnX+B3hZxvr80AYrjnAlezkNemo/WgCyxCNV5ipdUiVubK2PFMnNsyZfGQS7Vlea5",
-	"QJ8TAFtUouZrQ9ACzGpmLHi7pCL/QFQ5K5Rq2hh3v2ITKTO5GpOM5ljPExOqOGVBhOgVv+nl6XoYCvBG",
-	"PjFMqBvZaLUAMGawq6+NFQusgYLhB32BRSNvREcgDY9qinY+vCjDRddQ/J9irxFs5j/e/vKzR9YmAI6+",
-	"axK2wUfXXPQSCN36Gp8djKirlOiXsVbVwoB2V/KmkcKw4jW4Rs9JW65OOQAPw1QVe372HCKQtCoFZegU",
-	"P2m8+IWbvY/26QAFwFeg9ZKgGkysjy9rSfHv3FoOvy64rHNF+ihl//Rq+mBOqF4O1mUC13CuIO6rq8gE",
-	"iOHxCRmszgR/uyFA/ZwrYcFlChVryMS2orNH5PFkUxKLqzTh/gSh7QRAenuFydwjrbINVA7CUhjnWFok",
-	"VwgIgp5NJ38pccWtvBGYqEreK4MaPAz3+X9+/x2eKg6HPVfg4P49eyX/mGGOpz8tHckvpAJ549LfJahv",
-	"BqFUNARROYFoLhoBeL1whNyYAD7ALYWe4WXHolObcXnhdG9WqsLj4X/uKkRRqSaUUbWyUrVIWkImrxuD",
-	"x+yFOgWzmSM/KKb2a/yha9u004W0l4jygvTEnYQFtyLbeCFXWBoXKlpGb2DG4AWcEExPpvhSd8yuIP6h",
-	"K2DCVa7iU9PddVg+QOLxgCzwzQB8D9KNLSBcqsbQuxs+Qc6gyO6D/3qUxx/7XkzjAArKu7ZR+5zzRZ9O",
-	"YAWDf3/+4uzk3J9vIBqGGQ1w7N0SzN2XmMEcnLuYNd15d5EaDXngnyfqA6In9wHi9rqiil86bq9Xfmkg",
-	"fs8tKBSDunDiEbetKQDglM31CoS252fPv/yIfIL6eICtnFz0UKYyD7tVEGktMpAtbMRlNnLr/fcDGUAx",
-	"W3T0h9t5Mks+KiqFIxWqFKcv3QqlSqxtnPqdLd59W9mqJH45JUFIIG++yCuVftH0DdTNPSql23A6iGt/",
-	"VEjvo5BOW7NmYx50FNRCvYBF4g7opKiIgpzXohYCYHVjSufHFEMvl5xcsEGcnvug85D6EHSiwitFAWEN",
-	"rxY1FSkl+ypbso3ClhC+vgywvsek4a+YNPxxdodvCE0HhWgS6D2ejjf63A9RJwv6RBYU14C0QWZnynPe",
-	"VALQqvytQObElpSQcnYvmxG5IT7BSrTT7gOECBD85GLRgS0iRaVUIbcVixbzgpRbK6qQ0qu4C8SgnPPG",
-	"FKimUOk0b3IgLHpiLKmSJkJVr3C6o/vGOf1YicVSW6HK9d/F+m+oFjyUbE+D/DqAKG6VhiN73mLFscfh",
-	"gwCCFxds+x8v/3WiH1nVefAgbRc4fPQpqV9aMEQGO2vrmnhpd+kvS61mtSxtcZSDNuWgF8+ff+GhXCu9",
-	"Upfkyz1nhdUBKVl+ZciBz+AcegugdyEiKsXeDowj6DKDzZ7UrLk29rJ7/Jxxcw25V0XTqssFl6pAEyvl",
-	"SgWs6ituRa64uTaMs6VojHtZWtaIEiCm3ZcK4o+71rM+JjoH8JVe5URwz2dBRKOC/9KaCfsJwM/6Yf4J",
-	"Zu8eex1N/wENYl03Q1B/7yJXSzemoyf/iNTw7SM1vCNIeqAE/QOehbsfYbDvwWyISdYnITfsIoZPP/Rq",
-	"o989rIu8ow8//ukAhclD+oPFCaioW7TVXCMW1lwodIeZtrkBJw9pkeYCPX2OToLfM/Lr+BRVp11H1WgB",
-	"jAp3BX5N4ly537spPFCobNfBn2j6X9qtEU1xgIL7peoW8EjBHymEF9TUeHQ2762D84cvPjQiyN7m3JGC",
-	"FY9oARqhxe1SemX/G6jRBQVxoKq2WifFzoRZrM9ttlgGFBhe7qiJjolO8BBkOskq8xoIZIBhvW80V8mq",
-	"j4UjVa7oIbLZgzCLYjaGLdBBPt+Mgg9Ygrl6cfYi65QFHzACCdYo1FQSwPDBWuYI/ouz74bqCPrZ7vGx",
-	"P2NWs2dnZwF+oTIZM8K9YzEsotSLBTfp1PaM/ng+kEAtK7OzVlTkb//92dnZvpz39w+aZ0ELNlTMhH5/",
-	"NJkVSsMJ1Q1baCjDz5XbyKPftHeBEhcHzWePVSvIEN00IhHSeq8Ht0xW30ZK869zRJLwYBQr4RHBxhh2",
-	"SAb/Xn7z505jfp9gApR0t6uSwBv/0IOSG+hjdz2BzXjYIyLk0c7wL2NnIBtagH+UALSDQtRus0KUOZt9",
-	"fj8nFesDZRswj7pgTicr+UDNwteJK/ApihGxmnEEwXYvoLBIAIyx4/QgJym95/2kCUHvl6VQREketxeU",
-	"Bvl1vKC4SoNeUI9M3ograSwkGnDjVY6jd/ToHf0X9I7SHQ9pBeELb1PIfHrlJQbFuS+OLtVv0aWKSImN",
-	"VleXlWxECZHO36g3FYB9qS6sbrpSrSGBZ49/dRfmhv/t6Qd/F8iZMAQO3zHeh9YShm0S8PNRJzjqBB9h",
-	"wY5Pz+MDjPdX+guoAvu9fnQPg8vvMOLxtBHLev2w/sjNkQ1qNR77vStDvqmKpLQQFt7rtJB3Hhc2ODej",
-	"aFhpWEHRvpfu68InVTY9TDSVK75cNvpGVB0VB/t6L/ZVKo87IaE+OgLrpnPK3Fp/I7rQsl5/nXQvWqQh",
-	"Vaj4rRWt48Qhypqs3tnmpjpW3W3HUUd6vDqSp6NeS6qqRmDUl07ISlmnV31retQmS/vyKtWyjvSgjPV8",
-	"tEf16RtVn75RTekl5kfzTjXaffEPVJIsN9d7yjDDE1sMOOUdxoTcXpbMzsxgbq7f4isA+51qUq/URkr3",
-	"rhZ/di8NtsWNkVdKiPs295BearcGOwNTIXgXocoinMqZrK1oAEfgGOd01Bb/tTxIeOYj91Hmq3IyrYT7",
-	"BVGa9xUYA8L1IC4lGKy0tWBjiLd5fnbGnDrFS9fCCUXUWi5rNj5zD7w4Ozs7gQAj0tImufohhBph/jBM",
-	"9bwv8WZsy/o3hjhST8tOoifchAs25mxa6/La12xBmE73Wy88STe56sqdumbcI2Q/RnAbeA4LGAcAHLem",
-	"Be5QlqvktpxMWIElmqvL6bpIpwBmMIACNrDYUdWcm+uHqq3FzfXXcV/BpAboPWTacnOdHf1VR3L/TXuk",
-	"InJy1IEeowupxza+kTDiqoqCh4GneeUHRYep5s2hckFaF3pa1lwuTpW4tQ+WdV/rlTD2VLVuaJCzEE0I",
-	"wXuJhVO59rpmrkNgtgg45lk7yQFBCSx5XVMUnmZKu1uQMZiSlzTQ1osIbGwM+lX0Jpg1Ln2N6OIEKmGU",
-	"bdNgjU73iCHclCtBaGFgO3ZjT/Jx1/fP4tYGVv6AmtQuLcqvAgFcJcrA/0xiElatD6sGIJUylNxXhJF1",
-	"1LiOISP/CsXjKRzk22AAQE2wKN4GDUVmsKVnYMlm99bhHOADiC4ULIAqzoAK6Pr08JPgYvGQdKQYdTg2",
-	"srpg0rJacEJ+zFWBNB6VJD0jyw7Ng1uqXS1txox278LjweeWTgd0vX5tQhu09SOZfBxkEpzDtDlPDAPd",
-	"XDeZO4zV4y5IAULFt0GZ8O4xjhd47O781kJvAz8FE9VQTNLXvszHO3y0NnxLF3d/HBLezwe2HO+P83EX",
-	"Lw7y4bacp0q6zKSoK1aLmQUMS5I2LliRB38W1m7NRwUra8GxHpdXDMXFhqDRiGXNS0KfrqWxE/ZGzFqA",
-	"yVSMd3omZuuSyomLhjYdEhhPAuIBQlp6hXWl27piCygU42WkFZc2VzPdOFlI1LOMYeRqvWZRaR46z2D9",
-	"932ty1oUJylh5x/L6uENxNjJFwdx3qfKckM1dY5gb0eh68Fo91exGBN1gQMVkYCjCfloQv48FgSsRcb9",
-	"xQQ3bkbe2qxjY1DKElnofaX5fWYFNDE/bBjxpniRLpq82/hLkgGvzZaPuqMfWa76F3eckiBOttKPuvop",
-	"omErbnJl5q1llV6p4Iz2xu2CjWM7d7+44kk0AjDYuqd7TzC9UoZJKnWDFm94FsCvrrhUuboS1oAbPxTe",
-	"cHy2VcRmw5BIlOq52dH4mKsw8QtW4HkquiI/i5MJ+2XGysia7oZgmLjlKAgpkauVVGbQiv71DTtu7ULV",
-	"Jty7o4J4tIX/a4ogqYzJPlnyXwTCE4QWTya+Jas6D7rFzmjSw7kckcNHwOjeBbrf6c9YaamIArSiEK7M",
-	"x2mBop2PilyBpuv18JMOH33CXiaVZu8d2OCPWeTA1krQeXGXwZ+iJP2nDh46Hspv2R1pvF+N04QVPSq4",
-	"34aCC9frqN7eW72Nb/5Ryf3aVVw+gncSoWJcMalOvfIUuYE2bsbHq42NqAU3j4Wfeud3QBF2ihTVc1Ea",
-	"Zz1hLxW5tAn+PayPNCnWl8gChTl/fdXncYXjHrnPkft8BPfZZDaPn7z+Vd6kSeuUl59MX30B7iR6LARq",
-	"cmMBTBXrxsX5E7wRoElkjJeNNh3Q9yRZ7eAd9PXAhT93JZL5wpbmiCf6bQUGDmZJxeVKTcaUWIWaG/v8",
-	"21Rv7HMCcUKbTz+4f/bh7FCp4K9aAzfUHD/y8+Od/Ag23jZqkgouiS/lg9/CA6T5tlHDIDcbd/ZpyVUp",
-	"6gfWL+IR7dQvsCY0FO9P1JA8J6lgVsurud2o+y9NrnAytagyxkOdSihNPJNKmrkwE/ajxSKVRXi4X5H/",
-	"yUAByuAl8rA2VU3QoFjGHOt8GDZul8xq9t0ZMydQFT7UM7fa9Xzh0XAg4HfOjS+smSuoz41VRtwTiGEJ",
-	"dRmT9kEY/5GwHgnrnuobeNAfa93pFFnFox3fYXdh7lFEdaWba7PkpXg6k7UwTz8suZ3vFFB+9W/8Rdbi",
-	"fhdKl1bYU2MbwRf99ZrpZsHt6Hw0lYoDLMVW8ffUfXJjfmLYdG3F4ylVAOVJuJ17X2Mjam7ljch8uvhk",
-	"UoDf0SllJgT4cWbWi6muZclqqa6PmshmRXhYrXBeYe8f3yV1owpVzhEjACuZh4E/wsjfN4JXjMPYYzX+",
-	"Sbzc2zQl/PbAYlqP4HSyUbuvavMGfWBj7iQhY9kz9kr+8QRFEpgzCBIQ+VvlajXXtUCQirbh09oJUwwr",
-	"v6CwWjbczJkRFCas64pWDjddiVWutBIZZYJytpC3Tpry7mLzhBWuvUv3FiZBRaUqjYAK09y6RkpxEf8G",
-	"xfgL9/dkuU66Ql+3Cfp8iDv0E0nzvvDfF+m98qtvHlNt5iMFfyAKvmyteYRk+wBy/ZX9jueBmLkTqR1V",
-	"ARr2jWR/vW6t5y5S9SEJDuUv0KAo20baNfCXqeCNaF62dj46/+d7xxCMaG4892mbenQ+esqX8unNM2AX",
-	"1OgWEXKyMGi10gdEGqDICOmDcZikHAAcjg9X7IDTQJwGPtZv+iesBZQxwLcTJsOCQGXbGE2ddFW2Qmuh",
-	"EtB2g+984WLAmPUwsstGW13qOmojQNptt/GK7Ehose9h34KRIJ4XqAzpYdArcJcJbSFmb1brGveWSRU1",
-	"2e1outm4GCtMQWplIKiV6jNHbcX179KtmTkPuc8AfXFO6TPgha3EUqhKqFK6raFwU9wU09a9PUEfSbqT",
-	"WhijlXnCTCkUb6R2+9wqv7buUEpHRDoYQP/cUIPyRmARaYbcOHoXvjaju/d3/y8AAP//",
+	"7L3td9s2tjf6r2DpnrsinUsrTpr2mbE/3JXpvPVO0+YmmdUPwzwmREIWjilAJcDIOln535+FvTdAUAIl",
+	"OYkTZ476obEkEu/Y7/u3349KvVxpJZQ1o4v3oxVv+FJY0cCnnyqxXGkrVLn5h9j8XfBKNO77SpiykSsr",
+	"tRpdjJ6zRthmw9bSLphdCGb4UrAbsWFcVd0XM11t3JNtowx8O5eNsawRZqWVEblyTxurG2GY0nYh1TVT",
+	"Yn3ZbxI64e530WCT0uSqkN1Ir0qt5rUsbTFl/xAbw3gjmCn1SlTMamjN6huhHhm2FMuZaKa5GmUj6aay",
+	"wClmI8WXYnQRL8DZP8RmlI1MuRBL7hZhyW9/FuraLkYXT8/Ps9FSKv/5STaym5VrwNhGquvRhw/Z6AV0",
+	"9pK7B95jdyv3IXSGoxllo0b83spGVKML27Qi7vM/GjEfXYz+r8fdrj3GX83jX1wrrqOXollKY6RWP/15",
+	"T3er8NiVrPb2Km75clX7d86ejDLXlBWNa/R/w3f/enL2x7f/Oj/749v//I9RavavxO+tMHbviBp85tBw",
+	"9i1C6AY6fcPNzd4eLTc3n9IddoB9Cb7c15Pgy0/f2jdts39T3e06fjsbOO5ndmtH/8XP/vut+9/52R/P",
+	"3r4/z55+9+HMwu6+f5L98UN6h3/TzY1Z8VL8VdbCD3GbUrjRskbU3Mp3wl/HtX8zY2J6PWXFkks1XW2K",
+	"S8bxDamsZjxXc11XomFmJeraMGkNMzU3C2FY8X8//WsxZb9oVkynRcaUZnxmdN1aAU1kQIyUzpXZLGe6",
+	"liWrpbph0rC5rmu9FlVEB7ZuCn4aXtGIFDw5f/rsEC344N8FIvvjQpQ3QHsbvRKNlQK+5qtVLUs+cxu1",
+	"vY5vmlawuW4YZ6V7m9mFNKxpFVvyG2Gm7K+8NoJpVW96j/GZbm2ugKBCc48ME7e8tEy1jvYYphu3G5Vh",
+	"Y/cQXUhmteV15vYqV/h8LdxpMRmRU12ftUYwWZlJxrRiHAZTNfKdUGy2cZ8Fr3O11JWoL1lRCctlXbi3",
+	"FTN8Y9h6gexiveCWrblhRgiFO0LLN9O6FlyNPmQjfN2ty9bS+i1L/KBvEuu4ELQyC1FXmZu9tKzSyIGY",
+	"24INGxfdVhRs7lZ2Mk0M60N8Qv6FA4Fus3gvw+Dfhhb07L9Ead0Yf9TKtEvxSpi2trtHooHv4U9pxdIc",
+	"IhsvuC0X1NiH0B1vGr7ZGa5vOzmsRnArKmRgu8MaXPJG1+kfjOW2PTx86O81PuvG77h2ehORdT4ybCZ4",
+	"Ixpk8JfMLPRa4TVYiEZMk3QrsWkw8DBM3/OepXHEPz0yJdbM0X7GDfvbX97AkBzlYuNZa+FytoZfi8zf",
+	"NQO3oOJLfi2qjK0Xslww3jWz4O5sKsH0fJIBBcS5myB+SZq+cdPt71SJo73idnewv7mrCLfZdeNuID3N",
+	"xv988yOc+Llulu7VUcWtOLMS1mpncxfa2KtOuACOo9qlW15u4DY4cgsXQW2iRe1aqOVS2oPH42d86kNG",
+	"gtPx96J/nnduRjYCMnXweLqHXgtrpbo2e0nPqm1W2qR/C7wv+vUASYl2MaxVtwhdd34ecSe725M61T+p",
+	"mb7dvehLYdxZvQMBwhcOEp/QcGowP4fTsC1MuJPq7rxuVZU47U47uCoXHE8GtSuVFde463Mhqhkvb/Y9",
+	"s5BOI9lcCWUbanb3IemW62q2sfsfiJdv9xnYqyu8ubuT/UmtWstWdWuYbq37G58MN9ZpM66Fjo4s+cYJ",
+	"SqpiUjFe15fs3Ek7SuOC9S60VPaHZ91ljoa14pta82rfGkWKhKMJurVXiRm8FqVWlXESXXierbmjYCii",
+	"rERjtGIzMdeNcBRS3K6kUwbHnFVCSV7HbDfq3884PTon4ieG4yT33urNNG8qWLSFdrJAJWrhqJ9WwjCp",
+	"yrqtRJUegJN/rkpe16l+tK4Z/OZaYk4+h06coIaqLf44ExutKnYtLOOKiabRDUOeHLRoeFe4NSzcO1dw",
+	"9YuBITktO70ga34jripR883VMjHgF7KupaHNmgm7FsQXUORj1gloIGYyzlxbxIDgbyfioCLv9nXtjigO",
+	"e8zZXN6Kiq2lqvT6gol3otn02uSNExcNm21y5d52J/daw+KTngBGANfc5JLx2mgaFncSqlyKeLS5cq/r",
+	"OeOdbAAD8WNT4tZGA+xJmmGxtsjU1jXuX/wspjfRody+Qjt0x2/WLrHZIgoDN80f8d453N7mYcIKlAUU",
+	"jqqS7gzw+mVERkHezfaTXsYtCgtSq0smeLlgcynqilVizp1U6RW9Whh3xd/xuhWH6DW9O7r4gYwrcumE",
+	"iCfZUZQ8vP3kafz2eXYcjQ+v/+Fg31vEP7z53dPz8yNfjhlD1/Ohd3cZhp/yOfyXfR0Wsn+td9hJN+rD",
+	"Sz3MaPya7876c7GdJb/Fkf3hh2eH9zVmSWF0zw69FbEqeuX73Ql9POMKU3hC5+PAaLa4WjjX2R1YXMYW",
+	"eu1oPVtytaHzxZVZO42FmxvYBLsQy8/CC9FqQfyoMFavVqIqcP/2z9WzyzDNp4deSbBR/+r3O5vWY6qc",
+	"2N4jg/wTWSKrubtyYyMEQ8rcP3c/bO3ZeZJdDRD5f66cynZHKu/UV1QvHP0uF1xdi0vGibbXYm4dIWE3",
+	"QqzQFgd0nY2V7gg/mFAmu7R+m3jdlYwMUIKPv6VH3sxPukNHnsE7nrtPPSEveHPzSvDq4Ono76BdNLq9",
+	"XiQNyt/hwfUm0B+eHfaOxHKWb/ptcrSdTWtIQb2SVdoeJbjRCQvSr6omx5K8VrpBaultFrqppOLNxnNp",
+	"EPve8VpWV9515b6qrnRzBT2i+ch9bEQpV1Iop6crba8MfyfcW6t6E7WyarTVpa6TppDIJbJn2Hy1avQ7",
+	"UWWsEW6hRIVWpBbMjjZl+IqNcME8Q82A+IrtjLJRaMWNGdcnMdS0Ro+uCOopuZ0ipdgTBfduOsfoMv+l",
+	"m5hbYLDWFrxaSlV4LsLgI763S3Pgx5SZxRtP7mbEtGTz212IxCzTllNeWvkuuQLA3/QcDfs0czTxK6mu",
+	"p0mruJdja7pnw5aIfU8sy9WVEUBbE9rh3/UaOfmLH18y/xgbF4+X5aqY9IbrpBETOYVF8040uUJdDyWA",
+	"C8ff+bVQwEmMrAR7wWXdaL10sy21UnSaDTSdK69rLmQNwpo0jM/0O8HOp+y1H85M1Fpde6Vj1ehSGANK",
+	"Zq70SigBMsQyY0bj+IyTULgTfOGoG9RhSt0qa9B87NibXjs18TkrcBCF02GVm4vSrSqFIZ0WGaUTH2l9",
+	"GPaZ5aqstXGSWUNCZjVBvXM/swvWSF7Xv85HF/+6k13ybbbPXq7XCoUyb2peS2WYfieaSMS8ZKqta7YU",
+	"vKctuFPofkAflW1asc8I6ljDVcQ0dgclKzzxAkShzjYQJLoFN8w1Q+MhkZ2rze5Isvv3RgxbWFrVED8d",
+	"uDzkPWOlXgrG526aRbw+xfTgoQCvwaEx/9NbX53QkF50vJbMWN44cS0iPGHZZ3D8RT1n64VQQXyNtChp",
+	"0xQJZJWFqKt9XhvUKMkYcwE3Dfbfi/ii6sn4GSvmXNaiKnI15oq5NWmaFtoN6s4kc++oUtTuQeAUs7a6",
+	"FvZK3C54a6yoCnfitRG5Aroj5nNRWuMWYgOEAYmLAt2lEU2rmGufyAB77hQSYV3LPFcvn7/58e/M4J1j",
+	"hZt2wRpRC26cDmbTfszjfE/EI3atRETEt2i6PxlbhHzr/oUzGvkI3BGJt+ztICND/8kd5cVP86kcjo7o",
+	"LnhQxEZ9MRSidHYdMOFq0FtJXeg3sBRqp9jK2t2IjqWhyhbdFzgNk0s81IH9QWOiQmp7rP94eA9e70hv",
+	"soKDQyICHCHQf0fZCC/MKBshA0pKmtjsRymKvzmWHlTE2Op6WF0cUA3vfFDSFK63bZfhhkrLxkJCCNma",
+	"bybdVeUQCABq+cAWJbbDeFK8a85M8ptB7cRrC0km5Shhk5Y3ezZqELjx4bhNNE8PHCiYwUfdaj/J7fgU",
+	"uVw6dQTiO56EsDs0WBWdobdgpa4EW2mprElqKVYfHRzVUyH13hn3Ts9H2r7xIrPC3+wi2LV0UMzcrAuv",
+	"JpqC+GuufGDNzE3TXLKCK0eaV7IsQMEpnMjIZcHGTlz4dSXU85/O3Ny5leBiQdIzYa1B0lM2ohLKSl4b",
+	"z73xkUeGCfVONlothbJT9pu0CwgCkjZzwxF8ya6FNf1XiBiycXF2BvMsSFLduqr8dtBj6Rg8WInd9dNK",
+	"0Oo4dQ7NzuMn50+foUjhicMkbVEOBo5nR5hcPMfYHY1TbmUFQ0A7pHvUh5yVNW8rcWacymHPnp19X1xi",
+	"nIWTb7o9nh7DUnxHPd3ab/AoG+HmQjApNntYnw5Npo7zL8kp40F1EgrxJTddsGxsmWsOB//9R+pmulM5",
+	"HKkUmy2OMD2shKrcjwcXohcjusew8LIXgLJtOBEMWgHlbO606qsll+qRYQttLLvmFmITvXPgUCDNcXEx",
+	"lShltS/4RlpGLJvNhGNTtCik7qDOS98NhuMcVIP8MGYJuh2bU/zkgRqU0oBvb3cgEDFIoyelNraeoc3l",
+	"7RHjIrfLnZZU7vddYk+7hMBqXTN4F8U2IAbX/F3M87uTtMc21A+hTkdK775Uc3W1z67nhuhNccw9jf7x",
+	"WtjgI2EkyKOBwz1yfdjMt7XXtFvFBWsV0mZwz9uFVD1unbK1FxQraWItDeL5ncSHbrP4GPjrTcFfaFcU",
+	"SsIfNJCkVOq2asvETJf1YCzfdnx7CK+HNv3h2d2PSPfqRVpFB7R3mXtXaj8p+jNdpDsKWRgwdzg+DJ/b",
+	"P4SfpUnQ626tjg/uiijsofiuuPnk8Bo9q0UigvK5Yq/++iP747Pv/5dj3+4hVumyBVlmlyrrSsRMBezr",
+	"EJVwFTQgkD2DrgyfrNZXNW9AaW6VaVcr3bhdX4pKcm/TXwq70NWV0vaqO8Kt4q1d6Eb+N6pZupnJqhKK",
+	"7P1zJ/6M0FJ8JW4lhoPAJ7BlBN193tZ1FzMSfvSfu9uDZ/iK1Dj3xKruEl6o2+7xVFZM10qr+DsuawpL",
+	"Ro9c/7ttmwlM+UbptboKt2ndaHV9VclGlLBpfk6lBqsM6qENvxbdHrgFX3K1uTK2EXzpFsUsWpDGryq9",
+	"VtE7/fH4zi0GkkL2hl8s+BAWBj9tSngNPnBj5LWKfqy5XHYfZ7Uub7qPbh27J8DGpHh9Bb7oJKHqQtK3",
+	"bH7tkqszJ2i5OVySQanUynJJ1tSydhraI1KIzQEqnnAcSjvkooAvdgXDf776yUmDjn2ThRxu1o1UFRsX",
+	"kCVwMau5uikgbnpyyWYNV+XCifKFu2XF4VBqujc4uIim0kJleFsHqAE4xH5tbamXH2eMIP515p1rmB1R",
+	"yarTy1aNvm74MkVGWrffg0qEe+uRYfQYmztpCI24kDPRKjbOR/mIrKUzI5SdJDdV3K7QyZbauyW35SIp",
+	"KYLdgkJ4xO+tU/l8S0FCo5g9Gi1MXGnrBrfHVh5ZbrH5Q0uAT2XMor4f9y7tkZ1GBhA+4J1rxLw1AyKr",
+	"GxDK627f6ckg0YOY4jruCSM1VxQIfYRkuq1/wLvRiMJaRfvpdy8LZyl1zl8JXr22ZHPZ1p/6zpKDa9e5",
+	"HA64//u6VMoknB5qKeQqITgMe9oHBNtgkXqEvhxWto3R4ATgYE5fge0/xJumHQtoFUqEq/jAmtDNYUIl",
+	"kSWRiXzf9E1qo7pfjpKa/EoezsehhtPjWdUDd8HrangfMJFK2XAPSHkDy8aam9S93ElDc4pI+mL6uMuB",
+	"M7DXBuB5U3wr44gKJxE4YaD77u2RLKcny/vxR4MdXNGPsoAevUA9t0R/437RtqOh59vm0n506yGT6bZO",
+	"QMMbnPSwCSdc+X2uWpBA6d5dRpbP4vdWtGQwu+vR2DUPYWOgPrpLurkyaNOuxFw0RwWkHGs3ogTi3fVw",
+	"wtGR2cf/cI92wa5D1v7jlhcNxTvEMG6JiMH+kbmHjlj6ITfDPqNdlowcSqrzTs2yh70Yvd2ClY+cGtRI",
+	"t76RdOmDq/zy7tnij7rtn3YK7uQl6YVKH+EoCUt7Z2cJLfDOuu5ZvJ/+vB349/s2LoD7aj8sQGjtH7Sq",
+	"WxKaZwHJo0Svpu0ZcWTnkWwZr/1htkwNJ9emVb/C5t7Vp/QXCBxCR6k0TK/wvUtWQHDUmTsSpmAWsm6A",
+	"xhbGitXV0hS76ksVGZl2SYuTeh+ZOBjeasoch5x7Nva+n0oojNwNttxDeZuxPrPbs//Vqy7rRloroH//",
+	"09Te2m4A+ejZ03w0uWRiubKbKPyIHtjyxXz3NDGkj3Mmw/nbmcTPgleRNdwpw+hAcetZc9WNnMhhf/WC",
+	"IIIUMrmCtKuJ7Llarym+zD2DEQjSUFR9FF0OsSshq6Hkiq2dKuJV0908gLsHDLtj3qnmiZCiUijeSI0K",
+	"onuu5zjwSrI0TCpUJoVJSqJaiSPi3bbNBR+yA5gd7jKFhwfu8ZBUBGgBd8g0BmyHVIYxl/VM34o9lOJT",
+	"c2x3iAwvF13gHxjpMIHcR6PpunKiBpjx056Qj7pMaFjcn6SZAmdAothBJxBSgw+KBVwQiNYYI+AEqf4I",
+	"9mEDsoPEyM8hc8gkrWDq7oDvZRvdVdjKJ/g0rgNhPIMyGt2vnnu54xNkYu5MX2lJbBCxoGm7mOtZo9cG",
+	"Fr+WNxBqyQB56bDeQeOPRpt5DByAxKCLtHM8uqXv5VB29yV1YV9THz+pud69s70p7oEM+ei11IeY/pAj",
+	"kl7EA+0XCtl8FuM5+HSa5K0cMv+mwwu9PTYeTDeDfYublrT8qI8/9L3NOiRvdc0nhyZUNUSptx2ylJry",
+	"5LhUCFI43x5lPNqjTr62YpUOQOgHBFJ0DITk+HQ6CC5lc6l4zay4BZp8HEt8o3UNPR/mhbcWH3xLcFnp",
+	"wVpubjCuL046TKRYoJNlQDAAydXndmAa+YaBl4VJmzE5PzqWm7w1aYswJUi69ltj2UwwN3NMiqSYcbhw",
+	"WgkQkNwD6OpxfR91hj3u1y7dhpENhENBFhkbO85DSZoTHKeCxHY/JvS/y4Z1s/wMA/uYkBX/zpDhPd5L",
+	"jxYjbZyZMx3t9ZXtktK1GvK89DrD/WLSXrIbsbJMqzLa5uPcDYFwJBxITi6i5pyob7j03o1WWVnfsavj",
+	"Mgzc3kX5BQRNd/yGD7oBWwjqvcvWbxtWA0xexz7IixcsL7hzWUcCerc0XIyw7r3TtRVqEQ04RVTdnH+k",
+	"Dbij/WZo08Ho+uz8/JyVC97wEgRicuo1crnsJ13ty/WCwX2UITminceEu/dpYKAOA4b2WCtIe6o/bgmi",
+	"c9dvDuxZT/e1xsZFFI1RoGS5ln14taETCZ0OHY5t65Q7v9vmKfjukH3KNZaWe0JG8NFk+aCsg00Ozen1",
+	"HvOrVFdejwafI9EmuKf419uByR0Z738sl/epm8ACwAk+1w1T2u3ztL/+41Sg6eT/TW7Dpx/14VN7zJUm",
+	"XekrgKkRENyAPIGyGGDmVsxRYsEwyIZ1oU+MW8zuuqSUJgjyrsB0deYksoFk0q+J4rYFnkAAd1IFlBmm",
+	"m8qdslrwqjNYHGkveQCob318kHiyrzz2ilTgBnLzPHpue+wJd8wX/PyodJEy7w91l3zmc9Y66Lq7Qta5",
+	"O/pRbDdx0DtPLR713SzOwgeYFL2YcWmYj6S9ZAU3NwUDkT/YY8cxDE3fPPz5LxUiO30EPmIvyw+Mlbc/",
+	"4XuRjf0zXZtjJJ3oJu2J9UIo3+aSzOTB0on6tTTM6rrazd9I5gTGx39/YuDfAMfYD4F3WMYMQyJ1s4lR",
+	"Oh9Rou9c1oJSfcJRgneZVJ+SHOiuwYDAAvasowUWwZev2+WSN5vDcgu0PDQa38oB/nkcOxzkESG12qOh",
+	"hi1ZcJOGyBsg3Gnq1tGxaNhDU/5sSZRuApcdAAGB8ZRc0VO7Bpi70Aca5vaMqYmhyZlPDMuMrKvgBoLc",
+	"r5lYSJWwJzn+fkX+ibTnAJ4wfH3ViJVu7L6joecgLzzqPB6OUgOjtYFMOJo5BDPJK9HsHw090wi45Ea3",
+	"TSmGYhrfSbHe3972xsSLsTOeRJMD40ksWnqzyTZ41/zIpGUT7TaA2BXwuxC7Jtg2t+nVrd3CVn82QK25",
+	"tEmn6W9cWjSrAR5IwItw45HqOiOnBjO1OyI+L/uO7tE+JbwdoAreIPsZ1zJCXNO63l3AT0iOAv/gqrVs",
+	"XLz/UCRyNHedEJSnM9henGtphKo8nNJ2RuVBrKgHtd9ap4Hc37SN+oIoCatGL4diyVrjDoy4tXhq9CpA",
+	"PraNohxX2GCIstjajYEbFzKahwIA4kP7yAvFJoPTuhJNH2cycyQYFR2fngz4PLvAlGPdsILykX2jRytH",
+	"5BCJpNknPyQkm+Re/plyjnalGEh92yfDHDQO78kvPOo0uPHBiTjW2Q7WgDsKXoNZhF7fKS62cil7rqse",
+	"MKM0TFa1mFzmKgZ2ucAEWFnXTmkSFYJ6aV17u+Fct03AJs2YbnLVPbgEt06HRGkXXLECZZlpB8PXg4jM",
+	"lTQ+5XZyGXBlLjoOVeq2xlCBuVTSLODtgELVQVmsHO/VrWEEznJBthayxoR8DMz+nzUa6FDT1iKDtehl",
+	"bECit3+VgM2QX3KTq4B3g2PuUG4uIgS08C1AXfjR5YqGBz6TgKiGm5FAyLmIbmCuihizsWANV4DnEYBT",
+	"CVO5d7XZeI3elFxVEmLbdntGYAGvB3fwJf5kOZk7nJIemImfZCpTbSi66g4qUNsoTzO2dV5o6apqEGBl",
+	"N1rL/exhTN0a/vCM8ZC4iOdmALc7DSqXBXEokfMACRNu6T1sE+J5QWI2t/4gjXkMgICgqq6XjFLSOLsR",
+	"m3Sekm3k9TWSqEML9oYeJYCsZH5zkbfn59+VdAfd3+LM4ncKPxYZUxGijsfuhmSaFIIBVjDa9Xvdwea1",
+	"zdlDHSUKWgn5jt5k1RUHcTuTiGPxNi08dT2ym3Vso1vdITliQJ338GNHn+XAww7q89D00HBeeJ50ZBGY",
+	"GAzjSIyLbI99w1/KdEyFFSvSnNtGXZCs4DelYGOVAb2/QiTQjGqv5KpqG8wTXpoMqtlJYS5ZAbekCAlt",
+	"eJMmGSsCQylyNYYPrRFXssqABWUoPWdMGswYzQi++JLEasCwhG9yZRa6sYhJCP6y2GE2AU96ZzEs2LiX",
+	"1Z7lCo9hEp0lmlQSYneX+mB6axKzSA2mA0ZoCtxEQsC60RYwGsf/3+tffwEKNclYmG6S0vgFS+vMN1th",
+	"4r3djfHve1D5SVagDpayGMxs8w7kxE97aoTsJPDGbCmcyDTpJ90q+QMdvLTf/+PpHyz10AV80/GDhJGH",
+	"6FwQWy5Y0V3Al7++fsOm0+ljLAMJEU4+xmuSOSED6oKNeVSb4ZIVZNEooJajhQyZgHPkjTmt4tYCXc0V",
+	"RXDAUEC9gHBXVDLwUlmwzo85hjb55HDKwQgS3kyUfEnhQZi/XVAsRBoQafuEdmdzieESkLmeNOx3ZqDj",
+	"/ZtRjMh+0jq4nf/0R2TL5QY3mICazCqJtgBXfh+EdyLMFyL/7/LOTgWO6P3t9nbnBwlNZdtIu3ntjjth",
+	"lkGNsOetHcAhjUCE8YDGcMQZhWex54T8gP5ILBzKvD8VLhdQL+irm9jC2hVWAJQUq7rVv+BLFoJdEe7e",
+	"fdXlsQM269/fvHk5ZRghDaGCSojKyei9UV2wP2E5NBSuYPwkYF1swyVnu1OlYq3uPkF4FbFBs+PUnrIA",
+	"2cxLj5jLDaGGXhC0mIIFmjPubpfBomdbvwS1wcP889Lq8NPKtdr0oBbhruJgEfTXMKt9qUcsD4tZNSVX",
+	"PspOLKe5ytVfHJ/B4rC+wJ9bs8cEhvD//JcBfuvhRybeWmksxEMjDMIlgTcYp9T1ERK8XO2+oHKHU/bS",
+	"yapu9ciUP3ZDzBglXLlx58qnezKMizEZES8j/7srE8d+b7XlExi+UyMDNcS4baexUqB8rpDSXzBOAP0e",
+	"ahlsLJHLkhI3ezE5biXnjRSqMtNc/RYSOCDmwK2q62kmWCN4uUAto+KWz7ihjHxpWKXXapJB8Dic1SXf",
+	"5Gomun6/P/8OqjVsI34UNKJXwjabs+dzKxpAZcPawKANY+wD4atiSMfIQ0iPstE70RgKR5qeT88xWFso",
+	"vpKji9F30/PpdxiUsgDC8BgAneFPSqVLZFAg6LM0rIC/Lvzl2qwE3S1067ll8D+6s+R/XC8EnWEQi6B6",
+	"8fsc6EM+ylgOCgf+5ZrIRx+iBgtMZxDk/6kYUrope7NZCXPh+CeZVbOO68Kfq3rj/gBcAviDMKzHUEgJ",
+	"oSoUe/Hjy1wF2OoeCjAaDnWDNnxIMPfBJA2IxG2jCsfBe+IqR+94lG7WmWx0wwg5yb3ftPi6mz5ZaeCm",
+	"eK056+iP94PhGkDnyM2RHDiG3n+LFFz4RXaxOLqhNgzVk5ojnC88B+DArMCwxSLqDC5p0QizUSXpBnhu",
+	"IJx5JhjMVF2zeaOXtEqAc3OBH5BiuHsOGNYLqRCtnxoBnxRZFoAoj3fQyRFQMVf+phHuOv3+KACnu+WG",
+	"hQbEEP/6o9CTu0C12x7Ee1tqhIh8JYAY4TXnVrCNbqFupaPzsE/YwiMDdz0cYUz5wKPrZbrtI41icD66",
+	"YLk39cAJJ2Tp8JpqWgV4311YMfEduAvH9JarfneVWzN4QN90faKdzjFVN7tSL8FCU0slMFZKWcClCPwP",
+	"V8VtJ2LJG793zYY9+Z6FGi+OWEV8EXmUEaKPJ58rpNdchYzvcIP9NsHzsaArLY4LquKUQr5zHHqM/JZ4",
+	"RSOvF9YwCCeZ9JuHe9pruxuLk8ndoHG0CODPLVu6M/IHmrYJ6xGquyMM8pPzp88uc8XpgCP5D7V0LYf8",
+	"ISKfBDP35DwsWK0RKhtouutnyt74Su2+DNyu3JUrFLwyJ27AJgB5vUBokW6viJHMBVI/N6DiL24kr8El",
+	"WiADcdItNPtTBUY89+ZfkCVkvcr4/0qW4vBrSglqbmenvqD0761oNjvVwO9U/fvtlt/l6fk5ohUp60GD",
+	"xa1FHnaG08YEHd9Hogx1IksX9gdfh4hBIPfh6NPewobwNd9MHUt9tjOSIYGqP6ADWZ0ACZcYZrGD61bg",
+	"KJ580VHE4G80gO++6AAC3FxxsS25c3MDHMjRdYXkH48jDPPZFx1mQMIrLpxQbtpyEQ3m6R+/6GC2oecK",
+	"Ysq0bIguQpTvDyDzeLKXeVcMkTt8BjCMsTgezOf7L3wV+sh0Baq8PuJq9BqGevbaXVkkZJ0LFll7KFYC",
+	"mmCkAk7AWHHtiN2IxOK3rvHHaOZNysdb3M7ROhMY904Bn8ttFRQKwecKM4cumG1akqW9xC9qI1KU+m/C",
+	"vsB80b3kMd6Ju+3ACzFELn2JIgno29bTw69KiXpH4LcFoYrACksTbWtXdRk2tmmVefwexaoPg3v8xtdh",
+	"Dd4sn8/fUyOn7LftZH9w7ebqWkMoRqFvCvSQ1kZkrMB8YPgK4R4QBh1jzeBrgHFL7/6rVt3n9nd4AAOn",
+	"AFOmO2DSE098CDwxCM5IYxxph5BD82DYIAByfAWu0Udkxfo4+znJ860zThwj5hJRqvaHHXEZhOAVB9Bd",
+	"koEDQkBn4MUImbtJxY509ZLQiWz1icTP0tjX4al7pBW9bPnE2qPNNuT6Y9VB6zF/okz/h3B7H5Y086ar",
+	"IB023CuhsglgClAyA9jd0OnsHZnH7915/ADsD9za+/S8Ph4T+JF68BBFUPj6Z93Xdvqkk56NVtrYQdAO",
+	"MpUYr8+juWTsuq4w8pGYMYZhkqmtG/vZk2KSsQqLsEcpC1QirxfTZ9AK5gueJCwpkZ0oqpAnbd+LkCuE",
+	"xYZt5NdcqritSisBeEbeFNUatuLXmLU/13Wt11hcyyfDQfUuE6GWgBlmzZvKTHe2iuC0wGqQKzw9RyFu",
+	"QZBi9xkCuVSurK+J7wQfUJ3dkWJWM1/N3q0Gk/OkIu3tin/7yxvWF8UK8sPgpgQCHE8Na61UG7JA5ipU",
+	"W/KFMQNdyVWucPwYRwmeFV6Tz552P86gYVIZK7g3IOUKT8JFVNA9wMVgHCruZkiEyaLa/VrXbgiEpEV9",
+	"gg2YTMpUzWBsNCvcX4WvDudWV01QZ1hoY3OF0XeFh+MqpgzQlqAgJFV2wKE+Mkzc8tIy1eKBhpVe66Yy",
+	"aGf2PhWrLa+zyNZGJSAzkqB1fdYa9D1HKwF1rg25YgRix5O9qQMvukBBt/D0Klfo8Me9Q+G3c2jTos7d",
+	"AYcKyuiH4bKDds4Vrp65kVAxhEPwywXjuIB+SkteoaGOLO04lWtHJ3JVauWk2g4Ww2PAufOXeXhPnBDV",
+	"3wb/AXhfoJpmwxVtL0H14QOiukQYMhwjBh6DU5AIBgJ/GZErqD1U6Bu/QCkJ/1WrXncoQjS1P1Hlqc8l",
+	"4Xvkvg8fPnx4QLpEUJQcxwjeBigzKsobAMB6IPoGUgTPhSsN13YZwOew0WBEof2cnrSULS3F8YwgnDwY",
+	"TcWPiKxgwfPXGfidBLI97i9r29upYEFHkjjdI9MFVy+4G3S/alrPo5n1DE9RrMMlyhFUzgNXaN4Ikj8g",
+	"xEAaTJbxvLdplX/LR7p776YJBhII4GBriDcHX0lkaoSQD5DIMFWFGBnwC2gEyrTxW5JaJoODx2158mUP",
+	"e7/GCt63J99/4QufqupSPFjV2w3ry25Sr/5KcRGfPp8j4c6SO1dUKlhppsQaTBjsORoAyXoOFj5kVeHF",
+	"mbiWyqAziYLzIFsAKgTyBgUcGbAsMNvCiSsQyXKT+egbCmYvoiyIAlnhpXc4knxMgRIocTi1DD2FwNCj",
+	"gJJE8H7swqWq2LGUSF5+dA2DyjIm5OZG+NhHCouY9nx8O7FtH/r67as2doGDxmDxH4wXhhh4DHwAcXG/",
+	"CcYpuSHne9Am8oZQDu9N3gkJ6YO2kMgxdRIDvBhQg1YM+/cA/UpuQz3rwUOYOWIQ0GOjI0ngAB/2GS9I",
+	"0SxqwauC8XrtlHhksB60hleVz6NyFMEtj6MO7mK4v6W6zpUkJcM4lcLdk0bXYsr6uLfk6FutBG8opgBC",
+	"Z/D4YwBnQgXBZM436La/Dw0kwi/50I96pcL6Wzf0yWfrGXutYG5DXi7Q7oEEb4FrwHI+KAUE7CBBKt3W",
+	"P7KteqgQNSW4PRGgLQLkjYkdCfrS4nwsZmfB1toToXuu+DsIyCc5+NuQg3tMB+mUr1m9K/x4ThMEn8fv",
+	"3T8fkOd4rMgh4hZi5yjqvjOA+zQI3gh2DRZpiBVF8ZDniqS+i87Njs8Gf/iz8ycYC6r0mmkQl4OQB9Ye",
+	"jAIkYzMwrlZFht7YmOodRmg3BHUTIWxzBejnIJDijzBnqcH3TmjCpBJeMM7KhpsFhajXgr9z087Vgtfz",
+	"M8IMxHUmZJYES/wzPBZYYo87PRteajDsC8JOPTnKHyDpx93pk/6HFDL2pc1KO9VSId4OtLFe/lqiqoV3",
+	"aoTBP3wyi9f6MJnN0krl34RNk4TPq1Luk1RPZOVBxqTq+QOPRX1YOjbA7ofQ9dgfj9YgggndH7kZad/9",
+	"sIbUmLtH4Iq95HYB9XFW6Uq0r52abUkKqXxSjhscembBG+S220zZryGHAZ+y4D0E4x+CVJTa6WJgEuzg",
+	"7dgYshVMlMxkIEeoh0SSDZaoLyLcF3IdY3oEdGw6Xyxl2rkjOtOVFCak5JmMhXw897gHUHEC3lzeOonL",
+	"5srD0mbMSFUKb8X0CRvuYbDZeQHNEMCRz03KlV2IDXmQecVcd94zDAvhZKa2wZAGVVEqlNFLAfJcrig7",
+	"KQuhFpU3mFI+FQZilLxpNr7qcy+7apqrX1cCEsAY5X/1UgofdcfvWljM+aczzmatrC1IuDAPMAtHp8HN",
+	"Coyl7vbJOd0n8xiCAR7X0tgrGn7S+YsohfdseQlQiEdYXr4cI+uufrek35CthY2lJSMLx9F74DrIGsVN",
+	"zzBDTYnJyQSzbYLB3MSu6ErvBPyPZpwzfXtVanAAOTr/EcYEpKtbS3sHq8JjIoeP3+MfHxKxg0cz2ezg",
+	"swjJfIglF2t+I3zmBIQlxWYyMFMEzaWX3DvbULJ+rigTkwKg1twti7ui0rIxZ//ZwXL85+SSGQQhZNBx",
+	"wcYQpKKbXEEwzwQtJY2oBTdwkKFem3t2GuLPGrGqeUkjDXZlyEckICt0wa2lIvCDjidNfcdQAY7mgom7",
+	"HvU5V4UPXYQwGl8mDgO0UoSNb4NuLrjJlfemW+1BOKGFVtVOzaNF9S7CWSPVNZlyPPOgMMUkQ0+wbZ+f",
+	"DYx7mC++8LBU98EZsfGvwxs9TH+aO/pUIogoVXrN5MNhjJzNnAgHwA5csVbdKL1WIfYETdl4bH2Jt60T",
+	"d+KEA5yQaO6D4oCdQ+mb54WB+q4xWdsTwARXRIi4w1zxMYxvMJsMI5HBlF5ku5nuVC8Iw0eFD7x2PKnI",
+	"MHC5IlVyLp1C5/eFmJc0yHCwZJdWgvEGA5zHT8/PvXQ9oQspbZErn46+4O8EW3HjWEX3MCeUXPA5k0ZJ",
+	"zNVHtroOIbi3Mn3gAGkhSBbhUKIw7OdlKVb2gm2TyroA4E6sb4+Mr9h+ppigxkUciUJe1gtde02Xkua7",
+	"kGJZCzbbWGEuMCi63lAor3sMfgXl9ZFhCZjGKQ0MHG6YSgogJohCAmmltPQQYl1L8JZ4mAC+pK7RG/JS",
+	"G3vdiNf//8+X3cLSqE34JldQO8gfEkwLhM2iyGiKvYFxzHWzhFN0AfuVqyKxqkHVTlDvgfzCn+AQH8AA",
+	"6Ar3B+nJQwHArGCWsgqwOBDZhDATqZGkYC6fDMAJwNr0Yo3ugqjtxM8EnEHqIkYSGly+sm2MbtgYi1rY",
+	"RaPb60UxucyV1dcCbH3r6IpTMEdquuyV4JUTsJb6HeiTuQqNB9A4WMfHDYSJOLWTMNhSS9LCHeytyXYh",
+	"j90aG0OhYFaDIEw4KV40pkj8RuBuKsE2wg4hPrj306M5jyDIfziEP/72HkUuPOWOpu/cmn45tff5SFaE",
+	"4UIHk3BYAMoLf6kFJ3SWRpRyBZg30Sv4k7vb3bdIJgCRIx99gK3tRh6g4mZScVjZo/As6ARnW9WtTx6C",
+	"B+EhIH9Avyr5SbwbEu+OEOYcGQVGA4x0jGVwCcGr6UTqySUQcEdwvbuXNNw0QED2pWwbR0qUjyF3CbEo",
+	"vpzVJRnB+KsSPjsqEoDIvuLL7PcQSJ0KWAEV8+QpV1KVdVuJasp+hJklduaScYJLYjR7tpGirgwrqhYP",
+	"YTp/ClsUXoq5NwZC/QznNyWX6kSMHzIxznpk40SaP6vm/QI8JhhS6xOTu1hk0t1SlFzVm1gdD6jzR2vk",
+	"IEQ/AOIJJlGU87E6PEj/cw2ZzRedsM0B7i7UmgjqNrhvqQG0BkozZS/0O0c/KXT87rbVF7y5eYXqw73Y",
+	"VX3zX9im6vp8bYMxd3AnOm2v9LhWD8GwWnj9EvWtpJJ9Mp3ukHHc1BMdv086rt+JYesIHduOmO2l5Vuo",
+	"XPtpeSMMmlW/Mhl/3ne+gTOMCiuxcVzkiWDGsZxLa7EcxIRchpDaJw0rZAXVUSG5jitE78ak2LZRkBNk",
+	"ukgcVUXVYXLFGwFFhiLwVRwUGLW9SXgMHpgr93eR+VhubAcNypXEuk9CVawrcjWBzGHEoKgr79mEgBxu",
+	"hU/TRaiST3T4/YL45Uk8BLfrkefvK7rgMvC+4YadBPkHinsGCXHfgO/sQUR29wvVAVIwUTLkBJ4rjFG6",
+	"dCc/YwRlDYjitTaimoQkEk92XEsBreOb1FWwdiZRdR0q1EW13Hw+9Cf4C0NdqwegmPjwZQKBEr3IGcCJ",
+	"YrXWK++XDIS4iAF6pAne/QsmeLkIUSI+vBLSuqMyDDO8vUrc2lwZK1aZY02+tCEy0K604iW6wwCJqhI1",
+	"3xjCAmJWO06kqlxJRa6LqPJpKLW5Ne5+xU3Ss3I1JvHR8aRHJlThzIJ00yte2APW8LhR4Ch9ZJhQ72Sj",
+	"1RKqJ4DJf2OsWGINO4wX7MtSGpkm+ihpeFQTvnMvRimpujYQUBziK2QD/kFfCoMQs/peU9gGHw572cv4",
+	"74KgsMAASAmQmZ/5ACCJwbVSGFa8BK/tBSny1RmHSgEwVcWenj+FkGGtSkEptcXPGi9+4Wbvw3M7BCBw",
+	"Y2i9ImwlE5sKVrWkhDVuLYdfl1zWuSJVmdJ1ezUZEcRBrwbraoLXOlcQqN1V1IQSH/EJGayuCX+7IUD9",
+	"w2thwZsLFQfJ+rems0d0c7ItJMY1mHB/gjw5AcGuV1jWPdIq20DlRyxFdoGl3XKFCF7odHWioRLX3Mp3",
+	"ApElyLFm0LgAw336v7//Dk8Vh8OeK/C9/4G9kH/KEJTBn5aOFxRSgSBy5e9SMfGxzzQE4cRJAKcHgH0v",
+	"aCLej1sKPcfLjkVDtwPpw+nerjSKx8P/3FX4pFKbKD5rZaVqkbQE6A03Bg+yD4WF5nNHflCC7tdoRq+7",
+	"aWdLaa8Qlg3piTsJS25FtvVCruANrEgevYEp/pdwQhBPhBJC3DG7htCMroAcV7mKT01312H5ADrPI6hh",
+	"+F0abw/pxg5yPZVP6t0Nn9FuUJvw0fo9yuOPfS8JYQC27E3bqENxA0WfTmDJof/19Nn55MKfbyAahhkN",
+	"9VO6JXDKCEGOBL8zwpx0jmekRkPBAU8T9Z3RyXwPgfZdUewvHWjfK385EHDvFhTKx1068chpcAUgkrOF",
+	"XoPQ9vT86ZcfkUeUGQ+wlcllDxYy8ziZBZHWIgPZwkZcZgsMx38/kLIbs0VHf7hdJGFtospzOFKhSnH2",
+	"3K1QqkTu1qnf2+KHbwtegsQvJ/MLCeTNF+mnWm2avhG3J9yJJP4dFqI5aap30VRnrdlAPUvSUVA99QIW",
+	"iTugrKKGCnJei1oIoMuOCX8HMQG8XDK5ZIPAeneB0yP1IehEUVS+5+pwtaipSCk5VJmcbRUmh3yzVcDh",
+	"P6F8fEWUj4+zO3xD8HcoRJNA7wHwvDXobhB4WdAnsi4xwENjkUWcbErbSgAavL8VjLvYkhKydu5kMyIP",
+	"ySdYifbafYAQAeSuXC47dGSkqJTbC9HxLSbyKrdWVNKso0u5QmJQLnhjClRTqNapNzlQ8RhiLKkaZEJV",
+	"L3C6o7uGYP1UieVKW6HKzT/E5u+oFtyXbE+D/DoIZm6VhoOOXmOJ0IfhnACCF1dY/R8v/3WiHxnJeXAt",
+	"7VYkfvAYEl9aMEQGO2/rmnhpd+mvSq3mtSxtcZKDtuWgZ0+ffuGhQBLgFTl5L1hhdShtIL8yRtBncA69",
+	"BpTaEKyVYm9Hhjh0UB7mQNbYQht71T1+wbi5gbSwomnV1ZJLVaCJldK4QnGJa25Frri5MYyzlWiMe1la",
+	"1ogSakK4LxWERnetZ/0iJhzQ0nqljsFvnwURDQQccBxM2c+AVtrPQEgwe/fYy2j692gQ67oZwuZ9E7la",
+	"ujGdXPwnaKVvH1rpDdWQAUrQP+BZuPtR0ZQDIEsxyfokqKV9xPDx+wjkiAo03p+LvKMPP/35CIXJ1+BB",
+	"gAVHRd2irRcawSsXQqE7zLTNO3DykBZpLtHT5+gk+D0jv47PnnXadVQ+HtAjcVfg1yQwpfu9m8I9RfF2",
+	"HfyZpv+l3RrRFAcouF+qbgFPFPyBYm5CEawHZ/PeOTh//OJDI4Lsbc4dKVjziBagEVrcrqRX9r+BoppQ",
+	"wU43rBJqkxQ7E2axPrfZYRmNKIVc2WHhGXOw4CFIwpJV5jUQSE5zYrSo0Fwlqz54nVS5oofIZg/CLIrZ",
+	"GLZAB/liO0A/gP/m6tn5s6xTFnzACOR+o1DjY2+NwKIgz86/Gyr862d7wMf+hFnNnpyfB2SIymTMCPeO",
+	"xbCIUi+X3KSz7jP64+lAbreszN7ijpG//Q/n5+eH0vHf3msKCC3YUPUx+v3BJH0oDSdUN2ypG+FOmnIb",
+	"efKb9i5Q4uKg+eyhagUZwpFHJEJa7/Xglsnq28i2/m2BIBceJ2MtPITnGMMOyeDfS73+3BnWbxNMgPIB",
+	"95X+eeUfuldyA33sLwC0HQ97gnA+2Rn+bewMZEMLeM0SMIBQiNpvVoiSerPP7+ek6rqgbAMcUxfM6WQl",
+	"H6hZ+MKuBT5FMSJWM45VK9wLKCwSYnLsOD3KSUrveT9pQtD7dSUUUZKH7QWlQX4dLyiu0qAX1JcSacS1",
+	"NBYSDbjxKsfJO3ryjv4bekfpjoe0gvCFtylkPu/yCoPi3Bcnl+q36FJFEMdGq+urSjaihEjnb9SbCkj8",
+	"VMhdN11t9ZDAc8C/ug8OxP/2+L2/C+RMGKrm0jHe+9YShm0S8PNJJzjpBB9hwY5Pz8Or8OKv9BdQBQ57",
+	"/egeBpffccTjcSNW9eZ+/ZHbIxvUanyxlhBcs6OKpLQQFt7rtJA3HrI2ODejaFhpWEHRvlfu68InVTY9",
+	"uDaVK75aNfqdqDoqDvb1XuyrVB57wrVbEeZvOqfMrfU3ogut6s3XSfeiRRpShYrfW9E6ThyirMnqnW1v",
+	"qmPV3XacdKSHqyN5Ouq1pKpqBEZ96YSslHV61bemR22ztC+vUq3qSA/KWM9He1KfvlH16RvVlJ5jfjTv",
+	"VKP9F/9IJclyc7PfefIGnthhwCnvMCbk9rJk9mYGc3PzGl8BRPJUk3qttlK697X4i3tpsC1ujLxWQty1",
+	"ufv0Urs12BuYCsG7iKIWQWjOZW1FAzgCpzink7b47+VBwjMfuY8yX0abaSXcLwggfagiKBCue3EpwWCl",
+	"rQUbQ7zN0/Nz5tQpXroWJhRRa7ms2fjcPfDs/Px8AgFGpKVNc/VjCDXC/GGY6kVf4s3YjvVvDHGknpZN",
+	"oifchAs25mxW6/LGl5NBBFH3Wy88STe56uqTu2bcI2Q/RnAbeA4KoHQAOG5NC9yhLFfJbZlMWQFlQkV1",
+	"NdsU6RTADAZQwAamkbyhBUce76sYJjc3X8d9BZMaoPeQacvNTXbyV53I/TftkYrIyUkHeogupB7b+EbC",
+	"iKsqCh4GnuaVHxQdZpo3x8oFaV3ocVlzuTxT4tbeW9Z9rdfC2DPVuqFBzkI0IYTwJRaOQcm8rpnrEJgt",
+	"Ao551k5yQFACS17XFIWnmdJYmxGm5CUNtPUiAhsbg34VvQlmjatVo6+dcllMoEhH2TYNFtV2jxjCTbkW",
+	"hBYGtmM39iQfd33/Im5tYOX3qEnt06L8KhDA1bPdrfmFxKSSQwSPXzUAqZRecGGKMLJOGtcpZOSbZtD9",
+	"cJBvgwEANcF6fVs0FJnBjp4Blxlu8vEc4D2ILhQsgCrOgAro+vTwk+Bi8ZB0pBh1ODayumTSslpwQn7M",
+	"VYE0HpUkPSfLDs2DIz6sezljRrt34fHgc0unA7pevzahDdr6iUw+DDIJzmHanEeGgW6um8wdxuph18oA",
+	"oeLboEx49xjHCzx2d35noXeBn4KJaigm6Wtf5tMdPlkbvqWLezgOCe/nPVuOD8f5uIsXB/lwWy5S1Wbm",
+	"UtQVq8XcAoYlSRuXrMiDPwvLyuajgpW14FgqzCuG4nJL0GjEquYloU/X0tgpeyXmLcBkKsY7PROzdUnl",
+	"xEVDmw4JjJOAeICQll5hXeu2rtgSath4GWnNpc3VXEPRGFHPM4aRq/WGRVWD6DyD9d/3tSlrUUxSws4/",
+	"V9X9G4ixky8O4nxIleWGiu2cwN5OQte90e6vYjEm6gIHKiIBJxPyyYT8eSwIWKSM+4sJbtyMvLVZx8ag",
+	"yiay0LtK84fMCmhivt8w4m3xIl3Peb/xlyQDXpsdH3VHP7Jc9S/uOCVBTHbSj7r6KaJha25yZRatZZVe",
+	"q+CM9sbtgo1jO3e/7uMkGgEYbN3TvSeYXivDJJW6QYs3PAvgV9dcqlxdC2vAjR8Kbzg+2ypis2FIJEr1",
+	"3OxofMxVmPglK/A8FV2Rn+Vkyn6dszKyprshGCZuOQpCSuRqLZUZtKJ/fcOOW7tQtQn37qQgnmzh/54i",
+	"SCpjsk+W/BeB8AShxZOJb8mqzoNusTea9HguR+TwATC6N4Hud/ozVloqogCtKIQr83FaoGjnoyJXoOl6",
+	"PXzS4aNP2fOk0uy9A1v8MYsc2FoJOi/uMvhTlKT/1MF9x0P5LftAGu9X4zRhRU8K7reh4ML1Oqm3d1Zv",
+	"45t/UnK/dhWXj+CdRKgYV0yqM688RW6grZvx8Woj1eB+IPzUO78DirBTpKiei9I46yl7rsilTfDvYX2k",
+	"SbG+RBYozPnrqz4PKxz3xH1O3OcjuM82s3n45PVv8l2atM54+cn01RfgTqLHQqAmNxbAVLFuXJw/wRsB",
+	"mkTGeNlo0wF9T5PVDt5AX/dc+HNfIpkvbGlOeKLfVmDgYJZUXK7UZEyJdai5cci/TfXGPicQJ7T5+L37",
+	"5xDODpUK/qo1cEPN8RM/P93Jj2DjbaOmqeCS+FLe+y08QppvGzUMcrN1Zx+XXJWivmf9Ih7RXv0Ca0JD",
+	"8f5EDckLkgrmtbxe2K26/9LkCidTiypjPNSphNLEc6mkWQgzZT9ZLFJZhIf7FfkfDRSgDF4iD2tT1QQN",
+	"imXMsc6HYeN2xaxm350zM4Gq8KGeudWu50uPhgMBvwtufGHNXEF9bqwy4p5ADEuoy5i0D8L4T4T1RFgP",
+	"VN/Ag/5Q606nyCoe7fgOuwtzhyKqa93cmBUvxeO5rIV5/H7F7WKvgPKbf+OvshZ3u1C6tMKeGdsIvuyv",
+	"11w3S25HF6OZVBxgKXaKv6fukxvzI8NmGyseTqkCKE/C7cL7GhtRcyvficyni0+nBfgdnVJmQoAfZ2az",
+	"nOlalqyW6uakiWxXhIfVCucV9v7hXVI3qlDlHDECsJJ5GPgDjPx9JXjFOIw9VuMfxcu9S1PCb/cspvUI",
+	"TicbtYeqNm/RBzbmThIylj1hL+SfJiiSwJxBkIDI3ypX64WuBYJUtA2f1U6YYlj5BYXVsuFmwYygMGFd",
+	"V7RyuOlKrHOllcgoE5Szpbx10pR3F5tHrHDtXbm3MAkqKlVpBFSY5tY1UorL+Dcoxl+4v6erTdIV+rJN",
+	"0Odj3KGfSJoPhf8+S++VX33zkGoznyj4PVHwVWvNAyTbR5Drr+x3vAjEzJ1I7agK0LBvJPvrZWs9d5Gq",
+	"D0lwLH+BBkXZNtJugL/MBG9E87y1i9HFv946hmBE885zn7apRxejx3wlH797AuyCGt0hQk4WBq1W+oBI",
+	"AxQZIX0wDpOUA4DD8eGKHXAaiNPAx/pN/4y1gDIG+HbCZFgQqGwbo6mTrspWaC1UAtpt8I0vXAwYsx5G",
+	"dtVoq0tdR20ESLvdNl6QHQkt9j3sWzASxPMClSE9DHoF7jKhLcTszWpd494yqaImux1NNxsXY4UpSK0M",
+	"BLVSfeaorbj+Xbo1s+Ah9xmgLy4ofQa8sJVYCVUJVUq3NRRuipti2rq3J+gjSXdSC2O0Mo+YKYXijdRu",
+	"n1vl19YdSumISAcD6J8balC+E1hEmiE3jt6Fr83ow9sP/ycAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

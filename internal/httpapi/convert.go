@@ -9,7 +9,11 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 	spec := core.TeamSpec{Name: b.Name}
 	if b.Members != nil {
 		for _, m := range *b.Members {
-			spec.Members = append(spec.Members, core.MemberSpec{Name: m.Name, Role: deref(m.Role)})
+			ms := core.MemberSpec{Name: m.Name, Role: deref(m.Role), Wake: deref(m.Wake)}
+			if m.Model != nil {
+				ms.Model = coreModelOf(modelConfigFrom(m.Model))
+			}
+			spec.Members = append(spec.Members, ms)
 		}
 	}
 	if b.Limits != nil {
@@ -33,6 +37,7 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 		set(&l.PermissionTimeoutS, in.PermissionTimeoutS)
 		set(&l.Tasks, in.Tasks)
 		set(&l.ToolCalls, in.ToolCalls)
+		set(&l.WakeDelayMS, in.WakeDelayMs)
 		if in.ModelTokens != nil {
 			l.ModelTokens = *in.ModelTokens
 		}
@@ -56,6 +61,7 @@ func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 		PermissionTimeoutS: in.PermissionTimeoutS,
 		Tasks:              in.Tasks,
 		ToolCalls:          in.ToolCalls,
+		WakeDelayMS:        in.WakeDelayMs,
 	}
 }
 
@@ -74,6 +80,7 @@ func limitsOf(l core.Limits) Limits {
 		PermissionTimeoutS: l.PermissionTimeoutS,
 		Tasks:              l.TaskLimit(),
 		ToolCalls:          l.ToolCalls,
+		WakeDelayMs:        l.WakeDelayMS,
 	}
 }
 
@@ -96,7 +103,7 @@ func createdTeamOf(v core.TeamView, created []core.CreatedMember) CreatedTeam {
 }
 
 func memberOf(m core.MemberView) Member {
-	return Member{
+	out := Member{
 		Name:          m.Name,
 		Role:          m.Role,
 		Status:        MemberStatus(m.Status),
@@ -108,7 +115,14 @@ func memberOf(m core.MemberView) Member {
 		McpSessions:   m.MCPSessions,
 		ReadThrough:   m.ReadThrough,
 		Unread:        m.Unread,
+		Wake:          m.Wake,
+		WakeHeld:      m.WakeHeld,
 	}
+	if m.Model != nil {
+		model := modelSettingsOf(*m.Model)
+		out.Model = &model
+	}
+	return out
 }
 
 func teamOf(v core.TeamView) Team {

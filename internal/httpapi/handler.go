@@ -172,6 +172,9 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 			files.ServeHTTP(w, r)
 		}))
 	}
+	// Members with wake set are woken on mail from now on (core/wake.go);
+	// the server builds their turns as it builds requested ones.
+	svc.StartWaking(core.WakeConfig{Stopping: opts.Stopping, Build: srv.wakeTurn, Observer: newWakeMetrics(m.reg)})
 	return r, nil
 }
 

@@ -52,6 +52,9 @@ func (s *Server) CreateTeam(ctx context.Context, req CreateTeamRequestObject) (C
 	if err := s.teamModel(ctx, &spec, req.Body.Model); err != nil {
 		return nil, err
 	}
+	if err := checkMemberModels(spec); err != nil {
+		return nil, err
+	}
 	view, created, err := s.svc.CreateTeam(ctx, spec)
 	if err != nil {
 		return nil, err

@@ -62,7 +62,7 @@ func (s *Server) RunTurn(ctx context.Context, req RunTurnRequestObject) (RunTurn
 	if !found {
 		return nil, core.Errorf(core.CodeNotFound, "No such member.")
 	}
-	model, ref, err := s.turnModel(req.Body, view)
+	model, ref, err := s.turnModel(req.Body, view, req.Member)
 	if err != nil {
 		return nil, err
 	}
@@ -102,10 +102,10 @@ func (s *Server) RunTurn(ctx context.Context, req RunTurnRequestObject) (RunTurn
 }
 
 // turnModel is the model a turn request asks for: the scripted one
-// replaying responses, or the body's or the team's model built from the
+// replaying responses, or the body's, the member's or the team's model built from the
 // server's environment (model_unavailable without credentials, and for
 // the scripted model without responses).
-func (s *Server) turnModel(body *TurnCreate, view core.TeamView) (agent.Model, core.ModelRef, error) {
+func (s *Server) turnModel(body *TurnCreate, view core.TeamView, member string) (agent.Model, core.ModelRef, error) {
 	if body.Responses != nil {
 		steps, err := stepsFrom(*body.Responses)
 		if err != nil {
@@ -116,7 +116,7 @@ func (s *Server) turnModel(body *TurnCreate, view core.TeamView) (agent.Model, c
 		}
 		return agent.NewScripted(steps...), core.ModelRef{Provider: agent.ProviderScripted}, nil
 	}
-	cfg := agent.ModelConfig{Provider: view.Model.Provider, Name: view.Model.Name, MaxTokens: view.Model.MaxTokens}
+	cfg := memberModel(view, member) // the member's own model wins over the team's
 	if body.Model != nil {
 		cfg = modelConfigFrom(body.Model)
 	}

@@ -164,9 +164,13 @@ func cachedTeam(t *teamTx, e *cached) error {
 		st.Permissions = append(st.Permissions, p)
 		t.orig.permissions[d.id] = d.doc
 	}
+	t.orig.wake = map[string]bool{}
 	for _, m := range st.Members {
 		if m.Lease != nil {
 			t.orig.leases[m.Name] = *m.Lease
+		}
+		if m.Wake {
+			t.orig.wake[m.Name] = true
 		}
 	}
 	t.counts = make(map[string]inboxCount, len(e.counts))

@@ -329,6 +329,26 @@ func (s *Store) CountTeams(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// WakeMembers implements core.WakeLister: the members with wake set,
+// from members.wake (migration 00009), without reading any team.
+func (s *Store) WakeMembers(ctx context.Context) ([]core.MemberRef, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT team, name FROM members WHERE wake`)
+	if err != nil {
+		return nil, storeErr(ctx, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (core.MemberRef, error) {
+		var r core.MemberRef
+		err := row.Scan(&r.Team, &r.Member)
+		return r, err
+	})
+	if err != nil {
+		return nil, storeErr(ctx, err)
+	}
+	return out, nil
+}
+
 // LookupToken implements core.Store. A plain read never waits for a
 // team's row lock.
 func (s *Store) LookupToken(ctx context.Context, tokenHash string) (string, string, error) {

@@ -160,6 +160,8 @@ type loaded struct {
 	requests    map[string][]byte // request id → its JSON as read
 	permissions map[string][]byte
 	leases      map[string]core.Lease
+	// wake is members.wake as read: the members with wake set.
+	wake map[string]bool
 }
 
 // teamTx is core.TeamTx inside one database transaction.
@@ -300,9 +302,13 @@ func loadTeam(ctx context.Context, tx querier, name string, forUpdate bool) (*te
 	if err := br.Close(); err != nil {
 		return nil, err
 	}
+	t.orig.wake = map[string]bool{}
 	for _, m := range st.Members {
 		if m.Lease != nil {
 			t.orig.leases[m.Name] = *m.Lease
+		}
+		if m.Wake {
+			t.orig.wake[m.Name] = true
 		}
 	}
 	t.st = st
@@ -731,6 +737,11 @@ func queueChildren(b *pgx.Batch, st *core.TeamState, orig *loaded) (reqs, perms 
 				st.Name, m.Name, m.Lease.Holder, m.Lease.Expires)
 		case m.Lease == nil && had:
 			b.Queue(`DELETE FROM leases WHERE team = $1 AND member = $2`, st.Name, m.Name)
+		}
+		// members.wake mirrors the state, so that a replica starting
+		// finds the members to wake without reading every team.
+		if m.Wake != orig.wake[m.Name] {
+			b.Queue(`UPDATE members SET wake = $3 WHERE team = $1 AND name = $2`, st.Name, m.Name, m.Wake)
 		}
 	}
 	return reqs, perms

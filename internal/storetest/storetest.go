@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("RunLeases", func(t *testing.T) { testRunLeases(t, newStore(t)) })
 	t.Run("ReadCursors", func(t *testing.T) { testReadCursors(t, newStore(t)) })
 	RunTasks(t, newStore)
+	t.Run("MemberWake", func(t *testing.T) { testMemberWake(t, newStore(t)) })
 }
 
 // Team returns the state of a fresh team: lead and the given members,
@@ -608,5 +609,81 @@ func testReadCursors(t *testing.T, s core.Store) {
 	create(t, s, Team("cur", "reader"))
 	if got := readThrough(t, s, "cur", "reader"); got != 0 {
 		t.Fatalf("cursor of a team created again = %d, want 0", got)
+	}
+}
+
+// testMemberWake: a member's own model, wake and held wake are stored
+// with the team and read back after later units of work; a woken turn's
+// trigger is kept with its document; a store that lists the members with
+// wake set (core.WakeLister) lists exactly those.
+func testMemberWake(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	st := Team("alpha", "reader", "reviewer")
+	st.Member("reader").Wake = true
+	st.Member("reader").Model = &core.ModelSettings{Provider: "openai", Name: "llama3.2", MaxTokens: 512}
+	create(t, s, st)
+	create(t, s, Team("beta", "reader"))
+	listed := func() []core.MemberRef {
+		l, ok := s.(core.WakeLister)
+		if !ok {
+			return nil
+		}
+		refs, err := l.WakeMembers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return refs
+	}
+	if _, ok := s.(core.WakeLister); ok {
+		if got := listed(); len(got) != 1 || got[0] != (core.MemberRef{Team: "alpha", Member: "reader"}) {
+			t.Errorf("WakeMembers after create = %+v, want alpha/reader", got)
+		}
+	}
+	trigger := core.Trigger{Kind: core.TriggerMail, Letters: []string{"reader-1", "reader-2"}}
+	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		m := tx.State().Member("reader")
+		m.WakeHeld = true
+		tx.State().Member("reviewer").Wake = true
+		return tx.PutTurn(core.TurnDoc{TurnID: "reader-t1", Team: "alpha", Member: "reader", Status: core.TurnFailed, Steps: []core.TurnStep{}, Trigger: trigger, StartedAt: time.Now().UTC().Truncate(time.Millisecond)})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Another unit of work that changes nothing of the members.
+	if _, err := send(ctx, s, "alpha", "lead", "reader", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	got := state(t, s, "alpha")
+	r, v := got.Member("reader"), got.Member("reviewer")
+	if !r.Wake || !r.WakeHeld || r.Model == nil || *r.Model != (core.ModelSettings{Provider: "openai", Name: "llama3.2", MaxTokens: 512}) {
+		t.Errorf("reader = wake %v held %v model %+v, want wake, held, openai llama3.2 512", r.Wake, r.WakeHeld, r.Model)
+	}
+	if !v.Wake || v.WakeHeld || v.Model != nil {
+		t.Errorf("reviewer = wake %v held %v model %+v, want wake only", v.Wake, v.WakeHeld, v.Model)
+	}
+	if err := s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		docs, err := tx.Turns()
+		if err != nil {
+			return err
+		}
+		if len(docs) != 1 || docs[0].Trigger.Kind != core.TriggerMail || fmt.Sprint(docs[0].Trigger.Letters) != fmt.Sprint(trigger.Letters) {
+			t.Errorf("turns = %+v, want reader-t1 with trigger %+v", docs, trigger)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.(core.WakeLister); ok {
+		got := listed()
+		want := map[core.MemberRef]bool{{Team: "alpha", Member: "reader"}: true, {Team: "alpha", Member: "reviewer"}: true}
+		if len(got) != 2 || !want[got[0]] || !want[got[1]] || got[0] == got[1] {
+			t.Errorf("WakeMembers = %+v, want alpha/reader and alpha/reviewer", got)
+		}
+		_ = s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+			tx.State().Member("reader").Wake = false
+			return nil
+		})
+		if got := listed(); len(got) != 1 || got[0] != (core.MemberRef{Team: "alpha", Member: "reviewer"}) {
+			t.Errorf("WakeMembers after wake off = %+v, want alpha/reviewer", got)
+		}
 	}
 }

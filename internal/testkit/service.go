@@ -13,13 +13,19 @@ import (
 // start, as the server wires them. Any failure ends the test.
 func OpenService(t testing.TB, dir string, opts ...mail.Option) *core.Service {
 	t.Helper()
+	return OpenServiceWith(t, dir, core.Options{}, opts...)
+}
+
+// OpenServiceWith is OpenService with the Service's options.
+func OpenServiceWith(t testing.TB, dir string, svcOpts core.Options, opts ...mail.Option) *core.Service {
+	t.Helper()
 	store, err := mail.Open(dir, opts...)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	Track(t, dir, store)
-	svc := core.NewService(store, core.Options{})
+	svc := core.NewService(store, svcOpts)
 	if err := svc.Open(t.Context()); err != nil {
 		t.Fatalf("open service: %v", err)
 	}

@@ -45,6 +45,7 @@
     model: null, // { view, inboxes } of the selected team as last rendered
     eventSeq: 0, // counts applied events, to drop refetches they overtook
     doing: new Map(), // team/member -> what the member's turn is doing, from turn events
+    wokenBy: new Map(), // team/member -> the letters that woke its current or last turn
   };
 
   const $ = (id) => document.getElementById(id);
@@ -347,6 +348,14 @@
       case 'turn': {
         if (typeof data.member !== 'string' || typeof data.status !== 'string') return false;
         state.doing.set(view.name + '/' + data.member, turnActivity(data));
+        // A turn's start and end carry its trigger; a woken turn names
+        // the letters that woke it (docs/api.md, E).
+        const trigger = data.trigger;
+        if (trigger && typeof trigger === 'object') {
+          const key = view.name + '/' + data.member;
+          if (trigger.kind === 'mail' && Array.isArray(trigger.letters)) state.wokenBy.set(key, trigger.letters.map(String).join(', '));
+          else state.wokenBy.delete(key);
+        }
         return true;
       }
       case 'member': {
@@ -586,6 +595,17 @@
           : sessions + ' MCP sessions are open as ' + m.name,
       }, icon('⇄'), el('span', { class: 'badge-text' }, sessions === 1 ? 'MCP' : 'MCP ×' + sessions))
       : null;
+    // A member the server wakes on mail; held after a turn that did not
+    // end answered, until a reset (docs/api.md, E).
+    const wake = m.wake
+      ? el('span', {
+        class: 'badge wake',
+        data: { wake: m.wake_held ? 'held' : 'on' },
+        title: m.wake_held ? m.name + ' is not woken until it is reset: its last turn did not end answered'
+          : m.name + ' is woken when mail arrives',
+      }, icon(m.wake_held ? '‖' : '✉'), el('span', { class: 'badge-text' }, m.wake_held ? 'wake held' : 'wake'))
+      : null;
+    const wokenBy = state.wokenBy.get(team + '/' + m.name);
 
     let box;
     if (!inbox || inbox.error) {
@@ -600,10 +620,11 @@
     }
 
     return el('article', { class: 'member', data: { member: m.name, status } },
-      el('header', { class: 'member-head' }, el('h4', null, m.name), el('span', { class: 'member-badges' }, mcp, badge)),
+      el('header', { class: 'member-head' }, el('h4', null, m.name), el('span', { class: 'member-badges' }, wake, mcp, badge)),
       m.role ? el('p', { class: 'role' }, m.role) : null,
       stats,
       activity ? el('p', { class: 'doing', 'aria-live': 'polite' }, icon(m.active ? '⚙' : '·'), ' ' + activity) : null,
+      wokenBy ? el('p', { class: 'woken', data: { wokenBy } }, icon('↳'), ' woken by ' + wokenBy) : null,
       el('h5', { class: 'inbox-title' }, 'Inbox'),
       box);
   }

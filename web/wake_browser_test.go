@@ -1,0 +1,104 @@
+package web_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"mailroom/internal/agent"
+	"mailroom/internal/httpapi"
+	"mailroom/internal/providertest"
+	"mailroom/internal/testkit"
+	"mailroom/web"
+)
+
+// newModelAPIServer is newAPIServer with the fake Messages API as the
+// provider its turns may use.
+func newModelAPIServer(t *testing.T, fake *providertest.Server) *apiServer {
+	t.Helper()
+	const key = "sk-browser-wake-test"
+	dir := t.TempDir()
+	svc := testkit.OpenService(t, dir)
+	env := map[string]string{agent.EnvAnthropicKey: key, agent.EnvAnthropicBase: fake.URL()}
+	h, err := httpapi.NewHandler(svc, httpapi.Options{
+		AdminToken: browserAdmin,
+		Logger:     slog.New(slog.DiscardHandler),
+		Static:     web.FS(),
+		DataDir:    dir,
+		Models: httpapi.ModelOptions{
+			Lookup:   func(name string) (string, bool) { v, ok := env[name]; return v, ok },
+			Provider: agent.ProviderOptions{MaxRetries: -1, HTTPClient: fake.Client(), RequestTimeout: time.Minute},
+		},
+	})
+	if err != nil {
+		t.Fatalf("new handler: %v", err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &apiServer{t: t, url: srv.URL, srv: srv}
+}
+
+// TestPageShowsWake: a member woken on mail carries a wake badge; when a
+// letter wakes it the page says, live, which letters woke its turn; a
+// turn that fails holds the wake, and the badge says so.
+func TestPageShowsWake(t *testing.T) {
+	fake := providertest.NewAnthropic(t, "sk-browser-wake-test")
+	s := newModelAPIServer(t, fake)
+	doc := s.call("POST", "/teams", browserAdmin, map[string]any{
+		"name":    "crew",
+		"model":   map[string]any{"provider": "anthropic", "name": "claude-test"},
+		"members": []map[string]any{{"name": "reader", "wake": true}, {"name": "reviewer"}},
+		"limits":  map[string]any{"wake_delay_ms": 0, "turns": 5},
+	}, http.StatusCreated)
+	tok := map[string]string{}
+	for _, m := range doc["members"].([]any) {
+		mm := m.(map[string]any)
+		tok[mm["name"].(string)] = mm["token"].(string)
+	}
+	ctx := newBrowser(t, 1280, 900)
+	openPage(t, ctx, s)
+	do(t, ctx, "see reader's wake badge",
+		chromedp.WaitVisible(css(`[data-member="reader"] .wake[data-wake="on"]`)))
+	if n := eval[int](t, ctx, `document.querySelectorAll('[data-member="reviewer"] .wake, [data-member="lead"] .wake').length`); n != 0 {
+		t.Errorf("wake badges on members without wake = %d, want 0", n)
+	}
+	eval[chromedp.Void](t, ctx, `window.__samePage = true`)
+
+	// The first woken turn stalls at its model request until it is
+	// cancelled, so the page sees it running.
+	fake.Push(providertest.Reply{Stall: true})
+	s.call("POST", "/teams/crew/messages", tok["lead"], map[string]string{"to": "reader", "body": "Read main.py."}, http.StatusCreated)
+	do(t, ctx, "see the turn woken by reader-1",
+		chromedp.WaitVisible(css(`[data-member="reader"] .woken[data-woken-by="reader-1"]`)))
+	if got := textOf(t, ctx, `[data-member="reader"] .woken`); !strings.Contains(got, "woken by reader-1") {
+		t.Errorf("woken text = %q, want \"woken by reader-1\"", got)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.Screenshot(css(`#members`)))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if !bytes.HasPrefix(shot, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("screenshot of the members is not a PNG (%d bytes)", len(shot))
+	}
+	// Kept with `go test -artifacts -outputdir DIR` to look at.
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "wake.png"), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.call("POST", "/teams/crew/turns/reader-t1/cancel", browserAdmin, nil, http.StatusOK)
+	do(t, ctx, "see the wake held after the cancelled turn",
+		chromedp.WaitVisible(css(`[data-member="reader"] .wake[data-wake="held"]`)))
+	if got := textOf(t, ctx, `[data-member="reader"] .wake`); !strings.Contains(got, "wake held") {
+		t.Errorf("badge text = %q, want \"wake held\"", got)
+	}
+	if !eval[bool](t, ctx, `window.__samePage === true`) {
+		t.Error("the page reloaded instead of updating in place")
+	}
+}
