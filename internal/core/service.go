@@ -35,6 +35,8 @@ type Service struct {
 	bus      Bus
 	waiters  waiters       // readers waiting for mail (waiters.go)
 	sessions sessionCounts // open MCP sessions (sessions.go)
+	lives    teamLives     // teams followed by connections (teamlife.go)
+	holds    heldReads     // reads waiting for mail, per token (heldreads.go)
 	maxTeams int
 	// turnCount counts the running turns (turndoc.go, WaitTurns).
 	turnCount turnCounter
@@ -72,6 +74,9 @@ type Options struct {
 	// renewal; 0 means DefaultLeaseDuration. It is renewed every third
 	// of it.
 	LeaseDuration time.Duration
+	// MaxHeldReadsPerToken bounds the waiting reads of one token
+	// (HoldRead); 0 means MaxHeldReadsPerToken.
+	MaxHeldReadsPerToken int
 }
 
 // DefaultMaxTeams is the team limit when Options.MaxTeams is 0.
@@ -87,6 +92,10 @@ func NewService(store Store, opts Options) *Service {
 		holder:   opts.Holder,
 		leaseDur: opts.LeaseDuration,
 		running:  map[turnRef]*Turn{},
+		holds:    heldReads{max: opts.MaxHeldReadsPerToken},
+	}
+	if s.holds.max <= 0 {
+		s.holds.max = MaxHeldReadsPerToken
 	}
 	if s.maxTeams <= 0 {
 		s.maxTeams = DefaultMaxTeams
