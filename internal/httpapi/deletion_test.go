@@ -50,7 +50,7 @@ func TestDeletingATeamEndsItsConnections(t *testing.T) {
 
 	r := <-held
 	if r.err != nil || r.status != http.StatusOK || len(r.inbox.Messages) != 0 {
-		t.Fatalf("held read of the deleted team: status %d, err %v, letters %+v; want 200 with none", r.status, r.err, r.inbox.Messages)
+		t.Fatalf("held read of the deleted team: status %d, err %v, letters %+v, body %s; want 200 with none", r.status, r.err, r.inbox.Messages, r.body)
 	}
 	for name, s := range map[string]*sse{"member's": memberStream, "admin's of the team": adminStream} {
 		if rest := s.rest(t); strings.Contains(rest, "for the new team") || strings.Contains(rest, "event: ") {

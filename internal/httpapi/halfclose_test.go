@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"runtime"
 	"testing"
+	"time"
 
 	"mailroom/internal/httpapi"
 )
@@ -36,8 +37,12 @@ func TestHeldReadAfterHalfClose(t *testing.T) {
 	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	for e.svc.Waiting("alpha", "reader") < 1 {
-		runtime.Gosched() // until the read waits
+	// Until the read waits; the bound only keeps a read that never waits
+	// (or was dropped) from hanging the test.
+	for start := time.Now(); e.svc.Waiting("alpha", "reader") < 1; runtime.Gosched() {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the half-closed client's read never waited")
+		}
 	}
 	want(t, e.send(a, "lead", "reader", "after the half-close"), http.StatusCreated, "")
 

@@ -291,6 +291,13 @@ func (s *Server) holdInbox(ctx context.Context, team, member, after string, wait
 		return nil, err
 	}
 	msgs, err := h.look(h.ctx)
+	if h.deleted(err) {
+		if err == nil && len(msgs) == 0 {
+			h.release() // look left a watch
+		}
+		h.finish()
+		return GetInbox200JSONResponse{Messages: []Message{}}, nil
+	}
 	if err != nil || len(msgs) > 0 {
 		h.finish()
 		if err != nil {
@@ -308,10 +315,20 @@ func (h *heldRead) finish() {
 	h.unhold()
 }
 
-// teamGone reports whether the read's team was deleted. It is asked after
-// every look: a look that saw a new team of the same name came after the
-// deletion, which it then reports.
-func (h *heldRead) teamGone() bool { return h.life.Ended() }
+// deleted reports whether the read's team was deleted, given err, the
+// error of the look just taken (nil before any). It is asked after every
+// look: a look that saw a new team of the same name came after the
+// deletion, which it then reports. A look that found no team found it
+// deleted too (the team existed when the read began to follow it), even
+// before the deletion's announcement arrives, which on this process
+// follows the store's deletion and on another replica travels through the
+// database.
+func (h *heldRead) deleted(err error) bool {
+	if h.life.Ended() {
+		return true
+	}
+	return core.ErrorCode(err) == core.CodeNotFound && core.ErrorCode(h.s.svc.HasMember(h.team, core.LeadName)) == core.CodeNotFound
+}
 
 // look reads the letters after h.after. When there are none it keeps the
 // inbox watched: the watch is taken before the read, so a letter stored
@@ -343,7 +360,7 @@ func (h *heldRead) waitOn(ctx context.Context, gone <-chan struct{}) ([]core.Mes
 	timer := time.NewTimer(time.Until(h.deadline))
 	defer timer.Stop()
 	for {
-		if h.teamGone() {
+		if h.deleted(nil) {
 			h.release()
 			return nil, nil
 		}
@@ -351,7 +368,7 @@ func (h *heldRead) waitOn(ctx context.Context, gone <-chan struct{}) ([]core.Mes
 		case <-h.changed:
 			h.release()
 			msgs, err := h.look(ctx)
-			if h.teamGone() {
+			if h.deleted(err) {
 				if err == nil && len(msgs) == 0 {
 					h.release() // look left a watch
 				}
@@ -373,7 +390,7 @@ func (h *heldRead) waitOn(ctx context.Context, gone <-chan struct{}) ([]core.Mes
 		h.release()
 		// One last look: a letter may have come with the deadline.
 		msgs, err := h.s.svc.WaitInbox(ctx, h.team, h.member, h.after, 0)
-		if h.teamGone() {
+		if h.deleted(err) {
 			return nil, nil
 		}
 		return msgs, err
@@ -442,7 +459,7 @@ func (h *heldRead) ring() {
 func (h *heldRead) waitConn() ([]core.Message, error) {
 	var b [1]byte
 	for {
-		if h.teamGone() {
+		if h.deleted(nil) {
 			h.release()
 			return nil, nil
 		}
@@ -455,7 +472,7 @@ func (h *heldRead) waitConn() ([]core.Message, error) {
 			h.mu.Unlock()
 			h.release()
 			msgs, err := h.look(h.ctx)
-			if h.teamGone() {
+			if h.deleted(err) {
 				if err == nil && len(msgs) == 0 {
 					h.release() // look left a watch
 				}
@@ -504,7 +521,7 @@ func (h *heldRead) waitConn() ([]core.Message, error) {
 func (h *heldRead) lastLook() ([]core.Message, error) {
 	h.release()
 	msgs, err := h.s.svc.WaitInbox(h.ctx, h.team, h.member, h.after, 0)
-	if h.teamGone() {
+	if h.deleted(err) {
 		return nil, nil // the team was deleted: nothing of a new one
 	}
 	return msgs, err

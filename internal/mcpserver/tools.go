@@ -112,8 +112,14 @@ func (s *session) close() {
 }
 
 // sessionDrain bounds how long a session whose team was deleted waits for
-// the calls it is serving to be answered before it is closed anyway.
-const sessionDrain = 2 * time.Second
+// the calls it is serving to be answered before it is closed anyway;
+// sessionGrace is how long it stays open after they were: closing it ends
+// the client's event stream, and a client that reads that end before the
+// answers (which it reads on other connections) would drop them.
+const (
+	sessionDrain = 2 * time.Second
+	sessionGrace = time.Second
+)
 
 // endWithTeam closes ss, the SDK's session of s, as soon as s's team is
 // deleted: the calls being served answer first (a wait_for_mail with
@@ -129,6 +135,8 @@ func (s *session) endWithTeam(ss *mcp.ServerSession) {
 	defer timer.Stop()
 	select {
 	case <-s.calls.idle():
+		timer.Reset(sessionGrace)
+		<-timer.C
 	case <-timer.C:
 	}
 	_ = ss.Close()
