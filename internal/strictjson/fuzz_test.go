@@ -32,6 +32,7 @@ func FuzzCheck(f *testing.F) {
 		}
 		var v any
 		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber() // a number beyond float64 is valid JSON all the same
 		if err := dec.Decode(&v); err != nil || dec.More() {
 			t.Fatalf("Check accepted %q, which does not decode as one value: %v", data, err)
 		}
