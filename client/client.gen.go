@@ -2044,7 +2044,11 @@ type ClientInterface interface {
 	// With `after`, only the letters after that one. With `wait`, a read that
 	// finds no such letter is held until one arrives (200 with it) or `wait`
 	// seconds have passed (200 with an empty list); the server answers held
-	// reads at once when it shuts down.
+	// reads at once when it shuts down, and when the team is deleted (200
+	// with an empty list: nothing of a new team of the same name ever
+	// reaches it). A token holds at most 8 waiting reads at once; beyond,
+	// 429 `too_many_streams`. A client that half-closes its connection
+	// after the request is answered all the same.
 	//
 	// With `Accept: application/jsonl` (preferred over `application/json`)
 	// the answer is the whole inbox in the lesson's file bytes: exactly what
@@ -2802,7 +2806,11 @@ func (c *Client) UpdateMember(ctx context.Context, team TeamPath, member MemberP
 // With `after`, only the letters after that one. With `wait`, a read that
 // finds no such letter is held until one arrives (200 with it) or `wait`
 // seconds have passed (200 with an empty list); the server answers held
-// reads at once when it shuts down.
+// reads at once when it shuts down, and when the team is deleted (200
+// with an empty list: nothing of a new team of the same name ever
+// reaches it). A token holds at most 8 waiting reads at once; beyond,
+// 429 `too_many_streams`. A client that half-closes its connection
+// after the request is answered all the same.
 //
 // With `Accept: application/jsonl` (preferred over `application/json`)
 // the answer is the whole inbox in the lesson's file bytes: exactly what
@@ -5600,7 +5608,11 @@ type ClientWithResponsesInterface interface {
 	// With `after`, only the letters after that one. With `wait`, a read that
 	// finds no such letter is held until one arrives (200 with it) or `wait`
 	// seconds have passed (200 with an empty list); the server answers held
-	// reads at once when it shuts down.
+	// reads at once when it shuts down, and when the team is deleted (200
+	// with an empty list: nothing of a new team of the same name ever
+	// reaches it). A token holds at most 8 waiting reads at once; beyond,
+	// 429 `too_many_streams`. A client that half-closes its connection
+	// after the request is answered all the same.
 	//
 	// With `Accept: application/jsonl` (preferred over `application/json`)
 	// the answer is the whole inbox in the lesson's file bytes: exactly what
@@ -6860,6 +6872,8 @@ type GetInboxResponse struct {
 	ApplicationProblemJSON403 *Problem
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
 }
@@ -6887,6 +6901,11 @@ func (r GetInboxResponse) GetApplicationProblemJSON403() *Problem {
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetInboxResponse) GetApplicationProblemJSON404() *Problem {
 	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetInboxResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
 }
 
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -9431,7 +9450,11 @@ func (c *ClientWithResponses) UpdateMemberWithResponse(ctx context.Context, team
 // With `after`, only the letters after that one. With `wait`, a read that
 // finds no such letter is held until one arrives (200 with it) or `wait`
 // seconds have passed (200 with an empty list); the server answers held
-// reads at once when it shuts down.
+// reads at once when it shuts down, and when the team is deleted (200
+// with an empty list: nothing of a new team of the same name ever
+// reaches it). A token holds at most 8 waiting reads at once; beyond,
+// 429 `too_many_streams`. A client that half-closes its connection
+// after the request is answered all the same.
 //
 // With `Accept: application/jsonl` (preferred over `application/json`)
 // the answer is the whole inbox in the lesson's file bytes: exactly what
@@ -10785,6 +10808,13 @@ func ParseGetInboxResponse(rsp *http.Response) (*GetInboxResponse, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem

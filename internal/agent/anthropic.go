@@ -70,6 +70,11 @@ func (a *Anthropic) Respond(ctx context.Context, req Request) (Response, error) 
 			"status", perr.Status, "type", perr.Type, "retries", perr.Retries, "duration_ms", time.Since(start).Milliseconds())
 		return Response{}, perr
 	}
+	if msg == nil { // a JSON null decodes as no message at all
+		perr := &ProviderError{Provider: ProviderAnthropic, Type: "invalid_response", Message: "the answer holds no message", Retries: count.retries()}
+		log.WarnContext(ctx, "model request failed", "provider", ProviderAnthropic, "model", a.cfg.Name, "member", req.Member, "type", perr.Type)
+		return Response{}, perr
+	}
 	if perr := checkUsage(ProviderAnthropic, count.retries(),
 		usageCount{"input_tokens", msg.Usage.JSON.InputTokens.Raw()}, usageCount{"output_tokens", msg.Usage.JSON.OutputTokens.Raw()}); perr != nil {
 		log.WarnContext(ctx, "model request failed", "provider", ProviderAnthropic, "model", a.cfg.Name, "member", req.Member, "type", perr.Type, "err", perr.Message)

@@ -82,7 +82,7 @@ func (m *OpenAI) Respond(ctx context.Context, req Request) (Response, error) {
 			"status", perr.Status, "type", perr.Type, "retries", perr.Retries, "duration_ms", time.Since(start).Milliseconds())
 		return Response{}, perr
 	}
-	if len(completion.Choices) == 0 {
+	if completion == nil || len(completion.Choices) == 0 { // a JSON null decodes as no completion at all
 		perr := &ProviderError{Provider: ProviderOpenAI, Type: "invalid_response", Message: "the answer holds no choice", Retries: count.retries()}
 		log.WarnContext(ctx, "model request failed", "provider", ProviderOpenAI, "model", m.cfg.Name, "member", req.Member, "type", perr.Type)
 		return Response{}, perr

@@ -1,16 +1,14 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"mailroom/internal/core"
+	"mailroom/internal/strictjson"
 	"mailroom/internal/workspace"
 )
 
@@ -349,21 +347,11 @@ func decode(tool string, input json.RawMessage, v any) error {
 	return nil
 }
 
-// decodeInput decodes a tool input strictly: one JSON object with no
-// field the tool does not define.
+// decodeInput decodes a tool input with the strict decoder REST bodies
+// pass too (internal/strictjson): one JSON object with exactly the tool's
+// field names, case included, no other field and no name twice.
 func decodeInput(input json.RawMessage, v any) error {
-	if len(bytes.TrimSpace(input)) == 0 || bytes.Equal(bytes.TrimSpace(input), []byte("null")) {
-		input = json.RawMessage(`{}`)
-	}
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errors.New("the input is not a JSON object with the tool's fields and types")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("the input holds more than one JSON value")
-	}
-	return nil
+	return strictjson.Decode(input, v)
 }
 
 func (r registry) sendMessage(ctx context.Context, input json.RawMessage) (Result, error) {

@@ -60,6 +60,9 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 	if err := s.store.DeleteTeam(ctx, name); err != nil {
 		return asStoreError(err)
 	}
+	// Every connection tied to the team ends now, on every replica,
+	// before a team of the same name can be created (teamlife.go).
+	s.publish([]Event{{Type: EventTeamDeleted, Team: name}})
 	s.log.InfoContext(ctx, "team deleted", "team", name)
 	return nil
 }

@@ -114,6 +114,10 @@ func permissionKey(team, id string) inboxKey {
 // or the server stops); in the last two cases it is recorded as expired,
 // which is a denial. The answer is what the permission ended as.
 //
+// A member holds at most one pending permission: asking while one is
+// pending records nothing new and waits for that one's answer (until its
+// own expiry), which is then the answer to both.
+//
 // The wait holds no lock: mail, other members and the decision itself go
 // on while it lasts.
 func (s *Service) AskHost(ctx context.Context, teamName, member, tool string, input json.RawMessage, planID string, asked func(Permission)) (HostAnswer, error) {
@@ -136,6 +140,16 @@ func (s *Service) AskHost(ctx context.Context, teamName, member, tool string, in
 			return Errorf(CodeNotFound, "No such member.")
 		}
 		now := u.now.UTC()
+		if pending := u.pendingPermissionOf(member); pending != nil {
+			// One question per member at a time: asking again (a second
+			// run_main while a person has not answered the first) waits
+			// for the same answer instead of piling up questions.
+			p = copyPermission(*pending)
+			timeout = max(p.ExpiresAt.Sub(now), 0)
+			release()
+			decided, release = s.waiters.watch(permissionKey(teamName, p.ID))
+			return nil
+		}
 		timeout = permissionTimeout(u.st)
 		p = Permission{
 			ID:            "perm-" + strconv.Itoa(u.nextPermissionNo()),
@@ -178,6 +192,17 @@ func (s *Service) AskHost(ctx context.Context, teamName, member, tool string, in
 	}
 	recordPermissionStep(context.WithoutCancel(ctx), final)
 	return HostAnswer{Allowed: final.Status == PermissionAllowed, Policy: policy, Permission: &final}, nil
+}
+
+// pendingPermissionOf returns member's pending permission, nil when it
+// has none; a member has at most one (AskHost).
+func (u *unit) pendingPermissionOf(member string) *Permission {
+	for i := range u.st.Permissions {
+		if p := &u.st.Permissions[i]; p.Member == member && p.Status == PermissionPending {
+			return p
+		}
+	}
+	return nil
 }
 
 // awaitDecision waits until permission id of team is no longer pending,

@@ -182,3 +182,39 @@ func TestPermissionsSurviveRestart(t *testing.T) {
 	}
 	<-done3
 }
+
+// TestOnePendingPermissionPerMember: asking again while a question is
+// pending records nothing new and returns the pending one; one decision
+// answers both.
+func TestOnePendingPermissionPerMember(t *testing.T) {
+	f := newFixture(t, nil)
+	first, done1 := f.asking(t.Context())
+	second, done2 := f.asking(t.Context())
+	if second.ID != first.ID {
+		t.Fatalf("second question = %s, want the pending %s again", second.ID, first.ID)
+	}
+	perms, err := f.svc.Permissions(t.Context(), f.team)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(perms) != 1 {
+		t.Fatalf("permissions = %+v, want only %s", perms, first.ID)
+	}
+	if _, err := f.svc.DecidePermission(t.Context(), f.team, first.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	for i, done := range []<-chan core.HostAnswer{done1, done2} {
+		if ans := <-done; !ans.Allowed || ans.Permission == nil || ans.Permission.ID != first.ID {
+			t.Fatalf("answer %d = %+v, want allowed through %s", i+1, ans, first.ID)
+		}
+	}
+	// Decided, it no longer blocks a new question.
+	third, done3 := f.asking(t.Context())
+	if third.ID == first.ID || third.Status != core.PermissionPending {
+		t.Fatalf("question after the decision = %+v, want a new pending one", third)
+	}
+	if _, err := f.svc.DecidePermission(t.Context(), f.team, third.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	<-done3
+}

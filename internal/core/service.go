@@ -35,6 +35,8 @@ type Service struct {
 	bus      Bus
 	waiters  waiters       // readers waiting for mail (waiters.go)
 	sessions sessionCounts // open MCP sessions (sessions.go)
+	lives    teamLives     // teams followed by connections (teamlife.go)
+	holds    heldReads     // reads waiting for mail, per token (heldreads.go)
 	maxTeams int
 	// wake is the members woken on mail (wake.go).
 	wake waker
@@ -77,6 +79,9 @@ type Options struct {
 	// MaxRunningTurns bounds the woken turns running at once (wake.go);
 	// 0 means DefaultMaxRunningTurns.
 	MaxRunningTurns int
+	// MaxHeldReadsPerToken bounds the waiting reads of one token
+	// (HoldRead); 0 means MaxHeldReadsPerToken.
+	MaxHeldReadsPerToken int
 }
 
 // DefaultMaxTeams is the team limit when Options.MaxTeams is 0.
@@ -92,6 +97,10 @@ func NewService(store Store, opts Options) *Service {
 		holder:   opts.Holder,
 		leaseDur: opts.LeaseDuration,
 		running:  map[turnRef]*Turn{},
+		holds:    heldReads{max: opts.MaxHeldReadsPerToken},
+	}
+	if s.holds.max <= 0 {
+		s.holds.max = MaxHeldReadsPerToken
 	}
 	if s.maxTeams <= 0 {
 		s.maxTeams = DefaultMaxTeams

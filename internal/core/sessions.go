@@ -47,11 +47,17 @@ func (c *sessionCounts) add(team, member string, d int) {
 // session with this process and announces it with a member event. end
 // records the session's end (once, however often it is called) and
 // announces that too.
+//
+// A session follows its team's life (FollowTeam, carried by ctx with
+// WithTeamLife): once the team is deleted its count is dropped with the
+// team's (teamDeleted) and its end counts nothing, so a new team of the
+// same name starts with no sessions.
 func (s *Service) OpenMCPSession(ctx context.Context, team, member string) (end func(), err error) {
 	if err := CheckSelf(ctx, team, member); err != nil {
 		return nil, err
 	}
-	if err := s.changeSessions(ctx, team, member, 1); err != nil {
+	gone := teamGoneOf(ctx)
+	if err := s.changeSessions(ctx, team, member, 1, gone); err != nil {
 		return nil, err
 	}
 	var once sync.Once
@@ -59,7 +65,7 @@ func (s *Service) OpenMCPSession(ctx context.Context, team, member string) (end 
 		once.Do(func() {
 			// The team may be gone by now (deleted): the count still
 			// goes, only the announcement does not.
-			if err := s.changeSessions(context.Background(), team, member, -1); err != nil {
+			if err := s.changeSessions(context.Background(), team, member, -1, gone); err != nil {
 				s.log.Debug("mcp session end not announced", "team", team, "code", ErrorCode(err))
 			}
 		})
@@ -68,8 +74,10 @@ func (s *Service) OpenMCPSession(ctx context.Context, team, member string) (end 
 
 // changeSessions changes member's count by d and publishes the member's
 // view. An opening (d > 0) of a member that cannot be read is refused and
-// not counted; an ending is always counted.
-func (s *Service) changeSessions(ctx context.Context, team, member string, d int) error {
+// not counted; an ending is always counted. Once gone (the life of the
+// session's team) is closed, the team's counts were dropped with it: an
+// opening is refused and an ending counts nothing.
+func (s *Service) changeSessions(ctx context.Context, team, member string, d int, gone <-chan struct{}) error {
 	var mv MemberView
 	err := s.view(ctx, team, false, func(u *unit) error {
 		m := u.member(member)
@@ -84,6 +92,14 @@ func (s *Service) changeSessions(ctx context.Context, team, member string, d int
 	}
 	s.sessions.mu.Lock()
 	defer s.sessions.mu.Unlock()
+	// Under the lock teamDeleted drops the counts with: a session either
+	// counted before the drop or not at all.
+	if closed(gone) {
+		if d > 0 {
+			return teamDeletedError()
+		}
+		return nil
+	}
 	s.sessions.add(team, member, d)
 	if err != nil {
 		return err

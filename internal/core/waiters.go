@@ -104,6 +104,8 @@ func (w *waiters) stopCh() <-chan struct{} {
 // if nothing it waits for has happened.
 func (s *Service) wakeWaiters(ev Event) {
 	switch ev.Type {
+	case EventTeamDeleted:
+		s.teamDeleted(ev.Team)
 	case EventResync:
 		s.waiters.wakeAll()
 	case EventMessage:
@@ -153,8 +155,34 @@ func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string,
 		deadline = timer.C
 	}
 	stop := s.waiters.stopCh()
+	// gone is the life of the caller's team (an MCP session's): once it is
+	// deleted the wait ends, and no look is taken at a new team of the
+	// same name.
+	gone := teamGoneOf(ctx)
+	// A read that may wait takes one of its token's places first, before
+	// it is registered as waiting; refused one, it answers the letters
+	// there are, since a read that finds some never waits.
+	if wait > 0 {
+		unhold, err := s.HoldRead(ctx)
+		if err != nil {
+			msgs, _, _, lerr := s.lettersAfter(ctx, teamName, member, after, false)
+			if lerr != nil || len(msgs) > 0 {
+				return msgs, lerr
+			}
+			return nil, err
+		}
+		defer unhold()
+	}
 	for {
 		msgs, woken, release, err := s.lettersAfter(ctx, teamName, member, after, wait > 0)
+		if closed(gone) {
+			// Asked after the look: a look that saw a new team of the
+			// same name came after the deletion, which it then reports.
+			if release != nil {
+				release()
+			}
+			return nil, teamDeletedError()
+		}
 		if err != nil || len(msgs) > 0 || woken == nil {
 			return msgs, err
 		}
@@ -162,6 +190,9 @@ func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string,
 		case <-woken:
 			release()
 			continue
+		case <-gone:
+			release()
+			return nil, teamDeletedError()
 		case <-deadline:
 		case <-ctx.Done():
 		case <-stop:
@@ -169,6 +200,9 @@ func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string,
 		release()
 		// One last look: a letter may have come with the deadline.
 		msgs, _, _, err = s.lettersAfter(ctx, teamName, member, after, false)
+		if closed(gone) {
+			return nil, teamDeletedError()
+		}
 		return msgs, err
 	}
 }

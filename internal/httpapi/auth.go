@@ -54,7 +54,9 @@ func (a *authenticator) resolve(token string) (core.Principal, error) {
 	team, member, err := a.svc.LookupMember(token)
 	switch {
 	case err == nil:
-		return core.MemberPrincipal(team, member), nil
+		// By its token: the connections the call opens follow exactly
+		// the team the token belongs to, and per-token bounds count it.
+		return core.MemberPrincipalForToken(team, member, token), nil
 	case core.ErrorCode(err) == core.CodeStorageUnavailable:
 		// The store cannot tell (a shared database is down): 503 with
 		// Retry-After, not a 401 that tells the client its token is bad.

@@ -151,6 +151,11 @@ func tokenKey(p core.Principal) string {
 }
 
 func (b *broker) publish(ev core.Event) {
+	if ev.Type == core.EventTeamDeleted {
+		// Not an event of the stream: the streams tied to the team end
+		// by their team's life (StreamEvents).
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ev.Type == core.EventResync {
@@ -270,14 +275,26 @@ func (s *Server) StreamEvents(ctx context.Context, req StreamEventsRequestObject
 			return nil, err
 		}
 	}
+	// A stream of one team ends when that team is deleted, and never
+	// shows a new team of the same name: it follows the team's life from
+	// before it subscribes.
+	var life *core.TeamLife
+	if team != "" {
+		if life, err = s.svc.FollowTeam(ctx, team); err != nil {
+			return nil, err
+		}
+	}
 	// Subscribe before the response starts, so that nothing published after
 	// the client sees the stream open is missed.
 	sub, err := s.events.subscribe(team, member, tokenKey(p))
 	if err != nil {
+		if life != nil {
+			life.Release()
+		}
 		return nil, err
 	}
 	return eventStream{
-		ctx: ctx, broker: s.events, sub: sub, log: s.log,
+		ctx: ctx, broker: s.events, sub: sub, log: s.log, life: life,
 		heartbeat: heartbeatInterval, writeTimeout: s.events.limits.writeTimeout,
 	}, nil
 }
@@ -286,10 +303,13 @@ func (s *Server) StreamEvents(ctx context.Context, req StreamEventsRequestObject
 // the request's context because the generated Visit method receives only the
 // ResponseWriter.
 type eventStream struct {
-	ctx       context.Context
-	broker    *broker
-	sub       *subscriber
-	log       *slog.Logger
+	ctx    context.Context
+	broker *broker
+	sub    *subscriber
+	log    *slog.Logger
+	// life is the life of the stream's team; nil for the admin's stream
+	// of every team.
+	life      *core.TeamLife
 	heartbeat time.Duration
 	// writeTimeout bounds each write and flush: a client that does not take
 	// an event within it loses its stream, which frees its buffers and its
@@ -303,6 +323,11 @@ type eventStream struct {
 // client keeps reading.
 func (e eventStream) VisitStreamEventsResponse(w http.ResponseWriter) error {
 	defer e.broker.unsubscribe(e.sub)
+	var gone <-chan struct{} // nil: the admin's stream of every team never ends so
+	if e.life != nil {
+		defer e.life.Release()
+		gone = e.life.Gone()
+	}
 	rc := http.NewResponseController(w)
 
 	h := w.Header()
@@ -328,12 +353,20 @@ func (e eventStream) VisitStreamEventsResponse(w http.ResponseWriter) error {
 		select {
 		case <-e.ctx.Done():
 			return nil
+		case <-gone:
+			return nil // the team was deleted: the stream ends
 		case <-tick.C:
 			if err := e.send(w, rc, ": heartbeat\n\n"); err != nil {
 				return nil
 			}
 		case <-e.sub.ready:
 			resync, events := e.sub.take()
+			if e.life != nil && e.life.Ended() {
+				// What was taken may be a new team's of the same name:
+				// the deletion was published before it, so it is seen
+				// here, after the take.
+				return nil
+			}
 			if resync {
 				events = append([]core.Event{{Type: core.EventResync, Team: e.sub.team}}, events...)
 			}

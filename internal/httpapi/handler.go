@@ -17,6 +17,7 @@ import (
 
 	"mailroom/api"
 	"mailroom/internal/core"
+	"mailroom/internal/httpx"
 	"mailroom/internal/scenario"
 	"mailroom/internal/workspace"
 )
@@ -26,7 +27,7 @@ import (
 const BasePath = "/api/v1"
 
 // MaxBodyBytes bounds every request body; larger ones are 413 body_too_large.
-const MaxBodyBytes = 1 << 20
+const MaxBodyBytes = httpx.MaxBodyBytes
 
 // contentSecurityPolicy is sent with the status page and its assets: only
 // same-origin scripts, styles and connections, no plugins, no framing.

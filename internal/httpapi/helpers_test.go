@@ -128,6 +128,9 @@ type envOptions struct {
 	// nil discards).
 	maxTeams int
 	logger   *slog.Logger
+	// maxHeldReads goes to core.Options.MaxHeldReadsPerToken, for the
+	// tests that hold many reads of one token.
+	maxHeldReads int
 	// runs enables scenario runs and workspaces (Options.DataDir), as
 	// the server wires them.
 	runs bool
@@ -158,7 +161,7 @@ func startEnv(t *testing.T, o envOptions) *env {
 		mopts = append(mopts, mail.WithFS(e.faults))
 	}
 	e.store = place.OpenStore(t, mopts...)
-	e.svc = core.NewService(e.store, core.Options{Logger: log, MaxTeams: o.maxTeams})
+	e.svc = core.NewService(e.store, core.Options{Logger: log, MaxTeams: o.maxTeams, MaxHeldReadsPerToken: o.maxHeldReads})
 	if err := e.svc.Open(t.Context()); err != nil {
 		t.Fatalf("open service: %v", err)
 	}

@@ -41,6 +41,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -177,6 +178,19 @@ func (h *HeldReads) remove(r *heldRead) {
 // event stream, right after core has closed the inboxes' channels, and
 // never blocks: core calls it with a team lock held.
 func (h *HeldReads) letter(ev core.Event) {
+	if ev.Type == core.EventTeamDeleted {
+		// Core has closed the team's life: its reads answer now.
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for k, rs := range h.inboxes {
+			if k.team == ev.Team {
+				for r := range rs {
+					r.ring()
+				}
+			}
+		}
+		return
+	}
 	if ev.Type == core.EventResync {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -229,6 +243,12 @@ type heldRead struct {
 	// server stops waiting; release gives the watch back.
 	changed, stop <-chan struct{}
 	release       func()
+	// life is the life of the read's team: once it is deleted the read
+	// answers 200 with no letters, and never with a letter of a new team
+	// of the same name. unhold gives back the token's place among its
+	// waiting reads (core.Service.HoldRead).
+	life   *core.TeamLife
+	unhold func()
 
 	// conn is the taken-over connection; mu orders ring's deadline
 	// against the one the waiting goroutine sets (see waitConn).
@@ -246,14 +266,68 @@ func (s *Server) holdInbox(ctx context.Context, team, member, after string, wait
 		reqCtx:   ctx,
 		ctx:      core.WithPrincipal(context.Background(), p),
 	}
-	msgs, err := h.look(ctx)
-	if err != nil {
+	// The looks use h.ctx, not the request's context: a client that
+	// half-closes its connection after the request has the request's
+	// context cancelled by net/http, and is still answered.
+	//
+	// A read that may wait takes one of its token's places first, before
+	// its watch makes it count as waiting; refused one (429
+	// too_many_streams), it still answers the letters there are, since a
+	// read that finds some never waits. It follows its team's life from
+	// before its look.
+	var err error
+	if h.unhold, err = s.svc.HoldRead(h.ctx); err != nil {
+		msgs, lerr := s.svc.WaitInbox(h.ctx, team, member, after, 0)
+		if lerr != nil {
+			return nil, lerr
+		}
+		if len(msgs) > 0 {
+			return GetInbox200JSONResponse{Messages: messagesOf(msgs)}, nil
+		}
 		return nil, err
 	}
-	if len(msgs) > 0 {
+	if h.life, err = s.svc.FollowTeam(h.ctx, team); err != nil {
+		h.unhold()
+		return nil, err
+	}
+	msgs, err := h.look(h.ctx)
+	if h.deleted(err) {
+		if err == nil && len(msgs) == 0 {
+			h.release() // look left a watch
+		}
+		h.finish()
+		return GetInbox200JSONResponse{Messages: []Message{}}, nil
+	}
+	if err != nil || len(msgs) > 0 {
+		h.finish()
+		if err != nil {
+			return nil, err
+		}
 		return GetInbox200JSONResponse{Messages: messagesOf(msgs)}, nil
 	}
 	return h, nil
+}
+
+// finish gives back what a waiting read held besides its watch: its
+// team's life and its token's place.
+func (h *heldRead) finish() {
+	h.life.Release()
+	h.unhold()
+}
+
+// deleted reports whether the read's team was deleted, given err, the
+// error of the look just taken (nil before any). It is asked after every
+// look: a look that saw a new team of the same name came after the
+// deletion, which it then reports. A look that found no team found it
+// deleted too (the team existed when the read began to follow it), even
+// before the deletion's announcement arrives, which on this process
+// follows the store's deletion and on another replica travels through the
+// database.
+func (h *heldRead) deleted(err error) bool {
+	if h.life.Ended() {
+		return true
+	}
+	return core.ErrorCode(err) == core.CodeNotFound && core.ErrorCode(h.s.svc.HasMember(h.team, core.LeadName)) == core.CodeNotFound
 }
 
 // look reads the letters after h.after. When there are none it keeps the
@@ -277,18 +351,36 @@ func (h *heldRead) look(ctx context.Context) ([]core.Message, error) {
 // server's stop or gone, and returns what to answer; errClientGone when
 // gone came first.
 func (h *heldRead) wait(ctx context.Context, gone <-chan struct{}) ([]core.Message, error) {
+	defer h.finish()
+	return h.waitOn(ctx, gone)
+}
+
+// waitOn is wait without the finish; a nil gone never comes.
+func (h *heldRead) waitOn(ctx context.Context, gone <-chan struct{}) ([]core.Message, error) {
 	timer := time.NewTimer(time.Until(h.deadline))
 	defer timer.Stop()
 	for {
+		if h.deleted(nil) {
+			h.release()
+			return nil, nil
+		}
 		select {
 		case <-h.changed:
 			h.release()
 			msgs, err := h.look(ctx)
+			if h.deleted(err) {
+				if err == nil && len(msgs) == 0 {
+					h.release() // look left a watch
+				}
+				return nil, nil
+			}
 			if err != nil || len(msgs) > 0 {
 				return msgs, err
 			}
 			// The letter went again (matched by a consume): watch on.
 			continue
+		case <-h.life.Gone():
+			continue // answered above
 		case <-gone:
 			h.release()
 			return nil, errClientGone
@@ -297,7 +389,11 @@ func (h *heldRead) wait(ctx context.Context, gone <-chan struct{}) ([]core.Messa
 		}
 		h.release()
 		// One last look: a letter may have come with the deadline.
-		return h.s.svc.WaitInbox(ctx, h.team, h.member, h.after, 0)
+		msgs, err := h.s.svc.WaitInbox(ctx, h.team, h.member, h.after, 0)
+		if h.deleted(err) {
+			return nil, nil
+		}
+		return msgs, err
 	}
 }
 
@@ -335,6 +431,9 @@ func (h *heldRead) answerLater(header http.Header) {
 	h.s.held.add(h, h.stop)
 	msgs, err := h.waitConn()
 	h.s.held.remove(h)
+	// The place is given back before the answer goes out: a client that
+	// has its answer may wait again at once.
+	h.finish()
 	if !errors.Is(err, errClientGone) {
 		h.writeAnswer(header, msgs, err)
 	}
@@ -360,12 +459,25 @@ func (h *heldRead) ring() {
 func (h *heldRead) waitConn() ([]core.Message, error) {
 	var b [1]byte
 	for {
+		if h.deleted(nil) {
+			h.release()
+			return nil, nil
+		}
 		h.mu.Lock()
 		select {
+		case <-h.life.Gone():
+			h.mu.Unlock()
+			continue // answered above
 		case <-h.changed:
 			h.mu.Unlock()
 			h.release()
 			msgs, err := h.look(h.ctx)
+			if h.deleted(err) {
+				if err == nil && len(msgs) == 0 {
+					h.release() // look left a watch
+				}
+				return nil, nil
+			}
 			if err != nil || len(msgs) > 0 {
 				return msgs, err
 			}
@@ -384,6 +496,14 @@ func (h *heldRead) waitConn() ([]core.Message, error) {
 				return h.lastLook()
 			}
 			// Rung: look at the channels again.
+		case errors.Is(err, io.EOF):
+			// The client closed its side for writing after its request
+			// (a half-close), or left altogether; no read can tell which.
+			// net/http answers such a client's ordinary requests, so this
+			// one is answered too: it waits on without reading, and a
+			// client that left makes the answer's write fail, nothing
+			// more.
+			return h.waitOn(h.ctx, nil)
 		case err != nil:
 			h.release()
 			return nil, errClientGone
@@ -400,7 +520,11 @@ func (h *heldRead) waitConn() ([]core.Message, error) {
 // come with the deadline.
 func (h *heldRead) lastLook() ([]core.Message, error) {
 	h.release()
-	return h.s.svc.WaitInbox(h.ctx, h.team, h.member, h.after, 0)
+	msgs, err := h.s.svc.WaitInbox(h.ctx, h.team, h.member, h.after, 0)
+	if h.deleted(err) {
+		return nil, nil // the team was deleted: nothing of a new one
+	}
+	return msgs, err
 }
 
 // writeAnswer writes the held read's answer, a complete HTTP/1.1 response,

@@ -146,7 +146,7 @@ func TestInboxAfter(t *testing.T) {
 }
 
 func TestInboxWaitersReleasedAtShutdown(t *testing.T) {
-	e := newEnv(t)
+	e := startEnv(t, envOptions{maxHeldReads: 50})
 	a := e.newTeam("alpha", nil)
 	const n = 50
 	var dones []<-chan heldRead
@@ -210,7 +210,7 @@ func TestInboxWaitAnswerIsCompleteResponse(t *testing.T) {
 // for them: that goroutine's stack and buffers were most of a held read's
 // memory.
 func TestInboxWaitHoldsNoHandlerGoroutine(t *testing.T) {
-	e := newEnv(t)
+	e := startEnv(t, envOptions{maxHeldReads: 20})
 	a := e.newTeam("alpha", nil)
 	const n = 20
 	var dones []<-chan heldRead
@@ -303,7 +303,7 @@ func TestInboxWaitRefusedBeforeWaiting(t *testing.T) {
 // released by StopWaiting has been answered.
 func TestHeldReadsWaitAtShutdown(t *testing.T) {
 	held := &httpapi.HeldReads{}
-	e := newEnv(t, func(o *httpapi.Options) { o.HeldReads = held })
+	e := startEnv(t, envOptions{maxHeldReads: 20, configure: []func(*httpapi.Options){func(o *httpapi.Options) { o.HeldReads = held }}})
 	a := e.newTeam("alpha", nil)
 	const n = 20
 	var dones []<-chan heldRead

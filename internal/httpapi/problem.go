@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -13,103 +12,36 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	"mailroom/internal/core"
+	"mailroom/internal/httpx"
 )
 
-// Codes of failures that only the HTTP layer can see. They share core's Code
-// type so that one table below maps every code to its status.
+// Codes of failures that only the HTTP layer can see; the one table from
+// codes to statuses is internal/httpx's, shared with the MCP endpoint.
 const (
-	codeBodyTooLarge         core.Code = "body_too_large"
-	codeUnsupportedMediaType core.Code = "unsupported_media_type"
-	codeMethodNotAllowed     core.Code = "method_not_allowed"
-	codeInternal             core.Code = "internal_error"
+	codeBodyTooLarge         = httpx.CodeBodyTooLarge
+	codeUnsupportedMediaType = httpx.CodeUnsupportedMediaType
+	codeMethodNotAllowed     = httpx.CodeMethodNotAllowed
+	codeInternal             = httpx.CodeInternal
 )
 
-// statusOf is the one mapping from error codes to HTTP statuses (the error
-// table of the REST contract). A code missing here is a bug and answers 500.
-var statusOf = map[core.Code]int{
-	core.CodeValidation:          http.StatusBadRequest,
-	core.CodeBodyLength:          http.StatusBadRequest,
-	codeBodyTooLarge:             http.StatusRequestEntityTooLarge,
-	codeUnsupportedMediaType:     http.StatusUnsupportedMediaType,
-	codeMethodNotAllowed:         http.StatusMethodNotAllowed,
-	core.CodeUnauthorized:        http.StatusUnauthorized,
-	core.CodeForbidden:           http.StatusForbidden,
-	core.CodeNotFound:            http.StatusNotFound,
-	core.CodeTeamExists:          http.StatusConflict,
-	core.CodeTeamLimit:           http.StatusConflict,
-	core.CodeInboxFull:           http.StatusConflict,
-	core.CodeRequestLimit:        http.StatusConflict,
-	core.CodeRequestPending:      http.StatusConflict,
-	core.CodeMemberClosed:        http.StatusConflict,
-	core.CodeReplyConflict:       http.StatusConflict,
-	core.CodeNotPending:          http.StatusConflict,
-	core.CodeIdempotencyConflict: http.StatusConflict,
-	core.CodeMemberUnavailable:   http.StatusConflict,
-	core.CodeModelUnavailable:    http.StatusConflict,
-	core.CodeBudgetExhausted:     http.StatusConflict,
-	core.CodeUnknownMember:       http.StatusUnprocessableEntity,
-	core.CodeUnknownTask:         http.StatusUnprocessableEntity,
-	core.CodeTaskLimit:           http.StatusConflict,
-	core.CodeTaskClosed:          http.StatusConflict,
-	core.CodeTaskCycle:           http.StatusConflict,
-	core.CodeTaskAssigned:        http.StatusConflict,
-	core.CodeTaskClaimed:         http.StatusConflict,
-	core.CodeTaskBlocked:         http.StatusConflict,
-	core.CodeTaskNotClaimed:      http.StatusConflict,
-	core.CodeWrongDirection:      http.StatusUnprocessableEntity,
-	core.CodeInboxCorrupt:        http.StatusInternalServerError,
-	core.CodeStorageFailed:       http.StatusInternalServerError,
-	core.CodeShuttingDown:        http.StatusServiceUnavailable,
-	core.CodeTooManyStreams:      http.StatusTooManyRequests,
-	core.CodeStorageUnavailable:  http.StatusServiceUnavailable,
-	codeInternal:                 http.StatusInternalServerError,
-}
+// statusOf is httpx's code → status table, for the tests that hold it
+// against the spec's list of codes.
+var statusOf = httpx.StatusTable()
 
-const genericInternalDetail = "An internal error occurred."
+const genericInternalDetail = httpx.GenericInternalDetail
 
-// shuttingDownRetryAfter is the Retry-After, in seconds, of a shutting_down
-// answer.
-const shuttingDownRetryAfter = "5"
-
-// storageUnavailableRetryAfter is the Retry-After, in seconds, of a
-// storage_unavailable answer: a database restart or failover.
-const storageUnavailableRetryAfter = "2"
-
-// newProblem builds the problem document for code. The title is the status
-// phrase because the type is about:blank (RFC 9457 §4.2.1); clients branch on
-// code.
+// newProblem builds the problem document for code (httpx.NewProblem) as
+// the generated Problem type.
 func newProblem(code core.Code, detail string) Problem {
-	status, ok := statusOf[code]
-	if !ok {
-		code, status, detail = codeInternal, http.StatusInternalServerError, genericInternalDetail
-	}
-	return Problem{
-		Type:   "about:blank",
-		Title:  http.StatusText(status),
-		Status: status,
-		Detail: detail,
-		Code:   ProblemCode(code),
-	}
+	p := httpx.NewProblem(code, detail)
+	return Problem{Type: p.Type, Title: p.Title, Status: p.Status, Detail: p.Detail, Code: ProblemCode(p.Code)}
 }
 
-// writeProblem sends a problem document. It is the only writer of error
-// bodies, so every error has the same media type and shape.
+// writeProblem sends a problem document through httpx.WriteProblem, the
+// only writer of error bodies, so every error has the same media type and
+// shape.
 func writeProblem(w http.ResponseWriter, p Problem) {
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Del("Content-Length")
-	if p.Status == http.StatusUnauthorized {
-		h.Set("WWW-Authenticate", `Bearer realm="mailroom"`)
-	}
-	if p.Code == ProblemCode(core.CodeShuttingDown) {
-		// A restart takes a few seconds; the client may try again then.
-		h.Set("Retry-After", shuttingDownRetryAfter)
-	}
-	if p.Code == ProblemCode(core.CodeStorageUnavailable) {
-		h.Set("Retry-After", storageUnavailableRetryAfter)
-	}
-	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p) // the client may be gone; nothing to do then
+	httpx.WriteProblem(w, httpx.Problem{Code: string(p.Code), Detail: p.Detail, Status: p.Status, Title: p.Title, Type: p.Type})
 }
 
 // problemFor turns any error into its problem document, with a detail safe

@@ -240,8 +240,9 @@ func TestMetrics(t *testing.T) {
 }
 
 // TestMalformedJSONBodies: on every route that takes a JSON body, a body
-// with anything but whitespace after its value, invalid UTF-8 or an escape
-// of a lone surrogate is 400 validation_failed and stores nothing. The
+// with anything but whitespace after its value, invalid UTF-8, an escape
+// of a lone surrogate or a member named twice is 400 validation_failed and
+// stores nothing. The
 // same body made well-formed (a surrogate pair, trailing whitespace) is
 // then accepted, so the refusals are not the schema's.
 func TestMalformedJSONBodies(t *testing.T) {
@@ -249,18 +250,23 @@ func TestMalformedJSONBodies(t *testing.T) {
 	tm := e.newTeam("alpha", nil)
 	want(t, e.open(tm, "reader", "plan", "lead", "Read main.py only."), http.StatusCreated, "")
 
-	bad := []struct{ name, inject, suffix string }{
-		{"TrailingWord", "", " trailing"},
-		{"SecondValue", "", ` {"to": "lead"}`},
-		{"TrailingBracket", "", "]"},
-		{"InvalidUTF8", "\xff", ""},
-		{"TruncatedUTF8", "\xe2\x82", ""},
-		{"LoneHighSurrogate", `\ud800`, ""},
-		{"LoneLowSurrogate", `\udc00`, ""},
-		{"HighThenLetter", `\ud800\u0041`, ""},
-		{"HighThenHigh", `\ud83d\ud83d`, ""},
-		{"HighThenEscape", `\ud800\n`, ""},
-		{"LowThenHigh", `\ude00\ud83d`, ""},
+	bad := []struct {
+		name, inject, suffix string
+		// twice names the body's first member twice, with the same value.
+		twice bool
+	}{
+		{"DuplicateKey", "", "", true},
+		{"TrailingWord", "", " trailing", false},
+		{"SecondValue", "", ` {"to": "lead"}`, false},
+		{"TrailingBracket", "", "]", false},
+		{"InvalidUTF8", "\xff", "", false},
+		{"TruncatedUTF8", "\xe2\x82", "", false},
+		{"LoneHighSurrogate", `\ud800`, "", false},
+		{"LoneLowSurrogate", `\udc00`, "", false},
+		{"HighThenLetter", `\ud800\u0041`, "", false},
+		{"HighThenHigh", `\ud83d\ud83d`, "", false},
+		{"HighThenEscape", `\ud800\n`, "", false},
+		{"LowThenHigh", `\ude00\ud83d`, "", false},
 	}
 	routes := []struct {
 		name  string
@@ -336,6 +342,10 @@ func TestMalformedJSONBodies(t *testing.T) {
 		t.Run(rt.name, func(t *testing.T) {
 			for _, b := range bad {
 				body := strings.Replace(rt.tmpl, "%s", b.inject, 1) + b.suffix
+				if b.twice {
+					first, _, _ := strings.Cut(strings.TrimSuffix(body[1:], "}"), ",")
+					body = "{" + first + ", " + body[1:]
+				}
 				r := e.do(call{method: http.MethodPost, path: rt.path, token: rt.token, body: body})
 				if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), `"validation_failed"`) {
 					t.Errorf("%s: status %d, body %s; want 400 validation_failed", b.name, r.status, r.body)

@@ -51,6 +51,13 @@ func (s *Store) LoadIdempotency(_ context.Context, team string) ([]core.Idempote
 			"team", team, "bytes_removed", n-keep, "bytes_kept", keep)
 		data = data[:keep]
 	}
+	return decodeIdempotency(data)
+}
+
+// decodeIdempotency parses the lines of an idempotency log whose torn last
+// line is already gone: one record per line, each with its member and
+// key; any other line is an error.
+func decodeIdempotency(data []byte) ([]core.IdempotencyRecord, error) {
 	var out []core.IdempotencyRecord
 	for i, line := range bytes.SplitAfter(data, []byte{'\n'}) {
 		if len(line) == 0 {

@@ -18,7 +18,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -32,7 +31,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mailroom/internal/core"
-	"mailroom/internal/httpapi"
+	"mailroom/internal/httpx"
 	"mailroom/internal/workspace"
 )
 
@@ -72,8 +71,9 @@ type Options struct {
 
 // Handler serves /mcp. It checks, in this order, the Origin (against DNS
 // rebinding), the bearer token (401, and 403 for the admin token), the body
-// size (413) and, for a request that opens a session, the session bounds
-// (429); then the SDK serves the protocol.
+// size (413), that the body is not a JSON-RPC batch (400) and, for a
+// request that may open a session, the session bounds (429); then the SDK
+// serves the protocol.
 type Handler struct {
 	svc       *core.Service
 	log       *slog.Logger
@@ -87,6 +87,8 @@ type Handler struct {
 	mu       sync.Mutex
 	total    int
 	perToken map[string]int // token hash → open sessions
+	// live is the open sessions by their SDK session id.
+	live map[string]*session
 }
 
 // New returns the /mcp handler over svc.
@@ -116,12 +118,13 @@ func New(svc *core.Service, opts Options) (*Handler, error) {
 		adminHash: sha256.Sum256([]byte(opts.AdminToken)),
 		base:      mcp.NewServer(implementation, nil),
 		perToken:  map[string]int{},
+		live:      map[string]*session{},
 	}
 	streamable := mcp.NewStreamableHTTPHandler(h.serverFor, &mcp.StreamableHTTPOptions{
 		Logger:         opts.Logger,
 		SessionTimeout: opts.SessionTimeout,
 		// The body was already read whole and bounded by ServeHTTP.
-		MaxRequestBodyBytes: httpapi.MaxBodyBytes + 1,
+		MaxRequestBodyBytes: httpx.MaxBodyBytes + 1,
 	})
 	// The SDK keeps a session to the identity that opened it: a later
 	// request with another token is refused (403). The identity is the
@@ -149,6 +152,9 @@ type Member struct {
 type caller struct {
 	member    Member
 	tokenHash string
+	// principal is the member as core knows it, by its token, so that a
+	// session follows exactly the team the token belongs to.
+	principal core.Principal
 }
 
 type callerKey struct{}
@@ -161,6 +167,8 @@ type opening struct {
 	caller caller
 	server *mcp.Server
 	sess   *session
+	// settled runs opened once, at the answer's first byte or after it.
+	settled sync.Once
 }
 
 type openingKey struct{}
@@ -168,48 +176,108 @@ type openingKey struct{}
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
-		httpapi.WriteProblem(w, core.CodeForbidden, "The Origin header names another host than this server.")
+		httpx.Write(w, core.CodeForbidden, "The Origin header names another host than this server.")
 		return
 	}
 	c, status := h.authenticate(r)
 	switch status {
 	case http.StatusUnauthorized:
-		httpapi.WriteProblem(w, core.CodeUnauthorized, "A valid member token is required in the Authorization header.")
+		httpx.Write(w, core.CodeUnauthorized, "A valid member token is required in the Authorization header.")
 		return
 	case http.StatusForbidden:
-		httpapi.WriteProblem(w, core.CodeForbidden, "The admin token is not a member; connect with a member token.")
+		httpx.Write(w, core.CodeForbidden, "The admin token is not a member; connect with a member token.")
 		return
 	case http.StatusServiceUnavailable:
-		httpapi.WriteProblem(w, core.CodeStorageUnavailable, "The database cannot be reached; try again shortly.")
+		httpx.Write(w, core.CodeStorageUnavailable, "The database cannot be reached; try again shortly.")
 		return
 	}
 	if r.Body != nil {
-		body, err := io.ReadAll(io.LimitReader(r.Body, httpapi.MaxBodyBytes+1))
+		body, err := io.ReadAll(io.LimitReader(r.Body, httpx.MaxBodyBytes+1))
 		if err != nil {
-			httpapi.WriteProblem(w, core.CodeValidation, "The request body could not be read.")
+			httpx.Write(w, core.CodeValidation, "The request body could not be read.")
 			return
 		}
-		if len(body) > httpapi.MaxBodyBytes {
-			httpapi.WriteProblem(w, httpapi.CodeBodyTooLarge, "The request body is over 1 MiB.")
+		if len(body) > httpx.MaxBodyBytes {
+			httpx.Write(w, httpx.CodeBodyTooLarge, "The request body is over 1 MiB.")
+			return
+		}
+		if r.Method == http.MethodPost && isBatch(body) {
+			// One request, one message: a batch would carry any number of
+			// tool calls (and initializes) past every per-call bound.
+			httpx.Write(w, core.CodeValidation, "JSON-RPC batches are not accepted; send one message per request.")
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	ctx := context.WithValue(r.Context(), callerKey{}, c)
-	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" || !isInitialize(r) {
+	if id := r.Header.Get(sessionIDHeader); r.Method != http.MethodPost || id != "" {
+		if r.Method == http.MethodPost {
+			// A call of a session: counted, so that a session whose team
+			// is deleted answers its calls before it is closed.
+			done := h.calling(id)
+			defer done()
+		}
 		h.sdk.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
-	// An initialize without a session id opens a session: count it first.
-	// Other requests without one (a newer client's discovery probe) leave
-	// no session behind and are not counted.
+	// The SDK opens a session for every POST without a session id (the
+	// same header lookup as here) and keeps it once it has answered an
+	// initialize; what the body says is the SDK's to decide, never a second
+	// parse of ours. So each such request takes a place first, and opened
+	// gives it back unless the SDK's own record shows a live, initialized
+	// session.
 	if !h.reserve(c.tokenHash) {
-		httpapi.WriteProblem(w, core.CodeTooManyStreams, "Too many MCP sessions are open for this token or on this server; close one first.")
+		httpx.Write(w, core.CodeTooManyStreams, "Too many MCP sessions are open for this token or on this server; close one first.")
 		return
 	}
 	op := &opening{h: h, caller: c}
-	h.sdk.ServeHTTP(w, r.WithContext(context.WithValue(ctx, openingKey{}, op)))
-	h.opened(op)
+	sw := &settlingWriter{ResponseWriter: w, settle: func() { op.settled.Do(func() { h.opened(op) }) }}
+	h.sdk.ServeHTTP(sw, r.WithContext(context.WithValue(ctx, openingKey{}, op)))
+	sw.settle()
+}
+
+// settlingWriter settles a request's session place (Handler.opened) just
+// before the first byte of the answer goes out: by then the SDK has
+// handled the request, so its record tells whether a session was opened,
+// and a client that sends its next request on seeing the answer (an
+// initialize right after a discovery probe) finds the probe's place free
+// already.
+type settlingWriter struct {
+	http.ResponseWriter
+	settle func()
+}
+
+func (w *settlingWriter) WriteHeader(code int) {
+	w.settle()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *settlingWriter) Write(p []byte) (int, error) {
+	w.settle()
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush lets the SDK stream its answer (Server-Sent Events).
+func (w *settlingWriter) Flush() {
+	w.settle()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the connection's writer.
+func (w *settlingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// sessionIDHeader is the header of the Streamable HTTP transport that
+// names a request's session.
+const sessionIDHeader = "Mcp-Session-Id"
+
+// isBatch reports whether a body is a JSON array: a JSON-RPC batch, which
+// the SDK would serve as many calls in one request. JSON may begin with
+// whitespace only, so the first other byte decides.
+func isBatch(body []byte) bool {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	return len(trimmed) > 0 && trimmed[0] == '['
 }
 
 // authenticate resolves the bearer token: 0 for a member, 401 for none or
@@ -231,21 +299,8 @@ func (h *Handler) authenticate(r *http.Request) (caller, int) {
 	if err != nil {
 		return caller{}, http.StatusUnauthorized
 	}
-	return caller{member: Member{Team: team, Name: name}, tokenHash: hex.EncodeToString(sum[:])}, 0
-}
-
-// isInitialize reports whether the (already bounded and buffered) body
-// is an initialize request.
-func isInitialize(r *http.Request) bool {
-	body, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return false
-	}
-	var msg struct {
-		Method string `json:"method"`
-	}
-	return json.Unmarshal(body, &msg) == nil && msg.Method == "initialize"
+	return caller{member: Member{Team: team, Name: name}, tokenHash: hex.EncodeToString(sum[:]),
+		principal: core.MemberPrincipalForToken(team, name, token)}, 0
 }
 
 // bearerToken reads the token from the Authorization header only.
@@ -281,7 +336,7 @@ func (h *Handler) serverFor(r *http.Request) *mcp.Server {
 		return h.base
 	}
 	if op.server == nil {
-		sess, err := newSession(r.Context(), h.svc, h.log, op.caller.member, h.opts.Workspaces, h.opts.Runner)
+		sess, err := newSession(r.Context(), h.svc, h.log, op.caller.principal, h.opts.Workspaces, h.opts.Runner)
 		if err != nil {
 			h.log.WarnContext(r.Context(), "mcp session not opened", "code", core.ErrorCode(err))
 			return nil
@@ -336,17 +391,37 @@ func (h *Handler) opened(op *opening) {
 	// B). A member that cannot be counted (its team just deleted) still
 	// has its session; the next request's token check ends it.
 	me := op.caller.member
-	end, err := h.svc.OpenMCPSession(core.AsMember(context.Background(), me.Team, me.Name), me.Team, me.Name)
+	sess := op.sess
+	end, err := h.svc.OpenMCPSession(sess.as(context.Background()), me.Team, me.Name)
 	if err != nil {
 		h.log.Warn("mcp session not counted", "code", core.ErrorCode(err))
 		end = func() {}
 	}
+	h.mu.Lock()
+	h.live[ss.ID()] = sess
+	h.mu.Unlock()
 	go func() {
 		_ = ss.Wait()
 		end()
-		op.sess.close()
+		sess.close()
+		h.mu.Lock()
+		delete(h.live, ss.ID())
+		h.mu.Unlock()
 		h.release(op.caller.tokenHash)
 	}()
+	go sess.endWithTeam(ss)
+}
+
+// calling counts one POST of session id while the SDK serves it; done
+// ends the count. An id of no open session counts nothing.
+func (h *Handler) calling(id string) (done func()) {
+	h.mu.Lock()
+	sess := h.live[id]
+	h.mu.Unlock()
+	if sess == nil {
+		return func() {}
+	}
+	return sess.calls.begin()
 }
 
 // Sessions reports the open sessions (for tests and metrics).

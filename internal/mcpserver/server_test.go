@@ -472,3 +472,76 @@ func TestIdleSessionExpires(t *testing.T) {
 	// The token's only place is free again.
 	e.connect(tok, nil)
 }
+
+// TestSessionCapCannotBeBypassed: the session bounds count what the SDK
+// opened, so an initialize the SDK accepts counts whatever else its body
+// holds (a second "METHOD" member that a case-insensitive decoder would
+// read instead), and a JSON-RPC batch is refused before the SDK sees it.
+func TestSessionCapCannotBeBypassed(t *testing.T) {
+	e := newEnv(t, func(o *mcpserver.Options) {
+		o.MaxSessionsPerToken = 2
+		o.MaxSessions = 3
+	})
+	tok := e.tokens["demo"]["reader"]
+	disguised := `{"jsonrpc":"2.0","id":1,"method":"initialize","METHOD":"ping","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	for i := range 2 {
+		resp := e.post(tok, "", disguised, nil)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
+			t.Fatalf("disguised initialize %d: status %d, session %q; want 200 with a session", i+1, resp.StatusCode, resp.Header.Get("Mcp-Session-Id"))
+		}
+	}
+	if got := e.h.Sessions(); got != 2 {
+		t.Fatalf("sessions after two disguised initializes = %d, want 2", got)
+	}
+	wantProblem(t, e.post(tok, "", disguised, nil), http.StatusTooManyRequests, "too_many_streams")
+	wantProblem(t, e.post(tok, "", initialize, nil), http.StatusTooManyRequests, "too_many_streams")
+
+	// The server's bound holds the same way.
+	wantSession := func(token string) {
+		t.Helper()
+		if resp := e.post(token, "", disguised, nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("initialize: status %d, want 200", resp.StatusCode)
+		}
+	}
+	wantSession(e.tokens["demo"]["lead"])
+	wantProblem(t, e.post(e.tokens["demo"]["reviewer"], "", disguised, nil), http.StatusTooManyRequests, "too_many_streams")
+	if got := e.h.Sessions(); got != 3 {
+		t.Fatalf("sessions = %d, want the server's 3", got)
+	}
+}
+
+// TestBatchesRefused: a JSON-RPC batch, with or without a session, is 400
+// validation_failed, and opens no session.
+func TestBatchesRefused(t *testing.T) {
+	e := newEnv(t)
+	tok := e.tokens["demo"]["reader"]
+	old := strings.Replace(initialize, "2025-06-18", "2025-03-26", 1)
+	for _, body := range []string{"[" + initialize + "]", " \n[" + old + "]", "[" + old + "," + old + "]"} {
+		wantProblem(t, e.post(tok, "", body, nil), http.StatusBadRequest, "validation_failed")
+	}
+	if got := e.h.Sessions(); got != 0 {
+		t.Fatalf("sessions after batches = %d, want 0", got)
+	}
+	resp := e.post(tok, "", initialize, nil)
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: status %d, session %q", resp.StatusCode, id)
+	}
+	calls := `[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":3,"method":"ping"}]`
+	wantProblem(t, e.post(tok, "", calls, map[string]string{"Mcp-Session-Id": id, "Mcp-Protocol-Version": "2025-06-18"}), http.StatusBadRequest, "validation_failed")
+}
+
+// TestToolInputsAreStrict: tool inputs are decoded as strictly as REST
+// bodies: exact field names, no unknown field, no name twice; nothing is
+// sent.
+func TestToolInputsAreStrict(t *testing.T) {
+	e := newEnv(t)
+	reader := e.member("demo", "reader")
+	wantRefusal(t, reader, "send_message", map[string]any{"To": "lead", "Body": "hi"}, "validation_failed")
+	wantRefusal(t, reader, "send_message", json.RawMessage(`{"to":"lead","body":"hi","body":"twice"}`), "validation_failed")
+	wantRefusal(t, reader, "send_message", json.RawMessage(`{"to":"lead","body":"hi","to":"reviewer"}`), "validation_failed")
+	msgs, err := e.svc.WaitInbox(core.AsAdmin(t.Context()), "demo", "lead", "", 0)
+	if err != nil || len(msgs) != 0 {
+		t.Fatalf("lead's inbox = %+v, %v; want empty", msgs, err)
+	}
+}

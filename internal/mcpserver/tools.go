@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -29,6 +30,13 @@ type session struct {
 	log    *slog.Logger
 	me     Member
 	server *mcp.Server
+	// principal is me by the token that opened the session; life is the
+	// life of me's team, which the session ends with (endWithTeam).
+	principal core.Principal
+	life      *core.TeamLife
+	// calls counts the session's requests being served, which are
+	// answered before a session whose team was deleted is closed.
+	calls inflight
 
 	// ctx ends with the session; it bounds the subscription watchers.
 	ctx    context.Context
@@ -52,8 +60,13 @@ type session struct {
 
 // newSession builds the server of a session opened by me. workspaces is
 // the root of the teams' workspaces; empty means none is offered.
-func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, me Member, workspaces string, programs *workspace.Runner) (*session, error) {
-	s := &session{svc: svc, log: log, me: me, subs: map[string]context.CancelFunc{}, workspaces: workspaces, programs: programs,
+func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, p core.Principal, workspaces string, programs *workspace.Runner) (*session, error) {
+	me := Member{Team: p.Team, Name: p.Member}
+	life, err := svc.FollowTeam(core.WithPrincipal(ctx, p), me.Team)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{svc: svc, log: log, me: me, principal: p, life: life, subs: map[string]context.CancelFunc{}, workspaces: workspaces, programs: programs,
 		tools: map[string]bool{}, teamChanged: make(chan struct{}, 1)}
 	// Subscribed before the team is read, so that no change after the
 	// read goes unnoticed. The bus calls this from the publisher: it only
@@ -68,9 +81,10 @@ func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, me Mem
 			}
 		}
 	})
-	view, err := svc.Team(core.AsMember(ctx, me.Team, me.Name), me.Team)
+	view, err := svc.Team(s.as(ctx), me.Team)
 	if err != nil {
 		s.stopEvents()
+		life.Release()
 		return nil, err
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -97,6 +111,80 @@ func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, me Mem
 func (s *session) close() {
 	s.stopEvents()
 	s.cancel()
+	s.life.Release()
+}
+
+// sessionDrain bounds how long a session whose team was deleted waits for
+// the calls it is serving to be answered before it is closed anyway;
+// sessionGrace is how long it stays open after they were: closing it ends
+// the client's event stream, and a client that reads that end before the
+// answers (which it reads on other connections) would drop them.
+const (
+	sessionDrain = 2 * time.Second
+	sessionGrace = time.Second
+)
+
+// endWithTeam closes ss, the SDK's session of s, as soon as s's team is
+// deleted: the calls being served answer first (a wait_for_mail with
+// not_found, at once), then the session ends and its member no longer
+// counts as connected. It returns when the session has ended either way.
+func (s *session) endWithTeam(ss *mcp.ServerSession) {
+	select {
+	case <-s.ctx.Done():
+		return
+	case <-s.life.Gone():
+	}
+	timer := time.NewTimer(sessionDrain)
+	defer timer.Stop()
+	select {
+	case <-s.calls.idle():
+		timer.Reset(sessionGrace)
+		<-timer.C
+	case <-timer.C:
+	}
+	_ = ss.Close()
+}
+
+// inflight counts requests being served. (Not a sync.WaitGroup: a request
+// may begin while idle is awaited, which a WaitGroup forbids.) The zero
+// value is ready.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{}
+}
+
+// begin counts one request; done ends it.
+func (f *inflight) begin() (done func()) {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.n--; f.n == 0 && f.zero != nil {
+				close(f.zero)
+				f.zero = nil
+			}
+		})
+	}
+}
+
+// idle returns a channel closed once no request is being served.
+func (f *inflight) idle() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if f.zero == nil {
+		f.zero = make(chan struct{})
+	}
+	return f.zero
 }
 
 // setTools offers the tools of the registry built from the team as view
@@ -151,9 +239,11 @@ func (s *session) followTeam() {
 	}
 }
 
-// as returns ctx carrying the session's member as the caller.
+// as returns ctx carrying the session's member as the caller (by the
+// token that opened the session) and the life of its team, so that core's
+// waits for the session end when the team is deleted.
 func (s *session) as(ctx context.Context) context.Context {
-	return core.AsMember(ctx, s.me.Team, s.me.Name)
+	return core.WithTeamLife(core.WithPrincipal(ctx, s.principal), s.life)
 }
 
 // inboxOutput is the inbox resource's content.
@@ -180,6 +270,11 @@ func (s *session) addTool(tool agent.Tool) {
 			// The session's member is the caller of every tool: core
 			// checks its rights exactly as for a REST call with its token.
 			ctx = s.as(ctx)
+			if s.life.Ended() {
+				// The team was deleted: nothing of a new team of the same
+				// name is this session's.
+				return s.refuse(ctx, tool.Name, core.Errorf(core.CodeNotFound, "The team was deleted.")), nil
+			}
 			res, err := tool.Handler(ctx, req.Params.Arguments)
 			if err != nil {
 				return s.refuse(ctx, tool.Name, err), nil
@@ -286,6 +381,9 @@ func (s *session) watch(ctx context.Context, uri string, seen int, changed, stop
 			return
 		}
 		release()
+		if s.life.Ended() {
+			return // the team was deleted: its session is ending
+		}
 		var n int
 		var err error
 		n, changed, stop, release, err = s.svc.WatchInbox(s.as(ctx), s.me.Team, s.me.Name)
