@@ -184,7 +184,7 @@ func TestTurnsThroughEachAdapter(t *testing.T) {
 			if strings.Contains(joined, `"x1"`) || strings.Contains(joined, `"x2"`) {
 				t.Errorf("the model's own ids reached the history: %s", joined)
 			}
-			if !strings.Contains(joined, "not a JSON object") {
+			if !strings.Contains(joined, "The JSON is not an object") {
 				t.Errorf("the refused call's error is not in the history: %s", joined)
 			}
 			if inbox := lettersTo(t, svc, "lead"); inbox != 1 {

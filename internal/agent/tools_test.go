@@ -189,7 +189,7 @@ func TestToolResultsForBadCalls(t *testing.T) {
 		{"tool not offered", ToolReviewPlan, `{"request_id":"req-1","approve":true}`, "unknown tool"},
 		{"tool that does not exist", "bash", `{}`, "unknown tool"},
 		{"empty plan", ToolSubmitPlan, `{"plan":" "}`, "body_length: "},
-		{"the field of another door", ToolSubmitPlan, `{"payload":"x"}`, "submit_plan: the input is not"},
+		{"the field of another door", ToolSubmitPlan, `{"payload":"x"}`, `submit_plan: "payload" is not a field of this input.`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
