@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -46,10 +47,12 @@ func newModelAPIServer(t *testing.T, fake *providertest.Server) *apiServer {
 	return &apiServer{t: t, url: srv.URL, srv: srv}
 }
 
-// TestPageShowsWake: a member woken on mail carries a wake badge; when a
-// letter wakes it the page says, live, which letters woke its turn; a
-// turn that fails holds the wake, and the badge says so.
-func TestPageShowsWake(t *testing.T) {
+// openWakeCrew serves team crew (lead, reader with wake, reviewer; no
+// wake delay, 5 turns) on the fake Messages API and opens the page on it
+// once it shows reader's wake badge. It returns the fake, the server,
+// the members' tokens and the page.
+func openWakeCrew(t *testing.T) (*providertest.Server, *apiServer, map[string]string, context.Context) {
+	t.Helper()
 	fake := providertest.NewAnthropic(t, "sk-browser-wake-test")
 	s := newModelAPIServer(t, fake)
 	doc := s.call("POST", "/teams", browserAdmin, map[string]any{
@@ -67,6 +70,14 @@ func TestPageShowsWake(t *testing.T) {
 	openPage(t, ctx, s)
 	do(t, ctx, "see reader's wake badge",
 		chromedp.WaitVisible(css(`[data-member="reader"] .wake[data-wake="on"]`)))
+	return fake, s, tok, ctx
+}
+
+// TestPageShowsWake: a member woken on mail carries a wake badge; when a
+// letter wakes it the page says, live, which letters woke its turn; a
+// turn that fails holds the wake, and the badge says so.
+func TestPageShowsWake(t *testing.T) {
+	fake, s, tok, ctx := openWakeCrew(t)
 	if n := eval[int](t, ctx, `document.querySelectorAll('[data-member="reviewer"] .wake, [data-member="lead"] .wake').length`); n != 0 {
 		t.Errorf("wake badges on members without wake = %d, want 0", n)
 	}
@@ -101,4 +112,18 @@ func TestPageShowsWake(t *testing.T) {
 	if !eval[bool](t, ctx, `window.__samePage === true`) {
 		t.Error("the page reloaded instead of updating in place")
 	}
+}
+
+// TestPageShowsTaskWake: a member woken by a task assigned to it: the
+// page says, live, which task woke its turn.
+func TestPageShowsTaskWake(t *testing.T) {
+	fake, s, tok, ctx := openWakeCrew(t)
+	fake.Push(providertest.Reply{Stall: true})
+	s.call("POST", "/teams/crew/tasks", tok["lead"], map[string]any{"title": "Read main.py", "assignee": "reader"}, http.StatusCreated)
+	do(t, ctx, "see the turn woken by task-1",
+		chromedp.WaitVisible(css(`[data-member="reader"] .woken[data-woken-by="task-1"]`)))
+	if got := textOf(t, ctx, `[data-member="reader"] .woken`); !strings.Contains(got, "woken by task-1") {
+		t.Errorf("woken text = %q, want \"woken by task-1\"", got)
+	}
+	s.call("POST", "/teams/crew/turns/reader-t1/cancel", browserAdmin, nil, http.StatusOK)
 }

@@ -186,9 +186,12 @@ func (s *Service) InboxBytes(ctx context.Context, teamName, member string) ([]by
 }
 
 // PrepareInbox returns a copy of history with every letter of member's
-// inbox appended as a [team-message] user entry, unless an identical entry
-// is already there (prepare_inbox, docs/spec.md §4.5). Delivery is at-least-once
-// and idempotent by exact text; history itself is never modified.
+// inbox appended as a [team-message] user entry, then every task assigned
+// to member that it could claim now (ClaimableTasks) as a [team-task]
+// entry, unless an identical entry is already there (prepare_inbox,
+// docs/spec.md §4.5). Delivery is at-least-once and idempotent by exact
+// text; history itself is never modified. A team with no task assigned
+// to member gets exactly the lesson's prepare_inbox.
 func (s *Service) PrepareInbox(ctx context.Context, teamName, member string, history []Entry) ([]Entry, error) {
 	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
 		return nil, err
@@ -197,33 +200,42 @@ func (s *Service) PrepareInbox(ctx context.Context, teamName, member string, his
 		// The loop prepares each model request here, the first one too.
 		tr.requestStarts(s.now())
 	}
-	var items []Message
+	var texts []string
 	var limit int
 	err := s.view(ctx, teamName, true, func(u *unit) error {
 		if err := u.checkMember(member); err != nil {
 			return err
 		}
-		var err error
-		items, err = u.tx.LoadInbox(member)
+		items, err := u.tx.LoadInbox(member)
+		if err != nil {
+			return asStoreError(err)
+		}
+		tasks, err := u.tx.Tasks()
+		if err != nil {
+			return asStoreError(err)
+		}
 		limit = u.st.Limits.HistoryEntries
-		return asStoreError(err)
+		texts = make([]string, 0, len(items))
+		for _, m := range items {
+			texts = append(texts, HistoryText(m))
+		}
+		for _, t := range ClaimableTasks(tasks, member) {
+			texts = append(texts, TaskHistoryText(t))
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return prepareCandidate(history, items, limit)
+	return prepareCandidate(history, texts, limit)
 }
 
-func prepareCandidate(history []Entry, items []Message, limit int) ([]Entry, error) {
+// prepareCandidate appends each of texts not yet a plain user entry of
+// history to a copy of it.
+func prepareCandidate(history []Entry, texts []string, limit int) ([]Entry, error) {
 	candidate := cloneEntries(history)
-	present := map[string]bool{}
-	for _, e := range candidate {
-		if e.Role == "user" && e.Blocks == nil {
-			present[e.Text] = true
-		}
-	}
-	for _, m := range items {
-		text := HistoryText(m)
+	present := attended(candidate)
+	for _, text := range texts {
 		if !present[text] {
 			candidate = append(candidate, UserText(text))
 			present[text] = true

@@ -456,8 +456,9 @@ func (s *Service) BeginTurn(ctx context.Context, teamName, member string, model 
 }
 
 // beginTurn claims member for a turn. A woken turn (woken set) claims
-// only a member that can be woken (wakeLetters) and names the letters
-// unattended at its start as its trigger; any other is a request.
+// only a member that can be woken (wakeTrigger) and names what woke it
+// (the letters unattended at its start, or the task) as its trigger; any
+// other is a request.
 func (s *Service) beginTurn(ctx context.Context, teamName, member string, model ModelRef, woken bool) (*Turn, error) {
 	if model.Provider == "" {
 		model.Provider = ScriptedModel().Provider
@@ -476,13 +477,9 @@ func (s *Service) beginTurn(ctx context.Context, teamName, member string, model 
 		}
 		trigger := Trigger{Kind: TriggerRequest}
 		if woken {
-			letters, err := u.wakeLetters(m)
-			if err != nil {
+			var err error
+			if trigger, err = u.wakeTrigger(m); err != nil {
 				return err
-			}
-			trigger = Trigger{Kind: TriggerMail, Letters: make([]string, len(letters))}
-			for i, l := range letters {
-				trigger.Letters[i] = l.ID
 			}
 		}
 		m.Status, m.Turns = StatusRunning, m.Turns+1

@@ -61,15 +61,22 @@ const DefaultMaxRunningTurns = 32
 // cannot be woken.
 const scriptedWakeText = "wake needs a real model: a scripted model has nothing to answer with unless a turn request brings its responses."
 
-// unattended returns the letters of items whose [team-message] line is
-// not a user entry of history, in inbox order.
-func unattended(items []Message, history []Entry) []Message {
+// attended returns the texts of history's plain user entries: what
+// prepare_inbox deduplicates a [team-message] or [team-task] line by.
+func attended(history []Entry) map[string]bool {
 	present := make(map[string]bool, len(history))
 	for _, e := range history {
 		if e.Role == "user" && e.Blocks == nil {
 			present[e.Text] = true
 		}
 	}
+	return present
+}
+
+// unattended returns the letters of items whose [team-message] line is
+// not a user entry of history, in inbox order.
+func unattended(items []Message, history []Entry) []Message {
+	present := attended(history)
 	var out []Message
 	for _, m := range items {
 		if !present[HistoryText(m)] {
@@ -79,12 +86,31 @@ func unattended(items []Message, history []Entry) []Message {
 	return out
 }
 
-// wakeLetters returns the letters m would be woken for now, or a
+// unattendedTasks returns the tasks of the board assigned to member that
+// it could claim now (ClaimableTasks) and whose [team-task] line is not a
+// user entry of history, in id order. A task's line is its whole
+// document: a task changed since the member saw it (another title, a
+// release) is unattended again.
+func unattendedTasks(tasks []Task, member string, history []Entry) []Task {
+	present := attended(history)
+	var out []Task
+	for _, t := range ClaimableTasks(tasks, member) {
+		if !present[TaskHistoryText(t)] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// wakeTrigger returns what m would be woken for now: its unattended
+// letters (kind mail) or, when it has none, the first task assigned to
+// it that became claimable and is unattended (kind task); or a
 // member_unavailable error saying why m cannot be woken (a store error
-// when its inbox cannot be read). The server's stopping is the waker's.
-func (u *unit) wakeLetters(m *MemberState) ([]Message, error) {
-	no := func(why string) ([]Message, error) {
-		return nil, Errorf(CodeMemberUnavailable, "The member cannot be woken: %s", why)
+// when its inbox or board cannot be read). The server's stopping is the
+// waker's.
+func (u *unit) wakeTrigger(m *MemberState) (Trigger, error) {
+	no := func(why string) (Trigger, error) {
+		return Trigger{}, Errorf(CodeMemberUnavailable, "The member cannot be woken: %s", why)
 	}
 	switch {
 	case !m.Wake:
@@ -99,17 +125,27 @@ func (u *unit) wakeLetters(m *MemberState) ([]Message, error) {
 		return no(scriptedWakeText)
 	}
 	if err := u.budget(); err != nil {
-		return nil, err
+		return Trigger{}, err
 	}
 	items, err := u.tx.LoadInbox(m.Name)
 	if err != nil {
-		return nil, asStoreError(err)
+		return Trigger{}, asStoreError(err)
 	}
-	letters := unattended(items, m.History)
-	if len(letters) == 0 {
-		return no("no letter is unattended.")
+	if letters := unattended(items, m.History); len(letters) > 0 {
+		t := Trigger{Kind: TriggerMail, Letters: make([]string, len(letters))}
+		for i, l := range letters {
+			t.Letters[i] = l.ID
+		}
+		return t, nil
 	}
-	return letters, nil
+	tasks, err := u.tx.Tasks()
+	if err != nil {
+		return Trigger{}, asStoreError(err)
+	}
+	if open := unattendedTasks(tasks, m.Name, m.History); len(open) > 0 {
+		return Trigger{Kind: TriggerTask, TaskID: open[0].ID}, nil
+	}
+	return no("no letter and no claimable task assigned to it is unattended.")
 }
 
 // holdWake holds m's wake after a turn of it ended status: any end but
@@ -385,7 +421,7 @@ func (s *Service) wakeScan() {
 }
 
 // wakeObserve is subscribed to the bus: a letter to a member known to
-// have wake set, and a member (or a team's members) announced idle with
+// have wake set, a pending task assigned to such a member, and a member (or a team's members) announced idle with
 // wake set, may make a member wakeable. It never blocks: a member is
 // looked at from a goroutine of its own.
 func (s *Service) wakeObserve(ev Event) {
@@ -395,13 +431,16 @@ func (s *Service) wakeObserve(ev Event) {
 		if !ok {
 			return
 		}
-		key := inboxKey{ev.Team, m.Recipient}
-		s.wake.mu.Lock()
-		known := s.wake.known[key]
-		s.wake.mu.Unlock()
-		if known {
-			s.poke(key, s.now())
+		s.pokeKnown(inboxKey{ev.Team, m.Recipient})
+	case EventTask:
+		// A task announced pending with an assignee may have become
+		// claimable for it: created so, assigned, or its last blocker
+		// completed or deleted (its dependents are announced then too).
+		t, ok := ev.Data.(Task)
+		if !ok || t.Status != TaskPending || t.Assignee == nil {
+			return
 		}
+		s.pokeKnown(inboxKey{ev.Team, *t.Assignee})
 	case EventMember:
 		switch v := ev.Data.(type) {
 		case MemberView:
@@ -419,6 +458,17 @@ func (s *Service) wakeObserve(ev Event) {
 		}
 	case EventResync:
 		go s.wakeScan()
+	}
+}
+
+// pokeKnown pokes key's member when it is known to have wake set, so
+// that a change for any other member costs one map lookup.
+func (s *Service) pokeKnown(key inboxKey) {
+	s.wake.mu.Lock()
+	known := s.wake.known[key]
+	s.wake.mu.Unlock()
+	if known {
+		s.poke(key, s.now())
 	}
 }
 
@@ -483,7 +533,7 @@ func (s *Service) wakeCheck(e *wakeEntry) {
 				return Errorf(CodeNotFound, "No such member.")
 			}
 			delay = time.Duration(u.st.Limits.WakeDelayMS) * time.Millisecond
-			_, err := u.wakeLetters(m)
+			_, err := u.wakeTrigger(m)
 			return err
 		})
 		w.mu.Lock()

@@ -169,7 +169,27 @@ type turnDocWithTrigger struct {
 	Trigger struct {
 		Kind    string   `json:"kind"`
 		Letters []string `json:"letters"`
+		TaskID  string   `json:"task_id"`
 	} `json:"trigger"`
+}
+
+// newWakeCrew creates team crew on provider's fake model: lead and
+// reader (wake set), no wake delay, 5 turns each; it returns the members'
+// tokens by name.
+func newWakeCrew(t *testing.T, m *modelEnv, provider string) map[string]string {
+	t.Helper()
+	r := m.post("/api/v1/teams", adminToken, map[string]any{
+		"name":    "crew",
+		"members": []map[string]any{{"name": "reader", "role": "reads the source", "wake": true}},
+		"model":   map[string]any{"provider": provider, "name": "fake-model"},
+		"limits":  map[string]any{"wake_delay_ms": 0, "turns": 5},
+	})
+	want(t, r, http.StatusCreated, "")
+	tokens := map[string]string{}
+	for _, mem := range decode[httpapi.CreatedTeam](t, r).Members {
+		tokens[mem.Name] = mem.Token
+	}
+	return tokens
 }
 
 // TestWokenTurnThroughEachAdapter: a letter to a wake member wakes it; its
@@ -181,19 +201,9 @@ func TestWokenTurnThroughEachAdapter(t *testing.T) {
 		t.Run(provider, func(t *testing.T) {
 			t.Parallel()
 			m := newModelEnv(t, provider)
-			r := m.post("/api/v1/teams", adminToken, map[string]any{
-				"name":    "crew",
-				"members": []map[string]any{{"name": "reader", "role": "reads the source", "wake": true}},
-				"model":   map[string]any{"provider": provider, "name": "fake-model"},
-				"limits":  map[string]any{"wake_delay_ms": 0},
-			})
-			want(t, r, http.StatusCreated, "")
-			tokens := map[string]string{}
-			for _, mem := range decode[httpapi.CreatedTeam](t, r).Members {
-				tokens[mem.Name] = mem.Token
-			}
+			tokens := newWakeCrew(t, m, provider)
 			m.fake.Push(m.text("Read it.", 10, 5))
-			r = m.post("/api/v1/teams/crew/messages", tokens["lead"], map[string]string{"to": "reader", "body": "Please read main.py."})
+			r := m.post("/api/v1/teams/crew/messages", tokens["lead"], map[string]string{"to": "reader", "body": "Please read main.py."})
 			want(t, r, http.StatusCreated, "")
 
 			d := waitTurn(t, m.env, "crew", "reader-t1")
@@ -228,17 +238,7 @@ func TestWokenTurnThroughEachAdapter(t *testing.T) {
 // releases the hold (and wakes it for the letters still unattended).
 func TestWokenTurnFailureHolds(t *testing.T) {
 	m := newModelEnv(t, agent.ProviderAnthropic)
-	r := m.post("/api/v1/teams", adminToken, map[string]any{
-		"name":    "crew",
-		"members": []map[string]any{{"name": "reader", "wake": true}},
-		"model":   map[string]any{"provider": "anthropic", "name": "fake-model"},
-		"limits":  map[string]any{"wake_delay_ms": 0, "turns": 5},
-	})
-	want(t, r, http.StatusCreated, "")
-	tokens := map[string]string{}
-	for _, mem := range decode[httpapi.CreatedTeam](t, r).Members {
-		tokens[mem.Name] = mem.Token
-	}
+	tokens := newWakeCrew(t, m, agent.ProviderAnthropic)
 	m.fake.Push(m.failure(http.StatusBadRequest, "invalid_request_error", "no"))
 	want(t, m.post("/api/v1/teams/crew/messages", tokens["lead"], map[string]string{"to": "reader", "body": "one"}), http.StatusCreated, "")
 	if d := waitTurn(t, m.env, "crew", "reader-t1"); d.Status != "failed" {
@@ -249,7 +249,7 @@ func TestWokenTurnFailureHolds(t *testing.T) {
 	}
 	want(t, m.post("/api/v1/teams/crew/messages", tokens["lead"], map[string]string{"to": "reader", "body": "two"}), http.StatusCreated, "")
 	m.fake.Push(m.text("Both read.", 10, 5))
-	r = m.post("/api/v1/teams/crew/members/reader/reset", adminToken, nil)
+	r := m.post("/api/v1/teams/crew/members/reader/reset", adminToken, nil)
 	want(t, r, http.StatusOK, "")
 	if got := decode[httpapi.Member](t, r); got.WakeHeld {
 		t.Errorf("reset answered %+v, want the hold released", got)

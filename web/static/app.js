@@ -349,11 +349,12 @@
         if (typeof data.member !== 'string' || typeof data.status !== 'string') return false;
         state.doing.set(view.name + '/' + data.member, turnActivity(data));
         // A turn's start and end carry its trigger; a woken turn names
-        // the letters that woke it (docs/api.md, E).
+        // the letters or the task that woke it (docs/api.md, E, G).
         const trigger = data.trigger;
         if (trigger && typeof trigger === 'object') {
           const key = view.name + '/' + data.member;
           if (trigger.kind === 'mail' && Array.isArray(trigger.letters)) state.wokenBy.set(key, trigger.letters.map(String).join(', '));
+          else if (trigger.kind === 'task' && typeof trigger.task_id === 'string') state.wokenBy.set(key, trigger.task_id);
           else state.wokenBy.delete(key);
         }
         return true;
