@@ -583,6 +583,23 @@ func (s *Service) localTurn(team, id string) *Turn {
 // turnDocs returns the team's documents, oldest first, with the ones
 // this process runs as they are now (steps not yet stored included).
 func (s *Service) turnDocs(ctx context.Context, teamName string) ([]TurnDoc, error) {
+	docs, dead, err := s.turnDocsOnce(ctx, teamName)
+	if err != nil || !dead {
+		return docs, err
+	}
+	// A document shown as interrupted may only look so: a view that read
+	// the team before a turn's outcome committed, and this process's
+	// running turns after the turn finished, finds a running document
+	// that no process runs (a store may read a view without the lock a
+	// commit holds). Read once more: a turn that really died is shown
+	// interrupted again; one that ended shows how it ended.
+	docs, _, err = s.turnDocsOnce(ctx, teamName)
+	return docs, err
+}
+
+// turnDocsOnce is one read of turnDocs; dead reports whether a running
+// document was shown interrupted.
+func (s *Service) turnDocsOnce(ctx context.Context, teamName string) (_ []TurnDoc, dead bool, _ error) {
 	var docs []TurnDoc
 	var now time.Time
 	var unleased map[string]bool
@@ -600,7 +617,7 @@ func (s *Service) turnDocs(ctx context.Context, teamName string) ([]TurnDoc, err
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for i := range docs {
 		if docs[i].Status == TurnRunning {
@@ -611,13 +628,14 @@ func (s *Service) turnDocs(ctx context.Context, teamName string) ([]TurnDoc, err
 				// view released a dead process's). Shown as the next
 				// unit of work will store it: failed, interrupted.
 				InterruptTurnDoc(&docs[i], now)
+				dead = true
 			}
 		}
 		if docs[i].Steps == nil {
 			docs[i].Steps = []TurnStep{}
 		}
 	}
-	return docs, nil
+	return docs, dead, nil
 }
 
 // Turns returns the team's turn documents, newest first.
