@@ -710,6 +710,14 @@ func (s *Service) ReleaseTask(ctx context.Context, team, id string) (Task, error
 
 // settleTask runs fn on task id for its owner, lead or the admin.
 func (s *Service) settleTask(ctx context.Context, team, id string, fn func(u *unit, b *board, t *Task) error) (Task, error) {
+	owner := func(t *Task) string { return strOf(t.Owner) }
+	return s.manageTask(ctx, team, id, owner, "Only the task's owner, lead or the admin may do this.", fn)
+}
+
+// manageTask runs fn on task id, in one unit of work, for the member
+// holder names (the task's owner or its creator), lead or the admin;
+// anyone else is refused with forbidden and refused as its detail.
+func (s *Service) manageTask(ctx context.Context, team, id string, holder func(t *Task) string, refused string, fn func(u *unit, b *board, t *Task) error) (Task, error) {
 	me, admin, err := taskCaller(ctx, team)
 	if err != nil {
 		return Task{}, err
@@ -724,8 +732,8 @@ func (s *Service) settleTask(ctx context.Context, team, id string, fn func(u *un
 		if t == nil {
 			return taskNotFound()
 		}
-		if !mayManage(me, admin, strOf(t.Owner)) {
-			return Errorf(CodeForbidden, "Only the task's owner, lead or the admin may do this.")
+		if !mayManage(me, admin, holder(t)) {
+			return Errorf(CodeForbidden, "%s", refused)
 		}
 		if err := fn(u, b, t); err != nil {
 			return err
@@ -741,41 +749,25 @@ func (s *Service) settleTask(ctx context.Context, team, id string, fn func(u *un
 // blocked_by of every task that named it. Deleting it again changes
 // nothing.
 func (s *Service) DeleteTask(ctx context.Context, team, id string) (Task, error) {
-	me, admin, err := taskCaller(ctx, team)
-	if err != nil {
-		return Task{}, err
-	}
-	var out Task
-	err = s.update(ctx, team, func(u *unit) error {
-		b, err := u.board()
-		if err != nil {
+	creator := func(t *Task) string { return t.CreatedBy }
+	return s.manageTask(ctx, team, id, creator, "Only the task's creator, lead or the admin may delete it.", func(u *unit, b *board, t *Task) error {
+		if t.Status == TaskDeleted {
+			return nil
+		}
+		dependents := b.doc(t).Blocks
+		t.Status = TaskDeleted
+		if err := u.putTask(b, t, t.BlockedBy...); err != nil {
 			return err
 		}
-		t := b.get(id)
-		if t == nil {
-			return taskNotFound()
-		}
-		if !mayManage(me, admin, t.CreatedBy) {
-			return Errorf(CodeForbidden, "Only the task's creator, lead or the admin may delete it.")
-		}
-		if t.Status != TaskDeleted {
-			dependents := b.doc(t).Blocks
-			t.Status = TaskDeleted
-			if err := u.putTask(b, t, t.BlockedBy...); err != nil {
+		for _, did := range dependents {
+			d := b.get(did)
+			d.BlockedBy = slices.DeleteFunc(slices.Clone(d.BlockedBy), func(x string) bool { return x == t.ID })
+			if err := u.putTask(b, d); err != nil {
 				return err
 			}
-			for _, did := range dependents {
-				d := b.get(did)
-				d.BlockedBy = slices.DeleteFunc(slices.Clone(d.BlockedBy), func(x string) bool { return x == t.ID })
-				if err := u.putTask(b, d); err != nil {
-					return err
-				}
-			}
 		}
-		out = b.doc(t)
 		return nil
 	})
-	return out, err
 }
 
 // TaskLimit is limits.tasks, its default when unset (a team stored
