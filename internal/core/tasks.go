@@ -345,6 +345,20 @@ func (u *unit) board() (*board, error) {
 	return &board{tasks: slices.Clone(tasks)}, nil
 }
 
+// taskIn reads the board and finds task id on it (not_found when the
+// team has no such task).
+func (u *unit) taskIn(id string) (*board, *Task, error) {
+	b, err := u.board()
+	if err != nil {
+		return nil, nil, err
+	}
+	t := b.get(id)
+	if t == nil {
+		return nil, nil, taskNotFound()
+	}
+	return b, t, nil
+}
+
 // putTask stores t and announces it, with the tasks named in touched
 // (those whose blocks it may have changed).
 func (u *unit) putTask(b *board, t *Task, touched ...string) error {
@@ -463,13 +477,9 @@ func (s *Service) Task(ctx context.Context, team, id string) (Task, error) {
 	}
 	var out Task
 	err := s.view(ctx, team, false, func(u *unit) error {
-		b, err := u.board()
+		b, t, err := u.taskIn(id)
 		if err != nil {
 			return err
-		}
-		t := b.get(id)
-		if t == nil {
-			return taskNotFound()
 		}
 		out = b.doc(t)
 		return nil
@@ -603,13 +613,9 @@ func (s *Service) ClaimTask(ctx context.Context, team, id string) (Task, error) 
 	}
 	var out Task
 	err = s.update(ctx, team, func(u *unit) error {
-		b, err := u.board()
+		b, t, err := u.taskIn(id)
 		if err != nil {
 			return err
-		}
-		t := b.get(id)
-		if t == nil {
-			return taskNotFound()
 		}
 		changed, err := u.claimIn(b, t, me)
 		if err != nil {
@@ -724,13 +730,9 @@ func (s *Service) manageTask(ctx context.Context, team, id string, holder func(t
 	}
 	var out Task
 	err = s.update(ctx, team, func(u *unit) error {
-		b, err := u.board()
+		b, t, err := u.taskIn(id)
 		if err != nil {
 			return err
-		}
-		t := b.get(id)
-		if t == nil {
-			return taskNotFound()
 		}
 		if !mayManage(me, admin, holder(t)) {
 			return Errorf(CodeForbidden, "%s", refused)
