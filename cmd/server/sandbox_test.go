@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"math/big"
 	"net"
 	"net/http"
@@ -16,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"mailroom/internal/testkit"
 )
 
 // sandboxServer is a real server over dataDir whose environment holds a
@@ -88,7 +89,7 @@ func sandboxServer(t *testing.T, dataDir string) (*proc, *url.URL, map[string]st
 	})
 	do(http.MethodPut, "/teams/shop/workspace/files/targets.json", "application/octet-stream", targets)
 	t.Cleanup(func() {
-		for _, pid := range sleepersOf(t, marker) {
+		for _, pid := range testkit.Sleepers(t, marker) {
 			var n int
 			fmt.Sscan(pid, &n)
 			_ = (&os.Process{Pid: n}).Kill()
@@ -143,26 +144,6 @@ func approvedReader(t *testing.T, ready *url.URL, tokens map[string]string) *mcp
 	return reader
 }
 
-// sleepersOf returns the pids of the processes running sleep with marker.
-func sleepersOf(t *testing.T, marker string) []string {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if args := bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}); len(args) == 2 && filepath.Base(string(args[0])) == "sleep" && string(args[1]) == marker {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
-
 // The real binary's run_main, on this kernel: a program that tries each
 // way out (the server's environment and command line, the admin token,
 // another team's state and workspace, the server's port, 1 GiB of memory,
@@ -214,7 +195,7 @@ func TestRunMainSandboxedInTheRealBinary(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dataDir, "workspaces", "shop", "written.txt")); err != nil || string(b) != "ok" {
 		t.Errorf("written.txt = %q, %v; want the program's write", b, err)
 	}
-	if left := sleepersOf(t, marker); len(left) > 0 {
+	if left := testkit.Sleepers(t, marker); len(left) > 0 {
 		t.Errorf("the program's child in a session of its own still runs (pids %v) after run_main answered", left)
 	}
 	if !strings.Contains(p.stderr.String(), "run_main's sandbox is on") {
@@ -249,7 +230,7 @@ func TestRunMainDiesWithTheServer(t *testing.T) {
 		case <-time.After(10 * time.Millisecond): // polls for the file; not an assertion
 		}
 	}
-	if len(sleepersOf(t, marker)) != 1 {
+	if len(testkit.Sleepers(t, marker)) != 1 {
 		t.Fatalf("the program's sleeping child is not running before the kill")
 	}
 	if err := p.cmd.Process.Kill(); err != nil {
@@ -260,7 +241,7 @@ func TestRunMainDiesWithTheServer(t *testing.T) {
 	// thread exits, and the namespace's end follows; wait for the
 	// process table to show it, within the run's own bound.
 	deadline := time.Now().Add(10 * time.Second)
-	for len(sleepersOf(t, marker)) > 0 {
+	for len(testkit.Sleepers(t, marker)) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the program's child still runs after the server was killed")
 		}

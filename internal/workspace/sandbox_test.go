@@ -1,7 +1,6 @@
 package workspace
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"mailroom/internal/testkit"
 )
 
 // sandboxRunner is the runner of these tests: the sandbox must work on
@@ -49,30 +50,10 @@ func newMarker(t *testing.T) string {
 	return fmt.Sprint(1e9 + n.Int64())
 }
 
-// sleepers returns the pids of the processes running sleep with marker.
-func sleepers(t *testing.T, marker string) []string {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if args := bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}); len(args) == 2 && filepath.Base(string(args[0])) == "sleep" && string(args[1]) == marker {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
-
 // killSleepers ends what a failed test left running.
 func killSleepers(t *testing.T, marker string) {
 	t.Cleanup(func() {
-		for _, pid := range sleepers(t, marker) {
+		for _, pid := range testkit.Sleepers(t, marker) {
 			var n int
 			if _, err := fmt.Sscan(pid, &n); err == nil {
 				_ = (&os.Process{Pid: n}).Kill()
@@ -190,7 +171,7 @@ func (e escapeSetup) checkReport(t *testing.T, output string) {
 	if b, err := os.ReadFile(filepath.Join(e.ws, "written.txt")); err != nil || string(b) != "ok" {
 		t.Errorf("written.txt = %q, %v; want the program's write to the workspace", b, err)
 	}
-	if left := sleepers(t, e.marker); len(left) > 0 {
+	if left := testkit.Sleepers(t, e.marker); len(left) > 0 {
 		t.Errorf("the program's child in a session of its own still runs (pids %v) after run_main answered", left)
 	}
 }
@@ -235,7 +216,7 @@ func TestSandboxTimeoutKillsEverything(t *testing.T) {
 	if err != nil || !out.TimedOut || out.Output != "spinning\n" {
 		t.Fatalf("Run = %+v, %v; want timed out with the output so far", out, err)
 	}
-	if left := sleepers(t, marker); len(left) > 0 {
+	if left := testkit.Sleepers(t, marker); len(left) > 0 {
 		t.Errorf("the program's child in a session of its own still runs (pids %v) after the timeout", left)
 	}
 }
@@ -281,7 +262,7 @@ func TestSandboxCancelAndOneRunAtATime(t *testing.T) {
 	if res.err != nil || res.out.Signal != "killed" {
 		t.Fatalf("the cancelled Run = %+v, %v; want the program killed", res.out, res.err)
 	}
-	if left := sleepers(t, marker); len(left) > 0 {
+	if left := testkit.Sleepers(t, marker); len(left) > 0 {
 		t.Errorf("the program's child in a session of its own still runs (pids %v) after the run was cancelled", left)
 	}
 	// The workspace is free again.
@@ -315,7 +296,7 @@ func TestExitWhileChildHoldsStdout(t *testing.T) {
 			if err != nil || out.ExitCode != 4 || out.Output != "done\n" {
 				t.Fatalf("Run = %+v, %v; want exit 4 with output %q", out, err, "done\n")
 			}
-			if left := sleepers(t, marker); mode == ModeOn && len(left) > 0 {
+			if left := testkit.Sleepers(t, marker); mode == ModeOn && len(left) > 0 {
 				t.Errorf("the child still runs (pids %v) after run_main answered", left)
 			}
 		})
