@@ -41,36 +41,56 @@ type field struct {
 func appendString(dst []byte, s string, escapeLineSeparators bool) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case 0x85, 0x2028, 0x2029:
-			if escapeLineSeparators {
-				dst = append(dst, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
-			} else {
-				dst = utf8.AppendRune(dst, r)
+	// Runs of bytes written as they are (the common case: printable
+	// ASCII and valid UTF-8 that is no line separator) are copied whole;
+	// a send encodes its letter several times, so this is on the hot path.
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
 			}
-		default:
-			if r < 0x20 {
-				dst = append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
-			} else {
-				dst = utf8.AppendRune(dst, r)
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"':
+				dst = append(dst, '\\', '"')
+			case '\\':
+				dst = append(dst, '\\', '\\')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 			}
+			i++
+			start = i
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			// Invalid UTF-8 becomes U+FFFD, as ranging over the string
+			// (and Python's decoding with errors="replace") gives.
+			dst = append(dst, s[start:i]...)
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+			start = i + size
+		case escapeLineSeparators && (r == 0x85 || r == 0x2028 || r == 0x2029):
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
+			start = i + size
+		}
+		i += size
 	}
+	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
 

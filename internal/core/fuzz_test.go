@@ -78,3 +78,53 @@ func FuzzMatchLetter(f *testing.F) {
 		}
 	})
 }
+
+// appendStringByRune is the canonical string writer as first written, one
+// code point at a time: the reference appendString's run-copying must
+// match byte for byte.
+func appendStringByRune(dst []byte, s string, escapeLineSeparators bool) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			dst = append(dst, '\\', '"')
+		case r == '\\':
+			dst = append(dst, '\\', '\\')
+		case r == '\n':
+			dst = append(dst, '\\', 'n')
+		case r == '\r':
+			dst = append(dst, '\\', 'r')
+		case r == '\t':
+			dst = append(dst, '\\', 't')
+		case r == '\b':
+			dst = append(dst, '\\', 'b')
+		case r == '\f':
+			dst = append(dst, '\\', 'f')
+		case escapeLineSeparators && (r == 0x85 || r == 0x2028 || r == 0x2029):
+			dst = append(dst, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
+		case r < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+		default:
+			dst = append(dst, string(r)...)
+		}
+	}
+	return append(dst, '"')
+}
+
+// FuzzAppendString: the canonical writer equals the code-point-at-a-time
+// reference on any string, valid UTF-8 or not, with and without the
+// line-separator escapes.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", "quote \" back \\ nl \n tab \t", "\x00\x01\x1f\x7f", "é 漢字 🙂",
+		"\u0085\u2028\u2029", "bad \xff\xfe utf-8 \xe2\x80", "ends in \xc3"} {
+		f.Add(s, true)
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, s string, esc bool) {
+		got, want := appendString([]byte("x"), s, esc), appendStringByRune([]byte("x"), s, esc)
+		if string(got) != string(want) {
+			t.Fatalf("appendString(%q, %v) = %q, want %q", s, esc, got, want)
+		}
+	})
+}

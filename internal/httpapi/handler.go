@@ -3,17 +3,13 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"path/filepath"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/go-chi/chi/v5"
-	nethttpmw "github.com/oapi-codegen/nethttp-middleware"
 
 	"mailroom/api"
 	"mailroom/internal/core"
@@ -177,26 +173,6 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	// the server builds their turns as it builds requested ones.
 	svc.StartWaking(core.WakeConfig{Stopping: opts.Stopping, Build: srv.wakeTurn, Observer: newWakeMetrics(m.reg)})
 	return r, nil
-}
-
-// requestValidator checks every /api/v1 request against the embedded spec.
-// Authentication is done by our own middleware before it, so the spec's
-// security scheme is only documentation to the validator.
-func requestValidator(log *slog.Logger) (func(http.Handler) http.Handler, error) {
-	spec, err := GetSpec()
-	if err != nil {
-		return nil, fmt.Errorf("httpapi: load embedded spec: %w", err)
-	}
-	return nethttpmw.OapiRequestValidatorWithOptions(spec, &nethttpmw.Options{
-		SilenceServersWarning: true, // the server URL is relative: a path prefix, no Host check
-		Options: openapi3filter.Options{
-			AuthenticationFunc:      openapi3filter.NoopAuthenticationFunc,
-			SchemaValidationOptions: []openapi3.SchemaValidationOption{openapi3.DisableSchemaErrorDetails()},
-		},
-		ErrorHandlerWithOpts: func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, _ nethttpmw.ErrorHandlerOpts) {
-			respondInvalid(log, w, r, err)
-		},
-	}), nil
 }
 
 // limitBody caps request bodies; the validator reads the body whole, so the

@@ -1,0 +1,61 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"mailroom/internal/core"
+	"mailroom/internal/httpapi"
+	"mailroom/internal/mail"
+)
+
+// BenchmarkSendHandler is one durable send through the whole handler
+// (middleware, validation, core, the file store with its fsyncs) without
+// a network connection: the server's own work per send, for profiles
+// (go test -run '^$' -bench SendHandler -benchmem -cpuprofile cpu.out).
+func BenchmarkSendHandler(b *testing.B) {
+	store, err := mail.Open(b.TempDir(), mail.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = store.Close() })
+	svc := core.NewService(store, core.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err := svc.Open(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken})
+	if err != nil {
+		b.Fatal(err)
+	}
+	serve := func(method, path, token, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := serve(http.MethodPost, "/api/v1/teams", adminToken,
+		`{"name":"bench","members":[{"name":"m1","role":"sends"}],"limits":{"inbox_messages":100000000,"inbox_bytes":1073741824}}`)
+	if rec.Code != http.StatusCreated {
+		b.Fatalf("create team: status = %d, want 201\n%s", rec.Code, rec.Body)
+	}
+	var created struct {
+		Members []struct{ Name, Token string }
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil {
+		b.Fatal(err)
+	}
+	token := created.Members[len(created.Members)-1].Token
+	body := `{"to":"lead","body":"the build passed; the report is in report.txt. the build passed; the report is in re"}`
+	b.ReportAllocs()
+	for b.Loop() {
+		if rec := serve(http.MethodPost, "/api/v1/teams/bench/messages", token, body); rec.Code != http.StatusCreated {
+			b.Fatalf("send: status = %d, want 201\n%s", rec.Code, rec.Body)
+		}
+	}
+}
