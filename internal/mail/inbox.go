@@ -120,7 +120,7 @@ func encodeLines(buf []byte, msgs []core.Message) []byte {
 // without an fsync of their own (applyLetter).
 func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRules, prev []core.Message, msg core.Message) error {
 	if cur := s.current(team, rules, prev); cur != nil {
-		err := s.appendTo(team, rules, cur, msg, true, true)
+		err := s.appendTo(team, rules, cur, msg, nil, true, true)
 		if !errors.Is(err, errStale) {
 			return err
 		}
@@ -134,7 +134,7 @@ func (s *Store) AppendInbox(_ context.Context, team string, rules core.InboxRule
 	if !sameLetters(prev, cur.msgs) || (cur.exists && cur.sig == fileSig{}) {
 		return core.CorruptInbox(ErrInboxChanged)
 	}
-	return s.appendTo(team, rules, cur, msg, false, true)
+	return s.appendTo(team, rules, cur, msg, nil, false, true)
 }
 
 // errStale: in a quick append, the file is not the version the store
@@ -161,8 +161,9 @@ func (s *Store) current(team string, rules core.InboxRules, prev []core.Message)
 // the caller checked. With quick set, cur was not checked against the file
 // in this call, and errStale means it no longer describes the file. With
 // sync unset an appended line is not fsynced: the write-ahead log holds
-// the letter, and the next checkpoint fsyncs the file.
-func (s *Store) appendTo(team string, rules core.InboxRules, cur *inboxState, msg core.Message, quick, sync bool) error {
+// the letter, and the next checkpoint fsyncs the file. line is msg in the
+// file's bytes when the caller has it (nil: encoded here).
+func (s *Store) appendTo(team string, rules core.InboxRules, cur *inboxState, msg core.Message, line []byte, quick, sync bool) error {
 	n := len(cur.msgs)
 	if n+1 > rules.Limits.InboxMessages {
 		return &core.Error{Code: core.CodeInboxFull, Message: "The recipient's inbox is full; old messages are not overwritten.", Err: core.ErrInboxCount}
@@ -170,7 +171,9 @@ func (s *Store) appendTo(team string, rules core.InboxRules, cur *inboxState, ms
 	if err := checkLetter(msg, n+1, rules); err != nil {
 		return err
 	}
-	line := core.EncodeInboxLine(msg)
+	if line == nil {
+		line = core.EncodeInboxLine(msg)
+	}
 	// whole, when set, is the file to write in one piece instead of
 	// appending: for the first letter, and for a file someone else wrote
 	// in other bytes, which is rewritten in the lesson's bytes, as the
@@ -267,6 +270,17 @@ func (s *Store) inbox(team string, rules core.InboxRules) (*inboxState, error) {
 	}
 	key := cacheKey(team, rules.Recipient)
 	dir := filepath.Join(s.teamDir(team), inboxesDir)
+	path := filepath.Join(dir, rules.Recipient+inboxExt)
+	// The usual case, one lstat: the path leads to the very version of
+	// the file the store holds (same device, inode, size and times).
+	// Whatever the directories on the way, that is the store's own inode,
+	// so the directory check below, which guards the opening of a path,
+	// has nothing to add.
+	if st := s.cached(key); st != nil && st.exists && st.fits(rules) {
+		if fi, err := s.fs.Lstat(path); err == nil && fi.Mode().IsRegular() && st.sig == sigOf(fi) {
+			return st, nil
+		}
+	}
 	// O_NOFOLLOW guards only the last component; a symbolic link in place
 	// of the inboxes directory would let writes escape the data directory.
 	fi, err := s.fs.Lstat(dir)
@@ -283,7 +297,6 @@ func (s *Store) inbox(team string, rules core.InboxRules) (*inboxState, error) {
 		s.forget(key)
 		return nil, core.CorruptInbox(ErrInboxNotRegular)
 	}
-	path := filepath.Join(dir, rules.Recipient+inboxExt)
 	fi, err = s.fs.Lstat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -538,14 +551,14 @@ func (s *Store) truncatePath(path string, have fileSig, size int64) error {
 // what replay needs: a letter already in the file at its position (the
 // same id and bytes) is left as it is. The file is checked as LoadInbox
 // checks it, so a file changed from outside is refused, never written.
-func (s *Store) applyLetter(team string, rules core.InboxRules, msg core.Message) error {
+func (s *Store) applyLetter(team string, rules core.InboxRules, msg core.Message, line []byte) error {
 	// The usual case: the file is the version the store last wrote, and
 	// the append's own identity check (lstat against the kept descriptor,
 	// or fstat of the file opened) stands in for a full check, as in
 	// AppendInbox's quick path.
 	if cur := s.cached(cacheKey(team, rules.Recipient)); cur != nil && cur.exists && cur.size > 0 && cur.raw == nil &&
 		cur.sig != (fileSig{}) && cur.fits(rules) && len(cur.msgs)+1 == letterNumber(msg.ID, rules.Recipient) {
-		err := s.appendTo(team, rules, cur, msg, true, false)
+		err := s.appendTo(team, rules, cur, msg, line, true, false)
 		if !errors.Is(err, errStale) {
 			return err
 		}
@@ -566,7 +579,7 @@ func (s *Store) applyLetter(team string, rules core.InboxRules, msg core.Message
 	if cur.exists && cur.sig == (fileSig{}) {
 		return core.CorruptInbox(ErrInboxChanged)
 	}
-	return s.appendTo(team, rules, cur, msg, false, false)
+	return s.appendTo(team, rules, cur, msg, line, false, false)
 }
 
 // letterNumber is n of a letter id <recipient>-<n>, or 0.
@@ -589,7 +602,7 @@ func letterIndex(id, recipient string) (int, bool) {
 // letters of the inbox file (prev, as LoadInbox returned them) and the
 // letters queued for it (pending, whose lines take pendingBytes): the
 // checks appendTo makes, against what the file will hold.
-func (s *Store) checkNext(team string, rules core.InboxRules, prev, pending []core.Message, pendingBytes int64, msg core.Message) error {
+func (s *Store) checkNext(team string, rules core.InboxRules, prev, pending []core.Message, pendingBytes int64, msg core.Message, line []byte) error {
 	n := len(prev) + len(pending)
 	if n+1 > rules.Limits.InboxMessages {
 		return &core.Error{Code: core.CodeInboxFull, Message: "The recipient's inbox is full; old messages are not overwritten.", Err: core.ErrInboxCount}
@@ -611,7 +624,7 @@ func (s *Store) checkNext(team string, rules core.InboxRules, prev, pending []co
 	if size < 0 {
 		size = int64(len(encodeAll(prev)))
 	}
-	size += pendingBytes + int64(len(core.EncodeInboxLine(msg)))
+	size += pendingBytes + int64(len(line))
 	if size > int64(rules.Limits.InboxBytes) {
 		return &core.Error{Code: core.CodeInboxFull, Message: "The recipient's inbox file would exceed its byte limit; nothing was written.", Err: core.ErrInboxTooLarge}
 	}

@@ -114,7 +114,7 @@ type pendingLetter struct {
 	seq   uint64
 	msg   core.Message
 	rules core.InboxRules
-	size  int64 // of its line
+	line  []byte // msg in the inbox file's bytes, encoded once at commit
 }
 
 // Start loads every team, repairs what a crash of this store can leave
@@ -745,7 +745,8 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 		letter := *tx.letter
 		rules := tx.st.Rules(letter.Recipient)
 		pend, pendBytes := e.queued(letter.Recipient)
-		if err := s.checkNext(e.st.Name, rules, tx.prev[letter.Recipient], pend, pendBytes, letter); err != nil {
+		line := core.EncodeInboxLine(letter)
+		if err := s.checkNext(e.st.Name, rules, tx.prev[letter.Recipient], pend, pendBytes, letter, line); err != nil {
 			var ce *core.Error
 			if errors.As(err, &ce) {
 				return 0, err
@@ -757,7 +758,7 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 			l := letter
 			tx.recs[i].Letter = &l
 		}
-		pl = pendingLetter{msg: letter, rules: rules, size: int64(len(core.EncodeInboxLine(letter)))}
+		pl = pendingLetter{msg: letter, rules: rules, line: line}
 	}
 	s.markDirty(e)
 	seq, err := s.wal.append(rec, e.lastSeq)
@@ -852,7 +853,7 @@ func (e *teamEntry) queued(member string) ([]core.Message, int64) {
 	for _, p := range e.pending {
 		if p.msg.Recipient == member {
 			out = append(out, p.msg)
-			n += p.size
+			n += int64(len(p.line))
 		}
 	}
 	return out, n

@@ -39,7 +39,7 @@ func (s *Store) drain(e *teamEntry) {
 			n++
 			continue
 		}
-		if err := s.applyLetter(e.st.Name, p.rules, p.msg); err != nil {
+		if err := s.applyLetter(e.st.Name, p.rules, p.msg, p.line); err != nil {
 			var ce *core.Error
 			if errors.As(err, &ce) && ce.Code == core.CodeInboxCorrupt {
 				e.damaged = fmt.Errorf("inbox %s: letter %s is in the log but its inbox refused it: %w", p.msg.Recipient, p.msg.ID, err)
@@ -323,7 +323,7 @@ func (s *Store) replay(ctx context.Context, records []walRecord, teams map[strin
 			e.stateDirty = true
 		}
 		if l := r.Letter; l != nil {
-			if err := s.applyLetter(e.st.Name, e.st.Rules(l.Recipient), *l); err != nil {
+			if err := s.applyLetter(e.st.Name, e.st.Rules(l.Recipient), *l, nil); err != nil {
 				e.damaged = fmt.Errorf("inbox %s: replaying letter %s: %w", l.Recipient, l.ID, err)
 				continue
 			}
