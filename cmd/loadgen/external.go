@@ -158,14 +158,13 @@ func measureExternal(ctx context.Context, dataDir string, cfg config) (extResult
 	res.health64 = extFigure{sendFigure: newSendFigure(64, 0, lat, elapsed, 0), serverCPU: perOp(b.cpu()-cpu0, len(lat))}
 
 	for _, c := range extConfigs {
-		cpu0 := b.cpu()
-		f, err := measureSendConfig(ctx, p, c[0], c[1], cfg.duration)
+		// The server's CPU over the window alone: creating the teams and
+		// their first letters are not sends.
+		f, cpu, err := measureMetered(ctx, p, c[0], c[1], cfg.duration, b.cpu)
 		if err != nil {
 			return res, fmt.Errorf("%d clients over %d teams: %w", c[0], c[1], err)
 		}
-		// The warm-up sends (one per route) are in the server's CPU too;
-		// they are few beside the window's.
-		res.figs = append(res.figs, extFigure{sendFigure: f, serverCPU: perOp(b.cpu()-cpu0, len(f.lat))})
+		res.figs = append(res.figs, extFigure{sendFigure: f, serverCPU: cpu[0]})
 		res.sends += len(f.lat)
 	}
 	return res, b.stop()

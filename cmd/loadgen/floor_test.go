@@ -148,3 +148,34 @@ func TestFloorSummaryLine(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasureMetered checks that each meter is read once before and once
+// after the window (not around the setup) and its growth divided per
+// send, and that an unknown reading stays unknown.
+func TestMeasureMetered(t *testing.T) {
+	ctx := t.Context()
+	p, err := startInProcess(ctx, t.TempDir(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	var reads int
+	counting := func() time.Duration {
+		reads++
+		return time.Duration(reads) * time.Second // 1 s before, 2 s after
+	}
+	unknown := func() time.Duration { return -1 }
+	f, per, err := measureMetered(ctx, p, 2, 3, 100*time.Millisecond, counting, unknown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.lat) == 0 || f.clients != 2 || f.teams != 3 {
+		t.Fatalf("figure: %d sends, %d clients, %d teams; want some sends, 2 clients, 3 teams", len(f.lat), f.clients, f.teams)
+	}
+	if reads != 2 {
+		t.Errorf("meter read %d times, want 2", reads)
+	}
+	if want := time.Second / time.Duration(len(f.lat)); len(per) != 2 || per[0] != want || per[1] != -1 {
+		t.Errorf("per send = %v, want [%v -1]", per, want)
+	}
+}

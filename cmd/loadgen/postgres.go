@@ -273,7 +273,7 @@ func measureBinaryStores(ctx context.Context, work string, cfg config, url strin
 		if store == "postgres" {
 			meters = append(meters, db)
 		}
-		fig, cpu, err := serverWindow(ctx, s.p, "bin-"+store, rawFiles, cfg.duration, meters...)
+		fig, cpu, err := measureMetered(ctx, s.p, rawFiles, rawFiles, cfg.duration, meters...)
 		err = errors.Join(err, s.stop())
 		if err != nil {
 			return out, fmt.Errorf("%s store: %w", store, err)
@@ -285,46 +285,6 @@ func measureBinaryStores(ctx context.Context, work string, cfg config, url strin
 		}
 	}
 	return out, nil
-}
-
-// serverWindow creates n teams of one member over p, sends each its first
-// letter (which also opens every client's connection), then runs n
-// clients, client i sending to team i, for d. Beside the sends it returns
-// each meter's growth over the window alone, per send (-1 where a meter
-// read -1: unknown).
-func serverWindow(ctx context.Context, p *inproc, prefix string, n int, d time.Duration, meters ...func() time.Duration) (sendFigure, []time.Duration, error) {
-	limits := benchLimits(1 << 24)
-	routes := make([]route, n)
-	for i := range n {
-		name := fmt.Sprintf("%s-%02d", prefix, i)
-		tokens, err := p.createTeam(ctx, name, 1, limits)
-		if err != nil {
-			return sendFigure{}, nil, err
-		}
-		routes[i] = route{team: name, token: tokens["m1"]}
-		if _, err := p.send(ctx, name, tokens["m1"], core.LeadName); err != nil {
-			return sendFigure{}, nil, err
-		}
-	}
-	before := make([]time.Duration, len(meters))
-	for i, m := range meters {
-		before[i] = m()
-	}
-	cpu0 := cpuTime()
-	lat, elapsed, err := runWindow(ctx, n, d, func(i, _ int) error {
-		_, err := p.send(ctx, routes[i].team, routes[i].token, core.LeadName)
-		return err
-	})
-	cpu := cpuTime() - cpu0
-	per := make([]time.Duration, len(meters))
-	for i, m := range meters {
-		after := m()
-		per[i] = -1
-		if before[i] >= 0 && after >= 0 {
-			per[i] = perOp(after-before[i], len(lat))
-		}
-	}
-	return newSendFigure(n, n, lat, elapsed, cpu), per, err
 }
 
 func (r *report) binaryStores(b binaryStores) {
