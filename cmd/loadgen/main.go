@@ -22,7 +22,15 @@
 //	   carrying 1 MB tool inputs, and a member's GET inbox on that team
 //	   idle and while another client writes to it;
 //	t. the task board: claim-next's p50 against a send's, and on a board
-//	   of 500 tasks against one of 5 (tasks.go); q, the same on PostgreSQL.
+//	   of 500 tasks against one of 5 (tasks.go); q, the same on PostgreSQL;
+//	r. the lessons' send_message behind a minimal HTTP server (-ref URL,
+//	   or -ref-lesson FILE to start reference.py over the lesson's code),
+//	   64 clients over 64 teams, beside phase f's figure (reference.go).
+//
+// Phase f also times GET /healthz on the same binary, and the floor
+// targets (floor.go) set a send against it and the raw disk bound. With
+// -runs N, phases a, f and r run N times and each floor target reports
+// the number of runs it passed.
 //
 // Usage:
 //
@@ -71,6 +79,9 @@ type config struct {
 	inputBytes  int
 	databaseURL string
 	strace      string
+	runs        int
+	refURL      string
+	refLesson   string
 }
 
 func main() {
@@ -101,7 +112,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP send phase (b, or p) to `file`")
 	fs.StringVar(&c.openProfile, "openprofile", "", "write a CPU profile of loading the restart phase's teams in process to `file`")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory")
-	fs.StringVar(&c.phases, "phases", "abcdef", "the `letters` of the phases to run: abcdef, t for the task board (q: the same on PostgreSQL), and p for PostgreSQL beside the file store")
+	fs.StringVar(&c.phases, "phases", "abcdefr", "the `letters` of the phases to run: abcdef, r for the lessons' code (with -ref or -ref-lesson), t for the task board (q: the same on PostgreSQL), and p for PostgreSQL beside the file store")
+	fs.IntVar(&c.runs, "runs", 1, "run phases a, f and r this many `times`, and count the runs each floor target passed")
+	fs.StringVar(&c.refURL, "ref", "", "`URL` of a running reference server for phase r (POST /teams/{team}/messages)")
+	fs.StringVar(&c.refLesson, "ref-lesson", "", "lesson `file` for phase r: a Python file (*.py) defining send_message and the functions it calls, or the lesson page's text; loadgen starts reference.py over it with python3")
 	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL `URL` of an empty database for phase p (default: a private cluster started for the run)")
 	store := fs.String("store", "", "postgres: the same as -phases p")
 	fs.StringVar(&c.strace, "strace", "", "run phase f's server under strace -f -c, writing its counts to `file`")
@@ -115,8 +129,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if c.duration <= 0 || c.rawWindow <= 0 || c.rawCount < 10 || c.latencyN < 10 || c.bigInbox < 1 || c.teams < 1 || c.restarts < 1 ||
-		c.keys < 0 || c.turns < 0 || c.inputBytes < 1 {
-		return c, errors.New("durations must be positive; counts at least 10 (inbox-letters, teams and restarts at least 1; keys and turns at least 0)")
+		c.keys < 0 || c.turns < 0 || c.inputBytes < 1 || c.runs < 1 {
+		return c, errors.New("durations must be positive; counts at least 10 (inbox-letters, teams, restarts and runs at least 1; keys and turns at least 0)")
+	}
+	if c.refURL != "" && c.refLesson != "" {
+		return c, errors.New("-ref and -ref-lesson: give one")
 	}
 	switch *store {
 	case "":
@@ -125,8 +142,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	default:
 		return c, fmt.Errorf("-store %q: want postgres", *store)
 	}
-	if strings.Trim(c.phases, "abcdefpqt") != "" || c.phases == "" {
-		return c, fmt.Errorf("-phases takes letters from abcdefpqt, not %q", c.phases)
+	if strings.Trim(c.phases, "abcdefpqrt") != "" || c.phases == "" {
+		return c, fmt.Errorf("-phases takes letters from abcdefpqrt, not %q", c.phases)
 	}
 	return c, nil
 }
@@ -162,15 +179,103 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	var f figures
 	phase := func(p byte) bool { return strings.IndexByte(cfg.phases, p) >= 0 }
-	if phase('a') {
-		raw, err := measureRaw(ctx, filepath.Join(work, "raw"), cfg)
-		if err != nil {
-			return fmt.Errorf("raw disk: %w", err)
+	if cfg.server == "" && strings.ContainsAny(cfg.phases, "dfp") {
+		// Built once for every phase and run that starts it.
+		if cfg.server, err = serverBinary(ctx, work, "", stderr); err != nil {
+			return err
 		}
-		r.raw(raw)
-		f.raw = &raw
 	}
+	var floors [][]floorTarget
+	for run := 1; run <= cfg.runs; run++ {
+		if cfg.runs > 1 {
+			r.printf("=== run %d of %d (phases a, f and r) ===\n\n", run, cfg.runs)
+		}
+		var fr floorRun
+		if phase('a') {
+			raw, err := measureRaw(ctx, runDir(work, "raw", run), cfg)
+			if err != nil {
+				return fmt.Errorf("raw disk: %w", err)
+			}
+			r.raw(raw)
+			f.raw, fr.raw = &raw, &raw
+		}
+		if run == 1 {
+			if err := f.once(ctx, work, cfg, r, stderr); err != nil {
+				return err
+			}
+		}
+		if phase('f') {
+			ext, err := measureExternal(ctx, runDir(work, "external", run), cfg)
+			if err != nil {
+				return fmt.Errorf("sends to the server binary: %w", err)
+			}
+			r.external(ext, cfg.strace)
+			f.ext, fr.ext = ext.figs, &ext
+		}
+		if phase('r') {
+			if cfg.refURL == "" && cfg.refLesson == "" {
+				r.printf("r. the lessons' code behind HTTP: skipped (give -ref URL or -ref-lesson FILE)\n\n")
+			} else {
+				ref, err := measureReference(ctx, runDir(work, "reference", run), cfg)
+				if err != nil {
+					return fmt.Errorf("the lessons' code behind HTTP: %w", err)
+				}
+				r.reference(ref, fr.ext)
+				fr.ref = &ref
+			}
+		}
+		ts := floorTargets(fr)
+		r.floor(fr, ts, run, cfg.runs)
+		floors = append(floors, ts)
+	}
+
+	if phase('t') {
+		tasks, err := measureTasks(ctx, filepath.Join(work, "tasks"), cfg)
+		if err != nil {
+			return fmt.Errorf("task board: %w", err)
+		}
+		r.tasks(tasks, "the file store")
+	}
+	if phase('q') {
+		tasks, err := measureTasksPostgres(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("task board on PostgreSQL: %w", err)
+		}
+		r.tasks(tasks, "PostgreSQL")
+	}
+	if phase('p') {
+		var pg pgFigures
+		err := withProfile(cfg.cpuProfile, func() error {
+			var err error
+			pg, err = measurePostgres(ctx, work, cfg, r)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		r.printf("targets (PostgreSQL)\n")
+		r.target(pg.pg64.rate/pg.file64.rate >= 1, "64×64 sends/s on PostgreSQL ÷ the file store's", pg.pg64.rate/pg.file64.rate, "≥ 1.00")
+		r.target(pg.openPG <= time.Second, fmt.Sprintf("open with %d teams, seconds", pg.teams), pg.openPG.Seconds(), "≤ 1.00")
+		cpu := ratio(pg.bin.pgCPU, pg.bin.fileCPU)
+		r.target(cpu <= 1.2, "binary: Mailroom CPU per send at 64×64, PostgreSQL ÷ file", cpu, "≤ 1.20")
+		if pg.bin.dbCPU >= 0 {
+			db := float64(pg.bin.dbCPU) / float64(time.Millisecond)
+			r.target(db <= 0.2, "binary: database CPU per send at 64×64, ms", db, "≤ 0.20")
+		}
+		r.printf("\n")
+	}
+	r.floorSummary(tallyFloor(floors), cfg.runs)
+	r.targets(f, cfg.teams)
+	r.printf("\nload average at end: %s\n", loadAvg())
+	return nil
+}
+
+// once runs the phases that run once however many runs there are: b, c,
+// d and e, between the first run's phase a and its phase f.
+func (f *figures) once(ctx context.Context, work string, cfg config, r *report, stderr io.Writer) error {
+	phase := func(p byte) bool { return strings.IndexByte(cfg.phases, p) >= 0 }
 	if phase('b') {
+		var err error
 		err = withProfile(cfg.cpuProfile, func() error {
 			f.sends, err = measureSends(ctx, filepath.Join(work, "sends"), cfg, r)
 			return err
@@ -203,47 +308,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		r.keys(keys)
 		f.keys = &keys
 	}
-	if phase('f') {
-		ext, sends, err := measureExternal(ctx, work, cfg, stderr)
-		if err != nil {
-			return fmt.Errorf("sends to the server binary: %w", err)
-		}
-		r.external(ext, sends, cfg.strace)
-		f.ext = ext
-	}
-
-	if phase('t') {
-		tasks, err := measureTasks(ctx, filepath.Join(work, "tasks"), cfg)
-		if err != nil {
-			return fmt.Errorf("task board: %w", err)
-		}
-		r.tasks(tasks, "the file store")
-	}
-	if phase('q') {
-		tasks, err := measureTasksPostgres(ctx, cfg)
-		if err != nil {
-			return fmt.Errorf("task board on PostgreSQL: %w", err)
-		}
-		r.tasks(tasks, "PostgreSQL")
-	}
-	if phase('p') {
-		var pg pgFigures
-		err := withProfile(cfg.cpuProfile, func() error {
-			var err error
-			pg, err = measurePostgres(ctx, work, cfg, r)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("postgres: %w", err)
-		}
-		r.printf("targets (PostgreSQL)\n")
-		r.target(pg.pg64.rate/pg.file64.rate >= 1, "64×64 sends/s on PostgreSQL ÷ the file store's", pg.pg64.rate/pg.file64.rate, "≥ 1.00")
-		r.target(pg.openPG <= time.Second, fmt.Sprintf("open with %d teams, seconds", pg.teams), pg.openPG.Seconds(), "≤ 1.00")
-		r.printf("\n")
-	}
-	r.targets(f, cfg.teams)
-	r.printf("\nload average at end: %s\n", loadAvg())
 	return nil
+}
+
+// runDir is a phase's directory in run n: the phase's name in the first
+// run, as before -runs, and name-n in later ones, so that no run finds
+// another's files.
+func runDir(work, name string, n int) string {
+	if n > 1 {
+		name = fmt.Sprintf("%s-%d", name, n)
+	}
+	return filepath.Join(work, name)
 }
 
 // loadAvg is the first three fields of /proc/loadavg: other work on the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -31,6 +32,13 @@ import (
 // send: its processes' CPU (read from /proc, only for the cluster loadgen
 // started itself) and the WAL it wrote, so that the database's share of
 // a send is measured rather than inferred from the rate.
+//
+// The windows above serve in this process, so their CPU is the clients'
+// and the server's together. Then the server binary runs in its own
+// process, once over a data directory (the file store) and once over the
+// database, 64 clients over 64 teams each: its CPU per send on
+// PostgreSQL against the file store's, and the database's CPU per send
+// in the same window, are the figures a 2-core machine can judge.
 
 type pgFigures struct {
 	file1         sendFigure
@@ -40,6 +48,14 @@ type pgFigures struct {
 	teams         int
 	openPG        time.Duration
 	openPGNoTeams time.Duration
+	bin           binaryStores
+}
+
+// binaryStores are the server binary's 64×64 windows on each store.
+type binaryStores struct {
+	file, pg       sendFigure
+	fileCPU, pgCPU time.Duration // the Mailroom process's CPU per send
+	dbCPU          time.Duration // the cluster's CPU per send; -1 unknown
 }
 
 func measurePostgres(ctx context.Context, work string, cfg config, r *report) (pgFigures, error) {
@@ -124,6 +140,11 @@ func measurePostgres(ctx context.Context, work string, cfg config, r *report) (p
 	}
 	r.printf("   (CPU per send: this process, clients included; database CPU: the cluster's processes, per send, when loadgen started it; WAL bytes per send)\n")
 
+	if f.bin, err = measureBinaryStores(ctx, work, cfg, url, m.serverCPU); err != nil {
+		return f, fmt.Errorf("the server binary: %w", err)
+	}
+	r.binaryStores(f.bin)
+
 	// Start-up over many teams: time pgstore.Open + core.Service.Open.
 	t0 := time.Now()
 	p3, err := open()
@@ -198,16 +219,7 @@ func (m *pgMeter) measure(ctx context.Context, prefix string, reps []*inproc, n 
 		err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&v)
 		return v, err
 	}
-	server := func() time.Duration {
-		if m.server == nil {
-			return -1
-		}
-		v, err := m.server()
-		if err != nil {
-			return -1
-		}
-		return v
-	}
+	server := m.serverCPU
 	wal0, walErr := lsn()
 	srv0, cpu0 := server(), cpuTime()
 	lat, elapsed, err := runWindow(ctx, n, d, func(i, _ int) error {
@@ -225,6 +237,64 @@ func (m *pgMeter) measure(ctx context.Context, prefix string, reps []*inproc, n 
 		f.wal = float64(wal1-wal0) / float64(sends)
 	}
 	return f, err
+}
+
+// serverCPU is the database's CPU so far, -1 when unknown.
+func (m *pgMeter) serverCPU() time.Duration {
+	if m.server == nil {
+		return -1
+	}
+	v, err := m.server()
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// measureBinaryStores runs the server binary on the file store and then on
+// the database at url, 64 clients over 64 teams each, with its CPU per
+// send and, on PostgreSQL, the database's (db: -1 when unknown).
+func measureBinaryStores(ctx context.Context, work string, cfg config, url string, db func() time.Duration) (binaryStores, error) {
+	out := binaryStores{dbCPU: -1}
+	for _, store := range []string{"file", "postgres"} {
+		addr, err := freeAddr()
+		if err != nil {
+			return out, err
+		}
+		env := serverEnv(addr, filepath.Join(work, "pgcmp-binary-"+store))
+		if store == "postgres" {
+			env = append(env, "MAILROOM_STORE=postgres", "MAILROOM_DATABASE_URL="+url)
+		}
+		s, err := startServerProcess(cfg.server, addr, env, "")
+		if err != nil {
+			return out, fmt.Errorf("%s store: %w", store, err)
+		}
+		meters := []func() time.Duration{s.cpu}
+		if store == "postgres" {
+			meters = append(meters, db)
+		}
+		fig, cpu, err := measureMetered(ctx, s.p, rawFiles, rawFiles, cfg.duration, meters...)
+		err = errors.Join(err, s.stop())
+		if err != nil {
+			return out, fmt.Errorf("%s store: %w", store, err)
+		}
+		if store == "file" {
+			out.file, out.fileCPU = fig, cpu[0]
+		} else {
+			out.pg, out.pgCPU, out.dbCPU = fig, cpu[0], cpu[1]
+		}
+	}
+	return out, nil
+}
+
+func (r *report) binaryStores(b binaryStores) {
+	r.printf("   the server binary in its own process, %d clients over %d teams (its CPU from /proc/<pid>/stat, clients excluded):\n", b.file.clients, b.file.teams)
+	r.printf("   file store:  %6.0f sends/s, p50 %s, Mailroom CPU %s per send\n", b.file.rate, ms(b.file.lat.pct(0.5)), ms(b.fileCPU))
+	db := "not measured (a database loadgen did not start)"
+	if b.dbCPU >= 0 {
+		db = ms(b.dbCPU) + " per send (postmaster and its children)"
+	}
+	r.printf("   PostgreSQL:  %6.0f sends/s, p50 %s, Mailroom CPU %s per send; database CPU %s\n", b.pg.rate, ms(b.pg.lat.pct(0.5)), ms(b.pgCPU), db)
 }
 
 // target prints one PASS or MISS line of phase p.

@@ -274,6 +274,46 @@ func measureCoreSends(ctx context.Context, svc *core.Service, n int, d time.Dura
 // i, i+clients, ... in turn; otherwise clients share teams, each client as
 // its own member. Every letter goes to the team's lead.
 func measureSendConfig(ctx context.Context, p *inproc, clients, teams int, d time.Duration) (sendFigure, error) {
+	f, _, err := measureMetered(ctx, p, clients, teams, d)
+	return f, err
+}
+
+// measureMetered is measureSendConfig that also reads each meter just
+// before and just after the window, so that the setup (teams created,
+// first letters) is not in the figure, and returns each meter's growth
+// per send (-1 where a meter read -1: unknown). Phases f and p meter the
+// server process's CPU and the database's this way.
+func measureMetered(ctx context.Context, p *inproc, clients, teams int, d time.Duration, meters ...func() time.Duration) (sendFigure, []time.Duration, error) {
+	routes, err := sendRoutes(ctx, p, clients, teams)
+	if err != nil {
+		return sendFigure{}, nil, err
+	}
+	before := make([]time.Duration, len(meters))
+	for i, m := range meters {
+		before[i] = m()
+	}
+	cpu0 := cpuTime()
+	lat, elapsed, err := runWindow(ctx, clients, d, func(i, n int) error {
+		rt := routes[i][n%len(routes[i])]
+		_, err := p.send(ctx, rt.team, rt.token, core.LeadName)
+		return err
+	})
+	cpu := cpuTime() - cpu0
+	per := make([]time.Duration, len(meters))
+	for i, m := range meters {
+		after := m()
+		per[i] = -1
+		if before[i] >= 0 && after >= 0 {
+			per[i] = perOp(after-before[i], len(lat))
+		}
+	}
+	return newSendFigure(clients, teams, lat, elapsed, cpu), per, err
+}
+
+// sendRoutes creates the teams of one send configuration and returns each
+// client's routes, every inbox given its first letter and every client
+// its connection.
+func sendRoutes(ctx context.Context, p *inproc, clients, teams int) ([][]route, error) {
 	// A team has at most 32 members (lead included); clients beyond that
 	// share member tokens.
 	perTeam := min(max(1, (clients+teams-1)/teams), maxMembers-1)
@@ -283,7 +323,7 @@ func measureSendConfig(ctx context.Context, p *inproc, clients, teams int, d tim
 		name := fmt.Sprintf("s%dc%dt-%d", clients, teams, j)
 		tokens, err := p.createTeam(ctx, name, perTeam, limits)
 		if err != nil {
-			return sendFigure{}, err
+			return nil, err
 		}
 		if teams >= clients {
 			i := j % clients
@@ -300,17 +340,11 @@ func measureSendConfig(ctx context.Context, p *inproc, clients, teams int, d tim
 	for _, rs := range routes {
 		for _, rt := range rs {
 			if _, err := p.send(ctx, rt.team, rt.token, core.LeadName); err != nil {
-				return sendFigure{}, err
+				return nil, err
 			}
 		}
 	}
-	cpu0 := cpuTime()
-	lat, elapsed, err := runWindow(ctx, clients, d, func(i, n int) error {
-		rt := routes[i][n%len(routes[i])]
-		_, err := p.send(ctx, rt.team, rt.token, core.LeadName)
-		return err
-	})
-	return newSendFigure(clients, teams, lat, elapsed, cpuTime()-cpu0), err
+	return routes, nil
 }
 
 // inboxFigure compares sends into a full inbox and an empty one.
