@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -257,6 +258,32 @@ type TeamState struct {
 	// Permissions are the host gate's questions to a person, pending and
 	// decided, oldest first (permissions.go).
 	Permissions []Permission `json:"permissions,omitempty"`
+}
+
+// UnitCopy copies st as deeply as a unit of work may change it: the slices
+// core appends to or assigns into, and the leases and replies it changes
+// through pointers. Histories and the other values a unit of work only
+// ever replaces, never changes in place, are shared; that is what lets a
+// store hand each unit of work its own copy of the team it keeps in
+// memory at the cost of a few slices.
+func (st *TeamState) UnitCopy() *TeamState {
+	c := *st
+	c.Members = slices.Clone(st.Members)
+	for i := range c.Members {
+		if l := c.Members[i].Lease; l != nil {
+			x := *l
+			c.Members[i].Lease = &x
+		}
+	}
+	c.Requests = slices.Clone(st.Requests)
+	for i := range c.Requests {
+		if r := c.Requests[i].Reply; r != nil {
+			x := *r
+			c.Requests[i].Reply = &x
+		}
+	}
+	c.Permissions = slices.Clone(st.Permissions)
+	return &c
 }
 
 // MemberState is the durable part of a member.

@@ -288,29 +288,6 @@ func completeIntent(st *core.TeamState, in *core.Intent) {
 	}
 }
 
-// cloneState copies st as deeply as a unit of work may change it: the
-// slices it appends to or assigns into, and the leases. Histories and
-// other values a unit only ever replaces are shared.
-func cloneState(st *core.TeamState) *core.TeamState {
-	c := *st
-	c.Members = slices.Clone(st.Members)
-	for i := range c.Members {
-		if l := c.Members[i].Lease; l != nil {
-			x := *l
-			c.Members[i].Lease = &x
-		}
-	}
-	c.Requests = slices.Clone(st.Requests)
-	for i := range c.Requests {
-		if r := c.Requests[i].Reply; r != nil {
-			x := *r
-			c.Requests[i].Reply = &x
-		}
-	}
-	c.Permissions = slices.Clone(st.Permissions)
-	return &c
-}
-
 // restoreTurns loads a team's stored documents at start. A document still
 // running is a turn the process that died never ended: it becomes failed,
 // with a text saying it was interrupted.
@@ -373,7 +350,7 @@ func (s *Store) CreateTeam(ctx context.Context, st *core.TeamState) error {
 	}
 	// Reserved while the files are written, so a concurrent create of
 	// the same name fails instead of racing on disk.
-	e := &teamEntry{st: cloneState(st)}
+	e := &teamEntry{st: st.UnitCopy()}
 	if e.st.Requests == nil {
 		e.st.Requests = []core.Request{}
 	}
@@ -492,7 +469,7 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 		e.mu.Unlock()
 		return errors.Join(err, s.settle(horizon))
 	}
-	tx := &fileTx{s: s, e: e, ctx: ctx, st: cloneState(e.st), write: true, prev: map[string][]core.Message{}}
+	tx := &fileTx{s: s, e: e, ctx: ctx, st: e.st.UnitCopy(), write: true, prev: map[string][]core.Message{}}
 	ferr := fn(tx)
 	var seq uint64
 	if ferr == nil {
@@ -559,7 +536,7 @@ func (s *Store) ViewTeam(ctx context.Context, name string, fn func(tx core.TeamT
 	if err != nil {
 		return err
 	}
-	tx := &fileTx{s: s, e: e, ctx: ctx, st: cloneState(e.st), prev: map[string][]core.Message{}}
+	tx := &fileTx{s: s, e: e, ctx: ctx, st: e.st.UnitCopy(), prev: map[string][]core.Message{}}
 	err = fn(tx)
 	tx.done = true
 	horizon := e.lastSeq

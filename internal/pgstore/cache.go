@@ -52,6 +52,13 @@ type cached struct {
 	// tasks is the task board as committed, nil when the unit of work
 	// that left this entry did not read it. Never changed in place.
 	tasks []core.Task
+	// decoded is state with its requests and permissions, decoded by the
+	// first unit of work that runs on the entry and never changed after:
+	// each unit gets its own core.TeamState.UnitCopy of it, so the stored
+	// text is decoded once per committed version, not once per unit
+	// (decoding was a fifth of a cached send's CPU). Only the unit that
+	// holds the entry busy touches it (take).
+	decoded *core.TeamState
 }
 
 // storedDoc is one request or permission row: its id and document.
@@ -141,27 +148,35 @@ var errNeedsLock = errors.New("pgstore: this unit of work reads the database")
 
 // cachedTeam is a unit of work's private copy of e.
 func cachedTeam(t *teamTx, e *cached) error {
-	st := &core.TeamState{}
-	if err := json.Unmarshal(e.state, st); err != nil {
-		return fmt.Errorf("team state: %w", err)
-	}
-	st.Requests = make([]core.Request, 0, len(e.requests))
-	st.Permissions = nil
-	t.orig = loaded{requests: map[string][]byte{}, permissions: map[string][]byte{}, leases: map[string]core.Lease{}}
-	for _, d := range e.requests {
-		var r core.Request
-		if err := json.Unmarshal(d.doc, &r); err != nil {
-			return err
+	if e.decoded == nil {
+		st := &core.TeamState{}
+		if err := json.Unmarshal(e.state, st); err != nil {
+			return fmt.Errorf("team state: %w", err)
 		}
-		st.Requests = append(st.Requests, r)
+		st.Requests = make([]core.Request, 0, len(e.requests))
+		st.Permissions = nil
+		for _, d := range e.requests {
+			var r core.Request
+			if err := json.Unmarshal(d.doc, &r); err != nil {
+				return err
+			}
+			st.Requests = append(st.Requests, r)
+		}
+		for _, d := range e.permissions {
+			var p core.Permission
+			if err := json.Unmarshal(d.doc, &p); err != nil {
+				return err
+			}
+			st.Permissions = append(st.Permissions, p)
+		}
+		e.decoded = st
+	}
+	st := e.decoded.UnitCopy()
+	t.orig = loaded{requests: make(map[string][]byte, len(e.requests)), permissions: make(map[string][]byte, len(e.permissions)), leases: map[string]core.Lease{}}
+	for _, d := range e.requests {
 		t.orig.requests[d.id] = d.doc
 	}
 	for _, d := range e.permissions {
-		var p core.Permission
-		if err := json.Unmarshal(d.doc, &p); err != nil {
-			return err
-		}
-		st.Permissions = append(st.Permissions, p)
 		t.orig.permissions[d.id] = d.doc
 	}
 	t.orig.wake = map[string]bool{}
