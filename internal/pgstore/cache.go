@@ -52,12 +52,12 @@ type cached struct {
 	// tasks is the task board as committed, nil when the unit of work
 	// that left this entry did not read it. Never changed in place.
 	tasks []core.Task
-	// decoded is state with its requests and permissions, decoded by the
-	// first unit of work that runs on the entry and never changed after:
-	// each unit gets its own core.TeamState.UnitCopy of it, so the stored
-	// text is decoded once per committed version, not once per unit
-	// (decoding was a fifth of a cached send's CPU). Only the unit that
-	// holds the entry busy touches it (take).
+	// decoded is state with its requests and permissions: the state the
+	// committing unit of work encoded (commit), or else decoded by the
+	// first unit that runs on the entry; never changed after. Each unit
+	// gets its own core.TeamState.UnitCopy of it, so a cached unit of work
+	// decodes no text (decoding was a fifth of a cached send's CPU). Only
+	// the unit that holds the entry busy touches it (take).
 	decoded *core.TeamState
 }
 

@@ -640,8 +640,11 @@ func (t *teamTx) commit(ctx context.Context) error {
 		b.Queue(`UPDATE teams SET state = $2, version = version + 1 WHERE name = $1`, t.name, state)
 	}
 	// The version the writes left (they bump it, migration 00006).
+	// The committed state stays decoded for the next unit of work on
+	// this replica: t.st is what state is the text of (the unit is over
+	// and core only reads it from here on).
 	after := &cached{incarnation: t.incarnation, state: state, requests: reqs, permissions: perms,
-		counts: make(map[string]inboxCount, len(t.counts)), tasks: t.tasks}
+		counts: make(map[string]inboxCount, len(t.counts)), tasks: t.tasks, decoded: t.st.UnitCopy()}
 	b.Queue(`SELECT version FROM teams WHERE name = $1`, t.name).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&after.version)
 	})
