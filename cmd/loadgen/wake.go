@@ -391,7 +391,12 @@ func measureWakeBurst(ctx context.Context, p *inproc, fake *fakeMessages, n int)
 // server has no way to be asked to collect), then 1 s later five
 // readings 200 ms apart are taken and the median kept: VmRSS and RssAnon
 // (VmRSS without the pages of the binary and other files) from /proc, and
-// go_memstats_heap_inuse_bytes and go_goroutines from /metrics. After the
+// go_memstats_heap_inuse_bytes, go_memstats_next_gc_bytes and
+// go_goroutines from /metrics. The heap in use holds whatever was
+// allocated since the collection (part of a team list or two); the next
+// collection's goal is fixed by the last one, at twice the heap it found
+// live (GOGC 100) plus the stacks it scanned and the globals, so half its
+// change is the change of the live heap, to within the stacks. After the
 // readings the stand-in is released and every woken turn must end
 // answered (teams of them in the wake run).
 //
@@ -414,11 +419,12 @@ type queuedRun struct {
 	wake            bool // every reader has wake set
 	running, queued int  // at the readings (queued from /metrics)
 	// rss is VmRSS and anon its RssAnon (without the binary's and other
-	// files' pages), in KiB; heap is go_memstats_heap_inuse_bytes.
-	rss, anon        int64
-	heap, goroutines float64
-	answered         int           // woken turns answered after the release
-	drain            time.Duration // release → the last of them answered
+	// files' pages), in KiB; heap is go_memstats_heap_inuse_bytes and goal
+	// go_memstats_next_gc_bytes.
+	rss, anon              int64
+	heap, goal, goroutines float64
+	answered               int           // woken turns answered after the release
+	drain                  time.Duration // release → the last of them answered
 }
 
 // queuedFigure is the queued-wake figure: a base and a wake run per pair.
@@ -430,6 +436,7 @@ type queuedFigure struct {
 type queuedCost struct {
 	rss, anon  float64 // KiB
 	heap       float64 // bytes
+	live       float64 // bytes: half the change of the collection's goal
 	goroutines float64
 }
 
@@ -440,6 +447,7 @@ func perWake(p [2]queuedRun) queuedCost {
 		rss:        float64(wake.rss-base.rss) / n,
 		anon:       float64(wake.anon-base.anon) / n,
 		heap:       (wake.heap - base.heap) / n,
+		live:       (wake.goal - base.goal) / 2 / n,
 		goroutines: (wake.goroutines - base.goroutines) / n,
 	}
 }
@@ -622,7 +630,7 @@ func measureQueuedRun(ctx context.Context, bin, dir string, teams, slots int, wa
 	}
 	time.Sleep(time.Second)
 	var rss, anons []int64
-	var heap, goroutines []float64
+	var heap, goal, goroutines []float64
 	for range queuedReadings {
 		kib, anon, err := procRSS(cmd.Process.Pid)
 		if err != nil {
@@ -638,10 +646,11 @@ func measureQueuedRun(ctx context.Context, bin, dir string, teams, slots int, wa
 		rss = append(rss, kib)
 		anons = append(anons, anon)
 		heap = append(heap, m["go_memstats_heap_inuse_bytes"])
+		goal = append(goal, m["go_memstats_next_gc_bytes"])
 		goroutines = append(goroutines, m["go_goroutines"])
 		time.Sleep(queuedEvery)
 	}
-	out.rss, out.anon, out.heap, out.goroutines = medianOf(rss), medianOf(anons), medianOf(heap), medianOf(goroutines)
+	out.rss, out.anon, out.heap, out.goal, out.goroutines = medianOf(rss), medianOf(anons), medianOf(heap), medianOf(goal), medianOf(goroutines)
 
 	// Released, every woken turn runs and ends answered.
 	released := time.Now()
@@ -720,20 +729,25 @@ func (r *report) queuedWakes(q queuedFigure, teams, slots int) {
 	r.printf("  %d teams of one reader, one letter to each from 64 clients at once; base: %d readers with wake (%d turns run, none queued),\n", teams, slots, slots)
 	r.printf("  wake: every reader with wake (%d turns run, the rest queued); the same teams, letters and running turns in both;\n", slots)
 	r.printf("  readings after two forced collections, median of %d\n", queuedReadings)
-	r.printf("  pair run   running  queued   VmRSS KiB  RssAnon KiB  heap in use KiB  goroutines  answered after release\n")
+	r.printf("  pair run   running  queued   VmRSS KiB  RssAnon KiB  heap in use KiB  GC goal KiB  goroutines  answered after release\n")
 	for i, p := range q.pairs {
 		for _, run := range p {
 			name := "base"
 			if run.wake {
 				name = "wake"
 			}
-			r.printf("  %4d %-5s %7d %7d %11d %12d %16.0f %11.0f  %d in %s\n", i+1, name, run.running, run.queued, run.rss, run.anon, run.heap/1024, run.goroutines, run.answered, run.drain.Round(time.Millisecond))
+			r.printf("  %4d %-5s %7d %7d %11d %12d %16.0f %12.0f %11.0f  %d in %s\n", i+1, name, run.running, run.queued, run.rss, run.anon, run.heap/1024, run.goal/1024, run.goroutines, run.answered, run.drain.Round(time.Millisecond))
 		}
 	}
 	m := q.median()
 	c := perWake(m)
 	r.printf("  per queued wake, (wake − base) ÷ %d, pair %d of %d (the median RSS figure):\n", m[1].queued, slices.Index(q.pairs, m)+1, len(q.pairs))
-	r.printf("    VmRSS %.2f KiB, RssAnon %.2f KiB, heap in use %.0f bytes, goroutines %.3f\n", c.rss, c.anon, c.heap, c.goroutines)
+	r.printf("    VmRSS %.2f KiB, RssAnon %.2f KiB, heap in use %.0f bytes, live heap %.0f bytes (half the GC goal's change), goroutines %.3f\n", c.rss, c.anon, c.heap, c.live, c.goroutines)
+	r.printf("    live heap per queued wake in each pair:")
+	for _, p := range q.pairs {
+		r.printf(" %.0f", perWake(p).live)
+	}
+	r.printf(" bytes\n")
 	answered, woken := 0, 0
 	for _, p := range q.pairs {
 		answered += p[0].answered + p[1].answered
