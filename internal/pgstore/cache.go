@@ -193,7 +193,7 @@ func cachedTeam(t *teamTx, e *cached) error {
 		t.counts[k] = v
 	}
 	t.st = st
-	t.state = e.state
+	t.state, t.remembered = e.state, e.decoded
 	t.tasks = e.tasks
 	t.incarnation, t.version = e.incarnation, e.version
 	t.fromCache = true

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -195,6 +196,10 @@ type teamTx struct {
 	// state is teams.state as read: commit rewrites the row only when
 	// the state's encoding differs from it.
 	state []byte
+	// remembered is the decoded state the cached unit of work's copy was
+	// made from (cache.go): a state still deeply equal to it encodes to
+	// state, so commit need not encode it to find it unchanged.
+	remembered *core.TeamState
 	// tasks is the board as read and put (nil: not read yet); taskPuts
 	// the tasks to write at commit (tasks.go).
 	tasks    []core.Task
@@ -632,9 +637,12 @@ func (t *teamTx) commit(ctx context.Context) error {
 	}
 	reqs, perms := queueChildren(b, t.st, &t.orig)
 	t.queueTasks(b)
-	state, err := encodeState(t.st)
-	if err != nil {
-		return err
+	state := t.state
+	if t.remembered == nil || !reflect.DeepEqual(t.st, t.remembered) {
+		var err error
+		if state, err = encodeState(t.st); err != nil {
+			return err
+		}
 	}
 	if !bytes.Equal(state, t.state) {
 		b.Queue(`UPDATE teams SET state = $2, version = version + 1 WHERE name = $1`, t.name, state)
