@@ -40,6 +40,37 @@ func MemberPrincipalForToken(team, member, token string) Principal {
 	return Principal{Team: team, Member: member, tokenHash: hashToken(token)}
 }
 
+// UnknownToken is the refusal of a member token that names no member: one
+// no member has, or one whose team was deleted (and perhaps created again
+// by the same name, with new tokens) since the call looked it up. The doors
+// answer an unknown token with it, and core a stale one (tokenHolds), so
+// a client cannot tell the two apart and retries neither.
+func UnknownToken() *Error {
+	return Errorf(CodeUnauthorized, "A valid bearer token is required in the Authorization header.")
+}
+
+// tokenCheck reports whether a unit of work on team must confirm the
+// caller's token (tokenHolds): the caller is a member of team that
+// called with its token. The admin, a principal without a token (the
+// wake loop's AsMember, the scenario host) and a member of another team
+// (whose rights refuse it anyway) are not checked.
+func (p Principal) tokenCheck(team string) bool {
+	return p.tokenHash != "" && !p.Admin && p.Team == team
+}
+
+// tokenHolds reports whether st, the team as a unit of work sees it,
+// still has the caller's member with the caller's token. A token is set
+// only when its team is created and never changes, so this fails only
+// when the team the token was looked up in is gone: between the lookup
+// and the unit of work, the team was deleted and perhaps created again
+// by the same name. Checked inside the unit, it holds on both stores
+// however old the lookup is, which is what lets a store answer lookups
+// from a cache (docs/storage.md).
+func (p Principal) tokenHolds(st *TeamState) bool {
+	m := st.Member(p.Member)
+	return m != nil && m.TokenHash == p.tokenHash
+}
+
 type principalKey struct{}
 
 // WithPrincipal returns ctx carrying p as the caller.

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"sort"
 	"sync"
@@ -196,20 +197,34 @@ func (u *unit) request(id string) *Request {
 }
 
 // update runs fn as one unit of work of team name and publishes its
-// events once it committed. Leases of turns that no longer run are
-// released first (releaseDead).
+// events once it committed. A caller that called with its member token
+// must still be that member by that token (tokenHolds), checked before
+// anything else. Leases of turns that no longer run are released first
+// (releaseDead).
 func (s *Service) update(ctx context.Context, name string, fn func(u *unit) error) error {
 	var u *unit
+	p, _ := PrincipalFrom(ctx)
+	check := p.tokenCheck(name)
+	var last error // what the last run of the function returned
 	err := s.store.UpdateTeam(ctx, name, func(tx TeamTx) error {
 		u = &unit{s: s, tx: tx, st: tx.State(), now: s.now()}
-		if u.st.Requests == nil {
-			u.st.Requests = []Request{}
-		}
-		if err := s.releaseDead(u); err != nil {
-			return err
-		}
-		return fn(u)
+		last = func() error {
+			if check && !p.tokenHolds(u.st) {
+				return UnknownToken()
+			}
+			if u.st.Requests == nil {
+				u.st.Requests = []Request{}
+			}
+			if err := s.releaseDead(u); err != nil {
+				return err
+			}
+			return fn(u)
+		}()
+		return last
 	})
+	if check && teamGone(err, last) {
+		return UnknownToken()
+	}
 	if err != nil {
 		if u != nil {
 			for _, f := range u.undo {
@@ -228,21 +243,43 @@ func (s *Service) update(ctx context.Context, name string, fn func(u *unit) erro
 // view runs fn on a consistent view of team name; with sound set a
 // damaged team is refused. Dead leases are shown released, as the next
 // unit of work will store them.
+// The caller's token is checked as in update.
 func (s *Service) view(ctx context.Context, name string, sound bool, fn func(u *unit) error) error {
+	p, _ := PrincipalFrom(ctx)
+	check := p.tokenCheck(name)
+	var last error
 	err := s.store.ViewTeam(ctx, name, func(tx TeamTx) error {
-		if sound && tx.Damaged() != nil {
-			return DamagedError(tx.Damaged())
-		}
-		u := &unit{s: s, tx: tx, st: tx.State(), now: s.now()}
-		if u.st.Requests == nil {
-			u.st.Requests = []Request{}
-		}
-		if tx.Damaged() == nil {
-			s.releaseDeadState(u)
-		}
-		return fn(u)
+		last = func() error {
+			if check && !p.tokenHolds(tx.State()) {
+				return UnknownToken()
+			}
+			if sound && tx.Damaged() != nil {
+				return DamagedError(tx.Damaged())
+			}
+			u := &unit{s: s, tx: tx, st: tx.State(), now: s.now()}
+			if u.st.Requests == nil {
+				u.st.Requests = []Request{}
+			}
+			if tx.Damaged() == nil {
+				s.releaseDeadState(u)
+			}
+			return fn(u)
+		}()
+		return last
 	})
+	if check && teamGone(err, last) {
+		return UnknownToken()
+	}
 	return asStoreError(err)
+}
+
+// teamGone reports whether err, what a unit of work on a team returned,
+// says that the team does not exist: not_found that the unit's function
+// (which returned last in its last run) did not return. For a caller
+// with a token of that team it means the token's team was deleted since
+// the lookup, which is refused as an unknown token is.
+func teamGone(err, last error) bool {
+	return ErrorCode(err) == CodeNotFound && (last == nil || !errors.Is(err, last))
 }
 
 func hashToken(token string) string {

@@ -43,7 +43,7 @@ func newAuthenticator(adminToken string, svc *core.Service) *authenticator {
 }
 
 func (a *authenticator) resolve(token string) (core.Principal, error) {
-	unknown := core.Errorf(core.CodeUnauthorized, "A valid bearer token is required in the Authorization header.")
+	unknown := core.UnknownToken()
 	if token == "" {
 		return core.Principal{}, unknown
 	}

@@ -327,7 +327,15 @@ func (h *heldRead) deleted(err error) bool {
 	if h.life.Ended() {
 		return true
 	}
-	return core.ErrorCode(err) == core.CodeNotFound && core.ErrorCode(h.s.svc.HasMember(h.team, core.LeadName)) == core.CodeNotFound
+	switch core.ErrorCode(err) {
+	case core.CodeUnauthorized:
+		// Core refuses a member's token once its team is gone, even if
+		// a team of the same name was created again since.
+		return true
+	case core.CodeNotFound:
+		return core.ErrorCode(h.s.svc.HasMember(h.team, core.LeadName)) == core.CodeNotFound
+	}
+	return false
 }
 
 // look reads the letters after h.after. When there are none it keeps the

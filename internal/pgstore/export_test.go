@@ -9,3 +9,6 @@ func SetRefusedFor(d time.Duration) (restore func()) {
 	refusedFor = d
 	return func() { refusedFor = old }
 }
+
+// CachedTokens is how many token lookups s remembers.
+func CachedTokens(s *Store) int { return s.tokens.size() }

@@ -166,6 +166,10 @@ func (s *Store) listenOnce(ctx context.Context, deliver func(core.Event), connec
 	if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
+	// The token cache is trusted while this connection hears the
+	// deletions, and cleared as soon as it may not (tokens.go).
+	s.tokens.connected()
+	defer s.tokens.lost()
 	connected()
 	for {
 		n, err := pc.WaitForNotification(ctx)
@@ -181,6 +185,7 @@ func (s *Store) listenOnce(ctx context.Context, deliver func(core.Event), connec
 			var payload string
 			if err := pc.QueryRow(ctx, `SELECT payload FROM events WHERE id = $1`, env.Ref).Scan(&payload); err != nil {
 				s.log.Warn("event lost", "ref", strconv.FormatInt(env.Ref, 10), "err", err)
+				s.tokens.forgetAll() // it may have been a deletion
 				continue
 			}
 			raw = []byte(payload)
@@ -188,7 +193,11 @@ func (s *Store) listenOnce(ctx context.Context, deliver func(core.Event), connec
 		var ev core.Event
 		if err := json.Unmarshal(raw, &ev); err != nil {
 			s.log.Warn("undecodable event from another replica", "err", strings.TrimSpace(err.Error()))
+			s.tokens.forgetAll()
 			continue
+		}
+		if ev.Type == core.EventTeamDeleted {
+			s.tokens.forgetTeam(ev.Team)
 		}
 		deliver(ev)
 	}

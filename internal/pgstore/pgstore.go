@@ -68,7 +68,8 @@ type Store struct {
 	origin string // this process, to skip its own notifications
 	where  string // host and database, for messages (never a password)
 
-	cache    *teamCache // what this replica's units of work committed (cache.go)
+	cache    *teamCache  // what this replica's units of work committed (cache.go)
+	tokens   *tokenCache // what this replica's token lookups found (tokens.go)
 	notify   chan []byte
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -132,6 +133,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		origin: randomID(),
 		where:  where,
 		cache:  newTeamCache(),
+		tokens: newTokenCache(),
 		notify: make(chan []byte, 4096),
 		stop:   make(chan struct{}),
 	}
@@ -280,9 +282,13 @@ func (s *Store) CreateTeam(ctx context.Context, st *core.TeamState) error {
 }
 
 // DeleteTeam implements core.Store: one DELETE, the rest follows by
-// cascade in the same transaction.
+// cascade in the same transaction. The team's tokens are forgotten once
+// it is over, whatever the outcome: a lookup whose query read them before
+// the deletion committed began before, so it cannot add them again
+// (tokens.go).
 func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 	s.cache.forget(name)
+	defer s.tokens.forgetTeam(name)
 	return s.withTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM teams WHERE name = $1`, name)
 		if err != nil {
@@ -349,20 +355,25 @@ func (s *Store) WakeMembers(ctx context.Context) ([]core.MemberRef, error) {
 	return out, nil
 }
 
-// LookupToken implements core.Store. A plain read never waits for a
-// team's row lock.
+// LookupToken implements core.Store: from what this replica's lookups
+// found (tokens.go), or a plain read, which never waits for a team's row
+// lock.
 func (s *Store) LookupToken(ctx context.Context, tokenHash string) (string, string, error) {
+	ref, ok, gen := s.tokens.get(tokenHash)
+	if ok {
+		return ref.team, ref.member, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	var team, member string
-	err := s.pool.QueryRow(ctx, `SELECT team, name FROM members WHERE token_hash = $1`, tokenHash).Scan(&team, &member)
+	err := s.pool.QueryRow(ctx, `SELECT team, name FROM members WHERE token_hash = $1`, tokenHash).Scan(&ref.team, &ref.member)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", "", core.Errorf(core.CodeNotFound, "No member has this token.")
 	}
 	if err != nil {
 		return "", "", storeErr(ctx, err)
 	}
-	return team, member, nil
+	s.tokens.put(tokenHash, ref, gen)
+	return ref.team, ref.member, nil
 }
 
 // PutRun implements core.RunStore. A run with a result is stored without
