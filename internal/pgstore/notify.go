@@ -171,10 +171,18 @@ func (s *Store) listenOnce(ctx context.Context, deliver func(core.Event), connec
 	s.tokens.connected()
 	defer s.tokens.lost()
 	connected()
+	// This process's own notifications come back too, one per event it
+	// announced; they are known by the envelope's first bytes (Origin is
+	// its first field) without decoding them.
+	origin, _ := json.Marshal(s.origin)
+	own := `{"o":` + string(origin) + `,`
 	for {
 		n, err := pc.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if strings.HasPrefix(n.Payload, own) {
+			continue
 		}
 		var env envelope
 		if json.Unmarshal([]byte(n.Payload), &env) != nil || env.Origin == s.origin {
