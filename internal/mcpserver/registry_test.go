@@ -30,11 +30,21 @@ with open(Path(__file__).with_name("counter.txt"), "a", encoding="utf-8") as cou
 // main.py, host_permission ask and the given limits.
 func newWorkspaceEnv(t *testing.T, limits *core.Limits) (*env, string) {
 	t.Helper()
+	return newWorkspaceTeam(t, core.TeamSpec{Limits: limits, Members: []core.MemberSpec{
+		{Name: "reader", Role: "reads the source"},
+	}}, mainPy)
+}
+
+// newWorkspaceTeam is newEnv whose server offers workspaces under a
+// temporary root, with the team "shop" of spec (its name and workspace
+// set here), whose workspace holds program as main.py. It returns the
+// env and the workspace's directory.
+func newWorkspaceTeam(t *testing.T, spec core.TeamSpec, program string) (*env, string) {
+	t.Helper()
 	root := t.TempDir()
 	e := newEnv(t, func(o *mcpserver.Options) { o.Workspaces = root })
-	_, created, err := e.svc.CreateTeam(t.Context(), core.TeamSpec{Name: "shop", Limits: limits, Workspace: true, Members: []core.MemberSpec{
-		{Name: "reader", Role: "reads the source"},
-	}})
+	spec.Name, spec.Workspace = "shop", true
+	_, created, err := e.svc.CreateTeam(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +56,7 @@ func newWorkspaceEnv(t *testing.T, limits *core.Limits) (*env, string) {
 	if err := os.MkdirAll(ws, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(ws, "main.py"), []byte(mainPy), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(ws, "main.py"), []byte(program), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return e, ws
@@ -265,26 +275,10 @@ func TestRunMainOverMCP(t *testing.T) {
 // One program runs per team at a time: a second run_main while the first
 // runs is refused with run_in_progress, whichever member asks.
 func TestRunMainOneAtATime(t *testing.T) {
-	root := t.TempDir()
-	e := newEnv(t, func(o *mcpserver.Options) { o.Workspaces = root })
-	_, created, err := e.svc.CreateTeam(t.Context(), core.TeamSpec{Name: "shop", Workspace: true, HostPermission: core.HostAllow,
-		Members: []core.MemberSpec{{Name: "reader", Role: "runs the program"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.tokens["shop"] = map[string]string{}
-	for _, m := range created {
-		e.tokens["shop"][m.Name] = m.Token
-	}
-	ws := filepath.Join(root, "shop")
-	if err := os.MkdirAll(ws, 0o700); err != nil {
-		t.Fatal(err)
-	}
 	// The program says it started, then waits for the test's word.
 	prog := "import os, time\nopen('started', 'w').close()\nwhile not os.path.exists('stop'):\n    time.sleep(0.01)\nprint('finished')\n"
-	if err := os.WriteFile(filepath.Join(ws, "main.py"), []byte(prog), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e, ws := newWorkspaceTeam(t, core.TeamSpec{HostPermission: core.HostAllow,
+		Members: []core.MemberSpec{{Name: "reader", Role: "runs the program"}}}, prog)
 	reader, lead := e.member("shop", "reader"), e.member("shop", "lead")
 	mustCall(t, reader, "submit_plan", map[string]any{"plan": "run main.py"}, nil)
 	mustCall(t, lead, "reply_request", map[string]any{"request_id": "req-1", "approve": true}, nil)
