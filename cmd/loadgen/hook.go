@@ -3,14 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 )
@@ -28,11 +26,8 @@ import (
 //   - GET team over a member with 10,000 letters (unread counted) against
 //     a team whose inboxes are empty.
 func runHook(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("loadgen hook", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", os.TempDir(), "`directory` for the work directory")
-	server := fs.String("server", "", "server `binary` (default: built with go build)")
-	keep := fs.Bool("keep", false, "keep the work directory")
+	c := newSubcommand("hook", "server `binary` (default: built with go build)", stderr)
+	fs := c.fs
 	n := fs.Int("n", 100, "hook processes timed (each figure), at least 10")
 	letters := fs.Int("inbox-letters", 10000, "letters in the full inbox of the member document figure")
 	if err := fs.Parse(args); err != nil {
@@ -41,16 +36,12 @@ func runHook(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *n < 10 || *letters < 1 {
 		return fmt.Errorf("-n must be at least 10 and -inbox-letters at least 1")
 	}
-	work, err := os.MkdirTemp(*data, "mailroom-loadgen-hook-")
+	work, r, done, err := c.begin(stdout)
 	if err != nil {
 		return err
 	}
-	if !*keep {
-		defer os.RemoveAll(work)
-	}
-	r := &report{w: stdout}
-	r.printf("Mailroom loadgen hook: %s, %s/%s, %d CPUs; load average at start: %s\n\n", time.Now().Format("2006-01-02 15:04"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadAvg())
-	f, err := measureHook(ctx, work, *server, *n, *letters, stderr)
+	defer done()
+	f, err := measureHook(ctx, work, *c.server, *n, *letters, stderr)
 	if err != nil {
 		return fmt.Errorf("hook: %w", err)
 	}

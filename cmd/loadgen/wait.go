@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -20,24 +18,16 @@ import (
 // runWait is `loadgen wait [-data DIR] [-server BIN] [-keep]`: phase w
 // alone, with its own flags.
 func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("loadgen wait", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", os.TempDir(), "`directory` for the work directory")
-	server := fs.String("server", "", "server `binary` (default: built with go build)")
-	keep := fs.Bool("keep", false, "keep the work directory")
-	if err := fs.Parse(args); err != nil {
+	c := newSubcommand("wait", "server `binary` (default: built with go build)", stderr)
+	if err := c.fs.Parse(args); err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp(*data, "mailroom-loadgen-wait-")
+	work, r, done, err := c.begin(stdout)
 	if err != nil {
 		return err
 	}
-	if !*keep {
-		defer os.RemoveAll(work)
-	}
-	r := &report{w: stdout}
-	r.printf("Mailroom loadgen wait: %s, %s/%s, %d CPUs; load average at start: %s\n\n", time.Now().Format("2006-01-02 15:04"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadAvg())
-	w, err := measureWait(ctx, work, *server, stderr)
+	defer done()
+	w, err := measureWait(ctx, work, *c.server, stderr)
 	if err != nil {
 		return fmt.Errorf("held reads: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -15,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,30 +43,23 @@ import (
 // the memory of queued wakes alone, against the server binary in its own
 // process (measureQueuedWakes).
 func runWake(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("loadgen wake", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", os.TempDir(), "`directory` for the work directory")
+	c := newSubcommand("wake", "server `binary` of the queued-wake figure (default: built with go build)", stderr)
+	fs := c.fs
 	samples := fs.Int("samples", 300, "letters of the one-team figure, one after the other")
 	teams := fs.Int("teams", 1000, "teams of the burst and queued-wake figures, one wake member each")
 	slots := fs.Int("slots", core.DefaultMaxRunningTurns, "--max-running-turns of the server: woken turns running at once")
 	pairs := fs.Int("pairs", 3, "pairs of server runs without and with queued wakes (the pair with the median figure is reported)")
-	server := fs.String("server", "", "server `binary` of the queued-wake figure (default: built with go build)")
-	keep := fs.Bool("keep", false, "keep the work directory")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *samples < 10 || *slots < 1 || *teams <= *slots || *pairs < 1 {
 		return errors.New("-samples must be at least 10, -slots and -pairs at least 1, and -teams more than -slots")
 	}
-	work, err := os.MkdirTemp(*data, "mailroom-loadgen-wake-")
+	work, r, done, err := c.begin(stdout)
 	if err != nil {
 		return err
 	}
-	if !*keep {
-		defer os.RemoveAll(work)
-	}
-	r := &report{w: stdout}
-	r.printf("Mailroom loadgen wake: %s, %s/%s, %d CPUs; load average at start: %s\n\n", time.Now().Format("2006-01-02 15:04"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadAvg())
+	defer done()
 
 	fake, err := startFakeMessages(false)
 	if err != nil {
@@ -112,7 +103,7 @@ func runWake(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	r.printf("\n")
 	_ = closeP() // the in-process server is done with: its goroutines leave the CPUs to the next figure
 
-	bin, err := serverBinary(ctx, work, *server, stderr)
+	bin, err := serverBinary(ctx, work, *c.server, stderr)
 	if err != nil {
 		return err
 	}
