@@ -192,16 +192,22 @@ func (f *fixture) request(id string) core.Request {
 
 func (f *fixture) member(name string) core.MemberView {
 	f.t.Helper()
-	v, err := f.svc.Team(f.t.Context(), f.team)
+	return memberOf(f.t, f.svc, f.team, name)
+}
+
+// memberOf is member name of team as the team's view shows it.
+func memberOf(t *testing.T, svc *core.Service, team, name string) core.MemberView {
+	t.Helper()
+	v, err := svc.Team(t.Context(), team)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	for _, m := range v.Members {
 		if m.Name == name {
 			return m
 		}
 	}
-	f.t.Fatalf("no member %s", name)
+	t.Fatalf("no member %s", name)
 	return core.MemberView{}
 }
 

@@ -195,17 +195,7 @@ func (r *wakeRig) turn() *woken {
 
 func (r *wakeRig) member(name string) core.MemberView {
 	r.t.Helper()
-	v, err := r.svc.Team(r.t.Context(), "demo")
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	for _, m := range v.Members {
-		if m.Name == name {
-			return m
-		}
-	}
-	r.t.Fatalf("no member %s", name)
-	return core.MemberView{}
+	return memberOf(r.t, r.svc, "demo", name)
 }
 
 // waitEnded waits until the member's latest turn has ended and returns
