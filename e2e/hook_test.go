@@ -14,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"mailroom/internal/pgtest"
 )
 
 // The hook and the mail commands run as real processes of the server
@@ -420,13 +418,7 @@ func TestCursorSurvivesKill(t *testing.T) {
 // TestCursorAcrossReplicas: a cursor moved through replica a is read by
 // replica b at once, and b's event stream announces it (member event).
 func TestCursorAcrossReplicas(t *testing.T) {
-	dbURL := pgtest.New(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	a := startReplica(t, dataDir, dbURL)
-	b := startReplica(t, dataDir, dbURL)
-	ca, cb := newClient(a.base), newClient(b.base)
-	defer ca.close()
-	defer cb.close()
+	_, b, ca, cb, _ := sharedReplicas(t)
 	tok := createTeam(t, ca, "shared", "reader")
 	sendAs(t, cb, "shared", tok["lead"], "reader", "one")
 	sendAs(t, ca, "shared", tok["lead"], "reader", "two")

@@ -33,6 +33,21 @@ const replicaClients = 64
 // stops at opsPerCycle operations.
 const replicaLoad = 2 * time.Second
 
+// sharedReplicas starts two replicas on a fresh database, sharing one
+// data directory (replicas may), and a client of each, closed at the
+// test's end. It returns the data directory too.
+func sharedReplicas(t *testing.T) (a, b *server, ca, cb *client, dataDir string) {
+	t.Helper()
+	dbURL := pgtest.New(t)
+	dataDir = filepath.Join(t.TempDir(), "data")
+	a = startReplica(t, dataDir, dbURL)
+	b = startReplica(t, dataDir, dbURL)
+	ca, cb = newClient(a.base), newClient(b.base)
+	t.Cleanup(ca.close)
+	t.Cleanup(cb.close)
+	return a, b, ca, cb, dataDir
+}
+
 // startReplica starts the binary on PostgreSQL at dbURL with dataDir as
 // its (shareable) data directory.
 func startReplica(t *testing.T, dataDir, dbURL string, env ...string) *server {
@@ -156,13 +171,7 @@ func runExit(t *testing.T, env ...string) (int, string) {
 func TestReplicasShareTeams(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	dbURL := pgtest.New(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	a := startReplica(t, dataDir, dbURL)
-	b := startReplica(t, dataDir, dbURL) // replicas may share a data directory
-	ca, cb := newClient(a.base), newClient(b.base)
-	defer ca.close()
-	defer cb.close()
+	a, b, ca, cb, dataDir := sharedReplicas(t)
 
 	// A file-store server cannot use the replicas' directory.
 	if code, stderr := runExit(t, "MAILROOM_DATA="+dataDir); code != 1 || !strings.Contains(stderr, "replicas on PostgreSQL") {

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"mailroom/internal/pgtest"
 )
 
 // The task board against the real binary: concurrent claims of the same
@@ -208,13 +206,7 @@ func TestTaskClaimsOnTheBinary(t *testing.T) {
 }
 
 func TestTaskClaimsAcrossReplicas(t *testing.T) {
-	dbURL := pgtest.New(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	a := startReplica(t, dataDir, dbURL)
-	b := startReplica(t, dataDir, dbURL)
-	ca, cb := newClient(a.base), newClient(b.base)
-	defer ca.close()
-	defer cb.close()
+	_, _, ca, cb, _ := sharedReplicas(t)
 	names, tokens := boardTeam(t, ca, "race", 32, 100)
 	claimRace(t, []*client{ca, cb}, "race", names, tokens, 100)
 	names, tokens = boardTeam(t, cb, "drain", 16, 500)
