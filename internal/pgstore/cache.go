@@ -1,9 +1,7 @@
 package pgstore
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -53,11 +51,9 @@ type cached struct {
 	// that left this entry did not read it. Never changed in place.
 	tasks []core.Task
 	// decoded is state with its requests and permissions: the state the
-	// committing unit of work encoded (commit), or else decoded by the
-	// first unit that runs on the entry; never changed after. Each unit
-	// gets its own core.TeamState.UnitCopy of it, so a cached unit of work
-	// decodes no text (decoding was a fifth of a cached send's CPU). Only
-	// the unit that holds the entry busy touches it (take).
+	// committing unit of work encoded (commit), never changed after. Each
+	// unit gets its own core.TeamState.UnitCopy of it, so a cached unit of
+	// work decodes no text (decoding was a fifth of a cached send's CPU).
 	decoded *core.TeamState
 }
 
@@ -147,30 +143,7 @@ func (c *teamCache) forget(team string) {
 var errNeedsLock = errors.New("pgstore: this unit of work reads the database")
 
 // cachedTeam is a unit of work's private copy of e.
-func cachedTeam(t *teamTx, e *cached) error {
-	if e.decoded == nil {
-		st := &core.TeamState{}
-		if err := json.Unmarshal(e.state, st); err != nil {
-			return fmt.Errorf("team state: %w", err)
-		}
-		st.Requests = make([]core.Request, 0, len(e.requests))
-		st.Permissions = nil
-		for _, d := range e.requests {
-			var r core.Request
-			if err := json.Unmarshal(d.doc, &r); err != nil {
-				return err
-			}
-			st.Requests = append(st.Requests, r)
-		}
-		for _, d := range e.permissions {
-			var p core.Permission
-			if err := json.Unmarshal(d.doc, &p); err != nil {
-				return err
-			}
-			st.Permissions = append(st.Permissions, p)
-		}
-		e.decoded = st
-	}
+func cachedTeam(t *teamTx, e *cached) {
 	st := e.decoded.UnitCopy()
 	t.orig = loaded{requests: make(map[string][]byte, len(e.requests)), permissions: make(map[string][]byte, len(e.permissions)), leases: map[string]core.Lease{}}
 	for _, d := range e.requests {
@@ -197,5 +170,4 @@ func cachedTeam(t *teamTx, e *cached) error {
 	t.tasks = e.tasks
 	t.incarnation, t.version = e.incarnation, e.version
 	t.fromCache = true
-	return nil
 }

@@ -88,10 +88,7 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 // database refused the round trip (the team changed meanwhile).
 func (s *Store) updateCached(ctx context.Context, conn *pgxpool.Conn, name string, e *cached, fn func(tx core.TeamTx) error) (done bool, err error) {
 	t := &teamTx{ctx: ctx, tx: conn, name: name, inboxes: map[string][]core.Message{}, sizes: map[string]int{}}
-	if err := cachedTeam(t, e); err != nil {
-		s.cache.forget(name)
-		return false, nil
-	}
+	cachedTeam(t, e)
 	// An error of fn's was decided on the remembered team: it is decided
 	// again on the team read under the lock.
 	if err := fn(t); err != nil || t.needsLock {
