@@ -78,21 +78,16 @@ func (t specRoutes) find(r *http.Request) (*routers.Route, map[string]string, er
 	n := strings.Count(path, "/") + 1
 	for i := range t {
 		p := &t[i]
-		if len(p.segments) != n || !p.match(path) {
+		if len(p.segments) != n {
+			continue
+		}
+		params, ok := p.match(path)
+		if !ok {
 			continue
 		}
 		route := p.methods[r.Method]
 		if route == nil {
 			return nil, nil, routers.ErrMethodNotAllowed
-		}
-		params := make(map[string]string, 2)
-		rest := path
-		for k, seg := range p.segments {
-			part, after, _ := strings.Cut(rest, "/")
-			rest = after
-			if p.params[k] {
-				params[seg] = part
-			}
 		}
 		return route, params, nil
 	}
@@ -100,22 +95,29 @@ func (t specRoutes) find(r *http.Request) (*routers.Route, map[string]string, er
 }
 
 // match reports whether the escaped path (without its leading slash, of
-// as many segments as the template) fits the template: literal segments
-// equal, parameters non-empty.
-func (p *specPath) match(path string) bool {
+// as many segments as the template) fits the template, literal segments
+// equal and parameters non-empty, and returns the parameters' values.
+func (p *specPath) match(path string) (map[string]string, bool) {
+	var params map[string]string
 	rest := path
 	for k, seg := range p.segments {
 		part, after, _ := strings.Cut(rest, "/")
 		rest = after
-		if p.params[k] {
-			if part == "" {
-				return false
+		switch {
+		case !p.params[k]:
+			if part != seg {
+				return nil, false
 			}
-		} else if part != seg {
-			return false
+		case part == "":
+			return nil, false
+		default:
+			if params == nil {
+				params = make(map[string]string, 2)
+			}
+			params[seg] = part
 		}
 	}
-	return true
+	return params, true
 }
 
 // requestValidator checks every /api/v1 request against the embedded spec.
