@@ -20,7 +20,7 @@ type heldReads struct {
 }
 
 // heldKey names the token of the caller of ctx: a member's token by its
-// hash where the door handed it over (MemberPrincipalForToken), else the
+// hash where the door handed it over (TokenPrincipal), else the
 // member (one token each), or the admin's.
 func heldKey(ctx context.Context) string {
 	p, _ := PrincipalFrom(ctx)

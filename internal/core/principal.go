@@ -17,7 +17,7 @@ type Principal struct {
 	Team   string
 	Member string
 	// tokenHash, when set, is the SHA-256 of the token the member called
-	// with (MemberPrincipalForToken): it names this member of this team's
+	// with (TokenPrincipal): it names this member of this team's
 	// incarnation, which its name alone does not once a team of that name
 	// was deleted and created again, and it is the key of per-token
 	// bounds. Unexported, so that only a door holding the token sets it.
@@ -30,14 +30,6 @@ func AdminPrincipal() Principal { return Principal{Admin: true} }
 // MemberPrincipal is the principal of member of team.
 func MemberPrincipal(team, member string) Principal {
 	return Principal{Team: team, Member: member}
-}
-
-// MemberPrincipalForToken is the principal of member of team calling with
-// token: a door that authenticated the token uses it, so that the
-// connections the call opens follow exactly the team the token belongs to
-// (FollowTeam) and the per-token bounds count by token.
-func MemberPrincipalForToken(team, member, token string) Principal {
-	return Principal{Team: team, Member: member, tokenHash: hashToken(token)}
 }
 
 // UnknownToken is the refusal of a member token that names no member: one

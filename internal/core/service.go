@@ -454,17 +454,30 @@ func (s *Service) Authenticate(token string) (teamName, member string, ok bool) 
 // while a shared database cannot be reached), so that a transport can
 // answer 503 rather than 401 when it cannot tell.
 func (s *Service) LookupMember(token string) (teamName, member string, err error) {
+	p, err := s.TokenPrincipal(token)
+	return p.Team, p.Member, err
+}
+
+// TokenPrincipal is the principal of the member token belongs to, as a
+// door authenticates a call: it carries the token's hash, so that the
+// units of work of the call confirm the token (tokenHolds), the
+// connections it opens follow exactly the team the token belongs to
+// (FollowTeam) and the per-token bounds count by token. Its errors are
+// LookupMember's. The token is hashed once, for the lookup and the
+// principal.
+func (s *Service) TokenPrincipal(token string) (Principal, error) {
 	if token == "" {
-		return "", "", Errorf(CodeNotFound, "No member has this token.")
+		return Principal{}, Errorf(CodeNotFound, "No member has this token.")
 	}
-	team, m, err := s.store.LookupToken(context.Background(), hashToken(token))
+	hash := hashToken(token)
+	team, m, err := s.store.LookupToken(context.Background(), hash)
 	if err != nil {
 		if ErrorCode(err) != CodeNotFound {
 			s.log.Warn("token lookup failed", "err", err)
 		}
-		return "", "", err
+		return Principal{}, err
 	}
-	return team, m, nil
+	return Principal{Team: team, Member: m, tokenHash: hash}, nil
 }
 
 // Teams lists every team, newest first.

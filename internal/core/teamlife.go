@@ -60,7 +60,7 @@ func (l *TeamLife) Release() { l.once.Do(l.release) }
 // reader of team): the returned life's Gone is closed when this team is
 // deleted. The follower is registered before the team is looked at, so a
 // deletion that comes in between closes it too; a member principal that
-// carries its token (MemberPrincipalForToken) must still be that team's
+// carries its token (TokenPrincipal) must still be that team's
 // member by that token, so a connection authenticated just before a
 // deletion cannot follow the next team of the same name. The caller must
 // Release the life when the connection ends.

@@ -34,11 +34,11 @@ func tokenCalls(svc *core.Service, team string) map[string]func(ctx context.Cont
 // principalOf authenticates token as a door does.
 func principalOf(t *testing.T, svc *core.Service, token string) core.Principal {
 	t.Helper()
-	team, member, err := svc.LookupMember(token)
+	p, err := svc.TokenPrincipal(token)
 	if err != nil {
 		t.Fatalf("look up a token just created: %v", err)
 	}
-	return core.MemberPrincipalForToken(team, member, token)
+	return p
 }
 
 func readerToken(t *testing.T, created []core.CreatedMember) string {

@@ -51,12 +51,12 @@ func (a *authenticator) resolve(token string) (core.Principal, error) {
 	if subtle.ConstantTimeCompare(sum[:], a.adminHash[:]) == 1 {
 		return core.AdminPrincipal(), nil
 	}
-	team, member, err := a.svc.LookupMember(token)
+	p, err := a.svc.TokenPrincipal(token)
 	switch {
 	case err == nil:
 		// By its token: the connections the call opens follow exactly
 		// the team the token belongs to, and per-token bounds count it.
-		return core.MemberPrincipalForToken(team, member, token), nil
+		return p, nil
 	case core.ErrorCode(err) == core.CodeStorageUnavailable:
 		// The store cannot tell (a shared database is down): 503 with
 		// Retry-After, not a 401 that tells the client its token is bad.

@@ -292,15 +292,14 @@ func (h *Handler) authenticate(r *http.Request) (caller, int) {
 	if subtle.ConstantTimeCompare(sum[:], h.adminHash[:]) == 1 {
 		return caller{}, http.StatusForbidden
 	}
-	team, name, err := h.svc.LookupMember(token)
+	p, err := h.svc.TokenPrincipal(token)
 	if core.ErrorCode(err) == core.CodeStorageUnavailable {
 		return caller{}, http.StatusServiceUnavailable // the store cannot tell now
 	}
 	if err != nil {
 		return caller{}, http.StatusUnauthorized
 	}
-	return caller{member: Member{Team: team, Name: name}, tokenHash: hex.EncodeToString(sum[:]),
-		principal: core.MemberPrincipalForToken(team, name, token)}, 0
+	return caller{member: Member{Team: p.Team, Name: p.Member}, tokenHash: hex.EncodeToString(sum[:]), principal: p}, 0
 }
 
 // bearerToken reads the token from the Authorization header only.

@@ -175,11 +175,11 @@ func TestStaleTokenRefusedAcrossReplicas(t *testing.T) {
 	cacheToken(t, b, "demo/reader")
 	principal := func(svc *core.Service, token string) context.Context {
 		t.Helper()
-		team, member, err := svc.LookupMember(token)
+		p, err := svc.TokenPrincipal(token)
 		if err != nil {
 			t.Fatalf("look up %s: %v", token, err)
 		}
-		return core.WithPrincipal(ctx, core.MemberPrincipalForToken(team, member, token))
+		return core.WithPrincipal(ctx, p)
 	}
 	sendAs := func(ctx context.Context) error {
 		_, err := svcB.Send(ctx, core.SendInput{Team: "demo", To: "lead", Body: "hello"})
