@@ -44,8 +44,7 @@ func checkMemberModels(spec core.TeamSpec) error {
 		if m.Model == nil {
 			continue
 		}
-		cfg := agent.ModelConfig{Provider: m.Model.Provider, Name: m.Model.Name, MaxTokens: m.Model.MaxTokens}
-		if err := cfg.Validate(); err != nil {
+		if err := agentModelOf(*m.Model).Validate(); err != nil {
 			return err
 		}
 	}
@@ -56,6 +55,11 @@ func coreModelOf(cfg agent.ModelConfig) *core.ModelSettings {
 	return &core.ModelSettings{Provider: cfg.Provider, Name: cfg.Name, MaxTokens: cfg.MaxTokens}
 }
 
+// agentModelOf is the inverse of coreModelOf.
+func agentModelOf(m core.ModelSettings) agent.ModelConfig {
+	return agent.ModelConfig{Provider: m.Provider, Name: m.Name, MaxTokens: m.MaxTokens}
+}
+
 // memberModel is the model member's turns use: its own, else the team's.
 func memberModel(view core.TeamView, member string) agent.ModelConfig {
 	model := view.Model
@@ -64,7 +68,7 @@ func memberModel(view core.TeamView, member string) agent.ModelConfig {
 			model = *m.Model
 		}
 	}
-	return agent.ModelConfig{Provider: model.Provider, Name: model.Name, MaxTokens: model.MaxTokens}
+	return agentModelOf(model)
 }
 
 // wakeTurn builds a woken turn of member: no prompt (the loop attaches the
