@@ -1,0 +1,469 @@
+package globs
+
+import (
+	"slices"
+	"unicode/utf8"
+)
+
+// span is a closed range of runes.
+type span struct{ lo, hi rune }
+
+// The kinds of edge label: one rune, any rune but `/`, any rune, or a set
+// of spans (sorted, disjoint, not adjacent, never empty).
+const (
+	labelRune = iota
+	labelNotSlash
+	labelAny
+	labelSet
+)
+
+// label is the set of runes an edge consumes.
+type label struct {
+	kind uint8
+	r    rune
+	set  []span
+}
+
+type edge struct {
+	l  label
+	to int32
+}
+
+// nfa is a pattern's model: an automaton over runes with ε-moves that only
+// go forward, so closures are small and acyclic.
+type nfa struct {
+	edges  [][]edge
+	eps    [][]int32
+	accept []bool
+	starts []int32
+	// closure[s] is s with every state its ε-moves reach; start is the
+	// closure of starts. Both are filled by finish.
+	closure [][]int32
+	start   []int32
+}
+
+func (m *nfa) state() int32 {
+	m.edges = append(m.edges, nil)
+	m.eps = append(m.eps, nil)
+	m.accept = append(m.accept, false)
+	return int32(len(m.edges) - 1)
+}
+
+func (m *nfa) edge(from, to int32, l label) {
+	m.edges[from] = append(m.edges[from], edge{l: l, to: to})
+}
+
+func (m *nfa) epsilon(from, to int32) { m.eps[from] = append(m.eps[from], to) }
+
+var (
+	anyRune  = label{kind: labelAny}
+	notSlash = label{kind: labelNotSlash}
+	slash    = label{kind: labelRune, r: '/'}
+)
+
+// maxStates bounds the states of a model built from expansions; a larger
+// one is widened like a pattern with too many expansions. A brace-free
+// pattern of MaxPatternChars needs at most about 2 states a character.
+const maxStates = 2048
+
+// build returns the model of a valid pattern (see the package comment).
+func build(p string) *nfa {
+	seq := parseSeq(p)
+	alts, ok := expand(seq, maxExpansions)
+	m := &nfa{}
+	if ok {
+		for _, a := range alts {
+			m.starts = append(m.starts, m.add(a))
+		}
+	}
+	if !ok || len(m.edges) > maxStates {
+		m = &nfa{}
+		m.starts = []int32{m.add(widen(p, seq))}
+	}
+	m.finish()
+	return m
+}
+
+// zeroLength reports the rests of a pattern that doublestar's matcher lets
+// match an exhausted path ("a/**" matches "a").
+func zeroLength(rest string) bool {
+	switch rest {
+	case "", "*", "**", "/**", "**/", "/**/":
+		return true
+	}
+	return false
+}
+
+// add builds the automaton of one brace-free pattern and returns its start.
+// It steps through p as doublestar's matcher does, so that `**` is a
+// doublestar exactly where the matcher treats it as one.
+func (m *nfa) add(p string) int32 {
+	cur := m.state()
+	start := cur
+	segStart := true
+	for i := 0; i < len(p); {
+		if zeroLength(p[i:]) {
+			m.accept[cur] = true
+		}
+		next := m.state()
+		switch p[i] {
+		case '*':
+			j := i + 1
+			if j < len(p) && p[j] == '*' {
+				j++
+				if segStart && j == len(p) {
+					// `**` ending the pattern: anything at all.
+					m.loop(cur, next, anyRune)
+					i = j
+					cur = next
+					continue
+				}
+				if segStart && p[j] == '/' {
+					// `**/`: nothing, or anything that ends in `/`.
+					aux := m.state()
+					m.epsilon(cur, next)
+					m.edge(cur, next, slash)
+					m.edge(cur, aux, anyRune)
+					m.edge(aux, aux, anyRune)
+					m.edge(aux, next, slash)
+					i = j + 1
+					cur = next
+					continue // still at a segment's start
+				}
+			}
+			m.loop(cur, next, notSlash)
+			i = j
+			segStart = false
+		case '?':
+			m.edge(cur, next, notSlash)
+			i++
+			segStart = false
+		case '[':
+			l, j := parseClass(p, i)
+			if l.kind != labelSet || len(l.set) > 0 {
+				m.edge(cur, next, l)
+			}
+			i = j
+			segStart = false
+		default:
+			if p[i] == '\\' {
+				i++
+			}
+			r, n := utf8.DecodeRuneInString(p[i:])
+			m.edge(cur, next, label{kind: labelRune, r: r})
+			i += n
+			segStart = r == '/'
+		}
+		cur = next
+	}
+	m.accept[cur] = true
+	return start
+}
+
+// loop adds "zero or more runes of l" between from and to, with a state of
+// its own so that an accepting from does not accept the runes too.
+func (m *nfa) loop(from, to int32, l label) {
+	mid := m.state()
+	m.epsilon(from, to)
+	m.edge(from, mid, l)
+	m.edge(mid, mid, l)
+	m.epsilon(mid, to)
+}
+
+// parseClass reads the class at p[i] == '[' exactly as doublestar's matcher
+// does (ranges lo-hi, `\` escapes, a `-` first or last is literal, `!` or
+// `^` negates) and returns its rune set and the index past its `]`.
+func parseClass(p string, i int) (label, int) {
+	i++
+	negate := p[i] == '!' || p[i] == '^'
+	if negate {
+		i++
+	}
+	var set []span
+	last := utf8.MaxRune
+	for i < len(p) && p[i] != ']' {
+		r, n := utf8.DecodeRuneInString(p[i:])
+		i += n
+		if last < utf8.MaxRune && r == '-' && i < len(p) && p[i] != ']' {
+			if p[i] == '\\' {
+				i++
+			}
+			hi, n := utf8.DecodeRuneInString(p[i:])
+			i += n
+			if last <= hi {
+				set = append(set, span{last, hi})
+			}
+			last = utf8.MaxRune
+			continue
+		}
+		if r == '\\' {
+			r, n = utf8.DecodeRuneInString(p[i:])
+			i += n
+		}
+		set = append(set, span{r, r})
+		last = r
+	}
+	set = normalize(set)
+	if negate {
+		set = complement(set)
+	}
+	return setLabel(set), i + 1
+}
+
+// normalize sorts spans and merges those that touch.
+func normalize(set []span) []span {
+	slices.SortFunc(set, func(a, b span) int { return int(a.lo - b.lo) })
+	var out []span
+	for _, s := range set {
+		if n := len(out); n > 0 && s.lo <= out[n-1].hi+1 {
+			out[n-1].hi = max(out[n-1].hi, s.hi)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func complement(set []span) []span {
+	var out []span
+	next := rune(0)
+	for _, s := range set {
+		if s.lo > next {
+			out = append(out, span{next, s.lo - 1})
+		}
+		next = s.hi + 1
+	}
+	if next <= utf8.MaxRune {
+		out = append(out, span{next, utf8.MaxRune})
+	}
+	return out
+}
+
+// setLabel gives a normalized set its cheapest label.
+func setLabel(set []span) label {
+	switch {
+	case len(set) == 1 && set[0].lo == set[0].hi:
+		return label{kind: labelRune, r: set[0].lo}
+	case len(set) == 1 && set[0] == span{0, utf8.MaxRune}:
+		return anyRune
+	case len(set) == 2 && set[0] == span{0, '/' - 1} && set[1] == span{'/' + 1, utf8.MaxRune}:
+		return notSlash
+	}
+	return label{kind: labelSet, set: set}
+}
+
+// spans returns the label's set as spans.
+func (l label) spans() []span {
+	switch l.kind {
+	case labelRune:
+		return []span{{l.r, l.r}}
+	case labelNotSlash:
+		return []span{{0, '/' - 1}, {'/' + 1, utf8.MaxRune}}
+	case labelAny:
+		return []span{{0, utf8.MaxRune}}
+	}
+	return l.set
+}
+
+// meets reports whether two labels share a rune.
+func meets(a, b label) bool {
+	if a.kind > b.kind {
+		a, b = b, a
+	}
+	switch a.kind {
+	case labelRune:
+		switch b.kind {
+		case labelRune:
+			return a.r == b.r
+		case labelNotSlash:
+			return a.r != '/'
+		case labelAny:
+			return true
+		}
+		return inSet(b.set, a.r)
+	case labelNotSlash:
+		if b.kind == labelSet {
+			return len(b.set) > 1 || b.set[0] != span{'/', '/'}
+		}
+		return true
+	case labelAny:
+		return true
+	}
+	_, ok := shared(a.set, b.set)
+	return ok
+}
+
+func inSet(set []span, r rune) bool {
+	for _, s := range set {
+		if r < s.lo {
+			return false
+		}
+		if r <= s.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// shared returns the spans two sets have in common, and whether any.
+func shared(a, b []span) ([]span, bool) {
+	var out []span
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		lo, hi := max(a[i].lo, b[j].lo), min(a[i].hi, b[j].hi)
+		if lo <= hi {
+			out = append(out, span{lo, hi})
+		}
+		if a[i].hi < b[j].hi {
+			i++
+		} else {
+			j++
+		}
+	}
+	return out, len(out) > 0
+}
+
+// pick returns a rune both labels hold, preferring a plain letter, for the
+// witness paths the tests check with doublestar.
+func pick(a, b label) rune {
+	both, _ := shared(a.spans(), b.spans())
+	for _, r := range "abcxyz.-_0" {
+		if inSet(both, r) {
+			return r
+		}
+	}
+	for _, s := range both {
+		for r := s.lo; r <= s.hi; r++ {
+			if utf8.ValidRune(r) {
+				return r
+			}
+		}
+	}
+	return both[0].lo
+}
+
+// finish computes the ε-closures.
+func (m *nfa) finish() {
+	m.closure = make([][]int32, len(m.edges))
+	for s := len(m.edges) - 1; s >= 0; s-- {
+		m.closure[s] = m.closeOver([]int32{int32(s)})
+	}
+	m.start = m.closeOver(m.starts)
+}
+
+func (m *nfa) closeOver(from []int32) []int32 {
+	seen := make(map[int32]bool, len(from))
+	var out []int32
+	stack := slices.Clone(from)
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+		stack = append(stack, m.eps[s]...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// maxPairs bounds the pairs of states one intersect visits. Past it the
+// answer is "they overlap": a safe answer, and one that keeps a grant's
+// cost bounded whatever 32 patterns of 256 characters a client sends.
+const maxPairs = 1 << 16
+
+// pairSet is the set of visited pairs: a bitset while the product of the
+// state counts is small, a map beyond.
+type pairSet struct {
+	bits []uint64
+	m    map[int64]struct{}
+}
+
+func newPairSet(total int64) pairSet {
+	if total <= 1<<16 {
+		return pairSet{bits: make([]uint64, (total+63)/64)}
+	}
+	return pairSet{m: make(map[int64]struct{})}
+}
+
+// add records k and reports whether it was new.
+func (s pairSet) add(k int64) bool {
+	if s.bits == nil {
+		if _, ok := s.m[k]; ok {
+			return false
+		}
+		s.m[k] = struct{}{}
+		return true
+	}
+	if s.bits[k/64]&(1<<(k%64)) != 0 {
+		return false
+	}
+	s.bits[k/64] |= 1 << (k % 64)
+	return true
+}
+
+// intersect searches the pairs of states of a and b, breadth first, for a
+// pair where both accept; with witness it also returns the string that
+// leads there. Each pair is visited once; past maxPairs the search stops
+// and reports an overlap (with no witness).
+func intersect(a, b *nfa, witness bool) (string, bool) {
+	nb := int64(len(b.edges))
+	seen := newPairSet(int64(len(a.edges)) * nb)
+	type step struct {
+		parent int
+		r      rune
+	}
+	var steps []step // with witness: how each queued pair was reached
+	queue := make([]int64, 0, 16)
+	visit := func(pa, pb int32, parent int, r rune) {
+		k := int64(pa)*nb + int64(pb)
+		if !seen.add(k) {
+			return
+		}
+		if witness {
+			steps = append(steps, step{parent: parent, r: r})
+		}
+		queue = append(queue, k)
+	}
+	for _, sa := range a.start {
+		for _, sb := range b.start {
+			visit(sa, sb, -1, 0)
+		}
+	}
+	for head := 0; head < len(queue); head++ {
+		if len(queue) > maxPairs {
+			return "", true
+		}
+		k := queue[head]
+		sa, sb := int32(k/nb), int32(k%nb)
+		if a.accept[sa] && b.accept[sb] {
+			if !witness {
+				return "", true
+			}
+			var rs []rune
+			for i := head; steps[i].parent >= 0; i = steps[i].parent {
+				rs = append(rs, steps[i].r)
+			}
+			slices.Reverse(rs)
+			return string(rs), true
+		}
+		for _, ea := range a.edges[sa] {
+			for _, eb := range b.edges[sb] {
+				if !meets(ea.l, eb.l) {
+					continue
+				}
+				var r rune
+				if witness {
+					r = pick(ea.l, eb.l)
+				}
+				for _, ta := range a.closure[ea.to] {
+					for _, tb := range b.closure[eb.to] {
+						visit(ta, tb, head, r)
+					}
+				}
+			}
+		}
+	}
+	return "", false
+}
