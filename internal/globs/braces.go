@@ -80,18 +80,29 @@ func classEnd(p string, i int) int {
 	return len(p)
 }
 
+// expansion is one brace-free pattern a pattern stands for, with marks:
+// the byte offsets in s where the text of a `{...}` group begins. They
+// matter because doublestar's matcher expands a group only when it reaches
+// it: before that it sees a `{` there, so a `**` just ahead is a `*`, and
+// a rest that still holds a group is not one of the rests that match an
+// exhausted path.
+type expansion struct {
+	s     string
+	marks []int
+}
+
 // expand returns the brace-free patterns seq stands for, or false when
 // there would be more than limit of them.
-func expand(seq []piece, limit int) ([]string, bool) {
-	out := []string{""}
+func expand(seq []piece, limit int) ([]expansion, bool) {
+	out := []expansion{{}}
 	for _, pc := range seq {
 		if pc.alts == nil {
 			for k := range out {
-				out[k] += pc.text
+				out[k].s += pc.text
 			}
 			continue
 		}
-		var opts []string
+		var opts []expansion
 		for _, alt := range pc.alts {
 			e, ok := expand(alt, limit)
 			if !ok || len(opts)+len(e) > limit {
@@ -102,10 +113,16 @@ func expand(seq []piece, limit int) ([]string, bool) {
 		if len(out)*len(opts) > limit {
 			return nil, false
 		}
-		next := make([]string, 0, len(out)*len(opts))
+		next := make([]expansion, 0, len(out)*len(opts))
 		for _, o := range out {
 			for _, x := range opts {
-				next = append(next, o+x)
+				marks := make([]int, 0, len(o.marks)+1+len(x.marks))
+				marks = append(marks, o.marks...)
+				marks = append(marks, len(o.s))
+				for _, m := range x.marks {
+					marks = append(marks, len(o.s)+m)
+				}
+				next = append(next, expansion{s: o.s + x.s, marks: marks})
 			}
 		}
 		out = next

@@ -83,14 +83,14 @@ func TestOverlap(t *testing.T) {
 		{"[\\]]", "]", true},
 		{"[\\-]", "-", true},
 		{"[a\\-c]", "b", false},
-		{"[z-a]", "z", true},     // a reversed range matches nothing but its
-		{"[z-a]", "[!z]", false}, // first rune, read before the `-`
-		{"a[/]b", "a/b", true},   // doublestar: a class can match `/`
-		{"a[!x]b", "a/b", true},  // and so can a negated one
-		{"*[!x]b", "a/b", true},  // after a `*`
-		{"[!/]", "/", false},     // not when it excludes it
-		{"[[]", "\\[", true},     // `[` in a class
-		{"é?", "[é]x", true},     // runes, not bytes
+		{"[z-a]", "z", true},      // a reversed range matches nothing but its
+		{"[z-a]", "[!z]", false},  // first rune, read before the `-`
+		{"a[/]b", "a/b", true},    // doublestar: a class can match `/`
+		{"a[!x]b", "a/b", true},   // and so can a negated one
+		{"*[!x]b", "a/b", true},   // after a `*`
+		{"[!/]", "/", false},      // not when it excludes it
+		{"[[]", "\\[", true},      // `[` in a class
+		{"é?", "[é]x", true},      // runes, not bytes
 		{"[α-ω]", "[a-z]", false}, // disjoint ranges beyond ASCII
 		// Escapes.
 		{"\\*", "*", true},

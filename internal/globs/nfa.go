@@ -29,23 +29,19 @@ type edge struct {
 	to int32
 }
 
-// nfa is a pattern's model: an automaton over runes with ε-moves that only
-// go forward, so closures are small and acyclic.
+// nfa is a pattern's model: an automaton over runes with ε-moves (which
+// only go forward).
 type nfa struct {
 	edges  [][]edge
 	eps    [][]int32
 	accept []bool
 	starts []int32
-	// closure[s] is s with every state its ε-moves reach; start is the
-	// closure of starts. Both are filled by finish.
-	closure [][]int32
-	start   []int32
 }
 
-func (m *nfa) state() int32 {
+func (m *nfa) state(accept bool) int32 {
 	m.edges = append(m.edges, nil)
 	m.eps = append(m.eps, nil)
-	m.accept = append(m.accept, false)
+	m.accept = append(m.accept, accept)
 	return int32(len(m.edges) - 1)
 }
 
@@ -78,14 +74,13 @@ func build(p string) *nfa {
 	}
 	if !ok || len(m.edges) > maxStates {
 		m = &nfa{}
-		m.starts = []int32{m.add(widen(p, seq))}
+		m.starts = []int32{m.add(expansion{s: widen(p, seq)})}
 	}
-	m.finish()
 	return m
 }
 
 // zeroLength reports the rests of a pattern that doublestar's matcher lets
-// match an exhausted path ("a/**" matches "a").
+// match an exhausted path ("a/**" matches "a", "a/*" does not).
 func zeroLength(rest string) bool {
 	switch rest {
 	case "", "*", "**", "/**", "**/", "/**/":
@@ -94,76 +89,98 @@ func zeroLength(rest string) bool {
 	return false
 }
 
-// add builds the automaton of one brace-free pattern and returns its start.
-// It steps through p as doublestar's matcher does, so that `**` is a
-// doublestar exactly where the matcher treats it as one.
-func (m *nfa) add(p string) int32 {
-	cur := m.state()
+// add builds the automaton of one expansion and returns its start. It
+// steps through the pattern as doublestar's matcher does, so that `**` is
+// a doublestar exactly where the matcher treats it as one, and a state
+// accepts exactly where the matcher, its path exhausted, would stop and
+// accept: the matcher steps over a token only while runes are left, so an
+// accepting state is reached by a rune (or is a start), never by an ε-move
+// after the last rune; intersect keeps to that.
+func (m *nfa) add(e expansion) int32 {
+	p := e.s
+	marked := func(i int) bool { return slices.Contains(e.marks, i) }
+	// endsHere: the path may end at offset i, the rest being one of the
+	// zero-length rests with no group still unexpanded in it.
+	endsHere := func(i int) bool {
+		if !zeroLength(p[i:]) {
+			return false
+		}
+		for _, k := range e.marks {
+			if k > i {
+				return false
+			}
+		}
+		return true
+	}
+	cur := m.state(endsHere(0))
 	start := cur
 	segStart := true
 	for i := 0; i < len(p); {
-		if zeroLength(p[i:]) {
-			m.accept[cur] = true
-		}
-		next := m.state()
+		j := i + 1 // the token's end
+		var l label
 		switch p[i] {
 		case '*':
-			j := i + 1
-			if j < len(p) && p[j] == '*' {
+			if j < len(p) && p[j] == '*' && !marked(j) {
 				j++
-				if segStart && j == len(p) {
+				if segStart && j == len(p) && !marked(j) {
 					// `**` ending the pattern: anything at all.
+					next := m.state(true)
 					m.loop(cur, next, anyRune)
-					i = j
 					cur = next
+					i = j
 					continue
 				}
-				if segStart && p[j] == '/' {
+				if segStart && j < len(p) && p[j] == '/' && !marked(j) {
 					// `**/`: nothing, or anything that ends in `/`.
-					aux := m.state()
+					j++
+					next := m.state(endsHere(j))
+					aux := m.state(false)
 					m.epsilon(cur, next)
 					m.edge(cur, next, slash)
 					m.edge(cur, aux, anyRune)
 					m.edge(aux, aux, anyRune)
 					m.edge(aux, next, slash)
-					i = j + 1
 					cur = next
+					i = j
 					continue // still at a segment's start
 				}
 			}
+			next := m.state(endsHere(j))
 			m.loop(cur, next, notSlash)
+			cur = next
 			i = j
 			segStart = false
+			continue
 		case '?':
-			m.edge(cur, next, notSlash)
-			i++
+			l = notSlash
 			segStart = false
 		case '[':
-			l, j := parseClass(p, i)
-			if l.kind != labelSet || len(l.set) > 0 {
-				m.edge(cur, next, l)
-			}
-			i = j
+			l, j = parseClass(p, i)
 			segStart = false
 		default:
 			if p[i] == '\\' {
 				i++
 			}
 			r, n := utf8.DecodeRuneInString(p[i:])
-			m.edge(cur, next, label{kind: labelRune, r: r})
-			i += n
+			l = label{kind: labelRune, r: r}
+			j = i + n
 			segStart = r == '/'
 		}
+		next := m.state(endsHere(j))
+		if l.kind != labelSet || len(l.set) > 0 {
+			m.edge(cur, next, l)
+		}
 		cur = next
+		i = j
 	}
-	m.accept[cur] = true
 	return start
 }
 
-// loop adds "zero or more runes of l" between from and to, with a state of
-// its own so that an accepting from does not accept the runes too.
+// loop adds "zero or more runes of l" between from and to. Its middle
+// state accepts as to does: the matcher, its path exhausted inside the
+// run, goes on from the token after it.
 func (m *nfa) loop(from, to int32, l label) {
-	mid := m.state()
+	mid := m.state(m.accept[to])
 	m.epsilon(from, to)
 	m.edge(from, mid, l)
 	m.edge(mid, mid, l)
@@ -341,33 +358,6 @@ func pick(a, b label) rune {
 	return both[0].lo
 }
 
-// finish computes the ε-closures.
-func (m *nfa) finish() {
-	m.closure = make([][]int32, len(m.edges))
-	for s := len(m.edges) - 1; s >= 0; s-- {
-		m.closure[s] = m.closeOver([]int32{int32(s)})
-	}
-	m.start = m.closeOver(m.starts)
-}
-
-func (m *nfa) closeOver(from []int32) []int32 {
-	seen := make(map[int32]bool, len(from))
-	var out []int32
-	stack := slices.Clone(from)
-	for len(stack) > 0 {
-		s := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[s] {
-			continue
-		}
-		seen[s] = true
-		out = append(out, s)
-		stack = append(stack, m.eps[s]...)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // maxPairs bounds the pairs of states one intersect visits. Past it the
 // answer is "they overlap": a safe answer, and one that keeps a grant's
 // cost bounded whatever 32 patterns of 256 characters a client sends.
@@ -385,6 +375,15 @@ func newPairSet(total int64) pairSet {
 		return pairSet{bits: make([]uint64, (total+63)/64)}
 	}
 	return pairSet{m: make(map[int64]struct{})}
+}
+
+// has reports whether k is in the set.
+func (s pairSet) has(k int64) bool {
+	if s.bits == nil {
+		_, ok := s.m[k]
+		return ok
+	}
+	return s.bits[k/64]&(1<<(k%64)) != 0
 }
 
 // add records k and reports whether it was new.
@@ -405,48 +404,69 @@ func (s pairSet) add(k int64) bool {
 
 // intersect searches the pairs of states of a and b, breadth first, for a
 // pair where both accept; with witness it also returns the string that
-// leads there. Each pair is visited once; past maxPairs the search stops
-// and reports an overlap (with no witness).
+// leads there. From a pair it follows an ε-move of either side alone, or a
+// rune edge of each side whose labels share a rune, so a pair costs its
+// edges and not the product of two ε-closures. A pair reached by an ε-move
+// does not accept (see add): it is kept apart from the same pair reached
+// by runes, which may. Each is visited once; past maxPairs the search
+// stops and reports an overlap (with no witness).
 func intersect(a, b *nfa, witness bool) (string, bool) {
 	nb := int64(len(b.edges))
-	seen := newPairSet(int64(len(a.edges)) * nb)
+	total := int64(len(a.edges)) * nb
+	byRune, byEps := newPairSet(total), newPairSet(total)
 	type step struct {
 		parent int
-		r      rune
+		r      rune // -1 for an ε-move
 	}
 	var steps []step // with witness: how each queued pair was reached
-	queue := make([]int64, 0, 16)
-	visit := func(pa, pb int32, parent int, r rune) {
+	type node struct {
+		k   int64
+		eps bool
+	}
+	queue := make([]node, 0, 16)
+	visit := func(pa, pb int32, eps bool, parent int, r rune) {
 		k := int64(pa)*nb + int64(pb)
-		if !seen.add(k) {
+		if eps {
+			if byRune.has(k) || !byEps.add(k) {
+				return
+			}
+		} else if !byRune.add(k) {
 			return
 		}
 		if witness {
 			steps = append(steps, step{parent: parent, r: r})
 		}
-		queue = append(queue, k)
+		queue = append(queue, node{k, eps})
 	}
-	for _, sa := range a.start {
-		for _, sb := range b.start {
-			visit(sa, sb, -1, 0)
+	for _, sa := range a.starts {
+		for _, sb := range b.starts {
+			visit(sa, sb, false, -1, -1)
 		}
 	}
 	for head := 0; head < len(queue); head++ {
 		if len(queue) > maxPairs {
 			return "", true
 		}
-		k := queue[head]
+		k := queue[head].k
 		sa, sb := int32(k/nb), int32(k%nb)
-		if a.accept[sa] && b.accept[sb] {
+		if !queue[head].eps && a.accept[sa] && b.accept[sb] {
 			if !witness {
 				return "", true
 			}
 			var rs []rune
 			for i := head; steps[i].parent >= 0; i = steps[i].parent {
-				rs = append(rs, steps[i].r)
+				if steps[i].r >= 0 {
+					rs = append(rs, steps[i].r)
+				}
 			}
 			slices.Reverse(rs)
 			return string(rs), true
+		}
+		for _, ta := range a.eps[sa] {
+			visit(ta, sb, true, head, -1)
+		}
+		for _, tb := range b.eps[sb] {
+			visit(sa, tb, true, head, -1)
 		}
 		for _, ea := range a.edges[sa] {
 			for _, eb := range b.edges[sb] {
@@ -457,11 +477,7 @@ func intersect(a, b *nfa, witness bool) (string, bool) {
 				if witness {
 					r = pick(ea.l, eb.l)
 				}
-				for _, ta := range a.closure[ea.to] {
-					for _, tb := range b.closure[eb.to] {
-						visit(ta, tb, head, r)
-					}
-				}
+				visit(ea.to, eb.to, false, head, r)
 			}
 		}
 	}
