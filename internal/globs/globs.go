@@ -19,11 +19,16 @@
 //
 //  1. The `{...}` alternatives are expanded into brace-free patterns, as
 //     doublestar's matcher does when it meets a `{` (it tries each
-//     alternative spliced into the rest of the pattern). When a pattern has
-//     more than maxExpansions expansions the model widens it instead: the
-//     part before the last `/` ahead of the first `{`, followed by `**`. A
-//     match of the whole pattern starts with a match of that part, so the
-//     widened language contains the original one.
+//     alternative spliced into the rest of the pattern). Each expansion
+//     remembers where a group's text began, because the matcher expands a
+//     group only when it reaches it (so in `**{,/}` it first sees a `*`
+//     before a `{`), yet keeps it expanded when it backtracks to an earlier
+//     `**`; where that matters the model takes both readings.
+//     When a pattern has more than maxExpansions expansions, or they need
+//     more than maxStates states, the model widens it instead: the part
+//     before the last `/` ahead of the first `{`, followed by `**`. A match
+//     of the whole pattern starts with a match of that part, so the widened
+//     language contains the original one.
 //  2. Each expansion is cut into tokens the way the matcher steps through
 //     it: a literal (escaped or not), `?` (one rune but `/`), a class (its
 //     exact rune set; a negated class and a class naming `/` can match a
@@ -31,16 +36,20 @@
 //     where the matcher treats it as a doublestar: at the start of a segment
 //     and followed by `/` it matches the empty string or any string ending
 //     in `/`; at the start of a segment and ending the pattern it matches
-//     anything. Any other `**` is a `*`. The matcher also accepts a path
-//     that ends where the rest of the pattern is exactly "/**", "**/" or
-//     "/**/" (so `a/**` matches `a`); the automaton accepts there too.
+//     anything. Any other `**` is a `*`. The matcher steps over a token only
+//     while runes of the path are left; once they are all read it accepts
+//     only when the rest of the pattern is "", "*", "**", "/**", "**/" or
+//     "/**/" (so `a/**` matches `a` and `a/*` does not). The automaton
+//     accepts at those places, and only when it got there by a rune (or
+//     read none at all).
 //  3. The automata of the expansions are united under one start.
 //
 // Two models intersect when a string is accepted by both; a breadth-first
 // search over pairs of automaton states, following two edges at once when
 // their character sets share a rune, finds such a string or exhausts the
-// pairs (at most the product of the two state counts). Since each model
-// contains all that doublestar matches, a path matching both patterns is
+// pairs (at most the product of the two state counts; past maxPairs pairs
+// it stops and answers true, which bounds the cost of any two patterns).
+// Since each model contains all that doublestar matches, a path matching both patterns is
 // accepted by both models, and the search finds it: Overlap never reports
 // false for patterns that share a path. It may report true where
 // doublestar's own matcher, which backtracks greedily, would match neither,

@@ -96,44 +96,54 @@ func zeroLength(rest string) bool {
 // accept: the matcher steps over a token only while runes are left, so an
 // accepting state is reached by a rune (or is a start), never by an ε-move
 // after the last rune; intersect keeps to that.
+//
+// Where a group's text begins right after a `*` the matcher first sees a
+// `{` there; but having expanded the group it may backtrack before the `*`
+// and see the group's text instead. The automaton takes both readings
+// there, and accepts at a zero-length rest whether or not a group was in
+// it: a union, so never less than the matcher.
 func (m *nfa) add(e expansion) int32 {
+	start := m.state(zeroLength(e.s))
+	m.addFrom(e, 0, start, true)
+	return start
+}
+
+// addFrom builds the automaton of e.s[i:] from state cur.
+func (m *nfa) addFrom(e expansion, i int, cur int32, segStart bool) {
 	p := e.s
 	marked := func(i int) bool { return slices.Contains(e.marks, i) }
-	// endsHere: the path may end at offset i, the rest being one of the
-	// zero-length rests with no group still unexpanded in it.
-	endsHere := func(i int) bool {
-		if !zeroLength(p[i:]) {
-			return false
+	for i < len(p) {
+		if len(m.edges) > maxStates {
+			return // build widens the pattern
 		}
-		for _, k := range e.marks {
-			if k > i {
-				return false
-			}
-		}
-		return true
-	}
-	cur := m.state(endsHere(0))
-	start := cur
-	segStart := true
-	for i := 0; i < len(p); {
 		j := i + 1 // the token's end
 		var l label
 		switch p[i] {
 		case '*':
-			if j < len(p) && p[j] == '*' && !marked(j) {
+			if j < len(p) && p[j] == '*' {
+				if marked(j) {
+					// The other reading: a `*` alone, then the next token.
+					next := m.state(zeroLength(p[j:]))
+					m.loop(cur, next, notSlash)
+					m.addFrom(e, j, next, false)
+				}
 				j++
-				if segStart && j == len(p) && !marked(j) {
+				if segStart && (j == len(p) || p[j] == '/') && marked(j) {
+					// The other reading: `**` a `*`, a `{` after it.
+					next := m.state(zeroLength(p[j:]))
+					m.loop(cur, next, notSlash)
+					m.addFrom(e, j, next, false)
+				}
+				if segStart && j == len(p) {
 					// `**` ending the pattern: anything at all.
 					next := m.state(true)
 					m.loop(cur, next, anyRune)
-					cur = next
-					i = j
-					continue
+					return
 				}
-				if segStart && j < len(p) && p[j] == '/' && !marked(j) {
+				if segStart && p[j] == '/' {
 					// `**/`: nothing, or anything that ends in `/`.
 					j++
-					next := m.state(endsHere(j))
+					next := m.state(zeroLength(p[j:]))
 					aux := m.state(false)
 					m.epsilon(cur, next)
 					m.edge(cur, next, slash)
@@ -145,7 +155,7 @@ func (m *nfa) add(e expansion) int32 {
 					continue // still at a segment's start
 				}
 			}
-			next := m.state(endsHere(j))
+			next := m.state(zeroLength(p[j:]))
 			m.loop(cur, next, notSlash)
 			cur = next
 			i = j
@@ -166,14 +176,13 @@ func (m *nfa) add(e expansion) int32 {
 			j = i + n
 			segStart = r == '/'
 		}
-		next := m.state(endsHere(j))
+		next := m.state(zeroLength(p[j:]))
 		if l.kind != labelSet || len(l.set) > 0 {
 			m.edge(cur, next, l)
 		}
 		cur = next
 		i = j
 	}
-	return start
 }
 
 // loop adds "zero or more runes of l" between from and to. Its middle
