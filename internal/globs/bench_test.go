@@ -100,3 +100,34 @@ func BenchmarkMatchPaths(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOverlapGrantSameTree: the grant of BenchmarkOverlapGrant when
+// every pattern starts with the same directory and has a `**`, so no
+// pattern pair is told apart by its literal start and each needs the
+// search over pairs of states (no pair overlaps: the file names differ).
+func BenchmarkOverlapGrantSameTree(b *testing.B) {
+	res := make([][]*Pattern, 200)
+	for i := range res {
+		var ps []string
+		for j := range MaxPatterns {
+			ps = append(ps, fmt.Sprintf("src/**/r%d_%d*.go", i, j))
+		}
+		res[i], _ = CompileList(ps)
+	}
+	var qs []string
+	for k := range MaxPatterns {
+		qs = append(qs, fmt.Sprintf("src/**/q%d.go", k))
+	}
+	req, err := CompileList(qs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		for _, r := range res {
+			if ListsOverlap(req, r) {
+				b.Fatal("the request overlaps a reservation")
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package globs
 
 import (
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -36,6 +37,13 @@ type nfa struct {
 	eps    [][]int32
 	accept []bool
 	starts []int32
+	// prefixes holds, for each expansion, its literal start without a
+	// trailing `/`: every path the pattern matches begins with one of them
+	// (a path that ends early, as `a` for `a/**`, ends where the rest is
+	// "/**" or the like, so at most a `/` short of it). Two patterns whose
+	// prefixes all diverge cannot overlap: intersect answers that before
+	// it builds anything, which is the common case of a grant.
+	prefixes []string
 }
 
 func (m *nfa) state(accept bool) int32 {
@@ -74,9 +82,33 @@ func build(p string) *nfa {
 	}
 	if !ok || len(m.edges) > maxStates {
 		m = &nfa{}
-		m.starts = []int32{m.add(expansion{s: widen(p, seq)})}
+		alts = []expansion{{s: widen(p, seq)}}
+		m.starts = []int32{m.add(alts[0])}
+	}
+	for _, a := range alts {
+		lit := a.s
+		if k := strings.IndexAny(lit, "*?[\\"); k >= 0 {
+			lit = lit[:k]
+		}
+		lit = strings.TrimSuffix(lit, "/")
+		if !slices.Contains(m.prefixes, lit) {
+			m.prefixes = append(m.prefixes, lit)
+		}
 	}
 	return m
+}
+
+// prefixesMeet reports whether some prefix of a and some of b could start
+// the same path: one is a prefix of the other.
+func prefixesMeet(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if strings.HasPrefix(x, y) || strings.HasPrefix(y, x) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // zeroLength reports the rests of a pattern that doublestar's matcher lets
@@ -420,6 +452,9 @@ func (s pairSet) add(k int64) bool {
 // by runes, which may. Each is visited once; past maxPairs the search
 // stops and reports an overlap (with no witness).
 func intersect(a, b *nfa, witness bool) (string, bool) {
+	if !prefixesMeet(a.prefixes, b.prefixes) {
+		return "", false
+	}
 	nb := int64(len(b.edges))
 	total := int64(len(a.edges)) * nb
 	byRune, byEps := newPairSet(total), newPairSet(total)
