@@ -3,6 +3,7 @@ package globs
 import (
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -411,13 +412,6 @@ type pairSet struct {
 	m    map[int64]struct{}
 }
 
-func newPairSet(total int64) pairSet {
-	if total <= 1<<16 {
-		return pairSet{bits: make([]uint64, (total+63)/64)}
-	}
-	return pairSet{m: make(map[int64]struct{})}
-}
-
 // has reports whether k is in the set.
 func (s pairSet) has(k int64) bool {
 	if s.bits == nil {
@@ -443,6 +437,21 @@ func (s pairSet) add(k int64) bool {
 	return true
 }
 
+// node is a queued pair of states (a's times len(b) plus b's), and
+// whether an ε-move reached it.
+type node struct {
+	k   int64
+	eps bool
+}
+
+// scratch is the reusable memory of one intersect.
+type scratch struct {
+	bits  []uint64
+	queue []node
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
 // intersect searches the pairs of states of a and b, breadth first, for a
 // pair where both accept; with witness it also returns the string that
 // leads there. From a pair it follows an ε-move of either side alone, or a
@@ -457,17 +466,35 @@ func intersect(a, b *nfa, witness bool) (string, bool) {
 	}
 	nb := int64(len(b.edges))
 	total := int64(len(a.edges)) * nb
-	byRune, byEps := newPairSet(total), newPairSet(total)
+	var byRune, byEps pairSet
+	var queue []node
+	if total <= 1<<16 {
+		// The common case: bitsets and a queue taken from a pool, so a
+		// grant's thousands of questions allocate next to nothing.
+		sc := scratchPool.Get().(*scratch)
+		words := int((total + 63) / 64)
+		if cap(sc.bits) < 2*words {
+			sc.bits = make([]uint64, 2*words)
+		} else {
+			sc.bits = sc.bits[:2*words]
+			clear(sc.bits)
+		}
+		byRune, byEps = pairSet{bits: sc.bits[:words]}, pairSet{bits: sc.bits[words:]}
+		queue = sc.queue[:0]
+		defer func() {
+			if cap(queue) <= maxPairs {
+				sc.queue = queue[:0]
+			}
+			scratchPool.Put(sc)
+		}()
+	} else {
+		byRune, byEps = pairSet{m: map[int64]struct{}{}}, pairSet{m: map[int64]struct{}{}}
+	}
 	type step struct {
 		parent int
 		r      rune // -1 for an ε-move
 	}
 	var steps []step // with witness: how each queued pair was reached
-	type node struct {
-		k   int64
-		eps bool
-	}
-	queue := make([]node, 0, 16)
 	visit := func(pa, pb int32, eps bool, parent int, r rune) {
 		k := int64(pa)*nb + int64(pb)
 		if eps {
