@@ -88,6 +88,10 @@ func matches(t testing.TB, p string, all []string) bruteSet {
 		if ok {
 			set[i/64] |= 1 << (i % 64)
 			// The model contains every match: the ground of "never miss".
+			// Its literal starts, which Pattern.Match relies on, too.
+			if !startsWithOne(m.prefixes, path) {
+				t.Errorf("doublestar matches %q with %q but no literal start of the model (%q) begins it", path, p, m.prefixes)
+			}
 			if !accepts(m, path) {
 				t.Errorf("doublestar matches %q with %q but the model of %q does not accept it", path, p, p)
 			}
@@ -232,4 +236,14 @@ func FuzzOverlap(f *testing.F) {
 		var c tally
 		c.check(t, a, b, matches(t, a, all), matches(t, b, all), all)
 	})
+}
+
+// startsWithOne reports whether path starts with one of prefixes.
+func startsWithOne(prefixes []string, path string) bool {
+	for _, pre := range prefixes {
+		if strings.HasPrefix(path, pre) {
+			return true
+		}
+	}
+	return false
 }

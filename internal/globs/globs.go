@@ -59,6 +59,7 @@ package globs
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -194,8 +195,15 @@ func (p *Pattern) Overlaps(q *Pattern) bool {
 }
 
 // Match reports whether the concrete path matches p, as doublestar.Match.
+// A path that starts with none of the pattern's literal starts cannot
+// match (see nfa.prefixes) and is refused without running the matcher.
 func (p *Pattern) Match(path string) bool {
-	return doublestar.MatchUnvalidated(p.src, path)
+	for _, pre := range p.m.prefixes {
+		if strings.HasPrefix(path, pre) {
+			return doublestar.MatchUnvalidated(p.src, path)
+		}
+	}
+	return false
 }
 
 // ListsOverlap reports whether some pattern of a overlaps some pattern of b:
