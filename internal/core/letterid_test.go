@@ -93,17 +93,7 @@ func TestAdminIsNoMemberName(t *testing.T) {
 		t.Fatalf("the refused team exists: %v", err)
 	}
 
-	old := t.TempDir()
-	store, err := mail.Open(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := storetest.Team("old", "admin")
-	if err := store.CreateTeam(t.Context(), st); err != nil {
-		t.Fatal(err)
-	}
-	store.Close()
-	svc = testkit.OpenService(t, old)
+	svc = storedWithAdmin(t, "old")
 	admin := core.AsMember(t.Context(), "old", "admin")
 	if _, err := svc.Send(core.AsMember(t.Context(), "old", "lead"), core.SendInput{Team: "old", To: "admin", Body: "hello"}); err != nil {
 		t.Fatalf("send to the member named admin: %v", err)
@@ -118,4 +108,21 @@ func TestAdminIsNoMemberName(t *testing.T) {
 	if _, err := svc.MarkRead(admin, "old", "admin", "admin-1"); err != nil {
 		t.Fatalf("MarkRead(admin-1): %v", err)
 	}
+}
+
+// storedWithAdmin returns a service over a data directory holding team,
+// stored with lead and a member named admin as before the name was
+// refused (or imported so).
+func storedWithAdmin(t *testing.T, team string) *core.Service {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := mail.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CreateTeam(t.Context(), storetest.Team(team, "admin")); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	return testkit.OpenService(t, dir)
 }
