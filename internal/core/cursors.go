@@ -1,10 +1,6 @@
 package core
 
-import (
-	"context"
-	"strconv"
-	"strings"
-)
+import "context"
 
 // Read cursors and receipts (docs/api.md, "Read cursors and receipts").
 //
@@ -34,24 +30,6 @@ type Receipt struct {
 	ID   string `json:"id"`
 	To   string `json:"to"`
 	Read bool   `json:"read"`
-}
-
-// parseLetterID splits "<member>-<n>" into member and n (n ≥ 1); member
-// names may hold hyphens, so the number is what follows the last one.
-func parseLetterID(id string) (member string, n int, ok bool) {
-	i := strings.LastIndexByte(id, '-')
-	if i <= 0 {
-		return "", 0, false
-	}
-	digits := id[i+1:]
-	if digits == "" || digits[0] == '0' || len(digits) > 9 {
-		return "", 0, false
-	}
-	n, err := strconv.Atoi(digits)
-	if err != nil || n < 1 {
-		return "", 0, false
-	}
-	return id[:i], n, true
 }
 
 // readState is member's cursor and unread count as u sees them, n being
@@ -107,7 +85,7 @@ func (s *Service) MarkRead(ctx context.Context, teamName, member, through string
 		if !u.isMember(member) {
 			return Errorf(CodeNotFound, "No such member.")
 		}
-		who, pos, ok := parseLetterID(through)
+		who, pos, ok := ParseLetterID(through)
 		if !ok || who != member {
 			return Errorf(CodeValidation, "through names no letter of this inbox.")
 		}
@@ -179,12 +157,17 @@ func (s *Service) Receipts(ctx context.Context, teamName string, ids []string) (
 	if !p.Admin {
 		caller = p.Member
 	}
+	for _, id := range ids {
+		if _, _, ok := ParseLetterID(id); !ok {
+			return nil, Errorf(CodeValidation, "Each id must be a letter id, <member>-<n> with n a decimal number without sign or leading zero.")
+		}
+	}
 	out := make([]Receipt, 0, len(ids))
 	err := s.view(ctx, teamName, true, func(u *unit) error {
 		inboxes := map[string][]Message{}
 		for _, id := range ids {
-			member, pos, ok := parseLetterID(id)
-			if !ok || !u.isMember(member) {
+			member, pos, _ := ParseLetterID(id)
+			if !u.isMember(member) {
 				return Errorf(CodeNotFound, "No letter of this team has that id.")
 			}
 			items, seen := inboxes[member]

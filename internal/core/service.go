@@ -311,6 +311,12 @@ func (s *Service) Open(ctx context.Context) error {
 	return nil
 }
 
+// AdminName is what Mailroom calls the admin token where a member's name
+// would stand (a task's created_by, a permission's decided_by), so no new
+// member may take it (docs/api.md section I). A team imported with such a
+// member keeps it: only creation refuses the name.
+const AdminName = "admin"
+
 // CreateTeam creates a team with lead plus the listed members and returns
 // it with each member's token; tokens are shown only here and stored only
 // as SHA-256 hashes.
@@ -354,6 +360,9 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 	for _, m := range spec.Members {
 		if !ValidName(m.Name) {
 			return TeamView{}, nil, Errorf(CodeValidation, "Member names must match ^[a-z][a-z0-9-]{0,23}$.")
+		}
+		if m.Name == AdminName {
+			return TeamView{}, nil, Errorf(CodeValidation, "A member may not be named %s: it names the admin token.", AdminName)
 		}
 		if seen[m.Name] {
 			return TeamView{}, nil, Errorf(CodeValidation, "Member names must be unique.")

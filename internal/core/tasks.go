@@ -62,13 +62,10 @@ func TaskID(n int) string { return "task-" + strconv.Itoa(n) }
 // TaskNumber is n of an id "task-<n>", 0 for anything else.
 func TaskNumber(id string) int {
 	rest, ok := strings.CutPrefix(id, "task-")
-	if !ok || rest == "" || rest[0] == '0' {
+	if !ok {
 		return 0
 	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 1 {
-		return 0
-	}
+	n, _ := canonicalNumber(rest) // "task-+1" is no task id
 	return n
 }
 

@@ -474,13 +474,12 @@ func TestClaimableTasksAndHistoryText(t *testing.T) {
 	}
 }
 
-// A member named admin gets no creator's right over the admin's tasks
-// (both are created_by "admin").
+// A member named admin (of a team stored before the name was refused)
+// gets no creator's right over the admin's tasks (both are created_by
+// "admin").
 func TestMemberNamedAdmin(t *testing.T) {
-	f := newFixture(t, nil)
-	if _, _, err := f.svc.CreateTeam(t.Context(), core.TeamSpec{Name: "named", Members: []core.MemberSpec{{Name: "admin"}}}); err != nil {
-		t.Fatal(err)
-	}
+	svc := storedWithAdmin(t, "named")
+	f := &fixture{t: t, svc: svc, team: "named"}
 	byAdmin, err := f.svc.CreateTask(core.AsAdmin(t.Context()), core.TaskInput{Team: "named", Title: "the admin's"})
 	if err != nil || byAdmin.CreatedBy != "admin" {
 		t.Fatalf("created = %+v, %v", byAdmin, err)

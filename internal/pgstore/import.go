@@ -110,7 +110,7 @@ func importTeam(ctx context.Context, tx pgx.Tx, t ImportedTeam) error {
 		}
 		for i, msg := range msgs {
 			if _, err := tx.Exec(ctx, `INSERT INTO letters (team, member, seq, sender, body, line) VALUES ($1, $2, $3, $4, $5, $6)`,
-				st.Name, m.Name, i+1, msg.Sender, msg.Body, lines[i]); err != nil {
+				st.Name, m.Name, i+1, msg.Sender, searchText(msg.Body), lines[i]); err != nil {
 				return fmt.Errorf("letter %s-%s: %w", m.Name, strconv.Itoa(i+1), err)
 			}
 		}

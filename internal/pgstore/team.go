@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -317,6 +318,13 @@ func loadTeam(ctx context.Context, tx querier, name string, forUpdate bool) (*te
 	return t, nil
 }
 
+// searchText is a body as letters.body holds it (migration 00010): the
+// text column cannot hold U+0000, so each is a space there. The column is
+// for searching only; a letter is read back from its line, exactly.
+func searchText(body string) string {
+	return strings.ReplaceAll(body, "\x00", " ")
+}
+
 func canonical(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -605,7 +613,7 @@ func (t *teamTx) commit(ctx context.Context) error {
 				WHERE team = $1 AND name = $2),
 			bumped AS (UPDATE teams SET version = version + 1 WHERE name = $1)
 			INSERT INTO letters (team, member, seq, sender, body, line, counted) VALUES ($1, $2, $3, $4, $5, $6, true)`,
-			t.name, m.Recipient, t.seq, m.Sender, m.Body, t.line, len(t.line))
+			t.name, m.Recipient, t.seq, m.Sender, searchText(m.Body), t.line, len(t.line))
 	}
 	for member, n := range t.cursors {
 		b.Queue(`WITH bumped AS (UPDATE teams SET version = version + 1 WHERE name = $1)

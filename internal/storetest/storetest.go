@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("RunLeases", func(t *testing.T) { testRunLeases(t, newStore(t)) })
 	t.Run("ReadCursors", func(t *testing.T) { testReadCursors(t, newStore(t)) })
 	RunTasks(t, newStore)
+	RunUnicode(t, newStore)
 	t.Run("MemberWake", func(t *testing.T) { testMemberWake(t, newStore(t)) })
 }
 
