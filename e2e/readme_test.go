@@ -8,39 +8,42 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"mailroom/internal/providertest"
 )
 
-// readmeWalkSections are the README sections whose sh blocks make one walk
-// against a server with a scripted model: each block builds on the ones
-// before it (BASE, ADMIN, the demo team's tokens), as a newcomer pastes
-// them. Blocks that start a server, a model or a container are left out
-// (the test is the server).
-var readmeWalkSections = []string{
-	"Curl walkthrough",
-	"Using the API from your own agents",
-	"Teammate turns",
-	"Files to work on, and the host's permission",
-	"Scenarios",
-	"Agents outside Mailroom (MCP)",
+// readmeSkippedSections are the README sections whose sh blocks are not part
+// of the walk: they start containers or replicas on PostgreSQL, which need
+// a Docker engine or a database the walk does not have.
+var readmeSkippedSections = map[string]bool{
+	"Docker":                 true,
+	"Replicas on PostgreSQL": true,
+}
+
+// startsServer reports whether a README block starts a server or a model
+// (go run, go build, ollama, docker): the test itself is the server, started
+// with what those blocks put in its environment.
+func startsServer(block string) bool {
+	for _, s := range []string{"go run ", "go build ", "ollama ", "docker "} {
+		if strings.Contains(block, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // readmeWalkRefusals are the answers of the walk that are not 2xx, as the
-// README says they are: the permission of a team whose program nothing has
-// asked to run yet, and a scenario run on a model without its credentials.
-// Any other answer outside 2xx fails the test.
+// README says they are: the permissions of teams whose program nothing has
+// asked to run yet. Any other answer outside 2xx fails the test.
 var readmeWalkRefusals = []string{
+	"404 POST /api/v1/teams/lab/permissions/perm-1",
 	"404 POST /api/v1/teams/bench/permissions/perm-1",
-	"409 POST /api/v1/scenarios/team-protocols/runs",
 }
 
-// readmeBlocks returns the ```sh blocks of the named sections of a
-// Markdown document, in order. A section runs from its heading to the next
-// heading of any level that is not inside a code block.
-func readmeBlocks(doc string, sections []string) []string {
-	want := map[string]bool{}
-	for _, s := range sections {
-		want[s] = true
-	}
+// readmeBlocks returns the ```sh blocks of a Markdown document in order,
+// but those of the skipped sections. A section runs from its heading to the
+// next heading of any level that is not inside a code block.
+func readmeBlocks(doc string, skipped map[string]bool) []string {
 	var (
 		blocks  []string
 		section string
@@ -51,7 +54,7 @@ func readmeBlocks(doc string, sections []string) []string {
 	heading := regexp.MustCompile(`^#+ (.*)$`)
 	for _, line := range strings.Split(doc, "\n") {
 		if fence, ok := strings.CutPrefix(line, "```"); ok {
-			if inBlock && want[section] && lang == "sh" {
+			if inBlock && !skipped[section] && lang == "sh" {
 				blocks = append(blocks, strings.Join(buf, "\n"))
 			}
 			inBlock, lang, buf = !inBlock, strings.TrimSpace(fence), nil
@@ -68,11 +71,14 @@ func readmeBlocks(doc string, sections []string) []string {
 	return blocks
 }
 
-// TestReadmeWalk runs the README's walks as written, with bash, curl and
-// jq, against the real binary started as the Quick start starts it (no
-// admin token configured: the walk reads data/admin.token). Only the
-// address is the test's own. Every answer must be 2xx but the refusals the
-// README announces, so the README cannot drift from the service.
+// TestReadmeWalk runs the README top to bottom as written, every sh block
+// in order in one shell (a team created twice or a variable renamed between
+// sections fails it), with bash, curl and jq, against the real binary
+// started as the Quick start starts it (no admin token configured: the walk
+// reads data/admin.token) with the environment the model sections give it.
+// Only the address is the test's own. Every answer must be 2xx but the
+// refusals the README announces, so the README cannot drift from the
+// service.
 func TestReadmeWalk(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -84,20 +90,38 @@ func TestReadmeWalk(t *testing.T) {
 		t.Fatal(err)
 	}
 	var walk []string
-	for _, b := range readmeBlocks(string(readme), readmeWalkSections) {
-		if strings.Contains(b, "go run ") || strings.Contains(b, "docker ") {
+	for _, b := range readmeBlocks(string(readme), readmeSkippedSections) {
+		if startsServer(b) {
 			continue
 		}
 		walk = append(walk, b)
 	}
-	if len(walk) < 10 {
-		t.Fatalf("found %d sh blocks in the README's walk sections %q, want at least 10: were sections renamed?", len(walk), readmeWalkSections)
+	if len(walk) < 15 {
+		t.Fatalf("found %d sh blocks to run in the README, want at least 15: were sections renamed?", len(walk))
+	}
+
+	// The models the README's sections start the server with (an
+	// Anthropic key, a local OpenAI-compatible server) are fakes of their
+	// wire formats that answer every request with a short text.
+	const modelKey = "sk-ant-readme-walk"
+	anthropic := providertest.NewAnthropic(t, modelKey)
+	openai := providertest.NewOpenAI(t, "")
+	for range 400 {
+		anthropic.Push(providertest.AnthropicText("Done.", providertest.AnthropicUsage{InputTokens: 10, OutputTokens: 2}))
+		openai.Push(providertest.OpenAIText("Done.", providertest.OpenAIUsage{PromptTokens: 10, CompletionTokens: 2}))
 	}
 
 	dir := t.TempDir()
+	// The CLI section runs the binary as ./mailroom, as built by its go
+	// build line, in the directory the walk runs in.
+	if err := os.Symlink(serverBin, filepath.Join(dir, "mailroom")); err != nil {
+		t.Fatal(err)
+	}
 	// An empty MAILROOM_ADMIN_TOKEN: the server generates its token and
 	// keeps it in data/admin.token, as for a newcomer.
-	s := startServer(t, filepath.Join(dir, "data"), "MAILROOM_ADMIN_TOKEN=")
+	s := startServer(t, filepath.Join(dir, "data"), "MAILROOM_ADMIN_TOKEN=",
+		"ANTHROPIC_API_KEY="+modelKey, "ANTHROPIC_BASE_URL="+anthropic.URL(),
+		"OPENAI_BASE_URL="+openai.URL())
 
 	// curl reports every answer's status on standard error, after the
 	// README's own output options, which it does not change.
