@@ -277,6 +277,7 @@ func noEnv(string) string { return "" }
 
 // help is `mailroom help [COMMAND]`.
 func help(topic []string, w io.Writer) error {
+	topic = strings.Fields(strings.Join(topic, " ")) // "team create" as one argument too
 	if len(topic) == 0 {
 		return printOverview(w)
 	}
