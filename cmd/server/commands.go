@@ -99,14 +99,14 @@ mailroom team show lab --json`},
 		env: memberEnv, exits: exitsOne, define: defineMCPConfig,
 		example: `MAILROOM_TOKEN=$READER_TOKEN mailroom mcp-config --team lab --member reader --host codex`},
 	{name: "healthcheck", summary: "exit 0 when a server answers /healthz (for containers without curl)",
-		env: []string{"MAILROOM_ADDR"}, define: defineHealthcheck,
+		env: []string{"MAILROOM_ADDR"}, exits: exitsConventional, define: defineHealthcheck,
 		example: `mailroom healthcheck --addr 127.0.0.1:8080`},
 	{name: "scenario", args: "agent-teams|team-protocols", summary: "run a lesson scenario without a server and print its result",
-		env: []string{"MAILROOM_LOG_LEVEL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"}, raw: runScenario,
+		env: []string{"MAILROOM_LOG_LEVEL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"}, exits: exitsConventional, raw: runScenario,
 		example: `mailroom scenario team-protocols --plan reject
 mailroom scenario agent-teams --model openai:gpt-4.1-mini`},
 	{name: "import", summary: "copy a file-store data directory into an empty PostgreSQL database",
-		env: []string{"MAILROOM_DATA", "MAILROOM_DATABASE_URL"}, raw: runImport,
+		env: []string{"MAILROOM_DATA", "MAILROOM_DATABASE_URL"}, exits: exitsConventional, raw: runImport,
 		example: `mailroom import --data ./data --database-url postgres://mailroom:PASSWORD@db:5432/mailroom`},
 }
 
