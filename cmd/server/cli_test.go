@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -349,6 +351,13 @@ func TestHookTimeBudget(t *testing.T) {
 	target, _ := url.Parse(base)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	lagging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The body read first: only then does the server notice a client
+		// that gave up (r.Context), and forward nothing for it.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		select {
 		case <-time.After(900 * time.Millisecond):
 			proxy.ServeHTTP(w, r)
