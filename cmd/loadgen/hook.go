@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,12 +25,16 @@ import (
 //     answers with nothing (no request made);
 //   - a cursor move (POST inbox/read) against a send, 1 client, n of each;
 //   - GET team over a member with 10,000 letters (unread counted) against
-//     a team whose inboxes are empty.
+//     a team whose inboxes are empty;
+//   - a hook's whole run (process start to exit) on PostToolUse with one
+//     unread letter, against the healthy server, and against a server
+//     that accepts connections and never answers (-stalled runs).
 func runHook(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newSubcommand("hook", "server `binary` (default: built with go build)", stderr)
 	fs := c.fs
 	n := fs.Int("n", 100, "hook processes timed (each figure), at least 10")
 	letters := fs.Int("inbox-letters", 10000, "letters in the full inbox of the member document figure")
+	stalled := fs.Int("stalled", 5, "hook runs timed against a server that never answers (each up to its budget)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,7 +46,7 @@ func runHook(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer done()
-	f, err := measureHook(ctx, work, *c.server, *n, *letters, stderr)
+	f, err := measureHook(ctx, work, *c.server, *n, *letters, *stalled, stderr)
 	if err != nil {
 		return fmt.Errorf("hook: %w", err)
 	}
@@ -55,6 +60,9 @@ type hookFigure struct {
 	attention, startup      latencies
 	cursor, send            latencies
 	memberFull, memberEmpty latencies
+	// healthy and stalled are whole hook runs: one unread letter on the
+	// server, and a server that accepts and never answers.
+	healthy, stalled latencies
 }
 
 // hookSettle is how long a hook process is given to reach its held read
@@ -158,7 +166,7 @@ func (s *binaryServer) call(ctx context.Context, method, path, token, body strin
 	return nil
 }
 
-func measureHook(ctx context.Context, work, server string, n, letters int, stderr io.Writer) (hookFigure, error) {
+func measureHook(ctx context.Context, work, server string, n, letters, stalled int, stderr io.Writer) (hookFigure, error) {
 	var out hookFigure
 	bin, err := serverBinary(ctx, work, server, stderr)
 	if err != nil {
@@ -239,6 +247,45 @@ func measureHook(ctx context.Context, work, server string, n, letters int, stder
 		out.cursor = append(out.cursor, time.Since(start))
 	}
 
+	// A whole run with one unread letter, against this server.
+	for i := range n {
+		if err := s.call(ctx, http.MethodPost, "/teams/attention/messages", tok["lead"], fmt.Sprintf(`{"to":"reader","body":"letter %d"}`, i), http.StatusCreated); err != nil {
+			return out, err
+		}
+		d, err := timeHook(ctx, bin, hookEnv)
+		if err != nil {
+			return out, err
+		}
+		out.healthy = append(out.healthy, d)
+	}
+	// ...and against a server that accepts and never answers.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return out, err
+	}
+	defer silent.Close()
+	go func() {
+		var held []net.Conn
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	silentEnv := []string{"PATH=" + os.Getenv("PATH"), "MAILROOM_URL=http://" + silent.Addr().String(), "MAILROOM_TOKEN=" + tok["reader"]}
+	for range stalled {
+		d, err := timeHook(ctx, bin, silentEnv)
+		if err != nil {
+			return out, err
+		}
+		out.stalled = append(out.stalled, d)
+	}
+
 	// A member document over a full inbox against empty ones.
 	full, err := s.createTeam(ctx, "full", big)
 	if err != nil {
@@ -270,6 +317,19 @@ func measureHook(ctx context.Context, work, server string, n, letters int, stder
 	return out, nil
 }
 
+// timeHook runs `hook` on a PostToolUse event under env and times the
+// process from its start to its exit.
+func timeHook(ctx context.Context, bin string, env []string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, bin, "hook")
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(`{"hook_event_name":"PostToolUse","session_id":"s"}`)
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("hook on PostToolUse: %w", err)
+	}
+	return time.Since(start), nil
+}
+
 // hook prints phase h against its targets.
 func (r *report) hook(f hookFigure, letters int) {
 	a50, a99, s50 := f.attention.pct(0.50), f.attention.pct(0.99), f.startup.pct(0.50)
@@ -282,6 +342,13 @@ func (r *report) hook(f hookFigure, letters int) {
 	r.printf("   a cursor move (POST inbox/read) p50 %s against a send's p50 %s, 1 client (target: no more than a send) %s\n",
 		ms(c50), ms(sd50), passMiss(c50 <= sd50))
 	full, empty := f.memberFull.pct(0.50), f.memberEmpty.pct(0.50)
-	r.printf("   GET team with a member of %d letters (unread counted) p50 %s against empty inboxes p50 %s: %.2fx (target <= 1.2x) %s\n\n",
+	r.printf("   GET team with a member of %d letters (unread counted) p50 %s against empty inboxes p50 %s: %.2fx (target <= 1.2x) %s\n",
 		letters, ms(full), ms(empty), ratio(full, empty), passMiss(ratio(full, empty) <= 1.2))
+	r.printf("   a whole hook run on PostToolUse with one unread letter, over %d runs: p50 %s, p99 %s\n", len(f.healthy), ms(f.healthy.pct(0.50)), ms(f.healthy.pct(0.99)))
+	if len(f.stalled) > 0 {
+		worst := f.stalled.pct(1)
+		r.printf("   a whole hook run against a server that accepts and never answers, over %d runs: p50 %s, max %s (target <= 2 s) %s\n",
+			len(f.stalled), ms(f.stalled.pct(0.50)), ms(worst), passMiss(worst <= 2*time.Second+100*time.Millisecond))
+	}
+	r.printf("\n")
 }

@@ -64,40 +64,26 @@ func printJSON(w io.Writer, v any) error {
 	return err
 }
 
-// runTeam is `mailroom team create NAME ...` and `mailroom team show NAME`.
-func runTeam(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	const usage = "usage: team create NAME [--member NAME:ROLE]... [--workspace] [--model PROVIDER:NAME] [--json] | team show NAME"
-	if len(args) < 2 {
-		return cliError("team: %s", usage)
+// oneName checks a command's single positional argument.
+func oneName(cmd, what string, args []string) (string, error) {
+	if len(args) != 1 {
+		return "", cliError("%s: want one argument, the %s (mailroom %s -h)", cmd, what, cmd)
 	}
-	verb, name := args[0], args[1]
-	c, err := dialAdmin(getenv)
-	if err != nil {
-		return err
-	}
-	switch verb {
-	case "show":
-		if len(args) != 2 {
-			return cliError("team: %s", usage)
-		}
-		res, err := c.GetTeamWithResponse(ctx, name)
+	return args[0], nil
+}
+
+// defineTeamCreate is `mailroom team create NAME [--member NAME:ROLE]...
+// [--workspace] [--model PROVIDER:NAME] [--json]`.
+func defineTeamCreate(fs *flag.FlagSet, in *invocation) runFunc {
+	var members memberFlags
+	fs.Var(&members, "member", "a member, `NAME:ROLE` (repeated)")
+	workspace := fs.Bool("workspace", false, "give the team a workspace")
+	model := fs.String("model", "", "the team's `model`, PROVIDER:NAME")
+	asJSON := fs.Bool("json", false, "print the REST answer as JSON")
+	return func(ctx context.Context, args []string) error {
+		name, err := oneName("team create", "team's name", args)
 		if err != nil {
-			return fmt.Errorf("team show: %w", err)
-		}
-		if res.JSON200 == nil {
-			return apiError("team show", res.StatusCode(), res.Body)
-		}
-		return printJSON(stdout, res.JSON200)
-	case "create":
-		fs := flag.NewFlagSet("team create", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		var members memberFlags
-		fs.Var(&members, "member", "a member, NAME:ROLE (repeated)")
-		workspace := fs.Bool("workspace", false, "give the team a workspace")
-		model := fs.String("model", "", "the team's model, PROVIDER:NAME")
-		asJSON := fs.Bool("json", false, "print the REST answer as JSON")
-		if err := fs.Parse(args[2:]); err != nil || fs.NArg() > 0 {
-			return cliError("team create: %s", usage)
+			return err
 		}
 		body := client.TeamCreate{Name: name}
 		if len(members) > 0 {
@@ -113,6 +99,10 @@ func runTeam(ctx context.Context, args []string, getenv func(string) string, std
 			}
 			body.Model = &client.ModelSettings{Provider: client.ModelSettingsProvider(provider), Name: &mname}
 		}
+		c, err := dialAdmin(in.getenv)
+		if err != nil {
+			return err
+		}
 		res, err := c.CreateTeamWithResponse(ctx, body)
 		if err != nil {
 			return fmt.Errorf("team create: %w", err)
@@ -121,74 +111,223 @@ func runTeam(ctx context.Context, args []string, getenv func(string) string, std
 			return apiError("team create", res.StatusCode(), res.Body)
 		}
 		if *asJSON {
-			return printJSON(stdout, res.JSON201)
+			return printJSON(in.stdout, res.JSON201)
 		}
 		for _, m := range res.JSON201.Members {
-			if _, err := fmt.Fprintf(stdout, "%s %s\n", m.Name, m.Token); err != nil {
+			if _, err := fmt.Fprintf(in.stdout, "%s %s\n", m.Name, m.Token); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return cliError("team: %s", usage)
 }
 
-// runPermission is `mailroom permission list TEAM` and `allow|deny TEAM ID`.
-func runPermission(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	const usage = "usage: permission list TEAM | permission allow TEAM ID | permission deny TEAM ID"
-	if len(args) < 2 {
-		return cliError("permission: %s", usage)
-	}
-	c, err := dialAdmin(getenv)
-	if err != nil {
+// defineTeamList is `mailroom team list [--json]`.
+func defineTeamList(fs *flag.FlagSet, in *invocation) runFunc {
+	asJSON := fs.Bool("json", false, "print the REST answer as JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return cliError("team list: unexpected argument %q", args[0])
+		}
+		c, err := dialAdmin(in.getenv)
+		if err != nil {
+			return err
+		}
+		res, err := c.ListTeamsWithResponse(ctx)
+		if err != nil {
+			return fmt.Errorf("team list: %w", err)
+		}
+		if res.JSON200 == nil {
+			return apiError("team list", res.StatusCode(), res.Body)
+		}
+		if *asJSON {
+			return printJSON(in.stdout, res.JSON200)
+		}
+		if len(res.JSON200.Teams) == 0 {
+			_, err := fmt.Fprintln(in.stdout, "No teams.")
+			return err
+		}
+		var b strings.Builder
+		for _, t := range res.JSON200.Teams {
+			fmt.Fprintf(&b, "%-24s %3d members  created %s\n", escapeControls(t.Name), t.Members, t.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"))
+		}
+		_, err = io.WriteString(in.stdout, b.String())
 		return err
 	}
-	switch {
-	case args[0] == "list" && len(args) == 2:
-		res, err := c.ListPermissionsWithResponse(ctx, args[1])
+}
+
+// defineTeamShow is `mailroom team show NAME [--json]`.
+func defineTeamShow(fs *flag.FlagSet, in *invocation) runFunc {
+	asJSON := fs.Bool("json", false, "print the team's document (the REST answer) as JSON")
+	return func(ctx context.Context, args []string) error {
+		name, err := oneName("team show", "team's name", args)
+		if err != nil {
+			return err
+		}
+		c, err := dialAdmin(in.getenv)
+		if err != nil {
+			return err
+		}
+		res, err := c.GetTeamWithResponse(ctx, name)
+		if err != nil {
+			return fmt.Errorf("team show: %w", err)
+		}
+		if res.JSON200 == nil {
+			return apiError("team show", res.StatusCode(), res.Body)
+		}
+		if *asJSON {
+			return printJSON(in.stdout, res.JSON200)
+		}
+		_, err = io.WriteString(in.stdout, teamSummary(res.JSON200))
+		return err
+	}
+}
+
+// teamSummary is a team's document for a person: what it is, its
+// members one line each, its requests. Text a member wrote (roles, the
+// purpose, payloads) has its control characters escaped.
+func teamSummary(t *client.Team) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Team %s, created %s\n", escapeControls(t.Name), t.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"))
+	if t.Purpose != "" {
+		fmt.Fprintf(&b, "Purpose: %s\n", oneLine(escapeControls(t.Purpose)))
+	}
+	model := string(t.Model.Provider)
+	if t.Model.Name != nil {
+		model += ":" + *t.Model.Name
+	}
+	ws := "no"
+	if t.Workspace {
+		ws = "yes"
+	}
+	fmt.Fprintf(&b, "Model: %s; workspace: %s; host permission: %s\n", model, ws, t.HostPermission)
+	fmt.Fprintf(&b, "Tokens spent: %d in, %d out (limit %d); turns limit %d per member\n", t.Usage.InputTokens, t.Usage.OutputTokens, t.Limits.ModelTokens, t.Limits.Turns)
+	if t.Damaged {
+		b.WriteString("Damaged: its stored state failed validation at start; it is served read-only.\n")
+	}
+	fmt.Fprintf(&b, "\nMembers (%d):\n", len(t.Members))
+	for _, m := range t.Members {
+		wake := ""
+		switch {
+		case m.WakeHeld:
+			wake = ", wake held"
+		case m.Wake:
+			wake = ", woken on mail"
+		}
+		if m.McpSessions > 0 {
+			wake += fmt.Sprintf(", %d MCP sessions", m.McpSessions)
+		}
+		fmt.Fprintf(&b, "  %-12s %-10s inbox %d (%d unread), %d turns%s  %s\n", m.Name, m.Status, m.InboxLength, m.Unread, m.Turns, wake, oneLine(escapeControls(m.Role)))
+	}
+	if len(t.Requests) > 0 {
+		fmt.Fprintf(&b, "\nRequests (%d):\n", len(t.Requests))
+		for _, r := range t.Requests {
+			fmt.Fprintf(&b, "  %-10s %-8s %s -> %s, %s\n", r.RequestID, r.Kind, r.Sender, r.Target, r.Status)
+		}
+	}
+	return b.String()
+}
+
+// defineTeamDelete is `mailroom team delete NAME`.
+func defineTeamDelete(fs *flag.FlagSet, in *invocation) runFunc {
+	return func(ctx context.Context, args []string) error {
+		name, err := oneName("team delete", "team's name", args)
+		if err != nil {
+			return err
+		}
+		c, err := dialAdmin(in.getenv)
+		if err != nil {
+			return err
+		}
+		res, err := c.DeleteTeamWithResponse(ctx, name)
+		if err != nil {
+			return fmt.Errorf("team delete: %w", err)
+		}
+		if res.StatusCode() != http.StatusNoContent {
+			return apiError("team delete", res.StatusCode(), res.Body)
+		}
+		_, err = fmt.Fprintf(in.stdout, "Deleted team %s.\n", name)
+		return err
+	}
+}
+
+// definePermissionList is `mailroom permission list TEAM`.
+func definePermissionList(fs *flag.FlagSet, in *invocation) runFunc {
+	return func(ctx context.Context, args []string) error {
+		team, err := oneName("permission list", "team's name", args)
+		if err != nil {
+			return err
+		}
+		c, err := dialAdmin(in.getenv)
+		if err != nil {
+			return err
+		}
+		res, err := c.ListPermissionsWithResponse(ctx, team)
 		if err != nil {
 			return fmt.Errorf("permission list: %w", err)
 		}
 		if res.JSON200 == nil {
 			return apiError("permission list", res.StatusCode(), res.Body)
 		}
-		return printJSON(stdout, res.JSON200)
-	case (args[0] == "allow" || args[0] == "deny") && len(args) == 3:
-		res, err := c.DecidePermissionWithResponse(ctx, args[1], args[2], client.PermissionDecision{Allow: args[0] == "allow"})
-		if err != nil {
-			return fmt.Errorf("permission %s: %w", args[0], err)
-		}
-		if res.JSON200 == nil {
-			return apiError("permission "+args[0], res.StatusCode(), res.Body)
-		}
-		return printJSON(stdout, res.JSON200)
+		return printJSON(in.stdout, res.JSON200)
 	}
-	return cliError("permission: %s", usage)
 }
 
-// runMCPConfig is `mailroom mcp-config --team T --member M [--host H]`:
-// the configuration block (or command) that connects host's agent to
-// Mailroom's MCP endpoint as the member whose token is MAILROOM_TOKEN.
-func runMCPConfig(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("mcp-config", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	team := fs.String("team", "", "the member's team")
-	member := fs.String("member", "", "the member")
-	host := fs.String("host", "claude", "claude, codex, cursor or vscode")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *team == "" || *member == "" {
-		return cliError("mcp-config: usage: mcp-config --team TEAM --member MEMBER [--host claude|codex|cursor|vscode]")
+// definePermissionDecide is `mailroom permission allow|deny TEAM ID`.
+func definePermissionDecide(allow bool) func(fs *flag.FlagSet, in *invocation) runFunc {
+	verb := "deny"
+	if allow {
+		verb = "allow"
 	}
+	return func(fs *flag.FlagSet, in *invocation) runFunc {
+		return func(ctx context.Context, args []string) error {
+			if len(args) != 2 {
+				return cliError("permission %s: want two arguments, TEAM and the permission's ID (mailroom permission %s -h)", verb, verb)
+			}
+			c, err := dialAdmin(in.getenv)
+			if err != nil {
+				return err
+			}
+			res, err := c.DecidePermissionWithResponse(ctx, args[0], args[1], client.PermissionDecision{Allow: allow})
+			if err != nil {
+				return fmt.Errorf("permission %s: %w", verb, err)
+			}
+			if res.JSON200 == nil {
+				return apiError("permission "+verb, res.StatusCode(), res.Body)
+			}
+			return printJSON(in.stdout, res.JSON200)
+		}
+	}
+}
+
+// defineMCPConfig is `mailroom mcp-config --team T --member M [--host H]`.
+func defineMCPConfig(fs *flag.FlagSet, in *invocation) runFunc {
+	team := fs.String("team", "", "the member's `team`")
+	member := fs.String("member", "", "the `member`")
+	host := fs.String("host", "claude", "the coding agent: claude, codex, cursor or vscode")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 || *team == "" || *member == "" {
+			return cliError("mcp-config: usage: mcp-config --team TEAM --member MEMBER [--host claude|codex|cursor|vscode]")
+		}
+		return runMCPConfig(ctx, in.getenv, in.stdout, *team, *member, *host)
+	}
+}
+
+// runMCPConfig prints the configuration block (or command) that connects
+// host's agent to Mailroom's MCP endpoint as the member whose token is
+// MAILROOM_TOKEN.
+func runMCPConfig(ctx context.Context, getenv func(string) string, stdout io.Writer, team, member, host string) error {
 	mc, err := dialMember(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	if mc.team != *team || mc.member != *member {
-		return cliError("mcp-config: MAILROOM_TOKEN is %s of team %s, not %s of team %s", mc.member, mc.team, *member, *team)
+	if mc.team != team || mc.member != member {
+		return cliError("mcp-config: MAILROOM_TOKEN is %s of team %s, not %s of team %s", mc.member, mc.team, member, team)
 	}
 	url := strings.TrimRight(getenv("MAILROOM_URL"), "/") + "/mcp"
 	token := getenv("MAILROOM_TOKEN")
 	var out string
-	switch *host {
+	switch host {
 	case "claude":
 		out = fmt.Sprintf("claude mcp add --transport http mailroom %s --header \"Authorization: Bearer %s\"\n", url, token)
 	case "codex":
@@ -202,7 +341,7 @@ func runMCPConfig(ctx context.Context, args []string, getenv func(string) string
 			"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer " + token}}}}, "", "  ")
 		out = "// .vscode/mcp.json\n" + string(b) + "\n"
 	default:
-		return cliError("mcp-config: --host %q: want claude, codex, cursor or vscode", *host)
+		return cliError("mcp-config: --host %q: want claude, codex, cursor or vscode", host)
 	}
 	_, err = io.WriteString(stdout, out)
 	return err

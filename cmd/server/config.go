@@ -60,8 +60,25 @@ const (
 // parseConfig reads the serve flags from args, falling back to the
 // environment and then to the defaults, and validates the result.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	fs, build := serveFlags(getenv)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, err
+		}
+		return config{}, usageErrorf("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return config{}, usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	return build()
+}
+
+// serveFlags is the server's flag set, its defaults taken from getenv,
+// and what makes the configuration of it once parsed. `mailroom -h`
+// lists it under an empty environment.
+func serveFlags(getenv func(string) string) (*flag.FlagSet, func() (config, error)) {
 	fs := flag.NewFlagSet("mailroom", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	addr := fs.String("addr", envOr(getenv, "MAILROOM_ADDR", defaultAddr), "listen address `host:port` (env MAILROOM_ADDR)")
 	dataDir := fs.String("data", envOr(getenv, "MAILROOM_DATA", defaultDataDir), "data `directory` (env MAILROOM_DATA)")
 	token := fs.String("admin-token", getenv("MAILROOM_ADMIN_TOKEN"), "admin `token` (env MAILROOM_ADMIN_TOKEN; default: generated once and kept in <data>/admin.token)")
@@ -77,46 +94,34 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	lease := fs.Duration("lease", envLease, "how long a running turn's or scenario run's `lease` holds without renewal (renewed every third of it); a turn of a replica that died keeps its member busy on the others this long, and its run in progress; 0 means 30s (env MAILROOM_LEASE)")
 	sandbox := fs.String("sandbox", envOr(getenv, "MAILROOM_SANDBOX", string(workspace.ModeOn)), "run_main's sandbox: on (Landlock, namespaces, limits; without Landlock run_main answers sandbox_unavailable) or off (programs run unconfined as the server's user) (env MAILROOM_SANDBOX)")
 	level := fs.String("log-level", envOr(getenv, "MAILROOM_LOG_LEVEL", "info"), "log `level`: debug, info, warn or error (env MAILROOM_LOG_LEVEL)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: mailroom [flags]\n       mailroom healthcheck [--addr host:port]\n       mailroom scenario agent-teams|team-protocols [flags]\n       mailroom import --data DIR --database-url URL\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return config{}, err
+	return fs, func() (config, error) {
+		if envTeamsErr != nil {
+			return config{}, usageErrorf("%v", envTeamsErr)
 		}
-		// The flag package has already printed the problem and the usage.
-		return config{}, usageErrorf("%v", err)
+		if envLeaseErr != nil {
+			return config{}, usageErrorf("%v", envLeaseErr)
+		}
+		if envRunningErr != nil {
+			return config{}, usageErrorf("%v", envRunningErr)
+		}
+		cfg := config{addr: *addr, dataDir: *dataDir, adminToken: *token, maxTeams: *maxTeams, workspaces: *workspaces,
+			store: *store, databaseURL: *databaseURL, lease: *lease, maxRunningTurns: *maxRunning}
+		m, err := agent.ParseModel(*model)
+		if err != nil {
+			return config{}, usageErrorf("model %q: %v", *model, err)
+		}
+		cfg.model = m
+		if cfg.sandbox, err = workspace.ParseMode(*sandbox); err != nil {
+			return config{}, usageErrorf("%v", err)
+		}
+		if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {
+			return config{}, usageErrorf("log level %q: want debug, info, warn or error", *level)
+		}
+		if err := cfg.validate(); err != nil {
+			return config{}, usageErrorf("%v", err)
+		}
+		return cfg, nil
 	}
-	if fs.NArg() > 0 {
-		return config{}, usageErrorf("unexpected argument %q", fs.Arg(0))
-	}
-	if envTeamsErr != nil {
-		return config{}, usageErrorf("%v", envTeamsErr)
-	}
-	if envLeaseErr != nil {
-		return config{}, usageErrorf("%v", envLeaseErr)
-	}
-	if envRunningErr != nil {
-		return config{}, usageErrorf("%v", envRunningErr)
-	}
-	cfg := config{addr: *addr, dataDir: *dataDir, adminToken: *token, maxTeams: *maxTeams, workspaces: *workspaces,
-		store: *store, databaseURL: *databaseURL, lease: *lease, maxRunningTurns: *maxRunning}
-	m, err := agent.ParseModel(*model)
-	if err != nil {
-		return config{}, usageErrorf("model %q: %v", *model, err)
-	}
-	cfg.model = m
-	if cfg.sandbox, err = workspace.ParseMode(*sandbox); err != nil {
-		return config{}, usageErrorf("%v", err)
-	}
-	if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {
-		return config{}, usageErrorf("log level %q: want debug, info, warn or error", *level)
-	}
-	if err := cfg.validate(); err != nil {
-		return config{}, usageErrorf("%v", err)
-	}
-	return cfg, nil
 }
 
 // validate rejects a configuration the server could only fail with later.

@@ -12,25 +12,25 @@ import (
 // healthcheckTimeout bounds one probe; container runtimes call it often.
 const healthcheckTimeout = 3 * time.Second
 
-// runHealthcheck asks a running server for GET /healthz and fails unless it
-// answers 2xx. It exists because the container image has no curl or wget.
-func runHealthcheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("mailroom healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", envOr(getenv, "MAILROOM_ADDR", defaultAddr), "address `host:port` of the server to probe (env MAILROOM_ADDR)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
+// defineHealthcheck is `mailroom healthcheck [--addr A]`: it asks a
+// running server for GET /healthz and fails unless it answers 2xx. It
+// exists because the container image has no curl or wget.
+func defineHealthcheck(fs *flag.FlagSet, in *invocation) runFunc {
+	addr := fs.String("addr", envOr(in.getenv, "MAILROOM_ADDR", defaultAddr), "address `host:port` of the server to probe (env MAILROOM_ADDR)")
+	return func(ctx context.Context, args []string) error {
+		return runHealthcheck(ctx, *addr, args, in.stdout)
+	}
+}
+
+// runHealthcheck probes the server at addr.
+func runHealthcheck(ctx context.Context, addr string, args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return usageErrorf("healthcheck: unexpected argument %q", args[0])
+	}
+	if err := validateAddr(addr); err != nil {
 		return usageErrorf("healthcheck: %v", err)
 	}
-	if fs.NArg() > 0 {
-		return usageErrorf("healthcheck: unexpected argument %q", fs.Arg(0))
-	}
-	if err := validateAddr(*addr); err != nil {
-		return usageErrorf("healthcheck: %v", err)
-	}
-	url := "http://" + dialAddr(*addr) + "/healthz"
+	url := "http://" + dialAddr(addr) + "/healthz"
 
 	ctx, cancel := context.WithTimeout(ctx, healthcheckTimeout)
 	defer cancel()

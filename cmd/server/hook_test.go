@@ -34,7 +34,7 @@ func TestRenderLettersBounds(t *testing.T) {
 	})
 	t.Run("FirstLetterCut", func(t *testing.T) {
 		text, shown := renderLetters([]client.Message{letter(1, 60000), letter(2, 10)}, hookMaxLetters, hookMaxBytes)
-		if n := outputLen(text); shown != 1 || n > hookMaxBytes || n < hookMaxBytes/2 || !strings.HasPrefix(text, "Mail from lead (reader-1): ") || !strings.Contains(text, "…") {
+		if n := outputLen(text); shown != 1 || n > hookMaxBytes || n < hookMaxBytes/2 || !strings.HasPrefix(text, letterPreamble+"\n\nMail from lead (reader-1): ") || !strings.Contains(text, "…") {
 			t.Fatalf("shown %d, output %d bytes; want the first letter alone, cut to fit %d bytes", shown, n, hookMaxBytes)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -24,33 +25,35 @@ func cliError(format string, args ...any) error {
 	return fmt.Errorf(format, args...)
 }
 
-// runInbox is `mailroom inbox [--unread] [--mark-read] [--wait N] [--json]`.
-func runInbox(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("inbox", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+// defineInbox is `mailroom inbox [--unread] [--mark-read] [--wait N] [--json]`.
+func defineInbox(fs *flag.FlagSet, in *invocation) runFunc {
 	unread := fs.Bool("unread", false, "only the letters after the read cursor")
 	markRead := fs.Bool("mark-read", false, "mark the letters shown read")
-	wait := fs.Int("wait", 0, "seconds (0–600) to wait for a letter when there is none")
+	wait := fs.Int("wait", 0, "`seconds` (0–600) to wait for a letter when there is none")
 	asJSON := fs.Bool("json", false, "print the REST answer as JSON")
-	if err := fs.Parse(args); err != nil {
-		return cliError("inbox: %v (usage: inbox [--unread] [--mark-read] [--wait SECONDS] [--json])", err)
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 || *wait < 0 || *wait > hookMaxWait {
+			return cliError("inbox: usage: inbox [--unread] [--mark-read] [--wait SECONDS (0 to %d)] [--json]", hookMaxWait)
+		}
+		return runInbox(ctx, in.getenv, in.stdout, *unread, *markRead, *wait, *asJSON)
 	}
-	if fs.NArg() > 0 || *wait < 0 || *wait > hookMaxWait {
-		return cliError("inbox: usage: inbox [--unread] [--mark-read] [--wait SECONDS (0 to %d)] [--json]", hookMaxWait)
-	}
+}
+
+// runInbox prints the member's letters.
+func runInbox(ctx context.Context, getenv func(string) string, stdout io.Writer, unread, markRead bool, wait int, asJSON bool) error {
 	mc, err := dialMember(ctx, getenv)
 	if err != nil {
 		return err
 	}
 	read := mc.all
-	if *unread {
+	if unread {
 		read = mc.unread
 	}
 	letters, err := read(ctx, 0)
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(time.Duration(*wait) * time.Second)
+	deadline := time.Now().Add(time.Duration(wait) * time.Second)
 	for len(letters) == 0 {
 		left := int(time.Until(deadline).Round(time.Second) / time.Second)
 		if left <= 0 {
@@ -60,12 +63,12 @@ func runInbox(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-	if *markRead && len(letters) > 0 {
+	if markRead && len(letters) > 0 {
 		if err := mc.markRead(ctx, letters[len(letters)-1].ID); err != nil {
 			return err
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		if letters == nil {
 			letters = []client.Message{}
 		}
@@ -80,16 +83,9 @@ func runInbox(ctx context.Context, args []string, getenv func(string) string, st
 		_, err := fmt.Fprintln(stdout, "No letters.")
 		return err
 	}
-	for i, l := range letters {
-		sep := "\n\n"
-		if i == len(letters)-1 {
-			sep = "\n"
-		}
-		if _, err := fmt.Fprint(stdout, letterParagraph(l), sep); err != nil {
-			return err
-		}
-	}
-	return nil
+	text, _ := renderLetters(letters, len(letters), math.MaxInt)
+	_, err = fmt.Fprintln(stdout, text)
+	return err
 }
 
 // all returns every letter of the member's inbox; with wait, a read that
@@ -102,25 +98,48 @@ func (m *memberClient) all(ctx context.Context, wait int) ([]client.Message, err
 	return m.inbox(ctx, &client.GetInboxParams{Wait: &wait}, wait)
 }
 
-// runSend is `mailroom send --to NAME BODY`.
-func runSend(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("send", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	to := fs.String("to", "", "the recipient's member name")
-	if err := fs.Parse(args); err != nil {
-		return cliError("send: %v (usage: send --to NAME BODY)", err)
+// sendMaxInput bounds a body read from standard input (`send NAME -`);
+// the team's body_chars bounds what the server takes.
+const sendMaxInput = 8 << 20
+
+// defineSend is `mailroom send [--to] NAME BODY|-`: the recipient is --to
+// or the first argument; the body is the other arguments, or standard
+// input when it is "-".
+func defineSend(fs *flag.FlagSet, in *invocation) runFunc {
+	to := fs.String("to", "", "the recipient's member `name` (or the first argument)")
+	return func(ctx context.Context, args []string) error {
+		const usage = "send: usage: send NAME BODY (or BODY - to read standard input; --to NAME also names the recipient)"
+		recipient := *to
+		if recipient == "" && len(args) > 0 {
+			recipient, args = args[0], args[1:]
+		}
+		if recipient == "" || len(args) == 0 {
+			return cliError("%s", usage)
+		}
+		body := strings.Join(args, " ")
+		if len(args) == 1 && args[0] == "-" {
+			data, err := io.ReadAll(io.LimitReader(in.stdin, sendMaxInput+1))
+			if err != nil {
+				return cliError("send: read the body from standard input: %v", err)
+			}
+			if len(data) > sendMaxInput {
+				return cliError("send: the body on standard input is over %d MiB", sendMaxInput>>20)
+			}
+			body = string(data)
+		}
+		return runSend(ctx, in.getenv, in.stdout, recipient, body)
 	}
-	if *to == "" || fs.NArg() == 0 {
-		return cliError("send: usage: send --to NAME BODY")
-	}
-	body := strings.Join(fs.Args(), " ")
+}
+
+// runSend sends body to recipient and prints the letter's id.
+func runSend(ctx context.Context, getenv func(string) string, stdout io.Writer, to, body string) error {
 	mc, err := dialMember(ctx, getenv)
 	if err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, hookRequestTimeout)
 	defer cancel()
-	res, err := mc.c.SendMessageWithResponse(rctx, mc.team, &client.SendMessageParams{}, client.SendMessageJSONRequestBody{To: *to, Body: body})
+	res, err := mc.c.SendMessageWithResponse(rctx, mc.team, &client.SendMessageParams{}, client.SendMessageJSONRequestBody{To: to, Body: body})
 	if err != nil {
 		return fmt.Errorf("send: %w", err)
 	}

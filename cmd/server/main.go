@@ -4,21 +4,14 @@
 //
 // Usage:
 //
-//	server [flags]                 serve (the default)
-//	server healthcheck [--addr A]  exit 0 when a server at A answers /healthz
-//	server scenario NAME [flags]   run a lesson scenario and print its result
-//	server import --data DIR --database-url URL
-//	                               copy a file-store data directory into an
-//	                               empty PostgreSQL database
-//	server hook [--wait N]         a Claude Code hook: unread mail for the
-//	                               event on stdin (docs/hooks.md)
-//	server inbox [--unread] [--mark-read] [--wait N] [--json]
-//	server send --to NAME BODY     a member's mail from a shell
-//	                               (MAILROOM_URL, MAILROOM_TOKEN)
-//	server team create|show, permission list|allow|deny, mcp-config
-//	                               the common admin acts (MAILROOM_URL,
-//	                               MAILROOM_ADMIN_TOKEN)
-//	server --version               the module version and commit
+//	server [flags]             serve (the default)
+//	server COMMAND [ARGS]      a subcommand: the hook, the mail and admin
+//	                           commands, healthcheck, scenario, import
+//	server help [COMMAND]      every command with a line each, or one
+//	                           command's usage, flags, environment, example
+//	server --version           the module version and commit
+//
+// The subcommands are the table in commands.go.
 //
 // Every serve flag has an environment variable (MAILROOM_ADDR, MAILROOM_DATA,
 // MAILROOM_ADMIN_TOKEN, MAILROOM_LOG_LEVEL, MAILROOM_MAX_TEAMS,
@@ -60,7 +53,8 @@ const (
 	exitBusy   = 3
 )
 
-// report prints err for a person and returns the process exit code:
+// report prints err for a person, on one line, and returns the process
+// exit code:
 // 0 on success or -h, 2 on a usage error, 3 when the data directory is held
 // by a server, 1 on any other failure.
 func report(err error, stderr io.Writer) int {
@@ -68,14 +62,13 @@ func report(err error, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, new(*usageError)):
-		fmt.Fprintf(stderr, "mailroom: %v\n", err)
-		fmt.Fprintf(stderr, "Run with -h for the list of flags.\n")
+		fmt.Fprintf(stderr, "mailroom: %s\n", oneLine(err.Error()))
 		return exitUsage
 	case errors.As(err, new(*busyError)):
-		fmt.Fprintf(stderr, "mailroom: %v\n", err)
+		fmt.Fprintf(stderr, "mailroom: %s\n", oneLine(err.Error()))
 		return exitBusy
 	default:
-		fmt.Fprintf(stderr, "mailroom: %v\n", err)
+		fmt.Fprintf(stderr, "mailroom: %s\n", oneLine(err.Error()))
 		return exitFailed
 	}
 }
@@ -100,29 +93,12 @@ func usageErrorf(format string, args ...any) error {
 // so tests can drive it. args excludes the program name. It returns when ctx
 // is cancelled (after a clean shutdown) or on the first error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	in := &invocation{getenv: getenv, stdin: os.Stdin, stdout: stdout, stderr: stderr}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		switch args[0] {
-		case "healthcheck":
-			return runHealthcheck(ctx, args[1:], getenv, stdout, stderr)
-		case "scenario":
-			return runScenario(ctx, args[1:], getenv, stdout, stderr)
-		case "import":
-			return runImport(ctx, args[1:], getenv, stdout, stderr)
-		case "hook":
-			return runHook(ctx, args[1:], getenv, os.Stdin, stdout, stderr) // hook.go
-		case "inbox":
-			return runInbox(ctx, args[1:], getenv, stdout) // mailcli.go
-		case "send":
-			return runSend(ctx, args[1:], getenv, stdout)
-		case "team":
-			return runTeam(ctx, args[1:], getenv, stdout) // admincli.go
-		case "permission":
-			return runPermission(ctx, args[1:], getenv, stdout)
-		case "mcp-config":
-			return runMCPConfig(ctx, args[1:], getenv, stdout)
-		default:
-			return usageErrorf("unknown command %q; the commands are healthcheck, scenario, import, hook, inbox, send, team, permission and mcp-config, and no command serves", args[0])
+		if ok, err := runCommand(ctx, args, in); ok { // commands.go
+			return err
 		}
+		return usageErrorf("unknown command %q; mailroom help lists the commands, and no command serves", args[0])
 	}
 	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
 		_, err := fmt.Fprintln(stdout, version())
@@ -130,6 +106,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return printOverview(stdout)
+		}
+		if errors.As(err, new(*usageError)) {
+			return usageErrorf("%v; mailroom -h lists the flags", err)
+		}
 		return err
 	}
 	return serve(ctx, cfg, stdout, stderr)

@@ -416,7 +416,6 @@ func TestCommandLineErrors(t *testing.T) {
 		{"BadAddr", []string{"--addr", "nonsense"}, nil, 2, "nonsense"},
 		{"BadLogLevel", nil, []string{"MAILROOM_LOG_LEVEL=loud"}, 2, "loud"},
 		{"ShortToken", []string{"--admin-token", "short"}, nil, 2, "at least 16"},
-		{"Help", []string{"-h"}, nil, 0, "--addr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
