@@ -27,9 +27,11 @@ func (s *Service) TeamRoom(ctx context.Context, n int) error {
 
 // DeleteTeam removes a team with its inboxes and its member tokens,
 // durably from the store; the name is free again afterwards. A damaged
-// team may be deleted too. While a turn of one of its members is running
-// (its lease is live) it is refused with member_unavailable, since the
-// turn would commit into a team that no longer exists.
+// team may be deleted too. Deletion always wins (deletion.go): no turn of
+// the team starts here from now on, its pending wakes are dropped, and its
+// running turns are cancelled (they end cancelled) and waited for, at
+// most DeleteTurnWait, before the team is removed; other replicas cancel
+// theirs when the deletion is announced.
 //
 // release, when not nil, removes what belongs to the team outside the
 // store (a scenario run's document and workspace). It is called once
@@ -41,17 +43,16 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 	if err := CheckAdmin(ctx); err != nil {
 		return err
 	}
-	err := s.view(ctx, name, false, func(u *unit) error {
-		for i := range u.st.Members {
-			if s.busy(name, &u.st.Members[i], u.now) {
-				return Errorf(CodeMemberUnavailable, "A turn is running on this team; delete it when the turn is over.")
-			}
-		}
+	var inc string
+	if err := s.view(ctx, name, false, func(u *unit) error {
+		inc = teamIncarnation(u.st)
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
+	end := s.beginDeletion(name)
+	defer end()
+	waitTurns(ctx, s.endTeamWork(name, inc), DeleteTurnWait)
 	if release != nil {
 		if err := release(); err != nil {
 			return err
@@ -62,7 +63,7 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 	}
 	// Every connection tied to the team ends now, on every replica,
 	// before a team of the same name can be created (teamlife.go).
-	s.publish([]Event{{Type: EventTeamDeleted, Team: name}})
+	s.publish([]Event{{Type: EventTeamDeleted, Team: name, Data: inc}})
 	s.log.InfoContext(ctx, "team deleted", "team", name)
 	return nil
 }

@@ -297,6 +297,9 @@ type MemberState struct {
 	// Usage is every model token this member's turns spent, failed and
 	// cancelled turns included: the tokens were billed all the same.
 	Usage Usage `json:"usage"`
+	// ModelRequests counts the model requests this member's turns made,
+	// what limits.model_requests bounds for the team.
+	ModelRequests int `json:"model_requests,omitempty"`
 	// Lease is the member's running turn, nil when none runs.
 	Lease *Lease `json:"lease,omitempty"`
 	// Model is the member's own model, which wins over the team's; nil

@@ -36,6 +36,10 @@ type Limits struct {
 	// its end goes into the same turn. It also separates the end of a
 	// member's turn from its next woken turn.
 	WakeDelayMS int `json:"wake_delay_ms"`
+	// ModelRequests bounds the model requests the team's turns may make
+	// in all: a budget that holds whatever a provider reports of usage
+	// (docs/api.md, "A budget that holds without usage").
+	ModelRequests int `json:"model_requests"`
 }
 
 // Defaults of the limits the lessons do not name.
@@ -44,6 +48,7 @@ const (
 	DefaultPermissionTimeoutS = 300
 	DefaultToolCalls          = 32
 	DefaultWakeDelayMS        = 250
+	DefaultModelRequests      = 2000
 	// MaxWakeDelayMS bounds limits.wake_delay_ms.
 	MaxWakeDelayMS = 60000
 )
@@ -79,6 +84,7 @@ func DefaultLimits() Limits {
 		Tasks:              DefaultTaskLimit,
 		ToolCalls:          DefaultToolCalls,
 		WakeDelayMS:        DefaultWakeDelayMS,
+		ModelRequests:      DefaultModelRequests,
 	}
 }
 

@@ -225,6 +225,11 @@ type wakeEntry struct {
 	later time.Time
 	timer stopper
 	index int
+	// inc is the incarnation of the team the member was found wakeable
+	// in: the woken turn is claimed only on that one (deletion.go). gone
+	// is set when that team was deleted.
+	inc  string
+	gone bool
 }
 
 // wakeQueue orders queued wakes by their first letter, oldest first.
@@ -527,11 +532,13 @@ func (s *Service) wakeCheck(e *wakeEntry) {
 	w := &s.wake
 	for {
 		var delay time.Duration
+		var inc string
 		err := s.view(context.Background(), e.key.team, true, func(u *unit) error {
 			m := u.member(e.key.member)
 			if m == nil {
 				return Errorf(CodeNotFound, "No such member.")
 			}
+			inc = teamIncarnation(u.st)
 			delay = time.Duration(u.st.Limits.WakeDelayMS) * time.Millisecond
 			_, err := u.wakeTrigger(m)
 			return err
@@ -541,6 +548,14 @@ func (s *Service) wakeCheck(e *wakeEntry) {
 			w.mu.Unlock()
 			return
 		}
+		if e.inc != "" && inc != e.inc {
+			// The team was deleted and made again since the wake began:
+			// nothing of that wake carries over to the new one.
+			delete(w.entries, e.key)
+			w.mu.Unlock()
+			return
+		}
+		e.inc = inc
 		if err != nil && e.again {
 			// Something changed while the team was read: look again.
 			e.again = false
@@ -615,14 +630,14 @@ func (s *Service) wakeRun(e *wakeEntry) {
 		w.running--
 		if w.entries[e.key] == e {
 			delete(w.entries, e.key)
-			if (ran || e.again) && w.live() {
+			if (ran || e.again) && !e.gone && w.live() {
 				// Looked at again in the same step, so that the member
 				// never seems to have no wake in progress in between.
 				since := s.now()
 				if e.again && !e.later.IsZero() {
 					since = e.later
 				}
-				next := &wakeEntry{key: e.key, opened: s.now(), since: since, state: wakeChecking, index: -1}
+				next := &wakeEntry{key: e.key, opened: s.now(), since: since, state: wakeChecking, index: -1, inc: e.inc}
 				w.entries[e.key] = next
 				go s.wakeCheck(next)
 			}
@@ -642,7 +657,7 @@ func (s *Service) wakeRun(e *wakeEntry) {
 		s.log.Warn("a member could not be woken: its turn cannot be built", "team", team, "member", member, "err", err)
 		return
 	}
-	tr, err := s.beginTurn(ctx, team, member, ref, true)
+	tr, err := s.beginTurn(ctx, team, member, ref, e.inc)
 	if err != nil {
 		if ErrorCode(err) != CodeMemberUnavailable && ErrorCode(err) != CodeNotFound && ErrorCode(err) != CodeBudgetExhausted {
 			s.log.Warn("a member could not be woken", "team", team, "member", member, "err", err)
