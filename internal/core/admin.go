@@ -75,6 +75,22 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 // neither is refused with member_unavailable. The change is committed before it
 // is announced; on a failed commit the member keeps its status.
 func (s *Service) ResetMember(ctx context.Context, teamName, member string) (MemberView, error) {
+	return s.ResetMemberWith(ctx, teamName, member, ResetOptions{})
+}
+
+// ResetOptions say what a reset does beyond ResetMember's.
+type ResetOptions struct {
+	// ClearHistory empties the member's history (its turn count kept),
+	// for a member whose history has no room left ({"history": "clear"}).
+	// The letters and tasks it had attended stay attended (its Attended
+	// lines), so that it is not shown its old mail again.
+	ClearHistory bool
+}
+
+// ResetMemberWith is ResetMember with opts; a reset that clears the
+// history is allowed whatever the member's status, unless a turn of it
+// runs (member_unavailable).
+func (s *Service) ResetMemberWith(ctx context.Context, teamName, member string, opts ResetOptions) (MemberView, error) {
 	if err := CheckAdmin(ctx); err != nil {
 		return MemberView{}, err
 	}
@@ -86,12 +102,19 @@ func (s *Service) ResetMember(ctx context.Context, teamName, member string) (Mem
 		}
 		busy := s.busy(teamName, m, u.now)
 		stuck := !busy && (m.Status == StatusStopped || m.Status == StatusFailed)
-		if !stuck && !m.WakeHeld {
+		if opts.ClearHistory {
+			if busy {
+				return Errorf(CodeMemberUnavailable, "A turn of the member is running; reset it when the turn is over.")
+			}
+			if err := u.clearHistory(m); err != nil {
+				return err
+			}
+		} else if !stuck && !m.WakeHeld {
 			return Errorf(CodeMemberUnavailable, "Only a stopped or failed member, or one whose wake is held, can be reset.")
 		}
 		// A held wake is released whatever the member's status: the
 		// admin has looked at what its last turn left.
-		m.WakeHeld = false
+		m.WakeHeld, m.WakeHeldReason = false, ""
 		if stuck {
 			m.Status = StatusIdle
 		}
@@ -100,4 +123,31 @@ func (s *Service) ResetMember(ctx context.Context, teamName, member string) (Mem
 		return nil
 	})
 	return view, err
+}
+
+// clearHistory empties m's history and keeps, as attended, the lines of
+// the letters of its inbox and the claimable tasks it had attended.
+func (u *unit) clearHistory(m *MemberState) error {
+	items, err := u.tx.LoadInbox(m.Name)
+	if err != nil {
+		return asStoreError(err)
+	}
+	tasks, err := u.tx.Tasks()
+	if err != nil {
+		return asStoreError(err)
+	}
+	present := attendedBy(m, m.History)
+	var kept []string
+	for _, l := range items {
+		if line := HistoryText(l); present[line] {
+			kept = append(kept, line)
+		}
+	}
+	for _, t := range ClaimableTasks(tasks, m.Name) {
+		if line := TaskHistoryText(t); present[line] {
+			kept = append(kept, line)
+		}
+	}
+	m.History, m.Attended = []Entry{}, kept
+	return nil
 }

@@ -544,6 +544,10 @@ func (u *unit) teamView(damaged error) TeamView {
 func (u *unit) memberView(m *MemberState) MemberView {
 	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: u.s.busy(u.st.Name, m, u.now), Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage,
 		MCPSessions: u.s.sessions.count(u.st.Name, m.Name), Wake: m.Wake, WakeHeld: m.WakeHeld}
+	if m.WakeHeld {
+		reason := m.WakeHeldReason
+		mv.WakeHeldReason = &reason
+	}
 	if m.Model != nil {
 		model := *m.Model
 		mv.Model = &model

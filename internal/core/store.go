@@ -310,6 +310,15 @@ type MemberState struct {
 	// did not end answered, until a reset or a PATCH setting wake.
 	Wake     bool `json:"wake,omitempty"`
 	WakeHeld bool `json:"wake_held,omitempty"`
+	// WakeHeldReason says why the wake is held: the status of the turn
+	// that held it, or WakeHeldHistoryFull; "" for a hold stored before
+	// reasons were.
+	WakeHeldReason string `json:"wake_held_reason,omitempty"`
+	// Attended are the [team-message] and [team-task] lines the member
+	// had attended when its history was cleared (ResetOptions): they
+	// stay attended, so that a cleared member is not shown its old mail
+	// again.
+	Attended []string `json:"attended,omitempty"`
 }
 
 // MemberModel is the model member m's turns use: its own, else the

@@ -509,6 +509,7 @@ func (s *Service) beginTurn(ctx context.Context, teamName, member string, model 
 		model.Provider = ScriptedModel().Provider
 	}
 	var tr *Turn
+	full := 0 // the history limit, when no unattended letter fits
 	err := s.update(ctx, teamName, func(u *unit) error {
 		if woken && teamIncarnation(u.st) != wokenIn {
 			return teamReplaced()
@@ -529,6 +530,18 @@ func (s *Service) beginTurn(ctx context.Context, teamName, member string, model 
 			if trigger, err = u.wakeTrigger(m); err != nil {
 				return err
 			}
+		}
+		if ok, err := u.letterFits(m); err != nil {
+			return err
+		} else if !ok {
+			// Nothing starts; the member's wake is held until the admin
+			// makes room (a reset that clears its history).
+			full = u.st.Limits.HistoryEntries
+			if m.Wake {
+				m.WakeHeld, m.WakeHeldReason = true, WakeHeldHistoryFull
+				u.emit(EventMember, u.memberView(m))
+			}
+			return nil
 		}
 		m.Status, m.Turns = StatusRunning, m.Turns+1
 		m.Lease = &Lease{Holder: s.holder, Expires: u.now.Add(s.leaseDur)}
@@ -566,9 +579,26 @@ func (s *Service) beginTurn(ctx context.Context, teamName, member string, model 
 	if err != nil {
 		return nil, err
 	}
+	if full > 0 {
+		return nil, historyFull(full)
+	}
 	s.turnStarted()
 	go tr.renew()
 	return tr, nil
+}
+
+// letterFits reports whether a turn of m may start as far as its history
+// goes: it has no unattended letter, or the oldest one fits with room for
+// an answer (turnCandidate).
+func (u *unit) letterFits(m *MemberState) (bool, error) {
+	if len(m.History)+2 <= u.st.Limits.HistoryEntries {
+		return true, nil
+	}
+	items, err := u.tx.LoadInbox(m.Name)
+	if err != nil {
+		return false, asStoreError(err)
+	}
+	return len(unattended(items, attendedBy(m, m.History))) == 0, nil
 }
 
 // renew extends the turn's lease every third of the lease duration until

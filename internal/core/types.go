@@ -293,6 +293,8 @@ type MemberView struct {
 	Model    *ModelSettings `json:"model"`
 	Wake     bool           `json:"wake"`
 	WakeHeld bool           `json:"wake_held"`
+	// WakeHeldReason is why the wake is held (nil when it is not).
+	WakeHeldReason *string `json:"wake_held_reason"`
 }
 
 // TeamView is a team as clients see it: members in creation order (lead

@@ -73,10 +73,19 @@ func attended(history []Entry) map[string]bool {
 	return present
 }
 
-// unattended returns the letters of items whose [team-message] line is
-// not a user entry of history, in inbox order.
-func unattended(items []Message, history []Entry) []Message {
+// attendedBy is what m has attended with history as its history: the
+// lines of history and those kept when its history was cleared.
+func attendedBy(m *MemberState, history []Entry) map[string]bool {
 	present := attended(history)
+	for _, line := range m.Attended {
+		present[line] = true
+	}
+	return present
+}
+
+// unattended returns the letters of items whose [team-message] line is
+// not in present (attendedBy), in inbox order.
+func unattended(items []Message, present map[string]bool) []Message {
 	var out []Message
 	for _, m := range items {
 		if !present[HistoryText(m)] {
@@ -91,8 +100,7 @@ func unattended(items []Message, history []Entry) []Message {
 // user entry of history, in id order. A task's line is its whole
 // document: a task changed since the member saw it (another title, a
 // release) is unattended again.
-func unattendedTasks(tasks []Task, member string, history []Entry) []Task {
-	present := attended(history)
+func unattendedTasks(tasks []Task, member string, present map[string]bool) []Task {
 	var out []Task
 	for _, t := range ClaimableTasks(tasks, member) {
 		if !present[TaskHistoryText(t)] {
@@ -131,7 +139,7 @@ func (u *unit) wakeTrigger(m *MemberState) (Trigger, error) {
 	if err != nil {
 		return Trigger{}, asStoreError(err)
 	}
-	if letters := unattended(items, m.History); len(letters) > 0 {
+	if letters := unattended(items, attendedBy(m, m.History)); len(letters) > 0 {
 		t := Trigger{Kind: TriggerMail, Letters: make([]string, len(letters))}
 		for i, l := range letters {
 			t.Letters[i] = l.ID
@@ -142,7 +150,7 @@ func (u *unit) wakeTrigger(m *MemberState) (Trigger, error) {
 	if err != nil {
 		return Trigger{}, asStoreError(err)
 	}
-	if open := unattendedTasks(tasks, m.Name, m.History); len(open) > 0 {
+	if open := unattendedTasks(tasks, m.Name, attendedBy(m, m.History)); len(open) > 0 {
 		return Trigger{Kind: TriggerTask, TaskID: open[0].ID}, nil
 	}
 	return no("no letter and no claimable task assigned to it is unattended.")
@@ -153,9 +161,13 @@ func (u *unit) wakeTrigger(m *MemberState) (Trigger, error) {
 // server on its own (docs/spec.md §4.6).
 func holdWake(m *MemberState, status string) {
 	if m.Wake && status != TurnAnswered {
-		m.WakeHeld = true
+		m.WakeHeld, m.WakeHeldReason = true, status
 	}
 }
+
+// WakeHeldHistoryFull is the reason of a wake held because none of the
+// member's unattended letters fits in its history.
+const WakeHeldHistoryFull = "history_full"
 
 // MemberUpdate names what to change of a member; a nil field keeps it.
 // Setting Wake (to true or false) also releases a held wake.
@@ -186,7 +198,7 @@ func (s *Service) UpdateMember(ctx context.Context, teamName, member string, upd
 			m.Model = &model
 		}
 		if upd.Wake != nil {
-			m.Wake, m.WakeHeld = *upd.Wake, false
+			m.Wake, m.WakeHeld, m.WakeHeldReason = *upd.Wake, false, ""
 		}
 		if m.Wake && u.st.MemberModel(m).Provider == ScriptedModel().Provider {
 			return Errorf(CodeValidation, "%s", scriptedWakeText)
@@ -659,7 +671,7 @@ func (s *Service) wakeRun(e *wakeEntry) {
 	}
 	tr, err := s.beginTurn(ctx, team, member, ref, e.inc)
 	if err != nil {
-		if ErrorCode(err) != CodeMemberUnavailable && ErrorCode(err) != CodeNotFound && ErrorCode(err) != CodeBudgetExhausted {
+		if ErrorCode(err) != CodeMemberUnavailable && ErrorCode(err) != CodeNotFound && ErrorCode(err) != CodeBudgetExhausted && ErrorCode(err) != CodeHistoryFull {
 			s.log.Warn("a member could not be woken", "team", team, "member", member, "err", err)
 		}
 		return
