@@ -120,6 +120,8 @@ func memberOf(m core.MemberView) Member {
 		Unread:        m.Unread,
 		Wake:          m.Wake,
 		WakeHeld:      m.WakeHeld,
+		// Present while the wake is held: why (docs/api.md).
+		WakeHeldReason: m.WakeHeldReason,
 	}
 	if m.Model != nil {
 		model := modelSettingsOf(*m.Model)
