@@ -81,10 +81,11 @@ func (a *Anthropic) Respond(ctx context.Context, req Request) (Response, error) 
 		return Response{}, perr
 	}
 	resp := Response{
-		Content:    anthropicContent(msg.Content),
-		StopReason: string(msg.StopReason),
-		Usage:      Usage{InputTokens: msg.Usage.InputTokens, OutputTokens: msg.Usage.OutputTokens},
-		Retries:    count.retries(),
+		Content:      anthropicContent(msg.Content),
+		StopReason:   string(msg.StopReason),
+		Usage:        Usage{InputTokens: msg.Usage.InputTokens, OutputTokens: msg.Usage.OutputTokens},
+		UsageMissing: usageMissing(usageCount{"input_tokens", msg.Usage.JSON.InputTokens.Raw()}, usageCount{"output_tokens", msg.Usage.JSON.OutputTokens.Raw()}),
+		Retries:      count.retries(),
 	}
 	if resp.StopReason == "" {
 		resp.StopReason = StopEndTurn

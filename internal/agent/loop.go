@@ -164,12 +164,16 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 			if requests == MaxModelRequests {
 				return core.TurnOutcome{Messages: join(prefix, this), Status: core.TurnCallLimit, Text: lastText}, nil
 			}
-			// A team whose model tokens are spent asks no more: the turn
-			// stops here, at the boundary call_limit stops at, and keeps
-			// what it did. Before its first request it did nothing worth
-			// keeping, so the history stays as it was.
+			// A team whose model tokens are spent, or whose model
+			// requests are made, asks no more: the turn stops here, at the
+			// boundary call_limit stops at, and keeps what it did. Before
+			// its first request it did nothing worth keeping, so the
+			// history stays as it was.
 			if doc != nil {
-				if err := doc.CheckBudget(); err != nil {
+				if err := doc.BeginModelRequest(ctx); err != nil {
+					if core.ErrorCode(err) != core.CodeBudgetExhausted {
+						return core.TurnOutcome{}, err
+					}
 					kept := prefix
 					if requests > 0 {
 						kept = join(prefix, this)
@@ -192,9 +196,16 @@ func turn(svc *core.Service, spec Spec, rec *recorder) core.TurnFunc {
 
 			rec.request()
 			start := time.Now()
-			resp, err := spec.Model.Respond(ctx, Request{Member: spec.Member, System: system, Messages: candidate, Tools: tools})
+			req := Request{Member: spec.Member, System: system, Messages: candidate, Tools: tools}
+			resp, err := spec.Model.Respond(ctx, req)
 			if doc != nil {
-				doc.RecordModelRequest(ctx, modelStep(requests+1, resp, err, time.Since(start)))
+				step := modelStep(requests+1, resp, err, time.Since(start))
+				if err == nil && resp.UsageMissing {
+					// No usage reported: an estimate is charged, so that the
+					// team's model_tokens hold all the same.
+					step.Usage, step.UsageEstimated = core.EstimateUsage(jsonSize(req), jsonSize(resp.Content)), true
+				}
+				doc.RecordModelRequest(ctx, step)
 			}
 			if err != nil {
 				err = fmt.Errorf("model request %d of %s: %w", requests+1, spec.Member, err)
@@ -357,6 +368,13 @@ func memberTurns(ctx context.Context, svc *core.Service, team, member string) (i
 		}
 	}
 	return 0, 0, core.Errorf(core.CodeNotFound, "No such member.")
+}
+
+// jsonSize is the size of v as JSON, what an estimate of its tokens is
+// made from.
+func jsonSize(v any) int {
+	b, _ := json.Marshal(v)
+	return len(b)
 }
 
 func join(prefix, this []core.Entry) []core.Entry {

@@ -55,6 +55,10 @@ type Response struct {
 	StopReason string       `json:"stop_reason"`
 	Usage      Usage        `json:"usage"`
 	Retries    int          `json:"retries"`
+	// UsageMissing is set by a provider adapter whose answer reported no
+	// token counts (OpenAI-compatible servers often send none): the loop
+	// then charges an estimate (core.EstimateUsage).
+	UsageMissing bool `json:"usage_missing,omitempty"`
 }
 
 // Usage counts the tokens of one model request, as the provider bills

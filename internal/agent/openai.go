@@ -94,10 +94,11 @@ func (m *OpenAI) Respond(ctx context.Context, req Request) (Response, error) {
 	}
 	choice := completion.Choices[0]
 	resp := Response{
-		Content:    openaiContent(choice.Message),
-		StopReason: openaiStopReason(choice.FinishReason),
-		Usage:      Usage{InputTokens: completion.Usage.PromptTokens, OutputTokens: completion.Usage.CompletionTokens},
-		Retries:    count.retries(),
+		Content:      openaiContent(choice.Message),
+		StopReason:   openaiStopReason(choice.FinishReason),
+		Usage:        Usage{InputTokens: completion.Usage.PromptTokens, OutputTokens: completion.Usage.CompletionTokens},
+		UsageMissing: usageMissing(usageCount{"prompt_tokens", completion.Usage.JSON.PromptTokens.Raw()}, usageCount{"completion_tokens", completion.Usage.JSON.CompletionTokens.Raw()}),
+		Retries:      count.retries(),
 	}
 	log.DebugContext(ctx, "model request", "provider", ProviderOpenAI, "model", m.cfg.Name, "member", req.Member,
 		"stop_reason", resp.StopReason, "input_tokens", resp.Usage.InputTokens, "output_tokens", resp.Usage.OutputTokens,

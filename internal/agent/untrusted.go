@@ -63,6 +63,17 @@ func checkUsage(provider string, retries int, counts ...usageCount) *ProviderErr
 	return nil
 }
 
+// usageMissing reports whether any of counts is absent or null in the
+// answer: the answer says nothing of what it cost.
+func usageMissing(counts ...usageCount) bool {
+	for _, c := range counts {
+		if raw := strings.TrimSpace(c.raw); raw == "" || raw == "null" {
+			return true
+		}
+	}
+	return false
+}
+
 // tooLarge reports err as the ProviderError of an answer cut off at
 // MaxAnswerBytes, or nil for any other error.
 func tooLarge(provider string, err error, retries int) *ProviderError {

@@ -27,9 +27,11 @@ func (s *Service) TeamRoom(ctx context.Context, n int) error {
 
 // DeleteTeam removes a team with its inboxes and its member tokens,
 // durably from the store; the name is free again afterwards. A damaged
-// team may be deleted too. While a turn of one of its members is running
-// (its lease is live) it is refused with member_unavailable, since the
-// turn would commit into a team that no longer exists.
+// team may be deleted too. Deletion always wins (deletion.go): no turn of
+// the team starts here from now on, its pending wakes are dropped, and its
+// running turns are cancelled (they end cancelled) and waited for, at
+// most DeleteTurnWait, before the team is removed; other replicas cancel
+// theirs when the deletion is announced.
 //
 // release, when not nil, removes what belongs to the team outside the
 // store (a scenario run's document and workspace). It is called once
@@ -41,17 +43,16 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 	if err := CheckAdmin(ctx); err != nil {
 		return err
 	}
-	err := s.view(ctx, name, false, func(u *unit) error {
-		for i := range u.st.Members {
-			if s.busy(name, &u.st.Members[i], u.now) {
-				return Errorf(CodeMemberUnavailable, "A turn is running on this team; delete it when the turn is over.")
-			}
-		}
+	var inc string
+	if err := s.view(ctx, name, false, func(u *unit) error {
+		inc = teamIncarnation(u.st)
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
+	end := s.beginDeletion(name)
+	defer end()
+	waitTurns(ctx, s.endTeamWork(name, inc), DeleteTurnWait)
 	if release != nil {
 		if err := release(); err != nil {
 			return err
@@ -62,7 +63,7 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 	}
 	// Every connection tied to the team ends now, on every replica,
 	// before a team of the same name can be created (teamlife.go).
-	s.publish([]Event{{Type: EventTeamDeleted, Team: name}})
+	s.publish([]Event{{Type: EventTeamDeleted, Team: name, Data: inc}})
 	s.log.InfoContext(ctx, "team deleted", "team", name)
 	return nil
 }
@@ -74,6 +75,22 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 // neither is refused with member_unavailable. The change is committed before it
 // is announced; on a failed commit the member keeps its status.
 func (s *Service) ResetMember(ctx context.Context, teamName, member string) (MemberView, error) {
+	return s.ResetMemberWith(ctx, teamName, member, ResetOptions{})
+}
+
+// ResetOptions say what a reset does beyond ResetMember's.
+type ResetOptions struct {
+	// ClearHistory empties the member's history (its turn count kept),
+	// for a member whose history has no room left ({"history": "clear"}).
+	// The letters and tasks it had attended stay attended (its Attended
+	// lines), so that it is not shown its old mail again.
+	ClearHistory bool
+}
+
+// ResetMemberWith is ResetMember with opts; a reset that clears the
+// history is allowed whatever the member's status, unless a turn of it
+// runs (member_unavailable).
+func (s *Service) ResetMemberWith(ctx context.Context, teamName, member string, opts ResetOptions) (MemberView, error) {
 	if err := CheckAdmin(ctx); err != nil {
 		return MemberView{}, err
 	}
@@ -85,12 +102,19 @@ func (s *Service) ResetMember(ctx context.Context, teamName, member string) (Mem
 		}
 		busy := s.busy(teamName, m, u.now)
 		stuck := !busy && (m.Status == StatusStopped || m.Status == StatusFailed)
-		if !stuck && !m.WakeHeld {
+		if opts.ClearHistory {
+			if busy {
+				return Errorf(CodeMemberUnavailable, "A turn of the member is running; reset it when the turn is over.")
+			}
+			if err := u.clearHistory(m); err != nil {
+				return err
+			}
+		} else if !stuck && !m.WakeHeld {
 			return Errorf(CodeMemberUnavailable, "Only a stopped or failed member, or one whose wake is held, can be reset.")
 		}
 		// A held wake is released whatever the member's status: the
 		// admin has looked at what its last turn left.
-		m.WakeHeld = false
+		m.WakeHeld, m.WakeHeldReason = false, ""
 		if stuck {
 			m.Status = StatusIdle
 		}
@@ -99,4 +123,31 @@ func (s *Service) ResetMember(ctx context.Context, teamName, member string) (Mem
 		return nil
 	})
 	return view, err
+}
+
+// clearHistory empties m's history and keeps, as attended, the lines of
+// the letters of its inbox and the claimable tasks it had attended.
+func (u *unit) clearHistory(m *MemberState) error {
+	items, err := u.tx.LoadInbox(m.Name)
+	if err != nil {
+		return asStoreError(err)
+	}
+	tasks, err := u.tx.Tasks()
+	if err != nil {
+		return asStoreError(err)
+	}
+	present := attendedBy(m, m.History)
+	var kept []string
+	for _, l := range items {
+		if line := HistoryText(l); present[line] {
+			kept = append(kept, line)
+		}
+	}
+	for _, t := range ClaimableTasks(tasks, m.Name) {
+		if line := TaskHistoryText(t); present[line] {
+			kept = append(kept, line)
+		}
+	}
+	m.History, m.Attended = []Entry{}, kept
+	return nil
 }

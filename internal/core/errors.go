@@ -37,6 +37,9 @@ const (
 	// CodeBudgetExhausted refuses a turn of a team whose model tokens
 	// (limits.model_tokens) are spent.
 	CodeBudgetExhausted Code = "budget_exhausted"
+	// CodeHistoryFull refuses a turn of a member with unattended letters
+	// none of which fits in its history (limits.history_entries).
+	CodeHistoryFull Code = "history_full"
 	// CodeShuttingDown refuses new work (a turn, a scenario run) once the
 	// server has begun to stop; the same request succeeds after a restart.
 	CodeShuttingDown Code = "shutting_down"

@@ -17,6 +17,7 @@ type LimitsUpdate struct {
 	Tasks              *int
 	ToolCalls          *int
 	WakeDelayMS        *int
+	ModelRequests      *int
 }
 
 // UpdateLimits changes a team's limits (the admin only) and, when
@@ -33,6 +34,7 @@ func (s *Service) UpdateLimits(ctx context.Context, team string, upd LimitsUpdat
 		l := old
 		for _, f := range []struct{ dst, src *int }{
 			{&l.Requests, upd.Requests}, {&l.Turns, upd.Turns}, {&l.PermissionTimeoutS, upd.PermissionTimeoutS}, {&l.Tasks, upd.Tasks}, {&l.ToolCalls, upd.ToolCalls}, {&l.WakeDelayMS, upd.WakeDelayMS},
+			{&l.ModelRequests, upd.ModelRequests},
 		} {
 			if f.src != nil {
 				*f.dst = *f.src

@@ -200,11 +200,14 @@ func (s *Service) PrepareInbox(ctx context.Context, teamName, member string, his
 		// The loop prepares each model request here, the first one too.
 		tr.requestStarts(s.now())
 	}
-	var texts []string
+	var texts, kept []string
 	var limit int
 	err := s.view(ctx, teamName, true, func(u *unit) error {
 		if err := u.checkMember(member); err != nil {
 			return err
+		}
+		if m := u.member(member); m != nil {
+			kept = m.Attended
 		}
 		items, err := u.tx.LoadInbox(member)
 		if err != nil {
@@ -227,7 +230,42 @@ func (s *Service) PrepareInbox(ctx context.Context, teamName, member string, his
 	if err != nil {
 		return nil, err
 	}
+	if TurnFrom(ctx) != nil {
+		return turnCandidate(history, texts, kept, limit)
+	}
 	return prepareCandidate(history, texts, limit)
+}
+
+// turnCandidate is what a turn's model request is sent (docs/api.md, "No
+// member is disabled by its mail"): history with the oldest of texts not
+// yet attended (in history, or kept as attended when it was cleared) that
+// fit in limit with room left for the answer; the rest stay unattended
+// for a later turn. A history with no room for an answer is history_full.
+func turnCandidate(history []Entry, texts, kept []string, limit int) ([]Entry, error) {
+	if len(history)+1 > limit {
+		return nil, historyFull(limit)
+	}
+	candidate := cloneEntries(history)
+	present := attended(candidate)
+	for _, line := range kept {
+		present[line] = true
+	}
+	for _, text := range texts {
+		if len(candidate)+1 >= limit {
+			break
+		}
+		if !present[text] {
+			candidate = append(candidate, UserText(text))
+			present[text] = true
+		}
+	}
+	return candidate, nil
+}
+
+// historyFull is the refusal of a turn that has no room in the member's
+// history.
+func historyFull(limit int) error {
+	return Errorf(CodeHistoryFull, "The member's history holds limits.history_entries (%d) entries less one answer: no unattended letter fits. Reset the member with {\"history\": \"clear\"} to empty it.", limit)
 }
 
 // prepareCandidate appends each of texts not yet a plain user entry of

@@ -54,6 +54,9 @@ type Service struct {
 	mu sync.Mutex
 	// running is the turns this process runs, by team and turn id.
 	running map[turnRef]*Turn
+	// deleting counts the deletions of each team in progress here: no
+	// turn of such a team starts (deletion.go).
+	deleting map[string]int
 	// observerCancel ends the subscription SetObserver made.
 	observerCancel func()
 	stopListen     func()
@@ -340,6 +343,9 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 	if limits.ToolCalls == 0 {
 		limits.ToolCalls = DefaultToolCalls
 	}
+	if limits.ModelRequests == 0 {
+		limits.ModelRequests = DefaultModelRequests
+	}
 	if err := limits.validate(); err != nil {
 		return TeamView{}, nil, err
 	}
@@ -411,7 +417,7 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 }
 
 func (l Limits) validate() error {
-	for _, v := range []int{l.InboxMessages, l.InboxBytes, l.BodyChars, l.Requests, l.PayloadChars, l.Turns, l.HistoryEntries, l.Tasks, l.ToolCalls} {
+	for _, v := range []int{l.InboxMessages, l.InboxBytes, l.BodyChars, l.Requests, l.PayloadChars, l.Turns, l.HistoryEntries, l.Tasks, l.ToolCalls, l.ModelRequests} {
 		if v < 1 {
 			return Errorf(CodeValidation, "Every limit must be at least 1 (feedback_chars at least 0).")
 		}
@@ -547,6 +553,10 @@ func (u *unit) teamView(damaged error) TeamView {
 func (u *unit) memberView(m *MemberState) MemberView {
 	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: u.s.busy(u.st.Name, m, u.now), Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage,
 		MCPSessions: u.s.sessions.count(u.st.Name, m.Name), Wake: m.Wake, WakeHeld: m.WakeHeld}
+	if m.WakeHeld {
+		reason := m.WakeHeldReason
+		mv.WakeHeldReason = &reason
+	}
 	if m.Model != nil {
 		model := *m.Model
 		mv.Model = &model

@@ -297,6 +297,9 @@ type MemberState struct {
 	// Usage is every model token this member's turns spent, failed and
 	// cancelled turns included: the tokens were billed all the same.
 	Usage Usage `json:"usage"`
+	// ModelRequests counts the model requests this member's turns made,
+	// what limits.model_requests bounds for the team.
+	ModelRequests int `json:"model_requests,omitempty"`
 	// Lease is the member's running turn, nil when none runs.
 	Lease *Lease `json:"lease,omitempty"`
 	// Model is the member's own model, which wins over the team's; nil
@@ -307,6 +310,15 @@ type MemberState struct {
 	// did not end answered, until a reset or a PATCH setting wake.
 	Wake     bool `json:"wake,omitempty"`
 	WakeHeld bool `json:"wake_held,omitempty"`
+	// WakeHeldReason says why the wake is held: the status of the turn
+	// that held it, or WakeHeldHistoryFull; "" for a hold stored before
+	// reasons were.
+	WakeHeldReason string `json:"wake_held_reason,omitempty"`
+	// Attended are the [team-message] and [team-task] lines the member
+	// had attended when its history was cleared (ResetOptions): they
+	// stay attended, so that a cleared member is not shown its old mail
+	// again.
+	Attended []string `json:"attended,omitempty"`
 }
 
 // MemberModel is the model member m's turns use: its own, else the

@@ -14,7 +14,8 @@ import (
 // checks against Gone first, so nothing of a new team of the same name
 // ever reaches it (docs/api.md, section H).
 
-// EventTeamDeleted announces that a team was deleted (Data is nil). It
+// EventTeamDeleted announces that a team was deleted; Data is the
+// incarnation deleted (deletion.go), a string, or nil. It
 // travels between replicas like every event, so that every process ends
 // the connections it holds on that team; the event stream does not show
 // it to clients.
@@ -126,10 +127,15 @@ func (t *teamLives) end(team string) {
 
 // teamDeleted is core's own handling of a deleted team, run from the bus
 // before any other subscriber sees the event: the team's followers are
-// ended and its MCP session counts dropped, so that a new team of the
+// ended, its turns here cancelled, its wakes dropped and its MCP session
+// counts dropped, so that a new team of the
 // same name starts with none.
-func (s *Service) teamDeleted(team string) {
+func (s *Service) teamDeleted(team string, data any) {
 	s.lives.end(team)
+	// A deletion on another replica: what this process does for that
+	// incarnation of the team ends too (deletion.go).
+	inc, _ := data.(string)
+	s.endTeamWork(team, inc)
 	s.sessions.mu.Lock()
 	defer s.sessions.mu.Unlock()
 	for k := range s.sessions.n {

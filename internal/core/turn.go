@@ -110,6 +110,9 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure e
 	var history []Entry
 	var limits Limits
 	viewErr := s.view(ctx, tr.team, true, func(u *unit) error {
+		if teamIncarnation(u.st) != tr.inc {
+			return teamReplaced()
+		}
 		m := u.member(member)
 		if m == nil {
 			return Errorf(CodeNotFound, "No such member.")
@@ -134,7 +137,7 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure e
 		if v := recover(); v != nil {
 			s.log.ErrorContext(saveCtx, "ending a turn panicked; it ends failed and the member keeps its previous history", "team", tr.team, "member", member, "panic", v, "stack", string(debug.Stack()))
 		}
-		_ = s.update(saveCtx, tr.team, func(u *unit) error {
+		_ = tr.update(saveCtx, func(u *unit) error {
 			if m := u.member(member); m != nil {
 				m.Lease = nil
 				if m.Status == StatusRunning {
@@ -165,7 +168,7 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure e
 
 	status, text := "", ""
 	var final TurnDoc
-	err := s.update(saveCtx, tr.team, func(u *unit) error {
+	err := tr.update(saveCtx, func(u *unit) error {
 		m := u.member(member)
 		if m == nil {
 			return Errorf(CodeNotFound, "No such member.")
@@ -209,6 +212,18 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure e
 		return nil
 	})
 	committed = true
+	if err != nil && ErrorCode(err) == CodeNotFound {
+		// The team was deleted while the turn ran (a deletion cancels
+		// its turns, and one that ended late finds it gone): there is
+		// nothing to store the end in, and nothing to roll back.
+		status, text = TurnFailed, "the team was deleted"
+		if cancelled {
+			status, text = TurnCancelled, CancelledText
+		}
+		s.log.InfoContext(ctx, "a turn ended after its team was deleted", "team", tr.team, "member", member, "status", status)
+		tr.finish(status, text)
+		return tr.Document(), nil
+	}
 	if err != nil {
 		s.rollbackTurn(saveCtx, tr, member)
 		tr.finish(TurnFailed, string(CodeStorageFailed))
@@ -310,7 +325,7 @@ func (tr *Turn) finish(status, text string) {
 // process no longer runs the turn, and the next unit of work of the team
 // releases it with the member stopped, as a restart would find it.
 func (s *Service) rollbackTurn(ctx context.Context, tr *Turn, member string) {
-	err := s.update(ctx, tr.team, func(u *unit) error {
+	err := tr.update(ctx, func(u *unit) error {
 		m := u.member(member)
 		if m == nil {
 			return nil

@@ -66,6 +66,9 @@ type TurnStep struct {
 	// Error names what failed when a model request brought no answer: the
 	// provider's error type, "canceled" or "timeout".
 	Error string `json:"error,omitempty"`
+	// UsageEstimated says that the answer reported no usage and Usage is
+	// the estimate charged for it (EstimateUsage).
+	UsageEstimated bool `json:"usage_estimated,omitempty"`
 
 	ToolUseID string `json:"tool_use_id,omitempty"`
 	Tool      string `json:"tool,omitempty"`
@@ -85,6 +88,9 @@ func (s TurnStep) MarshalJSON() ([]byte, error) {
 		out := map[string]any{"kind": s.Kind, "n": s.N, "stop_reason": s.StopReason, "usage": s.Usage, "duration_ms": s.DurationMS, "retries": s.Retries}
 		if s.Error != "" {
 			out["error"] = s.Error
+		}
+		if s.UsageEstimated {
+			out["usage_estimated"] = true
 		}
 		return json.Marshal(out)
 	case StepToolCall:
@@ -227,6 +233,9 @@ var errTurnCancelled = errors.New("the turn was cancelled")
 type Turn struct {
 	s    *Service
 	team string
+	// inc is the incarnation of the team the turn was claimed on: its
+	// commits refuse any other (Turn.update).
+	inc string
 
 	mu  sync.Mutex
 	doc *TurnDoc // guarded by mu
@@ -297,7 +306,7 @@ func (tr *Turn) RecordStep(ctx context.Context, step TurnStep) {
 func (tr *Turn) save(ctx context.Context, doc TurnDoc) {
 	s := tr.s
 	var added Usage
-	err := s.update(context.WithoutCancel(ctx), tr.team, func(u *unit) error {
+	err := tr.update(context.WithoutCancel(ctx), func(u *unit) error {
 		tr.mu.Lock()
 		added = tr.pending
 		tr.mu.Unlock()
@@ -355,20 +364,54 @@ func (tr *Turn) RecordModelRequest(ctx context.Context, step TurnStep) {
 	tr.save(ctx, doc)
 }
 
-// CheckBudget returns budget_exhausted when the team has spent its
-// limits.model_tokens; a turn calls it before each model request.
-func (tr *Turn) CheckBudget() error {
-	return tr.s.view(context.Background(), tr.team, false, func(u *unit) error {
-		return u.budget()
+// BeginModelRequest is called by a turn before each model request: it
+// returns budget_exhausted when the team has spent its
+// limits.model_tokens or made its limits.model_requests, and otherwise
+// counts the request against the latter, committed at once, so that
+// members asking at the same moment never pass the bound together.
+func (tr *Turn) BeginModelRequest(ctx context.Context) error {
+	member := tr.Member()
+	return tr.update(context.WithoutCancel(ctx), func(u *unit) error {
+		if err := u.budget(); err != nil {
+			return err
+		}
+		m := u.member(member)
+		if m == nil {
+			return Errorf(CodeNotFound, "No such member.")
+		}
+		m.ModelRequests++
+		return nil
 	})
 }
 
+// budget refuses a team that has spent its model tokens or made its
+// model requests.
 func (u *unit) budget() error {
 	limit := u.st.Limits.ModelTokens
 	if limit > 0 && u.usage().Total() >= limit {
 		return Errorf(CodeBudgetExhausted, "The team has spent its model tokens (limits.model_tokens).")
 	}
+	if limit := u.st.Limits.ModelRequests; limit > 0 && u.modelRequests() >= limit {
+		return Errorf(CodeBudgetExhausted, "The team has made its %d model requests (limits.model_requests).", limit)
+	}
 	return nil
+}
+
+// modelRequests is the sum of the members' model requests.
+func (u *unit) modelRequests() int {
+	n := 0
+	for _, m := range u.st.Members {
+		n += m.ModelRequests
+	}
+	return n
+}
+
+// EstimateUsage is what a model answer that reported no usage is charged
+// (docs/api.md, "A budget that holds without usage"): a token per four
+// bytes of the request and of the answer, at least one each way, so that
+// limits.model_tokens holds whatever a provider reports.
+func EstimateUsage(requestBytes, answerBytes int) Usage {
+	return Usage{InputTokens: max(1, int64(requestBytes)/4), OutputTokens: max(1, int64(answerBytes)/4)}
 }
 
 // usage is the sum of the members' usage.
@@ -452,19 +495,25 @@ func (s *Service) BeginTurn(ctx context.Context, teamName, member string, model 
 	if err := CheckAdmin(ctx); err != nil {
 		return nil, err
 	}
-	return s.beginTurn(ctx, teamName, member, model, false)
+	return s.beginTurn(ctx, teamName, member, model, "")
 }
 
-// beginTurn claims member for a turn. A woken turn (woken set) claims
-// only a member that can be woken (wakeTrigger) and names what woke it
-// (the letters unattended at its start, or the task) as its trigger; any
-// other is a request.
-func (s *Service) beginTurn(ctx context.Context, teamName, member string, model ModelRef, woken bool) (*Turn, error) {
+// beginTurn claims member for a turn. A woken turn (wokenIn names the
+// incarnation of the team the member was found wakeable in) claims only a
+// member of that incarnation that can be woken (wakeTrigger) and names
+// what woke it (the letters unattended at its start, or the task) as its
+// trigger; any other is a request.
+func (s *Service) beginTurn(ctx context.Context, teamName, member string, model ModelRef, wokenIn string) (*Turn, error) {
+	woken := wokenIn != ""
 	if model.Provider == "" {
 		model.Provider = ScriptedModel().Provider
 	}
 	var tr *Turn
+	full := 0 // the history limit, when no unattended letter fits
 	err := s.update(ctx, teamName, func(u *unit) error {
+		if woken && teamIncarnation(u.st) != wokenIn {
+			return teamReplaced()
+		}
 		m := u.member(member)
 		if m == nil {
 			return Errorf(CodeNotFound, "No such member.")
@@ -482,6 +531,18 @@ func (s *Service) beginTurn(ctx context.Context, teamName, member string, model 
 				return err
 			}
 		}
+		if ok, err := u.letterFits(m); err != nil {
+			return err
+		} else if !ok {
+			// Nothing starts; the member's wake is held until the admin
+			// makes room (a reset that clears its history).
+			full = u.st.Limits.HistoryEntries
+			if m.Wake {
+				m.WakeHeld, m.WakeHeldReason = true, WakeHeldHistoryFull
+				u.emit(EventMember, u.memberView(m))
+			}
+			return nil
+		}
 		m.Status, m.Turns = StatusRunning, m.Turns+1
 		m.Lease = &Lease{Holder: s.holder, Expires: u.now.Add(s.leaseDur)}
 		doc := &TurnDoc{
@@ -491,11 +552,17 @@ func (s *Service) beginTurn(ctx context.Context, teamName, member string, model 
 		if err := u.addTurnDoc(*doc); err != nil {
 			return err
 		}
-		tr = &Turn{s: s, team: teamName, doc: doc, done: make(chan struct{})}
+		tr = &Turn{s: s, team: teamName, inc: teamIncarnation(u.st), doc: doc, done: make(chan struct{})}
 		// Registered before the commit, so that no unit of work takes
-		// the fresh lease for a dead one.
+		// the fresh lease for a dead one; refused while the team is
+		// being deleted here, under the lock the deletion marks it with,
+		// so that the deletion sees every turn it must cancel.
 		ref := turnRef{teamName, member}
 		s.mu.Lock()
+		if s.deleting[teamName] > 0 {
+			s.mu.Unlock()
+			return Errorf(CodeNotFound, "The team is being deleted.")
+		}
 		s.running[ref] = tr
 		s.mu.Unlock()
 		u.undo = append(u.undo, func() {
@@ -512,9 +579,26 @@ func (s *Service) beginTurn(ctx context.Context, teamName, member string, model 
 	if err != nil {
 		return nil, err
 	}
+	if full > 0 {
+		return nil, historyFull(full)
+	}
 	s.turnStarted()
 	go tr.renew()
 	return tr, nil
+}
+
+// letterFits reports whether a turn of m may start as far as its history
+// goes: it has no unattended letter, or the oldest one fits with room for
+// an answer (turnCandidate).
+func (u *unit) letterFits(m *MemberState) (bool, error) {
+	if len(m.History)+2 <= u.st.Limits.HistoryEntries {
+		return true, nil
+	}
+	items, err := u.tx.LoadInbox(m.Name)
+	if err != nil {
+		return false, asStoreError(err)
+	}
+	return len(unattended(items, attendedBy(m, m.History))) == 0, nil
 }
 
 // renew extends the turn's lease every third of the lease duration until
@@ -530,7 +614,7 @@ func (tr *Turn) renew() {
 			return
 		case <-tick.C:
 		}
-		err := s.update(context.Background(), tr.team, func(u *unit) error {
+		err := tr.update(context.Background(), func(u *unit) error {
 			if m := u.member(member); m != nil && m.Lease != nil && m.Lease.Holder == s.holder {
 				m.Lease = &Lease{Holder: s.holder, Expires: u.now.Add(s.leaseDur)}
 			}
@@ -677,12 +761,7 @@ func (s *Service) CancelTurn(ctx context.Context, teamName, turnID string) (Turn
 	if tr == nil {
 		return s.TurnDocument(ctx, teamName, turnID)
 	}
-	tr.mu.Lock()
-	tr.cancelRequested = true
-	if tr.cancel != nil {
-		tr.cancel(errTurnCancelled)
-	}
-	tr.mu.Unlock()
+	tr.requestCancel()
 	select {
 	case <-tr.done:
 	case <-ctx.Done():

@@ -36,6 +36,10 @@ type Limits struct {
 	// its end goes into the same turn. It also separates the end of a
 	// member's turn from its next woken turn.
 	WakeDelayMS int `json:"wake_delay_ms"`
+	// ModelRequests bounds the model requests the team's turns may make
+	// in all: a budget that holds whatever a provider reports of usage
+	// (docs/api.md, "A budget that holds without usage").
+	ModelRequests int `json:"model_requests"`
 }
 
 // Defaults of the limits the lessons do not name.
@@ -44,6 +48,7 @@ const (
 	DefaultPermissionTimeoutS = 300
 	DefaultToolCalls          = 32
 	DefaultWakeDelayMS        = 250
+	DefaultModelRequests      = 2000
 	// MaxWakeDelayMS bounds limits.wake_delay_ms.
 	MaxWakeDelayMS = 60000
 )
@@ -79,6 +84,7 @@ func DefaultLimits() Limits {
 		Tasks:              DefaultTaskLimit,
 		ToolCalls:          DefaultToolCalls,
 		WakeDelayMS:        DefaultWakeDelayMS,
+		ModelRequests:      DefaultModelRequests,
 	}
 }
 
@@ -287,6 +293,8 @@ type MemberView struct {
 	Model    *ModelSettings `json:"model"`
 	Wake     bool           `json:"wake"`
 	WakeHeld bool           `json:"wake_held"`
+	// WakeHeldReason is why the wake is held (nil when it is not).
+	WakeHeldReason *string `json:"wake_held_reason"`
 }
 
 // TeamView is a team as clients see it: members in creation order (lead

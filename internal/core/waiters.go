@@ -105,7 +105,7 @@ func (w *waiters) stopCh() <-chan struct{} {
 func (s *Service) wakeWaiters(ev Event) {
 	switch ev.Type {
 	case EventTeamDeleted:
-		s.teamDeleted(ev.Team)
+		s.teamDeleted(ev.Team, ev.Data)
 	case EventResync:
 		s.waiters.wakeAll()
 	case EventMessage:

@@ -73,10 +73,19 @@ func attended(history []Entry) map[string]bool {
 	return present
 }
 
-// unattended returns the letters of items whose [team-message] line is
-// not a user entry of history, in inbox order.
-func unattended(items []Message, history []Entry) []Message {
+// attendedBy is what m has attended with history as its history: the
+// lines of history and those kept when its history was cleared.
+func attendedBy(m *MemberState, history []Entry) map[string]bool {
 	present := attended(history)
+	for _, line := range m.Attended {
+		present[line] = true
+	}
+	return present
+}
+
+// unattended returns the letters of items whose [team-message] line is
+// not in present (attendedBy), in inbox order.
+func unattended(items []Message, present map[string]bool) []Message {
 	var out []Message
 	for _, m := range items {
 		if !present[HistoryText(m)] {
@@ -91,8 +100,7 @@ func unattended(items []Message, history []Entry) []Message {
 // user entry of history, in id order. A task's line is its whole
 // document: a task changed since the member saw it (another title, a
 // release) is unattended again.
-func unattendedTasks(tasks []Task, member string, history []Entry) []Task {
-	present := attended(history)
+func unattendedTasks(tasks []Task, member string, present map[string]bool) []Task {
 	var out []Task
 	for _, t := range ClaimableTasks(tasks, member) {
 		if !present[TaskHistoryText(t)] {
@@ -131,7 +139,7 @@ func (u *unit) wakeTrigger(m *MemberState) (Trigger, error) {
 	if err != nil {
 		return Trigger{}, asStoreError(err)
 	}
-	if letters := unattended(items, m.History); len(letters) > 0 {
+	if letters := unattended(items, attendedBy(m, m.History)); len(letters) > 0 {
 		t := Trigger{Kind: TriggerMail, Letters: make([]string, len(letters))}
 		for i, l := range letters {
 			t.Letters[i] = l.ID
@@ -142,7 +150,7 @@ func (u *unit) wakeTrigger(m *MemberState) (Trigger, error) {
 	if err != nil {
 		return Trigger{}, asStoreError(err)
 	}
-	if open := unattendedTasks(tasks, m.Name, m.History); len(open) > 0 {
+	if open := unattendedTasks(tasks, m.Name, attendedBy(m, m.History)); len(open) > 0 {
 		return Trigger{Kind: TriggerTask, TaskID: open[0].ID}, nil
 	}
 	return no("no letter and no claimable task assigned to it is unattended.")
@@ -153,9 +161,13 @@ func (u *unit) wakeTrigger(m *MemberState) (Trigger, error) {
 // server on its own (docs/spec.md §4.6).
 func holdWake(m *MemberState, status string) {
 	if m.Wake && status != TurnAnswered {
-		m.WakeHeld = true
+		m.WakeHeld, m.WakeHeldReason = true, status
 	}
 }
+
+// WakeHeldHistoryFull is the reason of a wake held because none of the
+// member's unattended letters fits in its history.
+const WakeHeldHistoryFull = "history_full"
 
 // MemberUpdate names what to change of a member; a nil field keeps it.
 // Setting Wake (to true or false) also releases a held wake.
@@ -186,7 +198,7 @@ func (s *Service) UpdateMember(ctx context.Context, teamName, member string, upd
 			m.Model = &model
 		}
 		if upd.Wake != nil {
-			m.Wake, m.WakeHeld = *upd.Wake, false
+			m.Wake, m.WakeHeld, m.WakeHeldReason = *upd.Wake, false, ""
 		}
 		if m.Wake && u.st.MemberModel(m).Provider == ScriptedModel().Provider {
 			return Errorf(CodeValidation, "%s", scriptedWakeText)
@@ -225,6 +237,11 @@ type wakeEntry struct {
 	later time.Time
 	timer stopper
 	index int
+	// inc is the incarnation of the team the member was found wakeable
+	// in: the woken turn is claimed only on that one (deletion.go). gone
+	// is set when that team was deleted.
+	inc  string
+	gone bool
 }
 
 // wakeQueue orders queued wakes by their first letter, oldest first.
@@ -527,11 +544,13 @@ func (s *Service) wakeCheck(e *wakeEntry) {
 	w := &s.wake
 	for {
 		var delay time.Duration
+		var inc string
 		err := s.view(context.Background(), e.key.team, true, func(u *unit) error {
 			m := u.member(e.key.member)
 			if m == nil {
 				return Errorf(CodeNotFound, "No such member.")
 			}
+			inc = teamIncarnation(u.st)
 			delay = time.Duration(u.st.Limits.WakeDelayMS) * time.Millisecond
 			_, err := u.wakeTrigger(m)
 			return err
@@ -541,6 +560,14 @@ func (s *Service) wakeCheck(e *wakeEntry) {
 			w.mu.Unlock()
 			return
 		}
+		if e.inc != "" && inc != e.inc {
+			// The team was deleted and made again since the wake began:
+			// nothing of that wake carries over to the new one.
+			delete(w.entries, e.key)
+			w.mu.Unlock()
+			return
+		}
+		e.inc = inc
 		if err != nil && e.again {
 			// Something changed while the team was read: look again.
 			e.again = false
@@ -615,14 +642,14 @@ func (s *Service) wakeRun(e *wakeEntry) {
 		w.running--
 		if w.entries[e.key] == e {
 			delete(w.entries, e.key)
-			if (ran || e.again) && w.live() {
+			if (ran || e.again) && !e.gone && w.live() {
 				// Looked at again in the same step, so that the member
 				// never seems to have no wake in progress in between.
 				since := s.now()
 				if e.again && !e.later.IsZero() {
 					since = e.later
 				}
-				next := &wakeEntry{key: e.key, opened: s.now(), since: since, state: wakeChecking, index: -1}
+				next := &wakeEntry{key: e.key, opened: s.now(), since: since, state: wakeChecking, index: -1, inc: e.inc}
 				w.entries[e.key] = next
 				go s.wakeCheck(next)
 			}
@@ -642,9 +669,9 @@ func (s *Service) wakeRun(e *wakeEntry) {
 		s.log.Warn("a member could not be woken: its turn cannot be built", "team", team, "member", member, "err", err)
 		return
 	}
-	tr, err := s.beginTurn(ctx, team, member, ref, true)
+	tr, err := s.beginTurn(ctx, team, member, ref, e.inc)
 	if err != nil {
-		if ErrorCode(err) != CodeMemberUnavailable && ErrorCode(err) != CodeNotFound && ErrorCode(err) != CodeBudgetExhausted {
+		if ErrorCode(err) != CodeMemberUnavailable && ErrorCode(err) != CodeNotFound && ErrorCode(err) != CodeBudgetExhausted && ErrorCode(err) != CodeHistoryFull {
 			s.log.Warn("a member could not be woken", "team", team, "member", member, "err", err)
 		}
 		return

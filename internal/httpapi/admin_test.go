@@ -102,10 +102,21 @@ func TestDeleteTeamDuringTurn(t *testing.T) {
 	first := e.turnAsync(tm, "reader", slow)
 	e.waitActive(tm, "reader")
 
-	want(t, e.del("/api/v1/teams/crew", adminToken), http.StatusConflict, "member_unavailable")
-
-	want(t, <-first, http.StatusOK, "")
+	// Deletion always wins: the running turn is cancelled and the team
+	// deleted within 5 s (round two answered 409 member_unavailable).
+	begin := time.Now()
 	want(t, e.del("/api/v1/teams/crew", adminToken), http.StatusNoContent, "")
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Errorf("DELETE took %v, want under 5 s", took)
+	}
+	r := <-first
+	want(t, r, http.StatusOK, "")
+	if got := decode[struct {
+		Status string `json:"status"`
+	}](t, r); got.Status != "cancelled" {
+		t.Errorf("the running turn ended %q, want cancelled", got.Status)
+	}
+	want(t, e.get("/api/v1/teams/crew", adminToken), http.StatusNotFound, "not_found")
 }
 
 // TestDeleteRunTeam: a scenario run's team takes its run document and
@@ -254,4 +265,27 @@ func TestDeleteTeamWithRunElsewhere(t *testing.T) {
 	}
 	want(t, e.del("/api/v1/teams/elsewhere-1", adminToken), http.StatusNoContent, "")
 	want(t, e.get("/api/v1/runs/elsewhere-1", adminToken), http.StatusNotFound, "not_found")
+}
+
+// TestResetClearsHistory: POST .../reset with {"history": "clear"} empties
+// a member's history whatever its status; another value is 400 and changes
+// nothing.
+func TestResetClearsHistory(t *testing.T) {
+	e := newEnv(t)
+	tm := e.newTeam("crew", nil)
+	want(t, e.turn(tm, "reader", "Say something.", textStep("said")), http.StatusOK, "")
+	if got := e.member(tm, "reader").HistoryLength; got != 2 {
+		t.Fatalf("history after a turn = %d, want 2", got)
+	}
+	want(t, e.post("/api/v1/teams/crew/members/reader/reset", adminToken, map[string]any{"history": "shred"}), http.StatusBadRequest, "validation_failed")
+	if got := e.member(tm, "reader").HistoryLength; got != 2 {
+		t.Errorf("history after a refused reset = %d, want 2", got)
+	}
+	r := e.post("/api/v1/teams/crew/members/reader/reset", adminToken, map[string]any{"history": "clear"})
+	want(t, r, http.StatusOK, "")
+	if got := decode[httpapi.Member](t, r); got.HistoryLength != 0 || got.Status != "idle" {
+		t.Errorf("reset answered history %d status %s, want 0 and idle", got.HistoryLength, got.Status)
+	}
+	// Without a body a reset of an idle member is refused, as before.
+	want(t, e.post("/api/v1/teams/crew/members/reader/reset", adminToken, nil), http.StatusConflict, "member_unavailable")
 }

@@ -98,6 +98,24 @@ func (e MatchResultStatus) Valid() bool {
 	}
 }
 
+// Defines values for MemberResetHistory.
+const (
+	Clear MemberResetHistory = "clear"
+	Keep  MemberResetHistory = "keep"
+)
+
+// Valid indicates whether the value is a known member of the MemberResetHistory enum.
+func (e MemberResetHistory) Valid() bool {
+	switch e {
+	case Clear:
+		return true
+	case Keep:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for MemberStatus.
 const (
 	MemberStatusClosed  MemberStatus = "closed"
@@ -206,6 +224,7 @@ const (
 	ProblemCodeBodyTooLarge         ProblemCode = "body_too_large"
 	ProblemCodeBudgetExhausted      ProblemCode = "budget_exhausted"
 	ProblemCodeForbidden            ProblemCode = "forbidden"
+	ProblemCodeHistoryFull          ProblemCode = "history_full"
 	ProblemCodeIdempotencyConflict  ProblemCode = "idempotency_conflict"
 	ProblemCodeInboxCorrupt         ProblemCode = "inbox_corrupt"
 	ProblemCodeInboxFull            ProblemCode = "inbox_full"
@@ -250,6 +269,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeBudgetExhausted:
 		return true
 	case ProblemCodeForbidden:
+		return true
+	case ProblemCodeHistoryFull:
 		return true
 	case ProblemCodeIdempotencyConflict:
 		return true
@@ -706,6 +727,12 @@ type Limits struct {
 	InboxBytes     int `json:"inbox_bytes"`
 	InboxMessages  int `json:"inbox_messages"`
 
+	// ModelRequests Model requests the team's turns may make in all, whatever the
+	// provider reports of usage; once they are made no turn of the team
+	// makes another (it ends `budget_exhausted`, a new one is 409
+	// `budget_exhausted`).
+	ModelRequests int `json:"model_requests"`
+
 	// ModelTokens Input plus output tokens the team's model requests may spend in all; 0 is no bound.
 	ModelTokens  int64 `json:"model_tokens"`
 	PayloadChars int   `json:"payload_chars"`
@@ -736,6 +763,9 @@ type LimitsInput struct {
 	InboxBytes     *int `json:"inbox_bytes,omitempty"`
 	InboxMessages  *int `json:"inbox_messages,omitempty"`
 
+	// ModelRequests Model requests the team's turns may make in all (see Limits).
+	ModelRequests *int `json:"model_requests,omitempty"`
+
 	// ModelTokens Input plus output tokens the team's model requests may spend in all; 0 is no bound.
 	ModelTokens  *int64 `json:"model_tokens,omitempty"`
 	PayloadChars *int   `json:"payload_chars,omitempty"`
@@ -757,6 +787,7 @@ type LimitsInput struct {
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
 type LimitsUpdate struct {
+	ModelRequests      *int   `json:"model_requests,omitempty"`
 	ModelTokens        *int64 `json:"model_tokens,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
@@ -837,6 +868,12 @@ type Member struct {
 	// side effects stay, so it is never rerun on its own. A reset or a
 	// PATCH setting `wake` releases it.
 	WakeHeld bool `json:"wake_held"`
+
+	// WakeHeldReason Why the wake is held, present while it is: the status of the turn
+	// that held it, or `history_full` when none of the member's
+	// unattended letters fits in its history (`limits.history_entries`;
+	// a reset with `{"history": "clear"}` makes room).
+	WakeHeldReason *string `json:"wake_held_reason,omitempty"`
 }
 
 // MemberCreate defines model for MemberCreate.
@@ -856,6 +893,15 @@ type MemberCreate struct {
 	// Wake Woken on mail by the server (see the member PATCH); not with the scripted model.
 	Wake *bool `json:"wake,omitempty"`
 }
+
+// MemberReset What a reset does beyond making the member usable again.
+type MemberReset struct {
+	// History `clear` empties the member's history.
+	History *MemberResetHistory `json:"history,omitempty"`
+}
+
+// MemberResetHistory `clear` empties the member's history.
+type MemberResetHistory string
 
 // MemberStatus defines model for MemberStatus.
 type MemberStatus string
@@ -1610,6 +1656,9 @@ type UpdateMemberJSONRequestBody = MemberUpdate
 
 // MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
 type MarkReadJSONRequestBody = MarkRead
+
+// ResetMemberJSONRequestBody defines body for ResetMember for application/json ContentType.
+type ResetMemberJSONRequestBody = MemberReset
 
 // RunTurnJSONRequestBody defines body for RunTurn for application/json ContentType.
 type RunTurnJSONRequestBody = TurnCreate
@@ -5036,6 +5085,7 @@ func (response MarkRead500ApplicationProblemPlusJSONResponse) VisitMarkReadRespo
 type ResetMemberRequestObject struct {
 	Team   TeamPath   `json:"team"`
 	Member MemberPath `json:"member"`
+	Body   *ResetMemberJSONRequestBody
 }
 
 type ResetMemberResponseObject interface {
@@ -8286,6 +8336,16 @@ func (sh *strictHandler) ResetMember(w http.ResponseWriter, r *http.Request, tea
 	request.Team = team
 	request.Member = member
 
+	var body ResetMemberJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ResetMember(ctx, request.(ResetMemberRequestObject))
 	}
@@ -8990,275 +9050,282 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3dd9u2ti/6r2Do7jsi7UsrTpr2rNoPd2R3ffWups1NvEYfFnNMiIQsHFOASoCWtTPyv5+BOSdAUAIl",
-	"OYkTZx33obEkEt+Y3/M3349KvVxpJZQ1o7P3oxVv+FJY0cCnnyuxXGkrVLn5h9j8XfBKNO77SpiykSsr",
-	"tRqdjV6yRthmw9bSLphdCGb4UrBrsWFcVd0XM11t3JNtowx8O5eNsawRZqWVEblyTxurG2GY0nYh1RVT",
-	"Yn3ebxI64e530WCT0uSqkN1IL0ut5rUsbTFl/xAbw3gjmCn1SlTMamjN6muhnhi2FMuZaKa5GmUj6aay",
-	"wClmI8WXYnQWL8DJP8RmlI1MuRBL7hZhyW9/EerKLkZnz09Ps9FSKv/5WTaym5VrwNhGqqvRhw/Z6BV0",
-	"9pq7B95jdyv3IXSGoxllo0b80cpGVKMz27Qi7vM/GjEfnY3+r6fdrj3FX83TX10rrqPXollKY6RWP/95",
-	"T3er8NilrPb2Km75clX7d06ejTLXlBWNa/R/wnf/enby47t/nZ78+O4//2OUmv0b8UcrjN07ogafOTSc",
-	"fYsQuoFOL7i53tuj5eb6U7rDDrAvwZf7ehJ8+elbe9E2+zfV3a7jt7OB435it3b0X/zkv9+5/52e/Hjy",
-	"7v1p9vy7DycWdvf9s+zHD+kd/l0312bFS/FXWQs/xG1K4UbLGlFzK2+Ev45r/2bGxPRqyooll2q62hTn",
-	"jOMbUlnNeK7muq5Ew8xK1LVh0hpmam4WwrDi/37+12LKftWsmE6LjCnN+MzourUCmsiAGCmdK7NZznQt",
-	"S1ZLdc2kYXNd13otqogObN0U/DS8ohEpeHb6/MUhWvDBvwtE9qeFKK+B9jZ6JRorBXzNV6talnzmNmp7",
-	"HS+aVrC5bhhnpXub2YU0rGkVW/JrYabsr7w2gmlVb3qP8Zluba6AoEJzTwwTt7y0TLWO9himG7cblWFj",
-	"9xBdSGa15XXm9ipX+Hwt3GkxGZFTXZ+0RjBZmUnGtGIcBlM18kYoNtu4z4LXuVrqStTnrKiE5bIu3NuK",
-	"Gb4xbL1AdrFecMvW3DAjhMIdoeWbaV0LrkYfshG+7tZla2n9liV+0NeJdVwIWpmFqKvMzV5aVmnkQMxt",
-	"wYaNi24rCjZ3KzuZJob1IT4h/8KBQLdZvJdh8O9CC3r2v0Rp3Rh/0sq0S/FGmLa2u0eige/hT2nF0hwi",
-	"G6+4LRfU2IfQHW8avtkZrm87OaxGcCsqZGC7wxpc8kbX6R+M5bY9PHzo7y0+68bvuHZ6E5F1PjFsJngj",
-	"GmTw58ws9FrhNViIRkyTdCuxaTDwMEzf856lccQ/PTIl1szRfsYN+9tfLmBIjnKx8ay1cDlbw69E5u+a",
-	"gVtQ8SW/ElXG1gtZLhjvmllwdzaVYHo+yYAC4txNEL8kTd+46fZ3qsTRXnK7O9jf3VWE2+y6cTeQnmbj",
-	"f178BCd+rpule3VUcStOrIS12tnchTb2shMugOOodumWlxu4DY7cwkVQm2hRuxZquZT24PH4BZ/6kJHg",
-	"dPy96J/nnZuRjYBMHTye7qG3wlqprsxe0rNqm5U26d8C74t+PUBSol0Ma9UtQtedn0fcye72pE71z2qm",
-	"b3cv+lIYd1bvQIDwhYPEJzScGswv4TRsCxPupLo7r1tVJU670w4uywXHk0HtSmXFFe76XIhqxsvrfc8s",
-	"pNNINpdC2Yaa3X1IuuW6nG3s/gfi5dt9BvbqEm/u7mR/VqvWslXdGqZb6/7GJ8ONddqMa6GjI0u+cYKS",
-	"qphUjNf1OTt10o7SuGC9Cy2V/eFFd5mjYa34pta82rdGkSLhaIJu7WViBm9FqVVlnEQXnmdr7igYiigr",
-	"0Rit2EzMdSMchRS3K+mUwTFnlVCS1zHbjfr3M06Pzon4ieE4yb23ejPNmwoWbaGdLFCJWjjqp5UwTKqy",
-	"bitRpQfg5J/Lktd1qh+tawa/uZaYk8+hEyeooWqLP87ERquKXQnLuGKiaXTDkCcHLRreFW4NC/fOJVz9",
-	"YmBITstOL8iaX4vLStR8c7lMDPiVrGtpaLNmwq4F8QUU+Zh1AhqImYwz1xYxIPjbiTioyLt9XbsjisMe",
-	"czaXt6Jia6kqvT5j4kY0m16bvHHiomGzTa7c2+7kXmlYfNITwAjgmpucM14bTcPiTkKVSxGPNlfudT1n",
-	"vJMNYCB+bErc2miAPUkzLNYWmdq6xv2Ln8X0JjqU21doh+74zdolNltEYeCm+SPeO4fb2zxMWIGygMJR",
-	"VdKdAV6/jsgoyLvZftLLuEVhQWp1zgQvF2wuRV2xSsy5kyq9olcL4674Da9bcYhe07ujsx/IuCKXToh4",
-	"lh1FycPbz57Hb59mx9H48PqfDva9RfzDm989Pz098uWYMXQ9H3p3l2H4KZ/Cf9nXYSH713qHnXSjPrzU",
-	"w4zGr/nurD8X21nyWxzZn354cXhfY5YURvfi0FsRq6JXvt+d0MczrjCFZ3Q+Doxmi6uFc53dgcVlbKHX",
-	"jtazJVcbOl9cmbXTWLi5hk2wC7H8LLwQrRbEjwpj9WolqgL3b/9cPbsM03x+6JUEG/Wvfr+zaT2myont",
-	"PTHIP5Elspq7Kzc2QjCkzP1z98PWnp0m2dUAkf/nyqlsd6TyTn1F9cLR73LB1ZU4Z5xoey3m1hESdi3E",
-	"Cm1xQNfZWOmO8IMJZbJL67eJ113JyAAl+PhbeuTN/KQ7dOQZvOO5+9QT8oo3128Erw6ejv4O2kWj26tF",
-	"0qD8HR5cbwL94cVh70gsZ/mm3yVH29m0hhTUS1ml7VGCG52wIP2manIsySulG6SW3mahm0oq3mw8lwax",
-	"74bXsrr0riv3VXWpm0voEc1H7mMjSrmSQjk9XWl7afiNcG+t6k3UyqrRVpe6TppCIpfInmHz1arRN6LK",
-	"WCPcQokKrUgtmB1tyvAVG+GCeYaaAfEV2xllo9CKGzOuT2KoaY0eXRHUU3I7RUqxJwru3XSO0WX+Szcx",
-	"t8BgrS14tZSq8FyEwUd8b5fmwI8pM4s3ntzNiGnJ5re7EIlZpi2nvLTyJrkCwN/0HA37NHM08SuprqZJ",
-	"q7iXY2u6Z8OWiH1PLMvVpRFAWxPa4d/1Gjn5q59eM/8YGxdPl+WqmPSG66QREzmFRXMjmlyhrocSwJnj",
-	"7/xKKOAkRlaCveKybrReutmWWik6zQaazpXXNReyBmFNGsZn+kaw0yl764czE7VWV17pWDW6FMaAkpkr",
-	"vRJKgAyxzJjROD7jJBTuBF846gZ1mFK3yho0Hzv2ptdOTXzJChxE4XRY5eaidKtKYUinRUbpxEdaH4Z9",
-	"Zrkqa22cZNaQkFlNUO/cz+yCNZLX9W/z0dm/7mSXfJfts5frtUKhzJua11IZpm9EE4mY50y1dc2Wgve0",
-	"BXcK3Q/oo0Kf2M7RH3YOCF5dRkxkd5CywhsgQDTqbAVBwltww1wzND4S4bna7BnZ/Xknhi0urWqIvw5c",
-	"JvKmsVIvBeNzN80iXp9ievCQgBfh0Jj/6a2xTohILzpeU2Ysb5z4FhGisOwzuA6inrP1QqggzkZalbRp",
-	"CgWyy0LU1T4vDmqYZJw5g5sH++9FflH1ZP6MFXMua1EVuRpzxdyaNE0L7Qb1Z5K5d1QpavcgcI5ZW10J",
-	"eyluF7w1VlSFuwHaiFwBHRLzuSitcQuxAUKBxEaBLtOIplXMtU9kgb10CoqwrmWeq9cvL376OzN4B1nh",
-	"pl2wRtSCG6eT2bRf8zhfFPGMXasREfUtGu9PxhZh37p/4YxGPgN3ROItezfI2NCfckf58dN8LIejJboL",
-	"HhSzUV8shaidXYdMuBr0VlI3+h0sh9opurJ2N6JjcajCRfcFTsPkHA91YIfQmKiQ+h7rTx7eg7c70pys",
-	"4OCQyABHCPThUTbCCzPKRsiQkpInNvtRiuPvjsUHlTG2wh5WHwdUxTsflDSF623bebih0rKxkBBStuab",
-	"SXdVOQQGgJo+sEWJ7TCeFO+aN5P8ZlBb8dpDkkk5Stik5c+ezRoEcHw4bhPN1QMHCmbwUbfaT3I7XkUu",
-	"l049gXiPZyEMDw1YRWf4LVipK8FWWiprklqL1UcHS/VUSr13xr3T85G2cLzIrPA3uwh2Lh0UNTfrwquN",
-	"piD+misfaDNz0zTnrODKkeaVLAtQeAonQnJZsLETF35bCfXy5xM3d24luFyQ9ExYa5D0lI2ohLKS18Zz",
-	"b3zkiWFC3chGq6VQdsp+l3YBQUHSZm44gi/ZlbCm/woRQzYuTk5gngVJrltXld8OejAdgwersbt+Wgla",
-	"HafeoRl6/Oz0+QsUKTxxmKQtzMHg8eIIE4znGLujccqurGAIaJd0j/oQtLLmbSVOjFNB7MmLk++Lc4y7",
-	"cPJNt8fTY1iK76ina/sNHmUj3FwILsVmD+vXocnUcf41OWU8qE5CIb7kpguWji3zzeFgwP9I3Ux3Kocj",
-	"l2IzxhGmiJVQlfvx4EL0Ykb3GBpe9wJStg0pgkEroKzNnZZ9ueRSPTFsoY1lV9xCrKJ3FhwKrDkuTqYS",
-	"paz2BeNIy4hls5lwbIoWhdQd1IHpu8HwnINqkB/GLEG3Y/OKnzxQg1Ia8PXtDgQiCGn0pOTG1jS0wbw7",
-	"YlzkhrnTksr9vkzsaZcQWK1rBu+i2AbE4IrfxDy/O0l7bEX9kOp05PTuSzVXl/vsfG6I3jTH3NPoL6+F",
-	"DT4TRoI8GjzcI1eHzX5be027VZyxViFtBne9XUjV49Yp23tBsZMm1tIgvt9JfOhGi4+Bv94UDIZ2RqEk",
-	"/EEDSUqlbqu2TM50WQ/G9m3Hu4dwe2jTH57d/Yh0r17kVXRAe5e5d6X2k6I/00W6o5CFAXSH48Xwuf1D",
-	"+EWaBL3u1ur4YK+Iwh6K94qbTw6v0bNaJCIqXyr25q8/sR9ffP8/HPt2D7FKly3IMrtUWVciZipgb4co",
-	"hcugAYHsGXRl+GS1vqx5A0pzq0y7WunG7fpSVJJ7G/9S2IWuLpW2l90RbhVv7UI38r9RzdLNTFaVUGT/",
-	"nzvxZ4SW40txKzE8BD6BLSPo7vO2rrsYkvCj/9zdHjzDl6TGuSdWdZcAQ912j6eyZLpWWsVvuKwpTBk9",
-	"dP3vtm0mMOVrpdfqMtymdaPV1WUlG1HCpvk5lRqsMqiHNvxKdHvgFnzJ1ebS2EbwpVsUs2hBGr+s9FpF",
-	"7/TH4zu3GFgK2Rx+seBDWBj8tCnhNfjAjZFXKvqx5nLZfZzVurzuPrp17J4AG5Pi9SX4ppOEqgtR37L5",
-	"tUuuTpyg5eZwTgalUivLJVlXy9ppaE9IITYHqHjCkSjtkMsCvtgVDP/55mcnDTr2TRZzuFnXUlVsXEDW",
-	"wNms5uq6gDjqyTmbNVyVCyfKF+6WFYdDq+ne4OAimkoLleFtHaAG4CD7rbWlXn6cMYL414l3tmG2RCWr",
-	"Ti9bNfqq4csUGWndfg8qEe6tJ4bRY2zupCE04kIORavYOB/lI7KWzoxQdpLcVHG7Qqdbau+W3JaLpKQI",
-	"dgsK6RF/tE7l8y0FCY1i+Gi0MHGlrRvcHlt5ZLnF5g8tAT6VMYv6fty7tEd2GhlA+IC3rhHz1gyIrG5A",
-	"KK+7facng0QPYorruCeM1FxRYPQRkum2/gHvRiMKaxXtp9+9LJyl1Dl/I3j11pLNZVt/6jtLDq5d53I4",
-	"EA7Q16VSJuH0UEshVwnBYdjzPiDYBovUE/TlsLJtjAYnAAdz+gps/yH+NO1YQKtQInzFB9qEbg4TKoks",
-	"iUzk+6ZvUhvV/XKU1ORX8nB+DjWcHs+qHrgLXlfD+4CJVcqGe0DKG1g21jzp0ttJS3OKSPpi+jjMgTOw",
-	"1wbgeVN8K+MICycROGGg++7dkSynJ8v78UeDHVzRj7KAHr1APbdEf+N+1bajoafb5tJ+tOshk+m2TkDD",
-	"G5z0sAknXPl9rlqQQOnenUeWz+KPVrRkMLvr0dg1D2FjoD66S7q5NGjTrsRcNEcFqBxrN6KE4t31cMLR",
-	"kdnI/3CPdsGvQ9b+45YXDcU7xDBuiYjB/pG5h45Y+iE3wz6jXZaMJEqq807Nsoe9GL3dgpWPnBrUSLe+",
-	"kXTpg6388u7Z4o+67Z92Cu7kJemFTh/hKAlLe2dnCS3wzrruWbyf/7wdCPjHNk6A+2o/TEBo7R+0qlsS",
-	"mmcByaNEr6btGXGk55FsGa/9YbZMDSfXplW/webe1af0FwgkQkepNEyv8L1zVkCw1Ik7EqZgFrJwgMYW",
-	"xorV5dIUu+pLFRmZdkmLk3qfmDg43mrKJIccfDb2vp9KKIzkDbbcQ3mcsT6z27P/1asu60ZaK6B//9PU",
-	"3tpuAPnoxfN8NDlnYrmymygciR7Y8sV89zwxpI9zJsP525nEL4JXkTXcKcPoQHHrWXPVjZzIYX/1giCC",
-	"FDK5grSriWy6Wq8p3sw9gxEI0lCUfRRtDrErIcuh5IqtnSriVdPdvIC7BxC7Y96p5omQolIo3kiNCqJ7",
-	"ruc48EqyNEwqVCaFSUqiWokj4t+2zQUfsgMYHu4yhYcH7vGQVAToAXfIPAash1TGMZf1TN+KPZTiU3Nu",
-	"d4gMLxddICAY6TCh3Eej6bpyogaY8dOekI+6TGhY3J+0mQJrQKLYQSkQcoMPkgWcEIjWGCMABan+CP5h",
-	"A9KDxEjQIXPIJK1g6u6A72Ub3VXYyi/4NK4DYTyDMhrdr557ueMTZGLuTF9pSWwQwaBpuxjsWaPXBha/",
-	"ltcQaskAiemw3kHjj0abeUwcgMigi7RzPLql7+VUdvcldWHfUh8/q7nevbO9Ke6BEPnotdSHmP6QI5Je",
-	"xAPtFwrZfBbjO/j0muStHDL/psMLvT02Hkw3g32Lm5a0/KiPP/S9zTokb3XNJ4cmVDVEqbcdspSq8uy4",
-	"1AhSON8dZTzao06+tWKVDkDoBwRSdAyE5Pj0OgguZXOpeM2suAWafBxLvNC6hp4P88Jbiw++I/is9GAt",
-	"N9cY1xcnISZSLtDJMiAYgOTqcz0wrXzDwMvCpM2YnB8dy03emrRFmBImXfutsWwmmJs5JklSzDhcOK0E",
-	"CEjuAXT1uL6POsMeB2yXbsPIBsKhIKuMjR3noaTNCY5TQaK7HxP632XDull+hoF9TMiKf2fI8B7vpUeP",
-	"kTbO1JmO9vrKdknpWg15Xnqd4X4xac/ZtVhZplUZbfNx7oZAOBIOJCcXUXNO1Ddceu9Gq6ys79jVcRkG",
-	"bu+i/AKCqjt+wwfdgC0E9d5l67cNqwE2r2Mf5MULlhfcuawjAb1bGi5GWPfe6doKtYgGnCKqbs4/0Qbc",
-	"0X4ztOlgdH1xenrKygVveAkCMTn1Grlc9pOw9uV+weA+ypAc0c5jwt37NDBQhwFDe6wVpD3VH7cE0bnr",
-	"Nwf2rOf7WmPjIorGKFCyXMs+3NrQiYROhw7HtnXKnd9t8xR8d8g+5RpLyz0hQ/hosnxQ1sEmh+b0do/5",
-	"VapLr0eDz5FoE9xT/OvdwOSOjPc/lsv7VE5gAeAEn+uGKe32edpf/3Eq0HTy/ya34dOP+vCpPeZKk670",
-	"FcDVCBhuQJ5AWQwwdCvmKLFgGGTDutAnxi1md51TShMEeVdgujpxEtlAcunXRHXbAlMgwDupAuoM003l",
-	"TlkteNUZLI60lzwAFLg+Xkg82Tcei0UqcAO5eR49tz32hDvmC35+lLpImfeHuks+8zlrHZTdXSHs3B39",
-	"KLabOOidpxaP+m4WZ+EDTIpezLg0zEfSnrOCm+uCgcgf7LHjGJambx7+/JcKkZ4+Ai+xl+UHxsrbn/G9",
-	"yMb+ma7NMZJOdJP2xHohtG9zTmbyYOlE/VoaZnVd7eZvJHMC4+O/PzHwb4Br7IfAO2xjhiGRutnEqJ1P",
-	"KNF3LmtBqT7hKMG7TKpPSQ5012BAYAF71tECi+DLt+1yyZvNYbkFWh4ajW/lAP88jh0O8oiQWu3RUcOW",
-	"LLhJQ+YNEO40devoWDTsoSl/tiRKN4HzDpCAwHlKruipXQPMXegDDXN7xtTE0OTMJ4ZlRtZVcANB7tdM",
-	"LKRK2JMcf78k/0TacwBPGL6+bMRKN3bf0dBzkBeedB4PR6mB0dpAJhzNHIKd5JVo9o+GnmkEXHKj26YU",
-	"QzGNN1Ks97e3vTHxYuyMJ9HkwHgSi5bebLIN3jU/MmnZRLsNIHgFPC/Esgm2zW16dWu3sNZfDFBrLm3S",
-	"afo7lxbNaoAPEvAi3HikusrIqcFM7Y6Iz8u+o3u0TwlvB6iCN8h+xrWMENi0rncX8BOSo8A/uGotGxfv",
-	"PxSJHM1dJwTl6Qy2F+daGqEqD6+0nVF5EDvqQe231mlg94u2UV8QJWHV6OVQLFlr3IERtxZPjV4FCMi2",
-	"UZTjChsMURZbuzFw40JG81AAQHxon3ih2GRwWlei6eNOZo4Eo6Lj05MBr2cXqHKsG1ZQPrJv9GjliBwi",
-	"kTT77IeEZJPcyz9TztGuFAOpb/tkmIPG4T35hUedBjc+OBHHOtvBGnBHwWswi9DrO8XZVi5lz3XVA2qU",
-	"hsmqFpPzXMXALmeYACvr2ilNokKQL61rbzec67YJWKUZ002uugeX4NbpkCntgitWoCwz7WD5epCRuZLG",
-	"p9xOzgOuzFnHoUrd1hgqMJdKmgW8HVCpOiiLleO9ujWMwFnOyNZC1piQj4HZ/7NGAx1q2lpksBa9jA1I",
-	"9PavEtAZ8ktuchXwbnDMHcrNWYSIFr4FqAs/ulzR8MBnEhDWcDMSCDln0Q3MVRFjOBas4QrwPAKQKmEs",
-	"9642G6/Rm5KrSkJs227PCCzg9eAOvsSfLCdzh1PSAzPxk0xlqg1FV91BBWob5WnGts4LLV1WDQKs7EZr",
-	"uZ89rKlbwx9eMB4SF/HcDOB4p0HmsiAOJXIeIGHCLb2HbUJ8L0jM5tYfpDGPARAQZNX1klFKGmfXYpPO",
-	"U7KNvLpCEnVowS7oUQLISuY3F3l7evpdSXfQ/S1OLH6n8GORMRUh6ngsb0imSSEYYEWjXb/XHWxe25w9",
-	"1FWioJWQ7+hNVl2xELcziTgWb9PCU9cju1nHNrrVHZIjBtR5Dz929FkOPOygPg9NDw3nledJRxaFicEw",
-	"jsS4yPbYN/ylTMdUWLEizblt1BnJCn5TCjZWGdD7S0QGzagWS66qtsE84aXJoLqdFOacFXBLipDQhjdp",
-	"krEiMJQiV2P40BpxKasMWFCG0nPGpMGM0YzgjM9JrAZMS/gmV2ahG4sYheAvix1mE/CkdxbDgo17We1Z",
-	"rvAYJtFZokklIXd3qQ+mtyYxi9RgOmCEpsBNJASsG20Bs3H8/7397VegUJOMhekmKY1fsLTOfL0VJt7b",
-	"3RgPvwedn2QF6mBpi8HMNu9ATvy0p2bITgJvzJbCiUyTftKtkj/QwUv7/T+e/sFSD13Ai44fJIw8ROeC",
-	"2HLGiu4Cvv7t7QWbTqdPsSwkRDj5GK9J5oQMqBM25lGthnNWkEWjgNqOFjJkAs6RN+a0ilsLdDVXFMEB",
-	"QwH1AsJdUcnAS2XBOj/mGNrkk8MpByNIeDNR8iWFB2H+dkGxEGlApO0T2p3NJYZLQOZ60rDfmYGO929G",
-	"MSL7Sevgdv7TH5EtlxvcYAJqMqsk2gJc+X2Q3okwX4j8v8s7OxU5ove329udHyQ0lW0j7eatO+6EWQY1",
-	"w162dgCHNAIVxgMawxNnFJ7FXhLyA/ojsZAo8/5UuFxAvaCvbmILa1dYEVBSrOpW/4IvWQh2Rfh791WX",
-	"xw5YrX+/uHg9ZRghDaGCSojKyei9UZ2x/8LyaChcwfhJwDrbhk/OdqdKxVvdfYLwKmKDZsepPWUBwpmX",
-	"HkGXG0INPSNoMQULNGfc3S6DRdC2fglqg4f956XV4aeVa7XpQS3CXcXBIgiwYVb70o9YLhazakqufJSd",
-	"WE5zlau/OD6DxWJ9wT+3Zk8JDOH/+V8G+K2HH5l4a6WxEA+NMAjnBN5gnFLXR0jwcrX7gsofTtlrJ6u6",
-	"1SNT/tgNMWOUcOXGnSuf7skwLsZkRLyM/O+ubBz7o9WWT2D4To0M1BDjtp3GSoHyuUJKf8Y4AfZ76GWw",
-	"sUQuS0rc7MXkuJWcN1Koykxz9XtI4ICYA7eqrqeZYI3g5QK1jIpbPuOGMvKlYZVeq0kGweNwVpd8k6uZ",
-	"6Pr9/vQ7qN6wjfhR0IjeCNtsTl7OrWgAlQ1rBYM2jLEPhK+KIR0jDyk9ykY3ojEUjjQ9nZ5isLZQfCVH",
-	"Z6PvpqfT7zAoZQGE4SkAPMOflEqXyKBAEGhpWAF/nfnLtVkJulvo1nPL4H90Z8n/uF4IOsMgFkE14/c5",
-	"0Id8lLEcFA78yzWRjz5EDRaYziDI/1MxpHRTdrFZCXPm+CeZVbOO68Kfq3rj/gBcAviDMK3HUFgJoSoU",
-	"e/XT61wFGOseCjAaDnWDNnxIMPfBJA2IxG2jCsfBe+IqR+94lG7WmWx0wwg5yb3ftPi6mz5ZaeCmeK05",
-	"6+iP94PhGkDnyM2RHDiG3n+LFFz4RXaxOLqhNgzVl5ojnC88B+DArMCwxSLqDC5p0QizUSXpBnhuIJx5",
-	"JhjMVF2xeaOXtEqAc3OGH5BiuHsOGNYLqRC9nxoBnxRZFoAoj3fQyhFQMVf+phEOO/3+JACpu+WGhQbE",
-	"EP/6k9CTu0C12x7Ee1tqhIh8I4AY4TXnVrCNbqGOpaPzsE/YwhMDdz0cYUz5wKPrZbrtI41icD46Y7k3",
-	"9cAJJ2Tp8JpqWgV4311YMfEduAvH9JarfneVWzN4QF93faKdzjFVN7tSL8FCU0slMFZKWcClCPwPV8Vt",
-	"J2LLG793zYY9+56Fmi+OWEV8EXmUEaKPL58rpNdchYzvcIP9NsHzsaArLY4LquSUQt44Dj1Gfku8opFX",
-	"C2sYhJNM+s3DPe213Y3FyeRu0DhaBPTnli3dGfkTTduE9QjV3hEG+dnp8xfnueJ0wJH8h9q6lkP+EJFP",
-	"gpl7dhoWrNYIlQ003fUzZRe+crsvC7crd+UKBa/MiRuwCUBezxBapNsrYiRzgdTPDaj4ixvJW3CJFshA",
-	"nHQLzf5cgRHPvfkXZAlZr1L+v5KlOfyaUoKa29mpLzD9RyuazU518DtVA3+35Xd5fnqKaEXKetBgcWuR",
-	"h53gtDFBx/eRKEudyNKF/cHXIWIQyH04+rS3sCF8zTdTx1Jf7IxkSKDqD+hAVidAwiWGWezguhU4imdf",
-	"dBQx+BsN4LsvOoAAN1ecbUvu3FwDB3J0XSH5x+MIw3zxRYcZkPCKMyeUm7ZcRIN5/uMXHcw29FxBTJmW",
-	"DdFFiPL9CWQeT/Yy74ohcofPAIYxFsuD+Xz/ha9CH5muQJXXR1yN3sJQT966K4uErHPBImsPxUtAE4xU",
-	"wAkYK64csRuRWPzONf4UzbxJ+XiL2zlaZwLj3inoc76tgkJh+Fxh5tAZs01LsrSX+EVtRIpS/03YV5gv",
-	"upc8xjtxtx14JYbIpS9ZJAF923p6+FUpUe8I/L4gVBFYYWmibe2qMMPGNq0yT9+jWPVhcI8vfF3W4M3y",
-	"+fw9NXLKft9O9gfXbq6uNIRiFPq6QA9pbUTGCswHhq8Q7gFh0DHWDL4GGLf07r9p1X1uf4cHMHAKMGW6",
-	"AyZ95IkPgScGwRlpjCPtEHJoHgwbBECOr8A1+oisWB9nPyd5uXXGiWPEXCJK1f6wIy6DELziALpLMnBA",
-	"COgMvBghczep2JGuXhI6ka0+kfhFGvs2PHWPtKKXLZ9Ye7TZhlx/rEJoPeZPlOn/EG7vw5JmLrqK0mHD",
-	"vRIqmwCmACUzgN0Nnc7ekXn63p3HD8D+wK29T8/r4zGBH6kHD1EEha9/1n1tp0866dlopY0dBO0gU4nx",
-	"+jyaS8au6wojH4kZYxgmmdq6sZ88KyYZq7Aoe5SyQCXzejF9Bq1gvuBJwpIS2YmiinnS9r0IuUJYbNhG",
-	"fsWlituqtBKAZ+RNUa1hK36FWftzXdd6jcW1fDIcVO8yEWoJmGHWvKnMdGerCE4LrAa5wtNzFOIWBCl2",
-	"nyGQS+XK+hr5TvAB1dkdKWY189Xt3WowOU8q0t6u+Le/XLC+KFaQHwY3JRDgeGpYa6XakAUyV6Haki+U",
-	"GehKrnKF48c4SvCs8Jp89rT7cQYNk8pYwb0BKVd4Es6iAu8BLgbjUHE3QyJMFtXy17p2QyAkLeoTbMBk",
-	"UqZqBmOjWeH+Knx1OLe6aoI6w0IbmyuMvis8HFcxZYC2BAUiqbIDDvWJYeKWl5apFg80rPRaN5VBO7P3",
-	"qVhteZ1FtjYqCZmRBK3rk9ag7zlaCah7bcgVIxA7nuxNHXjRGQq6hadXuUKHP+4dCr+dQ5sWde4OOFRU",
-	"Rj8Mlx20c65w9cy1hIohHIJfzhjHBfRTWvIKDXVkacepXDk6katSKyfVdrAYHgPOnb/Mw3vihKgeN/gP",
-	"wPsC1TUbrmh7CaoPHxDVOcKQ4Rgx8BicgkQwEPjLiFxB7aFCX/sFSkn4b1r1tkMRoqn9F1We+lwSvkfu",
-	"+/Dhw4cHpEsERclxjOBtgLKjorwGAKwHom8gRfBcuNJwbZcBfA4bDUYU2s/po5aypaU4nhGEkwejqfgR",
-	"kRUseP46A7+TQLbH/WVtezsVLOhIEqd7Yrrg6gV3g+5XTet5NLOe4SmKdThHOYLKeeAKzRtB8geEGEiD",
-	"yTKe9zat8m/5SHfv3TTBQAIBHGwN8ebgK4lMjRDyARIZpqoQIwN+AY1AmTZ+S1LLZHDwuC3Pvuxh79dY",
-	"wfv27PsvfOFTVV2KB6t6u2F92U3q1V8pzuLT53Mk3Fly54pKBSvNlFiDCYO9RAMgWc/BwoesKrw4E1dS",
-	"GXQmUXAeZAtAhUDeoIAjA5YFZls4cQUiWa4zH31DwexFlAVRICs89w5Hko8pUAIlDqeWoacQGHoUUJII",
-	"3o9duFQlO5YSycuPrmFQWcaE3NwIH/tIYRHTno9vJ7btQ1+/fdPGLnDQGCz+g/HCEAOPgQ8gLu43wTgl",
-	"N+R8D9pELgjl8N7knZCQPmgLiRxTj2KAFwNq0Iph/x6gX8ltqGc9eAgzRwwCemx0JAkc4MM+4wUpmkUt",
-	"eFUwXq+dEo8M1oPW8KryeVSOIrjlcdTBXQz3t1RXuZKkZBinUrh70uhaTFkf95YcfauV4A3FFEDoDB5/",
-	"DOBMqCCYzHmBbvv70EAi/JIP/ahXJ/jvaiTPPlvP2GsFcxvycoF2DyR4C1wDlvNBKSBgBwlS6bb+kcXF",
-	"UCFkSnDbj32VmKxcdRCGj7SpR5u8nbGjTl9a0o8l8CyYYXvSdc9LfwfZ+VFE/jZE5B4/QhLmy1nvykWe",
-	"CQWZ6Ol7988HZEceRnKI7oWwOgrI72zjPkOCN4JdgbEawkhRcuS5IoHwrPPA47PBVf7i9BmGiSq9Zhok",
-	"6SD/gSEIAwTJDg08rVWRDTi2s3pfEpoUQRNFdNtcATA6yKr4I8xZanDLE9AwaYtnjLOy4WZB0eu14Ddu",
-	"2rla8Hp+QnCCuM4E2pLgln+GxwK37DGuF8NLDTZ/QbCqjz70B0j6cXf6pP8hRZN9aYvTTiFVCMUDRa2X",
-	"2pYoeOH9HWHwD5/M4rU+TGaztL75N2HTJOHzapv7hNhHsvIgw1X1/IGHqT4s9RsQ+UNUe+yqR0MRIYju",
-	"D+qMFPN+xENqzN0jcMVec7uA0jmrdJHat04DtySFVD5fxw0OnbbgKHLbbabst5DegE9ZcCyCXRDxK0rt",
-	"NDWwFnbId2wMiQwmynMykD7UAynJBqvXFxEkDHmVMXMCOjadm5aS8NwRnelKChOy9UzGQqqee9xjqzgB",
-	"by5vncRlc+URazNmpCqFN3D6XA73MJjzvIBmCPvIpy3lyi7EhpzLvGKuO+80hoVwMlPbYLSDqihLyuil",
-	"AHkuV5S4lIUojMrbUinVCmM0St40G18Qupd4Nc3VbysBuWGMUsN62YZPuuN3JSzCAdAZZ7NW1hYkXJgH",
-	"WIyj0+BmBXZUd/vknO6TeQpxAk9raewlDT/pF0YAw3s2ygSUxCOMMl+OkXVXv1vSb8gMw8bSkgmG4+g9",
-	"ph0klOKmZ5i8psTk0QSzbYLBtMWuHkvvBPwfzThn+vay1OAbcnT+I4wJSFe3lvYOVoWnRA6fvsc/PiTC",
-	"Co9mstnBZxGt+RBLLtb8WvikCohYis1kYKYImksv73e2oTz+XFGSJsVGrblbFndFpWVjzv6zQ+z4z8k5",
-	"M4hPyKDjgo0hfkU3uYI4nwlaShpRC27gIEMpN/fsNISmNWJV85JGGkzOkKpIGFfonVtLRbgIHU+a+o6h",
-	"OBzNBXN6PSB0rgof1QgRNr6CHMZupQgb38bjXHCTK+9ot9rjc0ILraqdmkeL6r2Hs0aqKzLleOZBEYxJ",
-	"hp5g2z51Gxj3MF985RGr7oMzYuNfhzd6BP80d/RZRhBsqvSayYfDGDmbOREOMB+4Yq26VnqtQlgKmrLx",
-	"2Prqb1sn7pETDnBCorkPigO67cRxffO8MFDfNeZxewKY4IqIHneYKz6F8Q0mmmGQMpjSi2w3CZ5KCWFk",
-	"qfAx2Y4nFRnGNFekSs6lU+j8vhDzkgYZDlbz0kow3mDs8/j56amXrid0IaUtcuUz1Rf8RrAVN45VdA9z",
-	"AtAFdzRplMRcfdCr6xDifivTxxSQFuJnESkFndrrXgGZzi4OPeZqt8uzEO8FaDlOK8AjOO/Cr8EngEol",
-	"4rU4GjkZTvh3E3ct9oZ8TriWWa5ePP+R7WbUAo5CBAEAjoMy5PdH4BS58rvYRdfEeDS8rsPgo8D1l2Up",
-	"VvaMbXOQugCo07lo3MsgDxTbzxQTVESJUVOQ0Hqha28AIJiBLghb1oLNNlaYMwwjrzcU/Oweg19Bp39i",
-	"WALYckoDg6XF5FuAfUHcFkjEpRMJQem1BCeSB1Zw+wVdo5PotTb2qhFv//9fzrvNp1Gb8E2uoNqSvzuY",
-	"SAlnmGLJKVoJxjHXzRIu1xkc41wViVUNFogEUxvIyPwZ7vYB1IQLAHLDA0ur4METYFYwS1kFICGIBUNg",
-	"jtRIUsCgzwYAGGBtetFZd8Egd1J5AgAiRZ8iwRVoUtk2RjdsjGVA7KLR7dWimJznyuorASbQdUT5KPwl",
-	"NV32RvDKXc+lvgE1O1eh8QCzB+v4tIHAGqeNE2pdaklaIE29NdkufbJblWQoeM5qoB6ELOM1BiJqjcDd",
-	"VIJthB3CyHDvp0dzGoG2/3AIsf3dPUqieModq9u5Nf0CdO/zkawI9YYOJiHXAPgZ/lILTng2jSjlClCC",
-	"olfwJ3e3u2+RTACGST76AFvbjTyA682k4rCyRyGA0AnOtuqBPzpOHoTjhNwk/TruD1nqfQAIHyQOrjsR",
-	"EVkKRtsDnVoTWsEgFEhfFhq/+cvbC/o7btbx2lc/vcaPl3PdXCKeqaftkwegCBwh9jvOArwXZIsx1lIm",
-	"GLimU74m57AEbll8YAAJoWmUiexLWcGO1D2eQgIcApp8OftcMgz2NyV8il0kE5LwDoPdhrHN3D9A2D3F",
-	"zpVUZd1Wopqyn2BmiZ05Z5wwtxjNnm2kcGe8qFo8hOkkPGxReMHu3ngq9TOcJJdcqkf+9JD5U9YjG482",
-	"ms9qo3kFvjWMy/bZ7V1AO6mzKUqu6k1suAmlC4623YBe8QCIJxjPUfUBOxEqRHMN6fFnnf7BATMxFCwJ",
-	"hhlw9FMDaDeWZspe6RtHPyn/4O5W+Fe8uX6DGtW9WOB981/Y+u76fGuD2X9wJzoFuPTgaA/BBF94lRtV",
-	"0KTdIaOAWMZZyZVWsuR1MBxWbJwqYLJbv2RNpayMvIIgnJpEpf8WjX70aO9yCjw3j6ziPlmFvhHDNim6",
-	"GR293MsuttDj9rOLRhi08X9lTvGy7wkGzywVAGPjuBgZpQRh2SF3iRe6AXdArigFVRpWyAqq+EISqFP9",
-	"Sq4oebttFOSumS4sTFVRFaNc8UZAMawIJBgHBR4W758Ygzvw0v1dZD6xANtB70YlsT6ZUBXrirFNIMMd",
-	"sVLqyrvZITqMW+HTyRFS5xO9z78izn4St8PteuSG/or+4Axcwbhhj7rCA8Xng8TNb8CR+yDSDPoFFQHR",
-	"migZcgLPFcYowLqTnzGCXAfk+1obUU1CRpMnO66lgCrzTapDWOOVqLoOlRSjmoM+b/8TnNeh/toD0H18",
-	"LD2BlYleGBfgmbFa65V3kgdCXMRAUtKEUJMzJni5CC5ZH+sL8AORe3aGt1eJW5srY8Uqc6zJl+BEBtqV",
-	"AD0no+jSFKwSNd8YwqxiVjtOpKpcSUUOo6hCbygJuzXufmVYUuVyNSbx0fGkJyZUi82CdNMrstkDgPH4",
-	"ZuC1f2KYUDey0WoJVT7A0bIxViyx1iIGr/ZlKY1MEz3DNLxV26y0iZy6Ueq0rg1Et4dgH9mAV9aXbCFk",
-	"t76vGrbBx2af93znXUQeFsIAKQEQJDIfjSYx0lsKw4rX4Cs/I1tBdcKhogVMVbHnp88hfl2rUlDqd/GL",
-	"xotfuNn7WPEOqQqcR1qvCAPMxNaIVS0pe5Jbi6EHSy7rXJE2TmnlvdqhCDaiV4P1XyEeIVeQNdBVfoXQ",
-	"hviEDFaBhb/dEKBO55Ww4EOHyphkYPQ6HNHNybaQGNcKw/0J8iTEVfQLILtHWmUbqFCKJfPOsARhrhBp",
-	"Dv0STjRU4opbeSMQAYXcmQbtFzDc5//z++/wVHE47LmCiIc/sVfyvzIED/GnpeMFhVQgiFz6u1RMfCA+",
-	"DUE4cRKKKEBciBc0EZfKLYWe42XH4rbbWR3hdG9XxMXj4X/uKtFSSVgUn7WyUrVIWgJEjBuDLwYBBbDm",
-	"c0d+UILu1xLHWAfTzpbSXiJ8INITdxKW3Ips64VcwRtYOT96A6EozuGEIO4NZSe5Y3YFcUJdoUOuchWf",
-	"mu6uw/IBxKNH+sNY0DQuJNKNnQoLVOardzc88oJBbcKnjvQojz/2vYyYAXi9i7ZRh6I1ij6dwNJY/+P5",
-	"i9PJmT/fQDQMMxrq/HRL4JQRgsYJ3n6E4+nc/UiNhkIynifqkKNr/x6yPrri7V8666NXpnUg+8MtKJQ5",
-	"PHfikdPgCkDOZwu9BqHt+enzLz8ij3w0HmArk/MefGnm8VwLIq1FBrKFjbjMFmiT/34gfzxmi47+cLtI",
-	"wi9FFRJxpEKV4uSlW6FUKeetU7+3xQ/fEAwKillO/HIyv5BA3kB2DAKc0vSNuLWP9soUTiMWTHrUVO+i",
-	"qc5as4G6q6SjoHrqBSwSd0BZRQ0V5LwWtRBAQR4TThQCVHi5ZHLOBgEg7wL7SOpD0ImiFBHP1eFqUVOR",
-	"UnKogj7bKqAPyY+rUC/iEXLmK0LOfJzd4RuCaUQhmgR6H9vkrUF3g2rMgj6RdVkqHsKNLOJkU9pWAtDg",
-	"/a1gMcaWlJBCdiebEXlIPsFKtNfuA4QIoKHlctmheCNFpURzSNVoMatcubWi0nsdXcoVEoNywRtToJpC",
-	"NXm9yYGKHBFjSdXKE6p6hdMd3TXK6+dKLFfaClVu/iE2f0e14L5kexrk10Hac6s0HNf0FkvZPgznBBC8",
-	"uBLw//HyXyf6kZGcB9fSbuXsBw9o8qUFQ2Sw87auiZd2l/6y1Gpey9IWj3LQthz04vnzLzwUyEi9JCfv",
-	"GSusDiU45FcGrPoMzqG3gKYc4sFS7O3IEIcOV8YcSGFcaGMvu8fPGDfXkKNYNK26XHKpKBydcgpDEZQr",
-	"bkWuuLk2jLOVaIx7WVrWiBJql7gvFYQUda1n/WI7HKD7eiW5wW+fBRENBBxwHEzZL4Cq28/7SDB799jr",
-	"aPr3aBDruhnCkL6IXC3dmB5d/I84X98+ztcF1ToCStA/4Fm4+1FxnwOIXzHJ+iTcr33E8On7CHGLCone",
-	"n4u8ow8///kIhcnXikK0D0dF3aKtFzrkXKM7zLTNDTh5SIs05+jp80lAsV/H50U77bqbOqZs467Ar0mU",
-	"VPd7N4V7ChTuOvgzTf9LuzWiKQ5QcL9U3QI+UvAHCgALxdoenM175+D8+MWHRgTZ25w7UrDmES1AI7S4",
-	"XUmv7H8DxV+h0qJuWCXUJil2JsxifW6zwzIaUQq5ssPCM6Z5wUOQ5yWrzGsgkP/mxGhRoblKVn0kRaly",
-	"RQ+RzR6EWRSzMWyBDvLZdg5AQNzI1YvTF1mnLPiAEci4R6HGx94agcVrXpx+N1Sg2s/2gI/9GbOaPTs9",
-	"7bINTMaMcO9YDIso9XLJTRrrIKM/ng9k1MvK7C1CGvnb/3R6enoIBOHdvWaZ0IINVcmj3x9MXonScEKX",
-	"uhHumCm3i2gZ2oGweMwquU+FI7quiWtKW/JAdRBKPIoIkrTex+LOT/VtpI//vkAgE4+FshYevXaMQY7k",
-	"Xujlkn/ulPF3CZZDCY77CmK98Q/dK3GDPvaXxdqOvn1EL3+0avzbWDXIYhegyiUwSRTZ9hsxoizl7PN7",
-	"VanmNKj2ALnVhY46ycyHhRa+3HGBT1FEitWMY8EW9wKKpgQWHrtpj3LJ0nveK5sQK39bCUWU5GH7XGmQ",
-	"X8fniqs06HP1VXQacSWNRdQ54xWcR1/soy/239AXS3c8JDGEL7wFI/NZnpcYgue+eHTgfosOXMQvbbS6",
-	"uqxkg6ibxTfqu4UiFBxdo7phngV36UIHvLn78E38b0/f+7tArouhQkYd471vLWHYAgI/P+oEjzrBR9jL",
-	"49Pz8Iob+Sv9BVSBwz5GuofBwXgc8XjaiFW9uV/v5/bIBrUaX6cohPLsqCIpLYSF9zot5MLDEgdXahR7",
-	"Kw0rKLb40n1d+BTOpoc/p3LFV6tG34iqo+Jgze9F2krlkS5cuxXhOqcz2NxafyO60KrefJ3kMlqkIVWo",
-	"+KMVrePEIaabbOzZ9qY6Vt1tx6OO9HB1pAhUHbSkqmoExpjphKyUdXrVt6ZHbbO0L69SrepID8pYzyP8",
-	"qD59o+rTN6opvcRsbN6pRvsv/pFKkuXmer/z5AKe2GHAKV80pv/2cnL25iFzc/0WXwHU+VSTeq22Esj3",
-	"tfire2mwLW6MvFJC3LW5+/SJuzXYGwYLocKI2RZhgs5lbUUDqAWPUVWP2uK/lwcJz3zkPspCpRythPsF",
-	"EbEPFcMFwnUvLiUYrLS1YGOI7nl+esqcOsVL18KE4nctlzUbn7oHXpyenk4gnIm0tGmufgqBTZitDFM9",
-	"60u8Gdux/o0hatXTskn0hJtwwcaczWpdXvtKSgiJ6n7rBUPpJlddCSLXjHuE7McIpQPPIVZ+gNtxa1rg",
-	"DmW5Sm7LZMoKqJArqsvZpkgnHGYwgAI2MA1NDi048nhfdWC5uf467iuY1AC9h7xebq6zR3/VI7n/pj1S",
-	"ETl51IEeogupxza+kaDlqopClYGneeUHRYeZ5s2xckFaF3pa1lwuT5S4tfeW41/rtTD2RLVuaJAhEU0I",
-	"AYOJhWMINK9r5joEZovwZp61kxwQlMCS1zVF4WmmNJYlhSl5SQNtvYj3xsagX0VvglnjctXoK6dcFhOo",
-	"OlK2TYP15N0jhlBargRhk4Ht2I09ycdd37+KWxtY+T1qUvu0KL8KBKf1YndrfiUxqeQQweNXDSAxpRdc",
-	"mCJErkeN6zFk5Jtm0P1wkG+DAQA1wZqMWzQUmcGOngGXGW7y8RzgPYguFCyAKs6ACuj69GCX4GLxAHik",
-	"GHWoObI6Z9KyWnDCmcxVgTQelSQ9J8sOzYMjGq17OWNGu3fh8eBzSycful6/NqEN2vojmXwYZBKcw7Q5",
-	"TwwD3Vw3GaSZPOzKHCBUfBuUCe8e43iBx1AUeXuhd2GmgolqKCbpa1/mxzv8aG34li7u4TgkvJ/3bDk+",
-	"HOfjLl4c5MNtuUjVtplLUVesFnMLiJkkbZyzIg/+LCwdnI8KVtaCY+0zrxiK8y1BoxGrmpeEdV1LY6fs",
-	"jZi3AMqpGO/0TMwNJpUTFw1tOiQwTvo17YPCigVYl1Axx8tIay5truYaStSIep4xjFytNyyqUUTnGaz/",
-	"vq9NWYtikhJ2/rmq7t9AjJ18ccjoQ6osN1Ta5xFa7lHoujfa/VUsxkRd4EBFJODRhPxoQv48FgQsicb9",
-	"xQQ3bkbe2qxjY1A2FFnoXaX5Q2YFNDHfbxjxtniRLlC93/hLkgGvzY6PuqMfWa76F3eckiAmO+lHXbUW",
-	"0bA1N7kyi9aySq9VcEZ743bBxrGdu19lchKNAAy27uneE0yvlWGSCuugxRueBaitKy5Vrq6ENeDGD2U+",
-	"HJ9tFbHZMCQSpXpudjQ+5ipM/JwVeJ6KrqTQcjJlv81ZGVnT3RAME7ccBSElcrWWygxa0b++YcetXagR",
-	"hXv3qCA+2sL/PUWQVMZknyz5LwLhCUKLJxPfklWdB91ibzTp8VyOyOEDYHQXge53+jPWdSqiAK0ohCvz",
-	"cVqgaOejIleg6Xo9fNKhsU/Zy6TS7L0DW/wxixzYWgk6L+4y+FOUpP/UwX3HQ/kt+0Aa71fjNGFFHxXc",
-	"b0PBhev1qN7eWb2Nb/6jkvu1a8Z8BO8kQgWYcOrEK0+RG2jrZny82kgVvx8IP/XO74BZ7BQpqh6jNM56",
-	"yl4qcmkT2HxYH2lSrC+RBQpz/vqqz8MKx33kPo/c5yO4zzazefjk9W/yJk1aZ7z8ZPrqy30nsWohUJMb",
-	"C9CtWKUuzp/gjQBNImO8bLTpYMWnydoKF9DXPZcZ3ZdI5stomkc80W8rMHAwSyoujmoypsQ6VPg45N+m",
-	"6mafE4gT2nz63v1zCGeHChN/1Yq7ocL5Iz9/vJMfwcbbRk1TwSXxpbz3W3iENN82ahjkZuvOPi25KkV9",
-	"z/pFPKK9+gVWoNardMXKM5IK5rW8Wth+JXWwuuFkalFljIeqmFAIeS6VNAthpuxniyUxi/Bwv/7/k4Fy",
-	"l8FL5GFtqpqgQbFoOlYVMWzcrpjV7LtTZiZQgz5UT7fa9Xzu0XAg4HfBjS/jmSuoBo41TdwTiGEJVSCT",
-	"9kEY/yNhfSSsB2p94EF/qFWuU2QVj3Z8h92FuUPJ1rVurs2Kl+LpXNbCPH2/4naxV0D53b/xV1mLu10o",
-	"XVphT4xtBF/212uumyW3o7PRTCoOsBQ7peZT98mN+Ylhs40VD6cwAhRD4XbhfY2NqLmVNyLz6eLTaZH5",
-	"SgYmBPhxZjbLma5lyWqprh81ke3687Ba4bzC3j+8S+pGFWqqI0YA1k0PA3+Akb9vBK8Yh7HHavyTeLl3",
-	"aUr47Z7FtB7B6WSj9lCN6C36wMbcSULGsmfslfyvCYokMGcQJCDyt8rVeqFrgSAVbcNntROmGNaZQWG1",
-	"bLhZMCMoTFjXFa0cbroS61xpJTLKBOVsKW+dNOXdxeYJK1x7l+4tTIKKCmMaAfWsuXWNlOI8/g1K/xfu",
-	"7+lqk3SFvm4T9PkYd+gnkuZD4b8v0nvlV988pErQjxT8nij4qrXmAZLtI8j1V/Y7ngVi5k6kdlQFaNg3",
-	"kv31urWeu0jVhyQ4lr9Ag6JsG2k3wF9mgjeiednaxejsX+8cQzCiufHcp23q0dnoKV/JpzfPgF1QoztE",
-	"yMnCoNVKHxBpgCIjpA/GYZJyAHA4PlyxA04DcRr4WL/pX7AWUMYA306YDAsClW1jNHXS1fQKrYVKQLsN",
-	"XvgyyYAx62FkV422utR11EaAtNtt4xXZkdBi38O+BSNBPC9QGdLDoFfgLhPaQszerNY17i2TKmqy29F0",
-	"s3HpV5iC1MpAUCtVg47aiqvtpVszCx5ynwH64ozSZ8ALW4mVUJVQpXRbQ+GmuCmmrXt7gj6SdCe1MEYr",
-	"84SZUijeSO32uVV+bd2hlI6IdDCA/rmhBuWNwJLVDLlx9C58bUYf3n343wEAAP//",
+	"7L3dd9u2ti/6r2Do7jsi7UsrTpr2rNoPd2R3ffWups1NskYfFnNEiIQsHFOASoCRtTPyv5+BOSdAUAIl",
+	"OYkTZx33obEkEt+Y3/M3349KvVprJZQ1o4v3ozVv+EpY0cCnnyuxWmsrVLn9h9j+XfBKNO77SpiykWsr",
+	"tRpdjJ6zRthmyzbSLpldCmb4SrBrsWVcVd0Xc11t3ZNtowx8u5CNsawRZq2VEblyTxurG2GY0nYp1RVT",
+	"YnPZbxI64e530WCT0uSqkN1IZ6VWi1qWtpiyf4itYbwRzJR6LSpmNbRm9bVQjwxbidVcNNNcjbKRdFNZ",
+	"4hSzkeIrMbqIF+DsH2I7ykamXIoVd4uw4je/CHVll6OLp+fn2Wgllf/8JBvZ7do1YGwj1dXow4ds9AI6",
+	"e8ndA++xu7X7EDrD0YyyUSP+aGUjqtGFbVoR9/kfjViMLkb/1+Nu1x7jr+bxr64V19FL0aykMVKrn/98",
+	"oLt1eGwmq4O9ihu+Wtf+nbMno8w1ZUXjGv2f8N2/npz9+PZf52c/vv3P/xilZv9K/NEKYw+OqMFnjg3n",
+	"0CKEbqDTN9xcH+zRcnP9Kd1hB9iX4KtDPQm++vStfdM2hzfV3a7Tt7OB435md3b0X/zsv9+6/52f/Xj2",
+	"9v159vS7D2cWdvf9k+zHD+kd/l0312bNS/FXWQs/xF1K4UbLGlFzK98Jfx03/s2MienVlBUrLtV0vS0u",
+	"Gcc3pLKa8VwtdF2Jhpm1qGvDpDXM1NwshWHF//30r8WU/apZMZ0WGVOa8bnRdWsFNJEBMVI6V2a7muta",
+	"lqyW6ppJwxa6rvVGVBEd2Lkp+Gl4RSNS8OT86bNjtOCDfxeI7E9LUV4D7W30WjRWCviar9e1LPncbdTu",
+	"Or5pWsEWumGcle5tZpfSsKZVbMWvhZmyv/LaCKZVve09xue6tbkCggrNPTJM3PDSMtU62mOYbtxuVIaN",
+	"3UN0IZnVlteZ26tc4fO1cKfFZEROdX3WGsFkZSYZ04pxGEzVyHdCsfnWfRa8ztVKV6K+ZEUlLJd14d5W",
+	"zPCtYZslsovNklu24YYZIRTuCC3fXOtacDX6kI3wdbcuO0vrtyzxg75OrONS0MosRV1lbvbSskojB2Ju",
+	"C7ZsXHRbUbCFW9nJNDGsD/EJ+RcOBLrN4r0Mg38bWtDz/yVK68b4k1amXYlXwrS13T8SDXwPf0orVuYY",
+	"2XjBbbmkxj6E7njT8O3ecH3byWE1gltRIQPbH9bgkje6Tv9gLLft8eFDf6/xWTd+x7XTm4is85Fhc8Eb",
+	"0SCDv2RmqTcKr8FSNGKapFuJTYOBh2H6ng8sjSP+6ZEpsWGO9jNu2N/+8gaG5CgXG89bC5ezNfxKZP6u",
+	"GbgFFV/xK1FlbLOU5ZLxrpkld2dTCaYXkwwoIM7dBPFL0vSNm25/p0oc7Yzb/cH+7q4i3GbXjbuB9DQb",
+	"//PNT3DiF7pZuVdHFbfizEpYq73NXWpjZ51wARxHtSu3vNzAbXDkFi6C2kaL2rVQy5W0R4/HL/jUh4wE",
+	"p9PvRf88792MbARk6ujxdA+9FtZKdWUOkp5126y1Sf8WeF/06xGSEu1iWKtuEbru/DziTva3J3Wqf1Zz",
+	"fbN/0VfCuLN6CwKELxwlPqHh1GB+CadhV5hwJ9Xded2qKnHanXYwK5ccTwa1K5UVV7jrCyGqOS+vDz2z",
+	"lE4j2c6Esg01u/+QdMs1m2/t4Qfi5dt/BvZq5qnA/nThuHVUwt/UR4ahRrXiW+D+TCrG6zoDTireOWLo",
+	"2Pa60e+kk50asdaNNUwvkPJcMq1K4R7agqa04pVw0pNr1T3kO8oVyBZB9xpLy4SqDCvmbXUl7EzcLHlr",
+	"rKiKjAiWI1PSsGfnP+Zq/6lJj7vvrQTSsP11+FmtW8vWdWuYbq37G5+MV2TVXyu3NGYtVEVrc8nO3biU",
+	"xqPTI21S2R+eJYe15tta8+rQaYlUKkcddWtniRm8FqV2C8dZ9zzbcEfLUVhbi8ZoxeZioRvheIW4WUun",
+	"Fo85q4SSvI4FkKj/+PTs/+qUncRwnA7TW7255k0Fi7bUTiqqRC0cH9BKGCZVWbeVqNIDcJLgrOR1nepH",
+	"65rBb3Aw4Hz5Q4tKPv44F1utKnYlLOOKiabR7tA66STYE+BdPHzunRkQwWJgSO52pBdkw6/FrBI1385W",
+	"qRsn61oa2qy5sBtBHBKFX2adqEqXgrm2iBXD307YQ5OG29eNO6I47DFnC3kjKraRqtKbC+bu6LbXJm+c",
+	"4GzYfJsr97Y7uVcaFp80JjCHuOYml4zXRtOwuJPV5UrEo82Ve10vGO+kJBiIH5sSNzYaYPpW7hDsHYLW",
+	"J4FZTHmjQ7l7hfYosN+sfbK7QxQGbpo/4r1zuLvNe5R2mOcAqQFdrKqkOxS8fhlxGFAFssNciXGLcpTU",
+	"6pIJXi7ZQoq6YpVYcCdwex24Fsbd+Xe8bsUxVkbvji5+ILuTXDn56kl2EpMLbz95Gr99np3G/sLrfzra",
+	"9w5fDG9+9/T8/MSXY57Z9Xzs3RQvpXex609irWxshGB4RIAQnzKYmJ359T+H/7Kvw+AOb/wes+tGfXzf",
+	"h9mgPwD7s/5cTHHFb3Bkf/rh2fFDljwiz469FTFSeuX7/Ql9PFsNU3hC5+PIaHZ4brhk2S0YcMaWegPS",
+	"4oqrLZ0vrszGaZbcXMMm2KVYfRZOjdYl4paFsXq9BoHw6F0KzLy7z8deSTB5/+r3+5QgZvmcmPIjg9wd",
+	"GTarubtyezTAb9oPO3t2nmSmAxznn2unWt+S5bxx7ANed8ykXHLlpHpOjKYWC+sICbsWYo02U2AybKx0",
+	"x4XA1DXZZzz7lPR2xO62ZGeAcnz8rT7xJn/SnTvxzN7ynH7qiXrBm+tXgldHT1N/x+2y0e3VMuko+A4P",
+	"ujdt//DsuNcrlhp902+To+1slUOGh5ms0nZGwY1OWAZ/UzU5DOWV0g1SV2+L0k0lFW+2XsQAIfYdr2U1",
+	"8y5J91U1080MekSzoPvYiFKupVB2lI2UtjPD3wn31rreRq2sG211qeukiStydR0YNl87tV1UGWuEWyhR",
+	"oXWwBXOyTRk0Y+NqMLtRMyCMYzujbBRacWPG9UkMNW2pQRcT9ZTcTpEy2BDF9+5Xxxgz/6WbmFtgsMIX",
+	"vFpJVXiuw+AjvrdPo+DHlPnMG8VuZ5y2ZMvdX4jELNMWcV5a+S65Ap1VRXrLLUPXjZLqapr0dnghvKZ7",
+	"NmxhOvTEqlzPjADamtB1/643yPlf/PSS+cfYuHi8KtfFpDdcJ72YyNkvmneiyRVqrigxXDh5gF8JBZzH",
+	"yEqwF1zWjdYrN9tSK0Wn2UDTufKa81LWINxJw/hcvxPsfMpe++HMRa3VldeY1o0uhTGgMudKr4USIHOs",
+	"MmY0js84iYY7QRmOukEFrNStsgbdAo4d6o1Tep+zAgdROI1cubko3apSGNLQkbE6cZPWh2GfWa7KWhsn",
+	"yTUklFZk2zrM7IKVmdf1b4vRxb9uZW9+mx3yg+iNQiHOuxA2UhmmyRxIIuklU21ds5XgPe3CnUL3A/oe",
+	"0de5d/SHnT6CV7OIiewPUlberuhEqc7yESTCJTfMNUPjI5Gfq+2Bkd2d12nYftSqhvjrwGUiLykr9Uow",
+	"vnDTLOL1KaZHDwnYaI+N+Z/eyu6EiPSi4zVlxvLGiXs98y4t+xyug6gXbLMUKoi/kRYmbZpCgeyyFHV1",
+	"yDuHGimZmi7g5sH+exVBVD0dIWPFgstaVEWuxlwxtyZN00K7QV2aZO4dVYraPQicI2GN3iy1EbkCOiQW",
+	"C1Fa4xZiC4QCiY0C3acRTauYa5/IAnvuFBphXcs8Vy+fv/np78zgHWSFm3bBGlELbpwOZ4f81WF9ZkOi",
+	"yu/LLYZCgJnBkD967TpXNiaLF0h04XgG83zbKCLA7j0mLTJRzzgWbV0XuKnkOoy2/ZHJVau4tbgF/sgu",
+	"3BJIXAlqh40LVDOmO2ah4jJXnBYK6G7xPvdcKx9dsHxU1oI3+ehDQfZSxwn69v/bOWSJwe4bDIkD7jBE",
+	"f412uOAOsQoXOnKcufsUn++3g1IAOhVvKWx/mqPxeMhQRw2D1jvqy/AQurbvlQx0hN5KKp6/g9FYK7bi",
+	"snbko5MHUD+OiAtcncklUoAgO0BjokJWdWpQxfAevHJH8Jba8+8gt9DphdAPMmus+LW75dEcWuMYD+NX",
+	"XCbEUDqC/cV2Svdot8sCrkPBxGrtXu5dRn/ZYlWFGoG30iL6wHq83lMFZAUXieRNuFJgfBllI6S20I+T",
+	"ZpJqCzb7UVYKWOdgn4gdEsdtFQN2iVtfnDR77B3jy0DepWVjIcHXueHbSUfnOVJZ19jAkU1sh/F8fN+w",
+	"nxRWBlVdr3omJRxHw5u08tJz34D2hg/HbaLnZuCCwQw+isr5Se4GscnVyum2EAT2JMTmorW06FweBSt1",
+	"JdhaS2VNUuW1+uQIyp49Qh+cce/0fKQXCAkbKzylK4JRVQct38268DYHU5BwlisffTd30zSXrODKsaq1",
+	"LAvQlgunf3BZsLGTNX9bC/X85zM3d24leB+RFE9Ya5AUl42ohLKS10F0wEceGSbUO9lotRLKTtnv0i4h",
+	"UtBJEhwjgq4EuUbCK0Tl2Lg4O4N5epf+zlXlN4POfCcdgovCXT8nmuDqPDLe5zF+cv70GYounjhM0u6M",
+	"YC17doL9znPQ/dH4OIngZHGP+rjUsuZtJc6M01/t2bOz74tLlKiccNzt8fQUFus76hlq/AaPshFuLkSc",
+	"Y7PHjTOhydRx/jU5ZTyoTlokHuemC7xnx/Z3PEL4P1I3053K4XDG2AZ2gh1rLVTlfjy6EL1A8gNWqpe9",
+	"KLVdK5xg0Apo+gvWtGq24lI5Fq2NZVfcQgCz90wdi7Y7LXiuEqWsDkXoScuIZbO5cGyKFoV0ZdQU6LvB",
+	"mL2jOrQfxjxBt2PbnJ88UINSGvBy7w8Ewopp9GQhieUbNOC9PWFc5PO71ZLKw1587GmfEFitawbvonwG",
+	"xOCKv4t5fneSDhga+3kW6XSK/ZdqrmaHjMRuiN6uy9zTGDpSCxscdIwUG7SWuUeujtuMd/aadqu4YK1C",
+	"2gyRK3YpVY9bpxw3BQVUm1jFh6QfJ/GhzzY+Bv56U4QoGqmFkvAHDSQplbqt2vFX0GU9ql/uJsGEHBxo",
+	"0x+e/f2IdNFeOGZ0QHuXuXelDpOiP9NFuqWQhVG1x4NI8bnDQ/hFmgS97tbq9AjQiMIeCwKNm08Or9Hz",
+	"WiTCrJ8r9uqvP7Efn33/Pxz7dg+xSpctyDL7VFlXImYq4KyB+JxZ0IBA9gy2A/hktZ7VvAEjQqtMu17r",
+	"xu36SlSSewfRStilrmZK21l3hFvFW7vUjfxvVLN0M5dVJRQ5jxZO/Bmh22EmbiRGSsEnsLYEW8airesu",
+	"nCr86D93twfP8IzUOPfEuu6y4qjb7vFU6lzXSqv4Oy5ryl1A927/u12DW2SNoSG36lrpjZqFy7VptLqa",
+	"VbIRJeyhn2KpwcKHamnDr0S3JW79V1xtZ8Y2gkMcl1m2IJzPKr1R0Tv94fnOLQafQ8aXXzv4ENYJP21L",
+	"eA0+cGPklYp+rLlcdR/ntS6vu49uWbsnwF6peD2DuIgk3erSWHbsx+2KqzMnd7k5XJJxstTKckmW+rJ2",
+	"Ctsj0o/NEaKecEpLO+T+gi/25cR/vvrZCYfeJOIv2rVUFRsXkFl0Ma+5ui4g12JyyeYNV+XSSfaFu3TF",
+	"8fQLukY4uIjE0kJleHkHiAM4W39rbalXH2ebIHZ25h23mFFVyapT09aNvmr4KkVVWrffgzqFe+uRYfQY",
+	"WzjhCB0CkGfVKjbOR/mILO9zI5SdJDdV3KzRgZvauxW35TIpOIIZg8LJxB+t0wB9S0Fgo+hWGi1MXGnr",
+	"BnfA7xJZubH5Y0uAT2XMovof9y7tiZ1G9hA+4PltxKI1AxKsGxCK727f6ckg4IPU4jruySY1V5Q8cYKg",
+	"uquOwLvRiMJaRfvpdy8LZyl1zl8JXr22ZILZVaf6jreja9e5r46ElvRVq5TFPD3UUsh1Qo4YjuIYkHOD",
+	"geoR+gVZ2TZGg0OJg2tmDX6kEJmddlKhkSgROuWDvEI3xwmVRJZEHoRD0zepjep+OUmI8it5PIePGk6P",
+	"Z10P3AWvuuF9wORLZcM9IF0ODB0bnnQP76WuOr0kfTF9QPLAGThoEvC8Kb6VcbSOkwicMNB99/ZEltMT",
+	"7f34o8EOruhHGURPXqCe16a/cb9q29HQ813raT/s+5gFdVdFoOENTnrYohOu/CG3PwikdO8uI0No8Ucr",
+	"WrKf3fZo7FuLsDHQJt0l3c4MmrgrsRDNScFOp5qRCHRgfz2ccHQiYsE/3KNd4PWQ8f+05UW78R4xjFsi",
+	"YnB4ZO6hE5Z+yOtwyIaXJaPSktq907rscadGb7dg5SMfBzXSrW8kXfrAPb+8B7b4o277p52CWzlNemH7",
+	"J/hNwtLe2ndCC7y3rgcW7+c/7waV/rGLJeK+OgwlElr7B63qjoTmWUDyKNGrafNGHDV8IlvGa3+cLR/I",
+	"NHrVqt9gc2/rYvoLBKWh31Qaptf43iUrIPDuzB0JUzAL8RZAYwtjxXq2MsW++lJFNqd90uKk3kcmTsyw",
+	"mtAmAKeDjb0rqBIKo8iDafdYrnesz+z37H/1qsumkdYK6N//NLU3thtAPnr2NB9NLsG3vo1C2+iBHdfM",
+	"d08TQ/o43zKcv71J/CJ4FRnHnTKM/hS3njVX3ciJHPZXLwgiSCGTK0i7msgzrfWGYhfdMxigIQ1leESZ",
+	"DhAHFTJsSq7YxqkiXjXdz0m5fTC6O+adap4ITyuF4o3UqCC653p+BK8kS4hJAmVSmKQkqpU4IZZy11zw",
+	"ITuC8+MuU3h44B4PSUWAMHILdALAg0mhEnBZz/WNOEApPjUvf4/I8HLZhaaAkQ5BJ3yYmK4rJ2qAVT/t",
+	"GPmoy7SfdrJvwkoBuiBR7OBWCN3FB1wDlhAEb4wRpIZUfwQIsgENRmJU8ZA5ZJJWMHV3wA+yje4q7OSq",
+	"fBrXgaieQRmN7lfP29zxCbI4d6avtCQ2iHLStF08/7zRGwyUquU1hO0yQAw4rnfQ+KPRZh43C2B06CLt",
+	"HY9u6XvZxt19SV3Y19THz2qh9+9sb4oHYIY+ei31MaY/5JekF/FA+4VCNp/FGDA+tSt5K4fMv+noS2+P",
+	"jQfTzeDQ4qYlLT/q0w99b7OOyVtd88mhCVUNUepd/yylPT05Lc2GFM63JxmPDqiTr61Yp+MR+vGSFCwD",
+	"ETo+tRMCldlCKl4zK26AJp/GEt9oXUPPx3nhjcUH3xLEXnqwlptrDPOLE2AT6TvoZBkQDEBy9XlDCLiw",
+	"ZeBlgTBnuTg5L4C8NWmLMCXruvZbY9lcMDdzTNCl/AO4cFoJEJDcA+jqcX2fdIY9VuA+3YaRDURHQYYi",
+	"GzvOQwnDExynAggIPyZ0x8uGdbP8DAP7mAgW/86Q4T3eS48w5QPWMbJkOjroK9snpRs15HnpdYb7xaS9",
+	"ZNdibRH3Jmzzae6GQDgSDiQnF1FzTtQ3XHrvRqusrG/Z1WnZKm7volwVgrM8fcMH3YAtxPjeZut3DasB",
+	"WrNjH+TFC5YX3LmsIwG9WxouRlj33unaibyIBpwiqm7OP9EG3NJ+M7TpYHR9dn5+zsolb3gJAjE59Rq5",
+	"WvUT+g5Fa8PgPsqQHNHOU7IB+jQwUIcBQ3usFaQ91R+3BNG56zcH9qynh1pj4yIKzihQstzIPiTj0ImE",
+	"TocOx651yp3fXfMUfHfMPuUaS8s9Idv8ZLJ8VNbBJofm9PqA+VWqmdejwedItAnuKf71dmByJ4b/n8rl",
+	"fVowsABwgi90w5R2+zztr/84FXc6+X+T2/DpR3341J5ypUlX+goAjAQeOSBPoCwGONsV5JEJhkE2rIuE",
+	"YtxipuAlpcdBzHcFpqszJ5ENJCp/TeTHHSAPAsWUKsAvMd1U7pTVgledweJEe8k9QIochgZ85XGApAI3",
+	"kJvnyXM7YE+4Ze7p50eyjJR5f6i73Dyf0tfBXd4W5tLd0Y9iu4mD3nlq8ajvZwQXPsCk6IWQS8N8YO0l",
+	"K7i5LhiI/MEeO44hkfrm4c9/qRDy7CMwVXtJkGCsvPkZ34ts7J/p2pwi6UQ36UCsF8J/N5dkJg+WTtSv",
+	"pWFW19V+OkcyZTI+/ofzJv8G2Od+CLzDP2cYEqmbbYzs+4iSxheyFpT5E44SvMswHfFjcyfdNRgQWMCe",
+	"dbLAIvjqdbta8WZ7XG6BlodG41s5wj9PY4eDPCKk6XsE5bAlS27SYJIDhDtN3To6Fg17aMqfLafSTeCy",
+	"A7cgYKiSK3pq3wBzG/pAw9ydMTUxNDnziWGZkXUV3ECQCjYXS6kS9iTH32fkn0h7DuAJwzczwsI9cDT0",
+	"AuSFR53Hw1FqnxhPZMLRzCFAVl6J5vBo6JlGwCU3um1KMRTT+E6KzeH2djcmXoy98SSaHBhPYtHSm022",
+	"wdumSyYtm2i3AfS4gCWHuEjBtrlLr27sTj2GZwPUmkubdJr+zqVFsxpgzQTsETceqa4ycmowU7sj4tPW",
+	"b+ke7VPCmwGq4A2yn3EtI/Q/rev9BfyEXCnwD65by8bF+w9FImVz3wlBaTuD7cWpl0aoykN17SZYHsUh",
+	"u1f7rXW6+MObtlFfEERi3ejVUCxZa9yBETcWT41eB/jRtlGU8gobDFEWO7sxcONCgvNQAEB8aB95odhk",
+	"cFrXouljnmaOBKOi47OVAftpHyR1rBtWUHqyb/Rk5YgcIpE0++SHhGST3Ms/UwrSvhQDmXCHZJijxuED",
+	"6YYnnQY3PjgRpzrbwRpwS8FrMKnQ6zvFxU5qZc911QMJlYbJqhaTy1zFIEEXmA8r69opTaJCwDita283",
+	"XOi2CTi5GdNNrroHV+DW6VBR7ZIr5jFuOojHHlxprqTxGbiTy4BRdNFxqFK3NYYKLKSSZglvB4SzDtli",
+	"7XivbgPixwXZWsgaE/IxEAxg3migQ01biwzWopexgdj+9CqB5iG/5CZXATsJx9whJl1E6HrhW0C+8KPL",
+	"lUf/uRZrG9D6cDMSaEsX0Q3MVRHjgRas4QrgPQKIL6GP9642G2/Qm5KrSkJs237PiDPg9eAOzcSfLCdz",
+	"h1PSwzbxk0wlrg1FV91CBWob5WnGrs4LLc2qBvFW9qO13M8ee8at4Q/PGA95jHhuBhDu04CFWRCHEjkP",
+	"kDDhlt5jQSFWHORpc+sP0pjHeAgI8Ot6ySgljbNrsU3nKdlGXl0hiTq2YG/oUQJbS6Y7F3l7fv5dSXfQ",
+	"/S3OLH6n8GORMdVH0vG3ERM60lXP9v1et7B57XL2UHuNglZCvqM3WXUFhdzOJOJYvE0LT12P7GYd2+hW",
+	"d0iOGFDnPZTdyWc58LCj+jw0PTScF54nnVg4KsbGOBHyIjtg3/CXMh1TYcWaNOe2URckK/hNKdhYZUDv",
+	"Cboto3pNuaraBtOGVyaDCphSmEtWwC0pQkIb3qRJxorAUIpcjeFDa8RMVhmwoAyl54xJgxmjGUFpX5JY",
+	"Dfio8E2uzFI3FvEuwV8WO8wm4EnvLIYFG/eS3LNc4TFMgrVEk0rCN+9TH0xvTUIYqcF0wAhcgZtICNg0",
+	"2gLQ3fj/e/3br0ChJhkL001SGr9gaZ35eidMvLe7caWIXlGJJCtQR4u+DGa2eQdy4qcDdYX2EnhjthRO",
+	"ZJr0k26V/IEOXtrv//H0D5Z66AK+6fhBwshDdC6ILRes6C7gy99ev2HT6fQxVmOACCcf4zXJnJABtQTH",
+	"PKpicskKsmgUUNXIQoZMgD3yxpwO+DBXFMEBQwH1AsJdUcnAS2XBOj/mGNrkk8MpByNIeHNR8hWFB2H+",
+	"dkGxEGl8pN0T2p3NFYZLQOZ60rDfmYFO929GMSKHSevgdv7TH5FUFQ3CbTLrJPgCXPlD8PCJMF+I/L/N",
+	"O3u1aqL3d9vbnx8kNJVtI+32tTvuBGEGdQWft3YA0zYCqMYDGkNdZxSexZ4TEAT6I7HYMPP+VLhcQL2g",
+	"r25iS2vXWDVUUqzqTv+Cr1gIdsXSC+6rLo8dcH///ubNyynDCGkIFVRCVE5G743qgv0XllBE4QrGTwLW",
+	"xS4Ud7Y/VSrw7O4ThFcRGzR7Tu0pC3DgvPRozNwQAi2hnEL2FjBnd7sMFkrc+SWoDb7kBC+tDj+t6224",
+	"/yEYTOQKB4uA0oZZ7cvDYklpzKopufJRdmI1zVWu/uL4DBaU9kVB3Zo9JjCE/+d/GeC3Ho1k4q2VxkI8",
+	"NMIgXBJ4g3FKXR8hwcvV7gsqkTplL52s6laPTPljN8SMUcKVG3eufLonw7gYkxHxMvK/u9KS7I9WWz6B",
+	"4Ts10sTl3TLQWClQPldI6S8Yp2IRHsYbbCyRy5ISN3sxOW4lF40UqjLTXP0eEjgg5sCtqutpLlgjeLlE",
+	"LaPils+5oYx8aVilN2qSQfA4nNUV3+ZqLrp+vz//DiqH7CJ+FDSiV8I227PnCysaAGnDeuKgDWPsA6HP",
+	"YkjHyMOTj7LRO9EYCkeank/PMVhbKL6Wo4vRd9Pz6XcYlLIEwvAYwMLhT0qlS2RQIKC4NKyAvy785dqu",
+	"Bd0tdOu5ZfA/urPkf9wsBZ1hEIug4vn7HOhDPspYDgoH/uWaAKDd0GCB6QyC/D8VQ0o3ZW+2a2EuHP8k",
+	"s2rWcV34c11v3R+ASwB/ED76GEqOIVSFYi9+epmrAIneQ5RGw6Fu0IYPCeY+mKQBkbhtVOE4eE9c5egd",
+	"j9LNOpONbhgBKbn3mxZfd9MnKw3cFK81Zx398X4wXAPoHLk5kgPH0PtvkYILv8guFkc31IahymsLhIaG",
+	"5wBomhUYtlhEncElLRphtqok3QDPDYQzzwWDmaortmj0ilYJcG4u8ANSDHfPAQ99KRVWgqBGwCdFlgUg",
+	"yuM95HvEV8yVv2mE6U+/Pwqg/G65YaEBMcS//ij05C5Q7bYH4d9WGhEjXwkgRh6bWrCtbqHWraPzsE/Y",
+	"wiMDdz0cYUz5wKPrZbrdI41iMAJJk6kHTjihlIfXVNMqwI7vwoqJ78BdOKW3XPW7q9yawQP6uusT7XSO",
+	"qbrZlXoFFppaYrlLQOzmFF4cbHS4nVinwPi9a7bsyfcs1BtyxCrii8ijjBD9WgW5QnrNVcj4DjfYbxM8",
+	"Hwu60uK4oEJTKeQ7x6HHyG+JVzTyamkNg3CSSb95uKe9truxOJncDRpHi8UhuGUrd0b+RNM2YT08kyaU",
+	"6CfnT58BeDgecCT/of625ZA/ROSTUOeenIcFqzXCrgNNd/1MGSqXbiRUMHFf7soVCl6ZEzdgE4C8XiC0",
+	"SLdXxEgWAqmfG1DxFzeS1+ASLZCBOOkWmv25AiOee/MvyBIcl2j4SqCM/q9kmRe/ppSg5nZ26ovQ/9GK",
+	"ZhuV9kejUld1/oSc7bc7fpen5+eIVqSsxxAWNxZ52BlOGxN0fB+J0vWJLF3YH3wdIgaB3IejT3sLG8I3",
+	"fDt1LPXZ3kiGBKr+gI5kdQJCXGKYxR7MW4GjePJFRxFjwdEAvvuiAwjoc8XFruTODeCdA12nGr94HGGY",
+	"z77oMAMwXnHhhHLTlstoME9//KKD2YWeK4gp07IhughRvj+BzOPJXuZdMUTu8BmANMZCjTCf77/wVegj",
+	"0xWo8vqIq9FrGOrZa3dlkZB1Llhk7aEQDmiCkQo4AWPFlSN2IxKL37rGH6OZNykf73A7R+tMYNx7xaEu",
+	"d1VQZvjWiRLw1QWzTUuytJf4RW1EilL/TdgXmC96kDzGO3G7HXghhsilL38lAYzbenr4VSlR7wj8viRU",
+	"EVhhaaJt7Sq1w8Y2rTKP36NY9WFwj9/4isXBm+Xz+Xtq5JT9vpvsD67dXF1pCMUo9HWBHtLaiIwVmA8M",
+	"XyHcA6KiY6wZfA0wbundf9Wqu9z+Dg9g4BRgynSHU/rAE+8DTwyCM9IYR9oh5NDcGzYIgBxfgWv0EVmx",
+	"1tJhTvJ854wTx4i5RJSq/WFPXAYheM0Bg5dk4IAQ0Bl4MULmdlKxI129JHQiW30i8Ys09nV46g5pRS9b",
+	"PrH2aLMNuf5Y0dJ6zJ8o0/8+3N77Jc286Uqrhw33SqhsApgCVNAAdjd0OntH5vF7dx4/APsDt/YhPa+P",
+	"xwR+pB48RBEUvv5Z96WvPumkZ6O1NnYQtINMJcbr82guGbuuK4x8JGaMYZhkauvGfvakmGSsauQ7asOH",
+	"0mP5xV5Mn0ErmK9/krCkRHaiqPqitH0vQq4QJRu2EWoxxW1VWgnAM4rKpK35FWbtL3Rd6w0WavPJcFAJ",
+	"zkSoJWCG2fCmMtO9rSI4LbAa5ApPz0mIWxCk2H2GQC6VK3yWI8oRqM7uSDGrYbaCLHxMLpKKtLcr/u0v",
+	"b1hfFCvID4ObEghwPDUsvVJtyQKZq1B8yRddDXQlV7nC8WMcJXhWeE0+e9r9OIOGSWWs4N6AlCs8CRdk",
+	"kjJYMQIlfIxDxd0MiTDk5QHni9a1GwIhaVGfYAMmkzIVNxgbzQr3V+ErDbrVVRPUGZba2Fxh9F3h4biK",
+	"KQO0JSg2SoUecKiPDBM3vLRMtXigYaU3uqkM2pm9T8Vqy+sssrVRedGMJGhdn7UGfc/RSmAZPHLFCISS",
+	"J3tTB150gYJu4elVrtDhj3uHwm/n0KZFXbgDDtW80Q/DZQftnCtcPXMtoYAIh+CXC8ZxAf2UVrxCQx1Z",
+	"2nEqV45O5KrUykm1HSyGx4Bz5y/z8J44IaoFD/4D8L5ApdaGK9pegurDB0R1iTBkOEYMPAanIBEMBP4y",
+	"IldQiqjQ136BUhL+q1a97lCEaGr/RYWoPpeE75H7Pnz48OEe6RJBUXIcI3gboIStKK8BAOue6BtIETwX",
+	"rjRc21UAn8NGgxGF9nP6oKXsaCmOZwTh5N5oKn5EZAULnr/OwO8kkN1xf1nb3l5BCzqSxOkemS64esnd",
+	"oPtF1HoezaxneIpiHS5RjqDqHrhCi0aQ/AEhBtJgsoznvU2r/Fs+0t17N00wkEAAB9tAvDn4SiJTI4R8",
+	"gESGqSrEyIBfQCNQtY3fkNQyGRw8bsuTL3vY+yVX8L49+f4LX/hUkZfi3qreblhfdpN69VeKi/j0+RwJ",
+	"d5bcuaKy00ozJTZgwmDP0QBI1nOw8CGrCi/OxZVUBp1JFJwH2QJQMJA3KODIgGWB2RZOXIFIluvMR99Q",
+	"MHsRZUEUyAovvcOR5GMKlECJw6ll6CkEhh4FlCSC92MXLlVcj6VE8vKjaxhUljEhNzfCxz5SWMS05+Pb",
+	"i2370NdvX7WxCxw0Bov/YLwwxMBj4AOIi4dNME7JDTnfgzaRN4RyeGfyTkhIH7SFRI6pBzHAiwE1aMWw",
+	"f/fQr+Q21LMePISZIwYBPTY6kgQO8OGQ8YIUzaIWvCoYrzdOiUcG60FreFX5PCpHEdzyOOrgLob7W6qr",
+	"XElSMoxTKdw9aXQtpqyPe0uOvvVa8IZiCiB0Bo8/BnAmVBBM5nyDbvu70EAi/JIP/ahXJ/jvayRPPlvP",
+	"2GsFcxvycoF2DyR4B1wDlvNeKSBgBwlS6a7+kcW1USFkSnDbj32VmKxcdRCGD7SpR5u8nbGjTl9a0o8l",
+	"8CyYYXvSdc9LfwvZ+UFE/jZE5B4/QhLmq1vvy0WeCQWZ6PF7988HZEceRnKI7oWwOgrI72zjPkOCN4Jd",
+	"gbEawkhRcuS5IoHwovPA47PBVf7s/AmGiSq9YRok6SD/gSEIAwTJDg08rVWRDTi2s3pfEpoUQRNFdNtc",
+	"ATA6yKr4I8xZanDLE9AwaYsXjLOy4WZJ0eu14O/ctHO15PXijOAEcZ0JtCXBLf8MjwVu2WNcz4aXGmz+",
+	"gmBVH3zo95D04+70Sf99iib70hanvbqqEIoHilovtS1R8ML7O8Lg7z+ZxWt9nMxmaX3zb8KmScLn1TYP",
+	"CbEPZOVehqvqxT0PU71f6jcg8oeo9thVj4YiQhA9HNQZKeb9iIfUmLtH4Iq95HYJpXPW6SK1r50GbkkK",
+	"qXy+jhscOm3BUeS220zZbyG9AZ+y4FgEuyDiV5TaaWpgLeyQ79gYEhlMlOdkIH2oB1KSDRazLyJIGPIq",
+	"Y+YEdGw6Ny0l4bkjOteVFCZk65mMhVQ997jHVnEC3kLeOInL5soj1mbMSFUKb+D0uRzuYTDneQHNEPaR",
+	"T1vKlV2KLTmXecVcd95pDAvhZKa2wWgHVVGWlNErAfJcrihxKQtRGJW3pVKqFcZolLxptr4gdC/xapqr",
+	"39YCcsMYpYb1sg0fdcfvSliEA6AzzuatrC1IuDAPsBhHp8HNCuyo7vbJBd0n8xjiBB7X0tgZDT/pF0YA",
+	"wzs2ygSUxBOMMl+OkXVXv1vSb8gMw8bSkgmG4+g9ph0klOKmZ5i8psTkwQSza4LBtMWuHkvvBPwfzTjn",
+	"+mZWavANOTr/EcYEpKs7S3sLq8JjIoeP3+MfHxJhhScz2ezos4jWfIwlFxt+LXxSBUQsxWYyMFMEzaWX",
+	"9zvfUh5/rihJk2KjNtwti7ui0rIxZ//ZIXb85+SSGcQnZNBxwcYQv6KbXEGczwQtJY2oBTdwkKGUm3t2",
+	"GkLTGrGueUkjDSZnSFUkjCv0zm2kIlyEjidNfcdQHI7mgjm9HhA6V4WPaoQIG19BDmO3UoSN7+JxLrnJ",
+	"lXe0W+3xOaGFVtVOzaNF9d7DeSPVFZlyPPOgCMYkQ0+wbZ+6DYx7mC++8IhVd8EZsfGvwxs9gn+aO/os",
+	"Iwg2VXrD5P1hjJzNnQgHmA9csVZdK71RISwFTdl4bH31t50T98AJBzgh0dx7xQHdduK4vnleGKjvBvO4",
+	"PQFMcEVEjzvOFR/D+AYTzTBIGUzpRbafBE+lhDCyVPiYbMeTigxjmitSJRfSKXR+X4h5SYMMB6t5aSUY",
+	"bzD2efz0/NxL1xO6kNIWufKZ6kv+TrA1N45VdA9zAtAFdzRplMRcfdCr6xDifivTxxSQFuJnESkFndqb",
+	"XgGZzi4OPeZqv8uLEO8FaDlOK8AjuOjCr8EngEol4rU4GjkZTvh3E3ct9oZ8SbiWWa6ePf2R7WfUAo5C",
+	"BAEAjoMy5PdH4BS58rvYRdfEeDS8rsPgo8D152Up1vaC7XKQugCo04Vo3MsgDxS7zxQTVESJUVOQ0Gap",
+	"a28AIJiBLghb1oLNt1aYCwwjr7cU/Oweg19Bp39kWALYckoDg6XF5FuAfUHcFkjEpRMJQem1BCeSB1Zw",
+	"+wVdo5PopTb2qhGv//9fLrvNp1Gb8E2uoNqSvzuYSAlnmGLJKVoJxrHQzQou1wUc41wViVUNFogEUxvI",
+	"yPwZ7vYR1IQ3AOSGB5ZWwYMnwKxglrIKQEIQC4bAHKmRpIBBnwwAMMDa9KKzboNB7qTyBABEij5FgivQ",
+	"pLJtjG7YGMuA2GWj26tlMbnMldVXAkygm4jyUfhLarrsleCVu54r/Q7U7FyFxgPMHqzj4wYCa5w2Tqh1",
+	"qSVpgTT11mS39Ml+VZKh4DmrgXoQsozXGIioNQJ3Uwm2FXYII8O9nx7NeQTa/sMxxPa3dyiJ4il3rG7v",
+	"1vQL0L3PR7Ii1Bs6mIRcA+Bn+EstOOHZNKKUa0AJil7Bn9zd7r5FMgEYJvnoA2xtN/IArjeXisPKnoQA",
+	"Qic426kH/uA4uReOE3KT9Ou432ep9x4gfJA4uOlERGQpGG0PdGpDaAWDUCB9WWj86i+v39DfcbOO1774",
+	"6SV+nC10M0M8U0/bJ/dAEThB7HecBXgvyBZjrKVMMHBNp3xNLmEJ3LL4wAASQtMoE9mXsoKdqHs8hgQ4",
+	"BDT5cva5ZBjsb0r4FLtIJiThHQa7C2ObuX+AsHuKnSupyrqtRDVlP8HMEjtzyThhbjGaPdtK4c54UbV4",
+	"CNNJeNii8ILdnfFU6mc4SS65VA/86T7zp6xHNh5sNJ/VRvMCfGsYl+2z27uAdlJnU5Rc1dvYcBNKF5xs",
+	"uwG94h4QTzCeo+oDdiJUiBYa0uMvOv2DA2ZiKFgSDDPg6KcG0G4szZS90O8c/aT8g9tb4V/w5voValR3",
+	"YoH3zX9h67vr87UNZv/BnegU4NKDo90HE3zhVW5UQZN2h4wCYhlnJVdayZLXwXBYsXGqgMl+/ZINlbIy",
+	"8gqCcGoSlf5bNPrBo73PKfDcPLCKu2QV+p0YtknRzejo5UF2sYMed5hdNMKgjf8rc4rnfU8weGapABgb",
+	"x8XIKCUIyw65S7zUDbgDckUpqNKwQlZQxReSQJ3qV3JFydttoyB3zXRhYaqKqhjlijcCimFFIME4KPCw",
+	"eP/EGNyBM/d3kfnEAmwHvRuVxPpkQlWsK8Y2gQx3xEqpK+9mh+gwboVPJ0dInam3q7/PRzRYNDCVteAN",
+	"ICX3joyfECH1SaiaodkYsHu7GcLkJsked1zjeuHBci48ArdP0tIKKuHiwnQFPoKVdYG5GaygQc2Eghos",
+	"Ra6ilaPiKhd+6LNFW9fFBMPoIlTlpdN6fRfG8m0eeryMYhYxhcNaRLwnfB+IT4Rt3zGcfZpvPyD7SA8R",
+	"xpMgiK/cBfsCHn/o564xUk5x8Gfg28cb+KD83VPARcjE/QY88/cib6RfIRMgyok1IWv3bH6MGok7+Rkj",
+	"DH0oZVBrI6pJSFHzfMS1FGCCvkn9Fov2EpvWoTRmVETSAzF8QjRCKKh3D5RZnxxB6HOiF5cHAHWs1nrt",
+	"ox4CIS5iZDBpQuzQBRO8XAYfuw/eBjyJyN8+x9vrWFmujBXrzLFoX1MVJaKupuslWblXpmCVqPnWEAiZ",
+	"Y4nGgj9bKvIARiWXQ43fnXH3S/2Sbp6rMekDjgs+MqH8bxbE1V7V1B6ijwesgzCMR4YJ9U42Wq2gbAt4",
+	"zrbGihUWz8Ro5L5wrJFPo6ufhrdum7U2kZc+yoXXtYF0hRC9JRtws/saPATV1w8+gG3wwfaXvWCILsQS",
+	"K5uA2AeQIJmXoSSG7kthWPESgh8uyPhTnXEoUQJTVezp+VNISNCqFJTLX/yi8eIXbvY++L+DHgPxSOs1",
+	"gbqZ2Ly0riWlw5IkZKBsVa7IvEI4Ab1isIgeo9eDBX0hwCRXkAbSlfKFWJX4hAyW9YW/3RCg8OqVsBAU",
+	"AaVOyWLslXKim5NdqT8u/ob7ExQECJTpV7R2j7TKNlByFmsgXmBNyVwhdCA6mpzAqMQVt/KdQEgb8k8b",
+	"NEjBcJ/+z++/w1PF4bDnCkJY/sReyP/KEA3Gn5aOFxRSgSAy83epmPjMChqCcPoBVMWAQB+vOSDQmFsK",
+	"vcDLjtWKd9N0wuneLXGMx8P/3JUWphq/qA9pZaVqkbT0pGRf3QMqmi0WjvygStQvDo/BK6adr6SdIR4k",
+	"0hN3ElbcimznhVzBG26sYhO9gdgil3BCEMiI0s3cMbuCwK+uciVXuYpPTXfXYfkAs9NDN2JwbxroE+nG",
+	"XskMqtvWuxseSsOQ8kS5QD3K4499L8VpAC/xTduoY+E3RZ9OYK2z//H02fnkwp9vIBqGGQ2Fm7olcNol",
+	"YR2F8A3EV+riN5AaDcXYPE0UlsdYjTtI4+mq8X/pNJ5e3d2BdB63oKRkFqggF1AKgS31BoS2p+dPv/yI",
+	"PJTVeICtTC57eLSZ1+0LIq1FBrKFjbjMDgqX/34AECBmi47+cLtM4mlFJS9xpEKV4uy5W6FUbe6dU3+w",
+	"xQ/fEK4NillO/HIyv5BA3kB2DAKc0vSNuLEPBugU8CZWwHrQVG+jqc5bs4VCup0tT5ogYJG4A8oqaqgg",
+	"57WohQCs9ZiAvxBxxMslk0s2iOh5GxxPUh+CThTl/HiuDleLmoqUkktWzNvqStiZuFlykPEi6M6gi3hO",
+	"jNms61AA5AFD6CtiCH2c3eEbwt1EIZoEeh+s5q1Bt8PezII+kXVpRx6Tj1wcZFPaVQLQg/GtgGvGlpSQ",
+	"E3grmxG5vD7BSnTQ7uMt/baRq1UHy44UlZADIPemRZgA5daKail2dClXSAzKJW9MgWoKFVn2JgeqWkWM",
+	"JVX8UKjqBU53dNuwvZ8rsVprK1S5/YfY/h3VgruS7WmQXwc60a3ScKDaa6xNfD+cE0Dw4tLO/8fLf53o",
+	"R0ZyHlxL+6XQ7z1CzZcWDJHBgiMVeWl36WelVotalrZ4kIN25aBnT59+4aFAivGM/MoXrLA61FSRXxmB",
+	"7DM4h14DPHYI8EuxtxNjVjqgIHMkJ3WpjZ11j18wbq4h6bRoWjVbcakov4CSRENVmytuRa64uTaMs7Vo",
+	"ICZBWtaIEorRuC8VxIh1rWf96kkcsBh7NdYhVCALIhoIOOA4mLJfACZ5Nx5hj9m7x15G079Dg1jXzRAo",
+	"+JvI1dKN6cHF/wDc9u0Dt72h4lVACfoHPAt3P6rWdATCLSZZnwTkdogYPn4fQahRZdi7c5F39OHnP5+g",
+	"MPniXwjf4qioW7TNUockenSHmbZ5B04e0iLNJXr6fFZX7Nfxie5Ou+6mjjn4uCvwaxL21v3eTeGOIrG6",
+	"Dv5M0//Sbo1oigMU3C9Vt4APFPyeIvpC9b17Z/PeOzg/fvGhEUH2NueOFGx4RAvQCC1u1tIr+99ANV8o",
+	"nakbVgm1TYqdCbNYn9vssYxGlEKu7bDwjHl78BAk7skq8xoIJDQ6MVpUaK6SVR8aU6pc0UNkswdhFsVs",
+	"DFugg3yxm9QRIFRy9ez8WdYpCz5gBCAUUKjxwdRGYDWiZ+ffDVUc97M94mN/wqxmT87Pu/QRkzEj3DsW",
+	"wyJKvVpxkwavyOiPpwMQCbIyB6vKRv72P52fnx9DtXh7p2lDtGBDZQ/p93uTKKQ0nNCVboQ7ZsrtIlqG",
+	"9jBJHtKE7lLhiK5r4prSltxTHYQyySKCJK33sbjzU30beAC/LxGZxudKbISHIx5jkCO5F3rgAJ8bA+Bt",
+	"guVQxuqhCmev/EN3Stygj8N1znajbx/g6B+sGv82Vg2y2AXseQlMEkW2w0aMKO08+/xeVSoiDqo9YKh1",
+	"oaNOMvNhoYWvX13gUxSRYjXjWIHHvYCiKaG/x27ak1yy9J73yibEyt/WQhElud8+Vxrk1/G54ioN+lx9",
+	"WaRGXEljEUbQeAXnwRf74Iv9N/TF0h0PSQzhC2/ByHxi6QxD8NwXDw7cb9GBi4C0jVZXs0o2CKNafKO+",
+	"W6gqwtE1qhvmWXCXLnTEm3sIsMb/9vi9vwvkuhiqTNUx3rvWEoYtIPDzg07woBN8hL08Pj33r1qVv9Jf",
+	"QBU47mOkexgcjKcRj8eNWNfbu/V+7o5sUKvxhadCKM+eKpLSQlh4r9NC3nic6eBKjWJvpWEFxRbP3NeF",
+	"T+FseoCCKld8vW70O1F1VBys+b1IW6k84odrtyKg7nQGm1vrb0QXWtfbr5NcRos0pAoVf7SidZw4xHST",
+	"jT3b3VTHqrvteNCR7q+OFKHkg5ZUVY3AGDOdkJWyTq/61vSoXZb25VWqdR3pQRnreYQf1KdvVH36RjWl",
+	"55iNzTvV6PDFP1FJstxcH3aevIEn9hhwyheN6b+9nJyDecjcXL/GV6CMQKpJvVE7CeSHWvzVvTTYFjdG",
+	"XikhbtvcXfrE3RocDIOFUGEE4YtAXheytqIB1IKHqKoHbfHfy4OEZz5yH2Wh9JFWwv2CEOfHqhsD4boT",
+	"lxIMVtpasDFE9zw9P2dOneKla2FC8buWy5qNz90Dz87PzycQzkRa2jRXP4XAJsxWhqle9CXejO1Z/8YQ",
+	"tepp2SR6wk24YGPO5rUur31pLMS4db/1gqF0k6uuppRrxj1C9mOE0oHnsPhBgNtxa1rgDmW5Sm7LZMoK",
+	"KHksqtl8W6QTDjMYQAEbmMaahxYcebyrwr7cXH8d9xVMaoDeQ14vN9fZg7/qgdx/0x6piJw86ED30YXU",
+	"YxvfSNByVUWhysDTvPKDosNc8+ZUuSCtCz0uay5XZ0rc2DvL8a/1Rhh7plo3NMiQiCaEQMfEwglouK6Z",
+	"6xCYLcKbedZOckBQAkte1xSFp5nSWGcWpuQlDbT1It4bG4N+Fb0JZo3ZutFXTrksJlBGpmybRihLjxhC",
+	"abkShE0GtmM39iQfd33/Km5sYOV3qEkd0qL8KhCc1rP9rfmVxKSSQwSPXzWAxJRecGGKELkeNK6HkJFv",
+	"mkH3w0G+DQYA1ASLbO7QUGQGe3oGXGa4yadzgPcgulCwAKo4Ayqg69ODXYKLxQPgkWLUoebI6pJJy2rB",
+	"CWcyVwXSeFSS9IIsOzQPjmi07uWMGe3ehceDzy2dfOh6/dqENmjrD2TyfpBJcA7T5jwyDHRz3WSQZnK/",
+	"S62AUPFtUCa8e4zjBR5Dlevdhd6HmQomqqGYpK99mR/u8IO14Vu6uMfjkPB+3rHl+Hicj7t4cZAPt+Uy",
+	"VaxoIUVdsVosLCBmkrRxyYo8+LOwVE8+KhiU60Fzq//xckfQaMS65iVhXdfS2Cl7JRYtgHIqxjs9E3OD",
+	"SeXERUObDgmMk4CvgACaXmHFirorKIHkZaQNlzZXCw0VgES9yBhGrtZbFhWdovMM1n/f17asRTFJCTv/",
+	"XFd3byDGTr44ZPQxVZYbqib0AC33IHTdGe3+KhZjoi5woCIS8GBCfjAhfx4LAlZh4/5ighs3I29t1rEx",
+	"qAOLLPS20vwxswKamO82jHhXvEhXHD9s/CXJgNdmz0fd0Y8sV/2LO05JEJO99KOuWoto2IabXJlla1ml",
+	"Nyo4o71xu2Dj2M7dLxs6iUYABlv3dO8JpjfKMEmFddDiDc8C1NYVlypXV8IacOOHMh+Oz7aK2GwYEolS",
+	"PTc7Gh9zFSZ+yQo8T0VXUmg1mbLfFqyMrOluCIaJG46CkBK52khlBq3oX9+w49Yu1IjCvXtQEB9s4f+e",
+	"IkgqY7JPlvwXgfAEocWTiW/Jqs6DbnEwmvR0Lkfk8B4wujeB7nf6M9Z1KqIArSiEK/NxWqBo56MiV6Dp",
+	"ej180qGxT9nzpNLsvQM7/DGLHNhaCTov7jL4U5Sk/9TBXcdD+S274+quxzlNWNEHBffbUHDhej2ot7dW",
+	"b+Ob/6Dkfu2aMR/BO4lQASacOvPKU+QG2rkZH682Ugn3e8JPvfM7YBY7RYqqxyiNs56y54pc2gQ2H9ZH",
+	"mhTrS2SBwpy/vupzv8JxH7jPA/f5CO6zy2zuP3n9m3yXJq1zXn4yffXlvpNYtRCoyY0F6FasUhfnT/BG",
+	"gCaRMV422nSw4tNkbYU30Ncdlxk9lEjmy2iaBzzRbyswcDBLKi6OajKmxCZU+Djm36bqZp8TiBPafPze",
+	"/XMMZ4cKE3/ViruhwvkDP3+4kx/BxttGTVPBJfGlvPNbeII03zZqGORm584+LrkqRX3H+kU8ooP6BVag",
+	"1ut0xcoLkgoWtbxa2n4ldbC64WRqUWWMh6qYUAh5IZU0S2Gm7GeLJTGL8HC//v+jgXKXwUvkYW2qmqBB",
+	"sWg6VhUxbNyumdXsu3NmJlCDPlRPt9r1fOnRcCDgd8mNL+OZK6gGjjVN3BOIYQlVIJP2QRj/A2F9IKxH",
+	"an3gQb+vVa5TZBWPdnyH3YW5RcnWjW6uzZqX4vFC1sI8fr/mdnlQQPndv/FXWYvbXShdWmHPjG0EX/XX",
+	"a6GbFbeji9FcKg6wFHul5lP3yY35kWHzrRX3pzACFEPhdul9jY2ouZXvRObTxafTIvOVDEwI8OPMbFdz",
+	"XcuS1VJdP2giu/XnYbXCeYW9v3+X1I0q1FRHjACsmx4Gfg8jf18JXjEOY4/V+Efxcu/TlPDbHYtpPYLT",
+	"yUbtsRrRO/SBjbmThIxlT9gL+V8TFElgziBIQORvlavNUtcCQSrahs9rJ0wxrDODwmrZcLNkRlCYsK4r",
+	"WjncdCU2udJKZJQJytlK3jhpyruLzSNWuPZm7i1MgooKYxoB9ay5dY2U4jL+DUr/F+7v6XqbdIW+bBP0",
+	"+RR36CeS5mPhv8/Se+VX39ynStAPFPyOKPi6teYeku0TyPVX9jteBGLmTqR2VAVo2DeS/fWytZ67SNWH",
+	"JDiVv0CDomwbabfAX+aCN6J53trl6OJfbx1DMKJ557lP29Sji9FjvpaP3z0BdkGN7hEhJwuDVit9QKQB",
+	"ioyQPhiHScoBwOH4cMUOOA3EaeBj/aZ/wVpAGQN8O2EyLAhUto3R1ElX0yu0FioB7Tf4xpdJBoxZDyO7",
+	"brTVpa6jNgKk3X4bL8iOhBb7HvYtGAnieYHKkB4GvQJ3mdAWYvZmta5xb5lUUZPdjqabjUu/whSkVgaC",
+	"WqkadNRWXG0v3ZpZ8pD7DNAXF5Q+A17YSqyFqoQqpdsaCjfFTTFt3dsT9JGkO6mFMVqZR8yUQvFGarfP",
+	"rfJr6w6ldESkgwH0zw01KN8JLFnNkBtH78LXZvTh7Yf/HQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

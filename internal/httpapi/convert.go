@@ -38,6 +38,7 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 		set(&l.Tasks, in.Tasks)
 		set(&l.ToolCalls, in.ToolCalls)
 		set(&l.WakeDelayMS, in.WakeDelayMs)
+		set(&l.ModelRequests, in.ModelRequests)
 		if in.ModelTokens != nil {
 			l.ModelTokens = *in.ModelTokens
 		}
@@ -62,6 +63,7 @@ func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 		Tasks:              in.Tasks,
 		ToolCalls:          in.ToolCalls,
 		WakeDelayMS:        in.WakeDelayMs,
+		ModelRequests:      in.ModelRequests,
 	}
 }
 
@@ -81,6 +83,7 @@ func limitsOf(l core.Limits) Limits {
 		Tasks:              l.TaskLimit(),
 		ToolCalls:          l.ToolCalls,
 		WakeDelayMs:        l.WakeDelayMS,
+		ModelRequests:      l.ModelRequests,
 	}
 }
 
@@ -117,6 +120,8 @@ func memberOf(m core.MemberView) Member {
 		Unread:        m.Unread,
 		Wake:          m.Wake,
 		WakeHeld:      m.WakeHeld,
+		// Present while the wake is held: why (docs/api.md).
+		WakeHeldReason: m.WakeHeldReason,
 	}
 	if m.Model != nil {
 		model := modelSettingsOf(*m.Model)

@@ -237,9 +237,14 @@ func (s *Server) runElsewhere(ctx context.Context, team string) bool {
 	return err == nil && s.svc.RunInProgress(doc)
 }
 
-// ResetMember makes a stopped or failed member idle again (admin only).
+// ResetMember makes a stopped or failed member idle again (admin only),
+// emptying its history with {"history": "clear"}.
 func (s *Server) ResetMember(ctx context.Context, req ResetMemberRequestObject) (ResetMemberResponseObject, error) {
-	m, err := s.svc.ResetMember(ctx, req.Team, req.Member)
+	var opts core.ResetOptions
+	if req.Body != nil && req.Body.History != nil {
+		opts.ClearHistory = *req.Body.History == Clear
+	}
+	m, err := s.svc.ResetMemberWith(ctx, req.Team, req.Member, opts)
 	if err != nil {
 		return nil, err
 	}

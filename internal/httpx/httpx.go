@@ -53,6 +53,7 @@ var statusOf = map[core.Code]int{
 	core.CodeMemberUnavailable:   http.StatusConflict,
 	core.CodeModelUnavailable:    http.StatusConflict,
 	core.CodeBudgetExhausted:     http.StatusConflict,
+	core.CodeHistoryFull:         http.StatusConflict,
 	core.CodeUnknownMember:       http.StatusUnprocessableEntity,
 	core.CodeUnknownTask:         http.StatusUnprocessableEntity,
 	core.CodeTaskLimit:           http.StatusConflict,

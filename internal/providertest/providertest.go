@@ -312,3 +312,15 @@ func (r Reply) Padded(n int) Reply {
 	r.Body = pad
 	return r
 }
+
+// WithoutUsage returns r, a 200 answer of either fake, with no usage at
+// all, as many OpenAI-compatible servers answer.
+func (r Reply) WithoutUsage() Reply {
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		panic(fmt.Sprintf("providertest: WithoutUsage needs a JSON object body: %v", err))
+	}
+	delete(body, "usage")
+	r.Body = mustJSON(body)
+	return r
+}
