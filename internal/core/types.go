@@ -36,6 +36,12 @@ type Limits struct {
 	// its end goes into the same turn. It also separates the end of a
 	// member's turn from its next woken turn.
 	WakeDelayMS int `json:"wake_delay_ms"`
+	// WorkspaceBytes and WorkspaceFiles bound the team's workspace: the
+	// bytes of its regular files and the number of its names of any kind
+	// (an upload past either is refused, a run past either keeps nothing
+	// it added).
+	WorkspaceBytes int64 `json:"workspace_bytes"`
+	WorkspaceFiles int   `json:"workspace_files"`
 }
 
 // Defaults of the limits the lessons do not name.
@@ -46,6 +52,10 @@ const (
 	DefaultWakeDelayMS        = 250
 	// MaxWakeDelayMS bounds limits.wake_delay_ms.
 	MaxWakeDelayMS = 60000
+	// DefaultWorkspaceBytes (256 MiB) and DefaultWorkspaceFiles bound a
+	// team's workspace.
+	DefaultWorkspaceBytes = 256 << 20
+	DefaultWorkspaceFiles = 10000
 )
 
 // UnmarshalJSON reads limits with every field left out at its default, so
@@ -79,6 +89,8 @@ func DefaultLimits() Limits {
 		Tasks:              DefaultTaskLimit,
 		ToolCalls:          DefaultToolCalls,
 		WakeDelayMS:        DefaultWakeDelayMS,
+		WorkspaceBytes:     DefaultWorkspaceBytes,
+		WorkspaceFiles:     DefaultWorkspaceFiles,
 	}
 }
 

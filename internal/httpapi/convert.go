@@ -41,6 +41,10 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 		if in.ModelTokens != nil {
 			l.ModelTokens = *in.ModelTokens
 		}
+		if in.WorkspaceBytes != nil {
+			l.WorkspaceBytes = *in.WorkspaceBytes
+		}
+		set(&l.WorkspaceFiles, in.WorkspaceFiles)
 		spec.Limits = &l
 	}
 	spec.Purpose = deref(b.Purpose)
@@ -62,6 +66,8 @@ func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 		Tasks:              in.Tasks,
 		ToolCalls:          in.ToolCalls,
 		WakeDelayMS:        in.WakeDelayMs,
+		WorkspaceBytes:     in.WorkspaceBytes,
+		WorkspaceFiles:     in.WorkspaceFiles,
 	}
 }
 
@@ -81,6 +87,8 @@ func limitsOf(l core.Limits) Limits {
 		Tasks:              l.TaskLimit(),
 		ToolCalls:          l.ToolCalls,
 		WakeDelayMs:        l.WakeDelayMS,
+		WorkspaceBytes:     l.WorkspaceBytes,
+		WorkspaceFiles:     l.WorkspaceFiles,
 	}
 }
 
