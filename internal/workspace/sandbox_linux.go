@@ -157,7 +157,10 @@ func helperMain(arg string) error {
 		{unix.RLIMIT_CPU, cfg.CPU},
 		{unix.RLIMIT_CORE, 0},
 	}
-	argv := append([]string{"python3"}, cfg.Args...)
+	// argv[0] is the interpreter's own path: python finds its
+	// installation from it, not from a PATH whose directories the
+	// program's user may not reach.
+	argv := append([]string{cfg.Python}, cfg.Args...)
 	for _, l := range limits {
 		// syscall's Setrlimit, not x/sys's: it also tells the runtime not
 		// to restore its own open-files limit at exec.
