@@ -309,13 +309,14 @@ func TestPermissionEndsWithCancelledTurn(t *testing.T) {
 func TestWorkspaceQuota(t *testing.T) {
 	e := openEnv(t, nil, 0)
 	limits := core.DefaultLimits()
-	limits.WorkspaceBytes, limits.WorkspaceFiles = 4000, 4
+	limits.WorkspaceBytes, limits.WorkspaceFiles = 4000, 3
 	tm := e.workspaceTeam("quota", "allow", &limits)
 	want(t, e.putFile(tm.name, "big.txt", strings.Repeat("x", 4000), adminToken), http.StatusConflict, "workspace_full")
 	want(t, e.getFile(tm.name, "big.txt", adminToken), http.StatusNotFound, "not_found")
-	want(t, e.putFile(tm.name, "a/b/c.txt", "x", adminToken), http.StatusConflict, "workspace_full")
-	want(t, e.getFile(tm.name, "a/b/c.txt", adminToken), http.StatusNotFound, "not_found")
 	want(t, e.putFile(tm.name, "notes.txt", "kept", adminToken), http.StatusNoContent, "")
+	want(t, e.putFile(tm.name, "more.txt", "kept", adminToken), http.StatusNoContent, "")
+	want(t, e.putFile(tm.name, "fourth.txt", "x", adminToken), http.StatusConflict, "workspace_full")
+	want(t, e.getFile(tm.name, "fourth.txt", adminToken), http.StatusNotFound, "not_found")
 	want(t, e.putFile(tm.name, "main.py", "for i in range(5):\n    open('out%d.txt' % i, 'w').write('y')\nprint('wrote')\n", adminToken), http.StatusNoContent, "")
 	e.approvePlan(tm)
 	r := <-e.startRunTurn(tm)
