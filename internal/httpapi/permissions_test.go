@@ -333,4 +333,7 @@ func TestWorkspaceQuota(t *testing.T) {
 	if r := e.getFile(tm.name, "notes.txt", adminToken); r.status != http.StatusOK || string(r.body) != "kept" {
 		t.Errorf("notes.txt after the run = %d %q, want it kept", r.status, r.body)
 	}
+	// The quota is changeable: with room for a fourth name, it is stored.
+	want(t, e.patch("/api/v1/teams/"+tm.name, adminToken, `{"limits": {"workspace_files": 4, "workspace_bytes": 5000}}`), http.StatusOK, "")
+	want(t, e.putFile(tm.name, "fourth.txt", "x", adminToken), http.StatusNoContent, "")
 }
