@@ -43,6 +43,9 @@ type config struct {
 	// sandbox says whether run_main's program runs confined (on, the
 	// default) or not (off, for a kernel without Landlock).
 	sandbox workspace.Mode
+	// sandboxUser is the identity run_main's program has when the server
+	// is root (docs/api.md, "run_main's sandbox").
+	sandboxUser workspace.Identity
 	// maxRunningTurns bounds the woken turns running at once.
 	maxRunningTurns int
 }
@@ -92,6 +95,7 @@ func serveFlags(getenv func(string) string) (*flag.FlagSet, func() (config, erro
 	maxRunning := fs.Int("max-running-turns", envRunning, "most woken `turns` (members woken on mail) running at once; the others wait, oldest letter first (env MAILROOM_MAX_RUNNING_TURNS)")
 	envLease, envLeaseErr := durationEnv(getenv, "MAILROOM_LEASE", 0)
 	lease := fs.Duration("lease", envLease, "how long a running turn's or scenario run's `lease` holds without renewal (renewed every third of it); a turn of a replica that died keeps its member busy on the others this long, and its run in progress; 0 means 30s (env MAILROOM_LEASE)")
+	sandboxUser := fs.String("sandbox-user", envOr(getenv, "MAILROOM_SANDBOX_USER", workspace.DefaultUser.String()), "UID[:GID] that run_main's program runs as when the server is root; not 0 (env MAILROOM_SANDBOX_USER)")
 	sandbox := fs.String("sandbox", envOr(getenv, "MAILROOM_SANDBOX", string(workspace.ModeOn)), "run_main's sandbox: on (Landlock, namespaces, limits; without Landlock run_main answers sandbox_unavailable) or off (programs run unconfined as the server's user) (env MAILROOM_SANDBOX)")
 	level := fs.String("log-level", envOr(getenv, "MAILROOM_LOG_LEVEL", "info"), "log `level`: debug, info, warn or error (env MAILROOM_LOG_LEVEL)")
 	return fs, func() (config, error) {
@@ -112,6 +116,9 @@ func serveFlags(getenv func(string) string) (*flag.FlagSet, func() (config, erro
 		}
 		cfg.model = m
 		if cfg.sandbox, err = workspace.ParseMode(*sandbox); err != nil {
+			return config{}, usageErrorf("%v", err)
+		}
+		if cfg.sandboxUser, err = workspace.ParseIdentity(*sandboxUser); err != nil {
 			return config{}, usageErrorf("%v", err)
 		}
 		if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {

@@ -439,35 +439,35 @@ func TestParseConfig(t *testing.T) {
 		want    config
 		wantErr bool
 	}{
-		{name: "Defaults", want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted, store: storeFile, sandbox: workspace.ModeOn, maxRunningTurns: 32}},
+		{name: "Defaults", want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted, store: storeFile, sandbox: workspace.ModeOn, sandboxUser: workspace.DefaultUser, maxRunningTurns: 32}},
 		{
 			name: "Env",
 			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn", "MAILROOM_MAX_TEAMS": "50"},
-			want: config{addr: "0.0.0.0:9000", dataDir: "/srv/m", adminToken: "abcdefghijklmnop", logLevel: slog.LevelWarn, maxTeams: 50, model: scripted, store: storeFile, sandbox: workspace.ModeOn, maxRunningTurns: 32},
+			want: config{addr: "0.0.0.0:9000", dataDir: "/srv/m", adminToken: "abcdefghijklmnop", logLevel: slog.LevelWarn, maxTeams: 50, model: scripted, store: storeFile, sandbox: workspace.ModeOn, sandboxUser: workspace.DefaultUser, maxRunningTurns: 32},
 		},
 		{
 			name: "FlagsWin",
 			args: []string{"--addr", ":7000", "--data", "d", "--admin-token", "qrstuvwxyz-0123456", "--log-level", "debug", "--max-teams", "3", "--max-running-turns", "4"},
 			env:  map[string]string{"MAILROOM_ADDR": "0.0.0.0:9000", "MAILROOM_DATA": "/srv/m", "MAILROOM_ADMIN_TOKEN": "abcdefghijklmnop", "MAILROOM_LOG_LEVEL": "warn", "MAILROOM_MAX_TEAMS": "50"},
-			want: config{addr: ":7000", dataDir: "d", adminToken: "qrstuvwxyz-0123456", logLevel: slog.LevelDebug, maxTeams: 3, model: scripted, store: storeFile, sandbox: workspace.ModeOn, maxRunningTurns: 4},
+			want: config{addr: ":7000", dataDir: "d", adminToken: "qrstuvwxyz-0123456", logLevel: slog.LevelDebug, maxTeams: 3, model: scripted, store: storeFile, sandbox: workspace.ModeOn, sandboxUser: workspace.DefaultUser, maxRunningTurns: 4},
 		},
 		{
 			name: "ModelAndWorkspaces",
 			args: []string{"--model", "openai:llama3.2:3b"},
 			env:  map[string]string{"MAILROOM_MODEL": "anthropic:claude-sonnet-4-5", "MAILROOM_WORKSPACES": "/srv/ws"},
 			want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000,
-				model: agent.ModelConfig{Provider: "openai", Name: "llama3.2:3b"}, workspaces: "/srv/ws", store: storeFile, sandbox: workspace.ModeOn, maxRunningTurns: 32},
+				model: agent.ModelConfig{Provider: "openai", Name: "llama3.2:3b"}, workspaces: "/srv/ws", store: storeFile, sandbox: workspace.ModeOn, sandboxUser: workspace.DefaultUser, maxRunningTurns: 32},
 		},
 		{
 			name: "SandboxOff",
 			env:  map[string]string{"MAILROOM_SANDBOX": "off"},
-			want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted, store: storeFile, sandbox: workspace.ModeOff, maxRunningTurns: 32},
+			want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted, store: storeFile, sandbox: workspace.ModeOff, sandboxUser: workspace.DefaultUser, maxRunningTurns: 32},
 		},
 		{
 			name: "SandboxFlagWins",
 			args: []string{"--sandbox", "on"},
 			env:  map[string]string{"MAILROOM_SANDBOX": "off"},
-			want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted, store: storeFile, sandbox: workspace.ModeOn, maxRunningTurns: 32},
+			want: config{addr: "127.0.0.1:8080", dataDir: "./data", logLevel: slog.LevelInfo, maxTeams: 10000, model: scripted, store: storeFile, sandbox: workspace.ModeOn, sandboxUser: workspace.DefaultUser, maxRunningTurns: 32},
 		},
 		{name: "ErrSandbox", args: []string{"--sandbox", "maybe"}, wantErr: true},
 		{name: "ErrModelProvider", args: []string{"--model", "gemini:pro"}, wantErr: true},

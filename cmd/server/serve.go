@@ -93,7 +93,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	held := &httpapi.HeldReads{}
 	// One runner for both doors: one run_main per team at a time,
 	// whichever door asked. It logs whether the sandbox is on.
-	programs := workspace.NewRunner(cfg.sandbox, log)
+	programs := workspace.NewRunnerAs(cfg.sandbox, cfg.sandboxUser, log)
 	handler, err := httpapi.NewHandler(svc, httpapi.Options{
 		AdminToken: adminToken,
 		Logger:     log,

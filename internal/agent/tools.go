@@ -256,13 +256,15 @@ func (r registry) runMain(ctx context.Context, input json.RawMessage) (Result, e
 	if runner == nil {
 		runner = workspace.Default()
 	}
-	out, err := runner.Run(ctx, ws)
+	out, err := runner.Run(ctx, ws, workspace.QuotaOf(r.env.Limits))
 	var re *workspace.RunError
 	switch {
 	case errors.As(err, &re):
 		return Result{}, toolErr(re.Code, "run_main: %s", re.Message)
 	case err != nil:
 		return Result{}, toolErr(CodeRunFailed, "run_main: %s could not be started", workspace.Program)
+	case out.WorkspaceFull:
+		return Result{}, &ToolError{Code: core.CodeWorkspaceFull, Message: fmt.Sprintf("run_main: %s wrote past the workspace's quota (limits.workspace_bytes %d, limits.workspace_files %d); what it added was removed and what it grew cut back; output: %s", workspace.Program, r.env.Limits.WorkspaceBytes, r.env.Limits.WorkspaceFiles, out.Output), Ran: true}
 	case out.TimedOut:
 		return Result{}, &ToolError{Code: CodeRunFailed, Message: fmt.Sprintf("run_main: %s did not finish within %s; output: %s", workspace.Program, workspace.RunTimeout, out.Output), Ran: true}
 	case out.Signal != "":

@@ -59,6 +59,11 @@ const (
 	CodeTaskClaimed    Code = "task_claimed"
 	CodeTaskBlocked    Code = "task_blocked"
 	CodeTaskNotClaimed Code = "task_not_claimed"
+	// CodeWorkspaceFull refuses an upload that would take a team's
+	// workspace past limits.workspace_bytes or limits.workspace_files
+	// (nothing is stored), and ends a run that went past either (what it
+	// added is not kept).
+	CodeWorkspaceFull Code = "workspace_full"
 	// CodeInternal is never sent as such: it marks an error that is not a
 	// domain error and must be answered with a generic message.
 	CodeInternal Code = "internal"

@@ -18,6 +18,8 @@ type LimitsUpdate struct {
 	ToolCalls          *int
 	WakeDelayMS        *int
 	ModelRequests      *int
+	WorkspaceBytes     *int64
+	WorkspaceFiles     *int
 }
 
 // UpdateLimits changes a team's limits (the admin only) and, when
@@ -42,6 +44,15 @@ func (s *Service) UpdateLimits(ctx context.Context, team string, upd LimitsUpdat
 		}
 		if upd.ModelTokens != nil {
 			l.ModelTokens = *upd.ModelTokens
+		}
+		// The workspace quota bounds what is written next; a workspace
+		// already past a lowered one keeps its files and runs nothing
+		// until it is within it again.
+		if upd.WorkspaceBytes != nil {
+			l.WorkspaceBytes = *upd.WorkspaceBytes
+		}
+		if upd.WorkspaceFiles != nil {
+			l.WorkspaceFiles = *upd.WorkspaceFiles
 		}
 		if err := l.validate(); err != nil {
 			return err

@@ -431,6 +431,9 @@ func (l Limits) validate() error {
 	if l.WakeDelayMS < 0 || l.WakeDelayMS > MaxWakeDelayMS {
 		return Errorf(CodeValidation, "wake_delay_ms must be 0 to %d.", MaxWakeDelayMS)
 	}
+	if l.WorkspaceBytes < 1 || l.WorkspaceFiles < 1 {
+		return Errorf(CodeValidation, "workspace_bytes and workspace_files must be at least 1.")
+	}
 	return nil
 }
 

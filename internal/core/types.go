@@ -40,6 +40,12 @@ type Limits struct {
 	// in all: a budget that holds whatever a provider reports of usage
 	// (docs/api.md, "A budget that holds without usage").
 	ModelRequests int `json:"model_requests"`
+	// WorkspaceBytes and WorkspaceFiles bound the team's workspace: the
+	// bytes of its regular files and the number of its names of any kind
+	// (an upload past either is refused, a run past either keeps nothing
+	// it added).
+	WorkspaceBytes int64 `json:"workspace_bytes"`
+	WorkspaceFiles int   `json:"workspace_files"`
 }
 
 // Defaults of the limits the lessons do not name.
@@ -51,6 +57,10 @@ const (
 	DefaultModelRequests      = 2000
 	// MaxWakeDelayMS bounds limits.wake_delay_ms.
 	MaxWakeDelayMS = 60000
+	// DefaultWorkspaceBytes (256 MiB) and DefaultWorkspaceFiles bound a
+	// team's workspace.
+	DefaultWorkspaceBytes = 256 << 20
+	DefaultWorkspaceFiles = 10000
 )
 
 // UnmarshalJSON reads limits with every field left out at its default, so
@@ -85,6 +95,8 @@ func DefaultLimits() Limits {
 		ToolCalls:          DefaultToolCalls,
 		WakeDelayMS:        DefaultWakeDelayMS,
 		ModelRequests:      DefaultModelRequests,
+		WorkspaceBytes:     DefaultWorkspaceBytes,
+		WorkspaceFiles:     DefaultWorkspaceFiles,
 	}
 }
 

@@ -42,6 +42,10 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 		if in.ModelTokens != nil {
 			l.ModelTokens = *in.ModelTokens
 		}
+		if in.WorkspaceBytes != nil {
+			l.WorkspaceBytes = *in.WorkspaceBytes
+		}
+		set(&l.WorkspaceFiles, in.WorkspaceFiles)
 		spec.Limits = &l
 	}
 	spec.Purpose = deref(b.Purpose)
@@ -64,6 +68,8 @@ func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 		ToolCalls:          in.ToolCalls,
 		WakeDelayMS:        in.WakeDelayMs,
 		ModelRequests:      in.ModelRequests,
+		WorkspaceBytes:     in.WorkspaceBytes,
+		WorkspaceFiles:     in.WorkspaceFiles,
 	}
 }
 
@@ -84,6 +90,8 @@ func limitsOf(l core.Limits) Limits {
 		ToolCalls:          l.ToolCalls,
 		WakeDelayMs:        l.WakeDelayMS,
 		ModelRequests:      l.ModelRequests,
+		WorkspaceBytes:     l.WorkspaceBytes,
+		WorkspaceFiles:     l.WorkspaceFiles,
 	}
 }
 

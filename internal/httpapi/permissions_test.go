@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -299,4 +300,40 @@ func TestPermissionEndsWithCancelledTurn(t *testing.T) {
 	}
 	want(t, e.getFile(tm.name, "counter.txt", adminToken), http.StatusNotFound, "not_found")
 	want(t, e.decide(tm, p.PermissionID, adminToken, true), http.StatusConflict, "not_pending")
+}
+
+// The workspace quota both ways: an upload past limits.workspace_bytes or
+// limits.workspace_files is 409 workspace_full and stores nothing; a run
+// that writes past the quota gets the error result workspace_full, keeps
+// nothing it added, and the turn goes on.
+func TestWorkspaceQuota(t *testing.T) {
+	e := openEnv(t, nil, 0)
+	limits := core.DefaultLimits()
+	limits.WorkspaceBytes, limits.WorkspaceFiles = 4000, 3
+	tm := e.workspaceTeam("quota", "allow", &limits)
+	want(t, e.putFile(tm.name, "big.txt", strings.Repeat("x", 4000), adminToken), http.StatusConflict, "workspace_full")
+	want(t, e.getFile(tm.name, "big.txt", adminToken), http.StatusNotFound, "not_found")
+	want(t, e.putFile(tm.name, "notes.txt", "kept", adminToken), http.StatusNoContent, "")
+	want(t, e.putFile(tm.name, "more.txt", "kept", adminToken), http.StatusNoContent, "")
+	want(t, e.putFile(tm.name, "fourth.txt", "x", adminToken), http.StatusConflict, "workspace_full")
+	want(t, e.getFile(tm.name, "fourth.txt", adminToken), http.StatusNotFound, "not_found")
+	want(t, e.putFile(tm.name, "main.py", "for i in range(5):\n    open('out%d.txt' % i, 'w').write('y')\nprint('wrote')\n", adminToken), http.StatusNoContent, "")
+	e.approvePlan(tm)
+	r := <-e.startRunTurn(tm)
+	want(t, r, http.StatusOK, "")
+	if !strings.Contains(string(r.body), `"status":"answered"`) || !strings.Contains(string(r.body), `"text":"done"`) {
+		t.Errorf("the turn = %s, want it answered after run_main's error", r.body)
+	}
+	if out := runMainResult(t, e, tm.name); !strings.Contains(out, "workspace_full") && !strings.Contains(out, "quota") {
+		t.Errorf("run_main's result = %q, want the workspace_full error", out)
+	}
+	for i := range 5 {
+		want(t, e.getFile(tm.name, fmt.Sprintf("out%d.txt", i), adminToken), http.StatusNotFound, "not_found")
+	}
+	if r := e.getFile(tm.name, "notes.txt", adminToken); r.status != http.StatusOK || string(r.body) != "kept" {
+		t.Errorf("notes.txt after the run = %d %q, want it kept", r.status, r.body)
+	}
+	// The quota is changeable: with room for a fourth name, it is stored.
+	want(t, e.patch("/api/v1/teams/"+tm.name, adminToken, `{"limits": {"workspace_files": 4, "workspace_bytes": 5000}}`), http.StatusOK, "")
+	want(t, e.putFile(tm.name, "fourth.txt", "x", adminToken), http.StatusNoContent, "")
 }

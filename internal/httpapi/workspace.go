@@ -87,12 +87,13 @@ func workspaceName(root *os.Root, p string) (string, error) {
 // PutWorkspaceFile stores a file in the team's workspace (admin only),
 // replacing it whole and durably: a temporary file beside it, fsync,
 // rename, fsync of the directory, all through os.Root so that nothing is
-// written outside the workspace.
+// written outside the workspace. A file the team's workspace quota has no
+// room for is refused whole (workspace_full).
 func (s *Server) PutWorkspaceFile(ctx context.Context, req PutWorkspaceFileRequestObject) (PutWorkspaceFileResponseObject, error) {
 	if err := core.CheckAdmin(ctx); err != nil {
 		return nil, err
 	}
-	dir, err := s.workspaceDir(ctx, req.Team)
+	dir, limits, err := s.workspaceOf(ctx, req.Team)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +120,9 @@ func (s *Server) PutWorkspaceFile(ctx context.Context, req PutWorkspaceFileReque
 	if fi, err := root.Lstat(name); err == nil && !fi.Mode().IsRegular() {
 		return nil, core.Errorf(core.CodeValidation, "path: it names something that is not a regular file.")
 	}
-	if err := workspace.WriteFile(root, name, data); err != nil {
+	if err := workspace.PutFile(root, name, data, workspace.QuotaOf(limits)); errors.Is(err, workspace.ErrFull) {
+		return nil, core.Errorf(core.CodeWorkspaceFull, "With this file the workspace would pass its quota (limits.workspace_bytes %d, limits.workspace_files %d); nothing was stored.", limits.WorkspaceBytes, limits.WorkspaceFiles)
+	} else if err != nil {
 		return nil, core.StorageError(err)
 	}
 	s.log.InfoContext(ctx, "workspace file stored", "team", req.Team, "bytes", len(data))

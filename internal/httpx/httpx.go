@@ -63,6 +63,7 @@ var statusOf = map[core.Code]int{
 	core.CodeTaskClaimed:         http.StatusConflict,
 	core.CodeTaskBlocked:         http.StatusConflict,
 	core.CodeTaskNotClaimed:      http.StatusConflict,
+	core.CodeWorkspaceFull:       http.StatusConflict,
 	core.CodeWrongDirection:      http.StatusUnprocessableEntity,
 	core.CodeInboxCorrupt:        http.StatusInternalServerError,
 	core.CodeStorageFailed:       http.StatusInternalServerError,

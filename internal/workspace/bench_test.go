@@ -30,8 +30,8 @@ func BenchmarkStartup(b *testing.B) {
 		name string
 		run  func() error
 	}{
-		{"sandbox", func() error { _, err := sandboxed.Run(context.Background(), ws); return err }},
-		{"off", func() error { _, err := off.Run(context.Background(), ws); return err }},
+		{"sandbox", func() error { _, err := sandboxed.Run(context.Background(), ws, Quota{}); return err }},
+		{"off", func() error { _, err := off.Run(context.Background(), ws, Quota{}); return err }},
 		{"before", func() error {
 			cmd := exec.Command("python3", Program)
 			cmd.Dir = ws

@@ -46,6 +46,9 @@ const (
 	CodeRunInProgress core.Code = "run_in_progress"
 	// CodeNoProgram: the workspace has no regular main.py.
 	CodeNoProgram core.Code = core.CodeNotFound
+	// CodeWorkspaceFull: the workspace holds more than its team's
+	// quota; a run that ends so keeps nothing it added (see Quota).
+	CodeWorkspaceFull = core.CodeWorkspaceFull
 	// CodeRunFailed: the program could not be started for another
 	// reason (logged). The agent's tools also answer it for a program
 	// that ran and failed.
@@ -70,6 +73,9 @@ type Outcome struct {
 	Signal string
 	// TimedOut is set when RunTimeout ended it.
 	TimedOut bool
+	// WorkspaceFull is set when the run left the workspace over its
+	// quota: what it added was removed and what it grew cut back.
+	WorkspaceFull bool
 	// stderr is kept only to tell why the sandbox could not be set up.
 	stderr string
 }
@@ -110,16 +116,22 @@ type Runner struct {
 	busy map[string]bool // workspace directories with a run going
 }
 
-// NewRunner returns a runner in mode, probing once what the kernel offers
-// and where the python3 on PATH lives, and logging it: a warning when the
-// sandbox is off, or when the kernel cannot confine the program's network
-// or at all.
+// NewRunner returns a runner in mode whose programs, when the server is
+// root, run as DefaultUser (see NewRunnerAs).
 func NewRunner(mode Mode, log *slog.Logger) *Runner {
+	return NewRunnerAs(mode, DefaultUser, log)
+}
+
+// NewRunnerAs returns a runner in mode whose programs, when the server is
+// root, run as user. It probes once what the kernel offers and where the
+// python3 on PATH lives, and logs it: a warning when the sandbox is off,
+// or when the kernel cannot confine the program's network or at all.
+func NewRunnerAs(mode Mode, user Identity, log *slog.Logger) *Runner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{mode: mode, log: log, busy: map[string]bool{}}
-	r.env = probe(mode)
+	r.env = probe(mode, user)
 	switch {
 	case mode == ModeOff:
 		log.Warn("run_main's sandbox is off: programs run unconfined as the server's user (--sandbox off)")
@@ -127,8 +139,10 @@ func NewRunner(mode Mode, log *slog.Logger) *Runner {
 		log.Warn("run_main's sandbox is not available on this machine; run_main answers sandbox_unavailable (--sandbox off runs programs unconfined)", "reason", r.env.unavailable)
 	case !r.env.netRestricted:
 		log.Warn("run_main's sandbox: this kernel's Landlock has no network rules (ABI below 4), so Landlock does not restrict the network; files are confined, and the program's network namespace of its own has no interface up", "landlock_abi", r.env.abi)
+	case r.env.user != nil:
+		log.Info("run_main's sandbox is on", "landlock_abi", r.env.abi, "python", r.env.python, "user", r.env.user.String())
 	default:
-		log.Info("run_main's sandbox is on", "landlock_abi", r.env.abi, "python", r.env.python)
+		log.Info("run_main's sandbox is on", "landlock_abi", r.env.abi, "python", r.env.python, "user", "the server's, in a user namespace")
 	}
 	return r
 }
@@ -158,8 +172,16 @@ func (r *Runner) Available() string {
 // Run runs the fixed program of the workspace dir and returns how it
 // ended. The program runs under ctx and RunTimeout: when either ends, it
 // is killed with every process it started. A second run in the same
-// workspace while one is going is refused (CodeRunInProgress).
-func (r *Runner) Run(ctx context.Context, dir string) (Outcome, error) {
+// workspace while one is going is refused (CodeRunInProgress), and so is
+// a run in a workspace already over q (CodeWorkspaceFull).
+//
+// When the server is root the workspace belongs to the program's
+// identity during the run. After it, whatever happened, the workspace
+// is settled: no setuid or setgid bit is left, its files are the
+// server's again, its directory has the mode and owner it had, and when
+// it holds more than q what the run added is taken back
+// (Outcome.WorkspaceFull).
+func (r *Runner) Run(ctx context.Context, dir string, q Quota) (Outcome, error) {
 	if why := r.Available(); why != "" {
 		return Outcome{}, &RunError{Code: CodeSandboxUnavailable, Message: "the sandbox that run_main needs is not available on this server"}
 	}
@@ -172,14 +194,40 @@ func (r *Runner) Run(ctx context.Context, dir string) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, &RunError{Code: core.CodeNotFound, Message: "the workspace is not available"}
 	}
+	defer root.Close()
 	info, err := root.Lstat(Program)
-	root.Close()
 	if err != nil || !info.Mode().IsRegular() {
 		return Outcome{}, &RunError{Code: CodeNoProgram, Message: "the workspace has no regular " + Program}
+	}
+	before, err := scan(root)
+	if err != nil {
+		r.log.WarnContext(ctx, "run_main's workspace could not be listed", "err", err)
+		return Outcome{}, &RunError{Code: CodeRunFailed, Message: Program + " could not be started"}
+	}
+	if !q.holds(before.use) {
+		return Outcome{}, &RunError{Code: CodeWorkspaceFull, Message: fmt.Sprintf("the workspace holds %s, more than its quota (%s); nothing was run", before.use, q)}
+	}
+	user := r.env.user
+	if r.mode == ModeOff {
+		user = nil
+	}
+	if user != nil {
+		if err := handOver(root, before, *user); err != nil {
+			r.log.WarnContext(ctx, "run_main's workspace could not be handed to the program's user", "err", err)
+			if _, serr := settle(root, before, user, Quota{}); serr != nil {
+				r.log.ErrorContext(ctx, "run_main's workspace could not be settled", "err", serr)
+			}
+			return Outcome{}, &RunError{Code: CodeRunFailed, Message: Program + " could not be started"}
+		}
 	}
 	runCtx, cancel := context.WithTimeout(ctx, RunTimeout)
 	defer cancel()
 	out, err := r.run(runCtx, dir)
+	full, serr := settle(root, before, user, q)
+	if serr != nil {
+		r.log.ErrorContext(ctx, "run_main's workspace could not be settled after the run", "err", serr)
+	}
+	out.WorkspaceFull = full
 	if err != nil {
 		r.log.WarnContext(ctx, "run_main's program could not be started", "err", err)
 		return Outcome{}, &RunError{Code: CodeRunFailed, Message: Program + " could not be started"}

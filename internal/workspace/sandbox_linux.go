@@ -33,11 +33,20 @@ import (
 //     killed, the kernel kills every process left in the namespace,
 //     those that started a session of their own included, so nothing
 //     outlives the call; Pdeathsig kills it if the server dies.
-//   - The user namespace is what lets a root server's program give up
-//     its power over limits: it has no capability outside, so it cannot
-//     raise a hard rlimit back.
+//   - A root server's helper starts as root in a mount namespace of its
+//     own, makes the workspace and the interpreter reachable to the
+//     run's unprivileged identity (exposeDirs), sets everything up and
+//     then becomes that identity (--sandbox-user, 65534 by default) with
+//     no capability: a host file only root may read stays unreadable,
+//     and a hard rlimit cannot be raised back. The workspace belongs to
+//     that identity for the run only (Runner.Run hands it over and back).
+//   - A server that is not root cannot take another identity: its
+//     helper runs in a user namespace of its own too, as the server's
+//     user, which likewise has no capability outside it.
 //   - Landlock: the workspace read-write, the system's directories and
 //     the interpreter's installation read-only, nothing else; no TCP.
+//   - no_new_privs, and a seccomp filter (confine_linux.go) that refuses
+//     the kernel's riskier calls with EPERM.
 
 // helperCommand is the first argument that makes a binary linking this
 // package the sandbox helper (see init).
@@ -75,6 +84,9 @@ type helperConfig struct {
 	ReadOnly []string `json:"ro"`
 	Env      []string `json:"env"`
 	CPU      uint64   `json:"cpu"`
+	// User, when set, is the identity the helper (started as root)
+	// becomes before it execs the program.
+	User *Identity `json:"user,omitempty"`
 }
 
 // helperMain confines the helper process and execs the program; it
@@ -84,10 +96,23 @@ func helperMain(arg string) error {
 	if err := json.Unmarshal([]byte(arg), &cfg); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	runtime.LockOSThread() // never unlocked: this thread execs
+	if cfg.User != nil {
+		if err := exposeDirs(*cfg.User, []string{cfg.Dir}, cfg.ReadOnly); err != nil {
+			return fmt.Errorf("mounts: %w", err)
+		}
+		// The workspace as the program sees it: through its bind mount.
+		if err := os.Chdir(cfg.Dir); err != nil {
+			return err
+		}
+	}
 	// The PID namespace's own pid_max bounds the processes of the run.
-	// Kernels before 6.14 have one pid_max for all namespaces, which the
-	// helper may not change: the run then goes on without that bound.
-	_ = os.WriteFile("/proc/sys/kernel/pid_max", []byte(fmt.Sprint(limitPIDs)), 0)
+	// Kernels before 6.14 have one pid_max for all namespaces: a helper
+	// in a user namespace may not change it, and a root helper must not.
+	// The run then goes on without that bound.
+	if cfg.User == nil || perNamespacePIDMax() {
+		_ = os.WriteFile("/proc/sys/kernel/pid_max", []byte(fmt.Sprint(limitPIDs)), 0)
+	}
 	rules := []landlock.Rule{
 		landlock.RODirs(systemDirs...).IgnoreIfMissing(),
 		landlock.RODirs(cfg.ReadOnly...),
@@ -104,7 +129,11 @@ func helperMain(arg string) error {
 	if fd < 0 {
 		return errors.New("landlock: not available")
 	}
-	runtime.LockOSThread() // never unlocked: this thread execs
+	if cfg.User != nil {
+		if err := becomeUser(*cfg.User); err != nil {
+			return err
+		}
+	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
@@ -112,6 +141,9 @@ func helperMain(arg string) error {
 		return fmt.Errorf("landlock: %w", err)
 	}
 	_ = unix.Close(fd)
+	if err := loadSeccomp(); err != nil {
+		return err
+	}
 	// The limits come last: a race-enabled helper (tests) has mapped
 	// more than the address-space limit, and Go may still map memory
 	// while it builds the ruleset.
@@ -125,7 +157,10 @@ func helperMain(arg string) error {
 		{unix.RLIMIT_CPU, cfg.CPU},
 		{unix.RLIMIT_CORE, 0},
 	}
-	argv := append([]string{"python3"}, cfg.Args...)
+	// argv[0] is the interpreter's own path: python finds its
+	// installation from it, not from a PATH whose directories the
+	// program's user may not reach.
+	argv := append([]string{cfg.Python}, cfg.Args...)
 	for _, l := range limits {
 		// syscall's Setrlimit, not x/sys's: it also tells the runtime not
 		// to restore its own open-files limit at exec.
@@ -138,6 +173,9 @@ func helperMain(arg string) error {
 
 // sandboxEnv is what probe found.
 type sandboxEnv struct {
+	// user is the program's identity when the server is root (nil: the
+	// server's own, in a user namespace).
+	user          *Identity
 	python        string   // the interpreter's executable, "" when none was found
 	pythonDirs    []string // its installation, read-only in the sandbox
 	helper        string   // this binary
@@ -148,11 +186,14 @@ type sandboxEnv struct {
 
 // probe finds the interpreter and, unless mode is off, checks that the
 // sandbox works here by running python3 in it once.
-func probe(mode Mode) sandboxEnv {
+func probe(mode Mode, user Identity) sandboxEnv {
 	var env sandboxEnv
 	env.python, env.pythonDirs = findPython()
 	if mode == ModeOff {
 		return env
+	}
+	if os.Geteuid() == 0 {
+		env.user = &user
 	}
 	if env.python == "" {
 		env.unavailable = "no python3 on PATH"
@@ -174,6 +215,10 @@ func probe(mode Mode) sandboxEnv {
 		return env
 	}
 	defer os.RemoveAll(dir)
+	if err := env.handTo(dir); err != nil {
+		env.unavailable = "the probe's directory cannot be handed over: " + err.Error()
+		return env
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), RunTimeout)
 	defer cancel()
 	out, err := run(ctx, ModeOn, env, dir, []string{"-I", "-c", "print('ok')"})
@@ -238,6 +283,11 @@ func run(ctx context.Context, mode Mode, env sandboxEnv, dir string, args []stri
 		return Outcome{}, err
 	}
 	defer func() { _ = root.RemoveAll(tmpName) }()
+	if mode == ModeOn {
+		if err := env.handTo(filepath.Join(dir, tmpName)); err != nil {
+			return Outcome{}, err
+		}
+	}
 	progEnv := []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + filepath.Join(dir, tmpName)}
 
 	var cmd *exec.Cmd
@@ -250,21 +300,30 @@ func run(ctx context.Context, mode Mode, env sandboxEnv, dir string, args []stri
 		cmd.Env = progEnv
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	} else {
-		cfg, err := json.Marshal(helperConfig{Dir: dir, Python: env.python, Args: args, ReadOnly: env.pythonDirs, Env: progEnv, CPU: uint64(RunTimeout / time.Second)})
+		cfg, err := json.Marshal(helperConfig{Dir: dir, Python: env.python, Args: args, ReadOnly: env.pythonDirs, Env: progEnv, CPU: uint64(RunTimeout / time.Second), User: env.user})
 		if err != nil {
 			return Outcome{}, err
 		}
 		cmd = exec.Command(env.helper, helperCommand, string(cfg))
 		cmd.Env = []string{} // the helper needs none; the program gets progEnv
 		uid, gid := os.Getuid(), os.Getgid()
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			// A network and an IPC namespace of its own too: no
-			// interface but a loopback that is down, whatever
-			// Landlock's ABI, and no System V IPC shared with the host.
-			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
-			Pdeathsig:   syscall.SIGKILL,
+		if env.user != nil {
+			// Root on the host until it becomes env.user: no user
+			// namespace, a mount namespace for exposeDirs.
+			cmd.SysProcAttr = &syscall.SysProcAttr{
+				Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC,
+				Pdeathsig:  syscall.SIGKILL,
+			}
+		} else {
+			cmd.SysProcAttr = &syscall.SysProcAttr{
+				// A network and an IPC namespace of its own too: no
+				// interface but a loopback that is down, whatever
+				// Landlock's ABI, and no System V IPC shared with the host.
+				Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC,
+				UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+				GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+				Pdeathsig:   syscall.SIGKILL,
+			}
 		}
 	}
 	cmd.Dir = dir
@@ -387,4 +446,12 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 		b.buf.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
+}
+
+// handTo gives path to the program's identity, if it has one of its own.
+func (env sandboxEnv) handTo(path string) error {
+	if env.user == nil {
+		return nil
+	}
+	return os.Lchown(path, env.user.UID, env.user.GID)
 }

@@ -9,6 +9,7 @@ import (
 
 // sandboxEnv is what probe found: elsewhere than on Linux, no sandbox.
 type sandboxEnv struct {
+	user          *Identity
 	abi           int
 	python        string
 	netRestricted bool
@@ -16,7 +17,7 @@ type sandboxEnv struct {
 }
 
 // probe reports that the sandbox needs Linux (Landlock and namespaces).
-func probe(Mode) sandboxEnv {
+func probe(Mode, Identity) sandboxEnv {
 	return sandboxEnv{unavailable: "the sandbox needs Linux (Landlock and namespaces)"}
 }
 

@@ -181,7 +181,7 @@ func (e escapeSetup) checkReport(t *testing.T, output string) {
 func TestSandboxBlocksEscapes(t *testing.T) {
 	r := sandboxRunner(t)
 	e := newEscapeSetup(t)
-	out, err := r.Run(t.Context(), e.ws)
+	out, err := r.Run(t.Context(), e.ws, Quota{})
 	if err != nil {
 		t.Fatalf("Run = %v, want the program run", err)
 	}
@@ -212,7 +212,7 @@ func TestSandboxTimeoutKillsEverything(t *testing.T) {
 	marker := newMarker(t)
 	killSleepers(t, marker)
 	spinner(t, ws, marker)
-	out, err := r.Run(t.Context(), ws)
+	out, err := r.Run(t.Context(), ws, Quota{})
 	if err != nil || !out.TimedOut || out.Output != "spinning\n" {
 		t.Fatalf("Run = %+v, %v; want timed out with the output so far", out, err)
 	}
@@ -238,7 +238,7 @@ func TestSandboxCancelAndOneRunAtATime(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := r.Run(ctx, ws)
+		out, err := r.Run(ctx, ws, Quota{})
 		done <- result{out, err}
 	}()
 	// Wait for the program to spin (or for the run to end too early).
@@ -252,7 +252,7 @@ func TestSandboxCancelAndOneRunAtATime(t *testing.T) {
 		default:
 		}
 	}
-	_, err := r.Run(t.Context(), ws)
+	_, err := r.Run(t.Context(), ws, Quota{})
 	var re *RunError
 	if !errors.As(err, &re) || re.Code != CodeRunInProgress {
 		t.Fatalf("a second Run while one runs = %v, want %s", err, CodeRunInProgress)
@@ -269,7 +269,7 @@ func TestSandboxCancelAndOneRunAtATime(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, Program), []byte("print(1)\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := r.Run(t.Context(), ws); err != nil || out.Output != "1\n" {
+	if out, err := r.Run(t.Context(), ws, Quota{}); err != nil || out.Output != "1\n" {
 		t.Fatalf("a run after the cancelled one = %+v, %v; want output 1", out, err)
 	}
 }
@@ -292,7 +292,7 @@ func TestExitWhileChildHoldsStdout(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(ws, Program), []byte(prog), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			out, err := r.Run(t.Context(), ws)
+			out, err := r.Run(t.Context(), ws, Quota{})
 			if err != nil || out.ExitCode != 4 || out.Output != "done\n" {
 				t.Fatalf("Run = %+v, %v; want exit 4 with output %q", out, err, "done\n")
 			}
@@ -311,13 +311,13 @@ func TestSandboxUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Runner{mode: ModeOn, env: sandboxEnv{unavailable: "the kernel has no Landlock"}, busy: map[string]bool{}}
-	_, err := r.Run(t.Context(), ws)
+	_, err := r.Run(t.Context(), ws, Quota{})
 	var re *RunError
 	if !errors.As(err, &re) || re.Code != CodeSandboxUnavailable {
 		t.Fatalf("Run without a sandbox = %v, want %s", err, CodeSandboxUnavailable)
 	}
 	off := NewRunner(ModeOff, nil)
-	if out, err := off.Run(t.Context(), ws); err != nil || out.Output != "1\n" {
+	if out, err := off.Run(t.Context(), ws, Quota{}); err != nil || out.Output != "1\n" {
 		t.Fatalf("Run with the sandbox off = %+v, %v; want output 1", out, err)
 	}
 }
