@@ -81,12 +81,12 @@ func (s *Service) ResetMember(ctx context.Context, teamName, member string) (Mem
 	err := s.update(ctx, teamName, func(u *unit) error {
 		m := u.member(member)
 		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		busy := s.busy(teamName, m, u.now)
 		stuck := !busy && (m.Status == StatusStopped || m.Status == StatusFailed)
 		if !stuck && !m.WakeHeld {
-			return Errorf(CodeMemberUnavailable, "Only a stopped or failed member, or one whose wake is held, can be reset.")
+			return Errorf(CodeMemberUnavailable, "Only a stopped or failed member, or one whose wake is held, can be reset; %s is %s and its wake is not held, so there is nothing to reset.", m.Name, resetStatus(m, busy))
 		}
 		// A held wake is released whatever the member's status: the
 		// admin has looked at what its last turn left.
@@ -99,4 +99,13 @@ func (s *Service) ResetMember(ctx context.Context, teamName, member string) (Mem
 		return nil
 	})
 	return view, err
+}
+
+// resetStatus is the word for a member ResetMember refuses: running when
+// a turn of it runs, its status otherwise.
+func resetStatus(m *MemberState, busy bool) string {
+	if busy {
+		return StatusRunning
+	}
+	return m.Status
 }

@@ -112,7 +112,7 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure e
 	viewErr := s.view(ctx, tr.team, true, func(u *unit) error {
 		m := u.member(member)
 		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		history, limits = cloneEntries(m.History), u.st.Limits
 		return nil
@@ -168,7 +168,7 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure e
 	err := s.update(saveCtx, tr.team, func(u *unit) error {
 		m := u.member(member)
 		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		switch {
 		case cancelled:
