@@ -1505,6 +1505,25 @@ type Usage struct {
 	OutputTokens int64 `json:"output_tokens"`
 }
 
+// WorkspaceFile defines model for WorkspaceFile.
+type WorkspaceFile struct {
+	// Bytes The file's size.
+	Bytes int64 `json:"bytes"`
+
+	// Modified When the file was last changed.
+	Modified time.Time `json:"modified"`
+
+	// Path The file's path in the workspace, `/` between folders.
+	//
+	// Example: src/app.py
+	Path string `json:"path"`
+}
+
+// WorkspaceFileList defines model for WorkspaceFileList.
+type WorkspaceFileList struct {
+	Files []WorkspaceFile `json:"files"`
+}
+
 // IdempotencyKeyHeader defines model for IdempotencyKeyHeader.
 type IdempotencyKeyHeader = string
 
@@ -1869,6 +1888,12 @@ type ServerInterface interface {
 	// CancelTurn Cancel a running turn (admin)
 	// (POST /teams/{team}/turns/{turn_id}/cancel)
 	CancelTurn(w http.ResponseWriter, r *http.Request, team TeamPath, turnID TurnIDPath)
+	// ListWorkspaceFiles List the files of the team's workspace (admin)
+	// (GET /teams/{team}/workspace)
+	ListWorkspaceFiles(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// DeleteWorkspaceFile Delete a file of the team's workspace (admin)
+	// (DELETE /teams/{team}/workspace/files/{path})
+	DeleteWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath)
 	// GetWorkspaceFile Read a file of the team's workspace (admin)
 	// (GET /teams/{team}/workspace/files/{path})
 	GetWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath)
@@ -2094,6 +2119,18 @@ func (_ Unimplemented) GetTurn(w http.ResponseWriter, r *http.Request, team Team
 // CancelTurn Cancel a running turn (admin)
 // (POST /teams/{team}/turns/{turn_id}/cancel)
 func (_ Unimplemented) CancelTurn(w http.ResponseWriter, r *http.Request, team TeamPath, turnID TurnIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListWorkspaceFiles List the files of the team's workspace (admin)
+// (GET /teams/{team}/workspace)
+func (_ Unimplemented) ListWorkspaceFiles(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteWorkspaceFile Delete a file of the team's workspace (admin)
+// (DELETE /teams/{team}/workspace/files/{path})
+func (_ Unimplemented) DeleteWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3362,6 +3399,67 @@ func (siw *ServerInterfaceWrapper) CancelTurn(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// ListWorkspaceFiles operation middleware
+func (siw *ServerInterfaceWrapper) ListWorkspaceFiles(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListWorkspaceFiles(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteWorkspaceFile operation middleware
+func (siw *ServerInterfaceWrapper) DeleteWorkspaceFile(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "path" -------------
+	var path WorkspaceFilePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "path", chi.URLParam(r, "path"), &path, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "path", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteWorkspaceFile(w, r, team, path)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetWorkspaceFile operation middleware
 func (siw *ServerInterfaceWrapper) GetWorkspaceFile(w http.ResponseWriter, r *http.Request) {
 
@@ -3634,6 +3732,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/tasks/{task_id}/release", wrapper.ReleaseTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/workspace", wrapper.ListWorkspaceFiles)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/teams/{team}/workspace/files/{path}", wrapper.DeleteWorkspaceFile)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/workspace/files/{path}", wrapper.GetWorkspaceFile)
@@ -7522,6 +7626,171 @@ func (response CancelTurn404ApplicationProblemPlusJSONResponse) VisitCancelTurnR
 	return err
 }
 
+type ListWorkspaceFilesRequestObject struct {
+	Team TeamPath `json:"team"`
+}
+
+type ListWorkspaceFilesResponseObject interface {
+	VisitListWorkspaceFilesResponse(w http.ResponseWriter) error
+}
+
+type ListWorkspaceFiles200JSONResponse WorkspaceFileList
+
+func (response ListWorkspaceFiles200JSONResponse) VisitListWorkspaceFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWorkspaceFiles401ApplicationProblemPlusJSONResponse Problem
+
+func (response ListWorkspaceFiles401ApplicationProblemPlusJSONResponse) VisitListWorkspaceFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWorkspaceFiles403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListWorkspaceFiles403ApplicationProblemPlusJSONResponse) VisitListWorkspaceFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWorkspaceFiles404ApplicationProblemPlusJSONResponse Problem
+
+func (response ListWorkspaceFiles404ApplicationProblemPlusJSONResponse) VisitListWorkspaceFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWorkspaceFiles500ApplicationProblemPlusJSONResponse Problem
+
+func (response ListWorkspaceFiles500ApplicationProblemPlusJSONResponse) VisitListWorkspaceFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWorkspaceFileRequestObject struct {
+	Team TeamPath          `json:"team"`
+	Path WorkspaceFilePath `json:"path"`
+}
+
+type DeleteWorkspaceFileResponseObject interface {
+	VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error
+}
+
+type DeleteWorkspaceFile204Response struct {
+}
+
+func (response DeleteWorkspaceFile204Response) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteWorkspaceFile400ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteWorkspaceFile400ApplicationProblemPlusJSONResponse) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWorkspaceFile401ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteWorkspaceFile401ApplicationProblemPlusJSONResponse) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWorkspaceFile403ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteWorkspaceFile403ApplicationProblemPlusJSONResponse) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWorkspaceFile404ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteWorkspaceFile404ApplicationProblemPlusJSONResponse) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWorkspaceFile500ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteWorkspaceFile500ApplicationProblemPlusJSONResponse) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetWorkspaceFileRequestObject struct {
 	Team TeamPath          `json:"team"`
 	Path WorkspaceFilePath `json:"path"`
@@ -7833,6 +8102,12 @@ type StrictServerInterface interface {
 	// CancelTurn Cancel a running turn (admin)
 	// (POST /teams/{team}/turns/{turn_id}/cancel)
 	CancelTurn(ctx context.Context, request CancelTurnRequestObject) (CancelTurnResponseObject, error)
+	// ListWorkspaceFiles List the files of the team's workspace (admin)
+	// (GET /teams/{team}/workspace)
+	ListWorkspaceFiles(ctx context.Context, request ListWorkspaceFilesRequestObject) (ListWorkspaceFilesResponseObject, error)
+	// DeleteWorkspaceFile Delete a file of the team's workspace (admin)
+	// (DELETE /teams/{team}/workspace/files/{path})
+	DeleteWorkspaceFile(ctx context.Context, request DeleteWorkspaceFileRequestObject) (DeleteWorkspaceFileResponseObject, error)
 	// GetWorkspaceFile Read a file of the team's workspace (admin)
 	// (GET /teams/{team}/workspace/files/{path})
 	GetWorkspaceFile(ctx context.Context, request GetWorkspaceFileRequestObject) (GetWorkspaceFileResponseObject, error)
@@ -8929,6 +9204,59 @@ func (sh *strictHandler) CancelTurn(w http.ResponseWriter, r *http.Request, team
 	}
 }
 
+// ListWorkspaceFiles operation middleware
+func (sh *strictHandler) ListWorkspaceFiles(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request ListWorkspaceFilesRequestObject
+
+	request.Team = team
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWorkspaceFiles(ctx, request.(ListWorkspaceFilesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWorkspaceFiles")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListWorkspaceFilesResponseObject); ok {
+		if err := validResponse.VisitListWorkspaceFilesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteWorkspaceFile operation middleware
+func (sh *strictHandler) DeleteWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath) {
+	var request DeleteWorkspaceFileRequestObject
+
+	request.Team = team
+	request.Path = path
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteWorkspaceFile(ctx, request.(DeleteWorkspaceFileRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteWorkspaceFile")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteWorkspaceFileResponseObject); ok {
+		if err := validResponse.VisitDeleteWorkspaceFileResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetWorkspaceFile operation middleware
 func (sh *strictHandler) GetWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath) {
 	var request GetWorkspaceFileRequestObject
@@ -8990,274 +9318,281 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3dd9u2ti/6r2Do7jsi7UsrTpr2rNoPd2R3ffWups1NvEYfFnNMiIQsHFOASoCWtTPyv5+BOSdAUAIl",
-	"OYkTZx33obEkEt+Y3/M3349KvVxpJZQ1o7P3oxVv+FJY0cCnnyuxXGkrVLn5h9j8XfBKNO77SpiykSsr",
-	"tRqdjV6yRthmw9bSLphdCGb4UrBrsWFcVd0XM11t3JNtowx8O5eNsawRZqWVEblyTxurG2GY0nYh1RVT",
-	"Yn3ebxI64e530WCT0uSqkN1IL0ut5rUsbTFl/xAbw3gjmCn1SlTMamjN6muhnhi2FMuZaKa5GmUj6aay",
-	"wClmI8WXYnQWL8DJP8RmlI1MuRBL7hZhyW9/EerKLkZnz09Ps9FSKv/5WTaym5VrwNhGqqvRhw/Z6BV0",
-	"9pq7B95jdyv3IXSGoxllo0b80cpGVKMz27Qi7vM/GjEfnY3+r6fdrj3FX83TX10rrqPXollKY6RWP/95",
-	"T3er8NilrPb2Km75clX7d06ejTLXlBWNa/R/wnf/enby47t/nZ78+O4//2OUmv0b8UcrjN07ogafOTSc",
-	"fYsQuoFOL7i53tuj5eb6U7rDDrAvwZf7ehJ8+elbe9E2+zfV3a7jt7OB435it3b0X/zkv9+5/52e/Hjy",
-	"7v1p9vy7DycWdvf9s+zHD+kd/l0312bFS/FXWQs/xG1K4UbLGlFzK2+Ev45r/2bGxPRqyooll2q62hTn",
-	"jOMbUlnNeK7muq5Ew8xK1LVh0hpmam4WwrDi/37+12LKftWsmE6LjCnN+MzourUCmsiAGCmdK7NZznQt",
-	"S1ZLdc2kYXNd13otqogObN0U/DS8ohEpeHb6/MUhWvDBvwtE9qeFKK+B9jZ6JRorBXzNV6talnzmNmp7",
-	"HS+aVrC5bhhnpXub2YU0rGkVW/JrYabsr7w2gmlVb3qP8Zluba6AoEJzTwwTt7y0TLWO9himG7cblWFj",
-	"9xBdSGa15XXm9ipX+Hwt3GkxGZFTXZ+0RjBZmUnGtGIcBlM18kYoNtu4z4LXuVrqStTnrKiE5bIu3NuK",
-	"Gb4xbL1AdrFecMvW3DAjhMIdoeWbaV0LrkYfshG+7tZla2n9liV+0NeJdVwIWpmFqKvMzV5aVmnkQMxt",
-	"wYaNi24rCjZ3KzuZJob1IT4h/8KBQLdZvJdh8O9CC3r2v0Rp3Rh/0sq0S/FGmLa2u0eige/hT2nF0hwi",
-	"G6+4LRfU2IfQHW8avtkZrm87OaxGcCsqZGC7wxpc8kbX6R+M5bY9PHzo7y0+68bvuHZ6E5F1PjFsJngj",
-	"GmTw58ws9FrhNViIRkyTdCuxaTDwMEzf856lccQ/PTIl1szRfsYN+9tfLmBIjnKx8ay1cDlbw69E5u+a",
-	"gVtQ8SW/ElXG1gtZLhjvmllwdzaVYHo+yYAC4txNEL8kTd+46fZ3qsTRXnK7O9jf3VWE2+y6cTeQnmbj",
-	"f178BCd+rpule3VUcStOrIS12tnchTb2shMugOOodumWlxu4DY7cwkVQm2hRuxZquZT24PH4BZ/6kJHg",
-	"dPy96J/nnZuRjYBMHTye7qG3wlqprsxe0rNqm5U26d8C74t+PUBSol0Ma9UtQtedn0fcye72pE71z2qm",
-	"b3cv+lIYd1bvQIDwhYPEJzScGswv4TRsCxPupLo7r1tVJU670w4uywXHk0HtSmXFFe76XIhqxsvrfc8s",
-	"pNNINpdC2Yaa3X1IuuW6nG3s/gfi5dt9BvbqEm/u7mR/VqvWslXdGqZb6/7GJ8ONddqMa6GjI0u+cYKS",
-	"qphUjNf1OTt10o7SuGC9Cy2V/eFFd5mjYa34pta82rdGkSLhaIJu7WViBm9FqVVlnEQXnmdr7igYiigr",
-	"0Rit2EzMdSMchRS3K+mUwTFnlVCS1zHbjfr3M06Pzon4ieE4yb23ejPNmwoWbaGdLFCJWjjqp5UwTKqy",
-	"bitRpQfg5J/Lktd1qh+tawa/uZaYk8+hEyeooWqLP87ERquKXQnLuGKiaXTDkCcHLRreFW4NC/fOJVz9",
-	"YmBITstOL8iaX4vLStR8c7lMDPiVrGtpaLNmwq4F8QUU+Zh1AhqImYwz1xYxIPjbiTioyLt9XbsjisMe",
-	"czaXt6Jia6kqvT5j4kY0m16bvHHiomGzTa7c2+7kXmlYfNITwAjgmpucM14bTcPiTkKVSxGPNlfudT1n",
-	"vJMNYCB+bErc2miAPUkzLNYWmdq6xv2Ln8X0JjqU21doh+74zdolNltEYeCm+SPeO4fb2zxMWIGygMJR",
-	"VdKdAV6/jsgoyLvZftLLuEVhQWp1zgQvF2wuRV2xSsy5kyq9olcL4674Da9bcYhe07ujsx/IuCKXToh4",
-	"lh1FycPbz57Hb59mx9H48PqfDva9RfzDm989Pz098uWYMXQ9H3p3l2H4KZ/Cf9nXYSH713qHnXSjPrzU",
-	"w4zGr/nurD8X21nyWxzZn354cXhfY5YURvfi0FsRq6JXvt+d0MczrjCFZ3Q+Doxmi6uFc53dgcVlbKHX",
-	"jtazJVcbOl9cmbXTWLi5hk2wC7H8LLwQrRbEjwpj9WolqgL3b/9cPbsM03x+6JUEG/Wvfr+zaT2myont",
-	"PTHIP5Elspq7Kzc2QjCkzP1z98PWnp0m2dUAkf/nyqlsd6TyTn1F9cLR73LB1ZU4Z5xoey3m1hESdi3E",
-	"Cm1xQNfZWOmO8IMJZbJL67eJ113JyAAl+PhbeuTN/KQ7dOQZvOO5+9QT8oo3128Erw6ejv4O2kWj26tF",
-	"0qD8HR5cbwL94cVh70gsZ/mm3yVH29m0hhTUS1ml7VGCG52wIP2manIsySulG6SW3mahm0oq3mw8lwax",
-	"74bXsrr0riv3VXWpm0voEc1H7mMjSrmSQjk9XWl7afiNcG+t6k3UyqrRVpe6TppCIpfInmHz1arRN6LK",
-	"WCPcQokKrUgtmB1tyvAVG+GCeYaaAfEV2xllo9CKGzOuT2KoaY0eXRHUU3I7RUqxJwru3XSO0WX+Szcx",
-	"t8BgrS14tZSq8FyEwUd8b5fmwI8pM4s3ntzNiGnJ5re7EIlZpi2nvLTyJrkCwN/0HA37NHM08SuprqZJ",
-	"q7iXY2u6Z8OWiH1PLMvVpRFAWxPa4d/1Gjn5q59eM/8YGxdPl+WqmPSG66QREzmFRXMjmlyhrocSwJnj",
-	"7/xKKOAkRlaCveKybrReutmWWik6zQaazpXXNReyBmFNGsZn+kaw0yl764czE7VWV17pWDW6FMaAkpkr",
-	"vRJKgAyxzJjROD7jJBTuBF846gZ1mFK3yho0Hzv2ptdOTXzJChxE4XRY5eaidKtKYUinRUbpxEdaH4Z9",
-	"Zrkqa22cZNaQkFlNUO/cz+yCNZLX9W/z0dm/7mSXfJfts5frtUKhzJua11IZpm9EE4mY50y1dc2Wgve0",
-	"BXcK3Q/oo0Kf2M7RH3YOCF5dRkxkd5CywhsgQDTqbAVBwltww1wzND4S4bna7BnZ/Xknhi0urWqIvw5c",
-	"JvKmsVIvBeNzN80iXp9ievCQgBfh0Jj/6a2xTohILzpeU2Ysb5z4FhGisOwzuA6inrP1QqggzkZalbRp",
-	"CgWyy0LU1T4vDmqYZJw5g5sH++9FflH1ZP6MFXMua1EVuRpzxdyaNE0L7Qb1Z5K5d1QpavcgcI5ZW10J",
-	"eyluF7w1VlSFuwHaiFwBHRLzuSitcQuxAUKBxEaBLtOIplXMtU9kgb10CoqwrmWeq9cvL376OzN4B1nh",
-	"pl2wRtSCG6eT2bRf8zhfFPGMXasREfUtGu9PxhZh37p/4YxGPgN3ROItezfI2NCfckf58dN8LIejJboL",
-	"HhSzUV8shaidXYdMuBr0VlI3+h0sh9opurJ2N6JjcajCRfcFTsPkHA91YIfQmKiQ+h7rTx7eg7c70pys",
-	"4OCQyABHCPThUTbCCzPKRsiQkpInNvtRiuPvjsUHlTG2wh5WHwdUxTsflDSF623bebih0rKxkBBStuab",
-	"SXdVOQQGgJo+sEWJ7TCeFO+aN5P8ZlBb8dpDkkk5Stik5c+ezRoEcHw4bhPN1QMHCmbwUbfaT3I7XkUu",
-	"l049gXiPZyEMDw1YRWf4LVipK8FWWiprklqL1UcHS/VUSr13xr3T85G2cLzIrPA3uwh2Lh0UNTfrwquN",
-	"piD+misfaDNz0zTnrODKkeaVLAtQeAonQnJZsLETF35bCfXy5xM3d24luFyQ9ExYa5D0lI2ohLKS18Zz",
-	"b3zkiWFC3chGq6VQdsp+l3YBQUHSZm44gi/ZlbCm/woRQzYuTk5gngVJrltXld8OejAdgwersbt+Wgla",
-	"HafeoRl6/Oz0+QsUKTxxmKQtzMHg8eIIE4znGLujccqurGAIaJd0j/oQtLLmbSVOjFNB7MmLk++Lc4y7",
-	"cPJNt8fTY1iK76ina/sNHmUj3FwILsVmD+vXocnUcf41OWU8qE5CIb7kpguWji3zzeFgwP9I3Ux3Kocj",
-	"l2IzxhGmiJVQlfvx4EL0Ykb3GBpe9wJStg0pgkEroKzNnZZ9ueRSPTFsoY1lV9xCrKJ3FhwKrDkuTqYS",
-	"paz2BeNIy4hls5lwbIoWhdQd1IHpu8HwnINqkB/GLEG3Y/OKnzxQg1Ia8PXtDgQiCGn0pOTG1jS0wbw7",
-	"YlzkhrnTksr9vkzsaZcQWK1rBu+i2AbE4IrfxDy/O0l7bEX9kOp05PTuSzVXl/vsfG6I3jTH3NPoL6+F",
-	"DT4TRoI8GjzcI1eHzX5be027VZyxViFtBne9XUjV49Yp23tBsZMm1tIgvt9JfOhGi4+Bv94UDIZ2RqEk",
-	"/EEDSUqlbqu2TM50WQ/G9m3Hu4dwe2jTH57d/Yh0r17kVXRAe5e5d6X2k6I/00W6o5CFAXSH48Xwuf1D",
-	"+EWaBL3u1ur4YK+Iwh6K94qbTw6v0bNaJCIqXyr25q8/sR9ffP8/HPt2D7FKly3IMrtUWVciZipgb4co",
-	"hcugAYHsGXRl+GS1vqx5A0pzq0y7WunG7fpSVJJ7G/9S2IWuLpW2l90RbhVv7UI38r9RzdLNTFaVUGT/",
-	"nzvxZ4SW40txKzE8BD6BLSPo7vO2rrsYkvCj/9zdHjzDl6TGuSdWdZcAQ912j6eyZLpWWsVvuKwpTBk9",
-	"dP3vtm0mMOVrpdfqMtymdaPV1WUlG1HCpvk5lRqsMqiHNvxKdHvgFnzJ1ebS2EbwpVsUs2hBGr+s9FpF",
-	"7/TH4zu3GFgK2Rx+seBDWBj8tCnhNfjAjZFXKvqx5nLZfZzVurzuPrp17J4AG5Pi9SX4ppOEqgtR37L5",
-	"tUuuTpyg5eZwTgalUivLJVlXy9ppaE9IITYHqHjCkSjtkMsCvtgVDP/55mcnDTr2TRZzuFnXUlVsXEDW",
-	"wNms5uq6gDjqyTmbNVyVCyfKF+6WFYdDq+ne4OAimkoLleFtHaAG4CD7rbWlXn6cMYL414l3tmG2RCWr",
-	"Ti9bNfqq4csUGWndfg8qEe6tJ4bRY2zupCE04kIORavYOB/lI7KWzoxQdpLcVHG7Qqdbau+W3JaLpKQI",
-	"dgsK6RF/tE7l8y0FCY1i+Gi0MHGlrRvcHlt5ZLnF5g8tAT6VMYv6fty7tEd2GhlA+IC3rhHz1gyIrG5A",
-	"KK+7facng0QPYorruCeM1FxRYPQRkum2/gHvRiMKaxXtp9+9LJyl1Dl/I3j11pLNZVt/6jtLDq5d53I4",
-	"EA7Q16VSJuH0UEshVwnBYdjzPiDYBovUE/TlsLJtjAYnAAdz+gps/yH+NO1YQKtQInzFB9qEbg4TKoks",
-	"iUzk+6ZvUhvV/XKU1ORX8nB+DjWcHs+qHrgLXlfD+4CJVcqGe0DKG1g21jzp0ttJS3OKSPpi+jjMgTOw",
-	"1wbgeVN8K+MICycROGGg++7dkSynJ8v78UeDHVzRj7KAHr1APbdEf+N+1bajoafb5tJ+tOshk+m2TkDD",
-	"G5z0sAknXPl9rlqQQOnenUeWz+KPVrRkMLvr0dg1D2FjoD66S7q5NGjTrsRcNEcFqBxrN6KE4t31cMLR",
-	"kdnI/3CPdsGvQ9b+45YXDcU7xDBuiYjB/pG5h45Y+iE3wz6jXZaMJEqq807Nsoe9GL3dgpWPnBrUSLe+",
-	"kXTpg6388u7Z4o+67Z92Cu7kJemFTh/hKAlLe2dnCS3wzrruWbyf/7wdCPjHNk6A+2o/TEBo7R+0qlsS",
-	"mmcByaNEr6btGXGk55FsGa/9YbZMDSfXplW/webe1af0FwgkQkepNEyv8L1zVkCw1Ik7EqZgFrJwgMYW",
-	"xorV5dIUu+pLFRmZdkmLk3qfmDg43mrKJIccfDb2vp9KKIzkDbbcQ3mcsT6z27P/1asu60ZaK6B//9PU",
-	"3tpuAPnoxfN8NDlnYrmymygciR7Y8sV89zwxpI9zJsP525nEL4JXkTXcKcPoQHHrWXPVjZzIYX/1giCC",
-	"FDK5grSriWy6Wq8p3sw9gxEI0lCUfRRtDrErIcuh5IqtnSriVdPdvIC7BxC7Y96p5omQolIo3kiNCqJ7",
-	"ruc48EqyNEwqVCaFSUqiWokj4t+2zQUfsgMYHu4yhYcH7vGQVAToAXfIPAash1TGMZf1TN+KPZTiU3Nu",
-	"d4gMLxddICAY6TCh3Eej6bpyogaY8dOekI+6TGhY3J+0mQJrQKLYQSkQcoMPkgWcEIjWGCMABan+CP5h",
-	"A9KDxEjQIXPIJK1g6u6A72Ub3VXYyi/4NK4DYTyDMhrdr557ueMTZGLuTF9pSWwQwaBpuxjsWaPXBha/",
-	"ltcQaskAiemw3kHjj0abeUwcgMigi7RzPLql7+VUdvcldWHfUh8/q7nevbO9Ke6BEPnotdSHmP6QI5Je",
-	"xAPtFwrZfBbjO/j0muStHDL/psMLvT02Hkw3g32Lm5a0/KiPP/S9zTokb3XNJ4cmVDVEqbcdspSq8uy4",
-	"1AhSON8dZTzao06+tWKVDkDoBwRSdAyE5Pj0OgguZXOpeM2suAWafBxLvNC6hp4P88Jbiw++I/is9GAt",
-	"N9cY1xcnISZSLtDJMiAYgOTqcz0wrXzDwMvCpM2YnB8dy03emrRFmBImXfutsWwmmJs5JklSzDhcOK0E",
-	"CEjuAXT1uL6POsMeB2yXbsPIBsKhIKuMjR3noaTNCY5TQaK7HxP632XDull+hoF9TMiKf2fI8B7vpUeP",
-	"kTbO1JmO9vrKdknpWg15Xnqd4X4xac/ZtVhZplUZbfNx7oZAOBIOJCcXUXNO1Ddceu9Gq6ys79jVcRkG",
-	"bu+i/AKCqjt+wwfdgC0E9d5l67cNqwE2r2Mf5MULlhfcuawjAb1bGi5GWPfe6doKtYgGnCKqbs4/0Qbc",
-	"0X4ztOlgdH1xenrKygVveAkCMTn1Grlc9pOw9uV+weA+ypAc0c5jwt37NDBQhwFDe6wVpD3VH7cE0bnr",
-	"Nwf2rOf7WmPjIorGKFCyXMs+3NrQiYROhw7HtnXKnd9t8xR8d8g+5RpLyz0hQ/hosnxQ1sEmh+b0do/5",
-	"VapLr0eDz5FoE9xT/OvdwOSOjPc/lsv7VE5gAeAEn+uGKe32edpf/3Eq0HTy/ya34dOP+vCpPeZKk670",
-	"FcDVCBhuQJ5AWQwwdCvmKLFgGGTDutAnxi1md51TShMEeVdgujpxEtlAcunXRHXbAlMgwDupAuoM003l",
-	"TlkteNUZLI60lzwAFLg+Xkg82Tcei0UqcAO5eR49tz32hDvmC35+lLpImfeHuks+8zlrHZTdXSHs3B39",
-	"KLabOOidpxaP+m4WZ+EDTIpezLg0zEfSnrOCm+uCgcgf7LHjGJambx7+/JcKkZ4+Ai+xl+UHxsrbn/G9",
-	"yMb+ma7NMZJOdJP2xHohtG9zTmbyYOlE/VoaZnVd7eZvJHMC4+O/PzHwb4Br7IfAO2xjhiGRutnEqJ1P",
-	"KNF3LmtBqT7hKMG7TKpPSQ5012BAYAF71tECi+DLt+1yyZvNYbkFWh4ajW/lAP88jh0O8oiQWu3RUcOW",
-	"LLhJQ+YNEO40devoWDTsoSl/tiRKN4HzDpCAwHlKruipXQPMXegDDXN7xtTE0OTMJ4ZlRtZVcANB7tdM",
-	"LKRK2JMcf78k/0TacwBPGL6+bMRKN3bf0dBzkBeedB4PR6mB0dpAJhzNHIKd5JVo9o+GnmkEXHKj26YU",
-	"QzGNN1Ks97e3vTHxYuyMJ9HkwHgSi5bebLIN3jU/MmnZRLsNIHgFPC/Esgm2zW16dWu3sNZfDFBrLm3S",
-	"afo7lxbNaoAPEvAi3HikusrIqcFM7Y6Iz8u+o3u0TwlvB6iCN8h+xrWMENi0rncX8BOSo8A/uGotGxfv",
-	"PxSJHM1dJwTl6Qy2F+daGqEqD6+0nVF5EDvqQe231mlg94u2UV8QJWHV6OVQLFlr3IERtxZPjV4FCMi2",
-	"UZTjChsMURZbuzFw40JG81AAQHxon3ih2GRwWlei6eNOZo4Eo6Lj05MBr2cXqHKsG1ZQPrJv9GjliBwi",
-	"kTT77IeEZJPcyz9TztGuFAOpb/tkmIPG4T35hUedBjc+OBHHOtvBGnBHwWswi9DrO8XZVi5lz3XVA2qU",
-	"hsmqFpPzXMXALmeYACvr2ilNokKQL61rbzec67YJWKUZ002uugeX4NbpkCntgitWoCwz7WD5epCRuZLG",
-	"p9xOzgOuzFnHoUrd1hgqMJdKmgW8HVCpOiiLleO9ujWMwFnOyNZC1piQj4HZ/7NGAx1q2lpksBa9jA1I",
-	"9PavEtAZ8ktuchXwbnDMHcrNWYSIFr4FqAs/ulzR8MBnEhDWcDMSCDln0Q3MVRFjOBas4QrwPAKQKmEs",
-	"9642G6/Rm5KrSkJs227PCCzg9eAOvsSfLCdzh1PSAzPxk0xlqg1FV91BBWob5WnGts4LLV1WDQKs7EZr",
-	"uZ89rKlbwx9eMB4SF/HcDOB4p0HmsiAOJXIeIGHCLb2HbUJ8L0jM5tYfpDGPARAQZNX1klFKGmfXYpPO",
-	"U7KNvLpCEnVowS7oUQLISuY3F3l7evpdSXfQ/S1OLH6n8GORMRUh6ngsb0imSSEYYEWjXb/XHWxe25w9",
-	"1FWioJWQ7+hNVl2xELcziTgWb9PCU9cju1nHNrrVHZIjBtR5Dz929FkOPOygPg9NDw3nledJRxaFicEw",
-	"jsS4yPbYN/ylTMdUWLEizblt1BnJCn5TCjZWGdD7S0QGzagWS66qtsE84aXJoLqdFOacFXBLipDQhjdp",
-	"krEiMJQiV2P40BpxKasMWFCG0nPGpMGM0YzgjM9JrAZMS/gmV2ahG4sYheAvix1mE/CkdxbDgo17We1Z",
-	"rvAYJtFZokklIXd3qQ+mtyYxi9RgOmCEpsBNJASsG20Bs3H8/7397VegUJOMhekmKY1fsLTOfL0VJt7b",
-	"3RgPvwedn2QF6mBpi8HMNu9ATvy0p2bITgJvzJbCiUyTftKtkj/QwUv7/T+e/sFSD13Ai44fJIw8ROeC",
-	"2HLGiu4Cvv7t7QWbTqdPsSwkRDj5GK9J5oQMqBM25lGthnNWkEWjgNqOFjJkAs6RN+a0ilsLdDVXFMEB",
-	"QwH1AsJdUcnAS2XBOj/mGNrkk8MpByNIeDNR8iWFB2H+dkGxEGlApO0T2p3NJYZLQOZ60rDfmYGO929G",
-	"MSL7Sevgdv7TH5EtlxvcYAJqMqsk2gJc+X2Q3okwX4j8v8s7OxU5ove329udHyQ0lW0j7eatO+6EWQY1",
-	"w162dgCHNAIVxgMawxNnFJ7FXhLyA/ojsZAo8/5UuFxAvaCvbmILa1dYEVBSrOpW/4IvWQh2Rfh791WX",
-	"xw5YrX+/uHg9ZRghDaGCSojKyei9UZ2x/8LyaChcwfhJwDrbhk/OdqdKxVvdfYLwKmKDZsepPWUBwpmX",
-	"HkGXG0INPSNoMQULNGfc3S6DRdC2fglqg4f956XV4aeVa7XpQS3CXcXBIgiwYVb70o9YLhazakqufJSd",
-	"WE5zlau/OD6DxWJ9wT+3Zk8JDOH/+V8G+K2HH5l4a6WxEA+NMAjnBN5gnFLXR0jwcrX7gsofTtlrJ6u6",
-	"1SNT/tgNMWOUcOXGnSuf7skwLsZkRLyM/O+ubBz7o9WWT2D4To0M1BDjtp3GSoHyuUJKf8Y4AfZ76GWw",
-	"sUQuS0rc7MXkuJWcN1Koykxz9XtI4ICYA7eqrqeZYI3g5QK1jIpbPuOGMvKlYZVeq0kGweNwVpd8k6uZ",
-	"6Pr9/vQ7qN6wjfhR0IjeCNtsTl7OrWgAlQ1rBYM2jLEPhK+KIR0jDyk9ykY3ojEUjjQ9nZ5isLZQfCVH",
-	"Z6PvpqfT7zAoZQGE4SkAPMOflEqXyKBAEGhpWAF/nfnLtVkJulvo1nPL4H90Z8n/uF4IOsMgFkE14/c5",
-	"0Id8lLEcFA78yzWRjz5EDRaYziDI/1MxpHRTdrFZCXPm+CeZVbOO68Kfq3rj/gBcAviDMK3HUFgJoSoU",
-	"e/XT61wFGOseCjAaDnWDNnxIMPfBJA2IxG2jCsfBe+IqR+94lG7WmWx0wwg5yb3ftPi6mz5ZaeCmeK05",
-	"6+iP94PhGkDnyM2RHDiG3n+LFFz4RXaxOLqhNgzVl5ojnC88B+DArMCwxSLqDC5p0QizUSXpBnhuIJx5",
-	"JhjMVF2xeaOXtEqAc3OGH5BiuHsOGNYLqRC9nxoBnxRZFoAoj3fQyhFQMVf+phEOO/3+JACpu+WGhQbE",
-	"EP/6k9CTu0C12x7Ee1tqhIh8I4AY4TXnVrCNbqGOpaPzsE/YwhMDdz0cYUz5wKPrZbrtI41icD46Y7k3",
-	"9cAJJ2Tp8JpqWgV4311YMfEduAvH9JarfneVWzN4QF93faKdzjFVN7tSL8FCU0slMFZKWcClCPwPV8Vt",
-	"J2LLG793zYY9+56Fmi+OWEV8EXmUEaKPL58rpNdchYzvcIP9NsHzsaArLY4LquSUQt44Dj1Gfku8opFX",
-	"C2sYhJNM+s3DPe213Y3FyeRu0DhaBPTnli3dGfkTTduE9QjV3hEG+dnp8xfnueJ0wJH8h9q6lkP+EJFP",
-	"gpl7dhoWrNYIlQ003fUzZRe+crsvC7crd+UKBa/MiRuwCUBezxBapNsrYiRzgdTPDaj4ixvJW3CJFshA",
-	"nHQLzf5cgRHPvfkXZAlZr1L+v5KlOfyaUoKa29mpLzD9RyuazU518DtVA3+35Xd5fnqKaEXKetBgcWuR",
-	"h53gtDFBx/eRKEudyNKF/cHXIWIQyH04+rS3sCF8zTdTx1Jf7IxkSKDqD+hAVidAwiWGWezguhU4imdf",
-	"dBQx+BsN4LsvOoAAN1ecbUvu3FwDB3J0XSH5x+MIw3zxRYcZkPCKMyeUm7ZcRIN5/uMXHcw29FxBTJmW",
-	"DdFFiPL9CWQeT/Yy74ohcofPAIYxFsuD+Xz/ha9CH5muQJXXR1yN3sJQT966K4uErHPBImsPxUtAE4xU",
-	"wAkYK64csRuRWPzONf4UzbxJ+XiL2zlaZwLj3inoc76tgkJh+Fxh5tAZs01LsrSX+EVtRIpS/03YV5gv",
-	"upc8xjtxtx14JYbIpS9ZJAF923p6+FUpUe8I/L4gVBFYYWmibe2qMMPGNq0yT9+jWPVhcI8vfF3W4M3y",
-	"+fw9NXLKft9O9gfXbq6uNIRiFPq6QA9pbUTGCswHhq8Q7gFh0DHWDL4GGLf07r9p1X1uf4cHMHAKMGW6",
-	"AyZ95IkPgScGwRlpjCPtEHJoHgwbBECOr8A1+oisWB9nPyd5uXXGiWPEXCJK1f6wIy6DELziALpLMnBA",
-	"COgMvBghczep2JGuXhI6ka0+kfhFGvs2PHWPtKKXLZ9Ye7TZhlx/rEJoPeZPlOn/EG7vw5JmLrqK0mHD",
-	"vRIqmwCmACUzgN0Nnc7ekXn63p3HD8D+wK29T8/r4zGBH6kHD1EEha9/1n1tp0866dlopY0dBO0gU4nx",
-	"+jyaS8au6wojH4kZYxgmmdq6sZ88KyYZq7Aoe5SyQCXzejF9Bq1gvuBJwpIS2YmiinnS9r0IuUJYbNhG",
-	"fsWlituqtBKAZ+RNUa1hK36FWftzXdd6jcW1fDIcVO8yEWoJmGHWvKnMdGerCE4LrAa5wtNzFOIWBCl2",
-	"nyGQS+XK+hr5TvAB1dkdKWY189Xt3WowOU8q0t6u+Le/XLC+KFaQHwY3JRDgeGpYa6XakAUyV6Haki+U",
-	"GehKrnKF48c4SvCs8Jp89rT7cQYNk8pYwb0BKVd4Es6iAu8BLgbjUHE3QyJMFtXy17p2QyAkLeoTbMBk",
-	"UqZqBmOjWeH+Knx1OLe6aoI6w0IbmyuMvis8HFcxZYC2BAUiqbIDDvWJYeKWl5apFg80rPRaN5VBO7P3",
-	"qVhteZ1FtjYqCZmRBK3rk9ag7zlaCah7bcgVIxA7nuxNHXjRGQq6hadXuUKHP+4dCr+dQ5sWde4OOFRU",
-	"Rj8Mlx20c65w9cy1hIohHIJfzhjHBfRTWvIKDXVkacepXDk6katSKyfVdrAYHgPOnb/Mw3vihKgeN/gP",
-	"wPsC1TUbrmh7CaoPHxDVOcKQ4Rgx8BicgkQwEPjLiFxB7aFCX/sFSkn4b1r1tkMRoqn9F1We+lwSvkfu",
-	"+/Dhw4cHpEsERclxjOBtgLKjorwGAKwHom8gRfBcuNJwbZcBfA4bDUYU2s/po5aypaU4nhGEkwejqfgR",
-	"kRUseP46A7+TQLbH/WVtezsVLOhIEqd7Yrrg6gV3g+5XTet5NLOe4SmKdThHOYLKeeAKzRtB8geEGEiD",
-	"yTKe9zat8m/5SHfv3TTBQAIBHGwN8ebgK4lMjRDyARIZpqoQIwN+AY1AmTZ+S1LLZHDwuC3Pvuxh79dY",
-	"wfv27PsvfOFTVV2KB6t6u2F92U3q1V8pzuLT53Mk3Fly54pKBSvNlFiDCYO9RAMgWc/BwoesKrw4E1dS",
-	"GXQmUXAeZAtAhUDeoIAjA5YFZls4cQUiWa4zH31DwexFlAVRICs89w5Hko8pUAIlDqeWoacQGHoUUJII",
-	"3o9duFQlO5YSycuPrmFQWcaE3NwIH/tIYRHTno9vJ7btQ1+/fdPGLnDQGCz+g/HCEAOPgQ8gLu43wTgl",
-	"N+R8D9pELgjl8N7knZCQPmgLiRxTj2KAFwNq0Iph/x6gX8ltqGc9eAgzRwwCemx0JAkc4MM+4wUpmkUt",
-	"eFUwXq+dEo8M1oPW8KryeVSOIrjlcdTBXQz3t1RXuZKkZBinUrh70uhaTFkf95YcfauV4A3FFEDoDB5/",
-	"DOBMqCCYzHmBbvv70EAi/JIP/ahXJ/jvaiTPPlvP2GsFcxvycoF2DyR4C1wDlvNBKSBgBwlS6bb+kW3V",
-	"Q4WoKcHtIwHaIkDemNiRoC8tzsdidhZsrT0RuueKv4OA/CgHfxtycI/pIJ3yNat3hR/PaYLg8/S9++cD",
-	"8hyPFTlE3ELsHEXddwZwnwbBG8GuwCINsaIoHvJckdR31rnZ8dngD39x+gxjQZVeMw3ichDywNqDUYBk",
-	"bAbG1arI0BsbU73DCO2GoG4ihG2uAP0cBFL8EeYsNfjeCU2YVMIzxlnZcLOgEPVa8Bs37VwteD0/IcxA",
-	"XGdCZkmwxD/DY4El9rjTi+GlBsO+IOzUR0f5AyT9uDt90v+QQsa+tFlpp1oqxNuBNtbLX0tUtfBOjTD4",
-	"h09m8VofJrNZWqn8m7BpkvB5Vcp9kuojWXmQMal6/sBjUR+Wjg2w+yF0PfbHozWIYEL3R25G2nc/rCE1",
-	"5u4RuGKvuV1AfZxVuhLtW6dmW5JCKp+U4waHnlnwBrntNlP2W8hhwKcseA/B+IcgFaV2uhiYBDt4OzaG",
-	"bAUTJTMZyBHqIZFkgyXqiwj3hVzHmB4BHZvOF0uZdu6IznQlhQkpeSZjIR/PPe4BVJyAN5e3TuKyufKw",
-	"tBkzUpXCWzF9woZ7GGx2XkAzBHDkc5NyZRdiQx5kXjHXnfcMw0I4maltMKRBVZQKZfRSgDyXK8pOykKo",
-	"ReUNppRPhYEYJW+aja/63Muumubqt5WABDBG+V+9lMIn3fG7EhZz/umMs1krawsSLswDzMLRaXCzAmOp",
-	"u31yTvfJPIVggKe1NPaShp90/iJK4T1bXgIU4hGWly/HyLqr3y3pN2RrYWNpycjCcfQeuA6yRnHTM8xQ",
-	"U2LyaILZNsFgbmJXdKV3Av6PZpwzfXtZanAAOTr/EcYEpKtbS3sHq8JTIodP3+MfHxKxg0cz2ezgswjJ",
-	"fIglF2t+LXzmBIQlxWYyMFMEzaWX3DvbULJ+rigTkwKg1twti7ui0rIxZ//ZwXL85+ScGQQhZNBxwcYQ",
-	"pKKbXEEwzwQtJY2oBTdwkKFem3t2GuLPGrGqeUkjDXZlyEckICt0wa2lIvCDjidNfcdQAY7mgom7HvU5",
-	"V4UPXYQwGl8mDgO0UoSNb4NuLrjJlfemW+1BOKGFVtVOzaNF9S7CWSPVFZlyPPOgMMUkQ0+wbZ+fDYx7",
-	"mC++8rBU98EZsfGvwxs9TH+aO/pUIogoVXrN5MNhjJzNnAgHwA5csVZdK71WIfYETdl4bH2Jt60T98gJ",
-	"Bzgh0dwHxQE7h9I3zwsD9V1jsrYngAmuiBBxh7niUxjfYDYZRiKDKb3IdjPdqV4Qho8KH3jteFKRYeBy",
-	"RarkXDqFzu8LMS9pkOFgyS6tBOMNBjiPn5+eeul6QhdS2iJXPh19wW8EW3HjWEX3MCeUXPA5k0ZJzNVH",
-	"troOIbi3Mn3gAGkhSBbhUNBzve5Viens4tBjrna7PAtBXQCJ47QCPILzLsYafAKoVCIoi6ORk+Gsfjdx",
-	"12JvyOcEXpnl6sXzH9lu2iyAJUR5/uA4KEMSf4RAkSu/i10ITQw6w+s6DD6KTn9ZlmJlz9g2B6kLwDPF",
-	"sv8oDxTbzxQTVESJUVMk0Hqha28AICyBLtJa1oLNNlaYM4wVrzcU4eweg19Bp39iWAK9ckoDg6XFDFvA",
-	"dkFwFsi2pRMJkee1BCeSR09w+wVdo5PotTb2qhFv//9fzrvNp1Gb8E2uoKSSvzuYLQlnmALGKSQJxjHX",
-	"zRIu1xkc41wViVUNFogEUxtIu/wZ7vYBaIQLQGvDA0ur4BESYFYwS1kFtCAI+EL0jdRIUuifzwZQFmBt",
-	"eiFYdwEad1J5AuUhRZ8iwRVoUtk2RjdsjLU+7KLR7dWimJznyuorASbQdUT5KMYlNV32RvDKXc+lvgE1",
-	"O1eh8YClB+v4tIHoGaeNEzRdaklaIE29Ndmub7JbemQoQs5qoB4EH+M1BiJqjcDdVIJthB0CwnDvp0dz",
-	"GiGz/3AIlv3dPUqieModq9u5Nf0qc+/zkawI2oYOJsHTAMIZ/lILTqA1jSjlCqCAolfwJ3e3u2+RTABQ",
-	"ST76AFvbjTwg6M2k4rCyR8F80AnOtop+PzpOHoTjhNwk/WLtD1nqfQAwHiQOrjsREVkKhtQDnVoTJMEg",
-	"3kdfFhq/+cvbC/o7btbx2lc/vcaPl3PdXCJoqaftkwegCBwh9jvOArwXZIsxFkwmrLemU74m57AEbll8",
-	"YAAJoWkoiexLWcGO1D2eQpYbopZ8OftcMtb1NyV8Hl0kE5LwDoPdxqrN3D9A2D3FzpVUZd1Wopqyn2Bm",
-	"iZ05Z5yAtRjNnm2kcGe8qFo8hOlMO2xReMHu3ngq9TOcCZdcqkf+9JD5U9YjG482ms9qo3kFvjUMvvYp",
-	"7F3UOqmzKUqu6k1suAn1CY623YBe8QCIJxjPUfUBOxEqRHMNOfBnnf7BARgxVCUJhhlw9FMDaDeWZspe",
-	"6RtHPynJ4O5W+Fe8uX6DGtW9WOB981/Y+u76fGuD2X9wJzoFuPQIaA/BBF94lRtV0KTd4dHIvkPGcVMf",
-	"6fh90nF9I4YNRnRsO2K2l5Zv4bftp+WNMGiA/8pk/GXfTQtuUyrBxcZxOTACpMfCP63FwiETci5DEqg0",
-	"rJAV1NGFNEynl5VcUfp02yjIHjNdzJaqojpCueKNgHJUEUwvDgrcH955MAZf3aX7u8h81D+2g66HSmKF",
-	"MKEq1pVDm0COOaKV1JX3gUPoFrfCJ3QjqM0nuoZ/RaT7JHKG2/XIR/wVnbUZ+Glxwx4F+QeKkAepk9+A",
-	"l/VB5AD0SxoCpjRRMuQEniuMUbp0Jz9jBHoO2PO1NqKahHQjT3ZcSwHX5ZvUVbDKKlF1HWoZRlX/fOb8",
-	"J3iWQwW0B6CY+EB3ggsTvRgrQBRjtdYr78EOhLiIoZykCXEgZ0zwchH8pT4QFwAAIt/pDG+vErc2V8aK",
-	"VeZYky+CiQy0K8J5ThbLpSlYJWq+MYQaxax2nEhVuZKKvDlRjdxQlHVr3P3arKRn5WpM4qPjSU9MqNea",
-	"BemmV+ayB8HiEcbApf7EMKFuZKPVEupsgBdkY6xYYrVDjCzty1IamSa6bWl4q7ZZaRN5XKPkZV0bCD0P",
-	"kTiyAZepL5pC2Gp9RzJsgw+cPu85trtwOSxFAVICYDhkPlRMYhi2FIYVr8GRfUaKfHXCoaYETFWx56fP",
-	"Ibhcq1JQ8nXxi8aLX7jZ+0DuDisKPDtarwiFy8SmglUtKbWRW4txAUsu61yRqkyJ3b3qnQj3oVeDFVgh",
-	"WCBXENLf1V6FuIP4hAzWYYW/3RCgUuaVsODghtqUZP1b09kjujnZFhLjal24P0GehKCHfgli90irbAM1",
-	"QrFo3RkWAcwVYr2h08CJhkpccStvBGKQkK/RoHEBhvv8f37/HZ4qDoc9VxCO8Cf2Sv5XhvAd/rR0vKCQ",
-	"CgSRS3+XiomPkqchCCdOQhkDCNrwgiYiQ7ml0HO87FhedjvlIpzu7Zq0eDz8z10tWCrKiuKzVlaqFklL",
-	"AGlxY/DlGKAE1XzuyA9K0P1q3hiIYNrZUtpLBPBDeuJOwpJbkW29kCt4A2vXR28gGMQ5nBBEnqHUIXfM",
-	"riCIpys1yFWu4lPT3XVYPgBZ9Fh7GKiZRmZEurFT44AKbfXuhsc+MKhN+LyOHuXxx76XrjIAcHfRNupQ",
-	"KEXRpxNYnOp/PH9xOjnz5xuIhmFGQ6WdbgmcMkLgNMEVj4A4nS8eqdFQvMTzRCVw9LvfQ0pGVz79S6dk",
-	"9AqlDqRmuAWFQoPnTjxyGlwB2PVsodcgtD0/ff7lR+Sxh8YDbGVy3gMQzTyiakGktchAtrARl9mCTfLf",
-	"DyR3x2zR0R9uF0kApKhGIY5UqFKcvHQrlCqmvHXq97b44dsCIiHxy8n8QgJ5A9kxCHBK0zfi9hGhJImU",
-	"iCWLHjXVu2iqs9ZsoPIp6SionnoBi8QdUFZRQwU5r0UtBHCIx4TUhOgRXi6ZnLNBCMa7AC+S+hB0oih/",
-	"w3N1uFrUVKSUHKphz7ZK2ENm4ipUbHjEg/mKeDAfZ3f4hoASUYgmgd4HHnlr0N3AErOgT2RdCokHUSOL",
-	"ONmUtpUANHh/K2iIsSUl5HfdyWZEHpJPsBLttfsAIQJwZrlcdjjaSFEpCxzyKFpM+VZuraj4XUeXcoXE",
-	"oFzwxhSoplBVXG9yoDJDxFhS1eqEql7hdEd3DcH6uRLLlbZClZt/iM3fUS24L9meBvl1sO7cKg0HHb3F",
-	"YrIPwzkBBC+uxft/vPzXiX5kJOfBtbRbu/rBo418acEQGey8rWvipd2lvyy1mteytMWjHLQtB714/vwL",
-	"DwXSRS/JyXvGCqtDEQz5ldGkPoNz6C3gGYdgrRR7OzLEoQN9MQfyCxfa2Mvu8TPGzTUkEBZNqy6XXCqK",
-	"FaeEv1CG5IpbkSturg3jbCUa416WljWihOoh7ksFodFd61m/3A0HXL1eUWzw22dBRAMBBxwHU/YL4Nr2",
-	"kzISzN499jqa/j0axLpuhlCcLyJXSzemRxf/IwjXtw/CdUHVhoAS9A94Fu5+VF7nABxXTLI+CZRrHzF8",
-	"+j6Cw6JSnvfnIu/ow89/PkJh8tWaEIrDUVG3aOuFDgnR6A4zbXMDTh7SIs05evp8hk7s1/FJy0677qaO",
-	"+dS4K/BrEsLU/d5N4Z6ieLsO/kzT/9JujWiKAxTcL1W3gI8U/IGis0K5tAdn8945OD9+8aERQfY2544U",
-	"rHlEC9AILW5X0iv730D5Vah1qBtWCbVJip0Js1if2+ywjEaUQq7ssPCMOVjwECRhySrzGggkpzkxWlRo",
-	"rpJVH+ZQqlzRQ2SzB2EWxWwMW6CDfLYdoB/gMHL14vRF1ikLPmAE0uFRqPGxt0Zg+ZgXp98NlYj2sz3g",
-	"Y3/GrGbPTk8DhkhlMmaEe8diWESpl0tu0kAEGf3xfCDdXVZmbxnQyN/+p9PT00MIBe/uNQWEFmyoTh39",
-	"/mCSPpSGE6obttSNcCdNuY189Jv2LlDi4qD57KFqBRkC10ckQlrv9eCWyerbyLb+fYG4Hx46ZC082OsY",
-	"ww7J4N9Lvf7cGdbvEkyA8gH3FYl64x+6V3IDfewvFbUdD/sI9v1oZ/i3sTOQDS0ge0uARUIhar9ZIUrq",
-	"zT6/n5PqMIOyDQhVXTCnk5V8oGbhSwAX+BTFiFjNONY3cS+gsEjY2rHj9CgnKb3n/aQJQe+3lVBESR62",
-	"F5QG+XW8oLhKg15QX3SmEVfSWARpM17lePSOPnpH/w29o3THQ1pB+MLbFDKfd3mJQXHui0eX6rfoUkW4",
-	"z0arq8tKNghSWXyj3lSo2UAl/3XTVeEPCTwH/Kv74ED8b0/f+7tAzoShuj8d471vLWHYJgE/P+oEjzrB",
-	"R1iw49Pz8GoB+Sv9BVSBw14/uofB5Xcc8XjaiFW9uV9/5PbIBrUaX9YnBNfsqCIpLYSF9zot5MKj+Abn",
-	"ZhQNKw0rKNr30n1d+KTKpgfXpnLFV6tG34iqo+JgX+/FvkrlsSdcuxXBIKdzytxafyO60KrefJ10L1qk",
-	"IVWo+KMVrePEIcqarN7Z9qY6Vt1tx6OO9HB1pAiDHLSkqmoERn3phKyUdXrVt6ZHbbO0L69SrepID8pY",
-	"z0f7qD59o+rTN6opvcT8aN6pRvsv/pFKkuXmer/z5AKe2GHAKe8wJuT2smT2ZgZzc/0WXwGQ9lSTeq22",
-	"Urr3tfire2mwLW6MvFJC3LW5+/RSuzXYG5gKwbuIohZBaM5lbUUDOAKPcU6P2uK/lwcJz3zkPspCYRmt",
-	"hPsFAaQP1Y4FwnUvLiUYrLS1YGOIt3l+esqcOsVL18KEImotlzUbn7oHXpyenk4gwIi0tGmufgqhRpg/",
-	"DFM960u8Gdux/o0hjtTTskn0hJtwwcaczWpdXvvCQ4gg6n7rhSfpJlddxR7XjHuE7McIbgPPIbR8AMBx",
-	"a1rgDmW5Sm7LZMoKKCgrqsvZpkinAGYwgAI2MI3kDS048nhfZVO5uf467iuY1AC9h0xbbq6zR3/VI7n/",
-	"pj1SETl51IEeogupxza+kTDiqoqCh4GneeUHRYeZ5s2xckFaF3pa1lwuT5S4tfeWdV/rtTD2RLVuaJCz",
-	"EE0IIXyJhWNQMq9r5joEZouAY561kxwQlMCS1zVF4WmmNFbxhCl5SQNtvYjAxsagX0VvglnjctXoK6dc",
-	"FhMo0lG2TYPl190jhnBTrgShhYHt2I09ycdd37+KWxtY+T1qUvu0KL8KBHD1YndrfiUxqeQQweNXDUAq",
-	"pRdcmCKMrEeN6zFk5Jtm0P1wkG+DAQA1wRKGWzQUmcGOngGXGW7y8RzgPYguFCyAKs6ACuj69PCT4GLx",
-	"kHSkGHU4NrI6Z9KyWnBCfsxVgTQelSQ9J8sOzYMjPqx7OWNGu3fh8eBzS6cDul6/NqEN2vojmXwYZBKc",
-	"w7Q5TwwD3Vw3mTuM1cOulQFCxbdBmfDuMY4XeAw1hLcXehf4KZiohmKSvvZlfrzDj9aGb+niHo5Dwvt5",
-	"z5bjw3E+7uLFQT7clotUtZm5FHXFajG3gGFJ0sY5K/Lgz8JKu/moYGUtOJYK84qhON8SNBqxqnlJ6NO1",
-	"NHbK3oh5CzCZivFOz8RsXVI5cdHQpkMC46RfAj4orFivdAk1bLyMtObS5mquoWiMqOcZw8jVesOiqkF0",
-	"nsH67/valLUoJilh55+r6v4NxNjJFwdxPqTKckPFdh7B3h6Frnuj3V/FYkzUBQ5URAIeTciPJuTPY0HA",
-	"ImXcX0xw42bkrc06NgZVNpGF3lWaP2RWQBPz/YYRb4sX6XrO+42/JBnw2uz4qDv6keWqf3HHKQlispN+",
-	"1NVPEQ1bc5Mrs2gtq/RaBWe0N24XbBzbuft1HyfRCMBg657uPcH0WhkmqdQNWrzhWQC/uuJS5epKWANu",
-	"/FB4w/HZVhGbDUMiUarnZkfjY67CxM9Zgeep6Ir8LCdT9tuclZE13Q3BMHHLURBSIldrqcygFf3rG3bc",
-	"2oWqTbh3jwrioy3831MESWVM9smS/yIQniC0eDLxLVnVedAt9kaTHs/liBw+AEZ3Eeh+pz9jpaUiCtCK",
-	"QrgyH6cFinY+KnIFmq7XwycdPvqUvUwqzd47sMUfs8iBrZWg8+Iugz9FSfpPHdx3PJTfsg+k8X41ThNW",
-	"9FHB/TYUXLhej+rtndXb+OY/Krlfu4rLR/BOIlSMKybViVeeIjfQ1s34eLWRanA/EH7qnd8BRdgpUlTP",
-	"RWmc9ZS9VOTSJvj3sD7SpFhfIgsU5vz1VZ+HFY77yH0euc9HcJ9tZvPwyevf5E2atM54+cn01RfgTqLH",
-	"QqAmNxbAVLFuXJw/wRsBmkTGeNlo0wF9T5PVDi6gr3su/LkvkcwXtjSPeKLfVmDgYJZUXK7UZEyJdai5",
-	"cci/TfXGPicQJ7T59L375xDODpUK/qo1cEPN8Ud+/ngnP4KNt42apoJL4kt577fwCGm+bdQwyM3WnX1a",
-	"clWK+p71i3hEe/ULrAkNxfsTNSTPSCqY1/JqYbfq/kuTK5xMLaqM8VCnEkoTz6WSZiHMlP1ssUhlER7u",
-	"V+R/MlCAMniJPKxNVRM0KJYxxzofho3bFbOafXfKzASqwod65la7ns89Gg4E/C648YU1cwX1ubHKiHsC",
-	"MSyhLmPSPgjjfySsj4T1QPUNPOgPte50iqzi0Y7vsLswdyiiutbNtVnxUjydy1qYp+9X3C72Cii/+zf+",
-	"KmtxtwulSyvsibGN4Mv+es11s+R2dDaaScUBlmKn+HvqPrkxPzFstrHi4ZQqgPIk3C68r7ERNbfyRmQ+",
-	"XXw6LcDv6JQyEwL8ODOb5UzXsmS1VNePmsh2RXhYrXBeYe8f3iV1owpVzhEjACuZh4E/wMjfN4JXjMPY",
-	"YzX+SbzcuzQl/HbPYlqP4HSyUXuoavMWfWBj7iQhY9kz9kr+1wRFEpgzCBIQ+Vvlar3QtUCQirbhs9oJ",
-	"Uwwrv6CwWjbcLJgRFCas64pWDjddiXWutBIZZYJytpS3Tpry7mLzhBWuvUv3FiZBRaUqjYAK09y6Rkpx",
-	"Hv8GxfgL9/d0tUm6Ql+3Cfp8jDv0E0nzofDfF+m98qtvHlJt5kcKfk8UfNVa8wDJ9hHk+iv7Hc8CMXMn",
-	"UjuqAjTsG8n+et1az12k6kMSHMtfoEFRto20G+AvM8Eb0bxs7WJ09q93jiEY0dx47tM29ehs9JSv5NOb",
-	"Z8AuqNEdIuRkYdBqpQ+INECREdIH4zBJOQA4HB+u2AGngTgNfKzf9C9YCyhjgG8nTIYFgcq2MZo66aps",
-	"hdZCJaDdBi984WLAmPUwsqtGW13qOmojQNrttvGK7Ehose9h34KRIJ4XqAzpYdArcJcJbSFmb1brGveW",
-	"SRU12e1outm4GCtMQWplIKiV6jNHbcX179KtmQUPuc8AfXFG6TPgha3ESqhKqFK6raFwU9wU09a9PUEf",
-	"SbqTWhijlXnCTCkUb6R2+9wqv7buUEpHRDoYQP/cUIPyRmARaYbcOHoXvjajD+8+/O8AAAD//w==",
+	"7L3dd9u2ti/6r2Do7jsi70vLTpr2rNoPd2R3ffWups1NskYfFnNMiIQsHFOASoCWtTPyv5+BOSdAUAIl",
+	"OYkTZx31obEkEt+Y3/M3349KvVhqJZQ1o4v3oyVv+EJY0cCnnyuxWGorVLn+h1j/XfBKNO77SpiykUsr",
+	"tRpdjF6wRthmzVbSzpmdC2b4QrAbsWZcVd0XU12t3ZNtowx8O5ONsawRZqmVEblyTxurG2GY0nYu1TVT",
+	"YnXZbxI64e530WCT0uSqkN1Ir0qtZrUsbTFh/xBrw3gjmCn1UlTMamjN6huhnhi2EIupaCa5GmUj6aYy",
+	"xylmI8UXYnQRL8DpP8R6lI1MORcL7hZhwe9+EerazkcXz87Ps9FCKv/5aTay66VrwNhGquvRhw/Z6CV0",
+	"9oq7B95jd0v3IXSGoxllo0b80cpGVKML27Qi7vM/GjEbXYz+r7Nu187wV3P2q2vFdfRKNAtpjNTq5z/v",
+	"6G4ZHruS1c5exR1fLGv/zunTUeaasqJxjf5P+O5fT09/fPev89Mf3/3nf4xSs38t/miFsTtH1OAz+4az",
+	"axFCN9DpW25udvZoubn5lO6wA+xL8MWungRffPrWvm2b3Zvqbtfh29nAcT+1Gzv6L3763+/c/85Pfzx9",
+	"9/48e/bdh1MLu/v+afbjh/QO/66bG7PkpfirrIUf4ialcKNljai5lbfCX8eVfzNjYnI9YcWCSzVZrgum",
+	"G1aYpjzjy6X7fJErjk1IZTXjbKbrSjRswdds1UgrmLSGmZqbuTCMG1acQRvur//72V+LSa5+1ayYTIqM",
+	"Kc341Oi6tQKazIBaKc3MejHVtSxZLdUNk8Z1UuuVqCI6sXGT8NPwikek4un5s+f7aMUH/y4Q4Z/morwB",
+	"2tzopWisFPA1Xy5rWfKp28jNdX7btILN3MRZ6d5mdi4Na1rFFvxGmAn7K6+NYFrV695jfKpbmysguNDc",
+	"E8PEHS8tU62jTcYt5ko3lWFj9xBdWGa15XXm9jJX+Hwt3GkyGZFbXZ+2RjBZmZOMacU4DKZq5K1QbLp2",
+	"nwWvc7XQlagvWVEJy2VduLcVM3xt2GqO7GQ155atuGFGCIU7Qss31boWXI0+ZCN83a3LxtL6LUv8oG8S",
+	"6zgXtDJzUVeZm720rNLIoZjbgjUbF91WFGzmVvZkkhjWh/iE/AsHAt1m8V6Gwb8LLejp/xKldWP8SSvT",
+	"LsRrYdrabh+JBr6HP6UVC7OPrLzktpxTYx9Cd7xp+HpruL7t5LAawa2okMFtD2twyRtdp38wltt2//Ch",
+	"vzf4rBu/4+rpTUTW+sSwqeCNaFAAuGRmrlcKr8FcNGKSpGuJTYOBh2H6nncsjWMO6ZEpsWKONzga9be/",
+	"vIUhGXfKxtPWwuVsDb8Wmb9rBm5BxRf8WlQZW81lOWe8a2bO3dlUgunZSQbkEOdugngmafrGTbe/UyWO",
+	"9orb7cH+7q4i3GbXjbuB9DQb//PtT3DiZ7pZuFdHFbfi1EpYq63NnWtjrzrhAziSahduebmB2+DILVwE",
+	"tY4WtWuhlgtp9x6PX/CpDxkJVoffi/553roZ2QjI1N7j6R56I6yV6trsJD3Ltllqk/4t8Mbo1z0kJdrF",
+	"sFbdInTd+XnEnWxvT+pU/6ym+m77oi+EcWf1HgQIX9hLfELDqcH8Ek7DprDhTqq787pVVeK0O+3hqpxz",
+	"PBnUrlRWXOOuz4Sopry82fXMXDqNZX0llG2o2e2HpFuuq+na7n4gXr7tZ2CvrvDmbk/2Z7VsLVvWrWG6",
+	"te5vfDLcWKftuBY6OuKEJrMUqmJSMV7Xl+zcSTtK44L1LrRU9ofn3WWOhrXk61rzatcaRYqGowm6tVeJ",
+	"GbwRpVaVYZx1z7MVdxQMRZSlaIxWbCpmunGCHhN3S+mUxTFnlVCS1zHbjfr3M06PzqkAieE4yb63elPN",
+	"mwoWba6dLFCJWjjqp5UwTKqybitRpQfg5J+rktd1qh+tawa/uZaYk9+hEyeooeqLP07FWquKXQvLuGKi",
+	"aXTDkCcHLRveFW4NC/fOFVz9YmBITgtPL8iK34irStR8fbVIDPilrGtpaLOmwq4E8QUU+Zh1AhqImYwz",
+	"1xYxIPjbiTio6Lt9XbkjisMeczaTd6JiK6kqvbpg4lY0616bvHHiomHTda7c2+7kXmtYfNIjwEjgmju5",
+	"ZLw2mobFnYQqFyIeba7c63rGeCcbwED82JS4s9EAe5JmWKwNMrVxjfsXP4vpTXQoN6/QFt3xm7VNbDaI",
+	"wsBN80e8dw43t3mYsAJlAYWjqqQ7A7x+FZFRkHez3aSXcYvCgtTqkgleztlMirpilZhxJ1V6RbAWxl3x",
+	"W163Yh+9pndHFz+Q8UUunBDxNDuIkoe3nz6L3z7PDqPx4fU/7e17g/iHN797dn5+4MsxY+h63vfuNsPw",
+	"Uz6H/7Kvw0J2r/UWO+lGvX+phxmNX/PtWX8utrPgdziyP/3wfP++xiwpjO75vrciVkWvfL89oY9nXGEK",
+	"T+l87BnNBlcL5zq7B4vL2FyvHK1nC67WdL64MiunsXBzA5tg52LxWXghWi2IHxXG6uVSVAXu3+65enYZ",
+	"pvls3ysJNupf/X5r03pMlRPbe2KQfyJLZDV3V25shGBImfvn7oeNPTtPsqsBIv/PpVPZ7knlnfqK6oWj",
+	"3+Wcq2txyTjR9lrMrCMk7EaIpQGeCnSdjZXuCD+YUE62af0m8bovGRmgBB9/Sw+8mZ90hw48g/c8d596",
+	"Ql7y5ua14NXe09HfQTtvdHs9Txqcv8OD602gPzzf7z2J5Szf9LvkaDub1pCCeiWrtD1KcKMTFqTfVE2O",
+	"J3mtdIPU0tssdFNJxZu159Ig9t3yWlZX3rXlvqqudHMFPaL5yH1sRCmXUiinpyttrwy/Fe6tZb2OWlk2",
+	"2upS10lTSOQy2TFsvlw2+lZUGWuEWyhRoRWpBbOjTRm+YiNcMM9QMyC+YjujbBRacWPG9UkMNa3Ro6uC",
+	"ekpup0gp9kTBvRvPMbrMf+km5hYYrLUFrxZSFZ6LMPiI723THPgxZWbxxpP7GTEt2fy2FyIxy7TllJdW",
+	"3iZXAPibnqFhn2aOJn4l1fUkaRX3cmxN92zYErHriUW5vDICaGtCO/y7XiEnf/nTK+YfY+PibFEui5Pe",
+	"cJ00YiKnsWhuRZMr1PVQArhw/J1fCwWcxMhKsJdc1o3WCzfbUitFp9lA07nyuuZc1iCsScP4VN8Kdj5h",
+	"b/xwpqLW6torHctGl8IYUDJzpZdCCZAhFhkzGsdnnITCneALR92gDlPqVlmD5mPH3vTKqYkvWIGDKJwO",
+	"q9xclG5VKQzptMgonfhI68OwzyxXZa2Nk8waEjKrE9Q7dzO7YI3kdf3bbHTxr3vZJd9lu+zleqVQKPOm",
+	"5pVUhulb0UQi5iVTbV2zheA9bcGdQvcD+qjQJ7Z19IedA4JXVxET2R6krPAGCBCNOltBkPDm3DDXDI2P",
+	"RHiu1jtG9nDeiWGLS6sa4q8Dl4m8aazUC8H4zE2ziNenmOw9JOBF2Dfmf3prrBMi0ouO15QZyxsnvkWE",
+	"KCz7FK6DqGdsNRcqiLORViVtmkKB7DIXdbXLi4MaJhlnLuDmwf57kV9UPZk/Y8WMy1pURa7GXDG3Jk3T",
+	"QrtB/TnJ3DuqFLV7EDjHtK2uhb0Sd3PeGiuqwt0AbUSugA6J2UyU1riFWAOhQGKjQJdpRNMq5tonssBe",
+	"OAVFWHBG5+rVi7c//Z0ZvIOscNMuWCNqwY3TyWzar3mYL4p4xrbViIj6Bo33J2ODsG/cv3BGI5+BOyLx",
+	"lr0bZGzoT7mn/PhpPpb90RTdBQ+K2agvlkJUz7ZDJlwNeiupG/0OlkPtFF1ZuxvRsThU4aL7Aqfh5BIP",
+	"dWCH0JiokPoe6k8e3oM3W9KcrODgkMgARwj04VE2wgszykbIkJKSJzb7UYrj747FB5UxtsLuVx8HVMV7",
+	"H5Q0hett22W4odKysZAQcrbi65PuqnIIDAA1fWCLEtthPCneNm8m+c2gtuK1hySTcpSwScufPZs1COD4",
+	"cNwmmqsHDhTM4KNutZ/kZryKXCycegLxHk9DmB4asIrO8FuwUleCLbVU1iS1FqsPDqbqqZR654x7p+cj",
+	"beF4kVnhb3YR7Fw6KGpu1oVXG01B/DVXPtBm6qZpLlnBlSPNS1kWoPAUToTksmBjJy78thTqxc+nbu7c",
+	"SnC5IOk5Ya1B0lM2ohLKSl4bz73xkSeGCXUrG60WQtkJ+13aOQQFSZu54Qi+YNfCmv4rRAzZuDg9hXkW",
+	"JLluXFV+N+jBdAwerMbu+mklaHWceodm6PHT82fPUaTwxOEkbWEOBo/nB5hgPMfYHo1TdmUFQ0C7pHvU",
+	"h6iVNW8rcWqcCmJPn59+X1xi3MUMYtb8Hk8OYSm+o56u7Td4lI1wcyH4FJvdr1+HJlPH+dfklPGgOgmF",
+	"+JKbLlg6Nsw3+4MF/yN1M92pHI5cis0YB5gilkJV7se9C9GLKd1haHjVC0jZNKQIBq2AsjZzWvbVgkv1",
+	"xLC5NpZdcwuxjN5ZsC+w5rA4mUqUstoVjCMtI5bNpsKxKVoUUndQB6bvBsNz9qpBfhjTBN2OzSt+8kAN",
+	"SmnA17c9EIggpNGTkhtb09AG8+6AcZEb5l5LKnf7MrGnbUJgta4ZvItiGxCDa34b8/zuJO2wFfVDrtOR",
+	"1dsv1Vxd7bLzuSF60xxzT6O/vBY2+EwYCfJo8HCPXO83+23sNe1WccFahbQZ3PV2LlWPW6ds7wXFTppY",
+	"S4P4fyfxoRstPgb+elMwGNoZhZLwBw0kKZW6rdowOdNl3RvbtxkPH8LxoU1/eLb3I9K9epFX0QHtXebe",
+	"ldpNiv5MF+meQhYG0O2PF8Pndg/hF2kS9Lpbq8ODvSIKuy/eK24+ObxGT2uRiKh8odjrv/7Efnz+/f9w",
+	"7Ns9xCpdtiDLbFNlXYmYqYC9HaIUroIGBLJn0JXhk9X6quYNKM2tMu1yqRu36wtRSe5t/Ath57q6Utpe",
+	"dUe4Vby1c93I/0Y1SzdTWVVCkf1/5sSfEVqOr8SdxPAQ+AS2jKC7z9q67mJIwo/+c3d78AxfkRrnnljW",
+	"XYIMdds9nsqi6VppFb/lsqYwZfTQ9b/btJnAlG+UXqmrcJtWjVbXV5VsRAmb5udUarDKoB7a8GvR7YFb",
+	"8AVX6ytjG8EXblHMvAVp/KrSKxW90x+P79xiYClke/jFgg9hYfDTuoTX4AM3Rl6r6Meay0X3cVrr8qb7",
+	"6NaxewJsTIrXV+CbThKqLkR9w+bXLrg6dYKWm8MlGZRKrSyXZF0ta6ehPSGF2Oyh4glHorRDLgv4Ylsw",
+	"/Ofrn5006Ng3WczhZt1IVbFxAVkDF9Oaq5sC4qhPLtm04aqcO1G+cLes2B9aTfcGBxfRVFqoDG/rADUA",
+	"B9lvrS314uOMEcS/Tr2zDbMlKll1etmy0dcNX6TISOv2e1CJcG89MYweYzMnDaERF3IoWsXG+SgfkbV0",
+	"aoSyJ8lNFXdLdLql9m7BbTlPSopgt6CQHvFH61Q+31KQ0CiGj0YLE1fausHtsJVHlltsft8S4FMZs6jv",
+	"x71Le2CnkQGED3jrGjFrzYDI6gaE8rrbd3oySPQgpriOe8JIzRUFRh8gmW7qH/BuNKKwVtF++t3LwllK",
+	"nfPXgldvLNlcNvWnvrNk79p1Loc94QB9XSplEk4PtRRymRAchj3vA4JtsEg9QV8OK9vGaHACcDCnL8H2",
+	"H+JP044FtAolwld8oE3oZj+hksiSyES+a/omtVHdLwdJTX4l9+fnUMPp8SzrgbvgdTW8D5hYpWy4B6S8",
+	"gWVjxZMuva20NKeIpC+mj8McOAM7bQCeN8W3Mo6wcBKBEwa6794dyHJ6srwffzTYwRX9KAvowQvUc0v0",
+	"N+5XbTsaer5pLu1Hu+4zmW7qBDS8wUkPm3DCld/lqgUJlO7dZWT5LP5oRUsGs/sejW3zEDYG6qO7pOsr",
+	"gzbtSsxEc1CAyqF2I0o43l4PJxwdmK38D/doF/w6ZO0/bHnRULxFDOOWiBjsHpl76IClH3Iz7DLaZclI",
+	"oqQ679Qsu9+L0dstWPnIqUGNdOsbSZc+2Mov744t/qjb/mmn4F5ekl7o9AGOkrC093aW0AJvreuOxfv5",
+	"z5uBgH9s4gi4r3bDCITW/kGruiGheRaQPEr0atqeEUd6HsiW8drvZ8vUcHJtWvUbbO59fUp/gUAidJRK",
+	"w/QS37tkBQRLnbojYQpmIQsHaGxhrFheLUyxrb5UkZFpm7Q4qfeJiYPjraZMcsjRZ2Pv+6mEwkjeYMvd",
+	"l8cZ6zPbPftfveqyaqS1Avr3P03sne0GkI+eP8tHJ5dMLJZ2HYUj0QMbvpjvniWG9HHOZDh/W5P4RfAq",
+	"soY7ZRgdKG49a666kRM57K9eEESQQiZXkHY1kU1X6xXFm7lnMAJBGoqyj6LNIXYlZDmUXLGVU0W8arqd",
+	"F3D/AGJ3zDvVPBFSVArFG6lRQXTP9RwHXkmWhkmFyqQwSUlUK3FA/NumueBDtgfjw12m8PDAPR6SigA9",
+	"4B6Zx4D1kMo45rKe6juxg1J8as7tFpHh5bwLBAQjHSaU+2g0XVdO1AAzftoT8lGXCQ2Lu5M2U2ANSBQ7",
+	"KAVCbvBBsgAbAtEaYwSgINUfsT9sQHqQGAk6ZA45SSuYujvgO9lGdxU28gs+jetAGM+gjEb3q+de7vgE",
+	"mZg701daEhtEMGjaLgZ72uiVgcWv5Q2EWjJAatqvd9D4o9FmHjMHIDLoIm0dj27pezmV3X1JXdg31MfP",
+	"aqa372xvijsgRD56LfU+pj/kiKQX8UD7hUI2n8X4Dj69Jnkrh8y/6fBCb4+NB9PNYNfipiUtP+rDD31v",
+	"s/bJW13zyaEJVQ1R6k2HLKWqPD0sNYIUzncHGY92qJNvrFimAxD6AYEUHQMhOT69DoJL2UwqXjMr7oAm",
+	"H8YS32pdQ8/7eeGdxQffEbxWerCWmxuM64uTEBMpF+hkGRAMQHL1uR6YVr5m4GVh0mZMzg6O5SZvTdoi",
+	"TAmTrv3WWDYVzM0ckyQpZhwunFYCBCT3ALp6XN8HnWGPE7ZNt2FkA+FQkFXGxo7zUNLmCY5TQaK7HxP6",
+	"32XDull+hoF9TMiKf2fI8B7vpUePkTbO1JmMdvrKtknpSg15Xnqd4X4xaS/ZjVhaplUZbfNh7oZAOBIO",
+	"JCcXUXNO1Ddceu9Gq6ys79nVYRkGbu+i/AKCsjt8wwfdgC0E9d5n6zcNqwFWr2Mf5MULlhfcuawjAb1b",
+	"Gi5GWPfe6doItYgGnCKqbs4/0Qbc034ztOlgdH1+fn7OyjlveAkCMTn1GrlY9JOwduV+weA+ypAc0c5D",
+	"wt37NDBQhwFDe6wVpD3VH7cE0bnrNwf2rGe7WmPjIorGKFCyXMk+3NrQiYROhw7HpnXKnd9N8xR8t88+",
+	"5RpLyz0hQ/hgsrxX1sEmh+b0Zof5Vaorr0eDz5FoE9xT/OvdwOQOjPc/lMv7VE5gAeAEn+mGKe32edJf",
+	"/3Eq0PTk/01uw6cf9eFTe8iVJl3pK4CrETDcgDyBshhg7FbMUWLBMMiGdaFPjFvM7rqklCYI8q7AdHXq",
+	"JLKB5NKvieq2AaZAgHdSBdQZppvKnbJa8KozWBxoL3kEKHB9vJB4sq89FotU4AZy8zx4bjvsCffMF/z8",
+	"KHWRMu8PdZd85nPWOii7+0LYuTv6UWw3cdA7Ty0e9e0szsIHmBS9mHFpmI+kvWQFNzcFA5E/2GPHMSxN",
+	"3zz8+S8VIj19BF5iL8sPjJV3P+N7kY39M12bQySd6CbtiPVCaN/mkszkwdKJ+rU0zOq62s7fSOYExsd/",
+	"d2Lg3wD32A+Bd9jHDEMidbOOUTufUKLvTNaCUn3CUYJ3mVSfkhzorsGAwAL2rIMFFsEXb9rFgjfr/XIL",
+	"tDw0Gt/KHv55GDsc5BEhtdqjo4YtmXOThswbINxp6tbRsWjYQ1P+bEmUbgKXHSABgfOUXNFT2waY+9AH",
+	"GubmjKmJocmZTwzLjKyr4AaC3K+pmEuVsCc5/n5F/om05wCeMHx11Yilbuyuo6FnIC886TwejlIDo7WB",
+	"TDiaOQQ7ySvR7B4NPdMIuORGt00phmIab6VY7W5vc2PixdgaT6LJgfEkFi292WQbvG9+ZNKyiXYbQPAK",
+	"eF6IZRNsm5v06s5uYK0/H6DWXNqk0/R3Li2a1QAfJOBFuPFIdZ2RU4OZ2h0Rn5d9T/donxLeDVAFb5D9",
+	"jGsZIbBpXW8v4CckR4F/cNlaNi7efygSOZrbTgjK0xlsL861NEJVHl5pM6NyL3bUo9pvrdPA7m/bRn1B",
+	"lIRloxdDsWStcQdG3Fk8NXoZICDbRlGOK2wwRFls7MbAjQsZzUMBAPGhfeKFYpPBaV2Kpo87mTkSjIqO",
+	"T08GvJ5toMqxblhB+ci+0YOVI3KIRNLs0x8Skk1yL/9MOUfbUgykvu2SYfYah3fkFx50Gtz44EQc6mwH",
+	"a8A9Ba/BLEKv7xQXG7mUPddVD6hRGiarWpxc5ioGdrnABFhZ105pEhWCfGlde7vhTLdNwCrNmG5y1T24",
+	"ALdOh0xp51yxAmWZSQfL14OMzJU0PuX25DLgylx0HKrUbY2hAjOppJnD2wGVqoOyWDreq1vDCJzlgmwt",
+	"ZI0J+RiY/T9tNNChpq1FBmvRy9iARG//KgGdIb/kJlcB7wbH3KHcXESIaOFbgLrwo8sVDQ98JgFhDTcj",
+	"gZBzEd3AXBUxhmPBGq4AzyMAqRLGcu9qs/EKvSm5qiTEtm33jMACXg/u4Ev8yXIydzglPTATP8lUptpQ",
+	"dNU9VKC2UZ5mbOq80NJV1SDAyna0lvvZw5q6NfzhOeMhcRHPzQCOdxpkLgviUCLnARIm3NJ72CbE94LE",
+	"bG79QRrzGAABQVZdLxmlpHF2I9bpPCXbyOtrJFH7FuwtPUoAWcn85iJvz8+/K+kOur/FqcXvFH4sMqYi",
+	"RB2P5Q3JNCkEA6x4tO33uofNa5Ozh7pLFLQS8h29yaorFuJ2JhHH4m1aeOp6ZDfr2Ea3ukNyxIA67+HH",
+	"Dj7LgYft1eeh6aHhvPQ86cCiMDEYxoEYF9kO+4a/lOmYCiuWpDm3jbogWcFvSsHGKgN6f4XIoBnVYslV",
+	"1TaYJ7wwGVS/k8JcsgJuSRES2vAmnWSsCAylyNUYPrRGXMkqAxaUofScMWkwYzQjOONLEqsB0xK+yZWZ",
+	"68YiRiH4y2KH2Ql40juLYcHGvaz2LFd4DJPoLNGkkpC729QH01uTmEVqMB0wQlPgJhICVo2GAl5s/P+9",
+	"+e1XoFAnGQvTTVIav2BpnflmI0y8t7sxHn4POj/JCtTe0haDmW3egZz4aUfNkK0E3pgthROZJv2kWyV/",
+	"oIOX9vt/PP2DpR66gG87fpAw8hCdC2LLBSu6C/jqtzdv2WQyOcOykRDh5GO8TjInZECdsDGPajVcsoIs",
+	"GgXUfrSQIRNwjrwxp1XcWqCruaIIDhgKqBcQ7opKBl4qC9b5McfQJp8cTjkYQcKbipIvKDwI87cLioVI",
+	"AyJtntDubC4wXAIy15OG/c4MdLh/M4oR2U1aB7fzn/6IbLjc4AYTUJNZJtEW4MrvgvROhPlC5P993tmq",
+	"yBG9v9lean69Iob3xTbrajxs0ryZrMUTw4z8b3FgXZ2FruRMpoTF4CuGRPIVJ/hLtPBWh7uKl8kSjdFo",
+	"qdDiZonG4qwIlVSw/qLpy1hdwcb9mCtYOdFXSAmT3rs1Xsi5x/a4WR0uAfUPwj4RCNveHjVkyJVtI+36",
+	"jWuYDgoUoXvRDq1/hFKNFC/Gu878lrwgKBF0cGPlWuYd9DANYIfQV7cRc2uXWGJSUvDzRv+CL1iInsZ6",
+	"Cu6rDhgBwH///vbtqwnDkHuIPVVCVE7p643qgv0X1ttDaR3GTxL7xSYed7Y9VaoW7Ag0xOuRXGW2oiQm",
+	"LGCC89JDMnNDMLQXhFWnYIFmjDtybbCq3sYvQQ/1dSR4aXX4aelabXrYnUD8cbCIKm2Y1aGUKNQnxjSt",
+	"kisftikWk1zl6i9OcMHqxL6CpFuzM0LX+H/+lwEBzuPZnHjzt7EQYI+4GpeEBmJytQm54RU19wXV05yw",
+	"V075catHvqGxG2LGKIPPjTtXPn+YYaCVyYgbOuoV6hCyP1pt+QkMv2lrEdgrJgIobX3mRa7wTl0wThUg",
+	"PJY3GO0iHzhlAveCvNxKzhopVGUmufo9ZARBEItbVdfTVLBG8HKOamvFLZ9yQxAP0rBKr9RJBtkIcFYX",
+	"fJ2rqej6/f78OygHsgkhU9CIXgvbrE9fzKxoAOYPi1ODeQWDaQiwF2OERh6jfJSNbkVjKL5tcj45x+h/",
+	"ofhSji5G303OJ99hlNMcCMMZIIbDn5SbmUjJQVRxaVgBf134y7VeCrpb6Cd2y+B/dGfJ/7iaCzrDIGdD",
+	"+ez3OdCHfJSxHDRY/Ms1kY8+RA0WmB8jPLthSOkm7O16KcyFE8jITp91Yhz8uazX7g8AuoA/CCR9DJW6",
+	"EPtEsZc/vcpVwEXvwUqjJVo36BQCxAIfndSAjtU2qnAiYU//4RhuEeUvdjZA3TCC4nLvNy2+7qZPZj+4",
+	"Kd4Mk3X0xztWcQ2gcxQPkRw4CbH/FllM4BfZBXfphtowVLBshvjQ8BygTbMC42CLqDO4pEUjzFqVpGzi",
+	"uYH4+KlgMFN1zWaNXtAqAXDSBX5AiuHuOYCiz6XCchDUCDg5yVQFRHm8BX+PCJ258jeNgP3p9ycBmd8t",
+	"Nyw0QND415+EntwFqt32IIDgQiPm6GsBxAivObeCrXULhVEdnYd9whaeGLjr4QhjDhEeXa8kbB5p1Kvy",
+	"0QXLve0QTjhBlYfXVNMqAJDv4tSJ78BdOKS3XPW7q9yawQP6pusTDb+OqbrZlXoBJr9aKoHBd8oC0Eng",
+	"f7gqbjuxWIHxe9es2dPvWSgi5IhVxBeRRxkh+gULcoX0mqsAIRBusN8meD7WnKTFcUHZpVLIW8ehx8hv",
+	"iVc08npuDYP4pJN+83BPe213Y3FKnhs0jhYrRHDLFu6M/ImmbcJ6eCZNuNpPz589v8wVpwOO5D8Ua7Yc",
+	"EtKIfBJu4dPzsGC1Rux1oOmunwlDa4UbCdUZ3Ja7coWCV+bEDdgEIK8XiFXT7RUxkplA6ucGVPzFjeQN",
+	"+NgLZCBOXIVmf67AKuze/AuyBMclGr4QqPT9K1nrxa8pZTy6nZ34iuV/tKJZb5Wjv1f5+Xcbjrxn5+cI",
+	"f6WsR6EWdxZ52ClOGzO+fB+JOueJtG/YH3wdQlCB3IejT3sLG8JXfD1xLPX51kiGBKr+gPakCQPGYGKY",
+	"xRZQYIGjePpFRxGjCdIAvvuiAwj4hcXFpuTOzQ1wIEfXFZJ/PI4wzOdfdJgBWrG4gPr+bTmPBvPsxy86",
+	"mE0sw4KYMi0bwtUQ5fsTyDye7GXet0fkDp8BUGysvgjz+f4LX4U+1GGBKq8P4Ru9gaGevnFXFglZ59NH",
+	"1h6q4YAmGKmAJ2D9unbEbkRi8TvX+Bn6DZLy8Qa3c7TOBMa9VSHqclMFZYavnSgBX10w27QkS3uJX9RG",
+	"pCj134R9iQnIO8ljvBP324GXYohc+hpYEuDcraeHX5US9Y7A73OCqYEVliba1q6sN2xs0ypz9h7Fqg+D",
+	"e/zWF/oN7lEPENFTIyfs9030CIgVyNW1htieQt8U6HKvjchYgQnm8BXihyCuPgYvwteAC5je/detesjt",
+	"7wAmBk4B5uB3SLdHnvgYeGIQnJHGONIOMazm0bBBQHj5ClyjD/GLBZd2c5IXG2ecOEbMJaLc/w9b4jII",
+	"wWRuJhk4QE50llwMubqfVOxIVw/VgMhWn0j8Io19E556QFrRg19IrD3abAN4BJa1tB5EKoKOeAy393FJ",
+	"M2+7EuVhw70SKpuAzgE1WIDdDZ3O3pE5e+/O4wdgfxAnsUvP6wN8gWOyhzdSBIWvf9Z9sbBPOunZaKmN",
+	"HUSBIVOJ8fo8mkvGrusKQ2mJGWNcL5naurGfPi1OMlZhlf8oB4ZqMPaCRA1awXwFnYQlJbITRSUYpe17",
+	"EXKFOOuwjfyaSxW3VWklACDLm6Jaw5b8GmEgZrqu9QqrtfnsSigHZyIYHDDDrHhTmcnWVhE+G1gNcoWn",
+	"5yAIN4h67T5DZKDKFT7LETYLVGd3pJjVMFtBFj4mZ0lF2tsV//aXt6wvihXkh8FNCQQ4nhoW76nWZIHM",
+	"VSjf5SuvBrqSq1zh+DEwFzwrvKYgENr9OCWLSWWs4N6AlCs8CRdkkjJYcwQlfAxsxt2MXJbWy4wQHjrJ",
+	"FUGzUZ9gAyaTMpXHGBvNCvdX4csNutVVJ6gzzLWxucJwzsLjuxUTBvBdUHGUSoXgUJ8YJu54aZlq8UDD",
+	"Sq90Uxm0M3ufitWW11lka6MaoxlJ0Lo+bQ0GM0QrAYXUDbliBBYjIHtTh4Z1gYJu4elVrjCCBPcOhd8u",
+	"QoIWdeYOOJToRj8Mlx1WeK5w9cyNhBI0HKKpLhjHBfRTWvAKDXVkacepXDs6katSKyfVdjgrHlTQnb/M",
+	"48XihKjAO/gPwPsC5Vobrmh7CfsRHxDVJeLa4Rgxkh2cgkQwEEnOiFxBMatC3/gFSkn4r1v1poOloqn9",
+	"F5Uy+1wSvoeC/PDhw4dHpEsERclxjOBtgDq2orwBRLVHom8gRfBcuNJwbRcBzRAbDUYU2s/JUUvZ0FIc",
+	"zwjCyaPRVPyIyAoWPH+dgd9JIJvj/rK2va2SKHQkidM9MV20/py7QffL8PU8mlnP8BTFOlyiHEH1YXCF",
+	"Zo0g+QNCDKTB7CvPe5tW+bd86oT3bppgIIEADraCBAbwlUSmRgj5AIkMc5+IkQG/gEag7h+/I6nlZHDw",
+	"uC1Pv+xh7xftwfv29PsvfOFTZYKKR6t6u2F92U3qFfQpLuLT55Nu3Fly54pqTyvNlFiBCYO9QAMgWc/B",
+	"woesKrw4FddSGXQmUbQnpJ9AyUneoIAjAzgKpu84cQUiWW4yH31D2RFFlFZTICu89A5Hko8pUAIlDqeW",
+	"oacQGHoUUJLIBolduFR2PZYSycuPrmFQWcYEBd4IH0xLYRGTno9vK1jyQ1+/fd3GLnDQGCz+gwHokFSB",
+	"gQ8gLu42wTglN4AIDNpE3hJs5oPJOwHhYNAWEjmmjmKAFwNq0Iph/x6hX8ltqGc9eAgzRwwCHHF0JAlt",
+	"4sMu4wUpmkUteFUwXq+cEo8M1qMg8aryiXmOIrjlcdTBXQz3t1TXuZKkZBinUrh70uhaTFgfSJkcfcul",
+	"4A3FFEDoDB5/DOBMqCCYHfwW3fYPoYFEgDgf+uGtTvDf1kiefraesdcK5jbk5QLtHkjwBloLLOejUkDA",
+	"DhKk0k39I9sosAtRU4LbIwHaIEDemNiRoC8tzsdidhZsrT0RuueKv4eAfJSDvw05uMd0kE75Iujbwo/n",
+	"NEHwOXvv/vmAPMeDjw4RtxA7R1H3nQHc59XwRrBrsEhDrCiKhzxXJPVddG52fDb4w5+fP8VYUKVXTIO4",
+	"HIQ8sPZgFCAZm4FxtSoy9MbGVO8wQrshqJuIiZwrgNMHgRR/hDlLDb53gqcmlfCCcVY23MwpRL0W/NZN",
+	"O1dzXs9OCYQS15mgfhIs8c/wWGCJPe70fHipwbAvCIz36Ch/hKQfd6dP+h9TyNiXNittld+FeDvQxnoJ",
+	"kYkyKd6pEQb/+MksXuv9ZDZLK5V/EzZNEj6vSrlLUj2SlUcZk6pnjzwW9XHp2FDHIYSux/54tAYR7uzu",
+	"yM1I++6HNaTG3D0CV+wVt3MouLRMlzZ+49RsS1JI5ZNy3ODQMwveILfdZsJ+CzkM+JQF7yEY/xD1pNRO",
+	"FwOTYIeXyMaQrWCiZCYDOUI9aJsshly4snIhdGuv4PsISIhcx5geAR2bzhdLmXbuiE51JYUJKXkmYyEf",
+	"zz3uEXmcgDeTd07isrnyOMcZM1KVwlsxfcKGexhsdl5AM4SY5XOTcmXnYk0eZF4x1533DMNCOJmpbTCk",
+	"QVWUCmX0QoA8lyvKTspCqEXlDaaUT4WBGCVvmrUvI97Lrprk6relgAQwRvlfvZTCJ93xuxYWQSTojLNp",
+	"K2sLEi7MA8zC0WlwswJjqbt9ckb3yZxBMMBZLY29ouEnnb8Ie/nAlpeArXmA5eXLMbLu6ndL+g3ZWthY",
+	"WjKycBy9R0KErFHc9Awz1JQ4OZpgNk0wmJvYVfHpnYD/oxnnVN9dlRocQI7Of4QxAenqxtLew6pwRuTw",
+	"7D3+8SERO3gwk832PosY3/tYcrHiN8JnTkBYUmwmAzNF0Fx6yb3TNSXr54oyMSkAasXdsrgrKi0bc/af",
+	"Hc7Lf55cMoOolgw6LtgYglR0kysI5jlBS0kjasENHGQoAOienYT4s0Ysa17SSINdGfIRCRkNXXArqQj8",
+	"oONJE98xlBSkuWDirocRz1XhQxchjMbXHcQArRRh45sornNucuW96VZ7VFdooVW1U/NoUb2LcNpIdU2m",
+	"HM88KEwxydATbNvnZwPjHuaLLz3O2UNwRmz86/BGX/chzR19KhFElCq9YvLxMEbOpk6EA2AHrlirbpRe",
+	"qRB7gqZsPLa+ZuDGiTtywgFOSDT3UXHAzqH0zfPCQH1XmKztCWCCKyLm4H6ueAbjG8wmw0hkMKUX2Xam",
+	"OxWgwvBR4QOvHU8qMgxcrkiVnEmn0Pl9IeYlDTIcrAGnlWC8wQDn8bPzcy9dn9CFlLbIlU9Hn/NbwZbc",
+	"OFbRPcwJdhl8zqRREnP1ka2uQwjurUwfOEBaCJJFOBT0XK96ZYc6uzj0mKvtLi9CUBdA4jitAI/grIux",
+	"Bp8AKpUIyuJo5MlwVr+buGuxN+RLQkPNcvX82Y9sO20WwBKiPH9wHJQhiT9CoMiV38UuhCYGneF1HQYf",
+	"Rae/KEuxtBdsk4PUBQDkzkTjXgZ5oNh8pjhBRZQYNUUCrea69gYAwhLoIq1lLRjAYF1grHi9pgjngPQF",
+	"Ov0TwxJwqBMaGCwtZtgCtguCs0C2LZ1IiDyvJTiRPHqC2y/oGp1Er7Sx14148///ctltPo3ahG9yBTW6",
+	"/N3BbEk4wxQwTiFJMI6ZbhZwuS7gGOeqSKxqsEAkmNpA2uXPcLf3QCO8Bfg/PLC0Ch4hAWYFs5RVQAuC",
+	"gC9E30iNJAUn+3QAZQHWpheCdR/keieVJ1AeUvQpElyBJpVtY3TDxlg8xs4b3V7Pi5PLXFl9LcAEuooo",
+	"H8W4pKbLXgteueu50LegZucqNB7AGWEdzxqInnHaOGEdppakBdLUW5PNgjnbtWyGIuSsBupB8DFeYyCi",
+	"1gjcTSXYWtghIAz3fno05xHU/w/7cP7fPaAkiqfcsbqtW9MvW/g+H8mKoG3oYBI8DSCc4S+14ARa04hS",
+	"LgEKKHoFf3J3u/sWyQQAleSjD7C13cgD2OBUKt6kIP+SAjSd4GyjivzRcfIoHCfkJulX/3/MUu8jgPEg",
+	"cXDViYjIUjCkHujUiiAJBvE++rLQ+PVf3rylv+NmHa99+dMr/Hg1080VouB62n7yCBSBA8R+x1mA94Js",
+	"McYK3IT11nTK18klLIFbFh8YQEJoGkoi+1JWsAN1jzPIckPUki9nn0vGuv6mhM+ji2RCEt5hsJvgx5n7",
+	"Bwi7p9i5kqqs20pUE/YTzCyxM5eME7AWo9mztRTujBdVi4cwnWmHLQov2D0YT6V+hjPhkkt15E+PmT9l",
+	"PbJxtNF8VhvNS/CtYfC1T2HvotZJnU1RclWvY8NNKHhxsO0G9IpHQDzBeI6qD9iJUCGaaciBv+j0Dw7A",
+	"iKHMTTDMgKOfGkC7sTQT9lLfOvpJSQb3t8K/5M3Na9SoHsQC75v/wtZ31+cbG8z+gzvRKcClR0B7DCb4",
+	"wqvcqIIm7Q5HI/sWGcdNPdLxh6Tj+lYMG4zo2HbEbCct38Bv203LG2HQAP+VyfiLvpsW3KZU042N4/py",
+	"BEiPlaRai5VoTsi5DEmg0rBCVlCYGdIwnV5WckXp022jIHvMdDFbqooKU+WKNwLqm0UwvTgocH9458EY",
+	"fHVX7u8i81H/2A66HiqJJeeEqlhXX+8EcswRraSuvA8cQre4FT6hG0FtPtE1/Csi3SeRM9yuRz7ir+is",
+	"zcBPixt2FOQfKUIepE5+A17WR5ED0K+RCZjSRMmQE3iuMEbp0p38jBHoOWDP19qI6iSkG3my41oKuC7f",
+	"pK6CZXuJqutQHDMqI+kz5z/BsxxK6j0CxcQHuhNcmOjFWAGiGKu1XnoPdiDERQzlJE2IA7lggpfz4C/1",
+	"gbgAABD5Tqd4e5W4s7kyViwzx5p8VVVkoF1V10uyWC5MwSpR87Uh1ChmteNEqsqVVOTNiYouhyq/G+Pu",
+	"F/slPStXYxIfHU96YkIB4CxIN726qT0IFo8wBi71J4YJdSsbrRZQZwO8IGtjxQLLZ2JkaV+W0sg00W1L",
+	"w1u2zVKbyOMaJS/r2kDoeYjEkQ24TH3RFMJW6zuSYRt84PRlz7HdhcthKQqQEgDDIfOhYhLDsKUwrHgF",
+	"juwLUuSrUw41JWCqij07fwbB5VqVgpKvi180XvzCzd4HcndYUeDZ0XpJKFwmNhUsa0mpjdxajAtYcFnn",
+	"ilRlSuzulYNFuA+9HCzpC8ECuYKQ/q6YL8QdxCdksLAv/O2GAKVXr4UFBzcUOyXr34rOHtHNk00hMS7/",
+	"hvsT5EkIeujXtHaPtMo2UHQWqyBeYFXJXCHWGzoNnGioxDW38lYgBgn5Gg0aF2C4z/7n99/hqeJw2HMF",
+	"4Qh/Yi/lf2UI3+FPS8cLCqlAELnyd6k48VHyNAThxEkoYwBBG17QRGQotxR6hpcd6xVvplyE071Z5BiP",
+	"h/+5Ky5MVX5RfNbKStUiaQkgLW4MvhwDlKCazRz5QQm6Xx4eAxFMO11Ie4UAfkhP3ElYcCuyjRdyBW+4",
+	"sYpV9AaCQVzCCUHkGUodcsfsGoJ4utqVXOUqPjXdXYflA5BFj7WHgZppZEakG1s1DqjQVu9ueOwDg9qE",
+	"z+voUR5/7HvpKgMAd2/bRu0LpSj6dAKLU/2PZ8/PTy78+QaiYZjRUGmnWwKnjBA4TXDFIyBO54tHajQU",
+	"L/EsUVoe/e4PkJLR1eP/0ikZvcq7A6kZbkGhcuWlE4+cBlcAdj2b6xUIbc/On335EXnsofEAWzm57AGI",
+	"Zh5RtSDSWmQgW9iIy2zAJvnvB5K7Y7ZI9QuTAEhRMUIcqVClOH3hVihVcHHj1O9s8cO3BURC4peT+YUE",
+	"8gayYxDglKZvxN0RoSSJlIgli46a6n001Wlr1lBKl3QUVE+9gEXiDiirqKGCnNeiFgI4xGNCakL0CC+X",
+	"nFyyQQjG+wAvkvoQdKIof8Nzdbha1FSklFyyYtpW18Jeibs5BxkvwloMuojnxJiZuAwVG454MF8RD+bj",
+	"7A7fEFAiCtEk0PvAI28Nuh9YYhb0iaxLIfEgamQRJ5vSphKABu9vBQ0xtqSE/K572YzIQ/IJVqKddh8g",
+	"RADOLBeLDkcbKSplgUMeRYsp38qtFRW/6+hSrpAYlHPemALVFKqK600OVGaIGEuqWp1Q1Uuc7ui+IVg/",
+	"V2Kx1Faocv0Psf47qgUPJdvTIL8O1p1bpeGgozdYTPZxOCeA4MW1eP+Pl/860Y+M5Dy4lrZrVz96tJEv",
+	"LRgig521dU28tLv0V6VWs1qWtjjKQZty0PNnz77wUCBd9IqcvBessDoUwZBfGU3qMziH3gCecQjWSrG3",
+	"A0McOtAXsye/cK6Nveoev2Dc3EACYdG06mrBpaJYcUr4C2VIrrkVueLmxjDOlqIx7mVpWSNKqB7ivlQQ",
+	"Gt21nvXL3XDA1esVxQa/fRZENBBwwHEwYb8Arm0/KSPB7N1jr6LpP6BBrOtmCMX5beRq6cZ0dPEfQbi+",
+	"fRCut1RtCChB/4Bn4e5H5XX2wHHFJOuTQLl2EcOz9xEcFpXyfDgXeUcffv7zAQqTr9aEUByOirpFW811",
+	"SIhGd5hpm1tw8pAWaS7R0+czdGK/jk9adtp1N3XMp8ZdgV+TEKbu924KDxTF23XwZ5r+l3ZrRFMcoOB+",
+	"qboFPFLwR4rOCuXSHp3Ne+vg/PjFh0YE2ducO1Kw4hEtQCO0uFtKr+x/A+VXodahblgl1DopdibMYn1u",
+	"s8UyGlEKubTDwjPmYMFDkIQlq8xrIJCc5sRoUaG5SlZ9mEOpckUPkc0ehFkUszFsgQ7yxWaAfoDDyNXz",
+	"8+dZpyz4gBFIh0ehxsfeGoHlY56ffzdUItrPdo+P/Smzmj09Pw8YIpXJmBHuHYthEaVeLLhJAxFk9Mez",
+	"gXR3WZmdZUAjf/ufzs/P9yEUvHvQFBBasKE6dfT7o0n6UBpOqG7YQjfCnTTlNvLoN+1doMTFQfPZY9UK",
+	"MgSuj0iEtN7rwS2T1beRbf37HHE/PHTISniw1zGGHZLBv5d6/bkzrN8lmADlA+4qEvXaP/Sg5Ab62F0q",
+	"ajMe9gj2fbQz/NvYGciGFpC9JcAioRC126wQJfVmn9/PSXWYQdkGhKoumNPJSj5Qs/AlgAt8imJErGYc",
+	"65u4F1BYJGzt2HF6kJOU3vN+0oSg99tSKKIkj9sLSoP8Ol5QXKVBL6gvOtOIa2ksgrQZr3IcvaNH7+i/",
+	"oXeU7nhIKwhfeJtC5vMurzAozn1xdKl+iy5VhPtstLq+qmSDIJXFN+pNhZoNVPJfN10V/pDAs8e/ugsO",
+	"xP929t7fBXImDNX96RjvQ2sJwzYJ+PmoExx1go+wYMen5/HVAvJX+guoAvu9fnQPg8vvMOJx1ohlvX5Y",
+	"f+TmyAa1Gl/WJwTXbKkiKS2Ehfc6LeStR/ENzs0oGlYaVlC075X7uvBJlU0Prk3lii+Xjb4VVUfFwb7e",
+	"i32VymNPuHYrgkFO55S5tf5GdKFlvf466V60SEOqUPFHK1rHiUOUNVm9s81Nday6246jjvR4daQIgxy0",
+	"pKpqBEZ96YSslHV61bemR22ytC+vUi3rSA/KWM9He1SfvlH16RvVlF5gfjTvVKPdF/9AJclyc7PbefIW",
+	"nthiwCnvMCbk9rJkdmYGc3PzBl8BkPZUk3qlNlK6d7X4q3tpsC1ujLxWQty3uYf0Urs12BmYCsG7iKIW",
+	"QWjOZG1FAzgCxzino7b47+VBwjMfuY+yUFhGK+F+QQDpfbVjgXA9iEsJBittLdgY4m2enZ8zp07x0rVw",
+	"QhG1lsuajc/dA8/Pz89PIMCItLRJrn4KoUaYPwxTvehLvBnbsv6NIY7U07KT6Ak34YKNOZvWurzxhYcQ",
+	"QdT91gtP0k2uuoo9rhn3CNmPEdwGnkNo+QCA49a0wB3KcpXclpMJK6CgrKiupusinQKYwQAK2MA0kje0",
+	"4MjjQ5VN5ebm67ivYFID9B4ybbm5yY7+qiO5/6Y9UhE5OepAj9GF1GMb30gYcVVFwcPA07zyg6LDVPPm",
+	"ULkgrQudlTWXi1Ml7uyDZd3XeiWMPVWtGxrkLEQTQghfYuEYlMzrmrkOgdki4Jhn7SQHBCWw5HVNUXia",
+	"KY1VPGFKXtJAWy8isLEx6FfRm2DWuFo2+topl8UJFOko26bB8uvuEUO4KdeC0MLAduzGnuTjru9fxZ0N",
+	"rPwBNaldWpRfBQK4er69Nb+SmFRyiODxqwYgldILLkwRRtZR4zqGjHzTDLofDvJtMACgJljCcIOGIjPY",
+	"0jPgMsNNPpwDvAfRhYIFUMUZUAFdnx5+ElwsHpKOFKMOx0ZWl0xaVgtOyI+5KpDGo5KkZ2TZoXlwxId1",
+	"L2fMaPcuPB58bul0QNfr1ya0QVs/ksnHQSbBOUyb88Qw0M11k7nDWD3uWhkgVHwblAnvHuN4gcdQQ3hz",
+	"obeBn4KJaigm6Wtf5uMdPlobvqWLuz8OCe/nA1uO98f5uIsXB/lwW85T1WZmUtQVq8XMAoYlSRuXrMiD",
+	"Pwsr7eajgpW14FgqzCuG4nJD0GjEsuYloU/X0tgJey1mLcBkKsY7PROzdUnlxEVDmw4JjCf9EvBBYcV6",
+	"pQuoYeNlpBWXNlczDUVjRD3LGEau1msWVQ2i8wzWf9/XuqxFcZISdv65rB7eQIydfHEQ532qLDdUbOcI",
+	"9nYUuh6Mdn8VizFRFzhQEQk4mpCPJuTPY0HAImXcX0xw42bkrc06NgZVNpGF3lea32dWQBPzw4YRb4oX",
+	"6XrOu42/JBnw2mz5qDv6keWqf3HHKQniZCv9qKufIhq24iZXZt5aVumVCs5ob9wu2Di2c/frPp5EIwCD",
+	"rXu69wTTK2WYpFI3aPGGZwH86ppLlatrYQ248UPhDcdnW0VsNgyJRKmemx2Nj7kKE79kBZ6noivysziZ",
+	"sN9mrIys6W4Ihok7joKQErlaSWUGrehf37Dj1i5UbcK9OyqIR1v4v6cIksqY7JMl/0UgPEFo8WTiW7Kq",
+	"86Bb7IwmPZzLETl8BIzubaD7nf6MlZaKKEArCuHKfJwWKNr5qMgVaLpeDz/p8NEn7EVSafbegQ3+mEUO",
+	"bK0EnRd3GfwpStJ/6uCh46H8ln0gjfercZqwokcF99tQcOF6HdXbe6u38c0/Krlfu4rLR/BOIlSMKybV",
+	"qVeeIjfQxs34eLWRanA/En7qnd8BRdgpUlTPRWmc9YS9UOTSJvj3sD7SpFhfIgsU5vz1VZ/HFY575D5H",
+	"7vMR3GeT2Tx+8vo3eZsmrVNefjJ99QW4k+ixEKjJjQUwVawbF+dP8EaAJpExXjbadEDfk2S1g7fQ1wMX",
+	"/tyVSOYLW5ojnui3FRg4mCUVlys1GVNiFWpu7PNvU72xzwnECW2evXf/7MPZoVLBX7UGbqg5fuTnxzv5",
+	"EWy8bdQkFVwSX8oHv4UHSPNto4ZBbjbu7FnJVSnqB9Yv4hHt1C+wJjQU70/UkLwgqWBWy+u53aj7L02u",
+	"cDK1qDLGQ51KKE08k0qauTAT9rPFIpVFeLhfkf/JQAHK4CXysDZVTdCgWMYc63wYNm6XzGr23TkzJ1AV",
+	"PtQzt9r1fOnRcCDgd86NL6yZK6jPjVVG3BOIYQl1GZP2QRj/kbAeCeue6ht40B9r3ekUWcWjHd9hd2Hu",
+	"UUR1pZsbs+SlGBT1PTj3dVvzhs1kLXyqVHgXKkcsuZ37jHSwc7g7buR/C5+TJZiVCyifuuIGtQcfp8Uc",
+	"yTOsNYIVZwWbCrsSQrGZrivRmMtcmfViqmtZslqqGxMoDDqQX3JZN1ov2I0QS8O6SDrQQ7xXYqjU2u9+",
+	"Fn+VtXhQLaTX0y51xC3yURXZvJ21NNZ0h663So+omkEHDoAlzMOAv5FYfXcwqaZLLXpq/ZN49bdpTEdK",
+	"Pq/yFNo9gxGdvXeUZmf60Wux0JRJBLO49JQkyjISi6VdM2P5esJegqBinrDCyRdX7pUiV0qzWqtr4Yie",
+	"k4OkHU4r6l3tbRryPC3FITE17For8WgqrUB1JUfLKVSiETW38lZkHu1iMinQoGRCcDJnPQINRT2ANBu9",
+	"EJCRFcFtWMBp6tjJkdBtFQFzR+pxkzq3xW5U/xYkL6QnwYX8WIo3ZNHZQxt2LY4urbCnxjaCL/qLM9PN",
+	"gtvRxWgqFQccr83yUYOSxRPDpmsrzDdGcXSzm+gcycgGGWlgtY5E5AFSpV4LXn0quXg4K1KP4HTGpHbA",
+	"ljTV1drjUMX0gY25ZQttLHvKXsr/OkEbjpdZKFWqytVqrmuBqF5tw6f1+gIYPKeCV5yVDTdzZgRJZLqu",
+	"aOVw05VY5UorkRF0BmcLeTdhP1sfX9cXzKCnqLa3EaBTcusaKcVl/FvTKsMK9/dkuU7Gjr1qE/T5kPix",
+	"TyTN+/Kl9kiMFF13pOD/1hR82Vrzbaq5XzlQ6yIQM3citaMqQMO+EXn0VWs9d5Gqj+F0KH+BBkXZNtKu",
+	"gb9MBW9E86K189HFv945hmBEc+u5T9vUo4vRGV/Ks9unwC6o0S0i5DRzcANIn0GC5jjEQMTEFbKmAn6g",
+	"z+/okGZBuQc+1m/6FyyemDEABBYmwwqKZdsYTZ10ZUlDa6F04naDUI2s5gpB+T3u/rLRVpe6jtoIGMDb",
+	"bbwkxxuGOPSKBYBXJZ4X2FjTw6BX0KSCqnDM3qzWNe4tkypqstvRdLNx9XqYgtTKQBYQW4rG6LituGBw",
+	"ujUz5wEsBrDCLijfGMy5lVgKVQlVSrc1lJ+Dm2LaurcnGFSS7qQWxmhlnjBTCsUbqd0+t8qvrTuU0hGR",
+	"DjfZPzfUoLwVTNwKZRly4+hd+NqMPrz78L8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
