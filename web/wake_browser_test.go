@@ -155,11 +155,16 @@ func TestPageShowsTurnsAndResets(t *testing.T) {
 		chromedp.WaitVisible(css(`#team-title:not([data-loading])`)),
 		chromedp.WaitVisible(css(`[data-member="reader"] .woken[data-woken-by="reader-1"]`)),
 	)
+	// Released, the wake takes reader-1 up again: that turn stalls too,
+	// so the page sees the wake on and reader running.
+	fake.Push(providertest.Reply{Stall: true})
 	do(t, ctx, "reset reader from the page",
 		chromedp.Click(css(`[data-member="reader"] button[data-reset="reader"]`)),
 		chromedp.WaitVisible(css(`[data-member="reader"] .wake[data-wake="on"]`)),
+		chromedp.WaitVisible(css(`[data-member="reader"][data-status="running"]`)),
 	)
 	if n := eval[int](t, ctx, `document.querySelectorAll('[data-member="reader"] button[data-reset]').length`); n != 0 {
 		t.Errorf("Reset buttons after the reset = %d, want 0", n)
 	}
+	s.call("POST", "/teams/crew/turns/reader-t2/cancel", browserAdmin, nil, http.StatusOK)
 }
