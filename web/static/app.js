@@ -345,6 +345,11 @@
         const i = view.members.findIndex((m) => m.name === data.recipient);
         const box = model.inboxes[i];
         if (i < 0 || !box || !box.messages || box.messages.some((m) => m.id === data.id)) return false;
+        // Only the letter right after the last one shown: a model fetched
+        // before an earlier letter arrived lacks it, and showing this one
+        // alone would hide it until the refetch (which shows them all).
+        const last = box.messages.length ? letterPosition(box.messages[box.messages.length - 1].id) : 0;
+        if (letterPosition(data.id) !== last + 1) return false;
         box.messages.push(data);
         view.members[i].inbox_length = box.messages.length;
         return true;
