@@ -7,7 +7,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/mailroom ./cmd/server \
- && mkdir -p /out/data
+ && mkdir -p /out/data /out/workspaces
 
 # Distroless with Python: the team-protocols scenario runs its workspace
 # program with python3. No shell, no package manager; :nonroot runs as uid
@@ -18,6 +18,8 @@ COPY --from=build /out/mailroom /usr/local/bin/mailroom
 # A fresh named volume copies this directory's owner, so the non-root user
 # can write to /data.
 COPY --from=build --chown=65532:65532 /out/data /data
+# The replicas' shared workspaces volume (docker-compose.replicas.yml).
+COPY --from=build --chown=65532:65532 /out/workspaces /workspaces
 ENV MAILROOM_ADDR=0.0.0.0:8080 \
     MAILROOM_DATA=/data
 VOLUME /data

@@ -127,3 +127,44 @@ func TestPageShowsTaskWake(t *testing.T) {
 	}
 	s.call("POST", "/teams/crew/turns/reader-t1/cancel", browserAdmin, nil, http.StatusOK)
 }
+
+// TestPageShowsTurnsAndResets: after a woken turn is cancelled, the page
+// lists reader's turn with its outcome and reason, keeps "woken by"
+// across a reload, offers Reset for the held wake, and the button
+// releases it.
+func TestPageShowsTurnsAndResets(t *testing.T) {
+	fake, s, tok, ctx := openWakeCrew(t)
+	fake.Push(providertest.Reply{Stall: true})
+	s.call("POST", "/teams/crew/messages", tok["lead"], map[string]string{"to": "reader", "body": "Read main.py."}, http.StatusCreated)
+	do(t, ctx, "see the turn woken by reader-1",
+		chromedp.WaitVisible(css(`[data-member="reader"] .woken[data-woken-by="reader-1"]`)))
+	s.call("POST", "/teams/crew/turns/reader-t1/cancel", browserAdmin, nil, http.StatusOK)
+	do(t, ctx, "see the cancelled turn and the Reset button",
+		chromedp.WaitVisible(css(`[data-member="reader"] .turn[data-turn-id="reader-t1"][data-outcome="cancelled"]`)),
+		chromedp.WaitVisible(css(`[data-member="reader"] button[data-reset="reader"]`)),
+	)
+	if got := textOf(t, ctx, `[data-member="reader"] .turn[data-turn-id="reader-t1"]`); !strings.Contains(got, "cancelled") || !strings.Contains(got, "—") {
+		t.Errorf("turn line = %q, want its outcome cancelled and a reason after —", got)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('[data-member="reviewer"] button[data-reset]').length`); n != 0 {
+		t.Errorf("Reset buttons on idle reviewer = %d, want 0", n)
+	}
+
+	do(t, ctx, "reload the page",
+		chromedp.Reload(),
+		chromedp.WaitVisible(css(`#team-title:not([data-loading])`)),
+		chromedp.WaitVisible(css(`[data-member="reader"] .woken[data-woken-by="reader-1"]`)),
+	)
+	// Released, the wake takes reader-1 up again: that turn stalls too,
+	// so the page sees the wake on and reader running.
+	fake.Push(providertest.Reply{Stall: true})
+	do(t, ctx, "reset reader from the page",
+		chromedp.Click(css(`[data-member="reader"] button[data-reset="reader"]`)),
+		chromedp.WaitVisible(css(`[data-member="reader"] .wake[data-wake="on"]`)),
+		chromedp.WaitVisible(css(`[data-member="reader"][data-status="running"]`)),
+	)
+	if n := eval[int](t, ctx, `document.querySelectorAll('[data-member="reader"] button[data-reset]').length`); n != 0 {
+		t.Errorf("Reset buttons after the reset = %d, want 0", n)
+	}
+	s.call("POST", "/teams/crew/turns/reader-t2/cancel", browserAdmin, nil, http.StatusOK)
+}

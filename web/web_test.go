@@ -271,3 +271,19 @@ func TestFileServerServesIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestPageSaysLoadingFirst: until its first data the page says Loading…
+// and not that there is no team, which it cannot know yet.
+func TestPageSaysLoadingFirst(t *testing.T) {
+	b, err := fs.ReadFile(web.FS(), "index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	if want := `<h2 id="team-title" data-loading="true">Loading…</h2>`; !strings.Contains(page, want) {
+		t.Errorf("index.html has no %s", want)
+	}
+	if want := `<p id="team-empty" class="empty" hidden>`; !strings.Contains(page, want) {
+		t.Errorf("index.html shows the empty-team text before any data; want %s", want)
+	}
+}

@@ -31,8 +31,9 @@ func runImport(ctx context.Context, args []string, getenv func(string) string, s
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data", envOr(getenv, "MAILROOM_DATA", defaultDataDir), "file-store data `directory` to copy (env MAILROOM_DATA)")
 	dbURL := fs.String("database-url", getenv("MAILROOM_DATABASE_URL"), "PostgreSQL `URL` of an empty database (env MAILROOM_DATABASE_URL)")
+	wsTo := fs.String("workspaces-to", "", "workspaces root `directory` of the PostgreSQL server (its MAILROOM_WORKSPACES, or <its data>/workspaces); needed when the data directory has workspaces")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: mailroom import --data DIR --database-url URL\n\nCopies a file-store data directory into an empty PostgreSQL database.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: mailroom import --data DIR --database-url URL [--workspaces-to DIR]\n\nCopies a file-store data directory into an empty PostgreSQL database,\nand the teams' workspaces into the PostgreSQL server's workspaces root.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -65,6 +66,18 @@ func runImport(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	// The workspaces are staged beside their destination before the
+	// database is written, and put in place only once it is: a failed
+	// import leaves neither teams nor workspaces behind.
+	names := make([]string, 0, len(teams))
+	for _, t := range teams {
+		names = append(names, t.State.Name)
+	}
+	staged, err := stageWorkspaces(filepath.Join(dir, "workspaces"), *wsTo, names)
+	if err != nil {
+		return err
+	}
+	defer staged.discard()
 	pg, err := pgstore.Open(ctx, *dbURL, pgstore.Options{Logger: log})
 	if err != nil {
 		return err
@@ -76,6 +89,10 @@ func runImport(ctx context.Context, args []string, getenv func(string) string, s
 		}
 		return fmt.Errorf("import into %s (nothing was stored): %w", pg.Where(), err)
 	}
+	moved, err := staged.commit()
+	if err != nil {
+		return fmt.Errorf("the teams are imported, but putting their workspaces into %s failed (copy them from %s by hand): %w", *wsTo, filepath.Join(dir, "workspaces"), err)
+	}
 	letters := 0
 	for _, t := range teams {
 		for _, b := range t.Inboxes {
@@ -83,6 +100,9 @@ func runImport(ctx context.Context, args []string, getenv func(string) string, s
 		}
 	}
 	fmt.Fprintf(stdout, "imported %d teams, %d letters and %d runs from %s into %s\n", len(teams), letters, len(runs), dir, pg.Where())
+	if moved > 0 {
+		fmt.Fprintf(stdout, "copied %d workspaces into %s\n", moved, *wsTo)
+	}
 	return nil
 }
 

@@ -46,7 +46,8 @@ type proc struct {
 	lines  chan string // stdout, line by line
 	stderr *testkit.Output
 	done   chan struct{}
-	err    error // from Wait, valid once done is closed
+	err    error    // from Wait, valid once done is closed
+	seen   []string // stdout lines read so far (readyURL, stdoutText)
 }
 
 // start runs the binary with args and env (added to a clean environment).
@@ -122,6 +123,7 @@ func (p *proc) readyURL() *url.URL {
 				<-p.done
 				p.t.Fatalf("server exited before it was ready (%v); stderr:\n%s", p.err, p.stderr)
 			}
+			p.seen = append(p.seen, line)
 			const prefix = "Mailroom is ready: "
 			if !strings.HasPrefix(line, prefix) {
 				continue
@@ -135,6 +137,15 @@ func (p *proc) readyURL() *url.URL {
 			p.t.Fatalf("no ready line within %v; stderr:\n%s", startDeadline, p.stderr)
 		}
 	}
+}
+
+// stdoutText is everything the process wrote to standard output; call it
+// once the process has ended.
+func (p *proc) stdoutText() string {
+	for line := range p.lines {
+		p.seen = append(p.seen, line)
+	}
+	return strings.Join(p.seen, "\n")
 }
 
 // waitHealthy polls /healthz until it answers 200, within a bounded time.
@@ -285,9 +296,10 @@ func TestServeAdminTokenFromConfig(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dataDir := t.TempDir()
 			p, ready := startServer(t, dataDir, tt.env, tt.args...)
+			wantAdminAccepted(t, ready, tt.want)
 			p.stop()
-			if ready.Fragment != "token="+tt.want {
-				t.Errorf("fragment = %q, want token=%s", ready.Fragment, tt.want)
+			if ready.Fragment != "" {
+				t.Errorf("fragment = %q, want none: a token the operator gave is never printed", ready.Fragment)
 			}
 			if _, err := os.Stat(filepath.Join(dataDir, "admin.token")); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("admin.token written although a token was configured (stat: %v)", err)
@@ -296,15 +308,18 @@ func TestServeAdminTokenFromConfig(t *testing.T) {
 	}
 }
 
-// TestAdminTokenNeverLogged checks that the admin token, here given in the
-// environment, appears on standard output's ready line and nowhere on
-// standard error, even at debug level and across a request and a shutdown.
+// TestAdminTokenNeverLogged checks that an admin token the operator gave
+// in the environment appears neither on standard output nor on standard
+// error, even at debug level and across a request and a shutdown, and
+// that the start-up log names the providers with credentials, never
+// their keys.
 func TestAdminTokenNeverLogged(t *testing.T) {
 	const token = "env-secret-token-5f3a9c0e17b2"
+	const key = "sk-ant-secret-key-9d81c2"
 	dataDir := t.TempDir()
-	p, ready := startServer(t, dataDir, []string{"MAILROOM_ADMIN_TOKEN=" + token, "MAILROOM_LOG_LEVEL=debug"})
-	if ready.Fragment != "token="+token {
-		t.Errorf("ready line fragment = %q, want token=%s", ready.Fragment, token)
+	p, ready := startServer(t, dataDir, []string{"MAILROOM_ADMIN_TOKEN=" + token, "MAILROOM_LOG_LEVEL=debug", "ANTHROPIC_API_KEY=" + key})
+	if ready.Fragment != "" {
+		t.Errorf("ready line fragment = %q, want none for a token the operator gave", ready.Fragment)
 	}
 	wantAdminAccepted(t, ready, token)
 	p.stop()
@@ -312,8 +327,16 @@ func TestAdminTokenNeverLogged(t *testing.T) {
 	if !strings.Contains(logs, `"msg":"ready"`) {
 		t.Errorf("no ready log line on stderr:\n%s", logs)
 	}
-	if strings.Contains(logs, token) {
-		t.Errorf("stderr carries the admin token; got:\n%s\nwant no occurrence of %q", logs, token)
+	if !strings.Contains(logs, `"with_credentials":["anthropic"]`) {
+		t.Errorf("stderr does not name the providers with credentials; got:\n%s\nwant \"with_credentials\":[\"anthropic\"]", logs)
+	}
+	for name, secret := range map[string]string{"admin token": token, "provider key": key} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("stderr carries the %s; got:\n%s\nwant no occurrence of %q", name, logs, secret)
+		}
+		if out := p.stdoutText(); strings.Contains(out, secret) {
+			t.Errorf("stdout carries the %s; got:\n%s\nwant no occurrence of %q", name, out, secret)
+		}
 	}
 }
 

@@ -267,3 +267,63 @@ func TestImportRoundTrip(t *testing.T) {
 	}
 	pgSrv.stop()
 }
+
+// TestImportMovesWorkspaces: an import of a data directory whose teams
+// have workspaces refuses to leave them behind without --workspaces-to,
+// storing nothing; with it the files (a path with folders included) are
+// in the PostgreSQL server's workspaces root and served from there.
+func TestImportMovesWorkspaces(t *testing.T) {
+	dataDir := t.TempDir()
+	fileSrv, base := startServer(t, dataDir, []string{"MAILROOM_ADMIN_TOKEN=" + pgAdminToken})
+	if code := call(t, base, pgAdminToken, "POST", "/teams", map[string]any{"name": "ws", "workspace": true,
+		"members": []map[string]string{{"name": "reader", "role": "reads"}}}, nil); code != 201 {
+		t.Fatalf("create team: %d", code)
+	}
+	put := func(base *url.URL, path, body string) int {
+		req, _ := http.NewRequest("PUT", base.Scheme+"://"+base.Host+"/api/v1/teams/ws/workspace/files/"+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+pgAdminToken)
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := put(base, "src/main.py", "print(42)\n"); code != 204 {
+		t.Fatalf("put src/main.py: %d", code)
+	}
+	fileSrv.stop()
+
+	dbURL := pgtest.New(t)
+	refused := start(t, nil, "import", "--data", dataDir, "--database-url", dbURL)
+	if code := refused.wait(exitDeadline); code == 0 || !strings.Contains(refused.stderr.String(), "--workspaces-to") {
+		t.Fatalf("import without --workspaces-to: exit %d, want a refusal naming --workspaces-to; stderr:\n%s", code, refused.stderr)
+	}
+	wsRoot := filepath.Join(t.TempDir(), "workspaces")
+	imp := start(t, nil, "import", "--data", dataDir, "--database-url", dbURL, "--workspaces-to", wsRoot)
+	if code := imp.wait(exitDeadline); code != 0 {
+		t.Fatalf("import exit %d (the refused one must have stored nothing); stderr:\n%s", code, imp.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(wsRoot, "ws", "src", "main.py")); err != nil || string(b) != "print(42)\n" {
+		t.Fatalf("imported src/main.py = %q, %v; want the file put", b, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(wsRoot, ".mailroom-import-*")); len(left) != 0 {
+		t.Errorf("staging directories left behind: %v", left)
+	}
+	pgSrv, pgBase := startServer(t, t.TempDir(), []string{"MAILROOM_ADMIN_TOKEN=" + pgAdminToken},
+		"--store", "postgres", "--database-url", dbURL, "--workspaces", wsRoot)
+	defer pgSrv.stop()
+	var list struct {
+		Files []struct {
+			Path  string `json:"path"`
+			Bytes int64  `json:"bytes"`
+		} `json:"files"`
+	}
+	if code := call(t, pgBase, pgAdminToken, "GET", "/teams/ws/workspace", nil, &list); code != 200 {
+		t.Fatalf("list the workspace on postgres: %d", code)
+	}
+	if len(list.Files) != 1 || list.Files[0].Path != "src/main.py" || list.Files[0].Bytes != 10 {
+		t.Errorf("workspace on postgres lists %+v, want src/main.py of 10 bytes", list.Files)
+	}
+}

@@ -84,6 +84,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		return fmt.Errorf("load teams from %s: %w", dataDir, err)
 	}
 	warnModelUnavailable(log, cfg.model, os.LookupEnv)
+	logProviders(log, os.LookupEnv)
 	// stopping is cancelled when shutdown begins. It ends open event
 	// streams (see endStreamsOnShutdown), refuses new turns and scenario
 	// runs and cancels the running ones, which then end at their next
@@ -145,11 +146,18 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
-	// The ready line on standard output is the one place the admin token
-	// is shown; the log line names the page without it, because log
-	// collectors keep what they are given.
+	// The ready line on standard output is the one place a generated admin
+	// token is shown; the log line names the page without it, because log
+	// collectors keep what they are given. A token the operator gave is
+	// never written anywhere (standard output is a log too, under
+	// compose or systemd): the operator has it already.
 	log.Info("ready", "addr", ln.Addr().String(), "data", dataDir, "url", pageURL(ln.Addr()))
-	fmt.Fprintf(stdout, "Mailroom is ready: %s\n", readyURL(ln.Addr(), adminToken))
+	if cfg.adminToken != "" {
+		fmt.Fprintf(stdout, "Mailroom is ready: %s\n", pageURL(ln.Addr()))
+		fmt.Fprintln(stdout, "The admin token is the one given in MAILROOM_ADMIN_TOKEN (or --admin-token); open the page and enter it.")
+	} else {
+		fmt.Fprintf(stdout, "Mailroom is ready: %s\n", readyURL(ln.Addr(), adminToken))
+	}
 
 	select {
 	case err := <-serveErr:
@@ -226,4 +234,16 @@ func warnModelUnavailable(log *slog.Logger, model agent.ModelConfig, lookup func
 		log.Warn("the default model cannot answer: turns on it will be refused until the server is restarted with its credentials",
 			"model", model.String(), "reason", core.ErrorMessage(err))
 	}
+}
+
+// logProviders logs which model providers have credentials in the
+// environment, by name only (never a key), so an operator sees at start
+// which models can answer.
+func logProviders(log *slog.Logger, lookup func(string) (string, bool)) {
+	have := agent.CredentialedProviders(lookup)
+	if have == nil {
+		have = []string{}
+	}
+	log.Info("model providers", "with_credentials", have,
+		"hint", "anthropic reads "+agent.EnvAnthropicKey+"; openai reads "+agent.EnvOpenAIKey+" or "+agent.EnvOpenAIBase)
 }

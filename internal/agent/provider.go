@@ -208,6 +208,25 @@ func NewModel(c ModelConfig, lookup func(string) (string, bool), opts ProviderOp
 	}
 }
 
+// CredentialedProviders names the providers whose credentials lookup
+// finds (the rules of NewModel: anthropic needs its key, openai its key
+// or a base URL), so the server can say at start which models can answer.
+// It never returns a value it looked up.
+func CredentialedProviders(lookup func(string) (string, bool)) []string {
+	set := func(name string) bool {
+		v, _ := lookup(name)
+		return strings.TrimSpace(v) != ""
+	}
+	var out []string
+	if set(EnvAnthropicKey) {
+		out = append(out, ProviderAnthropic)
+	}
+	if set(EnvOpenAIKey) || set(EnvOpenAIBase) {
+		out = append(out, ProviderOpenAI)
+	}
+	return out
+}
+
 // ProviderError is a model request that failed after the SDK's retries.
 // Its text names the provider, the HTTP status and the provider's error
 // type (invalid_request_error, overloaded_error, rate_limit_error...), so

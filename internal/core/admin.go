@@ -98,7 +98,7 @@ func (s *Service) ResetMemberWith(ctx context.Context, teamName, member string, 
 	err := s.update(ctx, teamName, func(u *unit) error {
 		m := u.member(member)
 		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		busy := s.busy(teamName, m, u.now)
 		stuck := !busy && (m.Status == StatusStopped || m.Status == StatusFailed)
@@ -110,7 +110,7 @@ func (s *Service) ResetMemberWith(ctx context.Context, teamName, member string, 
 				return err
 			}
 		} else if !stuck && !m.WakeHeld {
-			return Errorf(CodeMemberUnavailable, "Only a stopped or failed member, or one whose wake is held, can be reset.")
+			return Errorf(CodeMemberUnavailable, "Only a stopped or failed member, or one whose wake is held, can be reset; %s is %s and its wake is not held, so there is nothing to reset.", m.Name, resetStatus(m, busy))
 		}
 		// A held wake is released whatever the member's status: the
 		// admin has looked at what its last turn left.
@@ -150,4 +150,13 @@ func (u *unit) clearHistory(m *MemberState) error {
 	}
 	m.History, m.Attended = []Entry{}, kept
 	return nil
+}
+
+// resetStatus is the word for a member ResetMember refuses: running when
+// a turn of it runs, its status otherwise.
+func resetStatus(m *MemberState, busy bool) string {
+	if busy {
+		return StatusRunning
+	}
+	return m.Status
 }

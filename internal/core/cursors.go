@@ -83,7 +83,7 @@ func (s *Service) MarkRead(ctx context.Context, teamName, member, through string
 	var out ReadState
 	err := s.update(ctx, teamName, func(u *unit) error {
 		if !u.isMember(member) {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		who, pos, ok := ParseLetterID(through)
 		if !ok || who != member {
@@ -117,7 +117,7 @@ func (s *Service) ReadState(ctx context.Context, teamName, member string) (ReadS
 	var out ReadState
 	err := s.view(ctx, teamName, true, func(u *unit) error {
 		if !u.isMember(member) {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		n, err := inboxLen(u.tx, member)
 		if err != nil {
@@ -247,7 +247,7 @@ func (s *Service) Me(ctx context.Context) (Identity, error) {
 	err := s.view(ctx, p.Team, false, func(u *unit) error {
 		m := u.member(p.Member)
 		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		out.Role = m.Role
 		return nil

@@ -154,7 +154,7 @@ func (s *Service) Inbox(ctx context.Context, teamName, member string) ([]Message
 // share its cached slice, and callers get their own.
 func inboxOf(u *unit, member string) ([]Message, error) {
 	if !u.isMember(member) {
-		return nil, Errorf(CodeNotFound, "No such member.")
+		return nil, u.noSuchMember()
 	}
 	items, err := u.tx.LoadInbox(member)
 	if err != nil {
@@ -173,7 +173,7 @@ func (s *Service) InboxBytes(ctx context.Context, teamName, member string) ([]by
 	var out []byte
 	err := s.view(ctx, teamName, true, func(u *unit) error {
 		if !u.isMember(member) {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		data, err := u.tx.InboxBytes(member)
 		if err != nil {

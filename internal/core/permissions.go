@@ -137,7 +137,7 @@ func (s *Service) AskHost(ctx context.Context, teamName, member, tool string, in
 			return nil
 		}
 		if !u.isMember(member) {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		now := u.now.UTC()
 		if pending := u.pendingPermissionOf(member); pending != nil {

@@ -271,7 +271,7 @@ func (s *Service) Consume(ctx context.Context, teamName string) ([]MatchResult, 
 	var out []MatchResult
 	err = s.update(ctx, teamName, func(u *unit) error {
 		if !u.isMember(member) {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		items, err := u.tx.LoadInbox(member)
 		if err != nil {

@@ -328,7 +328,7 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 		return TeamView{}, nil, err
 	}
 	if !ValidName(spec.Name) {
-		return TeamView{}, nil, Errorf(CodeValidation, "The team name must match ^[a-z][a-z0-9-]{0,23}$.")
+		return TeamView{}, nil, Errorf(CodeValidation, "The team name is not a valid name: %s.", NameRule)
 	}
 	limits := DefaultLimits()
 	if spec.Limits != nil {
@@ -365,7 +365,7 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 	seen := map[string]bool{}
 	for _, m := range spec.Members {
 		if !ValidName(m.Name) {
-			return TeamView{}, nil, Errorf(CodeValidation, "Member names must match ^[a-z][a-z0-9-]{0,23}$.")
+			return TeamView{}, nil, Errorf(CodeValidation, "A member name is not a valid name: %s.", NameRule)
 		}
 		if m.Name == AdminName {
 			return TeamView{}, nil, Errorf(CodeValidation, "A member may not be named %s: it names the admin token.", AdminName)
@@ -531,7 +531,7 @@ func (s *Service) Team(ctx context.Context, name string) (TeamView, error) {
 func (s *Service) HasMember(teamName, member string) error {
 	return s.view(context.Background(), teamName, false, func(u *unit) error {
 		if !u.isMember(member) {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		return nil
 	})

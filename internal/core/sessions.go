@@ -82,7 +82,7 @@ func (s *Service) changeSessions(ctx context.Context, team, member string, d int
 	err := s.view(ctx, team, false, func(u *unit) error {
 		m := u.member(member)
 		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		mv = u.memberView(m)
 		return nil

@@ -115,7 +115,7 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure e
 		}
 		m := u.member(member)
 		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		history, limits = cloneEntries(m.History), u.st.Limits
 		return nil
@@ -171,7 +171,7 @@ func (tr *Turn) Run(ctx context.Context, fn TurnFunc) (doc TurnDoc, runFailure e
 	err := tr.update(saveCtx, func(u *unit) error {
 		m := u.member(member)
 		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		switch {
 		case cancelled:

@@ -516,10 +516,10 @@ func (s *Service) beginTurn(ctx context.Context, teamName, member string, model 
 		}
 		m := u.member(member)
 		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
-		if s.busy(teamName, m, u.now) || m.Status != StatusIdle || (member != LeadName && m.Turns >= u.st.Limits.Turns) {
-			return Errorf(CodeMemberUnavailable, "The member is busy, not idle, closed or out of turns.")
+		if err := u.cannotTurn(m); err != nil {
+			return err
 		}
 		if err := u.budget(); err != nil {
 			return err

@@ -257,7 +257,7 @@ func (s *Service) WatchInbox(ctx context.Context, teamName, member string) (n in
 	ch, release := s.waiters.watch(inboxKey{team: teamName, member: member})
 	err = s.view(ctx, teamName, true, func(u *unit) error {
 		if !u.isMember(member) {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		items, err := u.tx.LoadInbox(member)
 		if err != nil {

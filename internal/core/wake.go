@@ -124,12 +124,12 @@ func (u *unit) wakeTrigger(m *MemberState) (Trigger, error) {
 	case !m.Wake:
 		return no("wake is off.")
 	case m.WakeHeld:
-		return no("its wake is held after a turn that did not end answered; reset the member or set wake again.")
-	case u.s.busy(u.st.Name, m, u.now) || m.Status != StatusIdle:
-		return no("it is busy or not idle.")
-	case m.Name != LeadName && m.Turns >= u.st.Limits.Turns:
-		return no("it has no turns left.")
-	case u.st.MemberModel(m).Provider == ScriptedModel().Provider:
+		return no(u.wakeHeldText(m))
+	}
+	if err := u.cannotTurn(m); err != nil {
+		return Trigger{}, err
+	}
+	if u.st.MemberModel(m).Provider == ScriptedModel().Provider {
 		return no(scriptedWakeText)
 	}
 	if err := u.budget(); err != nil {
@@ -191,7 +191,7 @@ func (s *Service) UpdateMember(ctx context.Context, teamName, member string, upd
 	err := s.update(ctx, teamName, func(u *unit) error {
 		m := u.member(member)
 		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
+			return u.noSuchMember()
 		}
 		if upd.Model != nil {
 			model := *upd.Model
@@ -548,7 +548,7 @@ func (s *Service) wakeCheck(e *wakeEntry) {
 		err := s.view(context.Background(), e.key.team, true, func(u *unit) error {
 			m := u.member(e.key.member)
 			if m == nil {
-				return Errorf(CodeNotFound, "No such member.")
+				return u.noSuchMember()
 			}
 			inc = teamIncarnation(u.st)
 			delay = time.Duration(u.st.Limits.WakeDelayMS) * time.Millisecond

@@ -1571,6 +1571,25 @@ type Usage struct {
 	OutputTokens int64 `json:"output_tokens"`
 }
 
+// WorkspaceFile defines model for WorkspaceFile.
+type WorkspaceFile struct {
+	// Bytes The file's size.
+	Bytes int64 `json:"bytes"`
+
+	// Modified When the file was last changed.
+	Modified time.Time `json:"modified"`
+
+	// Path The file's path in the workspace, `/` between folders.
+	//
+	// Example: src/app.py
+	Path string `json:"path"`
+}
+
+// WorkspaceFileList defines model for WorkspaceFileList.
+type WorkspaceFileList struct {
+	Files []WorkspaceFile `json:"files"`
+}
+
 // IdempotencyKeyHeader defines model for IdempotencyKeyHeader.
 type IdempotencyKeyHeader = string
 
@@ -1938,6 +1957,12 @@ type ServerInterface interface {
 	// CancelTurn Cancel a running turn (admin)
 	// (POST /teams/{team}/turns/{turn_id}/cancel)
 	CancelTurn(w http.ResponseWriter, r *http.Request, team TeamPath, turnID TurnIDPath)
+	// ListWorkspaceFiles List the files of the team's workspace (admin)
+	// (GET /teams/{team}/workspace)
+	ListWorkspaceFiles(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// DeleteWorkspaceFile Delete a file of the team's workspace (admin)
+	// (DELETE /teams/{team}/workspace/files/{path})
+	DeleteWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath)
 	// GetWorkspaceFile Read a file of the team's workspace (admin)
 	// (GET /teams/{team}/workspace/files/{path})
 	GetWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath)
@@ -2163,6 +2188,18 @@ func (_ Unimplemented) GetTurn(w http.ResponseWriter, r *http.Request, team Team
 // CancelTurn Cancel a running turn (admin)
 // (POST /teams/{team}/turns/{turn_id}/cancel)
 func (_ Unimplemented) CancelTurn(w http.ResponseWriter, r *http.Request, team TeamPath, turnID TurnIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListWorkspaceFiles List the files of the team's workspace (admin)
+// (GET /teams/{team}/workspace)
+func (_ Unimplemented) ListWorkspaceFiles(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteWorkspaceFile Delete a file of the team's workspace (admin)
+// (DELETE /teams/{team}/workspace/files/{path})
+func (_ Unimplemented) DeleteWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3431,6 +3468,67 @@ func (siw *ServerInterfaceWrapper) CancelTurn(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// ListWorkspaceFiles operation middleware
+func (siw *ServerInterfaceWrapper) ListWorkspaceFiles(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListWorkspaceFiles(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteWorkspaceFile operation middleware
+func (siw *ServerInterfaceWrapper) DeleteWorkspaceFile(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "path" -------------
+	var path WorkspaceFilePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "path", chi.URLParam(r, "path"), &path, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "path", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteWorkspaceFile(w, r, team, path)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetWorkspaceFile operation middleware
 func (siw *ServerInterfaceWrapper) GetWorkspaceFile(w http.ResponseWriter, r *http.Request) {
 
@@ -3703,6 +3801,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/tasks/{task_id}/release", wrapper.ReleaseTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/workspace", wrapper.ListWorkspaceFiles)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/teams/{team}/workspace/files/{path}", wrapper.DeleteWorkspaceFile)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/workspace/files/{path}", wrapper.GetWorkspaceFile)
@@ -7592,6 +7696,171 @@ func (response CancelTurn404ApplicationProblemPlusJSONResponse) VisitCancelTurnR
 	return err
 }
 
+type ListWorkspaceFilesRequestObject struct {
+	Team TeamPath `json:"team"`
+}
+
+type ListWorkspaceFilesResponseObject interface {
+	VisitListWorkspaceFilesResponse(w http.ResponseWriter) error
+}
+
+type ListWorkspaceFiles200JSONResponse WorkspaceFileList
+
+func (response ListWorkspaceFiles200JSONResponse) VisitListWorkspaceFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWorkspaceFiles401ApplicationProblemPlusJSONResponse Problem
+
+func (response ListWorkspaceFiles401ApplicationProblemPlusJSONResponse) VisitListWorkspaceFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWorkspaceFiles403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListWorkspaceFiles403ApplicationProblemPlusJSONResponse) VisitListWorkspaceFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWorkspaceFiles404ApplicationProblemPlusJSONResponse Problem
+
+func (response ListWorkspaceFiles404ApplicationProblemPlusJSONResponse) VisitListWorkspaceFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWorkspaceFiles500ApplicationProblemPlusJSONResponse Problem
+
+func (response ListWorkspaceFiles500ApplicationProblemPlusJSONResponse) VisitListWorkspaceFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWorkspaceFileRequestObject struct {
+	Team TeamPath          `json:"team"`
+	Path WorkspaceFilePath `json:"path"`
+}
+
+type DeleteWorkspaceFileResponseObject interface {
+	VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error
+}
+
+type DeleteWorkspaceFile204Response struct {
+}
+
+func (response DeleteWorkspaceFile204Response) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteWorkspaceFile400ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteWorkspaceFile400ApplicationProblemPlusJSONResponse) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWorkspaceFile401ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteWorkspaceFile401ApplicationProblemPlusJSONResponse) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWorkspaceFile403ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteWorkspaceFile403ApplicationProblemPlusJSONResponse) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWorkspaceFile404ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteWorkspaceFile404ApplicationProblemPlusJSONResponse) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWorkspaceFile500ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteWorkspaceFile500ApplicationProblemPlusJSONResponse) VisitDeleteWorkspaceFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetWorkspaceFileRequestObject struct {
 	Team TeamPath          `json:"team"`
 	Path WorkspaceFilePath `json:"path"`
@@ -7917,6 +8186,12 @@ type StrictServerInterface interface {
 	// CancelTurn Cancel a running turn (admin)
 	// (POST /teams/{team}/turns/{turn_id}/cancel)
 	CancelTurn(ctx context.Context, request CancelTurnRequestObject) (CancelTurnResponseObject, error)
+	// ListWorkspaceFiles List the files of the team's workspace (admin)
+	// (GET /teams/{team}/workspace)
+	ListWorkspaceFiles(ctx context.Context, request ListWorkspaceFilesRequestObject) (ListWorkspaceFilesResponseObject, error)
+	// DeleteWorkspaceFile Delete a file of the team's workspace (admin)
+	// (DELETE /teams/{team}/workspace/files/{path})
+	DeleteWorkspaceFile(ctx context.Context, request DeleteWorkspaceFileRequestObject) (DeleteWorkspaceFileResponseObject, error)
 	// GetWorkspaceFile Read a file of the team's workspace (admin)
 	// (GET /teams/{team}/workspace/files/{path})
 	GetWorkspaceFile(ctx context.Context, request GetWorkspaceFileRequestObject) (GetWorkspaceFileResponseObject, error)
@@ -9023,6 +9298,59 @@ func (sh *strictHandler) CancelTurn(w http.ResponseWriter, r *http.Request, team
 	}
 }
 
+// ListWorkspaceFiles operation middleware
+func (sh *strictHandler) ListWorkspaceFiles(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request ListWorkspaceFilesRequestObject
+
+	request.Team = team
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWorkspaceFiles(ctx, request.(ListWorkspaceFilesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWorkspaceFiles")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListWorkspaceFilesResponseObject); ok {
+		if err := validResponse.VisitListWorkspaceFilesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteWorkspaceFile operation middleware
+func (sh *strictHandler) DeleteWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath) {
+	var request DeleteWorkspaceFileRequestObject
+
+	request.Team = team
+	request.Path = path
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteWorkspaceFile(ctx, request.(DeleteWorkspaceFileRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteWorkspaceFile")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteWorkspaceFileResponseObject); ok {
+		if err := validResponse.VisitDeleteWorkspaceFileResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetWorkspaceFile operation middleware
 func (sh *strictHandler) GetWorkspaceFile(w http.ResponseWriter, r *http.Request, team TeamPath, path WorkspaceFilePath) {
 	var request GetWorkspaceFileRequestObject
@@ -9084,287 +9412,293 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1td9s29i/6VbB0/3dF+l9acdK0Zyq/uCvTeeqdZpqbZFZfDHNMiIQsHFOASoBWNFn57mdh7w0QlEBJ",
-	"TuLEmeO+aCyJxDP28/7t96NSr9ZaCWXNaPZ+tOYNXwkrGvj0cyVWa22FKrd/F9u/CV6Jxn1fCVM2cm2l",
-	"VqPZ6DlrhG22bCPtktmlYIavBLsWW8ZV1X0x19XWPdk2ysC3C9kYyxph1loZkSv3tLG6EYYpbZdSXTEl",
-	"Nhf9JqET7n4XDTYpTa4K2Y30stRqUcvSFlP2d7E1jDeCmVKvRcWshtasvhbqkWErsZqLZpqrUTaSbipL",
-	"nGI2UnwlRrN4Ac7+LrajbGTKpVhxtwgr/u4Xoa7scjR7en6ejVZS+c9PspHdrl0DxjZSXY0+fMhGL6Cz",
-	"l9w98B67W7sPoTMczSgbNeL3VjaiGs1s04q4z/9qxGI0G/1fj7tde4y/msf/cK24jl6KZiWNkVr9/KcD",
-	"3a3DY5eyOtireMdX69q/c/ZklLmmrGhco/8TvvvXk7Mf3/7r/OzHt//9X6PU7F+J31th7MERNfjMseEc",
-	"WoTQDXT6hpvrgz1abq4/pTvsAPsSfHWoJ8FXn761b9rm8Ka623X6djZw3M/szo7+i5/9+6373/nZj2dv",
-	"359nT7/7cGZhd98/yX78kN7h33Rzbda8FH+RtfBD3KUUbrSsETW38kb467jxb2ZMTK+mrFhxqabrbXHB",
-	"OL4hldWM52qh60o0zKxFXRsmrWGm5mYpDCv+76d/KabsH5oV02mRMaUZnxtdt1ZAExkQI6VzZbarua5l",
-	"yWqprpk0bKHrWm9EFdGBnZuCn4ZXNCIFT86fPjtGCz74d4HI/rQU5TXQ3kavRWOlgK/5el3Lks/dRu2u",
-	"45umFWyhG8ZZ6d5mdikNa1rFVvxamCn7C6+NYFrV295jfK5bmysgqNDcI8PEO15aplpHewzTjduNyrCx",
-	"e4guJLPa8jpze5UrfL4W7rSYjMiprs9aI5iszCRjWjEOg6kaeSMUm2/dZ8HrXK10JeoLVlTCclkX7m3F",
-	"DN8atlkiu9gsuWUbbpgRQuGO0PLNta4FV6MP2Qhfd+uys7R+yxI/6OvEOi4FrcxS1FXmZi8tqzRyIOa2",
-	"YMvGRbcVBVu4lZ1ME8P6EJ+Qf+FAoNss3ssw+LehBT3/X6K0bow/aWXalXglTFvb/SPRwPfwp7RiZY6R",
-	"jRfclktq7EPojjcN3+4N17edHFYjuBUVMrD9YQ0ueaPr9A/GctseHz709xqfdeN3XDu9icg6Hxk2F7wR",
-	"DTL4C2aWeqPwGixFI6ZJupXYNBh4GKbv+cDSOOKfHpkSG+ZoP+OG/fXPb2BIjnKx8by1cDlbw69E5u+a",
-	"gVtQ8RW/ElXGNktZLhnvmllydzaVYHoxyYAC4txNEL8kTd+46fZ3qsTRXnK7P9jf3FWE2+y6cTeQnmbj",
-	"f775CU78Qjcr9+qo4lacWQlrtbe5S23sZSdcAMdR7cotLzdwGxy5hYugttGidi3UciXt0ePxCz71ISPB",
-	"6fR70T/PezcjGwGZOno83UOvhbVSXZmDpGfdNmtt0r8F3hf9eoSkRLsY1qpbhK47P4+4k/3tSZ3qn9Vc",
-	"v9u/6Cth3Fm9BQHCF44Sn9BwajC/hNOwK0y4k+ruvG5VlTjtTju4LJccTwa1K5UVV7jrCyGqOS+vDz2z",
-	"lE4j2V4KZRtqdv8h6Zbrcr61hx+Il2//GdirS08F9qcLx62jEv6mPjIMNaoV3wL3Z1IxXtcZcFJx44ih",
-	"Y9vrRt9IJzs1Yq0ba5heIOW5YFqVwj20BU1pxSvhpCfXqnvId5QrkC2C7jWWlglVGVbM2+pK2Evxbslb",
-	"Y0VVZESwHJmShj07/zFX+09Netx9byWQhu2vw89q3Vq2rlvDdGvd3/hkvCKr/lq5pTFroSpamwt27sal",
-	"NB6dHmmTyv7wLDmsNd/WmleHTkukUjnqqFt7mZjBa1Fqt3Ccdc+zDXe0HIW1tWiMVmwuFroRjleId2vp",
-	"1OIxZ5VQktexABL1H5+e/V+dspMYjtNheqs317ypYNGW2klFlaiF4wNaCcOkKuu2ElV6AE4SvCx5Xaf6",
-	"0bpm8BscDDhf/tCiko8/zsVWq4pdCcu4YqJptDu0TjoJ9gR4Fw+fe+cSiGAxMCR3O9ILsuHX4rISNd9e",
-	"rlI3Tta1NLRZc2E3gjgkCr/MOlGVLgVzbRErhr+dsIcmDbevG3dEcdhjzhbynajYRqpKb2bM3dFtr03e",
-	"OMHZsPk2V+5td3KvNCw+aUxgDnHNTS4Yr42mYXEnq8uViEebK/e6XjDeSUkwED82Jd7ZaIBDtzLwkI7Q",
-	"9Zfrj+7r+ByFN8JZQq3CyH8LoD+u90ZctTVv2ELWwkxOvIrdWOC1/bE4hfnoWODdjFWyEaXVjrzDmji1",
-	"0DBey2uRvGY7vGuHtve5QRYzoeh+7lKTPWbkz+0+B9qhjwNEx9/23pXcPfF7TGd/l/fXephFA2UG1bWq",
-	"pNsIXr+MGDJoTtlhJs64RbFTanXBBC+XbCFFXbFKLLjTT7zJoBbGkcgbXrfiGOend0ezH8hMJ1dOHH2S",
-	"nSQThLefPI3fPs9OkxbC63842veOGBHe/O7p+fmJL8ciRtfzsXdToge9i11/kiTCxkYIhkcELtQpg4m5",
-	"v1//c/gv+zrywOGN35MNulEf3/dhqcEfgP1Zfy4ZYsXf4cj+8MOz44cseUSeHXsrkjvole/3J/TxUkiY",
-	"whM6H0dGsyOihEuW3UJeydhSb0C4XnG1pfPFldk4RZyba9gEuxSrzyLYINsk4aIwVq/XID8fvUtB9unu",
-	"87FXEjKRf/X7fUoQS0icZBjHbd3tR/mG1dxduT0a4Dfth509Oz9Z9vDD+uEPz777/tn3P2SfUx7JFQkk",
-	"7Lli7dpdbrZ24pW0jlQ0YtEakOHskhURi2zrukBTM89V04IGFczZKN3B9vq2roVYd+4uaRmvKm+JHqZB",
-	"T04WimLamX1uISlXKCVlO66/UivjKIUq3dMmXiDYvwLnd2g6HwaljH+uK27FLcWMN05kgNedAFEuuXKK",
-	"LyfhohYL65gH7YZ7CgQLNla6kzzAGjzZFzb2ueftGNxtWc0At/h4Sn4i9f4kOnsinbolbfpkKvLpV+y2",
-	"h/gFb65fCV4dPcD9Q2aXjW6vlkn33XdIT73D6Ydnx33RsQLjm36bHG3nQRgyB17KKm39F9zohL3+V1WT",
-	"G19eKd0gE/cWYt1UUvFm6yVZ0KdueC2rSx8o4L6qLnVzCT2isd59bEQp11IoO8pGSttLw2+Ee2tdb6NW",
-	"1o22utR10vAcOaAPDJuv142+EVXGGuEWSlRos2/ByWNTbobY5RGM4dQM6IXYzigbhVbcmHF9EkNN20/R",
-	"8Us9JbdTpMyoJFj4oAjHDDL/pZuYW2DwjRW8WklVeOGGwUd8b58swo8po7Y3Vd/OZWTJw7K/EIlZpv1U",
-	"vLTyJrkCna1Ten8KQ4eqkupqmvRBel2vpns2bPc99MSqXF8aAeQ8Ycb4m96ggPnip5fMP8bGxeNVuS4m",
-	"veE6bm0iPiyaG9HkCu1JKJjOnNjJr4QCZmdkJdgLLutG65WbbamVotNsoOlceXvWUtaCJB8+1zeCnU/Z",
-	"az+cuai1uvKK+brRpTAGRJ1c6bVQAkTbVcaMxvEZJzhzp4/BUTeo55e6Vdags85xYL1R01w9ZwUOomDi",
-	"xo2cK6VbECzQboa83Gk1tD4M+8xyVdbayWi6Id2nmuzIHeeD7BmOS13/uhjN/nUrL9Db7JB3Um8U6gre",
-	"sbeRyjBNRnoSwy6YauuarQTvKbHuFLofMCIAIxD2jv6wK1bw6jJiIvuDlJW39juJvbNHBsVjyZ3cyysa",
-	"H2mWXG0PjOzufMHDVt1WNcRfBy4TxS6wUq8E4ws3zSJen2J69JCA5+TYmP/pfV9ObkkvOl5TZixvnITZ",
-	"c7rQss/hOoh6wTZLoYKWFSn70qYpFIhLS1FXh3zmaPggA/AMbh7sv9dERdVTRTNWLLisRVXkaswVc2vS",
-	"NC20G7TySebeUaWo3YPAORI+os1SG5EroENisRClNW4htkAokNgoULEbAYqUCmSBPXd6s7CuZZ6rl8/f",
-	"/PQ3ZvAOssJNu2CNqAU3wknzQ1EkYX0uh0SV35ZbDFACa5ahKJG161zZmCzOkOjC8QxOs7ZRRIDde0xa",
-	"ZKKecYCuiJtKDv1o2x+ZXLWKW4tb4I/swi2BxJWgdti4QM1mumN9LC5yxWmhUE99n3uulY9mLB+VteBN",
-	"PvpQkBfDcYK+V+52YRLEYPdt18QBdxiiv0Y7XHCHWIULHbmz3X2Kz/fbQSkAXf23FLY/zf1/PJCvo4ZB",
-	"QR/1ZXgIKN2PFQh0hN5K6rq/gStHK7bisnbko5MH0AwTERe4OpMLpABBdoDGRIWs6tRQp+E9eOWO4C0V",
-	"9t9AbqHTCwFZZD1b8Wt3y6M5tMYxHsavuEyIoXQE+4vt9PzRbpcFXIeCidXavdy7jP6yxaoKNQJvpUX0",
-	"gfV4vacKyAouEsmbcKXAxjfKRkhtoR8nzSTVFmz2owwjsM7BJBK7CY+bRwZMIbe+OGn22DvGF4G8S8vG",
-	"QkIEwoZvJx2d50hlXWMDRzaxHcbz8X3/UVJYGVR1veqZlHAcDW/SykvPkwjaGz4ct4lOxIELBjP4KCrn",
-	"J7kbWipXK6fbQmjmkxAxjxbCovOsFazUlWBrLZU1SZXX6pPjmnv2CH1wxr3T85HORiRsrPCUrgi2ex20",
-	"fDfrwtscTEHCWa58TOzcTdNcsIIrx6rWsixAWy6c/sFlwcZO1vx1LdTzn8/c3LmVEBOApHjCWoOkuGxE",
-	"JZSVvA6iAz7yyDChbmSj1UooO2W/SbuE+F0nSXCM07sS5IELrxCVY+Pi7Azm6QNtdq4qfzcYYuOkQ/CE",
-	"uevnRBNcnUfGu9bGT86fPkPRxROHtOu+M9A9O8Fk6Dno/mh89FLw5blHfbR4WfO2EmfG6a/27NnZ98UF",
-	"SlROOO72eHoKi/Ud9Qw1foNH2Qg3F/JAsNnjxpnQZOo4/yM5ZTyoTlokHuemC7xnx/Z3PG7/v1I3053K",
-	"4SDj2AZ2gh1rLVTlfjy6EL30jgNWqpe92NFdK5xg0Apo+gvWtOpyxaVyLFoby664hbQC7wA9FgN7Wkhr",
-	"JUpZHYqblZYRy2Zz4dgULQrpyqgp0HeDkbRHdWg/jHmCbse2OT95oAalNBBMsT8QCPan0ZOFJJZv0ID3",
-	"9oRxkWv5VksqDweLYE/7hMBqXTN4F+UzIAZX/Cbm+d1JOmBo7Gc/pZOc9l+qubo8ZCR2Q/R2XeaeRpdf",
-	"LWzwAzNSbNBa5h65Om4z3tlr2q1ixlqFtJl8kVL1uHXKV1RQmoOJVXxIxXMSH4YGxMfAX2+K20YjtVAS",
-	"/qCBJKVSt1U7/gq6rEf1y93UtJAZB236w7O/H5Eu2guSjg5o7zL3rtRhUvQnuki3FLIw1v14aDc+d3gI",
-	"v0iToNfdWp0elx1R2GOh2XHzyeE1el6LRPLDc8Ve/eUn9uOz7/+HY9/uIVbpsgVZZp8q60rETAWcNRAG",
-	"dhk0IJA9g+0APlmtL2vegBGhVaZdr3Xjdn0lKsm9g2gl7FJXl0rby+4It4q3dqkb+W9Us3Qzl1UlFDmP",
-	"Fk78GaHb4VK8kxgdB5/A2hJsGYu2rrvIvvCj/9zdHjzDl6TGuSfWdZerSt12j6cSWrtWWsVvuKwpowg9",
-	"yv3vdg1ukTWGhtyqa6U36jJcrk2j1dUlevrdHvoplhosfKiWNvxKdFvi1n/F1fbS2EZwCCk0yxaE88tK",
-	"b1T0Tn94vnOLKSGQh+nXDj6EdcJP2xJegw/cGHmloh9rLlfdx3mty+vuo1vW7ol+qAZM0UlPvL6EeJwk",
-	"IeuyzXYMyu2KqzMniLlJXZC1stTKckmm+7J2GtwjUpjNESqfcIxLO+QPgy/2Bcd/vvrZSYveRuJv3rVU",
-	"FRsXkAA4m9dcXReQEjW5YPOGq3LpRP3C3cLieJYU3SscXERzaaEyvM0D1AK8r7+2ttSrjzNWEH87855c",
-	"THysZNXpbetGXzV8lSIzrdvvQSXDvfXIMHoMgpLJQwDpkK1i43yUj8gUPzdC2UlyU8W7NXp0U3u34rZc",
-	"JiVJsGtQGKP4vXUqoW8pSHAUhE6jhYkrbd3gDjhiIrM3Nn9sCfCpjFm0B8S9S3tip5GBhA+4gimQKinS",
-	"ugGhPO/23YdceSECxBjXcU9YqbmiHKcTJNdd/QTejUYU1iraT797WThLqXP+SvDqtSWbzK5+1ffEHV27",
-	"zp91yCe1p2ulTOjpoZZCrhOCxXBYx4DgGyxWj9BRyMq2MRo8TBx8NRD01iVQpL1WaDVKhG/54MLQzXFC",
-	"JZFHkUvh0PRNaqO6X06SqvxKHk+1pYbT41nXA3fB63J4HzBHWtlwD0i5A8vHhif9xXsZ5k5RSV9MHwg/",
-	"cAYO2gg8b4pvZRy+40QEJx103709keX0ZH0//miwgyv6URbSkxeo58bZCbLUtqOh57vm1H66wTGT6q7O",
-	"QMMbnPSwiSdc+UNxACCh0r27iCyjxe+taMmgdtujsW8+wsZAvXSXdHtp0OZdiYVoTop+OtWuRNgg++vh",
-	"hKMTgUX+7h7tAv6HvAGnLS8akveIYdwSEYPDI3MPnbD0Q26IQ0a9LBmmllT3nRpmj3s5ersFKx85PaiR",
-	"bn0j6dJH8vnlPbDFH3XbP+0U3MqL0ksXOcGREpb21s4UWuC9dT2weD//aTfK9PddyB/31WHEn9Da32lV",
-	"dyQ0zwKSR4leTds74sjlE9kyXvvjbJkaTq5Nq36Fzb2tz+nPEKWGjlRpmF7jexesgEi8M3ckTMEsBGAA",
-	"jS2MFevLlSn21ZcqMkLtkxYn9T4ycUKQ1QQKA/kHbOx9Q5VQGMkebL3HIBlifWa/Z/+rV102jbRWQP/+",
-	"p6l9Z7sB5KNnT/PR5AKc7dso1o0e2PHVfPc0MaSPczbD+dubxC+CV5G13CnD6GBx61lz1Y2cyGF/9YIg",
-	"ghQyuYK0q4l08FpvKJjRPYMRG9JQZlGUYQOBUSGzq+SKbZwq4lXT/Vyo7JjGkDzmnWqeiFcrheKN1Kgg",
-	"uud6jgWvJEsIUgJlUpikJKqVOCG4ctdc8CE7AsflLlN4eOAeD0lFAAR0CxARgG1KgYdwWc/1O3GAUnwq",
-	"fMYekeHlsotVAasdYsP4uDFdV07UADN/2lPyUZdpP/Vl34SVwl1CotihIhEIk4/ABsgviOYYI5YUqf6I",
-	"42UDaJPEMOMhc8gkrWDq7oAfZBvdVdjJl/k0rgNhPoMyGt2vnvu54xNkgu5MX2lJbBCMqGm7AP95ozcY",
-	"OVXLa4jjZQDscVzvoPFHo808vB2gXdFFSmSX+6XvZcJ39yV1YV9THz+rhd6/s70pHkAD++i11MeY/pCj",
-	"kl7EA+0XCtl8FkM1+fSy5K0cMv+mwzG9PTYeTDeDQ4ublrT8qE8/9L3NOiZvdc0nhyZUNUSpdx22lAf1",
-	"5LS8G1I4355kPDqgTr62Yp0OUOgHUFL0DITs+JRiiFxmC6l4zax4BzT5NJb4Rusaej7OC99ZfPAtIWGm",
-	"B2u5uca4vzjxOpHPg16XAcEAJFefSIS4KFsGbheIe5aLkxMFyH2TtghTkrhrvzWWzQVzM8fEcEpIgAun",
-	"lQAByT2Avh/X90ln2EN67tNtGNlAuBRkSbKx4zyUqD7BcSpAavFjQv+8bFg3y88wsI8JafHvDBne4730",
-	"QHA+gh1DTaajg76yfVK6UUOel15nuF9M2gt2LdYW4anCNp/mbgiEI+FAcnIRNedEfcOl9260ysr6ll2d",
-	"lr7i9i5KXiHU2dM3fNAN2ELQ7222ftewGhBwO/ZBXrxgecGdyzoS0Lul4WKEde+drp1QjGjAKaLq5vwT",
-	"bcAt7TdDmw5G12fn5+esXPKGlyAQk1OvkatVP8PvUPg2DO6jDMkR7TwlPaBPAwN1GDC0x1pB2lP9cUsQ",
-	"nbt+c2DPenqoNTYuomiNAiXLjewjpw6dSOh06HDsWqfc+d01T8F3x+xTrrG03BMy3k8my0dlHWxyaE6v",
-	"D5hfpbr0ejT4HIk2wT3Fv94OTO7EfIBTubzPEwYWAE7whW6Y0m6fp/31H6cCUSf/b3IbPv2oD5/aU640",
-	"6UpfASeVMF4H5AmUxQAOv4LEMsEw6oZ1oVGMW0wdvKB8OQgCr8B0deYksoHM5a8J0LoDIEPYtVIF2C+m",
-	"m8qdslrwqjNYnGgvuQeArsMInq88/pRU4AZy8zx5bgfsCbdMRv38gLORMu8PdZes53P8OlTa26LRujv6",
-	"UWw3cdA7Ty0e9f0U4cIHmBS9mHJpmI+0vWAFN9cFA5E/2GPHMRRX3zz8+S8VQu19BPRxLysSjJXvfsb3",
-	"Ihv7Z7o2p0g60U06EOuFKP3NBZnJg6UT9WtpmNV1tZ/fkcyhjI//4UTKv0KJAj8EHsEjeTSkbQzA/Yiy",
-	"yBeyFpQKFI4SvMswP/FjkyndNRgQWMCedbLAIvjqdbta8WZ7XG6BlodG41s5wj9PY4eDPCLk7Xug87Al",
-	"S27SmK8DhDtN3To6Fg17aMqfLcnSTeCiQ7sgcKqSK3pq3wBzG/pAw9ydMTUxNDnziWGZkXUV3ECQGzYX",
-	"S6kS9iTH3y/JP5H2HMAThm8uCbL6wNHQC5AXHnUeD0epfaY8kQlHM4dwk3klmsOjoWcaAZfc6LYpxVBM",
-	"440Um8Pt7W5MvBh740k0OTCexKKlN5tsg7fNn0xaNiNYu4BhiEBJwba5S6/e2Z2yKc8GqDWXNuk0/Y1L",
-	"i2Y1AJ8JYCRuPFJdZeTUYKZ2R8Tnsd/SPdqnhO8GqII3yH7GtYxQJ7Wu9xfwE5KnwD+4bi0bF+8/FIkc",
-	"zn0nBOXxDLYX52IaoSqP3bWbcXkUmOxe7bfW6Rotb9pGfUFUiXWjV0OxZK1xB0a8s3hq9DrA3raNohxY",
-	"2GCIstjZjYEbFzKehwIA4kP7yAvFJoPTuhZNH2s3cyQYFR2fvgxgUPvgvGPdsILylX2jJytH5BCJpNkn",
-	"PyQkm+Re/olykvalGEiNOyTDHDUOH8g/POk0uPHBiTjV2Q7WgFsKXoNZhl7fKWY7uZY911UPnFYaJqta",
-	"TC5yFaMGzTBBVta1U5pEhQhyWtfebrjQbRPwmTOmm1x1D67ArdOh8dolV8yD3nQwkz2Y3FxJ41NyJxcB",
-	"tGjWcahStzWGCiykkmYJbwfIsw7qYu14r24DBMiMbC1kjQn5GIgOMG800KGmrUUGa9HL2MASHPQqoegh",
-	"v+QmVwFMCcfcQSjNIri98C1AYfjR5crDAV2LtQ3wfbgZCfilWXQDc1XEmKQFa7gCvI8AHk1FAnpXm403",
-	"6E3JVSUhtm2/ZwQe8HpwB2/iT5aTucMp6YGd+EmmMtmGoqtuoQK1jfI0Y1fnhZYuqwYBWPajtdzPHozG",
-	"reEPzxgPiY14bgYKUaQRDLMgDiVyHiBhwi29B4dC8DhI3ObWH6QxjwESEFja9ZJRShpn12KbzlOyjby6",
-	"QhJ1bMHe0KOEvpbMfy7y9vz8u5LuoPtbnFn8TuHHImOqD63jbyMmdKSLE+77vW5h89rl7KFEIgWthARI",
-	"b7Lq6n65nUnEsXibFp66HtnNOrbRre6QHDGgzntsu5PPcuBhR/V5aHpoOC88TzqxvlsMlnEiBkZ2wL7h",
-	"L2U6psKKNWnObaNmJCv4TSnYWGVA7wnLLaOyarmq2gbziFcmg0K1UpgLVsAtKUJCG96kScaKwFCKXI3h",
-	"Q2vEpawyYEEZSs8ZkwYzRjOCcL8gsRoAU+GbXJmlbiwCYIK/LHaYTcCT3lkMCzbuZb1nucJjmERviSaV",
-	"hDHepz6Y3prENFKD6YAR2gI3kRCwabQF5Lvx//f6138AhZpkLEw3SWn8gqV15uudMPHe7sZVTHoFT5Ks",
-	"QB2tzTSY2eYdyImfDpT/2kvgjdlSOJFp0k+6VfIHOnhpv//H0z9Y6qEL+KbjBwkjD9G5ILbMWNFdwJe/",
-	"vn7DptPpY6wCAhFOPsZrkjkhA0p+jnlUbOiCFWTRKKD4mIUMmYCD5I05HRJiriiCA4YC6gWEu6KSgZfK",
-	"gnV+zDG0yWeLUw5GkPDmogSs+prLFeZvFxQLkQZM2j2h3dlcYbgEpLInDfudGeh0/2YUI3KYtA5u5z/9",
-	"EUlVbyEgJ7NOojHAlT8EUZ8I84XI/9u8s1dHKXp/t739+UFCU9k20m5fu+NOmGZQ/vN5awdAbiPEajyg",
-	"MfZ1RuFZ7DkhQ6A/EmuCM+9PhcsF1Av66ia2tHaNxX0lxaru9C/4ioVgVyz54b7q8tgBCPhvb968nDKM",
-	"kIZQQSVE5WT03qhm7I9Y6RSFKxg/CVizXWzubH+qVIfd3ScIryI2aPac2lMW8MF56eGZuSFIWoI9hewt",
-	"YM7udhmsZ7rzS1AbfKkTXlodflrX23D/QzCYyBUOFhGmDbPaV3HGyu+YVVNy5aPsxGqaq1z92fEZrPvu",
-	"a/e6NXtMYAj/z/8ywG89PMnEWyuNhXhohEG4IPAG45S6PkKCl6vdF1TJeMpeOlnVrR6Z8sduiBmjhCs3",
-	"7lz5dE+GcTEmI+Jl5L+7CrDs91ZbPoHhOzXSxFUYM9BYKVA+V0jpZ4xTwQqP6w02lshlSYmbvZgct5KL",
-	"RgpVmWmufgsJHBBz4FbV9TQXrBG8XKKWUXHL59xQRr40rNIbNckgeBzO6opvczUXXb/fn38HFWt2IUAK",
-	"GtErYZvt2fOFFQ2gtmEdFNCGMfaB4GgxpGPk8cpH2ehGNIbCkabn03MM1haKr+VoNvpuej79DoNSlkAY",
-	"HgN6OPxJqXSJDApEGJeGFfDXzF+u7VrQ3UK3nlsG/6M7S/7HzVLQGQaxyG1Q8T4H+pCPMpaDwoF/uSYA",
-	"eTc0WGA6gyD/T8WQ0k3Zm+1amJnjn2RWzTquC3+u6637A3AJ4A8CTB9DZUCEqlDsxU8vcxUw0nsQ02g4",
-	"1A3a8CHB3AeTNCASt40qHAfviascveNRullnstENI2Ql937T4utu+mSlgZviteasoz/eD4ZrAJ0jN0dy",
-	"4Bh6/y1ScOEX2cXi6IbaMFQgcYFY0fAcIE+zAsMWi6gzuKRFI8xWlaQb4LmBcOa5YDBTdcUWjV7RKgHw",
-	"zQw/IMVw9xwA0pdSYWkIagR8UmRZAKI83oPCR8DFXPmbRiD/9PujgNLvlhsWGhBD/OuPQk/uAtVuexAP",
-	"bqURQvKVAGLkwaoF2+oWSlI7Og/7hC08MnDXwxHGlA88ul6m2z3SKAYjsjSZeuCEE2x5eA3KIi2juKnA",
-	"d+AunNJbrvrdVW7N4AF93fWJdjrHVN3sSr0CC00tsSotQHhzCi8ONjrcTixcYPzeNVv25HsW6lw5YhXx",
-	"ReRRRoh+8YJcIb3mKmR8hxvstwmejwVdaXFcUBmsFPLGcegx8lviFY28WlrDIJxk0m8e7mmv7W4sTiZ3",
-	"g8bRYrUIbtnKnZE/0LRNWA/PpAk2+sn502eAJo4HHMl/KJNvOeQPEfkkGLon52HBao047EDTXT9Thsql",
-	"GwnVNd2Xu3KFglfmxA3YBCCvM4QW6faKGMlCIPVzAyr+7EbyGlyiVGvKSbfQ7M8VGPHcm39GluC4RMNX",
-	"AmX0fyXrvvg1pQQ1t7PgnHAP/N6KZusNGzNvVELOfGLO9tsdv8vT83NEK1LWgwqLdxZ52BlOGxN0fB+7",
-	"KsKHlPsP9wdfh4hBIPfh6NPewobwDd9OHUt9tjeSIYGqP6AjWZ0AGZcYZrGH+1bgKJ580VHE4HA0gO++",
-	"6AACHF0x25XcuQEAdKDrVIobjyMM89kXHWZAyitmTig3bbmMBvP0xy86mF0suoKYMi0boosQ5fsDyDye",
-	"7GXeFUPkDp8BjGMsEArz+f4LX4U+Ml2BKq+PuBq9hqGevXZXFglZ54JF1h4q44AmGKmAEzBWXDliNyKx",
-	"+K1r/DGaeZPy8Q63U1A60DPuvWpRF7sqKDN860QJ+GrGbNOSLO0lflEbkaLUfxX2BeaLHiSP8U7cbgde",
-	"iCFy6ethSUDntp4eflVK1DsCvy0JVQRWWJpoW0MdYNzYplXm8XsUqz4M7vEbX78xeLN8Pn9PjZyy33aT",
-	"/cG1m6srDaEYhb4u0ENaG5GxAvOB4SuEe0CYdIw1g68Bxi29+69adZfb3+EBDJwCTJnugEsfeOJ94IlB",
-	"cEYa40g7hByae8MGAZDjK3CNPkQrFl86zEme75xx4hgxl4hStT/sicsgBK85gPKSDBwQAjoDL0bI3E4q",
-	"dqSrl4ROZKtPJH6Rxr4OT90hrehlyyfWHm22IdcfS1xaj/kTZfrfh9t7v6SZN11J/7DhXgmVTQBTgJIa",
-	"wO6GTmfvyDx+787jB2B/4NY+pOf18ZjAj9SDhyiCwtc/674W1ied9Gy01sYOgnaQqcR4fR7NJWPXdYWR",
-	"j8SMMQyTTG3d2M+eFJOMVY28oTZ8KD3WY+zF9Bm0gvmCKAlLSmQnisoxStv3IuQKYbOxGPYVlypuq9JK",
-	"AJ5RVDdtza8wa3+h61pvsHKbT4aD0nAmQi0BM8yGN5WZ7m0VwWmB1SBXeHpOQtyCIMXuMwRyqVzhsxxR",
-	"jkB1dkeKWQ2zFWThY3KRVKS9XfGvf37D+qJYQX4Y3JRAgOOpYS2WaksWyFyFaky+CmugK7nKFY4f4yjB",
-	"s8Jr8tnT7scZNEwqYwX3BqRc4UmYkUnKYAkJlPAxDhV3MyTCZF3Nb4jmm+aKkLSoT7ABk0mZqh2MjWaF",
-	"+6vwpQfd6qoJ6gxLbWyuMPqu8HBcxZQB2hJUH6XKDzjUR4aJd7y0TLV4oGGlN7qpDNqZvU/FasvrLLK1",
-	"Ub3RjCRoXZ+1Bn3P0UpgXTxyxQjElid7UwdeNENBt/D0Klfo8Me9Q+G3c2jToi7cAYeK4uiH4bKDds4V",
-	"rp65llBRhEPwy4xxXEA/pRWv0FBHlnacypWjE7kqtXJSbQeL4THg3PnLPLwnTgjjHhj4D8D7AqVbG65o",
-	"ewmqDx8Q1QXCkOEYMfAYnIJEMBD4y4hcQW2iQl/7BUpJ+K9a9bpDEaKp/ZEqU30uCd8j93348OHDPdIl",
-	"gqLkOEbwNkBNW1FeAwDWPdE3kCJ4LlxpuLarAD6HjQYjCu3n9EFL2dFSHM8Iwsm90VT8iMgKFjx/nYHf",
-	"SSC74/6ytr29Chd0JInTPTJdcPWSu0H3q6r1PJpZz/AUxTpcoBxB5T5whRaNIPkDQgykwWQZz3ubVvm3",
-	"fKS7926aYCCBAA62gXhz8JVEpkYI+QCJDFNViJEBv4BGoIwbf0dSy2Rw8LgtT77sYe/XYMH79uT7L3zh",
-	"U1VfinurerthfdlN6hVkKWbx6fM5Eu4suXNFdaiVZkpswITBnqMBkKznYOFDVhVenIsrqQw6kyg4D7IF",
-	"oIIgb1DAkQHLArMtnLgCkSzXmY++oWD2IsqCKJAVXniHI8nHFCiBEodTy9BTCAw9CihJBO/HLlwqwR5L",
-	"ieTlR9cwqCxjQm5uhI99pLCIac/Htxfb9qGv375qYxc4aAwW/8F4YYiBx8AHEBcPm2CckhtyvgdtIm8I",
-	"5fDO5J2QkD5oC4kcUw9igBcDatCKYf/uoV/JbahnPXgIM0cMAnpsdCQJHODDIeMFKZpFLXhVMF5vnBKP",
-	"DNaD1vCq8nlUjiK45XHUwV0M97dUV7mSpGQYp1K4e9LoWkxZH/eWHH3rteANxRRA6AwefwzgTKggmMz5",
-	"Bt32d6GBRPglH/pRr07w39dInny2nrHXCuY25OUC7R5I8A64BiznvVJAwA4SpNJd/SOLi6VCyJTgth/7",
-	"KjFZueogDB9oU482eTtjR52+tKQfS+BZMMP2pOuel/4WsvODiPxtiMg9foQkzJe73peLPBMKMtHj9+6f",
-	"D8iOPIzkEN0LYXUUkN/Zxn2GBG8EuwJjNYSRouTIc0UC4azzwOOzwVX+7PwJhokqvWEaJOkg/4EhCAME",
-	"yQ4NPK1VkQ04trN6XxKaFEETRXTbXAEwOsiq+CPMWWpwyxPQMGmLM8ZZ2XCzpOj1WvAbN+1cLXm9OCM4",
-	"QVxnAm1JcMs/wWOBW/YY17PhpQabvyBY1Qcf+j0k/bg7fdJ/n6LJvrTFaa/QKoTigaLWS21LFLzw/o4w",
-	"+PtPZvFaHyezWVrf/KuwaZLwebXNQ0LsA1m5l+GqenHPw1Tvl/oNiPwhqj121aOhiBBEDwd1Rop5P+Ih",
-	"NebuEbhiL7ldQumcdbpI7WungVuSQiqfr+MGh05bcBS57TZT9mtIb8CnLDgWwS6I+BWldpoaWAs75Ds2",
-	"hkQGE+U5GUgf6oGUZIPV7YsIEiZjRVfxeb61AluKqkDLWpiCnM+YYAHjM503l3L13Eme60oKE5L6TMZC",
-	"Rp973EOwODlwId85wczmygPbZsxIVQpvB/UpH+5hsPp5Oc4QRJLPbsqVXYot+aB5xVx33rcM6+VEq7bB",
-	"oAhVUTKV0SsBYl+uKL8pC8EalTe5UkYWhnKUvGm2vm50Lz9rmqtf1wJSyBhlkPWSEh91p/RKWEQNoKvA",
-	"5q2sLQjCMA8wLEeHxs0KzK3uksoFXTvzGMIJHtfS2EsaftJ9jDiHd2y7CWCKJ9huvhy/6yhEt6TfkLWG",
-	"jaUlSw3H0XvoO8g7xU3PMMdNicmDpWbXUoPZjV3Zlt4J+D+av871u8tSgwvJMYCPsDkgXd1Z2lsYHx4T",
-	"OXz8Hv/4kIg+PJkXZ0efRVDnY5y72PBr4XMvILAptqaBNSMoOL304PmW0v1zRbmcFEK14W5Z3BWVlo05",
-	"++8O2OO/JxfMIIwhg44LNoYwF93kCsKBJmhQaUQtuIGDDBXf3LPTEMHWiHXNSxppsExDRiNBYaETbyMV",
-	"wSd0PGnqO4YacjQXTP31uNG5KnzwIwTi+EJzGOKVImx8F7ZzyU2uvD/eag/jCS20qnbaIC2qdzLOG6mu",
-	"yOLjmQcFOiYZeoJt+wxvYNzDfPGFB7a6C86IjX8d3uiB/tPc0ScjQUyq0hsm7w9j5GzuRDiAhuCKtepa",
-	"6Y0K0Sto8cZj64vE7Zy4B044wAmJ5t4rDui2E8f1zfPCQH03mO7tCWCCKyLI3HGu+BjGN5iPhrHMYHEv",
-	"sv1ceao4hAGowoduO55UZBj6XJHGuZBOofP7QsxLGmQ4WPRLK8F4gyHS46fn5166ntCFlLbIlU9oX/Ib",
-	"wdbcOFbRPcwJZxe81qRREnP1sbGuQwgPrkwfekBaCLNFQBX0fW96dWY68zn0mKv9LmchLAxAdZxWgEdw",
-	"0UVpg+sAlUqEdXE0cjKMC+Am7lrsDfmC4C+zXD17+iPbT7wFuIUIKQD8C2WAAYgwLHLld7ELwolha3hd",
-	"h8FH8e3Py1Ks7YztcpC6AETUhWjcyyAPFLvPFBNURIlRUyzRZqlrbwAgNIIuVlvWgoHxYIbR5vWWYqTd",
-	"Y/Ar6PSPDEvgX05pYLC0mKML6DAI7wL5unQiIXa9luBr8vgLbr+ga/QlvdTGXjXi9f//y0W3+TRqE77J",
-	"FRRl8ncH8y3hDFPIOQU1wTgWulnB5ZrBMc5VkVjVYIFIMLWBxM2f4W4fAVd4A3hveGBpFTzGAswKZimr",
-	"gDcEIWOI35EaSQo/9MkATgOsTS+I6zZQ5U4qT+BEpOhTJLgCTSrbxuiGjbFaiF02ur1aFpOLXFl9JcBS",
-	"uokoH0XJpKbLXgleueu50jegZucqNB7Q+GAdHzcQf+O0cQK3Sy1JC6Sptya7FVL2i5cMxdhZDdSDAGi8",
-	"xkBErRG4m0qwrbBDUBru/fRoziNs9x+OAbu/vUNJFE+5Y3V7t6Zfp+59PpIVgePQwSSAG8BIw19qwQn2",
-	"phGlXAOYUPQK/uTudvctkgmAOslHH2Bru5EHDL65VBxW9iSgEDrB2U7Z8Af/yr3wr5A3pV/u/T5LvfcA",
-	"CITEwU0nIiJLwaB8oFMbAjUYRAzpy0LjV39+/Yb+jpt1vPbFTy/x4+VCN5cIe+pp++QeKAIniP2OswDv",
-	"BdlijCWXCS2u6ZSvyQUsgVsWHz9AQmgajCL7UlawE3WPx5Anh7gnX84+l4yW/VUJn4kXyYQkvMNgd9Fu",
-	"M/cPEHZPsXMlVVm3laim7CeYWWJnLhgnaC5Gs2dbKdwZL6oWD2E6Vw9bFF6wuzOeSv0M59Ill+qBP91n",
-	"/pT1yMaDjeaz2mhegG8Nw7d9EnwX907qbIqSq3obG25ChYOTbTegV9wD4gnGc1R9wE6ECtFCQxb9rNM/",
-	"OEArhromwTADjn5qAO3G0kzZC33j6CelKdzeCv+CN9evUKO6Ewu8b/4LW99dn69tMPsP7kSnAJceQ+0+",
-	"mOALr3KjCpq0O2QUN8s4K7nSSpa8DobDio1TdU72y5xsqOKVkVcQq1OTqPRv0egHj/Y+p8Bz88Aq7pJV",
-	"6BsxbJOim9HRy4PsYgdk7jC7aIRBG/9X5hTP+55g8MxSnTA2jmuWUeYQVidyl3ipG3AH5IoyVaVhhayg",
-	"2C/kijrVr+SKcrzbRkGKm+nCwlQVFTvKFW8E1MyKsIRxUOBh8f6JMbgDL93fRebzD7Ad9G5UEsuYCVWx",
-	"rmbbBBLhEVKlrrybHaLDuBU+6xyRd6berv4+H9Fg0cBU1oI3AKjcOzJ+QgToJ6G4hmZjgPjtZgiTmyR7",
-	"3HGN64XH1Jl5oG6fy6UVFMzFhenqgAQr6wJTOFhBg7oUCkq1FLmKVo5qsMz80C8XbV0XEwyji8CXl07r",
-	"9V0Yy7d56PEiCm3ETA9rERifYIAgjBG2fcdw9mm+/QAAJD2SGE9iJb5yF+wLePyhn7uGUjnFwZ+Bbx9v",
-	"4IPyd09xGSFh9xvwzN+L9JJ+IU1AMifWhKzds/kxaiTu5GeMoPah4kGtjagmIZPN8xHXUkAT+ib1W6zt",
-	"S2xahwqaUa1Jj9fwCdEIoe7ePVBmfQ4FgdSJXlwe4NixWuu1j3oIhLiIAcSkCbFDMyZ4uQw+dh+8DbAT",
-	"kb99jrfXsbJcGSvWmWPRvvQqSkRd6dcLsnKvTMEqUfOtIawyxxKNBX+2VOQBjCozh1LAO+PuVwQm3TxX",
-	"Y9IHHBd8ZEKV4CyIq73iqj3gH49rB2EYjwwT6kY2Wq2gugt4zrbGihXW2MRo5L5wrJFPo6ufhrdum7U2",
-	"kZc+SpnXtYGshhC9JRtws/tSPYTo1w8+gG3wwfYXvWCILsQSC6CA2AfIIZmXoSSG7kthWPESgh9mZPyp",
-	"zjhUMoGpKvb0/CkkJGhVCkr5L37RePELN3sf/N8hlIF4pPWasN9MbF5a15KyZkkSMlDdKldkXiE4gV7N",
-	"WASZ0evBur8QYJIryBbpKv5CrEp8Qgar/8LfbghQn/VKWAiKgIqoZDH2SjnRzcmu1B/XiMP9CQoCBMr0",
-	"C1+7R1plG6hMi6USZ1h6MleIMIiOJicwKnHFrbwRiHxD/mmDBikY7tP/+f13eKo4HPZcQQjLH9gL+ccM",
-	"QWP8ael4QSEVCCKX/i4VE59ZQUMQTj+A4hkQ6OM1B8Qjc0uhF3jZsajxbjZPON27lZDxePifuwrEVAoY",
-	"9SGtrFQtkpaelOyLgEDhs8XCkR9Uifo15DF4xbTzlbSXCBuJ9MSdhBW3Itt5IVfwhhur2ERvIATJBZwQ",
-	"xDuirDR3zK4g8KsrcMlVruJT0911WD6A9vQIjxjcm8YDRbqxV1mDyrv17oZH3DCkPFEuUI/y+GPfy4Qa",
-	"gFV80zbqWPhN0acTWBLtfzx9dj6Z+fMNRMMwo6G+U7cETrskSKQQvoEwTF38BlKjoRibp4n68xircQdp",
-	"PF3R/i+dxtMrzzuQzuMWlJTMAhXkAiomsKXegND29Pzplx+RR7waD7CVyUUPtjbzun1BpLXIQLawEZfZ",
-	"Aevy3w/gBsRs0dEfbpdJ2K2oMiaOVKhSnD13K5Qq4b1z6g+2+OEbgr9BMcuJX07mFxLIG8iOQYBTmr4R",
-	"7+yDATqFz4mFsh401dtoqvPWbKHebmfLkyYIWCTugLKKGirIeS1qIYB+PSZ8MAQm8XLJ5IINAn/eBu6T",
-	"1IegE0U5P56rw9WipiKl5IIV87a6EvZSvFtykPEihM+gi3hOjNms61An5AFq6CtCDX2c3eEbgudEIZoE",
-	"eh+s5q1Bt4PozII+kXVpRx66j1wcZFPaVQLQg/GtYHDGlpSQE3grmxG5vD7BSnTQ7uMt/baRq1WH3o4U",
-	"lZADIPemRZgA5daKSi52dClXSAzKJW9MgWoK1WL2JgcqbkWMJVUjUajqBU53dNuwvZ8rsVprK1S5/bvY",
-	"/g3VgruS7WmQXwdh0a3ScKDaayxhfD+cE0Dw4grQ/8fLf53oR0ZyHlxL+xXT7z2QzZcWDJHBgiMVeWl3",
-	"6S9LrRa1LG3xIAftykHPnj79wkOBFONL8ivPWGF1KL0ivzJQ2WdwDr0GFO0Q4JdibyfGrHR4QuZITupS",
-	"G3vZPT5j3FxD0mnRtOpyxaWi/AJKEg3Fb664Fbni5towztaigZgEaVkjSqhZ475UECPWtZ71iyxxgGzs",
-	"lWKHUIEsiGgg4IDjYMp+ATTl3XiEPWbvHnsZTf8ODWJdN0PY4W8iV0s3pgcX/wO+27eP7/aGalwBJegf",
-	"8Czc/aio0xGkt5hkfRLe2yFi+Ph9hLRGBWTvzkXe0Yef/3SCwuRrhCF8i6OibtE2Sx2S6NEdZtrmBpw8",
-	"pEWaC/T0+ayu2K/jE92ddt1NHXPwcVfg1yQ6rvu9m8IdRWJ1HfyJpv+l3RrRFAcouF+qbgEfKPg9Bf6F",
-	"In33zua9d3B+/OJDI4Lsbc4dKdjwiBagEVq8W0uv7H8DRX+hwqZuWCXUNil2JsxifW6zxzIaUQq5tsPC",
-	"M+btwUOQuCerzGsgkNDoxGhRoblKVn1oTKlyRQ+RzR6EWRSzMWyBDvJsN6kjQKjk6tn5s6xTFnzACEAo",
-	"oFDjg6mNwKJFz86/GypM7md7xMf+hFnNnpyfd+kjJmNGuHcshkWUerXiJg1ekdEfTwcgEmRlDhafjfzt",
-	"fzg/Pz+GavH2TtOGaMGGqiPS7/cmUUhpOKEr3Qh3zJTbRbQM7WGSPKQJ3aXCEV3XxDWlLbmnOghlkkUE",
-	"SVrvY3Hnp/o28AB+WyIyjc+V2AgPRzzGIEdyL/TAAT43BsDbBMuhjNVDhdBe+YfulLhBH4fLoe1G3z6g",
-	"1j9YNf5jrBpksQsQ9RKYJIpsh40YUdp59vm9qlRrHFR7wFDrQkedZObDQgtf5rrApygixWrGsVCPewFF",
-	"U0J/j920J7lk6T3vlU2Ilb+uhSJKcr99rjTIr+NzxVUa9Ln66kmNuJLGIoyg8QrOgy/2wRf7H+iLpTse",
-	"khjCF96CkfnE0ksMwXNfPDhwv0UHLgLSNlpdXVayQRjV4hv13UJVEY6uUd0wz4K7dKEj3txDgDX+t8fv",
-	"/V0g18VQAauO8d61ljBsAYGfH3SCB53gI+zl8em5f0Wt/JX+AqrAcR8j3cPgYDyNeDxuxLre3q33c3dk",
-	"g1qNLzwVQnn2VJGUFsLCe50W8sbjTAdXahR7Kw0rKLb40n1d+BTOpgcoqHLF1+tG34iqo+Jgze9F2krl",
-	"ET9cuxUBdacz2NxafyO60Lrefp3kMlqkIVWo+L0VrePEIaabbOzZ7qY6Vt1tx4OOdH91pAglH7SkqmoE",
-	"xpjphKyUdXrVt6ZH7bK0L69SretID8pYzyP8oD59o+rTN6opPcdsbN6pRocv/olKkuXm+rDz5A08sceA",
-	"U75oTP/t5eQczEPm5vo1vgJlBFJN6o3aSSA/1OI/3EuDbXFj5JUS4rbN3aVP3K3BwTBYCBVGEL4I5HUh",
-	"aysaQC14iKp60Bb/szxIeOYj91EWSh9pJdwvCHF+rAgyEK47cSnBYKWtBRtDdM/T83Pm1CleuhYmFL9r",
-	"uazZ+Nw98Oz8/HwC4UykpU1z9VMIbMJsZZjqrC/xZmzP+jeGqFVPyybRE27CBRtzNq91ee1LYyHGrfut",
-	"Fwylm1x1NaVcM+4Rsh8jlA48h8UPAtyOW9MCdyjLVXJbJlNWQMljUV3Ot0U64TCDARSwgWmseWjBkce7",
-	"KuzLzfXXcV/BpAboPeT1cnOdPfirHsj9N+2RisjJgw50H11IPbbxjQQtV1UUqgw8zSs/KDrMNW9OlQvS",
-	"utDjsuZydabEO3tnOf613ghjz1TrhgYZEtGEEOiYWDgBDdc1cx0Cs0V4M8/aSQ4ISmDJ65qi8DRTGuvM",
-	"wpS8pIG2XsR7Y2PQr6I3waxxuW70lVMuiwmUkSnbphHK0iOGUFquBGGTge3YjT3Jx13f/xDvbGDld6hJ",
-	"HdKi/CoQnNaz/a35B4lJJYcIHr9qAIkpveDCFCFyPWhcDyEj3zSD7oeDfBsMAKgJFtncoaHIDPb0DLjM",
-	"cJNP5wDvQXShYAFUcQZUQNenB7sEF4sHwCPFqEPNkdUFk5bVghPOZK4KpPGoJOkFWXZoHhzRaN3LGTPa",
-	"vQuPB59bOvnQ9fq1CW3Q1h/I5P0gk+Acps15ZBjo5rrJIM3kfpdaAaHi26BMePcYxws8hirXuwu9DzMV",
-	"TFRDMUlf+zI/3OEHa8O3dHGPxyHh/bxjy/HxOB938eIgH27LZapY0UKKumK1WFhAzCRp44IVefBnYame",
-	"fFQwKNeD5lb/48WOoNGIdc1LwrqupbFT9kosWgDlVIx3eibmBpPKiYuGNh0SGCcBXwEBNL3CihV1V1AC",
-	"yctIGy5trhYaKgCJepExjFyttywqOkXnGaz/vq9tWYtikhJ2/rmu7t5AjJ18ccjoY6osN1RN6AFa7kHo",
-	"ujPa/VUsxkRd4EBFJODBhPxgQv48FgSswsb9xQQ3bkbe2qxjY1AHFlnobaX5Y2YFNDHfbRjxrniRrjh+",
-	"2PhLkgGvzZ6PuqMfWa76F3eckiAme+lHXbUW0bANN7kyy9aySm9UcEZ743bBxrGdu182dBKNAAy27une",
-	"E0xvlGGSCuugxRueBaitKy5Vrq6ENeDGD2U+HJ9tFbHZMCQSpXpudjQ+5ipM/IIVeJ6KrqTQajJlvy5Y",
-	"GVnT3RAME+84CkJK5GojlRm0on99w45bu1AjCvfuQUF8sIX/Z4ogqYzJPlnyXwTCE4QWTya+Jas6D7rF",
-	"wWjS07kckcN7wOjeBLrf6c9Y16mIArSiEK7Mx2mBop2PilyBpuv18EmHxj5lz5NKs/cO7PDHLHJgayXo",
-	"vLjL4E9Rkv5TB3cdD+W37I6rux7nNGFFHxTcb0PBhev1oN7eWr2Nb/6Dkvu1a8Z8BO8kQgWYcOrMK0+R",
-	"G2jnZny82kgl3O8JP/XO74BZ7BQpqh6jNM56yp4rcmkT2HxYH2lSrC+RBQpz/vqqz/0Kx33gPg/c5yO4",
-	"zy6zuf/k9a/yJk1a57z8ZPrqy30nsWohUJMbC9CtWKUuzp/gjQBNImO8bLTpYMWnydoKb6CvOy4zeiiR",
-	"zJfRNA94ot9WYOBgllRcHNVkTIlNqPBxzL9N1c0+JxAntPn4vfvnGM4OFSb+qhV3Q4XzB37+cCc/go23",
-	"jZqmgkviS3nnt/AEab5t1DDIzc6dfVxyVYr6jvWLeEQH9QusQK3X6YqVM5IKFrW8Wtp+JXWwuuFkalFl",
-	"jIeqmFAIeSGVNEthpuxniyUxi/Bwv/7/o4Fyl8FL5GFtqpqgQbFoOlYVMWzcrpnV7LtzZiZQgz5UT7fa",
-	"9Xzh0XAg4HfJjS/jmSuoBo41TdwTiGEJVSCT9kEY/wNhfSCsR2p94EG/r1WuU2QVj3Z8h92FuUXJ1o1u",
-	"rs2al+LxQtbCPH6/5nZ5UED5zb/xF1mL210oXVphz4xtBF/112uhmxW3o9loLhUHWIq9UvOp++TG/Miw",
-	"+daK+1MYAYqhcLv0vsZG1NzKG5H5dPHptMh8JQMTAvw4M9vVXNeyZLVU1w+ayG79eVitcF5h7+/fJXWj",
-	"CjXVESMA66aHgd/DyN9XgleMw9hjNf5RvNz7NCX8dsdiWo/gdLJRe6xG9A59YGPuJCFj2RP2Qv5xgiIJ",
-	"zBkECYj8rXK1WepaIEhF2/B57YQphnVmUFgtG26WzAgKE9Z1RSuHm67EJldaiYwyQTlbyXdOmvLuYvOI",
-	"Fa69S/cWJkFFhTGNgHrW3LpGSnER/wal/wv393S9TbpCX7YJ+nyKO/QTSfOx8N9n6b3yq2/uUyXoBwp+",
-	"RxR83VpzD8n2CeT6S9ujQ+8IoDfzEJUS1w9G25FmTCpwRzOqxuRBabqmgAqiWXnvN9iV4sLnT0IFt/hS",
-	"fl2/6ywQc3cjtaOqQMO/key3l6313FWqPiTDqfwVGhRl20i7Bf46F7wRzfPWLkezf711DNGI5sZz37ap",
-	"R7PRY76Wj2+eALukRveIsNMFQKuXPiDUAEfCE4JxqKQcARyQD9fsgONAnQA+3m/6F6yFlDHA9xMmw4JI",
-	"ZdsYTZ10Nc1Ca6ES0n6Db3yZaMDY9TC660ZbXeo6aiNA+u238YLsaOix6GH/gpEknheoTOlh0Ctwawht",
-	"ImbvVusa95ZJFTXZ7Wi62bj0LUxBamUgqJeqYUdtxdUG062ZJQ+53wD9MaP0ISAmlVgLVQlVSrc1FG6L",
-	"m2Laurcn6CNKd1ILY7Qyj5gpheKN1G6fW+XX1h1K6YhoB4PonxtqUN4ILNnNUBqJ3oWvzejD2w//OwAA",
-	"//8=",
+	"7L1td9s29i/6VbB0/3dF/l9acdK0Zyq/uCvTeeqdZpqbZFZfDHNEiIQsHFOASoBWNFn57mdh7w0QlEBJ",
+	"TuLEmeO+aCyJxDP28/7t96NSr9ZaCWXNaPp+tOYNXwkrGvj0cyVWa22FKrd/F9u/CV6Jxn1fCVM2cm2l",
+	"VqPp6DlrhG22bCPtktmlYIavBLsWW8ZV1X0x19XWPdk2ysC3C9kYyxph1loZkSv3tLG6EYYpbZdSXTEl",
+	"Npf9JqET7n4XDTYpTa4K2Y10Vmq1qGVpiwn7u9gaxhvBTKnXomJWQ2tWXwv1yLCVWM1FM8nVKBtJN5Ul",
+	"TjEbKb4So2m8AOd/F9tRNjLlUqy4W4QVf/eLUFd2OZo+vbjIRiup/Ocn2chu164BYxuprkYfPmSjF9DZ",
+	"S+4eeI/drd2H0BmOZpSNGvF7KxtRjaa2aUXc5381YjGajv6vx92uPcZfzeN/uFZcRy9Fs5LGSK1+/tOB",
+	"7tbhsZmsDvYq3vHVuvbvnD8ZZa4pKxrX6P+E7/715PzHt/+6OP/x7X//1yg1+1fi91YYe3BEDT5zbDiH",
+	"FiF0A52+4eb6YI+Wm+tP6Q47wL4EXx3qSfDVp2/tm7Y5vKnudp2+nQ0c93O7s6P/4uf/fuv+d3H+4/nb",
+	"9xfZ0+8+nFvY3fdPsh8/pHf4N91cmzUvxV9kLfwQdymFGy1rRM2tvBH+Om78mxkTk6sJK1Zcqsl6WzDd",
+	"sMI05WO+XrvP01xxbEIqqxlnC11XomErvmWbRlrBpDXM1NwshWHcsOIxtOH++r+f/qWY5OofmhWTSZEx",
+	"pRmfG123VkCTGVArpZnZrua6liWrpbpm0rhOar0RVUQndm4Sfhpe8YhUPLl4+uwYrfjg3wUi/NNSlNdA",
+	"mxu9Fo2VAr7m63UtSz53G7m7zm+aVrCFmzgr3dvMLqVhTavYil8LM2F/4bURTKt623uMz3VrcwUEF5p7",
+	"ZJh4x0vLVOtok3GLudFNZdjYPUQXlllteZ25vcwVPl8Ld5pMRuRW1+etEUxW5ixjWjEOg6kaeSMUm2/d",
+	"Z8HrXK10JepLVlTCclkX7m3FDN8atlkiO9ksuWUbbpgRQuGO0PLNta4FV6MP2Qhfd+uys7R+yxI/6OvE",
+	"Oi4FrcxS1FXmZi8tqzRyKOa2YMvGRbcVBVu4lT2bJIb1IT4h/8KBQLdZvJdh8G9DC3r+v0Rp3Rh/0sq0",
+	"K/FKmLa2+0eige/hT2nFyhwjKy+4LZfU2IfQHW8avt0brm87OaxGcCsqZHD7wxpc8kbX6R+M5bY9Pnzo",
+	"7zU+68bvuHp6E5G1PjJsLngjGhQALplZ6o3Ca7AUjZgk6Vpi02DgYZi+5wNL45hDemRKbJjjDY5G/fXP",
+	"b2BIxp2y8by1cDlbw69E5u+agVtQ8RW/ElXGNktZLhnvmllydzaVYHpxlgE5xLmbIJ5Jmr5x0+3vVImj",
+	"nXG7P9jf3FWE2+y6cTeQnmbjf775CU78Qjcr9+qo4lacWwlrtbe5S23srBM+gCOpduWWlxu4DY7cwkVQ",
+	"22hRuxZquZL26PH4BZ/6kJFgdfq96J/nvZuRjYBMHT2e7qHXwlqprsxB0rNum7U26d8Cb4x+PUJSol0M",
+	"a9UtQtedn0fcyf72pE71z2qu3+1f9JUw7qzeggDhC0eJT2g4NZhfwmnYFTbcSXV3XreqSpx2pz3MyiXH",
+	"k0HtSmXFFe76QohqzsvrQ88spdNYtjOhbEPN7j8k3XLN5lt7+IF4+fafgb2aeSqwP104bh2V8Df1kWGo",
+	"cTkZyXF/JhXjdZ0BJxU3jhg6tr1u9I10slQj1rqxhukFUp5LplUp3ENb0KRWvBJOTHKtuod8R7kC2SLo",
+	"ZmNpmVCVYcW8ra6EnYl3S94aK6oiI4LlyJQ07NnFj7naf+qsx933VgJp2P46/KzWrWXrujVMt9b9jU/G",
+	"K7Lqr5VbGrMWqqK1uWQXblxK49HpkTap7A/PksNa822teXXotEQql6OOurWzxAxei1K7heOse55tuKPl",
+	"KKytRWO0YnOx0I0TeZl4t5ZObR5zVgkleR0LIFH/8enZ/9UpQ4nhOB2nt3pzzZsKFm2pnVRUiVo4PqCV",
+	"MEyqsm4rUaUH4CTBWcnrOtWP1jWD3+BgwPnyhxaNAPjjXGy1qtiVsIwrJppGu0PrpJNgb4B38fC5d2ZA",
+	"BIuBIbnbkV6QDb8Ws0rUfDtbpW6crGtpaLPmwm4EcUgUfpl1oipdCubaIlYMfzthD00ebl837ojisMec",
+	"LeQ7UbGNVJXeTJm7o9tem7xxgrNh822u3Nvu5F5pWHzSqMBc4po7u2S8NpqGxZ2sLlciHm2u3Ot6wXgn",
+	"JcFA/NiUeGejAQ7dysBDOkLXX64/uq/jcxTeCGcJtQoj/y2A/rjeG3HV1rxhC1kLc3biVezGAq/tj8Up",
+	"1EfHAu9mrJKNKK125B3WxKmFhvFaXovkNdvhXTu0vc8NspgJRfdzl5rsMSN/bvc50A59HCA6/rb3ruTu",
+	"id9jOvu7vL/WwywaKDOorlUl3Ubw+mXEkEFzyg4zccYtip1Sq0smeLlkCynqilViwZ1+4k0KtTCORN7w",
+	"uhXHOD+9O5r+QGY8uXLi6JPsJJkgvP3kafz2RXaatBBe/8PRvnfEiPDmd08vLk58ORYxup6PvZsSPehd",
+	"7PqTJBE2NkIwPCJwoU4ZTMz9/fpfwH/Z15EHDm/8nmzQjfr4vg9LDf4A7M/6c8kQK/4OR/aHH54dP2TJ",
+	"I/Ls2FuR3EGvfL8/oY+XQsIUntD5ODKaHRElXLLsFvJKxpZ6A8L1iqstnS+uzMYp4txcwybYpVh9FsEG",
+	"2SYJF4Wxer0G+fnoXQqyT3efj72SkIn8q9/vU4JYQuIkwzhu624/yjes5u7K7dEAv2k/7OzZxcmyhx/W",
+	"D3949t33z77/Ifuc8kiuSCBhzxVr1+5ys7UTr6R1pKIRi9aADGeXrIhYZFvXBVqaea6aFjSoztwN0h1s",
+	"r2/rWoh15w6TlvGq8pboYRr05GShKKad2ecWknKFUlK24xostTKOUqiSrPQ7+1fg/A5N58OglPHPdcWt",
+	"uKWY8caJDPC6EyDKJVdO8eUkXNRiYR3zoN1wT4FgwcZKd5IHWIPP9oWNfe55OwZ3W1YzwC0+npKfSL0/",
+	"ic6eSKduSZs+mYp8+hW77SF+wZvrV4JXRw9w/5DZZaPbq2XSvfcd0lPvcPrh2XFfdazA+KbfJkfbeRCG",
+	"zIEzWaWt/4IbnbDX/6pqcvPLK6UbZOLeQqybSirebL0kC/rUDa9lNfOBBO6raqabGfSIxnr3sRGlXEuh",
+	"7CgbKW1nht8I99a63katrBttdanrpOE5clAfGDZfrxt9I6qMNcItlKjQZt+Ck8em3AyxyyMYw6kZ0Aux",
+	"nVE2Cq24MeP6JIaatp+iY5h6Sm6nSJlRSbDwQROOGWT+Szcxt8DgGyt4tZKq8MINg4/43j5ZhB9TRm1v",
+	"qr6dy8iSh2V/IRKzTPupeGnlTXIFOlun9P4Uhg5VJdXVJOmD9LpeTfds2O576IlVuZ4ZAeQ8Ycb4m96g",
+	"gPnip5fMP8bGxeNVuS7OesN13NpEfFg0N6LJFdqTUDCdOrGTXwkFzM7ISrAXXNaN1is321IrRafZQNO5",
+	"8vaspawFST58rm8Eu5iw1344c1FrdeUV83WjS2EMiDq50muhBIi2q4wZjeMzTnDmTh+Do25Qzy91q6xB",
+	"Z53jwHqjJrl6zgocRMHEjRs5V0q3IFig3Qx5udNqaH0Y9pnlqqy1k9F0Q7pPdbYjd1wMsmc4LnX962I0",
+	"/detvEBvs0PeSb1RqCt4x95GKsM0GelJDLtkqq1rthK8p8S6U+h+wIgAjEDYO/rDrljBq1nERPYHKStv",
+	"7XcSe2ePDIrHkju5l1c0PtIsudoeGNnd+YKHrbqtaoi/Dlwmil1gpV4JxhdumkW8PsXk6CEBz8mxMf/T",
+	"+76c3JJedLymzFjeOAmz53ShZZ/DdRD1gm2WQgUtK1L2pU1TKBCXlqKuDvnM0fBBBuAp3DzYf6+Jiqqn",
+	"imasWHBZi6rI1Zgr5takaVpoN2jlZ5l7R5Widg8C50j4iDZLbUSugA6JxUKU1riF2AKhQGKjQMVuBChS",
+	"KpAF9tzpzcJC6E+uXj5/89PfmME7yAo37YI1ohbcCCfND0WRhPWZDYkqvy23GMAE1ixDUSJr17myMVmc",
+	"ItGF4xmcZm2jiAC795i0yEQ94wBdETeVHPrRtj8yuWoVtxa3wB/ZhVsCiStB7bBxgZrNZMf6WFzmitNC",
+	"oZ76PvdcKx9NWT4qa8GbfPShIC+G4wR9r9ztwiSIwe7brokD7jBEf412uOAOsQoXOnJnu/sUn++3g1IA",
+	"uvpvKWx/mvv/eKBfRw2Dgj7qy/AQcLofKxDoCL2V1HV/A1eOVmzFZe3IRycPoBkmIi5wdc4ukQIE2QEa",
+	"ExWyqlNDnYb34JU7grdU2H8DuYVOLwRkkfVsxa/dLY/m0BrHeBi/4jIhhtIR7C+20/NHu10WcB0KJlZr",
+	"93LvMvrLFqsq1Ai8lRbRB9bj9Z4qICu4SCRvwpUCG98oGyG1hX6cNJNUW7DZjzKMwDoHk0jsJjxuHhkw",
+	"hdz64qTZY+8YXwbyLi0bCwkRCBu+PevoPEcq6xobOLKJ7TCej+/7j5LCyqCq61XPpITjaHiTVl56nkTQ",
+	"3vDhuE10Ig5cMJjBR1E5P8nd0FK5WjndFkIzn4SIerQQFp1nrWClrgRba6msSaq8Vp8c99yzR+iDM+6d",
+	"no90NiJhY4WndEWw3eug5btZF97mYAoSznLlY2LnbprmkhVcOVa1lmUB2nLh9A8uCzZ2suava6Ge/3zu",
+	"5s6thJgAJMVnrDVIistGVEJZyesgOuAjjwwT6kY2Wq2EshP2m7RLiN91kgTHOL0rQR648ApROTYuzs9h",
+	"nj7QZueq8neDITZOOgRPmLt+TjTB1XlkvGtt/OTi6TMUXTxxSLvuOwPdsxNMhp6D7o/GRy8FX5571EeT",
+	"lzVvK3FunP5qz5+df19cokS1gPByv8eTU1is76hnqPEbPMpGuLmQJ4LNHjfOhCZTx/kfySnjQXXSIvE4",
+	"N13gPTu2v+Nx/f+VupnuVA4HGcc2sBPsWGuhKvfj0YXopX8csFK97MWO7lrhBINWQNNfsKZVsxWXyrFo",
+	"bSy74hbSDrwD9FgM7GkhrZUoZXUoblZaRiybzYVjU7QopCujpkDfDUbSHtWh/TDmCbod2+b85IEalNJA",
+	"MMX+QCDYn0ZPFpJYvkED3tsTxkWu5VstqTwcLII97RMCq3XN4F2Uz4AYXPGbmOd3J+mAobGfHZVOgtp/",
+	"qeZqdshI7Ibo7brMPY0uv1rY4AdmpNigtcw9cnXcZryz17RbxZS1Cmkz+SKl6nHrlK+ooDQHE6v4kKrn",
+	"JD4MDYiPgb/eFLeNRmqhJPxBA0lKpW6rdvwVdFmP6pe7qWshcw7a9Idnfz8iXbQXJB0d0N5l7l2pw6To",
+	"T3SRbilkYaz78dBufO7wEH6RJkGvu7U6PS47orDHQrPj5pPDa/S8Fonkh+eKvfrLT+zHZ9//D8e+3UOs",
+	"0mULssw+VdaViJkKOGsgDGwWNCCQPYPtAD5ZrWc1b8CI0CrTrte6cbu+EpXk3kG0Enapq5nSdtYd4Vbx",
+	"1i51I/+NapZu5rKqhCLn0cKJPyN0O8zEO4nRcfAJrC3BlrFo67qL7As/+s/d7cEzPCM1zj2xrrtcVuq2",
+	"ezyV8Nq10ip+w2VNGUXoUe5/t2twi6wxNORWXSu9UbNwuTaNVlcz9PS7PfRTLDVY+FAtbfiV6LbErf+K",
+	"q+3M2EZwCCk0yxaE81mlNyp6pz8837nFlBDI0/RrBx/COuGnbQmvwQdujLxS0Y81l6vu47zW5XX30S1r",
+	"90Q/VAOm6KQnXs8gHidJyLpssx2Dcrvi6twJYm5Sl2StLLWyXJLpvqydBveIFGZzhMonHOPSDvnD4It9",
+	"wfGfr3520qK3kfibdy1VxcYFJABO5zVX1wWkRJ1dsnnDVbl0on7hbmFxPEuK7hUOLqK5tFAZ3uYBagHe",
+	"119bW+rVxxkriL+de08uJj5Wsur0tnWjrxq+SpGZ1u33oJLh3npkGD0GQcnkIYB0yFaxcT7KR2SKnxuh",
+	"7FlyU8W7NXp0U3u34rZcJiVJsGtQGKP4vXUqoW8pSHAUhE6jhYkrbd3gDjhiIrM3Nn9sCfCpjFm0B8S9",
+	"S3tip5GBhA+4gimQKinSugGhPO/23YdceSECxBjXcU9YqbmiHKcTJNdd/QTejUYU1iraT797WThLqXP+",
+	"SvDqtSWbzK5+1ffEHV27zp91yCe1p2ulTOjpoZZCrhOCxXBYx4DgGyxWj9BRyMq2MRo8TBx8NRD01iVQ",
+	"pL1WaDVKhG/54MLQzXFCJZFHkUvh0PRNaqO6X06SqvxKHk+1pYbT41nXA3fB63J4HzBHWtlwD0i5A8vH",
+	"hif9xXsZ5k5RSV9MHwg/cAYO2gg8b4pvZRy+40QEJx103709keX0ZH0//miwgyv6URbSkxeo58bZCbLU",
+	"tqOhF7vm1H66wTGT6q7OQMMbnPSwiSdc+UNxACCh0r27jCyjxe+taMmgdtujsW8+wsZAvXSXdDszaPOu",
+	"xEI0J0U/nWpXIuyQ/fVwwtGJwCN/d492Af9D3oDTlhcNyXvEMG6JiMHhkbmHTlj6ITfEIaNelgxTS6r7",
+	"Tg2zx70cvd2ClY+cHtRIt76RdOkj+fzyHtjij7rtn3YKbuVF6aWLnOBICUt7a2cKLfDeuh5YvJ//tBtl",
+	"+vsuJJD76jAiUGjt77SqOxKaZwHJo0Svpu0dceTyiWwZr/1xtkwNJ9emVb/C5t7W5/RniFJDR6o0TK/x",
+	"vUtWQCTeuTsSpmAWAjCAxhbGivVsZYp99aWKjFD7pMVJvY9MnBBkNYHCQP4BG3vfUCUURrIHW+8xSIZY",
+	"n9nv2f/qVZdNI60V0L//aWLf2W4A+ejZ03x0dgnO9m0U60YP7PhqvnuaGNLHOZvh/O1N4hfBq8ha7pRh",
+	"dLC49ay56kZO5LC/ekEQQQqZXEHa1UQ6eK03FMzonsGIDWkosyjKsIHAqJDZVXLFNk4V8arpfi5Udkxj",
+	"SB7zTjVPxKuVQvFGalQQ3XM9x4JXkiUEKYEyKUxSEtVKnBBcuWsu+JAdgetylyk8PHCPh6QiAAK6BYgI",
+	"wDalwEO4rOf6nThAKT4VPmOPyPBy2cWqgNUOsWF83JiuKydqgJk/7Sn5qMu0n/qyb8JK4S4hUexQkQiE",
+	"yUdgAwIYRHOMEUuKVH+E8bIBtElimPGQOeQsrWDq7oAfZBvdVdjJl/k0rgNhPoMyGt2vnvu54xNkgu5M",
+	"X2lJbBCMqGm7AP95ozcYOVXLa4jjZQDscVzvoPFHo808/B2gXdFFSmSX+6XvZcJ39yV1YV9THz+rhd6/",
+	"s70pHkAD++i11MeY/pCjkl7EA+0XCtl8FkM1+fSy5K0cMv+mwzG9PTYeTDeDQ4ublrT8qE8/9L3NOiZv",
+	"dc0nhyZUNUSpdx22lAf15LS8G1I4355kPDqgTr62Yp0OUOgHUFL0DITs+JRiiFxmC6l4zax4BzT5NJb4",
+	"Rusaej7OC99ZfPAtIWWmB2u5uca4vzjxOpHPg16XAcEAJFefSIS4KFsGbheIe5aLkxMFyH2TtghTkrhr",
+	"vzWWzQVzM8fEcEpIgAunlQAByT2Avh/X90ln2EN+7tNtGNlAuBRkSbKx4zyUqH6G41SA1OLHhP552bBu",
+	"lp9hYB8T0uLfGTK8x3vpgeB8BDuGmkxGB31l+6R0o4Y8L73OcL+YtJfsWqwtwlOFbT7N3RAIR8KB5OQi",
+	"as6J+oZL791olZX1Lbs6LX3F7V2UvEKotKdv+KAbsIWg39ts/a5hNSDkduyDvHjB8oI7l3UkoHdLw8UI",
+	"6947XTuhGNGAU0TVzfkn2oBb2m+GNh2Mrs8uLi5YueQNL0EgJqdeI1erfobfofBtGNxHGZIj2nlKekCf",
+	"BgbqMGBoj7WCtKf645YgOnf95sCe9fRQa2xcRNEaBUqWG9lHTh06kdDp0OHYtU6587trnoLvjtmnXGNp",
+	"uSdkvJ9Mlo/KOtjk0JxeHzC/SjXzejT4HIk2wT3Fv94OTO7EfIBTubzPEwYWAE7whW6Y0m6fJ/31H6cC",
+	"Uc/+3+Q2fPpRHz61p1xp0pW+Ak4qYbwOyBMoiwFcfgWJZYJh1A3rQqMYt5g6eEn5chAEXoHp6txJZAOZ",
+	"y18ToHUHQIawa6UKsF9MN5U7ZbXgVWewONFecg8AXYcRPF95/CmpwA3k5nny3A7YE26ZjPr5AWcjZd4f",
+	"6i5Zz+f4dai0t0WjdXf0o9hu4qB3nlo86vspwoUPMCl6MeXSMB9pe8kKbq4LBiJ/sMeOYyiuvnn4818q",
+	"hNr7COjjXlYkGCvf/YzvRTb2z3RtTpF0opt0INYLUfqbSzKTB0sn6tfSMKvraj+/I5lDGR//w4mUf4US",
+	"Bn4IPIJH8mhI2xiA+xFlkS9kLSgVKBwleJdhfuLHJlO6azAgsIA962SBRfDV63a14s32uNwCLQ+Nxrdy",
+	"hH+exg4HeUTI2/dA52FLltykMV8HCHeaunV0LBr20JQ/W5Klm8Blh3ZB4FQlV/TUvgHmNvSBhrk7Y2pi",
+	"aHLmE8MyI+squIEgN2wullIl7EmOv8/IP5H2HMAThm9mBFl94GjoBcgLjzqPh6PUPlOeyISjmUO4ybwS",
+	"zeHR0DONgEtudNuUYiim8UaKzeH2djcmXoy98SSaHBhPYtHSm022wdvmTyYtmxGsXcAwRKCkYNvcpVfv",
+	"7E7ZlGcD1JpLm3Sa/salRbMagM8EMBI3HqmuMnJqMFO7I+Lz2G/pHu1TwncDVMEbZD/jWkaok1rX+wv4",
+	"CclT4B9ct5aNi/cfikQO574TgvJ4BtuLczGNUJXH7trNuDwKTHav9lvrdI2WN22jviCqxLrRq6FYsta4",
+	"AyPeWTw1eh1gb9tGUQ4sbDBEWezsxsCNCxnPQwEA8aF95IVik8FpXYumj7WbORKMio5PXwYwqH1w3rFu",
+	"WEH5yr7Rk5UjcohE0uyTHxKSTXIv/0Q5SftSDKTGHZJhjhqHD+QfnnQa3PjgRJzqbAdrwC0Fr8EsQ6/v",
+	"FNOdXMue66oHTisNk1Utzi5zFaMGTTFBVta1U5pEhQhyWtfebrjQbRPwmTOmm1x1D67ArdOh8dolV8yD",
+	"3nQwkz2Y3FxJ41Nyzy4DaNG041ClbmsMFVhIJc0S3g6QZx3UxdrxXt0GCJAp2VrIGhPyMRAdYN5ooENN",
+	"W4sM1qKXsYElOOhVQtFDfslNrgKYEo65g1CaRnB74VuAwvCjy5WHA7oWaxvg+3AzEvBL0+gG5qqIMUkL",
+	"1nAFeB8BPJqKBPSuNhtv0JuSq0pCbNt+zwg84PXgDt7Enywnc4dT0gM78ZNMZbINRVfdQgVqG+Vpxq7O",
+	"Cy3NqgYBWPajtdzPHozGreEPzxgPiY14bgYKUaQRDLMgDiVyHiBhwi29B4dC8DhI3ObWH6QxjwESEFja",
+	"9ZJRShpn12KbzlOyjby6QhJ1bMHe0KOEvpbMfy7y9uLiu5LuoPtbnFv8TuHHImOqD63jbyMmdKSLF+77",
+	"vW5h89rl7KGEIgWthARIb7Lq6n65nUnEsXibFp66HtnNOrbRre6QHDGgzntsu5PPcuBhR/V5aHpoOC88",
+	"TzqxvlsMlnEiBkZ2wL7hL2U6psKKNWnObaOmJCv4TSnYWGVA7wnLLaOyarmq2gbziFcmg0K2UphLVsAt",
+	"KUJCG96ks4wVgaEUuRrDh9aImawyYEEZSs8ZkwYzRjOCcL8ksRoAU+GbXJmlbiwCYIK/LHaYnYEnvbMY",
+	"Fmzcy3rPcoXHMIneEk0qCWO8T30wvTWJaaQG0wEjtAVuIiFg02ioxcnG/9/rX/8BFOosY2G6SUrjFyyt",
+	"M1/vhIn3djeuYtIreJJkBepobabBzDbvQE78dKD8114Cb8yWwolMk37SrZI/0MFL+/0/nv7BUg9dwDcd",
+	"P0gYeYjOBbFlyoruAr789fUbNplMHmMVEIhw8jFeZ5kTMqDk55hHxYYuWUEWjQKKj1nIkAk4SN6Y0yEh",
+	"5ooiOGAooF5AuCsqGXipLFjnxxxDm3y2OOVgBAlvLkrAqq+5XGH+dkGxEGnApN0T2p3NFYZLQCp70rDf",
+	"mYFO929GMSKHSevgdv7TH5FU9RYCcjLrJBoDXPlDEPWJMF+I/L/NO3t1lKL3d9tLza9Xj/i22GfpElZv",
+	"oGp5LR4ZKApxYjWqla7kQqaExeArhkTyDSdsVbTwVqe7itfJasvRaKlm8m615eJxEUqBYSll05exutrL",
+	"xzFZsAiyLwsVJn10a7yQc4vtCej6J0lA/YNwTAQaqmIFGXJl20i7fe0apoMC9WSft0PrH0GgI8WLwdQz",
+	"vyXPCWoEHdxYhJ55Bz1MA9gh9NVtxNLaNVaLlhT8vNO/4CsWoqexhoz7qgNGAGTpv71583LCMOQeYk+V",
+	"EJVT+nqjmrI/YulclNZh/CSxT3fB3rP9qVLhf0egIV6P5CqzFyUxYQFwnpce75sbwjgmHF1IBwRpz5Fr",
+	"gwVyd34JeqivncNLq8NP63obGEqILhS5wsEiZLlhVoeq4HNd+TStkisftilWk1zl6s9OcDHQoC8G7dbs",
+	"MaFr/D//y4AA5/Fuzrz521gIsEdcjUtCAzG52oXc8Iqa+4JKY0/YS6f8uNUj39DYDTFjlMHnxp0rnz/M",
+	"MNDKZMQNHfUKJYXZ7622/AyG37S1MHFZzwxMIJR5kSu8U1PGqQKKB4oHo13kA6dM4F6Ql1vJRSOFqswk",
+	"V7+FjCAIYnGr6nqaC9YIXi5Rba245XNuCOJBGlbpjTrLIBsBzuqKb3M1F12/3198ByWQdjFlChrRK2Gb",
+	"7fnzhRUNwABiYR0wr2AwDeEbY4zQyAPgj7LRjWgMxbdNLiYXGP0vFF/L0XT03eRi8h1GOS2BMDwGOHr4",
+	"k3IzEyk5CFkvDSvgr6m/XNu1oLuFfmK3DP5Hd5b8j5uloDMMcrbboOJ9DvQhH2UsBw0W/3JNAJRzaLDA",
+	"/Bjh2Q1DSjdhb7ZrYaZOICM7fdaJcfDnut66PwDoAv4gBP4xlJpE7BPFXvz0MlcBdL+HWY6WaN2gUwgQ",
+	"C3x0UgM6VtuowomEPf2HY7hFlL/Y2QB1wwiqy73ftPi6mz6Z/eCmeDNM1tEf71jFNYDOUTxEcuAkxP5b",
+	"ZDGBX2QX3KUbasNQxc0Fgo/DcwBlzgqMgy2izuCSFo0wW1WSsonnBuLj54LBTNUVWzR6RasESEpT/IAU",
+	"w91zQNxfSoW1RqgRcHKSqQqI8nivtgIieObK3zSqGkG/PwplH9xyw0IDBI1//VHoyV2g2m0PAgyuNGKS",
+	"vhJAjDz6uWBb3UKNc0fnYZ+whUcG7no4wphDhEfXKwm7Rxr1KoQqJ9shnHDCwQ+vQZ2tZRSIF/gO3IVT",
+	"estVv7vKrRk8oK+7PtHw65iqm12pV2DyqyWWOQZMeE7x6sHoi9uJlTCM37tmy558z0LhNEesIr6IPMoI",
+	"0a+GkSuk11wFCIFwg/02wfOx5iQtjgtKzZVC3jgOPUZ+S7yikVdLaxjEJ531m4d72mu7G4tT8tygcbRY",
+	"foRbtnJn5A80bRPWwzNpwiF/cvH0GcDT4wFH8g8w345HWA4JaUQ+CdfwyUVYsFojsD/QdNfPhKG1wo2E",
+	"CuXuy125QsErc+IGbAKQ1yli1XR7RYxkIZD6uQEVf3YjeQ0+dipe5sRVaPbnCqzC7s0/I0twXKLhK4FK",
+	"37+ShYT8mlLGo9tZ8Ha5B35vRbP1lrKpt1IiZz4RBODtjiPv6cUFwl8p61GqxTuLPOwcp40ZX76PXV3g",
+	"Q8qfjPuDr0MIKpD7cPRpb2FD+IZvJ46lPtsbyZBA1R/QkTRhwCBMDLPYAxIscBRPvugoYrRBGsB3X3QA",
+	"Ad+wmO5K7twAoj7QdartjscRhvnsiw4zQC8WUyeUm7ZcRoN5+uMXHcwuuGFBTJmWDeFqiPL9AWQeT/Yy",
+	"79sjcofPAGg2VpyF+Xz/ha9CH+qwQJXXh/CNXsNQz1+7K4uErPPpI2sPpZZAE4xUwDOwfl05Yjcisfit",
+	"a/wx+g2S8vEOt1NQi9Iz7r3yY5e7KigzfOtECfhqymzTkiztJX5RG5Gi1H8V9gUmIB8kj/FO3G4HXogh",
+	"cukLrEmAe7eeHn5VStQ7Ar8tCaYGVliaaFtDYWnc2KZV5vF7FKs+DO7xG18QNLhHPUBET42csN920SMg",
+	"ViBXVxpiewp9XaDLvTYiYwUmmMNXiB+CuPsYvAhfAy5gevdfteout78DmBg4BZiD3yHhPvDE+8ATg+CM",
+	"NMaRdohhNfeGDQLCy1fgGn3MX6zmdZiTPN8548QxYi4R5f5/2BOXQQgmczPJwAFyorPkYsjV7aRiR7p6",
+	"qAZEtvpE4hdp7Ovw1B3Sih78QmLt0WYbwCOwZqr1IFIRdMR9uL33S5pBxFBjtArrZ7wSKpuAzgE1WoDd",
+	"DZ3O3pF5/N6dxw/A/iBO4pCe1wf4AsdkD2+kCApf/6z74mqfdNKz0VobO4gCQ6YS4/V5NJeMXdcVhtIS",
+	"M8a4XjK1dWM/f1KcZaxq5A214XMzsMBnL0jUoBXMV9hJWFIiO1FU31PavhchV4jDjtXVr7hUcVuVVgIA",
+	"sqJCfGt+hTAQC13XeoOlAH12JdQaNBEMDphhNrypzGRvqwifDawGucLTcxKEG0S9dp8hMlDlCp/lCJsF",
+	"qrM7UsxqmK0gCx+Ti6Qi7e2Kf/3zG9YXxQryw+CmBAIcTw2L+1RbskDmKpT38mV9A13JVa5w/BiYC54V",
+	"XlMQCO1+nJLFpDJWcG9AyhWehCmZpAzWJEEJHwObcTcjl2UoIg/hoZNcETQb9Qk2YDIpU/mMsdGscH8V",
+	"vpalW111hjrDUhubKwznLDy+WzFhAN8F5WyplAgO9ZFh4h0vLVMtHmhY6Y1uKoN2Zu9TsdryOotsbVTA",
+	"NiMJWtfnrcFghmglsNAiuWIEFisge1OHhjVFQbfw9CpXGEGCe4fCbxchQYu6cAccStSjH4bLDis8V7h6",
+	"5lpCiRoO0VRTxnEB/ZRWvEJDHVnacSpXjk7kqtTKSbUdzooHFXTnL/N4sTghDKRh4D8A7wvUAm64ou0l",
+	"7Ed8QFSXiGuHY8RIdnAKEsFAJDkjcgXFrgp97RcoJeG/atXrDpaKpvZHKnX2uSR8DwX54cOHD/dIlwiK",
+	"kuMYwdsARZJFeQ2IavdE30CK4LlwpeHargKaITYajCi0n5MHLWVHS3E8Iwgn90ZT8SMiK1jw/HUGfieB",
+	"7I77y9r29kqm0JEkTvfIdNH6S+4G3S/T1/NoZj3DUxTrcIlyBNWPwRVaNILkDwgxkAazrzzvbVrl3/Kp",
+	"E967aYKBBAI42AYSGMBXEpkaIeQDJDLMfSJGBvwCGoG6gPwdSS1ng4PHbXnyZQ97v6gP3rcn33/hC58q",
+	"I1TcW9XbDevLblKvwk8xjU+fT7pxZ8mdKypsrjRTYgMmDPYcDYBkPQcLH7Kq8OJcXEll0JlE0Z6QfgIl",
+	"KXmDAo4M4CiYvuPEFYhkuc589A1lRxRRWk2BrPDSOxxJPqZACZQ4nFqGnkJg6FFASSIbJHbhUk3/WEok",
+	"Lz+6hkFlGRMUeCN8MC2FRUx6Pr69YMkPff32VRu7wEFjsPgPBqBDUgUGPoC4eNgE45TcACIwaBN5Q7CZ",
+	"dybvBISDQVtI5Jh6EAO8GFCDVgz7dw/9Sm5DPevBQ5g5YhDgiKMjSWgTHw4ZL0jRLGrBq4LxeuOUeGSw",
+	"HgWJV5VPzHMUwS2Pow7uYri/pbrKlSQlwziVwt2TRtdiwvpAyuToW68FbyimAEJn8PhjAGdCBcHs4Dfo",
+	"tr8LDSQCxPnQD291gv++RvLks/WMvVYwtyEvF2j3QIJ30FpgOe+VAgJ2kCCV7uofWVx9F0KmBLf92FeJ",
+	"2e9Vh4n5QJt6tMnbGTvq9KUl/VgCz4IZtidd97z0t5CdH0Tkb0NE7vEjJGG+fvq+XOSZUJCJHr93/3xA",
+	"duRxSYfoXgiro4D8zjbuU254I9gVGKshjBQlR54rEginnQcenw2u8mcXTzBMVOkN0yBJB/kPDEEYIEh2",
+	"aOBprYpswLGd1fuS0KQImijCJecKkPZBVsUfYc5Sg1uekKtJW5wyzsqGmyVFr9eC37hp52rJ68U54VPi",
+	"OhMKUIJb/gkeC9yyx7ieDS812PwF4fQ++NDvIenH3emT/vsUTfalLU57lXshFA8UtV6uZKKCivd3hMHf",
+	"fzKL1/o4mc3S+uZfhU2ThM+rbR4SYh/Iyr0MV9WLex6mer/UbyjxEKLaY1c9GooIkvZwUGekmPcjHlJj",
+	"7h6BK/aS2yXUYlqnqx6/dhq4JSmk8vk6bnDotAVHkdtuM2G/hvQGfMqCYxHsggiIUmqnqYG1sINSZGNI",
+	"ZDBRnpOB9KEe6k0WozHMrFwJ3doZfB9hDGWs6EqIQy4stBSVFZe1MAU5nzHBAsZnOm8u5eq5kzzXlRQm",
+	"JPWZjIWMPve4x/RxcuBCvnOCmc2VR0rOmJGqFN4O6lM+3MNg9fNynCHMLZ/dlCu7FFvyQfOKue68bxnW",
+	"y4lWbYNBEaqiZCqjVwLEvlxRflMWgjUqb3KljCwM5Sh502x9IfJeftYkV7+uBaSQMcog6yUlPupO6ZWw",
+	"CENBV4HNW1lbEIRhHmBYjg6NmxWYW90llQu6duYxhBM8rqWxMxp+0n2MwJl3bLsJ6Jwn2G6+HL/rKES3",
+	"pN+QtYaNpSVLDcfReyxFyDvFTc8wx02JswdLza6lBrMbuzpAvRPwfzR/net3s1KDC8kxgI+wOSBd3Vna",
+	"WxgfHhM5fPwe//iQiD48mRdnR59FlPBjnLvY8Gvhcy8gsCm2poE1Iyg4vfTg+ZbS/XNFuZwUQrXhblnc",
+	"FZWWjTn77w4p5r/PLplBXEwGHRdsDGEuuskVhAOdoUGlEbXgBg4ylBB0z05CBFsj1jUvaaTBMg0ZjYSt",
+	"hk68jVQEn9DxpInvGIoS0lww9dcDkeeq8MGPEIjjKxdiiFeKsPFdHNglN7ny/nirPS4stNCq2mmDtKje",
+	"yThvpLoii49nHhTomGToCbbtM7yBcQ/zxRceKe0uOCM2/nV4o68ckeaOPhkJYlKV3jB5fxgjZ3MnwgE0",
+	"BFesVddKb1SIXkGLNx5bX3Vw58Q9cMIBTkg0915xQLedOK5vnhcG6rvBdG9PABNcEVELj3PFxzC+wXw0",
+	"jGUGi3uR7efKUwkrDEAVPnTb8aQiw9DnijTOhXQKnd8XYl7SIMPBKnJaCcYbDJEeP7248NL1GV1IaYtc",
+	"+YT2Jb8RbM2NYxXdw5yAm8FrTRolMVcfG+s6hPDgyvShB6SFMFsEVEHf96ZXuKgzn0OPudrvchrCwgBU",
+	"x2kFeAQXXZQ2uA5QqURYF0cjz4ZxAdzEXYu9IV8SnmqWq2dPf2T7ibcAtxAhBYB/oQwwABGGRa78LnZB",
+	"ODFsDa/rMPgovv15WYq1nbJdDlIXALG7EI17GeSBYveZ4gwVUWLUFEu0WeraGwAIjaCL1Za1YGA8mGK0",
+	"eb2lGOmAFQY6/SPDEoCqExoYLC3m6AI6DMK7QL4unUiIXa8l+Jo8/oLbL+gafUkvtbFXjXj9//9y2W0+",
+	"jdqEb3IFVb783cF8SzjDFHJOQU0wjoVuVnC5pnCMc1UkVjVYIBJMbSBx82e420fAFd4AgCAeWFoFj7EA",
+	"s4JZyirgDUHIGOJ3pEaSAqR9MoDTAGvTC+K6Dfa9k8oTOBEp+hQJrkCTyrYxumFjLD9jl41ur5bF2WWu",
+	"rL4SYCndRJSPomRS02WvBK/c9VzpG1CzcxUaD/COsI6PG4i/cdo4oSWmlqQF0tRbk92SO/vVcIZi7KwG",
+	"6kEANF5jIKLWCNxNJdhW2CEoDfd+ejQXUbGAH45VCnh7h5IonnLH6vZuTb/w4ft8JCsCx6GDSQA3gJGG",
+	"v9SCE+xNI0q5BjCh6BX8yd3t7lskEwB1ko8+wNZ2Iw9whXOpeJMCDUwK0HSCs5069A/+lXvhXyFvSiAq",
+	"cMHvs9R7D4BASBzcdCIishQMygc6tSFQg0HEkL4sNH7159dv6O+4WcdrX/z0Ej/OFrqZIY6up+1n90AR",
+	"OEHsd5wFeC/IFmOs4U1ocU2nfJ1dwhK4ZfHxAySEpsEosi9lBTtR93gMeXKIe/Ll7HPJaNlflfCZeJFM",
+	"SMI7DHYXPjlz/wBh9xQ7V1KVdVuJasJ+gpklduaScYLmYjR7tpXCnfGiavEQpnP1sEXhBbs746nUz3Au",
+	"XXKpHvjTfeZPWY9sPNhoPquN5gX41jB82yfBd3HvpM6mKLmqt7HhJpTMONl2A3rFPSCeYDxH1QfsRKgQ",
+	"LTRk0U87/YMDtGIolBMMM+DopwbQbizNhL3QN45+UprC7a3wL3hz/Qo1qjuxwPvmv7D13fX52gaz/+BO",
+	"dApw6THU7oMJvvAqN6qgSbtDRnGzjLOSK61kyetgOKzYOFU4Z79uzoZKqBl5BbE6NYlK/xaNfvBo73MK",
+	"PDcPrOIuWYW+EcM2KboZHb08yC52QOYOs4tGGLTxf2VO8bzvCQbPLBWeY+O4CB5lDmG5K3eJl7oBd0Cu",
+	"KFNVGlbICqpHQ66oU/1KrijHu20UpLiZLixMVVH1rFzxRkARtghLGAcFHhbvnxiDO3Dm/i4yn3+A7aB3",
+	"o5JYF0+oinVFAM8gER4hVerKu9khOoxb4bPOEXln4u3q7/MRDRYNTGUteAOAyr0j4ydEgH4SqrVoNgaI",
+	"326GMLmzZI87rnG98Jg6Uw/U7XO5tIIKzLgwXWGZYGVdYAoHK2hQM6Gg9k+Rq2jlqKjP1A99tmjrujjD",
+	"MLoIfHnptF7fhbF8m4ceL6PQRsz0sBaB8QkGCMIYYdt3DGef5tsPAEDSI4nxJFbiK3fBvoDHH/q5ayiV",
+	"Uxz8Gfj28QY+KH/3FJcREna/Ac/8vUgv6VdmBSRzYk3I2j2bH6NG4k5+xghqHyoe1NqI6ixksnk+4loK",
+	"aELfpH6LxaKJTetQkjUqXurxGj4hGiEUcrwHyqzPoSCQOtGLywMcO1ZrvfZRD4EQFzGAmDQhdmjKBC+X",
+	"wcfug7cBdiLyt8/x9jpWlitjxTpzLNrX8kWJqKslfElW7pUpWCVqvjWEVeZYorHgz5aKPIBRqe9QW3pn",
+	"3P0S06Sb52pM+oDjgo9MKDudBXG1V623B/zjce0gDOORYULdyEarFVR3Ac/Z1lixwqKtGI3cF4418ml0",
+	"9dPw1m2z1iby0kcp87o2kNUQordkA252X6qHEP36wQewDT7Y/rIXDNGFWGIBFBD7ADkk8zKUxNB9KQwr",
+	"XkLww5SMP9U5h0omMFXFnl48hYQErUpBKf/FLxovfuFm74P/O4QyEI+0XhP2m4nNS+taUtYsSUIGqlvl",
+	"iswrBCfQK0KMIDN6PVhIGgJMcgXZIl0JaYhViU/IYDlp+NsNAQr+XgkLQRFQYpcsxl4pJ7p5tiv1x0UH",
+	"cX+CggCBMv1K6u6RVtkGSh1j7c0p1jLNFSIMoqPJCYxKXHErbwQi35B/2qBBCob79H9+/x2eKg6HPVcQ",
+	"wvIH9kL+MUPQGH9aOl5QSAWCyMzfpeLMZ1bQEITTD6B4BgT6eM0B8cjcUugFXnaskr2bzRNO925pbTwe",
+	"/ueupDXVlkZ9SCsrVYukpScl+yIgUPhssXDkB1WiwghVzUKpFAheMe18Je0MYSORnriTsOJWZDsv5Are",
+	"cGMVm+gNhCC5hBOCeEeUleaO2RUEfnUVU7nKVXxqursOywfQnh7hEYN703igSDf2KmtQebfe3fCIG4aU",
+	"J8oF6lEef+x7mVADsIpv2kYdC78p+nQCS6L9j6fPLs6m/nwD0TDMaKjv1C2B0y4JEimEbyAMUxe/gdRo",
+	"KMbm6cXFfjzC2ztK42kbdRsIlovP2nNX73kgncctKCmZBSrIBVRMYEu9AaHt6cXTLz8ij3g1HmArZ5c9",
+	"2NrM6/YFkdYiA9nCRlxmB6zLfz+AGxCzRaqamYTdikpg4kiFKsX5c7dCqTKfO6f+YIsfviH4GxSznPjl",
+	"ZH4hgbyB7BgEOKXpG/HOPhigU/icWCjrQVO9jaY6b80WCjh3tjxpgoBF4g4oq6ihgpzXohYC6NdjwgdD",
+	"YBIvl5xdskHgz9vAfZL6EHSiKOfHc3W4WtRUpJRcsmLeVlfCzsS7JQcZL0L4DLqI58SYzboOdUIeoIa+",
+	"ItTQx9kdviF4ThSiSaD3wWreGnQ7iM4s6BNZl3bkofvIxUE2pV0lAD0Y3woGZ2xJCTmBt7IZkcvrE6xE",
+	"B+0+3tJvG7ladejtSFEJOQByb1qECVBurajkYkeXcoXEoFzyxhSoplAtZm9yoOJWxFhSNRKFql7gdEe3",
+	"Ddv7uRKrtbZCldu/i+3fUC24K9meBvl1EBbdKg0Hqr3GEsb3wzkBBC+uAP1/vPzXiX5kJOfBtbRfMf3e",
+	"A9l8acEQGSw4UpGXdpd+Vmq1qGVpiwc5aFcOevb06RceCqQYz8ivPGWF1aH0ivzKQGWfwTn0GlC0Q4Bf",
+	"ir2dGLPS4QmZIzmpS23srHt8yri5hqTTomnVbMWlovwCShINxW+uuBW54ubaMM7WooGYBGlZI0qoWeO+",
+	"VBAj1rWe9YsscYBs7JVih1CBLIhoIOCA42DCfgE05d14hD1m7x57GU3/Dg1iXTdD2OFvIldLN6YHF/8D",
+	"vtu3j+/2hmpcASXoH/As3P2oqNMRpLeYZH0S3tshYvj4fYS0RgVk785F3tGHn/90gsLka4QhfIujom7R",
+	"NksdkujRHWba5gacPKRFmkv09Pmsrtiv4xPdnXbdTR1z8HFX4NckOq77vZvCHUVidR38iab/pd0a0RQH",
+	"KLhfqm4BHyj4PQX+hSJ9987mvXdwfvziQyOC7G3OHSnY8IgWoBFavFtLr+x/A0V/ocKmblgl1DYpdibM",
+	"Yn1us8cyGlEKubbDwjPm7cFDkLgnq8xrIJDQ6MRoUaG5SlZ9aEypckUPkc0ehFkUszFsgQ7ydDepI0Co",
+	"5OrZxbOsUxZ8wAhAKKBQ44OpjcCiRc8uvhsqTO5ne8TH/oRZzZ5cXHTpIyZjRrh3LIZFlHq14iYNXpHR",
+	"H08HIBJkZQ4Wn4387X+4uLg4hmrx9k7ThmjBhqoj0u/3JlFIaTihK90Id8yU20W0DO1hkjykCd2lwhFd",
+	"18Q1pS25pzoIZZJFBEla72Nx56f6NvAAflsiMo3PldgID0c8xiBHci/0wAE+NwbA2wTLoYzVQ4XQXvmH",
+	"7pS4QR+Hy6HtRt8+oNY/WDX+Y6waZLELEPUSmCSKbIeNGFHaefb5vapUaxxUe8BQ60JHnWTmw0ILX+a6",
+	"wKcoIsVqxrFQj3sBRVNCf4/dtCe5ZOk975VNiJW/roUiSnK/fa40yK/jc8VVGvS5+upJjbiSxiKMoPEK",
+	"zoMv9sEX+x/oi6U7HpIYwhfegpH5xNIZhuC5Lx4cuN+iAxcBaRutrmaVbBBGtfhGfbdQVYSja1Q3zLPg",
+	"Ll3oiDf3EGCN/+3xe38XyHUxVMCqY7x3rSUMW0Dg5wed4EEn+Ah7eXx67l9RK3+lv4AqcNzHSPcwOBhP",
+	"Ix6PG7Gut3fr/dwd2aBW4wtPhVCePVUkpYWw8F6nhbzxONPBlRrF3krDCootnrmvC5/C2fQABVWu+Hrd",
+	"6BtRdVQcrPm9SFupPOKHa7cioO50Bptb629EF1rX26+TXEaLNKQKFb+3onWcOMR0k409291Ux6q77XjQ",
+	"ke6vjhSh5IOWVFWNwBgznZCVsk6v+tb0qF2W9uVVqnUd6UEZ63mEH9Snb1R9+kY1peeYjc071ejwxT9R",
+	"SbLcXB92nryBJ/YYcMoXjem/vZycg3nI3Fy/xlegjECqSb1ROwnkh1r8h3tpsC1ujLxSQty2ubv0ibs1",
+	"OBgGC6HCCMIXgbwuZG1FA6gFD1FVD9rif5YHCc985D7KQukjrYT7BSHOjxVBBsJ1Jy4lGKy0tWBjiO55",
+	"enHBnDrFS9fCGcXvWi5rNr5wDzy7uLg4g3Am0tImufopBDZhtjJMddqXeDO2Z/0bQ9Sqp2Vn0RNuwgUb",
+	"czavdXntS2Mhxq37rRcMpZtcdTWlXDPuEbIfI5QOPIfFDwLcjlvTAncoy1VyW84mrICSx6KazbdFOuEw",
+	"gwEUsIFprHlowZHHuyrsy83113FfwaQG6D3k9XJznT34qx7I/TftkYrIyYMOdB9dSD228Y0ELVdVFKoM",
+	"PM0rPyg6zDVvTpUL0rrQ47LmcnWuxDt7Zzn+td4IY89V64YGGRLRhBDomFg4AQ3XNXMdArNFeDPP2kkO",
+	"CEpgyeuaovA0UxrrzMKUvKSBtl7Ee2Nj0K+iN8GsMVs3+sopl8UZlJEp26YRytIjhlBargRhk4Ht2I09",
+	"ycdd3/8Q72xg5XeoSR3SovwqEJzWs/2t+QeJSSWHCB6/agCJKb3gwhQhcj1oXA8hI980g+6Hg3wbDACo",
+	"CRbZ3KGhyAz29Ay4zHCTT+cA70F0oWABVHEGVEDXpwe7BBeLB8AjxahDzZHVJZOW1YITzmSuCqTxqCTp",
+	"BVl2aB4c0Wjdyxkz2r0LjwefWzr50PX6tQlt0NYfyOT9IJPgHKbNeWQY6Oa6ySDN5H6XWgGh4tugTHj3",
+	"GMcLPIYq17sLvQ8zFUxUQzFJX/syP9zhB2vDt3Rxj8ch4f28Y8vx8Tgfd/HiIB9uy2WqWNFCirpitVhY",
+	"QMwkaeOSFXnwZ2GpnnxUMCjXg+ZW/+PljqDRiHXNS8K6rqWxE/ZKLFoA5VSMd3om5gaTyomLhjYdEhjP",
+	"Ar4CAmh6hRUr6q6gBJKXkTZc2lwtNFQAEvUiYxi5Wm9ZVHSKzjNY/31f27IWxVlK2Pnnurp7AzF28sUh",
+	"o4+pstxQNaEHaLkHoevOaPdXsRgTdYEDFZGABxPygwn581gQsAob9xcT3LgZeWuzjo1BHVhkobeV5o+Z",
+	"FdDEfLdhxLviRbri+GHjL0kGvDZ7PuqOfmS56l/ccUqCONtLP+qqtYiGbbjJlVm2llV6o4Iz2hu3CzaO",
+	"7dz9sqFn0QjAYOue7j3B9EYZJqmwDlq84VmA2rriUuXqSlgDbvxQ5sPx2VYRmw1DIlGq52ZH42OuwsQv",
+	"WYHnqehKCq3OJuzXBSsja7obgmHiHUdBSIlcbaQyg1b0r2/YcWsXakTh3j0oiA+28P9MESSVMdknS/6L",
+	"QHiC0OLJxLdkVedBtzgYTXo6lyNyeA8Y3ZtA9zv9Ges6FVGAVhTClfk4LVC081GRK9B0vR5+1qGxT9jz",
+	"pNLsvQM7/DGLHNhaCTov7jL4U5Sk/9TBXcdD+S274+quxzlNWNEHBffbUHDhej2ot7dWb+Ob/6Dkfu2a",
+	"MR/BO4lQASacOvfKU+QG2rkZH682Ugn3e8JPvfM7YBY7RYqqxyiNs56w54pc2gQ2H9ZHmhTrS2SBwpy/",
+	"vupzv8JxH7jPA/f5CO6zy2zuP3n9q7xJk9Y5Lz+Zvvpy30msWgjU5MYCdCtWqYvzJ3gjQJPIGC8bbTpY",
+	"8UmytsIb6OuOy4weSiTzZTTNA57otxUYOJglFRdHNRlTYhMqfBzzb1N1s88JxAltPn7v/jmGs0OFib9q",
+	"xd1Q4fyBnz/cyY9g422jJqngkvhS3vktPEGabxs1DHKzc2cfl1yVor5j/SIe0UH9AitQ63W6YuWUpIJF",
+	"La+Wtl9JHaxuOJlaVBnjoSomFEJeSCXNUpgJ+9liScwiPNyv//9ooNxl8BJ5WJuqJmhQLJqOVUUMG7dr",
+	"ZjX77oKZM6hBH6qnW+16vvRoOBDwu+TGl/HMFVQDx5om7gnEsIQqkEn7IIz/gbA+ENYjtT7woN/XKtcp",
+	"sopHO77D7sLcomTrRjfXZs1LMSjqe3Duq7bmDVvIWvhUqfAu1KlYc7v0Gelg53B33Mh/C5+TJZiVKyjW",
+	"uuEGtQcfp8UcyTOsNYIVjws2F3YjhGILXVeiMZe5MtvVXNeyZLVU1yZQGHQgv+CybrResWsh1oZ1kXSg",
+	"h3ivxFBht9/8LP4ia3GnWkivp0PqiFvkB1Vk93bW0ljTHbreKt2jagYdOAAWTA8D/kZi9d3BpAoyteip",
+	"9Y/i1d+nMR0p+bzKU2j3MYzo8XtHaQ6mH70SK02ZRDCLS09JoiwjsVrbLTOWbyfsBQgq5hErnHwxc68U",
+	"uVKa1VpdCUf0nBwk7XBaUe9q79OQZ2kpDompYVdaiXtT1wVqOTlaTqESjai5lTci82gXk0mBBiUTgpM5",
+	"6xFoKOoBpNnolYCMrJ16MDE7eSB0eyXH3JG636TObbEb1X8EyQvpSXAhP5biDVl0jtCGQ4ujSyvsubGN",
+	"4Kv+4ix0s+J2NB3NpeKA47VbrGpQsnhk2HxrhfnGKA6VfhokOg9kZIeMNLBaD0TkDlKlXglefSq5uDsr",
+	"Uo/gdMakdsCWNNfV1uNQxfSBjbllK20se8JeyD+eoQ3HyyyUKlXlarPUtUBUr7bh83o7BQbPqeAVZ2XD",
+	"zZIZQRKZritaOdx0JTa50kpkBJ3B2Uq+m7CfrY+v6wtm0FNUSdwI0Cm5dY2U4jL+rWmVYYX7e7LeJmPH",
+	"XrYJ+nxK/NgnkuZj+VJHJEaKrnug4P/RFHzdWvNtqrlf2oEfekfE4anH9Ja4fn1zFWVhuqMZla/0KH5d",
+	"U0AFUX7c+w12pbj0gBNg0oov5dcNVJsGYu5upHZUFWj4NyKPv2yt565S9TGsTuWv0KAo20baLfDXueCN",
+	"aJ63djma/uutY4hGNDee+7ZNPZqOHvO1fHzzBNglNbpHhAVfGXCDSJ9Bg+ZIPCGYuEPWZMBP9PktHdIu",
+	"GDeAj/eb/gWLR2YMAJGFybCCZNk2RlMnXRHY0FooHbnfIFRjq7nCogS+7sC60VaXuo7aCBjI+228IMcj",
+	"hnj0iiWAVymeF9iY08OgV9CkhKaAmL1brWvcWyZV1GS3o+lml046ueLWySwwBamVgSwothaN0XFbcXnm",
+	"dGtmyQNYDmClTSnfGohJJdZCVUKV0m0N5Sfhppi27u0JBtWkO6mFMVqZR8yUQvFGarfPrfJr6w6ldES0",
+	"w432zw01KG8EEzdCWYbSSPQufG1GH95++N8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -153,7 +153,7 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 		// Order: body limit, then identity (401 before anything else), then
 		// the raw bytes of a JSON body, then the schema, then the handler's
 		// rights check and core.
-		r.Use(limitBody, auth.middleware, checkRawBody, validate)
+		r.Use(limitBody, workspaceFilePaths, auth.middleware, checkRawBody, validate)
 		HandlerWithOptions(strict, ChiServerOptions{
 			BaseRouter: r,
 			ErrorHandlerFunc: func(w http.ResponseWriter, _ *http.Request, err error) {

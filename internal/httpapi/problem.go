@@ -154,8 +154,17 @@ func schemaReason(se *openapi3.SchemaError) string {
 	if strings.HasSuffix(se.Reason, " is unsupported") {
 		return "a field that the schema does not define is present"
 	}
+	// A name's pattern is said in words (core.NameRule), not as the
+	// regular expression.
+	if se.SchemaField == "pattern" && se.Schema != nil && se.Schema.Pattern == namePattern {
+		return core.NameRule
+	}
 	return se.Reason
 }
+
+// namePattern is the pattern of the spec's Name schema, the one
+// core.ValidName checks.
+const namePattern = "^[a-z][a-z0-9-]{0,23}$"
 
 // respondInvalid answers a request the validator refused. The validator's
 // suggested status is ignored: it reports 405 as 404 (docs/style.md pitfall 3).

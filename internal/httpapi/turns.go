@@ -54,13 +54,15 @@ func (s *Server) RunTurn(ctx context.Context, req RunTurnRequestObject) (RunTurn
 		return nil, err
 	}
 	role, found := "", false
+	names := make([]string, 0, len(view.Members))
 	for _, m := range view.Members {
+		names = append(names, m.Name)
 		if m.Name == req.Member {
 			role, found = m.Role, true
 		}
 	}
 	if !found {
-		return nil, core.Errorf(core.CodeNotFound, "No such member.")
+		return nil, core.NoSuchMember(names)
 	}
 	model, ref, err := s.turnModel(req.Body, view, req.Member)
 	if err != nil {

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
@@ -163,6 +166,88 @@ func (s *Server) GetWorkspaceFile(ctx context.Context, req GetWorkspaceFileReque
 	}
 	// The response closes f once it has copied it.
 	return GetWorkspaceFile200ApplicationOctetStreamResponse{Body: f, ContentLength: fi.Size()}, nil
+}
+
+// ListWorkspaceFiles lists the regular files of the team's workspace
+// (admin only), in path order.
+func (s *Server) ListWorkspaceFiles(ctx context.Context, req ListWorkspaceFilesRequestObject) (ListWorkspaceFilesResponseObject, error) {
+	if err := core.CheckAdmin(ctx); err != nil {
+		return nil, err
+	}
+	dir, err := s.workspaceDir(ctx, req.Team)
+	if err != nil {
+		return nil, err
+	}
+	files, err := workspace.List(dir)
+	if err != nil {
+		return nil, core.StorageError(err)
+	}
+	out := ListWorkspaceFiles200JSONResponse{Files: make([]WorkspaceFile, 0, len(files))}
+	for _, f := range files {
+		out.Files = append(out.Files, WorkspaceFile{Path: f.Path, Bytes: f.Bytes, Modified: f.Modified})
+	}
+	return out, nil
+}
+
+// DeleteWorkspaceFile removes a file of the team's workspace (admin only).
+func (s *Server) DeleteWorkspaceFile(ctx context.Context, req DeleteWorkspaceFileRequestObject) (DeleteWorkspaceFileResponseObject, error) {
+	if err := core.CheckAdmin(ctx); err != nil {
+		return nil, err
+	}
+	dir, err := s.workspaceDir(ctx, req.Team)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, core.Errorf(core.CodeNotFound, "No such file in the workspace.")
+	}
+	if err != nil {
+		return nil, core.StorageError(err)
+	}
+	defer root.Close()
+	name, err := workspaceName(root, string(req.Path))
+	if err != nil {
+		return nil, err
+	}
+	switch err := workspace.RemoveFile(root, name); {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, core.Errorf(core.CodeNotFound, "No such file in the workspace; list them with GET /api/v1/teams/%s/workspace.", req.Team)
+	case errors.Is(err, workspace.ErrNotRegular):
+		return nil, core.Errorf(core.CodeValidation, "path: it names something that is not a regular file.")
+	case err != nil:
+		return nil, core.StorageError(err)
+	}
+	s.log.InfoContext(ctx, "workspace file deleted", "team", req.Team)
+	return DeleteWorkspaceFile204Response{}, nil
+}
+
+// workspaceFilePaths lets a workspace file's path carry literal slashes
+// (PUT, GET, DELETE .../workspace/files/src/app.py): the route's {path}
+// is one segment, so the slashes after files/ are escaped as %2F before
+// the validator and the router see the request. The decoded path is
+// unchanged, so the handler gets "src/app.py" either way.
+func workspaceFilePaths(next http.Handler) http.Handler {
+	prefix := BasePath + "/teams/"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw := r.URL.EscapedPath()
+		if rest, ok := strings.CutPrefix(raw, prefix); ok {
+			team, after, _ := strings.Cut(rest, "/")
+			if file, ok := strings.CutPrefix(after, "workspace/files/"); ok && strings.Contains(file, "/") {
+				u := *r.URL
+				u.RawPath = prefix + team + "/workspace/files/" + strings.ReplaceAll(file, "/", "%2F")
+				r2 := r.Clone(r.Context())
+				r2.URL = &u
+				r = r2
+				// The sub-router routes on what its mount left of the
+				// path, taken before this rewrite.
+				if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath != "" {
+					rctx.RoutePath = strings.TrimPrefix(u.RawPath, BasePath)
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // workspacesRoot is the workspaces root of opts: Workspaces, or

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Program is the workspace's fixed program; run_main runs nothing else.
@@ -199,6 +200,80 @@ func WriteFile(root *os.Root, name string, data []byte) error {
 	}
 	renamed = true
 	d, err := root.Open(parent)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// File is one regular file of a workspace as List shows it.
+type File struct {
+	Path     string // slash-separated, relative to the workspace
+	Bytes    int64
+	Modified time.Time
+}
+
+// MaxListed bounds how many files List returns, so that a workspace a
+// program filled with files cannot make one answer unbounded.
+const MaxListed = 10000
+
+// List returns the regular files under dir in path order (at most
+// MaxListed), leaving out symbolic links, anything else that is not a
+// regular file, and the names Mailroom keeps for itself. A missing
+// workspace directory lists no files.
+func List(dir string) ([]File, error) {
+	root, err := os.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []File{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	out := []File{}
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), reservedPrefix) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, File{Path: p, Bytes: fi.Size(), Modified: fi.ModTime().UTC()})
+		if len(out) >= MaxListed {
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return out, err
+}
+
+// RemoveFile deletes the regular file name (cleaned by StrictName) inside
+// root and syncs its directory, so the removal survives a crash. A
+// missing file gives an error matching fs.ErrNotExist, anything that is
+// not a regular file ErrNotRegular.
+func RemoveFile(root *os.Root, name string) error {
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return ErrNotRegular
+	}
+	if err := root.Remove(name); err != nil {
+		return err
+	}
+	d, err := root.Open(path.Dir(name))
 	if err != nil {
 		return err
 	}

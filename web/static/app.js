@@ -12,6 +12,8 @@
 (function () {
   const API = 'api/v1';
   const TOKEN_KEY = 'mailroom.token';
+  const WOKEN_KEY = 'mailroom.wokenBy';
+  const RECENT_TURNS = 3;
   const PROTOCOL_PREFIX = '[team-protocol] ';
   const PROTOCOL_TYPES = ['plan_request', 'shutdown_request', 'plan_response', 'shutdown_response'];
   const TEAM_POLL_MS = 4000;
@@ -46,9 +48,36 @@
     eventSeq: 0, // counts applied events, to drop refetches they overtook
     doing: new Map(), // team/member -> what the member's turn is doing, from turn events
     wokenBy: new Map(), // team/member -> the letters that woke its current or last turn
+    turns: new Map(), // team/member -> its newest turn documents, newest first
   };
 
   const $ = (id) => document.getElementById(id);
+
+  // "woken by" is kept in sessionStorage, so a reload shows it at once;
+  // the team's turn documents (refresh) confirm it from the server.
+  function loadWokenBy() {
+    try {
+      const saved = JSON.parse(sessionStorage.getItem(WOKEN_KEY) || '{}');
+      for (const [k, v] of Object.entries(saved)) if (typeof v === 'string') state.wokenBy.set(k, v);
+    } catch (_) { /* nothing kept */ }
+  }
+
+  function setWokenBy(key, value) {
+    if (value) state.wokenBy.set(key, value);
+    else state.wokenBy.delete(key);
+    try {
+      sessionStorage.setItem(WOKEN_KEY, JSON.stringify(Object.fromEntries(state.wokenBy)));
+    } catch (_) { /* storage full or off: the turns still tell */ }
+  }
+
+  // triggerText is what woke a turn: its letters or its task, '' for a
+  // turn someone asked for.
+  function triggerText(trigger) {
+    if (!trigger || typeof trigger !== 'object') return '';
+    if (trigger.kind === 'mail' && Array.isArray(trigger.letters)) return trigger.letters.map(String).join(', ');
+    if (trigger.kind === 'task' && typeof trigger.task_id === 'string') return trigger.task_id;
+    return '';
+  }
 
   // el builds an element. Children that are strings become text nodes, so
   // nothing passed here is ever parsed as HTML.
@@ -316,6 +345,11 @@
         const i = view.members.findIndex((m) => m.name === data.recipient);
         const box = model.inboxes[i];
         if (i < 0 || !box || !box.messages || box.messages.some((m) => m.id === data.id)) return false;
+        // Only the letter right after the last one shown: a model fetched
+        // before an earlier letter arrived lacks it, and showing this one
+        // alone would hide it until the refetch (which shows them all).
+        const last = box.messages.length ? letterPosition(box.messages[box.messages.length - 1].id) : 0;
+        if (letterPosition(data.id) !== last + 1) return false;
         box.messages.push(data);
         view.members[i].inbox_length = box.messages.length;
         return true;
@@ -351,12 +385,7 @@
         // A turn's start and end carry its trigger; a woken turn names
         // the letters or the task that woke it (docs/api.md, E, G).
         const trigger = data.trigger;
-        if (trigger && typeof trigger === 'object') {
-          const key = view.name + '/' + data.member;
-          if (trigger.kind === 'mail' && Array.isArray(trigger.letters)) state.wokenBy.set(key, trigger.letters.map(String).join(', '));
-          else if (trigger.kind === 'task' && typeof trigger.task_id === 'string') state.wokenBy.set(key, trigger.task_id);
-          else state.wokenBy.delete(key);
-        }
+        if (trigger && typeof trigger === 'object') setWokenBy(view.name + '/' + data.member, triggerText(trigger));
         return true;
       }
       case 'member': {
@@ -423,6 +452,11 @@
       selectTeam(newest);
     }
     $('team-empty').hidden = teams.length > 0;
+    if (!teams.length && !state.selected) {
+      // The first data is in: "Loading…" gives way to what is true.
+      $('team-title').textContent = 'No team yet';
+      delete $('team-title').dataset.loading;
+    }
     if (!state.selected && !state.live) watch('');
     return teams;
   }
@@ -506,7 +540,16 @@
           if (err instanceof ApiError && err.status === 401) throw err;
           return [];
         });
+      // The turn documents: each member's recent turns and what woke
+      // the newest; a failure here must not hide the rest of the team.
+      const turns = await api('GET', '/teams/' + enc(team) + '/turns')
+        .then((d) => (d && Array.isArray(d.turns)) ? d.turns : [])
+        .catch((err) => {
+          if (err instanceof ApiError && err.status === 401) throw err;
+          return null;
+        });
       if (team !== state.selected) return; // the user moved on meanwhile
+      if (turns) noteTurns(team, turns);
       // An event that arrived meanwhile is newer than this answer, and its
       // own refetch is already scheduled.
       if (seq !== state.eventSeq && state.model && state.model.view.name === team) return;
@@ -521,6 +564,56 @@
         scheduleRefresh(0);
       }
     }
+  }
+
+  // noteTurns keeps each member's newest turns (the list is newest first)
+  // and what woke the newest one.
+  function noteTurns(team, turns) {
+    const by = new Map();
+    for (const t of turns) {
+      if (!t || typeof t.member !== 'string') continue;
+      const list = by.get(t.member) || [];
+      if (list.length < RECENT_TURNS) list.push(t);
+      by.set(t.member, list);
+    }
+    for (const [member, list] of by) {
+      const key = team + '/' + member;
+      state.turns.set(key, list);
+      setWokenBy(key, triggerText(list[0].trigger));
+    }
+  }
+
+  // resetMember asks the server to make a stopped or failed member idle
+  // and to release a held wake (admin only).
+  async function resetMember(team, member, button) {
+    button.disabled = true;
+    try {
+      await api('POST', '/teams/' + enc(team) + '/members/' + enc(member) + '/reset');
+      clearStatus();
+    } catch (err) {
+      report(err, 'reset ' + member);
+    } finally {
+      button.disabled = false;
+      scheduleRefresh(0);
+    }
+  }
+
+  // renderTurns lists a member's recent turns: id, how each ended, and
+  // for one that did not end answered, why.
+  function renderTurns(team, member) {
+    const list = state.turns.get(team + '/' + member) || [];
+    if (!list.length) return null;
+    return el('ol', { class: 'turns', 'aria-label': 'Recent turns of ' + member },
+      ...list.map((t) => {
+        const status = String(t.status || 'unknown');
+        const why = status !== 'answered' && status !== 'running' && t.text ? String(t.text) : '';
+        const woke = triggerText(t.trigger);
+        return el('li', { class: 'turn', data: { turnId: String(t.turn_id), outcome: status } },
+          el('code', null, String(t.turn_id)), ' ',
+          el('span', { class: 'turn-outcome' }, status.replace('_', ' ')),
+          woke ? el('span', { class: 'muted' }, ' · woken by ' + woke) : null,
+          why ? el('span', { class: 'turn-reason' }, ' — ' + why) : null);
+      }));
   }
 
   function requestState(r) {
@@ -538,6 +631,7 @@
     const requests = Array.isArray(view.requests) ? view.requests : [];
 
     $('team-title').textContent = 'Team ' + view.name;
+    delete $('team-title').dataset.loading;
     const meta = [members.length + ' members'];
     if (limits.requests) meta.push('requests ' + requests.length + ' of ' + limits.requests + ' used');
     if (view.model && view.model.provider) meta.push('model ' + view.model.provider + (view.model.name ? ':' + view.model.name : ''));
@@ -607,6 +701,18 @@
       }, icon(m.wake_held ? '‖' : '✉'), el('span', { class: 'badge-text' }, m.wake_held ? 'wake held' : 'wake'))
       : null;
     const wokenBy = state.wokenBy.get(team + '/' + m.name);
+    // A stopped or failed member, or one whose wake is held, waits for
+    // the admin to look and reset it (docs/api.md, E).
+    const resettable = status === 'stopped' || status === 'failed' || !!m.wake_held;
+    const reset = resettable
+      ? el('button', {
+        type: 'button',
+        class: 'reset',
+        data: { reset: m.name },
+        title: 'Make ' + m.name + ' idle again and release its wake (admin)',
+      }, 'Reset')
+      : null;
+    if (reset) reset.addEventListener('click', () => resetMember(team, m.name, reset));
 
     let box;
     if (!inbox || inbox.error) {
@@ -626,6 +732,8 @@
       stats,
       activity ? el('p', { class: 'doing', 'aria-live': 'polite' }, icon(m.active ? '⚙' : '·'), ' ' + activity) : null,
       wokenBy ? el('p', { class: 'woken', data: { wokenBy } }, icon('↳'), ' woken by ' + wokenBy) : null,
+      reset,
+      renderTurns(team, m.name),
       el('h5', { class: 'inbox-title' }, 'Inbox'),
       box);
   }
@@ -1025,6 +1133,7 @@
     $('scenario-form').addEventListener('submit', startRun);
     syncScenarioOptions();
 
+    loadWokenBy();
     state.token = readToken();
     if (state.token) connect();
     else showTokenPanel();
