@@ -346,6 +346,12 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 	if limits.ModelRequests == 0 {
 		limits.ModelRequests = DefaultModelRequests
 	}
+	if limits.WorkspaceBytes == 0 {
+		limits.WorkspaceBytes = DefaultWorkspaceBytes
+	}
+	if limits.WorkspaceFiles == 0 {
+		limits.WorkspaceFiles = DefaultWorkspaceFiles
+	}
 	if err := limits.validate(); err != nil {
 		return TeamView{}, nil, err
 	}
