@@ -126,10 +126,11 @@ func (t *teamLives) end(team string) {
 
 // teamDeleted is core's own handling of a deleted team, run from the bus
 // before any other subscriber sees the event: the team's followers are
-// ended and its MCP session counts dropped, so that a new team of the
-// same name starts with none.
+// ended and its MCP session counts and times dropped, so that a new team
+// of the same name starts with none.
 func (s *Service) teamDeleted(team string) {
 	s.lives.end(team)
+	s.seen.drop(team)
 	s.sessions.mu.Lock()
 	defer s.sessions.mu.Unlock()
 	for k := range s.sessions.n {
