@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -104,6 +105,10 @@ func (e *env) memberEvents(team string) <-chan core.MemberView {
 	out := make(chan core.MemberView, 64)
 	go func() {
 		defer close(out)
+		// The announcements that a member was seen (its mcp_last_seen
+		// newer than in its last event) are left out: these tests are
+		// about the session counts.
+		seen := map[string]time.Time{}
 		for {
 			l, err := lines.ReadString('\n')
 			if err != nil {
@@ -122,6 +127,10 @@ func (e *env) memberEvents(team string) <-chan core.MemberView {
 			}
 			var mv core.MemberView
 			if json.Unmarshal(ev.Data, &mv) == nil {
+				if mv.MCPLastSeen != nil && mv.MCPLastSeen.After(seen[mv.Name]) {
+					seen[mv.Name] = *mv.MCPLastSeen
+					continue
+				}
 				out <- mv
 			}
 		}
