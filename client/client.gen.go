@@ -799,6 +799,17 @@ type Member struct {
 	HistoryLength int  `json:"history_length"`
 	InboxLength   int  `json:"inbox_length"`
 
+	// McpLastSeen When the member last made an MCP request (`/mcp`, any protocol
+	// version, sessions or not) with its token (UTC); null when the
+	// answering server knows of none. Kept in memory, not stored: a
+	// server that restarts has forgotten it. A `member` event carries
+	// it at the first request and then at most every 10 s per member,
+	// to every replica, which keeps the latest it heard of; so a
+	// replica's value may be up to 10 s older than the last request.
+	// The status page shows an MCP badge on the members seen in the
+	// last 60 s.
+	McpLastSeen *time.Time `json:"mcp_last_seen"`
+
 	// McpSessions How many MCP sessions (`/mcp`) this member holds with the server
 	// that answers: an agent outside Mailroom is connected as this
 	// member while it is above 0. Sessions belong to the process that
