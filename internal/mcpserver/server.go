@@ -4,7 +4,9 @@
 // and answers plan and shutdown requests, matches replies and waits for
 // letters, under exactly the rules of the REST API (docs/spec.md §4).
 //
-// It speaks Streamable HTTP through the official Go SDK. Each session gets
+// It speaks Streamable HTTP through the official Go SDK: protocol
+// 2026-07-28 without sessions (modern.go) and 2025-06-18 and 2025-11-25
+// with sessions, on one URL. Each session gets
 // its own mcp.Server bound to the member whose token opened it, so the tool
 // list fits the member (lead has no submit_plan, a teammate no
 // request_shutdown, only a team with a workspace has read_file and
