@@ -92,6 +92,24 @@ func (e MatchResultStatus) Valid() bool {
 	}
 }
 
+// Defines values for MemberResetHistory.
+const (
+	Clear MemberResetHistory = "clear"
+	Keep  MemberResetHistory = "keep"
+)
+
+// Valid indicates whether the value is a known member of the MemberResetHistory enum.
+func (e MemberResetHistory) Valid() bool {
+	switch e {
+	case Clear:
+		return true
+	case Keep:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for MemberStatus.
 const (
 	MemberStatusClosed  MemberStatus = "closed"
@@ -200,6 +218,7 @@ const (
 	ProblemCodeBodyTooLarge         ProblemCode = "body_too_large"
 	ProblemCodeBudgetExhausted      ProblemCode = "budget_exhausted"
 	ProblemCodeForbidden            ProblemCode = "forbidden"
+	ProblemCodeHistoryFull          ProblemCode = "history_full"
 	ProblemCodeIdempotencyConflict  ProblemCode = "idempotency_conflict"
 	ProblemCodeInboxCorrupt         ProblemCode = "inbox_corrupt"
 	ProblemCodeInboxFull            ProblemCode = "inbox_full"
@@ -231,6 +250,7 @@ const (
 	ProblemCodeUnknownTask          ProblemCode = "unknown_task"
 	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
 	ProblemCodeValidationFailed     ProblemCode = "validation_failed"
+	ProblemCodeWorkspaceFull        ProblemCode = "workspace_full"
 	ProblemCodeWrongDirection       ProblemCode = "wrong_direction"
 )
 
@@ -244,6 +264,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeBudgetExhausted:
 		return true
 	case ProblemCodeForbidden:
+		return true
+	case ProblemCodeHistoryFull:
 		return true
 	case ProblemCodeIdempotencyConflict:
 		return true
@@ -306,6 +328,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeUnsupportedMediaType:
 		return true
 	case ProblemCodeValidationFailed:
+		return true
+	case ProblemCodeWorkspaceFull:
 		return true
 	case ProblemCodeWrongDirection:
 		return true
@@ -700,6 +724,12 @@ type Limits struct {
 	InboxBytes     int `json:"inbox_bytes"`
 	InboxMessages  int `json:"inbox_messages"`
 
+	// ModelRequests Model requests the team's turns may make in all, whatever the
+	// provider reports of usage; once they are made no turn of the team
+	// makes another (it ends `budget_exhausted`, a new one is 409
+	// `budget_exhausted`).
+	ModelRequests int `json:"model_requests"`
+
 	// ModelTokens Input plus output tokens the team's model requests may spend in all; 0 is no bound.
 	ModelTokens  int64 `json:"model_tokens"`
 	PayloadChars int   `json:"payload_chars"`
@@ -720,6 +750,12 @@ type Limits struct {
 	// its end goes into the same turn); also the least time between the
 	// end of a member's turn and its next woken turn.
 	WakeDelayMs int `json:"wake_delay_ms"`
+
+	// WorkspaceBytes Bytes the team's workspace may hold (the sizes of its regular files).
+	WorkspaceBytes int64 `json:"workspace_bytes"`
+
+	// WorkspaceFiles Names the team's workspace may hold (files, directories and links alike).
+	WorkspaceFiles int `json:"workspace_files"`
 }
 
 // LimitsInput A team's bounds at creation; each field defaults to the lesson value.
@@ -729,6 +765,9 @@ type LimitsInput struct {
 	HistoryEntries *int `json:"history_entries,omitempty"`
 	InboxBytes     *int `json:"inbox_bytes,omitempty"`
 	InboxMessages  *int `json:"inbox_messages,omitempty"`
+
+	// ModelRequests Model requests the team's turns may make in all (see Limits).
+	ModelRequests *int `json:"model_requests,omitempty"`
 
 	// ModelTokens Input plus output tokens the team's model requests may spend in all; 0 is no bound.
 	ModelTokens  *int64 `json:"model_tokens,omitempty"`
@@ -747,10 +786,20 @@ type LimitsInput struct {
 
 	// WakeDelayMs Milliseconds a letter's wake window lasts (see Limits).
 	WakeDelayMs *int `json:"wake_delay_ms,omitempty"`
+
+	// WorkspaceBytes Bytes the team's workspace may hold (the sizes of its regular
+	// files). An upload past it is refused with `workspace_full`, and a
+	// run of `main.py` that ends past it keeps nothing it added.
+	WorkspaceBytes *int64 `json:"workspace_bytes,omitempty"`
+
+	// WorkspaceFiles Names the team's workspace may hold (files, directories and links
+	// alike), with the same consequences as `workspace_bytes`.
+	WorkspaceFiles *int `json:"workspace_files,omitempty"`
 }
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
 type LimitsUpdate struct {
+	ModelRequests      *int   `json:"model_requests,omitempty"`
 	ModelTokens        *int64 `json:"model_tokens,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
@@ -758,6 +807,8 @@ type LimitsUpdate struct {
 	ToolCalls          *int   `json:"tool_calls,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
 	WakeDelayMs        *int   `json:"wake_delay_ms,omitempty"`
+	WorkspaceBytes     *int64 `json:"workspace_bytes,omitempty"`
+	WorkspaceFiles     *int   `json:"workspace_files,omitempty"`
 }
 
 // MarkRead defines model for MarkRead.
@@ -799,6 +850,17 @@ type Member struct {
 	HistoryLength int  `json:"history_length"`
 	InboxLength   int  `json:"inbox_length"`
 
+	// McpLastSeen When the member last made an MCP request (`/mcp`, any protocol
+	// version, sessions or not) with its token (UTC); null when the
+	// answering server knows of none. Kept in memory, not stored: a
+	// server that restarts has forgotten it. A `member` event carries
+	// it at the first request and then at most every 10 s per member,
+	// to every replica, which keeps the latest it heard of; so a
+	// replica's value may be up to 10 s older than the last request.
+	// The status page shows an MCP badge on the members seen in the
+	// last 60 s.
+	McpLastSeen *time.Time `json:"mcp_last_seen"`
+
 	// McpSessions How many MCP sessions (`/mcp`) this member holds with the server
 	// that answers: an agent outside Mailroom is connected as this
 	// member while it is above 0. Sessions belong to the process that
@@ -831,6 +893,12 @@ type Member struct {
 	// side effects stay, so it is never rerun on its own. A reset or a
 	// PATCH setting `wake` releases it.
 	WakeHeld bool `json:"wake_held"`
+
+	// WakeHeldReason Why the wake is held, present while it is: the status of the turn
+	// that held it, or `history_full` when none of the member's
+	// unattended letters fits in its history (`limits.history_entries`;
+	// a reset with `{"history": "clear"}` makes room).
+	WakeHeldReason *string `json:"wake_held_reason,omitempty"`
 }
 
 // MemberCreate defines model for MemberCreate.
@@ -850,6 +918,15 @@ type MemberCreate struct {
 	// Wake Woken on mail by the server (see the member PATCH); not with the scripted model.
 	Wake *bool `json:"wake,omitempty"`
 }
+
+// MemberReset What a reset does beyond making the member usable again.
+type MemberReset struct {
+	// History `clear` empties the member's history.
+	History *MemberResetHistory `json:"history,omitempty"`
+}
+
+// MemberResetHistory `clear` empties the member's history.
+type MemberResetHistory string
 
 // MemberStatus defines model for MemberStatus.
 type MemberStatus string
@@ -1499,6 +1576,25 @@ type Usage struct {
 	OutputTokens int64 `json:"output_tokens"`
 }
 
+// WorkspaceFile defines model for WorkspaceFile.
+type WorkspaceFile struct {
+	// Bytes The file's size.
+	Bytes int64 `json:"bytes"`
+
+	// Modified When the file was last changed.
+	Modified time.Time `json:"modified"`
+
+	// Path The file's path in the workspace, `/` between folders.
+	//
+	// Example: src/app.py
+	Path string `json:"path"`
+}
+
+// WorkspaceFileList defines model for WorkspaceFileList.
+type WorkspaceFileList struct {
+	Files []WorkspaceFile `json:"files"`
+}
+
 // IdempotencyKeyHeader defines model for IdempotencyKeyHeader.
 type IdempotencyKeyHeader = string
 
@@ -1604,6 +1700,9 @@ type UpdateMemberJSONRequestBody = MemberUpdate
 
 // MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
 type MarkReadJSONRequestBody = MarkRead
+
+// ResetMemberJSONRequestBody defines body for ResetMember for application/json ContentType.
+type ResetMemberJSONRequestBody = MemberReset
 
 // RunTurnJSONRequestBody defines body for RunTurn for application/json ContentType.
 type RunTurnJSONRequestBody = TurnCreate
@@ -1979,7 +2078,8 @@ type ClientInterface interface {
 	//
 	// Sets the named limits and keeps the others. Only the limits that
 	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
+	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
+	// `workspace_files`); the inbox bounds and the
 	// lengths of bodies, payloads, feedback and history are fixed at
 	// creation, since stored letters are checked against them whenever
 	// they are read back. The change is durable and, when something
@@ -1996,7 +2096,8 @@ type ClientInterface interface {
 	//
 	// Sets the named limits and keeps the others. Only the limits that
 	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
+	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
+	// `workspace_files`); the inbox bounds and the
 	// lengths of bodies, payloads, feedback and history are fixed at
 	// creation, since stored letters are checked against them whenever
 	// they are read back. The change is durable and, when something
@@ -2088,17 +2189,43 @@ type ClientInterface interface {
 	// Corresponds with POST /teams/{team}/members/{member}/inbox/read (the `MarkRead` operationId).
 	MarkRead(ctx context.Context, team TeamPath, member MemberPath, body MarkReadJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ResetMemberWithBody Make a stopped or failed member idle again (admin)
+	//
+	// A member whose turn stopped (`call_limit`, or a turn cut short) or
+	// failed is `idle` again and can take turns; its history and turn count
+	// are kept. A member whose wake is held (`wake_held`, after a turn that
+	// did not end `answered`) has the hold released, whatever its status.
+	// With `{"history": "clear"}` the member's history is emptied too (its
+	// turn count kept), whatever its status unless a turn of it runs: for a
+	// member none of whose unattended letters fits in `history_entries`
+	// (`wake_held_reason: history_full`). The letters it had attended stay
+	// attended; the others are attached to its next turns, oldest first.
+	// The change is durable and announced with a `member` event.
+	// The body is optional.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/reset (the `ResetMember` operationId).
+	ResetMemberWithBody(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ResetMember Make a stopped or failed member idle again (admin)
 	//
 	// A member whose turn stopped (`call_limit`, or a turn cut short) or
 	// failed is `idle` again and can take turns; its history and turn count
 	// are kept. A member whose wake is held (`wake_held`, after a turn that
 	// did not end `answered`) has the hold released, whatever its status.
+	// With `{"history": "clear"}` the member's history is emptied too (its
+	// turn count kept), whatever its status unless a turn of it runs: for a
+	// member none of whose unattended letters fits in `history_entries`
+	// (`wake_held_reason: history_full`). The letters it had attended stay
+	// attended; the others are attached to its next turns, oldest first.
 	// The change is durable and announced with a `member` event.
-	// No body.
+	// The body is optional.
+	//
+	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /teams/{team}/members/{member}/reset (the `ResetMember` operationId).
-	ResetMember(ctx context.Context, team TeamPath, member MemberPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ResetMember(ctx context.Context, team TeamPath, member MemberPath, body ResetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RunTurnWithBody Run one turn of a member (admin)
 	//
@@ -2421,6 +2548,23 @@ type ClientInterface interface {
 	// Corresponds with POST /teams/{team}/turns/{turn_id}/cancel (the `CancelTurn` operationId).
 	CancelTurn(ctx context.Context, team TeamPath, turnID TurnIDPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListWorkspaceFiles List the files of the team's workspace (admin)
+	//
+	// Every regular file in the workspace, in path order, with its size
+	// and the time it was last changed. Paths use `/` between folders;
+	// symbolic links and the names Mailroom keeps for itself are left out.
+	//
+	// Corresponds with GET /teams/{team}/workspace (the `ListWorkspaceFiles` operationId).
+	ListWorkspaceFiles(ctx context.Context, team TeamPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteWorkspaceFile Delete a file of the team's workspace (admin)
+	//
+	// Removes the file; folders it leaves empty stay. Members' `read_file`
+	// no longer finds it.
+	//
+	// Corresponds with DELETE /teams/{team}/workspace/files/{path} (the `DeleteWorkspaceFile` operationId).
+	DeleteWorkspaceFile(ctx context.Context, team TeamPath, path WorkspaceFilePath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetWorkspaceFile Read a file of the team's workspace (admin)
 	//
 	// Corresponds with GET /teams/{team}/workspace/files/{path} (the `GetWorkspaceFile` operationId).
@@ -2701,7 +2845,8 @@ func (c *Client) GetTeam(ctx context.Context, team TeamPath, reqEditors ...Reque
 //
 // Sets the named limits and keeps the others. Only the limits that
 // bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
+// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
+// `workspace_files`); the inbox bounds and the
 // lengths of bodies, payloads, feedback and history are fixed at
 // creation, since stored letters are checked against them whenever
 // they are read back. The change is durable and, when something
@@ -2728,7 +2873,8 @@ func (c *Client) UpdateTeamWithBody(ctx context.Context, team TeamPath, contentT
 //
 // Sets the named limits and keeps the others. Only the limits that
 // bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
+// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
+// `workspace_files`); the inbox bounds and the
 // lengths of bodies, payloads, feedback and history are fixed at
 // creation, since stored letters are checked against them whenever
 // they are read back. The change is durable and, when something
@@ -2890,18 +3036,54 @@ func (c *Client) MarkRead(ctx context.Context, team TeamPath, member MemberPath,
 	return c.Client.Do(req)
 }
 
+// ResetMemberWithBody Make a stopped or failed member idle again (admin)
+//
+// A member whose turn stopped (`call_limit`, or a turn cut short) or
+// failed is `idle` again and can take turns; its history and turn count
+// are kept. A member whose wake is held (`wake_held`, after a turn that
+// did not end `answered`) has the hold released, whatever its status.
+// With `{"history": "clear"}` the member's history is emptied too (its
+// turn count kept), whatever its status unless a turn of it runs: for a
+// member none of whose unattended letters fits in `history_entries`
+// (`wake_held_reason: history_full`). The letters it had attended stay
+// attended; the others are attached to its next turns, oldest first.
+// The change is durable and announced with a `member` event.
+// The body is optional.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/members/{member}/reset (the `ResetMember` operationId).
+func (c *Client) ResetMemberWithBody(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetMemberRequestWithBody(c.Server, team, member, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ResetMember Make a stopped or failed member idle again (admin)
 //
 // A member whose turn stopped (`call_limit`, or a turn cut short) or
 // failed is `idle` again and can take turns; its history and turn count
 // are kept. A member whose wake is held (`wake_held`, after a turn that
 // did not end `answered`) has the hold released, whatever its status.
+// With `{"history": "clear"}` the member's history is emptied too (its
+// turn count kept), whatever its status unless a turn of it runs: for a
+// member none of whose unattended letters fits in `history_entries`
+// (`wake_held_reason: history_full`). The letters it had attended stay
+// attended; the others are attached to its next turns, oldest first.
 // The change is durable and announced with a `member` event.
-// No body.
+// The body is optional.
+//
+// Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /teams/{team}/members/{member}/reset (the `ResetMember` operationId).
-func (c *Client) ResetMember(ctx context.Context, team TeamPath, member MemberPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewResetMemberRequest(c.Server, team, member)
+func (c *Client) ResetMember(ctx context.Context, team TeamPath, member MemberPath, body ResetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetMemberRequest(c.Server, team, member, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3513,6 +3695,43 @@ func (c *Client) GetTurn(ctx context.Context, team TeamPath, turnID TurnIDPath, 
 // Corresponds with POST /teams/{team}/turns/{turn_id}/cancel (the `CancelTurn` operationId).
 func (c *Client) CancelTurn(ctx context.Context, team TeamPath, turnID TurnIDPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelTurnRequest(c.Server, team, turnID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWorkspaceFiles List the files of the team's workspace (admin)
+//
+// Every regular file in the workspace, in path order, with its size
+// and the time it was last changed. Paths use `/` between folders;
+// symbolic links and the names Mailroom keeps for itself are left out.
+//
+// Corresponds with GET /teams/{team}/workspace (the `ListWorkspaceFiles` operationId).
+func (c *Client) ListWorkspaceFiles(ctx context.Context, team TeamPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWorkspaceFilesRequest(c.Server, team)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteWorkspaceFile Delete a file of the team's workspace (admin)
+//
+// Removes the file; folders it leaves empty stay. Members' `read_file`
+// no longer finds it.
+//
+// Corresponds with DELETE /teams/{team}/workspace/files/{path} (the `DeleteWorkspaceFile` operationId).
+func (c *Client) DeleteWorkspaceFile(ctx context.Context, team TeamPath, path WorkspaceFilePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteWorkspaceFileRequest(c.Server, team, path)
 	if err != nil {
 		return nil, err
 	}
@@ -4172,8 +4391,19 @@ func NewMarkReadRequestWithBody(server string, team TeamPath, member MemberPath,
 	return req, nil
 }
 
-// NewResetMemberRequest constructs an http.Request for the ResetMember method
-func NewResetMemberRequest(server string, team TeamPath, member MemberPath) (*http.Request, error) {
+// NewResetMemberRequest calls the generic ResetMember builder with application/json body
+func NewResetMemberRequest(server string, team TeamPath, member MemberPath, body ResetMemberJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResetMemberRequestWithBody(server, team, member, "application/json", bodyReader)
+}
+
+// NewResetMemberRequestWithBody constructs an http.Request for the ResetMember method, with any body, and a specified content type
+func NewResetMemberRequestWithBody(server string, team TeamPath, member MemberPath, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4205,10 +4435,12 @@ func NewResetMemberRequest(server string, team TeamPath, member MemberPath) (*ht
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5249,6 +5481,81 @@ func NewCancelTurnRequest(server string, team TeamPath, turnID TurnIDPath) (*htt
 	return req, nil
 }
 
+// NewListWorkspaceFilesRequest constructs an http.Request for the ListWorkspaceFiles method
+func NewListWorkspaceFilesRequest(server string, team TeamPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/workspace", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteWorkspaceFileRequest constructs an http.Request for the DeleteWorkspaceFile method
+func NewDeleteWorkspaceFileRequest(server string, team TeamPath, path WorkspaceFilePath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "path", path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/workspace/files/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetWorkspaceFileRequest constructs an http.Request for the GetWorkspaceFile method
 func NewGetWorkspaceFileRequest(server string, team TeamPath, path WorkspaceFilePath) (*http.Request, error) {
 	var err error
@@ -5543,7 +5850,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Sets the named limits and keeps the others. Only the limits that
 	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
+	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
+	// `workspace_files`); the inbox bounds and the
 	// lengths of bodies, payloads, feedback and history are fixed at
 	// creation, since stored letters are checked against them whenever
 	// they are read back. The change is durable and, when something
@@ -5560,7 +5868,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Sets the named limits and keeps the others. Only the limits that
 	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
+	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
+	// `workspace_files`); the inbox bounds and the
 	// lengths of bodies, payloads, feedback and history are fixed at
 	// creation, since stored letters are checked against them whenever
 	// they are read back. The change is durable and, when something
@@ -5656,19 +5965,43 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /teams/{team}/members/{member}/inbox/read (the `MarkRead` operationId).
 	MarkReadWithResponse(ctx context.Context, team TeamPath, member MemberPath, body MarkReadJSONRequestBody, reqEditors ...RequestEditorFn) (*MarkReadResponse, error)
 
+	// ResetMemberWithBodyWithResponse Make a stopped or failed member idle again (admin)
+	//
+	// A member whose turn stopped (`call_limit`, or a turn cut short) or
+	// failed is `idle` again and can take turns; its history and turn count
+	// are kept. A member whose wake is held (`wake_held`, after a turn that
+	// did not end `answered`) has the hold released, whatever its status.
+	// With `{"history": "clear"}` the member's history is emptied too (its
+	// turn count kept), whatever its status unless a turn of it runs: for a
+	// member none of whose unattended letters fits in `history_entries`
+	// (`wake_held_reason: history_full`). The letters it had attended stay
+	// attended; the others are attached to its next turns, oldest first.
+	// The change is durable and announced with a `member` event.
+	// The body is optional.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/reset (the `ResetMember` operationId).
+	ResetMemberWithBodyWithResponse(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetMemberResponse, error)
+
 	// ResetMemberWithResponse Make a stopped or failed member idle again (admin)
 	//
 	// A member whose turn stopped (`call_limit`, or a turn cut short) or
 	// failed is `idle` again and can take turns; its history and turn count
 	// are kept. A member whose wake is held (`wake_held`, after a turn that
 	// did not end `answered`) has the hold released, whatever its status.
+	// With `{"history": "clear"}` the member's history is emptied too (its
+	// turn count kept), whatever its status unless a turn of it runs: for a
+	// member none of whose unattended letters fits in `history_entries`
+	// (`wake_held_reason: history_full`). The letters it had attended stay
+	// attended; the others are attached to its next turns, oldest first.
 	// The change is durable and announced with a `member` event.
-	// No body.
+	// The body is optional.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /teams/{team}/members/{member}/reset (the `ResetMember` operationId).
-	ResetMemberWithResponse(ctx context.Context, team TeamPath, member MemberPath, reqEditors ...RequestEditorFn) (*ResetMemberResponse, error)
+	ResetMemberWithResponse(ctx context.Context, team TeamPath, member MemberPath, body ResetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetMemberResponse, error)
 
 	// RunTurnWithBodyWithResponse Run one turn of a member (admin)
 	//
@@ -6016,6 +6349,27 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/turns/{turn_id}/cancel (the `CancelTurn` operationId).
 	CancelTurnWithResponse(ctx context.Context, team TeamPath, turnID TurnIDPath, reqEditors ...RequestEditorFn) (*CancelTurnResponse, error)
+
+	// ListWorkspaceFilesWithResponse List the files of the team's workspace (admin)
+	//
+	// Every regular file in the workspace, in path order, with its size
+	// and the time it was last changed. Paths use `/` between folders;
+	// symbolic links and the names Mailroom keeps for itself are left out.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /teams/{team}/workspace (the `ListWorkspaceFiles` operationId).
+	ListWorkspaceFilesWithResponse(ctx context.Context, team TeamPath, reqEditors ...RequestEditorFn) (*ListWorkspaceFilesResponse, error)
+
+	// DeleteWorkspaceFileWithResponse Delete a file of the team's workspace (admin)
+	//
+	// Removes the file; folders it leaves empty stay. Members' `read_file`
+	// no longer finds it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /teams/{team}/workspace/files/{path} (the `DeleteWorkspaceFile` operationId).
+	DeleteWorkspaceFileWithResponse(ctx context.Context, team TeamPath, path WorkspaceFilePath, reqEditors ...RequestEditorFn) (*DeleteWorkspaceFileResponse, error)
 
 	// GetWorkspaceFileWithResponse Read a file of the team's workspace (admin)
 	//
@@ -8984,6 +9338,144 @@ func (r CancelTurnResponse) ContentType() string {
 	return ""
 }
 
+type ListWorkspaceFilesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WorkspaceFileList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWorkspaceFilesResponse) GetJSON200() *WorkspaceFileList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListWorkspaceFilesResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListWorkspaceFilesResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListWorkspaceFilesResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListWorkspaceFilesResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWorkspaceFilesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWorkspaceFilesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWorkspaceFilesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWorkspaceFilesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteWorkspaceFileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteWorkspaceFileResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteWorkspaceFileResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteWorkspaceFileResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteWorkspaceFileResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteWorkspaceFileResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteWorkspaceFileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteWorkspaceFileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteWorkspaceFileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteWorkspaceFileResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetWorkspaceFileResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9064,6 +9556,8 @@ type PutWorkspaceFileResponse struct {
 	ApplicationProblemJSON403 *Problem
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -9088,6 +9582,11 @@ func (r PutWorkspaceFileResponse) GetApplicationProblemJSON403() *Problem {
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r PutWorkspaceFileResponse) GetApplicationProblemJSON404() *Problem {
 	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutWorkspaceFileResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
 }
 
 // GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -9361,7 +9860,8 @@ func (c *ClientWithResponses) GetTeamWithResponse(ctx context.Context, team Team
 //
 // Sets the named limits and keeps the others. Only the limits that
 // bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
+// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
+// `workspace_files`); the inbox bounds and the
 // lengths of bodies, payloads, feedback and history are fixed at
 // creation, since stored letters are checked against them whenever
 // they are read back. The change is durable and, when something
@@ -9384,7 +9884,8 @@ func (c *ClientWithResponses) UpdateTeamWithBodyWithResponse(ctx context.Context
 //
 // Sets the named limits and keeps the others. Only the limits that
 // bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`); the inbox bounds and the
+// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
+// `workspace_files`); the inbox bounds and the
 // lengths of bodies, payloads, feedback and history are fixed at
 // creation, since stored letters are checked against them whenever
 // they are read back. The change is durable and, when something
@@ -9522,20 +10023,50 @@ func (c *ClientWithResponses) MarkReadWithResponse(ctx context.Context, team Tea
 	return ParseMarkReadResponse(rsp)
 }
 
+// ResetMemberWithBodyWithResponse Make a stopped or failed member idle again (admin)
+//
+// A member whose turn stopped (`call_limit`, or a turn cut short) or
+// failed is `idle` again and can take turns; its history and turn count
+// are kept. A member whose wake is held (`wake_held`, after a turn that
+// did not end `answered`) has the hold released, whatever its status.
+// With `{"history": "clear"}` the member's history is emptied too (its
+// turn count kept), whatever its status unless a turn of it runs: for a
+// member none of whose unattended letters fits in `history_entries`
+// (`wake_held_reason: history_full`). The letters it had attended stay
+// attended; the others are attached to its next turns, oldest first.
+// The change is durable and announced with a `member` event.
+// The body is optional.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/members/{member}/reset (the `ResetMember` operationId).
+func (c *ClientWithResponses) ResetMemberWithBodyWithResponse(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetMemberResponse, error) {
+	rsp, err := c.ResetMemberWithBody(ctx, team, member, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResetMemberResponse(rsp)
+}
+
 // ResetMemberWithResponse Make a stopped or failed member idle again (admin)
 //
 // A member whose turn stopped (`call_limit`, or a turn cut short) or
 // failed is `idle` again and can take turns; its history and turn count
 // are kept. A member whose wake is held (`wake_held`, after a turn that
 // did not end `answered`) has the hold released, whatever its status.
+// With `{"history": "clear"}` the member's history is emptied too (its
+// turn count kept), whatever its status unless a turn of it runs: for a
+// member none of whose unattended letters fits in `history_entries`
+// (`wake_held_reason: history_full`). The letters it had attended stay
+// attended; the others are attached to its next turns, oldest first.
 // The change is durable and announced with a `member` event.
-// No body.
+// The body is optional.
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /teams/{team}/members/{member}/reset (the `ResetMember` operationId).
-func (c *ClientWithResponses) ResetMemberWithResponse(ctx context.Context, team TeamPath, member MemberPath, reqEditors ...RequestEditorFn) (*ResetMemberResponse, error) {
-	rsp, err := c.ResetMember(ctx, team, member, reqEditors...)
+func (c *ClientWithResponses) ResetMemberWithResponse(ctx context.Context, team TeamPath, member MemberPath, body ResetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetMemberResponse, error) {
+	rsp, err := c.ResetMember(ctx, team, member, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10061,6 +10592,39 @@ func (c *ClientWithResponses) CancelTurnWithResponse(ctx context.Context, team T
 		return nil, err
 	}
 	return ParseCancelTurnResponse(rsp)
+}
+
+// ListWorkspaceFilesWithResponse List the files of the team's workspace (admin)
+//
+// Every regular file in the workspace, in path order, with its size
+// and the time it was last changed. Paths use `/` between folders;
+// symbolic links and the names Mailroom keeps for itself are left out.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /teams/{team}/workspace (the `ListWorkspaceFiles` operationId).
+func (c *ClientWithResponses) ListWorkspaceFilesWithResponse(ctx context.Context, team TeamPath, reqEditors ...RequestEditorFn) (*ListWorkspaceFilesResponse, error) {
+	rsp, err := c.ListWorkspaceFiles(ctx, team, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWorkspaceFilesResponse(rsp)
+}
+
+// DeleteWorkspaceFileWithResponse Delete a file of the team's workspace (admin)
+//
+// Removes the file; folders it leaves empty stay. Members' `read_file`
+// no longer finds it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /teams/{team}/workspace/files/{path} (the `DeleteWorkspaceFile` operationId).
+func (c *ClientWithResponses) DeleteWorkspaceFileWithResponse(ctx context.Context, team TeamPath, path WorkspaceFilePath, reqEditors ...RequestEditorFn) (*DeleteWorkspaceFileResponse, error) {
+	rsp, err := c.DeleteWorkspaceFile(ctx, team, path, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteWorkspaceFileResponse(rsp)
 }
 
 // GetWorkspaceFileWithResponse Read a file of the team's workspace (admin)
@@ -12531,6 +13095,117 @@ func ParseCancelTurnResponse(rsp *http.Response) (*CancelTurnResponse, error) {
 	return response, nil
 }
 
+// ParseListWorkspaceFilesResponse parses an HTTP response from a ListWorkspaceFilesWithResponse call
+func ParseListWorkspaceFilesResponse(rsp *http.Response) (*ListWorkspaceFilesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWorkspaceFilesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WorkspaceFileList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteWorkspaceFileResponse parses an HTTP response from a DeleteWorkspaceFileWithResponse call
+func ParseDeleteWorkspaceFileResponse(rsp *http.Response) (*DeleteWorkspaceFileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteWorkspaceFileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetWorkspaceFileResponse parses an HTTP response from a GetWorkspaceFileWithResponse call
 func ParseGetWorkspaceFileResponse(rsp *http.Response) (*GetWorkspaceFileResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12629,6 +13304,13 @@ func ParsePutWorkspaceFileResponse(rsp *http.Response) (*PutWorkspaceFileRespons
 			return nil, err
 		}
 		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem

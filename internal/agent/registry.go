@@ -189,11 +189,11 @@ func Registry(env Env) []Tool {
 		},
 		{
 			Name: ToolWaitForMail, Doors: DoorMCP, Offer: all, Handler: r.waitForMail,
-			Description: fmt.Sprintf("Sleep until a letter arrives in your inbox (after the given one), then return the new letters; returns an empty list at the deadline (1 to %d seconds, default %d). Use it instead of polling.", int(core.MaxWait/time.Second), int(DefaultWait/time.Second)),
+			Description: fmt.Sprintf("Sleep until a letter arrives in your inbox (an unread one, or one after the given one), then return the new letters; returns at once when unread letters wait, and an empty list at the deadline (1 to %d seconds, default %d). Use it instead of polling.", int(core.MaxWait/time.Second), int(DefaultWait/time.Second)),
 			InputSchema: object(
 				prop{name: "after", typ: "string", desc: "Optional: the id of the last letter you have seen; only later letters count."},
 				prop{name: "timeout_seconds", typ: "integer", desc: fmt.Sprintf("How long to wait, 1 to %d seconds (default %d).", int(core.MaxWait/time.Second), int(DefaultWait/time.Second)), min: 1, max: int(core.MaxWait / time.Second)},
-				unreadOnlyProp, markReadProp),
+				waitUnreadOnlyProp, markReadProp),
 		},
 		{
 			Name: ToolMarkRead, Doors: DoorMCP, Offer: all, Handler: r.markRead,
@@ -396,6 +396,10 @@ func lettersResult(msgs []core.Message) Result {
 var (
 	unreadOnlyProp = prop{name: "unread_only", typ: "boolean", desc: "Optional (default false): only the letters after your read cursor; not together with after."}
 	markReadProp   = prop{name: "mark_read", typ: "boolean", desc: "Optional (default false): mark the letters returned read (your read cursor moves through the last one)."}
+	// wait_for_mail waits for unread mail unless after is given, so that
+	// an agent looping on it with no arguments sleeps until a letter
+	// arrives instead of being handed its old mail at once.
+	waitUnreadOnlyProp = prop{name: "unread_only", typ: "boolean", desc: "Optional (default true without after, false with it): only the letters after your read cursor; not together with after."}
 )
 
 // cursorInput is unread_only and mark_read.
@@ -472,10 +476,17 @@ func (r registry) waitForMail(ctx context.Context, input json.RawMessage) (Resul
 	var in struct {
 		After          string `json:"after"`
 		TimeoutSeconds *int   `json:"timeout_seconds"`
-		cursorInput
+		UnreadOnly     *bool  `json:"unread_only"`
+		MarkRead       bool   `json:"mark_read"`
 	}
 	if err := decode(ToolWaitForMail, input, &in); err != nil {
 		return Result{}, err
+	}
+	// No after: the unread letters, waited for when there are none. With
+	// after, after decides (unread_only defaults to false).
+	c := cursorInput{UnreadOnly: in.After == "", MarkRead: in.MarkRead}
+	if in.UnreadOnly != nil {
+		c.UnreadOnly = *in.UnreadOnly
 	}
 	wait := DefaultWait
 	if in.TimeoutSeconds != nil {
@@ -484,7 +495,7 @@ func (r registry) waitForMail(ctx context.Context, input json.RawMessage) (Resul
 		}
 		wait = time.Duration(*in.TimeoutSeconds) * time.Second
 	}
-	return r.readLetters(ctx, ToolWaitForMail, in.After, in.cursorInput, wait)
+	return r.readLetters(ctx, ToolWaitForMail, in.After, c, wait)
 }
 
 // submitPlan opens a plan request to lead.

@@ -36,6 +36,7 @@ type Service struct {
 	bus      Bus
 	waiters  waiters       // readers waiting for mail (waiters.go)
 	sessions sessionCounts // open MCP sessions (sessions.go)
+	seen     seenTimes     // members' last MCP requests (mcpseen.go)
 	lives    teamLives     // teams followed by connections (teamlife.go)
 	holds    heldReads     // reads waiting for mail, per token (heldreads.go)
 	maxTeams int
@@ -561,7 +562,7 @@ func (u *unit) teamView(damaged error) TeamView {
 
 func (u *unit) memberView(m *MemberState) MemberView {
 	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: u.s.busy(u.st.Name, m, u.now), Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage,
-		MCPSessions: u.s.sessions.count(u.st.Name, m.Name), Wake: m.Wake, WakeHeld: m.WakeHeld}
+		MCPSessions: u.s.sessions.count(u.st.Name, m.Name), MCPLastSeen: u.s.seen.of(u.st.Name, m.Name), Wake: m.Wake, WakeHeld: m.WakeHeld}
 	if m.WakeHeld {
 		reason := m.WakeHeldReason
 		mv.WakeHeldReason = &reason

@@ -114,7 +114,8 @@ func (s *Service) changeSessions(ctx context.Context, team, member string, d int
 // publishLocal hands ev to this process's subscribers, a member event with
 // this process's session counts: one built before a session opened or
 // ended, or by another process, would show a count that is not (or no
-// longer) this process's.
+// longer) this process's. Its MCP time is the later of the event's and
+// this process's (mcpseen.go): another replica's announcement is kept.
 func (s *Service) publishLocal(ev Event) {
 	if ev.Type != EventMember {
 		s.bus.Publish(ev)
@@ -125,11 +126,13 @@ func (s *Service) publishLocal(ev Event) {
 	switch d := ev.Data.(type) {
 	case MemberView:
 		d.MCPSessions = s.sessions.n[memberRef{ev.Team, d.Name}]
+		d.MCPLastSeen = s.seen.merge(memberRef{ev.Team, d.Name}, d.MCPLastSeen)
 		ev.Data = d
 	case []MemberView:
 		views := append([]MemberView(nil), d...)
 		for i := range views {
 			views[i].MCPSessions = s.sessions.n[memberRef{ev.Team, views[i].Name}]
+			views[i].MCPLastSeen = s.seen.merge(memberRef{ev.Team, views[i].Name}, views[i].MCPLastSeen)
 		}
 		ev.Data = views
 	}

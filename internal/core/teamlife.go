@@ -128,10 +128,11 @@ func (t *teamLives) end(team string) {
 // teamDeleted is core's own handling of a deleted team, run from the bus
 // before any other subscriber sees the event: the team's followers are
 // ended, its turns here cancelled, its wakes dropped and its MCP session
-// counts dropped, so that a new team of the
+// counts and times dropped, so that a new team of the
 // same name starts with none.
 func (s *Service) teamDeleted(team string, data any) {
 	s.lives.end(team)
+	s.seen.drop(team)
 	// A deletion on another replica: what this process does for that
 	// incarnation of the team ends too (deletion.go).
 	inc, _ := data.(string)

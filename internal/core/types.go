@@ -297,6 +297,9 @@ type MemberView struct {
 	// MCPSessions is how many MCP sessions of this member this process
 	// holds (sessions.go); other replicas' sessions are not counted.
 	MCPSessions int `json:"mcp_sessions"`
+	// MCPLastSeen is when the member last made an MCP request, as this
+	// process knows it (mcpseen.go); nil when it knows of none.
+	MCPLastSeen *time.Time `json:"mcp_last_seen"`
 	// ReadThrough and Unread are the member's read cursor (cursors.go).
 	ReadThrough *string `json:"read_through"`
 	Unread      int     `json:"unread"`

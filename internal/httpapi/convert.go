@@ -124,6 +124,7 @@ func memberOf(m core.MemberView) Member {
 		InboxLength:   m.InboxLength,
 		Usage:         usageOf(m.Usage),
 		McpSessions:   m.MCPSessions,
+		McpLastSeen:   m.MCPLastSeen,
 		ReadThrough:   m.ReadThrough,
 		Unread:        m.Unread,
 		Wake:          m.Wake,

@@ -96,14 +96,23 @@ func (e *env) connect(token string, opts *mcp.ClientOptions) *mcp.ClientSession 
 	return cs
 }
 
+// legacyVersion is the protocol of sessions the tests of sessions speak
+// (the SDK's client would otherwise speak 2026-07-28, which has none).
+const legacyVersion = "2025-11-25"
+
 func (e *env) tryConnect(token string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	return e.connectVersion(token, legacyVersion, opts)
+}
+
+// connectVersion connects as token speaking protocol version.
+func (e *env) connectVersion(token, version string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   e.endpoint,
 		HTTPClient: &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}},
 		MaxRetries: -1,
 	}
-	return client.Connect(e.t.Context(), transport, nil)
+	return client.Connect(e.t.Context(), transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 }
 
 func (e *env) member(team, name string) *mcp.ClientSession {

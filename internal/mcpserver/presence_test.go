@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -130,8 +131,12 @@ func (e *env) memberEvents(team string) <-chan core.MemberView {
 }
 
 // nextMember returns the next member event of member.
-func nextMember(t *testing.T, events <-chan core.MemberView, member string) core.MemberView {
+func nextMember(t *testing.T, events <-chan core.MemberView, member string, want func(core.MemberView) bool) core.MemberView {
 	t.Helper()
+	// Other member events of member come between (one announces that it
+	// made MCP requests, mcp_last_seen): the first that is wanted counts.
+	timeout := time.After(10 * time.Second)
+	var last *core.MemberView
 	for {
 		select {
 		case mv, ok := <-events:
@@ -139,12 +144,20 @@ func nextMember(t *testing.T, events <-chan core.MemberView, member string) core
 				t.Fatalf("the event stream ended before a member event of %s", member)
 			}
 			if mv.Name == member {
-				return mv
+				if want(mv) {
+					return mv
+				}
+				last = &mv
 			}
-		case <-t.Context().Done():
-			t.Fatalf("no member event of %s", member)
+		case <-timeout:
+			t.Fatalf("no wanted member event of %s within 10 s; the last was %+v", member, last)
 		}
 	}
+}
+
+// sessionsAre wants a member event with n sessions.
+func sessionsAre(n int) func(core.MemberView) bool {
+	return func(mv core.MemberView) bool { return mv.MCPSessions == n }
 }
 
 // teamSessions reads mcp_sessions of every member from GET /teams/{team}
@@ -207,13 +220,13 @@ func TestSessionsInTeamDocumentAndEvents(t *testing.T) {
 	want("before any session", map[string]int{"lead": 0, "reader": 0, "reviewer": 0})
 
 	first := e.member("demo", "reader")
-	if mv := nextMember(t, events, "reader"); mv.MCPSessions != 1 {
+	if mv := nextMember(t, events, "reader", sessionsAre(1)); mv.MCPSessions != 1 {
 		t.Fatalf("member event after the first session opened: mcp_sessions = %d, want 1", mv.MCPSessions)
 	}
 	want("one session", map[string]int{"lead": 0, "reader": 1, "reviewer": 0})
 
 	second := e.member("demo", "reader")
-	if mv := nextMember(t, events, "reader"); mv.MCPSessions != 2 {
+	if mv := nextMember(t, events, "reader", sessionsAre(2)); mv.MCPSessions != 2 {
 		t.Fatalf("member event after the second session opened: mcp_sessions = %d, want 2", mv.MCPSessions)
 	}
 	want("two sessions", map[string]int{"reader": 2})
@@ -222,7 +235,7 @@ func TestSessionsInTeamDocumentAndEvents(t *testing.T) {
 	// agrees to shut down, and its member event (now closed) still says
 	// two sessions.
 	lead := e.member("demo", "lead")
-	if mv := nextMember(t, events, "lead"); mv.MCPSessions != 1 {
+	if mv := nextMember(t, events, "lead", sessionsAre(1)); mv.MCPSessions != 1 {
 		t.Fatalf("member event after lead's session opened: mcp_sessions = %d, want 1", mv.MCPSessions)
 	}
 	var opened struct {
@@ -230,7 +243,7 @@ func TestSessionsInTeamDocumentAndEvents(t *testing.T) {
 	}
 	mustCall(t, lead, "request_shutdown", map[string]any{"target": "reader"}, &opened)
 	mustCall(t, first, "reply_request", map[string]any{"request_id": opened.RequestID, "approve": true}, nil)
-	if mv := nextMember(t, events, "reader"); mv.Status != core.StatusClosed || mv.MCPSessions != 2 {
+	if mv := nextMember(t, events, "reader", func(mv core.MemberView) bool { return mv.Status == core.StatusClosed }); mv.Status != core.StatusClosed || mv.MCPSessions != 2 {
 		t.Fatalf("member event of the shutdown: status %s, mcp_sessions %d; want %s, 2", mv.Status, mv.MCPSessions, core.StatusClosed)
 	}
 	want("shut down", map[string]int{"lead": 1, "reader": 2, "reviewer": 0})
@@ -238,7 +251,7 @@ func TestSessionsInTeamDocumentAndEvents(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if mv := nextMember(t, events, "reader"); mv.MCPSessions != 1 {
+	if mv := nextMember(t, events, "reader", sessionsAre(1)); mv.MCPSessions != 1 {
 		t.Fatalf("member event after one session closed: mcp_sessions = %d, want 1", mv.MCPSessions)
 	}
 	want("one closed", map[string]int{"lead": 1, "reader": 1})
@@ -246,13 +259,13 @@ func TestSessionsInTeamDocumentAndEvents(t *testing.T) {
 	if err := second.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if mv := nextMember(t, events, "reader"); mv.MCPSessions != 0 {
+	if mv := nextMember(t, events, "reader", sessionsAre(0)); mv.MCPSessions != 0 {
 		t.Fatalf("member event after the last session closed: mcp_sessions = %d, want 0", mv.MCPSessions)
 	}
 	if err := lead.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if mv := nextMember(t, events, "lead"); mv.MCPSessions != 0 {
+	if mv := nextMember(t, events, "lead", sessionsAre(0)); mv.MCPSessions != 0 {
 		t.Fatalf("member event after lead's session closed: mcp_sessions = %d, want 0", mv.MCPSessions)
 	}
 	want("all closed", map[string]int{"lead": 0, "reader": 0, "reviewer": 0})

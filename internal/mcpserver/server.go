@@ -4,7 +4,9 @@
 // and answers plan and shutdown requests, matches replies and waits for
 // letters, under exactly the rules of the REST API (docs/spec.md §4).
 //
-// It speaks Streamable HTTP through the official Go SDK. Each session gets
+// It speaks Streamable HTTP through the official Go SDK: protocol
+// 2026-07-28 without sessions (modern.go) and 2025-06-18 and 2025-11-25
+// with sessions, on one URL. Each session gets
 // its own mcp.Server bound to the member whose token opened it, so the tool
 // list fits the member (lead has no submit_plan, a teammate no
 // request_shutdown, only a team with a workspace has read_file and
@@ -80,6 +82,8 @@ type Handler struct {
 	opts      Options
 	adminHash [sha256.Size]byte
 	sdk       http.Handler
+	// stateless serves the requests of protocol 2026-07-28 (modern.go).
+	stateless http.Handler
 	// base answers the SDK's per-request questions (protocol versions) for
 	// requests of a session that already exists; it has no tools.
 	base *mcp.Server
@@ -89,6 +93,8 @@ type Handler struct {
 	perToken map[string]int // token hash → open sessions
 	// live is the open sessions by their SDK session id.
 	live map[string]*session
+	// modern is the member servers of stateless requests by token hash.
+	modern map[string]*modernMember
 }
 
 // New returns the /mcp handler over svc.
@@ -119,6 +125,7 @@ func New(svc *core.Service, opts Options) (*Handler, error) {
 		base:      mcp.NewServer(implementation, nil),
 		perToken:  map[string]int{},
 		live:      map[string]*session{},
+		modern:    map[string]*modernMember{},
 	}
 	streamable := mcp.NewStreamableHTTPHandler(h.serverFor, &mcp.StreamableHTTPOptions{
 		Logger:         opts.Logger,
@@ -136,6 +143,16 @@ func New(svc *core.Service, opts Options) (*Handler, error) {
 		}
 		return &auth.TokenInfo{UserID: c.tokenHash}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	// Requests of protocol 2026-07-28 have no session to keep to an
+	// identity: each one is its token's, checked by ServeHTTP.
+	h.stateless = mcp.NewStreamableHTTPHandler(h.modernServerFor, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		Logger:              opts.Logger,
+		MaxRequestBodyBytes: httpx.MaxBodyBytes + 1,
+		// A call whose client went away (a wait_for_mail given up) ends
+		// with it, as a REST read does.
+		PropagateRequestCancellation: true,
+	})
 	return h, nil
 }
 
@@ -208,6 +225,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	// Every request counts as the member being seen, whatever its
+	// protocol: the member document's mcp_last_seen and the page's badge.
+	if err := h.svc.SeenMCP(core.WithPrincipal(r.Context(), c.principal), c.member.Team, c.member.Name); err != nil {
+		h.log.DebugContext(r.Context(), "mcp request not recorded as seen", "code", core.ErrorCode(err))
+	}
+	if isModern(r) {
+		h.serveModern(w, r, c)
+		return
 	}
 	ctx := context.WithValue(r.Context(), callerKey{}, c)
 	if id := r.Header.Get(sessionIDHeader); r.Method != http.MethodPost || id != "" {

@@ -42,7 +42,7 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex
-	subs   map[string]context.CancelFunc // resource URI → its watcher
+	subs   map[string]*watcher // resource URI → its watcher
 
 	// workspaces is the root of the teams' workspaces ("" offers none).
 	workspaces string
@@ -66,7 +66,7 @@ func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, p core
 	if err != nil {
 		return nil, err
 	}
-	s := &session{svc: svc, log: log, me: me, principal: p, life: life, subs: map[string]context.CancelFunc{}, workspaces: workspaces, programs: programs,
+	s := &session{svc: svc, log: log, me: me, principal: p, life: life, subs: map[string]*watcher{}, workspaces: workspaces, programs: programs,
 		tools: map[string]bool{}, teamChanged: make(chan struct{}, 1)}
 	// Subscribed before the team is read, so that no change after the
 	// read goes unnoticed. The bus calls this from the publisher: it only
@@ -98,10 +98,21 @@ func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, p core
 	})
 	s.setTools(view)
 	go s.followTeam()
+	const inboxDescription = "Your own inbox as JSON {\"messages\": [...]}, oldest first. Subscribe to be told of every new letter."
+	// The member's own inbox is listed (resources/list), so that a client
+	// finds it without knowing the template; the template stays for the
+	// clients that read it from resources/templates/list.
+	s.server.AddResource(&mcp.Resource{
+		Name:        "inbox",
+		Title:       "Your inbox",
+		Description: inboxDescription,
+		MIMEType:    "application/json",
+		URI:         s.inboxURI(),
+	}, s.readInbox)
 	s.server.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name:        "inbox",
 		Title:       "Your inbox",
-		Description: "Your own inbox as JSON {\"messages\": [...]}, oldest first. Subscribe to be told of every new letter.",
+		Description: inboxDescription,
 		MIMEType:    "application/json",
 		URITemplate: "mailroom://teams/{team}/members/{member}/inbox",
 	}, s.readInbox)
@@ -335,6 +346,16 @@ func (s *session) readInbox(ctx context.Context, req *mcp.ReadResourceRequest) (
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
 }
 
+// watcher watches one resource for the SDK sessions subscribed to it: a
+// session of protocol 2025-* (resources/subscribe) or, under 2026-07-28,
+// each subscriptions/listen, which is an SDK session of its own on the
+// server the token's requests share (modern.go). It stops when the last
+// one unsubscribes.
+type watcher struct {
+	cancel context.CancelFunc
+	by     map[*mcp.ServerSession]bool
+}
+
 // subscribe starts watching one's inbox: each new letter sends
 // notifications/resources/updated, woken by the same change notification
 // as the long poll.
@@ -344,7 +365,8 @@ func (s *session) subscribe(_ context.Context, req *mcp.SubscribeRequest) error 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.subs[req.Params.URI]; ok {
+	if w, ok := s.subs[req.Params.URI]; ok {
+		w.by[req.Session] = true
 		return nil
 	}
 	n, changed, stop, release, err := s.svc.WatchInbox(s.as(s.ctx), s.me.Team, s.me.Name)
@@ -352,7 +374,7 @@ func (s *session) subscribe(_ context.Context, req *mcp.SubscribeRequest) error 
 		return fmt.Errorf("%s: %s", core.ErrorCode(err), core.ErrorMessage(err))
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	s.subs[req.Params.URI] = cancel
+	s.subs[req.Params.URI] = &watcher{cancel: cancel, by: map[*mcp.ServerSession]bool{req.Session: true}}
 	go s.watch(ctx, req.Params.URI, n, changed, stop, release)
 	return nil
 }
@@ -360,9 +382,11 @@ func (s *session) subscribe(_ context.Context, req *mcp.SubscribeRequest) error 
 func (s *session) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cancel, ok := s.subs[req.Params.URI]; ok {
-		cancel()
-		delete(s.subs, req.Params.URI)
+	if w, ok := s.subs[req.Params.URI]; ok {
+		if delete(w.by, req.Session); len(w.by) == 0 {
+			w.cancel()
+			delete(s.subs, req.Params.URI)
+		}
 	}
 	return nil
 }

@@ -19,6 +19,10 @@
   const TEAM_POLL_MS = 4000;
   const RUN_POLL_MS = 300;
   const REFRESH_DEBOUNCE_MS = 100;
+  // A member counts as using MCP for this long after its last request
+  // (mcp_last_seen); badges are checked this often.
+  const MCP_SEEN_MS = 60000;
+  const MCP_CHECK_MS = 1000;
 
   const STATUS_ICONS = { idle: '○', running: '▶', stopped: '■', failed: '✖', closed: '⊘' };
   const REQUEST_STATES = {
@@ -679,16 +683,17 @@
       el('div', null, el('dt', null, 'history'), el('dd', null, String(m.history_length))),
       el('div', null, el('dt', null, 'tokens'), el('dd', { class: 'usage' }, tokens(m.usage))));
     const activity = state.doing.get(team + '/' + m.name);
-    // An agent outside Mailroom connected as this member through /mcp;
-    // the count is of the sessions this server holds (docs/api.md, B).
-    const sessions = Number(m.mcp_sessions) || 0;
-    const mcp = sessions > 0
+    // An agent outside Mailroom made MCP requests as this member in the
+    // last minute, whatever its protocol (docs/api.md, J): from the
+    // member's mcp_last_seen, not from session counts. expireMCPBadges
+    // takes the badge away once the minute is over.
+    const seenAt = m.mcp_last_seen ? Date.parse(m.mcp_last_seen) : NaN;
+    const mcp = Number.isFinite(seenAt) && Date.now() - seenAt < MCP_SEEN_MS
       ? el('span', {
         class: 'badge mcp',
-        data: { mcpSessions: sessions },
-        title: sessions === 1 ? 'An agent is connected as ' + m.name + ' through MCP'
-          : sessions + ' MCP sessions are open as ' + m.name,
-      }, icon('⇄'), el('span', { class: 'badge-text' }, sessions === 1 ? 'MCP' : 'MCP ×' + sessions))
+        data: { mcpSeen: m.mcp_last_seen },
+        title: 'An agent used MCP as ' + m.name + ' at ' + new Date(seenAt).toLocaleTimeString(),
+      }, icon('⇄'), el('span', { class: 'badge-text' }, 'MCP'))
       : null;
     // A member the server wakes on mail; held after a turn that did not
     // end answered, until a reset (docs/api.md, E).
@@ -1100,7 +1105,16 @@
     }, TEAM_POLL_MS);
   }
 
+  // expireMCPBadges takes away the MCP badges of members not seen in the
+  // last minute: no event says that time passed.
+  function expireMCPBadges() {
+    for (const b of document.querySelectorAll('.badge.mcp[data-mcp-seen]')) {
+      if (!(Date.now() - Date.parse(b.dataset.mcpSeen) < MCP_SEEN_MS)) b.remove();
+    }
+  }
+
   function init() {
+    setInterval(expireMCPBadges, MCP_CHECK_MS);
     $('status-close').addEventListener('click', clearStatus);
     $('token-form').addEventListener('submit', (ev) => {
       ev.preventDefault();
