@@ -18,6 +18,10 @@
 //	server team create|show, permission list|allow|deny, mcp-config
 //	                               the common admin acts (MAILROOM_URL,
 //	                               MAILROOM_ADMIN_TOKEN)
+//	server setup claude|codex [--dir D] [--dry-run]
+//	                               Mailroom's MCP server and hooks in a
+//	                               project's config files (docs/hooks.md)
+//	server doctor [--dir D]        check URL, token, member and hooks
 //	server --version               the module version and commit
 //
 // Every serve flag has an environment variable (MAILROOM_ADDR, MAILROOM_DATA,
@@ -119,9 +123,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		case "permission":
 			return runPermission(ctx, args[1:], getenv, stdout)
 		case "mcp-config":
-			return runMCPConfig(ctx, args[1:], getenv, stdout)
+			return runMCPConfig(ctx, args[1:], getenv, stdout) // mcpconfig.go
+		case "setup":
+			return runSetup(ctx, args[1:], getenv, stdout) // setup.go
+		case "doctor":
+			return runDoctor(ctx, args[1:], getenv, stdout) // doctor.go
 		default:
-			return usageErrorf("unknown command %q; the commands are healthcheck, scenario, import, hook, inbox, send, team, permission and mcp-config, and no command serves", args[0])
+			return usageErrorf("unknown command %q; the commands are healthcheck, scenario, import, hook, inbox, send, team, permission, mcp-config, setup and doctor, and no command serves", args[0])
 		}
 	}
 	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
