@@ -354,3 +354,37 @@ func TestClaudeCodeMailroomDown(t *testing.T) {
 		t.Errorf("the model was never asked")
 	}
 }
+
+// TestCodexSetupRunsHooks: after `mailroom setup codex`, a headless
+// `codex exec` (no bypass flag) runs the project's hooks: the trust
+// records setup wrote in the user's Codex config are the ones Codex
+// accepts, and the SessionStart hook shows the waiting letter (the
+// member's cursor moves through it). The model provider is down: the
+// hooks run before Codex asks it.
+func TestCodexSetupRunsHooks(t *testing.T) {
+	codex := npmCLI(t, codexPackage, "codex")
+	t.Parallel()
+	s := startServer(t, filepath.Join(t.TempDir(), "data"))
+	c := newClient(s.base)
+	defer c.close()
+	tok := createTeam(t, c, "cx", "reader")
+	letter := sendAs(t, c, "cx", tok["lead"], "reader", "hello from lead")
+	home := t.TempDir()
+	dir := setupProject(t, s.base, "codex", "CODEX_HOME="+home)
+	env := []string{
+		"PATH=" + pathWithMailroom(t),
+		"HOME=" + t.TempDir(),
+		"CODEX_HOME=" + home,
+		"OPENAI_API_KEY=sk-fake",
+		"MAILROOM_URL=" + s.base,
+		"MAILROOM_TOKEN=" + tok["reader"],
+	}
+	provider := fmt.Sprintf(`model_providers.down={name="down", base_url="http://%s/v1", wire_api="responses", request_max_retries=0, stream_max_retries=0}`, closedPort(t))
+	run := runAgent(t, dir, env, codex, "exec", "--skip-git-repo-check", "-c", "model_provider=\"down\"", "-c", provider, "-m", "gpt-5", "Work on your mail.")
+	if !strings.Contains(run.stdout+run.stderr, "hook: SessionStart Completed") {
+		t.Errorf("codex exec ran no SessionStart hook (exit %d)\nstderr:\n%s\nstdout:\n%s", run.code, run.stderr, run.stdout)
+	}
+	if through, unread := cursorOf(t, c, "cx", "reader"); through != letter || unread != 0 {
+		t.Errorf("reader's cursor %q, %d unread after codex exec; want %s, 0 (the hook showed the letter)", through, unread, letter)
+	}
+}
