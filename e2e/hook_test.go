@@ -508,18 +508,20 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("permission list: exit %d, stdout %q", p.code, p.stdout)
 	}
 	reader := created.Members[1].Token
+	// mcp-config names MAILROOM_TOKEN and never prints the token itself.
 	p = runCmd(t, s.base, reader, "", "mcp-config", "--team", "crew", "--member", "reader")
-	if want := "claude mcp add --transport http mailroom " + s.base + "/mcp --header \"Authorization: Bearer " + reader + "\"\n"; p.code != 0 || p.stdout != want {
+	if want := "claude mcp add --transport http mailroom " + s.base + "/mcp --header 'Authorization: Bearer ${MAILROOM_TOKEN}'\n"; p.code != 0 || p.stdout != want {
 		t.Fatalf("mcp-config: exit %d, stdout %q; want %q", p.code, p.stdout, want)
 	}
 	p = runCmd(t, s.base, reader, "", "mcp-config", "--team", "crew", "--member", "reader", "--host", "codex")
-	if p.code != 0 || !strings.Contains(p.stdout, "[mcp_servers.mailroom]") || !strings.Contains(p.stdout, `bearer_token_env_var = "MAILROOM_TOKEN"`) {
-		t.Fatalf("mcp-config --host codex: exit %d, stdout %q", p.code, p.stdout)
+	if p.code != 0 || !strings.Contains(p.stdout, "[mcp_servers.mailroom]") || !strings.Contains(p.stdout, `bearer_token_env_var = "MAILROOM_TOKEN"`) ||
+		!strings.Contains(p.stdout, `default_tools_approval_mode = "approve"`) || strings.Contains(p.stdout, reader) {
+		t.Fatalf("mcp-config --host codex: exit %d, stdout %q; want the table with bearer_token_env_var and tool approval, no token", p.code, p.stdout)
 	}
 	for _, h := range []string{"cursor", "vscode"} {
 		p = runCmd(t, s.base, reader, "", "mcp-config", "--team", "crew", "--member", "reader", "--host", h)
-		if p.code != 0 || !strings.Contains(p.stdout, `"Authorization": "Bearer `+reader+`"`) || !strings.Contains(p.stdout, s.base+"/mcp") {
-			t.Fatalf("mcp-config --host %s: exit %d, stdout %q", h, p.code, p.stdout)
+		if p.code != 0 || !strings.Contains(p.stdout, `"Authorization": "Bearer ${env:MAILROOM_TOKEN}"`) || !strings.Contains(p.stdout, s.base+"/mcp") || strings.Contains(p.stdout, reader) {
+			t.Fatalf("mcp-config --host %s: exit %d, stdout %q; want an env reference, no token", h, p.code, p.stdout)
 		}
 	}
 	if p = runCmd(t, "", "", "", "--version"); p.code != 0 || !strings.HasPrefix(p.stdout, "mailroom ") || !strings.Contains(p.stdout, "commit ") {

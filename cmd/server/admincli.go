@@ -313,40 +313,6 @@ func defineMCPConfig(fs *flag.FlagSet, in *invocation) runFunc {
 	}
 }
 
-// runMCPConfig prints the configuration block (or command) that connects
-// host's agent to Mailroom's MCP endpoint as the member whose token is
-// MAILROOM_TOKEN.
-func runMCPConfig(ctx context.Context, getenv func(string) string, stdout io.Writer, team, member, host string) error {
-	mc, err := dialMember(ctx, getenv)
-	if err != nil {
-		return err
-	}
-	if mc.team != team || mc.member != member {
-		return cliError("mcp-config: MAILROOM_TOKEN is %s of team %s, not %s of team %s", mc.member, mc.team, member, team)
-	}
-	url := strings.TrimRight(getenv("MAILROOM_URL"), "/") + "/mcp"
-	token := getenv("MAILROOM_TOKEN")
-	var out string
-	switch host {
-	case "claude":
-		out = fmt.Sprintf("claude mcp add --transport http mailroom %s --header \"Authorization: Bearer %s\"\n", url, token)
-	case "codex":
-		out = fmt.Sprintf("# ~/.codex/config.toml; export MAILROOM_TOKEN=%s\n[mcp_servers.mailroom]\nurl = %q\nbearer_token_env_var = \"MAILROOM_TOKEN\"\n", token, url)
-	case "cursor":
-		b, _ := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{"mailroom": map[string]any{
-			"url": url, "headers": map[string]string{"Authorization": "Bearer " + token}}}}, "", "  ")
-		out = "// .cursor/mcp.json\n" + string(b) + "\n"
-	case "vscode":
-		b, _ := json.MarshalIndent(map[string]any{"servers": map[string]any{"mailroom": map[string]any{
-			"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer " + token}}}}, "", "  ")
-		out = "// .vscode/mcp.json\n" + string(b) + "\n"
-	default:
-		return cliError("mcp-config: --host %q: want claude, codex, cursor or vscode", host)
-	}
-	_, err = io.WriteString(stdout, out)
-	return err
-}
-
 // version is the module's version and the commit the binary was built
 // from, as the Go toolchain recorded them.
 func version() string {

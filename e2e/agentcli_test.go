@@ -1,0 +1,390 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The real coding agents, from npm at pinned versions, set up with
+// `mailroom setup` exactly as the README says and driven headless against
+// a fake model server of their provider's wire format (SSE streaming
+// included): tools listed and called, letters reaching the model through
+// the hooks, the Stop hook, and a session that survives Mailroom down.
+// Where the npm registry cannot be reached these tests say so on one line
+// and skip.
+
+// Pinned agent CLIs.
+const (
+	claudePackage = "@anthropic-ai/claude-code@2.1.328"
+	codexPackage  = "@openai/codex@0.169.0"
+)
+
+// agentRunDeadline bounds one headless agent session.
+const agentRunDeadline = 3 * time.Minute
+
+// npmCLI installs pkg (name@version) into a cache directory shared by
+// test runs (MAILROOM_E2E_NPM_CACHE, else the user's cache directory) and
+// returns the path of its executable bin. Without npm or the registry the
+// test is skipped with one line saying so.
+func npmCLI(t *testing.T, pkg, bin string) string {
+	t.Helper()
+	cache := os.Getenv("MAILROOM_E2E_NPM_CACHE")
+	if cache == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		cache = filepath.Join(dir, "mailroom-e2e-npm")
+	}
+	prefix := filepath.Join(cache, strings.NewReplacer("@", "", "/", "-").Replace(pkg))
+	path := filepath.Join(prefix, "node_modules", ".bin", bin)
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skipf("npm is not on the PATH, so %s cannot be installed; skipped", pkg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "npm", "view", pkg, "version").CombinedOutput(); err != nil {
+		t.Skipf("the npm registry cannot be reached (npm view %s: %s); skipped", pkg, oneLineOf(string(out)))
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "install", "--prefix", prefix, "--no-audit", "--no-fund", "--no-save", pkg)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm install %s: %v\n%s", pkg, err, out)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("npm installed %s but there is no %s: %v", pkg, path, err)
+	}
+	return path
+}
+
+func oneLineOf(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// pathWithMailroom is a PATH on which `mailroom` is the binary under test,
+// as the hooks setup writes expect.
+func pathWithMailroom(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Symlink(serverBin, filepath.Join(dir, "mailroom")); err != nil {
+		t.Fatal(err)
+	}
+	return dir + string(os.PathListSeparator) + os.Getenv("PATH")
+}
+
+// agentRun is one finished headless session of an agent CLI.
+type agentRun struct {
+	stdout, stderr string
+	code           int
+}
+
+// runAgent runs bin with args in dir and env until it exits.
+func runAgent(t *testing.T, dir string, env []string, bin string, args ...string) agentRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), agentRunDeadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader("")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v did not end within %v; stderr:\n%s\nstdout:\n%s", filepath.Base(bin), args, agentRunDeadline, errOut.String(), out.String())
+	}
+	if err != nil && cmd.ProcessState == nil {
+		t.Fatalf("run %s: %v", bin, err)
+	}
+	return agentRun{stdout: out.String(), stderr: errOut.String(), code: cmd.ProcessState.ExitCode()}
+}
+
+// fakeModel is a model server that answers each request with the next
+// step of a script (main requests: those that offer Mailroom's tools) and
+// any other request (titles, summaries) with a short text.
+type fakeModel struct {
+	t        *testing.T
+	srv      *httptest.Server
+	mainMark string // a text only main requests hold
+
+	mu     sync.Mutex
+	main   []string // bodies of the main requests, in order
+	others int
+	script []func(body string) modelStep
+}
+
+// modelStep is what the fake model answers: a tool call or a text.
+type modelStep struct {
+	tool string         // a tool to call (empty: text)
+	args map[string]any // its input
+	text string
+}
+
+// isMain tells a request of the agent's conversation, which offers the
+// agent's shell tool, from the CLI's side requests (titles, summaries).
+func (f *fakeModel) isMain(body string) bool { return strings.Contains(body, f.mainMark) }
+
+func (f *fakeModel) sideRequests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.others
+}
+
+func (f *fakeModel) next(body string) (modelStep, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.isMain(body) {
+		f.others++
+		return modelStep{text: "ok"}, false
+	}
+	f.main = append(f.main, body)
+	i := len(f.main) - 1
+	if i >= len(f.script) {
+		return modelStep{text: "All done."}, true
+	}
+	return f.script[i](body), true
+}
+
+func (f *fakeModel) mainRequests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.main...)
+}
+
+// sse writes one server-sent event.
+func sse(w io.Writer, event string, data any) {
+	b, _ := json.Marshal(data)
+	if event != "" {
+		fmt.Fprintf(w, "event: %s\n", event)
+	}
+	fmt.Fprintf(w, "data: %s\n\n", b)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// newFakeAnthropic serves the Messages API (POST /v1/messages, streamed
+// as Claude Code asks) from script.
+func newFakeAnthropic(t *testing.T, script ...func(body string) modelStep) *fakeModel {
+	f := &fakeModel{t: t, script: script, mainMark: `"name":"Bash"`}
+	n := 0
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1/messages") {
+			http.NotFound(w, r)
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/count_tokens") {
+			_ = json.NewEncoder(w).Encode(map[string]int{"input_tokens": 100})
+			return
+		}
+		var req struct {
+			Model  string `json:"model"`
+			Stream bool   `json:"stream"`
+		}
+		_ = json.Unmarshal(data, &req)
+		step, _ := f.next(string(data))
+		f.mu.Lock()
+		n++
+		id := fmt.Sprintf("msg_%d", n)
+		f.mu.Unlock()
+		var block map[string]any
+		stop := "end_turn"
+		if step.tool != "" {
+			stop = "tool_use"
+			block = map[string]any{"type": "tool_use", "id": "toolu_" + id, "name": step.tool, "input": step.args}
+		} else {
+			block = map[string]any{"type": "text", "text": step.text}
+		}
+		usage := map[string]int{"input_tokens": 100, "output_tokens": 10}
+		if !req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "type": "message", "role": "assistant", "model": req.Model,
+				"content": []any{block}, "stop_reason": stop, "stop_sequence": nil, "usage": usage})
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": id, "type": "message", "role": "assistant",
+			"model": req.Model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 100, "output_tokens": 1}}})
+		if step.tool != "" {
+			args, _ := json.Marshal(step.args)
+			sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+				"content_block": map[string]any{"type": "tool_use", "id": "toolu_" + id, "name": step.tool, "input": map[string]any{}}})
+			sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+				"delta": map[string]any{"type": "input_json_delta", "partial_json": string(args)}})
+		} else {
+			sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+				"content_block": map[string]any{"type": "text", "text": ""}})
+			sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+				"delta": map[string]any{"type": "text_delta", "text": step.text}})
+		}
+		sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+		sse(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+			"usage": map[string]int{"output_tokens": 10}})
+		sse(w, "message_stop", map[string]any{"type": "message_stop"})
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// claudeEnv is the environment of a headless Claude Code session against
+// the fake model, as the member whose token is given, with mailroom on
+// the PATH.
+func claudeEnv(t *testing.T, model *fakeModel, base, token string) []string {
+	return []string{
+		"PATH=" + pathWithMailroom(t),
+		"HOME=" + t.TempDir(),
+		"ANTHROPIC_BASE_URL=" + model.srv.URL,
+		"ANTHROPIC_API_KEY=sk-ant-fake-key",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_AUTOUPDATER=1",
+		"MAILROOM_URL=" + base,
+		"MAILROOM_TOKEN=" + token,
+	}
+}
+
+// setupProject runs `mailroom setup host` in a fresh project directory
+// (CODEX_HOME given for Codex) and returns the directory.
+func setupProject(t *testing.T, base, host string, env ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, serverBin, "setup", host, "--dir", dir)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "MAILROOM_URL=" + base}, env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mailroom setup %s: %v\n%s", host, err, out)
+	}
+	return dir
+}
+
+// TestClaudeCodeSession: Claude Code set up by `mailroom setup claude`
+// lists and calls Mailroom's tools, sees a waiting letter in its first
+// request, a letter sent mid-work in the request after the tool call
+// (PostToolUse), and one sent as it would stop (Stop blocks with it).
+func TestClaudeCodeSession(t *testing.T) {
+	claude := npmCLI(t, claudePackage, "claude")
+	t.Parallel()
+	s := startServer(t, filepath.Join(t.TempDir(), "data"))
+	c := newClient(s.base)
+	defer c.close()
+	tok := createTeam(t, c, "cc", "reader")
+	first := sendAs(t, c, "cc", tok["lead"], "reader", "first letter: say pong to lead")
+	var mid, last string
+	model := newFakeAnthropic(t,
+		func(string) modelStep {
+			mid = sendAs(t, c, "cc", tok["lead"], "reader", "mid-work letter")
+			return modelStep{tool: "mcp__mailroom__send_message", args: map[string]any{"to": "lead", "body": "pong"}}
+		},
+		func(string) modelStep {
+			last = sendAs(t, c, "cc", tok["lead"], "reader", "letter as you stop")
+			return modelStep{text: "Sent pong."}
+		},
+		func(string) modelStep { return modelStep{text: "Read the last letter."} },
+	)
+	dir := setupProject(t, s.base, "claude")
+	run := runAgent(t, dir, claudeEnv(t, model, s.base, tok["reader"]), claude, "-p", "Work on your mail.", "--debug", "hooks")
+	if run.code != 0 {
+		t.Fatalf("claude -p: exit %d\nstderr:\n%s\nstdout:\n%s", run.code, run.stderr, run.stdout)
+	}
+	reqs := model.mainRequests()
+	if len(reqs) < 3 {
+		t.Fatalf("%d main model requests, want 3 (first, after the tool call, after Stop blocked); stdout:\n%s\nstderr:\n%s", len(reqs), run.stdout, run.stderr)
+	}
+	for _, tool := range []string{"mcp__mailroom__send_message", "mcp__mailroom__read_inbox", "mcp__mailroom__wait_for_mail"} {
+		if !strings.Contains(reqs[0], `"name":"`+tool+`"`) {
+			t.Errorf("the first request offers no %s", tool)
+		}
+	}
+	for i, want := range []string{"Mail from lead (" + first + ")", "Mail from lead (" + mid + ")", "Mail from lead (" + last + ")"} {
+		if !strings.Contains(reqs[i], want) {
+			t.Errorf("request %d does not hold %q:\n%s", i+1, want, reqs[i])
+		}
+	}
+	if !strings.Contains(reqs[1], `"tool_result"`) || !strings.Contains(reqs[1], `reader-`) && !strings.Contains(reqs[1], `lead-`) {
+		t.Errorf("request 2 holds no result of send_message:\n%s", reqs[1])
+	}
+	var inbox struct {
+		Messages []struct{ Sender, Body string } `json:"messages"`
+	}
+	if status, code, err := c.do(http.MethodGet, "/teams/cc/members/lead/inbox", tok["lead"], "", nil, &inbox); err != nil || status != http.StatusOK {
+		t.Fatalf("lead's inbox: %d %s %v", status, code, err)
+	}
+	if len(inbox.Messages) != 1 || inbox.Messages[0].Sender != "reader" || inbox.Messages[0].Body != "pong" {
+		t.Errorf("lead's inbox %+v, want reader's pong", inbox.Messages)
+	}
+	if through, unread := cursorOf(t, c, "cc", "reader"); through != last || unread != 0 {
+		t.Errorf("reader's cursor %q, %d unread; want %s, 0", through, unread, last)
+	}
+}
+
+// TestClaudeCodeMailroomDown: with Mailroom down, a session set up for it
+// still runs to its end: the hooks fail quietly and the model answers.
+func TestClaudeCodeMailroomDown(t *testing.T) {
+	claude := npmCLI(t, claudePackage, "claude")
+	t.Parallel()
+	base := "http://" + closedPort(t)
+	model := newFakeAnthropic(t)
+	dir := setupProject(t, base, "claude")
+	run := runAgent(t, dir, claudeEnv(t, model, base, "mr_not_a_token"), claude, "-p", "Hello.")
+	if run.code != 0 || !strings.Contains(run.stdout, "All done.") {
+		t.Fatalf("claude -p with Mailroom down: exit %d, stdout %q; want exit 0 and the model's answer\nstderr:\n%s", run.code, run.stdout, run.stderr)
+	}
+	if len(model.mainRequests()) == 0 {
+		t.Errorf("the model was never asked")
+	}
+}
+
+// TestCodexSetupRunsHooks: after `mailroom setup codex`, a headless
+// `codex exec` (no bypass flag) runs the project's hooks: the trust
+// records setup wrote in the user's Codex config are the ones Codex
+// accepts, and the SessionStart hook shows the waiting letter (the
+// member's cursor moves through it). The model provider is down: the
+// hooks run before Codex asks it.
+func TestCodexSetupRunsHooks(t *testing.T) {
+	codex := npmCLI(t, codexPackage, "codex")
+	t.Parallel()
+	s := startServer(t, filepath.Join(t.TempDir(), "data"))
+	c := newClient(s.base)
+	defer c.close()
+	tok := createTeam(t, c, "cx", "reader")
+	letter := sendAs(t, c, "cx", tok["lead"], "reader", "hello from lead")
+	home := t.TempDir()
+	dir := setupProject(t, s.base, "codex", "CODEX_HOME="+home)
+	env := []string{
+		"PATH=" + pathWithMailroom(t),
+		"HOME=" + t.TempDir(),
+		"CODEX_HOME=" + home,
+		"OPENAI_API_KEY=sk-fake",
+		"MAILROOM_URL=" + s.base,
+		"MAILROOM_TOKEN=" + tok["reader"],
+	}
+	provider := fmt.Sprintf(`model_providers.down={name="down", base_url="http://%s/v1", wire_api="responses", request_max_retries=0, stream_max_retries=0}`, closedPort(t))
+	run := runAgent(t, dir, env, codex, "exec", "--skip-git-repo-check", "-c", "model_provider=\"down\"", "-c", provider, "-m", "gpt-5", "Work on your mail.")
+	if !strings.Contains(run.stdout+run.stderr, "hook: SessionStart Completed") {
+		t.Errorf("codex exec ran no SessionStart hook (exit %d)\nstderr:\n%s\nstdout:\n%s", run.code, run.stderr, run.stdout)
+	}
+	if through, unread := cursorOf(t, c, "cx", "reader"); through != letter || unread != 0 {
+		t.Errorf("reader's cursor %q, %d unread after codex exec; want %s, 0 (the hook showed the letter)", through, unread, letter)
+	}
+}
