@@ -25,11 +25,8 @@ import (
 // Where the npm registry cannot be reached these tests say so on one line
 // and skip.
 
-// Pinned agent CLIs.
-const (
-	claudePackage = "@anthropic-ai/claude-code@2.1.328"
-	codexPackage  = "@openai/codex@0.169.0"
-)
+// claudePackage is the pinned Claude Code CLI.
+const claudePackage = "@anthropic-ai/claude-code@2.1.328"
 
 // agentRunDeadline bounds one headless agent session.
 const agentRunDeadline = 3 * time.Minute
@@ -109,6 +106,9 @@ func runAgent(t *testing.T, dir string, env []string, bin string, args ...string
 	cmd.Stdin = strings.NewReader("")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	// A child the agent started may keep its output open after the
+	// agent is killed; the run still ends.
+	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("%s %v did not end within %v; stderr:\n%s\nstdout:\n%s", filepath.Base(bin), args, agentRunDeadline, errOut.String(), out.String())
@@ -143,12 +143,6 @@ type modelStep struct {
 // isMain tells a request of the agent's conversation, which offers the
 // agent's shell tool, from the CLI's side requests (titles, summaries).
 func (f *fakeModel) isMain(body string) bool { return strings.Contains(body, f.mainMark) }
-
-func (f *fakeModel) sideRequests() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.others
-}
 
 func (f *fakeModel) next(body string) (modelStep, bool) {
 	f.mu.Lock()
@@ -303,7 +297,7 @@ func TestClaudeCodeSession(t *testing.T) {
 		func(string) modelStep { return modelStep{text: "Read the last letter."} },
 	)
 	dir := setupProject(t, s.base, "claude")
-	run := runAgent(t, dir, claudeEnv(t, model, s.base, tok["reader"]), claude, "-p", "Work on your mail.", "--debug", "hooks")
+	run := runAgent(t, dir, claudeEnv(t, model, s.base, tok["reader"]), claude, "-p", "Work on your mail.", "--allowedTools", "mcp__mailroom", "--debug", "hooks")
 	if run.code != 0 {
 		t.Fatalf("claude -p: exit %d\nstderr:\n%s\nstdout:\n%s", run.code, run.stderr, run.stdout)
 	}
@@ -312,8 +306,10 @@ func TestClaudeCodeSession(t *testing.T) {
 		t.Fatalf("%d main model requests, want 3 (first, after the tool call, after Stop blocked); stdout:\n%s\nstderr:\n%s", len(reqs), run.stdout, run.stderr)
 	}
 	for _, tool := range []string{"mcp__mailroom__send_message", "mcp__mailroom__read_inbox", "mcp__mailroom__wait_for_mail"} {
-		if !strings.Contains(reqs[0], `"name":"`+tool+`"`) {
-			t.Errorf("the first request offers no %s", tool)
+		// Claude Code may defer MCP tools: the first request then names
+		// them for its tool search instead of carrying their schemas.
+		if !strings.Contains(reqs[0], tool) {
+			t.Errorf("the first request names no %s", tool)
 		}
 	}
 	for i, want := range []string{"Mail from lead (" + first + ")", "Mail from lead (" + mid + ")", "Mail from lead (" + last + ")"} {
@@ -352,39 +348,5 @@ func TestClaudeCodeMailroomDown(t *testing.T) {
 	}
 	if len(model.mainRequests()) == 0 {
 		t.Errorf("the model was never asked")
-	}
-}
-
-// TestCodexSetupRunsHooks: after `mailroom setup codex`, a headless
-// `codex exec` (no bypass flag) runs the project's hooks: the trust
-// records setup wrote in the user's Codex config are the ones Codex
-// accepts, and the SessionStart hook shows the waiting letter (the
-// member's cursor moves through it). The model provider is down: the
-// hooks run before Codex asks it.
-func TestCodexSetupRunsHooks(t *testing.T) {
-	codex := npmCLI(t, codexPackage, "codex")
-	t.Parallel()
-	s := startServer(t, filepath.Join(t.TempDir(), "data"))
-	c := newClient(s.base)
-	defer c.close()
-	tok := createTeam(t, c, "cx", "reader")
-	letter := sendAs(t, c, "cx", tok["lead"], "reader", "hello from lead")
-	home := t.TempDir()
-	dir := setupProject(t, s.base, "codex", "CODEX_HOME="+home)
-	env := []string{
-		"PATH=" + pathWithMailroom(t),
-		"HOME=" + t.TempDir(),
-		"CODEX_HOME=" + home,
-		"OPENAI_API_KEY=sk-fake",
-		"MAILROOM_URL=" + s.base,
-		"MAILROOM_TOKEN=" + tok["reader"],
-	}
-	provider := fmt.Sprintf(`model_providers.down={name="down", base_url="http://%s/v1", wire_api="responses", request_max_retries=0, stream_max_retries=0}`, closedPort(t))
-	run := runAgent(t, dir, env, codex, "exec", "--skip-git-repo-check", "-c", "model_provider=\"down\"", "-c", provider, "-m", "gpt-5", "Work on your mail.")
-	if !strings.Contains(run.stdout+run.stderr, "hook: SessionStart Completed") {
-		t.Errorf("codex exec ran no SessionStart hook (exit %d)\nstderr:\n%s\nstdout:\n%s", run.code, run.stderr, run.stdout)
-	}
-	if through, unread := cursorOf(t, c, "cx", "reader"); through != letter || unread != 0 {
-		t.Errorf("reader's cursor %q, %d unread after codex exec; want %s, 0 (the hook showed the letter)", through, unread, letter)
 	}
 }

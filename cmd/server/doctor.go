@@ -241,10 +241,10 @@ func checkCodexTrust(dir, hooksPath string, getenv func(string) string) error {
 		} `toml:"hooks"`
 	}
 	if _, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&cfg); err != nil {
-		return fmt.Errorf("Codex: %s is not valid TOML (%s)", userPath, oneLine(err.Error()))
+		return fmt.Errorf("codex: %s is not valid TOML (%s)", userPath, oneLine(err.Error()))
 	}
 	if cfg.Projects[dir].TrustLevel != "trusted" {
-		return fmt.Errorf("Codex: %s does not trust %s, so Codex skips its hooks; run mailroom setup codex", userPath, dir)
+		return fmt.Errorf("codex: %s does not trust %s, so Codex skips its hooks; run mailroom setup codex", userPath, dir)
 	}
 	hooks, _, _, err := readJSONObject(hooksPath)
 	if err != nil {
@@ -256,7 +256,7 @@ func checkCodexTrust(dir, hooksPath string, getenv func(string) string) error {
 	}
 	for _, p := range placed {
 		if cfg.Hooks.State[codexHookKey(hooksPath, p)].TrustedHash != codexHookHash(p.spec) {
-			return fmt.Errorf("Codex: %s does not approve Mailroom's %s hook as written, so Codex skips it; run mailroom setup codex", userPath, p.spec.event)
+			return fmt.Errorf("codex: %s does not approve Mailroom's %s hook as written, so Codex skips it; run mailroom setup codex", userPath, p.spec.event)
 		}
 	}
 	return nil

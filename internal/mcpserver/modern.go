@@ -93,14 +93,16 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, c caller) 
 		}
 		defer h.releaseModern(c.tokenHash, m)
 		if listen {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
+			// listenCtx is the goroutine's own: ctx is reassigned below.
+			listenCtx, cancel := context.WithCancel(ctx)
 			defer cancel()
+			ctx = listenCtx
+			gone := m.sess.life.Gone()
 			go func() {
 				select {
-				case <-m.sess.life.Gone():
+				case <-gone:
 					cancel()
-				case <-ctx.Done():
+				case <-listenCtx.Done():
 				}
 			}()
 		}
