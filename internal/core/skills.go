@@ -53,7 +53,9 @@ func missingLabels(needs, skills []string) []string {
 	return out
 }
 
-// needsError is task_needs for the labels missing names.
+// needsError is task_needs for the labels missing names. The labels are
+// client input, but only ever of labelPattern's safe alphabet, as task
+// ids in task_blocked are; the contract asks the detail to name them.
 func needsError(missing []string) error {
 	return Errorf(CodeTaskNeeds, "The task needs skills the member lacks: %s.", strings.Join(missing, ", "))
 }
