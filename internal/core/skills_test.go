@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -166,5 +167,31 @@ func TestClaimableTasksNeeds(t *testing.T) {
 	b.setSkills("reader", "go")
 	if of, err := b.svc.ClaimableTasksOf(t.Context(), b.team, "reader"); err != nil || len(of) != 2 {
 		t.Fatalf("ClaimableTasksOf = %+v, %v; want task-1 and task-2", of, err)
+	}
+}
+
+// TestOldDocumentsWithoutLabels: a task and a member stored before skills
+// existed decode with no labels; the task is claimable by anyone assigned
+// and its history line is the one written before.
+func TestOldDocumentsWithoutLabels(t *testing.T) {
+	var task core.Task
+	old := `{"task_id": "task-1", "title": "t", "detail": "", "status": "pending", "owner": null, "assignee": "reader",` +
+		` "blocked_by": [], "result": null, "created_by": "lead", "created_at": "2026-01-02T03:04:05Z", "updated_at": "2026-01-02T03:04:05Z"}`
+	if err := json.Unmarshal([]byte(old), &task); err != nil {
+		t.Fatal(err)
+	}
+	var m core.MemberState
+	if err := json.Unmarshal([]byte(`{"name": "reader", "role": "", "status": "idle", "turns": 0, "history": [], "token_hash": "x"}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if task.Needs != nil || m.Skills != nil {
+		t.Fatalf("needs %v, skills %v; want none", task.Needs, m.Skills)
+	}
+	got := core.ClaimableTasks([]core.Task{task}, m.Name, m.Skills)
+	if len(got) != 1 || got[0].Needs == nil {
+		t.Fatalf("ClaimableTasks = %+v, want task-1 with needs []", got)
+	}
+	if text := core.TaskHistoryText(got[0]); strings.Contains(text, "needs") {
+		t.Errorf("history line %s names needs, want the line written before needs existed", text)
 	}
 }
