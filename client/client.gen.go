@@ -241,6 +241,7 @@ const (
 	ProblemCodeTaskClosed           ProblemCode = "task_closed"
 	ProblemCodeTaskCycle            ProblemCode = "task_cycle"
 	ProblemCodeTaskLimit            ProblemCode = "task_limit"
+	ProblemCodeTaskNeeds            ProblemCode = "task_needs"
 	ProblemCodeTaskNotClaimed       ProblemCode = "task_not_claimed"
 	ProblemCodeTeamExists           ProblemCode = "team_exists"
 	ProblemCodeTeamLimit            ProblemCode = "team_limit"
@@ -310,6 +311,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTaskCycle:
 		return true
 	case ProblemCodeTaskLimit:
+		return true
+	case ProblemCodeTaskNeeds:
 		return true
 	case ProblemCodeTaskNotClaimed:
 		return true
@@ -680,8 +683,16 @@ type ConsumeResult struct {
 
 // CreatedMember defines model for CreatedMember.
 type CreatedMember struct {
-	Name   string       `json:"name"`
-	Role   string       `json:"role"`
+	Name string `json:"name"`
+	Role string `json:"role"`
+
+	// Skills Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Skills Labels       `json:"skills"`
 	Status MemberStatus `json:"status"`
 
 	// Token The member's bearer token; shown only here.
@@ -715,6 +726,14 @@ type CreatedTeamHostPermission string
 type Inbox struct {
 	Messages []Message `json:"messages"`
 }
+
+// Labels Skills of a member, or the skills a task needs: a member may claim
+// a task only when it has every label the task needs (`task_needs`
+// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+// repeated label is collapsed into its first place, and at most 16
+// distinct labels remain (`validation_failed` otherwise). Data stored
+// before labels existed reads as an empty list.
+type Labels = []string
 
 // Limits A team's bounds.
 type Limits struct {
@@ -874,10 +893,18 @@ type Member struct {
 	Name  string         `json:"name"`
 
 	// ReadThrough The id of the last letter the member has read; null before any.
-	ReadThrough *string      `json:"read_through"`
-	Role        string       `json:"role"`
-	Status      MemberStatus `json:"status"`
-	Turns       int          `json:"turns"`
+	ReadThrough *string `json:"read_through"`
+	Role        string  `json:"role"`
+
+	// Skills Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Skills Labels       `json:"skills"`
+	Status MemberStatus `json:"status"`
+	Turns  int          `json:"turns"`
 
 	// Unread How many letters come after `read_through`.
 	Unread int `json:"unread"`
@@ -915,6 +942,14 @@ type MemberCreate struct {
 	Name Name    `json:"name"`
 	Role *string `json:"role,omitempty"`
 
+	// Skills Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Skills *Labels `json:"skills,omitempty"`
+
 	// Wake Woken on mail by the server (see the member PATCH); not with the scripted model.
 	Wake *bool `json:"wake,omitempty"`
 }
@@ -938,6 +973,14 @@ type MemberUpdate struct {
 	// server) use the credentials of the server's environment. Without
 	// it, a team gets the server's default (`--model`).
 	Model *ModelSettings `json:"model,omitempty"`
+
+	// Skills Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Skills *Labels `json:"skills,omitempty"`
 
 	// Wake Woken on mail; setting it (either way) releases a held wake.
 	Wake *bool `json:"wake,omitempty"`
@@ -1278,6 +1321,14 @@ type Task struct {
 	CreatedBy string `json:"created_by"`
 	Detail    string `json:"detail"`
 
+	// Needs Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Needs Labels `json:"needs"`
+
 	// Owner The member that claimed it; kept once completed.
 	Owner *string `json:"owner"`
 
@@ -1308,6 +1359,14 @@ type TaskCreate struct {
 	// Detail 0 to 4000 characters after trimming.
 	Detail *string `json:"detail,omitempty"`
 
+	// Needs Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Needs *Labels `json:"needs,omitempty"`
+
 	// Title 1 to 200 characters after trimming (`body_length` otherwise).
 	Title string `json:"title"`
 }
@@ -1329,7 +1388,15 @@ type TaskUpdate struct {
 	Assignee  *string   `json:"assignee,omitempty"`
 	BlockedBy *[]string `json:"blocked_by,omitempty"`
 	Detail    *string   `json:"detail,omitempty"`
-	Title     *string   `json:"title,omitempty"`
+
+	// Needs Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Needs *Labels `json:"needs,omitempty"`
+	Title *string `json:"title,omitempty"`
 }
 
 // Team defines model for Team.
@@ -2440,8 +2507,9 @@ type ClientInterface interface {
 	//
 	// The lowest-numbered pending task whose blockers are all completed
 	// and that is assigned to the caller or to nobody, claimed in the same
-	// step (owner the caller, `in_progress`). Concurrent callers never get
-	// the same task.
+	// step (owner the caller, `in_progress`); tasks that need a skill the
+	// caller lacks are passed over. Concurrent callers never get the same
+	// task.
 	//
 	// Corresponds with POST /teams/{team}/tasks/claim-next (the `ClaimNextTask` operationId).
 	ClaimNextTask(ctx context.Context, team TeamPath, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2488,10 +2556,11 @@ type ClientInterface interface {
 	// Owner the caller, `in_progress`. Refusals in this order: `not_found`,
 	// `task_closed` (completed or deleted), `member_closed` (the caller was
 	// shut down), `task_assigned` (assigned to another member),
-	// `task_claimed` (another member owns it; the owner claiming again
-	// gets 200 and the task unchanged), `task_blocked` (a blocker is not
-	// completed; `detail` names them). Of concurrent claims exactly one
-	// wins.
+	// `task_needs` (the caller lacks a skill the task needs; `detail`
+	// names them), `task_claimed` (another member owns it; the owner
+	// claiming again gets 200 and the task unchanged), `task_blocked` (a
+	// blocker is not completed; `detail` names them). Of concurrent
+	// claims exactly one wins.
 	//
 	// Corresponds with POST /teams/{team}/tasks/{task_id}/claim (the `ClaimTask` operationId).
 	ClaimTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3477,8 +3546,9 @@ func (c *Client) CreateTask(ctx context.Context, team TeamPath, body CreateTaskJ
 //
 // The lowest-numbered pending task whose blockers are all completed
 // and that is assigned to the caller or to nobody, claimed in the same
-// step (owner the caller, `in_progress`). Concurrent callers never get
-// the same task.
+// step (owner the caller, `in_progress`); tasks that need a skill the
+// caller lacks are passed over. Concurrent callers never get the same
+// task.
 //
 // Corresponds with POST /teams/{team}/tasks/claim-next (the `ClaimNextTask` operationId).
 func (c *Client) ClaimNextTask(ctx context.Context, team TeamPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3575,10 +3645,11 @@ func (c *Client) UpdateTask(ctx context.Context, team TeamPath, taskID TaskIDPat
 // Owner the caller, `in_progress`. Refusals in this order: `not_found`,
 // `task_closed` (completed or deleted), `member_closed` (the caller was
 // shut down), `task_assigned` (assigned to another member),
-// `task_claimed` (another member owns it; the owner claiming again
-// gets 200 and the task unchanged), `task_blocked` (a blocker is not
-// completed; `detail` names them). Of concurrent claims exactly one
-// wins.
+// `task_needs` (the caller lacks a skill the task needs; `detail`
+// names them), `task_claimed` (another member owns it; the owner
+// claiming again gets 200 and the task unchanged), `task_blocked` (a
+// blocker is not completed; `detail` names them). Of concurrent
+// claims exactly one wins.
 //
 // Corresponds with POST /teams/{team}/tasks/{task_id}/claim (the `ClaimTask` operationId).
 func (c *Client) ClaimTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6226,8 +6297,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The lowest-numbered pending task whose blockers are all completed
 	// and that is assigned to the caller or to nobody, claimed in the same
-	// step (owner the caller, `in_progress`). Concurrent callers never get
-	// the same task.
+	// step (owner the caller, `in_progress`); tasks that need a skill the
+	// caller lacks are passed over. Concurrent callers never get the same
+	// task.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6280,10 +6352,11 @@ type ClientWithResponsesInterface interface {
 	// Owner the caller, `in_progress`. Refusals in this order: `not_found`,
 	// `task_closed` (completed or deleted), `member_closed` (the caller was
 	// shut down), `task_assigned` (assigned to another member),
-	// `task_claimed` (another member owns it; the owner claiming again
-	// gets 200 and the task unchanged), `task_blocked` (a blocker is not
-	// completed; `detail` names them). Of concurrent claims exactly one
-	// wins.
+	// `task_needs` (the caller lacks a skill the task needs; `detail`
+	// names them), `task_claimed` (another member owns it; the owner
+	// claiming again gets 200 and the task unchanged), `task_blocked` (a
+	// blocker is not completed; `detail` names them). Of concurrent
+	// claims exactly one wins.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10398,8 +10471,9 @@ func (c *ClientWithResponses) CreateTaskWithResponse(ctx context.Context, team T
 //
 // The lowest-numbered pending task whose blockers are all completed
 // and that is assigned to the caller or to nobody, claimed in the same
-// step (owner the caller, `in_progress`). Concurrent callers never get
-// the same task.
+// step (owner the caller, `in_progress`); tasks that need a skill the
+// caller lacks are passed over. Concurrent callers never get the same
+// task.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10482,10 +10556,11 @@ func (c *ClientWithResponses) UpdateTaskWithResponse(ctx context.Context, team T
 // Owner the caller, `in_progress`. Refusals in this order: `not_found`,
 // `task_closed` (completed or deleted), `member_closed` (the caller was
 // shut down), `task_assigned` (assigned to another member),
-// `task_claimed` (another member owns it; the owner claiming again
-// gets 200 and the task unchanged), `task_blocked` (a blocker is not
-// completed; `detail` names them). Of concurrent claims exactly one
-// wins.
+// `task_needs` (the caller lacks a skill the task needs; `detail`
+// names them), `task_claimed` (another member owns it; the owner
+// claiming again gets 200 and the task unchanged), `task_blocked` (a
+// blocker is not completed; `detail` names them). Of concurrent
+// claims exactly one wins.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -236,7 +236,7 @@ func Registry(env Env) []Tool {
 		},
 		{
 			Name: ToolTeam, Doors: DoorMCP, Offer: all, Handler: r.team,
-			Description: "Show your team: its members with their roles and status.",
+			Description: "Show your team: its members with their roles, status and skills (a task that needs skills goes only to a member with all of them).",
 			InputSchema: object(),
 		},
 		{
@@ -624,9 +624,10 @@ func (r registry) listRequests(ctx context.Context, input json.RawMessage) (Resu
 }
 
 type teamMember struct {
-	Name   string `json:"name"`
-	Role   string `json:"role"`
-	Status string `json:"status"`
+	Name   string   `json:"name"`
+	Role   string   `json:"role"`
+	Status string   `json:"status"`
+	Skills []string `json:"skills"`
 }
 
 type teamOutput struct {
@@ -646,10 +647,10 @@ func (r registry) team(ctx context.Context, input json.RawMessage) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	// Names, roles and status only: a member never sees tokens.
+	// Names, roles, status and skills only: a member never sees tokens.
 	out := teamOutput{Name: v.Name, Members: []teamMember{}}
 	for _, m := range v.Members {
-		out.Members = append(out.Members, teamMember{Name: m.Name, Role: m.Role, Status: m.Status})
+		out.Members = append(out.Members, teamMember{Name: m.Name, Role: m.Role, Status: m.Status, Skills: append([]string{}, m.Skills...)})
 	}
 	return Result{Value: out, Text: fmt.Sprintf("Team %s, %d members; you are %s.", v.Name, len(out.Members), member)}, nil
 }

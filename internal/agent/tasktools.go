@@ -33,7 +33,8 @@ func (r registry) taskTools() []Tool {
 				prop{name: "title", typ: "string", desc: fmt.Sprintf("What to do, 1 to %d characters after trimming.", core.MaxTaskTitle), required: true},
 				prop{name: "detail", typ: "string", desc: fmt.Sprintf("Optional: more about it, at most %d characters.", core.MaxTaskDetail)},
 				prop{name: "blocked_by", typ: "array", items: "string", desc: "Optional: ids of tasks that must be completed first."},
-				prop{name: "assignee", typ: "string", desc: "Optional: the only member who may claim it."}),
+				prop{name: "assignee", typ: "string", desc: "Optional: the only member who may claim it."},
+				prop{name: "needs", typ: "array", items: "string", desc: fmt.Sprintf("Optional: skills a member must have to claim it (see team), at most %d labels of a-z, 0-9, _ and -.", core.MaxLabels)}),
 		},
 		{
 			Name: ToolListTasks, Doors: both, Offer: all, Handler: r.listTasks,
@@ -45,7 +46,7 @@ func (r registry) taskTools() []Tool {
 		},
 		{
 			Name: ToolClaimTask, Doors: both, Offer: all, Handler: r.claimTask,
-			Description: "Claim a task: you become its owner and it is in progress. Without task_id you get the lowest-numbered task you can claim (pending, unblocked, assigned to you or to nobody), or task null when there is none.",
+			Description: "Claim a task: you become its owner and it is in progress. Without task_id you get the lowest-numbered task you can claim (pending, unblocked, assigned to you or to nobody, needing no skill you lack), or task null when there is none.",
 			InputSchema: object(prop{name: "task_id", typ: "string", desc: "Optional: the task to claim; the next claimable one when left out."}),
 		},
 		{
@@ -82,6 +83,7 @@ func (r registry) createTask(ctx context.Context, input json.RawMessage) (Result
 		Detail    string   `json:"detail"`
 		BlockedBy []string `json:"blocked_by"`
 		Assignee  string   `json:"assignee"`
+		Needs     []string `json:"needs"`
 	}
 	if err := decode(ToolCreateTask, input, &in); err != nil {
 		return Result{}, err
@@ -93,7 +95,7 @@ func (r registry) createTask(ctx context.Context, input json.RawMessage) (Result
 	if err != nil {
 		return Result{}, err
 	}
-	t, err := r.env.Svc.CreateTask(ctx, core.TaskInput{Team: team, Title: *in.Title, Detail: in.Detail, BlockedBy: in.BlockedBy, Assignee: in.Assignee})
+	t, err := r.env.Svc.CreateTask(ctx, core.TaskInput{Team: team, Title: *in.Title, Detail: in.Detail, BlockedBy: in.BlockedBy, Assignee: in.Assignee, Needs: in.Needs})
 	if err != nil {
 		return Result{}, err
 	}

@@ -143,7 +143,7 @@ func (u *unit) clearHistory(m *MemberState) error {
 			kept = append(kept, line)
 		}
 	}
-	for _, t := range ClaimableTasks(tasks, m.Name) {
+	for _, t := range ClaimableTasks(tasks, m.Name, m.Skills) {
 		if line := TaskHistoryText(t); present[line] {
 			kept = append(kept, line)
 		}

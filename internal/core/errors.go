@@ -51,12 +51,15 @@ const (
 	// stored, and the same request may be tried again later.
 	CodeStorageUnavailable Code = "storage_unavailable"
 	// The task board's refusals (tasks.go).
-	CodeUnknownTask    Code = "unknown_task"
-	CodeTaskLimit      Code = "task_limit"
-	CodeTaskClosed     Code = "task_closed"
-	CodeTaskCycle      Code = "task_cycle"
-	CodeTaskAssigned   Code = "task_assigned"
-	CodeTaskClaimed    Code = "task_claimed"
+	CodeUnknownTask  Code = "unknown_task"
+	CodeTaskLimit    Code = "task_limit"
+	CodeTaskClosed   Code = "task_closed"
+	CodeTaskCycle    Code = "task_cycle"
+	CodeTaskAssigned Code = "task_assigned"
+	CodeTaskClaimed  Code = "task_claimed"
+	// CodeTaskNeeds refuses a claim by a member that lacks a skill the
+	// task needs (skills.go).
+	CodeTaskNeeds      Code = "task_needs"
 	CodeTaskBlocked    Code = "task_blocked"
 	CodeTaskNotClaimed Code = "task_not_claimed"
 	// CodeWorkspaceFull refuses an upload that would take a team's

@@ -206,8 +206,9 @@ func (s *Service) PrepareInbox(ctx context.Context, teamName, member string, his
 		if err := u.checkMember(member); err != nil {
 			return err
 		}
+		var skills []string
 		if m := u.member(member); m != nil {
-			kept = m.Attended
+			kept, skills = m.Attended, m.Skills
 		}
 		items, err := u.tx.LoadInbox(member)
 		if err != nil {
@@ -222,7 +223,7 @@ func (s *Service) PrepareInbox(ctx context.Context, teamName, member string, his
 		for _, m := range items {
 			texts = append(texts, HistoryText(m))
 		}
-		for _, t := range ClaimableTasks(tasks, member) {
+		for _, t := range ClaimableTasks(tasks, member, skills) {
 			texts = append(texts, TaskHistoryText(t))
 		}
 		return nil

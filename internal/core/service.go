@@ -381,7 +381,14 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 			return TeamView{}, nil, Errorf(CodeValidation, "Member names must be unique.")
 		}
 		seen[m.Name] = true
+		skills, err := CheckLabels(m.Skills, "skills")
+		if err != nil {
+			return TeamView{}, nil, err
+		}
 		ms := MemberState{Name: m.Name, Role: m.Role, Status: StatusIdle, History: []Entry{}, Wake: m.Wake}
+		if len(skills) > 0 {
+			ms.Skills = skills
+		}
 		if m.Model != nil {
 			if m.Model.Provider == "" {
 				return TeamView{}, nil, Errorf(CodeValidation, "The model needs a provider.")
@@ -562,7 +569,8 @@ func (u *unit) teamView(damaged error) TeamView {
 
 func (u *unit) memberView(m *MemberState) MemberView {
 	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: u.s.busy(u.st.Name, m, u.now), Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage,
-		MCPSessions: u.s.sessions.count(u.st.Name, m.Name), MCPLastSeen: u.s.seen.of(u.st.Name, m.Name), Wake: m.Wake, WakeHeld: m.WakeHeld}
+		MCPSessions: u.s.sessions.count(u.st.Name, m.Name), MCPLastSeen: u.s.seen.of(u.st.Name, m.Name), Wake: m.Wake, WakeHeld: m.WakeHeld,
+		Skills: append([]string{}, m.Skills...)}
 	if m.WakeHeld {
 		reason := m.WakeHeldReason
 		mv.WakeHeldReason = &reason

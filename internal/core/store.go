@@ -319,6 +319,9 @@ type MemberState struct {
 	// stay attended, so that a cleared member is not shown its old mail
 	// again.
 	Attended []string `json:"attended,omitempty"`
+	// Skills are the labels of what the member can do (skills.go); a
+	// member stored before skills existed has none.
+	Skills []string `json:"skills,omitempty"`
 }
 
 // MemberModel is the model member m's turns use: its own, else the

@@ -42,14 +42,17 @@ const TaskPrefix = "[team-task] "
 // whose BlockedBy names this one): stores keep it empty, core fills it
 // in every document it hands out.
 type Task struct {
-	ID        string    `json:"task_id"`
-	Title     string    `json:"title"`
-	Detail    string    `json:"detail"`
-	Status    string    `json:"status"`
-	Owner     *string   `json:"owner"`
-	Assignee  *string   `json:"assignee"`
-	BlockedBy []string  `json:"blocked_by"`
-	Blocks    []string  `json:"blocks"`
+	ID        string   `json:"task_id"`
+	Title     string   `json:"title"`
+	Detail    string   `json:"detail"`
+	Status    string   `json:"status"`
+	Owner     *string  `json:"owner"`
+	Assignee  *string  `json:"assignee"`
+	BlockedBy []string `json:"blocked_by"`
+	Blocks    []string `json:"blocks"`
+	// Needs are the skills a member must have to claim the task
+	// (skills.go); a task stored before needs existed has none.
+	Needs     []string  `json:"needs"`
 	Result    *string   `json:"result"`
 	CreatedBy string    `json:"created_by"`
 	CreatedAt time.Time `json:"created_at"`
@@ -73,6 +76,7 @@ func TaskNumber(id string) int {
 func (t Task) clone() Task {
 	t.BlockedBy = append([]string{}, t.BlockedBy...)
 	t.Blocks = append([]string{}, t.Blocks...)
+	t.Needs = append([]string{}, t.Needs...)
 	t.Owner = cloneStr(t.Owner)
 	t.Assignee = cloneStr(t.Assignee)
 	t.Result = cloneStr(t.Result)
@@ -168,10 +172,12 @@ func (b *board) docs(keep func(*Task) bool) []Task {
 	return out
 }
 
-// claimable reports whether member may claim t now: pending, every
-// blocker completed, assigned to member or to nobody.
-func (b *board) claimable(t *Task, member string) bool {
-	return t.Status == TaskPending && (t.Assignee == nil || *t.Assignee == member) && len(b.blockers(t)) == 0
+// claimable reports whether member, with skills, may claim t now:
+// pending, every blocker completed, assigned to member or to nobody, and
+// member has every skill t needs.
+func (b *board) claimable(t *Task, member string, skills []string) bool {
+	return t.Status == TaskPending && (t.Assignee == nil || *t.Assignee == member) &&
+		len(missingLabels(t.Needs, skills)) == 0 && len(b.blockers(t)) == 0
 }
 
 // reaches reports whether from depends, through blocked_by, on target.
@@ -196,14 +202,16 @@ func (b *board) reaches(from, target string) bool {
 }
 
 // ClaimableTasks returns the tasks of tasks (a team's board, in id order)
-// assigned to member that member could claim now: pending, every blocker
-// completed. What wakes a member for its work looks here.
-func ClaimableTasks(tasks []Task, member string) []Task {
+// assigned to member that member, with skills, could claim now: pending,
+// every blocker completed, every skill it needs at hand. What wakes a
+// member for its work looks here, so a task wakes only a member that can
+// do it.
+func ClaimableTasks(tasks []Task, member string, skills []string) []Task {
 	b := &board{tasks: tasks}
 	var out []Task
 	for i := range tasks {
 		t := &tasks[i]
-		if t.Assignee != nil && *t.Assignee == member && b.claimable(t, member) {
+		if t.Assignee != nil && *t.Assignee == member && b.claimable(t, member, skills) {
 			out = append(out, b.doc(t))
 		}
 	}
@@ -220,7 +228,11 @@ func (s *Service) ClaimableTasksOf(ctx context.Context, team, member string) ([]
 		if err != nil {
 			return asStoreError(err)
 		}
-		out = ClaimableTasks(tasks, member)
+		var skills []string
+		if m := u.member(member); m != nil {
+			skills = m.Skills
+		}
+		out = ClaimableTasks(tasks, member, skills)
 		return nil
 	})
 	return out, err
@@ -239,6 +251,13 @@ func TaskHistoryText(t Task) string {
 	dec.UseNumber()
 	if err := dec.Decode(&v); err != nil {
 		panic(err)
+	}
+	// A task that needs nothing is written as it was before needs
+	// existed, so that a member's attended lines stay attended.
+	if doc, ok := v.(map[string]any); ok {
+		if needs, ok := doc["needs"].([]any); ok && len(needs) == 0 {
+			delete(doc, "needs")
+		}
 	}
 	return TaskPrefix + string(appendSorted(nil, v))
 }
@@ -292,6 +311,8 @@ type TaskInput struct {
 	BlockedBy []string
 	// Assignee "" means nobody.
 	Assignee string
+	// Needs are the skills a claimer must have (CheckLabels).
+	Needs []string
 }
 
 // TaskUpdate changes a task; a nil field is kept. Assignee "" clears it.
@@ -302,6 +323,7 @@ type TaskUpdate struct {
 	Detail    *string
 	BlockedBy *[]string
 	Assignee  *string
+	Needs     *[]string
 }
 
 // TaskFilter selects tasks of a list; an empty field selects all.
@@ -399,8 +421,8 @@ func (u *unit) checkAssignee(name string) error {
 }
 
 // CreateTask adds a pending task to the team's board (a member or the
-// admin). Refusals: body_length, unknown_member (assignee), unknown_task
-// (a blocker), task_limit, in that order.
+// admin). Refusals: body_length, validation_failed (needs), unknown_member
+// (assignee), unknown_task (a blocker), task_limit, in that order.
 func (s *Service) CreateTask(ctx context.Context, in TaskInput) (Task, error) {
 	me, _, err := taskCaller(ctx, in.Team)
 	if err != nil {
@@ -411,6 +433,10 @@ func (s *Service) CreateTask(ctx context.Context, in TaskInput) (Task, error) {
 		return Task{}, err
 	}
 	detail, err := checkText(in.Detail, 0, MaxTaskDetail, "detail")
+	if err != nil {
+		return Task{}, err
+	}
+	needs, err := CheckLabels(in.Needs, "needs")
 	if err != nil {
 		return Task{}, err
 	}
@@ -431,7 +457,7 @@ func (s *Service) CreateTask(ctx context.Context, in TaskInput) (Task, error) {
 			return Errorf(CodeTaskLimit, "The team holds its limit of %d tasks.", u.st.Limits.TaskLimit())
 		}
 		t := Task{ID: TaskID(len(b.tasks) + 1), Title: title, Detail: detail, Status: TaskPending,
-			BlockedBy: blockedBy, CreatedBy: me, CreatedAt: u.now.UTC()}
+			BlockedBy: blockedBy, Needs: needs, CreatedBy: me, CreatedAt: u.now.UTC()}
 		if in.Assignee != "" {
 			t.Assignee = ptr(in.Assignee)
 		}
@@ -497,7 +523,7 @@ func mayManage(me string, admin bool, who ...string) bool {
 	return admin || me == LeadName || (me != creatorAdmin && slices.Contains(who, me))
 }
 
-// UpdateTask changes a task's title, detail, blockers or assignee (its
+// UpdateTask changes a task's title, detail, blockers, assignee or needs (its
 // creator, lead or the admin). Refusals after the texts' bounds:
 // not_found, forbidden, task_closed, unknown_member, unknown_task,
 // task_cycle.
@@ -514,6 +540,12 @@ func (s *Service) UpdateTask(ctx context.Context, in TaskUpdate) (Task, error) {
 	}
 	if in.Detail != nil {
 		if detail, err = checkText(*in.Detail, 0, MaxTaskDetail, "detail"); err != nil {
+			return Task{}, err
+		}
+	}
+	var needs []string
+	if in.Needs != nil {
+		if needs, err = CheckLabels(*in.Needs, "needs"); err != nil {
 			return Task{}, err
 		}
 	}
@@ -558,6 +590,9 @@ func (s *Service) UpdateTask(ctx context.Context, in TaskUpdate) (Task, error) {
 		if in.Detail != nil {
 			t.Detail = detail
 		}
+		if in.Needs != nil {
+			t.Needs = needs
+		}
 		if in.Assignee != nil {
 			t.Assignee = nil
 			if *in.Assignee != "" {
@@ -574,17 +609,22 @@ func (s *Service) UpdateTask(ctx context.Context, in TaskUpdate) (Task, error) {
 }
 
 // claimIn claims t for me on b, or says why not (the order of the
-// contract: task_closed, member_closed, task_assigned, task_claimed,
-// task_blocked). changed is false for the owner claiming again.
+// contract: task_closed, member_closed, task_assigned, task_needs,
+// task_claimed, task_blocked). changed is false for the owner claiming
+// again. Lead claims as any member does: it too needs the task's skills.
 func (u *unit) claimIn(b *board, t *Task, me string) (changed bool, err error) {
 	if t.closed() {
 		return false, Errorf(CodeTaskClosed, "The task is %s.", t.Status)
 	}
-	if m := u.member(me); m == nil || m.Status == StatusClosed {
+	m := u.member(me)
+	if m == nil || m.Status == StatusClosed {
 		return false, Errorf(CodeMemberClosed, "The member has been shut down.")
 	}
 	if t.Assignee != nil && *t.Assignee != me {
 		return false, Errorf(CodeTaskAssigned, "The task is assigned to another member.")
+	}
+	if missing := missingLabels(t.Needs, m.Skills); len(missing) > 0 {
+		return false, needsError(missing)
 	}
 	if t.Owner != nil {
 		if *t.Owner == me {
@@ -630,7 +670,8 @@ func (s *Service) ClaimTask(ctx context.Context, team, id string) (Task, error) 
 }
 
 // ClaimNextTask claims, for the caller, the lowest-numbered task it could
-// claim (ClaimableTasks, or unassigned); ok is false when there is none.
+// claim (ClaimableTasks, or unassigned), skipping those that need a skill
+// it lacks; ok is false when there is none.
 func (s *Service) ClaimNextTask(ctx context.Context, team string) (Task, bool, error) {
 	me, err := actor(ctx, team)
 	if err != nil {
@@ -640,7 +681,8 @@ func (s *Service) ClaimNextTask(ctx context.Context, team string) (Task, bool, e
 	found := false
 	err = s.update(ctx, team, func(u *unit) error {
 		found = false
-		if m := u.member(me); m == nil {
+		m := u.member(me)
+		if m == nil {
 			return memberError(me, u.st)
 		} else if m.Status == StatusClosed {
 			return Errorf(CodeMemberClosed, "The member has been shut down.")
@@ -651,7 +693,7 @@ func (s *Service) ClaimNextTask(ctx context.Context, team string) (Task, bool, e
 		}
 		for i := range b.tasks {
 			t := &b.tasks[i]
-			if !b.claimable(t, me) {
+			if !b.claimable(t, me, m.Skills) {
 				continue
 			}
 			if _, err := u.claimIn(b, t, me); err != nil {

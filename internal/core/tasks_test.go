@@ -454,7 +454,7 @@ func TestClaimableTasksAndHistoryText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := core.ClaimableTasks(tasks, "reader")
+	got := core.ClaimableTasks(tasks, "reader", nil)
 	if len(got) != 1 || got[0].ID != "task-1" {
 		t.Fatalf("ClaimableTasks = %+v, want [task-1]", got)
 	}

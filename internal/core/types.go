@@ -310,6 +310,8 @@ type MemberView struct {
 	WakeHeld bool           `json:"wake_held"`
 	// WakeHeldReason is why the wake is held (nil when it is not).
 	WakeHeldReason *string `json:"wake_held_reason"`
+	// Skills are the member's labels (skills.go), never nil.
+	Skills []string `json:"skills"`
 }
 
 // TeamView is a team as clients see it: members in creation order (lead
@@ -346,6 +348,8 @@ type MemberSpec struct {
 	Role  string
 	Model *ModelSettings
 	Wake  bool
+	// Skills are the member's labels (CheckLabels).
+	Skills []string
 }
 
 // TeamSpec is what CreateTeam needs. Limits nil means the lesson limits;

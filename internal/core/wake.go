@@ -95,14 +95,14 @@ func unattended(items []Message, present map[string]bool) []Message {
 	return out
 }
 
-// unattendedTasks returns the tasks of the board assigned to member that
-// it could claim now (ClaimableTasks) and whose [team-task] line is not a
+// unattendedTasks returns the tasks of the board assigned to m that it
+// could claim now (ClaimableTasks) and whose [team-task] line is not a
 // user entry of history, in id order. A task's line is its whole
 // document: a task changed since the member saw it (another title, a
 // release) is unattended again.
-func unattendedTasks(tasks []Task, member string, present map[string]bool) []Task {
+func unattendedTasks(tasks []Task, m *MemberState, present map[string]bool) []Task {
 	var out []Task
-	for _, t := range ClaimableTasks(tasks, member) {
+	for _, t := range ClaimableTasks(tasks, m.Name, m.Skills) {
 		if !present[TaskHistoryText(t)] {
 			out = append(out, t)
 		}
@@ -150,7 +150,7 @@ func (u *unit) wakeTrigger(m *MemberState) (Trigger, error) {
 	if err != nil {
 		return Trigger{}, asStoreError(err)
 	}
-	if open := unattendedTasks(tasks, m.Name, attendedBy(m, m.History)); len(open) > 0 {
+	if open := unattendedTasks(tasks, m, attendedBy(m, m.History)); len(open) > 0 {
 		return Trigger{Kind: TriggerTask, TaskID: open[0].ID}, nil
 	}
 	return no("no letter and no claimable task assigned to it is unattended.")
@@ -170,14 +170,16 @@ func holdWake(m *MemberState, status string) {
 const WakeHeldHistoryFull = "history_full"
 
 // MemberUpdate names what to change of a member; a nil field keeps it.
-// Setting Wake (to true or false) also releases a held wake.
+// Setting Wake (to true or false) also releases a held wake. Skills
+// replaces the member's labels (an empty list clears them).
 type MemberUpdate struct {
-	Wake  *bool
-	Model *ModelSettings
+	Wake   *bool
+	Model  *ModelSettings
+	Skills *[]string
 }
 
-// UpdateMember changes a member's wake and model (the admin only) and
-// announces the member. wake on a member whose model is the scripted one
+// UpdateMember changes a member's wake, model and skills (the admin only)
+// and announces the member. wake on a member whose model is the scripted one
 // is validation_failed. The model itself is validated by whoever knows
 // the providers.
 func (s *Service) UpdateMember(ctx context.Context, teamName, member string, upd MemberUpdate) (MemberView, error) {
@@ -187,11 +189,24 @@ func (s *Service) UpdateMember(ctx context.Context, teamName, member string, upd
 	if upd.Model != nil && upd.Model.Provider == "" {
 		return MemberView{}, Errorf(CodeValidation, "The model needs a provider.")
 	}
+	var skills []string
+	if upd.Skills != nil {
+		var err error
+		if skills, err = CheckLabels(*upd.Skills, "skills"); err != nil {
+			return MemberView{}, err
+		}
+	}
 	var view MemberView
 	err := s.update(ctx, teamName, func(u *unit) error {
 		m := u.member(member)
 		if m == nil {
 			return u.noSuchMember()
+		}
+		if upd.Skills != nil {
+			m.Skills = nil
+			if len(skills) > 0 {
+				m.Skills = skills
+			}
 		}
 		if upd.Model != nil {
 			model := *upd.Model

@@ -144,3 +144,23 @@ func TestWakeTaskHeld(t *testing.T) {
 		t.Errorf("turns = %d, want the failed one only", len(docs))
 	}
 }
+
+// TestWakeTaskNeeds: a task assigned to a wake member that lacks a skill
+// it needs does not wake it; given the skill, the member is woken.
+func TestWakeTaskNeeds(t *testing.T) {
+	r := newWakeRig(t, nil, 0)
+	task, err := r.svc.CreateTask(core.AsMember(t.Context(), "demo", "lead"), core.TaskInput{Team: "demo", Title: "build", Assignee: "reader", Needs: []string{"go"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.settled()
+	if docs, _ := r.svc.Turns(t.Context(), "demo"); len(docs) != 0 {
+		t.Fatalf("turns = %+v, want none for a member that lacks the task's needs", docs)
+	}
+	skills := []string{"go"}
+	if _, err := r.svc.UpdateMember(core.AsAdmin(t.Context()), "demo", "reader", core.MemberUpdate{Skills: &skills}); err != nil {
+		t.Fatal(err)
+	}
+	r.expectTaskTurn(task.ID).release <- turnEnd{}
+	r.waitEnded("reader")
+}

@@ -247,6 +247,7 @@ const (
 	ProblemCodeTaskClosed           ProblemCode = "task_closed"
 	ProblemCodeTaskCycle            ProblemCode = "task_cycle"
 	ProblemCodeTaskLimit            ProblemCode = "task_limit"
+	ProblemCodeTaskNeeds            ProblemCode = "task_needs"
 	ProblemCodeTaskNotClaimed       ProblemCode = "task_not_claimed"
 	ProblemCodeTeamExists           ProblemCode = "team_exists"
 	ProblemCodeTeamLimit            ProblemCode = "team_limit"
@@ -316,6 +317,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTaskCycle:
 		return true
 	case ProblemCodeTaskLimit:
+		return true
+	case ProblemCodeTaskNeeds:
 		return true
 	case ProblemCodeTaskNotClaimed:
 		return true
@@ -686,8 +689,16 @@ type ConsumeResult struct {
 
 // CreatedMember defines model for CreatedMember.
 type CreatedMember struct {
-	Name   string       `json:"name"`
-	Role   string       `json:"role"`
+	Name string `json:"name"`
+	Role string `json:"role"`
+
+	// Skills Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Skills Labels       `json:"skills"`
 	Status MemberStatus `json:"status"`
 
 	// Token The member's bearer token; shown only here.
@@ -721,6 +732,14 @@ type CreatedTeamHostPermission string
 type Inbox struct {
 	Messages []Message `json:"messages"`
 }
+
+// Labels Skills of a member, or the skills a task needs: a member may claim
+// a task only when it has every label the task needs (`task_needs`
+// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+// repeated label is collapsed into its first place, and at most 16
+// distinct labels remain (`validation_failed` otherwise). Data stored
+// before labels existed reads as an empty list.
+type Labels = []string
 
 // Limits A team's bounds.
 type Limits struct {
@@ -880,10 +899,18 @@ type Member struct {
 	Name  string         `json:"name"`
 
 	// ReadThrough The id of the last letter the member has read; null before any.
-	ReadThrough *string      `json:"read_through"`
-	Role        string       `json:"role"`
-	Status      MemberStatus `json:"status"`
-	Turns       int          `json:"turns"`
+	ReadThrough *string `json:"read_through"`
+	Role        string  `json:"role"`
+
+	// Skills Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Skills Labels       `json:"skills"`
+	Status MemberStatus `json:"status"`
+	Turns  int          `json:"turns"`
 
 	// Unread How many letters come after `read_through`.
 	Unread int `json:"unread"`
@@ -921,6 +948,14 @@ type MemberCreate struct {
 	Name Name    `json:"name"`
 	Role *string `json:"role,omitempty"`
 
+	// Skills Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Skills *Labels `json:"skills,omitempty"`
+
 	// Wake Woken on mail by the server (see the member PATCH); not with the scripted model.
 	Wake *bool `json:"wake,omitempty"`
 }
@@ -944,6 +979,14 @@ type MemberUpdate struct {
 	// server) use the credentials of the server's environment. Without
 	// it, a team gets the server's default (`--model`).
 	Model *ModelSettings `json:"model,omitempty"`
+
+	// Skills Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Skills *Labels `json:"skills,omitempty"`
 
 	// Wake Woken on mail; setting it (either way) releases a held wake.
 	Wake *bool `json:"wake,omitempty"`
@@ -1284,6 +1327,14 @@ type Task struct {
 	CreatedBy string `json:"created_by"`
 	Detail    string `json:"detail"`
 
+	// Needs Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Needs Labels `json:"needs"`
+
 	// Owner The member that claimed it; kept once completed.
 	Owner *string `json:"owner"`
 
@@ -1314,6 +1365,14 @@ type TaskCreate struct {
 	// Detail 0 to 4000 characters after trimming.
 	Detail *string `json:"detail,omitempty"`
 
+	// Needs Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Needs *Labels `json:"needs,omitempty"`
+
 	// Title 1 to 200 characters after trimming (`body_length` otherwise).
 	Title string `json:"title"`
 }
@@ -1335,7 +1394,15 @@ type TaskUpdate struct {
 	Assignee  *string   `json:"assignee,omitempty"`
 	BlockedBy *[]string `json:"blocked_by,omitempty"`
 	Detail    *string   `json:"detail,omitempty"`
-	Title     *string   `json:"title,omitempty"`
+
+	// Needs Skills of a member, or the skills a task needs: a member may claim
+	// a task only when it has every label the task needs (`task_needs`
+	// otherwise). Each label matches `^[a-z0-9][a-z0-9_-]{0,31}$`; a
+	// repeated label is collapsed into its first place, and at most 16
+	// distinct labels remain (`validation_failed` otherwise). Data stored
+	// before labels existed reads as an empty list.
+	Needs *Labels `json:"needs,omitempty"`
+	Title *string `json:"title,omitempty"`
 }
 
 // Team defines model for Team.
@@ -9423,297 +9490,301 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1bd9s49i/4VbA0/1mx/0MrTipVp9t+mJWuvtV0pasmSa96aOaYEAlZOKYANQFGUWflu5+1LwBBiZTk",
-	"JE6cPq6HiiWRuGPf92+/n5R2ubJGGe8mF+8nK9nIpfKqwU8/VWq5sl6ZcvM3tfmrkpVq4PtKubLRK6+t",
-	"mVxMnotG+WYj1tovhF8o4eRSiRu1EdJU3RczW23gybYxDr+d68Z50Si3ssap3MDTzttGOWGsX2hzLYxa",
-	"X/abxE4k/K4aalK73BS6G+lVac281qUvpuJvauOEbJRwpV2pSniLrXl7o8wjJ5ZqOVPNNDeTbKJhKgua",
-	"YjYxcqkmF+kCnP1NbSbZxJULtZSwCEv57mdlrv1icvH0/DybLLUJn59kE79ZQQPON9pcTz58yCYvsLNf",
-	"JTzwnrpbwYfYGY1mkk0a9a9WN6qaXPimVWmf/9Wo+eRi8n897nbtMf3qHv8dWoGOflXNUjunrfnpj3u6",
-	"W8XHrnS1t1f1Ti5XdXjn7Mkkg6a8aqDR/4nf/fPJ2e/f/PP87Pdv/vu/JkOzf6n+1Srn946ooWcODWff",
-	"IsRusNPX0t3s7dFLd/Mp3VEH1JeSy309Kbn89K193Tb7NxVu1/Hb2eBxP/NbO/pPefbvN/C/87Pfn715",
-	"f549/e7Dmcfdff8k+/2H4R3+zTY3biVL9WddqzDEbUoBoxWNqqXXb1W4juvwZibU9HoqiqXUZrraFMI2",
-	"onBN+ViuVvD5IjeSmtDGWyHF3NaVasRSbsS60V4J7Z1wtXQL5YR0oniMbcBf//fTPxfT3PzdimI6LTJh",
-	"rJAzZ+vWK2wyQ2plrHCb5czWuhS1NjdCO+iktmtVJXRi6ybRp/EVT0jFk/Onzw7Rig/hXSTCPy5UeYO0",
-	"ubEr1Xit8Gu5WtW6lDPYyO11ft20Ssxh4qKEt4VfaCea1oilvFFuKv4sa6eENfWm95ic2dbnBgkuNvfI",
-	"CfVOll6YFmiTg8Vc26Zy4gQe4gsrvPWyzmAvc0PP1wpOk8uY3Nr6rHVK6MqdZsIaIXEwVaPfKiNmG/is",
-	"ZJ2bpa1UfSmKSnmp6wLeNsLJjRPrBbGT9UJ6sZZOOKUM7Qgv38zaWkkz+ZBN6HVYl62lDVs28IO9GVjH",
-	"heKVWai6ymD22ovKEocSsAUbcVJ0W1GIOazs6XRgWB/SE/JPGgh2m6V7GQf/JrZgZ/9LlR7G+KM1rl2q",
-	"l8q1td89Eg1+j39qr5buEFl5IX254MY+xO5k08jNznBD24PDapT0qiIGtzus0SVvbD38g/PSt4eHj/29",
-	"omdh/MDVhzeRWOsjJ2ZKNqohAeBSuIVdG7oGC9Wo6SBdG9g0HHgcZuh5z9IAcxgemVFrAbwBaNRf/vQa",
-	"h+TglJ3MWo+Xs3XyWmXhrjm8BZVcymtVZWK90OVCyK6ZhYSzaZSw89MMySHN3UXxTPP0HUy3v1MljfZK",
-	"+t3B/gZXEW8zdAM3kJ8WJ/94/SOe+LltlvDqpJJenXmNa7WzuQvr/FUnfCBHMu0Sllc6vA1AbvEimE2y",
-	"qF0LtV5qf/B4/ExPfchYsDr+XvTP887NyCZIpg4eT3jolfJem2u3l/Ss2mZl3fBvkTcmvx4gKckuxrXq",
-	"FqHrLswj7WR3e4ZO9U9mZt/tXvSlcnBWb0GA6IWDxCc2PDSYn+Np2BY24KTCnbetqQZOO2gPV+VC0sng",
-	"drXx6pp2fa5UNZPlzb5nFho0ls2VMr7hZncf0rBcV7ON3/9Auny7z+BeXQUqsDtdPG4dlQg39ZETpHGB",
-	"jATcX2gjZF1nyEnVWyCGwLZXjX2rQZZq1Mo23gk7J8pzKawpFTy0QU1qKSsFYhK0Cg+FjnKDskXUzU60",
-	"F8pUThSztrpW/kq9W8jWeVUVGRMsIFPaiWfnv8/N7lOnPe6+sxJEw3bX4Sezar1Y1a0TtvXwNz2Zrsiy",
-	"v1awNG6lTMVrcynOYVzG0tHpkTZt/A/PBoe1kpvaymrfaUlULqCOtvVXAzN4pUoLCydF97xYS6DlJKyt",
-	"VOOsETM1tw2IvEK9W2lQm0+kqJTRsk4FkKT/9PTs/grK0MBwQMfprd7MyqbCRVtYkIoqVSvgA9YoJ7Qp",
-	"67ZS1fAAQBK8KmVdD/VjbS3wNzwYeL7CoSUjAP04UxtrKnGtvJBGqKaxcGhBOon2BnyXDh+8c4VEsBgZ",
-	"EtyO4QVZyxt1Valabq6WQzdO17V2vFkz5deKOSQJv8KDqMqXQkBbzIrxbxD2yOQB+7qGI0rDPpFirt+p",
-	"Sqy1qez6QsAd3fTalA0Izk7MNrmBt+HkXltcfNao0FwCzZ1eClk7y8OSIKvrpUpHmxt43c6F7KQkHEgY",
-	"m1HvfDLAsVsZeUhH6PrL9Qf4Oj1H8Y14lkircPrfCukP9N6o67aWjZjrWrnTI69iNxZ8bXcsoFAfHAu+",
-	"m4lKN6r0Fsg7rgmohU7IWt+owWu2xbu2aHufG2QpE0ru5zY12WFG4dzucqAt+jhCdMJt713J7RO/w3R2",
-	"d3l3rcdZNFJmVF2rSsNGyPrXhCGj5pTtZ+JCehI7tTWXQslyIeZa1ZWo1FyCfhJMCrVyQCLfyrpVhzg/",
-	"vzu5+IHNeHoJ4uiT7CiZIL795Gn69nl2nLQQX//dwb63xIj45ndPz8+PfDkVMbqeD707JHrwu9T1J0ki",
-	"4sQpJeiI4IU6ZjAp9w/rf47/ZV9HHti/8TuyQTfqw/s+LjWEA7A7688lQyzlOxrZ7354dviQDR6RZ4fe",
-	"SuQOfuX73Ql9vBQSp/CEz8eB0WyJKPGSZbeQVzKxsGsUrpfSbPh8SePWoIhLd4Ob4Bdq+VkEG2KbLFwU",
-	"ztvVCuXng3cpyj7dfT70yoBMFF79fpcSpBKSZBkGuC3cfpJvRC3hyu3QgLBpP2zt2fnRskcY1g+/e/bd",
-	"98++/yH7nPJIblggEc+NaFdwucUKxCvtgVQ0at46lOH8QhQJi2zruiBLs8xN06IG1Zm7UbrD7Q1t3Si1",
-	"6txh2gtZVcESPU6DnhwtFKW0M/vcQlJuSErKtlyDpTUOKIUp2Uq/tX8FzW/fdD6MShn/WFXSq1uKGa9B",
-	"ZMDXQYAoF9KA4itZuKjV3APz4N2Ap1CwECfGdpIHWoNPd4WNXe55OwZ3W1Yzwi0+npIfSb0/ic4eSadu",
-	"SZs+mYp8+hW77SF+IZubl0pWBw9w/5D5RWPb68Wge+87oqfB4fTDs8O+6lSBCU2/GRxt50EYMwde6WrY",
-	"+q+kswP2+l9MzW5+fW1sQ0w8WIhtU2kjm02QZFGfeitrXV2FQAL4qrqyzRX2SMZ6+NioUq+0Mn6STYz1",
-	"V06+VfDWqt4krawa621p60HDc+Kg3jNsuVo19q2qMtEoWChVkc2+RSePH3IzpC6PaAznZlAvpHYm2SS2",
-	"AmOm9RkY6rD9lBzD3NPgdqohMyoLFiFoAphBFr6EicECo2+skNVSmyIINwI/0nu7ZBF/HDJqB1P17VxG",
-	"nj0suwsxMMthP5UsvX47uAKdrVMHf4ogh6rR5no66IMMul7N92zc7rvviWW5ugIJ6cqpId9WdMrwoOBR",
-	"stBKI178+Gv00J4Uj5flCkWPjQhnPDdvVQOcIhNOIctAB6+x/pQvIPLDG2XIx3MpTFvXYr0IliOSaEEy",
-	"caoBaffG2DWKSsYaNRV/UysPOtRSLW2zydBpihE+1QXIP/wSSj2Ncl423qEDa26ba+u9MkL7qXguCppe",
-	"IdRbZbwoZQOCRm5AHvK9WCKaLYvLBn5dWufZhvbkXDhQfHi1stx4yz8BGdClDA41YvRoSJBekSi2UKBw",
-	"2PmlcBalN3rlURAGQCaaKdGuQITArig4wS8kmwVlN8RpbkDmoLsoVvJaseeP920mq2slbLq55PKG5cS1",
-	"x9Z+OBduSxhMfW+wXRQhQBEJO7cGjlfY+t3T9Ve7Jv0FRhRPCB+l095tAGHQJWIe7mxuyFxJes8FzE1e",
-	"wwba1jtdKfFC6rqxdgmXqbTGMLF02HRugrl0oWvFgrWc2bdKnE/FqzCcmaqtuQ52n1VjS+Ucnqnc2JUy",
-	"Co/CMoNdw/E52HFZhy13ZEYqbWu8I18wHHu7NtPc7Bw9aYxtUW6lc0OiIijNvD6C+sxyU9YWVADbsGpd",
-	"nW6Jteej0h9So7r+ZT65+OetnIxvsn3Ob7s2pIqGY77WcOPZB8RSPl/ypZI9G8l0/Dh1lHXc069kdZXI",
-	"KLuD1FVwJuHBjubuSNqALkAzPD42XEizmR5z0D93qMG406A1DYtvI5eJQ2NEaZdKyDlMs0jXp5gePCTo",
-	"mDs05n8E1yqIxcOLzgSYKa/s+fR42Wd4HVQ9J7IflPjElqT9MANEaXyh6mpfSAbZ1di/cIE3D/c/GDpU",
-	"1bN0ZKKYS12rqsjNiQRi6FXTtNhuNPqcZvCOKVUND6JgMuCCXC+sU7lBOqTmc1V6BwuxQUJBxMagBadR",
-	"qKebSBbEc+BWymNkWW5+ff76x78KR3dQFDDtQjSqVtIpUBbHgpTi+lyNScK/LTYUH4fGUsdBSCvo3PiU",
-	"LF4Q0SVmEnyybWOYAMN7QnuS0YJcgqYI2lSOF0m2/ZHLTWsksGDYgnBk57AEmlaC2xEnBSnO0y3jdnGZ",
-	"G8kLRWaQ93kQivLJhcgnZa1kk08+FOwkA07Qd/reLgqH5bdd1wgLWFvyVrhGW1xwW+baIl7xgifRE3C/",
-	"0vP+ZlTopMiSW+p2nxZtcjiutKOO0R406auMGN+8G5oS6Qq/NWha+Q3lR2vEUuoayEknH5DVLyE2eJVA",
-	"zLQ+kSWwMVUR6zo2sm58D17Ckbylfeg3lGP4NGP8Hxtrl/IGbn0yh9YBIxLyWuoBrYePZH+xQdqcbHdZ",
-	"4PUohFqu4OXe5QyXL9WMuRF8a1gjHFmPVzuap67wYrF6g1cMTcogZiL1xX5AuhnUkqnZj7LD4TpHC1zq",
-	"lT5sjRuxvN364gyzy94xvozkXntxojQGvKzl5rSj+5KoLjQ2cmQHtsMFvr7rrhwUXkYtK8HSMSjxAE1v",
-	"hnXlnuMajQX0cNom+axHLhjO4KOoXJjkdiSzXi5VlZE69yQmcJBBuugcuYUobaXEymrj3aCFxdujw+x7",
-	"5i+7d8a90/ORvm0ibKIIlK6IriIbjUow6yKYuFzBwhpooaTyzmCa7lIU0gCrWumyQDW4AH1E6kKcgOz5",
-	"y0qZ5z+dwdyl1xiCQqT4VLSOSHHZqEoZr2UdRQl65JETyrzVjTVLZfxU/Kb9AsPFQbKQFBZ6rdjhG19h",
-	"KidOirMznGeI69q6qvLdaEQXSIvoeIXrB6IKrc4jFzy5J0/Onz4jUSYQh+FIkc4e/OwIC3XgoLujCcFy",
-	"0XUMj4bkhbKWbaXOHOiz/uzZ2ffFJUlYc8xmCHs8PYbFho56dsGwwZNsQpuLaUnU7GFbYGxy6Dj/fXDK",
-	"dFBBemQeB9NF3rNlaj6cRvJfQzcTTuV4THtqcj3CbLpSpoIfDy5EL9toj1H0116o8rbRVwlsBTX/uWha",
-	"c7WU2gCLts6La+kxyyX42w+FXB8XQV2pUlf7wrQ1mtmAZYuZAjbFixINeKA58HfTjzYehWHMBuh2agoO",
-	"k0dqUGqHsTu7A8HcEh49W0xS+YbsxW+OGBdHMtxqSfX+2CTqaZcQeGtrge+SfIbE4Fq+TXl+d5L22LX7",
-	"yXjDOXe7L9XSXO3zScAQgxtBwNNka62Vj2EHghUbsp7BI9eHXRRbe827VVyIlk3C7PrWpseth1yTBWfV",
-	"uFTlR2suSHwUiZIeg3C9OU2AfCLKaPyDBzIolcJWbbnH+LIe1De3MyVjoia2GQ7P7n4kumkvJj85oL3L",
-	"3LtS+0nRH/ki3VLIotSKw5kE9Nz+Ifys3QC97tbq+DSAhMIeygRImx8cXmNntRrItXluxMs//yh+/+z7",
-	"/wHsGx4SlS1blGV2qbKtVMpU0DeIUYdXUQNC2TPaEvCTt/aqlg0aFVrj2tXKNrDrS1VpGfyRS+UXtroy",
-	"1l91R7g1svUL2+h/k5plm5muKjQ/wINzEH8m5OW6Uu80BWPiJ7S+RNvGvK3rLpA0/hg+d7eHzvAVq3Hw",
-	"xKruUqe52+7xofzqrpXWyLdS15zARgEM/e+2DXCJdYaH3JobY9fmKl6udWPN9RUFlsAehimWFi1+pJY2",
-	"8lp1WwLrv5Rmc+V8oyRGsLpFi8L5VWXXJnmnP7zQuacMJEwLDmuHH+I60adNia/hB+mcvjbJj7XUy+7j",
-	"rLblTfcRlrV7oh8ZhFME6UnWVxj+NUjIuuTGLQNzu5TmDAQxmNQlWy9La7zUbMova9DggsfKHaDyA3EY",
-	"2o+5X/GLXcHxHy9/Amkx2EjCzbvRphInBeabXsxqaW4KzMA7vRSzRppyAaJ+AbewOJyUx/eKBpfQXF6o",
-	"jG7zCLVAR+gvrS/t8uOMFczfzoJTlfJsK111etuqsdeNXA6RmRb2e1TJgLceOcGPYQw8ewww+7Y14iSf",
-	"5BM2zc+cMv50cFPVuxUFEAzt3VL6cjEoSaJdg6Nm1b9aUAlDS1u+4DBanLixHga3xzGTmMGp+UNLQE9l",
-	"wpM9IO1d+yM7TQwkciTygOP2BkVaGBDJ8+Svpgi/IESgGAMd94SVWhpOqTtCct3WTyQZn+OI4lol+xl2",
-	"L4tnaeicv1SyeuXZJrOtX/U9cwfXrvNv7fNR7ehaQyb04aGWSq8GBIvxKKIRwTdarB6R41CUbeMsepwk",
-	"+m4wxrLL1xn2YpHVaCBaMMSyxm4OEypNPIpdCvum74Y2qvvlKKkqrOThzG5ueHg8q3rkLgRdju4DpeQb",
-	"H+8BK3do+VjLQf/xDqABKCrDFzPkXYycgb02gsCb0luZRouBiADSQffdmyNZTk/WD+NPBju6oh9lIT16",
-	"gXpunK2YXus7Gnq+bU7tZ7ccMqlu6ww8vNFJj5t44pXfFxeAEirfu8vEMlr8q1UtG9RuezR2zUfUGKqX",
-	"cEk3V45s3pWaq+aoYLtj7UoMVbO7HiAcHYlz8zd4tMsvGfMGHLe8ZEjeIYZpS0wM9o8MHjpi6cfcEPuM",
-	"etlgVOSgug9qmD/s5ejtFq584vTgRrr1TaTLEDgalnfPFn/Ubf+0U3ArL0ovO+kIR0pc2ls7U3iBd9Z1",
-	"z+L99MftoOZ/bSNQwVf7Aahia3/jVd2S0AILGDxK/OqwvSMNlD+SLdO1P8yWueHBtWnNL7i5t/U5/Qmj",
-	"1siRqp2wK3rvUhQYmXcGR8IVwmNABtLYwnm1ulq6Yld9qRIj1C5pAan3kUvzz7xlDCJMdxEnwTdUKUOJ",
-	"E9HWewgBJNVndnsOvwbVZd1oDCb1Nv409e98N4B88uxpPjm9RGf7Jol94we2fDXfPR0KpfwoZzOev51J",
-	"/KxklVjLQRkmBwusZy1NN3Imh/3Vi4IIUcjBFeRdHUAfqO2agxvhGYrY0I4T2ZKELgyUiomEpTRiDapI",
-	"UE13U++yQxrD4DHvVPOB+LVSGdloSwoiPNdzLAQlWWPQEiqTyg1KotaoI4Itt80FH7ID6HBwmeLDI/d4",
-	"TCpC3KlbYNYgStgQVo3U9cy+U3soxaeitewQGVkuulgVtNoRFFGII7N1BaIGmvmHPSUfdZl2M612TVhD",
-	"MF9EFDsQLsb8CgH/CDiH0RwnBF3Gqj+hxvmIEaYp7HjMHHI6rGDa7oDvZRvdVdhKz/o0roNhPqMyGt+v",
-	"nvu54xNsgu5MX8OS2Cj2VdN2+SSzxq4pcqrWNxjXKxBH5rDeweNPRpsFtEUEV+OLNABmEJa+B7zQ3Zeh",
-	"C/uK+/jJzO3une1NcQ/43EevpT3E9McclfwiHeiwUMTmsxQZLGQzDt7KMfPvcHhmsMemg+lmsG9xhyWt",
-	"MOrjD31vsw7JW13zg0NTphqj1NsOW067e3JcmhcrnG+OMh7tUSdfebUaDlDoB1By9AyG7IQMdoxkFnNt",
-	"ZC28eoc0+TiW+NraGns+zAvfeXrwDQOzDg/WS3dDcX9pnv9A+hh5XUYEA5RcQ94awfBsBLpdMA5az49O",
-	"HGD3zbBFmDEJoP3WeTFTAmZOOAScoIAXzhqFAhI8QL4f6PuoMxwQZnfpNo5sJFwKk3LFCXAexkU4pXEa",
-	"BAYKYyL/vG5EN8vPMLCPCWkJ74wZ3tO9DLiDIaKdQk2mk72+sl1SujZjnpdeZ7RfQvtLcaNWntDQ4jYf",
-	"526IhGPAgQRyETcHor6TOng3WuN1fcuujktngb1LklkYBPn4DR91A7YY9Hubrd82rEZA5o59sBcvWl5o",
-	"57KOBPRuabwYcd17p2srFCMZ8BBRhTn/yBtwS/vN2Kaj0fXZ+fm5KBeykSUKxOzUa/Ry2U8o3Re+jYP7",
-	"KENyQjuPSQ/o08BIHUYM7alWMOyp/rglSM5dvzm0Zz3d15o4KZJojYIky7XuA/WOnUjsdOxwbFun4Pxu",
-	"m6fwu0P2KWhsWO6JAAtHk+WDsg41OTanV3vMr9pcBT0afY5Mm/Ce0l9vRiZ3ZD7AsVw+pKUjC0An+BxT",
-	"l2Gfp/31PxkKRD39fwe34dOP+vipPeZKs670FWB5GVJ4RJ4gWYxytzHRTAmKuhFdaJSQnlIJLzl/DoPA",
-	"KzRdnYFENpIo/zXxgLfwijjRWpuIMidsU8Epq5WsOoPFkfaSe4AfPA4Y+zLAnWmDbiCY59Fz22NPuGVy",
-	"6ufHN06U+XCou2S9kPPXgSDfFvwY7uhHsd2Bg955aumo76YMFyHApOjFlGsnQqTtpSikuykEivzRHnuS",
-	"Ir/1zcOf/1IRsuNHIG33siLRWPnuJ3ovsbF/pmtzjKST3KQ9sV5UFKK5ZDN5tHSSfq2d8LaudvM7BnMo",
-	"0+O/P5HyL1gxIwxBJmhcAXxrk+K9P+Ks8rmuFacCxaOE7wrKT/zYZEq4BiMCC9qzjhZYlFy+apdL2WwO",
-	"yy3Y8thoQisH+Odx7HCUR8Q8/oDKEbdkId0wxPAI4R6mbh0dS4Y9NuXPlmQJE7js0C8YC62Uhp/aNcDc",
-	"hj7wMLdnzE2MTc59YlhmYl1FNxDmhs3UQpsBexLw9yv2Twx7DvAJJ9dXjJC+52jYOcoLjzqPB1DqkDnP",
-	"ZAJo5hhMt6xUs380/Eyj8JI72zalGotpfKvVen972xuTLsbOeAaaHBnPwKINbzbbBm+bPzlo2UxQFCNk",
-	"JuFyRdvmNr1657eq9DwbodZS+0Gn6W9SezKrIRhNBCdheKSMnRrC1XBEQh77Ld2jfUr4boQqBIPsZ1zL",
-	"BOTU2np3AT8heQr9g6vWi5Pi/YdiIIdz1wnBeTyj7aW5mE6ZKkDFbWdcHsTBu1f7be1wSaDXbWO+IKrE",
-	"qrHLsViy1sGBUe88nRq7iijLbWM4BxY3GKMstnZj5MbFjOexAID00D4KQrHL8LQi1FcK7ZwBCSZFJ6Qv",
-	"IzjULhb0iW1EwfnKodGjlSN2iCTS7JMfBiSbwb38I+ck7UoxmBq3T4Y5jPY1nn941GmA8eGJONbZjtaA",
-	"Wwpeo1mGQd8pLrZyLXuuqx4WsnZCV7U6vcxNiiJ0QQmyuq5BaVIVARZaWwe74dy2TYQDz4RtctM9uES3",
-	"Tgf+jPhuAQSnQzXtoTLnRruQknt6GUGMLjoOVdq2plCBuTbaLfDtCIHWQV2sgPfaNkKAXLCtha0xMR+D",
-	"0AFmjUU61LS1ynAtehkbVPGFX2XQRuKX0uUmgivRmDtIpYsE3TF+i1AYYXS5CfBAN2rlI1okbcYAHNNF",
-	"cgNzU6QQuIVopEG8j4hVzjUpeldbnKzJm5KbSmNs227PBDwQ9OAO3iScLJC54ynpgZ2ESQ5lso1FV91C",
-	"BWobE2jGts6LLV1VDQGw7EZrwc8BjAbW8IdnQsbERjo3I3VPhgEzsygODeQ8YMIELH0AiyIwOUzclj4c",
-	"pBOZAiQQjjn0knFKmhQ3ajOcp+QbfX1NJOrQgr3mRxmNbTD/ucjb8/PvSr6D8Lc68/SdoY9FJkwfWifc",
-	"RkroGK6Vuev3uoXNa5uzx4qdHLQSEyCDyaorMwc7MxDHEmxadOp6ZDfr2Ea3umNyxIg6H7Dujj7LkYcd",
-	"1Oex6bHhvAg86chygilYxpEYGNke+0a4lMMxFV6tWHNuG3PBskLYlEKcmAzpPWO7ZVzFLzdV21Ae8dJl",
-	"WDdZK3cpCrwlRUxoo5t0mokiMpQiNyf4oXXqSlcZsqCMpOdMaEcZoxlXDLhksRrxefGb3LiFbTwBYqK/",
-	"LHWYnaInvbMYFuKkl/We5YaO4SB6SzKpQdTsXepD6a2DmEZmNB0wQVuQLhEC1o3F0q/i5P979cvfkUKd",
-	"ZiJOd5DShAUb1plvtsLEe7ubFs3p1dcZZAXmYCmw0cy24EAe+GlPtbmdBN6ULcUTOUz6Wbca/IEP3rDf",
-	"/+PpHy712AV83fGDASMP07kotlyIoruAv/7y6rWYTqePqegMRjiFGK/TDIQMrDB7IpPaVpeiYItGgbXu",
-	"PGbIRBykYMzpkBFzwxEcOBRULzDclZQMulQerfMnkkKbQrY452BECW+mSiyNUEu9pPztgmMhhgGTtk9o",
-	"dzaXFC6BqeyDhv3ODHS8fzOJEdlPWke38x/hiAwVC2IgJ7caRGPAK7+vIsJAmC9G/t/mnZ2yXcn72+0N",
-	"za9X/vq22GfDFdNeI7B1rR45rEFyZPGzpa30XA8Ji9FXjInka8lYq2ThrY53Fa8Gi3sno+US3dvFvYvH",
-	"Raw8R5W7XV/G6kp9H8ZkoZrboQpZnPTBrQlCzi22JxZzOEoC6h+EQyLQWNE0zJAr20b7zStomA8Kli9+",
-	"3o6tf4K4TxQvxe7PwpY8Z6gRcnAvULAVwUGP00B2iH11G7HwfkXFyTUHP2/1r+RSxOhpwmCHrzpgBESa",
-	"/uvr179OBYXcY+ypUaoCpa83qgvxB6rUTNI6jp8l9ovt2gLZ7lRBsmobAwQa4/VYrnI7URJTEesbyDLg",
-	"f0vHmMeMq4vpgCjtAbl2VI9565dt7HlozsafVvUmMpQYXahyQ4MlCHMnvI1F6Ge2CmlapTQhbFMtp7nJ",
-	"zZ9AcHHYYKg9Dmv2mNE1/p//5VCAC3g3p8H87TwG2BOuxiWjgbjcbENuBEUNvuBK7FPxKyg/sHrsGzqB",
-	"IWaCM/hg3LkJ+cOCAq1cxtwQqFesYC3+1VovT3H4TVsrl1aRpRoBnHmRG7pTF0Iyxn4AjkejXeID50zg",
-	"XpAXrOS80cpUbpqb32JGEAaxwKpCTzMlGiXLBamtlfRyJh1DPGgnKrs2p1Q0Ac/qUm5yM1Ndv9+ff4cV",
-	"t7YxZQoe0Uvlm83Z87lXDcIAUh0nNK9QMA3jHVOM0CQA4k+yCZdmmFxMnkzPp+cU/a+MXOnJxeS76fn0",
-	"O4pyWiBheIzw9Pgn52YOpOQQhL12osC/LsLl2qwU3y3yE8MyhB/hLIUf1wvFZxjlbNig4n2O9CGfZCJH",
-	"DZb+giYQ2jk2WFB+jArsRhClm4rXm5VyFyCQsZ0+68Q4/HNVb+APBLrAPxiR/wQrmxL2CVZNyE0E4e9h",
-	"mJMl2jbkFELEghCd1KCO1TamAJGwp/9ICrdI8hc7G6BtBEN1wftNS6/D9NnshzclmGGyjv4ExyqtAXZO",
-	"4iGRA5AQ+2+xxQR/0V1wl224DccFXucERo7PIbS5KCgOtkg6w0taNMptTMnKJp2bULwCZ2quxbyxS14l",
-	"RFK6oA9EMeCeIwL/QhsqbcONoJOTTVVIlE92ai0Qgmduwk3jKhJdLQ0uAwHLjQuNEDTh9UexJ7hANWwP",
-	"AQwuLWGSvlRIjAIauhIb22JhDawiAvtELTxyeNfjEaYcIjq6QUnYPtKkVxF0OdsO8YQzLn58Dcu6LZJA",
-	"vMh38C4c01tu+t1VsGb4gL3p+iTDLzBVmF1pl2jyqzVV1UaMeMnx6tHoS9tJlTFc2LtmI558L2KdPiBW",
-	"CV8kHuWU6lfHyA3Ra2kihEC8wWGb8PlUc9KexoWVDUul3wKHPiF+y7yi0dcL7wTGJ532m8d72mu7Gwso",
-	"eTBoGi2VIwnVX37H03ZxPQKTZhzyJ+dPnyFcPR1wIv8I8w08wktMSGPyybiGT87jgtWWgP6RpkM/U0HW",
-	"ChgJ12XelbtyQ4JXBuIGbgKS1wvCqun2ihnJXBH1gwEVf4KRvEIfO9fKA3EVm/2pQqswvPknYgnAJRq5",
-	"VKT0/XOwblVYU854hJ1Fbxc88K9WNZtgKbsIVkrizEeCALzZcuQ9PT8n+CvjA0q1eueJh53RtCnjK/Sx",
-	"rQt8GPIn0/7Q6xiCiuQ+Hn3eW9wQuZabKbDUZzsjGROo+gM6kCaMGIQDwyx2gAQLGsWTLzqKFG2QB/Dd",
-	"Fx1AxDcsLrYld+kQUR/puiHyT8cRh/nsiw4zQi8WFyCUu7ZcJIN5+vsvOphtcMOCmTIvG8HVMOX7Hco8",
-	"gexlwbfH5I6eQdBsKnCM8/n+C1+FPtRhQSpvCOGbvMKhnr2CK0uErPPpE2uPpZdQE0xUwFO0fl0DsZuw",
-	"WPwGGn9MfoNB+XiL2xksfRoY9061u8ttFVQ4uQFRAr+6EL5pWZYOEr+qnRqi1H9R/gUlIO8lj+lO3G4H",
-	"Xqgxchnq+WmEe/eBHn5VStQ7Ar8tGKYGV1i7ZFtjHXPa2KY17vF7Eqs+jO7x61B/NrpHA0BET42cit+2",
-	"0SMwViA31xZjewp7U5DLvXYqEwUlmONXhB9CuPsUvIhfIy7g8O6/bM1dbn8HMDFyCigHv0PCfeCJ94En",
-	"RsGZaAyQdoxhdfeGDSLCy1fgGn3MX6rutZ+TPN8648wxUi6R5P5/2BGXUQhmczPLwBFyorPkUsjV7aRi",
-	"IF09VAMmW30i8bN2/lV86g5pRQ9+YWDtyWYbwSNihVCCdEigI+7D7b1f0gwhhjpnTVw/F5RQ3UR0DqzR",
-	"guxu7HT2jszj93AePyD7wziJfXpeH+ALHZM9vJEiKnz9sx6KrX3SSc8mK+v8KAoMm0pc0OfJXHICXVcU",
-	"SsvMmOJ62dTWjf3sSXGaiarRb7mNkJtBBT97QaKOrGChws6AJSWxEyX1PrXvexFyQzjsVMz/WmqTtlVZ",
-	"oxAgy29VeS0l+r5qu6bSgCG7EmsPugQGB80wa9lUbrqzVYzPhlaD3NDpOQrCDaNeu88YGWhyQ89Kgs1C",
-	"1RmOlPAWZ6vYwif0fFCRDnbFv/zpteiLYgX7YWhTIgFOp0bFfaoNWyBzE8t7hSrSka7kJjc0fgrMRc+K",
-	"rDkIhHc/TckS2jivZDAg5YZOwgWbpBzVJCEJnwKbaTcTl6UPMiOGh05zw9Bs3CfagF2o00vQbM6KAv4q",
-	"Qm1LWF1zSjrDwjqfGwrnLAK+WzEVCN+F5W25lAgN9ZET6p0svTAtHWhc6bVtKkd25uBT8dbLOktsbVzQ",
-	"NmMJ2tZnraNghmQlqPAiu2IUFStge1OHhnVBgm4R6FVuKIKE9o6E3y5Cghd1Dgcc2iBpGLh1UjeaVs/d",
-	"aCxRIzGa6kJIWsAwJS5jXQVLO03lGuhEbkprQKrtcFYCqCCcvyzgxdKEKJBGoP8AvS9YG7iRhreXsR/p",
-	"AVVRfWfeYYpkR6cgEwxCknMqN1jsqrA3YYGGJPyXrXnVwVLx1P7Apc4+l4QfoCA/fPjw4R7pElFRAo4R",
-	"vQ1YNFmVN4iodk/0DaIIgQtXFq/tMqIZUqPRiML7OX3QUra0FOAZUTi5N5pKGBFbwaLnrzPwgwSyPe4v",
-	"a9vbKZnCR5I53SPXResvJAy6X6av59HMeoanJNbhkuQIrh9DKzRvFMsfGGKgHWVfBd7btCa8FVIngnfT",
-	"RQMJBnCINSYwoK8kMTViyAdKZJT7xIwM+QU2gnUB5TuWWk5HB0/b8uTLHvZ+UR+6b0++/8IXfqiMUHFv",
-	"VW8Y1pfdpF6Fn+IiPX0h6QbOEpwrLnRurDBqjSYM8ZwMgGw9Rwsfsar44kxda+PImcTRnph+giUpZUMC",
-	"jo7gKJS+A+IKRrLcZCH6hrMjiiStpiBWeBkcjiwfc6AESRyglpGnEBl6ElAykA2SunC5xn8qJbKXn1zD",
-	"qLKcMBR4o0IwLYdFTHs+vp1gyQ99/fZlm7rAUWPw9A8FoGNSBQU+oLi43wQDSm4EERi1ibxm2Mw7k3ci",
-	"wsGoLSRxTD2IAUEMqFErxv27h34l2NDAeugQZkAMIhxxciQZbeLDPuMFK5pFrWRVCFmvQYknBhtQkGRV",
-	"hcQ8oAiwPEAd4GLA39pc50azkuFApYB70thaTUUfSJkdfauVkg3HFGDoDB1/CuAcUEEoO/g1ue3vQgNJ",
-	"AHE+9MNbQfDf1UiefLaeqdcK5zbm5ULtHknwFloLLue9UkDQDhKl0m39I0ur72LIlJK+H/uqKfu96jAx",
-	"H2hTjzYFO2NHnb60pJ9K4Fk0w/ak656X/hay84OI/G2IyD1+RCQs1E/flYsCE4oy0eP38M8HYkcBl3SM",
-	"7sWwOg7I72zjIeVGNkpco7Eaw0hJcpS5YYHwovPA07PRVf7s/AmFiRq7FhYl6Sj/oSGIAgTZDo08rTWJ",
-	"DTi1swZfEpkUURMluOTcINI+yqr0I85ZW3TLM3I1a4sXQoqykW7B0eu1km9h2rlZyHp+xviUtM6MAjTA",
-	"Lf+Ij0Vu2WNcz8aXGm3+inF6H3zo95D00+70Sf99iib70hanncq9GIqHilovV3Kggkrwd8TB338yS9f6",
-	"MJnNhvXNvyg/TBI+r7a5T4h9ICv3MlzVzu95mOr9Ur+xxEOMak9d9WQoYkja/UGdiWLej3gYGnP3CF6x",
-	"X6VfYC2m1XDV41eggXuWQqqQrwODI6ctOopgu91U/BLTG+gpj45FtAsSIEppQVNDa2EHpShOMJHBJXlO",
-	"DtOHeqg3WYrGcOX1UtnWX+H3CcZQJoquhDjmwmJLSVlxXStXsPOZEixwfK7z5nKuHpzkma20cjGpz2Ui",
-	"ZvTB4wHTB+TAuX4HgpnPTUBKzoTTplTBDhpSPuBhtPoFOc4x5lbIbsqNX6gN+6BlJaC74FvG9QLRqm0o",
-	"KMJUnEzl7FKh2Jcbzm/KYrBGFUyunJFFoRylbJpNKETey8+a5uaXlcIUMsEZZL2kxEfdKb1WnmAo+CqI",
-	"Watrj4IwzgMNy8mhgVmhuRUuqZ7ztXOPMZzgca2dv+LhD7qPCTjzjm03EZ3zCNvNl+N3HYXolvQbstaI",
-	"E+3ZUiNp9AFLEfNOadMzynEz6vTBUrNtqaHsxq4OUO8E/B/NX2f23VVp0YUEDOAjbA5EV7eW9hbGh8dM",
-	"Dh+/pz8+DEQfHs2Ls4PPEkr4Ic5drOWNCrkXGNiUWtPQmhEVnF568GzD6f654VxODqFaS1gWuKLaixMp",
-	"/rtDivnv00vhCBdTYMeFOMEwF9vkBsOBTsmg0qhaSYcHGUsIwrPTGMHWqFUtSx5ptExjRiNjq5ETb60N",
-	"wyd0PGkaOsaihDwXSv0NQOS5KULwIwbihMqFFOI1RNjkNg7sQrrcBH+8twEXFltoTQ3aIC9qcDLOGm2u",
-	"2eITmAcHOg4y9AG2HTK8kXGP88UXASntLjgjNf51eGOoHDHMHUMyEsakGrsW+v4wRilmIMIhNIQ0ojU3",
-	"xq5NjF4hizcd21B1cOvEPXDCEU7INPdecUDYThrXN88LI/VdU7p3IIADXJFQCw9zxcc4vtF8NIplRot7",
-	"ke3mynMJKwpAVSF0G3hSkVHoc8Ua51yDQhf2hZmXdsRwqIqcNUrIhkKkT56enwfp+pQvpPZFbkJC+0K+",
-	"VWIlHbCK7mHJwM3otWaNkplriI2FDjE8uHJ96AHtMcyWAFXI973uFS7qzOfYY252u7yIYWEIqgNaAR3B",
-	"eRelja4DUioJ1gVo5Ok4LgBMHFrsDfmS8VSz3Dx7+nuxm3iLcAsJUgD6F8oIA5BgWOQm7GIXhJPC1si6",
-	"joNP4tufl6Va+QuxzUHqAiF256qBl1EeKLafKU5JEWVGzbFE64WtgwGA0Qi6WG1dK4HGgwuKNq83HCMd",
-	"scJQp3/kxACg6pQHhktLObqIDkPwLpivyycSY9drjb6mgL8A+4Vdky/pV+v8daNe/f8/X3abz6N28Zvc",
-	"YJWvcHco3xLPMIecc1ATjmNumyVergs8xrkpBlY1WiAGmNpI4uZPeLcPgCu8RgBBOrC8CgFjAWeFs9RV",
-	"xBvCkDHC7xgayRAg7ZMRnAZcm14Q122w70EqH8CJGKJPieCKNKlsG2cbcULlZ/yise31oji9zI231wot",
-	"peuE8nGUzNB0xUslK7ieS/sW1ezcxMYjvCOu4+MG429AG2e0xKElaZE09dZku+TObjWcsRg7b5F6MABN",
-	"0BiYqDWKdtMosVF+DEoD3h8ezXlSLOCHQ5UC3tyhJEqnHFjdzq3pFz58n090xeA4fDAZ4AYx0uiXWkmG",
-	"vWlUqVcIJpS8Qj/B3e6+JTKBUCf55ANubTfyCFc400Y2Q6CBgwI0n+Bsqw79g3/lXvhX2JsSiQpe8Pss",
-	"9d4DIBAWB9ediEgshYLykU6tGdRgFDGkLwudvPzTq9f8d9os8NoXP/5KH6/mtrkiHN1A20/vgSJwhNgP",
-	"nAV5L8oWJ1TDm9Himk75Or3EJYBlCfEDLIQOg1FkX8oKdqTu8Rjz5Aj35MvZ5wajZX8xKmTiJTIhC+84",
-	"2G345Az+QcIeKHZutCnrtlLVVPyIMxvYmUshGZpL8OzFRis440XV0iEcztWjFlUQ7O6Mp3I/47l0g0v1",
-	"wJ/uM3/KemTjwUbzWW00L9C3RuHbIQm+i3tndXaIkpt6kxpuYsmMo203qFfcA+KJxnNSfdBORArR3GIW",
-	"/UWnf0iEVoyFcqJhBh393ADZjbWbihf2LdBPTlO4vRX+hWxuXpJGdScW+ND8F7a+Q5+vfDT7j+5EpwCX",
-	"AUPtPpjgi6Bykwo6aHfIOG5WSFFKY40uZR0Nh5U4GSqcs1s3Z80l1Jy+xlidmkWlf6vGPni0dzkFnZsH",
-	"VnGXrMK+VeM2Kb4ZHb3cyy62QOb2s4tGObLxf2VO8bzvCUbPLBeeEydpETzOHKJyV3CJF7ZBd0BuOFNV",
-	"O1HoCqtHY64oqH6lNJzj3TYGU9xcFxZmqqR6Vm5ko7AIW4IlTINCD0vwT5ygO/AK/i6ykH9A7ZB3o9JU",
-	"F0+ZSnRFAE8xEZ4gVeoquNkxOkx6FbLOCXlnGuzq7/MJD5YMTGWtZIOAyr0jEybEgH4aq7VYcYIQv90M",
-	"cXKngz1uucbtPGDqXASg7pDLZQ1WYKaF6QrLRCvrnFI4RMGDulIGa/8UuUlWjov6XIShX83bui5OKYwu",
-	"AV9egNYbunBebvLY42US2kiZHt4TMD7DAGEYI277luHs03z7EQBIByQxOYiV+BIu2Bfw+GM/dw2lcoyD",
-	"P0PfPt3AB+XvnuIyYsLuN+CZvxfpJf3KrIhkzqyJWHtg8yekkcDJzwRD7WPFg9o6VZ3GTLbAR6CliCb0",
-	"Teq3VCya2bSNJVmT4qUBr+ETohFiIcd7oMyGHAoGqVO9uDzEsRO1tasQ9RAJcZECiGkXY4cuhJLlIvrY",
-	"Q/A2wk4k/vYZ3V5gZblxXq0yYNGhli9JRF0t4Uu2ci9dISpVy41jrDJgic6jP1sb9gAmpb5jbemtcfdL",
-	"TLNunpsT1geACz5ysex0FsXVXrXeHvBPwLXDMIxHTijzVjfWLLG6C3rONs6rJRVtpWjkvnBsiU+Tq5+H",
-	"t2qblXWJlz5Jmbe1w6yGGL2lG3Szh1I9jOjXDz7AbQjB9pe9YIguxJIKoKDYh8ghWZChNIXua+VE8SsG",
-	"P1yw8ac6k1jJBKdqxNPzp5iQYE2pOOW/+NnSxS9g9iH4v0MoQ/HI2hVjv7nUvLSqNWfNsiTksLpVbti8",
-	"wnACvSLEBDJjV6OFpDHAJDeYLdKVkMZYlfSEjJaTxr9hCFjw91p5DIrAErtsMQ5KOdPN022pPy06SPsT",
-	"FQQMlOlXUodHWuMbLHVMtTcvqJZpbghhkBxNIDAadS29fqsI+Yb9044MUjjcp//z++/oVEk87LnBEJbf",
-	"iRf6DxmBxoTT0vGCQhsURK7CXSpOQ2YFD0GBfoDFMzDQJ2gOhEcGS2HndNmpSvZ2Nk883dultel4hJ+7",
-	"ktZcW5r0IWu8Ni2Rlp6UHIqAYOGz+RzID6lEhVOmuoqlUjB4xbWzpfZXBBtJ9AROwlJ6lW29kBt8A8aq",
-	"1skbBEFyiSeE8I44Kw2O2TUGfnUVU6XJTXpquruOy4fQngHhkYJ7h/FAiW7sVNbg8m69uxEQNxwrT5wL",
-	"1KM84dj3MqFGYBVft405FH5T9OkElUT7H0+fnZ9ehPONRMMJZ7G+U7cEoF0yJFIM3yAYpi5+g6jRWIzN",
-	"0/Pz3XiEN3eUxtM25jYQLOefteeu3vNIOg8sKCuZBSnIBVZMEAu7RqHt6fnTLz+igHh1MsJWTi97sLVZ",
-	"0O0LJq1FhrKFT7jMFlhX+H4ENyBli1w1cxB2KymBSSNVplRnz2GFhsp8bp36vS1++Ibgb0jMAvELZH6l",
-	"kbyh7BgFOGP5G/XOPxigh/A5qVDWg6Z6G0111roNFnDubHnaRQGLxR1UVklDRTmvJS0E0a9PGB+MgEmC",
-	"XHJ6KUaBP28D98nqQ9SJkpyfwNXxanFTiVJyKYpZW10rf6XeLSTKeAnCZ9RFAiembNZVrBPyADX0FaGG",
-	"Ps7u8A3Bc5IQzQJ9CFYL1qDbQXRmUZ/IurSjAN3HLg62KW0rAeTB+FYwOFNLSswJvJXNiF1en2Al2mv3",
-	"CZZ+3+jlskNvJ4rKyAGYe9MSTICBteKSix1dyg0Rg3IhG1eQmsK1mIPJgYtbMWMZqpGoTPWCpju5bdje",
-	"T5VarqxXptz8TW3+SmrBXcn2PMivg7AIqzQeqPaKShjfD+cEEry0AvT/8fJfJ/qxkVxG19JuxfR7D2Tz",
-	"pQVDYrDoSCVe2l36q9Kaea1LXzzIQdty0LOnT7/wUDDF+Ir9yhei8DaWXtFfGajsMziHXiGKdgzwG2Jv",
-	"R8asdHhC7kBO6sI6f9U9fiGku8Gk06JpzdVSasP5BZwkGovfXEuvciPdjRNSrFSDMQnai0aVWLMGvjQY",
-	"I9a1nvWLLEmEbOyVYsdQgSyKaCjgoONgKn5GNOXteIQdZg+P/ZpM/w4NYl03Y9jhrxNXSzemBxf/A77b",
-	"t4/v9pprXCEl6B/wLN79pKjTAaS3lGR9Et7bPmL4+H2CtMYFZO/ORd7Rh5/+eITCFGqEEXwLUFFYtPXC",
-	"xiR6coe5tnmLTh7WIt0lefpCVlfq1wmJ7qBdd1OnHHzaFfx1EB0Xfu+mcEeRWF0Hf+Tpf2m3RjLFEQoe",
-	"lqpbwAcKfk+Bf7FI372zee8cnN9/8aExQQ42544UrGVCC8gIrd6tdFD2v4Giv1hh0zaiUmYzKHYOmMX6",
-	"3GaHZTSqVHrlx4VnytvDhzBxT1dZ0EAwoRHEaFWRuUpXfWhMbXLDD7HNHoVZErMpbIEP8sV2UkeEUMnN",
-	"s/NnWacshIARhFAgoSYEUztFRYuenX83Vpg8zPaAj/2J8FY8OT/v0kdcJpyCdzyFRZR2uZRuGLwi4z+e",
-	"jkAk6MrtLT6b+Nt/d35+fgjV4s2dpg3xgo1VR+Tf702ikLF4Qpe2UXDMDOwiWYZ2MEke0oTuUuFIruvA",
-	"NeUtuac6CGeSJQRJ++BjgfNTfRt4AL8tCJkm5EqsVYAjPqEgR3Yv9MABPjcGwJsBlsMZq/sKob0MD90p",
-	"ccM+9pdD246+fUCtf7Bq/MdYNdhiFyHqNTJJEtn2GzGStPPs83tVudY4qvaIodaFjoJkFsJCi1DmuqCn",
-	"OCLFWyGpUA+8QKIpo7+nbtqjXLL8XvDKDoiVv6yUYUpyv32uPMiv43OlVRr1uYbqSY261s4TjKALCs6D",
-	"L/bBF/sf6IvlOx6TGOIXwYKRhcTSKwrBgy8eHLjfogOXAGkba66vKt0QjGrxjfpusaqIJNeobURgwV26",
-	"0AFv7j7AmvDb4/fhLrDrYqyAVcd471pLGLeA4M8POsGDTvAR9vL09Ny/olbhSn8BVeCwj5HvYXQwHkc8",
-	"HjdqVW/u1vu5PbJRrSYUnoqhPDuqyJAWIuJ7nRbyOuBMR1dqEnurnSg4tvgKvi5CCmfTAxQ0uZGrVWPf",
-	"qqqj4mjN70XaahMQP6DdioG6hzPYYK2/EV1oVW++TnIZL9KYKlT8q1UtcOIY08029mx7U4FVd9vxoCPd",
-	"Xx0pQclHLamqGkUxZnZAVso6vepb06O2WdqXV6lWdaIHZaLnEX5Qn75R9ekb1ZSeUza27FSj/Rf/SCXJ",
-	"S3ez33nyGp/YYcBDvmhK/+3l5OzNQ5bu5hW9gmUEhpq0a7OVQL6vxb/DS6NtSef0tVHqts3dpU8c1mBv",
-	"GCyGChMIXwLyOte1Vw2iFjxEVT1oi/9ZHiQ684n7KIulj6xR8AtBnB8qgoyE605cSjhY7WslTjC65+n5",
-	"uQB1SpbQwinH73qpa3FyDg88Oz8/P8VwJtbSprn5MQY2UbYyTvWiL/FmYsf6d4JRq4GWnSZPwIQLcSLF",
-	"rLblTSiNRRi38FsvGMo2uelqSkEz8AjbjwlKB5+j4gcRbgfWtKAdynIzuC2nU1FgyWNVXc02xXDCYYYD",
-	"KHADh7HmsQUgj3dV2Fe6m6/jvsJJjdB7zOuV7iZ78Fc9kPtv2iOVkJMHHeg+upB6bOMbCVquqiRUGXla",
-	"UH5IdJhZ2RwrFwzrQo/LWurlmVHv/J3l+Nd2rZw/My0MDTMkkgkR0DGzcAYarmsBHSKzJXizwNpZDohK",
-	"YCnrmqPwrDCW6szilIKkQbZewnsTJ6hfJW+iWeNq1dhrUC6LUywjU7ZNo4znRxyjtFwrxiZD2zGMfZCP",
-	"Q99/V+98ZOV3qEnt06LCKjCc1rPdrfk7i0mlxAiesGoIiamD4CIMI3I9aFwPISPfNIPuh4N8GwwAqQkV",
-	"2dyiocQMdvQMvMx4k4/nAO9RdOFgAVJxRlRA6DOAXaKLJQDgsWLUoebo6lJoL2olGWcyNwXReFKS7Jwt",
-	"OzwPSWi08HImnIV38fHocxtOPoRevzahjdr6A5m8H2QSncO8OY+cQN3cNhmmmdzvUisoVHwblInunpB0",
-	"gU+wyvX2Qu/CTEUT1VhM0te+zA93+MHa8C1d3MNxSHQ/79hyfDjOBy5eGuQjfbkYKlY016quRK3mHhEz",
-	"Wdq4FEUe/VlUqiefFALL9ZC5Nfx4uSVoNGpVy5Kxrmvt/FS8VPMWQTmNkJ2eSbnBrHLSopFNhwXG04iv",
-	"QACaQWGlirpLLIEUZKS11D43c4sVgFQ9zwRFrtYbkRSd4vOM1v/Q16asVXE6JOz8Y1XdvYGYOvnikNGH",
-	"VFnpuJrQA7Tcg9B1Z7T7q1iMmbrggUpIwIMJ+cGE/HksCFSFTYaLiW7cjL21WcfGsA4ssdDbSvOHzApk",
-	"Yr7bMOJt8WK44vh+4y9LBrJ2Oz7qjn5kuelf3JMhCeJ0J/2oq9aiGrGWLjdu0XpR2bWJzuhg3C7ESWrn",
-	"7pcNPU1GgAZbeLr3hLBr44Tmwjpk8cZnEWrrWmqTm2vlHbrxY5kP4LOtYTYbh8SiVM/NTsbH3MSJX4qC",
-	"zlPRlRRank7FL3NRJtZ0GIIT6p0kQcio3Ky1caNW9K9v2IG1izWiaO8eFMQHW/h/pggylDHZJ0vhi0h4",
-	"otASyMS3ZFWXUbfYG016PJdjcngPGN3rSPc7/ZnqOhVJgFYSwpWFOC1UtPNJkRvUdIMeftqhsU/F80Gl",
-	"OXgHtvhjljiwrVF8XuAyhFM0SP+5g7uOhwpbdsfVXQ9zmriiDwrut6Hg4vV6UG9vrd6mN/9Byf3aNWM+",
-	"gncyoUJMOHMWlKfEDbR1Mz5ebeQS7veEnwbnd8QsBkWKq8cYS7OeiueGXdoMNh/XR7sh1jeQBYpz/vqq",
-	"z/0Kx33gPg/c5yO4zzazuf/k9S/67TBpncnyk+lrKPc9iFWLgZrSeYRupSp1af6EbBRqEpmQZWNdBys+",
-	"Hayt8Br7uuMyo/sSyUIZTfeAJ/ptBQaOZkmlxVFdJoxaxwofh/zbXN3scwJxYpuP38M/h3B2uDDxV624",
-	"GyucP/Dzhzv5EWy8bcx0KLgkvZR3fguPkObbxoyD3Gzd2celNKWq71i/SEe0V7+gCtR2NVyx8oKlgnmt",
-	"rxe+X0kdrW40mVpVmZCxKiYWQp5ro91Cuan4yVNJzCI+3K///2ik3GX0EgVYm6pmaFAqmk5VRZw4aVfC",
-	"W/HduXCnWIM+Vk/3Fnq+DGg4GPC7kC6U8cwNVgOnmibwBGFYYhXIQfsgjv+BsD4Q1gO1Puig39cq10Nk",
-	"lY52eofhwtyiZOvaNjduJUs1KuoHcO7rtpaNmOtahVSp+C7WqVhJvwgZ6WjngDvu9L9VyMlSwuslFmtd",
-	"S0faQ4jTEkDynGidEsXjQsyUXytlxNzWlWrcZW7cZjmztS5Frc2NixSGHMgvpK4ba5fiRqmVE10kHeoh",
-	"wSsxVtjttzCLP+ta3akW0utpnzoCi/ygimzfzlo777pD11ule1TNoAMHoILpccDfSKw+HEyuIFOrnlr/",
-	"KF39XRrTkZLPqzzFdh/jiB6/B0qzN/3opVpaziTCWVwGSpJkGanlym+E83IzFS9QUHGPRAHyxRW8UuTG",
-	"WFFbc62A6IEcpP14WlHvau/SkGfDUhwRUyeurVH3pq4L1nICWs6hEo2qpddvVRbQLqbTggxKLgYnS9Ej",
-	"0FjUA0mzs0uFGVlb9WBSdvJA6HZKjsGRut+kDrYYRvUfQfJiehJeyI+leGMWnQO0Yd/i2NIrf+Z8o+Sy",
-	"vzhz2yyln1xMZtpIxPHaLlY1Klk8cmK28cp9YxSHSz+NEp0HMrJFRhpcrQcicgepUi+VrD6VXNydFalH",
-	"cDpjUjtiS5rZahNwqFL6IE6kF0vrvHgiXug/nJINJ8gsnCpV5Wa9sLUiVK+2kbN6c4EMXnLBKynKRrqF",
-	"cIolMltXvHK06Uatc2ONyhg6Q4qlfjcVP/kQX9cXzLCnpJK4U6hTSg+NlOoy/a1pjRMF/D1dbQZjx35t",
-	"B+jzMfFjn0iaD+VLHZAYObrugYL/R1PwVevdt6nmfmkHfuydEIcvAqa3pvXrm6s4CxOOZlK+MqD4dU0h",
-	"FST5cec33JXiMgBOoEkrvZRfN1DtIhJzuJEWqCrS8G9EHv+19YG7atPHsDqWv2KDqmwb7TfIX2dKNqp5",
-	"3vrF5OKfb4AhOtW8Ddy3berJxeSxXOnHb58gu+RGd4iwkkuHbhAdMmjIHEknhBJ32JqM+Ikhv6VD2kXj",
-	"BvLxftM/U/HITCAgsnIZVZAs28ZZ7qQrAhtbi6UjdxvEamy1NFSUINQdWDXW29LWSRsRA3m3jRfseKQQ",
-	"j16xBPQqpfNCG/PwMPgVMimRKSBl797amvZWaJM02e3ocLMLkE6upQeZBaegrXGYBSVWqnE2bSstzzzc",
-	"mlvICJaDWGkXnG+NxKRSK2UqZUoNW8P5SbQprq17e0JBNcOd1Mo5a9wj4UplZKMt7HNrwtrCodRARDvc",
-	"6PDcWIP6rRLqrTJekDSSvItfu8mHNx/+dwAAAP//",
+	"7L1bd9s4tj/4VbA0Z1bkM7TipFJ1uuSHWenqW01XujJJetVDM8eERcjCMQWoCdCKOivf/b/2BSAokZKc",
+	"xInTx/VQsSQSd+z7/u33o5ldrqxRxrvR9P1oJWu5VF7V+OnnUi1X1isz2/xVbf6iZKlq+L5UblbrldfW",
+	"jKaj56JWvt6ItfYL4RdKOLlU4lpthDRl+8WlLTfwZFMbh9/Ode28qJVbWeNUbuBp522tnDDWL7S5Ekat",
+	"z7tNYicSflc1NaldbgrdjvRiZs280jNfTMRf1cYJWSvhZnalSuEttubttTKPnFiq5aWqJ7kZZSMNU1nQ",
+	"FLORkUs1mqYLcPpXtRllIzdbqKWERVjKd78oc+UXo+nTs7NstNQmfH6SjfxmBQ04X2tzNfrwIRu9wM5e",
+	"SnjgPXW3gg+xMxrNKBvV6p+NrlU5mvq6UWmf/1Gr+Wg6+r8et7v2mH51j/8GrUBHL1W91M5pa37+w57u",
+	"VvGxC13u7VW9k8tVFd45fTLKoCmvamj0v/G7fzw5/fHtP85Of3z7n/8x6pv9K/XPRjm/d0Q1PXNoOPsW",
+	"IXaDnb6R7npvj16660/pjjqgvpRc7utJyeWnb+2bpt6/qXC7jt/OGo/7qd/a0X/I03+9hf+dnf54+vb9",
+	"Wfb0uw+nHnf3/ZPsxw/9O/ybra/dSs7Un3SlwhC3KQWMVtSqkl7fqHAd1+HNTKjJ1UQUS6nNZLUphK1F",
+	"4erZY7lawedpbiQ1oY23Qoq5rUpVi6XciHWtvRLaO+Eq6RbKCelE8RjbgL/+76d/Kia5+ZsVxWRSZMJY",
+	"IS+drRqvsMkMqZWxwm2Wl7bSM1Fpcy20g04qu1ZlQie2bhJ9Gl7xhFQ8OXv67BCt+BDeRSL800LNrpE2",
+	"13alaq8Vfi1Xq0rP5CVs5PY6v6kbJeYwcTGDt4VfaCfqxoilvFZuIv4kK6eENdWm85i8tI3PDRJcbO6R",
+	"E+qdnHlhGqBNDhZzbevSiTE8xBdWeOtllcFe5oaerxScJpcxubXVaeOU0KU7yYQ1QuJgylrfKCMuN/BZ",
+	"ySo3S1uq6lwUpfJSVwW8bYSTGyfWC2In64X0Yi2dcEoZ2hFevktrKyXN6EM2otdhXbaWNmxZzw/2umcd",
+	"F4pXZqGqMoPZay9KSxxKwBZsxLhot6IQc1jZk0nPsD6kJ+QfNBDsNkv3Mg7+bWzBXv6PmnkY40/WuGap",
+	"XinXVH73SNT4Pf6pvVq6Q2TlhfSzBTf2IXYn61pudoYb2u4dVq2kVyUxuN1hDS55bav+H9y1rqqDw/9F",
+	"XqrK4fNe+ubwdHF8r+lZmC9IAf2bTqz4kROXStaqJoHhXLiFXRu6NgtVq0kvHezZZJxoHGacXxjCnjUF",
+	"rtI/RKPWApgKELc///ENjs3B8RxfNh5vdePklcrCJXV4fUq5lFeqzMR6oWcLIdtmFhIOtVHCzk8ypKO0",
+	"CC7KdZrXwcG8u1s8o9FeSL872N/gDiMZgG7g6vLTYvz3Nz/hVZnbegmvjkrp1anXuGg7p2Jhnb9opRZk",
+	"ZaZZwjpLh9cI6DTeILNJFrVtodJL7Q+fK3rqQ8YS2fEXqnsRdq5UNkL6dvCcwkOvlffaXLm9NGvV1Cvr",
+	"+n+LTDX59QAtSnYxrlW7CG13YR5pJ7vb03eqfzaX9t0uhVgqB2f1FpSLXjhItWLDfYNh+rFzYF/j7RR2",
+	"LiTfAaT8yBXpJylAcBRGqdJN41MohswqqZcgpuATSCrWcAG0xxumblS9ERX0THcitiPGBUqj+KHIScNZ",
+	"a2Am4o9ytuCXlkCzlRPFf7OAFgS1C5TUvnvy4T+KcyFzU6sV3TJ6Tzsxs1UlV06VJD3BFScVbFWh7AX0",
+	"QXqxtM6LJz/kptTOawPMHBdK1ArkMjEubmSlSwmrdTGXulJlIdLR/kF6SYpcmZtLNbe1Ck2od9rBmEDw",
+	"RAFNGqGWK78RlXaeBaxwALYk0t659tGJ7Uv3S7z129IoUCQg8rYxZQ9VA/XyYraQRAG4WW28uqLbPVeq",
+	"vJSz633PLDSsxOZCGV9zs7sPabgWF5cbv/+B9JrsPoN38iJQ+93pIllpuUGgyI+cIJUcTi+Ih0IbIasq",
+	"Q1ELzivJdava3mgQtmu1srXH+4Ec5lxYM1Pw0AZV7aUsFcjR0Co8FDrKDQqfUXkfay+UKZ0oLpvySvkL",
+	"9W4hGzgeRcaMCdiRduLZ2Y+52X3qpCP+7awE8arddfjZrBo4840TtvHwNz2Zrsiyu1awNG6lTMlrcy7O",
+	"YFzG0tHpsDBt/A/Peoe1kpvKynLfaUl0cuCCtvEXfQRKzSwsnBTt82It8UKjNL9StbNG8N2DdX630rVy",
+	"YixFqYyWVSqhJv2np2f3V6BPPcMBJbizepdW1iUu2sKC2FyqSsGtt0Y5oc2sakpV9g8AVIWLmaz66PIb",
+	"ayuBv+HBwPMVDi1ZiejHS7WxphRXyiN5qWsLhxbE12iQwnfp8ME7F8jsioEhwe3oX5C1vFYXpark5mLZ",
+	"d+N0VWnHm3Wp/FqxJETakfCgy/ClENBWYCTwN2gDZBODfV3DEaVhj6WY63eqFGttSrueBp6StClr0Kyc",
+	"uNzkBt6Gk3tlcfFZ5UZ7GjR3ci5k5SwPS4Iyp5cqHW1u4PWEGzLFEGFsRr3zyQCHbmWUFVpC112u38PX",
+	"6TmKb8SzRGqn0/9SSH+g91pdNZWsxVxXyp0ceRXbseBru2P5m1weHgu+m4lS12rmLZB3XJNKm2snZKWv",
+	"Ve8125JRtmh7lxtkKRNK7uc2NdlhRuHc7nKgLfo4QHTCbe9cye0Tv8N0dnd5d617RTFk0UiZ0bZRlho2",
+	"QlYvE4aMqnW2n4mDAINirLbmXCiQm+ZaVaUo1VyCAhtsTpVyQCJvZNWoQ5yf3x1Nf2A7r16C2vEkO0om",
+	"iG8/eZq+fZYdJy3E1393sO8tMSK++d3Ts7MjX05FjLbnQ+/2iR78LnX9SZKIGDulBB0RvFDHDCbl/mH9",
+	"z/C/7OvIA/s3fkc2aEd9eN+HpYZwAHZn/blkiKV8RyP73Q/PDh+y3iPy7NBbidzBr3y/O6GPl0LiFJ7w",
+	"+Tgwmi0RJV6y7BbySiYWdo3C9VKaDZ8vadxa1aAXXeMm+IVafhbBhtgmCxeF83a1Qvn54F2Ksk97nw+9",
+	"0iMThVe/36UEqYQkWYYBbgu3n+QbUUm4cjs0IGzaD1t7dna07BGG9cPvnn33/bPvf8g+pzySGxZIxHMj",
+	"mhVcbrEC8Up7IBW1mjcOZTi/EEXCIpuqKlgVz03doAbV+kNQusPtDW1dK7Vq/aXaC1mWwVUxTIOeHC0U",
+	"pbQz+9xCUm5ISsq2fMczaxxQCjNjN87W/hU0v33T+TAoZfx9VUqvbilmvAGRAV8HAWK2kAYUX8nCRaXm",
+	"HpgH7wY8hYKFGBvbSh7oLjjZFTZ2ueftGNxtWc0At/h4Sn4k9f4kOnsknbolbfpkKvLpV+y2h/iFrK9f",
+	"KVkePMDdQ+YXtW2uFr3+3++IngaP5A/PDgczpApMaPpt72hbF9OQ2fdCl/3uISWd7XHQ/IpGVSAY+srY",
+	"mph48ATYutRG1psgyaI+hQbLixBpAl+VF7a+wB7JOwMfazXTK62MH2UjY/2FkzcK3lpVm6SVVW29ndmq",
+	"18GQRDDsGbZcrWp7o8pM1AoWSpXkm2nQC+j7/Eqpjys6PbgZ1AupnVE2iq3AmGl9eobabyenyAHuqXc7",
+	"VZ8ZlQWLEFUDzCALX8LEYIHRhF7IcqlNEYQbgR/pvV2yiD/2OS+CS+J2PkXPnrTdheiZZb8jU868vuld",
+	"gdbWqYPfTJDH3WhzNel1Ugddr+J7Nmz33ffEcra6AAnpwqk+Z2Z0vvGg4FGy0EojXvz0Mrrwx8Xj5WyF",
+	"osdGhDOemxtVA6fIhFPIMjACwFh/whcQ+eG1MuTLOxemqSpyeKDliCRakEycqkHavTZ2jaKSsUZNxF/V",
+	"yoMOtVRLW28y9KqT52AK8g+/hFJPrZyXtXfoRpnb+sp6j36ViXguCppeIdSNMl7MZA2CRm5AHvKdYDOa",
+	"LYvLJvo7yIb25Ew4UHyC2yc33vJPQAb0TAbHKTF6NCRIr0gUWyhQOOz8XDjLHhh45VEQBkAmulSiWYEI",
+	"gV1R9IpfSDYLynaIk9yAzEF3UazklWIPL+/bpSyvlLDp5lJMBCwnrj229sOZcFvCYOpjhe2iEBIKWdm5",
+	"NXC8wtbvnq6/2DXpLzCieEL4KJ10bgMIgy4R83Bnc0PmStJ7pjA3eQUbaBvvdKnEC6mr2tolua+MYWLp",
+	"sOncBHPpQleKBWt5aW+UOJuI12E4l6qy5irYfVa1nSnn8Ezlxq6UUXgUlhnsGo7PwY7LKmy5IzPSzDbG",
+	"O/LowbG3azPJzc7Rk8bYBuVWOjckKoLSzOsjqM8sN7PKggpga1aty5MtsfZsUPpDalRVv85H03/cypn8",
+	"NtsX7WDXhlTRcMzXGm48+4BYyudLvlSyYyOZDB+nlrIOh4IoWV4kMsruIHUZnEl4sKO5O5I2oAvQDI+P",
+	"DRfSbCbHHPSvHYsy7GRoTM3i3sDl41grMbNLJeQclqVI17OYHDxU6Mg7NOa/B5c7iNH9m8QEmym17PgA",
+	"eZsu8fqoak5sIij9ie1J+36GidL7QlXlvpgdssOxP2KKNxXPSzCMqLJjGclEwS7s3IwlEE+v6rrBdqOR",
+	"6CSDd8xMVeTrrntdluuFdSo3SLfUfK5m3sFCbJCwEHEyaPGpFer1JpIR8Ry4m/IYqpibl8/f/PQX4ejO",
+	"igKmXYhaVUo6BcrlUNRbXJ+LIcn5t8WGAi7RuOo4qm0FnRufktEpEWliPsGH29SGCTa8J7QnmS7IMWi6",
+	"oE3lOKJk2x+53DRGAsuGLQhHdg5LoGkluB0xLkjRnmwZw4vz3EheKDKbvM+DEJWPpiIfzSol63z0oWCn",
+	"GnCOrpP4dmFaLO/tulJYINuSz8I12uKa2zLaFrGLFzyJqoH7lZ73SIXeDkqrFHp0S6Xw08KRDkcst2Q1",
+	"GpJGXV0TI+c/mea2BIl76bXh/IaCqjViKXUFdKgVRMi8mFApvIMgz1qfCC3YmCqJRx4b4zm8Z6/gLN/S",
+	"EPUbCkx8DTASla3CS3kN5CKZQ+OA4wl5JXWPesVnubs5INaOtrss8F4VGKij2eAXRQZuJlXBuRF8q1/1",
+	"HFiP1zsqri7xRrIehXcTbdcgzyLZxn5AjOpVx6nZjzL44TpHU1/q/j5s9hsw8d36on38NRg89ueRr2gv",
+	"xkpjJM5abk5aBiOJvENjA0e8Z/tcECB2/ai9UtWgySeYYHpFMWAedb8S3/GoI8Wkh9M2yZk+cCFxBh9F",
+	"RcMkt2Pw9XKpyoz0zCcx9Ygs5UXrYS7EzJZKrKw23vWafrw9OkGkY5eze2fcOW0f6XQnQiiKQBmL6MOy",
+	"0doFsy6C7c0VLBWCeky6+CVM052LQhrgiSs9K1A/L0BRkroQYxByf10p8/znU5i79BpjY4h0n4jGEeme",
+	"1apUxmtZRZmFHnnkhDI3urZmqYyfiN+0X2CiA4gwkuKSrxR7ouMrTBXFuDg9xXmGgLOtqy3fDYaagViK",
+	"HmG4fiAT0eo8csHFPH5y9vQZyUyBmPSHsLSG6mdHmM4Dh94dTYjiiz5teDSk3cwq2ZTq1IGi7U+fnX5f",
+	"nJMoN8c8nLDHk2NYeOioY7AMGzzKRrS5mFBHzR42UsYm+47z33qnTAcVxFTmiTBd5FVbNvDDCVC9oaZw",
+	"KoezMVJb8BH23JUyJfx4cCE6eXJ7rLUvO7Hy29ZoJbAVNEnMRd2Yi6XUBli6dV5cSY/5WSEQ4FDM/3Eh",
+	"/KWa6XJfnoBG+x+weHGpgE3xokTLIqgo/N3ko61aYRiXPXQ7tVGHySM1mGmHQUW7A8GsKB49m3JSeYgM",
+	"2W+PGBeHWNxqSfX+oCnqaZcQeGsrge+SPIfE4ErepDy/PUl7DO7dNNL+bNHdlyppLvY5S2CIwb8h4Gky",
+	"AlfKx3gIwRoUmfXgkavDvpOtvebdKqaiYVs1++S16XDrPp9pwflgLrUtoJkZJEQKkUmPQbjenKdCzhpl",
+	"NP7BA+mVYmGrtvx2fFkPKrbbOb4xxRjbDIdndz8SJbiTFJIc0M5l7lyp/aToD3yRbilkUW7P4VQWem7/",
+	"EH7Rrodet2t1fB5KQmEPpaKkzfcOr7aXlepJ9npuxKs//SR+fPb9fwH7hodEaWcNyjK7VNmWKmUqO7ka",
+	"IaQ0Gi3wk7f2opI1Wi8a45rVytaw60tVahkcpUvlF7a8MNZftEe4MbLxC1vrf5FaZutLXZZo54AH5yD+",
+	"jMj9doHpHy58QjNPNKLMm6pqI1zjj+Fze3voDF+w2gdPrKo26Z+7bR/vQwZoW2mMvJG64tRLiqzofrdt",
+	"6UvMQDzkxlwbuzYX8XKta2uuLijiBfYwTHFm0bRIamwtr1S7JbD+S2k2F87XSmJorVs0KJxflHZtkne6",
+	"wwude0qBwxSisHb4Ia4TfdrM8DX8IJ3TVyb5sZJ62X7ETKTw4bKys+vkN+uTx7vxSzhfEKVkdYFBar1U",
+	"rc3R3TJrN0tpTkEqgxmes810Zo2Xmh0OswrUueBXcwdIfk+0iPZDTmL8YleK/Purn0F0DAaWcA2vtSnF",
+	"uMC06ellJc11gYmhJ+fispZmtgC5v4ArWRzOFeVLRoNLCDAvVEZXe4B0oLv218bP7PLjLB3M7E6D65fS",
+	"xUtdtkrcqrZXtVz20ZwG9ntQ44C3HjnBj2GkPvspMIm8MWKcj/IROwQunTL+pHdT1bsVhTn07R1mxvWK",
+	"lWjk4Nhe9c9GYiIatbTlsQ6jxYkb62Fwe9xHifGdmj+0BPRUJjwZB9LetT+y08RaIgfiIzi6sFe+hQGR",
+	"cE9edYpDDBIFyjTQcUdyqaThBM8jxNhtZUWSyTuOKK5Vsp9h97J4lvrO+Ssly9eeDTTbylbXf3hw7Vqv",
+	"2j7P2I7i1We47x/qTOlVj5QxHOs0IAVH89Ujcm+KWVM7i34uiR4jjARts4r6fWdkQuqJaQwRt7Gbw4RK",
+	"E8NiR8a+6bu+jWp/OUrECit5GKCAG+4fz6oauAtBsaP7QMgSxsd7wJoemkHWstfLvYPLAVpL/8UM2SED",
+	"Z2CvwSDwpvRWpjFtIC+AqNB+9/ZIltMR/MP4k8EOruhHmUuPXqCOz2gr8tj6loaebdtWuzk4h+yr2woE",
+	"D29w0sP2nnjl90UvoLjK9+48MZMW/2xUw9a12x6NXVsSNYa6JlzSzYUjA3ip5qo+KiTwWCMTIy7trgcI",
+	"R0fCNf0VHm2zYIZcA8ctL1mVd4hh2hITg/0jg4eOWPohn8Q+C1/WG7vZq/uDTuYPuzw6u4Urn3hAuJF2",
+	"fRPpMoS3huXds8Ufdds/7RTcyqXSyaE6wqsSl/bWnhVe4J113bN4P/9hO/T6n9tAavDVfhy12NpfeVW3",
+	"JLTAAnqPEr/ab/xIw/mPZMt07Q+zZW64d20a8ytu7m0dUH/E2Drywmon7IreOxcFxg+ewpFwhfAYBoI0",
+	"tnBerS6WrthVX8rEIrVLWkDqfeTSLDlvGUoLk3LEODiKSmUovSMafg/h0aT6zG7P4deguqxrjSGv3saf",
+	"Jv6dbweQj549zUcn5wyp0Ubo8QNbjpvvnvYFfH6UpxrP384kflGyTEznoAyTtwXWs5KmHTmTw+7qRUGE",
+	"KGTvCvKu9mAkVHbNIZjwDIV7aMfpdknaGYZnxXTHmTRiDapIUE13EwSzQxpD7zFvVfOeqLmZMrLWlhRE",
+	"eK7jZQhKssZQKVQmleuVRK1RR4SEbpsLPmQHQA7hMsWHB+7xkFSE8Gm3QFBCsLs+5CSpq0v7Tu2hFJ+K",
+	"HbRDZORs0Qa6oAmPgLFC9JqtShA10Obf7zb5qMu0mw+2a8LqQ6sjothiyTF0XUhLQNxEDO0YEwIfq/4E",
+	"fugj1J2m4Oghc8hJv4Jp2wO+l220V2EriezTuA7GCA3KaHy/Or7olk+wPbo1ffVLYoNIbHXTZr1c1nZN",
+	"YVeVvsboY4JGOqx38PiT0WYBNBQxAvki9UAuhKXvwEO096Xvwr7mPn42c7t7ZztT3IOh+NFraQ8x/SGv",
+	"Jb9IBzosFLH5LMWpCzmXvbdyyPzbHxQa7LHpYNoZ7FvcfkkrjPr4Q9/ZrEPyVtt879CUKYco9bb3lpMD",
+	"nxyXjMYK59ujjEd71MnXXq36oxW60ZccSoPxOyHPHuOnxVwbWQmv3iFNPo4lvrG2wp4P88J3nh58y/jC",
+	"/YMl9Lc5RxcFNIKeJDdywQwIBii5huw6AgtihDmMvtbzo9Mb2H3TbxFm5ARov3FeXCoBMye0BE6jwAtn",
+	"jUIBCR4g388kxWs7Bih5l27jyAZipzB1WIyB8zB6wwmN0yB8URgTOet1LdpZfoaBfUx8S3hnyPCe7mVA",
+	"wQxx9BR3Mhnt9ZXt0mJ00h0dImrXZshR0xkbba/Q/lxcq5UniLd4Ko7zTkQ60+NvAjGKmwPNwEkdnCGN",
+	"8bq6ZVfH5dzAVicZNwz9ffz5GPQaNhhgfJuTsm2HjTDkLbdhp1801NDOZS3F6FzqeI/CiYjr3zmUW+Ec",
+	"ycD7aDHM/SfeiFuafYY2H221z87OzsRsIWs5QzmafYG1Xi672bL7QsZxcB9lf05I7jEpDF3SGYnKQdjJ",
+	"IQf3xy3BrW96PK7d3tFq9nRf52JcJAEiHWjPwwcZOx06S9s2MDj220Yw/O6QFQwa65euItjE0cT/oERF",
+	"TQ7N6fUeI682F0FbR88mkzS83vTX24HJHZmycKws8TzFsUVX+xzTuGGfJ931H/fFvp78v73b8Ok347Md",
+	"8mMIBitwXwG5mlG3B4QcEhAp7R1z7pSguCDRBm8J6Smr8pxTCTFMnYB0T0FMHMAY+JqQ2VtQT5yjrk0E",
+	"6BO2LuFQVkqWrRXlSCPOPYDYHsbafRWQ4rRB3xTM8+i57TFy3DJP9/NDgCcWhnCo27zFkP7Y4oTfFh8c",
+	"7uhHMfWeg966j+mo72ZPFyHqpehEvWsnQizwuSikuy4E6iHRSDxOQfO6NuvPf6kIFPMjwOg7eaFoQX33",
+	"M72XGP4/07U5Ro5KbtKeADQquFKfs+0+ml9J6ddOeFuVuxkofSkoneO/PzX0z1iNJgxBJkBmAbdsk5ZE",
+	"eMQJ9nNdKU5WikcJ3xWUcfmx6aFwDQbkGzSyHS3fKLl83SyXst4cFnOw5aHRhFYO8M/j2OEgj4iQBgHQ",
+	"JG7JQrp+dOYBwt1P3Vo6lgx7aMqfLW0UJnDeAocwjNxMGn5q1yp0G/rAw9yeMTcxNDn3ibGiickXfVOY",
+	"vXapFtr0GLmAv1+w06TfnYFPOLm+YHD5PUfDzlFeeNS6YYBSBxABJhNAM4cQzmWp6v2j4WdqhZfc2aae",
+	"qaFAyxut1vvb296YdDF2xtPT5MB4ehatf7PZYHnbDM9ec2sCQBnRRgnSLBpct+nVO79VAevZALWW2vd6",
+	"cn+T2pOtD3F8Iq4LI0tl7GkRroIjEjLzb+mz7VLCdwNUIViJP+NaJviw1la7C/gJ6V3otFw1XoyL9x+K",
+	"nizTXc8IZxoNtpdmizplyoCyt50TehBC8F7tt7X95bbeNLX5grgaq9ouhwLcGgcHRr3zdGrsKgJUN7Xh",
+	"LF3cYAz92NqNgRsXc7KHohLSQ/soCMUuw9OKKGkpKnYGJJgUnZBgjbhauzDaY1uLgjOqQ6NHK0fspUmk",
+	"2Sc/9Eg2vXv5B86a2pViMHlvnwxzGChtOEPyqNMA48MTcWwEAFoDbil4DeZBBn2nmG5lg3b8aR0Yae2E",
+	"Lit1cp6bFFBpSim8uqpAaVIlYT1aWwUz49w2dURSz4Stc9M+uERfU4ubjdB4AQ+oBYTtAFrnRruQNHxy",
+	"HvGcpi2HmtmmoviFuTbaLfDtiB7XgnesgPfaJoKaTNnWwtaYmCRC+AWXtUU6VDeVynAtOmkkVCyHX2W8",
+	"S+KX0uUm4kzRmFt0qWkCjBm/RbCOMLrcBKSka7XyEWiTNqMHmWqa3MDcFCl6cCFqaRDBJMK8czmPztUW",
+	"4zX5bHJTagy42+2ZoBGCHtwCtoSTBTJ3PCUd+JYwyb5cu6GQr1uoQE1tAs3Y1nmxpYuyJkiZ3RAy+DnA",
+	"68Aa/vBMyJh6SedmoGRMP9ZoFsWhnkQMzOKApQ+4WYTDh6nl0oeDNJYphANBwEMvGefJSXGtNv3JU77W",
+	"V1dEog4t2Bt+lIHpejO0i7w5O/tuxncQ/lannr4z9LHIhOmCBYXbSFkm/XVod71rt7B5bXP2WA2XI2li",
+	"imYwWUX3Gu5MT3BNsGnRqeuQ3axlG+3qDskRA+p8gP07+ixHHnZQn8emh4bzIvCkI0t1pnAeR6J0ZHvs",
+	"G+FS9gd6eLVizbmpzZRlhbAphRibDOk9w9xlXOgyN2VTU6bz0mVYk1wrdy4KvCVFzLKjm3SSiSIylCI3",
+	"Y/zQOHWhywxZUEbScya0ozTWjIstnLNYjdDG+E1u3MLWnrBE0b2W+tdO0L3fWgwLMe7k5We5oWPYiy+T",
+	"TKoXcHyX+lDObS/qkhnMUUzwIKRLhIB1bbGsshj/f69//RtSqJNMxOn2UpqwYP068/VW7Hpnd9N6Q53S",
+	"RL2swBysojaYbhfc0z0/7SnUt5NVnLKleCL7ST/rVr0/8MHrjy74ePqHSz10Ad+0/KDHyMN0LootU1G0",
+	"F/Dlr6/fiMlk8pjq9WDYVQg8O8lAyMDqzWOZlAU7FwVbNAosE+gxbSciNQVjTgsSmRuOE8GhoHqBMbik",
+	"ZNCl8midH3O1zZDPzokhUcK7VDOsKlFJvaSk8oIjLvohnbZPaHs2lxSUgcn2vYb91gx0vDs0iUTZT1oH",
+	"t/Pv4Yj01VliqCm36sWLwCu/r5hET+wxpiPc5p2dimfJ+9vt9c2vU1r+tuhs/cXm3iAmeKUeOSzfcmTd",
+	"uKUt9Vz3CYvRV4zZ7WvJsLNk4S2PdxWvegvnJ6Pl8vfbhfOLx0Us2kdV8V1XxmrL6B9GjaF69qGAW5z0",
+	"wa0JQs4ttifWwThKAuoehEMi0FC9OUzbmzW19pvX0DAfFCz1/bwZWv+kWAFRvLTsQRa25DmDoZCDe4GC",
+	"rQgOepwGskPsq92IhfcrKvyvOSJ7q38llyKGdBN8PXzVojUgSPdf3rx5ORGUB4ABsRhOkZuiM6qp+D1V",
+	"NSdpHcfPEvt0uyxDtjtVkKya2gCBxqhAlqvcTpTERMTSEHIWoNOlY/hnhhjGHEWU9oBcOypZvvXLNmw/",
+	"NGfjT6tqExlKjGFUuaHBEvq7E95SVSWs0VaG3LGZNCGWVC0nucnNH0FwcdhgqOsPa/aYIT/+n/9xKMAF",
+	"RJ6TYP52HqP+CezjnCFKXG62cUCCogZfUBxMMREvQfmB1WPf0BiGmAlOK4Rx5yYkNQuKy3IZc0OgXrHI",
+	"u/hnY708weHXTaVcWoCXyitwOkhu6E5NheTyBAFzH412iQ+c05M7MWGwkvNaK1O6SW5+i2lKGMQCqwo9",
+	"XSpRKzlbkNpaSi8vpWPcCe1EadfmhOpN4Fldyk1uLlXb7/dn32Gxsm3Um4JH9Er5enP6fO5VjUCFVAIL",
+	"zSsUTMPQzxQjNAq1BEbZiKtajKajJ5OzyRmlJCgjV3o0HX03OZt8R0FRCyQMjxHZH//khNGePCFC/9dO",
+	"FPjXNFyuzUrx3SI/MSxD+BHOUvhxvVB8hlHOhg0q3udIH/JRJnLUYOkvaAJRrmODBSXtqMBuBFG6iXiz",
+	"WSk3BYGM7fRZK8bhn6tqA38g+gb+wcUMxlgUlgBZsOBEbmL9gg6cO1mibU1OIYRRCNFJNepYTW0KEAk7",
+	"+o+kcIskqbK1AdpaMJgYvF839DpMn81+eFOCGSZr6U9wrNIaYOckHhI5AAmx+xZbTPAX3QZ32ZrbcFwb",
+	"d0647PgcoryLgqJti6QzvKRFrdzGzFjZpHMT6n7gTM2VmNd2yauEWE9T+kAUA+45Fi9YaENVgbgRdHKy",
+	"qQqJ8ninTAVhjOYm3DQuwNGWIeEKGrDcuNCIixNefxR7ggtUwfYQBOLSEmrqK4XEKADDK7GxDdYkwQIs",
+	"sE/UwiOHdz0eYUpsoqMblITtI016FaG4s+0QTziXCIivYUW8RRKIF/kO3oVjestNt7sS1gwfsNdtn2T4",
+	"BaYKs5vZJZr8Kk0FyREuX3JUfDT60nZSUREX9q7eiCffi1jiEIhVwheJRzmluoVFckP0WpqIaxBvcNgm",
+	"fD7VnLSncWFRyJnSN8Chx8RvmVfU+mrhncD4pJNu83hPO223YwElDwZNo6VKLqFwzu942i6uR2DSjKz+",
+	"5OzpM0TupwNO5B+By4FHeIlZckw+GXnxyVlcsMpSzQOk6dDPRJC1AkbCJa135a7ckOCVgbiBm4DkdUoA",
+	"Ou1eMSOZK6J+MKDijzCS1+hj5zKDIK5isz+XaBWGN/9ILAG4RC2XipS+f/SW/AprymmYsLPo7YIH/tmo",
+	"ehMsZdNgpSTOfCQywdstR97TszPC5DI+4Gird5542ClNm9LQQh/busCHPn8y7Q+9jiGoSO7j0ee9xQ2R",
+	"a7mZAEt9tjOSIYGqO6ADucuIktgzzGIH6rCgUTz5oqNI8RB5AN990QFEBMZiui25S4c1ApCuGyL/dBxx",
+	"mM++6DAjOGQxBaHcNbNFMpinP37RwWzDLxbMlHnZCEOHKd/vUOYJZC8Lvj0md/QMwnpTbWicz/df+Cp0",
+	"8RcLUnlDCN/oNQ719DVcWSJkrU+fWHusWoWaYKICnqD16wqI3YjF4rfQ+GPyG/TKx1vczmDV2MC4dwoF",
+	"nm+roMLJDYgS+NVU+LphWTpI/Kpyqo9S/1n5F5QVvZc8pjtxux14oYbIZSiFqBGQ3gd6+FUpUecI/LZg",
+	"7BxcYe2SbY0l4Glj68a4x+9JrPowuMdvQune6B4NqBUdNXIiftuGtMBYgdxcWYztKex1QS73yqlMFJT1",
+	"jl8RqAlVBqDgRfwawQr7d/9VY+5y+1vUi4FTQMAALVbvA0+8DzwxCs5EY4C0YwyruzdsEGFnvgLX6KIS",
+	"U6Gz/Zzk+dYZZ46RcokEkODDjriMQjCbm1kGjjgYrSWXQq5uJxUD6epALTDZ6hKJX7Tzr+NTd0grOpgQ",
+	"PWtPNtuIaBGLqxLORIJncR9u7/2SZgjG1Dlr4vq5oITqOkKGYBUZZHdDp7NzZB6/h/P4Adkfxkns0/O6",
+	"qGPomOyAoBRR4eue9VB37pNOejZaWecHoWnYVOKCPk/mkjF0XVIoLTNjiutlU1s79tMnxUkmylrfcBsh",
+	"N4NqpXaCRB1ZwUINoB5LSmInSkqlat/1IuSGkOJxG7F+WdpWaY1C1C6/VSB3JtH3Vdk1VUkM2ZVYhtEl",
+	"2DxohlnLunSTna1i0Di0GuSGTs9RuHIY9dp+xshAkxt6VhKWF6rOcKSEtzhbxRY+oee9inSwK/75j29E",
+	"VxQr2A9DmxIJcDo1Kj9UbtgCmZtYsCwU4I50JTe5ofFTYC56VmTFQSC8+2lKltDGeSWDASk3dBKmbJJy",
+	"VDWFJHwKbKbdTFyWPsiMGB46yQ3jxXGfaAN2ocQx4cU5Kwr4qwhlPmF1zQnpDAvrfG4onLMIoHPFRCCm",
+	"GFYG5mInNNRHTqh3cuaFaehA40qvbV06sjMHn4q3XlZZYmvjWsAZS9C2Om0cBTMkK0E1KNkVo6icAtub",
+	"WoiuKQm6RaBXuaEIEto7En7bCAle1DkccGiDpGHg1knJbVo9d62xiI7EaKqpkLSAYUpcAbwMlnaayhXQ",
+	"idzMrAGptgV/CUiHcP6yAGJLE6JAGoH+A/S+YFnlWhreXgakpAdUSaWxeYcpkh2dgkwwCN7OqdxgOa7C",
+	"XocF6pPwXzXmdYuVxVP7PRdj+1wSfsCn/PDhw4d7pEtERQk4RvQ2YL1pNbtGmLd7om8QRQhcuLR4bZcR",
+	"YpEajUYU3s/Jg5aypaUAz4jCyb3RVMKI2AoWPX+tgR8kkO1xf1nb3k5RFz6SzOkeuTZafyFh0N1Cgh2P",
+	"ZtYxPCWxDuckR3CFG1qhea1Y/sAQA+0o+yrw3rox4a2QOhG8my4aSDCAQ6wxgQF9JYmpEUM+UCKj3Cdm",
+	"ZMgvsBGsXCjfsdRyMjh42pYnX/awd8sO0X178v0XvvB9hY6Ke6t6w7C+7CZ1ahAV0/T0haQbOEtwrrjm",
+	"u7HCqDWaMMRzMgCy9RwtfMSq4ouX6kobR84kjvbE9BMsmilrEnB0BEeh9B0QVzCS5ToL0TecHVEkaTUF",
+	"scLz4HBk+ZgDJUjiALWMPIXI0JOAkp5skNSFC9J8wAiOIhV6+ck1jCrLmPHJaxWCaTksYtLx8e0ES37o",
+	"6revmtQFjhqDp38oAB2TKijwAcXF/SYYUHIjiMCgTeQNY3nembwTEQ4GbSGJY+pBDAhiQIVaMe7fPfQr",
+	"wYYG1kOHMANiEDGSkyPJaBMf9hkvWNEsKiXLQshqDUo8MdiAgiTLMiTmAUWA5QHqABcD/tbmKjealQwH",
+	"KgXck9pWaiK66M7s6FutlKw5pgBDZ+j4UwBnjwpC2cFvyG1/FxpIAojzoRveCoL/rkby5LP1TL2WOLch",
+	"Lxdq90iCt9BacDnvlQKCdpAolW7rH1laHxhDppT03dhXTdnvZQvU+UCbOrQp2Blb6vSlJf1UAs+iGbYj",
+	"XXe89LeQnR9E5G9DRO7wIyJhocL7rlwUmFCUiR6/h38+EDsKqKdDdC+G1XFAfmsbDyk3slbiCo3VGEZK",
+	"kqPMDQuE09YDT89GV/mzsycUJmrsWliUpKP8h4YgChBkOzTytMYkNuDUzhp8SWRSRE2UMJxzg/D/KKvS",
+	"jzhnbdEtz3DarC1OhRSzWroFR69XSt7AtHOzkNX8lOEsaZ0ZBaiHW/4BH4vcssO4ng0vNdr8FaMBP/jQ",
+	"7yHpp93pkv77FE32pS1OO7WFMRQPFbVOrmRPWZfg74iDv/9klq71YTKb9eubf1a+nyR8Xm1znxD7QFbu",
+	"Zbiqnd/zMNX7pX5j3YkY1Z666slQxJC0+4M6E8W8G/HQN+b2EbxiL6VfYIGoVX8p5teggXuWQsqQrwOD",
+	"I6ctOopgu91E/BrTG+gpj45FtAsSIMrMgqaG1sIWSlGMMZHBJXlODtOHOqg3WYrGcOH1UtnGX+D3CcZQ",
+	"Joq2rjnmwmJLSa1zXSlXsPOZEixwfK715nKuHpzkS1tq5WJSn8tEzOiDxwOmD8iBc/0OBDOfm4CUnAmn",
+	"zUwFO2hI+YCH0eoX5DjHmFshuyk3fqE27IOWpYDugm8Z1wtEq6amoAhTcjKVs0uFYl9uOL8pi8EaZTC5",
+	"ckYWhXLMZF1vQnX0Tn7WJDe/rhSmkAnOIOskJT5qT+mV8gRDwVdBXDa68igI4zzQsJwcGpgVmlvhkuo5",
+	"Xzv3GMMJHlfa+Qsefq/7mIAz79h2E9E5j7DdfDl+11KIdkm/IWuNGGvPlhpJow9Yiph3SpueUY6bUScP",
+	"lpptSw1lN7bFiTon4H81f7207y5mFl1IwAA+wuZAdHVraW9hfHjM5PDxe/rjQ0/04dG8ODv4LKGEH+Lc",
+	"xVpeq5B7gYFNqTUNrRlRwemkB19uON0/N5zLySFUawnLAldUezGW4j9bpJj/PDkXjnAxBXZciDGGudg6",
+	"NxgOdEIGlVpVSjo8yFjXEJ6dxAi2Wq0qOeORRss0ZjQytho58dbaMHxCy5MmoWOslMhzodTfAESemyIE",
+	"P2IgTiinSCFefYRNbuPALqTLTfDHextwYbGFxlSgDfKiBifjZa3NFVt8AvPgQMdeht7DtkOGNzLuYb74",
+	"IiCl3QVnpMa/Dm8MlSP6uWNIRsKYVGPXQt8fxijFJYhwCA0hjWjMtbFrE6NXyOJNxzaUQtw6cQ+ccIAT",
+	"Ms29VxwQtpPG9c3zwkh915TuHQhgD1ck1MLDXPExjm8wH41imdHiXmS7ufJc8YoCUFUI3QaeVGQU+lyy",
+	"xjnXoNCFfWHmpR0xHKpVZ40SsqYQ6fHTs7MgXZ/whdS+yE1IaF/IGyVW0gGraB+WDNyMXmvWKJm5hthY",
+	"6BDDg0vXhR7QHsNsCVCFfN/rTuGi1nyOPeZmt8tpDAtDUB3QCugIztsobXQdkFJJsC5AI0+GcQFg4tBi",
+	"Z8jnjKea5ebZ0x/FbuItwi0kSAHoX5hFGIAEwyI3YRfbIJwUtkZWVRx8Et/+fDZTKz8V2xykKhBid65q",
+	"eBnlgWL7meKEFFFm1BxLtF7YKhgAGI2gjdXWlRJoPJhStHm14RjpiBWGOv0jJ3oAVSc8MFxaytFFdBiC",
+	"d8F8XT6RGLteafQ1BfwF2C/smnxJL63zV7V6/f//ct5uPo/axW9yg0XBwt2hfEs8wxxyzkFNOI65rZd4",
+	"uaZ4jHNT9KxqtED0MLWBxM2f8W4fAFd4gwCCdGB5FQLGAs4KZ6nLiDeEIWOE39E3kj5A2icDOA24Np0g",
+	"rttg34NU3oMT0UefEsEVadKsqZ2txZjKz/hFbZurRXFynhtvrxRaStcJ5eMomb7pildKlnA9l/YG1ezc",
+	"xMYjvCOu4+Ma429AG2e0xL4laZA0ddZku+TObjWcoRg7b5F6MABN0BiYqNWKdtMosVF+CEoD3u8fzVlS",
+	"LOCHQ5UC3t6hJEqnHFjdzq3p1kl8n490yeA4fDAZ4AYx0uiXSkmGvanVTK8QTCh5hX6Cu91+S2QCoU7y",
+	"0Qfc2nbkEa7wUhtZ94EG9grQfIKzreL4D/6Ve+FfYW9KJCp4we+z1HsPgEBYHFy3IiKxFArKRzq1ZlCD",
+	"QcSQriw0fvXH12/477RZ4LUvfnpJHy/mtr4gHN1A20/ugSJwhNgPnAV5L8oWYyoszmhxdat8nZzjEsCy",
+	"hPgBFkL7wSiyL2UFO1L3eIx5coR78uXsc73Rsr8aFTLxEpmQhXcc7DZ8cgb/IGEPFDs32syqplTlRPyE",
+	"M+vZmXMhGZpL8OzFRis440XZ0CHsz9WjFlUQ7O6Mp3I/w7l0vUv1wJ/uM3/KOmTjwUbzWW00L9C3RuHb",
+	"IQm+jXtndbaPkptqkxpuYsmMo203qFfcA+KJxnNSfdBORArR3GIW/bTVPyRCK8ZCOdEwg45+boDsxtpN",
+	"xAt7A/ST0xRub4V/IevrV6RR3YkFPjT/ha3v0OdrH83+gzvRKsCzgKF2H0zwRVC5SQXttTtkHDcrpJhJ",
+	"Y42eySoaDksx7iucs1s3Z80l1Jy+wlidikWlf6naPni0dzkFnZsHVnGXrMLeqGGbFN+Mll7uZRdbIHP7",
+	"2UWtHNn4vzKneN71BKNnlgvPiXFaBI8zh6jcFVziha3RHZAbzlTVThS6xOrRmCsKqt9MGs7xbmqDKW6u",
+	"DQszZVI9KzeyVliELcESpkGhhyX4J8boDryAv4ss5B9QO+TdKDXVxVOmFG0RwBNMhCdIlaoMbnaMDpNe",
+	"haxzQt6ZBLv6+3zEgyUD06xSskZA5c6RCRNiQD+N1VqsGCPEbztDnNxJb49brnE7D5g60wDUHXK5rMEK",
+	"zLQwbWGZaGWdUwqHKHhQF8pg7Z8iN8nKcVGfaRj6xbypquKEwugS8OUFaL2hC+flJo89niehjZTp4T0B",
+	"4zMMEIYx4rZvGc4+zbcfAYB0QBKTvViJr+CCfQGPP/Zz11Aqxzj4M/Tt0w18UP7uKS4jJux+A575e5Fe",
+	"0q3MikjmzJqItQc2PyaNBE5+JhhqHyseVNap8iRmsgU+Ai1FNKFvUr+lYtHMpm0syZoULw14DZ8QjRAL",
+	"Od4DZTbkUDBInerE5SGOnaisXYWoh0iIixRATLsYOzQVSs4W0ccegrcRdiLxt1/S7QVWlhvn1SoDFh1q",
+	"+ZJE1NYSPmcr99IVolSV3DjGKgOW6Dz6s7VhD2BS6jvWlt4ad7fENOvmuRmzPgBc8JGLZaezKK52qvV2",
+	"gH8Crh2GYTxyQpkbXVuzxOou6DnbOK+WVLSVopG7wrElPk2ufh7eqqlX1iVe+iRl3lYOsxpi9Jau0c0e",
+	"SvUwol83+AC3IQTbn3eCIdoQSyqAgmIfIodkQYbSFLqvlRPFSwx+mLLxpzyVWMkEp2rE07OnmJBgzUxx",
+	"yn/xi6WLX8DsQ/B/i1CG4pG1K8Z+c6l5aVVpzpplSchhdavcsHmF4QQ6RYgJZMauBgtJY4BJbjBbpC0h",
+	"jbEq6QkZLCeNf8MQsODvlfIYFIEldtliHJRyppsn21J/WnSQ9icqCBgo062kDo80xtdY6phqb06plmlu",
+	"CGGQHE0gMBp1Jb2+UYR8w/5pRwYpHO7T//7+OzpVEg97bjCE5Xfihf59RqAx4bS0vKDQBgWRi3CXipOQ",
+	"WcFDUKAfYPEMDPQJmgPhkcFS2DlddqqSvZ3NE0/3dmltOh7h57akNdeWJn3IGq9NQ6SlIyWHIiBY+Gw+",
+	"B/JDKlHhlCkvYqkUDF5xzeVS+wuCjSR6AidhKb3Ktl7IDb4BY1Xr5A2CIDnHE0J4R5yVBsfsCgO/2oqp",
+	"0uQmPTXtXcflQ2jPgPBIwb39eKBEN3Yqa3B5t87dCIgbjpUnzgXqUJ5w7DuZUAOwim+a2hwKvym6dIJK",
+	"ov3X02dnJ9NwvpFoOOEs1ndqlwC0S4ZEiuEbBMPUxm8QNRqKsXl6drYbj/D2jtJ4mtrcBoLl7LP23NZ7",
+	"HkjngQVlJbMgBbnAigliYdcotD09e/rlRxQQr8YDbOXkvANbmwXdvmDSWmQoW/iEy2yBdYXvB3ADUrbI",
+	"VTN7YbeSEpg0UmVm6vQ5rFBfmc+tU7+3xQ/fEPwNiVkgfoHMrzSSN5QdowBnLH+j3vkHA3QfPicVynrQ",
+	"VG+jqV42boMFnFtbnnZRwGJxB5VV0lBRzmtIC0H06zHjgxEwSZBLTs7FIPDnbeA+WX2IOlGS8xO4Ol4t",
+	"bipRSs5FcdmUV8pfqHcLiTJegvAZdZHAiSmbdRXrhDxADX1FqKGPszt8Q/CcJESzQB+C1YI16HYQnVnU",
+	"J7I27ShA97GLg21K20oAeTC+FQzO1JIScwJvZTNil9cnWIn22n2Cpd/Xerls0duJojJyAObeNAQTYGCt",
+	"uORiS5dyQ8RgtpC1K0hN4VrMweTAxa2YsfTVSFSmfEHTHd02bO/nUi1X1isz2/xVbf5CasFdyfY8yK+D",
+	"sAirNByo9ppKGN8P5wQSvLQC9P96+a8V/dhILqNrabdi+r0HsvnSgiExWHSkEi9tL/3FzJp5pWe+eJCD",
+	"tuWgZ0+ffuGhYIrxBfuVp6LwNpZe0V8ZqOwzOIdeI4p2DPDrY29Hxqy0eELuQE7qwjp/0T4+FdJdY9Jp",
+	"UTfmYim14fwCThKNxW+upFe5ke7aCSlWqsaYBO1FrWZYswa+NBgj1raedYssSYRs7JRix1CBLIpoKOCg",
+	"42AifkE05e14hB1mD4+9TKZ/hwaxtpsh7PA3iaulHdODi/8B3+3bx3d7wzWukBJ0D3gW735S1OkA0ltK",
+	"sj4J720fMXz8PkFa4wKyd+cib+nDz384QmEKNcIIvgWoKCzaemFjEj25w1xT36CTh7VId06evpDVlfp1",
+	"QqI7aNft1CkHn3YFf+1Fx4Xf2yncUSRW28EfePpf2q2RTHGAgoelahfwgYLfU+BfLNJ372zeOwfnxy8+",
+	"NCbIwebckoK1TGgBGaHVu5UOyv43UPQXK2zaWpTKbHrFzh6zWJfb7LCMWs2UXvlh4Zny9vAhTNzTZRY0",
+	"EExoBDFalWSu0mUXGlOb3PBDbLNHYZbEbApb4IM83U7qiBAquXl29ixrlYUQMIIQCiTUhGBqp6ho0bOz",
+	"74YKk4fZHvCxPxHeiidnZ236iMuEU/COp7CImV0upesHr8j4j6cDEAm6dHuLzyb+9t+dnZ0dQrV4e6dp",
+	"Q7xgQ9UR+fd7kyhkLJ7Qpa0VHDMDu0iWoR1Mkoc0obtUOJLr2nNNeUvuqQ7CmWQJQdI++Fjg/JTfBh7A",
+	"bwtCpgm5EmsV4IjHFOTI7oUOOMDnxgB428NyOGN1XyG0V+GhOyVu2Mf+cmjb0bcPqPUPVo1/G6sGW+wi",
+	"RL1GJkki234jRpJ2nn1+ryrXGkfVHjHU2tBRkMxCWGgRylwX9BRHpHgrJBXqgRdINGX099RNe5RLlt8L",
+	"XtkesfLXlTJMSe63z5UH+XV8rrRKgz7XUD2pVlfaeYIRdEHBefDFPvhi/w19sXzHYxJD/CJYMLKQWHpB",
+	"IXjwxYMD91t04BIgbW3N1UWpa4JRLb5R3y1WFZHkGrW1CCy4TRc64M3dB1gTfnv8PtwFdl0MFbBqGe9d",
+	"awnDFhD8+UEneNAJPsJenp6e+1fUKlzpL6AKHPYx8j2MDsbjiMfjWq2qzd16P7dHNqjVhMJTMZRnRxXp",
+	"00JEfK/VQt4EnOnoSk1ib7UTBccWX8DXRUjhrDuAgiY3crWq7Y0qWyqO1vxOpK02AfED2i0ZqLs/gw3W",
+	"+hvRhVbV5uskl/EiDalCxT8b1QAnjjHdbGPPtjcVWHW7HQ860v3VkRKUfNSSyrJWFGNme2SlrNWrvjU9",
+	"apulfXmValUlelAmOh7hB/XpG1WfvlFN6TllY8tWNdp/8Y9Ukrx01/udJ2/wiR0G3OeLpvTfTk7O3jxk",
+	"6a5f0ytYRqCvSbs2Wwnk+1r8G7w02JZ0Tl8ZpW7b3F36xGEN9obBYqgwgfAlIK9zXXlVI2rBQ1TVg7b4",
+	"7+VBojOfuI+yWPrIGgW/EMT5oSLISLjuxKWEg9W+UmKM0T1Pz84EqFNyBi2ccPyul7oS4zN44NnZ2dkJ",
+	"hjOxljbJzU8xsImylXGq067Em4kd698Yo1YDLTtJnoAJF2IsxWVlZ9ehNBZh3MJvnWAoW+emrSkFzcAj",
+	"bD8mKB18joofRLgdWNOCdijLTe+2nExEgSWPVXlxuSn6Ew4zHECBG9iPNY8tAHm8q8K+0l1/HfcVTmqA",
+	"3mNer3TX2YO/6oHcf9MeqYScPOhA99GF1GEb30jQclkmocrI04LyQ6LDpZX1sXJBvy70eFZJvTw16p2/",
+	"sxz/yq6V86emgaFhhkQyIQI6ZhbOQMNVJaBDZLYEbxZYO8sBUQmcyariKDwrjKU6szilIGmQrZfw3sQY",
+	"9avkTTRrXKxqewXKZXFynmogRilYf3etqSpjbri7Ss6uaaic72hvVI0VaGZNXSvjuXXHAC9XyicjgR56",
+	"RQAY9t/UOx+lgDtUwvYpYGEBGYnr2e6u/o0lrJnE4J+w4IimqYPMIwyDeT0oaw/RJt80b+9GknwbvAOp",
+	"CdXn3CK/xEd2VBS8zHiTj2ce71Hq4TgD0o4GtEfoM+BkoncmYOexTtUC7ujyXGgvKiUZojI3BbEH0q/s",
+	"nI1CPA9JQLbwciachXfx8eiu689bhF6/NqGNiv4DmbwfZBL9yrw5j5xAtd7WGWao3O8qLShUfBuUie6e",
+	"kHSBx1gge3uhdxGqonVrKJzpa1/mhzv8YKj4li7u4RAmup93bHQ+HCIEFy+ND5J+tuirczTXqipFpeYe",
+	"wTZZ2jgXRR5dYVTlJx8VAiv9kKU2/Hi+JWjUalXJGcNkV9r5iXil5g3qe0bIVkWltGLWVmnRyBzEAuNJ",
+	"hGYg7M2g61Ix3iVWTwoy0lpqn5u5xeJBqppngoJeq41I6lXxeUZVNfS1mVWqOOkTdv6+Ku/etkydfHG0",
+	"6UOqrHRciOgBle5B6Loz2v1VjM1MXfBAJSTgwfr8YH3+PBYEKuAmw8VED3DGjt6sZWNYQpZY6G2l+UNm",
+	"BbJO320E8rZ40V+sfL/dmCUDWbkd93ZLP7LcdC/uuE+CONnJXGoLvaharKXLjVs0XpR2baIfO9jFCzFO",
+	"TeTdiqMncQRGqdJ1G2abdmvtJv6JT56Lgna9yE0sGrSMnbP5F/ru9Cfs2jihucIPmt5zgw8j6BfGW18p",
+	"7zCeINYbgV4bw0w79sGCGfSRm+DwZ1tmXMZ2nCIZ5kT8OhezaJvnITih3kmSq4wSa23coE3+65uJYO1i",
+	"sSrasAd188Gy/u8p0PSlbnaJXPiCyNgOGYoCUSAa35LFXka9ZW+Q6/EclInjPWCibwIXSHRzKjdVJHFj",
+	"SWRZFsLHUInPR0VuUIsOOv5JCxI/Ec97FfLgedjivVniVwf6z+fJ+niKerkBd3DXYVphy+646OxhvhNX",
+	"9EF5/jaUZ7xeD6rzrVXn9OY/KNBfu5TNR/BOJlQIVWdOg2KWuJi2bsbHq6RcWf6e8NPgWI9QyqBVcVEb",
+	"Y2nWE/HcsLucMfDj+mjXx/p6klNxzl9fEbpfUcIP3OeB+3wE99lmNvefvP5Z3/ST1ks5+2T6GqqQ90Lo",
+	"YvyodB4RZal4XprWIWuFmkQm5Ky2rkU7n/SWfHiDfd1x9dN9+W2huqd7gDn9toIOB5O30pqtLhNGrWPh",
+	"kUO+cy669jnxQbHNx+/hn0PwP1wv+asWAo6F1x/4+cOd/Ag23tRm0he4kl7KO7+FR0jzTW2GsXe27uzj",
+	"mTQzVd2xfpGOaK9+QYWx7aq/kOaUpYJ5pa8WvlvgHa1uNJlKlZmQsVgn1meea6PdQrmJ+NlTpc4iPlxk",
+	"FPg7WIq/LbifVuYtK0YspVruVOzEiXGzEt6K786EO8HS+LGou7fQ83kA6cFg4oV0obpobrBIOZVagScI",
+	"WhOLU/baB3H8D4T1gbAeKEFCB/2+Ft/uI6t0tNM7DBfmFpVk17a+dis5U4OifsAMv2oqWYu5rlTI4Irv",
+	"YvmMlfSLkCiPdg64407/S4VUMSW8XmIN2bV0pD2EGDABJM+JxilRPC7EpfJrpYyY26pUtTvPjdssL22l",
+	"Z6LS5tpFCkPu5BdSV7W1S3Gt1MqJNkoP9ZDglRiqN/dbmMWfdKXuVAvp9LRPHYFFflBFtm9npZ137aHr",
+	"rNI9KrLQYhZQHfc44G8kDwAOJhe2qVRHrX+Urv4ujWlJyedVnmK7j3FEj98Dpdmb2vRKLS1nKeEszgMl",
+	"STKY1HLlN8J5uZmIFyiouEeiAPniAl4pcmOsqKy5UkD0QA7SfjhlqXO1d2nIs34pjoipE1fWqHtTbgZL",
+	"TAEt58CJWlXS6xuVBRCOyaQgg5KLgc9SdAg01hpB0uzsUmG211aZmpSdPBC6nUpocKTuN6mDLYZR/VuQ",
+	"vJj6hBfyYynekEXnAG3Ytzh25pU/db5WctldnLmtl9KPpqNLbSTCi23X0BqULB45cbnxyn1jFIcrUg0S",
+	"nQcyskVGalytByJyB2lYr5QsP5Vc3J0VqUNwWmNSM2BLurTlJsBjpfRBjKUXS+u8eCJe6N+fkA0nyCyc",
+	"hlXmZr2wlSKwsaaWl9Vmigxech0uKWa1dAvhFEtktip55WjTjVrnxhqVMSyHFEv9biJ+9iG+riuYYU9J",
+	"gXOnUKeUHhqZqfP0t7oxThTw92S16Y0de9n00Odj4sc+kTQfysU6IDFydN0DBf+3puCrxrtvU8390g78",
+	"2DsBIU8D1Lim9euaqzjDE45mUlUzgAu2TSEVJPlx5zfcleI8gFmgSSu9lF83UG0aiTncSAtUFWn4NyKP",
+	"v2x84K7adKG1juWv2KCaNbX2G+Svl0rWqn7e+MVo+o+3wBCdqm8C923qajQdPZYr/fjmCbJLbnSHCCu5",
+	"dOgG0SGfhsyRdEIod4etyQjrGLJdWgBgNG4gH+82/QvVtMwE4jQrl1Fhy1lTO8udtLVpY2uxouVug1gk",
+	"rpKGaiWEcgir2no7s1XSRoRm3m3jBTseKcSjU8MBvUrpvNDG3D8MfoVMSmQKSNm7t7aivRXaJE22O9rf",
+	"7AKkkyvpQWbBKWhrHGZYiZWqnU3bSqtG97fmFjIC8SCE25RzuZGYlGqlTKnMTMPWcLISbYprqs6eUFBN",
+	"fyeVcs4a90i4mTKy1hb2uTFhbeFQaiCiLZx1eG6oQX2jhLpRxguSRpJ38Ws3+vD2w/8JAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -10,6 +10,9 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 	if b.Members != nil {
 		for _, m := range *b.Members {
 			ms := core.MemberSpec{Name: m.Name, Role: deref(m.Role), Wake: deref(m.Wake)}
+			if m.Skills != nil {
+				ms.Skills = *m.Skills
+			}
 			if m.Model != nil {
 				ms.Model = coreModelOf(modelConfigFrom(m.Model))
 			}
@@ -108,7 +111,7 @@ func createdTeamOf(v core.TeamView, created []core.CreatedMember) CreatedTeam {
 		HostPermission: CreatedTeamHostPermission(v.HostPermission),
 	}
 	for _, m := range created {
-		out.Members = append(out.Members, CreatedMember{Name: m.Name, Role: m.Role, Status: MemberStatus(m.Status), Token: m.Token})
+		out.Members = append(out.Members, CreatedMember{Name: m.Name, Role: m.Role, Status: MemberStatus(m.Status), Skills: nonNil(m.Skills), Token: m.Token})
 	}
 	return out
 }
@@ -131,6 +134,7 @@ func memberOf(m core.MemberView) Member {
 		WakeHeld:      m.WakeHeld,
 		// Present while the wake is held: why (docs/api.md).
 		WakeHeldReason: m.WakeHeldReason,
+		Skills:         nonNil(m.Skills),
 	}
 	if m.Model != nil {
 		model := modelSettingsOf(*m.Model)

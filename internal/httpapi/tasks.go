@@ -16,6 +16,9 @@ func (s *Server) CreateTask(ctx context.Context, req CreateTaskRequestObject) (C
 	if b.BlockedBy != nil {
 		in.BlockedBy = *b.BlockedBy
 	}
+	if b.Needs != nil {
+		in.Needs = *b.Needs
+	}
 	t, err := s.svc.CreateTask(ctx, in)
 	if err != nil {
 		return nil, err
@@ -54,7 +57,7 @@ func (s *Server) GetTask(ctx context.Context, req GetTaskRequestObject) (GetTask
 func (s *Server) UpdateTask(ctx context.Context, req UpdateTaskRequestObject) (UpdateTaskResponseObject, error) {
 	b := req.Body
 	t, err := s.svc.UpdateTask(ctx, core.TaskUpdate{Team: req.Team, TaskID: req.TaskID, Title: b.Title, Detail: b.Detail,
-		BlockedBy: b.BlockedBy, Assignee: b.Assignee})
+		BlockedBy: b.BlockedBy, Assignee: b.Assignee, Needs: (*[]string)(b.Needs)})
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +119,7 @@ func (s *Server) ReleaseTask(ctx context.Context, req ReleaseTaskRequestObject) 
 
 func taskOf(t core.Task) Task {
 	return Task{TaskID: t.ID, Title: t.Title, Detail: t.Detail, Status: TaskStatus(t.Status), Owner: t.Owner,
-		Assignee: t.Assignee, BlockedBy: nonNil(t.BlockedBy), Blocks: nonNil(t.Blocks), Result: t.Result,
+		Assignee: t.Assignee, BlockedBy: nonNil(t.BlockedBy), Blocks: nonNil(t.Blocks), Needs: nonNil(t.Needs), Result: t.Result,
 		CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 }
 

@@ -22,6 +22,7 @@ func (s *Server) UpdateMember(ctx context.Context, req UpdateMemberRequestObject
 	var upd core.MemberUpdate
 	if req.Body != nil {
 		upd.Wake = req.Body.Wake
+		upd.Skills = (*[]string)(req.Body.Skills)
 		if req.Body.Model != nil {
 			cfg := modelConfigFrom(req.Body.Model)
 			if err := cfg.Validate(); err != nil {

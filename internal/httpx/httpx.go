@@ -61,6 +61,7 @@ var statusOf = map[core.Code]int{
 	core.CodeTaskCycle:           http.StatusConflict,
 	core.CodeTaskAssigned:        http.StatusConflict,
 	core.CodeTaskClaimed:         http.StatusConflict,
+	core.CodeTaskNeeds:           http.StatusConflict,
 	core.CodeTaskBlocked:         http.StatusConflict,
 	core.CodeTaskNotClaimed:      http.StatusConflict,
 	core.CodeWorkspaceFull:       http.StatusConflict,

@@ -17,6 +17,34 @@ func RunTasks(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("TaskIDsInOrder", func(t *testing.T) { testTaskIDs(t, newStore(t)) })
 	t.Run("ConcurrentTaskClaimsSerialise", func(t *testing.T) { testTaskClaims(t, newStore(t)) })
 	t.Run("TasksOfOneTeamOnly", func(t *testing.T) { testTasksPerTeam(t, newStore(t)) })
+	t.Run("SkillsAndNeedsKept", func(t *testing.T) { testSkillsAndNeeds(t, newStore(t)) })
+}
+
+// testSkillsAndNeeds: a member's skills and a task's needs live in what
+// the store already keeps (the member's state, the task's document), and
+// come back as stored; a task stored without needs reads with none.
+func testSkillsAndNeeds(t *testing.T, s core.Store) {
+	st := Team("alpha", "reader")
+	st.Members[1].Skills = []string{"go", "sql"}
+	create(t, s, st)
+	needy := Task(1, "build")
+	needy.Needs = []string{"go"}
+	putTask(t, s, "alpha", needy)
+	putTask(t, s, "alpha", Task(2, "plain"))
+	if err := s.UpdateTeam(t.Context(), "alpha", func(tx core.TeamTx) error {
+		tx.State().Members[0].Skills = []string{"lead-work"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	members := state(t, s, "alpha").Members
+	if got := fmt.Sprint(members[0].Skills, members[1].Skills); got != "[lead-work] [go sql]" {
+		t.Fatalf("skills = %s, want [lead-work] [go sql]", got)
+	}
+	got := board(t, s, "alpha")
+	if len(got) != 2 || fmt.Sprint(got[0].Needs) != "[go]" || len(got[1].Needs) != 0 {
+		t.Fatalf("needs = %+v, want [go] and none", got)
+	}
 }
 
 // Task returns task n of a board as a test stores it.
