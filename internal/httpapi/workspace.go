@@ -132,27 +132,38 @@ func (s *Server) PutWorkspaceFile(ctx context.Context, req PutWorkspaceFileReque
 	return PutWorkspaceFile204Response{}, nil
 }
 
-// GetWorkspaceFile returns a file of the team's workspace (admin only).
-func (s *Server) GetWorkspaceFile(ctx context.Context, req GetWorkspaceFileRequestObject) (GetWorkspaceFileResponseObject, error) {
+// workspaceFile opens the workspace of team for the admin and checks
+// path inside it: the root (for the caller to close) and the name in it.
+func (s *Server) workspaceFile(ctx context.Context, team, path string) (*os.Root, string, error) {
 	if err := core.CheckAdmin(ctx); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	dir, err := s.workspaceDir(ctx, req.Team)
+	dir, err := s.workspaceDir(ctx, team)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	root, err := os.OpenRoot(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, core.Errorf(core.CodeNotFound, "No such file in the workspace.")
+		return nil, "", core.Errorf(core.CodeNotFound, "No such file in the workspace.")
 	}
 	if err != nil {
-		return nil, core.StorageError(err)
+		return nil, "", core.StorageError(err)
 	}
-	defer root.Close()
-	name, err := workspaceName(root, string(req.Path))
+	name, err := workspaceName(root, path)
+	if err != nil {
+		root.Close()
+		return nil, "", err
+	}
+	return root, name, nil
+}
+
+// GetWorkspaceFile returns a file of the team's workspace (admin only).
+func (s *Server) GetWorkspaceFile(ctx context.Context, req GetWorkspaceFileRequestObject) (GetWorkspaceFileResponseObject, error) {
+	root, name, err := s.workspaceFile(ctx, req.Team, string(req.Path))
 	if err != nil {
 		return nil, err
 	}
+	defer root.Close()
 	// Only a regular file, opened without blocking: a FIFO or a device
 	// is refused at once.
 	f, fi, err := workspace.OpenRegular(root, name)
@@ -191,25 +202,11 @@ func (s *Server) ListWorkspaceFiles(ctx context.Context, req ListWorkspaceFilesR
 
 // DeleteWorkspaceFile removes a file of the team's workspace (admin only).
 func (s *Server) DeleteWorkspaceFile(ctx context.Context, req DeleteWorkspaceFileRequestObject) (DeleteWorkspaceFileResponseObject, error) {
-	if err := core.CheckAdmin(ctx); err != nil {
-		return nil, err
-	}
-	dir, err := s.workspaceDir(ctx, req.Team)
+	root, name, err := s.workspaceFile(ctx, req.Team, string(req.Path))
 	if err != nil {
 		return nil, err
-	}
-	root, err := os.OpenRoot(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, core.Errorf(core.CodeNotFound, "No such file in the workspace.")
-	}
-	if err != nil {
-		return nil, core.StorageError(err)
 	}
 	defer root.Close()
-	name, err := workspaceName(root, string(req.Path))
-	if err != nil {
-		return nil, err
-	}
 	switch err := workspace.RemoveFile(root, name); {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, core.Errorf(core.CodeNotFound, "No such file in the workspace; list them with GET /api/v1/teams/%s/workspace.", req.Team)
