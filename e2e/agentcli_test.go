@@ -129,7 +129,6 @@ type fakeModel struct {
 
 	mu     sync.Mutex
 	main   []string // bodies of the main requests, in order
-	others int
 	script []func(body string) modelStep
 }
 
@@ -148,7 +147,6 @@ func (f *fakeModel) next(body string) (modelStep, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.isMain(body) {
-		f.others++
 		return modelStep{text: "ok"}, false
 	}
 	f.main = append(f.main, body)
