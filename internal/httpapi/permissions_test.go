@@ -242,7 +242,7 @@ func TestHostPermissionPolicies(t *testing.T) {
 		}
 	}
 	if r := e.getFile(allow.name, "counter.txt", adminToken); r.status != http.StatusOK || string(r.body) != "x" {
-		t.Fatalf("allow: counter.txt = %d %q, want one x", r.status, r.body)
+		t.Fatalf("allow: counter.txt = %d %q, want one x; run_main's result: %q", r.status, r.body, runMainResult(t, e, allow.name))
 	}
 	want(t, e.getFile(deny.name, "counter.txt", adminToken), http.StatusNotFound, "not_found")
 }
