@@ -333,11 +333,7 @@ func testConcurrent(t *testing.T, s core.Store) {
 		seen[id] = true
 	}
 	got := inbox(t, s, "alpha", "reader")
-	for i, m := range got {
-		if m.ID != fmt.Sprintf("reader-%d", i+1) {
-			t.Fatalf("letter %d is %s: a gap", i+1, m.ID)
-		}
-	}
+	wantNumbered(t, got)
 	if len(got) != n || state(t, s, "alpha").Members[0].Turns != n {
 		t.Fatalf("%d letters, counter %d; want %d of each (a lost update)", len(got), state(t, s, "alpha").Members[0].Turns, n)
 	}
@@ -688,6 +684,17 @@ func testMemberWake(t *testing.T, s core.Store) {
 		})
 		if got := listed(); len(got) != 1 || got[0] != (core.MemberRef{Team: "alpha", Member: "reviewer"}) {
 			t.Errorf("WakeMembers after wake off = %+v, want alpha/reviewer", got)
+		}
+	}
+}
+
+// wantNumbered fails unless the letters are <recipient>-1 to -n in order:
+// no gap, no duplicate.
+func wantNumbered(t *testing.T, got []core.Message) {
+	t.Helper()
+	for i, m := range got {
+		if want := fmt.Sprintf("%s-%d", m.Recipient, i+1); m.ID != want {
+			t.Fatalf("letter %d is %s, want %s: a gap or a duplicate", i+1, m.ID, want)
 		}
 	}
 }

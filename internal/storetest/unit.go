@@ -127,7 +127,6 @@ func testLeaseOnlyChange(t *testing.T, s core.Store) {
 // gap or a duplicate. A store either serialises the units (a lock) or
 // refuses the stale ones at commit (a version check).
 func testConcurrentUnits(t *testing.T, s core.Store) {
-	ctx := t.Context()
 	st := Team("alpha", "reader")
 	st.Limits.InboxMessages, st.Limits.InboxBytes = 1000, 1<<20
 	create(t, s, st)
@@ -159,12 +158,7 @@ func testConcurrentUnits(t *testing.T, s core.Store) {
 	if len(items) != writers*each {
 		t.Fatalf("%d letters, want %d", len(items), writers*each)
 	}
-	for i, m := range items {
-		if want := fmt.Sprintf("reader-%d", i+1); m.ID != want {
-			t.Fatalf("letter %d is %s, want %s", i+1, m.ID, want)
-		}
-	}
-	_ = ctx
+	wantNumbered(t, items)
 }
 
 // commitNext runs one raw unit: the next letter of reader's inbox.
