@@ -123,7 +123,7 @@ func readFileStore(ctx context.Context, dir string, log *slog.Logger) ([]pgstore
 	var teams []pgstore.ImportedTeam
 	for _, ts := range list {
 		t := pgstore.ImportedTeam{Inboxes: map[string][]byte{}}
-		err := store.ViewTeam(ctx, ts.Name, func(tx core.TeamTx) error {
+		err := core.View(ctx, store, ts.Name, func(tx core.TeamTx) error {
 			if err := tx.Damaged(); err != nil {
 				return fmt.Errorf("its stored data is damaged: %w", err)
 			}

@@ -196,7 +196,7 @@ func TestImportRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = pg.ViewTeam(context.Background(), "demo", func(tx core.TeamTx) error {
+	err = core.View(context.Background(), pg, "demo", func(tx core.TeamTx) error {
 		for name := range tokens {
 			file, _ := os.ReadFile(filepath.Join(dataDir, "teams", "demo", "inboxes", name+".jsonl"))
 			got, err := tx.InboxBytes(name)

@@ -11,7 +11,7 @@ import (
 func HoldTeamLock(s *Service, name string) (release func()) {
 	held, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		_ = s.store.ViewTeam(context.Background(), name, func(TeamTx) error {
+		_ = View(context.Background(), s.store, name, func(TeamTx) error {
 			close(held)
 			<-done
 			return nil

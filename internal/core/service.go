@@ -23,8 +23,8 @@ import (
 type Observer func(Event)
 
 // Service is the domain over a Store. It keeps no team state of its own:
-// every operation is one unit of work of the store (Store.UpdateTeam or
-// ViewTeam), and the store serialises the units of work of a team
+// every operation is one unit of work on a snapshot of the team (update or
+// view, changeset.go), and the store commits them with a version check
 // (docs/spec.md §3), whichever process runs them. What the Service keeps is only
 // what belongs to this process: the turns it runs, readers waiting for
 // mail, and the event bus.
@@ -210,7 +210,7 @@ func (s *Service) update(ctx context.Context, name string, fn func(u *unit) erro
 	p, _ := PrincipalFrom(ctx)
 	check := p.tokenCheck(name)
 	var last error // what the last run of the function returned
-	err := s.store.UpdateTeam(ctx, name, func(tx TeamTx) error {
+	err := update(ctx, s.store, name, s.now, func(tx TeamTx) error {
 		u = &unit{s: s, tx: tx, st: tx.State(), now: s.now()}
 		last = func() error {
 			if check && !p.tokenHolds(u.st) {
@@ -252,7 +252,7 @@ func (s *Service) view(ctx context.Context, name string, sound bool, fn func(u *
 	p, _ := PrincipalFrom(ctx)
 	check := p.tokenCheck(name)
 	var last error
-	err := s.store.ViewTeam(ctx, name, func(tx TeamTx) error {
+	err := view(ctx, s.store, name, s.now(), func(tx TeamTx) error {
 		last = func() error {
 			if check && !p.tokenHolds(tx.State()) {
 				return UnknownToken()

@@ -7,18 +7,19 @@ import (
 	"time"
 )
 
-// Store is durable storage, and it owns each unit of work: core never keeps
-// a team's state of its own. Every operation of core is one call of
-// UpdateTeam (a change) or ViewTeam (a read) whose function sees the team
-// through a TeamTx. The store serialises the units of work of one team
-// (the file store with a lock per team, a database by locking the team's
-// row for the transaction), so two calls never decide on the same state,
-// whichever process or replica made them. See docs/storage.md.
+// Store is durable storage. It owns each unit of work's atomicity and
+// holds no rule: core loads a team as a snapshot (Begin), checks every
+// rule itself and hands the store one ChangeSet to commit with a version
+// check (changeset.go, Update and View). The store serialises or
+// version-checks the commits of one team (the file store with a lock per
+// team, a database with the team's row version), so two units of work
+// never both commit on the same state, whichever process or replica made
+// them. See docs/storage.md.
 //
-// A store may keep a cache only where it can never decide a write on
-// stale data: the file store, the only process on its data directory (it
-// holds a lock file), keeps its teams in memory; a store shared by
-// replicas reads the team inside each unit of work.
+// A store may keep a cache only where it can never commit on stale data:
+// the file store, the only process on its data directory (it holds a lock
+// file), keeps its teams in memory; a store shared by replicas checks the
+// team's version inside each commit.
 type Store interface {
 	// CreateTeam durably creates a team with its first state, its
 	// members' token hashes included. It fails with CodeTeamExists when
@@ -38,76 +39,55 @@ type Store interface {
 	// wait for a team's unit of work.
 	LookupToken(ctx context.Context, tokenHash string) (team, member string, err error)
 
-	// UpdateTeam runs fn as one unit of work on team name: fn sees the
-	// team through tx and may change its state and append a letter;
-	// when fn returns nil everything it did commits together (the
-	// letter, the state with a request's registration, a reply's record
-	// or a member's close, the idempotency record, the turn documents)
-	// and when it returns an error nothing does, and UpdateTeam returns
-	// that error unchanged. Units of work of one team are serialised: no
-	// update is lost and no two letters get one id. A missing team is
-	// CodeNotFound; a team whose stored data is damaged is refused with
-	// CodeInboxCorrupt before fn runs. A commit that fails returns a
-	// storage error (or CodeInboxCorrupt when an inbox was changed from
-	// outside) and leaves the team as it was. fn may be called again by
-	// a store that retries a transaction, so it must have no effect but
-	// through tx.
-	UpdateTeam(ctx context.Context, name string, fn func(tx TeamTx) error) error
-	// ViewTeam runs fn on a consistent view of team name. Changes fn makes
-	// to tx.State() are discarded and AppendLetter, PutIdempotency,
-	// PutTurn and DeleteTurn fail. A damaged team is viewed (tx.Damaged
-	// says why), its inboxes fail with CodeInboxCorrupt.
-	ViewTeam(ctx context.Context, name string, fn func(tx TeamTx) error) error
+	// Begin loads team name as a snapshot for one unit of work (write)
+	// or a view, which lasts until the Unit is committed or closed. A
+	// missing team is CodeNotFound. A damaged team is loaded (Damaged
+	// says why); core refuses to write it. Reads of the snapshot and its
+	// Commit use ctx.
+	Begin(ctx context.Context, name string, write bool) (Unit, error)
 
 	RunStore
 }
 
-// TeamTx is one team inside a unit of work (Store.UpdateTeam, ViewTeam).
-// It is valid only while fn runs.
+// TeamTx is one team inside a unit of work (Update, View), as core's rules
+// see it: the snapshot with the changes made so far. It is valid only
+// while the unit's function runs.
 type TeamTx interface {
 	// State is the team's state, a copy private to this unit of work:
-	// fn may change it, and UpdateTeam stores it when fn returns nil.
+	// fn may change it, and Update stores what changed when fn returns
+	// nil.
 	State() *TeamState
 	// Damaged is the reason a team's stored data failed validation, nil
-	// for a sound team. Only ViewTeam meets a damaged team.
+	// for a sound team. Only View meets a damaged team.
 	Damaged() error
 	// LoadInbox returns the validated letters of member's inbox (docs/spec.md
 	// §4.2), with the letter appended in this unit of work if any. A
 	// damaged inbox is CodeInboxCorrupt, never empty.
 	LoadInbox(member string) ([]Message, error)
-	// InboxBytes returns member's inbox in the lesson's file bytes: what
-	// its inbox file holds (the file store: the file itself, as
-	// validated; a database: the lines it stored, each exactly
-	// EncodeInboxLine of its letter or the imported file's line), with
-	// the letter appended in this unit of work if any. An empty inbox is
-	// no bytes; a damaged one is CodeInboxCorrupt.
+	// InboxBytes returns member's inbox in the lesson's file bytes, with
+	// the letter appended in this unit of work if any.
 	InboxBytes(member string) ([]byte, error)
 	// AppendLetter adds msg at the end of its recipient's inbox. msg.ID
 	// must be <recipient>-<n+1> for an inbox of n letters. It refuses
 	// with CodeInboxFull when the line would take the inbox over the
-	// team's inbox_bytes. A unit of work appends at most one letter. The
-	// letter commits with everything else fn did.
+	// team's inbox_bytes. A unit of work appends at most one letter.
 	AppendLetter(msg Message) error
 	// Idempotency returns the live (unexpired) record of member's key.
 	Idempotency(member, key string) (IdempotencyRecord, bool, error)
 	// PutIdempotency remembers r, for IdempotencyTTL, committed with the
-	// unit's letter (r.Letter is set to it by the store).
+	// unit's letter (r.Letter is set to it).
 	PutIdempotency(r IdempotencyRecord) error
 	// Turns returns the team's turn documents, oldest first.
 	Turns() ([]TurnDoc, error)
-	// PutTurn stores doc, replacing the one with the same id. Documents
-	// are records: a store may log a failure to write one rather than
-	// fail the unit of work.
+	// PutTurn stores doc, replacing the one with the same id.
 	PutTurn(doc TurnDoc) error
 	// DeleteTurn removes one document; a missing one is no error.
 	DeleteTurn(turnID string) error
-	// ReadThrough is member's read cursor: how many letters of its inbox
-	// it has read (0: none), with a move made in this unit of work. It
-	// must not read the inbox.
+	// ReadThrough is member's read cursor, with a move made in this unit
+	// of work. It does not read the inbox.
 	ReadThrough(member string) (int, error)
-	// SetReadThrough moves member's read cursor to n letters, committed
-	// with everything else the unit of work does. Core moves it only
-	// forward and never past the inbox's end.
+	// SetReadThrough moves member's read cursor to n letters. Core moves
+	// it only forward and never past the inbox's end.
 	SetReadThrough(member string, n int) error
 	// Tasks returns the team's task board in id order (task-1 first),
 	// deleted tasks included, with the tasks put in this unit of work.
@@ -115,22 +95,19 @@ type TeamTx interface {
 	Tasks() ([]Task, error)
 	// PutTask stores t, replacing the task with its id; a new task must
 	// be the next, task-<n+1> on a board of n, so that no id is ever
-	// given twice. It commits with everything else fn did.
+	// given twice.
 	PutTask(t Task) error
 }
 
-// InboxCounter is an optional extension of TeamTx: a store that keeps
-// each inbox's size with its letters (a database) says how many letters
-// member's inbox holds without reading and validating them, and a send
-// then does not load the recipient's inbox. The letter appended in this
-// unit of work, if any, is counted. The lines a send does not read are
-// still validated by every read (LoadInbox, InboxBytes).
+// InboxCounter is implemented by core's TeamTx: how many letters member's
+// inbox holds, from the store's count where it keeps one (a database),
+// so that a send does not load the recipient's inbox. The letter
+// appended in this unit of work, if any, is counted.
 type InboxCounter interface {
 	InboxLen(member string) (int, error)
 }
 
-// inboxLen is the number of letters in member's inbox: the store's count
-// if it keeps one, else the loaded inbox's length.
+// inboxLen is the number of letters in member's inbox.
 func inboxLen(tx TeamTx, member string) (int, error) {
 	if c, ok := tx.(InboxCounter); ok {
 		return c.InboxLen(member)

@@ -472,7 +472,17 @@ func TestWakeRacesRequestedTurn(t *testing.T) {
 		tm.fire()
 		<-done
 		if err == nil {
-			if _, rerr := tr.Run(core.AsAdmin(t.Context()), answer("requested")); rerr != nil {
+			// The requested turn attends the letter, as a woken one
+			// would: else the waker, which found reader busy, wakes it
+			// for the still unread letter once this turn ends.
+			attend := func(ctx context.Context, h []core.Entry) (core.TurnOutcome, error) {
+				cand, err := r.svc.PrepareInbox(ctx, "demo", "reader", h)
+				if err != nil {
+					return core.TurnOutcome{}, err
+				}
+				return core.TurnOutcome{Status: core.TurnAnswered, Text: "requested", Messages: append(cand, core.Entry{Role: "assistant", Text: "ok"})}, nil
+			}
+			if _, rerr := tr.Run(core.AsAdmin(t.Context()), attend); rerr != nil {
 				t.Fatal(rerr)
 			}
 		} else {

@@ -120,7 +120,7 @@ func (e *env) decide(tm team, id, token string, allow bool) result {
 func runMainResult(t *testing.T, e *env, team string) string {
 	t.Helper()
 	var st *core.TeamState
-	if err := e.store.ViewTeam(t.Context(), team, func(tx core.TeamTx) error { st = tx.State(); return nil }); err != nil {
+	if err := core.View(t.Context(), e.store, team, func(tx core.TeamTx) error { st = tx.State(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	out := ""

@@ -36,7 +36,7 @@ func TestHeldReadWokenByResync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if err := other.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, other, "alpha", func(tx core.TeamTx) error {
 		return tx.AppendLetter(core.Message{ID: "reader-1", Sender: "lead", Recipient: "reader", Body: "sent by another replica"})
 	}); err != nil {
 		t.Fatal(err)

@@ -63,25 +63,7 @@ func withCursors(cursors, moves map[string]int) map[string]int {
 	return out
 }
 
-// ReadThrough implements core.TeamTx.
+// ReadThrough implements core.Snapshot.
 func (tx *fileTx) ReadThrough(member string) (int, error) {
-	if n, ok := tx.cursors[member]; ok {
-		return n, nil
-	}
 	return tx.e.cursors[member], nil
-}
-
-// SetReadThrough implements core.TeamTx.
-func (tx *fileTx) SetReadThrough(member string, n int) error {
-	if !tx.write || tx.done {
-		return errReadOnly
-	}
-	if n < 0 {
-		return fmt.Errorf("mail: negative read position %d", n)
-	}
-	if tx.cursors == nil {
-		tx.cursors = map[string]int{}
-	}
-	tx.cursors[member] = n
-	return nil
 }

@@ -12,3 +12,11 @@ func WALQueued(s *Store) uint64 {
 	defer s.wal.mu.Unlock()
 	return s.wal.next - 1
 }
+
+// WALBytes is how many bytes of records the store's log holds in its
+// current segment, written or queued.
+func WALBytes(s *Store) int64 {
+	s.wal.mu.Lock()
+	defer s.wal.mu.Unlock()
+	return s.wal.segBytes + int64(len(s.wal.buf))
+}

@@ -598,6 +598,20 @@ func letterIndex(id, recipient string) (int, bool) {
 	return n, err == nil && n >= 1
 }
 
+// fileSize is the size of member's inbox file, whose letters are prev, in
+// the lesson's bytes: what the store holds for this very version, else
+// counted (the file is rewritten in those bytes by the next append if it
+// is in others).
+func (s *Store) fileSize(team, member string, prev []core.Message) int64 {
+	if len(prev) == 0 {
+		return 0
+	}
+	if st := s.cached(cacheKey(team, member)); st != nil && st.raw == nil && len(st.msgs) == len(prev) && &st.msgs[0] == &prev[0] {
+		return st.size
+	}
+	return int64(len(encodeAll(prev)))
+}
+
 // checkNext checks, before anything is logged, that msg can follow the
 // letters of the inbox file (prev, as LoadInbox returned them) and the
 // letters queued for it (pending, whose lines take pendingBytes): the
@@ -610,21 +624,7 @@ func (s *Store) checkNext(team string, rules core.InboxRules, prev, pending []co
 	if err := checkLetter(msg, n+1, rules); err != nil {
 		return err
 	}
-	// The file's size in the lesson's bytes: what the store holds for
-	// this very version, else counted (the file is rewritten in those
-	// bytes by the next append if it is in others).
-	var size int64 = -1
-	if len(prev) > 0 {
-		if st := s.cached(cacheKey(team, rules.Recipient)); st != nil && st.raw == nil && len(st.msgs) == len(prev) && &st.msgs[0] == &prev[0] {
-			size = st.size
-		}
-	} else {
-		size = 0
-	}
-	if size < 0 {
-		size = int64(len(encodeAll(prev)))
-	}
-	size += pendingBytes + int64(len(line))
+	size := s.fileSize(team, rules.Recipient, prev) + pendingBytes + int64(len(line))
 	if size > int64(rules.Limits.InboxBytes) {
 		return &core.Error{Code: core.CodeInboxFull, Message: "The recipient's inbox file would exceed its byte limit; nothing was written.", Err: core.ErrInboxTooLarge}
 	}

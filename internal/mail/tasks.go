@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"slices"
 
 	"mailroom/internal/core"
 )
@@ -68,57 +67,12 @@ func (s *Store) SaveTasks(_ context.Context, team string, tasks []core.Task) err
 	return err
 }
 
-// putTasks returns board with puts applied: each replaces the task with
-// its id or, the next id, is added. The board is copied, never changed
-// in place: it is what memory or an undo record holds.
-func putTasks(board, puts []core.Task) ([]core.Task, error) {
-	if len(puts) == 0 {
-		return board, nil
-	}
-	out := slices.Clone(board)
-	for _, t := range puts {
-		n := core.TaskNumber(t.ID)
-		switch {
-		case n >= 1 && n <= len(out):
-			out[n-1] = t
-		case n == len(out)+1:
-			out = append(out, t)
-		default:
-			return nil, fmt.Errorf("mail: task %q is not on a board of %d tasks, nor the next", t.ID, len(out))
-		}
-	}
-	return out, nil
-}
-
-// Tasks implements core.TeamTx.
+// Tasks implements core.Snapshot.
 func (tx *fileTx) Tasks() ([]core.Task, error) {
 	if tx.e.damaged != nil {
 		return nil, core.DamagedError(tx.e.damaged)
 	}
-	return putTasks(tx.e.tasks, tx.taskPuts)
-}
-
-// PutTask implements core.TeamTx.
-func (tx *fileTx) PutTask(t core.Task) error {
-	if !tx.write || tx.done {
-		return errReadOnly
-	}
-	if tx.e.damaged != nil {
-		return core.DamagedError(tx.e.damaged)
-	}
-	// The board's length after this unit's puts so far, without copying
-	// the board: ids are given in order, so the last new one is the
-	// highest.
-	n := len(tx.e.tasks)
-	for _, p := range tx.taskPuts {
-		n = max(n, core.TaskNumber(p.ID))
-	}
-	if k := core.TaskNumber(t.ID); k < 1 || k > n+1 {
-		return fmt.Errorf("mail: task %q is not on a board of %d tasks, nor the next", t.ID, n)
-	}
-	t.Blocks = nil
-	tx.taskPuts = append(tx.taskPuts, t)
-	return nil
+	return tx.e.tasks, nil
 }
 
 // restoreTasks loads a team's board at start; a board that cannot be read

@@ -12,7 +12,7 @@ import (
 
 func putTasks(t *testing.T, s *mail.Store, team string, tasks ...core.Task) {
 	t.Helper()
-	if err := s.UpdateTeam(ctx, team, func(tx core.TeamTx) error {
+	if err := core.Update(ctx, s, team, func(tx core.TeamTx) error {
 		for _, task := range tasks {
 			if err := tx.PutTask(task); err != nil {
 				return err
@@ -32,7 +32,7 @@ func taskNo(n int, status string) core.Task {
 func boardOf(t *testing.T, s *mail.Store, team string) ([]core.Task, error) {
 	t.Helper()
 	var out []core.Task
-	err := s.ViewTeam(ctx, team, func(tx core.TeamTx) error {
+	err := core.View(ctx, s, team, func(tx core.TeamTx) error {
 		tasks, err := tx.Tasks()
 		out = append(out, tasks...)
 		return err
@@ -102,7 +102,7 @@ func TestDamagedTasksFile(t *testing.T) {
 			if _, err := boardOf(t, again, "alpha"); core.ErrorCode(err) != core.CodeInboxCorrupt {
 				t.Fatalf("board of a team with a bad tasks.json: %v, want inbox_corrupt (damaged)", err)
 			}
-			err = again.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error { return tx.PutTask(taskNo(1, core.TaskPending)) })
+			err = core.Update(ctx, again, "alpha", func(tx core.TeamTx) error { return tx.PutTask(taskNo(1, core.TaskPending)) })
 			if core.ErrorCode(err) != core.CodeInboxCorrupt {
 				t.Fatalf("PutTask on the damaged team: %v, want inbox_corrupt", err)
 			}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -453,42 +452,43 @@ func (s *Store) LookupToken(ctx context.Context, hash string) (string, string, e
 	return ref.team, ref.member, nil
 }
 
-// UpdateTeam runs fn under the team's lock and commits what it did: one
-// record in the write-ahead log, applied to memory when it is queued. The
-// lock is released before the log's fsync, so the team's next unit of
-// work runs meanwhile; UpdateTeam returns only once the record (and
-// everything fn saw) is durable, and its letter is in the inbox file.
-func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
+// Begin implements core.Store: the team's lock is held from here until the
+// unit commits or closes, so the file store's units of work never
+// conflict. A commit is one record in the write-ahead log, applied to
+// memory when it is queued; the lock is released before the log's fsync,
+// so the team's next unit of work runs meanwhile, and Commit returns only
+// once the record (and everything the unit saw) is durable, and its
+// letter is in the inbox file.
+func (s *Store) Begin(ctx context.Context, name string, write bool) (core.Unit, error) {
 	e, err := s.lockEntry(ctx, name)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if e.damaged != nil {
-		err := core.DamagedError(e.damaged)
-		horizon := e.lastSeq
-		e.mu.Unlock()
-		return errors.Join(err, s.settle(horizon))
+	return &fileTx{s: s, e: e, ctx: ctx, write: write, version: e.lastSeq, prev: map[string][]core.Message{}}, nil
+}
+
+// Commit implements core.Unit.
+func (tx *fileTx) Commit(cs *core.ChangeSet) error {
+	if !tx.write || tx.done {
+		return errReadOnly
 	}
-	tx := &fileTx{s: s, e: e, ctx: ctx, st: e.st.UnitCopy(), write: true, prev: map[string][]core.Message{}}
-	ferr := fn(tx)
+	tx.done = true
+	s, e := tx.s, tx.e
 	var seq uint64
-	if ferr == nil {
-		tx.done = true
-		seq, ferr = s.commit(ctx, e, tx)
+	var err error
+	if e.lastSeq != tx.version {
+		err = core.ErrConflict // cannot happen while the lock is held
+	} else {
+		seq, err = s.commit(e, cs, tx.prev)
 	}
 	horizon := e.lastSeq
 	e.mu.Unlock()
 	if err := s.settle(horizon); err != nil {
 		return err
 	}
-	if seq == 0 {
-		return ferr
-	}
-	if tx.letter != nil && len(tx.puts) == 0 && len(tx.dels) == 0 && e.drained.Load() >= seq {
-		return ferr // another writer of the team drained this letter
-	}
-	if tx.letter == nil && len(tx.puts) == 0 && len(tx.dels) == 0 {
-		return ferr
+	turns := len(cs.PutTurns) > 0 || len(cs.DeleteTurns) > 0
+	if seq == 0 || !turns && (cs.Letter == nil || e.drained.Load() >= seq) {
+		return err // nothing to write, or another writer drained the letter
 	}
 	// The letter goes to its inbox file before the answer, so a reader
 	// of the file finds every acknowledged letter; so do the turn
@@ -499,13 +499,25 @@ func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.Tea
 	if err := e.drainErr(seq); err != nil {
 		return err
 	}
-	if len(tx.puts) > 0 || len(tx.dels) > 0 {
-		s.flushTurns(ctx, e)
+	if turns {
+		s.flushTurns(tx.ctx, e)
 	}
 	if e.damaged != nil && !e.deleted {
 		return core.DamagedError(e.damaged)
 	}
-	return ferr
+	return err
+}
+
+// Close implements core.Unit: it releases the team's lock and returns
+// once everything the unit saw is durable.
+func (tx *fileTx) Close() error {
+	if tx.done {
+		return nil
+	}
+	tx.done = true
+	horizon := tx.e.lastSeq
+	tx.e.mu.Unlock()
+	return tx.s.settle(horizon)
 }
 
 // drainErr is the error that keeps letter record seq out of its inbox
@@ -529,24 +541,6 @@ func (s *Store) settle(seq uint64) error {
 	return nil
 }
 
-// ViewTeam runs fn under the team's lock on a copy of its state, and
-// returns once everything fn saw is durable.
-func (s *Store) ViewTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
-	e, err := s.lockEntry(ctx, name)
-	if err != nil {
-		return err
-	}
-	tx := &fileTx{s: s, e: e, ctx: ctx, st: e.st.UnitCopy(), prev: map[string][]core.Message{}}
-	err = fn(tx)
-	tx.done = true
-	horizon := e.lastSeq
-	e.mu.Unlock()
-	if serr := s.settle(horizon); serr != nil {
-		return serr
-	}
-	return err
-}
-
 // lockEntry returns team name's entry locked, with every durable letter
 // of it in its inbox files: how a unit of work and a view begin. A team
 // deleted meanwhile is CodeNotFound, with no lock held.
@@ -566,29 +560,24 @@ func (s *Store) lockEntry(ctx context.Context, name string) (*teamEntry, error) 
 
 var errReadOnly = errors.New("mail: a view cannot change the team")
 
-// fileTx is a unit of work of the file store.
+// fileTx is a unit of work of the file store: the team's entry, locked,
+// as core's snapshot.
 type fileTx struct {
 	s     *Store
 	e     *teamEntry
 	ctx   context.Context
-	st    *core.TeamState
 	write bool
 	done  bool
-
-	prev   map[string][]core.Message // inboxes as loaded, by member
-	letter *core.Message
-	recs   []core.IdempotencyRecord
-	puts   []core.TurnDoc
-	dels   []string
-	// cursors is the read positions this unit moved.
-	cursors map[string]int
-	// taskPuts are the tasks put, in order (tasks.go).
-	taskPuts []core.Task
+	// version is the team's last record when the unit began.
+	version uint64
+	prev    map[string][]core.Message // inboxes as loaded, by member
 }
 
-func (tx *fileTx) State() *core.TeamState { return tx.st }
+func (tx *fileTx) State() *core.TeamState { return tx.e.st }
 func (tx *fileTx) Damaged() error         { return tx.e.damaged }
 
+// LoadInbox implements core.Snapshot: the file's letters followed by those
+// logged but not yet in the file.
 func (tx *fileTx) LoadInbox(member string) ([]core.Message, error) {
 	if tx.e.damaged != nil {
 		return nil, core.DamagedError(tx.e.damaged)
@@ -596,144 +585,85 @@ func (tx *fileTx) LoadInbox(member string) ([]core.Message, error) {
 	items, ok := tx.prev[member]
 	if !ok {
 		var err error
-		items, err = tx.s.LoadInbox(tx.ctx, tx.st.Name, tx.st.Rules(member))
+		items, err = tx.s.LoadInbox(tx.ctx, tx.e.st.Name, tx.e.st.Rules(member))
 		if err != nil {
 			return nil, err
 		}
 		tx.prev[member] = items
 	}
-	// The letters logged but not yet in the file follow the file's.
 	if n := tx.e.queuedCount(member); n > 0 {
 		items = tx.e.overlayOf(member, items, n)
-	}
-	if tx.letter != nil && tx.letter.Recipient == member {
-		return append(slices.Clip(items), *tx.letter), nil
 	}
 	return items, nil
 }
 
-// InboxBytes is the inbox file's bytes; a letter appended in this unit of
-// work follows in the lesson's bytes, as the commit writes it (a file in
-// foreign spacing is then rewritten whole, canonical).
+// InboxBytes implements core.Snapshot: the inbox file's bytes.
 func (tx *fileTx) InboxBytes(member string) ([]byte, error) {
 	if tx.e.damaged != nil {
 		return nil, core.DamagedError(tx.e.damaged)
 	}
-	if tx.letter != nil && tx.letter.Recipient == member {
-		items, err := tx.LoadInbox(member)
-		if err != nil {
-			return nil, err
-		}
-		return encodeLines(nil, items), nil
-	}
-	return tx.s.InboxBytes(tx.ctx, tx.st.Name, tx.st.Rules(member))
-}
-
-func (tx *fileTx) AppendLetter(msg core.Message) error {
-	if !tx.write || tx.done {
-		return errReadOnly
-	}
-	if tx.letter != nil {
-		return errors.New("mail: a unit of work appends at most one letter")
-	}
-	items, err := tx.LoadInbox(msg.Recipient)
+	data, err := tx.s.InboxBytes(tx.ctx, tx.e.st.Name, tx.e.st.Rules(member))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if msg.ID != fmt.Sprintf("%s-%d", msg.Recipient, len(items)+1) {
-		return fmt.Errorf("mail: letter %q is not the next of %s's inbox", msg.ID, msg.Recipient)
+	if pend, _ := tx.e.queued(member); len(pend) > 0 {
+		data = encodeLines(slices.Clip(data), pend)
 	}
-	// The byte limit is checked by the commit's append, before the disk is
-	// touched (AppendInbox).
-	tx.letter = &msg
-	return nil
+	return data, nil
 }
 
-func (tx *fileTx) Idempotency(member, key string) (core.IdempotencyRecord, bool, error) {
-	for _, r := range slices.Backward(tx.recs) {
-		if r.Member == member && r.Key == key {
-			return r, true, nil
-		}
+// InboxSize implements core.Snapshot.
+func (tx *fileTx) InboxSize(member string) (int, int, error) {
+	items, err := tx.LoadInbox(member)
+	if err != nil {
+		return 0, 0, err
 	}
+	_, pendBytes := tx.e.queued(member)
+	return len(items), int(tx.s.fileSize(tx.e.st.Name, member, tx.prev[member]) + pendBytes), nil
+}
+
+// Idempotency implements core.Snapshot.
+func (tx *fileTx) Idempotency(member, key string) (core.IdempotencyRecord, bool, error) {
 	r, ok := tx.e.idem.live[idemRef{member, key}]
 	return r, ok, nil
 }
 
-func (tx *fileTx) PutIdempotency(r core.IdempotencyRecord) error {
-	if !tx.write || tx.done {
-		return errReadOnly
-	}
-	tx.recs = append(tx.recs, r)
-	return nil
-}
+// Turns implements core.Snapshot.
+func (tx *fileTx) Turns() ([]core.TurnDoc, error) { return tx.e.turns, nil }
 
-func (tx *fileTx) Turns() ([]core.TurnDoc, error) {
-	out := slices.Clone(tx.e.turns)
-	for _, id := range tx.dels {
-		out = slices.DeleteFunc(out, func(d core.TurnDoc) bool { return d.TurnID == id })
-	}
-	for _, d := range tx.puts {
-		if i := slices.IndexFunc(out, func(x core.TurnDoc) bool { return x.TurnID == d.TurnID }); i >= 0 {
-			out[i] = d
-		} else {
-			out = append(out, d)
-		}
-	}
-	return out, nil
-}
-
-func (tx *fileTx) PutTurn(doc core.TurnDoc) error {
-	if !tx.write || tx.done {
-		return errReadOnly
-	}
-	tx.dels = slices.DeleteFunc(tx.dels, func(id string) bool { return id == doc.TurnID })
-	tx.puts = append(tx.puts, doc)
-	return nil
-}
-
-func (tx *fileTx) DeleteTurn(id string) error {
-	if !tx.write || tx.done {
-		return errReadOnly
-	}
-	tx.puts = slices.DeleteFunc(tx.puts, func(d core.TurnDoc) bool { return d.TurnID == id })
-	tx.dels = append(tx.dels, id)
-	return nil
-}
-
-// commit logs a unit of work as one record and applies it to memory. It
-// returns the record's seq, 0 when the unit changed nothing. Nothing is
-// logged that the files could refuse for reasons of their own: the
-// letter is checked against its inbox's limits first.
-func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, error) {
-	changed := e.stateUnlogged || !reflect.DeepEqual(e.st, tx.st)
-	if !changed && tx.letter == nil && len(tx.recs) == 0 && len(tx.puts) == 0 && len(tx.dels) == 0 && len(tx.cursors) == 0 && len(tx.taskPuts) == 0 {
+// commit logs a change-set as one record and applies it to memory. It
+// returns the record's seq, 0 when it changed nothing. Nothing is logged
+// that the files could refuse for reasons of their own: the letter is
+// checked against its inbox file first (prev: the inboxes the unit
+// loaded).
+func (s *Store) commit(e *teamEntry, cs *core.ChangeSet, prev map[string][]core.Message) (uint64, error) {
+	if cs.Empty() && !e.stateUnlogged {
 		return 0, nil
 	}
-	tasks, err := putTasks(e.tasks, tx.taskPuts)
+	tasks, err := core.ApplyTasks(e.tasks, cs.Tasks)
 	if err != nil {
 		return 0, err
 	}
-	rec := &walRecord{Team: e.st.Name, Created: e.st.CreatedAt, Idem: tx.recs, Puts: tx.puts, Dels: tx.dels, Cursors: tx.cursors, Tasks: tx.taskPuts}
-	if changed {
-		rec.State = tx.st
+	st := cs.NewState(e.st)
+	rec := &walRecord{Team: e.st.Name, Created: e.st.CreatedAt, ChangeSet: *cs}
+	if e.stateUnlogged {
+		rec.State, rec.Leases = st, nil
 	}
 	var pl pendingLetter
-	if tx.letter != nil {
-		letter := *tx.letter
-		rules := tx.st.Rules(letter.Recipient)
+	if cs.Letter != nil {
+		letter := *cs.Letter
+		rules := st.Rules(letter.Recipient)
 		pend, pendBytes := e.queued(letter.Recipient)
-		line := core.EncodeInboxLine(letter)
-		if err := s.checkNext(e.st.Name, rules, tx.prev[letter.Recipient], pend, pendBytes, letter, line); err != nil {
+		line := cs.Line
+		if line == nil {
+			line = core.EncodeInboxLine(letter)
+		}
+		if err := s.checkNext(e.st.Name, rules, prev[letter.Recipient], pend, pendBytes, letter, line); err != nil {
 			var ce *core.Error
 			if errors.As(err, &ce) {
 				return 0, err
 			}
 			return 0, core.StorageError(err)
-		}
-		rec.Letter = &letter
-		for i := range tx.recs {
-			l := letter
-			tx.recs[i].Letter = &l
 		}
 		pl = pendingLetter{msg: letter, rules: rules, line: line}
 	}
@@ -743,7 +673,7 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 		return 0, core.StorageError(err)
 	}
 	u := undoRec{seq: seq, lastSeq: e.lastSeq, st: e.st, turns: e.turns, tasks: e.tasks, unlogged: e.stateUnlogged, cursors: e.cursors}
-	for _, r := range tx.recs {
+	for _, r := range cs.Idempotency {
 		ref := idemRef{r.Member, r.Key}
 		prev, ok := e.idem.live[ref]
 		u.idem = append(u.idem, idemUndo{ref, prev, ok})
@@ -751,7 +681,7 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 	e.undo = append(e.undo, u)
 	e.lastSeq = seq
 	e.stateUnlogged = false
-	if tx.letter != nil {
+	if cs.Letter != nil {
 		pl.seq = seq
 		e.pending = append(e.pending, pl)
 		if all, ok := e.overlay[pl.msg.Recipient]; ok {
@@ -759,36 +689,35 @@ func (s *Store) commit(ctx context.Context, e *teamEntry, tx *fileTx) (uint64, e
 			e.overlay[pl.msg.Recipient] = append(all, pl.msg)
 		}
 	}
-	if changed {
-		e.st = tx.st
+	if st != e.st {
+		e.st = st
 		e.stateDirty = true
 	}
-	if len(tx.cursors) > 0 {
-		e.cursors = withCursors(e.cursors, tx.cursors)
+	if len(cs.Cursors) > 0 {
+		e.cursors = withCursors(e.cursors, cs.Cursors)
 		e.cursorDirty = true
 	}
-	for _, r := range tx.recs {
+	for _, r := range cs.Idempotency {
 		e.idem.lines++
 		e.remember(r)
 		e.idemDirty = true
 	}
-	if len(tx.taskPuts) > 0 {
+	if len(cs.Tasks) > 0 {
 		e.tasks = tasks
 		e.tasksDirty = true
 	}
-	if len(tx.puts) > 0 || len(tx.dels) > 0 {
+	if len(cs.PutTurns) > 0 || len(cs.DeleteTurns) > 0 {
 		if e.turnDirty == nil {
 			e.turnDirty = map[string]bool{}
 		}
-		for _, d := range tx.puts {
+		for _, d := range cs.PutTurns {
 			e.turnDirty[d.TurnID] = true
 		}
-		for _, id := range tx.dels {
+		for _, id := range cs.DeleteTurns {
 			e.turnDirty[id] = true
 		}
-		e.turns, _ = tx.Turns()
+		e.turns = cs.ApplyTurns(e.turns)
 	}
-	_ = ctx
 	return seq, nil
 }
 

@@ -75,18 +75,12 @@ var walTable = crc32.MakeTable(crc32.Castagnoli)
 // under the same name is another team), so replay never applies a record
 // to a team it was not written for.
 type walRecord struct {
-	Seq     uint64                   `json:"-"` // in the frame
-	Team    string                   `json:"team"`
-	Created time.Time                `json:"created"`
-	State   *core.TeamState          `json:"state,omitempty"`
-	Letter  *core.Message            `json:"letter,omitempty"`
-	Idem    []core.IdempotencyRecord `json:"idem,omitempty"`
-	Puts    []core.TurnDoc           `json:"turn_puts,omitempty"`
-	Dels    []string                 `json:"turn_dels,omitempty"`
-	// Cursors is the read positions the unit moved (cursors.go).
-	Cursors map[string]int `json:"cursors,omitempty"`
-	// Tasks are the tasks the unit of work put (tasks.go).
-	Tasks []core.Task `json:"tasks,omitempty"`
+	Seq     uint64    `json:"-"` // in the frame
+	Team    string    `json:"team"`
+	Created time.Time `json:"created"`
+	// The unit's change-set, whose field names are the record's: a log
+	// written before change-sets existed replays as it always did.
+	core.ChangeSet
 }
 
 // WithCheckpoint sets after how many records or bytes of log a segment

@@ -314,8 +314,8 @@ func (s *Store) replay(ctx context.Context, records []walRecord, teams map[strin
 		if !slices.Contains(touched, e) {
 			touched = append(touched, e)
 		}
-		if r.State != nil && r.State.Name == e.st.Name {
-			e.st = r.State
+		if r.State != nil && r.State.Name == e.st.Name || r.State == nil && len(r.Leases) > 0 {
+			e.st = r.NewState(e.st)
 			e.st.Intent = nil
 			if e.st.Requests == nil {
 				e.st.Requests = []core.Request{}
@@ -336,29 +336,29 @@ func (s *Store) replay(ctx context.Context, records []walRecord, teams map[strin
 			e.cursorDirty = true
 		}
 		if len(r.Tasks) > 0 {
-			tasks, err := putTasks(e.tasks, r.Tasks)
+			tasks, err := core.ApplyTasks(e.tasks, r.Tasks)
 			if err != nil {
 				e.damaged = fmt.Errorf("tasks: replaying record %d: %w", r.Seq, err)
 				continue
 			}
 			e.tasks, e.tasksDirty = tasks, true
 		}
-		for _, ir := range r.Idem {
+		for _, ir := range r.Idempotency {
 			if !ir.Expired(now) {
 				e.idem.lines++
 				e.remember(ir)
 			}
 			e.idemDirty = true
 		}
-		if len(r.Puts) > 0 || len(r.Dels) > 0 {
+		if len(r.PutTurns) > 0 || len(r.DeleteTurns) > 0 {
 			if e.turnDirty == nil {
 				e.turnDirty = map[string]bool{}
 			}
-			for _, id := range r.Dels {
+			for _, id := range r.DeleteTurns {
 				e.turns = slices.DeleteFunc(e.turns, func(d core.TurnDoc) bool { return d.TurnID == id })
 				e.turnDirty[id] = true
 			}
-			for _, d := range r.Puts {
+			for _, d := range r.PutTurns {
 				if d.Steps == nil {
 					d.Steps = []core.TurnStep{}
 				}

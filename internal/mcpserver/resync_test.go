@@ -41,7 +41,7 @@ func TestToolsFollowLimitsChangedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if err := other.UpdateTeam(ctx, "bench", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, other, "bench", func(tx core.TeamTx) error {
 		tx.State().Limits.PermissionTimeoutS = 600
 		return nil
 	}); err != nil {

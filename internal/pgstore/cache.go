@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"errors"
 	"sync"
 	"time"
 
@@ -138,13 +137,9 @@ func (c *teamCache) forget(team string) {
 	c.mu.Unlock()
 }
 
-// errNeedsLock is what a unit of work running on the cache gets from a
-// read the cache cannot answer; the unit is then run again under the lock.
-var errNeedsLock = errors.New("pgstore: this unit of work reads the database")
-
 // cachedTeam is a unit of work's private copy of e.
 func cachedTeam(t *teamTx, e *cached) {
-	st := e.decoded.UnitCopy()
+	st := e.decoded // core copies it before any change
 	t.orig = loaded{requests: make(map[string][]byte, len(e.requests)), permissions: make(map[string][]byte, len(e.permissions)), leases: map[string]core.Lease{}}
 	for _, d := range e.requests {
 		t.orig.requests[d.id] = d.doc

@@ -49,7 +49,7 @@ func newTeam(name string, members ...string) *core.TeamState {
 // core does.
 func send(ctx context.Context, s *pgstore.Store, team, sender, to, body string) (string, error) {
 	var id string
-	err := s.UpdateTeam(ctx, team, func(tx core.TeamTx) error {
+	err := core.Update(ctx, s, team, func(tx core.TeamTx) error {
 		prev, err := tx.LoadInbox(to)
 		if err != nil {
 			return err
@@ -139,7 +139,7 @@ func TestUnitOfWorkIsAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	err := s.UpdateTeam(ctx, "demo", func(tx core.TeamTx) error {
+	err := core.Update(ctx, s, "demo", func(tx core.TeamTx) error {
 		if err := tx.AppendLetter(core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: "plan"}); err != nil {
 			return err
 		}
@@ -150,7 +150,7 @@ func TestUnitOfWorkIsAllOrNothing(t *testing.T) {
 		t.Fatalf("UpdateTeam returned %v, want fn's error unchanged", err)
 	}
 	expires := time.Now().Add(time.Minute).UTC().Truncate(time.Microsecond)
-	err = s.UpdateTeam(ctx, "demo", func(tx core.TeamTx) error {
+	err = core.Update(ctx, s, "demo", func(tx core.TeamTx) error {
 		if msgs, _ := tx.LoadInbox("lead"); len(msgs) != 0 {
 			t.Errorf("rolled-back letter is in the inbox: %+v", msgs)
 		}
@@ -171,7 +171,7 @@ func TestUnitOfWorkIsAllOrNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.ViewTeam(ctx, "demo", func(tx core.TeamTx) error {
+	err = core.View(ctx, s, "demo", func(tx core.TeamTx) error {
 		msgs, err := tx.LoadInbox("lead")
 		if err != nil || len(msgs) != 1 || msgs[0].ID != "lead-1" {
 			t.Errorf("inbox %+v %v", msgs, err)
@@ -203,7 +203,7 @@ func TestUnitOfWorkIsAllOrNothing(t *testing.T) {
 	if err := s.Pool().QueryRow(ctx, `SELECT holder FROM leases WHERE team = 'demo' AND member = 'reader'`).Scan(&holder); err != nil || holder != "r1" {
 		t.Errorf("leases table: %q %v", holder, err)
 	}
-	if err := s.UpdateTeam(ctx, "nope", func(core.TeamTx) error { return nil }); core.ErrorCode(err) != core.CodeNotFound {
+	if err := core.Update(ctx, s, "nope", func(core.TeamTx) error { return nil }); core.ErrorCode(err) != core.CodeNotFound {
 		t.Errorf("missing team: %v", err)
 	}
 }
@@ -255,7 +255,7 @@ func TestLetterNumberingAcrossReplicas(t *testing.T) {
 			t.Fatalf("ids are not 1..n without gaps or duplicates: position %d holds %s", i, id)
 		}
 	}
-	if err := b.ViewTeam(ctx, "busy", func(tx core.TeamTx) error {
+	if err := core.View(ctx, b, "busy", func(tx core.TeamTx) error {
 		msgs, err := tx.LoadInbox("reader")
 		if err == nil && len(msgs) != senders*each {
 			err = fmt.Errorf("inbox holds %d letters", len(msgs))
@@ -300,7 +300,7 @@ func TestInboxBytesAreTheLessonsFile(t *testing.T) {
 		want = append(want, core.EncodeInboxLine(core.Message{ID: "reader-" + strconv.Itoa(i+1), Sender: "lead", Recipient: "reader", Body: body})...)
 	}
 	var got []byte
-	err := s.ViewTeam(ctx, "demo", func(tx core.TeamTx) error {
+	err := core.View(ctx, s, "demo", func(tx core.TeamTx) error {
 		var err error
 		got, err = tx.(interface{ InboxBytes(string) ([]byte, error) }).InboxBytes("reader")
 		return err

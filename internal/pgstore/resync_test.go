@@ -112,7 +112,7 @@ func TestListenerReconnectResyncs(t *testing.T) {
 	if _, err := send(ctx, storeA, "demo", "lead", "reader", "sent while B was not listening"); err != nil {
 		t.Fatal(err)
 	}
-	if err := storeA.UpdateTeam(ctx, "demo", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, storeA, "demo", func(tx core.TeamTx) error {
 		st := tx.State()
 		now := time.Now().UTC()
 		by := "admin"

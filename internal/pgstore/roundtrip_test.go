@@ -215,7 +215,9 @@ func TestSendRoundTrips(t *testing.T) {
 
 // TestCachedUnitNeedingTheDatabase: a unit of work on the remembered team
 // that reads what the cache does not hold (here an idempotency record)
-// runs under the lock, and its answer is the stored one.
+// takes the team's lock on condition that the team is still the one
+// remembered (mailroom_lock_team), reads, and its answer is the stored
+// one: nothing is written.
 func TestCachedUnitNeedingTheDatabase(t *testing.T) {
 	c := &counter{}
 	s, err := pgstore.Open(context.Background(), pgtest.New(t), pgstore.Options{Tracer: c})
@@ -250,10 +252,15 @@ func TestCachedUnitNeedingTheDatabase(t *testing.T) {
 		t.Fatalf("replay: %v %v", res, err)
 	}
 	_, stmts := c.reset()
+	locked := false
 	for _, st := range stmts {
-		if strings.Contains(st, "mailroom_lock_team") || strings.Contains(st, "INSERT") {
-			t.Errorf("a replay ran %q", st)
+		locked = locked || strings.Contains(st, "mailroom_lock_team")
+		if strings.Contains(st, "INSERT") || strings.Contains(st, "FOR UPDATE") {
+			t.Errorf("a replay ran %q, want no write and no read of the team again", st)
 		}
+	}
+	if !locked {
+		t.Errorf("a replay ran %q, want the read under mailroom_lock_team", stmts)
 	}
 }
 
@@ -261,7 +268,7 @@ func TestCachedUnitNeedingTheDatabase(t *testing.T) {
 // core's send does, so that the replica may run it on what it remembers.
 func sendCounted(ctx context.Context, s *pgstore.Store, team, sender, to, body string) (string, error) {
 	var id string
-	err := s.UpdateTeam(ctx, team, func(tx core.TeamTx) error {
+	err := core.Update(ctx, s, team, func(tx core.TeamTx) error {
 		n, err := tx.(core.InboxCounter).InboxLen(to)
 		if err != nil {
 			return err

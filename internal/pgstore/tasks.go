@@ -15,8 +15,8 @@ import (
 // commit's lock confirms is current: every write of a task bumps the
 // team's version. Its puts are written by the commit's round trip.
 
-// Tasks implements core.TeamTx.
-func (t *teamTx) Tasks() ([]core.Task, error) {
+// tasksRead reads the board once per unit of work.
+func (t *teamTx) tasksRead() ([]core.Task, error) {
 	if t.tasks == nil {
 		if t.damaged != nil {
 			return nil, core.CorruptInbox(t.damaged)
@@ -50,31 +50,6 @@ func (t *teamTx) Tasks() ([]core.Task, error) {
 		t.tasks = board
 	}
 	return t.tasks, nil
-}
-
-// PutTask implements core.TeamTx; the row is written at commit.
-func (t *teamTx) PutTask(task core.Task) error {
-	if t.readOnly {
-		return errReadOnly
-	}
-	board, err := t.Tasks()
-	if err != nil {
-		return err
-	}
-	n := core.TaskNumber(task.ID)
-	task.Blocks = nil
-	next := append([]core.Task(nil), board...)
-	switch {
-	case n >= 1 && n <= len(next):
-		next[n-1] = task
-	case n == len(next)+1:
-		next = append(next, task)
-	default:
-		return fmt.Errorf("pgstore: task %q is not on a board of %d tasks, nor the next", task.ID, len(board))
-	}
-	t.tasks = next
-	t.taskPuts = append(t.taskPuts, task)
-	return nil
 }
 
 // queueTasks queues the writes of the tasks put in this unit of work and

@@ -15,7 +15,7 @@ import (
 func claim(t *testing.T, s *pgstore.Store, team, id, member string) bool {
 	t.Helper()
 	won := false
-	err := s.UpdateTeam(context.Background(), team, func(tx core.TeamTx) error {
+	err := core.Update(context.Background(), s, team, func(tx core.TeamTx) error {
 		won = false
 		tasks, err := tx.Tasks()
 		if err != nil {
@@ -46,7 +46,7 @@ func TestRememberedBoardAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC().Truncate(time.Millisecond)
-	if err := a.UpdateTeam(ctx, "board", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, a, "board", func(tx core.TeamTx) error {
 		for n := 1; n <= 3; n++ {
 			if err := tx.PutTask(core.Task{ID: core.TaskID(n), Title: "t", Status: core.TaskPending, BlockedBy: []string{}, CreatedBy: "lead", CreatedAt: at, UpdatedAt: at}); err != nil {
 				return err
@@ -74,7 +74,7 @@ func TestRememberedBoardAcrossReplicas(t *testing.T) {
 	if claim(t, b, "board", "task-3", "writer") {
 		t.Fatal("b claimed task-3 from its remembered board although a owns it")
 	}
-	err := b.ViewTeam(ctx, "board", func(tx core.TeamTx) error {
+	err := core.View(ctx, b, "board", func(tx core.TeamTx) error {
 		tasks, err := tx.Tasks()
 		if err != nil {
 			return err

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,102 +16,140 @@ import (
 	"mailroom/internal/core"
 )
 
-// errReadOnly refuses a write inside ViewTeam.
+// errReadOnly refuses a commit of a view.
 var errReadOnly = errors.New("pgstore: a view cannot change the team")
 
-// UpdateTeam implements core.Store: one transaction holding the team's row
-// lock from the first read to the commit. The transaction's BEGIN travels
-// with the reads (the row's lock first) and its COMMIT with the writes, so
-// that a unit of work is two round trips and the reads its function makes;
-// or one, on what this replica remembers of the team, when the lock finds
-// the row unchanged since (updateCached).
-func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
+// Begin implements core.Store. A unit of work holds one connection: it
+// runs on what this replica's last unit of work on the team committed
+// (cache.go) when it can, and its commit is then one round trip that
+// begins the transaction, locks the team's row on condition that it is
+// still the version remembered, writes and commits; a read the cache
+// cannot answer takes the lock first (read). Otherwise the unit begins
+// the transaction with its reads, the row's lock first, and commits with
+// its writes. A view is a read-only snapshot transaction.
+func (s *Store) Begin(ctx context.Context, name string, write bool) (core.Unit, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
+	if !write {
+		tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			cancel()
+			return nil, storeErr(ctx, err)
+		}
+		t, err := loadTeam(ctx, tx, name, false)
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			cancel()
+			return nil, storeErr(ctx, err)
+		}
+		t.readOnly, t.view, t.cancel = true, tx, cancel
+		return t, nil
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return storeErr(ctx, err)
+		cancel()
+		return nil, storeErr(ctx, err)
 	}
-	// A connection left inside a transaction (a failed ROLLBACK, a
-	// cancelled round trip) is closed by Release, never reused.
-	defer conn.Release()
 	if e := s.cache.take(name); e != nil {
-		done, err := func() (bool, error) {
-			defer s.cache.done(name) // a panicking fn included
-			return s.updateCached(ctx, conn, name, e, fn)
-		}()
-		if done {
-			return err
-		}
+		t := &teamTx{ctx: ctx, tx: conn, name: name, inboxes: map[string][]core.Message{}, sizes: map[string]int{}}
+		cachedTeam(t, e)
+		t.s, t.conn, t.cancel, t.took = s, conn, cancel, true
+		return t, nil
 	}
-	var fnErr error
-	err = func() error {
-		t, err := loadTeam(ctx, conn, name, true)
-		if err != nil {
-			return err
-		}
-		if t.damaged != nil {
-			return core.CorruptInbox(t.damaged)
-		}
-		if fnErr = fn(t); fnErr != nil {
-			return fnErr
-		}
-		if err := t.commit(ctx); err != nil {
-			return err
-		}
-		s.cache.put(name, t.after)
-		return nil
-	}()
+	t, err := loadTeam(ctx, conn, name, true)
 	if err != nil {
 		if isNotFound(err) {
 			s.cache.forget(name)
 		}
-		if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
-		}
-		err = storeErr(ctx, err)
+		rollback(ctx, conn)
+		conn.Release()
+		cancel()
+		return nil, storeErr(ctx, err)
 	}
-	if fnErr != nil && errors.Is(err, fnErr) && !lostDatabase(fnErr) {
-		return fnErr // unchanged, as the contract says
-	}
-	return err
+	t.s, t.conn, t.cancel, t.locked = s, conn, cancel, true
+	return t, nil
 }
 
-// updateCached runs fn on e, what this replica's last unit of work on
-// the team committed, and commits it in one round trip that first checks,
-// under the row's lock, that e is still the team (cache.go). done reports
-// whether the unit of work is over, committed (err nil) or failed in a way
-// that may have committed (the connection lost during the round trip);
-// otherwise nothing was committed and the unit is to run again under the
-// lock: fn failed or asked for what the cache does not hold, or the
-// database refused the round trip (the team changed meanwhile).
-func (s *Store) updateCached(ctx context.Context, conn *pgxpool.Conn, name string, e *cached, fn func(tx core.TeamTx) error) (done bool, err error) {
-	t := &teamTx{ctx: ctx, tx: conn, name: name, inboxes: map[string][]core.Message{}, sizes: map[string]int{}}
-	cachedTeam(t, e)
-	// An error of fn's was decided on the remembered team: it is decided
-	// again on the team read under the lock.
-	if err := fn(t); err != nil || t.needsLock {
-		return false, nil
-	}
-	err = t.commit(ctx)
-	if err == nil {
-		s.cache.put(name, t.after)
-		return true, nil
-	}
+// rollback ends the transaction conn is in, if any. A connection left
+// inside a transaction (a failed ROLLBACK, a cancelled round trip) is
+// closed by Release, never reused.
+func rollback(ctx context.Context, conn *pgxpool.Conn) {
 	if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
 	}
+}
+
+// Commit implements core.Unit: cs's writes and the COMMIT in one round
+// trip. A unit on the cache whose team changed meanwhile is refused by
+// the database (core.ErrConflict), and core runs it again; the team is
+// then read under the lock for a while (teamCache.refuse).
+func (t *teamTx) Commit(cs *core.ChangeSet) error {
+	if t.readOnly || t.done {
+		return errReadOnly
+	}
+	defer t.end()
+	t.st = cs.NewState(t.st)
+	t.changed = cs.State != nil || len(cs.Leases) > 0
+	t.letter, t.line = cs.Letter, cs.Line
+	if t.letter != nil {
+		if t.line == nil {
+			t.line = core.EncodeInboxLine(*t.letter)
+		}
+		_, t.seq, _ = core.ParseLetterID(t.letter.ID)
+	}
+	t.idem, t.cursors, t.taskPuts = cs.Idempotency, cs.Cursors, cs.Tasks
+	t.turnPuts, t.turnDels = cs.PutTurns, cs.DeleteTurns
+	if len(cs.Tasks) > 0 {
+		board, err := t.Tasks()
+		if err != nil {
+			return err
+		}
+		if t.tasks, err = core.ApplyTasks(board, cs.Tasks); err != nil {
+			return err
+		}
+	}
+	err := t.commit(t.ctx)
+	if err == nil {
+		t.s.cache.put(t.name, t.after)
+		return nil
+	}
+	rollback(t.ctx, t.conn)
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && !unavailable(err) {
+	if t.fromCache && !t.locked && errors.As(err, &pgErr) && !unavailable(err) {
 		// Refused by the database: the transaction was aborted at the
 		// refusal, and its COMMIT skipped. Someone else is working on
 		// this team too; for a while its units of work read it under
 		// the lock rather than be refused in turn.
-		s.cache.refuse(name)
-		return false, nil
+		t.s.cache.refuse(t.name)
+		return core.ErrConflict
 	}
-	s.cache.forget(name)
-	return true, storeErr(ctx, err)
+	t.s.cache.forget(t.name)
+	return storeErr(t.ctx, err)
+}
+
+// Close implements core.Unit.
+func (t *teamTx) Close() error {
+	if t.done {
+		return nil
+	}
+	if t.view != nil {
+		err := t.view.Commit(t.ctx)
+		t.done = true
+		t.cancel()
+		return storeErr(t.ctx, err)
+	}
+	rollback(t.ctx, t.conn)
+	t.end()
+	return nil
+}
+
+// end releases what a unit of work holds.
+func (t *teamTx) end() {
+	t.done = true
+	if t.took {
+		t.s.cache.done(t.name)
+	}
+	t.conn.Release()
+	t.cancel()
 }
 
 // isNotFound reports whether err is core's CodeNotFound.
@@ -136,24 +172,6 @@ func lostDatabase(err error) bool {
 	return unavailable(err)
 }
 
-// ViewTeam implements core.Store: a read-only snapshot transaction.
-func (s *Store) ViewTeam(ctx context.Context, name string, fn func(tx core.TeamTx) error) error {
-	var fnErr error
-	err := s.withTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		t, err := loadTeam(ctx, tx, name, false)
-		if err != nil {
-			return err
-		}
-		t.readOnly = true
-		fnErr = fn(t)
-		return fnErr
-	})
-	if fnErr != nil && errors.Is(err, fnErr) && !lostDatabase(fnErr) {
-		return fnErr
-	}
-	return err
-}
-
 // loaded is what a unit of work read, to write back only what changed.
 type loaded struct {
 	requests    map[string][]byte // request id → its JSON as read
@@ -171,10 +189,23 @@ type teamTx struct {
 	incarnation int64
 	version     int64
 	// fromCache: the team is what this replica remembered (cache.go);
-	// commit checks it under the lock. needsLock: fn asked for what the
-	// cache does not hold.
+	// commit checks it under the lock unless a read took the lock
+	// (locked, also set for a unit that read the team under it).
 	fromCache bool
-	needsLock bool
+	locked    bool
+	// What the unit holds until it ends: its store, connection and
+	// deadline, the cache entry it took, or a view's transaction.
+	s      *Store
+	conn   *pgxpool.Conn
+	cancel context.CancelFunc
+	took   bool
+	view   pgx.Tx
+	done   bool
+	// changed: the commit changes the state.
+	changed bool
+	// turnPuts and turnDels are the turn documents the commit writes.
+	turnPuts []core.TurnDoc
+	turnDels []string
 	// after is the team as commit left it, for the cache.
 	after    *cached
 	st       *core.TeamState
@@ -347,11 +378,10 @@ func encodeState(st *core.TeamState) ([]byte, error) {
 func (t *teamTx) State() *core.TeamState { return t.st }
 func (t *teamTx) Damaged() error         { return t.damaged }
 
-// LoadInbox implements core.TeamTx: the inbox's lines, validated exactly as
-// a file of those bytes would be.
-func (t *teamTx) LoadInbox(member string) ([]core.Message, error) {
+// loadInbox reads and validates member's inbox, once per unit of work.
+func (t *teamTx) loadInbox(member string) ([]core.Message, error) {
 	if msgs, ok := t.inboxes[member]; ok {
-		return append([]core.Message(nil), msgs...), nil
+		return msgs, nil
 	}
 	if t.damaged != nil {
 		return nil, core.CorruptInbox(t.damaged)
@@ -370,21 +400,14 @@ func (t *teamTx) LoadInbox(member string) ([]core.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.letter != nil && t.letter.Recipient == member {
-		// Appended in this unit, written at commit.
-		msgs = append(msgs, *t.letter)
-		data = append(data, t.line...)
-	}
 	t.inboxes[member] = msgs
 	t.sizes[member] = len(data)
-	return append([]core.Message(nil), msgs...), nil
+	return msgs, nil
 }
 
-// InboxBytes returns member's inbox exactly as the lesson's file holds it
-// (Accept: application/jsonl).
-// The lines are validated as LoadInbox validates them: a damaged inbox is
-// CodeInboxCorrupt, never served.
-func (t *teamTx) InboxBytes(member string) ([]byte, error) {
+// inboxBytes reads member's inbox as its lines (Accept:
+// application/jsonl). A damaged inbox is CodeInboxCorrupt, never served.
+func (t *teamTx) inboxBytes(member string) ([]byte, error) {
 	if t.damaged != nil {
 		return nil, core.CorruptInbox(t.damaged)
 	}
@@ -402,9 +425,6 @@ func (t *teamTx) InboxBytes(member string) ([]byte, error) {
 		if _, err := core.DecodeInbox(data, t.st.Rules(member)); err != nil {
 			return nil, err
 		}
-	}
-	if t.letter != nil && t.letter.Recipient == member {
-		data = append(data, t.line...) // written at commit
 	}
 	return data, nil
 }
@@ -425,87 +445,49 @@ func inboxBytes(ctx context.Context, q querier, team, member string) ([]byte, er
 	return buf.Bytes(), rows.Err()
 }
 
-// InboxLen implements core.InboxCounter: the stored count (members.letters,
-// kept with the letters by the statement that inserts one, or a trigger),
-// without reading the inbox.
-func (t *teamTx) InboxLen(member string) (int, error) {
+// InboxSize implements core.Snapshot: the stored counts (members.letters
+// and inbox_bytes, kept with the letters by the statement that inserts
+// one, or a trigger), without reading the inbox.
+func (t *teamTx) InboxSize(member string) (int, int, error) {
 	if msgs, ok := t.inboxes[member]; ok {
-		return len(msgs), nil
+		return len(msgs), t.sizes[member], nil
 	}
 	if t.damaged != nil {
-		return 0, core.CorruptInbox(t.damaged)
+		return 0, 0, core.CorruptInbox(t.damaged)
 	}
-	if t.counts == nil {
-		msgs, err := t.LoadInbox(member)
-		return len(msgs), err
+	c, ok := t.counts[member]
+	if !ok {
+		return 0, 0, fmt.Errorf("pgstore: no member %q", member)
 	}
-	n := t.counts[member].letters
-	if t.letter != nil && t.letter.Recipient == member {
-		n++
-	}
-	return n, nil
+	return c.letters, c.bytes, nil
 }
 
-// AppendLetter implements core.TeamTx. The letter's row is inserted at
-// commit, with the unit's other writes; its id n+1 and the inbox_bytes
-// limit are checked against the stored count, and the primary key (team,
-// member, seq) refuses a duplicate.
-func (t *teamTx) AppendLetter(msg core.Message) error {
-	if t.readOnly {
-		return errReadOnly
-	}
-	if t.letter != nil {
-		return errors.New("pgstore: a unit of work appends at most one letter")
-	}
-	if t.damaged != nil {
-		return core.CorruptInbox(t.damaged)
-	}
-	var n, size int
-	if msgs, ok := t.inboxes[msg.Recipient]; ok {
-		n, size = len(msgs), t.sizes[msg.Recipient]
-	} else {
-		c, ok := t.counts[msg.Recipient]
-		if !ok {
-			return fmt.Errorf("pgstore: no member %q", msg.Recipient)
-		}
-		n, size = c.letters, c.bytes
-	}
-	seq := n + 1
-	if msg.ID != msg.Recipient+"-"+strconv.Itoa(seq) {
-		return fmt.Errorf("pgstore: letter id %q after %d letters, want %s-%d", msg.ID, n, msg.Recipient, seq)
-	}
-	line := core.EncodeInboxLine(msg)
-	if size+len(line) > t.st.Limits.InboxBytes {
-		return core.Errorf(core.CodeInboxFull, "The recipient's inbox is full.")
-	}
-	if _, ok := t.inboxes[msg.Recipient]; ok {
-		t.inboxes[msg.Recipient] = append(t.inboxes[msg.Recipient], msg)
-		t.sizes[msg.Recipient] += len(line)
-	}
-	m := msg
-	t.letter = &m
-	t.line = line
-	t.seq = seq
-	return nil
-}
-
-// read is called before a statement inside fn: a unit of work on the
-// cache has no transaction yet, and is to run again under the lock.
+// read is called before a statement of a unit of work: one on the cache
+// has no transaction yet, and takes the lock now, on condition that the
+// team is still the version remembered; else the unit ends in
+// core.ErrConflict and core runs it again.
 func (t *teamTx) read() error {
-	if t.fromCache {
-		t.needsLock = true
-		return errNeedsLock
+	if !t.fromCache || t.locked {
+		return nil
 	}
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SELECT mailroom_lock_team($1, $2, $3)`, t.name, t.incarnation, t.version)
+	if err := t.tx.SendBatch(t.ctx, b).Close(); err != nil {
+		rollback(t.ctx, t.conn)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && !unavailable(err) {
+			t.s.cache.refuse(t.name)
+			return core.ErrConflict
+		}
+		return storeErr(t.ctx, err)
+	}
+	t.locked = true
 	return nil
 }
 
-// Idempotency implements core.TeamTx.
+// Idempotency implements core.Snapshot.
 func (t *teamTx) Idempotency(member, key string) (core.IdempotencyRecord, bool, error) {
-	for i := len(t.idem) - 1; i >= 0; i-- {
-		if r := t.idem[i]; r.Member == member && r.Key == key {
-			return r, true, nil
-		}
-	}
 	if err := t.read(); err != nil {
 		return core.IdempotencyRecord{}, false, err
 	}
@@ -517,12 +499,9 @@ func (t *teamTx) Idempotency(member, key string) (core.IdempotencyRecord, bool, 
 		return core.IdempotencyRecord{}, false, nil
 	}
 	if err != nil {
-		return core.IdempotencyRecord{}, false, err
+		return core.IdempotencyRecord{}, false, storeErr(t.ctx, err)
 	}
 	r.At = r.At.UTC()
-	if time.Since(r.At) >= core.IdempotencyTTL {
-		return core.IdempotencyRecord{}, false, nil
-	}
 	if letter != nil {
 		r.Letter = &core.Message{}
 		if err := json.Unmarshal(letter, r.Letter); err != nil {
@@ -532,18 +511,8 @@ func (t *teamTx) Idempotency(member, key string) (core.IdempotencyRecord, bool, 
 	return r, true, nil
 }
 
-// PutIdempotency implements core.TeamTx; the record is written at commit,
-// with the unit's letter.
-func (t *teamTx) PutIdempotency(r core.IdempotencyRecord) error {
-	if t.readOnly {
-		return errReadOnly
-	}
-	t.idem = append(t.idem, r)
-	return nil
-}
-
-// Turns implements core.TeamTx.
-func (t *teamTx) Turns() ([]core.TurnDoc, error) {
+// turns reads the team's turn documents.
+func (t *teamTx) turns() ([]core.TurnDoc, error) {
 	if err := t.read(); err != nil {
 		return nil, err
 	}
@@ -566,42 +535,13 @@ func (t *teamTx) Turns() ([]core.TurnDoc, error) {
 	return out, rows.Err()
 }
 
-// PutTurn implements core.TeamTx.
-func (t *teamTx) PutTurn(doc core.TurnDoc) error {
-	if t.readOnly {
-		return errReadOnly
-	}
-	if err := t.read(); err != nil {
-		return err
-	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	_, err = t.tx.Exec(t.ctx, `INSERT INTO turns (team, turn_id, doc) VALUES ($1, $2, $3)
-		ON CONFLICT (team, turn_id) DO UPDATE SET doc = EXCLUDED.doc`, t.name, doc.TurnID, b)
-	return err
-}
-
-// DeleteTurn implements core.TeamTx.
-func (t *teamTx) DeleteTurn(turnID string) error {
-	if t.readOnly {
-		return errReadOnly
-	}
-	if err := t.read(); err != nil {
-		return err
-	}
-	_, err := t.tx.Exec(t.ctx, `DELETE FROM turns WHERE team = $1 AND turn_id = $2`, t.name, turnID)
-	return err
-}
-
 // commit writes what fn changed and commits, in one round trip; for a
 // unit of work on the cache the round trip begins the transaction and
 // locks the row, refused unless the row is still the team remembered.
 // It leaves the team as committed in t.after.
 func (t *teamTx) commit(ctx context.Context) error {
 	b := &pgx.Batch{}
-	if t.fromCache {
+	if t.fromCache && !t.locked {
 		b.Queue(`BEGIN`)
 		b.Queue(`SELECT mailroom_lock_team($1, $2, $3)`, t.name, t.incarnation, t.version)
 	}
@@ -642,8 +582,15 @@ func (t *teamTx) commit(ctx context.Context) error {
 	}
 	reqs, perms := queueChildren(b, t.st, &t.orig)
 	t.queueTasks(b)
+	for _, id := range t.turnDels {
+		b.Queue(`DELETE FROM turns WHERE team = $1 AND turn_id = $2`, t.name, id)
+	}
+	for _, doc := range t.turnPuts {
+		b.Queue(`INSERT INTO turns (team, turn_id, doc) VALUES ($1, $2, $3)
+			ON CONFLICT (team, turn_id) DO UPDATE SET doc = EXCLUDED.doc`, t.name, doc.TurnID, canonical(doc))
+	}
 	state := t.state
-	if t.remembered == nil || !reflect.DeepEqual(t.st, t.remembered) {
+	if t.changed || state == nil {
 		var err error
 		if state, err = encodeState(t.st); err != nil {
 			return err
@@ -788,30 +735,42 @@ func scanDocs[T any](br pgx.BatchResults, kind string, damaged *error, add func(
 	return rows.Err()
 }
 
-// ReadThrough implements core.TeamTx: members.read_through as read with
-// the team (or as this unit moved it).
+// ReadThrough implements core.Snapshot: members.read_through as read with
+// the team.
 func (t *teamTx) ReadThrough(member string) (int, error) {
-	if n, ok := t.cursors[member]; ok {
-		return n, nil
-	}
-	if t.counts == nil {
+	c, ok := t.counts[member]
+	if !ok {
 		return 0, fmt.Errorf("pgstore: no counts for %q", member)
 	}
-	return t.counts[member].read, nil
+	return c.read, nil
 }
 
-// SetReadThrough implements core.TeamTx; the position is written at
-// commit, with the unit's other writes.
-func (t *teamTx) SetReadThrough(member string, n int) error {
-	if t.readOnly {
-		return errReadOnly
-	}
-	if _, ok := t.counts[member]; !ok {
-		return fmt.Errorf("pgstore: no member %q", member)
-	}
-	if t.cursors == nil {
-		t.cursors = map[string]int{}
-	}
-	t.cursors[member] = n
-	return nil
+// The snapshot's reads (core.Snapshot): a database lost under one of them
+// is storage_unavailable, as it is for a commit, never an error that
+// would tell the client a write failed for good.
+
+// LoadInbox implements core.Snapshot: the inbox's lines, validated exactly
+// as a file of those bytes would be.
+func (t *teamTx) LoadInbox(member string) ([]core.Message, error) {
+	msgs, err := t.loadInbox(member)
+	return msgs, storeErr(t.ctx, err)
+}
+
+// InboxBytes implements core.Snapshot: the inbox exactly as the lesson's
+// file holds it, its lines validated as LoadInbox validates them.
+func (t *teamTx) InboxBytes(member string) ([]byte, error) {
+	data, err := t.inboxBytes(member)
+	return data, storeErr(t.ctx, err)
+}
+
+// Turns implements core.Snapshot.
+func (t *teamTx) Turns() ([]core.TurnDoc, error) {
+	docs, err := t.turns()
+	return docs, storeErr(t.ctx, err)
+}
+
+// Tasks implements core.Snapshot.
+func (t *teamTx) Tasks() ([]core.Task, error) {
+	board, err := t.tasksRead()
+	return board, storeErr(t.ctx, err)
 }

@@ -29,7 +29,7 @@ func TestImportKeepsEveryScalar(t *testing.T) {
 	}
 	task := storetest.Task(1, text)
 	task.Detail, task.Result = text, &text
-	if err := fs.UpdateTeam(ctx, "demo", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, fs, "demo", func(tx core.TeamTx) error {
 		st := tx.State()
 		st.Requests = append(st.Requests, core.Request{ID: "req-1", Kind: core.KindPlan, Sender: "reader", Target: core.LeadName,
 			Payload: text, Status: core.RequestRejected, Receipt: "lead-1",
@@ -44,7 +44,7 @@ func TestImportKeepsEveryScalar(t *testing.T) {
 	}
 	imported := pgstore.ImportedTeam{Inboxes: map[string][]byte{}}
 	var wantState []byte
-	if err := fs.ViewTeam(ctx, "demo", func(tx core.TeamTx) error {
+	if err := core.View(ctx, fs, "demo", func(tx core.TeamTx) error {
 		imported.State = tx.State().Clone()
 		for _, m := range imported.State.Members {
 			b, err := tx.InboxBytes(m.Name)
@@ -64,7 +64,7 @@ func TestImportKeepsEveryScalar(t *testing.T) {
 	if err := pg.Import(ctx, []pgstore.ImportedTeam{imported}, nil); err != nil {
 		t.Fatalf("Import of text %+q: %v", text, err)
 	}
-	if err := pg.ViewTeam(ctx, "demo", func(tx core.TeamTx) error {
+	if err := core.View(ctx, pg, "demo", func(tx core.TeamTx) error {
 		for member, want := range imported.Inboxes {
 			got, err := tx.InboxBytes(member)
 			if err != nil || !bytes.Equal(got, want) {

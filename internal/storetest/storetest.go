@@ -21,6 +21,9 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("CreateListDelete", func(t *testing.T) { testCreateListDelete(t, newStore(t)) })
 	t.Run("Tokens", func(t *testing.T) { testTokens(t, newStore(t)) })
 	t.Run("CommitAndRollback", func(t *testing.T) { testCommitRollback(t, newStore(t)) })
+	t.Run("ChangeSetCommit", func(t *testing.T) { testChangeSetCommit(t, newStore(t)) })
+	t.Run("LeaseOnlyChange", func(t *testing.T) { testLeaseOnlyChange(t, newStore(t)) })
+	t.Run("ConcurrentUnits", func(t *testing.T) { testConcurrentUnits(t, newStore(t)) })
 	t.Run("LettersWithoutGaps", func(t *testing.T) { testLetters(t, newStore(t)) })
 	t.Run("InboxBytes", func(t *testing.T) { testInboxBytes(t, newStore(t)) })
 	t.Run("ConcurrentUpdatesSerialise", func(t *testing.T) { testConcurrent(t, newStore(t)) })
@@ -62,7 +65,7 @@ func wantCode(t *testing.T, err error, code core.Code) {
 // send appends the next letter of to's inbox in one unit of work.
 func send(ctx context.Context, s core.Store, team, from, to, body string) (string, error) {
 	var id string
-	err := s.UpdateTeam(ctx, team, func(tx core.TeamTx) error {
+	err := core.Update(ctx, s, team, func(tx core.TeamTx) error {
 		items, err := tx.LoadInbox(to)
 		if err != nil {
 			return err
@@ -76,7 +79,7 @@ func send(ctx context.Context, s core.Store, team, from, to, body string) (strin
 func inbox(t *testing.T, s core.Store, team, member string) []core.Message {
 	t.Helper()
 	var out []core.Message
-	if err := s.ViewTeam(t.Context(), team, func(tx core.TeamTx) error {
+	if err := core.View(t.Context(), s, team, func(tx core.TeamTx) error {
 		items, err := tx.LoadInbox(member)
 		out = append([]core.Message{}, items...)
 		return err
@@ -89,7 +92,7 @@ func inbox(t *testing.T, s core.Store, team, member string) []core.Message {
 func state(t *testing.T, s core.Store, team string) *core.TeamState {
 	t.Helper()
 	var st *core.TeamState
-	if err := s.ViewTeam(t.Context(), team, func(tx core.TeamTx) error { st = tx.State(); return nil }); err != nil {
+	if err := core.View(t.Context(), s, team, func(tx core.TeamTx) error { st = tx.State(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -113,8 +116,8 @@ func testCreateListDelete(t *testing.T, s core.Store) {
 	if err := s.DeleteTeam(ctx, "alpha"); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, s.ViewTeam(ctx, "alpha", func(core.TeamTx) error { return nil }), core.CodeNotFound)
-	wantCode(t, s.UpdateTeam(ctx, "alpha", func(core.TeamTx) error { return nil }), core.CodeNotFound)
+	wantCode(t, core.View(ctx, s, "alpha", func(core.TeamTx) error { return nil }), core.CodeNotFound)
+	wantCode(t, core.Update(ctx, s, "alpha", func(core.TeamTx) error { return nil }), core.CodeNotFound)
 	wantCode(t, s.DeleteTeam(ctx, "alpha"), core.CodeNotFound)
 	if list, _ := s.ListTeams(ctx); len(list) != 1 || list[0].Name != "beta" {
 		t.Fatalf("after delete: %+v", list)
@@ -149,7 +152,7 @@ func testCommitRollback(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	create(t, s, Team("alpha", "reader"))
 	boom := errors.New("boom")
-	err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		tx.State().Requests = append(tx.State().Requests, core.Request{ID: "req-1", Kind: core.KindPlan, Sender: "reader", Target: core.LeadName, Payload: "p", Status: core.RequestPending, Receipt: "lead-1"})
 		tx.State().Members[1].Status = core.StatusClosed
 		if err := tx.AppendLetter(core.Message{ID: "lead-1", Sender: "reader", Recipient: core.LeadName, Body: "plan"}); err != nil {
@@ -173,7 +176,7 @@ func testCommitRollback(t *testing.T, s core.Store) {
 	if got := inbox(t, s, "alpha", core.LeadName); len(got) != 0 {
 		t.Fatalf("after a rollback the inbox holds %+v", got)
 	}
-	_ = s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	_ = core.View(ctx, s, "alpha", func(tx core.TeamTx) error {
 		if _, ok, _ := tx.Idempotency("reader", "k"); ok {
 			t.Error("a rolled back idempotency record is remembered")
 		}
@@ -183,7 +186,7 @@ func testCommitRollback(t *testing.T, s core.Store) {
 		return nil
 	})
 	// The same unit of work, committed: everything together.
-	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		tx.State().Requests = append(tx.State().Requests, core.Request{ID: "req-1", Kind: core.KindPlan, Sender: "reader", Target: core.LeadName, Payload: "p", Status: core.RequestPending, Receipt: "lead-1"})
 		return tx.AppendLetter(core.Message{ID: "lead-1", Sender: "reader", Recipient: core.LeadName, Body: "plan"})
 	}); err != nil {
@@ -196,7 +199,7 @@ func testCommitRollback(t *testing.T, s core.Store) {
 		t.Fatalf("after a commit the inbox holds %+v", got)
 	}
 	// A view changes nothing, and cannot append.
-	err = s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	err = core.View(ctx, s, "alpha", func(tx core.TeamTx) error {
 		tx.State().Requests = nil
 		if tx.AppendLetter(core.Message{ID: "lead-2", Sender: "reader", Recipient: core.LeadName, Body: "x"}) == nil {
 			t.Error("a view appended a letter")
@@ -221,7 +224,7 @@ func testLetters(t *testing.T, s core.Store) {
 		}
 	}
 	// A letter that does not follow the inbox is refused.
-	err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		return tx.AppendLetter(core.Message{ID: "lead-7", Sender: "reader", Recipient: core.LeadName, Body: "gap"})
 	})
 	if err == nil {
@@ -248,7 +251,7 @@ func testInboxBytes(t *testing.T, s core.Store) {
 	raw := func(member string) []byte {
 		t.Helper()
 		var out []byte
-		if err := s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		if err := core.View(ctx, s, "alpha", func(tx core.TeamTx) error {
 			b, err := tx.InboxBytes(member)
 			out = append([]byte{}, b...)
 			return err
@@ -272,7 +275,7 @@ func testInboxBytes(t *testing.T, s core.Store) {
 		t.Fatalf("inbox bytes:\n got %q\nwant %q", got, want)
 	}
 	// Inside a unit of work, the letter appended in it is included.
-	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		msg := core.Message{ID: "reader-3", Sender: core.LeadName, Recipient: "reader", Body: "third"}
 		if err := tx.AppendLetter(msg); err != nil {
 			return err
@@ -305,7 +308,7 @@ func testConcurrent(t *testing.T, s core.Store) {
 		wg.Go(func() {
 			// A letter and a counter in the state, in one unit of work.
 			var id string
-			err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+			err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 				tx.State().Members[0].Turns++
 				items, err := tx.LoadInbox("reader")
 				if err != nil {
@@ -330,11 +333,7 @@ func testConcurrent(t *testing.T, s core.Store) {
 		seen[id] = true
 	}
 	got := inbox(t, s, "alpha", "reader")
-	for i, m := range got {
-		if m.ID != fmt.Sprintf("reader-%d", i+1) {
-			t.Fatalf("letter %d is %s: a gap", i+1, m.ID)
-		}
-	}
+	wantNumbered(t, got)
 	if len(got) != n || state(t, s, "alpha").Members[0].Turns != n {
 		t.Fatalf("%d letters, counter %d; want %d of each (a lost update)", len(got), state(t, s, "alpha").Members[0].Turns, n)
 	}
@@ -345,7 +344,7 @@ func testIdempotency(t *testing.T, s core.Store) {
 	create(t, s, Team("alpha", "reader"))
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	result, _ := json.Marshal(core.SendResult{ID: "lead-1", Status: "queued"})
-	err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		if err := tx.AppendLetter(core.Message{ID: "lead-1", Sender: "reader", Recipient: core.LeadName, Body: "hi"}); err != nil {
 			return err
 		}
@@ -354,7 +353,7 @@ func testIdempotency(t *testing.T, s core.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	_ = core.View(ctx, s, "alpha", func(tx core.TeamTx) error {
 		r, ok, err := tx.Idempotency("reader", "k1")
 		if err != nil || !ok || r.Fingerprint != "fp" || string(r.Result) != string(result) || !r.At.Equal(at) {
 			t.Errorf("Idempotency = %+v, %v, %v", r, ok, err)
@@ -373,11 +372,11 @@ func testTurns(t *testing.T, s core.Store) {
 		return core.TurnDoc{TurnID: id, Team: "alpha", Member: "reader", Status: status, Steps: []core.TurnStep{}, StartedAt: time.Now().UTC().Truncate(time.Millisecond)}
 	}
 	for _, d := range []core.TurnDoc{doc("reader-t1", core.TurnAnswered), doc("reader-t2", core.TurnRunning)} {
-		if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error { return tx.PutTurn(d) }); err != nil {
+		if err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error { return tx.PutTurn(d) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		if err := tx.PutTurn(doc("reader-t2", core.TurnFailed)); err != nil {
 			return err
 		}
@@ -385,7 +384,7 @@ func testTurns(t *testing.T, s core.Store) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_ = s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	_ = core.View(ctx, s, "alpha", func(tx core.TeamTx) error {
 		docs, err := tx.Turns()
 		if err != nil || len(docs) != 1 || docs[0].TurnID != "reader-t2" || docs[0].Status != core.TurnFailed {
 			t.Errorf("Turns = %+v, %v", docs, err)
@@ -398,7 +397,7 @@ func testLeases(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	create(t, s, Team("alpha", "reader"))
 	exp := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
-	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		m := tx.State().Member("reader")
 		m.Status, m.Lease = core.StatusRunning, &core.Lease{Holder: "h1", Expires: exp}
 		return nil
@@ -414,14 +413,14 @@ func testLeases(t *testing.T, s core.Store) {
 	}
 	// Renewed, then released.
 	later := exp.Add(time.Minute)
-	_ = s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	_ = core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		tx.State().Member("reader").Lease = &core.Lease{Holder: "h1", Expires: later}
 		return nil
 	})
 	if l := state(t, s, "alpha").Member("reader").Lease; l == nil || !l.Expires.Equal(later) {
 		t.Fatalf("renewed lease = %+v", l)
 	}
-	_ = s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	_ = core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		m := tx.State().Member("reader")
 		m.Lease, m.Status = nil, core.StatusIdle
 		return nil
@@ -540,7 +539,7 @@ func testRunLeases(t *testing.T, s core.Store) {
 func readThrough(t *testing.T, s core.Store, team, member string) int {
 	t.Helper()
 	var n int
-	if err := s.ViewTeam(t.Context(), team, func(tx core.TeamTx) error {
+	if err := core.View(t.Context(), s, team, func(tx core.TeamTx) error {
 		var err error
 		n, err = tx.ReadThrough(member)
 		return err
@@ -565,7 +564,7 @@ func testReadCursors(t *testing.T, s core.Store) {
 		t.Fatalf("fresh cursor = %d, want 0", got)
 	}
 	errBoom := errors.New("boom")
-	err := s.UpdateTeam(ctx, "cur", func(tx core.TeamTx) error {
+	err := core.Update(ctx, s, "cur", func(tx core.TeamTx) error {
 		if err := tx.SetReadThrough("reader", 3); err != nil {
 			return err
 		}
@@ -580,7 +579,7 @@ func testReadCursors(t *testing.T, s core.Store) {
 	if got := readThrough(t, s, "cur", "reader"); got != 0 {
 		t.Fatalf("cursor after a failed unit = %d, want 0", got)
 	}
-	if err := s.UpdateTeam(ctx, "cur", func(tx core.TeamTx) error { return tx.SetReadThrough("reader", 2) }); err != nil {
+	if err := core.Update(ctx, s, "cur", func(tx core.TeamTx) error { return tx.SetReadThrough("reader", 2) }); err != nil {
 		t.Fatal(err)
 	}
 	if got := readThrough(t, s, "cur", "reader"); got != 2 {
@@ -589,11 +588,11 @@ func testReadCursors(t *testing.T, s core.Store) {
 	if got := readThrough(t, s, "cur", "lead"); got != 0 {
 		t.Fatalf("lead's cursor = %d, want 0 (cursors are per member)", got)
 	}
-	if err := s.ViewTeam(ctx, "cur", func(tx core.TeamTx) error { return tx.SetReadThrough("reader", 3) }); err == nil {
+	if err := core.View(ctx, s, "cur", func(tx core.TeamTx) error { return tx.SetReadThrough("reader", 3) }); err == nil {
 		t.Fatal("SetReadThrough inside ViewTeam succeeded, want an error")
 	}
 	// A letter and a cursor in one unit commit together.
-	if err := s.UpdateTeam(ctx, "cur", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, s, "cur", func(tx core.TeamTx) error {
 		if err := tx.AppendLetter(core.Message{ID: "reader-4", Sender: "lead", Recipient: "reader", Body: "four"}); err != nil {
 			return err
 		}
@@ -641,7 +640,7 @@ func testMemberWake(t *testing.T, s core.Store) {
 		}
 	}
 	trigger := core.Trigger{Kind: core.TriggerMail, Letters: []string{"reader-1", "reader-2"}}
-	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		m := tx.State().Member("reader")
 		m.WakeHeld = true
 		tx.State().Member("reviewer").Wake = true
@@ -661,7 +660,7 @@ func testMemberWake(t *testing.T, s core.Store) {
 	if !v.Wake || v.WakeHeld || v.Model != nil {
 		t.Errorf("reviewer = wake %v held %v model %+v, want wake only", v.Wake, v.WakeHeld, v.Model)
 	}
-	if err := s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.View(ctx, s, "alpha", func(tx core.TeamTx) error {
 		docs, err := tx.Turns()
 		if err != nil {
 			return err
@@ -679,12 +678,23 @@ func testMemberWake(t *testing.T, s core.Store) {
 		if len(got) != 2 || !want[got[0]] || !want[got[1]] || got[0] == got[1] {
 			t.Errorf("WakeMembers = %+v, want alpha/reader and alpha/reviewer", got)
 		}
-		_ = s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+		_ = core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 			tx.State().Member("reader").Wake = false
 			return nil
 		})
 		if got := listed(); len(got) != 1 || got[0] != (core.MemberRef{Team: "alpha", Member: "reviewer"}) {
 			t.Errorf("WakeMembers after wake off = %+v, want alpha/reviewer", got)
+		}
+	}
+}
+
+// wantNumbered fails unless the letters are <recipient>-1 to -n in order:
+// no gap, no duplicate.
+func wantNumbered(t *testing.T, got []core.Message) {
+	t.Helper()
+	for i, m := range got {
+		if want := fmt.Sprintf("%s-%d", m.Recipient, i+1); m.ID != want {
+			t.Fatalf("letter %d is %s, want %s: a gap or a duplicate", i+1, m.ID, want)
 		}
 	}
 }

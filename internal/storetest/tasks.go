@@ -31,7 +31,7 @@ func testSkillsAndNeeds(t *testing.T, s core.Store) {
 	needy.Needs = []string{"go"}
 	putTask(t, s, "alpha", needy)
 	putTask(t, s, "alpha", Task(2, "plain"))
-	if err := s.UpdateTeam(t.Context(), "alpha", func(tx core.TeamTx) error {
+	if err := core.Update(t.Context(), s, "alpha", func(tx core.TeamTx) error {
 		tx.State().Members[0].Skills = []string{"lead-work"}
 		return nil
 	}); err != nil {
@@ -57,7 +57,7 @@ func Task(n int, title string) core.Task {
 func board(t *testing.T, s core.Store, team string) []core.Task {
 	t.Helper()
 	var out []core.Task
-	if err := s.ViewTeam(t.Context(), team, func(tx core.TeamTx) error {
+	if err := core.View(t.Context(), s, team, func(tx core.TeamTx) error {
 		tasks, err := tx.Tasks()
 		out = append([]core.Task{}, tasks...)
 		return err
@@ -69,7 +69,7 @@ func board(t *testing.T, s core.Store, team string) []core.Task {
 
 func putTask(t *testing.T, s core.Store, team string, task core.Task) {
 	t.Helper()
-	if err := s.UpdateTeam(t.Context(), team, func(tx core.TeamTx) error { return tx.PutTask(task) }); err != nil {
+	if err := core.Update(t.Context(), s, team, func(tx core.TeamTx) error { return tx.PutTask(task) }); err != nil {
 		t.Fatalf("PutTask(%s): %v", task.ID, err)
 	}
 }
@@ -82,7 +82,7 @@ func testTasks(t *testing.T, s core.Store) {
 	}
 	// A unit of work that fails stores none of its tasks.
 	boom := errors.New("boom")
-	err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		if err := tx.PutTask(Task(1, "lost")); err != nil {
 			return err
 		}
@@ -95,7 +95,7 @@ func testTasks(t *testing.T, s core.Store) {
 		t.Fatalf("board after a failed unit = %+v, want empty", got)
 	}
 	// Two tasks in one unit, seen by the unit itself before the commit.
-	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		if err := tx.PutTask(Task(1, "one")); err != nil {
 			return err
 		}
@@ -133,7 +133,7 @@ func testTasks(t *testing.T, s core.Store) {
 		t.Fatalf("task-2 = %+v, want unchanged", got[1])
 	}
 	// A view cannot put.
-	if err := s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error { return tx.PutTask(Task(3, "x")) }); err == nil {
+	if err := core.View(ctx, s, "alpha", func(tx core.TeamTx) error { return tx.PutTask(Task(3, "x")) }); err == nil {
 		t.Fatal("PutTask inside ViewTeam succeeded, want an error")
 	}
 }
@@ -149,7 +149,7 @@ func testTaskIDs(t *testing.T, s core.Store) {
 		if n == 0 {
 			task.ID = "task-x"
 		}
-		if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error { return tx.PutTask(task) }); err == nil {
+		if err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error { return tx.PutTask(task) }); err == nil {
 			t.Errorf("PutTask(%s) on a board of 1 succeeded, want an error", task.ID)
 		}
 	}
@@ -172,7 +172,7 @@ func testTaskClaims(t *testing.T, s core.Store) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+			errs[i] = core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 				wins[i] = false
 				tasks, err := tx.Tasks()
 				if err != nil {

@@ -69,7 +69,7 @@ func testUnicodeLetters(t *testing.T, s core.Store) {
 			t.Errorf("letter %d = %+q, want %+q", i+1, got[i].Body, want[i].Body)
 		}
 	}
-	if err := s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.View(ctx, s, "alpha", func(tx core.TeamTx) error {
 		b, err := tx.InboxBytes("reader")
 		if err != nil {
 			return err
@@ -101,7 +101,7 @@ func testUnicodeDocuments(t *testing.T, s core.Store) {
 	task := Task(1, text)
 	task.Detail = text
 	task.Result = &text
-	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		st := tx.State()
 		st.Requests = append(st.Requests, core.Request{ID: "req-1", Kind: core.KindPlan, Sender: "reader", Target: core.LeadName,
 			Payload: text, Status: core.RequestRejected, Receipt: "lead-1",
@@ -121,7 +121,7 @@ func testUnicodeDocuments(t *testing.T, s core.Store) {
 	}); err != nil {
 		t.Fatalf("UpdateTeam with %+q: %v", text, err)
 	}
-	if err := s.ViewTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.View(ctx, s, "alpha", func(tx core.TeamTx) error {
 		st := tx.State()
 		if len(st.Requests) != 1 || st.Requests[0].Payload != text || st.Requests[0].Reply == nil || st.Requests[0].Reply.Feedback != text {
 			t.Errorf("request = %+v, want payload and feedback %+q", st.Requests, text)
@@ -147,7 +147,7 @@ func testUnicodeDocuments(t *testing.T, s core.Store) {
 	}
 	// A later unit of work on the team (the one a replica runs on what
 	// it remembers of it) reads the same task, and can change it.
-	if err := s.UpdateTeam(ctx, "alpha", func(tx core.TeamTx) error {
+	if err := core.Update(ctx, s, "alpha", func(tx core.TeamTx) error {
 		tasks, err := tx.Tasks()
 		if err != nil {
 			return err
