@@ -347,3 +347,134 @@ func TestCodexMailroomDown(t *testing.T) {
 		}
 	}
 }
+
+// TestCodexShellSandbox: Codex's shell tool has no network in its
+// default sandbox, so `mailroom inbox` run by the agent fails there, as
+// the README says; with the README's `network_access = true` in the
+// project's .codex/config.toml it reads the inbox. (The hooks and the MCP
+// tools run outside the sandbox either way: TestCodexSession.)
+func TestCodexShellSandbox(t *testing.T) {
+	codex := npmCLI(t, codexPackage, "codex")
+	t.Parallel()
+	s := startServer(t, filepath.Join(t.TempDir(), "data"))
+	for _, tc := range []struct {
+		name, config, want string
+	}{
+		{"default", "", "socket: operation not permitted"},
+		{"network_access", "\n[sandbox_workspace_write]\nnetwork_access = true\n", "> shell letter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(s.base)
+			defer c.close()
+			team := "sh-" + strings.ReplaceAll(tc.name, "_", "-")
+			tok := createTeam(t, c, team, "reader")
+			model := newFakeResponses(t)
+			model.steps(
+				func(string) modelStep {
+					model.send(c, team, tok["lead"], "reader", "shell letter")
+					// Not a login shell: a profile may set a PATH without mailroom.
+					return modelStep{tool: "exec_command", args: map[string]any{"cmd": "mailroom inbox --unread --mark-read", "login": false}}
+				},
+				func(string) modelStep {
+					// Unread mail, so the Stop hook lets the session go at once.
+					model.send(c, team, tok["lead"], "reader", "letter as you stop")
+					return modelStep{text: "Read it."}
+				},
+			)
+			home := codexHome(t, model)
+			dir := setupProject(t, s.base, "codex", "CODEX_HOME="+home)
+			gitProject(t, dir)
+			if tc.config != "" {
+				f, err := os.OpenFile(filepath.Join(dir, ".codex", "config.toml"), os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.WriteString(tc.config); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run := runAgent(t, dir, codexEnv(t, home, s.base, tok["reader"]), codex, "exec", "Read your mail with the shell.")
+			model.check(t)
+			if run.code != 0 {
+				t.Fatalf("codex exec: exit %d\nthe end of its stderr:\n%s", run.code, lastLines(run.stderr, 40))
+			}
+			reqs := model.mainRequests()
+			if len(reqs) < 2 {
+				t.Fatalf("%d main model requests, want 2 or more; the end of stderr:\n%s", len(reqs), lastLines(run.stderr, 40))
+			}
+			// The shell's output, as Codex gives it to the model.
+			var req struct {
+				Input []struct {
+					Type   string `json:"type"`
+					Output string `json:"output"`
+				} `json:"input"`
+			}
+			if err := json.Unmarshal([]byte(reqs[1]), &req); err != nil {
+				t.Fatal(err)
+			}
+			var out string
+			for _, in := range req.Input {
+				if in.Type == "function_call_output" {
+					out = in.Output
+				}
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("the shell's `mailroom inbox` gave the model %q, want it to hold %q", out, tc.want)
+			}
+		})
+	}
+}
+
+// TestCodexMCPConfig: the block `mailroom mcp-config --host codex`
+// prints, appended as printed to the user's own Codex config, gives a
+// headless `codex exec` (no project setup, no hooks) Mailroom's tools,
+// which run without asking.
+func TestCodexMCPConfig(t *testing.T) {
+	codex := npmCLI(t, codexPackage, "codex")
+	t.Parallel()
+	s := startServer(t, filepath.Join(t.TempDir(), "data"))
+	c := newClient(s.base)
+	defer c.close()
+	tok := createTeam(t, c, "mc", "reader")
+	sendAs(t, c, "mc", tok["lead"], "reader", "a letter for the MCP tool")
+	model := newFakeResponses(t)
+	model.steps(func(string) modelStep {
+		return modelStep{tool: "mcp__mailroom__read_inbox", args: map[string]any{}}
+	})
+	home := codexHome(t, model)
+	printed := runCmd(t, s.base, tok["reader"], "", "mcp-config", "--team", "mc", "--member", "reader", "--host", "codex")
+	if printed.code != 0 {
+		t.Fatalf("mcp-config --host codex: exit %d, stderr %q", printed.code, printed.stderr)
+	}
+	f, err := os.OpenFile(filepath.Join(home, "config.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("\n" + printed.stdout); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gitProject(t, dir)
+	run := runAgent(t, dir, codexEnv(t, home, s.base, tok["reader"]), codex, "exec", "Read your mail.")
+	model.check(t)
+	if run.code != 0 {
+		t.Fatalf("codex exec: exit %d\nthe end of its stderr:\n%s", run.code, lastLines(run.stderr, 40))
+	}
+	reqs := model.mainRequests()
+	if len(reqs) < 2 {
+		t.Fatalf("%d main model requests, want 2; the end of stderr:\n%s", len(reqs), lastLines(run.stderr, 40))
+	}
+	if !strings.Contains(reqs[1], `"type":"function_call_output"`) || !strings.Contains(reqs[1], "a letter for the MCP tool") {
+		t.Errorf("request 2 holds no read_inbox result with the letter:\n%s", lastLines(reqs[1], 1))
+	}
+	if strings.Contains(reqs[1], "requires approval") {
+		t.Errorf("the tool call asked for approval:\n%s", lastLines(reqs[1], 1))
+	}
+}
