@@ -270,7 +270,7 @@ func TestCodexSession(t *testing.T) {
 	if run.code != 0 {
 		t.Fatalf("codex exec: exit %d\nthe end of its stderr:\n%s\nstdout:\n%s", run.code, lastLines(run.stderr, 40), lastLines(run.stdout, 40))
 	}
-	t.Logf("codex exec took %v; hook times: %s", took.Round(time.Millisecond), formatHookTimes(codexHookTimes(run.lines)))
+	t.Logf("codex exec took %v; hook times, Mailroom up: %s", took.Round(time.Millisecond), formatHookTimes(codexHookTimes(run.lines)))
 	reqs := model.mainRequests()
 	if len(reqs) < 4 {
 		t.Fatalf("%d main model requests, want 4 (first, after each tool call, after Stop blocked); the end of stderr:\n%s",
@@ -335,7 +335,7 @@ func TestCodexMailroomDown(t *testing.T) {
 		t.Errorf("the model was never asked")
 	}
 	times := codexHookTimes(run.lines)
-	t.Logf("codex exec took %v; hook times: %s", took.Round(time.Millisecond), formatHookTimes(times))
+	t.Logf("codex exec took %v; hook times, Mailroom down: %s", took.Round(time.Millisecond), formatHookTimes(times))
 	for _, event := range []string{"SessionStart", "UserPromptSubmit", "Stop"} {
 		if len(times[event]) == 0 {
 			t.Errorf("no %s hook ran (want each to run and fail quietly); the end of stderr:\n%s", event, lastLines(run.stderr, 40))
