@@ -312,6 +312,50 @@ func TestCodexSession(t *testing.T) {
 	}
 }
 
+// TestCodexStopWaits: with nothing unread as Codex would stop, the Stop
+// hook (`--wait 300`) holds the session on the server's long-poll; a
+// letter sent a while later reaches the model's next request, and the
+// session then ends.
+func TestCodexStopWaits(t *testing.T) {
+	codex := npmCLI(t, codexPackage, "codex")
+	t.Parallel()
+	s := startServer(t, filepath.Join(t.TempDir(), "data"))
+	c := newClient(s.base)
+	defer c.close()
+	tok := createTeam(t, c, "cw", "reader")
+	const hold = 1500 * time.Millisecond
+	late := make(chan string, 1)
+	model := newFakeResponses(t)
+	model.steps(
+		func(string) modelStep {
+			// Sent once the Stop hook that follows this answer waits.
+			time.AfterFunc(hold, func() { late <- model.send(c, "cw", tok["lead"], "reader", "a letter while you wait") })
+			return modelStep{text: "Nothing to do."}
+		},
+		func(string) modelStep { return modelStep{text: "Read the letter."} },
+	)
+	home := codexHome(t, model)
+	dir := setupProject(t, s.base, "codex", "CODEX_HOME="+home)
+	gitProject(t, dir)
+	run := runAgent(t, dir, codexEnv(t, home, s.base, tok["reader"]), codex, "exec", "Wait for your mail.")
+	model.check(t)
+	if run.code != 0 {
+		t.Fatalf("codex exec: exit %d\nthe end of its stderr:\n%s", run.code, lastLines(run.stderr, 40))
+	}
+	reqs := model.mainRequests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d main model requests, want 2 (first, after Stop woke with the letter); the end of stderr:\n%s", len(reqs), lastLines(run.stderr, 40))
+	}
+	id := <-late // the first step ran, so the letter is sent
+	if want := "Mail from lead (" + id + ")"; !strings.Contains(reqs[1], want) {
+		t.Errorf("request 2 holds no %q:\n%s", want, lastLines(reqs[1], 1))
+	}
+	stops := codexHookTimes(run.lines)["Stop"]
+	if len(stops) != 2 || stops[0] < hold/2 {
+		t.Errorf("Stop hook times %v; want two, the first held about %v until the letter came", stops, hold)
+	}
+}
+
 // TestCodexMailroomDown: with Mailroom down, a Codex session set up for
 // it still runs to its end: each hook fails quietly within 2 s, the
 // model answers, and codex exec exits 0.
