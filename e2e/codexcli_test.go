@@ -144,7 +144,9 @@ func cutMCPTool(tool string) (namespace, name string, ok bool) {
 
 // codexHome makes a Codex config directory whose config.toml points
 // Codex at the fake model (a provider of the Responses wire API, its key
-// in codexKeyEnv) before `mailroom setup codex` merges into it.
+// in codexKeyEnv) before `mailroom setup codex` merges into it. Codex's
+// own traffic (update check, plugin catalogue, analytics) is off, so a
+// session asks nothing of the network but the fake and Mailroom.
 func codexHome(t *testing.T, model *fakeModel) string {
 	t.Helper()
 	home := t.TempDir()
@@ -157,6 +159,12 @@ name = "fake"
 base_url = %q
 env_key = %q
 wire_api = "responses"
+
+[features]
+plugins = false
+
+[analytics]
+enabled = false
 `, model.srv.URL+"/v1", codexKeyEnv)
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
