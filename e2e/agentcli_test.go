@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -89,13 +90,62 @@ func pathWithMailroom(t *testing.T) string {
 	return dir + string(os.PathListSeparator) + os.Getenv("PATH")
 }
 
-// agentRun is one finished headless session of an agent CLI.
+// agentRun is one finished headless session of an agent CLI: its
+// output, exit code, and each line of its standard error with the time
+// since the start at which it came.
 type agentRun struct {
 	stdout, stderr string
 	code           int
+	lines          []stampedLine
 }
 
-// runAgent runs bin with args in dir and env until it exits.
+// stampedLine is one line an agent wrote, and when.
+type stampedLine struct {
+	at   time.Duration
+	text string
+}
+
+// lineStamper keeps what is written to it and stamps each line as it
+// completes, so a test can tell how long the agent spent between two of
+// its own progress lines (e.g. a hook's start and end).
+type lineStamper struct {
+	start time.Time
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	part  []byte
+	lines []stampedLine
+}
+
+func (w *lineStamper) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Since(w.start)
+	w.buf.Write(p)
+	w.part = append(w.part, p...)
+	for {
+		i := bytes.IndexByte(w.part, '\n')
+		if i < 0 {
+			break
+		}
+		w.lines = append(w.lines, stampedLine{at: now, text: string(w.part[:i])})
+		w.part = w.part[i+1:]
+	}
+	return len(p), nil
+}
+
+// lastLines is the end of an agent's output, for a failure message.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("[… %d lines before]", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// runAgent runs bin with args in dir and env until it exits, at most
+// agentRunDeadline: then the agent and everything it started (its
+// process group) are killed and the test fails with the end of its
+// output.
 func runAgent(t *testing.T, dir string, env []string, bin string, args ...string) agentRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), agentRunDeadline)
@@ -104,32 +154,44 @@ func runAgent(t *testing.T, dir string, env []string, bin string, args ...string
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdin = strings.NewReader("")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var out bytes.Buffer
+	errOut := &lineStamper{start: time.Now()}
+	cmd.Stdout, cmd.Stderr = &out, errOut
 	// A child the agent started may keep its output open after the
 	// agent is killed; the run still ends.
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
+	if pgid := cmd.Process; pgid != nil {
+		// Hooks or servers the agent left behind go with it.
+		_ = syscall.Kill(-pgid.Pid, syscall.SIGKILL)
+	}
+	errOut.mu.Lock()
+	defer errOut.mu.Unlock()
 	if ctx.Err() != nil {
-		t.Fatalf("%s %v did not end within %v; stderr:\n%s\nstdout:\n%s", filepath.Base(bin), args, agentRunDeadline, errOut.String(), out.String())
+		t.Fatalf("%s %v did not end within %v; the end of its stderr:\n%s\nstdout:\n%s", filepath.Base(bin), args, agentRunDeadline,
+			lastLines(errOut.buf.String(), 40), lastLines(out.String(), 40))
 	}
 	if err != nil && cmd.ProcessState == nil {
 		t.Fatalf("run %s: %v", bin, err)
 	}
-	return agentRun{stdout: out.String(), stderr: errOut.String(), code: cmd.ProcessState.ExitCode()}
+	return agentRun{stdout: out.String(), stderr: errOut.buf.String(), code: cmd.ProcessState.ExitCode(), lines: errOut.lines}
 }
 
 // fakeModel is a model server that answers each request with the next
-// step of a script (main requests: those that offer Mailroom's tools) and
-// any other request (titles, summaries) with a short text.
+// step of a script (main requests: those that offer the agent's shell
+// tool) and any other request (titles, summaries) with a short text.
+// Steps run on the server's goroutines, where a test must not stop: what
+// goes wrong there is recorded with failf and reported by check.
 type fakeModel struct {
-	t        *testing.T
 	srv      *httptest.Server
 	mainMark string // a text only main requests hold
 
 	mu     sync.Mutex
 	main   []string // bodies of the main requests, in order
 	script []func(body string) modelStep
+	errs   []string
 }
 
 // modelStep is what the fake model answers: a tool call or a text.
@@ -139,22 +201,62 @@ type modelStep struct {
 	text string
 }
 
+// steps sets the script, before the agent runs.
+func (f *fakeModel) steps(script ...func(body string) modelStep) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.script = script
+}
+
+// failf records a failure seen while answering a request.
+func (f *fakeModel) failf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errs = append(f.errs, fmt.Sprintf(format, args...))
+}
+
+// check fails the test (from its own goroutine) with what went wrong
+// while the model answered.
+func (f *fakeModel) check(t *testing.T) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.errs) > 0 {
+		t.Fatalf("while the fake model answered:\n%s", strings.Join(f.errs, "\n"))
+	}
+}
+
+// send sends a letter from within a step; a failure is recorded and the
+// id is then empty.
+func (f *fakeModel) send(c *client, team, token, to, body string) string {
+	var res sendResult
+	status, code, err := c.do(http.MethodPost, "/teams/"+team+"/messages", token, "", map[string]string{"to": to, "body": body}, &res)
+	if err != nil || status != http.StatusCreated {
+		f.failf("send %q to %s: %d %s %v; want 201", body, to, status, code, err)
+		return ""
+	}
+	return res.ID
+}
+
 // isMain tells a request of the agent's conversation, which offers the
 // agent's shell tool, from the CLI's side requests (titles, summaries).
 func (f *fakeModel) isMain(body string) bool { return strings.Contains(body, f.mainMark) }
 
 func (f *fakeModel) next(body string) (modelStep, bool) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if !f.isMain(body) {
+		f.mu.Unlock()
 		return modelStep{text: "ok"}, false
 	}
 	f.main = append(f.main, body)
 	i := len(f.main) - 1
 	if i >= len(f.script) {
+		f.mu.Unlock()
 		return modelStep{text: "All done."}, true
 	}
-	return f.script[i](body), true
+	step := f.script[i]
+	f.mu.Unlock() // a step may send letters, which take a while
+	return step(body), true
 }
 
 func (f *fakeModel) mainRequests() []string {
@@ -177,8 +279,8 @@ func sse(w io.Writer, event string, data any) {
 
 // newFakeAnthropic serves the Messages API (POST /v1/messages, streamed
 // as Claude Code asks) from script.
-func newFakeAnthropic(t *testing.T, script ...func(body string) modelStep) *fakeModel {
-	f := &fakeModel{t: t, script: script, mainMark: `"name":"Bash"`}
+func newFakeAnthropic(t *testing.T) *fakeModel {
+	f := &fakeModel{mainMark: `"name":"Bash"`}
 	n := 0
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		data, _ := io.ReadAll(r.Body)
@@ -283,21 +385,23 @@ func TestClaudeCodeSession(t *testing.T) {
 	tok := createTeam(t, c, "cc", "reader")
 	first := sendAs(t, c, "cc", tok["lead"], "reader", "first letter: say pong to lead")
 	var mid, last string
-	model := newFakeAnthropic(t,
+	model := newFakeAnthropic(t)
+	model.steps(
 		func(string) modelStep {
-			mid = sendAs(t, c, "cc", tok["lead"], "reader", "mid-work letter")
+			mid = model.send(c, "cc", tok["lead"], "reader", "mid-work letter")
 			return modelStep{tool: "mcp__mailroom__send_message", args: map[string]any{"to": "lead", "body": "pong"}}
 		},
 		func(string) modelStep {
-			last = sendAs(t, c, "cc", tok["lead"], "reader", "letter as you stop")
+			last = model.send(c, "cc", tok["lead"], "reader", "letter as you stop")
 			return modelStep{text: "Sent pong."}
 		},
 		func(string) modelStep { return modelStep{text: "Read the last letter."} },
 	)
 	dir := setupProject(t, s.base, "claude")
 	run := runAgent(t, dir, claudeEnv(t, model, s.base, tok["reader"]), claude, "-p", "Work on your mail.", "--allowedTools", "mcp__mailroom", "--debug", "hooks")
+	model.check(t)
 	if run.code != 0 {
-		t.Fatalf("claude -p: exit %d\nstderr:\n%s\nstdout:\n%s", run.code, run.stderr, run.stdout)
+		t.Fatalf("claude -p: exit %d\nthe end of its stderr:\n%s\nstdout:\n%s", run.code, lastLines(run.stderr, 40), lastLines(run.stdout, 40))
 	}
 	reqs := model.mainRequests()
 	if len(reqs) < 3 {
@@ -337,7 +441,7 @@ func TestClaudeCodeSession(t *testing.T) {
 func TestClaudeCodeMailroomDown(t *testing.T) {
 	claude := npmCLI(t, claudePackage, "claude")
 	t.Parallel()
-	base := "http://" + closedPort(t)
+	base := closedPort(t)
 	model := newFakeAnthropic(t)
 	dir := setupProject(t, base, "claude")
 	run := runAgent(t, dir, claudeEnv(t, model, base, "mr_not_a_token"), claude, "-p", "Hello.")

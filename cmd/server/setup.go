@@ -143,7 +143,29 @@ func runSetup(host, dir, url string, dryRun bool, getenv func(string) string, st
 			return err
 		}
 	}
+	if host == "codex" && !inGitRepository(abs) {
+		// Codex's own message for it ("Not inside a trusted directory")
+		// reads as if the trust setup just wrote had not worked.
+		if _, err := fmt.Fprintf(stdout, "note: %s is in no git repository, and codex exec starts only in one (git init), or with --skip-git-repo-check\n", abs); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// inGitRepository tells whether dir or a directory above it holds .git
+// (a directory, or the file of a worktree).
+func inGitRepository(dir string) bool {
+	for {
+		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+			return true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return false
+		}
+		dir = parent
+	}
 }
 
 // claudeChanges merges Mailroom into dir's .mcp.json (the server) and

@@ -212,6 +212,9 @@ func TestSetupCodexMerges(t *testing.T) {
 	if !strings.Contains(out, "your own Codex config") || strings.Count(out, "wrote ") != 3 {
 		t.Errorf("stdout %q, want three files written, the user's config named as such", out)
 	}
+	if !strings.Contains(out, "note: "+dir+" is in no git repository") {
+		t.Errorf("stdout %q, want a note that codex exec wants a git repository", out)
+	}
 	files := snapshot(t, dir)
 	for p, data := range files {
 		if strings.Contains(data, secretToken) {
@@ -274,6 +277,23 @@ func TestSetupCodexMerges(t *testing.T) {
 	}
 	if again := snapshot(t, dir); !equalMaps(files, again) || readFile(t, filepath.Join(home, "config.toml")) != user {
 		t.Errorf("second run changed files")
+	}
+}
+
+// TestSetupCodexInRepository: in a git repository (here a subdirectory
+// of one) setup codex adds no note about it.
+func TestSetupCodexInRepository(t *testing.T) {
+	repo := t.TempDir()
+	if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(repo, "sub")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runSetupIn(t, t.TempDir(), "codex", "--dir", dir)
+	if err != nil || strings.Contains(out, "note:") {
+		t.Errorf("setup codex in a repository: %v, stdout %q; want no note", err, out)
 	}
 }
 
