@@ -211,6 +211,13 @@ func (s *Service) update(ctx context.Context, name string, fn func(u *unit) erro
 	check := p.tokenCheck(name)
 	var last error // what the last run of the function returned
 	err := update(ctx, s.store, name, s.now, func(tx TeamTx) error {
+		if u != nil {
+			// Run again after a conflict: the last run did not commit,
+			// so what it did in memory is undone first.
+			for _, f := range u.undo {
+				f()
+			}
+		}
 		u = &unit{s: s, tx: tx, st: tx.State(), now: s.now()}
 		last = func() error {
 			if check && !p.tokenHolds(u.st) {
