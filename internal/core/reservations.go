@@ -127,12 +127,12 @@ type PathConflict struct {
 	Exclusive     bool   `json:"exclusive"`
 }
 
-// ReserveInput is a request for a reservation. A zero TTLSeconds means
+// ReserveInput is a request for a reservation. A nil TTLSeconds means
 // DefaultReservationTTL; a nil Exclusive means exclusive.
 type ReserveInput struct {
 	Paths      []string
 	Exclusive  *bool
-	TTLSeconds int
+	TTLSeconds *int
 	Reason     *string
 }
 
@@ -200,9 +200,9 @@ func checkReserveInput(in ReserveInput) (time.Duration, *string, error) {
 	if err := globs.ValidateList(in.Paths); err != nil {
 		return 0, nil, Errorf(CodeValidation, "%s", err.Error())
 	}
-	ttl := in.TTLSeconds
-	if ttl == 0 {
-		ttl = DefaultReservationTTL
+	ttl := DefaultReservationTTL
+	if in.TTLSeconds != nil {
+		ttl = *in.TTLSeconds
 	}
 	if err := checkTTL(ttl); err != nil {
 		return 0, nil, err

@@ -116,8 +116,8 @@ func TestReserveBadInputStoresNothing(t *testing.T) {
 		"none":      {Paths: nil},
 		"empty":     {Paths: []string{""}},
 		"syntax":    {Paths: []string{"a/[b"}},
-		"ttl low":   {Paths: []string{"a"}, TTLSeconds: 59},
-		"ttl high":  {Paths: []string{"a"}, TTLSeconds: 86401},
+		"ttl low":   {Paths: []string{"a"}, TTLSeconds: intPtr(59)},
+		"ttl high":  {Paths: []string{"a"}, TTLSeconds: intPtr(86401)},
 		"reason":    {Paths: []string{"a"}, Reason: &reason},
 	} {
 		_, err := f.svc.Reserve(f.as("reader"), "demo", in)
@@ -290,3 +290,5 @@ func TestReservationEvents(t *testing.T) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
 }
+
+func intPtr(n int) *int { return &n }

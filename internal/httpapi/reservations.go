@@ -14,11 +14,7 @@ import (
 // it whole (a reservation_conflict names the conflicts, problemFor).
 func (s *Server) CreateReservation(ctx context.Context, req CreateReservationRequestObject) (CreateReservationResponseObject, error) {
 	b := req.Body
-	in := core.ReserveInput{Paths: b.Paths, Exclusive: b.Exclusive, Reason: b.Reason}
-	if b.TTLSeconds != nil {
-		in.TTLSeconds = *b.TTLSeconds
-	}
-	r, err := s.svc.Reserve(ctx, req.Team, in)
+	r, err := s.svc.Reserve(ctx, req.Team, core.ReserveInput{Paths: b.Paths, Exclusive: b.Exclusive, TTLSeconds: b.TTLSeconds, Reason: b.Reason})
 	if err != nil {
 		return nil, err
 	}
