@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"regexp"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 

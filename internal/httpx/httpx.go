@@ -101,10 +101,10 @@ type Problem struct {
 	// Conflicts is set with reservation_conflict only: the live
 	// reservations the refused grant clashed with.
 	Conflicts []core.ReservationConflict `json:"conflicts,omitempty"`
-	Detail string `json:"detail"`
-	Status int    `json:"status"`
-	Title  string `json:"title"`
-	Type   string `json:"type"`
+	Detail    string                     `json:"detail"`
+	Status    int                        `json:"status"`
+	Title     string                     `json:"title"`
+	Type      string                     `json:"type"`
 }
 
 // NewProblem builds the problem document for code. The title is the status
