@@ -242,6 +242,33 @@ func (s *Service) Reserve(ctx context.Context, team string, in ReserveInput) (Re
 	exclusive := in.Exclusive == nil || *in.Exclusive
 	paths := slices.Clone(in.Paths)
 	patterns := compiledList(paths)
+	// The costly part, the overlap of the patterns with every live
+	// reservation, is decided on a view, outside the team's unit of work,
+	// so that it holds up no send. The unit of work then asks only about
+	// the reservations granted since (the others' patterns and kinds
+	// never change, and one released or expired since conflicts with
+	// nothing): the decision is the one a unit of work that did it all
+	// would make.
+	var (
+		incarnation time.Time
+		seen        = map[string]bool{}
+		clash       = map[string]bool{}
+		live        []Reservation
+	)
+	err = s.view(ctx, team, false, func(u *unit) error {
+		incarnation, live = u.st.CreatedAt, u.liveReservations()
+		return nil
+	})
+	if err != nil {
+		return Reservation{}, err
+	}
+	ix := indexFor(team, live)
+	for _, r := range live {
+		seen[r.ID] = true
+	}
+	for _, i := range ix.clashing(me, exclusive, patterns) {
+		clash[live[i].ID] = true
+	}
 	var out Reservation
 	err = s.update(ctx, team, func(u *unit) error {
 		m := u.member(me)
@@ -251,6 +278,7 @@ func (s *Service) Reserve(ctx context.Context, team string, in ReserveInput) (Re
 		if m.Status == StatusClosed {
 			return Errorf(CodeMemberClosed, "The member has been shut down.")
 		}
+		sameTeam := u.st.CreatedAt.Equal(incarnation)
 		live := 0
 		var conflicts []ReservationConflict
 		for i := range u.st.Reservations {
@@ -259,7 +287,8 @@ func (s *Service) Reserve(ctx context.Context, team string, in ReserveInput) (Re
 				continue
 			}
 			live++
-			if r.clashes(me, exclusive, patterns) {
+			decided := sameTeam && seen[r.ID]
+			if (decided && clash[r.ID]) || (!decided && r.clashes(me, exclusive, patterns)) {
 				conflicts = append(conflicts, ReservationConflict{ReservationID: r.ID, Member: r.Member, Paths: slices.Clone(r.Paths), ExpiresAt: r.ExpiresAt})
 			}
 		}
@@ -293,6 +322,17 @@ func (s *Service) Reserve(ctx context.Context, team string, in ReserveInput) (Re
 		return Reservation{}, err
 	}
 	return out, nil
+}
+
+// liveReservations copies the team's live reservations, in id order.
+func (u *unit) liveReservations() []Reservation {
+	var out []Reservation
+	for i := range u.st.Reservations {
+		if u.st.Reservations[i].Live(u.now) {
+			out = append(out, u.st.Reservations[i])
+		}
+	}
+	return out
 }
 
 // conflictMessage names the clashing reservations and their holders.
@@ -504,35 +544,28 @@ func (s *Service) CheckPaths(ctx context.Context, team string, paths []string) (
 			return nil, err
 		}
 	}
-	out := []PathConflict{}
+	var live []Reservation
 	err = s.view(ctx, team, false, func(u *unit) error {
 		if !u.isMember(me) {
 			return u.noSuchMember()
 		}
-		var held []*Reservation
-		for i := range u.st.Reservations {
-			if r := &u.st.Reservations[i]; r.Member != me && r.Live(u.now) {
-				held = append(held, r)
-			}
-		}
-		if len(held) == 0 {
-			return nil
-		}
-		lists := make([][]*globs.Pattern, len(held))
-		for i, r := range held {
-			lists[i] = compiledList(r.Paths)
-		}
-		for _, path := range paths {
-			for i, r := range held {
-				if slices.ContainsFunc(lists[i], func(p *globs.Pattern) bool { return p.Match(path) }) {
-					out = append(out, PathConflict{Path: path, ReservationID: r.ID, Member: r.Member, Exclusive: r.Exclusive})
-				}
-			}
-		}
+		live = u.liveReservations()
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	// The matching runs after the view, on the copies it took.
+	out := []PathConflict{}
+	if len(live) == 0 {
+		return out, nil
+	}
+	ix := indexFor(team, live)
+	for _, path := range paths {
+		for _, i := range ix.holding(me, path) {
+			r := &live[i]
+			out = append(out, PathConflict{Path: path, ReservationID: r.ID, Member: r.Member, Exclusive: r.Exclusive})
+		}
 	}
 	return out, nil
 }

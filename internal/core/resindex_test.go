@@ -1,0 +1,81 @@
+package core
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"mailroom/internal/globs"
+)
+
+// TestIndexAgreesWithBruteForce: the index's answers, a grant's clashes
+// and a check's holders, are exactly those of asking every pattern of
+// every reservation, on random reservations of patterns that share starts
+// often (a few short segments, stars, double stars and alternatives).
+func TestIndexAgreesWithBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 28))
+	segs := []string{"a", "b", "ab", "src", "*", "**", "{a,b}", "x*.go", "a?", "[ab]"}
+	pattern := func() string {
+		n := 1 + rng.IntN(3)
+		s := ""
+		for i := range n {
+			if i > 0 {
+				s += "/"
+			}
+			s += segs[rng.IntN(len(segs))]
+		}
+		return s
+	}
+	pathSegs := []string{"a", "b", "ab", "src", "x1.go", "xa.go", "c"}
+	path := func() string {
+		n := 1 + rng.IntN(4)
+		s := ""
+		for i := range n {
+			if i > 0 {
+				s += "/"
+			}
+			s += pathSegs[rng.IntN(len(pathSegs))]
+		}
+		return s
+	}
+	members := []string{"m1", "m2", "m3"}
+	for round := range 200 {
+		var live []Reservation
+		for i := range 1 + rng.IntN(12) {
+			var ps []string
+			for range 1 + rng.IntN(4) {
+				ps = append(ps, pattern())
+			}
+			live = append(live, Reservation{ID: fmt.Sprintf("res-%d", i+1), Member: members[rng.IntN(3)], Paths: ps, Exclusive: rng.IntN(2) == 0})
+		}
+		ix := buildIndex(live)
+		for range 10 {
+			var req []string
+			for range 1 + rng.IntN(4) {
+				req = append(req, pattern())
+			}
+			me, exclusive := members[rng.IntN(3)], rng.IntN(2) == 0
+			pats := compiledList(req)
+			var want []int
+			for i := range live {
+				if live[i].clashes(me, exclusive, pats) {
+					want = append(want, i)
+				}
+			}
+			if got := ix.clashing(me, exclusive, pats); !slices.Equal(got, want) {
+				t.Fatalf("round %d: %s (exclusive %v) %q clashes with %v by the index, %v by brute force; live %+v", round, me, exclusive, req, got, want, live)
+			}
+			p := path()
+			want = nil
+			for i := range live {
+				if live[i].Member != me && slices.ContainsFunc(live[i].Paths, func(q string) bool { return globs.MatchPath(q, p) }) {
+					want = append(want, i)
+				}
+			}
+			if got := ix.holding(me, p); !slices.Equal(got, want) {
+				t.Fatalf("round %d: %s held by %v by the index, %v by brute force; live %+v", round, p, got, want, live)
+			}
+		}
+	}
+}
