@@ -1835,7 +1835,7 @@ type ListReservationsParams struct {
 	// Path A concrete path; only the reservations with a pattern that matches it.
 	Path *string `form:"path,omitempty" json:"path,omitempty"`
 
-	// All Include released and expired reservations (the newest 200 of them are kept).
+	// All Include released and expired reservations (the newest 50 of them are kept).
 	All *bool `form:"all,omitempty" json:"all,omitempty"`
 }
 

@@ -46,7 +46,7 @@ const (
 	// keptClosedReservations is how many released or expired
 	// reservations a team keeps for ?all=true, newest first; older ones
 	// are dropped, so that the state does not grow with every grant.
-	keptClosedReservations = 200
+	keptClosedReservations = 50
 )
 
 // Codes of reservations.

@@ -21,10 +21,15 @@ type resIndex struct {
 	res  []Reservation
 	pats [][]*globs.Pattern
 	// sorted is every start of every pattern, in byte order, so that the
-	// starts that begin with a given string are one run of it.
+	// starts equal to a string, and those that begin with it, are runs of
+	// it found by binary search.
 	sorted []prefixEntry
-	// exact maps a start to its entries in sorted.
-	exact map[string][]int32
+	// exact maps a start to its entries in sorted: a check looks up every
+	// leading part of each path, faster in a map. It is built by the
+	// first check of the index, as a grant changes the live set and so
+	// the index, and would pay for a map it never reads.
+	exactOnce sync.Once
+	exact     map[string][]int32
 }
 
 type prefixEntry struct {
@@ -32,21 +37,87 @@ type prefixEntry struct {
 	res, pat int32
 }
 
-func buildIndex(live []Reservation) *resIndex {
-	ix := &resIndex{res: live, pats: make([][]*globs.Pattern, len(live)), exact: map[string][]int32{}}
-	for i, r := range live {
-		ix.pats[i] = compiledList(r.Paths)
-		for j, p := range ix.pats[i] {
-			for _, pre := range p.Prefixes() {
-				ix.sorted = append(ix.sorted, prefixEntry{prefix: pre, res: int32(i), pat: int32(j)})
+// buildIndex indexes live. The reservations old indexed that are still
+// live keep their compiled patterns and their entries, already in order,
+// so that a grant or a release, which changes one reservation, costs a
+// merge instead of a sort of every pattern's starts.
+func buildIndex(live []Reservation, old *resIndex) *resIndex {
+	ix := &resIndex{res: live, pats: make([][]*globs.Pattern, len(live))}
+	// renumber maps an index of old's reservations to one of live's,
+	// or -1 for one no longer live.
+	var renumber []int32
+	if old != nil {
+		at := make(map[string]int, len(old.res))
+		for i := range old.res {
+			at[old.res[i].ID] = i
+		}
+		renumber = make([]int32, len(old.res))
+		for i := range renumber {
+			renumber[i] = -1
+		}
+		for i := range live {
+			if j, ok := at[live[i].ID]; ok && sameReservation(&old.res[j], &live[i]) {
+				renumber[j] = int32(i)
+				ix.pats[i] = old.pats[j]
 			}
 		}
 	}
-	sort.Slice(ix.sorted, func(a, b int) bool { return ix.sorted[a].prefix < ix.sorted[b].prefix })
-	for k, e := range ix.sorted {
-		ix.exact[e.prefix] = append(ix.exact[e.prefix], int32(k))
+	var added []prefixEntry
+	for i, r := range live {
+		if ix.pats[i] != nil {
+			continue
+		}
+		ix.pats[i] = compiledList(r.Paths)
+		for j, p := range ix.pats[i] {
+			for _, pre := range p.Prefixes() {
+				added = append(added, prefixEntry{prefix: pre, res: int32(i), pat: int32(j)})
+			}
+		}
 	}
+	byPrefix := func(a, b prefixEntry) int { return strings.Compare(a.prefix, b.prefix) }
+	slices.SortFunc(added, byPrefix)
+	var kept []prefixEntry
+	if old != nil {
+		kept = make([]prefixEntry, 0, len(old.sorted))
+		for _, e := range old.sorted {
+			if n := renumber[e.res]; n >= 0 {
+				e.res = n
+				kept = append(kept, e)
+			}
+		}
+	}
+	ix.sorted = make([]prefixEntry, 0, len(kept)+len(added))
+	for len(kept) > 0 && len(added) > 0 {
+		if byPrefix(added[0], kept[0]) < 0 {
+			ix.sorted, added = append(ix.sorted, added[0]), added[1:]
+		} else {
+			ix.sorted, kept = append(ix.sorted, kept[0]), kept[1:]
+		}
+	}
+	ix.sorted = append(append(ix.sorted, kept...), added...)
 	return ix
+}
+
+// sameReservation reports whether a and b hold the same patterns for the
+// same member in the same way (expiry does not matter to the index).
+func sameReservation(a, b *Reservation) bool {
+	return a.ID == b.ID && a.Member == b.Member && a.Exclusive == b.Exclusive && slices.Equal(a.Paths, b.Paths)
+}
+
+// exactMap returns exact, built on first use.
+func (ix *resIndex) exactMap() map[string][]int32 {
+	ix.exactOnce.Do(func() {
+		ix.exact = make(map[string][]int32, len(ix.sorted))
+		for k, e := range ix.sorted {
+			ix.exact[e.prefix] = append(ix.exact[e.prefix], int32(k))
+		}
+	})
+	return ix.exact
+}
+
+// from returns the first entry of sorted whose start is not below x.
+func (ix *resIndex) from(x string) int {
+	return sort.Search(len(ix.sorted), func(k int) bool { return ix.sorted[k].prefix >= x })
 }
 
 // same reports whether ix indexes exactly live: the same reservations
@@ -56,8 +127,7 @@ func (ix *resIndex) same(live []Reservation) bool {
 		return false
 	}
 	for i := range live {
-		a, b := &ix.res[i], &live[i]
-		if a.ID != b.ID || a.Member != b.Member || a.Exclusive != b.Exclusive || !slices.Equal(a.Paths, b.Paths) {
+		if !sameReservation(&ix.res[i], &live[i]) {
 			return false
 		}
 	}
@@ -67,13 +137,12 @@ func (ix *resIndex) same(live []Reservation) bool {
 // meeting calls fn with each entry whose start meets start x: x begins
 // with it, or it begins with x. An entry may come twice.
 func (ix *resIndex) meeting(x string, fn func(prefixEntry)) {
-	for i := 0; i <= len(x); i++ {
-		for _, k := range ix.exact[x[:i]] {
+	for i := 0; i < len(x); i++ {
+		for k := ix.from(x[:i]); k < len(ix.sorted) && ix.sorted[k].prefix == x[:i]; k++ {
 			fn(ix.sorted[k])
 		}
 	}
-	k := sort.Search(len(ix.sorted), func(k int) bool { return ix.sorted[k].prefix >= x })
-	for ; k < len(ix.sorted) && strings.HasPrefix(ix.sorted[k].prefix, x); k++ {
+	for k := ix.from(x); k < len(ix.sorted) && strings.HasPrefix(ix.sorted[k].prefix, x); k++ {
 		fn(ix.sorted[k])
 	}
 }
@@ -108,8 +177,9 @@ func (ix *resIndex) clashing(member string, exclusive bool, patterns []*globs.Pa
 // than member with a pattern that matches the concrete path.
 func (ix *resIndex) holding(member, path string) []int {
 	var out []int
+	exact := ix.exactMap()
 	for i := 0; i <= len(path); i++ {
-		for _, k := range ix.exact[path[:i]] {
+		for _, k := range exact[path[:i]] {
 			e := ix.sorted[k]
 			if ix.res[e.res].Member == member || slices.Contains(out, int(e.res)) {
 				continue
@@ -143,7 +213,7 @@ func indexFor(team string, live []Reservation) *resIndex {
 	if ix != nil && ix.same(live) {
 		return ix
 	}
-	ix = buildIndex(live)
+	ix = buildIndex(live, ix)
 	indexCache.mu.Lock()
 	if indexCache.m == nil || len(indexCache.m) >= cachedIndexes {
 		indexCache.m = map[string]*resIndex{}

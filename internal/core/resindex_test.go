@@ -40,16 +40,34 @@ func TestIndexAgreesWithBruteForce(t *testing.T) {
 		return s
 	}
 	members := []string{"m1", "m2", "m3"}
+	// Each round keeps some reservations of the one before, drops the
+	// others and adds new ones, as grants and releases do; its index is
+	// built from the previous round's (incremental) and from nothing, and
+	// both must answer as brute force does.
+	var live []Reservation
+	var prev *resIndex
+	seq := 0
 	for round := range 200 {
-		var live []Reservation
-		for i := range 1 + rng.IntN(12) {
+		var next []Reservation
+		for _, r := range live {
+			if rng.IntN(3) > 0 {
+				next = append(next, r)
+			}
+		}
+		for range rng.IntN(6) {
 			var ps []string
 			for range 1 + rng.IntN(4) {
 				ps = append(ps, pattern())
 			}
-			live = append(live, Reservation{ID: fmt.Sprintf("res-%d", i+1), Member: members[rng.IntN(3)], Paths: ps, Exclusive: rng.IntN(2) == 0})
+			seq++
+			next = append(next, Reservation{ID: fmt.Sprintf("res-%d", seq), Member: members[rng.IntN(3)], Paths: ps, Exclusive: rng.IntN(2) == 0})
 		}
-		ix := buildIndex(live)
+		live = next
+		ix := buildIndex(live, prev)
+		if round%2 == 0 {
+			ix = buildIndex(live, nil)
+		}
+		prev = ix
 		for range 10 {
 			var req []string
 			for range 1 + rng.IntN(4) {
