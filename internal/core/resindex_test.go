@@ -97,3 +97,87 @@ func TestIndexAgreesWithBruteForce(t *testing.T) {
 		}
 	}
 }
+
+// benchLive is 200 live reservations of 32 patterns each, under
+// directories of their own (tree true: all under src/**, told apart only
+// by their file names, the index's worst case).
+func benchLive(tree bool) []Reservation {
+	var live []Reservation
+	for k := range 200 {
+		var ps []string
+		for i := range 32 {
+			if tree {
+				ps = append(ps, fmt.Sprintf("src/**/r%d_%d*.go", k, i))
+				continue
+			}
+			base := fmt.Sprintf("svc%d/part%d", k, i)
+			ps = append(ps, []string{base + "/**", base + "/**/*_test.go", base + "/cmd/main.go", base + "/{web,docs}/page.*"}[i%4])
+		}
+		live = append(live, Reservation{ID: fmt.Sprintf("res-%d", k+1), Member: fmt.Sprintf("m%d", k%20), Paths: ps, Exclusive: true})
+	}
+	return live
+}
+
+// BenchmarkIndexGrant: a grant's overlap question, 32 patterns against
+// 200 live reservations of 32 (compare globs' BenchmarkOverlapGrant, which
+// asks all 204,800 pairs).
+func BenchmarkIndexGrant(b *testing.B) {
+	for _, tree := range []bool{false, true} {
+		b.Run(fmt.Sprintf("sameTree=%v", tree), func(b *testing.B) {
+			ix := buildIndex(benchLive(tree), nil)
+			var req []string
+			for i := range 32 {
+				if tree {
+					req = append(req, fmt.Sprintf("src/**/q%d.go", i))
+				} else {
+					req = append(req, fmt.Sprintf("svc999/part%d/**", i))
+				}
+			}
+			pats := compiledList(req)
+			for b.Loop() {
+				if got := ix.clashing("lead", true, pats); len(got) != 0 {
+					b.Fatalf("clashes with %v", got)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkIndexCheck: a check of 100 paths, 10 of them held.
+func BenchmarkIndexCheck(b *testing.B) {
+	ix := buildIndex(benchLive(false), nil)
+	var paths []string
+	for i := range 100 {
+		if i%10 == 0 {
+			paths = append(paths, fmt.Sprintf("svc%d/part%d/internal/file%d.go", i, 4*(i%8), i))
+		} else {
+			paths = append(paths, fmt.Sprintf("free/dir%d/file%d.go", i%7, i))
+		}
+	}
+	for b.Loop() {
+		n := 0
+		for _, p := range paths {
+			n += len(ix.holding("lead", p))
+		}
+		if n != 10 {
+			b.Fatalf("%d held, want 10", n)
+		}
+	}
+}
+
+// BenchmarkIndexRebuild: the index after one grant, built from the one
+// before (a merge) and from nothing.
+func BenchmarkIndexRebuild(b *testing.B) {
+	live := benchLive(false)
+	old := buildIndex(live[:199], nil)
+	b.Run("merge", func(b *testing.B) {
+		for b.Loop() {
+			buildIndex(live, old)
+		}
+	})
+	b.Run("scratch", func(b *testing.B) {
+		for b.Loop() {
+			buildIndex(live, nil)
+		}
+	})
+}
