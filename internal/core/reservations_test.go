@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -292,3 +293,23 @@ func TestReservationEvents(t *testing.T) {
 }
 
 func intPtr(n int) *int { return &n }
+
+// TestReservationEventCrossesProcesses: a reservation event decodes to the
+// same Reservation, as another replica's subscribers receive it.
+func TestReservationEventCrossesProcesses(t *testing.T) {
+	reason := "why"
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	r := core.Reservation{ID: "res-2", Member: "reader", Paths: []string{"a/**"}, Exclusive: true, Reason: &reason, CreatedAt: at, ExpiresAt: at.Add(time.Hour)}
+	b, err := json.Marshal(core.Event{Type: core.EventReservation, Team: "demo", Data: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev core.Event
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := ev.Data.(core.Reservation)
+	if !ok || got.ID != r.ID || *got.Reason != reason || !got.ExpiresAt.Equal(r.ExpiresAt) || got.ReleasedAt != nil {
+		t.Fatalf("decoded %#v, want %+v", ev.Data, r)
+	}
+}
