@@ -20,6 +20,8 @@ import (
 type resIndex struct {
 	res  []Reservation
 	pats [][]*globs.Pattern
+	// ends holds each pattern's lastSegment, beside pats.
+	ends [][]segmentStart
 	// sorted is every start of every pattern, in byte order, so that the
 	// starts equal to a string, and those that begin with it, are runs of
 	// it found by binary search.
@@ -32,6 +34,42 @@ type resIndex struct {
 	exact     map[string][]int32
 }
 
+// segmentStart is what a pattern says of the last segment of every path
+// it matches: when ok, that segment begins with lit. It is ok only for a
+// pattern whose `/` are all literal and whose last segment has no `**`:
+// no class (one may match a `/`), no alternatives (one may hold a `/`),
+// no escape, and no `/` at its end. Then the pattern's last `/` matches
+// the path's last one and its last segment the path's last segment, so
+// the literal start of that segment starts the path's. Two such patterns
+// whose literal starts do not meet (neither begins with the other) share
+// no path, and a path whose last segment begins with neither cannot
+// match: the question the index leaves when every pattern is under one
+// tree with a `**` (src/**/a*.go and src/**/b*.go), answered without the
+// automata.
+type segmentStart struct {
+	ok  bool
+	lit string
+}
+
+func lastSegment(pattern string) segmentStart {
+	if pattern == "" || strings.ContainsAny(pattern, "[]{}\\") || strings.HasSuffix(pattern, "/") {
+		return segmentStart{}
+	}
+	seg := pattern[strings.LastIndexByte(pattern, '/')+1:]
+	if strings.Contains(seg, "**") {
+		return segmentStart{}
+	}
+	if k := strings.IndexAny(seg, "*?"); k >= 0 {
+		seg = seg[:k]
+	}
+	return segmentStart{ok: true, lit: seg}
+}
+
+// meet reports whether some last segment could begin with both.
+func (a segmentStart) meet(b segmentStart) bool {
+	return !a.ok || !b.ok || strings.HasPrefix(a.lit, b.lit) || strings.HasPrefix(b.lit, a.lit)
+}
+
 type prefixEntry struct {
 	prefix   string
 	res, pat int32
@@ -42,7 +80,7 @@ type prefixEntry struct {
 // so that a grant or a release, which changes one reservation, costs a
 // merge instead of a sort of every pattern's starts.
 func buildIndex(live []Reservation, old *resIndex) *resIndex {
-	ix := &resIndex{res: live, pats: make([][]*globs.Pattern, len(live))}
+	ix := &resIndex{res: live, pats: make([][]*globs.Pattern, len(live)), ends: make([][]segmentStart, len(live))}
 	// renumber maps an index of old's reservations to one of live's,
 	// or -1 for one no longer live.
 	var renumber []int32
@@ -58,7 +96,7 @@ func buildIndex(live []Reservation, old *resIndex) *resIndex {
 		for i := range live {
 			if j, ok := at[live[i].ID]; ok && sameReservation(&old.res[j], &live[i]) {
 				renumber[j] = int32(i)
-				ix.pats[i] = old.pats[j]
+				ix.pats[i], ix.ends[i] = old.pats[j], old.ends[j]
 			}
 		}
 	}
@@ -68,6 +106,10 @@ func buildIndex(live []Reservation, old *resIndex) *resIndex {
 			continue
 		}
 		ix.pats[i] = compiledList(r.Paths)
+		ix.ends[i] = make([]segmentStart, len(r.Paths))
+		for j, p := range r.Paths {
+			ix.ends[i][j] = lastSegment(p)
+		}
 		for j, p := range ix.pats[i] {
 			for _, pre := range p.Prefixes() {
 				added = append(added, prefixEntry{prefix: pre, res: int32(i), pat: int32(j)})
@@ -152,10 +194,11 @@ func (ix *resIndex) meeting(x string, fn func(prefixEntry)) {
 func (ix *resIndex) clashing(member string, exclusive bool, patterns []*globs.Pattern) []int {
 	clash := make([]bool, len(ix.res))
 	for _, q := range patterns {
+		end := lastSegment(q.String())
 		for _, x := range q.Prefixes() {
 			ix.meeting(x, func(e prefixEntry) {
 				r := &ix.res[e.res]
-				if clash[e.res] || r.Member == member || (!exclusive && !r.Exclusive) {
+				if clash[e.res] || r.Member == member || (!exclusive && !r.Exclusive) || !end.meet(ix.ends[e.res][e.pat]) {
 					return
 				}
 				if q.Overlaps(ix.pats[e.res][e.pat]) {
@@ -178,10 +221,14 @@ func (ix *resIndex) clashing(member string, exclusive bool, patterns []*globs.Pa
 func (ix *resIndex) holding(member, path string) []int {
 	var out []int
 	exact := ix.exactMap()
+	last := path[strings.LastIndexByte(path, '/')+1:]
 	for i := 0; i <= len(path); i++ {
 		for _, k := range exact[path[:i]] {
 			e := ix.sorted[k]
 			if ix.res[e.res].Member == member || slices.Contains(out, int(e.res)) {
+				continue
+			}
+			if end := ix.ends[e.res][e.pat]; end.ok && !strings.HasPrefix(last, end.lit) {
 				continue
 			}
 			if ix.pats[e.res][e.pat].Match(path) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"mailroom/internal/globs"
@@ -143,6 +144,22 @@ func BenchmarkIndexGrant(b *testing.B) {
 	}
 }
 
+// BenchmarkIndexCheckSameTree: a check of 100 paths under src/ against
+// the same-tree reservations, where every path meets every pattern's
+// start (the check's worst case: 640,000 matches).
+func BenchmarkIndexCheckSameTree(b *testing.B) {
+	ix := buildIndex(benchLive(true), nil)
+	var paths []string
+	for i := range 100 {
+		paths = append(paths, fmt.Sprintf("src/pkg%d/file%d.go", i%7, i))
+	}
+	for b.Loop() {
+		for _, p := range paths {
+			ix.holding("lead", p)
+		}
+	}
+}
+
 // BenchmarkIndexCheck: a check of 100 paths, 10 of them held.
 func BenchmarkIndexCheck(b *testing.B) {
 	ix := buildIndex(benchLive(false), nil)
@@ -180,4 +197,57 @@ func BenchmarkIndexRebuild(b *testing.B) {
 			buildIndex(live, nil)
 		}
 	})
+}
+
+// TestLastSegmentNeverMisses: for every pattern of up to three tokens and
+// every path of up to six runes over a, b and /, a path doublestar
+// matches begins its last segment with the pattern's segmentStart, so
+// two patterns sharing a path always meet.
+func TestLastSegmentNeverMisses(t *testing.T) {
+	tokens := []string{"a", "b", "ab", "/", "*", "**", "?", "a*", "*b", "[ab]", "{a,b/a}"}
+	var patterns []string
+	var gen func(p string, n int)
+	gen = func(p string, n int) {
+		if p != "" && globs.Validate(p) == nil {
+			patterns = append(patterns, p)
+		}
+		if n == 0 {
+			return
+		}
+		for _, tok := range tokens {
+			gen(p+tok, n-1)
+		}
+	}
+	gen("", 3)
+	paths := []string{""}
+	for n := 1; n <= 6; n++ {
+		for _, p := range paths {
+			if len(p) == n-1 {
+				for _, r := range []string{"a", "b", "/"} {
+					paths = append(paths, p+r)
+				}
+			}
+		}
+	}
+	matched := map[string][]int{}
+	for _, p := range patterns {
+		end := lastSegment(p)
+		for i, path := range paths {
+			if !globs.MatchPath(p, path) {
+				continue
+			}
+			matched[p] = append(matched[p], i)
+			if last := path[strings.LastIndexByte(path, '/')+1:]; end.ok && !strings.HasPrefix(last, end.lit) {
+				t.Fatalf("%q matches %q, whose last segment does not begin with %q", p, path, end.lit)
+			}
+		}
+	}
+	for _, a := range patterns {
+		for _, b := range patterns {
+			if !lastSegment(a).meet(lastSegment(b)) && slices.ContainsFunc(matched[a], func(i int) bool { return slices.Contains(matched[b], i) }) {
+				t.Fatalf("%q and %q share a path but their last segments do not meet", a, b)
+			}
+		}
+	}
+	t.Logf("%d patterns, %d paths", len(patterns), len(paths))
 }
