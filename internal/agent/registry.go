@@ -252,7 +252,7 @@ func Registry(env Env) []Tool {
 			InputSchema: object(),
 		},
 	}
-	return append(tools, r.taskTools()...)
+	return append(append(tools, r.taskTools()...), r.reservationTools()...)
 }
 
 // Offered returns the tools of door offered to member of a team with or

@@ -20,6 +20,7 @@ type LimitsUpdate struct {
 	ModelRequests      *int
 	WorkspaceBytes     *int64
 	WorkspaceFiles     *int
+	Reservations       *int
 }
 
 // UpdateLimits changes a team's limits (the admin only) and, when
@@ -36,7 +37,7 @@ func (s *Service) UpdateLimits(ctx context.Context, team string, upd LimitsUpdat
 		l := old
 		for _, f := range []struct{ dst, src *int }{
 			{&l.Requests, upd.Requests}, {&l.Turns, upd.Turns}, {&l.PermissionTimeoutS, upd.PermissionTimeoutS}, {&l.Tasks, upd.Tasks}, {&l.ToolCalls, upd.ToolCalls}, {&l.WakeDelayMS, upd.WakeDelayMS},
-			{&l.ModelRequests, upd.ModelRequests},
+			{&l.ModelRequests, upd.ModelRequests}, {&l.Reservations, upd.Reservations},
 		} {
 			if f.src != nil {
 				*f.dst = *f.src

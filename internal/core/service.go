@@ -360,6 +360,9 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 	if limits.WorkspaceFiles == 0 {
 		limits.WorkspaceFiles = DefaultWorkspaceFiles
 	}
+	if limits.Reservations == 0 {
+		limits.Reservations = DefaultReservationLimit
+	}
 	if err := limits.validate(); err != nil {
 		return TeamView{}, nil, err
 	}
@@ -438,7 +441,7 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 }
 
 func (l Limits) validate() error {
-	for _, v := range []int{l.InboxMessages, l.InboxBytes, l.BodyChars, l.Requests, l.PayloadChars, l.Turns, l.HistoryEntries, l.Tasks, l.ToolCalls, l.ModelRequests} {
+	for _, v := range []int{l.InboxMessages, l.InboxBytes, l.BodyChars, l.Requests, l.PayloadChars, l.Turns, l.HistoryEntries, l.Tasks, l.ToolCalls, l.ModelRequests, l.Reservations} {
 		if v < 1 {
 			return Errorf(CodeValidation, "Every limit must be at least 1 (feedback_chars at least 0).")
 		}

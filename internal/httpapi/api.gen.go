@@ -238,6 +238,9 @@ const (
 	ProblemCodeReplyConflict        ProblemCode = "reply_conflict"
 	ProblemCodeRequestLimit         ProblemCode = "request_limit"
 	ProblemCodeRequestPending       ProblemCode = "request_pending"
+	ProblemCodeReservationClosed    ProblemCode = "reservation_closed"
+	ProblemCodeReservationConflict  ProblemCode = "reservation_conflict"
+	ProblemCodeReservationLimit     ProblemCode = "reservation_limit"
 	ProblemCodeShuttingDown         ProblemCode = "shutting_down"
 	ProblemCodeStorageFailed        ProblemCode = "storage_failed"
 	ProblemCodeStorageUnavailable   ProblemCode = "storage_unavailable"
@@ -299,6 +302,12 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeRequestLimit:
 		return true
 	case ProblemCodeRequestPending:
+		return true
+	case ProblemCodeReservationClosed:
+		return true
+	case ProblemCodeReservationConflict:
+		return true
+	case ProblemCodeReservationLimit:
 		return true
 	case ProblemCodeShuttingDown:
 		return true
@@ -763,6 +772,9 @@ type Limits struct {
 	PermissionTimeoutS int `json:"permission_timeout_s"`
 	Requests           int `json:"requests"`
 
+	// Reservations Live file reservations the team may hold (`reservation_limit` past it).
+	Reservations int `json:"reservations"`
+
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks int `json:"tasks"`
 
@@ -802,6 +814,9 @@ type LimitsInput struct {
 	PermissionTimeoutS *int `json:"permission_timeout_s,omitempty"`
 	Requests           *int `json:"requests,omitempty"`
 
+	// Reservations Live file reservations the team may hold; a grant past it is `reservation_limit`.
+	Reservations *int `json:"reservations,omitempty"`
+
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks *int `json:"tasks,omitempty"`
 
@@ -828,6 +843,7 @@ type LimitsUpdate struct {
 	ModelTokens        *int64 `json:"model_tokens,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
+	Reservations       *int   `json:"reservations,omitempty"`
 	Tasks              *int   `json:"tasks,omitempty"`
 	ToolCalls          *int   `json:"tool_calls,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
@@ -1041,6 +1057,24 @@ type OpenResult struct {
 // OpenResultStatus defines model for OpenResult.Status.
 type OpenResultStatus string
 
+// PathCheck defines model for PathCheck.
+type PathCheck struct {
+	Paths []string `json:"paths"`
+}
+
+// PathCheckResult defines model for PathCheckResult.
+type PathCheckResult struct {
+	Conflicts []PathConflict `json:"conflicts"`
+}
+
+// PathConflict defines model for PathConflict.
+type PathConflict struct {
+	Exclusive     bool   `json:"exclusive"`
+	Member        string `json:"member"`
+	Path          string `json:"path"`
+	ReservationID string `json:"reservation_id"`
+}
+
 // Permission One question of run_main's host gate to a person.
 type Permission struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -1088,6 +1122,9 @@ type PermissionList struct {
 // Problem An RFC 9457 problem document.
 type Problem struct {
 	Code ProblemCode `json:"code"`
+
+	// Conflicts With `reservation_conflict` only: the live reservations of other members the request clashed with.
+	Conflicts *[]ReservationConflict `json:"conflicts,omitempty"`
 
 	// Detail Human-readable; never contains the client's values.
 	Detail string `json:"detail"`
@@ -1214,6 +1251,48 @@ type RequestKind string
 // RequestList defines model for RequestList.
 type RequestList struct {
 	Requests []Request `json:"requests"`
+}
+
+// Reservation Path patterns reserved by one member.
+type Reservation struct {
+	CreatedAt time.Time `json:"created_at"`
+	Exclusive bool      `json:"exclusive"`
+
+	// ExpiresAt Past it the reservation conflicts with nothing.
+	ExpiresAt  time.Time  `json:"expires_at"`
+	Member     string     `json:"member"`
+	Paths      []string   `json:"paths"`
+	Reason     *string    `json:"reason"`
+	ReleasedAt *time.Time `json:"released_at"`
+
+	// ReservationID `res-<n>`, numbered per team from 1, never reused.
+	ReservationID string `json:"reservation_id"`
+}
+
+// ReservationConflict defines model for ReservationConflict.
+type ReservationConflict struct {
+	ExpiresAt     time.Time `json:"expires_at"`
+	Member        string    `json:"member"`
+	Paths         []string  `json:"paths"`
+	ReservationID string    `json:"reservation_id"`
+}
+
+// ReservationCreate defines model for ReservationCreate.
+type ReservationCreate struct {
+	Exclusive  *bool    `json:"exclusive,omitempty"`
+	Paths      []string `json:"paths"`
+	Reason     *string  `json:"reason,omitempty"`
+	TTLSeconds *int     `json:"ttl_seconds,omitempty"`
+}
+
+// ReservationList defines model for ReservationList.
+type ReservationList struct {
+	Reservations []Reservation `json:"reservations"`
+}
+
+// ReservationRenew defines model for ReservationRenew.
+type ReservationRenew struct {
+	TTLSeconds int `json:"ttl_seconds"`
 }
 
 // RunOptions Every field is optional; `agent-teams` takes only `step_ms`.
@@ -1682,6 +1761,9 @@ type PermissionIDPath = string
 // RequestIDPath Example: req-1
 type RequestIDPath = RequestID
 
+// ReservationIDPath defines model for ReservationIDPath.
+type ReservationIDPath = string
+
 // TaskIDPath Example: task-1
 type TaskIDPath = TaskID
 
@@ -1752,6 +1834,17 @@ type ReplyRequestParams struct {
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
 }
 
+// ListReservationsParams defines parameters for ListReservations.
+type ListReservationsParams struct {
+	Member *Name `form:"member,omitempty" json:"member,omitempty"`
+
+	// Path A concrete path; only the reservations with a pattern that matches it.
+	Path *string `form:"path,omitempty" json:"path,omitempty"`
+
+	// All Include released and expired reservations (the newest 50 of them are kept).
+	All *bool `form:"all,omitempty" json:"all,omitempty"`
+}
+
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	Status   *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -1791,6 +1884,15 @@ type OpenRequestJSONRequestBody = RequestCreate
 
 // ReplyRequestJSONRequestBody defines body for ReplyRequest for application/json ContentType.
 type ReplyRequestJSONRequestBody = ReplyCreate
+
+// CreateReservationJSONRequestBody defines body for CreateReservation for application/json ContentType.
+type CreateReservationJSONRequestBody = ReservationCreate
+
+// CheckPathsJSONRequestBody defines body for CheckPaths for application/json ContentType.
+type CheckPathsJSONRequestBody = PathCheck
+
+// RenewReservationJSONRequestBody defines body for RenewReservation for application/json ContentType.
+type RenewReservationJSONRequestBody = ReservationRenew
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskCreate
@@ -1999,6 +2101,21 @@ type ServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams)
+	// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+	// (GET /teams/{team}/reservations)
+	ListReservations(w http.ResponseWriter, r *http.Request, team TeamPath, params ListReservationsParams)
+	// CreateReservation Reserve path patterns for the token's member
+	// (POST /teams/{team}/reservations)
+	CreateReservation(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// CheckPaths Which concrete paths live reservations of other members hold
+	// (POST /teams/{team}/reservations/check)
+	CheckPaths(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// ReleaseReservation Release a reservation (its holder, lead or admin)
+	// (DELETE /teams/{team}/reservations/{reservation_id})
+	ReleaseReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath)
+	// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	// (POST /teams/{team}/reservations/{reservation_id}/renew)
+	RenewReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath)
 	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
 	// (GET /teams/{team}/tasks)
 	ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams)
@@ -2194,6 +2311,36 @@ func (_ Unimplemented) GetRequest(w http.ResponseWriter, r *http.Request, team T
 // ReplyRequest Answer a request addressed to the token's member
 // (POST /teams/{team}/requests/{request_id}/reply)
 func (_ Unimplemented) ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+// (GET /teams/{team}/reservations)
+func (_ Unimplemented) ListReservations(w http.ResponseWriter, r *http.Request, team TeamPath, params ListReservationsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateReservation Reserve path patterns for the token's member
+// (POST /teams/{team}/reservations)
+func (_ Unimplemented) CreateReservation(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CheckPaths Which concrete paths live reservations of other members hold
+// (POST /teams/{team}/reservations/check)
+func (_ Unimplemented) CheckPaths(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseReservation Release a reservation (its holder, lead or admin)
+// (DELETE /teams/{team}/reservations/{reservation_id})
+func (_ Unimplemented) ReleaseReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+// (POST /teams/{team}/reservations/{reservation_id}/renew)
+func (_ Unimplemented) RenewReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3120,6 +3267,196 @@ func (siw *ServerInterfaceWrapper) ReplyRequest(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListReservations operation middleware
+func (siw *ServerInterfaceWrapper) ListReservations(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListReservationsParams
+
+	// ------------- Optional query parameter "member" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "member", r.URL.Query(), &params.Member, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "member"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "path" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "path", r.URL.Query(), &params.Path, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "path"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "path", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "all" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "all", r.URL.Query(), &params.All, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "all"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "all", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListReservations(w, r, team, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateReservation operation middleware
+func (siw *ServerInterfaceWrapper) CreateReservation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateReservation(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CheckPaths operation middleware
+func (siw *ServerInterfaceWrapper) CheckPaths(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CheckPaths(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseReservation operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseReservation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "reservation_id" -------------
+	var reservationID ReservationIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "reservation_id", chi.URLParam(r, "reservation_id"), &reservationID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "reservation_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseReservation(w, r, team, reservationID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RenewReservation operation middleware
+func (siw *ServerInterfaceWrapper) RenewReservation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "reservation_id" -------------
+	var reservationID ReservationIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "reservation_id", chi.URLParam(r, "reservation_id"), &reservationID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "reservation_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RenewReservation(w, r, team, reservationID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTasks operation middleware
 func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Request) {
 
@@ -3879,6 +4216,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/tasks/{task_id}/release", wrapper.ReleaseTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/reservations", wrapper.ListReservations)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/reservations", wrapper.CreateReservation)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/reservations/check", wrapper.CheckPaths)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/teams/{team}/reservations/{reservation_id}", wrapper.ReleaseReservation)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/reservations/{reservation_id}/renew", wrapper.RenewReservation)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/workspace", wrapper.ListWorkspaceFiles)
@@ -6510,6 +6862,598 @@ func (response ReplyRequest500ApplicationProblemPlusJSONResponse) VisitReplyRequ
 	return err
 }
 
+type ListReservationsRequestObject struct {
+	Team   TeamPath `json:"team"`
+	Params ListReservationsParams
+}
+
+type ListReservationsResponseObject interface {
+	VisitListReservationsResponse(w http.ResponseWriter) error
+}
+
+type ListReservations200JSONResponse ReservationList
+
+func (response ListReservations200JSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations400ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations400ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations401ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations401ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations403ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations404ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations404ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations500ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations500ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservationRequestObject struct {
+	Team TeamPath `json:"team"`
+	Body *CreateReservationJSONRequestBody
+}
+
+type CreateReservationResponseObject interface {
+	VisitCreateReservationResponse(w http.ResponseWriter) error
+}
+
+type CreateReservation201JSONResponse Reservation
+
+func (response CreateReservation201JSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation400ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation400ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation401ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation401ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation403ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation403ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation404ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation404ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation409ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation409ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation413ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation413ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation415ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation415ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation500ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation500ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPathsRequestObject struct {
+	Team TeamPath `json:"team"`
+	Body *CheckPathsJSONRequestBody
+}
+
+type CheckPathsResponseObject interface {
+	VisitCheckPathsResponse(w http.ResponseWriter) error
+}
+
+type CheckPaths200JSONResponse PathCheckResult
+
+func (response CheckPaths200JSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths400ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths400ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths401ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths401ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths403ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths403ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths404ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths404ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths413ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths413ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths415ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths415ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths500ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths500ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservationRequestObject struct {
+	Team          TeamPath          `json:"team"`
+	ReservationID ReservationIDPath `json:"reservation_id"`
+}
+
+type ReleaseReservationResponseObject interface {
+	VisitReleaseReservationResponse(w http.ResponseWriter) error
+}
+
+type ReleaseReservation200JSONResponse Reservation
+
+func (response ReleaseReservation200JSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation400ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation400ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation401ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation401ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation403ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation403ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation404ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation404ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation409ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation409ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation500ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation500ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservationRequestObject struct {
+	Team          TeamPath          `json:"team"`
+	ReservationID ReservationIDPath `json:"reservation_id"`
+	Body          *RenewReservationJSONRequestBody
+}
+
+type RenewReservationResponseObject interface {
+	VisitRenewReservationResponse(w http.ResponseWriter) error
+}
+
+type RenewReservation200JSONResponse Reservation
+
+func (response RenewReservation200JSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation400ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation400ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation401ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation401ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation403ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation403ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation404ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation404ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation409ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation409ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation413ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation413ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation415ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation415ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation500ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation500ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTasksRequestObject struct {
 	Team   TeamPath `json:"team"`
 	Params ListTasksParams
@@ -8228,6 +9172,21 @@ type StrictServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(ctx context.Context, request ReplyRequestRequestObject) (ReplyRequestResponseObject, error)
+	// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+	// (GET /teams/{team}/reservations)
+	ListReservations(ctx context.Context, request ListReservationsRequestObject) (ListReservationsResponseObject, error)
+	// CreateReservation Reserve path patterns for the token's member
+	// (POST /teams/{team}/reservations)
+	CreateReservation(ctx context.Context, request CreateReservationRequestObject) (CreateReservationResponseObject, error)
+	// CheckPaths Which concrete paths live reservations of other members hold
+	// (POST /teams/{team}/reservations/check)
+	CheckPaths(ctx context.Context, request CheckPathsRequestObject) (CheckPathsResponseObject, error)
+	// ReleaseReservation Release a reservation (its holder, lead or admin)
+	// (DELETE /teams/{team}/reservations/{reservation_id})
+	ReleaseReservation(ctx context.Context, request ReleaseReservationRequestObject) (ReleaseReservationResponseObject, error)
+	// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	// (POST /teams/{team}/reservations/{reservation_id}/renew)
+	RenewReservation(ctx context.Context, request RenewReservationRequestObject) (RenewReservationResponseObject, error)
 	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
 	// (GET /teams/{team}/tasks)
 	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
@@ -9031,6 +9990,160 @@ func (sh *strictHandler) ReplyRequest(w http.ResponseWriter, r *http.Request, te
 	}
 }
 
+// ListReservations operation middleware
+func (sh *strictHandler) ListReservations(w http.ResponseWriter, r *http.Request, team TeamPath, params ListReservationsParams) {
+	var request ListReservationsRequestObject
+
+	request.Team = team
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListReservations(ctx, request.(ListReservationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListReservations")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListReservationsResponseObject); ok {
+		if err := validResponse.VisitListReservationsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateReservation operation middleware
+func (sh *strictHandler) CreateReservation(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request CreateReservationRequestObject
+
+	request.Team = team
+
+	var body CreateReservationJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateReservation(ctx, request.(CreateReservationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateReservation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateReservationResponseObject); ok {
+		if err := validResponse.VisitCreateReservationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CheckPaths operation middleware
+func (sh *strictHandler) CheckPaths(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request CheckPathsRequestObject
+
+	request.Team = team
+
+	var body CheckPathsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CheckPaths(ctx, request.(CheckPathsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CheckPaths")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CheckPathsResponseObject); ok {
+		if err := validResponse.VisitCheckPathsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseReservation operation middleware
+func (sh *strictHandler) ReleaseReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
+	var request ReleaseReservationRequestObject
+
+	request.Team = team
+	request.ReservationID = reservationID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseReservation(ctx, request.(ReleaseReservationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseReservation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseReservationResponseObject); ok {
+		if err := validResponse.VisitReleaseReservationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RenewReservation operation middleware
+func (sh *strictHandler) RenewReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
+	var request RenewReservationRequestObject
+
+	request.Team = team
+	request.ReservationID = reservationID
+
+	var body RenewReservationJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RenewReservation(ctx, request.(RenewReservationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RenewReservation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RenewReservationResponseObject); ok {
+		if err := validResponse.VisitRenewReservationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListTasks operation middleware
 func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams) {
 	var request ListTasksRequestObject
@@ -9490,301 +10603,327 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1bd9s4tj/4VbA0Z1bkM7TipFJ1uuSHWenqW01XujJJetVDM8eERcjCMQWoCdCKOivf/b/2BSAokZKc",
-	"xInTx/VQsSQSd+z7/u33o5ldrqxRxrvR9P1oJWu5VF7V+OnnUi1X1isz2/xVbf6iZKlq+L5UblbrldfW",
-	"jKaj56JWvt6ItfYL4RdKOLlU4lpthDRl+8WlLTfwZFMbh9/Ode28qJVbWeNUbuBp522tnDDWL7S5Ekat",
-	"z7tNYicSflc1NaldbgrdjvRiZs280jNfTMRf1cYJWSvhZnalSuEttubttTKPnFiq5aWqJ7kZZSMNU1nQ",
-	"FLORkUs1mqYLcPpXtRllIzdbqKWERVjKd78oc+UXo+nTs7NstNQmfH6SjfxmBQ04X2tzNfrwIRu9wM5e",
-	"SnjgPXW3gg+xMxrNKBvV6p+NrlU5mvq6UWmf/1Gr+Wg6+r8et7v2mH51j/8GrUBHL1W91M5pa37+w57u",
-	"VvGxC13u7VW9k8tVFd45fTLKoCmvamj0v/G7fzw5/fHtP85Of3z7n/8x6pv9K/XPRjm/d0Q1PXNoOPsW",
-	"IXaDnb6R7npvj16660/pjjqgvpRc7utJyeWnb+2bpt6/qXC7jt/OGo/7qd/a0X/I03+9hf+dnf54+vb9",
-	"Wfb0uw+nHnf3/ZPsxw/9O/ybra/dSs7Un3SlwhC3KQWMVtSqkl7fqHAd1+HNTKjJ1UQUS6nNZLUphK1F",
-	"4erZY7lawedpbiQ1oY23Qoq5rUpVi6XciHWtvRLaO+Eq6RbKCelE8RjbgL/+76d/Kia5+ZsVxWRSZMJY",
-	"IS+drRqvsMkMqZWxwm2Wl7bSM1Fpcy20g04qu1ZlQie2bhJ9Gl7xhFQ8OXv67BCt+BDeRSL800LNrpE2",
-	"13alaq8Vfi1Xq0rP5CVs5PY6v6kbJeYwcTGDt4VfaCfqxoilvFZuIv4kK6eENdWm85i8tI3PDRJcbO6R",
-	"E+qdnHlhGqBNDhZzbevSiTE8xBdWeOtllcFe5oaerxScJpcxubXVaeOU0KU7yYQ1QuJgylrfKCMuN/BZ",
-	"ySo3S1uq6lwUpfJSVwW8bYSTGyfWC2In64X0Yi2dcEoZ2hFevktrKyXN6EM2otdhXbaWNmxZzw/2umcd",
-	"F4pXZqGqMoPZay9KSxxKwBZsxLhot6IQc1jZk0nPsD6kJ+QfNBDsNkv3Mg7+bWzBXv6PmnkY40/WuGap",
-	"XinXVH73SNT4Pf6pvVq6Q2TlhfSzBTf2IXYn61pudoYb2u4dVq2kVyUxuN1hDS55bav+H9y1rqqDw/9F",
-	"XqrK4fNe+ubwdHF8r+lZmC9IAf2bTqz4kROXStaqJoHhXLiFXRu6NgtVq0kvHezZZJxoHGacXxjCnjUF",
-	"rtI/RKPWApgKELc///ENjs3B8RxfNh5vdePklcrCJXV4fUq5lFeqzMR6oWcLIdtmFhIOtVHCzk8ypKO0",
-	"CC7KdZrXwcG8u1s8o9FeSL872N/gDiMZgG7g6vLTYvz3Nz/hVZnbegmvjkrp1anXuGg7p2Jhnb9opRZk",
-	"ZaZZwjpLh9cI6DTeILNJFrVtodJL7Q+fK3rqQ8YS2fEXqnsRdq5UNkL6dvCcwkOvlffaXLm9NGvV1Cvr",
-	"+n+LTDX59QAtSnYxrlW7CG13YR5pJ7vb03eqfzaX9t0uhVgqB2f1FpSLXjhItWLDfYNh+rFzYF/j7RR2",
-	"LiTfAaT8yBXpJylAcBRGqdJN41MohswqqZcgpuATSCrWcAG0xxumblS9ERX0THcitiPGBUqj+KHIScNZ",
-	"a2Am4o9ytuCXlkCzlRPFf7OAFgS1C5TUvnvy4T+KcyFzU6sV3TJ6Tzsxs1UlV06VJD3BFScVbFWh7AX0",
-	"QXqxtM6LJz/kptTOawPMHBdK1ArkMjEubmSlSwmrdTGXulJlIdLR/kF6SYpcmZtLNbe1Ck2od9rBmEDw",
-	"RAFNGqGWK78RlXaeBaxwALYk0t659tGJ7Uv3S7z129IoUCQg8rYxZQ9VA/XyYraQRAG4WW28uqLbPVeq",
-	"vJSz633PLDSsxOZCGV9zs7sPabgWF5cbv/+B9JrsPoN38iJQ+93pIllpuUGgyI+cIJUcTi+Ih0IbIasq",
-	"Q1ELzivJdava3mgQtmu1srXH+4Ec5lxYM1Pw0AZV7aUsFcjR0Co8FDrKDQqfUXkfay+UKZ0oLpvySvkL",
-	"9W4hGzgeRcaMCdiRduLZ2Y+52X3qpCP+7awE8arddfjZrBo4840TtvHwNz2Zrsiyu1awNG6lTMlrcy7O",
-	"YFzG0tHpsDBt/A/Peoe1kpvKynLfaUl0cuCCtvEXfQRKzSwsnBTt82It8UKjNL9StbNG8N2DdX630rVy",
-	"YixFqYyWVSqhJv2np2f3V6BPPcMBJbizepdW1iUu2sKC2FyqSsGtt0Y5oc2sakpV9g8AVIWLmaz66PIb",
-	"ayuBv+HBwPMVDi1ZiejHS7WxphRXyiN5qWsLhxbE12iQwnfp8ME7F8jsioEhwe3oX5C1vFYXpark5mLZ",
-	"d+N0VWnHm3Wp/FqxJETakfCgy/ClENBWYCTwN2gDZBODfV3DEaVhj6WY63eqFGttSrueBp6StClr0Kyc",
-	"uNzkBt6Gk3tlcfFZ5UZ7GjR3ci5k5SwPS4Iyp5cqHW1u4PWEGzLFEGFsRr3zyQCHbmWUFVpC112u38PX",
-	"6TmKb8SzRGqn0/9SSH+g91pdNZWsxVxXyp0ceRXbseBru2P5m1weHgu+m4lS12rmLZB3XJNKm2snZKWv",
-	"Ve8125JRtmh7lxtkKRNK7uc2NdlhRuHc7nKgLfo4QHTCbe9cye0Tv8N0dnd5d617RTFk0UiZ0bZRlho2",
-	"QlYvE4aMqnW2n4mDAINirLbmXCiQm+ZaVaUo1VyCAhtsTpVyQCJvZNWoQ5yf3x1Nf2A7r16C2vEkO0om",
-	"iG8/eZq+fZYdJy3E1393sO8tMSK++d3Ts7MjX05FjLbnQ+/2iR78LnX9SZKIGDulBB0RvFDHDCbl/mH9",
-	"z/C/7OvIA/s3fkc2aEd9eN+HpYZwAHZn/blkiKV8RyP73Q/PDh+y3iPy7NBbidzBr3y/O6GPl0LiFJ7w",
-	"+Tgwmi0RJV6y7BbySiYWdo3C9VKaDZ8vadxa1aAXXeMm+IVafhbBhtgmCxeF83a1Qvn54F2Ksk97nw+9",
-	"0iMThVe/36UEqYQkWYYBbgu3n+QbUUm4cjs0IGzaD1t7dna07BGG9cPvnn33/bPvf8g+pzySGxZIxHMj",
-	"mhVcbrEC8Up7IBW1mjcOZTi/EEXCIpuqKlgVz03doAbV+kNQusPtDW1dK7Vq/aXaC1mWwVUxTIOeHC0U",
-	"pbQz+9xCUm5ISsq2fMczaxxQCjNjN87W/hU0v33T+TAoZfx9VUqvbilmvAGRAV8HAWK2kAYUX8nCRaXm",
-	"HpgH7wY8hYKFGBvbSh7oLjjZFTZ2ueftGNxtWc0At/h4Sn4k9f4kOnsknbolbfpkKvLpV+y2h/iFrK9f",
-	"KVkePMDdQ+YXtW2uFr3+3++IngaP5A/PDgczpApMaPpt72hbF9OQ2fdCl/3uISWd7XHQ/IpGVSAY+srY",
-	"mph48ATYutRG1psgyaI+hQbLixBpAl+VF7a+wB7JOwMfazXTK62MH2UjY/2FkzcK3lpVm6SVVW29ndmq",
-	"18GQRDDsGbZcrWp7o8pM1AoWSpXkm2nQC+j7/Eqpjys6PbgZ1AupnVE2iq3AmGl9eobabyenyAHuqXc7",
-	"VZ8ZlQWLEFUDzCALX8LEYIHRhF7IcqlNEYQbgR/pvV2yiD/2OS+CS+J2PkXPnrTdheiZZb8jU868vuld",
-	"gdbWqYPfTJDH3WhzNel1Ugddr+J7Nmz33ffEcra6AAnpwqk+Z2Z0vvGg4FGy0EojXvz0Mrrwx8Xj5WyF",
-	"osdGhDOemxtVA6fIhFPIMjACwFh/whcQ+eG1MuTLOxemqSpyeKDliCRakEycqkHavTZ2jaKSsUZNxF/V",
-	"yoMOtVRLW28y9KqT52AK8g+/hFJPrZyXtXfoRpnb+sp6j36ViXguCppeIdSNMl7MZA2CRm5AHvKdYDOa",
-	"LYvLJvo7yIb25Ew4UHyC2yc33vJPQAb0TAbHKTF6NCRIr0gUWyhQOOz8XDjLHhh45VEQBkAmulSiWYEI",
-	"gV1R9IpfSDYLynaIk9yAzEF3UazklWIPL+/bpSyvlLDp5lJMBCwnrj229sOZcFvCYOpjhe2iEBIKWdm5",
-	"NXC8wtbvnq6/2DXpLzCieEL4KJ10bgMIgy4R83Bnc0PmStJ7pjA3eQUbaBvvdKnEC6mr2tolua+MYWLp",
-	"sOncBHPpQleKBWt5aW+UOJuI12E4l6qy5irYfVa1nSnn8Ezlxq6UUXgUlhnsGo7PwY7LKmy5IzPSzDbG",
-	"O/LowbG3azPJzc7Rk8bYBuVWOjckKoLSzOsjqM8sN7PKggpga1aty5MtsfZsUPpDalRVv85H03/cypn8",
-	"NtsX7WDXhlTRcMzXGm48+4BYyudLvlSyYyOZDB+nlrIOh4IoWV4kMsruIHUZnEl4sKO5O5I2oAvQDI+P",
-	"DRfSbCbHHPSvHYsy7GRoTM3i3sDl41grMbNLJeQclqVI17OYHDxU6Mg7NOa/B5c7iNH9m8QEmym17PgA",
-	"eZsu8fqoak5sIij9ie1J+36GidL7QlXlvpgdssOxP2KKNxXPSzCMqLJjGclEwS7s3IwlEE+v6rrBdqOR",
-	"6CSDd8xMVeTrrntdluuFdSo3SLfUfK5m3sFCbJCwEHEyaPGpFer1JpIR8Ry4m/IYqpibl8/f/PQX4ejO",
-	"igKmXYhaVUo6BcrlUNRbXJ+LIcn5t8WGAi7RuOo4qm0FnRufktEpEWliPsGH29SGCTa8J7QnmS7IMWi6",
-	"oE3lOKJk2x+53DRGAsuGLQhHdg5LoGkluB0xLkjRnmwZw4vz3EheKDKbvM+DEJWPpiIfzSol63z0oWCn",
-	"GnCOrpP4dmFaLO/tulJYINuSz8I12uKa2zLaFrGLFzyJqoH7lZ73SIXeDkqrFHp0S6Xw08KRDkcst2Q1",
-	"GpJGXV0TI+c/mea2BIl76bXh/IaCqjViKXUFdKgVRMi8mFApvIMgz1qfCC3YmCqJRx4b4zm8Z6/gLN/S",
-	"EPUbCkx8DTASla3CS3kN5CKZQ+OA4wl5JXWPesVnubs5INaOtrss8F4VGKij2eAXRQZuJlXBuRF8q1/1",
-	"HFiP1zsqri7xRrIehXcTbdcgzyLZxn5AjOpVx6nZjzL44TpHU1/q/j5s9hsw8d36on38NRg89ueRr2gv",
-	"xkpjJM5abk5aBiOJvENjA0e8Z/tcECB2/ai9UtWgySeYYHpFMWAedb8S3/GoI8Wkh9M2yZk+cCFxBh9F",
-	"RcMkt2Pw9XKpyoz0zCcx9Ygs5UXrYS7EzJZKrKw23vWafrw9OkGkY5eze2fcOW0f6XQnQiiKQBmL6MOy",
-	"0doFsy6C7c0VLBWCeky6+CVM052LQhrgiSs9K1A/L0BRkroQYxByf10p8/znU5i79BpjY4h0n4jGEeme",
-	"1apUxmtZRZmFHnnkhDI3urZmqYyfiN+0X2CiA4gwkuKSrxR7ouMrTBXFuDg9xXmGgLOtqy3fDYaagViK",
-	"HmG4fiAT0eo8csHFPH5y9vQZyUyBmPSHsLSG6mdHmM4Dh94dTYjiiz5teDSk3cwq2ZTq1IGi7U+fnX5f",
-	"nJMoN8c8nLDHk2NYeOioY7AMGzzKRrS5mFBHzR42UsYm+47z33qnTAcVxFTmiTBd5FVbNvDDCVC9oaZw",
-	"KoezMVJb8BH23JUyJfx4cCE6eXJ7rLUvO7Hy29ZoJbAVNEnMRd2Yi6XUBli6dV5cSY/5WSEQ4FDM/3Eh",
-	"/KWa6XJfnoBG+x+weHGpgE3xokTLIqgo/N3ko61aYRiXPXQ7tVGHySM1mGmHQUW7A8GsKB49m3JSeYgM",
-	"2W+PGBeHWNxqSfX+oCnqaZcQeGsrge+SPIfE4ErepDy/PUl7DO7dNNL+bNHdlyppLvY5S2CIwb8h4Gky",
-	"AlfKx3gIwRoUmfXgkavDvpOtvebdKqaiYVs1++S16XDrPp9pwflgLrUtoJkZJEQKkUmPQbjenKdCzhpl",
-	"NP7BA+mVYmGrtvx2fFkPKrbbOb4xxRjbDIdndz8SJbiTFJIc0M5l7lyp/aToD3yRbilkUW7P4VQWem7/",
-	"EH7Rrodet2t1fB5KQmEPpaKkzfcOr7aXlepJ9npuxKs//SR+fPb9fwH7hodEaWcNyjK7VNmWKmUqO7ka",
-	"IaQ0Gi3wk7f2opI1Wi8a45rVytaw60tVahkcpUvlF7a8MNZftEe4MbLxC1vrf5FaZutLXZZo54AH5yD+",
-	"jMj9doHpHy58QjNPNKLMm6pqI1zjj+Fze3voDF+w2gdPrKo26Z+7bR/vQwZoW2mMvJG64tRLiqzofrdt",
-	"6UvMQDzkxlwbuzYX8XKta2uuLijiBfYwTHFm0bRIamwtr1S7JbD+S2k2F87XSmJorVs0KJxflHZtkne6",
-	"wwude0qBwxSisHb4Ia4TfdrM8DX8IJ3TVyb5sZJ62X7ETKTw4bKys+vkN+uTx7vxSzhfEKVkdYFBar1U",
-	"rc3R3TJrN0tpTkEqgxmes810Zo2Xmh0OswrUueBXcwdIfk+0iPZDTmL8YleK/Purn0F0DAaWcA2vtSnF",
-	"uMC06ellJc11gYmhJ+fispZmtgC5v4ArWRzOFeVLRoNLCDAvVEZXe4B0oLv218bP7PLjLB3M7E6D65fS",
-	"xUtdtkrcqrZXtVz20ZwG9ntQ44C3HjnBj2GkPvspMIm8MWKcj/IROwQunTL+pHdT1bsVhTn07R1mxvWK",
-	"lWjk4Nhe9c9GYiIatbTlsQ6jxYkb62Fwe9xHifGdmj+0BPRUJjwZB9LetT+y08RaIgfiIzi6sFe+hQGR",
-	"cE9edYpDDBIFyjTQcUdyqaThBM8jxNhtZUWSyTuOKK5Vsp9h97J4lvrO+Ssly9eeDTTbylbXf3hw7Vqv",
-	"2j7P2I7i1We47x/qTOlVj5QxHOs0IAVH89Ujcm+KWVM7i34uiR4jjARts4r6fWdkQuqJaQwRt7Gbw4RK",
-	"E8NiR8a+6bu+jWp/OUrECit5GKCAG+4fz6oauAtBsaP7QMgSxsd7wJoemkHWstfLvYPLAVpL/8UM2SED",
-	"Z2CvwSDwpvRWpjFtIC+AqNB+9/ZIltMR/MP4k8EOruhHmUuPXqCOz2gr8tj6loaebdtWuzk4h+yr2woE",
-	"D29w0sP2nnjl90UvoLjK9+48MZMW/2xUw9a12x6NXVsSNYa6JlzSzYUjA3ip5qo+KiTwWCMTIy7trgcI",
-	"R0fCNf0VHm2zYIZcA8ctL1mVd4hh2hITg/0jg4eOWPohn8Q+C1/WG7vZq/uDTuYPuzw6u4Urn3hAuJF2",
-	"fRPpMoS3huXds8Ufdds/7RTcyqXSyaE6wqsSl/bWnhVe4J113bN4P/9hO/T6n9tAavDVfhy12NpfeVW3",
-	"JLTAAnqPEr/ab/xIw/mPZMt07Q+zZW64d20a8ytu7m0dUH/E2Drywmon7IreOxcFxg+ewpFwhfAYBoI0",
-	"tnBerS6WrthVX8rEIrVLWkDqfeTSLDlvGUoLk3LEODiKSmUovSMafg/h0aT6zG7P4deguqxrjSGv3saf",
-	"Jv6dbweQj549zUcn5wyp0Ubo8QNbjpvvnvYFfH6UpxrP384kflGyTEznoAyTtwXWs5KmHTmTw+7qRUGE",
-	"KGTvCvKu9mAkVHbNIZjwDIV7aMfpdknaGYZnxXTHmTRiDapIUE13EwSzQxpD7zFvVfOeqLmZMrLWlhRE",
-	"eK7jZQhKssZQKVQmleuVRK1RR4SEbpsLPmQHQA7hMsWHB+7xkFSE8Gm3QFBCsLs+5CSpq0v7Tu2hFJ+K",
-	"HbRDZORs0Qa6oAmPgLFC9JqtShA10Obf7zb5qMu0mw+2a8LqQ6sjothiyTF0XUhLQNxEDO0YEwIfq/4E",
-	"fugj1J2m4Oghc8hJv4Jp2wO+l220V2EriezTuA7GCA3KaHy/Or7olk+wPbo1ffVLYoNIbHXTZr1c1nZN",
-	"YVeVvsboY4JGOqx38PiT0WYBNBQxAvki9UAuhKXvwEO096Xvwr7mPn42c7t7ZztT3IOh+NFraQ8x/SGv",
-	"Jb9IBzosFLH5LMWpCzmXvbdyyPzbHxQa7LHpYNoZ7FvcfkkrjPr4Q9/ZrEPyVtt879CUKYco9bb3lpMD",
-	"nxyXjMYK59ujjEd71MnXXq36oxW60ZccSoPxOyHPHuOnxVwbWQmv3iFNPo4lvrG2wp4P88J3nh58y/jC",
-	"/YMl9Lc5RxcFNIKeJDdywQwIBii5huw6AgtihDmMvtbzo9Mb2H3TbxFm5ARov3FeXCoBMye0BE6jwAtn",
-	"jUIBCR4g388kxWs7Bih5l27jyAZipzB1WIyB8zB6wwmN0yB8URgTOet1LdpZfoaBfUx8S3hnyPCe7mVA",
-	"wQxx9BR3Mhnt9ZXt0mJ00h0dImrXZshR0xkbba/Q/lxcq5UniLd4Ko7zTkQ60+NvAjGKmwPNwEkdnCGN",
-	"8bq6ZVfH5dzAVicZNwz9ffz5GPQaNhhgfJuTsm2HjTDkLbdhp1801NDOZS3F6FzqeI/CiYjr3zmUW+Ec",
-	"ycD7aDHM/SfeiFuafYY2H221z87OzsRsIWs5QzmafYG1Xi672bL7QsZxcB9lf05I7jEpDF3SGYnKQdjJ",
-	"IQf3xy3BrW96PK7d3tFq9nRf52JcJAEiHWjPwwcZOx06S9s2MDj220Yw/O6QFQwa65euItjE0cT/oERF",
-	"TQ7N6fUeI682F0FbR88mkzS83vTX24HJHZmycKws8TzFsUVX+xzTuGGfJ931H/fFvp78v73b8Ok347Md",
-	"8mMIBitwXwG5mlG3B4QcEhAp7R1z7pSguCDRBm8J6Smr8pxTCTFMnYB0T0FMHMAY+JqQ2VtQT5yjrk0E",
-	"6BO2LuFQVkqWrRXlSCPOPYDYHsbafRWQ4rRB3xTM8+i57TFy3DJP9/NDgCcWhnCo27zFkP7Y4oTfFh8c",
-	"7uhHMfWeg966j+mo72ZPFyHqpehEvWsnQizwuSikuy4E6iHRSDxOQfO6NuvPf6kIFPMjwOg7eaFoQX33",
-	"M72XGP4/07U5Ro5KbtKeADQquFKfs+0+ml9J6ddOeFuVuxkofSkoneO/PzX0z1iNJgxBJkBmAbdsk5ZE",
-	"eMQJ9nNdKU5WikcJ3xWUcfmx6aFwDQbkGzSyHS3fKLl83SyXst4cFnOw5aHRhFYO8M/j2OEgj4iQBgHQ",
-	"JG7JQrp+dOYBwt1P3Vo6lgx7aMqfLW0UJnDeAocwjNxMGn5q1yp0G/rAw9yeMTcxNDn3ibGiickXfVOY",
-	"vXapFtr0GLmAv1+w06TfnYFPOLm+YHD5PUfDzlFeeNS6YYBSBxABJhNAM4cQzmWp6v2j4WdqhZfc2aae",
-	"qaFAyxut1vvb296YdDF2xtPT5MB4ehatf7PZYHnbDM9ec2sCQBnRRgnSLBpct+nVO79VAevZALWW2vd6",
-	"cn+T2pOtD3F8Iq4LI0tl7GkRroIjEjLzb+mz7VLCdwNUIViJP+NaJviw1la7C/gJ6V3otFw1XoyL9x+K",
-	"nizTXc8IZxoNtpdmizplyoCyt50TehBC8F7tt7X95bbeNLX5grgaq9ouhwLcGgcHRr3zdGrsKgJUN7Xh",
-	"LF3cYAz92NqNgRsXc7KHohLSQ/soCMUuw9OKKGkpKnYGJJgUnZBgjbhauzDaY1uLgjOqQ6NHK0fspUmk",
-	"2Sc/9Eg2vXv5B86a2pViMHlvnwxzGChtOEPyqNMA48MTcWwEAFoDbil4DeZBBn2nmG5lg3b8aR0Yae2E",
-	"Lit1cp6bFFBpSim8uqpAaVIlYT1aWwUz49w2dURSz4Stc9M+uERfU4ubjdB4AQ+oBYTtAFrnRruQNHxy",
-	"HvGcpi2HmtmmoviFuTbaLfDtiB7XgnesgPfaJoKaTNnWwtaYmCRC+AWXtUU6VDeVynAtOmkkVCyHX2W8",
-	"S+KX0uUm4kzRmFt0qWkCjBm/RbCOMLrcBKSka7XyEWiTNqMHmWqa3MDcFCl6cCFqaRDBJMK8czmPztUW",
-	"4zX5bHJTagy42+2ZoBGCHtwCtoSTBTJ3PCUd+JYwyb5cu6GQr1uoQE1tAs3Y1nmxpYuyJkiZ3RAy+DnA",
-	"68Aa/vBMyJh6SedmoGRMP9ZoFsWhnkQMzOKApQ+4WYTDh6nl0oeDNJYphANBwEMvGefJSXGtNv3JU77W",
-	"V1dEog4t2Bt+lIHpejO0i7w5O/tuxncQ/lannr4z9LHIhOmCBYXbSFkm/XVod71rt7B5bXP2WA2XI2li",
-	"imYwWUX3Gu5MT3BNsGnRqeuQ3axlG+3qDskRA+p8gP07+ixHHnZQn8emh4bzIvCkI0t1pnAeR6J0ZHvs",
-	"G+FS9gd6eLVizbmpzZRlhbAphRibDOk9w9xlXOgyN2VTU6bz0mVYk1wrdy4KvCVFzLKjm3SSiSIylCI3",
-	"Y/zQOHWhywxZUEbScya0ozTWjIstnLNYjdDG+E1u3MLWnrBE0b2W+tdO0L3fWgwLMe7k5We5oWPYiy+T",
-	"TKoXcHyX+lDObS/qkhnMUUzwIKRLhIB1bbGsshj/f69//RtSqJNMxOn2UpqwYP068/VW7Hpnd9N6Q53S",
-	"RL2swBysojaYbhfc0z0/7SnUt5NVnLKleCL7ST/rVr0/8MHrjy74ePqHSz10Ad+0/KDHyMN0LootU1G0",
-	"F/Dlr6/fiMlk8pjq9WDYVQg8O8lAyMDqzWOZlAU7FwVbNAosE+gxbSciNQVjTgsSmRuOE8GhoHqBMbik",
-	"ZNCl8midH3O1zZDPzokhUcK7VDOsKlFJvaSk8oIjLvohnbZPaHs2lxSUgcn2vYb91gx0vDs0iUTZT1oH",
-	"t/Pv4Yj01VliqCm36sWLwCu/r5hET+wxpiPc5p2dimfJ+9vt9c2vU1r+tuhs/cXm3iAmeKUeOSzfcmTd",
-	"uKUt9Vz3CYvRV4zZ7WvJsLNk4S2PdxWvegvnJ6Pl8vfbhfOLx0Us2kdV8V1XxmrL6B9GjaF69qGAW5z0",
-	"wa0JQs4ttifWwThKAuoehEMi0FC9OUzbmzW19pvX0DAfFCz1/bwZWv+kWAFRvLTsQRa25DmDoZCDe4GC",
-	"rQgOepwGskPsq92IhfcrKvyvOSJ7q38llyKGdBN8PXzVojUgSPdf3rx5ORGUB4ABsRhOkZuiM6qp+D1V",
-	"NSdpHcfPEvt0uyxDtjtVkKya2gCBxqhAlqvcTpTERMTSEHIWoNOlY/hnhhjGHEWU9oBcOypZvvXLNmw/",
-	"NGfjT6tqExlKjGFUuaHBEvq7E95SVSWs0VaG3LGZNCGWVC0nucnNH0FwcdhgqOsPa/aYIT/+n/9xKMAF",
-	"RJ6TYP52HqP+CezjnCFKXG62cUCCogZfUBxMMREvQfmB1WPf0BiGmAlOK4Rx5yYkNQuKy3IZc0OgXrHI",
-	"u/hnY708weHXTaVcWoCXyitwOkhu6E5NheTyBAFzH412iQ+c05M7MWGwkvNaK1O6SW5+i2lKGMQCqwo9",
-	"XSpRKzlbkNpaSi8vpWPcCe1EadfmhOpN4Fldyk1uLlXb7/dn32Gxsm3Um4JH9Er5enP6fO5VjUCFVAIL",
-	"zSsUTMPQzxQjNAq1BEbZiKtajKajJ5OzyRmlJCgjV3o0HX03OZt8R0FRCyQMjxHZH//khNGePCFC/9dO",
-	"FPjXNFyuzUrx3SI/MSxD+BHOUvhxvVB8hlHOhg0q3udIH/JRJnLUYOkvaAJRrmODBSXtqMBuBFG6iXiz",
-	"WSk3BYGM7fRZK8bhn6tqA38g+gb+wcUMxlgUlgBZsOBEbmL9gg6cO1mibU1OIYRRCNFJNepYTW0KEAk7",
-	"+o+kcIskqbK1AdpaMJgYvF839DpMn81+eFOCGSZr6U9wrNIaYOckHhI5AAmx+xZbTPAX3QZ32ZrbcFwb",
-	"d0647PgcoryLgqJti6QzvKRFrdzGzFjZpHMT6n7gTM2VmNd2yauEWE9T+kAUA+45Fi9YaENVgbgRdHKy",
-	"qQqJ8ninTAVhjOYm3DQuwNGWIeEKGrDcuNCIixNefxR7ggtUwfYQBOLSEmrqK4XEKADDK7GxDdYkwQIs",
-	"sE/UwiOHdz0eYUpsoqMblITtI016FaG4s+0QTziXCIivYUW8RRKIF/kO3oVjestNt7sS1gwfsNdtn2T4",
-	"BaYKs5vZJZr8Kk0FyREuX3JUfDT60nZSUREX9q7eiCffi1jiEIhVwheJRzmluoVFckP0WpqIaxBvcNgm",
-	"fD7VnLSncWFRyJnSN8Chx8RvmVfU+mrhncD4pJNu83hPO223YwElDwZNo6VKLqFwzu942i6uR2DSjKz+",
-	"5OzpM0TupwNO5B+By4FHeIlZckw+GXnxyVlcsMpSzQOk6dDPRJC1AkbCJa135a7ckOCVgbiBm4DkdUoA",
-	"Ou1eMSOZK6J+MKDijzCS1+hj5zKDIK5isz+XaBWGN/9ILAG4RC2XipS+f/SW/AprymmYsLPo7YIH/tmo",
-	"ehMsZdNgpSTOfCQywdstR97TszPC5DI+4Gird5542ClNm9LQQh/busCHPn8y7Q+9jiGoSO7j0ee9xQ2R",
-	"a7mZAEt9tjOSIYGqO6ADucuIktgzzGIH6rCgUTz5oqNI8RB5AN990QFEBMZiui25S4c1ApCuGyL/dBxx",
-	"mM++6DAjOGQxBaHcNbNFMpinP37RwWzDLxbMlHnZCEOHKd/vUOYJZC8Lvj0md/QMwnpTbWicz/df+Cp0",
-	"8RcLUnlDCN/oNQ719DVcWSJkrU+fWHusWoWaYKICnqD16wqI3YjF4rfQ+GPyG/TKx1vczmDV2MC4dwoF",
-	"nm+roMLJDYgS+NVU+LphWTpI/Kpyqo9S/1n5F5QVvZc8pjtxux14oYbIZSiFqBGQ3gd6+FUpUecI/LZg",
-	"7BxcYe2SbY0l4Glj68a4x+9JrPowuMdvQune6B4NqBUdNXIiftuGtMBYgdxcWYztKex1QS73yqlMFJT1",
-	"jl8RqAlVBqDgRfwawQr7d/9VY+5y+1vUi4FTQMAALVbvA0+8DzwxCs5EY4C0YwyruzdsEGFnvgLX6KIS",
-	"U6Gz/Zzk+dYZZ46RcokEkODDjriMQjCbm1kGjjgYrSWXQq5uJxUD6epALTDZ6hKJX7Tzr+NTd0grOpgQ",
-	"PWtPNtuIaBGLqxLORIJncR9u7/2SZgjG1Dlr4vq5oITqOkKGYBUZZHdDp7NzZB6/h/P4Adkfxkns0/O6",
-	"qGPomOyAoBRR4eue9VB37pNOejZaWecHoWnYVOKCPk/mkjF0XVIoLTNjiutlU1s79tMnxUkmylrfcBsh",
-	"N4NqpXaCRB1ZwUINoB5LSmInSkqlat/1IuSGkOJxG7F+WdpWaY1C1C6/VSB3JtH3Vdk1VUkM2ZVYhtEl",
-	"2DxohlnLunSTna1i0Di0GuSGTs9RuHIY9dp+xshAkxt6VhKWF6rOcKSEtzhbxRY+oee9inSwK/75j29E",
-	"VxQr2A9DmxIJcDo1Kj9UbtgCmZtYsCwU4I50JTe5ofFTYC56VmTFQSC8+2lKltDGeSWDASk3dBKmbJJy",
-	"VDWFJHwKbKbdTFyWPsiMGB46yQ3jxXGfaAN2ocQx4cU5Kwr4qwhlPmF1zQnpDAvrfG4onLMIoHPFRCCm",
-	"GFYG5mInNNRHTqh3cuaFaehA40qvbV06sjMHn4q3XlZZYmvjWsAZS9C2Om0cBTMkK0E1KNkVo6icAtub",
-	"WoiuKQm6RaBXuaEIEto7En7bCAle1DkccGiDpGHg1knJbVo9d62xiI7EaKqpkLSAYUpcAbwMlnaayhXQ",
-	"idzMrAGptgV/CUiHcP6yAGJLE6JAGoH+A/S+YFnlWhreXgakpAdUSaWxeYcpkh2dgkwwCN7OqdxgOa7C",
-	"XocF6pPwXzXmdYuVxVP7PRdj+1wSfsCn/PDhw4d7pEtERQk4RvQ2YL1pNbtGmLd7om8QRQhcuLR4bZcR",
-	"YpEajUYU3s/Jg5aypaUAz4jCyb3RVMKI2AoWPX+tgR8kkO1xf1nb3k5RFz6SzOkeuTZafyFh0N1Cgh2P",
-	"ZtYxPCWxDuckR3CFG1qhea1Y/sAQA+0o+yrw3rox4a2QOhG8my4aSDCAQ6wxgQF9JYmpEUM+UCKj3Cdm",
-	"ZMgvsBGsXCjfsdRyMjh42pYnX/awd8sO0X178v0XvvB9hY6Ke6t6w7C+7CZ1ahAV0/T0haQbOEtwrrjm",
-	"u7HCqDWaMMRzMgCy9RwtfMSq4ouX6kobR84kjvbE9BMsmilrEnB0BEeh9B0QVzCS5ToL0TecHVEkaTUF",
-	"scLz4HBk+ZgDJUjiALWMPIXI0JOAkp5skNSFC9J8wAiOIhV6+ck1jCrLmPHJaxWCaTksYtLx8e0ES37o",
-	"6revmtQFjhqDp38oAB2TKijwAcXF/SYYUHIjiMCgTeQNY3nembwTEQ4GbSGJY+pBDAhiQIVaMe7fPfQr",
-	"wYYG1kOHMANiEDGSkyPJaBMf9hkvWNEsKiXLQshqDUo8MdiAgiTLMiTmAUWA5QHqABcD/tbmKjealQwH",
-	"KgXck9pWaiK66M7s6FutlKw5pgBDZ+j4UwBnjwpC2cFvyG1/FxpIAojzoRveCoL/rkby5LP1TL2WOLch",
-	"Lxdq90iCt9BacDnvlQKCdpAolW7rH1laHxhDppT03dhXTdnvZQvU+UCbOrQp2Blb6vSlJf1UAs+iGbYj",
-	"XXe89LeQnR9E5G9DRO7wIyJhocL7rlwUmFCUiR6/h38+EDsKqKdDdC+G1XFAfmsbDyk3slbiCo3VGEZK",
-	"kqPMDQuE09YDT89GV/mzsycUJmrsWliUpKP8h4YgChBkOzTytMYkNuDUzhp8SWRSRE2UMJxzg/D/KKvS",
-	"jzhnbdEtz3DarC1OhRSzWroFR69XSt7AtHOzkNX8lOEsaZ0ZBaiHW/4BH4vcssO4ng0vNdr8FaMBP/jQ",
-	"7yHpp93pkv77FE32pS1OO7WFMRQPFbVOrmRPWZfg74iDv/9klq71YTKb9eubf1a+nyR8Xm1znxD7QFbu",
-	"Zbiqnd/zMNX7pX5j3YkY1Z666slQxJC0+4M6E8W8G/HQN+b2EbxiL6VfYIGoVX8p5teggXuWQsqQrwOD",
-	"I6ctOopgu91E/BrTG+gpj45FtAsSIMrMgqaG1sIWSlGMMZHBJXlODtOHOqg3WYrGcOH1UtnGX+D3CcZQ",
-	"Joq2rjnmwmJLSa1zXSlXsPOZEixwfK715nKuHpzkS1tq5WJSn8tEzOiDxwOmD8iBc/0OBDOfm4CUnAmn",
-	"zUwFO2hI+YCH0eoX5DjHmFshuyk3fqE27IOWpYDugm8Z1wtEq6amoAhTcjKVs0uFYl9uOL8pi8EaZTC5",
-	"ckYWhXLMZF1vQnX0Tn7WJDe/rhSmkAnOIOskJT5qT+mV8gRDwVdBXDa68igI4zzQsJwcGpgVmlvhkuo5",
-	"Xzv3GMMJHlfa+Qsefq/7mIAz79h2E9E5j7DdfDl+11KIdkm/IWuNGGvPlhpJow9Yiph3SpueUY6bUScP",
-	"lpptSw1lN7bFiTon4H81f7207y5mFl1IwAA+wuZAdHVraW9hfHjM5PDxe/rjQ0/04dG8ODv4LKGEH+Lc",
-	"xVpeq5B7gYFNqTUNrRlRwemkB19uON0/N5zLySFUawnLAldUezGW4j9bpJj/PDkXjnAxBXZciDGGudg6",
-	"NxgOdEIGlVpVSjo8yFjXEJ6dxAi2Wq0qOeORRss0ZjQytho58dbaMHxCy5MmoWOslMhzodTfAESemyIE",
-	"P2IgTiinSCFefYRNbuPALqTLTfDHextwYbGFxlSgDfKiBifjZa3NFVt8AvPgQMdeht7DtkOGNzLuYb74",
-	"IiCl3QVnpMa/Dm8MlSP6uWNIRsKYVGPXQt8fxijFJYhwCA0hjWjMtbFrE6NXyOJNxzaUQtw6cQ+ccIAT",
-	"Ms29VxwQtpPG9c3zwkh915TuHQhgD1ck1MLDXPExjm8wH41imdHiXmS7ufJc8YoCUFUI3QaeVGQU+lyy",
-	"xjnXoNCFfWHmpR0xHKpVZ40SsqYQ6fHTs7MgXZ/whdS+yE1IaF/IGyVW0gGraB+WDNyMXmvWKJm5hthY",
-	"6BDDg0vXhR7QHsNsCVCFfN/rTuGi1nyOPeZmt8tpDAtDUB3QCugIztsobXQdkFJJsC5AI0+GcQFg4tBi",
-	"Z8jnjKea5ebZ0x/FbuItwi0kSAHoX5hFGIAEwyI3YRfbIJwUtkZWVRx8Et/+fDZTKz8V2xykKhBid65q",
-	"eBnlgWL7meKEFFFm1BxLtF7YKhgAGI2gjdXWlRJoPJhStHm14RjpiBWGOv0jJ3oAVSc8MFxaytFFdBiC",
-	"d8F8XT6RGLteafQ1BfwF2C/smnxJL63zV7V6/f//ct5uPo/axW9yg0XBwt2hfEs8wxxyzkFNOI65rZd4",
-	"uaZ4jHNT9KxqtED0MLWBxM2f8W4fAFd4gwCCdGB5FQLGAs4KZ6nLiDeEIWOE39E3kj5A2icDOA24Np0g",
-	"rttg34NU3oMT0UefEsEVadKsqZ2txZjKz/hFbZurRXFynhtvrxRaStcJ5eMomb7pildKlnA9l/YG1ezc",
-	"xMYjvCOu4+Ma429AG2e0xL4laZA0ddZku+TObjWcoRg7b5F6MABN0BiYqNWKdtMosVF+CEoD3u8fzVlS",
-	"LOCHQ5UC3t6hJEqnHFjdzq3p1kl8n490yeA4fDAZ4AYx0uiXSkmGvanVTK8QTCh5hX6Cu91+S2QCoU7y",
-	"0Qfc2nbkEa7wUhtZ94EG9grQfIKzreL4D/6Ve+FfYW9KJCp4we+z1HsPgEBYHFy3IiKxFArKRzq1ZlCD",
-	"QcSQriw0fvXH12/477RZ4LUvfnpJHy/mtr4gHN1A20/ugSJwhNgPnAV5L8oWYyoszmhxdat8nZzjEsCy",
-	"hPgBFkL7wSiyL2UFO1L3eIx5coR78uXsc73Rsr8aFTLxEpmQhXcc7DZ8cgb/IGEPFDs32syqplTlRPyE",
-	"M+vZmXMhGZpL8OzFRis440XZ0CHsz9WjFlUQ7O6Mp3I/w7l0vUv1wJ/uM3/KOmTjwUbzWW00L9C3RuHb",
-	"IQm+jXtndbaPkptqkxpuYsmMo203qFfcA+KJxnNSfdBORArR3GIW/bTVPyRCK8ZCOdEwg45+boDsxtpN",
-	"xAt7A/ST0xRub4V/IevrV6RR3YkFPjT/ha3v0OdrH83+gzvRKsCzgKF2H0zwRVC5SQXttTtkHDcrpJhJ",
-	"Y42eySoaDksx7iucs1s3Z80l1Jy+wlidikWlf6naPni0dzkFnZsHVnGXrMLeqGGbFN+Mll7uZRdbIHP7",
-	"2UWtHNn4vzKneN71BKNnlgvPiXFaBI8zh6jcFVziha3RHZAbzlTVThS6xOrRmCsKqt9MGs7xbmqDKW6u",
-	"DQszZVI9KzeyVliELcESpkGhhyX4J8boDryAv4ss5B9QO+TdKDXVxVOmFG0RwBNMhCdIlaoMbnaMDpNe",
-	"haxzQt6ZBLv6+3zEgyUD06xSskZA5c6RCRNiQD+N1VqsGCPEbztDnNxJb49brnE7D5g60wDUHXK5rMEK",
-	"zLQwbWGZaGWdUwqHKHhQF8pg7Z8iN8nKcVGfaRj6xbypquKEwugS8OUFaL2hC+flJo89niehjZTp4T0B",
-	"4zMMEIYx4rZvGc4+zbcfAYB0QBKTvViJr+CCfQGPP/Zz11Aqxzj4M/Tt0w18UP7uKS4jJux+A575e5Fe",
-	"0q3MikjmzJqItQc2PyaNBE5+JhhqHyseVNap8iRmsgU+Ai1FNKFvUr+lYtHMpm0syZoULw14DZ8QjRAL",
-	"Od4DZTbkUDBInerE5SGOnaisXYWoh0iIixRATLsYOzQVSs4W0ccegrcRdiLxt1/S7QVWlhvn1SoDFh1q",
-	"+ZJE1NYSPmcr99IVolSV3DjGKgOW6Dz6s7VhD2BS6jvWlt4ad7fENOvmuRmzPgBc8JGLZaezKK52qvV2",
-	"gH8Crh2GYTxyQpkbXVuzxOou6DnbOK+WVLSVopG7wrElPk2ufh7eqqlX1iVe+iRl3lYOsxpi9Jau0c0e",
-	"SvUwol83+AC3IQTbn3eCIdoQSyqAgmIfIodkQYbSFLqvlRPFSwx+mLLxpzyVWMkEp2rE07OnmJBgzUxx",
-	"yn/xi6WLX8DsQ/B/i1CG4pG1K8Z+c6l5aVVpzpplSchhdavcsHmF4QQ6RYgJZMauBgtJY4BJbjBbpC0h",
-	"jbEq6QkZLCeNf8MQsODvlfIYFIEldtliHJRyppsn21J/WnSQ9icqCBgo062kDo80xtdY6phqb06plmlu",
-	"CGGQHE0gMBp1Jb2+UYR8w/5pRwYpHO7T//7+OzpVEg97bjCE5Xfihf59RqAx4bS0vKDQBgWRi3CXipOQ",
-	"WcFDUKAfYPEMDPQJmgPhkcFS2DlddqqSvZ3NE0/3dmltOh7h57akNdeWJn3IGq9NQ6SlIyWHIiBY+Gw+",
-	"B/JDKlHhlCkvYqkUDF5xzeVS+wuCjSR6AidhKb3Ktl7IDb4BY1Xr5A2CIDnHE0J4R5yVBsfsCgO/2oqp",
-	"0uQmPTXtXcflQ2jPgPBIwb39eKBEN3Yqa3B5t87dCIgbjpUnzgXqUJ5w7DuZUAOwim+a2hwKvym6dIJK",
-	"ov3X02dnJ9NwvpFoOOEs1ndqlwC0S4ZEiuEbBMPUxm8QNRqKsXl6drYbj/D2jtJ4mtrcBoLl7LP23NZ7",
-	"HkjngQVlJbMgBbnAigliYdcotD09e/rlRxQQr8YDbOXkvANbmwXdvmDSWmQoW/iEy2yBdYXvB3ADUrbI",
-	"VTN7YbeSEpg0UmVm6vQ5rFBfmc+tU7+3xQ/fEPwNiVkgfoHMrzSSN5QdowBnLH+j3vkHA3QfPicVynrQ",
-	"VG+jqV42boMFnFtbnnZRwGJxB5VV0lBRzmtIC0H06zHjgxEwSZBLTs7FIPDnbeA+WX2IOlGS8xO4Ol4t",
-	"bipRSs5FcdmUV8pfqHcLiTJegvAZdZHAiSmbdRXrhDxADX1FqKGPszt8Q/CcJESzQB+C1YI16HYQnVnU",
-	"J7I27ShA97GLg21K20oAeTC+FQzO1JIScwJvZTNil9cnWIn22n2Cpd/Xerls0duJojJyAObeNAQTYGCt",
-	"uORiS5dyQ8RgtpC1K0hN4VrMweTAxa2YsfTVSFSmfEHTHd02bO/nUi1X1isz2/xVbf5CasFdyfY8yK+D",
-	"sAirNByo9ppKGN8P5wQSvLQC9P96+a8V/dhILqNrabdi+r0HsvnSgiExWHSkEi9tL/3FzJp5pWe+eJCD",
-	"tuWgZ0+ffuGhYIrxBfuVp6LwNpZe0V8ZqOwzOIdeI4p2DPDrY29Hxqy0eELuQE7qwjp/0T4+FdJdY9Jp",
-	"UTfmYim14fwCThKNxW+upFe5ke7aCSlWqsaYBO1FrWZYswa+NBgj1raedYssSYRs7JRix1CBLIpoKOCg",
-	"42AifkE05e14hB1mD4+9TKZ/hwaxtpsh7PA3iaulHdODi/8B3+3bx3d7wzWukBJ0D3gW735S1OkA0ltK",
-	"sj4J720fMXz8PkFa4wKyd+cib+nDz384QmEKNcIIvgWoKCzaemFjEj25w1xT36CTh7VId06evpDVlfp1",
-	"QqI7aNft1CkHn3YFf+1Fx4Xf2yncUSRW28EfePpf2q2RTHGAgoelahfwgYLfU+BfLNJ372zeOwfnxy8+",
-	"NCbIwebckoK1TGgBGaHVu5UOyv43UPQXK2zaWpTKbHrFzh6zWJfb7LCMWs2UXvlh4Zny9vAhTNzTZRY0",
-	"EExoBDFalWSu0mUXGlOb3PBDbLNHYZbEbApb4IM83U7qiBAquXl29ixrlYUQMIIQCiTUhGBqp6ho0bOz",
-	"74YKk4fZHvCxPxHeiidnZ236iMuEU/COp7CImV0upesHr8j4j6cDEAm6dHuLzyb+9t+dnZ0dQrV4e6dp",
-	"Q7xgQ9UR+fd7kyhkLJ7Qpa0VHDMDu0iWoR1Mkoc0obtUOJLr2nNNeUvuqQ7CmWQJQdI++Fjg/JTfBh7A",
-	"bwtCpgm5EmsV4IjHFOTI7oUOOMDnxgB428NyOGN1XyG0V+GhOyVu2Mf+cmjb0bcPqPUPVo1/G6sGW+wi",
-	"RL1GJkki234jRpJ2nn1+ryrXGkfVHjHU2tBRkMxCWGgRylwX9BRHpHgrJBXqgRdINGX099RNe5RLlt8L",
-	"XtkesfLXlTJMSe63z5UH+XV8rrRKgz7XUD2pVlfaeYIRdEHBefDFPvhi/w19sXzHYxJD/CJYMLKQWHpB",
-	"IXjwxYMD91t04BIgbW3N1UWpa4JRLb5R3y1WFZHkGrW1CCy4TRc64M3dB1gTfnv8PtwFdl0MFbBqGe9d",
-	"awnDFhD8+UEneNAJPsJenp6e+1fUKlzpL6AKHPYx8j2MDsbjiMfjWq2qzd16P7dHNqjVhMJTMZRnRxXp",
-	"00JEfK/VQt4EnOnoSk1ib7UTBccWX8DXRUjhrDuAgiY3crWq7Y0qWyqO1vxOpK02AfED2i0ZqLs/gw3W",
-	"+hvRhVbV5uskl/EiDalCxT8b1QAnjjHdbGPPtjcVWHW7HQ860v3VkRKUfNSSyrJWFGNme2SlrNWrvjU9",
-	"apulfXmValUlelAmOh7hB/XpG1WfvlFN6TllY8tWNdp/8Y9Ukrx01/udJ2/wiR0G3OeLpvTfTk7O3jxk",
-	"6a5f0ytYRqCvSbs2Wwnk+1r8G7w02JZ0Tl8ZpW7b3F36xGEN9obBYqgwgfAlIK9zXXlVI2rBQ1TVg7b4",
-	"7+VBojOfuI+yWPrIGgW/EMT5oSLISLjuxKWEg9W+UmKM0T1Pz84EqFNyBi2ccPyul7oS4zN44NnZ2dkJ",
-	"hjOxljbJzU8xsImylXGq067Em4kd698Yo1YDLTtJnoAJF2IsxWVlZ9ehNBZh3MJvnWAoW+emrSkFzcAj",
-	"bD8mKB18joofRLgdWNOCdijLTe+2nExEgSWPVXlxuSn6Ew4zHECBG9iPNY8tAHm8q8K+0l1/HfcVTmqA",
-	"3mNer3TX2YO/6oHcf9MeqYScPOhA99GF1GEb30jQclkmocrI04LyQ6LDpZX1sXJBvy70eFZJvTw16p2/",
-	"sxz/yq6V86emgaFhhkQyIQI6ZhbOQMNVJaBDZLYEbxZYO8sBUQmcyariKDwrjKU6szilIGmQrZfw3sQY",
-	"9avkTTRrXKxqewXKZXFynmogRilYf3etqSpjbri7Ss6uaaic72hvVI0VaGZNXSvjuXXHAC9XyicjgR56",
-	"RQAY9t/UOx+lgDtUwvYpYGEBGYnr2e6u/o0lrJnE4J+w4IimqYPMIwyDeT0oaw/RJt80b+9GknwbvAOp",
-	"CdXn3CK/xEd2VBS8zHiTj2ce71Hq4TgD0o4GtEfoM+BkoncmYOexTtUC7ujyXGgvKiUZojI3BbEH0q/s",
-	"nI1CPA9JQLbwciachXfx8eiu689bhF6/NqGNiv4DmbwfZBL9yrw5j5xAtd7WGWao3O8qLShUfBuUie6e",
-	"kHSBx1gge3uhdxGqonVrKJzpa1/mhzv8YKj4li7u4RAmup93bHQ+HCIEFy+ND5J+tuirczTXqipFpeYe",
-	"wTZZ2jgXRR5dYVTlJx8VAiv9kKU2/Hi+JWjUalXJGcNkV9r5iXil5g3qe0bIVkWltGLWVmnRyBzEAuNJ",
-	"hGYg7M2g61Ix3iVWTwoy0lpqn5u5xeJBqppngoJeq41I6lXxeUZVNfS1mVWqOOkTdv6+Ku/etkydfHG0",
-	"6UOqrHRciOgBle5B6Loz2v1VjM1MXfBAJSTgwfr8YH3+PBYEKuAmw8VED3DGjt6sZWNYQpZY6G2l+UNm",
-	"BbJO320E8rZ40V+sfL/dmCUDWbkd93ZLP7LcdC/uuE+CONnJXGoLvaharKXLjVs0XpR2baIfO9jFCzFO",
-	"TeTdiqMncQRGqdJ1G2abdmvtJv6JT56Lgna9yE0sGrSMnbP5F/ru9Cfs2jihucIPmt5zgw8j6BfGW18p",
-	"7zCeINYbgV4bw0w79sGCGfSRm+DwZ1tmXMZ2nCIZ5kT8OhezaJvnITih3kmSq4wSa23coE3+65uJYO1i",
-	"sSrasAd188Gy/u8p0PSlbnaJXPiCyNgOGYoCUSAa35LFXka9ZW+Q6/EclInjPWCibwIXSHRzKjdVJHFj",
-	"SWRZFsLHUInPR0VuUIsOOv5JCxI/Ec97FfLgedjivVniVwf6z+fJ+niKerkBd3DXYVphy+646OxhvhNX",
-	"9EF5/jaUZ7xeD6rzrVXn9OY/KNBfu5TNR/BOJlQIVWdOg2KWuJi2bsbHq6RcWf6e8NPgWI9QyqBVcVEb",
-	"Y2nWE/HcsLucMfDj+mjXx/p6klNxzl9fEbpfUcIP3OeB+3wE99lmNvefvP5Z3/ST1ks5+2T6GqqQ90Lo",
-	"YvyodB4RZal4XprWIWuFmkQm5Ky2rkU7n/SWfHiDfd1x9dN9+W2huqd7gDn9toIOB5O30pqtLhNGrWPh",
-	"kUO+cy669jnxQbHNx+/hn0PwP1wv+asWAo6F1x/4+cOd/Ag23tRm0he4kl7KO7+FR0jzTW2GsXe27uzj",
-	"mTQzVd2xfpGOaK9+QYWx7aq/kOaUpYJ5pa8WvlvgHa1uNJlKlZmQsVgn1meea6PdQrmJ+NlTpc4iPlxk",
-	"FPg7WIq/LbifVuYtK0YspVruVOzEiXGzEt6K786EO8HS+LGou7fQ83kA6cFg4oV0obpobrBIOZVagScI",
-	"WhOLU/baB3H8D4T1gbAeKEFCB/2+Ft/uI6t0tNM7DBfmFpVk17a+dis5U4OifsAMv2oqWYu5rlTI4Irv",
-	"YvmMlfSLkCiPdg64407/S4VUMSW8XmIN2bV0pD2EGDABJM+JxilRPC7EpfJrpYyY26pUtTvPjdssL22l",
-	"Z6LS5tpFCkPu5BdSV7W1S3Gt1MqJNkoP9ZDglRiqN/dbmMWfdKXuVAvp9LRPHYFFflBFtm9npZ137aHr",
-	"rNI9KrLQYhZQHfc44G8kDwAOJhe2qVRHrX+Urv4ujWlJyedVnmK7j3FEj98Dpdmb2vRKLS1nKeEszgMl",
-	"STKY1HLlN8J5uZmIFyiouEeiAPniAl4pcmOsqKy5UkD0QA7SfjhlqXO1d2nIs34pjoipE1fWqHtTbgZL",
-	"TAEt58CJWlXS6xuVBRCOyaQgg5KLgc9SdAg01hpB0uzsUmG211aZmpSdPBC6nUpocKTuN6mDLYZR/VuQ",
-	"vJj6hBfyYynekEXnAG3Ytzh25pU/db5WctldnLmtl9KPpqNLbSTCi23X0BqULB45cbnxyn1jFIcrUg0S",
-	"nQcyskVGalytByJyB2lYr5QsP5Vc3J0VqUNwWmNSM2BLurTlJsBjpfRBjKUXS+u8eCJe6N+fkA0nyCyc",
-	"hlXmZr2wlSKwsaaWl9Vmigxech0uKWa1dAvhFEtktip55WjTjVrnxhqVMSyHFEv9biJ+9iG+riuYYU9J",
-	"gXOnUKeUHhqZqfP0t7oxThTw92S16Y0de9n00Odj4sc+kTQfysU6IDFydN0DBf+3puCrxrtvU8390g78",
-	"2DsBIU8D1Lim9euaqzjDE45mUlUzgAu2TSEVJPlx5zfcleI8gFmgSSu9lF83UG0aiTncSAtUFWn4NyKP",
-	"v2x84K7adKG1juWv2KCaNbX2G+Svl0rWqn7e+MVo+o+3wBCdqm8C923qajQdPZYr/fjmCbJLbnSHCCu5",
-	"dOgG0SGfhsyRdEIod4etyQjrGLJdWgBgNG4gH+82/QvVtMwE4jQrl1Fhy1lTO8udtLVpY2uxouVug1gk",
-	"rpKGaiWEcgir2no7s1XSRoRm3m3jBTseKcSjU8MBvUrpvNDG3D8MfoVMSmQKSNm7t7aivRXaJE22O9rf",
-	"7AKkkyvpQWbBKWhrHGZYiZWqnU3bSqtG97fmFjIC8SCE25RzuZGYlGqlTKnMTMPWcLISbYprqs6eUFBN",
-	"fyeVcs4a90i4mTKy1hb2uTFhbeFQaiCiLZx1eG6oQX2jhLpRxguSRpJ38Ws3+vD2w/8JAAD//w==",
+	"7L3dl9s20jf4r+Bonz1Wz9Jy23HyTtQXezyZr+wkk6ztObkY+mlCJCThbQrQAKBljY//9/egqgCCEimp",
+	"bbfdPY9yEbckEt+o7/rV+1GpV2uthHJ2NH0/WnPDV8IJA59+rMRqrZ1Q5fZvYvtXwSth/PeVsKWRaye1",
+	"Gk1HL5gRzmzZRrolc0vBLF8JdiO2jKuq/WKmq61/sjHKwrdzaaxjRti1Vlbkyj9tnTbCMqXdUqoFU2Jz",
+	"1W0SOuH+d2GwSWlzVch2pNelVvNalq6YsL+JrWXcCGZLvRYVcxpac/pGqEeWrcRqJswkV6NsJP1UljjF",
+	"bKT4Soym6QI8/pvYjrKRLZdixf0irPi7n4RauOVo+uzyMhutpAqfn2Yjt137BqwzUi1GHz5ko5+hs1+5",
+	"f+A9drf2H2JnOJpRNjLiX400ohpNnWlE2ud/GTEfTUf/15N2157gr/bJ330rvqNfhVlJa6VWP/7xQHfr",
+	"+Ni1rA72Kt7x1boO7zx+Osp8U04Y3+h/w3f/fPr4+zf/vHz8/Zvf/deob/Yvxb8aYd3BERl85thwDi1C",
+	"7IY6tcK85e7YUpj2uWOdJxM3wh6f92tubw727bi9+ZQZYwfYl+CrQz0Jvvr00/W6MYcX01/w00+UgRv3",
+	"2O0cqn/yx/9+4/93+fj7x2/eX2bPvvnw2MFCv3+aff+hf7F/0+bGrnkp/ixrEYa4S6z8aJkRNXfyrQgU",
+	"YRPezJiYLCasWHGpJuttwbRhhTXlE75e+8/TXHFsQiqnGWdzXVfCsBXfso2RTjDpLLM1t0thGbeseAJt",
+	"+L/+72d/Lia5+rtmxWRSZExpxmdW140T0GQGBFNpZrerma5lyWqpbpi0vpNab0SVkKqdy4yfhlc8oVZP",
+	"L589P0auPoR3gQ/8sBTlDZx+o9fCOCnga75e17LkM7+Ru+v82jSCzf3EWenfZm4pLTONYit+I+yE/ZnX",
+	"VjCt6m3nMT7TjcsV0Hxo7pFl4h0vHVONJ4/WL+ZGm8qysX+IaAZz2vE683uZK3y+Fv402Ywovq4fN1Yw",
+	"WdmLjGnFOAymMvKtUGy29Z8Fr3O10pWor1hRCcdlXfi3FbN8a9lmiRxts+SObbhlVgiFO0LLN9O6FlyN",
+	"PmQjfN2vy87Shi3r+UHf9KzjUtDKLEVdZX720rFKI5Nkfgu2bFy0W1GwuV/Zi0nPsD6kJ+SfOBDoNkv3",
+	"Mg7+TWxBz/63KJ0f4w9a2WYlXgrb1G7/SBj4Hv6UTqzsMbLyM3flkhr7ELvjxvDt3nBD273DMoI7USGP",
+	"3R/W4JIbXff/YG9kXR8d/k98JmoLzzvumuPThfG9wmf9fL0g0r/pKA08smwmuBEGZZYrZpd6o/DaLIUR",
+	"k1462LPJMNE4zDi/MIQDa+q5Sv8Qldgwz1Q8cfvLn17D2Kw/nuNZ4+BWN5YvRBYuqYXrU/EVX4gqY5ul",
+	"LJeMt80suT/USjA9v8iAjuIi2ChaSloH6+fd3eISR3vN3f5gf/N3GMiA78ZfXXqajf/x+ge4KnNtVv7V",
+	"UcWdeOwkLNreqVhq665bwQlYmWpWfp25hWvk6TTcILVNFrVtoZYr6Y6fK3zqQ0ZC4ekXqnsR9q5UNgL6",
+	"dvSc+odeCeekWtiDNGvdmLW2/b9Fppr8eoQWJbsY16pdhLa7MI+0k/3t6TvVP6qZfrdPIVbC+rN6C8qF",
+	"LxylWrHhvsEQ/dg7sK/gdjI9Z5zuAFB+4Ir4E2decGRKiMpO41MghpQ1lysvpsATQCo2/gJIBzdMvBVm",
+	"y2rfM96J2A4bFyCNwociRyVrIz0zYX/i5ZJeWnmaLSwr/psEtCCoXYOk9s3TD/9VXDGeKyPWeMvwPWlZ",
+	"qeuar62oUHryVxy1wHUNspenD9yxlbaOPf0uV5W0TirPzGGhmBFeLmPj4i2vZYUC+5zLWlQFS0f7R+44",
+	"6pJVrmZiro0ITYh30voxecETBDSumFit3ZbV0joSsMIB2JFIe+faRyd2L91P8dbvSqOeInkirxtV9VA1",
+	"r+Fel0uOFICalcqJBd7uuRDVjJc3h55ZSr8S22uhnKFm9x+S/lpcz7bu8APpNdl/Bu7kdaD2+9MFstJy",
+	"g0CRH1mGVgF/er14yKRivK4zELX8eUW5bm30W+mFbSPW2ji4H8BhrphWpfAPbUHbX/FKeDnat+ofCh3l",
+	"CoTPaD8YS8eEqiwrZk21EO5avFvyxh+PIiPG5NmRtOz55fe52n/qoiP+7a0E8qr9dfhRrRt/5hvLdOP8",
+	"3/hkuiKr7lr5pbFroSpamyt26celNB6dDguTyn33vHdYa76tNa8OnZbELOC5oG7cdR+BEqX2C8dZ+zzb",
+	"cLjQIM2vhbFaMbp7fp3fraURlo05q4SSvE4l1KT/9PT0/Ro19Z5R/eQ1urmsvVrQPtdyfr+IS11XbFyk",
+	"Kj/wmYKtuXVMuoFxecrY06VXvzv7NtPcVLGnjFWiFp7eaCUsk6qsm0pUA11oXV+XvO7jCK+1rhn8BkcS",
+	"Tna4Lmgiwx9nYqtVxRbCAWEzRvvr4gXnaI2Dd/HY+3do+gND8veyfys2/EZcV6Lm2+tV312XdS0tHZOZ",
+	"cBtBMhjqZcx5LYquI/NtBRbm//Z6CBoE/Yna+MuBwx5zNpfvRMU2UlV6Mw3cLGmTG6/TWTbb5sq/7e/M",
+	"QsPik7IPxkTf3MUV47XVNCy//f7Ip6PNlX894cNEq1gYmxLvXDLAIXoQpZSWxHaX6w/+6/QcxTeSUwuD",
+	"l/8WQPl870YsmpobOPP24kQi0I4FXtsfy9/56vhY4N2MVdKI0mnPWGBNaqluLOO1vBG9F2lHOtrhKl0+",
+	"lKXsL6EMu3Rsjw2Gc7vP+3Yo8wC5C7e9cyV3T/weu9vf5f213qFgvTIhyArAIsDIUlXSP8zrXxPJAHT8",
+	"7LA04SUpkKelVldMeAFuLkVdsUrMudekg/GrFtbT6re8bsQxEYTeHU2/I5u3XHn952l2knAS3376LH37",
+	"MjtNbImv//5o3zvyTHzzm2eXlye+nMo6bc/H3u2Tgehd7PqTRCI2tkIwPCJwv04ZTCqGhPW/hP+yryOY",
+	"HN74PSGlHfXxfR8WX8IB2J/15xJmVvwdjuz33z0/fsh6j8jz42/tCkDt4co+Uhy6YpwtDFcuiEB+A3sk",
+	"pOPnLRGSaFjf7g/r40WmuMBP6fQeGc2OPBVJQHYL4SpjS70BHWTF1ZZOP1d2I4xXH2/giLilWH0WKQx5",
+	"PElChXV6vQY14/jKB0GtPRDHXukR4MKr3+7TqVSc4yRwedHA0yYUxljNPUHYo1Bh077b2bPLkwWlMKzv",
+	"fv/8m2+ff/td9jmFp1yR9MReKNasPelJ74ER88aCwOmWrEj4eVPXBVkscmUaUDRbtxGIorC9oa0bIdat",
+	"Z1s6xqsqeHSGKeTTkyW4lLJnn1uiyxWKdNmOl7/Uyno6pkrydu3sX4HzOzSdD4My0D/WFXfilkLQay/Q",
+	"wOtevCmXXC2EJ3Ao+tRi7jxro93wT4HYw8ZKt3IReFUu9kWhfd5+O/Z7W0Y4wMs+ns/cjrecSOs/iSqf",
+	"SNVuSck+meZ8+oW87ZH/mZubl4JXR49790i6pdHNYtnrVP8GqW9w8373/HiQSqqbhabf9I629dsN2dKv",
+	"ZdXvcxPc6h6v1y9gqfbkRS6UNsjyg3tFm0oqbrZBKgdVEazA1yGCyH9VXWtzDT2iy8t/NKKUaymUG2Uj",
+	"pd215W+Ff2tdb5NW1kY7Xeq612uTRKYcGDZfr41+K6qMGeEXSlTo8GrAter6nHWp4zB6kqgZUBaxnVE2",
+	"iq34MeP69Ay13/mA4RjUU+92ij7bNIkhIVrKs44sfOkn5hcY/BIFr1ZSFUEUYvAR39snovBjn0co+Hlu",
+	"56h15J7cX4ieWfZ7h3np5NveFWgNyDI4IxmGMSipFpNez3/QW2u6Z8PG9ENPrMr1tZenrq3o8xBHjyYN",
+	"yj+KZm+u2M8//BrjIsbFk1W5BkFly8IZz9VbYTxfyZgVwGAgrEJpd0EXELjnjVDoIL1iqqlr9CKBUQzl",
+	"Xy/HeI4hDLtRegOCldJKTNjfxNp5fXAlVtpsMwhVQHfM1EtL9BLISEZYx42z4Juaa7PQzoGzasJesAKn",
+	"VzDxVijHSm68WJIrLz25ThAhzpaEaxWdSGgefHrJrFfigi8tV07TT54MyJIHbzSKBWAU4U6g4LYUXj3R",
+	"8ytmNbm1/CuPgujgJaiZYM3aCxzQFYYEuSUniydvhzjJlZdQ8C6yNV8IcpvTvs14tRBMp5uLgSZ+OWHt",
+	"obXvLpndER1Tx7XfLozLwTigvVvjj1fY+v3T9Ve9QW3HjyieEDpKF53b4EVHmwiFsLO5QkssaklTPze+",
+	"8BuoG2dlJdjPXNZG6xX6BJUiYmmh6VwFS/DS664ohvOZfivY5YS9CsOZiVqrRbBhrY0uhbVwpnKl10IJ",
+	"OAqrzO8ajM/6Hed12HKLJrFSN8pZdJP6Y683apKrvaPHldINSLl4blCwZGMe1odhn1muylp7hUEbMhNU",
+	"FztC8OWgrAjUqK5/mY+m/7yVh/5NdiiERG8UKq7hmG+kv/HkWCOdgC75SvCOvWcyfJxayjocXyN4dZ3I",
+	"KPuDlFXw0MHBjpb8SNo8XfDN0PjICMPVdnLKQf/aAT7D/pNGGRL3Bi4fBbCxUq8E43O/LEW6nl17TO+h",
+	"Au/osTH/I8QxeDG6f5OIYBOl5h3HKm3TDK6PqOfIJoKJILGjSdfPMEF6X4q6OhQIhTZFcrVM4abCeQlm",
+	"FFF17CgZKyguIFdj7omnE8Y00G40KV1k/h1VihoDCEyvH3iz1FbkCuiWmM9F6axfiC0QFiROCuxDRoAV",
+	"QEUywl6A4c1B/Geufn3x+oe/Mot3lhV+2gUzohbcCq+KDoUSxvW5HpKcf1tuMYoVDMWWQgXXvnPlUjI6",
+	"RSKNzCc4xhujiGD795h0KNMFOQYMHbipFJyVbPsjm6tGcc+y/RaEIzv3SyBxJagdNi5QLZ/sGPaLq1xx",
+	"Wig0srzPgxCVj6YsH5W14CYffSjIX+g5R9fzfrvYN5L39r1EJJDtyGfhGu1wzV0ZbYfYxQuehCr5+5We",
+	"90iF3gxKqxjPdUul8NNivI6HgbdkNZqdRl1dE6zRn0xzW4JEvfRafH4DQVUrtuKy9nSoFUTQGJlQKbiD",
+	"Xp7VLhFaoDFRIY88NXB2eM9e+rN8S7PVbyAw0TWA8F6yIa/4jScXyRwa6zke4wsue9QrOsvdzfFi7Wi3",
+	"ywLuVQHRT5LMg1FkoGZSFZwagbf6Vc+B9Xi1p+LKCm4k6VFwN8HS7eVZINvQjxejetVxbPajzIOwztEw",
+	"mHr2jxsJBwyCt75oH38NBo/9VeQr0rGxkBDetOHbi5bBcCTvvrGBI96zfTYIEPs+4V6patDkE0wwvaKY",
+	"Zx6mX4nvBAsAxcSH0zYxTmDgQsIMPoqKhknuJjbI1UpUGeqZT2NKGdrVi9ZbXrBSV4KttVTO9pp+nD45",
+	"66Zjl9MHZ9w5bR8ZQICEkBWBMhbR46WjtcvPugi2N1uQVOjVY9TFZ36a9ooVXHmeuJZlAfp54RUlLgs2",
+	"9kLuL2uhXvz42M+dOwlhP0i6L1hjkXSXRlRCOcnrKLPgI48sE+qtNFqthHIT9pt0S8ge8SIMRx/nQpBX",
+	"Pb5CVJGNi8ePYZ4him/navN3g/F7XiwF77a/fl4mwtV5ZIO7fPz08tlzlJkCMemPzmkN1c9PMJ0HDr0/",
+	"mhAaGf3z/tGQy1TWvKnEY+sVbff4+eNviysU5eaQ3BT2eHIKCw8ddQyWYYNH2Qg3FxIlsdnjRsrYZN9x",
+	"/nvvlPGgejGVeKKfLvCqHRv48ayy3vhdfyqHU1xSW/AJ9ty1UJX/8ehCdPIfD1hrf+VuGVOybkHQ1twt",
+	"uwHuyXY/v/z+uyP+ATgeP+K7T8NxDZ+PhMFj3wdnM7TgIZ/39Nh8aJLeOhqg3zY/OLrQ1N7QxLuybiwZ",
+	"j29lz17zjuU3ZZWdXNSjTDFm/u2ksMZs4naMvfPrJLPsejYEgxMJ5q05M426XnGpvHiorWML7iCBMgTI",
+	"HEvKOS3HphKlrA4l8kiwJXtxkc2EF3nogkUrtVd36bvJR1tIwzBmPTJA6u8IkwfOUkoLwXb7A4G0RRo9",
+	"mQVT2RqdIm9OGBeFHt1qSeXhYELsaZ+pOK1rBu+ibgCMZcHfpvJje5IOHfZOqnl/Rvn+SzVX14ccb36I",
+	"wVfG/NPoUKiFi5E4jLRxNBH7RxbH/XA7e027VUxZQ34PigaRqiP59XnrC0rYtKmdClwWXtvA0LH0GARW",
+	"QYlk6PgTSsIfNJBejchv1Y4PmC7rUSPJLg5AJBzQZjg8+/uRGFQ6WVvJAe1c5s6VOkyK/kgX6Zb8DZPv",
+	"juea4XOHh/CTtD30vl2rWzCjlsIeY0Vp873DM3pWi55szBeKvfzzD+z759/+Ly8K+odYpcsG5OJ9qqwr",
+	"kQooe8lUIfI6GsDgk9P6uuYGLGGNss16rY3f9ZWoJA9O95VwS11dK+2u2yPcKN64pTby36jiazOTVQU2",
+	"M//g3IvSI3TlXkN+lg2fwGQYDXLzpq7bQPD4Y/jc3h48w9dkQvBPrOsWGIS6bR/vQw9pW2kUf8tlTbnR",
+	"GNPT/W7XapyYFGnIjbpReqOu4+XaGK0W1xhr5fcwTLHUYKZGk4jhC9FuiV//FVfba+uM4BCBbpcNKHrX",
+	"ld6o5J3u8ELnDnNUIccvrB18iOuEn7YlvAYfuLVyoZIfay5X7UdIFQwfZrUub5LftEse70bO7UgsyaLv",
+	"hZ3uPhrGCiZ9xetrCK/spYodyXFHkgBLc98YCtBx0VJey7c7wbN6jomG0TebghCUAPuA3GGS5hEehiyJ",
+	"zQ/LrCmgwI67qFlx9dhrO363r8gXUWrluCRHXllLoVzwV9sj7K8nCku6oeAL+GJfO/vHyx+9ShYMl4Ek",
+	"3UhVsXEBGA/TWc3VTQFZ7BdXbGa4Kpdeny48eSqOJ7YTwcHBJcyIFipDMjdARiEM4pfGlXr1cRZEYvyP",
+	"Q0gFYltUsmqNI2ujF4av+uhv48/uoCbv33pkGT2GEdzo/4PD1ig2zkf5iBxtMytUJ2mtIyti+FDf3kEa",
+	"b6+IDeeb4v/FvxoOWbPY0k4kSBgtTFxp5wd3wC2bqEbY/LElwKcy5tDolvYu3YmdJqoVH4g7ohjfXlnf",
+	"DwgVHYxWwWjgIF2BfOc77khxNVeUjX6CSL9rBODoSoojimuV7GfYvSyepb5z/lLw6pUjw+euEaPrlz+6",
+	"dq23+pDHec+g0ecQ6x9qKeS6R+IajiEc0AiiWfgRhg2wsjFWg/+YgycW4rHbRMR+nzSaZnsii0Pce+zm",
+	"OKGSyLzJQXho+rZvo9pfTmQnuJLH0VSo4f7xrOuBuxCUXLwPCIOjXLwHpPWCeXHDe6NH9kCEvAbXfzFD",
+	"BtnAGThoiAu8Kb2Vaayol5282NR+9+ZEltNRgsL4k8EOruhHuSFOXqCOL3Yn/l+7loZe7vosunl6x/wW",
+	"u8oUDW9w0sN21HjlD0UFgehO9+4qcT8U/2pEQ1br2x6NfRstNgZ6t7+k22uLjqVKzIU5KdT2VOMtIdTt",
+	"r4cXjk6Et/ubf7TNlBtyuZ22vCi67hHDtCUiBodH5h86YemHfH2HLOdZb0x0rx3E66fuuNW0s1uw8oln",
+	"kRpp1zeRLkPYeFjeA1v8Ubf9007BrVyVnTzLE7yVcWlv7bGkBd5b1wOL9+Mfd1Ma/rULPOm/Ooy/GFv7",
+	"G63qjoQWWEDvUaJX+w1BaVLNiWwZr/1xtkwN969NVBX3d/tX7paMlseS0ioqNtuCh5KgTj+Lhf6I16Nr",
+	"od4dJMZUI+mJs2FRU0fiTllypwNzHfG0dPfpKFxPG2d3XKfA8IqDC3hCI7s+nx0btBH2cd5cXn5TKvhH",
+	"FBnhIYoKAtvBHTo3esWeZjEc0WsQxxn4sOcIVy7d77g0h2y+6ZIcOcWHPGu3d3N87kNwO0fcKesY53Rs",
+	"XT6GdXSuZRQGhxTwg87gZ9/exhf8zbODnuD0Ph2NL3CuvqY0427SNuJNDGU+fndcGR32QCcLP0Ttu4mR",
+	"t7XrnQJteRgUJGnspVBic9sswe6qfsoypk31jrRRv6zjSt3CrvYnyKvACDxpmV7je1esgNyRx57E2YI5",
+	"CAEGPaCwTqyvV7bYZ2tV4kHaF3+X2rpHNkV7cJqwaSF9m41DkFAlFCYCR0ftMYDH1Oa233P4NZjXNkZC",
+	"upPT8aeJe+faAeSj58/y0cUVYdS12Rn0wE7Qjr+K+zf1o6IUQUbah9gSvEpc3UwrhpE2fj1rrtqRk8je",
+	"Xb2oLKMU37uCtKs9oGO13lD6jX8GQ32lJWCGBKAAQvMjbEfJFdtwVy6D+XQfSiI7ZtXqPeat+bgnY6IU",
+	"ihup0Yjpn+tEBQRDroQweTB4CttrLdFKnJAOtGvS/pAdQQ33lyk+PHCPBwNylqK8uQUkKYQq9UGRclnP",
+	"9DtxgFJ8KhjnHpHh5bINcgaXGyLNhswFXVdeHQYffX+Yw0ddpn3kgH03Sx/8MxLFFpyZsKBDSioAkUNY",
+	"7xghrck8jWjiLmJHS0yMGzLZX/QbQXV7wA8yuvYq7MANfJpmBPHhg3YEul+dOMSWT5D/uHXP9FsLBqGN",
+	"TdNmPM+M3mDIfS1vIPMMXYAniNYNiYJxtFlA4QfQbbpIPUhiYek7qGftfem7sK+ojx/VXO/f2c4UD4CS",
+	"f/Ra6mNMfyjKiF7EAx0WCtl8lgI/B3SO3ls55KLsTwgKPsN0MO0MDi1uv3wYRn36oe9s1jHpsG2+d2hC",
+	"VUOUejfaioAhnp4GREBG0TcnOTgOmDxfObHujy7sZt5QGDXEbgdEJsidY3OpeM2ceAc0+TSW+FrrGno+",
+	"zgvfOXzwDRXs6B8swinPKbI84Fb1ABxgyMSAYACSa0BWQAxMgmyGzDs5Pzm1lcIt+r2WhLHl22+sYzPB",
+	"/MwRV4tSaOHCaSVAQPIPYKzGyYELofLIPt2GkQ3EzQNsDBt7zkM4Xxc4TgWonGFMGFwnDWtn+RkG9jHW",
+	"rvDOkHM43csAKx9yKDFOdNIf5jpcIAKCak5OD9IbNRRM0Bkbbi+T7ordiLVDzOR4KiYnGqqIzvTERHgx",
+	"iprzmoHlMjjsG+VkfcuuTsu39ludZFtTLZ3Tz8dgZEsDyWW3OSm7enKs69NyGwpMic4E3LmspRidSx3v",
+	"UTgRcf07h3LHFJcMvI8W+7n/QBtxSyPC0OaDP/H55eUlK5fc8BLkaIpXMXK16iKlHEoXhMF9lI80Ibmn",
+	"pK92SefpNsGhIKyPW4Jb3/R4XLu9g2fn2aHO2bhIAjo7WPnHDzJ0OnSWdv00/tjvOmrgu2OeGt9Yv3QV",
+	"gcZOJv5HJSpscmhOrw44IqW6Dto6RN8QSYPrjX+9GZjciemqp8oSL9LCEBAONgcIH7/Pk+76j/vyni7+",
+	"395t+PSb8dkO+SkEgxS4r1AKhsrYDAg5KCAi5BHgLQiGcbysDbZm3CGixhXBSJDHzgvpj72YOIAv9TVr",
+	"0OyAglIMrFQRaJppU/lDWQtetVaUE40496BmzXDxipcB8VgqiJ/w87xFkO+gkeOWGC2fv6ZOYmEIh7rF",
+	"rAjQF23hndsW3PF39KOYes9Bb0Oc8KjvI+cUITKz6GSpSctC7s4VK7i9KRjoIdFIPE7Bn7s2689/qRDc",
+	"/SOqO3UwQfZ8cJ/32pwiRyU36UCQNFYwNFdku4/mV1T6pWVO19V+9nGfe7Bz/A/DgvwFyjuGIfAE8jYg",
+	"3G7TGmOPCFxpLmtBierxKMG7DNE2PhYaxF+DAfkGjGwnyzeCr141qxU32+NiDrQ8NJrQyhH+eRvf+yEs",
+	"uTRhIpR76y86MkC4+6lbS8eSYQ9N+bNBhvgJXLWgcQQ4XHJFT+1bhW5DH2iYuzOmJoYmZz8xnyEx+YJv",
+	"CpALZmIpVY+Ry/P3a3Ka9Lsz4AnLN9dUrenA0dBzkBcetW4YT6kDgBSRCU8zh0oG8UqYw6OhZ4yAS251",
+	"Y0oxlAzwVorN4fZ2NyZdjL3x9DQ5MJ6eRevfbDJY3hbdo9fcmkCVR1x6hLONBtddevXO7YEH9FNrLl2v",
+	"J/c3DjFg0jLAcIyYfoQqmpGnhdnaH5GAynRLn22XEr4boArBSvwZ1zKpJKB1vb+An5CODU7LdePYuHj/",
+	"oehBGNn3jFBm8GB7KVKIFaoKCMu7eCBH4aPv1X5r3V+/9nVj1BfEVFsbvRoKwm4sBO69c3hq9DoWWmmM",
+	"IoQW2GAI/djZjYEbF/F4hqIS0kP7KAjFNoPTCgi5aXWXzJNgVHQCuA5gqu6XgxlrwwpC0wmNnqwckZcm",
+	"RRf5rkey6d3LP1KWc08Eoao+MSzzQDzhSafBjw9OxKkRAGANuKXgNYhbEPSdYrqD3tDxp3UKjkjLZFWL",
+	"i6tcpWCaU4TckHXtlSZRIc631nUwM851Y2JFoIxpk6v2wRX4mtoKKwCLHLAg22IAndInuZI2gHxcXEUs",
+	"z2nLoUrd1Bi/MJdK2iW8HZGDW+C2tee9uomAdlOytZA1JiYyInbVzGigQ6apRQZr0Ul1xOqT9CphnSO/",
+	"5DZXEWMUx9wii04TUPT4LQC1hdHlKqBk3oi1iyDruBk9qKTT5AbmqkjrTBTMcAXodbFcEVWp61xtNt6g",
+	"zyZXlYSAu/2eERYr6MEtWF84WV7mjqekA90XJtmXGz8U8nULFagxKtCMXZ0XWrquDMIJ7oeQ+Z8DtKJf",
+	"w++eMx6hEvDcDFRC7MeZz6I41JMsCJmGfukDZipiMAMUDHfhII15Ct+FxYJ8LyGQm7Mbse1P8HVGLhZI",
+	"oo4t2Gt6lECJ++PMMcac7iAEmj92e3HnXaDIcBsxE3Iv1MD1xhrcxua1y9lp8DGSJoZZB5NVdK/BzvQE",
+	"1wSbFp66DtnNWrbRru6QHDGgzgfI55PPcuRhR/V5aHpoOD8HnnRi7fsUyu1EhLbsgH0jXMr+QA8n1qQ5",
+	"N0ZNSVYIm1KwscqA3hPEcUaV43NVNQZD6lc2Y0YAYvAVK+CWFDETHG/SRcaKyFCKXI3hQ2PFtawyYEEZ",
+	"Ss8ZkxZhIzIqy3VFYjWUtYBvcmWX2jjEkQf3WupfuwD3fmsxLNi4g6OT5QqPYS+2YDKp3mIz+9QHMS56",
+	"ETfVYB59gt/EbSIEbIx2AAg9/v9e/fJ3oFAXGYvT7aU0YcH6deabnfyqzu6mZTQ7FTd7WYE6WpZ4MCU8",
+	"uKd7fjpQ+XoP+SJlS/FE9pN+0q16f6CD1x9d8PH0D5Z66AK+bvlBj5GH6FwUW6asaC/gr7+8es0mk8kT",
+	"rDsJYVch8Owi80IGl3XhmVVb7faKFWTRKKDutoPU0ojSGYw5LUB4rihOBIYC6gXE4KKSgZfKgXV+TOXr",
+	"A/4MJS9GCW8mSqg/VnO5QuCTgiIu+uE8d09oezZXGJQB4Di9hv3WDHS6OzSJRDlMWge38x/hiPTVCyWY",
+	"UbvuxXeCK3+o7FhP7DGkI9zmnb1Cvsn7u+31ze+3YI7/s6xvjczbX0P59RLLXT6yUOjvxHLIK13JuewT",
+	"FqOvGBBYNpxKDqCFtzrdVRywHgdHC2HcBCcX3RQZK54UsRb1HGrK2K6MZU35hK/Xk/X2OMobwkSGusRx",
+	"0ke3Jgg5t9ieWAPtJAmoexCOiUDY9v6oIbW8bIx021e+YTooghthXjRD658UqkKKl5a8ysKWvCDwMnRw",
+	"L0GwZcFBD9MAdgh9tRuxdG49+vABWPS8D04ES7BSSDeWLvJftYhCUKDlr69f/zphmAcAAbEQTpGrojOq",
+	"KfsDdM9QWofxk8Q+3S3Jle1P1UtWjVGeQENUIMlVdi9KYsJiWTBehrI53FLpDyovAXn0IO15cg3GxGz3",
+	"l92STb45HX9a+1ZNB7kfiD8OFiv/WOY01t+EWsNVyB0ruQqxpGI1yVWu/uQFFwsNFpRK4dfsCcFS/T//",
+	"24IAFxD0LoL52zqI+kdAqiuC0bK52sWqCoqa/wLjYIoJ+9UrP371yDc09kPMGKW++3HnKgBvMIzLshlx",
+	"Q0+9srhC/2q04xcwfNPUoi3cAdkJSruQDpIrvFNTxqk0Vai3BEa7xAdOEBqdmDC/knMjharsJFe/xTQl",
+	"CGLxq+p7mglmBC+XqLZW3PEZt4SNJC2r9EZdYK0xOKsrvs3VTLT9fnv5DZS13UWpK2hEL4Uz28cv5k4Y",
+	"AKnGYqlgXsFgGir7gTFCo1BHapSNqKLZaDp6OrmcXGJKglB8LUfT0TeTy8k3oyTp9QlUdYI/CdSgJ08I",
+	"Kz9Jywr4axou13Yt6G6hn9gvQ/jRn6Xw42Yp6AyDnO03qHifA33IRxnLQYPFv3wTUOEkNlhg0o4I7IYh",
+	"pZuw19u1sFMvkJGdPmvFOPhzXW/9H4AQBX9QIasxr60m0DAoNparWLuqU8oHLdHaoFMIoH5CdJIBHasx",
+	"qvAiYUf/4RhukSRVtjZAbRiBf/r3TYOv++mT2Q9uSjDDZC39CY5VXAPoHMVDJAdeQuy+RRYT+EW2wV3a",
+	"UBv2isEyzLEmDzwHFX5YgdG2RdpZkpdLA02+ydXOgCFu3WIpbawCqcQGOw858VcI/rsFUmhzpbQSGeNE",
+	"WyBEmhvhT1zMFS/aknylHyHcrypXfnBbVZISjOc51KKDHVALRATA3QPMyCl+wN48/YGCWkupsFIlNQLO",
+	"VzKhAbMY75VOQ9z7XAUKQEXh2tJ4VNXNHwM4AIApF15/FHvyF7v2xwahlFcakfxfCiCSoViRYFvdQJ08",
+	"KArozw+28MgCDYpXCxOu8EoF5WX3qqG+h5WFyKYJN4/KVsXXoKbzMgkQjPwQ7ugpveWq213l1wwe0Ddt",
+	"n2iQ9szez67UKzBF1hJPE5Rw4hStH43RuJ1Y6M6GvTNb9vRbFot0eyKa8GvknVaIbrG7XCEf8W0QGYiU",
+	"JWwTPJ9qdNLhuOBkl0K+9ZLDGOUA4mFGLpbOMoibuug2D/Sj03Y7Fq98+kHjaLG6YCjm+Huato3rEYQH",
+	"qvbz9PLZc6gmRdcJ2BIU0/G8y3HI3iOyTgjOTy/jgtUa63ABr/H9TBhaUfxIFhpq0e/Lg7lCgTDzYhBs",
+	"ApD9KYLPtXtFDG4ukCr7ARV/8iN5Bb5/KpTtxWho9scKrNX+zT8hq/Lcy/CVQGX0n71laMOaUnqo31nw",
+	"wvkH/tUIsw0WvGmwnqLEcCKqz5sdB+Ozy0sC6Hehtot455C3PsZpY3pc6GNXR/nQ5+fG/cHXITQW2FA8",
+	"+rS3sCF8w7cTz+qf741kSNDrDuhITjWgLfcMs9iDTC5wFE+/6ChSXGUawDdfdAARybmY7moU3ELdKqDr",
+	"Csk/HkcY5vMvOswIMl1MvbJgm3KZDObZ9190MLswzgUxZVo2xJ8jyvd7kMUC2cuCz5HIHT4DpWakf7OG",
+	"+Xz7ha9CF4e5QFU8hBaOXsFQH7/yVxYJWRtrgKw9VlIFDTVRTS/AKrfwxG5E4vob3/gT9Gf0yu073M7T",
+	"OhsZ917x6qtd1ZhZvvWiBHw1Zc40JOMHTUTUVvRR6r8I9zNmax8kj+lO3G4HfhZD5DKU55ZQJMkFevhV",
+	"KVHnCPy2JNw5WGFpk20lQSNsrGmUffIexaoPg3sMgSxewY9u24Cm0VFvJ+y3XagNiGHI1UJDzFGhbwoM",
+	"BaityFiB2fjwFYKtYLUqDKqErwHot3/3XzbqLre/ReMYOAUIWNBi/p954n3giVFwRhrjSTvE1tp7wwYB",
+	"DucrcI1udQMsvnuYk7zYOePEMVIukQAlfNgTl0EIJjM4ycARn6O1MGMo2O2kYk+6OhAQRLa6ROInad2r",
+	"+NQd0ooOVkXP2qMtOSJtROsC4l8kOBv34fbeL2kGIcCt1Squnw1KqDQRygQqGwK7GzqdnSPz5L0/jx+A",
+	"/WGdtgN6XhcNDRymHXCWIip83bMeaiF/0knPRmtt3SBkDplKbNDn0Vwy9l1XGOJLzBjjjckE2I798dPi",
+	"ImOVkW+pjZAzgvX7O8GrFq1goS5ljyUlsRMl5ful63o3coUVZ2AboaZu2lYF9jmr07rZa75AzIy5rmu9",
+	"wcrdIesTSoPbBDMIzDAbbio72dsqArMDq0Gu8PSchHfHsHxJ+AwRiypX+CxHjDFQnf2RYk7DbAVZ+Jic",
+	"9yrSwa74lz+9Zl1RrCD/EG5KJMDp1LAkZrUlC2SuYhHdOSktka7kKlc4fgwYBo8Pryk4hXY/TRVjUlkn",
+	"eDAg5QpPApVogesYwZow4Bp3M3GluiAzQtjqJFeEY0d9gm2aTN1UKGxsNSv8X0UoPe9XV12gzrDU1uUK",
+	"w0yLAIZXTBhgnVkGFU6S2tKPLBPveOkItJXO7kabygazMvp6nHa8zhJbG4bW2YwkaF0/biwGWSQrgXXR",
+	"yUUksCwT2Zta6LApCrpFoFe5wsgW3DsUftvIDVrUuT/gvg2Uhj23jpaYXOHq2RsJxfg4RHlNGccFDFNa",
+	"8QoNdeQBwKksPJ3IVamVl2pbUJqAwOjPXxYA4HFCGODDwK8BXqEld7kyXNH2EpgzPiCqKwQBxDFihD04",
+	"K4lgIOyeFbmCErGFvgkL1Cfhv2zUqxbDi6b2ByoQ/Lkk/ICb+eHDhw/3SJeIipLnGNHbYLaELbcUdXVP",
+	"9A2kCIELVxqu7SpCP2Kj0YhC+zk5ayk7WornGVE4uTeaShgRWcGiR7I18HsJZHfcX9a2t1ccjo4kcbpH",
+	"ts0iWHI/6G5x646nNesYnpIYjCuUI6hSHq7Q3AiSPyD0QVrMCgu81zQqvBVSOoLX1UYDCQSWsA0kVoCv",
+	"JDE1QigKSGSYk0WMDPgFNALVtPk7klouBgeP2/L0yx72bvlCvG9Pv/3CF76vYGJxb1VvP6wvu0mdWobF",
+	"ND19IRnInyV/riB6FK6PEhswYbAXaAAk6zlY+JBVxRdnYiGVRWcSRaFCWgwUcucGBRwZQVswrciLKxBh",
+	"c5OFqCDK2iiSdJ8CWeFVcDiSfEwBHChxeLUMPYXA0JNAl54sldSF66X5gF0cRSrw8qNrGFSWMdX2MCIE",
+	"+VK4xqTj49sL4vzQ1W9fNqkLHDQGh/9gYDwke2BABoiLh00wXsmN4AaDNpHXhDF6Z/JORF4YtIUkjqmz",
+	"GBDEgBq0Yti/e+hX8hsaWA8ewswTg4jdnBxJQsH4cMh4QYpmUQteFYzXG6/EI4MN6Ey8qkLCoKcIfnk8",
+	"dfAXw/8t1SJXkpQM61UKf0+MrsWEdVGnydG3XgtuKKYAQmfw+GNgaY8KglnLr9FtfxcaSALU86EbdusF",
+	"/32N5Oln6xl7rWBuQ14u0O6BBO+gyMBy3isFBOwgUSrd1T+iFxKdk0asBXfdmFyJWflVCyB6pk0d2hTs",
+	"jC11+tKSfiqBZ9EM25GuO176W8jOZxH5YYjIHX6EJIyQgXrkosCEokz05L3/5wOyo4DGOkT3YlgdJQq0",
+	"tvGQCsSNYAsMJq2tJsmR54oEwmnrgcdno6v8+eVTDBNVesM0SNJR/gNDEAYIkh0aeFqjEhtwamcNviQ0",
+	"KYImitjSuYKyBCCr4o8wZ6nBLU8w36QtThlnpeF2SVH1teBv/bRzteT1/DHBbOI6EzpRD7f8IzwWuWWH",
+	"cT0fXmqw+QtCKT770O8h6cfd6ZL++xRN9qUtTkAFdkxOmGXdzeHsKTcT/B1x8PefzOK1Pk5ms3598y/C",
+	"9ZOEz6ttHhJiz2TlXoar6vk9D1O9X+o31MOIUe2pqx4NRQSVezioM1HMuxEPfWNuH4Er9it3SyhctYZC",
+	"+D0mNIfWtxB8AHlEfnDotAVHkd9uO2G/xPQGfMqBYxHsggjUUmqvqYG1sIV4ZGNIZLBJ/pWFtKYOGk+W",
+	"okRcO7kSunHX8H2CfZSxIgpR15CjCy2130Haa9HNSLIFOaMx4QLGa1vvLuUU+pM905UUNiYf2ozFzEP/",
+	"eMAe8nLhXL7zgprLVUB0zpiVqhTBLhpSQPzDYAUMcp0lbLCQhZUrtxRb8knzivnugq8Z1s+LWo3BIAlV",
+	"UQ6V1SsBYmCuKA8ri8EbVTDBUuYYhnaU3JitVAu2l0c2ydUvawGpbowy3TrJk4/aU7sQDuEy6GqwWSNr",
+	"B4IxzAMMzckh8rMC86u/tHJO19A+gfCCJ7W07pqG3+tORoDPO7blRBTRE2w5X47/tRSjXdIHZL1hY+nI",
+	"csNx9AHzEfJjcdMzzHlT4uJsudm13GAWZltEqXMC/kfz25l+d11qcCl5Sv8RNgikqztLewtjxBMih0/e",
+	"4x8feqIRT+bN2dFnEc38GCcvNvxGhFwMCHRKrWtg3YgKTyeNebYlWIJcUW4nhVRtuF8Wf0WlY2POftci",
+	"2vzu4opZxO9k0HHBxhD2ok2uIDzoAg0slNDrDzLUX/TPTmJEmxHrmpc00miphgxHwoBDp95GKoJ5aHnS",
+	"JHQMFR1pLpiiHADTc1WEYEgIzAllHzHkq4+w8V282iWH7GP0zzsd8GuhhUbVXjukRQ1Ox5mRakEWoMA8",
+	"KPCxl6H3sO2QiQ6Me5gv/hwQ3e6CM2LjX4c3hgoX/dwxJCdBjKrSGybvD2PkbOZFOICw4Io16kbpjYrR",
+	"LGgBx2MbSjbunLgzJxzghERz7xUH9NuJ43rwvDBS3w2mfwcC2MMVEV3xOFd8AuMbzE/D2GawwBfZfu48",
+	"VebCgFQRQrk9TyoyDIWuSAOdS6/QhX0h5iUtMhysqaeVYNxgyPT42eVlkK4v6EJKV+QqJLgv+VvB1tx6",
+	"VtE+zAlgGrzYpFEScw2xsr5DCBeubBeKQDoIu0XgF/SFbzoFllpzOvSYq/0upzFMDMB/vFaAR3DeRm2D",
+	"KwGVSoSf8TTyYhgnwE/ct9gZ8hXhvma5ev7se7afiAvwCwlyAPgbyggLkGBa5CrsYhuUk8Lr8LqOg0/i",
+	"3V+UpVi7KdvlIHUBUMBzYfzLIA8Uu88UF6iIEqOm2KLNUtfBAEDoBG3stqwFA2PCFKPP6y3FTEdMM9Dp",
+	"H1nWA/w6oYHB0mLOLqDYIAwN5O/SiYRY9lqC7yngMfj9gq7Rt/Srtm5hxKv//6erdvNp1DZ+kysoXhbu",
+	"DuZfwhmmEHQKcoJxzLVZweWawjHOVdGzqtEC0cPUBhI5f4S7fQRs4TUAHeKBpVUImAswK5ilrCIuEoSQ",
+	"IZ5H30j6gHOfDuA2wNp0grpug9HvpfIe3Ig++pQIrkCTysZYbdgYy+S4pdHNYllcXOXK6YUAy+kmoXwU",
+	"NdM3XfZS8Mpfz5V+C2p2rmLjEYYS1vGJgXgcr40TqmPfkjRAmjprslsaaL9qz1DMndNAPQiQJmgMRNSM",
+	"wN1Ugm2FG4LW8O/3j+YyKWrw3bGKBm/uUBLFU+5Z3d6t6dZzfJ+PZEVgOXQwCfAGsNzwl1pwgsExopRr",
+	"ABdKXsGf/N1uv0UyAdAn+egDbG078girOJOKmz5ww14Bmk5wtlPE/+xvuRf+FvKuRKICF/w+S733ABiE",
+	"xMFNKyIiS8EgfaBTGwI5GEQQ6cpC45d/evWa/k6b9bz25x9+xY/Xc22uEe830PaLe6AInCD2e84CvBdk",
+	"izEWQCdUO9MqXxdXsAR+WUI8AQmh/eAU2Zeygp2oezyBvDnEQfly9rne6NlflAiZeYlMSMI7DHYX5jnz",
+	"/wBhDxQ7V1KVdVOJasJ+gJn17MwV4wTVxWj2bCuFP+NF1eAh7M/dwxZFEOzujKdSP8O5db1LdeZP95k/",
+	"ZR2ycbbRfFYbzc/gW8Nw7pAU38bBkzrbR8lVvU0NN7G0x8m2G9Ar7gHxBOM5qj5gJ0KFaK4hq37a6h8c",
+	"oBZjQZ9omAFHPzWAdmNpJ+xn/dbTT0pbuL0V/mdubl6iRnUnFvjQ/Be2vvs+X7lo9h/ciVYBLgOm2n0w",
+	"wRdB5UYVtNfukFEcLeOs5EorWfI6Gg4rNu4r8LNf32dDpd6sXEDsTk2i0r+F0WeP9j6nwHNzZhV3ySr0",
+	"WzFsk6Kb0dLLg+xiB3TuMLswwqKN/ytzihddTzB4ZqlAHhunxfookwjLcvlLvNQG3AG5osxVaVkhK6hy",
+	"DbmjXvUruaKc78YoSHmzbViYqpIqX7niRkCxuARbGAcFHpbgnxiDO/Da/11kIR8B20HvRiWxfp9QFWuL",
+	"FV5AYjxCrNRVxM3OwHItQhY6IvFMgl39fT6iwaKBqawFNwCw3DkyYUIE8CehqoxmY4D8bWcIk7vo7XHH",
+	"Na7nAWNnGgDFQ26XVlApGhemLYATraxzTOlgBQ3qWiioUVTkKlk5Kj40DUO/njd1XVxgGF0Cxrz0Wm/o",
+	"wjq+zWOPV0moI2Z+OIcA/gQLBGGNsO07hrNP8+1HQCAZkMV4L3biS3/BvoDHH/q5a2iVUxz8Gfj28Qae",
+	"lb97itMICbwPwDN/L9JNuhVkAdmcWBOy9sDmx6iR+JOfMYLeh8oMtbaiuoiZbYGP+JYiutCD1G+xqDWx",
+	"aR1LxyZFVgN+wydEI8SCk/dAmQ05FQRaJzpxeYBrx2qt1yHqIRLiIgUUkzbGDk2Z4OUy+thD8DbAUCT+",
+	"9hneXs/KcmWdWGeeRYeawygRtTWPr8jKvbIFq0TNt5awyzxLtA782VKRBzApSR5rYO+Mu1sKm3TzXI1J",
+	"H/Bc8JGN5bGzKK52qgp3gIACzh2EYTyyTKi30mi1gio04DnbWidWWFwWo5G7wrFGPo2ufhreujFrbRMv",
+	"fZJCr2sLWQ4xeksacLOHkkKE8NcNPoBtCMH2V51giDbEEgu1gNgHSCJZkKEkhu5LYVnxKwQ/TMn4Uz3m",
+	"UNkEpqrYs8tnkJCgVSkIAqD4SZdUlUXxVQj+bxHLQDzSek1YcDY1L61rSVm0JAlZqMKVKzKvELxAp1gy",
+	"gs7o9WDBawgwyRVkj7SlriFWJT0hg2Wv4W8/BChMvBAOgiKgFDBZjINSTnTzYlfqT4sj4v5EBQECZboV",
+	"3/0jjXIGSjJjjdAp1lzNFSIOoqPJC4xKLLiTbwUi4ZB/2qJBCob77L+//QZPFYfDnisIYfk9+1n+IUMQ",
+	"mXBaWl5QSAWCyHW4S8VFyKygIQivH0AxDQj0CZoD4pP5pdBzvOxYzXs3uyee7t0S4Hg8ws9t6W2qgY36",
+	"kFZOqgZJS0dKDkVBoEDbfO7JD6pEhRWquo6lUyB4xTazlXTXCCOJ9MSfhBV3Itt5IVfwhh+r2CRvICTJ",
+	"FZwQxD+iLDV/zBYQ+NVWduUqV+mpae86LB9AfQbERwzu7ccHRbqxV2mDytB17kZA4LCkPFEuUIfyhGPf",
+	"yYwagFl83Rh1LPym6NIJLN32v549v7yYhvMNRMMyq6EOVbsEXrskiKQYvoGwTG38BlKjoRibZ5eX+/EI",
+	"b+4ojacx6jaQLJeftee2LvVAOo9fUFIyC1SQC6igwJZ6A0Lbs8tnX35EAQFrPMBWLq46MLZZ0O0LIq1F",
+	"BrKFS7jMDnhX+H4ARyBli1TdsxeGKynViSMVqhSPX/gV6itHunPqD7b44QHB4aCY5cUvL/MLCeQNZMco",
+	"wClN34h37myA7sPrxMJZZ031NprqrLFbKDTd2vKkjQIWiTugrKKGCnJeg1oIoGGPCS8MgUqCXHJxxQaB",
+	"QG8D/0nqQ9SJkpyfwNXhalFTiVJyxYpZUy2EuxbvlhxkvATxM+oigRNjNus61g05Qw99Reihj7M7PCC4",
+	"ThSiSaAPwWrBGnQ7yM4s6hNZm3YUoPzIxUE2pV0lAD0YDwWTM7WkxJzAW9mMyOX1CVaig3afYOl3Rq5W",
+	"LZo7UlRCDoDcmwZhApRfKyrB2NKlXCExKJfc2ALVFKoZHUwOVOyKGEtfzUShqp9xuqPbhu39WInVWjuh",
+	"yu3fxPavqBbclWxPg/w6iIt+lYYD1V5hqeX74ZwAgpdWqv4fL/+1oh8ZyXl0Le1Xdr/3wDZfWjBEBguO",
+	"VOSl7aW/LrWa17J0xVkO2pWDnj979oWHAinG1+RXnrLC6ViKRX5l4LLP4Bx6BajaMcCvj72dGLPS4gvZ",
+	"IzmpS23ddfv4lHF7A0mnhWnU9YpLRfkFlCQai+EsuBO54vbGMs7WwkBMgnTMiBJq2PgvFcSIta1n3aJL",
+	"HCAcOyXjIVQgiyIaCDjgOJiwnwBdeTceYY/Z+8d+TaZ/hwaxtpshLPHXiaulHdPZxX/Ge3v4eG+vqeYV",
+	"UILuAc/i3U+KPB1BfktJ1ifhvx0ihk/eJ8hrVFD27lzkLX348Y8nKEyhZhjCt3gq6hdts9QxiR7dYbYx",
+	"b8HJQ1qkvUJPX8jqSv06IdHda9ft1DEHH3cFfu1Fy/W/t1O4o0istoM/0vS/tFsjmeIABQ9L1S7gmYLf",
+	"UyBgKNp372zeewfn+y8+NCLIwebckoINT2gBGqHFu7UMyv4DKAIMFTe1YZVQ216xs8cs1uU2eyzDiFLI",
+	"tRsWnjFvDx6CxD1ZZUEDgYRGL0aLCs1VsupCY0qVK3qIbPYgzKKYjWELdJCnu0kdEUIlV88vn2etshAC",
+	"RgBCAYWaEExtBRYxen75zVCh8jDbIz72p8xp9vTysk0fsRmzwr/jMCyi1KsVt/3gFRn98WwAIkFW9mAx",
+	"2sTf/vvLy8tjqBZv7jRtiBZsqFoi/X5vEoWUhhO60kb4Y6b8LqJlaA+T5JwmdJcKR3Jde64pbck91UEo",
+	"kywhSNIFH4s/P9XDwAP4bYnINCFXYiMCHPEYgxzJvdABB/jcGABvelgOZaweKoz2Mjx0p8QN+jhcHm03",
+	"+vaMYn+2avzHWDXIYhch6yUwSRTZDhsxkrTz7PN7Van2OKj2gKHWho56ySyEhRah7HWBT1FEitOMY+Ee",
+	"/wKKpoT+nrppT3LJ0nvBK9sjVv6yFoooyf32udIgv47PFVdp0OcaqikZsZDWIYygDQrO2Rd79sX+B/pi",
+	"6Y7HJIb4RbBgZCGx9BpD8PwXZwfuQ3TgIiCt0WpxXUmDMKrFA/XdQlURjq5RbVhgwW260BFv7iHAmvDb",
+	"k/fhLpDrYqigVct471pLGLaAwM9nneCsE3yEvTw9PfevyFW40l9AFTjuY6R7GB2MpxGPJ0as6+3dej93",
+	"Rzao1YTCUzGUZ08V6dNCWHyv1UJeB5zp6EpNYm+lZQXFFl/7r4uQwmk6gIIqV3y9NvqtqFoqDtb8TqSt",
+	"VAHxw7dbEVB3fwabX+sHogut6+3XSS6jRRpShYp/NaLxnDjGdJONPdvdVM+q2+0460j3V0dKUPJBS6oq",
+	"IzDGTPfISlmrVz00PWqXpX15lWpdJ3pQxjoe4bP69EDVpweqKb3AbGzeqkaHL/7JSlJbBfOIDyV5cI8d",
+	"93mm4zhOW7+/+7d6ygm8YKVWpRFOQP7vVRu9ko49oGetufOriL61gFkhBwsM+BaH0tOfX37/3a2LQPyI",
+	"8MsRbg2kJYoM6Q54TMUw/V5+e0kuoRULmHAXQ0PmdX27Ag1369KPMzoUzNuZeLs1hBAyl7UTBiAYziFi",
+	"Z9X3QbjDbk/AOy6y5DokbrKM1fKtYFqJFh+xro9qzAlhvhMH2l9qPQuE1Q++BhAbFpMy19pKyAQ1WruM",
+	"ccsq3cxqCLPFAgmAYbJi4+J3IcW7NNpaYVnxxLPD3/0OS9NkrHjPs9mHgvEa1tJ3ZC+uoLJNiIqBV5Rm",
+	"xWRSZAyiq7551o7PH1UqX/Xs2++Y13J56ac6ydULhLAitXUK0EDvyrqxEup5JaxDvxWm5musTftW5CpZ",
+	"5vQ2dFwUdsmh7JQS3UZytYd023arlQCYjLQgdSs+hpJM4QsbcZoAEQkuQfIi5oCEMmAyHDVR+cl36md2",
+	"DyFtCnUCXk6Vq86Q0LOAbAvEcyyLERBpOuW0ac38Qb7AWmCQ9Y/9T3c9ERP2yxyYfGMM1KGmYUDt6uhO",
+	"DoW3qPrTwnDlYF77ZQpAFU9Y0+iu9P7Yw9fxg6ZTPM5545KdWezZ4fngHZ57zsx+8jlGlLuWfGI9x33C",
+	"dtbTvzZex+1FKqR/qBe2AgBhJR7ShzsS00Gd+AmEn98J2sMvSkRWB9HwMA0MXEkYeic+Xs9Z4R+zRQSl",
+	"RMCdyl4F8aPD2AF2kK8CQHcR5Y4iVOHGkKaS13W/aIDAhal4YCfshcsViFhPLy8vYeD2ivGAcwd3DqKm",
+	"IdFVKjZDTbyXW/sF9ktl7ypXirsldPLFU6RCx8MGelj6sKwZgp3Huq+wrLD+cyPEmW2f2fYdsO0zy3tQ",
+	"LO83gEvqWEQtWg06RFvPWapwWlDWPpYFvk+lJYqhwZJy+6bil2j33FW+7t78eIIClEWr7JmW3g9aGjAq",
+	"Q5WS4K+sBa8AqvL+VgFKztVX8k4m6g4qQdPW66BNdDqQn3/yUER6mAH4uVrLxRiq6NABgcPhWe1uitFn",
+	"s4SeEqUTuzoUQ3SAiD4xQonNXccS7Y+y1UZ2CbcSmy9qM4Mev3zAzK1MZqDJIFrihhV4pew1d+d6M/eF",
+	"g2iXcI8zl/hILnEVHAUY9XdWDR6gavAXrwXwPWWAcSBesNHbjDlXX1tCYIU8N6U3KX+9uIWW4Li9ORw1",
+	"8hqeOClcBLHjTw4X8S2/wlcgDKOvSb1RHxWA0ht2Ya1cKCFu29xdRl/4NTiIoQbmt3O8xTne4n9O+rEL",
+	"Juc2qAJtFRXGVYT6+EeiKpC03Uk4BQxWulqwMQQvPLu8TKIULgj8zXFZs/Glf+D55eXlBdiBKcR/kqsf",
+	"IioOQt3DVKfdcOmM7aWOjQHyLNCyi+QJP+GCjTmb1bq8AZ08oJvAmnaQdLTJFYChwcL6Zvwjx0IEYE0L",
+	"3KEsV73bcjFhRQnO9Op6ti360aozGEABG1gMRwB48nhHaoxv+uv4/GFSA/QeQOG5vcnOyc5ncv+gvfsJ",
+	"OTmrIvcx/7jDNh4I4l1VJTh3wNNC5DyKDjPNzalyQb8u9KSsuVw9VuKdu7MCEbXeCOseq8YPDeA1kwlh",
+	"lWxi4VSluq6Z7xCYLdbGC6yd5ICYQYBBAADhpJnS/hZkDKYUJA1MFMRigWwM+lXyJuTEXK+NXhhhbXFx",
+	"lWogSgi//vZG1jUir1J3NS9vcKgElq3fCjNhPyQBgfBgiFJcCJeMxPfQKwL4Yf9dvHNRCrhDJeyQAhYW",
+	"kMq4Pd/f1b+ThFVyQI4JCw6lWGWQebyeflbWziEA/2mRew+DdwA1QdfkDvlFPrKnosBlhpt8OvN4D1LP",
+	"noN9gKyEIqvgogiFF0mnaqs1yeqKScdqwam+aa4KZA+oX+k5GYVoHtxRuJh0GbPavwuPx1zvftBr3+vX",
+	"JrRR0T+Tyfvlm/Gb88gyUOt14sC9v859ECoeBmXCu8c4XmAw5O8t9H55s2jdGsLC+dqX+XyHz4aKh3Rx",
+	"j+Pf4P28Y6Pz8ZgQf/HSYBDuyuW+lPGCzaWoK1aLuYNKrSRtXLEij66wfDRl+SgfFaysBTdoqQ0/Xu0I",
+	"Gkasa15SjfVaWjdhL8W8AX1PMd6qqIhJT9oqLhqag0hgvIh1PbBwa9B1N7qpK7biNyIyHaiBlKu5Nl4W",
+	"EvU8Y4iYVm+R/xjdLJYUKYmqauhrW9aiuOgTdv6xru7etoydfPFS5cdUWW5ZueRqcS5peBa67o52fxVj",
+	"M1EXOFAJCThbn8/W589jQQC6SXL6I4se4IwcvVnLxrxoQCz0ttL8MbMCWqfvNuR0V7zoz3w7bDcmyYDX",
+	"ds+93dKPLFfdizvukyAu9mBv0TtNpucNt7myy8axSm9U9GMHu3jBxqmJvJvEfxFHoISobLdhsmm31m7k",
+	"n/DkFStw14tcKb5CkWgVOyfzr++70x/TG2WZdFeYDuiXMFfwMFSMA7C+hXAW4glCiRzotVHEtGMfJJj5",
+	"PnIVHP5ky4zL2I6TJcPcSdanIXTT8zdS2UGb/Nc3E/m1I/N62LCzunm2rP9nCjR9uN9dIhe+QDK2R4ai",
+	"QBSIxkOy2POotxzMCD+dgxJxvAdM9HXgAolubiDRuEjixpLIsiyEj4ESn4+KXIEWHXT8C9+QxYL17EWv",
+	"Qh48Dzu8N0v86p7+03nSLp6iXm5AHdx1mFbYsg+kTX81vhNX9Kw8PwzlGa7XWXW+teqc3vyzAv3wMkkC",
+	"yYQ6h+pxUMwSF9POzfh4lZRyke4JPw2O9ViH22tVGbrYlcZZT9gLRe5yTy6kYnF9pO1jfT3I5jDnr68I",
+	"3a8o4TP3OXOfj+A+u8zmoSTq9ZDWGS8/mb42Rg3XX4b4UY6wTVCGwXbSOgL2cMY44HPGUvn7NAyS+6Cv",
+	"u6RgjTkIK1zpsln5N841ch9W0OFg8lZjVLurWYDHxkLfR3zncBg/b3FZaPPJe//PsdpR/qje9VX4Iy3M",
+	"setw5ufnO/kxbLwxatIXuJJeyju/hSdI8405ALqyc2eflFyVor5j/SId0UH9wi+ldXptGXeEK/LOsZnf",
+	"EW62U5IK5rVcLB1b6UrUSb2XXOFkalFljDPTKAWJH1rXbC6VtEthJ+xHx4SqLCviw0WGgb8R/nltxFup",
+	"G8uW0gJwNwQSB59RKNVU1VTulkPpiVxtuB/xuFkD5PYlsxct1qafmNO+56tQ4QmCiZfcBgSiXAlViQpR",
+	"qf0TWJdV+qn12gdh/GfCeiasu4Q1VgBBWoQHHaUH+yDIKh7t9A77CzPeF/OJnO5RuY02N3bNSzEo6oeC",
+	"84um5obNZS1CBld8F7BlAXSWEuUj2pGV/xYhVUwwJ1fCX9MNt6g9hBgwBrCtrLGCFU8KNhNuI4RicwAS",
+	"sVe5stvVTNeyZLVUNzZSGHQn/8xlbbResRsh1gjbi1F6oIcEr0QfZfA6wW9hFn+WtbhTLaTT0yF1xC/y",
+	"WRXZvZ21tM62h66zSvfjlmbBvIKYBRwwD+KAH0gegD+YMAlY31Stf5Su/j6NaUnJ51WeYrtPYERP3ntK",
+	"czC16aVYacpSgllcBUqSZDCJ1dptmXV8O2E/I7bpI1Z4+eLav1LkSmlWa7UQnuh5OUi64ZSlztXepyHP",
+	"+6U4JKaWLbS6L6jM0wgYHQInQpmWLIBwQLWUWvDKxsBnzjoEGkqjAGm2eiWwhEiLAuIAk7FlJ2dCt0Po",
+	"8Fjfb1Lnt9iP6j+C5MXUJ7iQH0vxhiw6R2jDocXRpRPusXVG8FV3cebarLgbTUczqTjAi+1WlBuULB5Z",
+	"Ntu6eJ4eCsXR5jDROZORHTICBbPOROQu0rBeCl59Krm4OytSh+C0xqRmwJY009U2wGOl9IGNQ/mzp+xn",
+	"+Qeq7xFkFkrDqnK1WepaINhYY/is3k6BwfMKEUA4Kw23S2YFSWS6rmjlcNOV2ECFr4xgOThbyXcT9qML",
+	"8XVdwQx6KkyjrldcqsK368U67nwjpbhKfzONsqzwf0/W297YsV+bHvp8SvzYJ5LmY7lYRyRGiq47U/D/",
+	"aAq+bpx9mGrul3bgx96xivY01KmXuH5dcxVlePqjicWF3JKrCC7YNgVUEOXHvd9gV4qrWCFxw7uX8usG",
+	"qk0jMfc3UnuqCjT8gcjjvzYucFeputBap/JXaFCUjZFuC/x1JrgR5kXjlqPpP994hggw1cR9G1OPpqMn",
+	"fC2fvH0K7JIa3SPCgq8suEFkWxPFcyQ8IZi7Q9ZkgHUM2S4tADAYN0b7FZ9/Eg6jq6HIt7AZMFFWNsZq",
+	"6sSIUsg1hlHE4tjW8oXoa9AzjHXNFbxql42r9AaCzJwudZ20Eet677fxMzkeMcRDpVsBXqV0XmBj7h8G",
+	"vYImJTQFpOzdaV3j3jKpkibbHe1vdumlkwV3XmaBKWBdaA1h5MbqtK21MCtpLUBQ97dGZc8wgkZzU00p",
+	"lxuISSXWQlVCldJvDSUrUZG1pu7sCQbV7HfiBYy98jp84W8SLgqMAKSnUAp3yhZp0dwsrfdqaMRZqFn+",
+	"+vVPnV1NQLf7Z1wLa7Wyj5gtheJGan/oGhU22r8vPUVvsbXDc0MN+oGJt0I5hqJR8i58bUcf3nz4PwEA",
+	"AP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

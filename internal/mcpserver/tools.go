@@ -268,6 +268,9 @@ type inboxOutput struct {
 type Refusal struct {
 	Code   string `json:"code"`
 	Detail string `json:"detail"`
+	// Conflicts is set with reservation_conflict only, as in the REST
+	// problem document: the reservations the refused grant clashed with.
+	Conflicts []core.ReservationConflict `json:"conflicts,omitempty"`
 }
 
 // addTool registers one tool of the registry. The registry's handler
@@ -309,6 +312,10 @@ func (s *session) refuse(ctx context.Context, tool string, err error) *mcp.CallT
 			code = "internal_error"
 		}
 		r = Refusal{Code: string(code), Detail: core.ErrorMessage(err)}
+		var rc *core.ReservationConflicts
+		if code == core.CodeReservationConflict && errors.As(err, &rc) {
+			r.Conflicts = rc.Conflicts
+		}
 		if code == "internal_error" || code == core.CodeInboxCorrupt || code == core.CodeStorageFailed {
 			s.log.ErrorContext(ctx, "mcp tool failed", "tool", tool, "code", code, "err", err)
 		}
