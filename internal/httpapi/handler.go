@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"mailroom/api"
+	"mailroom/internal/bearer"
 	"mailroom/internal/core"
 	"mailroom/internal/httpx"
 	"mailroom/internal/scenario"
@@ -114,7 +115,6 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 		srv.runner = scenario.NewRunner(svc, workspacesRoot(opts), scenario.Config{OnStart: srv.runStarted, Logger: log, Runner: srv.programs})
 	}
 	removeTrash(log, opts)
-	auth := newAuthenticator(opts.AdminToken, svc)
 
 	r := chi.NewRouter()
 	r.Use(securityHeaders, recoverer(log), m.instrument, negotiate)
@@ -159,7 +159,7 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	// Order: body limit, then identity (401 before anything else), then
 	// the raw bytes of a JSON body (decoded there, once), then the route
 	// and the schema, then the handler's rights check and core.
-	r.Mount(BasePath, chi.Chain(limitBody, workspaceFilePaths, auth.middleware, checkRawBody).Handler(api))
+	r.Mount(BasePath, chi.Chain(limitBody, workspaceFilePaths, authenticate(bearer.NewResolver(opts.AdminToken, svc)), checkRawBody).Handler(api))
 
 	if opts.Static != nil {
 		files := http.FileServerFS(opts.Static)

@@ -51,7 +51,7 @@ var templateParam = regexp.MustCompile(`^\{([^{}]+)\}$`)
 
 // newSpecRoutes builds the table. The operations' security requirements
 // are dropped from the routes it hands out: authentication is the
-// authenticator's, before validation, and kin-openapi's check would read
+// authenticate middleware's, before validation, and kin-openapi's check would read
 // the body once more for nothing.
 func newSpecRoutes(spec *openapi3.T) (specRoutes, error) {
 	if len(spec.Servers) != 1 || spec.Servers[0].URL != BasePath {
