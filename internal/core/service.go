@@ -519,10 +519,10 @@ func (s *Service) LookupPrincipal(ctx context.Context, token string) (Principal,
 }
 
 // Teams lists every team, newest first.
-func (s *Service) Teams() []TeamSummary {
-	out, err := s.store.ListTeams(context.Background())
+func (s *Service) Teams(ctx context.Context) []TeamSummary {
+	out, err := s.store.ListTeams(ctx)
 	if err != nil {
-		s.log.Warn("listing teams failed", "err", err)
+		s.log.WarnContext(ctx, "listing teams failed", "err", err)
 		return []TeamSummary{}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -548,8 +548,8 @@ func (s *Service) Team(ctx context.Context, name string) (TeamView, error) {
 }
 
 // HasMember reports whether member belongs to team (not_found otherwise).
-func (s *Service) HasMember(teamName, member string) error {
-	return s.view(context.Background(), teamName, false, func(u *unit) error {
+func (s *Service) HasMember(ctx context.Context, teamName, member string) error {
+	return s.view(ctx, teamName, false, func(u *unit) error {
 		if !u.isMember(member) {
 			return u.noSuchMember()
 		}

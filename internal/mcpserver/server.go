@@ -403,6 +403,8 @@ func (h *Handler) opened(op *opening) {
 	// has its session; the next request's token check ends it.
 	me := op.caller.member
 	sess := op.sess
+	// The count lives as long as the session, past the request that
+	// opened it (whose context ends with its answer): its own context.
 	end, err := h.svc.OpenMCPSession(sess.as(context.Background()), me.Team, me.Name)
 	if err != nil {
 		h.log.Warn("mcp session not counted", "code", core.ErrorCode(err))
