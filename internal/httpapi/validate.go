@@ -212,7 +212,7 @@ type apiRouter struct {
 	log    *slog.Logger
 	routes specRoutes
 	// params validates the parameters only; body validates a body the
-	// fast path cannot take (bodyFromBytes), keeping the value it decoded.
+	// fast path cannot take (validateBody), keeping the value it decoded.
 	params, body *openapi3filter.Options
 	// schemaOpts are the options of a body's schema check, as
 	// kin-openapi's ValidateRequestBody builds them from body.
