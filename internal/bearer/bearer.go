@@ -61,7 +61,12 @@ func (r *Resolver) Resolve(ctx context.Context, token string) (core.Principal, e
 	if subtle.ConstantTimeCompare(sum[:], r.adminHash[:]) == 1 {
 		return core.AdminPrincipal(), nil
 	}
-	p, err := r.members.LookupPrincipal(ctx, token)
+	// The lookup keeps ctx's values but not its end: net/http cancels a
+	// request's context when its client half-closes the connection after
+	// sending the request, a client that must still be answered
+	// (docs/api.md, "Half-closed clients"); a lookup cut short would
+	// answer it 503.
+	p, err := r.members.LookupPrincipal(context.WithoutCancel(ctx), token)
 	switch {
 	case err == nil:
 		return p, nil

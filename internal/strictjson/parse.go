@@ -15,8 +15,8 @@ import (
 // string, json.Number (the number's text, so that no number is rounded
 // or out of range), []any and map[string]any. It is the value
 // encoding/json's Decoder with UseNumber gives for data that passes
-// Check, so a REST body is checked, validated and bound from one decode
-// (docs/spec.md §13: a request is decoded once).
+// Check, so that a REST body is checked, validated against the schema and
+// bound to its typed value from one decode.
 //
 // A refusal is Check's error with Check's message, whatever the decoder
 // met first: the messages say the rule broken in Check's order (UTF-8,
