@@ -48,7 +48,7 @@ var decoders = sync.Pool{New: func() any { return new(jsontext.Decoder) }}
 
 // noBytes is what a pooled decoder reads while it waits, so that it holds
 // no request's bytes.
-var noBytes = bytes.NewReader(nil)
+var noBytes = new(bytes.Buffer)
 
 // parseOnce decodes data in one pass of the token decoder, whose defaults
 // refuse invalid UTF-8, lone surrogate escapes and duplicate member names
@@ -56,7 +56,7 @@ var noBytes = bytes.NewReader(nil)
 // the first value included.
 func parseOnce(data []byte) (any, bool) {
 	dec := decoders.Get().(*jsontext.Decoder)
-	dec.Reset(bytes.NewReader(data))
+	dec.Reset(bytes.NewBuffer(data)) // read in place: the decoder copies no bytes out of a Buffer
 	defer func() {
 		dec.Reset(noBytes)
 		decoders.Put(dec)
