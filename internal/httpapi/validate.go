@@ -211,9 +211,15 @@ func (h *handlerRecorder) Trace(p string, fn http.HandlerFunc) { h.add(http.Meth
 type apiRouter struct {
 	log    *slog.Logger
 	routes specRoutes
-	// params validates the parameters only; body validates a body the
-	// fast path cannot take (validateBody), keeping the value it decoded.
+	// params validates the parameters only; body validates, as before
+	// the one decode, a body validateBody leaves to kin-openapi.
 	params, body *openapi3filter.Options
+	// rawUnions are the operations whose body has a oneOf or anyOf: its
+	// generated type keeps each such part as the client's raw bytes, which
+	// a value bound from the decoded one would re-encode (members sorted);
+	// their handlers decode the bytes, so that those stay the client's
+	// (a scripted step's tool input, recorded as the model wrote it).
+	rawUnions map[*openapi3.Operation]bool
 	// schemaOpts are the options of a body's schema check, as
 	// kin-openapi's ValidateRequestBody builds them from body.
 	schemaOpts []openapi3.SchemaValidationOption
@@ -245,12 +251,23 @@ func newAPIRouter(log *slog.Logger, register func(chi.Router)) (*apiRouter, erro
 		body: &openapi3filter.Options{
 			AuthenticationFunc:      openapi3filter.NoopAuthenticationFunc,
 			SchemaValidationOptions: schemaErrors,
-			KeepValidatedValue:      true,
 		},
+		rawUnions:  map[*openapi3.Operation]bool{},
 		schemaOpts: append([]openapi3.SchemaValidationOption{openapi3.VisitAsRequest()}, schemaErrors...),
 	}
 	if spec.IsOpenAPI31OrLater() {
 		a.schemaOpts = append(a.schemaOpts, openapi3.EnableJSONSchema2020())
+	}
+	for _, p := range routes {
+		for _, route := range p.methods {
+			if rb := route.Operation.RequestBody; rb != nil && rb.Value != nil {
+				for _, mt := range rb.Value.Content {
+					if hasUnion(mt.Schema, map[*openapi3.Schema]bool{}) {
+						a.rawUnions[route.Operation] = true
+					}
+				}
+			}
+		}
 	}
 	return a, nil
 }
@@ -342,8 +359,34 @@ func (a *apiRouter) validateBody(r *http.Request, in *openapi3filter.RequestVali
 		}
 		r.ContentLength = int64(len(data))
 	}
+	if a.rawUnions[in.Route.Operation] {
+		r.Body = io.NopCloser(bytes.NewReader(data))
+		return nil
+	}
 	r.Body = validatedBody{ReadCloser: io.NopCloser(bytes.NewReader(data)), value: body.value}
 	return nil
+}
+
+// hasUnion reports whether a schema has a oneOf or anyOf anywhere in it.
+func hasUnion(ref *openapi3.SchemaRef, seen map[*openapi3.Schema]bool) bool {
+	if ref == nil || ref.Value == nil || seen[ref.Value] {
+		return false
+	}
+	s := ref.Value
+	seen[s] = true
+	if len(s.OneOf) > 0 || len(s.AnyOf) > 0 {
+		return true
+	}
+	children := append(openapi3.SchemaRefs{s.Items, s.Not, s.AdditionalProperties.Schema}, s.AllOf...)
+	for _, p := range s.Properties {
+		children = append(children, p)
+	}
+	for _, c := range children {
+		if hasUnion(c, seen) {
+			return true
+		}
+	}
+	return false
 }
 
 // plainJSON reports whether a Content-Type is application/json, as

@@ -120,3 +120,20 @@ func TestRoutedAsChiRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestBodiesBoundFromTheirValue: every operation's body is bound from the
+// value it was validated as, but those with a oneOf, whose generated
+// types keep that part as the client's bytes (a scripted turn's steps).
+func TestBodiesBoundFromTheirValue(t *testing.T) {
+	a, err := newAPIRouter(nil, func(r chi.Router) { HandlerWithOptions(Unimplemented{}, ChiServerOptions{BaseRouter: r}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []string
+	for op := range a.rawUnions {
+		raw = append(raw, op.OperationID)
+	}
+	if len(raw) != 1 || raw[0] != "RunTurn" {
+		t.Errorf("operations whose bodies are decoded from their bytes: %v, want [RunTurn]", raw)
+	}
+}
