@@ -21,7 +21,8 @@ import (
 // and nothing is stored. The body is read whole here, within limitBody's
 // cap, and decoded in the same pass (strictjson.Parse): the validator
 // checks that value against the schema and the handler binds it, so the
-// bytes are parsed once. Bodies of other media types are left to the
+// bytes are parsed once (but for a body with a oneOf, whose handler reads
+// the bytes; validate.go). Bodies of other media types are left to the
 // validator, which answers them 415.
 func checkRawBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
