@@ -511,7 +511,7 @@ func (s *Service) LookupPrincipal(ctx context.Context, token string) (Principal,
 	team, m, err := s.store.LookupToken(ctx, hash)
 	if err != nil {
 		if ErrorCode(err) != CodeNotFound {
-			s.log.Warn("token lookup failed", "err", err)
+			s.log.WarnContext(ctx, "token lookup failed", "err", err)
 		}
 		return Principal{}, err
 	}
