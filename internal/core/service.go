@@ -500,22 +500,28 @@ func (s *Service) LookupMember(token string) (teamName, member string, err error
 	return p.Team, p.Member, err
 }
 
-// TokenPrincipal is the principal of the member token belongs to, as a
-// door authenticates a call: it carries the token's hash, so that the
-// units of work of the call confirm the token (tokenHolds), the
-// connections it opens follow exactly the team the token belongs to
-// (FollowTeam) and the per-token bounds count by token. Its errors are
-// LookupMember's. The token is hashed once, for the lookup and the
-// principal.
+// TokenPrincipal is LookupPrincipal for a caller without a request (tools,
+// tests): its lookup has no deadline but the store's own.
 func (s *Service) TokenPrincipal(token string) (Principal, error) {
+	return s.LookupPrincipal(context.Background(), token)
+}
+
+// LookupPrincipal is the principal of the member token belongs to, as a
+// door authenticates a call (internal/bearer), the lookup bound by the
+// call's ctx: it carries the token's hash, so that the units of work of
+// the call confirm the token (tokenHolds), the connections it opens
+// follow exactly the team the token belongs to (FollowTeam) and the
+// per-token bounds count by token. Its errors are LookupMember's. The
+// token is hashed once, for the lookup and the principal.
+func (s *Service) LookupPrincipal(ctx context.Context, token string) (Principal, error) {
 	if token == "" {
 		return Principal{}, Errorf(CodeNotFound, "No member has this token.")
 	}
 	hash := hashToken(token)
-	team, m, err := s.store.LookupToken(context.Background(), hash)
+	team, m, err := s.store.LookupToken(ctx, hash)
 	if err != nil {
 		if ErrorCode(err) != CodeNotFound {
-			s.log.Warn("token lookup failed", "err", err)
+			s.log.WarnContext(ctx, "token lookup failed", "err", err)
 		}
 		return Principal{}, err
 	}
@@ -523,10 +529,10 @@ func (s *Service) TokenPrincipal(token string) (Principal, error) {
 }
 
 // Teams lists every team, newest first.
-func (s *Service) Teams() []TeamSummary {
-	out, err := s.store.ListTeams(context.Background())
+func (s *Service) Teams(ctx context.Context) []TeamSummary {
+	out, err := s.store.ListTeams(ctx)
 	if err != nil {
-		s.log.Warn("listing teams failed", "err", err)
+		s.log.WarnContext(ctx, "listing teams failed", "err", err)
 		return []TeamSummary{}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -552,8 +558,8 @@ func (s *Service) Team(ctx context.Context, name string) (TeamView, error) {
 }
 
 // HasMember reports whether member belongs to team (not_found otherwise).
-func (s *Service) HasMember(teamName, member string) error {
-	return s.view(context.Background(), teamName, false, func(u *unit) error {
+func (s *Service) HasMember(ctx context.Context, teamName, member string) error {
+	return s.view(ctx, teamName, false, func(u *unit) error {
 		if !u.isMember(member) {
 			return u.noSuchMember()
 		}

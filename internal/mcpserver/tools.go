@@ -87,6 +87,9 @@ func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, p core
 		life.Release()
 		return nil, err
 	}
+	// The session's work (its event follower, its waits) outlives the
+	// request that opened it, so it has a context of its own, cancelled
+	// when the session closes.
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.server = mcp.NewServer(implementation, &mcp.ServerOptions{
 		Instructions: fmt.Sprintf("You are %q, a member of the Mailroom team %q. Letters and requests you send come from you; "+
