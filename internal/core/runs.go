@@ -80,7 +80,7 @@ func (s *Service) ClaimRun(ctx context.Context, id string) (release func(), err 
 		release()
 		return nil, asStoreError(err)
 	}
-	go s.renewRun(id, stop)
+	s.goBackground(func() { s.renewRun(id, stop) })
 	return release, nil
 }
 
