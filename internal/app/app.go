@@ -222,8 +222,8 @@ func (a *App) Failed() <-chan struct{} {
 // Shutdown stops the server in order, within ctx: it stops starting work
 // and cancels what runs (turns, runs, wakes, event streams), stops
 // accepting and waits for every request in flight, then for the reads
-// held for mail, the running turns, the waker's goroutines and the
-// Service's lease renewals, each of which records how it ended; only then
+// held for mail, the running turns, the waker's goroutines and the lease
+// renewals of turns and runs, each of which records how it ended; only then
 // does it close the store. What still runs when ctx ends is cut off (its
 // storage writes are atomic, so nothing is left half done) and the store
 // is closed anyway. It may be called once; later calls do nothing.
@@ -261,7 +261,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	if err := a.waker.Wait(ctx); err != nil {
 		a.log.Warn("shutdown timed out before the waker stopped", "err", err)
 	}
-	if err := a.svc.WaitBackground(ctx); err != nil {
+	if err := errors.Join(a.svc.WaitBackground(ctx), a.host.Wait(ctx)); err != nil {
 		a.log.Warn("shutdown timed out before every lease renewal ended", "err", err)
 	}
 	if a.close != nil {

@@ -48,9 +48,6 @@ type Service struct {
 	// (WaitBackground).
 	turnCount turnCounter
 	bg        counter
-	// runLeases is the scenario runs whose leases this process renews
-	// (runs.go).
-	runLeases runLeases
 	// holder names this process in the leases of the turns it runs;
 	// leaseDur is how long a lease holds without renewal.
 	holder   string

@@ -13,6 +13,7 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
+	"mailroom/internal/runtime"
 	"mailroom/internal/scenario"
 	"mailroom/internal/workspace"
 )
@@ -67,6 +68,8 @@ type Host struct {
 	programs   *workspace.Runner
 	// runner runs scenarios; nil when there is no data directory.
 	runner *scenario.Runner
+	// leases hold the leases of the runs this process runs.
+	leases *runtime.RunLeases
 
 	// runMu orders a team's deletion against the start of a run on it;
 	// runTeams holds the teams of the runs in progress here, which may
@@ -90,11 +93,16 @@ func New(svc *core.Service, opts Options) *Host {
 	if h.workspaces == "" && opts.DataDir != "" {
 		h.workspaces = filepath.Join(opts.DataDir, "workspaces")
 	}
+	h.leases = runtime.NewRunLeases(svc, h.log)
 	if opts.DataDir != "" {
-		h.runner = scenario.NewRunner(svc, h.workspaces, scenario.Config{OnStart: h.runStarted, Logger: h.log, Runner: h.programs})
+		h.runner = scenario.NewRunner(svc, h.workspaces, scenario.Config{OnStart: h.runStarted, Logger: h.log, Runner: h.programs, Leases: h.leases})
 	}
 	return h
 }
+
+// Wait returns once the renewals of the runs' leases have ended (the
+// runs end with the requests that run them), or with ctx's error.
+func (h *Host) Wait(ctx context.Context) error { return h.leases.Wait(ctx) }
 
 // Models are the real models turns may use.
 func (h *Host) Models() ModelOptions { return h.models }

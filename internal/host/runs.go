@@ -123,7 +123,7 @@ func (h *Host) DeleteTeam(ctx context.Context, team string) error {
 
 // runElsewhere reports whether the run of team (a run's id is its team's
 // name) is in progress in another process: its document has no result
-// and another replica's lease on it has not expired (core.RunInProgress).
+// and another replica's lease on it has not expired (RunInProgress).
 // A run cannot begin on a team that exists already (each run creates its
 // own), so the answer cannot change before the deletion. A document that
 // cannot be read is no run in progress here: the deletion itself then
@@ -133,7 +133,7 @@ func (h *Host) runElsewhere(ctx context.Context, team string) bool {
 		return false
 	}
 	doc, err := h.svc.GetRun(ctx, team)
-	return err == nil && h.svc.RunInProgress(doc)
+	return err == nil && h.leases.RunInProgress(doc)
 }
 
 // removeWorkspace deletes team's workspace directory, if any, all or
