@@ -72,8 +72,6 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	if err != nil {
 		return err
 	}
-	warnModelUnavailable(log, cfg.model, os.LookupEnv)
-	logProviders(log, os.LookupEnv)
 	// One runner for both doors: one run_main per team at a time,
 	// whichever door asked. It logs whether the sandbox is on.
 	programs := workspace.NewRunnerAs(cfg.sandbox, cfg.sandboxUser, log)
@@ -106,22 +104,27 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 		}
 		return err
 	}
+	warnModelUnavailable(log, cfg.model, os.LookupEnv)
+	logProviders(log, os.LookupEnv)
 	// The order matters: stop starting work and cancel what runs, then
 	// stop accepting and wait (bounded) for every request in flight, the
 	// turns and runs included, to return after recording how they ended,
 	// and for everything else the server started; only then is the store
 	// closed and the process ends (app.App.Shutdown).
-	stop := func() error {
-		log.Info("shutting down", "timeout", shutdownTimeout.String())
+	shutdown := func() error {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
 		return a.Shutdown(sctx)
+	}
+	stop := func() error {
+		log.Info("shutting down", "timeout", shutdownTimeout.String())
+		return shutdown()
 	}
 
 	// Listen before serving, so a taken port is reported here and now.
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
-		_ = stop()
+		_ = shutdown()
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
 	a.Serve(ln)

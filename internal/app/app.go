@@ -147,12 +147,12 @@ func New(ctx context.Context, store core.Store, opts Options) (*App, error) {
 	if opts.MCP != nil {
 		opts.MCP(&mcpOpts)
 	}
-	h, err := mcpserver.Mount(rest, svc, mcpOpts)
+	mcp, err := mcpserver.New(svc, mcpOpts)
 	if err != nil {
 		a.stopWork()
 		return nil, fmt.Errorf("build MCP handler: %w", err)
 	}
-	a.handler = endStreamsOnShutdown(h, a.stopping)
+	a.handler = endStreamsOnShutdown(doors(rest, mcp), a.stopping)
 	// Members with wake set are woken on mail from now on; their turns
 	// are built by the host as requested ones are.
 	a.waker = runtime.NewWaker(svc, runtime.WakeConfig{
@@ -161,6 +161,20 @@ func New(ctx context.Context, store core.Store, opts Options) (*App, error) {
 	})
 	a.waker.Start()
 	return a, nil
+}
+
+// doors serves mcpserver.Path with mcp and every other path with rest, as
+// the request names it: an http.ServeMux would clean a path first and
+// redirect, so that a workspace file path naming "." or ".." never
+// reached the REST door, which refuses it with a problem of its own.
+func doors(rest, mcp http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == mcpserver.Path {
+			mcp.ServeHTTP(w, r)
+			return
+		}
+		rest.ServeHTTP(w, r)
+	})
 }
 
 // Service is the domain the server serves.

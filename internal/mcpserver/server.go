@@ -455,16 +455,3 @@ func (h *Handler) Sessions() int {
 	defer h.mu.Unlock()
 	return h.total
 }
-
-// Mount serves /mcp with a new Handler over svc and every other path with
-// rest.
-func Mount(rest http.Handler, svc *core.Service, opts Options) (http.Handler, error) {
-	h, err := New(svc, opts)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle(Path, h)
-	mux.Handle("/", rest)
-	return mux, nil
-}

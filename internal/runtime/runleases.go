@@ -119,10 +119,13 @@ func (l *RunLeases) RunInProgress(doc core.RunDoc) bool {
 // Wait returns once every renewal has ended, or with ctx's error. A
 // stopping process calls it after its runs have ended and released their
 // leases, before it closes the store a renewal writes to.
-func (l *RunLeases) Wait(ctx context.Context) error {
+func (l *RunLeases) Wait(ctx context.Context) error { return waitGroup(ctx, &l.renewals) }
+
+// waitGroup waits for wg, or returns ctx's error when ctx ends first.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
 	done := make(chan struct{})
 	go func() {
-		l.renewals.Wait()
+		wg.Wait()
 		close(done)
 	}()
 	select {

@@ -205,7 +205,7 @@ func (r *wakeRig) turn() *woken {
 
 func (r *wakeRig) member(name string) core.MemberView {
 	r.t.Helper()
-	return memberOf(r.t, r.svc, "demo", name)
+	return testkit.MemberOf(r.t, r.svc, "demo", name)
 }
 
 // waitEnded waits until the member's latest turn has ended and returns
@@ -591,22 +591,6 @@ func TestWakeLeadHasTurnsAlways(t *testing.T) {
 			t.Fatalf("lead's turn %d = %s %s, want lead-t%d answered", i+1, doc.TurnID, doc.Status, i+1)
 		}
 	}
-}
-
-// memberOf is member name of team as the team's view shows it.
-func memberOf(t *testing.T, svc *core.Service, team, name string) core.MemberView {
-	t.Helper()
-	v, err := svc.Team(t.Context(), team)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range v.Members {
-		if m.Name == name {
-			return m
-		}
-	}
-	t.Fatalf("no member %s", name)
-	return core.MemberView{}
 }
 
 // TestDeletedTeamWakeNeverFires: a wake whose window is open when its team

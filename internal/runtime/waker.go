@@ -215,17 +215,7 @@ func (w *Waker) Wait(ctx context.Context) error {
 	if live {
 		return errors.New("runtime: Waker.Wait before its Stopping is done")
 	}
-	done := make(chan struct{})
-	go func() {
-		w.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitGroup(ctx, &w.wg)
 }
 
 // spawn runs f on a goroutine Wait waits for; w.mu is held and waking is
