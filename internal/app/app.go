@@ -92,7 +92,7 @@ type App struct {
 	shutdown bool
 }
 
-// New opens svc over store (a store's start-up: loading and repairing
+// New opens core over store (the store's start-up: loading and repairing
 // its teams) and wires the server around it. The waker starts here: a
 // wake pending when the server last stopped is found now.
 func New(ctx context.Context, store core.Store, opts Options) (*App, error) {
