@@ -77,6 +77,7 @@ type App struct {
 	host  *host.Host
 	waker *runtime.Waker
 	held  *httpapi.HeldReads
+	mcp   *mcpserver.Handler
 	// handler is both doors behind endStreamsOnShutdown.
 	handler http.Handler
 	// stopping is cancelled when shutdown begins (see Shutdown).
@@ -147,12 +148,11 @@ func New(ctx context.Context, store core.Store, opts Options) (*App, error) {
 	if opts.MCP != nil {
 		opts.MCP(&mcpOpts)
 	}
-	mcp, err := mcpserver.New(svc, mcpOpts)
-	if err != nil {
+	if a.mcp, err = mcpserver.New(svc, mcpOpts); err != nil {
 		a.stopWork()
 		return nil, fmt.Errorf("build MCP handler: %w", err)
 	}
-	a.handler = endStreamsOnShutdown(doors(rest, mcp), a.stopping)
+	a.handler = endStreamsOnShutdown(doors(rest, a.mcp), a.stopping)
 	// Members with wake set are woken on mail from now on; their turns
 	// are built by the host as requested ones are.
 	a.waker = runtime.NewWaker(svc, runtime.WakeConfig{
@@ -236,9 +236,9 @@ func (a *App) Failed() <-chan struct{} {
 // Shutdown stops the server in order, within ctx: it stops starting work
 // and cancels what runs (turns, runs, wakes, event streams), stops
 // accepting and waits for every request in flight, then for the reads
-// held for mail, the running turns, the waker's goroutines and the lease
-// renewals of turns and runs, each of which records how it ended; only then
-// does it close the store. What still runs when ctx ends is cut off (its
+// held for mail, the MCP sessions, the running turns, the waker's
+// goroutines and the lease renewals of turns and runs, each of which
+// records how it ended; only then does it close the store. What still runs when ctx ends is cut off (its
 // storage writes are atomic, so nothing is left half done) and the store
 // is closed anyway. It may be called once; later calls do nothing.
 func (a *App) Shutdown(ctx context.Context) error {
@@ -265,6 +265,11 @@ func (a *App) Shutdown(ctx context.Context) error {
 	// by StopWaiting, they take one last look at the store before it closes.
 	if err := a.held.Wait(ctx); err != nil {
 		a.log.Warn("shutdown timed out before every held read was answered", "err", err)
+	}
+	// MCP sessions outlive their requests: each is ended and counted off
+	// its member now, while the store is open.
+	if err := a.mcp.Close(ctx); err != nil {
+		a.log.Warn("shutdown timed out before every MCP session ended", "err", err)
 	}
 	// Turns started with Prefer: respond-async and woken turns have no
 	// request to wait for: wait for them too, so that they record their
