@@ -614,12 +614,17 @@ func (tr *Turn) renew() {
 			return
 		case <-tick.C:
 		}
-		err := tr.update(context.Background(), func(u *unit) error {
+		// The turn's own context, not a request's: a turn may outlive the
+		// request that began it (Prefer: respond-async). A renewal that
+		// takes longer than the next one's tick is given up.
+		ctx, cancel := context.WithTimeout(context.Background(), s.leaseDur/3)
+		err := tr.update(ctx, func(u *unit) error {
 			if m := u.member(member); m != nil && m.Lease != nil && m.Lease.Holder == s.holder {
 				m.Lease = &Lease{Holder: s.holder, Expires: u.now.Add(s.leaseDur)}
 			}
 			return nil
 		})
+		cancel()
 		if err != nil {
 			s.log.Warn("renewing a turn's lease failed", "team", tr.team, "member", member, "err", err)
 		}
