@@ -210,7 +210,8 @@ func codexHookTimes(lines []stampedLine) map[string][]time.Duration {
 	return times
 }
 
-// formatHookTimes is codexHookTimes in one line, events in order.
+// formatHookTimes is hook times by event (codexHookTimes,
+// claudeHookTimes) in one line, events in order.
 func formatHookTimes(times map[string][]time.Duration) string {
 	var events []string
 	for e := range times {
