@@ -235,6 +235,10 @@ type TeamState struct {
 	// Permissions are the host gate's questions to a person, pending and
 	// decided, oldest first (permissions.go).
 	Permissions []Permission `json:"permissions,omitempty"`
+	// Acks are the acknowledgements given to letters that asked for one,
+	// in the order given (acks.go). A unit replaces the slice, never
+	// changes it in place.
+	Acks []Ack `json:"acks,omitempty"`
 }
 
 // UnitCopy copies st as deeply as a unit of work may change it: the slices
