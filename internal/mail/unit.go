@@ -135,7 +135,7 @@ func (s *Store) start(ctx context.Context) error {
 		return err
 	}
 	entries := make([]*teamEntry, len(loaded))
-	core.ForEach(len(loaded), func(i int) { entries[i] = s.recoverTeam(ctx, loaded[i]) })
+	core.ForEach(len(loaded), func(i int) { entries[i] = s.recoverTeam(ctx, loaded[i], records) })
 	byName := make(map[string]*teamEntry, len(loaded))
 	for i, e := range entries {
 		byName[loaded[i].Name] = e
@@ -190,7 +190,10 @@ func (s *Store) start(ctx context.Context) error {
 // look-alike body. Every inbox is validated; a failure marks the team
 // damaged. Failing to save the repair does not: the repaired state is
 // served and saved by the next commit.
-func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam) *teamEntry {
+//
+// The inboxes are validated against the widest limits the log's records
+// name for the team (loggedLimits), which the replay that follows sets.
+func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam, records []walRecord) *teamEntry {
 	e := &teamEntry{st: lt.State, damaged: lt.Err}
 	if e.st == nil {
 		e.st = &core.TeamState{Name: lt.Name, Limits: core.DefaultLimits(), Requests: []core.Request{}}
@@ -202,8 +205,11 @@ func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam) *teamEntry 
 	st := e.st
 	changed := core.ReleaseAtStart(st, now)
 	inboxes := map[string][]core.Message{}
+	limits := loggedLimits(st, records)
 	for _, m := range st.Members {
-		items, err := s.LoadInbox(ctx, st.Name, st.Rules(m.Name))
+		rules := st.Rules(m.Name)
+		rules.Limits = limits
+		items, err := s.LoadInbox(ctx, st.Name, rules)
 		if err != nil {
 			e.damaged = fmt.Errorf("inbox %s: %w", m.Name, err)
 			return e
