@@ -23,6 +23,48 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AckInputOutcome.
+const (
+	AckInputOutcomeBlocked  AckInputOutcome = "blocked"
+	AckInputOutcomeDone     AckInputOutcome = "done"
+	AckInputOutcomeRejected AckInputOutcome = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AckInputOutcome enum.
+func (e AckInputOutcome) Valid() bool {
+	switch e {
+	case AckInputOutcomeBlocked:
+		return true
+	case AckInputOutcomeDone:
+		return true
+	case AckInputOutcomeRejected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AckStateOutcome.
+const (
+	AckStateOutcomeBlocked  AckStateOutcome = "blocked"
+	AckStateOutcomeDone     AckStateOutcome = "done"
+	AckStateOutcomeRejected AckStateOutcome = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AckStateOutcome enum.
+func (e AckStateOutcome) Valid() bool {
+	switch e {
+	case AckStateOutcomeBlocked:
+		return true
+	case AckStateOutcomeDone:
+		return true
+	case AckStateOutcomeRejected:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreatedTeamHostPermission.
 const (
 	CreatedTeamHostPermissionAllow CreatedTeamHostPermission = "allow"
@@ -220,6 +262,8 @@ func (e PermissionStatus) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
+	ProblemCodeAckNotRequired       ProblemCode = "ack_not_required"
+	ProblemCodeAlreadyAcked         ProblemCode = "already_acked"
 	ProblemCodeBodyLength           ProblemCode = "body_length"
 	ProblemCodeBodyTooLarge         ProblemCode = "body_too_large"
 	ProblemCodeBudgetExhausted      ProblemCode = "budget_exhausted"
@@ -229,6 +273,7 @@ const (
 	ProblemCodeInboxCorrupt         ProblemCode = "inbox_corrupt"
 	ProblemCodeInboxFull            ProblemCode = "inbox_full"
 	ProblemCodeInternalError        ProblemCode = "internal_error"
+	ProblemCodeLimitBelowUsage      ProblemCode = "limit_below_usage"
 	ProblemCodeMemberClosed         ProblemCode = "member_closed"
 	ProblemCodeMemberUnavailable    ProblemCode = "member_unavailable"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
@@ -253,6 +298,7 @@ const (
 	ProblemCodeTeamLimit            ProblemCode = "team_limit"
 	ProblemCodeTooManyStreams       ProblemCode = "too_many_streams"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
+	ProblemCodeUnknownLetter        ProblemCode = "unknown_letter"
 	ProblemCodeUnknownMember        ProblemCode = "unknown_member"
 	ProblemCodeUnknownTask          ProblemCode = "unknown_task"
 	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
@@ -264,6 +310,10 @@ const (
 // Valid indicates whether the value is a known member of the ProblemCode enum.
 func (e ProblemCode) Valid() bool {
 	switch e {
+	case ProblemCodeAckNotRequired:
+		return true
+	case ProblemCodeAlreadyAcked:
+		return true
 	case ProblemCodeBodyLength:
 		return true
 	case ProblemCodeBodyTooLarge:
@@ -281,6 +331,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeInboxFull:
 		return true
 	case ProblemCodeInternalError:
+		return true
+	case ProblemCodeLimitBelowUsage:
 		return true
 	case ProblemCodeMemberClosed:
 		return true
@@ -329,6 +381,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTooManyStreams:
 		return true
 	case ProblemCodeUnauthorized:
+		return true
+	case ProblemCodeUnknownLetter:
 		return true
 	case ProblemCodeUnknownMember:
 		return true
@@ -668,6 +722,26 @@ func (e TurnTriggerKind) Valid() bool {
 	}
 }
 
+// AckInput defines model for AckInput.
+type AckInput struct {
+	// Note Trimmed; at most 600 characters.
+	Note    *string         `json:"note,omitempty"`
+	Outcome AckInputOutcome `json:"outcome"`
+}
+
+// AckInputOutcome defines model for AckInput.Outcome.
+type AckInputOutcome string
+
+// AckState defines model for AckState.
+type AckState struct {
+	At      time.Time       `json:"at"`
+	Note    string          `json:"note"`
+	Outcome AckStateOutcome `json:"outcome"`
+}
+
+// AckStateOutcome defines model for AckState.Outcome.
+type AckStateOutcome string
+
 // Check defines model for Check.
 type Check struct {
 	// Applicable True for a check this run makes. False only for a check about
@@ -824,8 +898,14 @@ type LimitsInput struct {
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
 type LimitsUpdate struct {
+	BodyChars          *int   `json:"body_chars,omitempty"`
+	FeedbackChars      *int   `json:"feedback_chars,omitempty"`
+	HistoryEntries     *int   `json:"history_entries,omitempty"`
+	InboxBytes         *int   `json:"inbox_bytes,omitempty"`
+	InboxMessages      *int   `json:"inbox_messages,omitempty"`
 	ModelRequests      *int   `json:"model_requests,omitempty"`
 	ModelTokens        *int64 `json:"model_tokens,omitempty"`
+	PayloadChars       *int   `json:"payload_chars,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
 	Tasks              *int   `json:"tasks,omitempty"`
@@ -994,16 +1074,32 @@ type MemberUpdate struct {
 
 // Message defines model for Message.
 type Message struct {
-	Body      string `json:"body"`
-	ID        string `json:"id"`
-	Recipient string `json:"recipient"`
-	Sender    string `json:"sender"`
+	// AckRequired The sender asked for an acknowledgement; only when it did.
+	AckRequired *bool  `json:"ack_required,omitempty"`
+	Body        string `json:"body"`
+	ID          string `json:"id"`
+
+	// InReplyTo The letter this one answers; only on a reply.
+	InReplyTo *string `json:"in_reply_to,omitempty"`
+	Recipient string  `json:"recipient"`
+	Sender    string  `json:"sender"`
+
+	// ThreadID The id of the first letter of the letter's thread; a letter that answers none begins its own.
+	ThreadID string `json:"thread_id"`
 }
 
 // MessageCreate defines model for MessageCreate.
 type MessageCreate struct {
+	// AckRequired Ask the recipient to acknowledge the letter with an outcome.
+	AckRequired *bool `json:"ack_required,omitempty"`
+
 	// Body Trimmed, then 1 to the team's `body_chars` code points.
 	Body string `json:"body"`
+
+	// InReplyTo The id of the letter this one answers, a letter of the team the sender sent or received.
+	//
+	// Example: reader-1
+	InReplyTo *string `json:"in_reply_to,omitempty"`
 
 	// To A team or member name.
 	//
@@ -1129,7 +1225,12 @@ type ReadState struct {
 
 // Receipt defines model for Receipt.
 type Receipt struct {
-	ID string `json:"id"`
+	// Ack The recipient's acknowledgement; null until one is given.
+	Ack *AckState `json:"ack"`
+
+	// Attended The letter went into one of the recipient's turns.
+	Attended bool   `json:"attended"`
+	ID       string `json:"id"`
 
 	// Read The recipient's read cursor is at or past the letter.
 	Read bool `json:"read"`
@@ -1508,6 +1609,11 @@ type TextStep struct {
 	WaitMs *int `json:"wait_ms,omitempty"`
 }
 
+// Thread defines model for Thread.
+type Thread struct {
+	Letters []Message `json:"letters"`
+}
+
 // ToolStep A scripted model answer that calls one tool.
 type ToolStep struct {
 	// Input The tool's input (`{}` when left out).
@@ -1774,6 +1880,9 @@ type UpdateMemberJSONRequestBody = MemberUpdate
 // MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
 type MarkReadJSONRequestBody = MarkRead
 
+// AckLetterJSONRequestBody defines body for AckLetter for application/json ContentType.
+type AckLetterJSONRequestBody = AckInput
+
 // ResetMemberJSONRequestBody defines body for ResetMember for application/json ContentType.
 type ResetMemberJSONRequestBody = MemberReset
 
@@ -1969,6 +2078,9 @@ type ServerInterface interface {
 	// MarkRead Move the member's read cursor through a letter (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/read)
 	MarkRead(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
+	// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	// (POST /teams/{team}/members/{member}/inbox/{id}/ack)
+	AckLetter(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, id string)
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
@@ -1984,7 +2096,7 @@ type ServerInterface interface {
 	// DecidePermission Allow or deny a pending permission (admin)
 	// (POST /teams/{team}/permissions/{permission_id})
 	DecidePermission(w http.ResponseWriter, r *http.Request, team TeamPath, permissionID PermissionIDPath)
-	// GetReceipts Whether letters were read (their sender or the admin)
+	// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 	// (GET /teams/{team}/receipts)
 	GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams)
 	// ListRequests The team's requests in id order (admin or a member)
@@ -2026,6 +2138,9 @@ type ServerInterface interface {
 	// ReleaseTask Give an in-progress task back (its owner, lead or admin)
 	// (POST /teams/{team}/tasks/{task_id}/release)
 	ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// GetThread The letters of a thread the caller sent or received (the admin all)
+	// (GET /teams/{team}/threads/{thread_id})
+	GetThread(w http.ResponseWriter, r *http.Request, team TeamPath, threadID string)
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	// (GET /teams/{team}/turns)
 	ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath)
@@ -2137,6 +2252,12 @@ func (_ Unimplemented) MarkRead(w http.ResponseWriter, r *http.Request, team Tea
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+// (POST /teams/{team}/members/{member}/inbox/{id}/ack)
+func (_ Unimplemented) AckLetter(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, id string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ResetMember Make a stopped or failed member idle again (admin)
 // (POST /teams/{team}/members/{member}/reset)
 func (_ Unimplemented) ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
@@ -2167,7 +2288,7 @@ func (_ Unimplemented) DecidePermission(w http.ResponseWriter, r *http.Request, 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// GetReceipts Whether letters were read (their sender or the admin)
+// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 // (GET /teams/{team}/receipts)
 func (_ Unimplemented) GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -2248,6 +2369,12 @@ func (_ Unimplemented) CompleteTask(w http.ResponseWriter, r *http.Request, team
 // ReleaseTask Give an in-progress task back (its owner, lead or admin)
 // (POST /teams/{team}/tasks/{task_id}/release)
 func (_ Unimplemented) ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetThread The letters of a thread the caller sent or received (the admin all)
+// (GET /teams/{team}/threads/{thread_id})
+func (_ Unimplemented) GetThread(w http.ResponseWriter, r *http.Request, team TeamPath, threadID string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2694,6 +2821,50 @@ func (siw *ServerInterfaceWrapper) MarkRead(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.MarkRead(w, r, team, member)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AckLetter operation middleware
+func (siw *ServerInterfaceWrapper) AckLetter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AckLetter(w, r, team, member, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3450,6 +3621,41 @@ func (siw *ServerInterfaceWrapper) ReleaseTask(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// GetThread operation middleware
+func (siw *ServerInterfaceWrapper) GetThread(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "thread_id" -------------
+	var threadID string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "thread_id", chi.URLParam(r, "thread_id"), &threadID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "thread_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetThread(w, r, team, threadID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTurns operation middleware
 func (siw *ServerInterfaceWrapper) ListTurns(w http.ResponseWriter, r *http.Request) {
 
@@ -3819,6 +4025,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/read", wrapper.MarkRead)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/threads/{thread_id}", wrapper.GetThread)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/{id}/ack", wrapper.AckLetter)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/receipts", wrapper.GetReceipts)
@@ -4838,6 +5050,20 @@ func (response UpdateTeam404ApplicationProblemPlusJSONResponse) VisitUpdateTeamR
 	return err
 }
 
+type UpdateTeam409ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam409ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type UpdateTeam500ApplicationProblemPlusJSONResponse Problem
 
 func (response UpdateTeam500ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
@@ -5273,6 +5499,115 @@ func (response MarkRead404ApplicationProblemPlusJSONResponse) VisitMarkReadRespo
 type MarkRead500ApplicationProblemPlusJSONResponse Problem
 
 func (response MarkRead500ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetterRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	Member MemberPath `json:"member"`
+	ID     string     `json:"id"`
+	Body   *AckLetterJSONRequestBody
+}
+
+type AckLetterResponseObject interface {
+	VisitAckLetterResponse(w http.ResponseWriter) error
+}
+
+type AckLetter200JSONResponse Receipt
+
+func (response AckLetter200JSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter400ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter400ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter401ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter401ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter403ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter403ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter404ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter404ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter409ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter409ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter500ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter500ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -7552,6 +7887,99 @@ func (response ReleaseTask500ApplicationProblemPlusJSONResponse) VisitReleaseTas
 	return err
 }
 
+type GetThreadRequestObject struct {
+	Team     TeamPath `json:"team"`
+	ThreadID string   `json:"thread_id"`
+}
+
+type GetThreadResponseObject interface {
+	VisitGetThreadResponse(w http.ResponseWriter) error
+}
+
+type GetThread200JSONResponse Thread
+
+func (response GetThread200JSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread400ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread400ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread401ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread403ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread404ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread500ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread500ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTurnsRequestObject struct {
 	Team TeamPath `json:"team"`
 }
@@ -8198,6 +8626,9 @@ type StrictServerInterface interface {
 	// MarkRead Move the member's read cursor through a letter (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/read)
 	MarkRead(ctx context.Context, request MarkReadRequestObject) (MarkReadResponseObject, error)
+	// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	// (POST /teams/{team}/members/{member}/inbox/{id}/ack)
+	AckLetter(ctx context.Context, request AckLetterRequestObject) (AckLetterResponseObject, error)
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(ctx context.Context, request ResetMemberRequestObject) (ResetMemberResponseObject, error)
@@ -8213,7 +8644,7 @@ type StrictServerInterface interface {
 	// DecidePermission Allow or deny a pending permission (admin)
 	// (POST /teams/{team}/permissions/{permission_id})
 	DecidePermission(ctx context.Context, request DecidePermissionRequestObject) (DecidePermissionResponseObject, error)
-	// GetReceipts Whether letters were read (their sender or the admin)
+	// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 	// (GET /teams/{team}/receipts)
 	GetReceipts(ctx context.Context, request GetReceiptsRequestObject) (GetReceiptsResponseObject, error)
 	// ListRequests The team's requests in id order (admin or a member)
@@ -8255,6 +8686,9 @@ type StrictServerInterface interface {
 	// ReleaseTask Give an in-progress task back (its owner, lead or admin)
 	// (POST /teams/{team}/tasks/{task_id}/release)
 	ReleaseTask(ctx context.Context, request ReleaseTaskRequestObject) (ReleaseTaskResponseObject, error)
+	// GetThread The letters of a thread the caller sent or received (the admin all)
+	// (GET /teams/{team}/threads/{thread_id})
+	GetThread(ctx context.Context, request GetThreadRequestObject) (GetThreadResponseObject, error)
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	// (GET /teams/{team}/turns)
 	ListTurns(ctx context.Context, request ListTurnsRequestObject) (ListTurnsResponseObject, error)
@@ -8709,6 +9143,41 @@ func (sh *strictHandler) MarkRead(w http.ResponseWriter, r *http.Request, team T
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(MarkReadResponseObject); ok {
 		if err := validResponse.VisitMarkReadResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AckLetter operation middleware
+func (sh *strictHandler) AckLetter(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, id string) {
+	var request AckLetterRequestObject
+
+	request.Team = team
+	request.Member = member
+	request.ID = id
+
+	var body AckLetterJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AckLetter(ctx, request.(AckLetterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AckLetter")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AckLetterResponseObject); ok {
+		if err := validResponse.VisitAckLetterResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -9296,6 +9765,33 @@ func (sh *strictHandler) ReleaseTask(w http.ResponseWriter, r *http.Request, tea
 	}
 }
 
+// GetThread operation middleware
+func (sh *strictHandler) GetThread(w http.ResponseWriter, r *http.Request, team TeamPath, threadID string) {
+	var request GetThreadRequestObject
+
+	request.Team = team
+	request.ThreadID = threadID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetThread(ctx, request.(GetThreadRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetThread")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetThreadResponseObject); ok {
+		if err := validResponse.VisitGetThreadResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListTurns operation middleware
 func (sh *strictHandler) ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath) {
 	var request ListTurnsRequestObject
@@ -9490,301 +9986,318 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1bd9s4tj/4VbA0Z1bkM7TipFJ1uuSHWenqW01XujJJetVDM8eERcjCMQWoCdCKOivf/b/2BSAokZKc",
-	"xInTx/VQsSQSd+z7/u33o5ldrqxRxrvR9P1oJWu5VF7V+OnnUi1X1isz2/xVbf6iZKlq+L5UblbrldfW",
-	"jKaj56JWvt6ItfYL4RdKOLlU4lpthDRl+8WlLTfwZFMbh9/Ode28qJVbWeNUbuBp522tnDDWL7S5Ekat",
-	"z7tNYicSflc1NaldbgrdjvRiZs280jNfTMRf1cYJWSvhZnalSuEttubttTKPnFiq5aWqJ7kZZSMNU1nQ",
-	"FLORkUs1mqYLcPpXtRllIzdbqKWERVjKd78oc+UXo+nTs7NstNQmfH6SjfxmBQ04X2tzNfrwIRu9wM5e",
-	"SnjgPXW3gg+xMxrNKBvV6p+NrlU5mvq6UWmf/1Gr+Wg6+r8et7v2mH51j/8GrUBHL1W91M5pa37+w57u",
-	"VvGxC13u7VW9k8tVFd45fTLKoCmvamj0v/G7fzw5/fHtP85Of3z7n/8x6pv9K/XPRjm/d0Q1PXNoOPsW",
-	"IXaDnb6R7npvj16660/pjjqgvpRc7utJyeWnb+2bpt6/qXC7jt/OGo/7qd/a0X/I03+9hf+dnf54+vb9",
-	"Wfb0uw+nHnf3/ZPsxw/9O/ybra/dSs7Un3SlwhC3KQWMVtSqkl7fqHAd1+HNTKjJ1UQUS6nNZLUphK1F",
-	"4erZY7lawedpbiQ1oY23Qoq5rUpVi6XciHWtvRLaO+Eq6RbKCelE8RjbgL/+76d/Kia5+ZsVxWRSZMJY",
-	"IS+drRqvsMkMqZWxwm2Wl7bSM1Fpcy20g04qu1ZlQie2bhJ9Gl7xhFQ8OXv67BCt+BDeRSL800LNrpE2",
-	"13alaq8Vfi1Xq0rP5CVs5PY6v6kbJeYwcTGDt4VfaCfqxoilvFZuIv4kK6eENdWm85i8tI3PDRJcbO6R",
-	"E+qdnHlhGqBNDhZzbevSiTE8xBdWeOtllcFe5oaerxScJpcxubXVaeOU0KU7yYQ1QuJgylrfKCMuN/BZ",
-	"ySo3S1uq6lwUpfJSVwW8bYSTGyfWC2In64X0Yi2dcEoZ2hFevktrKyXN6EM2otdhXbaWNmxZzw/2umcd",
-	"F4pXZqGqMoPZay9KSxxKwBZsxLhot6IQc1jZk0nPsD6kJ+QfNBDsNkv3Mg7+bWzBXv6PmnkY40/WuGap",
-	"XinXVH73SNT4Pf6pvVq6Q2TlhfSzBTf2IXYn61pudoYb2u4dVq2kVyUxuN1hDS55bav+H9y1rqqDw/9F",
-	"XqrK4fNe+ubwdHF8r+lZmC9IAf2bTqz4kROXStaqJoHhXLiFXRu6NgtVq0kvHezZZJxoHGacXxjCnjUF",
-	"rtI/RKPWApgKELc///ENjs3B8RxfNh5vdePklcrCJXV4fUq5lFeqzMR6oWcLIdtmFhIOtVHCzk8ypKO0",
-	"CC7KdZrXwcG8u1s8o9FeSL872N/gDiMZgG7g6vLTYvz3Nz/hVZnbegmvjkrp1anXuGg7p2Jhnb9opRZk",
-	"ZaZZwjpLh9cI6DTeILNJFrVtodJL7Q+fK3rqQ8YS2fEXqnsRdq5UNkL6dvCcwkOvlffaXLm9NGvV1Cvr",
-	"+n+LTDX59QAtSnYxrlW7CG13YR5pJ7vb03eqfzaX9t0uhVgqB2f1FpSLXjhItWLDfYNh+rFzYF/j7RR2",
-	"LiTfAaT8yBXpJylAcBRGqdJN41MohswqqZcgpuATSCrWcAG0xxumblS9ERX0THcitiPGBUqj+KHIScNZ",
-	"a2Am4o9ytuCXlkCzlRPFf7OAFgS1C5TUvnvy4T+KcyFzU6sV3TJ6Tzsxs1UlV06VJD3BFScVbFWh7AX0",
-	"QXqxtM6LJz/kptTOawPMHBdK1ArkMjEubmSlSwmrdTGXulJlIdLR/kF6SYpcmZtLNbe1Ck2od9rBmEDw",
-	"RAFNGqGWK78RlXaeBaxwALYk0t659tGJ7Uv3S7z129IoUCQg8rYxZQ9VA/XyYraQRAG4WW28uqLbPVeq",
-	"vJSz633PLDSsxOZCGV9zs7sPabgWF5cbv/+B9JrsPoN38iJQ+93pIllpuUGgyI+cIJUcTi+Ih0IbIasq",
-	"Q1ELzivJdava3mgQtmu1srXH+4Ec5lxYM1Pw0AZV7aUsFcjR0Co8FDrKDQqfUXkfay+UKZ0oLpvySvkL",
-	"9W4hGzgeRcaMCdiRduLZ2Y+52X3qpCP+7awE8arddfjZrBo4840TtvHwNz2Zrsiyu1awNG6lTMlrcy7O",
-	"YFzG0tHpsDBt/A/Peoe1kpvKynLfaUl0cuCCtvEXfQRKzSwsnBTt82It8UKjNL9StbNG8N2DdX630rVy",
-	"YixFqYyWVSqhJv2np2f3V6BPPcMBJbizepdW1iUu2sKC2FyqSsGtt0Y5oc2sakpV9g8AVIWLmaz66PIb",
-	"ayuBv+HBwPMVDi1ZiejHS7WxphRXyiN5qWsLhxbE12iQwnfp8ME7F8jsioEhwe3oX5C1vFYXpark5mLZ",
-	"d+N0VWnHm3Wp/FqxJETakfCgy/ClENBWYCTwN2gDZBODfV3DEaVhj6WY63eqFGttSrueBp6StClr0Kyc",
-	"uNzkBt6Gk3tlcfFZ5UZ7GjR3ci5k5SwPS4Iyp5cqHW1u4PWEGzLFEGFsRr3zyQCHbmWUFVpC112u38PX",
-	"6TmKb8SzRGqn0/9SSH+g91pdNZWsxVxXyp0ceRXbseBru2P5m1weHgu+m4lS12rmLZB3XJNKm2snZKWv",
-	"Ve8125JRtmh7lxtkKRNK7uc2NdlhRuHc7nKgLfo4QHTCbe9cye0Tv8N0dnd5d617RTFk0UiZ0bZRlho2",
-	"QlYvE4aMqnW2n4mDAINirLbmXCiQm+ZaVaUo1VyCAhtsTpVyQCJvZNWoQ5yf3x1Nf2A7r16C2vEkO0om",
-	"iG8/eZq+fZYdJy3E1393sO8tMSK++d3Ts7MjX05FjLbnQ+/2iR78LnX9SZKIGDulBB0RvFDHDCbl/mH9",
-	"z/C/7OvIA/s3fkc2aEd9eN+HpYZwAHZn/blkiKV8RyP73Q/PDh+y3iPy7NBbidzBr3y/O6GPl0LiFJ7w",
-	"+Tgwmi0RJV6y7BbySiYWdo3C9VKaDZ8vadxa1aAXXeMm+IVafhbBhtgmCxeF83a1Qvn54F2Ksk97nw+9",
-	"0iMThVe/36UEqYQkWYYBbgu3n+QbUUm4cjs0IGzaD1t7dna07BGG9cPvnn33/bPvf8g+pzySGxZIxHMj",
-	"mhVcbrEC8Up7IBW1mjcOZTi/EEXCIpuqKlgVz03doAbV+kNQusPtDW1dK7Vq/aXaC1mWwVUxTIOeHC0U",
-	"pbQz+9xCUm5ISsq2fMczaxxQCjNjN87W/hU0v33T+TAoZfx9VUqvbilmvAGRAV8HAWK2kAYUX8nCRaXm",
-	"HpgH7wY8hYKFGBvbSh7oLjjZFTZ2ueftGNxtWc0At/h4Sn4k9f4kOnsknbolbfpkKvLpV+y2h/iFrK9f",
-	"KVkePMDdQ+YXtW2uFr3+3++IngaP5A/PDgczpApMaPpt72hbF9OQ2fdCl/3uISWd7XHQ/IpGVSAY+srY",
-	"mph48ATYutRG1psgyaI+hQbLixBpAl+VF7a+wB7JOwMfazXTK62MH2UjY/2FkzcK3lpVm6SVVW29ndmq",
-	"18GQRDDsGbZcrWp7o8pM1AoWSpXkm2nQC+j7/Eqpjys6PbgZ1AupnVE2iq3AmGl9eobabyenyAHuqXc7",
-	"VZ8ZlQWLEFUDzCALX8LEYIHRhF7IcqlNEYQbgR/pvV2yiD/2OS+CS+J2PkXPnrTdheiZZb8jU868vuld",
-	"gdbWqYPfTJDH3WhzNel1Ugddr+J7Nmz33ffEcra6AAnpwqk+Z2Z0vvGg4FGy0EojXvz0Mrrwx8Xj5WyF",
-	"osdGhDOemxtVA6fIhFPIMjACwFh/whcQ+eG1MuTLOxemqSpyeKDliCRakEycqkHavTZ2jaKSsUZNxF/V",
-	"yoMOtVRLW28y9KqT52AK8g+/hFJPrZyXtXfoRpnb+sp6j36ViXguCppeIdSNMl7MZA2CRm5AHvKdYDOa",
-	"LYvLJvo7yIb25Ew4UHyC2yc33vJPQAb0TAbHKTF6NCRIr0gUWyhQOOz8XDjLHhh45VEQBkAmulSiWYEI",
-	"gV1R9IpfSDYLynaIk9yAzEF3UazklWIPL+/bpSyvlLDp5lJMBCwnrj229sOZcFvCYOpjhe2iEBIKWdm5",
-	"NXC8wtbvnq6/2DXpLzCieEL4KJ10bgMIgy4R83Bnc0PmStJ7pjA3eQUbaBvvdKnEC6mr2tolua+MYWLp",
-	"sOncBHPpQleKBWt5aW+UOJuI12E4l6qy5irYfVa1nSnn8Ezlxq6UUXgUlhnsGo7PwY7LKmy5IzPSzDbG",
-	"O/LowbG3azPJzc7Rk8bYBuVWOjckKoLSzOsjqM8sN7PKggpga1aty5MtsfZsUPpDalRVv85H03/cypn8",
-	"NtsX7WDXhlTRcMzXGm48+4BYyudLvlSyYyOZDB+nlrIOh4IoWV4kMsruIHUZnEl4sKO5O5I2oAvQDI+P",
-	"DRfSbCbHHPSvHYsy7GRoTM3i3sDl41grMbNLJeQclqVI17OYHDxU6Mg7NOa/B5c7iNH9m8QEmym17PgA",
-	"eZsu8fqoak5sIij9ie1J+36GidL7QlXlvpgdssOxP2KKNxXPSzCMqLJjGclEwS7s3IwlEE+v6rrBdqOR",
-	"6CSDd8xMVeTrrntdluuFdSo3SLfUfK5m3sFCbJCwEHEyaPGpFer1JpIR8Ry4m/IYqpibl8/f/PQX4ejO",
-	"igKmXYhaVUo6BcrlUNRbXJ+LIcn5t8WGAi7RuOo4qm0FnRufktEpEWliPsGH29SGCTa8J7QnmS7IMWi6",
-	"oE3lOKJk2x+53DRGAsuGLQhHdg5LoGkluB0xLkjRnmwZw4vz3EheKDKbvM+DEJWPpiIfzSol63z0oWCn",
-	"GnCOrpP4dmFaLO/tulJYINuSz8I12uKa2zLaFrGLFzyJqoH7lZ73SIXeDkqrFHp0S6Xw08KRDkcst2Q1",
-	"GpJGXV0TI+c/mea2BIl76bXh/IaCqjViKXUFdKgVRMi8mFApvIMgz1qfCC3YmCqJRx4b4zm8Z6/gLN/S",
-	"EPUbCkx8DTASla3CS3kN5CKZQ+OA4wl5JXWPesVnubs5INaOtrss8F4VGKij2eAXRQZuJlXBuRF8q1/1",
-	"HFiP1zsqri7xRrIehXcTbdcgzyLZxn5AjOpVx6nZjzL44TpHU1/q/j5s9hsw8d36on38NRg89ueRr2gv",
-	"xkpjJM5abk5aBiOJvENjA0e8Z/tcECB2/ai9UtWgySeYYHpFMWAedb8S3/GoI8Wkh9M2yZk+cCFxBh9F",
-	"RcMkt2Pw9XKpyoz0zCcx9Ygs5UXrYS7EzJZKrKw23vWafrw9OkGkY5eze2fcOW0f6XQnQiiKQBmL6MOy",
-	"0doFsy6C7c0VLBWCeky6+CVM052LQhrgiSs9K1A/L0BRkroQYxByf10p8/znU5i79BpjY4h0n4jGEeme",
-	"1apUxmtZRZmFHnnkhDI3urZmqYyfiN+0X2CiA4gwkuKSrxR7ouMrTBXFuDg9xXmGgLOtqy3fDYaagViK",
-	"HmG4fiAT0eo8csHFPH5y9vQZyUyBmPSHsLSG6mdHmM4Dh94dTYjiiz5teDSk3cwq2ZTq1IGi7U+fnX5f",
-	"nJMoN8c8nLDHk2NYeOioY7AMGzzKRrS5mFBHzR42UsYm+47z33qnTAcVxFTmiTBd5FVbNvDDCVC9oaZw",
-	"KoezMVJb8BH23JUyJfx4cCE6eXJ7rLUvO7Hy29ZoJbAVNEnMRd2Yi6XUBli6dV5cSY/5WSEQ4FDM/3Eh",
-	"/KWa6XJfnoBG+x+weHGpgE3xokTLIqgo/N3ko61aYRiXPXQ7tVGHySM1mGmHQUW7A8GsKB49m3JSeYgM",
-	"2W+PGBeHWNxqSfX+oCnqaZcQeGsrge+SPIfE4ErepDy/PUl7DO7dNNL+bNHdlyppLvY5S2CIwb8h4Gky",
-	"AlfKx3gIwRoUmfXgkavDvpOtvebdKqaiYVs1++S16XDrPp9pwflgLrUtoJkZJEQKkUmPQbjenKdCzhpl",
-	"NP7BA+mVYmGrtvx2fFkPKrbbOb4xxRjbDIdndz8SJbiTFJIc0M5l7lyp/aToD3yRbilkUW7P4VQWem7/",
-	"EH7Rrodet2t1fB5KQmEPpaKkzfcOr7aXlepJ9npuxKs//SR+fPb9fwH7hodEaWcNyjK7VNmWKmUqO7ka",
-	"IaQ0Gi3wk7f2opI1Wi8a45rVytaw60tVahkcpUvlF7a8MNZftEe4MbLxC1vrf5FaZutLXZZo54AH5yD+",
-	"jMj9doHpHy58QjNPNKLMm6pqI1zjj+Fze3voDF+w2gdPrKo26Z+7bR/vQwZoW2mMvJG64tRLiqzofrdt",
-	"6UvMQDzkxlwbuzYX8XKta2uuLijiBfYwTHFm0bRIamwtr1S7JbD+S2k2F87XSmJorVs0KJxflHZtkne6",
-	"wwude0qBwxSisHb4Ia4TfdrM8DX8IJ3TVyb5sZJ62X7ETKTw4bKys+vkN+uTx7vxSzhfEKVkdYFBar1U",
-	"rc3R3TJrN0tpTkEqgxmes810Zo2Xmh0OswrUueBXcwdIfk+0iPZDTmL8YleK/Purn0F0DAaWcA2vtSnF",
-	"uMC06ellJc11gYmhJ+fispZmtgC5v4ArWRzOFeVLRoNLCDAvVEZXe4B0oLv218bP7PLjLB3M7E6D65fS",
-	"xUtdtkrcqrZXtVz20ZwG9ntQ44C3HjnBj2GkPvspMIm8MWKcj/IROwQunTL+pHdT1bsVhTn07R1mxvWK",
-	"lWjk4Nhe9c9GYiIatbTlsQ6jxYkb62Fwe9xHifGdmj+0BPRUJjwZB9LetT+y08RaIgfiIzi6sFe+hQGR",
-	"cE9edYpDDBIFyjTQcUdyqaThBM8jxNhtZUWSyTuOKK5Vsp9h97J4lvrO+Ssly9eeDTTbylbXf3hw7Vqv",
-	"2j7P2I7i1We47x/qTOlVj5QxHOs0IAVH89Ujcm+KWVM7i34uiR4jjARts4r6fWdkQuqJaQwRt7Gbw4RK",
-	"E8NiR8a+6bu+jWp/OUrECit5GKCAG+4fz6oauAtBsaP7QMgSxsd7wJoemkHWstfLvYPLAVpL/8UM2SED",
-	"Z2CvwSDwpvRWpjFtIC+AqNB+9/ZIltMR/MP4k8EOruhHmUuPXqCOz2gr8tj6loaebdtWuzk4h+yr2woE",
-	"D29w0sP2nnjl90UvoLjK9+48MZMW/2xUw9a12x6NXVsSNYa6JlzSzYUjA3ip5qo+KiTwWCMTIy7trgcI",
-	"R0fCNf0VHm2zYIZcA8ctL1mVd4hh2hITg/0jg4eOWPohn8Q+C1/WG7vZq/uDTuYPuzw6u4Urn3hAuJF2",
-	"fRPpMoS3huXds8Ufdds/7RTcyqXSyaE6wqsSl/bWnhVe4J113bN4P/9hO/T6n9tAavDVfhy12NpfeVW3",
-	"JLTAAnqPEr/ab/xIw/mPZMt07Q+zZW64d20a8ytu7m0dUH/E2Drywmon7IreOxcFxg+ewpFwhfAYBoI0",
-	"tnBerS6WrthVX8rEIrVLWkDqfeTSLDlvGUoLk3LEODiKSmUovSMafg/h0aT6zG7P4deguqxrjSGv3saf",
-	"Jv6dbweQj549zUcn5wyp0Ubo8QNbjpvvnvYFfH6UpxrP384kflGyTEznoAyTtwXWs5KmHTmTw+7qRUGE",
-	"KGTvCvKu9mAkVHbNIZjwDIV7aMfpdknaGYZnxXTHmTRiDapIUE13EwSzQxpD7zFvVfOeqLmZMrLWlhRE",
-	"eK7jZQhKssZQKVQmleuVRK1RR4SEbpsLPmQHQA7hMsWHB+7xkFSE8Gm3QFBCsLs+5CSpq0v7Tu2hFJ+K",
-	"HbRDZORs0Qa6oAmPgLFC9JqtShA10Obf7zb5qMu0mw+2a8LqQ6sjothiyTF0XUhLQNxEDO0YEwIfq/4E",
-	"fugj1J2m4Oghc8hJv4Jp2wO+l220V2EriezTuA7GCA3KaHy/Or7olk+wPbo1ffVLYoNIbHXTZr1c1nZN",
-	"YVeVvsboY4JGOqx38PiT0WYBNBQxAvki9UAuhKXvwEO096Xvwr7mPn42c7t7ZztT3IOh+NFraQ8x/SGv",
-	"Jb9IBzosFLH5LMWpCzmXvbdyyPzbHxQa7LHpYNoZ7FvcfkkrjPr4Q9/ZrEPyVtt879CUKYco9bb3lpMD",
-	"nxyXjMYK59ujjEd71MnXXq36oxW60ZccSoPxOyHPHuOnxVwbWQmv3iFNPo4lvrG2wp4P88J3nh58y/jC",
-	"/YMl9Lc5RxcFNIKeJDdywQwIBii5huw6AgtihDmMvtbzo9Mb2H3TbxFm5ARov3FeXCoBMye0BE6jwAtn",
-	"jUIBCR4g388kxWs7Bih5l27jyAZipzB1WIyB8zB6wwmN0yB8URgTOet1LdpZfoaBfUx8S3hnyPCe7mVA",
-	"wQxx9BR3Mhnt9ZXt0mJ00h0dImrXZshR0xkbba/Q/lxcq5UniLd4Ko7zTkQ60+NvAjGKmwPNwEkdnCGN",
-	"8bq6ZVfH5dzAVicZNwz9ffz5GPQaNhhgfJuTsm2HjTDkLbdhp1801NDOZS3F6FzqeI/CiYjr3zmUW+Ec",
-	"ycD7aDHM/SfeiFuafYY2H221z87OzsRsIWs5QzmafYG1Xi672bL7QsZxcB9lf05I7jEpDF3SGYnKQdjJ",
-	"IQf3xy3BrW96PK7d3tFq9nRf52JcJAEiHWjPwwcZOx06S9s2MDj220Yw/O6QFQwa65euItjE0cT/oERF",
-	"TQ7N6fUeI682F0FbR88mkzS83vTX24HJHZmycKws8TzFsUVX+xzTuGGfJ931H/fFvp78v73b8Ok347Md",
-	"8mMIBitwXwG5mlG3B4QcEhAp7R1z7pSguCDRBm8J6Smr8pxTCTFMnYB0T0FMHMAY+JqQ2VtQT5yjrk0E",
-	"6BO2LuFQVkqWrRXlSCPOPYDYHsbafRWQ4rRB3xTM8+i57TFy3DJP9/NDgCcWhnCo27zFkP7Y4oTfFh8c",
-	"7uhHMfWeg966j+mo72ZPFyHqpehEvWsnQizwuSikuy4E6iHRSDxOQfO6NuvPf6kIFPMjwOg7eaFoQX33",
-	"M72XGP4/07U5Ro5KbtKeADQquFKfs+0+ml9J6ddOeFuVuxkofSkoneO/PzX0z1iNJgxBJkBmAbdsk5ZE",
-	"eMQJ9nNdKU5WikcJ3xWUcfmx6aFwDQbkGzSyHS3fKLl83SyXst4cFnOw5aHRhFYO8M/j2OEgj4iQBgHQ",
-	"JG7JQrp+dOYBwt1P3Vo6lgx7aMqfLW0UJnDeAocwjNxMGn5q1yp0G/rAw9yeMTcxNDn3ibGiickXfVOY",
-	"vXapFtr0GLmAv1+w06TfnYFPOLm+YHD5PUfDzlFeeNS6YYBSBxABJhNAM4cQzmWp6v2j4WdqhZfc2aae",
-	"qaFAyxut1vvb296YdDF2xtPT5MB4ehatf7PZYHnbDM9ec2sCQBnRRgnSLBpct+nVO79VAevZALWW2vd6",
-	"cn+T2pOtD3F8Iq4LI0tl7GkRroIjEjLzb+mz7VLCdwNUIViJP+NaJviw1la7C/gJ6V3otFw1XoyL9x+K",
-	"nizTXc8IZxoNtpdmizplyoCyt50TehBC8F7tt7X95bbeNLX5grgaq9ouhwLcGgcHRr3zdGrsKgJUN7Xh",
-	"LF3cYAz92NqNgRsXc7KHohLSQ/soCMUuw9OKKGkpKnYGJJgUnZBgjbhauzDaY1uLgjOqQ6NHK0fspUmk",
-	"2Sc/9Eg2vXv5B86a2pViMHlvnwxzGChtOEPyqNMA48MTcWwEAFoDbil4DeZBBn2nmG5lg3b8aR0Yae2E",
-	"Lit1cp6bFFBpSim8uqpAaVIlYT1aWwUz49w2dURSz4Stc9M+uERfU4ubjdB4AQ+oBYTtAFrnRruQNHxy",
-	"HvGcpi2HmtmmoviFuTbaLfDtiB7XgnesgPfaJoKaTNnWwtaYmCRC+AWXtUU6VDeVynAtOmkkVCyHX2W8",
-	"S+KX0uUm4kzRmFt0qWkCjBm/RbCOMLrcBKSka7XyEWiTNqMHmWqa3MDcFCl6cCFqaRDBJMK8czmPztUW",
-	"4zX5bHJTagy42+2ZoBGCHtwCtoSTBTJ3PCUd+JYwyb5cu6GQr1uoQE1tAs3Y1nmxpYuyJkiZ3RAy+DnA",
-	"68Aa/vBMyJh6SedmoGRMP9ZoFsWhnkQMzOKApQ+4WYTDh6nl0oeDNJYphANBwEMvGefJSXGtNv3JU77W",
-	"V1dEog4t2Bt+lIHpejO0i7w5O/tuxncQ/lannr4z9LHIhOmCBYXbSFkm/XVod71rt7B5bXP2WA2XI2li",
-	"imYwWUX3Gu5MT3BNsGnRqeuQ3axlG+3qDskRA+p8gP07+ixHHnZQn8emh4bzIvCkI0t1pnAeR6J0ZHvs",
-	"G+FS9gd6eLVizbmpzZRlhbAphRibDOk9w9xlXOgyN2VTU6bz0mVYk1wrdy4KvCVFzLKjm3SSiSIylCI3",
-	"Y/zQOHWhywxZUEbScya0ozTWjIstnLNYjdDG+E1u3MLWnrBE0b2W+tdO0L3fWgwLMe7k5We5oWPYiy+T",
-	"TKoXcHyX+lDObS/qkhnMUUzwIKRLhIB1bbGsshj/f69//RtSqJNMxOn2UpqwYP068/VW7Hpnd9N6Q53S",
-	"RL2swBysojaYbhfc0z0/7SnUt5NVnLKleCL7ST/rVr0/8MHrjy74ePqHSz10Ad+0/KDHyMN0LootU1G0",
-	"F/Dlr6/fiMlk8pjq9WDYVQg8O8lAyMDqzWOZlAU7FwVbNAosE+gxbSciNQVjTgsSmRuOE8GhoHqBMbik",
-	"ZNCl8midH3O1zZDPzokhUcK7VDOsKlFJvaSk8oIjLvohnbZPaHs2lxSUgcn2vYb91gx0vDs0iUTZT1oH",
-	"t/Pv4Yj01VliqCm36sWLwCu/r5hET+wxpiPc5p2dimfJ+9vt9c2vU1r+tuhs/cXm3iAmeKUeOSzfcmTd",
-	"uKUt9Vz3CYvRV4zZ7WvJsLNk4S2PdxWvegvnJ6Pl8vfbhfOLx0Us2kdV8V1XxmrL6B9GjaF69qGAW5z0",
-	"wa0JQs4ttifWwThKAuoehEMi0FC9OUzbmzW19pvX0DAfFCz1/bwZWv+kWAFRvLTsQRa25DmDoZCDe4GC",
-	"rQgOepwGskPsq92IhfcrKvyvOSJ7q38llyKGdBN8PXzVojUgSPdf3rx5ORGUB4ABsRhOkZuiM6qp+D1V",
-	"NSdpHcfPEvt0uyxDtjtVkKya2gCBxqhAlqvcTpTERMTSEHIWoNOlY/hnhhjGHEWU9oBcOypZvvXLNmw/",
-	"NGfjT6tqExlKjGFUuaHBEvq7E95SVSWs0VaG3LGZNCGWVC0nucnNH0FwcdhgqOsPa/aYIT/+n/9xKMAF",
-	"RJ6TYP52HqP+CezjnCFKXG62cUCCogZfUBxMMREvQfmB1WPf0BiGmAlOK4Rx5yYkNQuKy3IZc0OgXrHI",
-	"u/hnY708weHXTaVcWoCXyitwOkhu6E5NheTyBAFzH412iQ+c05M7MWGwkvNaK1O6SW5+i2lKGMQCqwo9",
-	"XSpRKzlbkNpaSi8vpWPcCe1EadfmhOpN4Fldyk1uLlXb7/dn32Gxsm3Um4JH9Er5enP6fO5VjUCFVAIL",
-	"zSsUTMPQzxQjNAq1BEbZiKtajKajJ5OzyRmlJCgjV3o0HX03OZt8R0FRCyQMjxHZH//khNGePCFC/9dO",
-	"FPjXNFyuzUrx3SI/MSxD+BHOUvhxvVB8hlHOhg0q3udIH/JRJnLUYOkvaAJRrmODBSXtqMBuBFG6iXiz",
-	"WSk3BYGM7fRZK8bhn6tqA38g+gb+wcUMxlgUlgBZsOBEbmL9gg6cO1mibU1OIYRRCNFJNepYTW0KEAk7",
-	"+o+kcIskqbK1AdpaMJgYvF839DpMn81+eFOCGSZr6U9wrNIaYOckHhI5AAmx+xZbTPAX3QZ32ZrbcFwb",
-	"d0647PgcoryLgqJti6QzvKRFrdzGzFjZpHMT6n7gTM2VmNd2yauEWE9T+kAUA+45Fi9YaENVgbgRdHKy",
-	"qQqJ8ninTAVhjOYm3DQuwNGWIeEKGrDcuNCIixNefxR7ggtUwfYQBOLSEmrqK4XEKADDK7GxDdYkwQIs",
-	"sE/UwiOHdz0eYUpsoqMblITtI016FaG4s+0QTziXCIivYUW8RRKIF/kO3oVjestNt7sS1gwfsNdtn2T4",
-	"BaYKs5vZJZr8Kk0FyREuX3JUfDT60nZSUREX9q7eiCffi1jiEIhVwheJRzmluoVFckP0WpqIaxBvcNgm",
-	"fD7VnLSncWFRyJnSN8Chx8RvmVfU+mrhncD4pJNu83hPO223YwElDwZNo6VKLqFwzu942i6uR2DSjKz+",
-	"5OzpM0TupwNO5B+By4FHeIlZckw+GXnxyVlcsMpSzQOk6dDPRJC1AkbCJa135a7ckOCVgbiBm4DkdUoA",
-	"Ou1eMSOZK6J+MKDijzCS1+hj5zKDIK5isz+XaBWGN/9ILAG4RC2XipS+f/SW/AprymmYsLPo7YIH/tmo",
-	"ehMsZdNgpSTOfCQywdstR97TszPC5DI+4Gird5542ClNm9LQQh/busCHPn8y7Q+9jiGoSO7j0ee9xQ2R",
-	"a7mZAEt9tjOSIYGqO6ADucuIktgzzGIH6rCgUTz5oqNI8RB5AN990QFEBMZiui25S4c1ApCuGyL/dBxx",
-	"mM++6DAjOGQxBaHcNbNFMpinP37RwWzDLxbMlHnZCEOHKd/vUOYJZC8Lvj0md/QMwnpTbWicz/df+Cp0",
-	"8RcLUnlDCN/oNQ719DVcWSJkrU+fWHusWoWaYKICnqD16wqI3YjF4rfQ+GPyG/TKx1vczmDV2MC4dwoF",
-	"nm+roMLJDYgS+NVU+LphWTpI/Kpyqo9S/1n5F5QVvZc8pjtxux14oYbIZSiFqBGQ3gd6+FUpUecI/LZg",
-	"7BxcYe2SbY0l4Glj68a4x+9JrPowuMdvQune6B4NqBUdNXIiftuGtMBYgdxcWYztKex1QS73yqlMFJT1",
-	"jl8RqAlVBqDgRfwawQr7d/9VY+5y+1vUi4FTQMAALVbvA0+8DzwxCs5EY4C0YwyruzdsEGFnvgLX6KIS",
-	"U6Gz/Zzk+dYZZ46RcokEkODDjriMQjCbm1kGjjgYrSWXQq5uJxUD6epALTDZ6hKJX7Tzr+NTd0grOpgQ",
-	"PWtPNtuIaBGLqxLORIJncR9u7/2SZgjG1Dlr4vq5oITqOkKGYBUZZHdDp7NzZB6/h/P4Adkfxkns0/O6",
-	"qGPomOyAoBRR4eue9VB37pNOejZaWecHoWnYVOKCPk/mkjF0XVIoLTNjiutlU1s79tMnxUkmylrfcBsh",
-	"N4NqpXaCRB1ZwUINoB5LSmInSkqlat/1IuSGkOJxG7F+WdpWaY1C1C6/VSB3JtH3Vdk1VUkM2ZVYhtEl",
-	"2DxohlnLunSTna1i0Di0GuSGTs9RuHIY9dp+xshAkxt6VhKWF6rOcKSEtzhbxRY+oee9inSwK/75j29E",
-	"VxQr2A9DmxIJcDo1Kj9UbtgCmZtYsCwU4I50JTe5ofFTYC56VmTFQSC8+2lKltDGeSWDASk3dBKmbJJy",
-	"VDWFJHwKbKbdTFyWPsiMGB46yQ3jxXGfaAN2ocQx4cU5Kwr4qwhlPmF1zQnpDAvrfG4onLMIoHPFRCCm",
-	"GFYG5mInNNRHTqh3cuaFaehA40qvbV06sjMHn4q3XlZZYmvjWsAZS9C2Om0cBTMkK0E1KNkVo6icAtub",
-	"WoiuKQm6RaBXuaEIEto7En7bCAle1DkccGiDpGHg1knJbVo9d62xiI7EaKqpkLSAYUpcAbwMlnaayhXQ",
-	"idzMrAGptgV/CUiHcP6yAGJLE6JAGoH+A/S+YFnlWhreXgakpAdUSaWxeYcpkh2dgkwwCN7OqdxgOa7C",
-	"XocF6pPwXzXmdYuVxVP7PRdj+1wSfsCn/PDhw4d7pEtERQk4RvQ2YL1pNbtGmLd7om8QRQhcuLR4bZcR",
-	"YpEajUYU3s/Jg5aypaUAz4jCyb3RVMKI2AoWPX+tgR8kkO1xf1nb3k5RFz6SzOkeuTZafyFh0N1Cgh2P",
-	"ZtYxPCWxDuckR3CFG1qhea1Y/sAQA+0o+yrw3rox4a2QOhG8my4aSDCAQ6wxgQF9JYmpEUM+UCKj3Cdm",
-	"ZMgvsBGsXCjfsdRyMjh42pYnX/awd8sO0X178v0XvvB9hY6Ke6t6w7C+7CZ1ahAV0/T0haQbOEtwrrjm",
-	"u7HCqDWaMMRzMgCy9RwtfMSq4ouX6kobR84kjvbE9BMsmilrEnB0BEeh9B0QVzCS5ToL0TecHVEkaTUF",
-	"scLz4HBk+ZgDJUjiALWMPIXI0JOAkp5skNSFC9J8wAiOIhV6+ck1jCrLmPHJaxWCaTksYtLx8e0ES37o",
-	"6revmtQFjhqDp38oAB2TKijwAcXF/SYYUHIjiMCgTeQNY3nembwTEQ4GbSGJY+pBDAhiQIVaMe7fPfQr",
-	"wYYG1kOHMANiEDGSkyPJaBMf9hkvWNEsKiXLQshqDUo8MdiAgiTLMiTmAUWA5QHqABcD/tbmKjealQwH",
-	"KgXck9pWaiK66M7s6FutlKw5pgBDZ+j4UwBnjwpC2cFvyG1/FxpIAojzoRveCoL/rkby5LP1TL2WOLch",
-	"Lxdq90iCt9BacDnvlQKCdpAolW7rH1laHxhDppT03dhXTdnvZQvU+UCbOrQp2Blb6vSlJf1UAs+iGbYj",
-	"XXe89LeQnR9E5G9DRO7wIyJhocL7rlwUmFCUiR6/h38+EDsKqKdDdC+G1XFAfmsbDyk3slbiCo3VGEZK",
-	"kqPMDQuE09YDT89GV/mzsycUJmrsWliUpKP8h4YgChBkOzTytMYkNuDUzhp8SWRSRE2UMJxzg/D/KKvS",
-	"jzhnbdEtz3DarC1OhRSzWroFR69XSt7AtHOzkNX8lOEsaZ0ZBaiHW/4BH4vcssO4ng0vNdr8FaMBP/jQ",
-	"7yHpp93pkv77FE32pS1OO7WFMRQPFbVOrmRPWZfg74iDv/9klq71YTKb9eubf1a+nyR8Xm1znxD7QFbu",
-	"Zbiqnd/zMNX7pX5j3YkY1Z666slQxJC0+4M6E8W8G/HQN+b2EbxiL6VfYIGoVX8p5teggXuWQsqQrwOD",
-	"I6ctOopgu91E/BrTG+gpj45FtAsSIMrMgqaG1sIWSlGMMZHBJXlODtOHOqg3WYrGcOH1UtnGX+D3CcZQ",
-	"Joq2rjnmwmJLSa1zXSlXsPOZEixwfK715nKuHpzkS1tq5WJSn8tEzOiDxwOmD8iBc/0OBDOfm4CUnAmn",
-	"zUwFO2hI+YCH0eoX5DjHmFshuyk3fqE27IOWpYDugm8Z1wtEq6amoAhTcjKVs0uFYl9uOL8pi8EaZTC5",
-	"ckYWhXLMZF1vQnX0Tn7WJDe/rhSmkAnOIOskJT5qT+mV8gRDwVdBXDa68igI4zzQsJwcGpgVmlvhkuo5",
-	"Xzv3GMMJHlfa+Qsefq/7mIAz79h2E9E5j7DdfDl+11KIdkm/IWuNGGvPlhpJow9Yiph3SpueUY6bUScP",
-	"lpptSw1lN7bFiTon4H81f7207y5mFl1IwAA+wuZAdHVraW9hfHjM5PDxe/rjQ0/04dG8ODv4LKGEH+Lc",
-	"xVpeq5B7gYFNqTUNrRlRwemkB19uON0/N5zLySFUawnLAldUezGW4j9bpJj/PDkXjnAxBXZciDGGudg6",
-	"NxgOdEIGlVpVSjo8yFjXEJ6dxAi2Wq0qOeORRss0ZjQytho58dbaMHxCy5MmoWOslMhzodTfAESemyIE",
-	"P2IgTiinSCFefYRNbuPALqTLTfDHextwYbGFxlSgDfKiBifjZa3NFVt8AvPgQMdeht7DtkOGNzLuYb74",
-	"IiCl3QVnpMa/Dm8MlSP6uWNIRsKYVGPXQt8fxijFJYhwCA0hjWjMtbFrE6NXyOJNxzaUQtw6cQ+ccIAT",
-	"Ms29VxwQtpPG9c3zwkh915TuHQhgD1ck1MLDXPExjm8wH41imdHiXmS7ufJc8YoCUFUI3QaeVGQU+lyy",
-	"xjnXoNCFfWHmpR0xHKpVZ40SsqYQ6fHTs7MgXZ/whdS+yE1IaF/IGyVW0gGraB+WDNyMXmvWKJm5hthY",
-	"6BDDg0vXhR7QHsNsCVCFfN/rTuGi1nyOPeZmt8tpDAtDUB3QCugIztsobXQdkFJJsC5AI0+GcQFg4tBi",
-	"Z8jnjKea5ebZ0x/FbuItwi0kSAHoX5hFGIAEwyI3YRfbIJwUtkZWVRx8Et/+fDZTKz8V2xykKhBid65q",
-	"eBnlgWL7meKEFFFm1BxLtF7YKhgAGI2gjdXWlRJoPJhStHm14RjpiBWGOv0jJ3oAVSc8MFxaytFFdBiC",
-	"d8F8XT6RGLteafQ1BfwF2C/smnxJL63zV7V6/f//ct5uPo/axW9yg0XBwt2hfEs8wxxyzkFNOI65rZd4",
-	"uaZ4jHNT9KxqtED0MLWBxM2f8W4fAFd4gwCCdGB5FQLGAs4KZ6nLiDeEIWOE39E3kj5A2icDOA24Np0g",
-	"rttg34NU3oMT0UefEsEVadKsqZ2txZjKz/hFbZurRXFynhtvrxRaStcJ5eMomb7pildKlnA9l/YG1ezc",
-	"xMYjvCOu4+Ma429AG2e0xL4laZA0ddZku+TObjWcoRg7b5F6MABN0BiYqNWKdtMosVF+CEoD3u8fzVlS",
-	"LOCHQ5UC3t6hJEqnHFjdzq3p1kl8n490yeA4fDAZ4AYx0uiXSkmGvanVTK8QTCh5hX6Cu91+S2QCoU7y",
-	"0Qfc2nbkEa7wUhtZ94EG9grQfIKzreL4D/6Ve+FfYW9KJCp4we+z1HsPgEBYHFy3IiKxFArKRzq1ZlCD",
-	"QcSQriw0fvXH12/477RZ4LUvfnpJHy/mtr4gHN1A20/ugSJwhNgPnAV5L8oWYyoszmhxdat8nZzjEsCy",
-	"hPgBFkL7wSiyL2UFO1L3eIx5coR78uXsc73Rsr8aFTLxEpmQhXcc7DZ8cgb/IGEPFDs32syqplTlRPyE",
-	"M+vZmXMhGZpL8OzFRis440XZ0CHsz9WjFlUQ7O6Mp3I/w7l0vUv1wJ/uM3/KOmTjwUbzWW00L9C3RuHb",
-	"IQm+jXtndbaPkptqkxpuYsmMo203qFfcA+KJxnNSfdBORArR3GIW/bTVPyRCK8ZCOdEwg45+boDsxtpN",
-	"xAt7A/ST0xRub4V/IevrV6RR3YkFPjT/ha3v0OdrH83+gzvRKsCzgKF2H0zwRVC5SQXttTtkHDcrpJhJ",
-	"Y42eySoaDksx7iucs1s3Z80l1Jy+wlidikWlf6naPni0dzkFnZsHVnGXrMLeqGGbFN+Mll7uZRdbIHP7",
-	"2UWtHNn4vzKneN71BKNnlgvPiXFaBI8zh6jcFVziha3RHZAbzlTVThS6xOrRmCsKqt9MGs7xbmqDKW6u",
-	"DQszZVI9KzeyVliELcESpkGhhyX4J8boDryAv4ss5B9QO+TdKDXVxVOmFG0RwBNMhCdIlaoMbnaMDpNe",
-	"haxzQt6ZBLv6+3zEgyUD06xSskZA5c6RCRNiQD+N1VqsGCPEbztDnNxJb49brnE7D5g60wDUHXK5rMEK",
-	"zLQwbWGZaGWdUwqHKHhQF8pg7Z8iN8nKcVGfaRj6xbypquKEwugS8OUFaL2hC+flJo89niehjZTp4T0B",
-	"4zMMEIYx4rZvGc4+zbcfAYB0QBKTvViJr+CCfQGPP/Zz11Aqxzj4M/Tt0w18UP7uKS4jJux+A575e5Fe",
-	"0q3MikjmzJqItQc2PyaNBE5+JhhqHyseVNap8iRmsgU+Ai1FNKFvUr+lYtHMpm0syZoULw14DZ8QjRAL",
-	"Od4DZTbkUDBInerE5SGOnaisXYWoh0iIixRATLsYOzQVSs4W0ccegrcRdiLxt1/S7QVWlhvn1SoDFh1q",
-	"+ZJE1NYSPmcr99IVolSV3DjGKgOW6Dz6s7VhD2BS6jvWlt4ad7fENOvmuRmzPgBc8JGLZaezKK52qvV2",
-	"gH8Crh2GYTxyQpkbXVuzxOou6DnbOK+WVLSVopG7wrElPk2ufh7eqqlX1iVe+iRl3lYOsxpi9Jau0c0e",
-	"SvUwol83+AC3IQTbn3eCIdoQSyqAgmIfIodkQYbSFLqvlRPFSwx+mLLxpzyVWMkEp2rE07OnmJBgzUxx",
-	"yn/xi6WLX8DsQ/B/i1CG4pG1K8Z+c6l5aVVpzpplSchhdavcsHmF4QQ6RYgJZMauBgtJY4BJbjBbpC0h",
-	"jbEq6QkZLCeNf8MQsODvlfIYFIEldtliHJRyppsn21J/WnSQ9icqCBgo062kDo80xtdY6phqb06plmlu",
-	"CGGQHE0gMBp1Jb2+UYR8w/5pRwYpHO7T//7+OzpVEg97bjCE5Xfihf59RqAx4bS0vKDQBgWRi3CXipOQ",
-	"WcFDUKAfYPEMDPQJmgPhkcFS2DlddqqSvZ3NE0/3dmltOh7h57akNdeWJn3IGq9NQ6SlIyWHIiBY+Gw+",
-	"B/JDKlHhlCkvYqkUDF5xzeVS+wuCjSR6AidhKb3Ktl7IDb4BY1Xr5A2CIDnHE0J4R5yVBsfsCgO/2oqp",
-	"0uQmPTXtXcflQ2jPgPBIwb39eKBEN3Yqa3B5t87dCIgbjpUnzgXqUJ5w7DuZUAOwim+a2hwKvym6dIJK",
-	"ov3X02dnJ9NwvpFoOOEs1ndqlwC0S4ZEiuEbBMPUxm8QNRqKsXl6drYbj/D2jtJ4mtrcBoLl7LP23NZ7",
-	"HkjngQVlJbMgBbnAigliYdcotD09e/rlRxQQr8YDbOXkvANbmwXdvmDSWmQoW/iEy2yBdYXvB3ADUrbI",
-	"VTN7YbeSEpg0UmVm6vQ5rFBfmc+tU7+3xQ/fEPwNiVkgfoHMrzSSN5QdowBnLH+j3vkHA3QfPicVynrQ",
-	"VG+jqV42boMFnFtbnnZRwGJxB5VV0lBRzmtIC0H06zHjgxEwSZBLTs7FIPDnbeA+WX2IOlGS8xO4Ol4t",
-	"bipRSs5FcdmUV8pfqHcLiTJegvAZdZHAiSmbdRXrhDxADX1FqKGPszt8Q/CcJESzQB+C1YI16HYQnVnU",
-	"J7I27ShA97GLg21K20oAeTC+FQzO1JIScwJvZTNil9cnWIn22n2Cpd/Xerls0duJojJyAObeNAQTYGCt",
-	"uORiS5dyQ8RgtpC1K0hN4VrMweTAxa2YsfTVSFSmfEHTHd02bO/nUi1X1isz2/xVbf5CasFdyfY8yK+D",
-	"sAirNByo9ppKGN8P5wQSvLQC9P96+a8V/dhILqNrabdi+r0HsvnSgiExWHSkEi9tL/3FzJp5pWe+eJCD",
-	"tuWgZ0+ffuGhYIrxBfuVp6LwNpZe0V8ZqOwzOIdeI4p2DPDrY29Hxqy0eELuQE7qwjp/0T4+FdJdY9Jp",
-	"UTfmYim14fwCThKNxW+upFe5ke7aCSlWqsaYBO1FrWZYswa+NBgj1raedYssSYRs7JRix1CBLIpoKOCg",
-	"42AifkE05e14hB1mD4+9TKZ/hwaxtpsh7PA3iaulHdODi/8B3+3bx3d7wzWukBJ0D3gW735S1OkA0ltK",
-	"sj4J720fMXz8PkFa4wKyd+cib+nDz384QmEKNcIIvgWoKCzaemFjEj25w1xT36CTh7VId06evpDVlfp1",
-	"QqI7aNft1CkHn3YFf+1Fx4Xf2yncUSRW28EfePpf2q2RTHGAgoelahfwgYLfU+BfLNJ372zeOwfnxy8+",
-	"NCbIwebckoK1TGgBGaHVu5UOyv43UPQXK2zaWpTKbHrFzh6zWJfb7LCMWs2UXvlh4Zny9vAhTNzTZRY0",
-	"EExoBDFalWSu0mUXGlOb3PBDbLNHYZbEbApb4IM83U7qiBAquXl29ixrlYUQMIIQCiTUhGBqp6ho0bOz",
-	"74YKk4fZHvCxPxHeiidnZ236iMuEU/COp7CImV0upesHr8j4j6cDEAm6dHuLzyb+9t+dnZ0dQrV4e6dp",
-	"Q7xgQ9UR+fd7kyhkLJ7Qpa0VHDMDu0iWoR1Mkoc0obtUOJLr2nNNeUvuqQ7CmWQJQdI++Fjg/JTfBh7A",
-	"bwtCpgm5EmsV4IjHFOTI7oUOOMDnxgB428NyOGN1XyG0V+GhOyVu2Mf+cmjb0bcPqPUPVo1/G6sGW+wi",
-	"RL1GJkki234jRpJ2nn1+ryrXGkfVHjHU2tBRkMxCWGgRylwX9BRHpHgrJBXqgRdINGX099RNe5RLlt8L",
-	"XtkesfLXlTJMSe63z5UH+XV8rrRKgz7XUD2pVlfaeYIRdEHBefDFPvhi/w19sXzHYxJD/CJYMLKQWHpB",
-	"IXjwxYMD91t04BIgbW3N1UWpa4JRLb5R3y1WFZHkGrW1CCy4TRc64M3dB1gTfnv8PtwFdl0MFbBqGe9d",
-	"awnDFhD8+UEneNAJPsJenp6e+1fUKlzpL6AKHPYx8j2MDsbjiMfjWq2qzd16P7dHNqjVhMJTMZRnRxXp",
-	"00JEfK/VQt4EnOnoSk1ib7UTBccWX8DXRUjhrDuAgiY3crWq7Y0qWyqO1vxOpK02AfED2i0ZqLs/gw3W",
-	"+hvRhVbV5uskl/EiDalCxT8b1QAnjjHdbGPPtjcVWHW7HQ860v3VkRKUfNSSyrJWFGNme2SlrNWrvjU9",
-	"apulfXmValUlelAmOh7hB/XpG1WfvlFN6TllY8tWNdp/8Y9Ukrx01/udJ2/wiR0G3OeLpvTfTk7O3jxk",
-	"6a5f0ytYRqCvSbs2Wwnk+1r8G7w02JZ0Tl8ZpW7b3F36xGEN9obBYqgwgfAlIK9zXXlVI2rBQ1TVg7b4",
-	"7+VBojOfuI+yWPrIGgW/EMT5oSLISLjuxKWEg9W+UmKM0T1Pz84EqFNyBi2ccPyul7oS4zN44NnZ2dkJ",
-	"hjOxljbJzU8xsImylXGq067Em4kd698Yo1YDLTtJnoAJF2IsxWVlZ9ehNBZh3MJvnWAoW+emrSkFzcAj",
-	"bD8mKB18joofRLgdWNOCdijLTe+2nExEgSWPVXlxuSn6Ew4zHECBG9iPNY8tAHm8q8K+0l1/HfcVTmqA",
-	"3mNer3TX2YO/6oHcf9MeqYScPOhA99GF1GEb30jQclkmocrI04LyQ6LDpZX1sXJBvy70eFZJvTw16p2/",
-	"sxz/yq6V86emgaFhhkQyIQI6ZhbOQMNVJaBDZLYEbxZYO8sBUQmcyariKDwrjKU6szilIGmQrZfw3sQY",
-	"9avkTTRrXKxqewXKZXFynmogRilYf3etqSpjbri7Ss6uaaic72hvVI0VaGZNXSvjuXXHAC9XyicjgR56",
-	"RQAY9t/UOx+lgDtUwvYpYGEBGYnr2e6u/o0lrJnE4J+w4IimqYPMIwyDeT0oaw/RJt80b+9GknwbvAOp",
-	"CdXn3CK/xEd2VBS8zHiTj2ce71Hq4TgD0o4GtEfoM+BkoncmYOexTtUC7ujyXGgvKiUZojI3BbEH0q/s",
-	"nI1CPA9JQLbwciachXfx8eiu689bhF6/NqGNiv4DmbwfZBL9yrw5j5xAtd7WGWao3O8qLShUfBuUie6e",
-	"kHSBx1gge3uhdxGqonVrKJzpa1/mhzv8YKj4li7u4RAmup93bHQ+HCIEFy+ND5J+tuirczTXqipFpeYe",
-	"wTZZ2jgXRR5dYVTlJx8VAiv9kKU2/Hi+JWjUalXJGcNkV9r5iXil5g3qe0bIVkWltGLWVmnRyBzEAuNJ",
-	"hGYg7M2g61Ix3iVWTwoy0lpqn5u5xeJBqppngoJeq41I6lXxeUZVNfS1mVWqOOkTdv6+Ku/etkydfHG0",
-	"6UOqrHRciOgBle5B6Loz2v1VjM1MXfBAJSTgwfr8YH3+PBYEKuAmw8VED3DGjt6sZWNYQpZY6G2l+UNm",
-	"BbJO320E8rZ40V+sfL/dmCUDWbkd93ZLP7LcdC/uuE+CONnJXGoLvaharKXLjVs0XpR2baIfO9jFCzFO",
-	"TeTdiqMncQRGqdJ1G2abdmvtJv6JT56Lgna9yE0sGrSMnbP5F/ru9Cfs2jihucIPmt5zgw8j6BfGW18p",
-	"7zCeINYbgV4bw0w79sGCGfSRm+DwZ1tmXMZ2nCIZ5kT8OhezaJvnITih3kmSq4wSa23coE3+65uJYO1i",
-	"sSrasAd188Gy/u8p0PSlbnaJXPiCyNgOGYoCUSAa35LFXka9ZW+Q6/EclInjPWCibwIXSHRzKjdVJHFj",
-	"SWRZFsLHUInPR0VuUIsOOv5JCxI/Ec97FfLgedjivVniVwf6z+fJ+niKerkBd3DXYVphy+646OxhvhNX",
-	"9EF5/jaUZ7xeD6rzrVXn9OY/KNBfu5TNR/BOJlQIVWdOg2KWuJi2bsbHq6RcWf6e8NPgWI9QyqBVcVEb",
-	"Y2nWE/HcsLucMfDj+mjXx/p6klNxzl9fEbpfUcIP3OeB+3wE99lmNvefvP5Z3/ST1ks5+2T6GqqQ90Lo",
-	"YvyodB4RZal4XprWIWuFmkQm5Ky2rkU7n/SWfHiDfd1x9dN9+W2huqd7gDn9toIOB5O30pqtLhNGrWPh",
-	"kUO+cy669jnxQbHNx+/hn0PwP1wv+asWAo6F1x/4+cOd/Ag23tRm0he4kl7KO7+FR0jzTW2GsXe27uzj",
-	"mTQzVd2xfpGOaK9+QYWx7aq/kOaUpYJ5pa8WvlvgHa1uNJlKlZmQsVgn1meea6PdQrmJ+NlTpc4iPlxk",
-	"FPg7WIq/LbifVuYtK0YspVruVOzEiXGzEt6K786EO8HS+LGou7fQ83kA6cFg4oV0obpobrBIOZVagScI",
-	"WhOLU/baB3H8D4T1gbAeKEFCB/2+Ft/uI6t0tNM7DBfmFpVk17a+dis5U4OifsAMv2oqWYu5rlTI4Irv",
-	"YvmMlfSLkCiPdg64407/S4VUMSW8XmIN2bV0pD2EGDABJM+JxilRPC7EpfJrpYyY26pUtTvPjdssL22l",
-	"Z6LS5tpFCkPu5BdSV7W1S3Gt1MqJNkoP9ZDglRiqN/dbmMWfdKXuVAvp9LRPHYFFflBFtm9npZ137aHr",
-	"rNI9KrLQYhZQHfc44G8kDwAOJhe2qVRHrX+Urv4ujWlJyedVnmK7j3FEj98Dpdmb2vRKLS1nKeEszgMl",
-	"STKY1HLlN8J5uZmIFyiouEeiAPniAl4pcmOsqKy5UkD0QA7SfjhlqXO1d2nIs34pjoipE1fWqHtTbgZL",
-	"TAEt58CJWlXS6xuVBRCOyaQgg5KLgc9SdAg01hpB0uzsUmG211aZmpSdPBC6nUpocKTuN6mDLYZR/VuQ",
-	"vJj6hBfyYynekEXnAG3Ytzh25pU/db5WctldnLmtl9KPpqNLbSTCi23X0BqULB45cbnxyn1jFIcrUg0S",
-	"nQcyskVGalytByJyB2lYr5QsP5Vc3J0VqUNwWmNSM2BLurTlJsBjpfRBjKUXS+u8eCJe6N+fkA0nyCyc",
-	"hlXmZr2wlSKwsaaWl9Vmigxech0uKWa1dAvhFEtktip55WjTjVrnxhqVMSyHFEv9biJ+9iG+riuYYU9J",
-	"gXOnUKeUHhqZqfP0t7oxThTw92S16Y0de9n00Odj4sc+kTQfysU6IDFydN0DBf+3puCrxrtvU8390g78",
-	"2DsBIU8D1Lim9euaqzjDE45mUlUzgAu2TSEVJPlx5zfcleI8gFmgSSu9lF83UG0aiTncSAtUFWn4NyKP",
-	"v2x84K7adKG1juWv2KCaNbX2G+Svl0rWqn7e+MVo+o+3wBCdqm8C923qajQdPZYr/fjmCbJLbnSHCCu5",
-	"dOgG0SGfhsyRdEIod4etyQjrGLJdWgBgNG4gH+82/QvVtMwE4jQrl1Fhy1lTO8udtLVpY2uxouVug1gk",
-	"rpKGaiWEcgir2no7s1XSRoRm3m3jBTseKcSjU8MBvUrpvNDG3D8MfoVMSmQKSNm7t7aivRXaJE22O9rf",
-	"7AKkkyvpQWbBKWhrHGZYiZWqnU3bSqtG97fmFjIC8SCE25RzuZGYlGqlTKnMTMPWcLISbYprqs6eUFBN",
-	"fyeVcs4a90i4mTKy1hb2uTFhbeFQaiCiLZx1eG6oQX2jhLpRxguSRpJ38Ws3+vD2w/8JAAD//w==",
+	"7L1dd9s40j/4VXC0/z2Rn2VkJ53u/7R8sSfz3jud6d4kc/pimEeESMjCYwrQEKAVTU6++x5UFUBQAiU5",
+	"iRN71n3RkSUSBIFCvdevPoxKvVprJZQ1o+mH0Zo3fCWsaOCvnyqxWmsrVLn9m9j+VfBKNO77SpiykWsr",
+	"tRpNRy9ZI2yzZRtpl8wuBTN8Jdi12DKuqu6Lua627sq2UQa+XcjGWNYIs9bKiFy5q43VjTBMabuU6oop",
+	"sbnsDwkP4e530eCQ0uSqkN1MZ6VWi1qWtpiwv4mtYbwRzJR6LSpmNYxm9bVQTwxbidVcNJNcjbKRdK+y",
+	"xFfMRoqvxGgaL8DTv4ntKBuZcilW3C3Cir//WagruxxNn19cZKOVVP7vZ9nIbtduAGMbqa5GHz9mo1fw",
+	"sF+5u+ADPm7t/ggPw9mMslEj/tXKRlSjqW1aET/zfzViMZqO/o/zbtfO8Vdz/nc3invQr6JZSWOkVj/9",
+	"8cDj1uGymawOPlW856t17e95+myUuaGsaNyg/w3f/fPZ0x/f/fPi6Y/v/ut/jVJv/1r8qxXGHpxRg9cc",
+	"m86hRQiPgYe+5eb64BMtN9ef8zh8AD5L8NWhJwm++vytfds2hzfVna7Tt7MBcn9qd3b0n/zpv9+5/108",
+	"/fHpuw8X2fPvPj61sLsfnmU/fkzv8G+6uTZrXoo/y1r4Ke5yCjdb1oiaW3kj/HHc+DszJiZXE1asuFST",
+	"9bZgumGFacpzvl67v6e54jiEVFYzzha6rkTDVnzLNo20gklrmKm5WQrDuGHFOYzhPv2fz/9cTHL1d82K",
+	"yaTImNKMz42uWytgyAy4ldLMbFdzXcuS1VJdM2ncQ2q9EVXEJ3ZOEv41vOIRq3h28fzFMV7x0d8LTPhl",
+	"ef2TWrfWfeZVJd1a8vrXRq9FY6Uwo+mC10Zko3X01YeR0lbs78DbRq5Worpk3LKVNpb9cHHByiVveOmY",
+	"/mSUxZP9wfG1ndllI93aUq9gcKHa1Wj6z1GllRhlo3mty2uB1Pc/orSiGr1LkUq3Uv8Mo3UX6rm71z3p",
+	"ZXn9xnJ8j/7bcViOhW5W7tOo4lY8tXIlRon5+pX4Si9CD8zcHFMv9YelKK8Tb7Re17Lk8zq5a61gC0fI",
+	"rHR3M7uUhjWtYit+LcyE/dlRANOq3vYu43Pd2lyBAIXhnhgm3vPSMtU6WWPc4djopjJs7C4iBsystrzO",
+	"3NnMFV5fC8cdTEbiU9dPWyOYrMxZxrRiHCZTNfJGKDbfur8Fr3O10pWoL1lRCctlXbi7FTN8a9hmierB",
+	"Zskt23DDjBAKTxit2FzrWnDllgxvT+4hHsHU5l4n1nEpaGWWoq4y9/bSskqjxsHcFmzZuOi2omBwts4m",
+	"iWntbD9MBB6bxXsZJp8kBa1MuxKvhWlru08SDXwPH6UVK3NMTLzitlzSYB/D43jT8O3edP3YyWk1gltR",
+	"ocKyP63BJW90nf7BXMu6Pjr9n/lc1Aaut9y2x18X5vcGr3Xv67S69KajavXEsLngjWhQAbxkZqk3Co/N",
+	"UjRiMjp2xmmT4UXDNMP7+SkcWFOnJaSnqMSGOSXBCau//OktzM048hzPWwunujX8SmT+kBo4PhVf8StR",
+	"ZWyzlOWS8W6YJXdErQTTi7MM5CIuggl6uqR1AK7f3+ISZztDNtuf7G/uDAMbcI9xR5euZuN/vP0DHJXT",
+	"+PJSGzvrtNCYDXMDx8jJXThBapvgv9molitpj9MVXvUxIw379APVPwh7RyobAX87SqfuojfCWqmuzEGe",
+	"tW6btTbp34KSFP16hBdFuxjWqluE7nH+PeKH7G9Piqp/UnP9fp9DrIRxtHoLzoU3HOVaYeDUZIh/7BHs",
+	"GzidTC8YpzMAnB+kIv7EmTMEmBKiMtNwFaiVZc3lyqmdcAWwio07ANLCCRM3otmy2j0Zz0QYh40LsC7g",
+	"jyJHi3UjnTBhf+Llkm5aOZ4tDCv+mxRur3jPQPP+7tnH/1VcMp6rRqzxlOF90rBS1zVfG1GhNuyOOJrU",
+	"6xp0accfvJr37IdcVdJYqZwwh4VijXB6NhsXN7yWFXerNVtwWYuqYPFs/8gtR8O8ytVcLHQj/BDivTRu",
+	"Ts6QAIWbKyZWa7tltTSWFGZPADsWRvJdU3xi99D9HE79rnXhOJJj8rpVVYKrzXW1nTll10RnSCorrvB0",
+	"L4So5ry8PnTNUrqV2M6Esg0Nu3+RdMdiNt/awxfEx2T/GjiTM8/t918X2EonDTxHfmIYulgc9Tr1kEnF",
+	"eF1noGo5ekW9bt3oG+mMp0asdWPhfICEuWRalcJdtAXXyYpXwtlFblR3kX9QrkD5DM6YsbRMqMqwYt5W",
+	"V8LOxPslbx15FBkJJieOpGEvLn7M1f5VZz31b28lUFbtrwMYR2xdt4bp1rrPeGW8Iqv+WrmlMWuhKlqb",
+	"S3bh5qU0kk5PhEllf3iRnNaab2vNq0PUEvlYnBTUrZ2lGJQotVs4zrrr2YbDgQZtfi0aoxWjs+fW+f1a",
+	"NsKwMWeVUJLXsYYaPT+mnv1fHX9KTOet+zpevbnmTQWLttROba5ELdyp10oYJlVZt5Wo0hNwpsKs5HWK",
+	"L7/VumbwGxAG0JcnWvT64Y9zsdWqYlfCAntpGu2I1qmvwcEI9yLxuXtmIOyKgSm505FekA2/FrNK1Hw7",
+	"W6VOnKxraWiz5sJuBGlCaB0x62wZOhTMjeUFifvsrAH0cbp93TgSxWmPOVvI96JiG6kqvZl6mRKNyRtn",
+	"WRk23+bK3e0o90rD4pMLBfyjbrizS8Zro2la3BlzciXi2ebK3R5JQ+IYzM9Nifc2muDQqQy6Qsfo+sv1",
+	"e/d1TEfhjkBLaHYa+W8B/Mc9vRFXbc0btpC1MGcnHsVuLnDb/lz+zlfH5wL3ZqySjSitduwd1qSW6tow",
+	"XstrkTxmOzrKDm/vS4MsFkLR+dzlJnvCyNPtvgTa4Y8DTMef9t6R3KX4PaGzv8v7a51UxUBEn+a2OijE",
+	"nQIDaqzU6pIJpzctpKgrVokFdwas9yHWwjgWecPrVhyT/HQv+bdWUsmVMzueZSfpBOHuZ8/juy+y07SF",
+	"cPvvjj57R40Id373/OLixJtjFaN78rF7U6oH3YuP/ixNhI2NEAxJBA7UKZOJpb9f/wv4L/s2+sDhjd/T",
+	"DbpZH9/3Ya3BE8D+W38pHWLF3+PMfvfDi+NEliSRF8fuivQOuuX7/Rf6dC0kvMIzoo8js9lRUcIhy26h",
+	"r2RsqTegXK+42hJ9cWU2onF20TVsgl2K1RdRbFBsknJRGKvXa9Cfj56loPt05/nYLQmdyN/6/T4niDUk",
+	"TjqMk7bu9KN+w2rujtweD/Cb9sPOnl2crHv4af3wuxffff/i+x+yL6mP5IoUEvZSsXbtDjdbO/VKWscq",
+	"GrFoDehwdsmKSES2dV2QKZ6rpgULqotvgXYH2+vHuhZi3cW/pWW8qnzoaZgHPTtZKYp5Z/allaRcoZaU",
+	"7eQClFoZxylUSWG5nf0r8P0Ovc7HQS3jH+uKQkS3UDPeOpUBbncKRLnkyhm+nJSLWiysEx60G+4qUCzY",
+	"WOlO84BwwdkxZeO26sWtFYpb6RC31RluqyfcTpR/rlD9NDH66SLuRLH2WQLoRAZ+S6b92ez183nPbU/3",
+	"K95cvxa8umXc2y4b3V4tk4kO3+2Et18cz9qJLTs/9LvkbLvY25A/fCardNxMcKMTkatfwNvsOKm8UrpB",
+	"7caHSHRTScWbrT+uYGiCJ3fmU6rcV9VMNzN4Ioat3J+NKOVaCmUxVj0z/Ea4u9b1Nhpl3WirS10nIy9R",
+	"qs6BafP1utE3osqYD6Nj0KqF8KhNBdzi4F+IBtEwcTg+G4VR3JxxfY4H6aOdCE9KbqdI+ZdJ4/LpY05K",
+	"Zv5L92JugSG2UPBqJVXhtT4Gf+J9+/ICfkxFdXys5nbBVkshxv2FSLxlOsLLSytvkivQOYGlDygyTEVQ",
+	"Ul1NktF7L7NqOmfDDvFDV6zK9cypjjMjUlHeEJWkSblL0XXNFXv1h19DbsO4OF+Va9DJtszTeK5uROMk",
+	"RcaMAJEBqRFK2zM6gKAoXAuFQc5Lptq6xkgQuNRQ1XcqmxGNMwOuld6ADqm0EhP2N7G2zrhciZVuthmk",
+	"G2BIZeoUQ7oJ1MFGGMsbayC+tNDNlbYWAk4T9pIV+HoFEzdCWVbyxqkBuXKKou1lVeLbkh2hQiAInYvP",
+	"LphxFqGPh+XKavrJsQFZch9RRg0IPCzcCtRRl8JZYnpxyYym0JS75YnXkpyyOBesXTvdCh6FaVp2yclf",
+	"yrspTnLllDE8i2zNrwSFvmnf5ry6EkzHm4vJIm45Ye1htB8umNnRkuPgs9suzK3B3Ky9U+PIy2/9PnX9",
+	"VW/QsHMzChRCpHTWOw1OSzaR/gs7myv046JBOHXvxq/cBurWGlkJ9orLutF6hXE9pYhZGhg6V96PvJS1",
+	"IIuDz/WNYBcT9sZPZy5qra68Q2zd6FIYAzSVK70WSgAprDK3azA/43ac137LDfrXSt0qazDU6cheb9Qk",
+	"V3ukx5XSLSj0SDeoQ7Mx9+vD8JlZrspaO9tIN+RzqM529P2LQWURuFFd/7IYTf95qyj7u+xQGojeKLTR",
+	"PZlvpDvxFBwj84cO+UrwnvNoMkxOHWcdzpERvJpFOsr+JGXlo2xA2CEOEFib4wtuGJofeXS42k5OIfRv",
+	"naQzHH1pVUPq3sDhoyQ0VuqVYHzhlqWI17OYHCUqiHAem/M/fC6CU6PTm0QMmzg17wVHaZvmcHxEvUAx",
+	"4b0hkVNO2rTABO19KerqUDITOigpUDOFkwr04j1Gouq5jDJWUGw/V2PumKcVTdPCuMF7dpa5e1QpakwC",
+	"aJKx3M1SG5Er4FtisRClNW4htsBYkDkpcIU1AhweKrAR9tJJN2EhJzdXv758+4e/MoNnlhXutQvWiFpw",
+	"I5zVPZQOGNZnNqQ5/7bcYmYxeJ0Npfut3cOVjdnoFJk0Ch8f3G4bRQzb3cekRZ3O6zHg08FNpQSraNuf",
+	"mFy1ijuR7bbAk+zCLYHElaBx2LhAD8Rkx6gvLnPFaaHQn/Qh90pUPpqyfFTWgjf56GNB0UYnOfrR89vl",
+	"r5G+tx9jIoVsRz/zx2hHau7qaDvMLhzwKN3Ina+Y3gMXejeorWJO1i2Nws/L0zqemt+x1eBhG/VtzefJ",
+	"VOrb8tyOIdFTks6t30BR1YqtuKwdH+oUEfS7RlwKzqDTZ7WNlBYYTFQoI09Nfh3es9eOlm/pofsNFCY6",
+	"BpCiS+7yFb927CJ6h9Y4icf4FZcJ84poub85Tq0d7T6ygHNVQAaTJE9oUBlomNgEp0HgrrTpObAeb/ZM",
+	"XFnBiSQ7Cs4mOPWdPgtsG57j1KikOY7DfpInFNY5+EDjvIDj/tD9xf60g/bpx2CQ7C+DXJGWjYWEFKUN",
+	"3551AoYje3eDDZB4YvuMVyB2LebrWXcg0hqDcjYQN9eiwpCcYrx0ZmItqiuxEspe9vMLK1ml9YO5rrZJ",
+	"FW7AvyQVOndmVqfnFnRMiaEtslNoPpjf7wZI+ms6b1JSq4TXTjsqliAfZHVMD0aTlibpdWMfWsJRLjv9",
+	"Kra0UEDPxZVT770WclRKonMIJx6/H618PPN3w0TySYLqMB29NNcM6zRoSu7gRkQUJyNRoSSjspTDlJQs",
+	"EsrQc/AsVE1iUKjo4hsFK3Ul2FpLZU2SOI6SXmTtpIkw63Y2Sj4kkQZHCnQ6CJ2WQt6Ql3TX9fts3/W7",
+	"T5D65EK8nltYe8pIUkOP2X1iMgzKYVZ4wVwEAtfB2epWpPCuX1OQUZIr7wqau9c0l6zgyqlka1kW4B4q",
+	"nJ3OZcHGzsb6ZS3Uy5+eunfnVkLOGmoOZ6w1SGBlIyqhrOR1UJnxkieGCXUjG60cN5uw36RdQgGS06A5",
+	"7tuVoAyRcAsJZTYunj6F9/SJoDuShb8fTAF1hASZGo5XdbTzxPjUj/Gzi+cvkLF6WZZOLeviJC9OiNx4",
+	"BXF/Nj67NuSauEt9eWNZ87YST41WStinL55+X1wio1pAvaPf48kpGqR/UM9f7jd4lI1wc6FwGYc97iMP",
+	"Q6bI+e/JV0ZCdYeQVDL3uqlzeLzQNJkC7qhyuEoqDkWcEE5YC1W5H48uRK8e+UCw4NdeDctuMEQwGAU8",
+	"YgvWtGq24lI5jVIby664hTpYn6BzrBbntNKaSpSyOlS/I8H97DRMNhdOS6JFCY5tZyHTd5NPdqr6acwT",
+	"QiYOkfiXB25QSgPJfvsTgWpFmj15EmN1HOMo706YF6U+3WpJ5eFkRnzSPiOwWtcM7kVzApjBFb+JBXJH",
+	"SQfiPf1y/XRV/v5NNVezQ7E6N0UfXmPualSfamFDnhIjAx69yu6Sq+Ohu529pt0qpqylUAnlykjVUy1S",
+	"IfuC6jRN7NoCldApfZi6FpOBP95UP4axQqEkfKCJJI0ot1U7YWM6rEc1xl0shQDlAGN64tnfj8gH0yvW",
+	"igi0d5h7R+owK/ojHaTbKqBQc3e8xAyvOzyFn6VJ8OturU6vD4s47LESsXj45PQaPa9FogjzpWKv//wH",
+	"9uOL7/+3E9/uIlbpsgVdZp8r66pXOL5XQ+VTvYPPDP6yWs9q3oDzrFWmXa9143Z9JSrJfZx+JexSVzOl",
+	"7awj4Vbx1i51I/+NXgHdzGVVgZvNXbhw6s8Io78zKMsy/i/wMgYf3qKt6y7zPPzo/+5OD9LwjLwO7gqn",
+	"x3twFXpsd3kKgaUbpVX8hsuaSqIxD6j/3a6jOfJC0pRb5QwdNQuHa9NodTXDTDS3h/4VSw2ebfSiNPxK",
+	"dFvi1n/F1XZmbCM4pLybZQvK+azSGxXd05+ef7jF0lQo7fNrB3+EdcK/tiXcBn9wY+SVin6suVx1f0KF",
+	"oP+jQx7A37SNLu/nFUazQgMJWJ7Ts7YzToM4e9KNEU4IFYLO5qLWm1kbMkecSsbrGSShJrljV4O/E51p",
+	"V1w9dU91K3VJrv9SK8slxc3K2tmqPjxsjoiORNKTtEO5DvDFvjb6j9c/ORXU+wn9cb6WqmLjAmARpvOa",
+	"q+sCCr/PLtm84apcOvuhcEe7OO4loMOKk4sYOS1UhixigAVB1sEvHf7ErR12JDSf+gwGhIOoZNUZg+tG",
+	"XzV8leJdrdvvQcvF3fXEMLoMKnEo3AbOh1axcT7KRxTXmjv7+yy5qeL9GrN1UnsHla9J9RR8dZS7L/7V",
+	"cig0xZF2Ei/8bOHFlbZucgeioJHnA4c/tgR4Vcash03pno4OuhMeGnnK+ECaD2UPJ/VkNyE0EjA5BPOM",
+	"vWYCupF7cE8DqrmiAu4T1OFdo4dj5CbMKKxVtJ9+97JASyk6fy14NYDfshsGP7p2XXD4UIB3z4BLxZ/S",
+	"Uy2FXNukY/f0HISAV5NOPwhuuydm3/ULlNUqK2tfJnslb0SCsD5mIx9ePOjN3QhlsUAwClLGU4BgX9ov",
+	"OJyoOPDMeFx3FSvbxmgIUnNwzkF+e+fmSz/2sH8ahqbHnOjEBddcWC16AZCKh6jApOi1++UkjdUT1HEc",
+	"Fho4PZ91PcASvJ2MbAEBdJQN7IAMZ/AqbXgyZ2UPfsgZgWn+5LPUB4jioP/Fi+iYOcUZqk79cppX9927",
+	"EyVvz47y848mO7iin+aZP3WBehHgnQILbTtRcrHrV+/XAhzzre/aYzS9wZcedp8FznfIOw/aPx3Ey8jr",
+	"XPyrFS05K29LGvuuORws0mMNxl0qsRDNSQm+p/rsCChwfz2cjngiyuDf3KVdXcLA6ThxedFJv8cd45GI",
+	"GRyembvohKUfDssNO0yzZCZ20pXiTFybzkIe3C1Y+SjwRoN06xsp2T5Z3S/vgS3+pNP+eVRwq3Bar6rl",
+	"eEStW9pbB6pogffW9cDi/fTH3UKKf+3if7qvDsN/htH+Rqu6o6h6EZAkJbo17UuKi3NOFMt47I+LZRo4",
+	"uTat+gU297bxvD9BpizmVEjD9Brvu2QFZAM/dSRhCmYhqQt4bGGsWM9Wpti34qrIwbfPWpzy/8TExcBW",
+	"E2Ig1B6ysY+7VUJhFVvwox+D3YrNuv0n+1+9BbdpJCSwWx1+mtj3tptAPnrxPB+dXRJyUJdvSxfsxMG+",
+	"e55K3/6kvBOgv72X+FnwKopEMK0YBq/cetZcdTMndthfvaCIIIdMriDtagIKptYbSqh212DyljRUVRxV",
+	"10KyZajqLrliG2eReQt9vw46O2Y4Jcm881AkMlpKoXgjNdrJ7rpe0Mb7CiQkPoJNLUxSE9VKnGBc7XpN",
+	"PmZHsHndYQoXD5zjIa0IUCJvARQHmJ4pgDgu67l+Lw5wis+FSNtjMrxcdmlr4BFF/D+fi6rryqkaEEJJ",
+	"R6E+6TDtF4Pue/JSoJzIFDvITELo9EVGAPcLiVpjSkRCDwhi9tqA6Cmx1GHIK3SWtjgjCNiDYqM7Cjsl",
+	"oZ8ndSDjb1BHo/PVC+13coLc+50HMK2JDQJONm1XwzZv9AaTKGt5DbUEiAB33O6g+UezzTzWNUCh0kFK",
+	"IMt0eLnRl915SR3YN/SMn9RC75/Z3isegIr95LXUx4T+UBCYbkSC9guFYj6L4Th9aXnyVA55wdMp3t4t",
+	"HU+me4NDi5vWtPysTyf63mYd07e64ZNTE6oa4tS7wfAo3+t0g/PdaSmBw+bkGyvW6eSPfi41ZSZBOpSH",
+	"E4FqCLaQitfMivfAk08TiW+1ruHJx2Xhe4sXviNY/PRkEeRyQclaHnQlUbKKEa0BxQA0V18ri5hoBKQJ",
+	"tRRycXKxEkXD0o5xAohx47fGsrlg7s0RFIaKokIyoVOQ3AUYSpvEsJSn4Pvv822Y2UAqGgABsLGTPARS",
+	"c4bzVIDS5ueEuQ+yYd1bfoGJfUq6kL9nKP4Q76UH+/VVMZjGMxkdDBnu82KIeZ6c8K03aihe1Zsbbi+T",
+	"9pJdi7VFJMtAFacFaQKfSYTdnBpFwznLwHBZ9Tz3t3vUaRV0bquj+jnqWHE6fQwGT1soF7gNpez6YUP3",
+	"jE7aUOwzOGpw57KOY/QOdThHniLC+veIcic7Jpp4ihe7d/8DbcQt3T5Dmw++2hcXvV4JPiTayNWqX/t+",
+	"qAAEJvdJ/ueI5Z5SkNRnnYGpHEXXHYrzf9oS3PqkB3LtPx28Zs8PPZyNiyjfpodgfJyQ4aFDtLTrA3Nk",
+	"v+sEg++OecHcYGntKkDHnMz8j2pUOOTQO7054OSVauatdQjwEkuD442f3g283IkFSKfqEi9juG7IOFgA",
+	"KIPb50l//cepVOKz/zu5DZ9/Mr4YkZ/CMMiA+wYA/dRcYEDJQQURQSygglYwTLNiXS4c4xZrpC+pMBiy",
+	"/hEv/KlTEwcQQ75lZ4AdRDtCnJAq4JAy3VSOKGvBq86LcqIT5x50EhiGFH/tATGlgtiUe8+T3+2Ak+OW",
+	"VfdfvtNB5GHwRN1VIfskuK4dwm3bILgz+klCPUHoXfgYSX0fC6HwyT9Fr4hAGuZTqy9Zwc11wcAOCU7i",
+	"cYwN2vdZf/lDhdi/n9Bzo1flDR7U9z/hfZHj/wsdm1P0qOgkHcjDwz5hzSX57oP7FY1+aZjVdbVf0JOq",
+	"6OmR/+FC779AEzU/BR7hNXp4xm3c+eUJwWUsZC2o9iuQEtzLpPqcYm93DAb0G3CynazfCL56065WvNke",
+	"V3Ng5KHZ+FGOyM/TxOGgjAgAJR6eKGzJkps0CP0A405zt46PRdMeeuUvVgTuXuCygwEitMySK7pq3yt0",
+	"G/5A09x9Yxpi6OXMZ6bMRi5fiE1BMeBcLKVKOLmcfKfM6oFwBlxh+GZGPTQOkIZegL7wpAvDOE7tIUGI",
+	"TTieOdTIgVeiOTwbuqYRcMiNbptSDOWb3kixOTze7sbEi7E3n8SQA/NJLFp6s8lheduC2aS7NcLZDaDK",
+	"WB8dHK67/Oq93Wnc+GKAW3Npk5Hc37i06OsDVK6A0kQ4cRlFWpipHYl4nI1bxmz7nPD9AFdY+rzNXfoO",
+	"m/9FmzT5cZNz8R7rL7ivESS31vX+Zn5G5R4EUNetZePiw8ciUUC8H6WhIrLB8eJCYCNU5fE7d8t9j4KT",
+	"3iva0zrd4fBt26iviNizbvRqKNmuNY5gxHuLVKPXoSdA2ygqwIYNhjSUnd0YOP2h3H4oQyIm2iemwzRw",
+	"DwP8xbgRQebEARpdvnYeEPv2OxeMdcMKKpb3g55sqFHEKNKsn/2QONLJvfwjFcTtcxNIsT6kTx2HYBwu",
+	"fj2JGtz8gCJOzUYAz8QtlcDBEldvexXTnULfXmyvh9wvDZNVLc4ucxVDtU2xOlvWdYQW406Yd3kudNuE",
+	"5hUZ002uugtXEPfqWhUA6KZHGuugpns9BHIlja8HP7sMSHHTTlqWuq0xl2IhlTRLuDvgUnawQGunB+g2",
+	"wCVNye9DnqFQt4PQFPNGAx9q2lpksBa9yh7sT0a3EpIuym5uchUQ7HDOHW7dNILcDd8CDJCfXa48Btu1",
+	"WNsA4YubkcC8m0YnMFdFDGNesAZBVrrOGtRBqXe02XiD8aNcVRKS//afjKgX3ibvoKA8ZTn9P1BJDxjK",
+	"v2SqjHIo/ewW5ljbKM8zdu1vGGlWNQhWtZ/O5n72wF1uDX94wXioqkW6GejSlUYxzoJqlqgSgRITt/Qe",
+	"kQ8RPgE1gFtPSGMeo3Ng1w33lIxKFzm7Ftt0PZtt5NUVsqhjC/aWLiXIy2TxfZG3FxfflXQG3Wfx1OJ3",
+	"Cv8sMqb6MGT+NGIJTLqV+36k7xb+t13JHhrKU1ZPqL717rMQ6oOdSST6eP8aUl2P7Wad2OhWd0iPGHAt",
+	"eEDRk2k5yLCjvgUYemg6r7xMOrE7cozUciIAS3bA1+IPZTrpxIo1WfFto6akK/hNKdhYZcDvCUAzo97C",
+	"uaraBovYVyZjjQA8yktWwCkpQuEjnqSzjBVBoBS5GsMfrREzWWUggjLUnjMmDVYWZ9Tf5pLUagBNh29y",
+	"ZZa6sYhSDKG+ONZ3BqkGnfeyYOMe5EKWKyTDJHRQ9FLJVgb73AfLoNNYaoNloxHUBzeRErBptAW40fH/",
+	"8+aXvwOHOstYeN00bhYtWNp+v97Jo+/tbtzirdcNLikK1NHGlYO1gD5UnvjpQG/UvULvWCwFikyzfrKt",
+	"kj8Q4aUzHT6d/8FSDx3At508SDiciM8FtWXKiu4A/vrLm7dsMpmcY4s0SAHzSXBnmVMyoGH+mEedGC9Z",
+	"QbZ1AZ1ZLZQQmT6AmmEd/GyuKGcFpgLmBeQDo5GBh8pCpGBMDY49VAEVqQQNby5KaORTc7nCOv+Csj/S",
+	"aF27FNrR5goTRABHIRlkSHgljoZmo6yYw6x1cDv/4Ukk1dqOUMTMOgkFAkf+UFebRB40lEbc5p69JpPR",
+	"/bvjpd7vNx8a+LOsb2uLD/T3fAvQjLV4YqBj1omtOle6kguZUhZD3BoABzacAK3R21ydHrZec7s8OFtI",
+	"KSfkoRAyyVhxXoQ+qQvoWGD6OpZpynO+Xk/W2+OAQBwxX6hnZnjpo1vjlZxbbE/osHOSBtQnhGMq0FCL",
+	"TyghLNtG2u0bNzARiuCNaF62Q+sftUFBjhc3VMn8lrwknBsMti9BsWU+WQBeA8QhPKvbiKW169HHjyCi",
+	"F6k6csFXLKSXY2MM91UHoAHw/399+/bXCcOaBEjOhdSOXBW9WU3Z7+HxDLV1mD9p7NPdhi/Z/qs6zapt",
+	"lGPQkKFIepXZy9iYsNB0hpe+KQM3BCw/jVEwnbbn2DU4E7PdX3YbgrjhdPhpXW+DQAn5lCJXOFnsK2GY",
+	"1djIDtpiVr6OreTK57WK1SRXufqTU1wMDFhQWYdbs3NCYfm//seAAufBls68K95YqEBA/JVLQo0xudqF",
+	"ZvGGmvsCc3KKCfvVGT9u9ShONXZTzBiVOLp558oXWDPMETMZSUPHvbKwQv9qteVnMP2mrYWJYUexcQuV",
+	"puQKz9SUcWp84rt5gNMuisdTqXQvP82t5KKRQlVmkqvfQskUJNS4VXVPmgvWCF4u0WytuOVzbggKRBpW",
+	"6Y06w042QKsrvs3VXHTP/f7iO+gPuQtoVNCMXgvbbJ++XFjRAAYldh0E9wom9hCoPOYrjXyXklE2on45",
+	"o+no2eRicoHlEULxtRxNR99NLibfYYLWEhjDOfQMgY9UvJqoWcK+ItKwAj5N/eHargWdLYxZu2XwPzpa",
+	"8j9uloJoGPRst0HFhxz4Qz7KWA4WLH5yQwB+fhiwwAIi4cUNQ043YW+3a2GmTiEjP33WqXHwcV1v3QcA",
+	"RIEP1CZlDH24ESMHWtnkKnRG6TWKQE+0bjBABZAOPlOqARurbVThVMKe/cMx9SMq8Ox8gLphhBPn7m9a",
+	"vN29Prn94KR4N0zW8R8f5MU1gIejeojswGmI/bvIYwK/yC7RTDc0hqF25Avs+ADXQf8IVmDmbxE/jJfu",
+	"WW7TZIUbtWg0bZnV+SjLVe7rhvBbpS194tZt6LRDC44QVio237LCjVVAKVyuApDIZceajQDMdzc5iNai",
+	"Ni3tHsAwHLkqV0UjzFaVZBcjifvmR7Ap6oq5h9KGAuLYFP9A5uZYEnRwWUqFrdFoEIgNk1cN5Md4r1cP",
+	"It3myjMF6kLU9WKiNkKOMoAmAFXJ3/4kPMmd9dpREgJxrjRi974WwDd9dwzBtrqFxkzQhcqRFI7wxABb",
+	"CqcN68FwS7w9s3v60ATEVhbk5oTDSH1Swm3QL3UZ5S8GEQnH9pSnOYKJH1e5NYML9HX3TPRRO/nv3q7U",
+	"K/BO1hJxeGD7ORUTBP80bid2VjJ+75ote/Y9Cw1wHV+NRDiKUyCzuLtSrlC0cBXgIAKz8dsE18dGXoIs",
+	"czVG1YDEWiOvltYwSOs66w8PLKU3djcXQAViL2m22M7Kdw/7Hb22Cevh9QlqL/Hs4vkLaF+CBI6SCro3",
+	"OHFmORQXEqcn/M9nF2HBao2NX0D8uOdMGDpW3EyuNPR53lcRc4U6YuY0I9gEkARTBCLq9opk3kIgo3YT",
+	"Kv7kZvIGUhOoCa3TrGHYnypwYLs7/4TSywm0hq8E2qf/TPY99GtK1atuZyEw5y74VyuarXfqTb1DFZWI",
+	"EwEd3u3EHJ9fXCCim7IegV+8tyhun+JrY/Wef8au2fIxFfrG/cHbIXMXJFMgfdpb2BC+4duJk/4v9mYy",
+	"pPv1J3Sk5BuwOhPTLPYANwucxbOvOosYlZMm8N1XnUDAAQXR12M03ECjFOw1gewfyRGm+eKrTjNAlBZT",
+	"Zz+YtlxGk3n+41edzC4IaEFCmZYNoYeI8/0O1DPP9jIfhiR2h9cAuLx0d9bwPt9/5aPQR+8s0Dr3mY+j",
+	"NzDVp2/ckUVG1qUfoGgPrfvAaI2s1TNw1F05ZjciDf6dG/wcQxxJVX5H2inoKe4F91631Mtda5kZvnWq",
+	"BHw1ZbZpSe33xomojUhx6r8I+wqLyQ+yx3gnbrcDr8QQu/T9YCW0RbCeH35TTtQjgd+WBDkEKyxNtK2h",
+	"2TdubNMqc/4B1aqPg3v81jd2D5FcD/bRs3gn7LddJBBIa8jVlYY0pEJfF5gdUBuRsQLBAuArxILB/hSo",
+	"8MPXAHWZ3v3XrbrL7e/AQgaoAPEUOsToR5l4H2RiUJyRxzjWDqm/5t6IQUDr+QZSo4+Njd0eD0uSlzs0",
+	"ThIjlhIRjsPHPXUZlGDyjJMOHOBDOqczZofdTit2rKuHUEFsq88kfpbGvglX3SGv6EFpJNYe3csBCCR0",
+	"mEZ4jggG5D6c3vulzSAcrDFahfUz3giVTUBagV5GIO6GqLNHMucfHD1+BPEHKR2H7Lw+WBvEUHvYMUUw",
+	"+Pq07ptvfhalZ6O1NnYQ0YdcJaHZGbpLxu7RFWb9kjDGFGTyCnZzf/qsOMtY1cgbGsOXtGDD6F4+q0Ev",
+	"mO9ElfCkRH6iqF+0tP2AR66wXwFsIzRxjMeqtBIAdmZ3uoSXHMJ0td5gq1hflAq9aE0EaQRumA1vKjPZ",
+	"2yrC2gOvQa6Qek6C44ME3e5vSGJUucJrOUKggensSIpZDW8ryMPH5CJpSHu/4l/+9Jb1VbGCQka4KYEB",
+	"x6+GTbCqLXkgcxW6Ni7IaAl8JVe5wvljDjEEgXhN+Sq0+3ElG5PKWMG9AylXSAlTckkZ7N2DGj7mYONu",
+	"RtFV63VGyGSd5Ipg9uiZ4K42vs87wuwZzQr3qfC9jt3qqjO0GZba2Fxh5mnhsfqKCQMoNmiPTi13cKpP",
+	"DBPveWmZapGgYaU3uqkMusR9+Mdqy+ss7kiHDdEz0qB1/bQ1mHcRrQQ24qWokcCmHuRv6pDNpqjoFp5f",
+	"5QqTXXDvUPntkjloUReOwN0YqA07aR08MbnC1TPXElo5cUj8mjKOC+hfacUrdNRRUABf5crxiVyVWjmt",
+	"tsPM8QCRjv4yj/2LL4Q5PwxCHRAogt7yDVe0vYTjiReI6hIxCnGOmHQP8UtiGIgKaESuoClcoa/9AqU0",
+	"/NetetNBjNGr/Z76F34pDd/Den78+PHjPbIlgqHkJEaINkDTfVFeAzrePbE3kCN4KVxpOLargEyJgwYn",
+	"Cu3n5NFK2bFSnMwIysm9sVT8jMgLFoKUnYPfaSC78/66vr291kJEkiTpnpiusGDJ3aT77Sx7wdes53iK",
+	"0jIuUY+gPku4QotGkP4B2RDSYKGYl71Nq/xdvsrDB2JNcJBArgnbQK0FxEoiVyNkp4BGhmVaJMhAXsAg",
+	"0D+Tvyet5Wxw8rgtz74usfebX+F5e/b9Vz7wqXZbxb01vd20vu4m9TphFdOY+nx9kKMlR1eQUArHR4kN",
+	"uDDYS3QAkvccPHwoqsKN1IcZgkmUmAqVMtC6lTeo4MiAKYOVRk5dgaSb68wnClEhRxFVABUoCi99wJH0",
+	"Y8rpQI3DmWUYKQSBHuW+JApX4hCu0+Y9tHJQqSDKj6FhMFnGBOveCJ/3Sxkck16Mby+v82Pfvn3dxiFw",
+	"sBgs/oO58lD/gTkaoC4edsE4IzdgLwz6RN4SBOqd6TsBGGLQFxIFph7VAK8G1GAVw/7dw7iS21AvepAI",
+	"M8cMArR0RJIE0vHxkPOCDM2iFrwqGK83zohHAevBo3hV+RpCxxHc8jju4A6G+yzVVa4kGRnGmRTunDS6",
+	"FhPWB8WmQN96LXhDOQWQOoPkj7mmCRMEC5nfYtj+LiyQCEfoYz8Tlxo/7ZzQZ1/syfjUCt5tKMoF1j2w",
+	"4B2QG1jOe2WAgB8kaKW79kcWd6mGlCnBbT9NV2KhftXhmz7yph5v8n7Gjjt9bU0/1sCz4Ibtade9KP0t",
+	"dOdHFflhqMg9eYQsjICLEnqRF0JBJzr/4P75iOLIg8UO8b2QVke1A51v3FcH8UawK3BWQ8Yrao48V6QQ",
+	"TrsIPF4bQuUvLp5hmqjSG6ZBkw76HziCMEGQ/NAg01oV+YBjP6uPJaFLESxRhL7OFXRNAF0Vf4R3lhrC",
+	"8oRCTtbilHFWNtwsKdG+FvzGvXaulrxePCUUUFxnAk9KSMs/wmVBWvYE14vhpQafvyAQ5ccY+j1k/bg7",
+	"fdZ/n7LJvrbHaa/DNaTigaHWK+tMdMPx8Y4w+fvPZvFYH2ezWdre/IuwaZbwZa3NQ0rsI1u5l+mqenHP",
+	"01Tvl/kN7TpCVnscqkdHESH5Hk7qjAzzfsZDas7dJXDEfuV2CX211ulG3m+cBW5JC6l8aZGbHAZtIVDk",
+	"ttv4eku4JISvGy6NqFBXoZv1ApFcOnxN0OzHBfb997mMUO2EX0EBbpFR7R22WMx2ey5me71X3QAEETQT",
+	"CtAMorov+Az46sWZ9wTWGpU5X6G54A3jJlcE+0MzdRreWNRGsBcXPxIqU9yKv8jitvXw81mWKyNVKbxb",
+	"1FeAOB0SnIBerTOEFhbqsuxSbCkizatcufe7jJYd/a64oqV2ljB4Y90O7bzUohECXCJvQ4EcqGltgwkW",
+	"qqIaMqNXAlTIXFFZVxYSPyrvvqVCNEwLKXnTbP0L98rSJrn6ZS2gco5R4VyvFvNJR/FXwiL6Bh0rNm9l",
+	"bUGpzhWQoNjEBOjWBFy37sDLBR1hcw6pCee1NHZG00+GohG79I79QAEg9QQ/0NeTnR236Zb0AXl+2JgT",
+	"l9Et1PE2bpczLJBT4uzRzbPr5sEqzq4hVG/L/3+s9e+zbig9BdrybBN+TUospTeXlJJluaxDlcQ30jOc",
+	"pCw1hNKcaPsE3wvKhB0quYUT5pxY+fkH/PAxkYV5sk6SHb0WQeaPaTDFhl8LX4MCCV6xVxG8OsHQ61V0",
+	"z7eE0ODkP9S0UirZhrtlcdxGWseL/qsD9/mvs0tmEMqUwYMLNoZ0H93kCtKiztCx1IhacANnEtpiumsn",
+	"IZOvEeualzTT4KGHyk6Cw8Ng5kYqQrzo5OnEPxgabdK7YLW2x7HPVeGTQCEhyXfjxFS3FFPmu9C9S6cW",
+	"+bwEqz2UL4zQqtpZxbSoPtg6b6S6Is+XF3yHlJGEyuGL8kHpGJbprzy43V1IdRz828h133gkLdl9URbk",
+	"5jodVd4foc7ZnFcM0Ty4Yq26VnqjQhYPev6RbH0nzR2KexTqA0KdeO69EuZuO3FeD14WBu67wbJ3zwAT",
+	"UhGBJo9LxXOY32BdHuZ0Q+ShyPYxA6hhGibiCp/C7mRSkWEKeAW/5mohFWgpuC8kvKRBgYOtDrUSjDeY",
+	"Kj5+fnHhLYMzOpDSFrnyhf1LfiPYmhsnKrqLOWFtQ/Se0rpJuPocYfdASJOuTB+CQVpIN0YMHMwB2PT6",
+	"XnVhBHhirvYfOQ3pcYCD5CwaJMFFl60OIRRnTcMsyiWoaWfD+Ajuxd2IvSlfEgRulqsXz39k+wXIADsR",
+	"ISZAnKUMcAgRlkeu/C52yUgx0hCv6zD5KM//ZVmKtZ2yXQlSF4CKvBANOC/c0he71xRnaESToKacqs1S",
+	"14KQJgiVoctZl7Vg4HqZYtZ9vaVc8QDvBs6MJ4YlMHAnNDFYWqxVBkAfROSBumUP8aKqXNUSYm4eh8Lt",
+	"FzwaY2q/amOvGvHm//35stt8mrUJ3+QKesr5s4N1p0DDlHpPyV0wj4VuVnC4pkDGuSoSqxp8LwmhNlDA",
+	"+hOc7SMgE28B8xEJllbBY03AW8FbyipAREHqHOKYpGaSwhB+NoBXAWvTS2a7TbsCp5Un8DJS/ClSXIEn",
+	"lW1jdMPG2L3ILhvdXi2Ls8tcWX0lwGO8iTgfZQulXpe9Frxyx3Olb8BFkKsweEDkhHU8byAPqdLCY8qm",
+	"lqQF1tRbk92OTfvNlIZyDa0G7kFAPN5iIKbWCNxNJdhW2CFIEXd/ejYXUX+HH441d3h3h5ooUrkTdXun",
+	"pt9mk1CgACSICJOAfgDWDn+pBSf4n4DoFN+CP7mz3X2LbAIgX/LRR9jabuYBYXIuFW9SOI9JBZooOGO6",
+	"rkIC3GOc6Z7EmSiqFJgKHPD7rPXeA0AUUgc3nYqIIgWLE4BPbQjcYRA5pa8LjV//6c1b+hwP62Ttqz/8",
+	"in/OFrqZIfSx5+1n98AQOEHtd5IFZC/oFmPsS08Af01nfJ1dwhK4ZfF5FKSEpkE5sq/lBTvR9jiHekHE",
+	"f/l6/rlk1vAvSviKxEgnJOUdJruLeJ25f4Cxe46dK6nKuq1ENWF/gDdL7Mwl4wRRxujt2VYKR+NF1SIR",
+	"pmsWcUThFbs7k6n0nOGawuRSPcqn+yyfsh7bePTRfFEfzSuIC2IauwcD6PL/yZxNcXJVb2PHTehycrLv",
+	"5jz04vu2zBOc52j6gJ8IDaKFBjSBGEUVICZDb6PgmIHqcxoA/cbSTNgrfeP4J5Vr3N4L/4o316/RoroT",
+	"D7wf/it7390z39jg9h/cic4ALj2W3H1wwRfe5EYTNOl3yCh/mHFWcqWVLHkdHIcVG6d6He23OtpQ1zsj",
+	"ryBnqSZV6d+i0Y/B+X1JgXTzKCruUlToGzHsk6KT0fHLg+JiB2zvFHHxQVYfz3l5/fVERnaqy1HsWdRJ",
+	"2KMj8F47PsRdd8sB7b8UkTJ7uSduFOGJo7CBNMKeBztXeCfsaCnkOimRXpbXP8NldySSXpbX1Cr/a4sk",
+	"eOXDDq1uabIuuBrhqt8joEPHHBkhRfac34gfBWDzCEzfiP8RJRaOugsERj1+6PUbw2LAPUd6UrY9iqUH",
+	"Z8D4AtAMdYx9beabpJSR+2zGHaUW0xiCymnTcTsDuvQSWNzMvabnHP37upYQSicP7gMUyC+71+gEEpzS",
+	"7m2lZ1gRUxhj/hBFCT5PNjfCYPz9G1txL/tZWpA1RX182TjuKUzVzdg91CnYS91AqD5XhKYhDStkVYuC",
+	"8Cy4wt4+iEPTNgrK8ENjXwy4hmakueKNgJ62Ub8DnBRkP/jcgTGk6szc5yLzNZI4DmYeVBLbDAtVsa6n",
+	"8hmA9SDsW135FDjIOudWeGQcRAec+Jj3h3xEk8XgT1kL3kDTh57u4l+IQIclNL/TQC7YDQHfEF7uLPnE",
+	"nbQ1vfC4f1Pf98TXm2slsIjBLUzXpy9EQBdYZsr2ig9yFa0c9Uic+qnPFm1dF2dUKtE1iFjyioVHGMu3",
+	"eXhirw4AqlGtxT5DBFUIpQCw7TtBrc/LuwsghdKjnfIknvNrd8C+QjYePOeu4d5OSb7LIO8OT+CjY/ae",
+	"YkcDqMgDyJq7FyWw/Ub30G2FRBNKeS/xx+gtdJSfMWoHBA2kam1EdRaq7b0ccSMFxMMH6XuGnvdeTOvQ",
+	"4T7qBe8xpT4jUzD0xb4HjmZf50lAuqKXMw9Yu6zWeu0zEgMjLmKQU2lCXu+UCV4uQ/6bLwoDaKwoF26O",
+	"p9eJslwZK9bO5IM6sZIADzhbSMVr6Ml8SRHolSlYJWq+NYSn6kSisZBrJhVl55habyi7GCatW7s771Ck",
+	"BrMnv3muxmQVOSn4xPi8/bMsuJIA/9ZjFPbACT32LqRIPjFMqBvZaLWCZnmQ1bI1VqywBz6WlPQdVxrl",
+	"NKbh0fTWbbPWJsqgi2B9dG2gMjAY/7KBFDjf+dAk3Cq4Db6I77KXqNiVP2A/OVD7AN0s8zqUxJJAKQwr",
+	"foXExCkFZqqnHLqtwasq9vziOXMKo1alIGW/+FnjwS/iKsoORRXUI63XhE9r4tDPupaE7EGakIFmobmi",
+	"0AdBHsFexr003TH2mWsL3Tah8hY0bje5XAHQtSc7gx0dYwopqKgqtO021KYPPrspbLWqoMqRKwZMxUdz",
+	"vcOc+ObZrtYf93DG/QkGAiSxwgs9MdEWtso2rYFua2rd2im2hs8VoiCTodW4U3XFrbwRiM5HuWMGg0Uw",
+	"3ef//f13SFUciD1X4Gj5HXslf58hsJ2nlk4WFFKBIjLzZ6k48xWbNAXh7ANo8AVJuN5yQMxUrOrDw26A",
+	"r+5WHAfqXjfiRuo26P9IHv7nXEVmgdP80R7SykrVImvpacm+URn0kV0sHPtBk6gwQlWz0M4NEktNO19J",
+	"O0Noa+QnjhJW3Ips54ZcwR1urmIT3YEwaZdAIYjJSJXzjsyuICm7a0DPVa5iqunOOiwfwI97FGosvElj",
+	"liPf2Ov+RdXbvbPhUcEMGU9UoNzjPJ7sEbIVLx+Cfn7bNupYamzR5xPYYfZ/P39xcTb19A1MwzCjoV1m",
+	"twTOuiTYxuDFRqjIzo+N3Ggo//X5xUXSeX0n5cFto24DE3fxRZ/8R+Kng2XCbkHJyCzQQC6gqxNb6g0o",
+	"bc8vnn/9GXlUzvGAWDm77EHrZ962L4i1FhnoFjaSMjuAov77AWyjWCxSE/IkNGjUURxnKlQpnr50K5Tq",
+	"mr5D9QdH/PiAIPpQzXLql9P5hQT2BrpjUOCUpm/Ee/vohU9hiGMzz0dL9TaW6rw1Wzbu+fKkCQoWqTtg",
+	"rKKFCnoeoglgh44xYZgiCIfXS84u2SA4+W0gycl8CDZRVI/rpTocLRoqMkouWTFvqythZ+L9koOOF6GQ",
+	"B1vES2JEyViHEN8jHOI3hEP8NL/DA4IQRyWaFHqfSO69QbeDEc+CPRFFrT28MIU4yKe0awRgBOOh4ITH",
+	"npRQr38rnxGFvD7DS3TQ7+M9/baRq1XXYQY5KsEZQV1si9hFyq0VtYXu+FKuYvQmNFOwBii4HKgBJwkW",
+	"ciNJNYPu/DOrizjhI+Qw7qazIMpmN/pug230nfyPltSGyS4dmV764rPyuovCsn6w0WmOEJy0OldRHBZg",
+	"IHYrz3zKTwEWuq8Dc8/wapCEBtm4fKZfeonVkPOtFWAnug/JvtZCVa9w+0e3LTH4qRKrtbZCldu/ie1f",
+	"0Uy6K1uHJvltULHdKg0n1b+BHbgnwRoQAHBMarBIH6M3nSocsneirI+HBj74tRVlVDggsIy+yB5SUUCn",
+	"A/a91BtmNQPAvoAAIDsuMSu1WtSytMWjIrmrSL54/vwrTwXwU2YUmJ+ywklHOiGR2L1k4VKUQO7SnkRF",
+	"SthJBz8uRB9q2O4N9GDpEqsSiseJ2URr0awk4hkeQfJYamNn3eVTp0QAVEfRtGq24lJRVSZBa4TWiVfc",
+	"ilxxc+2UnLVoIFtEWrcJ0PHQfakgs74bPeu36OQA+F10v1MSRxaUZ1A9IaQzYT9DL47dTJE9tcNd9mv0",
+	"+nfoquweM9R55m0UBOvm9Jh88YgO/PDRgd9Sh1TgBH0Cz8LZj1qCHsEJjlnWZ6EFH2KG5x+6P2ayumMI",
+	"wI4//PTHE0xZ32EWQe8cF3WLtlnqAD2EgUrTNjcQfiP73lyi6elr4eOIm4cHcmZe9+qIXIS7Ar8meyu4",
+	"37tXuKMcue4Bf6TX/9oBp+gVBzi4X6puAR85+D1tGwEtnu9dNGKPcH786lMjhuyjAR0r2PCIF2B4QLxf",
+	"y+YbqdGfkKwP/dl1wyqhtkm1M+Gw7EubPZFBJUnDyjOiHcBFUCEmq8ybNgADgb44dCTKqo+kLlWu6CKK",
+	"poAyi2o2JpQQIU8HbB9pcvXi4kUWFyeIkKhBSo1Pc3dGkmP4Ly6+G0AFe+3f9kj2wzNngj+7uOgKk0zG",
+	"jHD3WExYKfVqxU0a8iujD88HgKVkZU6t4vvdxcXFMSywd3df2WYGe2vT7/emcE1poNCVbqByTbldvE0B",
+	"2mNx9RcyOKLjmjimtCX31Aah+vuIIUnro1+OfqqHgaL0m5vsXJR8BYUyvpjlaahjyaD8OuuXw40xNZU8",
+	"Tj24pS+NqvQuIY4IA+RQi93X/qI7ZXzwjMONdndzph/7IT16PP5jPB7kzQvNjyQIUFTnDjs4IiCf7MvH",
+	"wgtM3AWzH1Bpu4Rfp7X5ZF7InoDECbyK8oisZhxbQLobUG2lBkZxcP2kQHq/8VFK5fxlLRRxkvsdGaZJ",
+	"fpvIMK7SYGTY9+VsxJU0VlCgnoyfx4jxY8T4PzBiTGc8lJ6EL7x3I/PlwDNMnHRfxGHmx6jxQ4kaI8R/",
+	"o9XVrJINAtMXDzSuCz3mOIZNdcO8CO6KvI5Eeg9BAPrfzj/4s0BhjaHWqJ3gvWsrYdg7Aj8/2gSPNsEn",
+	"+NJj6rl/7VL9kf4KpsDx+COdwxB8PI15nEP+zd1GRndnNmjV+KapIX9ozxRJWSF7zVYJFgQ6d4Qwa5Qx",
+	"LQ0L2Eju68IX3jY9iGaVK75eN/pGVB0Xx6zbOD9aKo/T4satqPVJuu7QrfUDsYXW9fbblATSIg2ZQsW/",
+	"WtE6SRwy8QOi3M6mOlHdbcejjXR/baSo7xBYSVXVCMw/0wldKevsqodmR+2KtK9vUq3ryA7KWC9a/Gg+",
+	"PVDz6aEC72ENPe9Mo8MH/0QjCRqpHwyevIUr9gRwKk6NRdu9SqqD1ePcXL/BW6AxU2pIvVE7Zf+HRvy7",
+	"u2lwLG6MvFJC3Ha4u4yXuzU4mCILacQIaxzB5i9kbUUDWBOPGVeP1uJ/VgQJaT4KH2WhmaRWwv2CTWOO",
+	"mJLI2u4kpASTlbYWbAyZP897+MVnlNsLJTvjC3fBi4uLizNIdSIrbZKrP4SkJ6wxh1ed9jXejO15/8aQ",
+	"0ep52Vl0hXvhgo054S03UfIKrGkvUUo3ueq6dLph3CXkP8aio6hlegBJcmta4A5luUpuy9mEFSVYQ9Vs",
+	"vi3SZaIZTKCADUx374ERHHu8o/RaN/S3CV/BSw3we6jG5uY6e4xXPbL7Bx2RitjJow10H0NIPbHxQBKa",
+	"qypKYwaZ5o0fVB3mmjen6gVpW+i8rLlcPVXivb0zZIZab4SxT1XrpgbVE9ELITw1iXCCh65r5h4IwhZB",
+	"6bxoJz0gGIElr2vKwtNMaezcD6/kNQ309SJKHxuDfRXdCW6N2brRV864LM4uYwtECeHW31xL7HOdK3pc",
+	"zctrnCrVQuob0UBPv7JtGqEsjW4IludK2Ggm7glJFcBN++/ivQ1awB0aYYcMML+AhJ/2Yn9X/04aVskh",
+	"+ccvOGCgSq/zMEUQbI/G2mO2yYOW7f1MkochO4CbIHbCDvtFObJnosBhhpN8uvD4AFoP5RmgdTRgPbpn",
+	"enRTiM54xEOyqTqYJFldMmlZLTgBi+aqoI46YF/pBTmF6D04wg9X0IfDaHcvXB7CdemaRvfUb81og6H/",
+	"yCbvB5uEuDJtzhPDwKzXTQbVK/e77x0oFQ+DM+HZYxwPMHTK2VvofVyx4N0aSmf61of58Qw/Oioe0sE9",
+	"nsKE5/OOnc7HU4TcwYvzg7gtl6nuVAsp6orVYmEBIpW0jUtW5CEUhr2Z8lHBoD8Temr9j5c7ikYj1jUv",
+	"AwCVsRP2WixasPcU452JiiXHZK3ioqE7iBTGswDbgIip3tbd6Lau2Ap6XnkdacOlzRW2FTOiXmQMk17r",
+	"LYs6gBI9g6nqn7Uta1GcpZSdf6yru/ct40O+Okb4MVOWG2of9Yid96h03Rnv/ibOZuIuQFARC3j0Pj96",
+	"n7+MBwHb7nF/MCECnFGgN+vEGDTlRxF6W23+mFsBvdN3m4G8q16kG0Af9huTZsBrsxfe7vhHlqv+wR2n",
+	"NIizvcqlrj2PaNiGm1yZZWtZpTcqxLG9X7xg49hF3m+WexZmoISoTH9g8ml33m6Un3DlJStw14tcBUzO",
+	"VXg4uX/ds3vPY3oD4MXU/9EtYa7gYgAEg3zrK2EN5BOELjHuqa0ioR2eQYqZe0aufMCffJlhGbt5smia",
+	"E/bLgpXBN09TMEy856hXKcE2UplBn/y3dxO5tQstxnDDHs3NR8/6f6ZCkyrd7DM5/wWysT02FBQizzQe",
+	"kseeB7vlYJLr6RKUmOM9EKJvvRSIbHNsElZEeWO9zviUPgZGfD4qcgVWtLfxzzpo/wl7mTTIfeRhR/Zm",
+	"UVzd8X+iJ20DFSWlAT3grtO0/Jbdcavg43InrOij8fwwjGc4Xo+m861N5/jkPxrQ37oB0SfITmJUAGOn",
+	"nnrDLAox7ZyMTzdJG1ELbu6LPPWB9QCz7KwqakWkNL71hL1UFC4n4P2wPtKkRF+iOBXe+dsbQvcrS/hR",
+	"+jxKn0+QPrvC5v6z17/ImzRrnfPys/krNLZyf8KHHdSSBCOAy56YgNfYQ9u1S7FlG9FgG7QMMooQVBcv",
+	"zxX8Ne2V6YOVlXkMaQ2NZfZ7iaQhc9/CdO6UK+IThvgi/Hpv8GVtmBKT1WcjyT4ixT4kD9I+LGxEDZGr",
+	"ecW3zAjxMEBiIYGdOA3wjP332WvdN+6cgryuvzgsbJZii7LqL/iTPt8LncbXbohQIxx47qmA2z+8SABs",
+	"7/N06AJ5iIvX3FhAEMc2tnGpHm8EeIcyxstGm667xSTZ4uctPOuO+5Afqln2fbbNI7N6WInkgwW5cfd0",
+	"kzElNqHR1LF8KGp/+iUxn2HM8w/un2OQbo5UR9+4Jb9fuEcb7fFMfopp1jZqkkpGjA/lnZ/CEzw0baOG",
+	"8dR2zux5yVUp6jv2GcUzOugzcktprF6nW1pPydJb1PJqaan5ewfDlCt8mVpUGeOhbbbVumYLqaRZCjNh",
+	"P1nsmV2Ei4sMizlwu54M9MMOeQAeQa2qCYUaGyljcyvDxu2aWc2+u2DmDJoPW/9iVrsnX3rgNSgQWXLj",
+	"+3znCqD9sbWWuwLhkqFNdDLmA/N/ZKyPjPVIyykkdNQezINgq0ja8Rl2B+YWPd03urk2a16KQVXf94G4",
+	"amvesIWshXfXhHuhXZKzSjz4Cfiu3Rk38t/Cl/8KZuUK/DIbbtB68Hm9zLE8w1ojWHFesLmwGyEUW+i6",
+	"Eo25zJXZrua6liWrpbo2gcNgitArLutG6xW7FmJtWJd5DXaIjzQP9Rf9zb/Fn2Ut7tQK6T3pkDniFvnR",
+	"FNk9nbU01nRE11ule+Q96XBoOODYhAk/kNouR5jUyKwWPbP+Sbz6+zymYyVf1ngK457DjM4/OE5zsFz1",
+	"tVhpqjyFt7j0nCSqShWrtd0yY/l2wl6BomKesAJcKe6WIldKs1qrK+GYntODpB0uQ+0d7X0e8iKtxSEz",
+	"NexKK3Gv3L/Ay8nz24iaW3kjMg+sNJkUGCQwoZiFsx6DBicisGajVwIqeHfaksXi5JHR7XW+dCR1v1md",
+	"22I3q/8IlhfKWeFAfirHG/LoHOENhxZHl1bYp8Y2gq/6i7PQzYrb0XQ0l4oDZOSuS3dQs3hi2HxrhXlg",
+	"HIc6EA4ynUc2ssNGICb7yETuorT2teDV57KLu/Mi9RhO50xqB3xJc11tPeRhzB/YmFu20sayZ+yV/P0Z",
+	"+nC8zkKltVWuNktdCwSQbBs+r7dTEPCceityVjbcLJkRpJHpuqKVw01XYpMrrURGUEucreT7CfvJ+pzp",
+	"vmIGTyqaVs1WXKrCjevUOm7dIKW4jH9rWmVY4T5P1ttkPvCvbYI/n5IT/Jms+Vh97RGNkTKmHzn4fzQH",
+	"X7eQ+vIAzdyvnZQVno7g9lPfPkLi+vXdVVS170gz6qLsAWO7oYALov649xvsSnHpAYrApRUfym+bfDwN",
+	"zNydSO24KvDwB6KP/9paL12l6sMlnipfYUBRto20W5Cvc8Eb0bxs7XI0/ec7JxCNaG689G2bejQdnfO1",
+	"PL95BuKSBt1jwoKvDIRBpK+RRHckUkicN4KIwr6CMUrYcEMkUkB+xhSVjEGCizDYupiVbWM0PaTrRR5G",
+	"C+ko6ZwS6FMG/W98i5t1o60udR2NEeD298d4RYFHTPHo9eWBqFL8XuBjTk+DbkGXEroCYvFuta5xb5lU",
+	"0ZDdjqaHXTrt5Ipbp7PAK0itDFTNsrVojI7HWotmJY1xVwyMZpY8gKsBLOeU8DmAmVRiLVQlVCnd1lAB",
+	"Km6KaevenmCiZPohtTBGK/OEmVIo3kjt9rlVfm0dUUrHRLsWBf66oQHljWDiRijLUBuJ7oWvzejju4//",
+	"XwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
