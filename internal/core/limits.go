@@ -185,4 +185,3 @@ func inboxFull(limit string, value int) *Error {
 	return &Error{Code: CodeInboxFull, Err: cause, Message: fmt.Sprintf("The recipient's inbox is full: %s; old messages are not overwritten and nothing was written. "+
 		"The admin may raise the limit: PATCH /api/v1/teams/{team} with {\"limits\": {\"%s\": N}}.", what, limit)}
 }
-

@@ -30,8 +30,8 @@ func (e *env) sendMail(tm team, from, to, body, inReplyTo string, ack bool) resu
 func TestThreadRoutes(t *testing.T) {
 	e := openEnv(t, nil, 0)
 	tm := e.newTeam("threads", nil)
-	want(t, e.send(tm, "lead", "reader", "how far?"), http.StatusCreated, "")                          // reader-1
-	want(t, e.send(tm, "reviewer", "reader", "unrelated"), http.StatusCreated, "")                     // reader-2
+	want(t, e.send(tm, "lead", "reader", "how far?"), http.StatusCreated, "")                             // reader-1
+	want(t, e.send(tm, "reviewer", "reader", "unrelated"), http.StatusCreated, "")                        // reader-2
 	want(t, e.sendMail(tm, "reader", "lead", "half way", "reader-1", false), http.StatusCreated, "")      // lead-1
 	want(t, e.sendMail(tm, "lead", "reviewer", "check it", "lead-1", false), http.StatusCreated, "")      // reviewer-1
 	want(t, e.sendMail(tm, "reviewer", "reader", "checked", "reviewer-1", false), http.StatusCreated, "") // reader-3
