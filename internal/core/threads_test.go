@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -268,5 +269,39 @@ func TestLimitsAfterCreation(t *testing.T) {
 	// The team reads back sound under its new limits.
 	if got, err := f.reopen().Inbox(admin, f.team, "reader"); err != nil || len(got) != 3 {
 		t.Fatalf("after reopening: %d letters, %v; want 3", len(got), err)
+	}
+}
+
+// TestRaisedLimitsSurviveACrash: after inbox limits were raised, a
+// restart (its state file older than its log) reads the inboxes the new
+// limits allow, and still repairs a torn last line.
+func TestRaisedLimitsSurviveACrash(t *testing.T) {
+	l := core.DefaultLimits()
+	l.InboxMessages, l.InboxBytes = 2, 200
+	f := newFixture(t, &l)
+	f.send("lead", "reader", "one")
+	n := func(v int) *int { return &v }
+	if _, err := f.svc.UpdateLimits(core.AsAdmin(t.Context()), f.team, core.LimitsUpdate{InboxMessages: n(10), InboxBytes: n(4000)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{strings.Repeat("two ", 40), strings.Repeat("three ", 30)} {
+		f.send("lead", "reader", body)
+	}
+	file, err := os.OpenFile(f.inboxPath("reader"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.WriteString(`{"id": "reader-4", "sen`); err != nil {
+		t.Fatal(err)
+	}
+	file.Close()
+	svc := f.reopen()
+	got, err := svc.Inbox(core.AsAdmin(t.Context()), f.team, "reader")
+	if err != nil || len(got) != 3 {
+		t.Fatalf("after a crash: %d letters, %v; want the 3 sent", len(got), err)
+	}
+	v, err := svc.Team(t.Context(), f.team)
+	if err != nil || v.Damaged || v.Limits.InboxBytes != 4000 {
+		t.Fatalf("after a crash: damaged %v, inbox_bytes %d, %v; want sound with 4000", v.Damaged, v.Limits.InboxBytes, err)
 	}
 }

@@ -130,12 +130,14 @@ func (s *Store) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.logged = widestLogged(records)
+	defer func() { s.logged = nil }()
 	loaded, err := s.LoadTeams(ctx)
 	if err != nil {
 		return err
 	}
 	entries := make([]*teamEntry, len(loaded))
-	core.ForEach(len(loaded), func(i int) { entries[i] = s.recoverTeam(ctx, loaded[i], records) })
+	core.ForEach(len(loaded), func(i int) { entries[i] = s.recoverTeam(ctx, loaded[i]) })
 	byName := make(map[string]*teamEntry, len(loaded))
 	for i, e := range entries {
 		byName[loaded[i].Name] = e
@@ -193,7 +195,7 @@ func (s *Store) start(ctx context.Context) error {
 //
 // The inboxes are validated against the widest limits the log's records
 // name for the team (loggedLimits), which the replay that follows sets.
-func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam, records []walRecord) *teamEntry {
+func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam) *teamEntry {
 	e := &teamEntry{st: lt.State, damaged: lt.Err}
 	if e.st == nil {
 		e.st = &core.TeamState{Name: lt.Name, Limits: core.DefaultLimits(), Requests: []core.Request{}}
@@ -205,7 +207,7 @@ func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam, records []w
 	st := e.st
 	changed := core.ReleaseAtStart(st, now)
 	inboxes := map[string][]core.Message{}
-	limits := loggedLimits(st, records)
+	limits := s.logged.of(st)
 	for _, m := range st.Members {
 		rules := st.Rules(m.Name)
 		rules.Limits = limits

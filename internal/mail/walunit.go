@@ -304,7 +304,6 @@ func (s *Store) syncInbox(team, member string) error {
 func (s *Store) replay(ctx context.Context, records []walRecord, teams map[string]*teamEntry) (next uint64, written bool) {
 	next = 1
 	var touched []*teamEntry
-	widest := map[*teamEntry]core.Limits{}
 	now := s.clock()
 	for _, r := range records {
 		next = r.Seq + 1
@@ -327,10 +326,7 @@ func (s *Store) replay(ctx context.Context, records []walRecord, teams map[strin
 			// The file may already hold letters that a later record's
 			// limits allow (loggedLimits).
 			rules := e.st.Rules(l.Recipient)
-			if _, ok := widest[e]; !ok {
-				widest[e] = loggedLimits(e.st, records)
-			}
-			rules.Limits = widest[e]
+			rules.Limits = s.logged.of(e.st)
 			if err := s.applyLetter(e.st.Name, rules, *l, nil); err != nil {
 				e.damaged = fmt.Errorf("inbox %s: replaying letter %s: %w", l.Recipient, l.ID, err)
 				continue
