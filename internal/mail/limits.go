@@ -53,4 +53,3 @@ func widen(l, n core.Limits) core.Limits {
 	l.BodyChars = max(l.BodyChars, n.BodyChars)
 	return l
 }
-
