@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -303,5 +304,23 @@ func TestRaisedLimitsSurviveACrash(t *testing.T) {
 	v, err := svc.Team(t.Context(), f.team)
 	if err != nil || v.Damaged || v.Limits.InboxBytes != 4000 {
 		t.Fatalf("after a crash: damaged %v, inbox_bytes %d, %v; want sound with 4000", v.Damaged, v.Limits.InboxBytes, err)
+	}
+}
+
+// TestLetterDocumentReadsBack: a letter document of the API (which names
+// a first letter's own id as its thread) decodes to the stored letter.
+func TestLetterDocumentReadsBack(t *testing.T) {
+	var m core.Message
+	if err := json.Unmarshal([]byte(`{"id": "reader-1", "sender": "lead", "recipient": "reader", "body": "hi", "thread_id": "reader-1"}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if want := (core.Message{ID: "reader-1", Sender: "lead", Recipient: "reader", Body: "hi"}); m != want {
+		t.Fatalf("decoded %+v, want %+v", m, want)
+	}
+	reply := core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: "ok", InReplyTo: "reader-1", ThreadID: "reader-1", Seq: 2}
+	data, _ := json.Marshal(reply)
+	var got core.Message
+	if err := json.Unmarshal(data, &got); err != nil || got != reply {
+		t.Fatalf("reply read back as %+v, %v; want %+v", got, err, reply)
 	}
 }

@@ -121,6 +121,21 @@ type Message struct {
 	AckRequired bool `json:"ack_required,omitempty"`
 }
 
+// UnmarshalJSON reads a letter, and a letter document of the API too: a
+// letter that begins its own thread is shown with its own id as
+// thread_id, and is read back as the letter it is, with ThreadID empty,
+// so that it compares equal to the stored one.
+func (m *Message) UnmarshalJSON(data []byte) error {
+	type plain Message
+	if err := json.Unmarshal(data, (*plain)(m)); err != nil {
+		return err
+	}
+	if m.InReplyTo == "" && m.ThreadID == m.ID {
+		m.ThreadID = ""
+	}
+	return nil
+}
+
 // Thread is the id of the first letter of m's thread: ThreadID for a
 // reply, else m's own id.
 func (m Message) Thread() string {
