@@ -277,6 +277,9 @@ const (
 	ProblemCodeReplyConflict        ProblemCode = "reply_conflict"
 	ProblemCodeRequestLimit         ProblemCode = "request_limit"
 	ProblemCodeRequestPending       ProblemCode = "request_pending"
+	ProblemCodeReservationClosed    ProblemCode = "reservation_closed"
+	ProblemCodeReservationConflict  ProblemCode = "reservation_conflict"
+	ProblemCodeReservationLimit     ProblemCode = "reservation_limit"
 	ProblemCodeShuttingDown         ProblemCode = "shutting_down"
 	ProblemCodeStorageFailed        ProblemCode = "storage_failed"
 	ProblemCodeStorageUnavailable   ProblemCode = "storage_unavailable"
@@ -345,6 +348,12 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeRequestLimit:
 		return true
 	case ProblemCodeRequestPending:
+		return true
+	case ProblemCodeReservationClosed:
+		return true
+	case ProblemCodeReservationConflict:
+		return true
+	case ProblemCodeReservationLimit:
 		return true
 	case ProblemCodeShuttingDown:
 		return true
@@ -831,6 +840,9 @@ type Limits struct {
 	PermissionTimeoutS int `json:"permission_timeout_s"`
 	Requests           int `json:"requests"`
 
+	// Reservations Live file reservations the team may hold (`reservation_limit` past it).
+	Reservations int `json:"reservations"`
+
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks int `json:"tasks"`
 
@@ -870,6 +882,9 @@ type LimitsInput struct {
 	PermissionTimeoutS *int `json:"permission_timeout_s,omitempty"`
 	Requests           *int `json:"requests,omitempty"`
 
+	// Reservations Live file reservations the team may hold; a grant past it is `reservation_limit`.
+	Reservations *int `json:"reservations,omitempty"`
+
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks *int `json:"tasks,omitempty"`
 
@@ -902,6 +917,7 @@ type LimitsUpdate struct {
 	PayloadChars       *int   `json:"payload_chars,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
+	Reservations       *int   `json:"reservations,omitempty"`
 	Tasks              *int   `json:"tasks,omitempty"`
 	ToolCalls          *int   `json:"tool_calls,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
@@ -1131,6 +1147,24 @@ type OpenResult struct {
 // OpenResultStatus defines model for OpenResult.Status.
 type OpenResultStatus string
 
+// PathCheck defines model for PathCheck.
+type PathCheck struct {
+	Paths []string `json:"paths"`
+}
+
+// PathCheckResult defines model for PathCheckResult.
+type PathCheckResult struct {
+	Conflicts []PathConflict `json:"conflicts"`
+}
+
+// PathConflict defines model for PathConflict.
+type PathConflict struct {
+	Exclusive     bool   `json:"exclusive"`
+	Member        string `json:"member"`
+	Path          string `json:"path"`
+	ReservationID string `json:"reservation_id"`
+}
+
 // Permission One question of run_main's host gate to a person.
 type Permission struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -1178,6 +1212,9 @@ type PermissionList struct {
 // Problem An RFC 9457 problem document.
 type Problem struct {
 	Code ProblemCode `json:"code"`
+
+	// Conflicts With `reservation_conflict` only: the live reservations of other members the request clashed with.
+	Conflicts *[]ReservationConflict `json:"conflicts,omitempty"`
 
 	// Detail Human-readable; never contains the client's values.
 	Detail string `json:"detail"`
@@ -1309,6 +1346,48 @@ type RequestKind string
 // RequestList defines model for RequestList.
 type RequestList struct {
 	Requests []Request `json:"requests"`
+}
+
+// Reservation Path patterns reserved by one member.
+type Reservation struct {
+	CreatedAt time.Time `json:"created_at"`
+	Exclusive bool      `json:"exclusive"`
+
+	// ExpiresAt Past it the reservation conflicts with nothing.
+	ExpiresAt  time.Time  `json:"expires_at"`
+	Member     string     `json:"member"`
+	Paths      []string   `json:"paths"`
+	Reason     *string    `json:"reason"`
+	ReleasedAt *time.Time `json:"released_at"`
+
+	// ReservationID `res-<n>`, numbered per team from 1, never reused.
+	ReservationID string `json:"reservation_id"`
+}
+
+// ReservationConflict defines model for ReservationConflict.
+type ReservationConflict struct {
+	ExpiresAt     time.Time `json:"expires_at"`
+	Member        string    `json:"member"`
+	Paths         []string  `json:"paths"`
+	ReservationID string    `json:"reservation_id"`
+}
+
+// ReservationCreate defines model for ReservationCreate.
+type ReservationCreate struct {
+	Exclusive  *bool    `json:"exclusive,omitempty"`
+	Paths      []string `json:"paths"`
+	Reason     *string  `json:"reason,omitempty"`
+	TTLSeconds *int     `json:"ttl_seconds,omitempty"`
+}
+
+// ReservationList defines model for ReservationList.
+type ReservationList struct {
+	Reservations []Reservation `json:"reservations"`
+}
+
+// ReservationRenew defines model for ReservationRenew.
+type ReservationRenew struct {
+	TTLSeconds int `json:"ttl_seconds"`
 }
 
 // RunOptions Every field is optional; `agent-teams` takes only `step_ms`.
@@ -1782,6 +1861,9 @@ type PermissionIDPath = string
 // RequestIDPath Example: req-1
 type RequestIDPath = RequestID
 
+// ReservationIDPath defines model for ReservationIDPath.
+type ReservationIDPath = string
+
 // TaskIDPath Example: task-1
 type TaskIDPath = TaskID
 
@@ -1852,6 +1934,17 @@ type ReplyRequestParams struct {
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
 }
 
+// ListReservationsParams defines parameters for ListReservations.
+type ListReservationsParams struct {
+	Member *Name `form:"member,omitempty" json:"member,omitempty"`
+
+	// Path A concrete path; only the reservations with a pattern that matches it.
+	Path *string `form:"path,omitempty" json:"path,omitempty"`
+
+	// All Include released and expired reservations (the newest 50 of them are kept).
+	All *bool `form:"all,omitempty" json:"all,omitempty"`
+}
+
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	Status   *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -1894,6 +1987,15 @@ type OpenRequestJSONRequestBody = RequestCreate
 
 // ReplyRequestJSONRequestBody defines body for ReplyRequest for application/json ContentType.
 type ReplyRequestJSONRequestBody = ReplyCreate
+
+// CreateReservationJSONRequestBody defines body for CreateReservation for application/json ContentType.
+type CreateReservationJSONRequestBody = ReservationCreate
+
+// CheckPathsJSONRequestBody defines body for CheckPaths for application/json ContentType.
+type CheckPathsJSONRequestBody = PathCheck
+
+// RenewReservationJSONRequestBody defines body for RenewReservation for application/json ContentType.
+type RenewReservationJSONRequestBody = ReservationRenew
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskCreate
@@ -2111,7 +2213,9 @@ type ClientInterface interface {
 	// `permission` (a host permission asked for or decided), `run`,
 	// `team` (the team document, when its limits changed), `task` (the
 	// task document, whenever a task is created or changes; also for a
-	// task whose `blocks` changed), `ack` (`{"id", "from", "to",
+	// task whose `blocks` changed), `reservation` (the reservation
+	// document, when one is granted, renewed or released; expiry sends
+	// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
 	// "outcome", "note", "at"}`: a letter acknowledged by `from`, its
 	// recipient; a member sees those of letters it sent or received), and
 	// `resync` when events may be missing from this stream: this client
@@ -2611,6 +2715,92 @@ type ClientInterface interface {
 	// Corresponds with POST /teams/{team}/requests/{request_id}/reply (the `ReplyRequest` operationId).
 	ReplyRequest(ctx context.Context, team TeamPath, requestID RequestIDPath, params *ReplyRequestParams, body ReplyRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+	//
+	// Corresponds with GET /teams/{team}/reservations (the `ListReservations` operationId).
+	ListReservations(ctx context.Context, team TeamPath, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateReservationWithBody Reserve path patterns for the token's member
+	//
+	// Glob patterns relative to the repository root, as doublestar reads
+	// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+	// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+	// All or nothing: an exclusive pattern that overlaps a live
+	// reservation of another member, or a shared one that overlaps
+	// another member's exclusive one, is `reservation_conflict` with
+	// `conflicts` naming each such reservation, and nothing is reserved.
+	// A member's own reservations never conflict. Then
+	// `reservation_limit` (the team holds `limits.reservations` live
+	// ones). A closed member: `member_closed`. Of concurrent conflicting
+	// requests exactly one is granted.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+	CreateReservationWithBody(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateReservation Reserve path patterns for the token's member
+	//
+	// Glob patterns relative to the repository root, as doublestar reads
+	// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+	// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+	// All or nothing: an exclusive pattern that overlaps a live
+	// reservation of another member, or a shared one that overlaps
+	// another member's exclusive one, is `reservation_conflict` with
+	// `conflicts` naming each such reservation, and nothing is reserved.
+	// A member's own reservations never conflict. Then
+	// `reservation_limit` (the team holds `limits.reservations` live
+	// ones). A closed member: `member_closed`. Of concurrent conflicting
+	// requests exactly one is granted.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+	CreateReservation(ctx context.Context, team TeamPath, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CheckPathsWithBody Which concrete paths live reservations of other members hold
+	//
+	// One conflict per path and reservation, in the order of `paths` and
+	// then of ids; shared reservations are named too (`exclusive`
+	// false). The caller's own reservations are never conflicts. At
+	// most 1000 paths; a client with more asks in batches.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+	CheckPathsWithBody(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CheckPaths Which concrete paths live reservations of other members hold
+	//
+	// One conflict per path and reservation, in the order of `paths` and
+	// then of ids; shared reservations are named too (`exclusive`
+	// false). The caller's own reservations are never conflicts. At
+	// most 1000 paths; a client with more asks in batches.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+	CheckPaths(ctx context.Context, team TeamPath, body CheckPathsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseReservation Release a reservation (its holder, lead or admin)
+	//
+	// Corresponds with DELETE /teams/{team}/reservations/{reservation_id} (the `ReleaseReservation` operationId).
+	ReleaseReservation(ctx context.Context, team TeamPath, reservationID ReservationIDPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewReservationWithBody Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+	RenewReservationWithBody(ctx context.Context, team TeamPath, reservationID ReservationIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+	RenewReservation(ctx context.Context, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
 	//
 	// Corresponds with GET /teams/{team}/tasks (the `ListTasks` operationId).
@@ -2810,7 +3000,9 @@ type ClientInterface interface {
 // `permission` (a host permission asked for or decided), `run`,
 // `team` (the team document, when its limits changed), `task` (the
 // task document, whenever a task is created or changes; also for a
-// task whose `blocks` changed), `ack` (`{"id", "from", "to",
+// task whose `blocks` changed), `reservation` (the reservation
+// document, when one is granted, renewed or released; expiry sends
+// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
 // "outcome", "note", "at"}`: a letter acknowledged by `from`, its
 // recipient; a member sees those of letters it sent or received), and
 // `resync` when events may be missing from this stream: this client
@@ -3670,6 +3862,172 @@ func (c *Client) ReplyRequestWithBody(ctx context.Context, team TeamPath, reques
 // Corresponds with POST /teams/{team}/requests/{request_id}/reply (the `ReplyRequest` operationId).
 func (c *Client) ReplyRequest(ctx context.Context, team TeamPath, requestID RequestIDPath, params *ReplyRequestParams, body ReplyRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReplyRequestRequest(c.Server, team, requestID, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+//
+// Corresponds with GET /teams/{team}/reservations (the `ListReservations` operationId).
+func (c *Client) ListReservations(ctx context.Context, team TeamPath, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListReservationsRequest(c.Server, team, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateReservationWithBody Reserve path patterns for the token's member
+//
+// Glob patterns relative to the repository root, as doublestar reads
+// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+// All or nothing: an exclusive pattern that overlaps a live
+// reservation of another member, or a shared one that overlaps
+// another member's exclusive one, is `reservation_conflict` with
+// `conflicts` naming each such reservation, and nothing is reserved.
+// A member's own reservations never conflict. Then
+// `reservation_limit` (the team holds `limits.reservations` live
+// ones). A closed member: `member_closed`. Of concurrent conflicting
+// requests exactly one is granted.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+func (c *Client) CreateReservationWithBody(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReservationRequestWithBody(c.Server, team, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateReservation Reserve path patterns for the token's member
+//
+// Glob patterns relative to the repository root, as doublestar reads
+// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+// All or nothing: an exclusive pattern that overlaps a live
+// reservation of another member, or a shared one that overlaps
+// another member's exclusive one, is `reservation_conflict` with
+// `conflicts` naming each such reservation, and nothing is reserved.
+// A member's own reservations never conflict. Then
+// `reservation_limit` (the team holds `limits.reservations` live
+// ones). A closed member: `member_closed`. Of concurrent conflicting
+// requests exactly one is granted.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+func (c *Client) CreateReservation(ctx context.Context, team TeamPath, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReservationRequest(c.Server, team, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CheckPathsWithBody Which concrete paths live reservations of other members hold
+//
+// One conflict per path and reservation, in the order of `paths` and
+// then of ids; shared reservations are named too (`exclusive`
+// false). The caller's own reservations are never conflicts. At
+// most 1000 paths; a client with more asks in batches.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+func (c *Client) CheckPathsWithBody(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCheckPathsRequestWithBody(c.Server, team, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CheckPaths Which concrete paths live reservations of other members hold
+//
+// One conflict per path and reservation, in the order of `paths` and
+// then of ids; shared reservations are named too (`exclusive`
+// false). The caller's own reservations are never conflicts. At
+// most 1000 paths; a client with more asks in batches.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+func (c *Client) CheckPaths(ctx context.Context, team TeamPath, body CheckPathsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCheckPathsRequest(c.Server, team, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseReservation Release a reservation (its holder, lead or admin)
+//
+// Corresponds with DELETE /teams/{team}/reservations/{reservation_id} (the `ReleaseReservation` operationId).
+func (c *Client) ReleaseReservation(ctx context.Context, team TeamPath, reservationID ReservationIDPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseReservationRequest(c.Server, team, reservationID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewReservationWithBody Give a live reservation a new expiry, ttl_seconds from now (its holder)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+func (c *Client) RenewReservationWithBody(ctx context.Context, team TeamPath, reservationID ReservationIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewReservationRequestWithBody(c.Server, team, reservationID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+func (c *Client) RenewReservation(ctx context.Context, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewReservationRequest(c.Server, team, reservationID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5278,6 +5636,280 @@ func NewReplyRequestRequestWithBody(server string, team TeamPath, requestID Requ
 	return req, nil
 }
 
+// NewListReservationsRequest constructs an http.Request for the ListReservations method
+func NewListReservationsRequest(server string, team TeamPath, params *ListReservationsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/reservations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Member != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "member", *params.Member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Path != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", *params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.All != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "all", *params.All, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateReservationRequest calls the generic CreateReservation builder with application/json body
+func NewCreateReservationRequest(server string, team TeamPath, body CreateReservationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateReservationRequestWithBody(server, team, "application/json", bodyReader)
+}
+
+// NewCreateReservationRequestWithBody constructs an http.Request for the CreateReservation method, with any body, and a specified content type
+func NewCreateReservationRequestWithBody(server string, team TeamPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/reservations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCheckPathsRequest calls the generic CheckPaths builder with application/json body
+func NewCheckPathsRequest(server string, team TeamPath, body CheckPathsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCheckPathsRequestWithBody(server, team, "application/json", bodyReader)
+}
+
+// NewCheckPathsRequestWithBody constructs an http.Request for the CheckPaths method, with any body, and a specified content type
+func NewCheckPathsRequestWithBody(server string, team TeamPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/reservations/check", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReleaseReservationRequest constructs an http.Request for the ReleaseReservation method
+func NewReleaseReservationRequest(server string, team TeamPath, reservationID ReservationIDPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "reservation_id", reservationID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/reservations/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRenewReservationRequest calls the generic RenewReservation builder with application/json body
+func NewRenewReservationRequest(server string, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRenewReservationRequestWithBody(server, team, reservationID, "application/json", bodyReader)
+}
+
+// NewRenewReservationRequestWithBody constructs an http.Request for the RenewReservation method, with any body, and a specified content type
+func NewRenewReservationRequestWithBody(server string, team TeamPath, reservationID ReservationIDPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "reservation_id", reservationID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/reservations/%s/renew", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListTasksRequest constructs an http.Request for the ListTasks method
 func NewListTasksRequest(server string, team TeamPath, params *ListTasksParams) (*http.Request, error) {
 	var err error
@@ -6085,7 +6717,9 @@ type ClientWithResponsesInterface interface {
 	// `permission` (a host permission asked for or decided), `run`,
 	// `team` (the team document, when its limits changed), `task` (the
 	// task document, whenever a task is created or changes; also for a
-	// task whose `blocks` changed), `ack` (`{"id", "from", "to",
+	// task whose `blocks` changed), `reservation` (the reservation
+	// document, when one is granted, renewed or released; expiry sends
+	// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
 	// "outcome", "note", "at"}`: a letter acknowledged by `from`, its
 	// recipient; a member sees those of letters it sent or received), and
 	// `resync` when events may be missing from this stream: this client
@@ -6610,6 +7244,96 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/requests/{request_id}/reply (the `ReplyRequest` operationId).
 	ReplyRequestWithResponse(ctx context.Context, team TeamPath, requestID RequestIDPath, params *ReplyRequestParams, body ReplyRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplyRequestResponse, error)
+
+	// ListReservationsWithResponse The team's reservations in id order, live ones unless all (admin or a member)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /teams/{team}/reservations (the `ListReservations` operationId).
+	ListReservationsWithResponse(ctx context.Context, team TeamPath, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*ListReservationsResponse, error)
+
+	// CreateReservationWithBodyWithResponse Reserve path patterns for the token's member
+	//
+	// Glob patterns relative to the repository root, as doublestar reads
+	// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+	// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+	// All or nothing: an exclusive pattern that overlaps a live
+	// reservation of another member, or a shared one that overlaps
+	// another member's exclusive one, is `reservation_conflict` with
+	// `conflicts` naming each such reservation, and nothing is reserved.
+	// A member's own reservations never conflict. Then
+	// `reservation_limit` (the team holds `limits.reservations` live
+	// ones). A closed member: `member_closed`. Of concurrent conflicting
+	// requests exactly one is granted.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+	CreateReservationWithBodyWithResponse(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error)
+
+	// CreateReservationWithResponse Reserve path patterns for the token's member
+	//
+	// Glob patterns relative to the repository root, as doublestar reads
+	// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+	// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+	// All or nothing: an exclusive pattern that overlaps a live
+	// reservation of another member, or a shared one that overlaps
+	// another member's exclusive one, is `reservation_conflict` with
+	// `conflicts` naming each such reservation, and nothing is reserved.
+	// A member's own reservations never conflict. Then
+	// `reservation_limit` (the team holds `limits.reservations` live
+	// ones). A closed member: `member_closed`. Of concurrent conflicting
+	// requests exactly one is granted.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+	CreateReservationWithResponse(ctx context.Context, team TeamPath, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error)
+
+	// CheckPathsWithBodyWithResponse Which concrete paths live reservations of other members hold
+	//
+	// One conflict per path and reservation, in the order of `paths` and
+	// then of ids; shared reservations are named too (`exclusive`
+	// false). The caller's own reservations are never conflicts. At
+	// most 1000 paths; a client with more asks in batches.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+	CheckPathsWithBodyWithResponse(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CheckPathsResponse, error)
+
+	// CheckPathsWithResponse Which concrete paths live reservations of other members hold
+	//
+	// One conflict per path and reservation, in the order of `paths` and
+	// then of ids; shared reservations are named too (`exclusive`
+	// false). The caller's own reservations are never conflicts. At
+	// most 1000 paths; a client with more asks in batches.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+	CheckPathsWithResponse(ctx context.Context, team TeamPath, body CheckPathsJSONRequestBody, reqEditors ...RequestEditorFn) (*CheckPathsResponse, error)
+
+	// ReleaseReservationWithResponse Release a reservation (its holder, lead or admin)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /teams/{team}/reservations/{reservation_id} (the `ReleaseReservation` operationId).
+	ReleaseReservationWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, reqEditors ...RequestEditorFn) (*ReleaseReservationResponse, error)
+
+	// RenewReservationWithBodyWithResponse Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+	RenewReservationWithBodyWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewReservationResponse, error)
+
+	// RenewReservationWithResponse Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+	RenewReservationWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewReservationResponse, error)
 
 	// ListTasksWithResponse The team's tasks in id order, deleted ones included (admin or a member)
 	//
@@ -8882,6 +9606,449 @@ func (r ReplyRequestResponse) ContentType() string {
 	return ""
 }
 
+type ListReservationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReservationList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListReservationsResponse) GetJSON200() *ReservationList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListReservationsResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListReservationsResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListReservationsResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListReservationsResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListReservationsResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListReservationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListReservationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListReservationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListReservationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateReservationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Reservation
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateReservationResponse) GetJSON201() *Reservation {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateReservationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateReservationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateReservationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateReservationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CheckPathsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PathCheckResult
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CheckPathsResponse) GetJSON200() *PathCheckResult {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CheckPathsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CheckPathsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CheckPathsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CheckPathsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReleaseReservationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Reservation
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReleaseReservationResponse) GetJSON200() *Reservation {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseReservationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseReservationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseReservationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseReservationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RenewReservationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Reservation
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RenewReservationResponse) GetJSON200() *Reservation {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RenewReservationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RenewReservationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RenewReservationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RenewReservationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListTasksResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10239,7 +11406,9 @@ func (r PutWorkspaceFileResponse) ContentType() string {
 // `permission` (a host permission asked for or decided), `run`,
 // `team` (the team document, when its limits changed), `task` (the
 // task document, whenever a task is created or changes; also for a
-// task whose `blocks` changed), `ack` (`{"id", "from", "to",
+// task whose `blocks` changed), `reservation` (the reservation
+// document, when one is granted, renewed or released; expiry sends
+// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
 // "outcome", "note", "at"}`: a letter acknowledged by `from`, its
 // recipient; a member sees those of letters it sent or received), and
 // `resync` when events may be missing from this stream: this client
@@ -10985,6 +12154,144 @@ func (c *ClientWithResponses) ReplyRequestWithResponse(ctx context.Context, team
 		return nil, err
 	}
 	return ParseReplyRequestResponse(rsp)
+}
+
+// ListReservationsWithResponse The team's reservations in id order, live ones unless all (admin or a member)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /teams/{team}/reservations (the `ListReservations` operationId).
+func (c *ClientWithResponses) ListReservationsWithResponse(ctx context.Context, team TeamPath, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*ListReservationsResponse, error) {
+	rsp, err := c.ListReservations(ctx, team, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListReservationsResponse(rsp)
+}
+
+// CreateReservationWithBodyWithResponse Reserve path patterns for the token's member
+//
+// Glob patterns relative to the repository root, as doublestar reads
+// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+// All or nothing: an exclusive pattern that overlaps a live
+// reservation of another member, or a shared one that overlaps
+// another member's exclusive one, is `reservation_conflict` with
+// `conflicts` naming each such reservation, and nothing is reserved.
+// A member's own reservations never conflict. Then
+// `reservation_limit` (the team holds `limits.reservations` live
+// ones). A closed member: `member_closed`. Of concurrent conflicting
+// requests exactly one is granted.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+func (c *ClientWithResponses) CreateReservationWithBodyWithResponse(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error) {
+	rsp, err := c.CreateReservationWithBody(ctx, team, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateReservationResponse(rsp)
+}
+
+// CreateReservationWithResponse Reserve path patterns for the token's member
+//
+// Glob patterns relative to the repository root, as doublestar reads
+// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+// All or nothing: an exclusive pattern that overlaps a live
+// reservation of another member, or a shared one that overlaps
+// another member's exclusive one, is `reservation_conflict` with
+// `conflicts` naming each such reservation, and nothing is reserved.
+// A member's own reservations never conflict. Then
+// `reservation_limit` (the team holds `limits.reservations` live
+// ones). A closed member: `member_closed`. Of concurrent conflicting
+// requests exactly one is granted.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+func (c *ClientWithResponses) CreateReservationWithResponse(ctx context.Context, team TeamPath, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error) {
+	rsp, err := c.CreateReservation(ctx, team, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateReservationResponse(rsp)
+}
+
+// CheckPathsWithBodyWithResponse Which concrete paths live reservations of other members hold
+//
+// One conflict per path and reservation, in the order of `paths` and
+// then of ids; shared reservations are named too (`exclusive`
+// false). The caller's own reservations are never conflicts. At
+// most 1000 paths; a client with more asks in batches.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+func (c *ClientWithResponses) CheckPathsWithBodyWithResponse(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CheckPathsResponse, error) {
+	rsp, err := c.CheckPathsWithBody(ctx, team, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCheckPathsResponse(rsp)
+}
+
+// CheckPathsWithResponse Which concrete paths live reservations of other members hold
+//
+// One conflict per path and reservation, in the order of `paths` and
+// then of ids; shared reservations are named too (`exclusive`
+// false). The caller's own reservations are never conflicts. At
+// most 1000 paths; a client with more asks in batches.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+func (c *ClientWithResponses) CheckPathsWithResponse(ctx context.Context, team TeamPath, body CheckPathsJSONRequestBody, reqEditors ...RequestEditorFn) (*CheckPathsResponse, error) {
+	rsp, err := c.CheckPaths(ctx, team, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCheckPathsResponse(rsp)
+}
+
+// ReleaseReservationWithResponse Release a reservation (its holder, lead or admin)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /teams/{team}/reservations/{reservation_id} (the `ReleaseReservation` operationId).
+func (c *ClientWithResponses) ReleaseReservationWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, reqEditors ...RequestEditorFn) (*ReleaseReservationResponse, error) {
+	rsp, err := c.ReleaseReservation(ctx, team, reservationID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseReservationResponse(rsp)
+}
+
+// RenewReservationWithBodyWithResponse Give a live reservation a new expiry, ttl_seconds from now (its holder)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+func (c *ClientWithResponses) RenewReservationWithBodyWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewReservationResponse, error) {
+	rsp, err := c.RenewReservationWithBody(ctx, team, reservationID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewReservationResponse(rsp)
+}
+
+// RenewReservationWithResponse Give a live reservation a new expiry, ttl_seconds from now (its holder)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+func (c *ClientWithResponses) RenewReservationWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewReservationResponse, error) {
+	rsp, err := c.RenewReservation(ctx, team, reservationID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewReservationResponse(rsp)
 }
 
 // ListTasksWithResponse The team's tasks in id order, deleted ones included (admin or a member)
@@ -13016,6 +14323,374 @@ func ParseReplyRequestResponse(rsp *http.Response) (*ReplyRequestResponse, error
 			return nil, err
 		}
 		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListReservationsResponse parses an HTTP response from a ListReservationsWithResponse call
+func ParseListReservationsResponse(rsp *http.Response) (*ListReservationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListReservationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReservationList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateReservationResponse parses an HTTP response from a CreateReservationWithResponse call
+func ParseCreateReservationResponse(rsp *http.Response) (*CreateReservationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateReservationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Reservation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCheckPathsResponse parses an HTTP response from a CheckPathsWithResponse call
+func ParseCheckPathsResponse(rsp *http.Response) (*CheckPathsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CheckPathsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PathCheckResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReleaseReservationResponse parses an HTTP response from a ReleaseReservationWithResponse call
+func ParseReleaseReservationResponse(rsp *http.Response) (*ReleaseReservationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseReservationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Reservation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRenewReservationResponse parses an HTTP response from a RenewReservationWithResponse call
+func ParseRenewReservationResponse(rsp *http.Response) (*RenewReservationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RenewReservationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Reservation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem

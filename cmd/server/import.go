@@ -156,13 +156,13 @@ func readFileStore(ctx context.Context, dir string, log *slog.Logger) ([]pgstore
 		if err != nil {
 			return nil, nil, fmt.Errorf("team %s: %w", ts.Name, err)
 		}
-		t.State.Intent = nil
+		// The file store, started, has moved the records an older state
+		// file kept into the team's idempotency log.
 		idem, err := readIdempotency(ctx, fstore, dir, ts.Name)
 		if err != nil {
 			return nil, nil, fmt.Errorf("team %s: idempotency records: %w", ts.Name, err)
 		}
-		t.Idempotency = pgstore.LiveIdempotency(append(t.State.Idempotency, idem...), time.Now())
-		t.State.Idempotency = nil
+		t.Idempotency = pgstore.LiveIdempotency(idem, time.Now())
 		teams = append(teams, t)
 	}
 	ids, err := store.ListRuns(ctx)

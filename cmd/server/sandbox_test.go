@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -231,8 +232,15 @@ func TestRunMainDiesWithTheServer(t *testing.T) {
 		case <-time.After(10 * time.Millisecond): // polls for the file; not an assertion
 		}
 	}
-	if len(testkit.Sleepers(t, marker)) != 1 {
-		t.Fatalf("the program's sleeping child is not running before the kill")
+	if pids := testkit.Sleepers(t, marker); len(pids) != 1 {
+		// What runs, for the failure's reader: the program, its child.
+		out, _ := exec.Command("ps", "-eo", "pid,ppid,user,stat,args").CombinedOutput()
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "python") || strings.Contains(line, "sleep") {
+				t.Log(line)
+			}
+		}
+		t.Fatalf("sleeping children before the kill: pids %v, want the program's one", pids)
 	}
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

@@ -17,14 +17,22 @@ import (
 // blocked on a client that does not read is cut at once instead.
 const streamEndTimeout = 3 * time.Second
 
+// streamCutGrace bounds a write already under way when the stream is ended.
+// A client that reads takes it in microseconds and then gets the end of the
+// body, so it sees the stream end cleanly (a write cut mid-way would leave
+// it a broken chunk); a write blocked on a client that stopped reading is
+// cut once this short grace is over.
+const streamCutGrace = 250 * time.Millisecond
+
 // endStreamsOnShutdown lets http.Server.Shutdown finish promptly while event
 // streams are open. Shutdown waits for every request to end, and an event
 // stream never ends by itself; so once a response declares itself a stream
 // (Content-Type text/event-stream), stopping also cancels its request
 // context, and a write the stream is blocked in is cut by moving its write
-// deadline to now: a client that stopped reading leaves its handler inside
-// a write, where no context reaches it, and would otherwise hold Shutdown
-// for the whole grace period. Ordinary requests are left to complete.
+// deadline to a moment later (streamCutGrace): a client that stopped reading
+// leaves its handler inside a write, where no context reaches it, and would
+// otherwise hold Shutdown for the whole grace period. Ordinary requests are
+// left to complete.
 func endStreamsOnShutdown(next http.Handler, stopping context.Context) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithCancel(r.Context())
@@ -71,8 +79,9 @@ func (sw *streamWatcher) WriteHeader(code int) {
 
 // end stops the stream: its context is cancelled for a handler waiting for
 // events, and a write under way, which may be blocked on a client that does
-// not read, is cut. Otherwise the handler returns by itself and only the end
-// of the body remains to be written, within streamEndTimeout.
+// not read, is cut after streamCutGrace. Otherwise the handler returns by
+// itself and only the end of the body remains to be written, within
+// streamEndTimeout.
 func (sw *streamWatcher) end() {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
@@ -83,7 +92,7 @@ func (sw *streamWatcher) end() {
 	sw.cancel()
 	deadline := time.Now().Add(streamEndTimeout)
 	if sw.writing > 0 {
-		deadline = time.Now()
+		deadline = time.Now().Add(streamCutGrace)
 	}
 	_ = http.NewResponseController(sw.ResponseWriter).SetWriteDeadline(deadline)
 }

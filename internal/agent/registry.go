@@ -253,8 +253,7 @@ func Registry(env Env) []Tool {
 			InputSchema: object(),
 		},
 	}
-	tools = append(tools, r.taskTools()...)
-	return append(tools, r.mailTools()...)
+	return append(append(append(tools, r.taskTools()...), r.reservationTools()...), r.mailTools()...)
 }
 
 // Offered returns the tools of door offered to member of a team with or

@@ -104,6 +104,7 @@ func TestRegistryHandlersNeedAMember(t *testing.T) {
 	}
 }
 
-// taskToolNames are the board's tools, offered to every member after the
+// taskToolNames are the board's and the reservations' tools, offered to every member after the
 // others.
-var taskToolNames = []string{ToolCreateTask, ToolListTasks, ToolClaimTask, ToolCompleteTask, ToolReleaseTask}
+var taskToolNames = []string{ToolCreateTask, ToolListTasks, ToolClaimTask, ToolCompleteTask, ToolReleaseTask,
+	ToolReservePaths, ToolReleaseReservation, ToolListReservations, ToolCheckPaths}

@@ -19,6 +19,7 @@ const (
 	EventTeam       = "team"       // TeamView: a team's limits changed (UpdateLimits)
 	EventRun        = "run"        // set by the HTTP layer (a scenario run)
 	EventTask       = "task"       // Task: a task created or changed (tasks.go)
+	// EventReservation (reservations.go) carries a Reservation.
 	EventAck        = "ack"        // AckEvent: a letter acknowledged (acks.go)
 	// EventResync says that events may have been missed: a Notifier
 	// store delivers it once its listener is connected again after it
@@ -73,6 +74,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		e.Data = *decode(&TeamView{}).(*TeamView)
 	case EventTask:
 		e.Data = *decode(&Task{}).(*Task)
+	case EventReservation:
+		e.Data = *decode(&Reservation{}).(*Reservation)
 	case EventAck:
 		e.Data = *decode(&AckEvent{}).(*AckEvent)
 	default:

@@ -31,6 +31,7 @@ type LimitsUpdate struct {
 	ModelRequests      *int
 	WorkspaceBytes     *int64
 	WorkspaceFiles     *int
+	Reservations       *int
 }
 
 // UpdateLimits changes a team's limits (the admin only) and, when
@@ -47,7 +48,7 @@ func (s *Service) UpdateLimits(ctx context.Context, team string, upd LimitsUpdat
 		l := old
 		for _, f := range []struct{ dst, src *int }{
 			{&l.Requests, upd.Requests}, {&l.Turns, upd.Turns}, {&l.PermissionTimeoutS, upd.PermissionTimeoutS}, {&l.Tasks, upd.Tasks}, {&l.ToolCalls, upd.ToolCalls}, {&l.WakeDelayMS, upd.WakeDelayMS},
-			{&l.ModelRequests, upd.ModelRequests},
+			{&l.ModelRequests, upd.ModelRequests}, {&l.Reservations, upd.Reservations},
 			{&l.InboxMessages, upd.InboxMessages}, {&l.InboxBytes, upd.InboxBytes}, {&l.BodyChars, upd.BodyChars},
 			{&l.PayloadChars, upd.PayloadChars}, {&l.FeedbackChars, upd.FeedbackChars}, {&l.HistoryEntries, upd.HistoryEntries},
 		} {

@@ -13,20 +13,38 @@ import (
 
 // readState and writeState edit state.json directly to stand for the
 // instant of a crash between two writes.
-func (f *fixture) readState() core.TeamState {
+// fileState is state.json as the file store reads it: the team's state
+// and, in files an older version wrote, the intent it recorded before a
+// protocol letter (docs/spec.md §13.14).
+type fileState struct {
+	core.TeamState
+	Intent *fileIntent `json:"intent,omitempty"`
+}
+
+// fileIntent is an intent as older versions wrote it.
+type fileIntent struct {
+	Op        string        `json:"op"`
+	Letter    core.Message  `json:"letter"`
+	Request   *core.Request `json:"request,omitempty"`
+	RequestID string        `json:"request_id,omitempty"`
+	Reply     *core.Reply   `json:"reply,omitempty"`
+	Close     string        `json:"close,omitempty"`
+}
+
+func (f *fixture) readState() fileState {
 	f.t.Helper()
 	b, err := os.ReadFile(filepath.Join(f.dir, "teams", f.team, "state.json"))
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	var st core.TeamState
+	var st fileState
 	if err := json.Unmarshal(b, &st); err != nil {
 		f.t.Fatal(err)
 	}
 	return st
 }
 
-func (f *fixture) writeState(st core.TeamState) {
+func (f *fixture) writeState(st fileState) {
 	f.t.Helper()
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -75,7 +93,7 @@ func TestRecoverIntents(t *testing.T) {
 		// Crash after the letter, before the registration: the state on
 		// disk is the one before, plus the intent.
 		r := f.request("req-1")
-		before.Intent = &core.Intent{Op: core.IntentOpen, Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
+		before.Intent = &fileIntent{Op: "open", Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
 		f.writeState(before)
 		svc := f.reopen()
 		got, err := svc.Request(t.Context(), "demo", "req-1")
@@ -90,7 +108,7 @@ func TestRecoverIntents(t *testing.T) {
 		f := newFixture(t, nil)
 		st := f.readState()
 		r := core.Request{ID: "req-1", Kind: "plan", Sender: "reader", Target: "lead", Payload: planText, Status: "pending", Receipt: "lead-1"}
-		st.Intent = &core.Intent{Op: core.IntentOpen, Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
+		st.Intent = &fileIntent{Op: "open", Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
 		f.writeState(st)
 		svc := f.reopen()
 		if reqs, _ := svc.Requests(t.Context(), "demo"); len(reqs) != 0 {
@@ -106,7 +124,7 @@ func TestRecoverIntents(t *testing.T) {
 		before := f.readState()
 		f.reply("req-1", "reader", true, shutdownOK)
 		rep := core.Reply{Type: "shutdown_response", RequestID: "req-1", Approve: true, Feedback: shutdownOK}
-		before.Intent = &core.Intent{Op: core.IntentReply, Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeReplyLetter(rep)}, RequestID: "req-1", Reply: &rep, Close: "reader"}
+		before.Intent = &fileIntent{Op: "reply", Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeReplyLetter(rep)}, RequestID: "req-1", Reply: &rep, Close: "reader"}
 		f.writeState(before)
 		svc := f.reopen()
 		got, _ := svc.Request(t.Context(), "demo", "req-1")
@@ -139,7 +157,7 @@ func TestRecoverIntents(t *testing.T) {
 		f.send("reviewer", "lead", "ordinary")
 		st := f.readState()
 		r := core.Request{ID: "req-1", Kind: "plan", Sender: "reader", Target: "lead", Payload: planText, Status: "pending", Receipt: "lead-1"}
-		st.Intent = &core.Intent{Op: core.IntentOpen, Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
+		st.Intent = &fileIntent{Op: "open", Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
 		f.writeState(st)
 		svc := f.reopen()
 		if reqs, _ := svc.Requests(t.Context(), "demo"); len(reqs) != 0 {
@@ -235,7 +253,7 @@ func TestRecoverSaveFailureIsNotDamage(t *testing.T) {
 	st := f.readState()
 	st.Members[1].Status = core.StatusRunning // reader's turn was cut by a crash
 	r := core.Request{ID: "req-1", Kind: "plan", Sender: "reader", Target: "lead", Payload: planText, Status: "pending", Receipt: "lead-1"}
-	st.Intent = &core.Intent{Op: core.IntentOpen, Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
+	st.Intent = &fileIntent{Op: "open", Letter: core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: core.EncodeRequestLetter("plan", "req-1", planText)}, Request: &r}
 	f.writeState(st)
 
 	f.fs.setFailSave(failState)

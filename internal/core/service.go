@@ -211,6 +211,13 @@ func (s *Service) update(ctx context.Context, name string, fn func(u *unit) erro
 	check := p.tokenCheck(name)
 	var last error // what the last run of the function returned
 	err := update(ctx, s.store, name, s.now, func(tx TeamTx) error {
+		if u != nil {
+			// Run again after a conflict: the last run did not commit,
+			// so what it did in memory is undone first.
+			for _, f := range u.undo {
+				f()
+			}
+		}
 		u = &unit{s: s, tx: tx, st: tx.State(), now: s.now()}
 		last = func() error {
 			if check && !p.tokenHolds(u.st) {
@@ -353,6 +360,9 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 	if limits.WorkspaceFiles == 0 {
 		limits.WorkspaceFiles = DefaultWorkspaceFiles
 	}
+	if limits.Reservations == 0 {
+		limits.Reservations = DefaultReservationLimit
+	}
 	if err := limits.validate(); err != nil {
 		return TeamView{}, nil, err
 	}
@@ -431,7 +441,7 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 }
 
 func (l Limits) validate() error {
-	for _, v := range []int{l.InboxMessages, l.InboxBytes, l.BodyChars, l.Requests, l.PayloadChars, l.Turns, l.HistoryEntries, l.Tasks, l.ToolCalls, l.ModelRequests} {
+	for _, v := range []int{l.InboxMessages, l.InboxBytes, l.BodyChars, l.Requests, l.PayloadChars, l.Turns, l.HistoryEntries, l.Tasks, l.ToolCalls, l.ModelRequests, l.Reservations} {
 		if v < 1 {
 			return Errorf(CodeValidation, "Every limit must be at least 1 (feedback_chars at least 0).")
 		}
@@ -490,22 +500,28 @@ func (s *Service) LookupMember(token string) (teamName, member string, err error
 	return p.Team, p.Member, err
 }
 
-// TokenPrincipal is the principal of the member token belongs to, as a
-// door authenticates a call: it carries the token's hash, so that the
-// units of work of the call confirm the token (tokenHolds), the
-// connections it opens follow exactly the team the token belongs to
-// (FollowTeam) and the per-token bounds count by token. Its errors are
-// LookupMember's. The token is hashed once, for the lookup and the
-// principal.
+// TokenPrincipal is LookupPrincipal for a caller without a request (tools,
+// tests): its lookup has no deadline but the store's own.
 func (s *Service) TokenPrincipal(token string) (Principal, error) {
+	return s.LookupPrincipal(context.Background(), token)
+}
+
+// LookupPrincipal is the principal of the member token belongs to, as a
+// door authenticates a call (internal/bearer), the lookup bound by the
+// call's ctx: it carries the token's hash, so that the units of work of
+// the call confirm the token (tokenHolds), the connections it opens
+// follow exactly the team the token belongs to (FollowTeam) and the
+// per-token bounds count by token. Its errors are LookupMember's. The
+// token is hashed once, for the lookup and the principal.
+func (s *Service) LookupPrincipal(ctx context.Context, token string) (Principal, error) {
 	if token == "" {
 		return Principal{}, Errorf(CodeNotFound, "No member has this token.")
 	}
 	hash := hashToken(token)
-	team, m, err := s.store.LookupToken(context.Background(), hash)
+	team, m, err := s.store.LookupToken(ctx, hash)
 	if err != nil {
 		if ErrorCode(err) != CodeNotFound {
-			s.log.Warn("token lookup failed", "err", err)
+			s.log.WarnContext(ctx, "token lookup failed", "err", err)
 		}
 		return Principal{}, err
 	}
@@ -513,10 +529,10 @@ func (s *Service) TokenPrincipal(token string) (Principal, error) {
 }
 
 // Teams lists every team, newest first.
-func (s *Service) Teams() []TeamSummary {
-	out, err := s.store.ListTeams(context.Background())
+func (s *Service) Teams(ctx context.Context) []TeamSummary {
+	out, err := s.store.ListTeams(ctx)
 	if err != nil {
-		s.log.Warn("listing teams failed", "err", err)
+		s.log.WarnContext(ctx, "listing teams failed", "err", err)
 		return []TeamSummary{}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -542,8 +558,8 @@ func (s *Service) Team(ctx context.Context, name string) (TeamView, error) {
 }
 
 // HasMember reports whether member belongs to team (not_found otherwise).
-func (s *Service) HasMember(teamName, member string) error {
-	return s.view(context.Background(), teamName, false, func(u *unit) error {
+func (s *Service) HasMember(ctx context.Context, teamName, member string) error {
+	return s.view(ctx, teamName, false, func(u *unit) error {
 		if !u.isMember(member) {
 			return u.noSuchMember()
 		}

@@ -224,17 +224,15 @@ type TeamState struct {
 	Model          *ModelSettings `json:"model,omitempty"`
 	Workspace      bool           `json:"workspace,omitempty"`
 	HostPermission string         `json:"host_permission,omitempty"`
-	// Intent is the file store's record of a protocol letter being
-	// written, recorded before the letter so that start-up can complete
-	// or drop it (docs/spec.md §13.14, docs/durability.md). Core never sets it.
-	Intent *Intent `json:"intent,omitempty"`
-	// Idempotency is only read: state files written before the team had
-	// an idempotency log kept the records here. Start-up moves them into
-	// the log, and the state is saved without them.
-	Idempotency []IdempotencyRecord `json:"idempotency,omitempty"`
 	// Permissions are the host gate's questions to a person, pending and
 	// decided, oldest first (permissions.go).
 	Permissions []Permission `json:"permissions,omitempty"`
+	// Reservations are the team's file reservations, live and closed,
+	// oldest first (reservations.go); a unit of work replaces the slice,
+	// never changes it in place. ReservationSeq is the number of the
+	// last one granted, so that an id is never given twice.
+	Reservations   []Reservation `json:"reservations,omitempty"`
+	ReservationSeq int           `json:"reservation_seq,omitempty"`
 	// Acks are the acknowledgements given to letters that asked for one,
 	// in the order given (acks.go). A unit replaces the slice, never
 	// changes it in place.
@@ -329,34 +327,6 @@ func (st *TeamState) HostPermissionOf() string {
 		return HostAsk
 	}
 	return st.HostPermission
-}
-
-// Intent operations.
-const (
-	IntentOpen  = "open"
-	IntentReply = "reply"
-	IntentSend  = "send"
-	// IntentState is a letter whose unit of work changed the state in a
-	// way open and reply do not describe: State is the state to store
-	// once the letter is on disk.
-	IntentState = "state"
-)
-
-// Intent records, before a letter is written, what the letter will mean
-// once stored: a request to register, a reply to record (and a member to
-// close), or a whole new state. Start-up completes an intent whose exact
-// letter is on disk and drops one whose letter is missing. Only the file
-// store writes intents; a database commits the letter and its meaning in
-// one transaction.
-type Intent struct {
-	Op          string             `json:"op"`
-	Letter      Message            `json:"letter"`
-	Request     *Request           `json:"request,omitempty"`
-	RequestID   string             `json:"request_id,omitempty"`
-	Reply       *Reply             `json:"reply,omitempty"`
-	Close       string             `json:"close,omitempty"`
-	State       *TeamState         `json:"state,omitempty"`
-	Idempotency *IdempotencyRecord `json:"idempotency_record,omitempty"`
 }
 
 // IdempotencyRecord remembers the first successful response to a write

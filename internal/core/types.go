@@ -46,6 +46,9 @@ type Limits struct {
 	// it added).
 	WorkspaceBytes int64 `json:"workspace_bytes"`
 	WorkspaceFiles int   `json:"workspace_files"`
+	// Reservations bounds the live file reservations of the team
+	// (reservations.go); see ReservationLimit.
+	Reservations int `json:"reservations"`
 }
 
 // Defaults of the limits the lessons do not name.
@@ -97,6 +100,7 @@ func DefaultLimits() Limits {
 		ModelRequests:      DefaultModelRequests,
 		WorkspaceBytes:     DefaultWorkspaceBytes,
 		WorkspaceFiles:     DefaultWorkspaceFiles,
+		Reservations:       DefaultReservationLimit,
 	}
 }
 

@@ -283,6 +283,9 @@ const (
 	ProblemCodeReplyConflict        ProblemCode = "reply_conflict"
 	ProblemCodeRequestLimit         ProblemCode = "request_limit"
 	ProblemCodeRequestPending       ProblemCode = "request_pending"
+	ProblemCodeReservationClosed    ProblemCode = "reservation_closed"
+	ProblemCodeReservationConflict  ProblemCode = "reservation_conflict"
+	ProblemCodeReservationLimit     ProblemCode = "reservation_limit"
 	ProblemCodeShuttingDown         ProblemCode = "shutting_down"
 	ProblemCodeStorageFailed        ProblemCode = "storage_failed"
 	ProblemCodeStorageUnavailable   ProblemCode = "storage_unavailable"
@@ -351,6 +354,12 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeRequestLimit:
 		return true
 	case ProblemCodeRequestPending:
+		return true
+	case ProblemCodeReservationClosed:
+		return true
+	case ProblemCodeReservationConflict:
+		return true
+	case ProblemCodeReservationLimit:
 		return true
 	case ProblemCodeShuttingDown:
 		return true
@@ -837,6 +846,9 @@ type Limits struct {
 	PermissionTimeoutS int `json:"permission_timeout_s"`
 	Requests           int `json:"requests"`
 
+	// Reservations Live file reservations the team may hold (`reservation_limit` past it).
+	Reservations int `json:"reservations"`
+
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks int `json:"tasks"`
 
@@ -876,6 +888,9 @@ type LimitsInput struct {
 	PermissionTimeoutS *int `json:"permission_timeout_s,omitempty"`
 	Requests           *int `json:"requests,omitempty"`
 
+	// Reservations Live file reservations the team may hold; a grant past it is `reservation_limit`.
+	Reservations *int `json:"reservations,omitempty"`
+
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks *int `json:"tasks,omitempty"`
 
@@ -908,6 +923,7 @@ type LimitsUpdate struct {
 	PayloadChars       *int   `json:"payload_chars,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
+	Reservations       *int   `json:"reservations,omitempty"`
 	Tasks              *int   `json:"tasks,omitempty"`
 	ToolCalls          *int   `json:"tool_calls,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
@@ -1137,6 +1153,24 @@ type OpenResult struct {
 // OpenResultStatus defines model for OpenResult.Status.
 type OpenResultStatus string
 
+// PathCheck defines model for PathCheck.
+type PathCheck struct {
+	Paths []string `json:"paths"`
+}
+
+// PathCheckResult defines model for PathCheckResult.
+type PathCheckResult struct {
+	Conflicts []PathConflict `json:"conflicts"`
+}
+
+// PathConflict defines model for PathConflict.
+type PathConflict struct {
+	Exclusive     bool   `json:"exclusive"`
+	Member        string `json:"member"`
+	Path          string `json:"path"`
+	ReservationID string `json:"reservation_id"`
+}
+
 // Permission One question of run_main's host gate to a person.
 type Permission struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -1184,6 +1218,9 @@ type PermissionList struct {
 // Problem An RFC 9457 problem document.
 type Problem struct {
 	Code ProblemCode `json:"code"`
+
+	// Conflicts With `reservation_conflict` only: the live reservations of other members the request clashed with.
+	Conflicts *[]ReservationConflict `json:"conflicts,omitempty"`
 
 	// Detail Human-readable; never contains the client's values.
 	Detail string `json:"detail"`
@@ -1315,6 +1352,48 @@ type RequestKind string
 // RequestList defines model for RequestList.
 type RequestList struct {
 	Requests []Request `json:"requests"`
+}
+
+// Reservation Path patterns reserved by one member.
+type Reservation struct {
+	CreatedAt time.Time `json:"created_at"`
+	Exclusive bool      `json:"exclusive"`
+
+	// ExpiresAt Past it the reservation conflicts with nothing.
+	ExpiresAt  time.Time  `json:"expires_at"`
+	Member     string     `json:"member"`
+	Paths      []string   `json:"paths"`
+	Reason     *string    `json:"reason"`
+	ReleasedAt *time.Time `json:"released_at"`
+
+	// ReservationID `res-<n>`, numbered per team from 1, never reused.
+	ReservationID string `json:"reservation_id"`
+}
+
+// ReservationConflict defines model for ReservationConflict.
+type ReservationConflict struct {
+	ExpiresAt     time.Time `json:"expires_at"`
+	Member        string    `json:"member"`
+	Paths         []string  `json:"paths"`
+	ReservationID string    `json:"reservation_id"`
+}
+
+// ReservationCreate defines model for ReservationCreate.
+type ReservationCreate struct {
+	Exclusive  *bool    `json:"exclusive,omitempty"`
+	Paths      []string `json:"paths"`
+	Reason     *string  `json:"reason,omitempty"`
+	TTLSeconds *int     `json:"ttl_seconds,omitempty"`
+}
+
+// ReservationList defines model for ReservationList.
+type ReservationList struct {
+	Reservations []Reservation `json:"reservations"`
+}
+
+// ReservationRenew defines model for ReservationRenew.
+type ReservationRenew struct {
+	TTLSeconds int `json:"ttl_seconds"`
 }
 
 // RunOptions Every field is optional; `agent-teams` takes only `step_ms`.
@@ -1788,6 +1867,9 @@ type PermissionIDPath = string
 // RequestIDPath Example: req-1
 type RequestIDPath = RequestID
 
+// ReservationIDPath defines model for ReservationIDPath.
+type ReservationIDPath = string
+
 // TaskIDPath Example: task-1
 type TaskIDPath = TaskID
 
@@ -1858,6 +1940,17 @@ type ReplyRequestParams struct {
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
 }
 
+// ListReservationsParams defines parameters for ListReservations.
+type ListReservationsParams struct {
+	Member *Name `form:"member,omitempty" json:"member,omitempty"`
+
+	// Path A concrete path; only the reservations with a pattern that matches it.
+	Path *string `form:"path,omitempty" json:"path,omitempty"`
+
+	// All Include released and expired reservations (the newest 50 of them are kept).
+	All *bool `form:"all,omitempty" json:"all,omitempty"`
+}
+
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	Status   *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -1900,6 +1993,15 @@ type OpenRequestJSONRequestBody = RequestCreate
 
 // ReplyRequestJSONRequestBody defines body for ReplyRequest for application/json ContentType.
 type ReplyRequestJSONRequestBody = ReplyCreate
+
+// CreateReservationJSONRequestBody defines body for CreateReservation for application/json ContentType.
+type CreateReservationJSONRequestBody = ReservationCreate
+
+// CheckPathsJSONRequestBody defines body for CheckPaths for application/json ContentType.
+type CheckPathsJSONRequestBody = PathCheck
+
+// RenewReservationJSONRequestBody defines body for RenewReservation for application/json ContentType.
+type RenewReservationJSONRequestBody = ReservationRenew
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskCreate
@@ -2111,6 +2213,21 @@ type ServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams)
+	// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+	// (GET /teams/{team}/reservations)
+	ListReservations(w http.ResponseWriter, r *http.Request, team TeamPath, params ListReservationsParams)
+	// CreateReservation Reserve path patterns for the token's member
+	// (POST /teams/{team}/reservations)
+	CreateReservation(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// CheckPaths Which concrete paths live reservations of other members hold
+	// (POST /teams/{team}/reservations/check)
+	CheckPaths(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// ReleaseReservation Release a reservation (its holder, lead or admin)
+	// (DELETE /teams/{team}/reservations/{reservation_id})
+	ReleaseReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath)
+	// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	// (POST /teams/{team}/reservations/{reservation_id}/renew)
+	RenewReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath)
 	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
 	// (GET /teams/{team}/tasks)
 	ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams)
@@ -2315,6 +2432,36 @@ func (_ Unimplemented) GetRequest(w http.ResponseWriter, r *http.Request, team T
 // ReplyRequest Answer a request addressed to the token's member
 // (POST /teams/{team}/requests/{request_id}/reply)
 func (_ Unimplemented) ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+// (GET /teams/{team}/reservations)
+func (_ Unimplemented) ListReservations(w http.ResponseWriter, r *http.Request, team TeamPath, params ListReservationsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateReservation Reserve path patterns for the token's member
+// (POST /teams/{team}/reservations)
+func (_ Unimplemented) CreateReservation(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CheckPaths Which concrete paths live reservations of other members hold
+// (POST /teams/{team}/reservations/check)
+func (_ Unimplemented) CheckPaths(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseReservation Release a reservation (its holder, lead or admin)
+// (DELETE /teams/{team}/reservations/{reservation_id})
+func (_ Unimplemented) ReleaseReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+// (POST /teams/{team}/reservations/{reservation_id}/renew)
+func (_ Unimplemented) RenewReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3291,6 +3438,196 @@ func (siw *ServerInterfaceWrapper) ReplyRequest(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListReservations operation middleware
+func (siw *ServerInterfaceWrapper) ListReservations(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListReservationsParams
+
+	// ------------- Optional query parameter "member" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "member", r.URL.Query(), &params.Member, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "member"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "path" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "path", r.URL.Query(), &params.Path, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "path"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "path", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "all" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "all", r.URL.Query(), &params.All, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "all"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "all", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListReservations(w, r, team, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateReservation operation middleware
+func (siw *ServerInterfaceWrapper) CreateReservation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateReservation(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CheckPaths operation middleware
+func (siw *ServerInterfaceWrapper) CheckPaths(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CheckPaths(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseReservation operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseReservation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "reservation_id" -------------
+	var reservationID ReservationIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "reservation_id", chi.URLParam(r, "reservation_id"), &reservationID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "reservation_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseReservation(w, r, team, reservationID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RenewReservation operation middleware
+func (siw *ServerInterfaceWrapper) RenewReservation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "reservation_id" -------------
+	var reservationID ReservationIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "reservation_id", chi.URLParam(r, "reservation_id"), &reservationID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "reservation_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RenewReservation(w, r, team, reservationID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTasks operation middleware
 func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Request) {
 
@@ -4091,6 +4428,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/tasks/{task_id}/release", wrapper.ReleaseTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/reservations", wrapper.ListReservations)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/reservations", wrapper.CreateReservation)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/reservations/check", wrapper.CheckPaths)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/teams/{team}/reservations/{reservation_id}", wrapper.ReleaseReservation)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/reservations/{reservation_id}/renew", wrapper.RenewReservation)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/workspace", wrapper.ListWorkspaceFiles)
@@ -6845,6 +7197,598 @@ func (response ReplyRequest500ApplicationProblemPlusJSONResponse) VisitReplyRequ
 	return err
 }
 
+type ListReservationsRequestObject struct {
+	Team   TeamPath `json:"team"`
+	Params ListReservationsParams
+}
+
+type ListReservationsResponseObject interface {
+	VisitListReservationsResponse(w http.ResponseWriter) error
+}
+
+type ListReservations200JSONResponse ReservationList
+
+func (response ListReservations200JSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations400ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations400ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations401ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations401ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations403ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations404ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations404ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations500ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations500ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservationRequestObject struct {
+	Team TeamPath `json:"team"`
+	Body *CreateReservationJSONRequestBody
+}
+
+type CreateReservationResponseObject interface {
+	VisitCreateReservationResponse(w http.ResponseWriter) error
+}
+
+type CreateReservation201JSONResponse Reservation
+
+func (response CreateReservation201JSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation400ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation400ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation401ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation401ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation403ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation403ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation404ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation404ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation409ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation409ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation413ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation413ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation415ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation415ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation500ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation500ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPathsRequestObject struct {
+	Team TeamPath `json:"team"`
+	Body *CheckPathsJSONRequestBody
+}
+
+type CheckPathsResponseObject interface {
+	VisitCheckPathsResponse(w http.ResponseWriter) error
+}
+
+type CheckPaths200JSONResponse PathCheckResult
+
+func (response CheckPaths200JSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths400ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths400ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths401ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths401ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths403ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths403ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths404ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths404ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths413ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths413ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths415ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths415ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths500ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths500ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservationRequestObject struct {
+	Team          TeamPath          `json:"team"`
+	ReservationID ReservationIDPath `json:"reservation_id"`
+}
+
+type ReleaseReservationResponseObject interface {
+	VisitReleaseReservationResponse(w http.ResponseWriter) error
+}
+
+type ReleaseReservation200JSONResponse Reservation
+
+func (response ReleaseReservation200JSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation400ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation400ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation401ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation401ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation403ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation403ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation404ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation404ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation409ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation409ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation500ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation500ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservationRequestObject struct {
+	Team          TeamPath          `json:"team"`
+	ReservationID ReservationIDPath `json:"reservation_id"`
+	Body          *RenewReservationJSONRequestBody
+}
+
+type RenewReservationResponseObject interface {
+	VisitRenewReservationResponse(w http.ResponseWriter) error
+}
+
+type RenewReservation200JSONResponse Reservation
+
+func (response RenewReservation200JSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation400ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation400ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation401ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation401ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation403ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation403ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation404ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation404ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation409ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation409ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation413ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation413ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation415ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation415ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation500ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation500ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTasksRequestObject struct {
 	Team   TeamPath `json:"team"`
 	Params ListTasksParams
@@ -8659,6 +9603,21 @@ type StrictServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(ctx context.Context, request ReplyRequestRequestObject) (ReplyRequestResponseObject, error)
+	// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+	// (GET /teams/{team}/reservations)
+	ListReservations(ctx context.Context, request ListReservationsRequestObject) (ListReservationsResponseObject, error)
+	// CreateReservation Reserve path patterns for the token's member
+	// (POST /teams/{team}/reservations)
+	CreateReservation(ctx context.Context, request CreateReservationRequestObject) (CreateReservationResponseObject, error)
+	// CheckPaths Which concrete paths live reservations of other members hold
+	// (POST /teams/{team}/reservations/check)
+	CheckPaths(ctx context.Context, request CheckPathsRequestObject) (CheckPathsResponseObject, error)
+	// ReleaseReservation Release a reservation (its holder, lead or admin)
+	// (DELETE /teams/{team}/reservations/{reservation_id})
+	ReleaseReservation(ctx context.Context, request ReleaseReservationRequestObject) (ReleaseReservationResponseObject, error)
+	// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	// (POST /teams/{team}/reservations/{reservation_id}/renew)
+	RenewReservation(ctx context.Context, request RenewReservationRequestObject) (RenewReservationResponseObject, error)
 	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
 	// (GET /teams/{team}/tasks)
 	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
@@ -9500,6 +10459,160 @@ func (sh *strictHandler) ReplyRequest(w http.ResponseWriter, r *http.Request, te
 	}
 }
 
+// ListReservations operation middleware
+func (sh *strictHandler) ListReservations(w http.ResponseWriter, r *http.Request, team TeamPath, params ListReservationsParams) {
+	var request ListReservationsRequestObject
+
+	request.Team = team
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListReservations(ctx, request.(ListReservationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListReservations")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListReservationsResponseObject); ok {
+		if err := validResponse.VisitListReservationsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateReservation operation middleware
+func (sh *strictHandler) CreateReservation(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request CreateReservationRequestObject
+
+	request.Team = team
+
+	var body CreateReservationJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateReservation(ctx, request.(CreateReservationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateReservation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateReservationResponseObject); ok {
+		if err := validResponse.VisitCreateReservationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CheckPaths operation middleware
+func (sh *strictHandler) CheckPaths(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request CheckPathsRequestObject
+
+	request.Team = team
+
+	var body CheckPathsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CheckPaths(ctx, request.(CheckPathsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CheckPaths")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CheckPathsResponseObject); ok {
+		if err := validResponse.VisitCheckPathsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseReservation operation middleware
+func (sh *strictHandler) ReleaseReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
+	var request ReleaseReservationRequestObject
+
+	request.Team = team
+	request.ReservationID = reservationID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseReservation(ctx, request.(ReleaseReservationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseReservation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseReservationResponseObject); ok {
+		if err := validResponse.VisitReleaseReservationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RenewReservation operation middleware
+func (sh *strictHandler) RenewReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
+	var request RenewReservationRequestObject
+
+	request.Team = team
+	request.ReservationID = reservationID
+
+	var body RenewReservationJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RenewReservation(ctx, request.(RenewReservationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RenewReservation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RenewReservationResponseObject); ok {
+		if err := validResponse.VisitRenewReservationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListTasks operation middleware
 func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams) {
 	var request ListTasksRequestObject
@@ -9986,318 +11099,343 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1dd9s40j/4VXC0/z2Rn2VkJ53u/7R8sSfz3jud6d4kc/pimEeESMjCYwrQEKAVTU6++x5UFUBQAiU5",
-	"iRN71n3RkSUSBIFCvdevPoxKvVprJZQ1o+mH0Zo3fCWsaOCvnyqxWmsrVLn9m9j+VfBKNO77SpiykWsr",
-	"tRpNRy9ZI2yzZRtpl8wuBTN8Jdi12DKuqu6Lua627sq2UQa+XcjGWNYIs9bKiFy5q43VjTBMabuU6oop",
-	"sbnsDwkP4e530eCQ0uSqkN1MZ6VWi1qWtpiwv4mtYbwRzJR6LSpmNYxm9bVQTwxbidVcNJNcjbKRdK+y",
-	"xFfMRoqvxGgaL8DTv4ntKBuZcilW3C3Cir//WagruxxNn19cZKOVVP7vZ9nIbtduAGMbqa5GHz9mo1fw",
-	"sF+5u+ADPm7t/ggPw9mMslEj/tXKRlSjqW1aET/zfzViMZqO/o/zbtfO8Vdz/nc3invQr6JZSWOkVj/9",
-	"8cDj1uGymawOPlW856t17e95+myUuaGsaNyg/w3f/fPZ0x/f/fPi6Y/v/ut/jVJv/1r8qxXGHpxRg9cc",
-	"m86hRQiPgYe+5eb64BMtN9ef8zh8AD5L8NWhJwm++vytfds2hzfVna7Tt7MBcn9qd3b0n/zpv9+5/108",
-	"/fHpuw8X2fPvPj61sLsfnmU/fkzv8G+6uTZrXoo/y1r4Ke5yCjdb1oiaW3kj/HHc+DszJiZXE1asuFST",
-	"9bZgumGFacpzvl67v6e54jiEVFYzzha6rkTDVnzLNo20gklrmKm5WQrDuGHFOYzhPv2fz/9cTHL1d82K",
-	"yaTImNKMz42uWytgyAy4ldLMbFdzXcuS1VJdM2ncQ2q9EVXEJ3ZOEv41vOIRq3h28fzFMV7x0d8LTPhl",
-	"ef2TWrfWfeZVJd1a8vrXRq9FY6Uwo+mC10Zko3X01YeR0lbs78DbRq5Worpk3LKVNpb9cHHByiVveOmY",
-	"/mSUxZP9wfG1ndllI93aUq9gcKHa1Wj6z1GllRhlo3mty2uB1Pc/orSiGr1LkUq3Uv8Mo3UX6rm71z3p",
-	"ZXn9xnJ8j/7bcViOhW5W7tOo4lY8tXIlRon5+pX4Si9CD8zcHFMv9YelKK8Tb7Re17Lk8zq5a61gC0fI",
-	"rHR3M7uUhjWtYit+LcyE/dlRANOq3vYu43Pd2lyBAIXhnhgm3vPSMtU6WWPc4djopjJs7C4iBsystrzO",
-	"3NnMFV5fC8cdTEbiU9dPWyOYrMxZxrRiHCZTNfJGKDbfur8Fr3O10pWoL1lRCctlXbi7FTN8a9hmierB",
-	"Zskt23DDjBAKTxit2FzrWnDllgxvT+4hHsHU5l4n1nEpaGWWoq4y9/bSskqjxsHcFmzZuOi2omBwts4m",
-	"iWntbD9MBB6bxXsZJp8kBa1MuxKvhWlru08SDXwPH6UVK3NMTLzitlzSYB/D43jT8O3edP3YyWk1gltR",
-	"ocKyP63BJW90nf7BXMu6Pjr9n/lc1Aaut9y2x18X5vcGr3Xv67S69KajavXEsLngjWhQAbxkZqk3Co/N",
-	"UjRiMjp2xmmT4UXDNMP7+SkcWFOnJaSnqMSGOSXBCau//OktzM048hzPWwunujX8SmT+kBo4PhVf8StR",
-	"ZWyzlOWS8W6YJXdErQTTi7MM5CIuggl6uqR1AK7f3+ISZztDNtuf7G/uDAMbcI9xR5euZuN/vP0DHJXT",
-	"+PJSGzvrtNCYDXMDx8jJXThBapvgv9molitpj9MVXvUxIw379APVPwh7RyobAX87SqfuojfCWqmuzEGe",
-	"tW6btTbp34KSFP16hBdFuxjWqluE7nH+PeKH7G9Piqp/UnP9fp9DrIRxtHoLzoU3HOVaYeDUZIh/7BHs",
-	"GzidTC8YpzMAnB+kIv7EmTMEmBKiMtNwFaiVZc3lyqmdcAWwio07ANLCCRM3otmy2j0Zz0QYh40LsC7g",
-	"jyJHi3UjnTBhf+Llkm5aOZ4tDCv+mxRur3jPQPP+7tnH/1VcMp6rRqzxlOF90rBS1zVfG1GhNuyOOJrU",
-	"6xp0accfvJr37IdcVdJYqZwwh4VijXB6NhsXN7yWFXerNVtwWYuqYPFs/8gtR8O8ytVcLHQj/BDivTRu",
-	"Ts6QAIWbKyZWa7tltTSWFGZPADsWRvJdU3xi99D9HE79rnXhOJJj8rpVVYKrzXW1nTll10RnSCorrvB0",
-	"L4So5ry8PnTNUrqV2M6Esg0Nu3+RdMdiNt/awxfEx2T/GjiTM8/t918X2EonDTxHfmIYulgc9Tr1kEnF",
-	"eF1noGo5ekW9bt3oG+mMp0asdWPhfICEuWRalcJdtAXXyYpXwtlFblR3kX9QrkD5DM6YsbRMqMqwYt5W",
-	"V8LOxPslbx15FBkJJieOpGEvLn7M1f5VZz31b28lUFbtrwMYR2xdt4bp1rrPeGW8Iqv+WrmlMWuhKlqb",
-	"S3bh5qU0kk5PhEllf3iRnNaab2vNq0PUEvlYnBTUrZ2lGJQotVs4zrrr2YbDgQZtfi0aoxWjs+fW+f1a",
-	"NsKwMWeVUJLXsYYaPT+mnv1fHX9KTOet+zpevbnmTQWLttROba5ELdyp10oYJlVZt5Wo0hNwpsKs5HWK",
-	"L7/VumbwGxAG0JcnWvT64Y9zsdWqYlfCAntpGu2I1qmvwcEI9yLxuXtmIOyKgSm505FekA2/FrNK1Hw7",
-	"W6VOnKxraWiz5sJuBGlCaB0x62wZOhTMjeUFifvsrAH0cbp93TgSxWmPOVvI96JiG6kqvZl6mRKNyRtn",
-	"WRk23+bK3e0o90rD4pMLBfyjbrizS8Zro2la3BlzciXi2ebK3R5JQ+IYzM9Nifc2muDQqQy6Qsfo+sv1",
-	"e/d1TEfhjkBLaHYa+W8B/Mc9vRFXbc0btpC1MGcnHsVuLnDb/lz+zlfH5wL3ZqySjSitduwd1qSW6tow",
-	"XstrkTxmOzrKDm/vS4MsFkLR+dzlJnvCyNPtvgTa4Y8DTMef9t6R3KX4PaGzv8v7a51UxUBEn+a2OijE",
-	"nQIDaqzU6pIJpzctpKgrVokFdwas9yHWwjgWecPrVhyT/HQv+bdWUsmVMzueZSfpBOHuZ8/juy+y07SF",
-	"cPvvjj57R40Id373/OLixJtjFaN78rF7U6oH3YuP/ixNhI2NEAxJBA7UKZOJpb9f/wv4L/s2+sDhjd/T",
-	"DbpZH9/3Ya3BE8D+W38pHWLF3+PMfvfDi+NEliSRF8fuivQOuuX7/Rf6dC0kvMIzoo8js9lRUcIhy26h",
-	"r2RsqTegXK+42hJ9cWU2onF20TVsgl2K1RdRbFBsknJRGKvXa9Cfj56loPt05/nYLQmdyN/6/T4niDUk",
-	"TjqMk7bu9KN+w2rujtweD/Cb9sPOnl2crHv4af3wuxffff/i+x+yL6mP5IoUEvZSsXbtDjdbO/VKWscq",
-	"GrFoDehwdsmKSES2dV2QKZ6rpgULqotvgXYH2+vHuhZi3cW/pWW8qnzoaZgHPTtZKYp5Z/allaRcoZaU",
-	"7eQClFoZxylUSWG5nf0r8P0Ovc7HQS3jH+uKQkS3UDPeOpUBbncKRLnkyhm+nJSLWiysEx60G+4qUCzY",
-	"WOlO84BwwdkxZeO26sWtFYpb6RC31RluqyfcTpR/rlD9NDH66SLuRLH2WQLoRAZ+S6b92ez183nPbU/3",
-	"K95cvxa8umXc2y4b3V4tk4kO3+2Et18cz9qJLTs/9LvkbLvY25A/fCardNxMcKMTkatfwNvsOKm8UrpB",
-	"7caHSHRTScWbrT+uYGiCJ3fmU6rcV9VMNzN4Ioat3J+NKOVaCmUxVj0z/Ea4u9b1Nhpl3WirS10nIy9R",
-	"qs6BafP1utE3osqYD6Nj0KqF8KhNBdzi4F+IBtEwcTg+G4VR3JxxfY4H6aOdCE9KbqdI+ZdJ4/LpY05K",
-	"Zv5L92JugSG2UPBqJVXhtT4Gf+J9+/ICfkxFdXys5nbBVkshxv2FSLxlOsLLSytvkivQOYGlDygyTEVQ",
-	"Ul1NktF7L7NqOmfDDvFDV6zK9cypjjMjUlHeEJWkSblL0XXNFXv1h19DbsO4OF+Va9DJtszTeK5uROMk",
-	"RcaMAJEBqRFK2zM6gKAoXAuFQc5Lptq6xkgQuNRQ1XcqmxGNMwOuld6ADqm0EhP2N7G2zrhciZVuthmk",
-	"G2BIZeoUQ7oJ1MFGGMsbayC+tNDNlbYWAk4T9pIV+HoFEzdCWVbyxqkBuXKKou1lVeLbkh2hQiAInYvP",
-	"LphxFqGPh+XKavrJsQFZch9RRg0IPCzcCtRRl8JZYnpxyYym0JS75YnXkpyyOBesXTvdCh6FaVp2yclf",
-	"yrspTnLllDE8i2zNrwSFvmnf5ry6EkzHm4vJIm45Ye1htB8umNnRkuPgs9suzK3B3Ky9U+PIy2/9PnX9",
-	"VW/QsHMzChRCpHTWOw1OSzaR/gs7myv046JBOHXvxq/cBurWGlkJ9orLutF6hXE9pYhZGhg6V96PvJS1",
-	"IIuDz/WNYBcT9sZPZy5qra68Q2zd6FIYAzSVK70WSgAprDK3azA/43ac137LDfrXSt0qazDU6cheb9Qk",
-	"V3ukx5XSLSj0SDeoQ7Mx9+vD8JlZrspaO9tIN+RzqM529P2LQWURuFFd/7IYTf95qyj7u+xQGojeKLTR",
-	"PZlvpDvxFBwj84cO+UrwnvNoMkxOHWcdzpERvJpFOsr+JGXlo2xA2CEOEFib4wtuGJofeXS42k5OIfRv",
-	"naQzHH1pVUPq3sDhoyQ0VuqVYHzhlqWI17OYHCUqiHAem/M/fC6CU6PTm0QMmzg17wVHaZvmcHxEvUAx",
-	"4b0hkVNO2rTABO19KerqUDITOigpUDOFkwr04j1Gouq5jDJWUGw/V2PumKcVTdPCuMF7dpa5e1QpakwC",
-	"aJKx3M1SG5Er4FtisRClNW4htsBYkDkpcIU1AhweKrAR9tJJN2EhJzdXv758+4e/MoNnlhXutQvWiFpw",
-	"I5zVPZQOGNZnNqQ5/7bcYmYxeJ0Npfut3cOVjdnoFJk0Ch8f3G4bRQzb3cekRZ3O6zHg08FNpQSraNuf",
-	"mFy1ijuR7bbAk+zCLYHElaBx2LhAD8Rkx6gvLnPFaaHQn/Qh90pUPpqyfFTWgjf56GNB0UYnOfrR89vl",
-	"r5G+tx9jIoVsRz/zx2hHau7qaDvMLhzwKN3Ina+Y3gMXejeorWJO1i2Nws/L0zqemt+x1eBhG/VtzefJ",
-	"VOrb8tyOIdFTks6t30BR1YqtuKwdH+oUEfS7RlwKzqDTZ7WNlBYYTFQoI09Nfh3es9eOlm/pofsNFCY6",
-	"BpCiS+7yFb927CJ6h9Y4icf4FZcJ84poub85Tq0d7T6ygHNVQAaTJE9oUBlomNgEp0HgrrTpObAeb/ZM",
-	"XFnBiSQ7Cs4mOPWdPgtsG57j1KikOY7DfpInFNY5+EDjvIDj/tD9xf60g/bpx2CQ7C+DXJGWjYWEFKUN",
-	"3551AoYje3eDDZB4YvuMVyB2LebrWXcg0hqDcjYQN9eiwpCcYrx0ZmItqiuxEspe9vMLK1ml9YO5rrZJ",
-	"FW7AvyQVOndmVqfnFnRMiaEtslNoPpjf7wZI+ms6b1JSq4TXTjsqliAfZHVMD0aTlibpdWMfWsJRLjv9",
-	"Kra0UEDPxZVT770WclRKonMIJx6/H618PPN3w0TySYLqMB29NNcM6zRoSu7gRkQUJyNRoSSjspTDlJQs",
-	"EsrQc/AsVE1iUKjo4hsFK3Ul2FpLZU2SOI6SXmTtpIkw63Y2Sj4kkQZHCnQ6CJ2WQt6Ql3TX9fts3/W7",
-	"T5D65EK8nltYe8pIUkOP2X1iMgzKYVZ4wVwEAtfB2epWpPCuX1OQUZIr7wqau9c0l6zgyqlka1kW4B4q",
-	"nJ3OZcHGzsb6ZS3Uy5+eunfnVkLOGmoOZ6w1SGBlIyqhrOR1UJnxkieGCXUjG60cN5uw36RdQgGS06A5",
-	"7tuVoAyRcAsJZTYunj6F9/SJoDuShb8fTAF1hASZGo5XdbTzxPjUj/Gzi+cvkLF6WZZOLeviJC9OiNx4",
-	"BXF/Nj67NuSauEt9eWNZ87YST41WStinL55+X1wio1pAvaPf48kpGqR/UM9f7jd4lI1wc6FwGYc97iMP",
-	"Q6bI+e/JV0ZCdYeQVDL3uqlzeLzQNJkC7qhyuEoqDkWcEE5YC1W5H48uRK8e+UCw4NdeDctuMEQwGAU8",
-	"YgvWtGq24lI5jVIby664hTpYn6BzrBbntNKaSpSyOlS/I8H97DRMNhdOS6JFCY5tZyHTd5NPdqr6acwT",
-	"QiYOkfiXB25QSgPJfvsTgWpFmj15EmN1HOMo706YF6U+3WpJ5eFkRnzSPiOwWtcM7kVzApjBFb+JBXJH",
-	"SQfiPf1y/XRV/v5NNVezQ7E6N0UfXmPualSfamFDnhIjAx69yu6Sq+Ohu529pt0qpqylUAnlykjVUy1S",
-	"IfuC6jRN7NoCldApfZi6FpOBP95UP4axQqEkfKCJJI0ot1U7YWM6rEc1xl0shQDlAGN64tnfj8gH0yvW",
-	"igi0d5h7R+owK/ojHaTbKqBQc3e8xAyvOzyFn6VJ8OturU6vD4s47LESsXj45PQaPa9FogjzpWKv//wH",
-	"9uOL7/+3E9/uIlbpsgVdZp8r66pXOL5XQ+VTvYPPDP6yWs9q3oDzrFWmXa9143Z9JSrJfZx+JexSVzOl",
-	"7awj4Vbx1i51I/+NXgHdzGVVgZvNXbhw6s8Io78zKMsy/i/wMgYf3qKt6y7zPPzo/+5OD9LwjLwO7gqn",
-	"x3twFXpsd3kKgaUbpVX8hsuaSqIxD6j/3a6jOfJC0pRb5QwdNQuHa9NodTXDTDS3h/4VSw2ebfSiNPxK",
-	"dFvi1n/F1XZmbCM4pLybZQvK+azSGxXd05+ef7jF0lQo7fNrB3+EdcK/tiXcBn9wY+SVin6suVx1f0KF",
-	"oP+jQx7A37SNLu/nFUazQgMJWJ7Ts7YzToM4e9KNEU4IFYLO5qLWm1kbMkecSsbrGSShJrljV4O/E51p",
-	"V1w9dU91K3VJrv9SK8slxc3K2tmqPjxsjoiORNKTtEO5DvDFvjb6j9c/ORXU+wn9cb6WqmLjAmARpvOa",
-	"q+sCCr/PLtm84apcOvuhcEe7OO4loMOKk4sYOS1UhixigAVB1sEvHf7ErR12JDSf+gwGhIOoZNUZg+tG",
-	"XzV8leJdrdvvQcvF3fXEMLoMKnEo3AbOh1axcT7KRxTXmjv7+yy5qeL9GrN1UnsHla9J9RR8dZS7L/7V",
-	"cig0xZF2Ei/8bOHFlbZucgeioJHnA4c/tgR4Vcash03pno4OuhMeGnnK+ECaD2UPJ/VkNyE0EjA5BPOM",
-	"vWYCupF7cE8DqrmiAu4T1OFdo4dj5CbMKKxVtJ9+97JASyk6fy14NYDfshsGP7p2XXD4UIB3z4BLxZ/S",
-	"Uy2FXNukY/f0HISAV5NOPwhuuydm3/ULlNUqK2tfJnslb0SCsD5mIx9ePOjN3QhlsUAwClLGU4BgX9ov",
-	"OJyoOPDMeFx3FSvbxmgIUnNwzkF+e+fmSz/2sH8ahqbHnOjEBddcWC16AZCKh6jApOi1++UkjdUT1HEc",
-	"Fho4PZ91PcASvJ2MbAEBdJQN7IAMZ/AqbXgyZ2UPfsgZgWn+5LPUB4jioP/Fi+iYOcUZqk79cppX9927",
-	"EyVvz47y848mO7iin+aZP3WBehHgnQILbTtRcrHrV+/XAhzzre/aYzS9wZcedp8FznfIOw/aPx3Ey8jr",
-	"XPyrFS05K29LGvuuORws0mMNxl0qsRDNSQm+p/rsCChwfz2cjngiyuDf3KVdXcLA6ThxedFJv8cd45GI",
-	"GRyembvohKUfDssNO0yzZCZ20pXiTFybzkIe3C1Y+SjwRoN06xsp2T5Z3S/vgS3+pNP+eVRwq3Bar6rl",
-	"eEStW9pbB6pogffW9cDi/fTH3UKKf+3if7qvDsN/htH+Rqu6o6h6EZAkJbo17UuKi3NOFMt47I+LZRo4",
-	"uTat+gU297bxvD9BpizmVEjD9Brvu2QFZAM/dSRhCmYhqQt4bGGsWM9Wpti34qrIwbfPWpzy/8TExcBW",
-	"E2Ig1B6ysY+7VUJhFVvwox+D3YrNuv0n+1+9BbdpJCSwWx1+mtj3tptAPnrxPB+dXRJyUJdvSxfsxMG+",
-	"e55K3/6kvBOgv72X+FnwKopEMK0YBq/cetZcdTMndthfvaCIIIdMriDtagIKptYbSqh212DyljRUVRxV",
-	"10KyZajqLrliG2eReQt9vw46O2Y4Jcm881AkMlpKoXgjNdrJ7rpe0Mb7CiQkPoJNLUxSE9VKnGBc7XpN",
-	"PmZHsHndYQoXD5zjIa0IUCJvARQHmJ4pgDgu67l+Lw5wis+FSNtjMrxcdmlr4BFF/D+fi6rryqkaEEJJ",
-	"R6E+6TDtF4Pue/JSoJzIFDvITELo9EVGAPcLiVpjSkRCDwhi9tqA6Cmx1GHIK3SWtjgjCNiDYqM7Cjsl",
-	"oZ8ndSDjb1BHo/PVC+13coLc+50HMK2JDQJONm1XwzZv9AaTKGt5DbUEiAB33O6g+UezzTzWNUCh0kFK",
-	"IMt0eLnRl915SR3YN/SMn9RC75/Z3isegIr95LXUx4T+UBCYbkSC9guFYj6L4Th9aXnyVA55wdMp3t4t",
-	"HU+me4NDi5vWtPysTyf63mYd07e64ZNTE6oa4tS7wfAo3+t0g/PdaSmBw+bkGyvW6eSPfi41ZSZBOpSH",
-	"E4FqCLaQitfMivfAk08TiW+1ruHJx2Xhe4sXviNY/PRkEeRyQclaHnQlUbKKEa0BxQA0V18ri5hoBKQJ",
-	"tRRycXKxEkXD0o5xAohx47fGsrlg7s0RFIaKokIyoVOQ3AUYSpvEsJSn4Pvv822Y2UAqGgABsLGTPARS",
-	"c4bzVIDS5ueEuQ+yYd1bfoGJfUq6kL9nKP4Q76UH+/VVMZjGMxkdDBnu82KIeZ6c8K03aihe1Zsbbi+T",
-	"9pJdi7VFJMtAFacFaQKfSYTdnBpFwznLwHBZ9Tz3t3vUaRV0bquj+jnqWHE6fQwGT1soF7gNpez6YUP3",
-	"jE7aUOwzOGpw57KOY/QOdThHniLC+veIcic7Jpp4ihe7d/8DbcQt3T5Dmw++2hcXvV4JPiTayNWqX/t+",
-	"qAAEJvdJ/ueI5Z5SkNRnnYGpHEXXHYrzf9oS3PqkB3LtPx28Zs8PPZyNiyjfpodgfJyQ4aFDtLTrA3Nk",
-	"v+sEg++OecHcYGntKkDHnMz8j2pUOOTQO7054OSVauatdQjwEkuD442f3g283IkFSKfqEi9juG7IOFgA",
-	"KIPb50l//cepVOKz/zu5DZ9/Mr4YkZ/CMMiA+wYA/dRcYEDJQQURQSygglYwTLNiXS4c4xZrpC+pMBiy",
-	"/hEv/KlTEwcQQ75lZ4AdRDtCnJAq4JAy3VSOKGvBq86LcqIT5x50EhiGFH/tATGlgtiUe8+T3+2Ak+OW",
-	"VfdfvtNB5GHwRN1VIfskuK4dwm3bILgz+klCPUHoXfgYSX0fC6HwyT9Fr4hAGuZTqy9Zwc11wcAOCU7i",
-	"cYwN2vdZf/lDhdi/n9Bzo1flDR7U9z/hfZHj/wsdm1P0qOgkHcjDwz5hzSX57oP7FY1+aZjVdbVf0JOq",
-	"6OmR/+FC779AEzU/BR7hNXp4xm3c+eUJwWUsZC2o9iuQEtzLpPqcYm93DAb0G3CynazfCL56065WvNke",
-	"V3Ng5KHZ+FGOyM/TxOGgjAgAJR6eKGzJkps0CP0A405zt46PRdMeeuUvVgTuXuCygwEitMySK7pq3yt0",
-	"G/5A09x9Yxpi6OXMZ6bMRi5fiE1BMeBcLKVKOLmcfKfM6oFwBlxh+GZGPTQOkIZegL7wpAvDOE7tIUGI",
-	"TTieOdTIgVeiOTwbuqYRcMiNbptSDOWb3kixOTze7sbEi7E3n8SQA/NJLFp6s8lheduC2aS7NcLZDaDK",
-	"WB8dHK67/Oq93Wnc+GKAW3Npk5Hc37i06OsDVK6A0kQ4cRlFWpipHYl4nI1bxmz7nPD9AFdY+rzNXfoO",
-	"m/9FmzT5cZNz8R7rL7ivESS31vX+Zn5G5R4EUNetZePiw8ciUUC8H6WhIrLB8eJCYCNU5fE7d8t9j4KT",
-	"3iva0zrd4fBt26iviNizbvRqKNmuNY5gxHuLVKPXoSdA2ygqwIYNhjSUnd0YOP2h3H4oQyIm2iemwzRw",
-	"DwP8xbgRQebEARpdvnYeEPv2OxeMdcMKKpb3g55sqFHEKNKsn/2QONLJvfwjFcTtcxNIsT6kTx2HYBwu",
-	"fj2JGtz8gCJOzUYAz8QtlcDBEldvexXTnULfXmyvh9wvDZNVLc4ucxVDtU2xOlvWdYQW406Yd3kudNuE",
-	"5hUZ002uugtXEPfqWhUA6KZHGuugpns9BHIlja8HP7sMSHHTTlqWuq0xl2IhlTRLuDvgUnawQGunB+g2",
-	"wCVNye9DnqFQt4PQFPNGAx9q2lpksBa9yh7sT0a3EpIuym5uchUQ7HDOHW7dNILcDd8CDJCfXa48Btu1",
-	"WNsA4YubkcC8m0YnMFdFDGNesAZBVrrOGtRBqXe02XiD8aNcVRKS//afjKgX3ibvoKA8ZTn9P1BJDxjK",
-	"v2SqjHIo/ewW5ljbKM8zdu1vGGlWNQhWtZ/O5n72wF1uDX94wXioqkW6GejSlUYxzoJqlqgSgRITt/Qe",
-	"kQ8RPgE1gFtPSGMeo3Ng1w33lIxKFzm7Ftt0PZtt5NUVsqhjC/aWLiXIy2TxfZG3FxfflXQG3Wfx1OJ3",
-	"Cv8sMqb6MGT+NGIJTLqV+36k7xb+t13JHhrKU1ZPqL717rMQ6oOdSST6eP8aUl2P7Wad2OhWd0iPGHAt",
-	"eEDRk2k5yLCjvgUYemg6r7xMOrE7cozUciIAS3bA1+IPZTrpxIo1WfFto6akK/hNKdhYZcDvCUAzo97C",
-	"uaraBovYVyZjjQA8yktWwCkpQuEjnqSzjBVBoBS5GsMfrREzWWUggjLUnjMmDVYWZ9Tf5pLUagBNh29y",
-	"ZZa6sYhSDKG+ONZ3BqkGnfeyYOMe5EKWKyTDJHRQ9FLJVgb73AfLoNNYaoNloxHUBzeRErBptAW40fH/",
-	"8+aXvwOHOstYeN00bhYtWNp+v97Jo+/tbtzirdcNLikK1NHGlYO1gD5UnvjpQG/UvULvWCwFikyzfrKt",
-	"kj8Q4aUzHT6d/8FSDx3At508SDiciM8FtWXKiu4A/vrLm7dsMpmcY4s0SAHzSXBnmVMyoGH+mEedGC9Z",
-	"QbZ1AZ1ZLZQQmT6AmmEd/GyuKGcFpgLmBeQDo5GBh8pCpGBMDY49VAEVqQQNby5KaORTc7nCOv+Csj/S",
-	"aF27FNrR5goTRABHIRlkSHgljoZmo6yYw6x1cDv/4Ukk1dqOUMTMOgkFAkf+UFebRB40lEbc5p69JpPR",
-	"/bvjpd7vNx8a+LOsb2uLD/T3fAvQjLV4YqBj1omtOle6kguZUhZD3BoABzacAK3R21ydHrZec7s8OFtI",
-	"KSfkoRAyyVhxXoQ+qQvoWGD6OpZpynO+Xk/W2+OAQBwxX6hnZnjpo1vjlZxbbE/osHOSBtQnhGMq0FCL",
-	"TyghLNtG2u0bNzARiuCNaF62Q+sftUFBjhc3VMn8lrwknBsMti9BsWU+WQBeA8QhPKvbiKW169HHjyCi",
-	"F6k6csFXLKSXY2MM91UHoAHw/399+/bXCcOaBEjOhdSOXBW9WU3Z7+HxDLV1mD9p7NPdhi/Z/qs6zapt",
-	"lGPQkKFIepXZy9iYsNB0hpe+KQM3BCw/jVEwnbbn2DU4E7PdX3YbgrjhdPhpXW+DQAn5lCJXOFnsK2GY",
-	"1djIDtpiVr6OreTK57WK1SRXufqTU1wMDFhQWYdbs3NCYfm//seAAufBls68K95YqEBA/JVLQo0xudqF",
-	"ZvGGmvsCc3KKCfvVGT9u9ShONXZTzBiVOLp558oXWDPMETMZSUPHvbKwQv9qteVnMP2mrYWJYUexcQuV",
-	"puQKz9SUcWp84rt5gNMuisdTqXQvP82t5KKRQlVmkqvfQskUJNS4VXVPmgvWCF4u0WytuOVzbggKRBpW",
-	"6Y06w042QKsrvs3VXHTP/f7iO+gPuQtoVNCMXgvbbJ++XFjRAAYldh0E9wom9hCoPOYrjXyXklE2on45",
-	"o+no2eRicoHlEULxtRxNR99NLibfYYLWEhjDOfQMgY9UvJqoWcK+ItKwAj5N/eHargWdLYxZu2XwPzpa",
-	"8j9uloJoGPRst0HFhxz4Qz7KWA4WLH5yQwB+fhiwwAIi4cUNQ043YW+3a2GmTiEjP33WqXHwcV1v3QcA",
-	"RIEP1CZlDH24ESMHWtnkKnRG6TWKQE+0bjBABZAOPlOqARurbVThVMKe/cMx9SMq8Ox8gLphhBPn7m9a",
-	"vN29Prn94KR4N0zW8R8f5MU1gIejeojswGmI/bvIYwK/yC7RTDc0hqF25Avs+ADXQf8IVmDmbxE/jJfu",
-	"WW7TZIUbtWg0bZnV+SjLVe7rhvBbpS194tZt6LRDC44QVio237LCjVVAKVyuApDIZceajQDMdzc5iNai",
-	"Ni3tHsAwHLkqV0UjzFaVZBcjifvmR7Ap6oq5h9KGAuLYFP9A5uZYEnRwWUqFrdFoEIgNk1cN5Md4r1cP",
-	"It3myjMF6kLU9WKiNkKOMoAmAFXJ3/4kPMmd9dpREgJxrjRi974WwDd9dwzBtrqFxkzQhcqRFI7wxABb",
-	"CqcN68FwS7w9s3v60ATEVhbk5oTDSH1Swm3QL3UZ5S8GEQnH9pSnOYKJH1e5NYML9HX3TPRRO/nv3q7U",
-	"K/BO1hJxeGD7ORUTBP80bid2VjJ+75ote/Y9Cw1wHV+NRDiKUyCzuLtSrlC0cBXgIAKz8dsE18dGXoIs",
-	"czVG1YDEWiOvltYwSOs66w8PLKU3djcXQAViL2m22M7Kdw/7Hb22Cevh9QlqL/Hs4vkLaF+CBI6SCro3",
-	"OHFmORQXEqcn/M9nF2HBao2NX0D8uOdMGDpW3EyuNPR53lcRc4U6YuY0I9gEkARTBCLq9opk3kIgo3YT",
-	"Kv7kZvIGUhOoCa3TrGHYnypwYLs7/4TSywm0hq8E2qf/TPY99GtK1atuZyEw5y74VyuarXfqTb1DFZWI",
-	"EwEd3u3EHJ9fXCCim7IegV+8tyhun+JrY/Wef8au2fIxFfrG/cHbIXMXJFMgfdpb2BC+4duJk/4v9mYy",
-	"pPv1J3Sk5BuwOhPTLPYANwucxbOvOosYlZMm8N1XnUDAAQXR12M03ECjFOw1gewfyRGm+eKrTjNAlBZT",
-	"Zz+YtlxGk3n+41edzC4IaEFCmZYNoYeI8/0O1DPP9jIfhiR2h9cAuLx0d9bwPt9/5aPQR+8s0Dr3mY+j",
-	"NzDVp2/ckUVG1qUfoGgPrfvAaI2s1TNw1F05ZjciDf6dG/wcQxxJVX5H2inoKe4F91631Mtda5kZvnWq",
-	"BHw1ZbZpSe33xomojUhx6r8I+wqLyQ+yx3gnbrcDr8QQu/T9YCW0RbCeH35TTtQjgd+WBDkEKyxNtK2h",
-	"2TdubNMqc/4B1aqPg3v81jd2D5FcD/bRs3gn7LddJBBIa8jVlYY0pEJfF5gdUBuRsQLBAuArxILB/hSo",
-	"8MPXAHWZ3v3XrbrL7e/AQgaoAPEUOsToR5l4H2RiUJyRxzjWDqm/5t6IQUDr+QZSo4+Njd0eD0uSlzs0",
-	"ThIjlhIRjsPHPXUZlGDyjJMOHOBDOqczZofdTit2rKuHUEFsq88kfpbGvglX3SGv6EFpJNYe3csBCCR0",
-	"mEZ4jggG5D6c3vulzSAcrDFahfUz3giVTUBagV5GIO6GqLNHMucfHD1+BPEHKR2H7Lw+WBvEUHvYMUUw",
-	"+Pq07ptvfhalZ6O1NnYQ0YdcJaHZGbpLxu7RFWb9kjDGFGTyCnZzf/qsOMtY1cgbGsOXtGDD6F4+q0Ev",
-	"mO9ElfCkRH6iqF+0tP2AR66wXwFsIzRxjMeqtBIAdmZ3uoSXHMJ0td5gq1hflAq9aE0EaQRumA1vKjPZ",
-	"2yrC2gOvQa6Qek6C44ME3e5vSGJUucJrOUKggensSIpZDW8ryMPH5CJpSHu/4l/+9Jb1VbGCQka4KYEB",
-	"x6+GTbCqLXkgcxW6Ni7IaAl8JVe5wvljDjEEgXhN+Sq0+3ElG5PKWMG9AylXSAlTckkZ7N2DGj7mYONu",
-	"RtFV63VGyGSd5Ipg9uiZ4K42vs87wuwZzQr3qfC9jt3qqjO0GZba2Fxh5mnhsfqKCQMoNmiPTi13cKpP",
-	"DBPveWmZapGgYaU3uqkMusR9+Mdqy+ss7kiHDdEz0qB1/bQ1mHcRrQQ24qWokcCmHuRv6pDNpqjoFp5f",
-	"5QqTXXDvUPntkjloUReOwN0YqA07aR08MbnC1TPXElo5cUj8mjKOC+hfacUrdNRRUABf5crxiVyVWjmt",
-	"tsPM8QCRjv4yj/2LL4Q5PwxCHRAogt7yDVe0vYTjiReI6hIxCnGOmHQP8UtiGIgKaESuoClcoa/9AqU0",
-	"/NetetNBjNGr/Z76F34pDd/Den78+PHjPbIlgqHkJEaINkDTfVFeAzrePbE3kCN4KVxpOLargEyJgwYn",
-	"Cu3n5NFK2bFSnMwIysm9sVT8jMgLFoKUnYPfaSC78/66vr291kJEkiTpnpiusGDJ3aT77Sx7wdes53iK",
-	"0jIuUY+gPku4QotGkP4B2RDSYKGYl71Nq/xdvsrDB2JNcJBArgnbQK0FxEoiVyNkp4BGhmVaJMhAXsAg",
-	"0D+Tvyet5Wxw8rgtz74usfebX+F5e/b9Vz7wqXZbxb01vd20vu4m9TphFdOY+nx9kKMlR1eQUArHR4kN",
-	"uDDYS3QAkvccPHwoqsKN1IcZgkmUmAqVMtC6lTeo4MiAKYOVRk5dgaSb68wnClEhRxFVABUoCi99wJH0",
-	"Y8rpQI3DmWUYKQSBHuW+JApX4hCu0+Y9tHJQqSDKj6FhMFnGBOveCJ/3Sxkck16Mby+v82Pfvn3dxiFw",
-	"sBgs/oO58lD/gTkaoC4edsE4IzdgLwz6RN4SBOqd6TsBGGLQFxIFph7VAK8G1GAVw/7dw7iS21AvepAI",
-	"M8cMArR0RJIE0vHxkPOCDM2iFrwqGK83zohHAevBo3hV+RpCxxHc8jju4A6G+yzVVa4kGRnGmRTunDS6",
-	"FhPWB8WmQN96LXhDOQWQOoPkj7mmCRMEC5nfYtj+LiyQCEfoYz8Tlxo/7ZzQZ1/syfjUCt5tKMoF1j2w",
-	"4B2QG1jOe2WAgB8kaKW79kcWd6mGlCnBbT9NV2KhftXhmz7yph5v8n7Gjjt9bU0/1sCz4Ibtade9KP0t",
-	"dOdHFflhqMg9eYQsjICLEnqRF0JBJzr/4P75iOLIg8UO8b2QVke1A51v3FcH8UawK3BWQ8Yrao48V6QQ",
-	"TrsIPF4bQuUvLp5hmqjSG6ZBkw76HziCMEGQ/NAg01oV+YBjP6uPJaFLESxRhL7OFXRNAF0Vf4R3lhrC",
-	"8oRCTtbilHFWNtwsKdG+FvzGvXaulrxePCUUUFxnAk9KSMs/wmVBWvYE14vhpQafvyAQ5ccY+j1k/bg7",
-	"fdZ/n7LJvrbHaa/DNaTigaHWK+tMdMPx8Y4w+fvPZvFYH2ezWdre/IuwaZbwZa3NQ0rsI1u5l+mqenHP",
-	"01Tvl/kN7TpCVnscqkdHESH5Hk7qjAzzfsZDas7dJXDEfuV2CX211ulG3m+cBW5JC6l8aZGbHAZtIVDk",
-	"ttv4eku4JISvGy6NqFBXoZv1ApFcOnxN0OzHBfb997mMUO2EX0EBbpFR7R22WMx2ey5me71X3QAEETQT",
-	"CtAMorov+Az46sWZ9wTWGpU5X6G54A3jJlcE+0MzdRreWNRGsBcXPxIqU9yKv8jitvXw81mWKyNVKbxb",
-	"1FeAOB0SnIBerTOEFhbqsuxSbCkizatcufe7jJYd/a64oqV2ljB4Y90O7bzUohECXCJvQ4EcqGltgwkW",
-	"qqIaMqNXAlTIXFFZVxYSPyrvvqVCNEwLKXnTbP0L98rSJrn6ZS2gco5R4VyvFvNJR/FXwiL6Bh0rNm9l",
-	"bUGpzhWQoNjEBOjWBFy37sDLBR1hcw6pCee1NHZG00+GohG79I79QAEg9QQ/0NeTnR236Zb0AXl+2JgT",
-	"l9Et1PE2bpczLJBT4uzRzbPr5sEqzq4hVG/L/3+s9e+zbig9BdrybBN+TUospTeXlJJluaxDlcQ30jOc",
-	"pCw1hNKcaPsE3wvKhB0quYUT5pxY+fkH/PAxkYV5sk6SHb0WQeaPaTDFhl8LX4MCCV6xVxG8OsHQ61V0",
-	"z7eE0ODkP9S0UirZhrtlcdxGWseL/qsD9/mvs0tmEMqUwYMLNoZ0H93kCtKiztCx1IhacANnEtpiumsn",
-	"IZOvEeualzTT4KGHyk6Cw8Ng5kYqQrzo5OnEPxgabdK7YLW2x7HPVeGTQCEhyXfjxFS3FFPmu9C9S6cW",
-	"+bwEqz2UL4zQqtpZxbSoPtg6b6S6Is+XF3yHlJGEyuGL8kHpGJbprzy43V1IdRz828h133gkLdl9URbk",
-	"5jodVd4foc7ZnFcM0Ty4Yq26VnqjQhYPev6RbH0nzR2KexTqA0KdeO69EuZuO3FeD14WBu67wbJ3zwAT",
-	"UhGBJo9LxXOY32BdHuZ0Q+ShyPYxA6hhGibiCp/C7mRSkWEKeAW/5mohFWgpuC8kvKRBgYOtDrUSjDeY",
-	"Kj5+fnHhLYMzOpDSFrnyhf1LfiPYmhsnKrqLOWFtQ/Se0rpJuPocYfdASJOuTB+CQVpIN0YMHMwB2PT6",
-	"XnVhBHhirvYfOQ3pcYCD5CwaJMFFl60OIRRnTcMsyiWoaWfD+Ajuxd2IvSlfEgRulqsXz39k+wXIADsR",
-	"ISZAnKUMcAgRlkeu/C52yUgx0hCv6zD5KM//ZVmKtZ2yXQlSF4CKvBANOC/c0he71xRnaESToKacqs1S",
-	"14KQJgiVoctZl7Vg4HqZYtZ9vaVc8QDvBs6MJ4YlMHAnNDFYWqxVBkAfROSBumUP8aKqXNUSYm4eh8Lt",
-	"FzwaY2q/amOvGvHm//35stt8mrUJ3+QKesr5s4N1p0DDlHpPyV0wj4VuVnC4pkDGuSoSqxp8LwmhNlDA",
-	"+hOc7SMgE28B8xEJllbBY03AW8FbyipAREHqHOKYpGaSwhB+NoBXAWvTS2a7TbsCp5Un8DJS/ClSXIEn",
-	"lW1jdMPG2L3ILhvdXi2Ls8tcWX0lwGO8iTgfZQulXpe9Frxyx3Olb8BFkKsweEDkhHU8byAPqdLCY8qm",
-	"lqQF1tRbk92OTfvNlIZyDa0G7kFAPN5iIKbWCNxNJdhW2CFIEXd/ejYXUX+HH441d3h3h5ooUrkTdXun",
-	"pt9mk1CgACSICJOAfgDWDn+pBSf4n4DoFN+CP7mz3X2LbAIgX/LRR9jabuYBYXIuFW9SOI9JBZooOGO6",
-	"rkIC3GOc6Z7EmSiqFJgKHPD7rPXeA0AUUgc3nYqIIgWLE4BPbQjcYRA5pa8LjV//6c1b+hwP62Ttqz/8",
-	"in/OFrqZIfSx5+1n98AQOEHtd5IFZC/oFmPsS08Af01nfJ1dwhK4ZfF5FKSEpkE5sq/lBTvR9jiHekHE",
-	"f/l6/rlk1vAvSviKxEgnJOUdJruLeJ25f4Cxe46dK6nKuq1ENWF/gDdL7Mwl4wRRxujt2VYKR+NF1SIR",
-	"pmsWcUThFbs7k6n0nOGawuRSPcqn+yyfsh7bePTRfFEfzSuIC2IauwcD6PL/yZxNcXJVb2PHTehycrLv",
-	"5jz04vu2zBOc52j6gJ8IDaKFBjSBGEUVICZDb6PgmIHqcxoA/cbSTNgrfeP4J5Vr3N4L/4o316/RoroT",
-	"D7wf/it7390z39jg9h/cic4ALj2W3H1wwRfe5EYTNOl3yCh/mHFWcqWVLHkdHIcVG6d6He23OtpQ1zsj",
-	"ryBnqSZV6d+i0Y/B+X1JgXTzKCruUlToGzHsk6KT0fHLg+JiB2zvFHHxQVYfz3l5/fVERnaqy1HsWdRJ",
-	"2KMj8F47PsRdd8sB7b8UkTJ7uSduFOGJo7CBNMKeBztXeCfsaCnkOimRXpbXP8NldySSXpbX1Cr/a4sk",
-	"eOXDDq1uabIuuBrhqt8joEPHHBkhRfac34gfBWDzCEzfiP8RJRaOugsERj1+6PUbw2LAPUd6UrY9iqUH",
-	"Z8D4AtAMdYx9beabpJSR+2zGHaUW0xiCymnTcTsDuvQSWNzMvabnHP37upYQSicP7gMUyC+71+gEEpzS",
-	"7m2lZ1gRUxhj/hBFCT5PNjfCYPz9G1txL/tZWpA1RX182TjuKUzVzdg91CnYS91AqD5XhKYhDStkVYuC",
-	"8Cy4wt4+iEPTNgrK8ENjXwy4hmakueKNgJ62Ub8DnBRkP/jcgTGk6szc5yLzNZI4DmYeVBLbDAtVsa6n",
-	"8hmA9SDsW135FDjIOudWeGQcRAec+Jj3h3xEk8XgT1kL3kDTh57u4l+IQIclNL/TQC7YDQHfEF7uLPnE",
-	"nbQ1vfC4f1Pf98TXm2slsIjBLUzXpy9EQBdYZsr2ig9yFa0c9Uic+qnPFm1dF2dUKtE1iFjyioVHGMu3",
-	"eXhirw4AqlGtxT5DBFUIpQCw7TtBrc/LuwsghdKjnfIknvNrd8C+QjYePOeu4d5OSb7LIO8OT+CjY/ae",
-	"YkcDqMgDyJq7FyWw/Ub30G2FRBNKeS/xx+gtdJSfMWoHBA2kam1EdRaq7b0ccSMFxMMH6XuGnvdeTOvQ",
-	"4T7qBe8xpT4jUzD0xb4HjmZf50lAuqKXMw9Yu6zWeu0zEgMjLmKQU2lCXu+UCV4uQ/6bLwoDaKwoF26O",
-	"p9eJslwZK9bO5IM6sZIADzhbSMVr6Ml8SRHolSlYJWq+NYSn6kSisZBrJhVl55habyi7GCatW7s771Ck",
-	"BrMnv3muxmQVOSn4xPi8/bMsuJIA/9ZjFPbACT32LqRIPjFMqBvZaLWCZnmQ1bI1VqywBz6WlPQdVxrl",
-	"NKbh0fTWbbPWJsqgi2B9dG2gMjAY/7KBFDjf+dAk3Cq4Db6I77KXqNiVP2A/OVD7AN0s8zqUxJJAKQwr",
-	"foXExCkFZqqnHLqtwasq9vziOXMKo1alIGW/+FnjwS/iKsoORRXUI63XhE9r4tDPupaE7EGakIFmobmi",
-	"0AdBHsFexr003TH2mWsL3Tah8hY0bje5XAHQtSc7gx0dYwopqKgqtO021KYPPrspbLWqoMqRKwZMxUdz",
-	"vcOc+ObZrtYf93DG/QkGAiSxwgs9MdEWtso2rYFua2rd2im2hs8VoiCTodW4U3XFrbwRiM5HuWMGg0Uw",
-	"3ef//f13SFUciD1X4Gj5HXslf58hsJ2nlk4WFFKBIjLzZ6k48xWbNAXh7ANo8AVJuN5yQMxUrOrDw26A",
-	"r+5WHAfqXjfiRuo26P9IHv7nXEVmgdP80R7SykrVImvpacm+URn0kV0sHPtBk6gwQlWz0M4NEktNO19J",
-	"O0Noa+QnjhJW3Ips54ZcwR1urmIT3YEwaZdAIYjJSJXzjsyuICm7a0DPVa5iqunOOiwfwI97FGosvElj",
-	"liPf2Ov+RdXbvbPhUcEMGU9UoNzjPJ7sEbIVLx+Cfn7bNupYamzR5xPYYfZ/P39xcTb19A1MwzCjoV1m",
-	"twTOuiTYxuDFRqjIzo+N3Ggo//X5xUXSeX0n5cFto24DE3fxRZ/8R+Kng2XCbkHJyCzQQC6gqxNb6g0o",
-	"bc8vnn/9GXlUzvGAWDm77EHrZ962L4i1FhnoFjaSMjuAov77AWyjWCxSE/IkNGjUURxnKlQpnr50K5Tq",
-	"mr5D9QdH/PiAIPpQzXLql9P5hQT2BrpjUOCUpm/Ee/vohU9hiGMzz0dL9TaW6rw1Wzbu+fKkCQoWqTtg",
-	"rKKFCnoeoglgh44xYZgiCIfXS84u2SA4+W0gycl8CDZRVI/rpTocLRoqMkouWTFvqythZ+L9koOOF6GQ",
-	"B1vES2JEyViHEN8jHOI3hEP8NL/DA4IQRyWaFHqfSO69QbeDEc+CPRFFrT28MIU4yKe0awRgBOOh4ITH",
-	"npRQr38rnxGFvD7DS3TQ7+M9/baRq1XXYQY5KsEZQV1si9hFyq0VtYXu+FKuYvQmNFOwBii4HKgBJwkW",
-	"ciNJNYPu/DOrizjhI+Qw7qazIMpmN/pug230nfyPltSGyS4dmV764rPyuovCsn6w0WmOEJy0OldRHBZg",
-	"IHYrz3zKTwEWuq8Dc8/wapCEBtm4fKZfeonVkPOtFWAnug/JvtZCVa9w+0e3LTH4qRKrtbZCldu/ie1f",
-	"0Uy6K1uHJvltULHdKg0n1b+BHbgnwRoQAHBMarBIH6M3nSocsneirI+HBj74tRVlVDggsIy+yB5SUUCn",
-	"A/a91BtmNQPAvoAAIDsuMSu1WtSytMWjIrmrSL54/vwrTwXwU2YUmJ+ywklHOiGR2L1k4VKUQO7SnkRF",
-	"SthJBz8uRB9q2O4N9GDpEqsSiseJ2URr0awk4hkeQfJYamNn3eVTp0QAVEfRtGq24lJRVSZBa4TWiVfc",
-	"ilxxc+2UnLVoIFtEWrcJ0PHQfakgs74bPeu36OQA+F10v1MSRxaUZ1A9IaQzYT9DL47dTJE9tcNd9mv0",
-	"+nfoquweM9R55m0UBOvm9Jh88YgO/PDRgd9Sh1TgBH0Cz8LZj1qCHsEJjlnWZ6EFH2KG5x+6P2ayumMI",
-	"wI4//PTHE0xZ32EWQe8cF3WLtlnqAD2EgUrTNjcQfiP73lyi6elr4eOIm4cHcmZe9+qIXIS7Ar8meyu4",
-	"37tXuKMcue4Bf6TX/9oBp+gVBzi4X6puAR85+D1tGwEtnu9dNGKPcH786lMjhuyjAR0r2PCIF2B4QLxf",
-	"y+YbqdGfkKwP/dl1wyqhtkm1M+Gw7EubPZFBJUnDyjOiHcBFUCEmq8ybNgADgb44dCTKqo+kLlWu6CKK",
-	"poAyi2o2JpQQIU8HbB9pcvXi4kUWFyeIkKhBSo1Pc3dGkmP4Ly6+G0AFe+3f9kj2wzNngj+7uOgKk0zG",
-	"jHD3WExYKfVqxU0a8iujD88HgKVkZU6t4vvdxcXFMSywd3df2WYGe2vT7/emcE1poNCVbqByTbldvE0B",
-	"2mNx9RcyOKLjmjimtCX31Aah+vuIIUnro1+OfqqHgaL0m5vsXJR8BYUyvpjlaahjyaD8OuuXw40xNZU8",
-	"Tj24pS+NqvQuIY4IA+RQi93X/qI7ZXzwjMONdndzph/7IT16PP5jPB7kzQvNjyQIUFTnDjs4IiCf7MvH",
-	"wgtM3AWzH1Bpu4Rfp7X5ZF7InoDECbyK8oisZhxbQLobUG2lBkZxcP2kQHq/8VFK5fxlLRRxkvsdGaZJ",
-	"fpvIMK7SYGTY9+VsxJU0VlCgnoyfx4jxY8T4PzBiTGc8lJ6EL7x3I/PlwDNMnHRfxGHmx6jxQ4kaI8R/",
-	"o9XVrJINAtMXDzSuCz3mOIZNdcO8CO6KvI5Eeg9BAPrfzj/4s0BhjaHWqJ3gvWsrYdg7Aj8/2gSPNsEn",
-	"+NJj6rl/7VL9kf4KpsDx+COdwxB8PI15nEP+zd1GRndnNmjV+KapIX9ozxRJWSF7zVYJFgQ6d4Qwa5Qx",
-	"LQ0L2Eju68IX3jY9iGaVK75eN/pGVB0Xx6zbOD9aKo/T4satqPVJuu7QrfUDsYXW9fbblATSIg2ZQsW/",
-	"WtE6SRwy8QOi3M6mOlHdbcejjXR/baSo7xBYSVXVCMw/0wldKevsqodmR+2KtK9vUq3ryA7KWC9a/Gg+",
-	"PVDz6aEC72ENPe9Mo8MH/0QjCRqpHwyevIUr9gRwKk6NRdu9SqqD1ePcXL/BW6AxU2pIvVE7Zf+HRvy7",
-	"u2lwLG6MvFJC3Ha4u4yXuzU4mCILacQIaxzB5i9kbUUDWBOPGVeP1uJ/VgQJaT4KH2WhmaRWwv2CTWOO",
-	"mJLI2u4kpASTlbYWbAyZP897+MVnlNsLJTvjC3fBi4uLizNIdSIrbZKrP4SkJ6wxh1ed9jXejO15/8aQ",
-	"0ep52Vl0hXvhgo054S03UfIKrGkvUUo3ueq6dLph3CXkP8aio6hlegBJcmta4A5luUpuy9mEFSVYQ9Vs",
-	"vi3SZaIZTKCADUx374ERHHu8o/RaN/S3CV/BSw3we6jG5uY6e4xXPbL7Bx2RitjJow10H0NIPbHxQBKa",
-	"qypKYwaZ5o0fVB3mmjen6gVpW+i8rLlcPVXivb0zZIZab4SxT1XrpgbVE9ELITw1iXCCh65r5h4IwhZB",
-	"6bxoJz0gGIElr2vKwtNMaezcD6/kNQ309SJKHxuDfRXdCW6N2brRV864LM4uYwtECeHW31xL7HOdK3pc",
-	"zctrnCrVQuob0UBPv7JtGqEsjW4IludK2Ggm7glJFcBN++/ivQ1awB0aYYcMML+AhJ/2Yn9X/04aVskh",
-	"+ccvOGCgSq/zMEUQbI/G2mO2yYOW7f1MkochO4CbIHbCDvtFObJnosBhhpN8uvD4AFoP5RmgdTRgPbpn",
-	"enRTiM54xEOyqTqYJFldMmlZLTgBi+aqoI46YF/pBTmF6D04wg9X0IfDaHcvXB7CdemaRvfUb81og6H/",
-	"yCbvB5uEuDJtzhPDwKzXTQbVK/e77x0oFQ+DM+HZYxwPMHTK2VvofVyx4N0aSmf61of58Qw/Oioe0sE9",
-	"nsKE5/OOnc7HU4TcwYvzg7gtl6nuVAsp6orVYmEBIpW0jUtW5CEUhr2Z8lHBoD8Temr9j5c7ikYj1jUv",
-	"AwCVsRP2WixasPcU452JiiXHZK3ioqE7iBTGswDbgIip3tbd6Lau2Ap6XnkdacOlzRW2FTOiXmQMk17r",
-	"LYs6gBI9g6nqn7Uta1GcpZSdf6yru/ct40O+Okb4MVOWG2of9Yid96h03Rnv/ibOZuIuQFARC3j0Pj96",
-	"n7+MBwHb7nF/MCECnFGgN+vEGDTlRxF6W23+mFsBvdN3m4G8q16kG0Af9huTZsBrsxfe7vhHlqv+wR2n",
-	"NIizvcqlrj2PaNiGm1yZZWtZpTcqxLG9X7xg49hF3m+WexZmoISoTH9g8ml33m6Un3DlJStw14tcBUzO",
-	"VXg4uX/ds3vPY3oD4MXU/9EtYa7gYgAEg3zrK2EN5BOELjHuqa0ioR2eQYqZe0aufMCffJlhGbt5smia",
-	"E/bLgpXBN09TMEy856hXKcE2UplBn/y3dxO5tQstxnDDHs3NR8/6f6ZCkyrd7DM5/wWysT02FBQizzQe",
-	"kseeB7vlYJLr6RKUmOM9EKJvvRSIbHNsElZEeWO9zviUPgZGfD4qcgVWtLfxzzpo/wl7mTTIfeRhR/Zm",
-	"UVzd8X+iJ20DFSWlAT3grtO0/Jbdcavg43InrOij8fwwjGc4Xo+m861N5/jkPxrQ37oB0SfITmJUAGOn",
-	"nnrDLAox7ZyMTzdJG1ELbu6LPPWB9QCz7KwqakWkNL71hL1UFC4n4P2wPtKkRF+iOBXe+dsbQvcrS/hR",
-	"+jxKn0+QPrvC5v6z17/ImzRrnfPys/krNLZyf8KHHdSSBCOAy56YgNfYQ9u1S7FlG9FgG7QMMooQVBcv",
-	"zxX8Ne2V6YOVlXkMaQ2NZfZ7iaQhc9/CdO6UK+IThvgi/Hpv8GVtmBKT1WcjyT4ixT4kD9I+LGxEDZGr",
-	"ecW3zAjxMEBiIYGdOA3wjP332WvdN+6cgryuvzgsbJZii7LqL/iTPt8LncbXbohQIxx47qmA2z+8SABs",
-	"7/N06AJ5iIvX3FhAEMc2tnGpHm8EeIcyxstGm667xSTZ4uctPOuO+5Afqln2fbbNI7N6WInkgwW5cfd0",
-	"kzElNqHR1LF8KGp/+iUxn2HM8w/un2OQbo5UR9+4Jb9fuEcb7fFMfopp1jZqkkpGjA/lnZ/CEzw0baOG",
-	"8dR2zux5yVUp6jv2GcUzOugzcktprF6nW1pPydJb1PJqaan5ewfDlCt8mVpUGeOhbbbVumYLqaRZCjNh",
-	"P1nsmV2Ei4sMizlwu54M9MMOeQAeQa2qCYUaGyljcyvDxu2aWc2+u2DmDJoPW/9iVrsnX3rgNSgQWXLj",
-	"+3znCqD9sbWWuwLhkqFNdDLmA/N/ZKyPjPVIyykkdNQezINgq0ja8Rl2B+YWPd03urk2a16KQVXf94G4",
-	"amvesIWshXfXhHuhXZKzSjz4Cfiu3Rk38t/Cl/8KZuUK/DIbbtB68Hm9zLE8w1ojWHFesLmwGyEUW+i6",
-	"Eo25zJXZrua6liWrpbo2gcNgitArLutG6xW7FmJtWJd5DXaIjzQP9Rf9zb/Fn2Ut7tQK6T3pkDniFvnR",
-	"FNk9nbU01nRE11ule+Q96XBoOODYhAk/kNouR5jUyKwWPbP+Sbz6+zymYyVf1ngK457DjM4/OE5zsFz1",
-	"tVhpqjyFt7j0nCSqShWrtd0yY/l2wl6BomKesAJcKe6WIldKs1qrK+GYntODpB0uQ+0d7X0e8iKtxSEz",
-	"NexKK3Gv3L/Ay8nz24iaW3kjMg+sNJkUGCQwoZiFsx6DBicisGajVwIqeHfaksXi5JHR7XW+dCR1v1md",
-	"22I3q/8IlhfKWeFAfirHG/LoHOENhxZHl1bYp8Y2gq/6i7PQzYrb0XQ0l4oDZOSuS3dQs3hi2HxrhXlg",
-	"HIc6EA4ynUc2ssNGICb7yETuorT2teDV57KLu/Mi9RhO50xqB3xJc11tPeRhzB/YmFu20sayZ+yV/P0Z",
-	"+nC8zkKltVWuNktdCwSQbBs+r7dTEPCceityVjbcLJkRpJHpuqKVw01XYpMrrURGUEucreT7CfvJ+pzp",
-	"vmIGTyqaVs1WXKrCjevUOm7dIKW4jH9rWmVY4T5P1ttkPvCvbYI/n5IT/Jms+Vh97RGNkTKmHzn4fzQH",
-	"X7eQ+vIAzdyvnZQVno7g9lPfPkLi+vXdVVS170gz6qLsAWO7oYALov649xvsSnHpAYrApRUfym+bfDwN",
-	"zNydSO24KvDwB6KP/9paL12l6sMlnipfYUBRto20W5Cvc8Eb0bxs7XI0/ec7JxCNaG689G2bejQdnfO1",
-	"PL95BuKSBt1jwoKvDIRBpK+RRHckUkicN4KIwr6CMUrYcEMkUkB+xhSVjEGCizDYupiVbWM0PaTrRR5G",
-	"C+ko6ZwS6FMG/W98i5t1o60udR2NEeD298d4RYFHTPHo9eWBqFL8XuBjTk+DbkGXEroCYvFuta5xb5lU",
-	"0ZDdjqaHXTrt5Ipbp7PAK0itDFTNsrVojI7HWotmJY1xVwyMZpY8gKsBLOeU8DmAmVRiLVQlVCnd1lAB",
-	"Km6KaevenmCiZPohtTBGK/OEmVIo3kjt9rlVfm0dUUrHRLsWBf66oQHljWDiRijLUBuJ7oWvzejju4//",
-	"XwAAAP//",
+	"7L1vd9s2tjf6VbB0z12R5zKyk6Z9ptaLu3LamTm90057k8zqi2GOCZGQhWMK0BCgFU1WvvuzsPcGCEqg",
+	"JCdxYs+jvmhkicR/7P/7t9+PSr1caSWUNaPL96MVb/hSWNHAXz9VYrnSVqhy81ex+S/BK9G47ythykau",
+	"rNRqdDl6yRphmw1bS7tgdiGY4UvBbsSGcVV1X8x0tXFPto0y8O1cNsayRpiVVkbkyj1trG6EYUrbhVTX",
+	"TIn1tN8kdMLd76LBJqXJVSG7kV6VWs1rWdpiwv4qNobxRjBT6pWomNXQmtU3Qj0xbCmWM9FMcjXKRtJN",
+	"ZYFTzEaKL8XoMl6Ap38Vm1E2MuVCLLlbhCV/97NQ13Yxunx+cZGNllL5v59lI7tZuQaMbaS6Hn34kI1+",
+	"gc5+4+6B99jdyv0ROsPRjLJRI/7ZykZUo0vbtCLu8z8aMR9djv6v827XzvFXc/4314rr6DfRLKUxUquf",
+	"ftzT3So8diWrvb2Kd3y5qv07T5+NMteUFY1r9L/hu388e/r9239cPP3+7R/+Y5Sa/Svxz1YYu3dEDT5z",
+	"aDj7FiF0Q50a0dxye2gpmu65Q51HE2+EOTzvN9zc7O3bcnPzKTPGDrAvwZf7ehJ8+emn603b7F9Md8GP",
+	"P1EN3LindutQ/YM//ddb97+Lp98/ffv+Inv+zYenFhb6/bPs+w/pxf5dNzdmxUvxZ1kLP8RtYuVGyxpR",
+	"cytvhacIa/9mxsTkesKKJZdqstoUTDesME15zlcr9/dlrjg2IZXVjLO5rivRsCXfsHUjrWDSGmZqbhbC",
+	"MG5YcQ5tuE//9/M/F5Nc/U2zYjIpMqY04zOj69YKaDIDgqk0M5vlTNeyZLVUN0wa10mt16KKSNXWZca/",
+	"hlc8olbPLp6/OESuPvh3gQ+8LG9+UqvWus+8qqRbS17/1uiVaKwUZnQ557UR2WgVffV+pLQVuzvwppHL",
+	"paimjFu21May7y4uWLngDS8d35mMsniw3znSujW6bKRbW+olNC5Uuxxd/mNUaSVG2WhW6/JG4On7H1Fa",
+	"UY3epo5Kt1L/CK11D+qZe9f19LK8eW05zqM/Ow7LMdfN0n0aVdyKp1YuxSgxXr8SX2gi1GHmxpia1A8L",
+	"Ud4kZrRa1bLkszq5a61gc3eQWeneZnYhDWtaxZb8RpgJ+7M7AUyretN7jM90a3MFPByae2KYeMdLy1Tr",
+	"2J1xl2Otm8qwsXuIeACz2vI6c3czV/h8LRx1MBlxcF0/bY1gsjJnGdOKcRhM1chbodhs4/4WvM7VUlei",
+	"nrKiEpbLunBvK2b4xrD1AiWU9YJbtuaGGSEU3jBasZnWteDKLRm+ntxDvIKpzb1JrONC0MosRF1lbvbS",
+	"skqj0MPcFmzYuOi2omBwt84miWFtbT8MBLrN4r0Mg08eBa1MuxSvhGlru3skGvgePkorluYQm/iF23JB",
+	"jX0I3fGm4Zud4fq2k8NqBLeiQplpd1iDS97oOv2DuZF1fXD4P/OZqA08b7ltD08Xxvcan3XzdYJletNR",
+	"unti2EzwRjQog06ZWei1wmuzEI2YjA7dcdpkmGgYZpifH8KeNXVSQnqISqyZExIcs/rLn97A2Iw7nuNZ",
+	"a+FWt4Zfi8xfUgPXp+JLfi2qjK0Xslww3jWz4O5QK8H0/CwDvoiLYIKqIGkdgOr3t7jE0V4hme0P9nd3",
+	"h4EMuG7c1aWn2fjvb36Aq3IcXV5oY686QTgmw9zANXJ8F26Q2iTobzaq5VLaw+cKn/qQkZB//IXqX4Sd",
+	"K5WNgL4dPKfuodfCWqmuzV6atWqblTbp34KQFP16gBZFuxjWqluErjs/j7iT3e1Jneqf1Ey/26UQS2Hc",
+	"Wb0D5cIXDlKt0HBqMEQ/dg7sa7idTM8ZpzsAlB+4Iv7EmVMEmBKiMpfhKRAry5rLpRM74QkgFWt3AaSF",
+	"GyZuRbNhtesZ70Roh40L0C7gjyJHpXktHTNhf+Llgl5aOpotDCv+mwRuL3hfgeT9zbMP/1FMGc9VI1Z4",
+	"y/A9aVip65qvjKhQGnZXHLX6VQ2ytKMPXsx79l2uKmmsVI6Zw0KxRjg5m42LW17LChWwOZe1qAoWj/ZH",
+	"bjnaBqpczcRcN8I3Id5J48bkFAkQuLliYrmyG1ZLY0lg9gdgS8NIzjVFJ7Yv3c/h1m9rF44iOSKvW1Ul",
+	"qNpMV5srJ+ya6A5JZcU13u65ENWMlzf7nllItxKbK6FsQ83uPiTdtbiabez+B+JrsvsM3MkrT+13pwtk",
+	"peMGniI/MQytPO70OvGQScV4XWcgarnzinLdqtG30ilPjVjpxsL9AA4zZVqVwj20AevNklfC6UWuVfeQ",
+	"7yhXIHwGe9BYWiZUZVgxa6trYa/EuwVv3fEoMmJMjh1Jw15cfJ+r3afOeuLfzkogr9pdB1CO2KpuDdOt",
+	"dZ/xyXhFlv21cktjVkJVtDZTduHGpTQenR4Lk8p+9yI5rBXf1JpX+05LZOZxXFC39ipFoESp3cJx1j3P",
+	"1hwuNEjzK9EYrRjdPbfO71ayEYaNOauEkryOJdSo//j0pH4NlpfEqH52Gvpc1k4t6J7rOL9bxIWuKzYu",
+	"YhMO8JmCrbixTNqBcTnKmOjyjfs63reZ5k0VespYJWrh6I1WwjCpyrqtRDXQhdb1VcnrFEd4o3XN4Dc4",
+	"knCy/XVBkyf+OBMbrSp2LSwQtqbR7ro4wTlYV+FdPPbuHZr+wJDcvUxvxZrfiKtK1HxztUzddVnX0tAx",
+	"mQm7FiSDoV7GrNOi6Doy15ZnYe6z00PQwOtO1NpdDhz2mLO5fCcqtpaq0utLz82iNnnjdDrDZptcubfd",
+	"nbnWsPhkvAHjsGvubMp4bTQNy22/O/LxaHPlXo/4MNEq5semxDsbDXCIHgQppSOx/eX6T/d1fI7CG9Gp",
+	"hcHLfwmgfK73Rly3NW/gzJuzI4lANxZ4bXcsf+PLw2OBdzNWyUaUVjvGAmtSS3VjGK/ljUhepC3paIur",
+	"9PlQFrO/iDJs07EdNujP7S7v26LMA+TO3/beldw+8TvsbneXd9d6i4IlZUKQFY6zn+2VJpwkBfK01GrK",
+	"hBPg5lLUFavEnDtN2hsza2Ecrb7ldSsOiSD0LhnallLJpdN/nmVHCSfh7WfP47cvsuPElvD6Hw/2vSXP",
+	"hDe/eX5xceTLsazT9Xzo3ZQMRO9i158kErGxEYLhEYH7dcxgYjHEr/8F/Jd9HcFk/8bvCCndqA/v+7D4",
+	"4g/A7qw/lzCz5O9wZH/87sXhQ5Y8Ii8Ov7UtAHWHK/tIcWjKOLtuuLJeBHIbmJCQDp+3SEiiYX27O6yP",
+	"F5nCAj+j03tgNFvyVCAB2R2Eq4wt9Bp0kCVXGzr9XJm1aJz6eANHxC7E8rNIYcjjSRIqjNWrFagZh1fe",
+	"C2rdgTj0SkKA869+u0unYnGOk8DlRANHm1AYYzV3BGGHQvlN+25rzy6OFpT8sL7744tvvn3x7XfZ5xSe",
+	"ckXSE3upWLtypCe+B42YtwYETrtgRcTP27ouyGKRq6YFRbNzA4IoCtvr27oRYtVFKkjLeFV5D90whXx2",
+	"tAQXU/bsc0t0uUKRLtuK2ii1Mo6OqZK8l1v7V+D89k3nw6AM9PdVRZ60OwhBb5xAA6878aZccHUtHIFD",
+	"0acWc+tYG+2GewrEHjZWupOLwKtydkgUuqvwc2dx504Szl0lmrtKMXcTND6V5X8ck/94Bnw3pnskE/wk",
+	"dnUkub8jif9kYvzplOqutOAX3ty8Ery6YzCBXTS6vV4ko0e+2YoZeHE4GitWWn3Tb5Oj7RyaQ06GK1ml",
+	"nZGCG51wB/4KJnxHd+W10g3KQt7vpJtKKt5s/OUGHRrM41c+VM59VV3p5gp6RF+g+7MRpVxJoSwGAFwZ",
+	"fivcW6t6E7WyarTVpa6T7qwoBGvPsPlq1ehbUWXMxyagJ7AFn7NNeTFjj2pwsVEzcYxDNgqtuDHj+hyO",
+	"fIh2IvSU3E6RMtqTfObDAh1PzfyXbmJugcFhU/BqKVXhZUQGf+J7u9wFfky5yrwD7G4ebEt+292FSMwy",
+	"7TbnpZW3yRXoLOvSe2kZxncoqa4nyZAIz+FqumfDXoZ9TyzL1ZUTNK+MSLnOg6uXBuUeRX8AV+yXH34L",
+	"ASPj4nxZrkCC2zB/xnN1KxrHVzJmBDAYiDdR2p7RBQSx4kYo9BxPmWrrGt1rYC1ExcAJeI5jiIbdKL0G",
+	"iVNpJSbsr2JlnaK8FEvdbDKI4UA/1aUTI+klEB4bYSxvrAGn3Vw319pa8OJN2EtW4PQKJm6FsqzkjRMa",
+	"cuXEStuLlsXZktahgncN7abPLphx2q13MubKavrJkQFZcu+mR3kJrEXcCpRoF8LpbXo+ZUaTv8+98sTL",
+	"VE60nAnWrpwkBl1h7JtdcDIF826Ik1w50Q3vIlvxa0HxBLRvM15dC6bjzcUIHLecsPbQ2ncXzGzJ1LFH",
+	"320XBixhwNvOrXHHy2/97un6L71GNdCNKJwQOkpnvdvgZGoTScuws7lCEzWqj5dubvzabaBurZGVYL9w",
+	"WTdaL9FZqhQRSwNN58qbyBdOqUf9hM/0rWAXE/baD2cmaq2uvXFv1ehSGANnKld6JZSAo7DM3K7B+Izb",
+	"cV77LTdoKyx1q6xB/7E79nqtJrnaOXpcKd2C+I/nBiVuNuZ+fRj2meWqrLXTpHRD9pPqbEs7uBgULYEa",
+	"1fWv89HlP+4UuvA22xdbo9cKNXp/zNfS3XjyOJKyRJd8KXjPEDYZPk4dZR0OPBK8uopklN1Bysq7LuFg",
+	"BxdHIG2OLrhmaHxkneJqMznmoH/tyKdhx1KrGhL3Bi4fRfaxUi8F43O3LEW8nn1DVfJQgdv40Jj/7gM8",
+	"nBid3iQi2ESpec/jTNs0g+sj6jmyCW87iQyM0qYZJkjvC1FX+yLE0NhKPqhLuKlwXrx9SVQ9A1PGCgqY",
+	"yNWYO+JpRdO00G6wtZ1l7h1VihojK5qkg3y90EbkCuiWmM9FaY1biA0QFiROCgxnjQDziApkhL0Ei6SF",
+	"QOdc/fbyzQ//xQzeWVa4aResEbXgRjgdfSjGMqzP1ZDk/Ptig+HaYEE3FEO5cp0rG5PRSyTSyHx8xEDb",
+	"KCLY7j0mLcp0Xo4BCxBuKkWtRdv+xOSqVdyxbLcF/sjO3RJIXAlqh40LtFdMtkwAxTRXnBYKrU/vcy9E",
+	"5aNLlo/KWvAmH30oyJHqOEc/JOFuQYEk7+26z0gg25LP/DXa4prbMtoWsQsXPIrhcvcrPu+BCr0dlFYx",
+	"0O2OSuGnBb8dznfoyGqwx436uubzZHz6XWluR5Col6Qp7HcQVLViSy5rR4c6QQSttBGVgjvo5FltI6EF",
+	"GhMV8shjI4qH9+yVO8t3tOf9DgITXQOIeybj+pLfOHIRzaE1juMxfs1lQr2is9zfHCfWjra7LOBeFRAW",
+	"JsluGkQGaiZWwakReCuteg6sx+sdFVdWcCNJj4K7CS4AJ88C2YZ+nBiVVMex2Y+ym8I6B4tpHPJw2Hq6",
+	"u9gfd9E+/hoMHvtp4CvSsrGQEPe15puzjsFwJO+usYEjntg+4wWIbY355qq7EGmJQTkdiJsbUaF7UTFe",
+	"OjWxFtW1WAplp/2gzUpWaflgpqtNUoQbsC9JhcadK6vTYwsypkRHGOkpNB5MmnANJO01nTUpKVXCtNOG",
+	"igXwB1kdkoNRpaVBetnYO6KwlWknX8WaFjLombh24r2XQg5ySTQO4cDj+dHKxyN/O3xIPopR7T9HL80N",
+	"w+QXGpK7uNEhiuOsKAGWUa7P/pOUzLzK0HLwLGTDogup6LwhBSt1JdhKS2VN8nAcPHqRtpM+hFm3s1FE",
+	"J7E0uFIg04GjtRTylqyk26bfZ7um390DqY/ObuyZhbU/GcnT0CN2HxnYg3yYFZ4xF+GA62BsdStSeNOv",
+	"KUgpyZU3Bc3cNM2UFVw5kWwlywLMQ4XT07ks2NjpWL+uhHr501M3d24lhOOh5HDGWoMHrGxEJZSVvA4i",
+	"Mz7yxDChbmWjlaNmE/a7tAvI6nISNMd9uxYU7RJeIabMxsXTpzBPH127xVn4u8G4WneQIOrE0aru7Dwx",
+	"Poxl/Ozi+QskrJ6XpaPmOj/JiyM8N15A3B2ND1kOcTPuUZ8zWta8rcRTo5US9umLp98WUyRUc0gi9Xs8",
+	"OUaC9B317OV+g0fZCDcXEtKx2cM28tBk6jj/LTllPKjuEpJI5qabuoeHs3eTcfXuVA6nnsWuiCPcCSuh",
+	"KvfjwYXo5ZnvcRb8xu0ipEregdivuF30E0+i7X5x8f13B9xTcDx+wnef+ePq/z6QnoJ9753N0IJ73ITj",
+	"c2agSXrrYOJM1/zg6HxTO0MT78q6NeS7uJM7ZcV7jodYvOnl/CcdK9sLO8p2oQICakM3xuT8eklm2441",
+	"weBEgnV1zppWXS25VE470caya24hUd0Hrh1Kljsu960Spaz2JdhJcGU4bYXNhJO46YIFJ4mshf9u8tEG",
+	"ej+MWUJgid1tfvLAWUppIAh2dyCQTkyjJ6t0rNqhT+7tEeOikMA7LancH+SLPe0yFat1zeBdVE2BsVzz",
+	"21i4607SvsPeg/RII3fsvlRzdbXP7+uG6F21zD2NongtbIiQY2QMQg+Fe+T6sBt4a69pt4pL1pLbjaK0",
+	"pOqJqalgkYISqU1sJgX1wikQGNIZHwPPKijBE/3OQkn4QANJKuRuq7ZCEOiyHtQ+tvFWAuGANv3h2d2P",
+	"yJ7Xy6aMDmjvMveu1H5S9CNdpLsqM5AUezgHFJ/bP4SfpUnQ+26t7sCMOgp7iBXFzSeH1+hZLRJZ0i8V",
+	"e/XnH9j3L779X04UdA+xSpctyMW7VFlXPWSHnSRHnxER7K/wl9X6quYNGGJbZdrVSjdu15eiktzHfCyF",
+	"XejqSml71R3hVvHWLnQj/4UWJt3MZFWBydY9OHei9AgjCa4gb9L4v8BiHezB87auuwSN8KP/u7s9eIav",
+	"yILlnnA6oef01G33eAqlqWulVfyWy5owCzACrf/dttMismjTkFvllGZ1FS7XutHq+gpjIN0e+imWGrwk",
+	"aJFr+LXotsSt/5KrzZWxjeCQGWIWLSh6V5Veq+id/vB85xZzxyH31q8d/BHWCf/alPAa/MGNkdcq+rHm",
+	"ctn9CSm8/o8OGgR/0zZ6vB/RuiWxRIu+Ew6+/agfq58VKutAMp3Mv7niNAhe4hjCDaNM76uZqPX6qg1R",
+	"TE494PUVhE8nqWtPAt2SSMBhkppLAboyOnxqebsVHK/nmEgcQgxikJESYHqQy0ziPOH9EFOh+WHZNwYM",
+	"2fJ6tkuunroVdKdmSi61UivLJfmjy1oKZX3YhTnARhPBhNIOxRDBF7ta3t9f/eRUO29/96TtRqqKjQvA",
+	"cLmc1VzdFIBScTZls4arcuH08sKRueKw9Y0IFw4uYmq0UBmSywFyDNE8v3ZgOXc2hJMA8dRHBiF2TSWr",
+	"zsiyavR1w5cpOt66sztoEXBvPTGMHsMMDXRjw2FrFRvno3xE/uKZEaqXlNqTOTEKLrV3kKafFNXhfFN+",
+	"j/hnyyErHlvaCmjyo4WJK23d4PZEF0QqFjZ/aAnwqYxZj/HU9Y6G7yM6jVQ0PhA+RzH8SZ3BDQgVJgy6",
+	"wmh/L6WBnOg67kmDNVeENnGEarBtTODoEQ0jCmsV7affvSycpdQ5fyV4NQA2tR1ecnDtuqCLfYETO4aR",
+	"lF83PdRSyJVNOkyOj+0J4FrpsJ5gDn9idl0qcLJaZWXtc/qv5a1IHKwP2ci77fd6SdZCWcwpjpz/8RDA",
+	"iZ62tw8HAA/0GbfrnmJl2xgNwR8cjN6QZdKZz9Pd7vf7QNPUzZHOETB5h9WiCQCH33cKTOq8dr8cyVXx",
+	"QB0GjaKG0+NZ1QMkwdsMkCwg2peygRyQEQGstWuejAXbwUpzCnGaPvlckYFDsdeu6Vl0TJziyG8nijop",
+	"tPvu7ZGct6dT+vFHgx1c0Y/zeB27QL3Iiq00J207VnKx7a/qZ+Qc8llt66Y0vMFJD5ulA+Xb5/UCTYgu",
+	"4jTy5hT/bEVLToC7Ho1dkzc2FsnkBv2ZlZiL5qjA+WNt4QSsurseTkY8EpX1r+7RLjto4HYcubwowe9Q",
+	"x7glIgb7R+YeOmLph93dw46ILJnhkDQrOXXfHjZC93YLVj5yaFMj3fpGQrZPAvHLu2eLP+q2f9opuJOb",
+	"updbdthT3S3tnR3AtMA767pn8X76cTtB6Z/beMnuq/2wwaG1v9KqbgmqngUkjxK9mrarxSlyR7JlvPaH",
+	"2TI1nF6boDHv7vZv3C4YLY8h3V1UbLYBMYwQuj+Lw+OAE6lv8N8eJGZIIOkJs2HBYIHEnZKBj8cfPOC4",
+	"6u/TQVSyLmr2sGqFwVJ7F/CIRrZdaFsm/UaYp3l7cfFNqeAfUWQE+yoqSFMB7/K80Uv2LAvBxU6ROszA",
+	"hx1xuHLxfoel2WdCj5fkwCne56i8u9focx+Cu/k1j1nHMKdD6/IxrKN3LYMwOGSH2Otbf/7tXVzr3zzf",
+	"61iP79PBcA1r6ytCU+hjUyCszlAe83eHdfJhh3608EPUvp/mfFfz5jEIvvuxj6LGXgkl1nfN+e2v6qcs",
+	"Y9xUcqSt+nUVVuoO5sU/QZYUxtNKw/QK35uyAjLBnjoSZwpmIaAf9IDCWLG6Wppil61VkUNuV/xdaGOf",
+	"mBjUxmqC4AaUCjb2MVeVUIh3EPzeh3BsY9Pjbs/+V29lXDcSkhetDj9N7DvbDSAfvXiej86mBMXZ5VrR",
+	"A1sxUO4q7t7Uj4o5BhlpF0lQ8CqKHGBaMQxccutZc9WNnET2/uoFZRml+OQK0q4msBVrvaZkOvcMBu5L",
+	"Q/gzEQ4LJNoEdKKSK7bmtlx4K/IuYk52yLiXPOadFT0RzVwKxRup0ZbrnusFWXh7toSkF7D7CpO0lmgl",
+	"jjAAblv2P2QHil24yxQeHrjHg/FNC1He3AF5GSK/UojLXNYz/U7soRSfijm8Q2R4uehSFsCDiYDaPg9J",
+	"15VThyHkIR018lGXaRc2ZNfblEK5R6LYYdAT5L1PMIf6GRCkP6YgdLTSYxEMGyDyJaa5DnkuztJW0aim",
+	"wl5G112FLfCQT9OMINtj0I5A96sX1tnxCXLHd16qtLVgEMG9aTv8glmj15hAU8sbyCNFT+gRonVLomAY",
+	"beaLx0BtAbpICcDErgBF9GV3X1IX9jX18ZOa690725vintoLH72W+hDTHwraohfxQPuFQjafxfj2HoQo",
+	"eSuHPLXp9D7vOo0H081g3+Km5UM/6uMPfW+zDkmHXfPJoQlVDVHq7eC1KNb/eKPo2+PSQYZNnq+tWKWD",
+	"Nft5dBSVDqHwHngOMmHZXCpeMyveAU0+jiW+0bqGng/zwncWH3xLdabSg0XU+DkF6nt4vgRcCUagDAgG",
+	"ILl6nBSE+iVkesijlfOjE9UpeiXtvCUoQdd+ayybCeZmjvCBlBAfEkmcgOQewNCXo+M3fMGsXboNIxtI",
+	"QwAQKDZ2nIfgDM9wnArAh/2YMFZRNqyb5WcY2MdYu/w7Qz7yeC999QyfEY1ht5N01PBwHRyIUTo62U+v",
+	"1VBMRW9suL1M2im7ESuL0PDhVEyONFQRnUmEhjgxippzmoHhsup5l+/W1XHoCW6rI+wEKgF3/PkYDPBp",
+	"IVX0LidlW08O5eg6bkPxOcGZgDuXdRSjd6nDPfInIqx/71BumeKigadosZv7D7QRdzQiDG0++BNfXPSK",
+	"j/mwnUYul33co33JvzC4j/KRRiT3mGT0Puk83iY4FIv2cUtw55sejmu/d/DsPN/XORsXUXxsryTI4YMM",
+	"nQ6dpW0/jTv2244a+O6Qp8Y1lpauAmzg0cT/oESFTQ7N6fUeR6RUV15bhyAkImlwvfHT24HJHZl8fqws",
+	"8TKufwNRcXMA5HL7POmv/ziVRnb2/ya34dNvxmc75McQDFLgvkLFK6rWNSDkoICIAGaAniIYhkWzLnad",
+	"cYv4OFMChSGPnRPSnzoxcQAt7muW2trCPqZQYKkCnj7TTeUOZS141VlRjjTiPIDSXMM1el55YHepIH7C",
+	"zfMOsc6DRo47Ii59/tJhkYXBH+oOgcYHnXf1xe5aV8zd0Y9i6omD3oU44VHfxcEqfIBq0Uv6k4b5VKgp",
+	"K7i5KRjoIcFIPI4x7vs2689/qbCGxUcUsesh/Oz44D7vtTlGjopu0p5YcSy820zJdh/Mr6j0S8Osrqvd",
+	"ZO6Ue7B3/PeD/PwFqhL7IfAI2dsDeW/iUopPCCptLmtBef/hKMG7TKpPAfpx12BAvgEj29HyjeDL1+1y",
+	"yZvNYTEHWh4ajW/lAP+8i+99HzJknDfiq1qmaysNEO40devoWDTsoSl/NgAgN4FpBwFJuOolV/TUrlXo",
+	"LvSBhrk9Y2piaHLmE9M6IpMv+KYACGImFlIljFyOv1Mm04A7A54wfH1FRen2HA09B3nhSeeGcZTaw8ER",
+	"mXA0c6gyGq9Es3809Ewj4JIb3TalGMqJuJVivb+97Y2JF2NnPIkmB8aTWLT0ZpPB8q5gKUlza1SRIZTf",
+	"QGycYHDdplfv7A4WQ5pac2mTntzfOcSAScMAkTUgdBJGcEaeFmZqd0Q8xtodfbZ9SvhugCosfG7B9vkO",
+	"m/9Zq576dpNj8Rbrz7ivUfEWrevdzfyETHtwoK5ay8bF+w9FAjxm10tDSd+D7cUgMEaoymO3b0O9HASm",
+	"f1BnT+t0yfA3baO+IFrjqtHLoYDw1kAQ4TuLp0avQm2rtlEEvgMbDGEoW7sxcPsD1NJQhER8aJ+YDs/K",
+	"dQbY23FBrcyxA1S6PG4SoDXvVuAa64YVBJTkGz1aUSOPUQwc813iSif38kdKYE9EM6rqE0NE98Q2HnUa",
+	"3PjgRBwbjQCWiTsKgYOQFF73Ki63gDl6vr1ejSdpmKxqcTbNVQzTe4loKrKuI6RAd8O8yXOu2yYUYcuY",
+	"bnLVPbgEv1dX1AoA1z3KbFdmpFdtKlfSePyWs2lACb7suGWp2xpjKeZSSbOAtwMmeQcJuXJygG4DVOYl",
+	"2X3IMhRySxGWbNZooENNW4sM1qKXfYoFf+lVqqKAvJubXAX0Yhxzh1l8GZVbCN8CBKQfXa48/u6NWNlQ",
+	"vgE3I4F3fBndwFwVccGbgjUIsNdViKPCoL2rzcZr9B/lqpIQ/LfbMyKeeZ28gwH1J8vJ/+GU9EBB/SRT",
+	"sAdD4Wd3UMfaRnmasa1/Q0tXVYNApbvhbO5nD9rq1vC7F4wHFAw8NwPFZ9MVLLIgmiUyGSEN0i29R2NG",
+	"dHdA+eHWH6Qxj5HZsD6b68UHlXN2IzbpnGvbyOtrJFGHFuwNPUpw5+mYd4x3pzsIQe9P7U4MfB+C1t9G",
+	"TNPcCXuwybiHu9jftjk7DT5E9YSQb28+C64+2JlEoI+3r+Gp65HdrGMb3eoOyREDpgUPJn/0WQ487KBt",
+	"AZoeGs4vnif1xzNsko1Q+o4E38v22Fr8pUwHnVixIi2+bdQlyQp+Uwo2VhnQewJPz7CUeparqm0wvH9p",
+	"MtYIwCKfsgJuSRGS8/EmnWWsCAylyNUY/miNuJJVBiwoQ+k5Y9IgkkdGlRCnJFZDwRz4JldmoRuLFSrA",
+	"1Rf7+s4g1KCzXhZs3INIynKFxzAJGxlNKlnGapf6IOxIGkd3ENoggubiJhIC1o22ADU//v9e//o3oFBn",
+	"GQvTTWOm0oKl9febrVyv3u7GlYt7RY6TrEAdrAQ/mK/uXeWJn0IZu6TQ1QcjidlSOJFp0k+6VfIHOnjp",
+	"SIePp3+w1EMX8E3HDxIGJ6JzQWy5ZEV3AX/79fUbNplMzrHUL4SA+SC4s8wJGVzWhWNWXYHxKStIty4Y",
+	"b9DyKyvTB881rCs9kCuKWYGhgHoB8cCoZOClsuApGHOM/fLQQpRIGSS8mSih5GPN5RKxaAqK/kgjtW6f",
+	"0O5sLjFABHCPkk6GhFXioGs2iorZT1oHt/Pv/oikSjQTgqxZJaG74Mrvq3+YiIOG1Ii7vLNTOz16f7u9",
+	"1Px+966BP8v6rrr4QNn6NwusMPzEQG3VIyvQL3Ul5zIlLAa/NYDirDkVM0Frc3W829rDeA6OFkLKCSkw",
+	"uEwyVpwXofz/HKpVmb6MZZrynK9Wk9XmMIAfIoD6UvBh0ge3xgs5d9ieUF3xKAmofxAOiUDY9u6oIc29",
+	"bBtpN69dw3RQBG9E87IdWv+oBB5SvLiYXua35CXh0qGzfQGCLfPBAjANYIfQV7cRC2tXow8fgEXPU1gn",
+	"WPWawsuxKJr7qgN5gtJP//XmzW8ThjkJEJwLoR25KnqjumT/Cd0zlNZh/CSxX24X+8t2p+okq7ZRjkBD",
+	"hCLJVWYnYmPCQsFBXvqCXNxQUaHLGAHdSXuOXIMxMdv+ZbsYnGtOh59WrtWmVxMEiD8OFmuKGWY1ljyG",
+	"8u6Vz2MrufJxrWI5yVWu/uQEFwMNFpTW4dbsnJDC/p//MSDAeXDEM2+KNxYyEBAjbErIZiZX2/BhXlFz",
+	"X2BMTjFhvznlx60e+anGbogZozR8N+5ceRAQhjFiJiNu6KhXFlbon622/AyG37S1MDHkPBbto9SUXOGd",
+	"umScit75Sm5gtIv88QTn0YtPcys5b6RQlZnk6veQMgUBNW5VXU8zwRrBywWqrRW3fMYNwVVJwyq9VmdY",
+	"xRDO6pJvcjUTXb/fXnwDlcS3AQgLGtErYZvN05dzKxrAH8f61GBewcAeKiiE8UojX6FulI2oVuLocvRs",
+	"cjG5wPQIofhKji5H30wuJt+MogTcc6gXBx8JYCGRs4Q15aRhBXy69JdrsxJ0t9Bn7ZbB/+jOkv9xvRB0",
+	"hkHOdhtUvM+BPuSjjOWgweIn1wTUTgoNFphAJDy7YUjpJuzNZiXMpRPIyE6fdWIcfFzVG/cBQLvgA5XI",
+	"G/PaaMJxgzKGuQpV8XpFwtASrRt0UAHskI+UakDHahtVOJGwp/9wDP2IEjw7G6BuGOG6uvebFl930yez",
+	"H9wUb4bJOvrjnby4BtA5iodIDpyE2H+LLCbwi+wCzXRDbZgpg2WYY7UveA5qh7ECI3+LuLMoR5gGGn2T",
+	"q60BeyivhiuL9WWVWGPnPj9/irjOGyCFJldKK5ExTrQFwrV5I9yJC3nrRVfss3QjdOPipVsDd5hkhQdo",
+	"3mg6SlbnoyxXuc9nwm+VtvSJW3fQLrsKFhE6GUBXFK6tAlL0chVAuKYdyzAC6hC5RQMvMkr50u4UvQBS",
+	"UOXKreNGlaSv49XzBTnhsKhrBFLAgwbIpZf4By6MI5VQVXAhFZbrpUbAZ03WPuBr4536kVh9IVeeWFFl",
+	"zK4+KJW2dCcWziogEvrXn4SeHA2q3QlHQO+lxnoSrwTQc1+xTbCNbqFYKFRGdUcdW3higFwGKoB5argl",
+	"Xs/apgqommJ5NTK/ApGg2n3hNaj4v4jiKgPrBnJyTG/uwMTdVW7N4AF90/WJtnMnl7jZlXoJVtNa4sGH",
+	"7eeU5BDs5ridWO3T+L1rNuzZt4xSh9GLEIkWyObhmMUVP3OFLM+1QRQrEEG/TfB8rHwmjmWuxiiyELtt",
+	"5PXCGgbhZmf95oHU9druxgKIeuwljRZLrPqKtn+kaZuwHl7OoZJnzy6ev4CSenTzgYNCRTHHZi2HpEfi",
+	"QIQj/uwiLFitsRghsEXXz4ShwceN5Nq1khJdc4Wya+YkNtgE4FCXCOLX7RXx4rlABuIGVPzJjeQ1hEwU",
+	"yIOdxA/N/lSBYd29+Sfkqo7RNnwpUG/+R7IWt19Tyqp1OwsOQ/fAP1vRbLyx8dIbelG4ORIM6e2WL/T5",
+	"xQWVibC+KpR4Z1EMeIrTxqxC38e2OvUh5ZLH/cHXIaIYOGY4+rS3sCF8zTcTJ5W82BnJkEzaH9CBVHTA",
+	"/E4Ms9gB7i5wFM++6ChidG8awDdfdAABTxxYX4/QcAPF+7D+GZJ/PI4wzBdfdJgB6ry4dHqNactFNJjn",
+	"33/RwWyDiRfElGnZELaPKN8fQWz0ZC/z7lEid/gMFDyS7s0a5vPtF74KfRTvAq0GPiJz9BqG+vS1u7JI",
+	"yLqwCGTtoZw0KNORFn0GBsRrR+xGpFm8dY2fo+slqWJscTtH60xg3DsV/KfbWjwzfONECfjqktmmJXXE",
+	"K02iNiJFqf8i7C+Y5L6XPMY7cbcd+EUMkUsY+BPDJJTqsp4eflVK1DsCvy8Irg9WWJpoW0nQ8BvbtMqc",
+	"v0ex6sPgHkPMDV+KzsPsQUh6mviE/b6NUALhFrm61hAeVeibAqMWaiMyViCIAXyFGDVYMw0FfvgaYKLT",
+	"u/+qVfe5/R2IycApQJyHrvLEiSc+BJ4YBGekMY60Q0iyeTBsEFCEvgLX6NfYwArk+znJy60zThwj5hIR",
+	"vsSHHXEZhGCy2JMMHGBNOmM4Rq3dTSp2pKuHnEFkq08kfpbGvg5P3SOt6EF8JNYezd4BoCQYQhA2JIIn",
+	"eQi392FJMwilboxWYf2MV0JlExBgoL4msLuh09k7Mufv3Xn8AOwPqwXu0fP6IHLg2+1h2hRB4eufdV8Q",
+	"/pNOejZaaWMHkYbIVBIK8KK5ZOy6rjAamZgxhkaTtbIb+9NnxVnGqkbeUhs+1QbOaD/O1qAVzFdHTVhS",
+	"IjsR40rpVpXQbN8RkyusewTbCIXF47YqMCUaHUxRrWErfo1QI3Nd13rNpJ3kyifLuoc2JoJaAjPMmjeV",
+	"mexsFWEAgtUgV3h6joIJZFj8xv8NwZUqV/gsR2g2UJ3dkWJWw2wFWfiYnCcVaW9X/Muf3rC+KFaQKws3",
+	"JRDgeGpYmLXakAUyV6GS+JyUlkBXcpUrHD/GNoNzitcUR0O7H2fYMamMFdwbkHKFJ4EK/MB1DBhXGBuO",
+	"uxl5fa2XGSHCdpIrgv+jPsGMTlZ5Klc3NpoV7hNKfmQ/UmeoMyy0sbnCiNjCYwgWEwYQcYZBfZyowP4T",
+	"w8Q7XlrCuqWzu9ZNZbwFHN1SVlteZ3GVZIgCNBlJ0Lp+2hqMB4lWgi3dxpM3S2BxMLI3dYhrlyjoFp5e",
+	"5QqDcHDvUPjtgkxoUefugLs2UBp23DpYYnKFq2duJJSE5BCQdsk4LqCf0pJXaKgjZwVO5drRiVyVWjmp",
+	"tsPy8cCV7vxlHjcfJ4SxSAxcMODAWnCbq4Yr2l7CwMYHRDVF7EQcIyYDgF+VCAaiFRqRKyhUXOgbv0Ap",
+	"Cf9Vq1530Gc0tf+kmtqfS8L3cKMfPnz48IB0iaAoOY4RvA3NhiD5FqKuHoi+gRTBc+FKw7VdBsRMbDQY",
+	"UWg/JyctZUtLcTwjCCcPRlPxIyIrWHCedgZ+J4Fsj/vL2vZ2ShTSkSRO98R0CQ8L7gbdL7HecwpnPcNT",
+	"FC4yRTmC6jXiCs0bQfIHRGlIgwlsnvc2rfJv+ewT7yA2wUACMTBsDTkg4CuJTI0QNQMSGaaPESMDfgGN",
+	"QE13/o6klrPBweO2PPuyh71fRBPv27Nvv/CFT5XtLB6s6u2G9WU3qVdRs7iMT5/PW3JnyZ0rCHSF66PE",
+	"GkwY7CUaAMl6DhY+ZFXhxZm4lsqgM4kCZiGDZ+boDG9QwJEB6wYzoJy4AsFAN5kPYKIEkyLKTCqQFU69",
+	"w5HkY4o1QYnDqWXoKQSGHsXkJBJqYheuk+Y95HMQqcDLj65hUFnGVBKlET4emSJLJj0f30686Ye+fvuq",
+	"jV3goDFY/Adj+CEvBWNHQFzcb4JxSm7AhBi0ibwhaNZ7k3cCYMWgLSRyTJ3EAC8G1KAVw/49QL+S21DP",
+	"evAQZo4YBMjr6EgSeMiHfcYLUjSLWvCqYLxeOyUeGawHteJV5XMbHUVwy+Oog7sY7rNU17mSpGQYp1K4",
+	"e9LoWkxYH6ybHH2rleANxRRA6Awef4yBTaggmGD9Bt3296GBRPhGH/oRwlQ0ceuGPvtsPWOvFcxtyMsF",
+	"2j2Q4C3wHVjOB6WAgB0kSKXb+kfwQqJzshErwW0/fFgigEDV4a6eaFOPNnk7Y0edvrSkH0vgWTDD9qTr",
+	"npf+DrLzSUR+HCJyjx8hCSNApYRc5JlQkInO37t/PiA78iC2Q3QvhNVRTkNnG/dZS7wR7BrjXmujSXLk",
+	"uSKB8LLzwOOzwVX+4uIZhokqvWYaJOkg/4EhCAMEyQ4NPK1VkQ04trN6XxKaFEETRUjuXEE1B5BV8UeY",
+	"s9Tglid0dNIWLxlnZcPNghIAasFv3bRzteD1/Cmhk+I6E6hTglv+CI8FbtljXC+Glxps/oLAnU8+9AdI",
+	"+nF3+qT/IUWTfWmLE1CBLZMTJoT3000TVXq8vyMM/uGTWbzWh8lsltY3/yJsmiR8Xm1znxB7IisPMlxV",
+	"zx94mOrDUr+hjEiIao9d9WgoIoTh/UGdkWLej3hIjbl7BK7Yb9wuoN7XyqlXKROaReubDz6AlCc3OHTa",
+	"gqPIbbfxeaDwSHBfN1waUaGsQi/rOSLMdLifINmPC5DMPMKbgSws/AoSg4uMcgKxPHG2Xa8426lb7hog",
+	"6KIroQBlIcpHg8+A+16ceUtgrVGY85mjc94wbnJFcEQ0UifhjUVtBHtx8T2hRV3NRK3XVy0lvSkOKPvW",
+	"z/osy5WRqhTeLOozQJwMCUZAL9YZQjEL+WJ2ITbkkeZVrtz8ptGyo90VV7TUThMGa6zboa1JzRshwCTy",
+	"JiTugZjWNhhgoSpKFTN6KUCEzBWlm2Uh8KPy5ltKkMOwkJI3zcZPuJcuN8nVrysBGX2MEvp6OaJPuhN/",
+	"LSyigtC1YrNW1haE6lzBERTr+AC6NQHTrbvwck5X2JxDaMJ5LY29ouEnXdGIqXrPdqAA3HqEHejL8c6O",
+	"2nRL+ogsP2zMicroFvKLG7fLGSbIKXF2MvNsm3kwu7QrVNXb8v+Dpf5d0g2pp3C2PNmEX5McS+n1lEKy",
+	"LJd1yJL4SnKG45SlBleaY20fYXtBnrB1Su5ghDknUn7+Hj98SERhHi2TZAefRfD7QxJMseY3wuegQIBX",
+	"bFUEq05Q9HqZ5rMNIUc4/g85rRRKtuZuWRy1kdbRoj90oEN/OJsygxCrDDou2BjCfXSTKwiLOkPDEuVc",
+	"uzsJ5Trds5MQydeIVc1LGmmw0ENmJ8H0oTNzLRUhcXT8dOI7hgKgNBfMIvf4+rkqfBAoBCT5KqEY6pYi",
+	"ynwbUnjBIUEc4xKs9hDD0EKraqcV06J6Z+uskeqaLF+e8e0TRhIihwcLAKFjmKf/4kH37oOrY+Nfh6/7",
+	"gihpzu6TsiA218mo8uEwdc5mvGKIMsIVa9WN0msVonjQ8o/H1lf43DpxJ6Y+wNSJ5j4oZu62E8f16Hlh",
+	"oL5rTHv3BDDBFREA8zBXPIfxDeblYUw3eB6KbBczgAq5YSCu8CHsjicVGYaAV/BrruZSgZSC+0LMSxpk",
+	"OFiCUSvBeIOh4uPnFxdeMzijCyltkSuf2L/gt4KtuHGsonuYEwY4eO8prJuYq48Rdh1CmHRl+hAM0kK4",
+	"MWLzYAzAulePq3MjQI+52u3yMoTHAT6T02jwCM67aHVwoThtGkZRLkBMOxvGR3ATdy32hjwlaN4sVy+e",
+	"f892E5ABdiJCTAA/SxngECIsj1z5XeyCkWIEJF7XYfBRnP/LshQre8m2OUhdAFrzXDRgvHBLX2w/U5yh",
+	"Ek2MmmKq1gtdC0KaIFSGLmZd1oKB6eUSo+7rDcWKB9g5MGY8MSyBzTuhgcHSYq4yAA0hUhDkLXuIF1Xl",
+	"qpbgc/M4FG6/oGv0qf2mjb1uxOv//+dpt/k0ahO+yRXUuvN3B/NO4QxT6D0Fd8E45rpZwuW6hGOcqyKx",
+	"qsH2kmBqAwmsP8HdPgAy8QawKPHA0ip4rAmYFcxSVgG6CkLnEMckNZIUtvGzAbwKWJteMNtdyig4qTyB",
+	"l5GiT5HgCjSpbBujGzbGqkp20ej2elGcTXNl9bUAi/E6onwULZSaLnsleOWu51LfgokgV6HxgBQK63je",
+	"QBxSpYXHuk0tSQukqbcm25Wkdos8DcUaWg3Ug4B4vMZARK0RuJtKsI2wQ5Ai7v30aC6iuhPfHSo68fYe",
+	"JVE85Y7V7dyafvlPQoECkCA6mAT0A3B7+EstOMH/BESn+BX8yd3t7lskEwD5ko8+wNZ2Iw/IlzOpeJPC",
+	"n0wK0HSCM6brKgTAnfxMD8TPRF6lQFTggj9kqfcBAKKQOLjuRERkKZicAHRqTeAOg8gpfVlo/OpPr9/Q",
+	"57hZx2t/+eE3/PNqrpsrhGT2tP3sASgCR4j9jrMA7wXZYoz18gl4sOmUr7MpLIFbFh9HQUJoGpQj+1JW",
+	"sCN1j3PIF0T8ly9nn0tGDf+qhM9IjGRCEt5hsNtI3Jn7Bwi7p9i5kqqs20pUE/YDzCyxM1PGCaKM0ezZ",
+	"Rgp3xouqxUOYzlnEFoUX7O6Np1I/wzmFyaU68aeHzJ+yHtk42Wg+q43mF/ALYhi7BwPo4v9JnU1RclVv",
+	"YsNNqL5ytO3mPNQI/LrEE4znqPqAnQgVorkGNIEYRRUgJkPNpWCYgexzagDtxtJM2C/61tFPSte4uxX+",
+	"F97cvEKN6l4s8L75L2x9d32+tsHsP7gTnQJceiy5h2CCL7zKjSpo0u6QUfww46zkSitZ8joYDis2TtVg",
+	"2i3BtKZqfEZeQ8xSTaLSv0SjT875XU6B5+bEKu6TVehbMWyTopvR0cu97GILbO8YdvFeVh/OeXnz5VhG",
+	"dqzJUexo1EnYowPwXls2xG1zyx7pvxSRMDvdYTeK8MSR2UAYYc+CnSt8E3a0FHKV5Egvy5uf4bF7Ykkv",
+	"yxsq4f+lWRJMeb9Bq1uarHOuRrjqDwjo0BFHRkiRPeM34kcBCL7HrP8fUWLiqHtAoNfju14dNEwG3DGk",
+	"J3nbiS09OgXGJ4BmKGPsSjNfJaSMzGdX3J3U4jKGoHLSdFzOgB6dAom7ctP0lKP/XleqQunkxX2EDPll",
+	"N42OIcEt7WYrPcGKiMIY44fIS/BpvLkRBv3vX1mLe9mP0oKoKaovzMZxrWPKbsaqpk7AXugGXPW5IjQN",
+	"aVghq1oUhGfBFdYcQhyatlGQhh8KDqPDNRRJzRVvBNTajeod4KAg+sHHDowhVOfKfS4ynyOJ7WDkQSWx",
+	"/LFQFetqPZ8BWA/CvtVVKDuSgVdZeGQcRAeceJ/3+3xEg0XnT1kL3kDRh57s4idEoMMSivJpOC5YDQFn",
+	"CJM7S/a4Fbam5x7379LXY/H55loJTGJwC9PVDwwe0DmmmbKd5INcRStHtRsv/dCv5m1dF2eUKtEViFjw",
+	"ioUujOWbPPTYywOAbFRrsf4RQRVCKgBs+5ZT69Pi7gJIofRopzyJ5/zKXbAvEI0H/dw33NsxwXcZxN3h",
+	"DTwZZh8odjSAijyCqLkHkQLbL8AP1VaINSGX9xx/jNZCd/IzRuWAoLBVrY2ozkK2vecjrqWAePgobc9Q",
+	"i9+zaR0q70c16j2m1CdECoZ63Q/A0OzzPAlIV/Ri5gFrl9Var3xEYiDERQxyKk2I671kgpeLEP/mk8IA",
+	"GiuKhZvh7XWsLFfGipVT+SBPrCTAA87mUvEaakVPyQO9NAWrRM03hvBUHUs0FmLNpKLoHFPrNUUXw6B1",
+	"a7fHHZLUYPRkN8/VmLQixwWfGB+3f5YFUxLg33qMwh44ocfehRDJJ4YJdSsbrZZQxA+iWjbGiiXW5seU",
+	"kr7hSiOfxjA8Gt6qbVbaRBF0EayPrg1kBgblXzYQAucrMpqEWQW3wSfxTXuBil36A9a5A7EP0M0yL0NJ",
+	"TAmUwrDiNwhMvCTHTPWUQ7U1mKpizy+eMycwalUKEvaLn3VJRe2iLMoORRXEI61XhE9rYtfPqpaE7EGS",
+	"kIEiprki1wdBHsFexjU+3TX2kWtz3TYh8xYkbje4XAHQtT92BitNxiekoKSqUE7cUFU++OyGsNGqgixH",
+	"rhgQFe/N9QZzoptn21J/XFsa9ycoCBDEChN6YqItbJVtWgPV1tSqtZdYsj5XiIJMilbjbtU1t/JWIDof",
+	"xY4ZdBbBcJ//97ff4KnicNhzBYaWP7Jf5H9mCGznT0vHCwqpQBC58nepOPMZmzQE4fQDKPAFQbhec0DM",
+	"VMzqw8tugK5uZxyH071qxK3UbZD/8Xj4n3MVqQVO8kd9SCsrVYukpScl+0JlUN92PnfkB1WiwghVXYVy",
+	"bhBYatrZUtorhLZGeuJOwpJbkW29kCt4w41VrKM3ECZtCicEMRkpc94ds2sIyu4K43OVq/jUdHcdlg/g",
+	"xz0KNSbepDHLkW7sVP+i7O3e3fCoYIaUJ0pQ7lEef+wRshUfH4J+ftM26lBobNGnE1j59n89f3FxdunP",
+	"NxANw4yGMp7dEjjtkmAbgxUboSI7OzZSo6H41+cXF0nj9b2kB7eNugtM3MVn7flHoqeDacJuQUnJLFBB",
+	"LqCqE1voNQhtzy+ef/kReVTO8QBbOZv2oPUzr9sXRFqLDGQLG3GZLUBR//0AtlHMFqk4ehIaNKp0jiMV",
+	"qhRPX7oVSlVz3zr1e1v88Igg+lDMcuKXk/mFBPIGsmMQ4JSmb8Q7e7LCpzDEsZjnSVO9i6Y6a82GjXu2",
+	"PGmCgEXiDiirqKGCnIdoAlihY0wYpgjC4eWSsykbBCe/CyQ5qQ9BJ4rycT1Xh6tFTUVKyZQVs7a6FvZK",
+	"vFtwkPEiFPKgi3hOjCgZq+DiO8EhfkU4xI+zOzwiCHEUokmg94Hk3hp0NxjxLOgTkdfawwuTi4NsSttK",
+	"AHowHgtOeGxJCfn6d7IZkcvrE6xEe+0+3tJvG7lcdhVmkKISnBHkxbaIXaTcWlFZ6I4u5SpGb0I1BXOA",
+	"gsmBCnASYyEzklRXTq93VKSIAz5CDON2OAuibHatbxfYRtvJ/2hJZZjswh3TqU8+K286LyzrOxud5AjO",
+	"SatzFflhAQZiO/PMh/wUoKH7PDDXhxeDJBTIxuUz/dRLzIacbawAPdF9SNa1Fqr6Bbd/dNcUg58qsVxp",
+	"K1S5+avY/BeqSfel69Agvw4qtlul4aD617ADD8RZAwwArkkNGunJe9OJwiF6J4r6eGzgg19aUEaBAxzL",
+	"aIvsIRUFdDog3wu9ZlYzAOwLCACyoxJXpVbzWpa2OAmS24Lki+fPv/BQAD/lihzzl6xw3JFuSMR2pyw8",
+	"ihzIPdrjqHgStsLBDzPRx+q2ew01WLrAqoTgcWQ00Uo0S4l4hgeQPBba2Kvu8UsnRABUR9G06mrJpaKs",
+	"TILWCKUTr7kVueLmxgk5K9FAtIi0bhOg4qH7UkFkfdd61i/RyQHwu+h+pyCOLAjPIHqCS2fCfoZaHNuR",
+	"Ijtih3vst2j692iq7LoZqjzzJnKCdWM6BV+c0IEfPzrwG6qQCpSgf8CzcPejkqAHcIJjkvVJaMH7iOH5",
+	"++6PK1ndMwRgRx9++vEIVdZXmEXQO0dF3aKtFzpAD6Gj0rTNLbjfSL83U1Q9fS587HHz8EBOzeumjshF",
+	"uCvwa7K2gvu9m8I9xch1HfxI0//SDqdoigMU3C9Vt4AnCv5Ay0ZAiecH543YOTjff/GhEUH23oCOFKx5",
+	"RAvQPSDerWTzlcTojwjWh/rsumGVUJuk2JkwWPa5zQ7LoJSkYeEZ0Q7gIcgQk1XmVRuAgUBbHBoSZdVH",
+	"UpcqV/QQeVNAmEUxGwNK6CBfDug+0uTqxcWLLE5OECFQg4QaH+bulCRH8F9cfDOACvbKz/ZA9MMzp4I/",
+	"u7joEpNMxoxw71gMWCn1cslNGvIrow/PB4ClZGWOzeL748XFxSEssLf3n9lmBmtr0+8PJnFNaTihS91A",
+	"5ppyu3iXBLRTcvVnUjii65q4prQlD1QHofz7iCBJ671f7vxUjwNF6Xc32Jko+RISZXwyy9OQx5JB+nXW",
+	"T4cbY2gqWZx6cEufG1XpbYIdEQbIvhK7r/xD90r4oI/9hXa3Y6ZP9ZBOFo9/G4sHWfNC8SMJDBTFuf0G",
+	"jgjIJ/v8vvACA3dB7QdU2i7g10ltPpgXoicgcAKfojgiqxnHEpDuBRRbqYBR7Fw/ypHeL3yUEjl/XQlF",
+	"lORhe4ZpkF/HM4yrNOgZ9nU5G3EtjRXkqCfl5+QxPnmM/w09xnTHQ+pJ+MJbNzKfDnyFgZPui9jNfPIa",
+	"PxavMUL8N1pdX1WyQWD64pH6daHGHEe3qW6YZ8FdktcBT+8+CED/2/l7fxfIrTFUGrVjvPetJQxbR+Dn",
+	"k05w0gk+wpYen56HVy7VX+kvoAoc9j/SPQzOx+OIxznE39yvZ3R7ZINajS+aGuKHdlSRlBayU2yVYEGg",
+	"ckdws0YR09KwgI3kvi584m3Tg2hWueKrVaNvRdVRcYy6jeOjpfI4La7dikqfpPMO3Vo/El1oVW++Tkog",
+	"LdKQKlT8sxWt48QhEj8gym1tqmPV3XacdKSHqyNFdYdAS6qqRmD8mU7ISlmnVz02PWqbpX15lWpVR3pQ",
+	"xnre4pP69EjVp8cKvIc59LxTjfZf/KOVJCOaW6zAfcCHEj24w45TXuswjuPW72/urUSBppes1KpshBWQ",
+	"tT3tIlvisXvMsxW3bhXR7+aRRuRgySYCy0260l9cfP/dnctq/YQFLQJIHkhLFDXSH/CYSqO7vfz2glxC",
+	"S+aR/M6Ghszr+m4lr+7X3R9mtC/QtzfxbmsI12UuaysaAM44hY+dVN9H4Q67OwHvucii6xC5yTJWy1vB",
+	"tBIdqmVdH9SYI8J8Lw60v9R65gmrG3wN0EMspNKutJGQv9tobTPGDat0O6shBBdLTgHyzJKNiz/4xPyy",
+	"0cYIw4pzxw7/8Acs9pex4j3PZh8KxmtYS9eROZtCrUAfMQOvKM2KyaTIGEReffO8G587qlQQ9Pm330Ww",
+	"0pNcvUTgMVJbAbVavCvr1kiokBqxDn0rmpqvIE1V3opcRcsc34aei8IsOBTyVKLfSK52QJq7bgEh22nD",
+	"UQ+d+OiLXPovTEDXAhwruATRi5gf4gurSn/UROUm36tI3j+EtCnUCXg5Va56Q0LPArKtqJi+xxGKmyto",
+	"zdxBPsPqqoDVgP1fbnsiJuzXOTD5tmmEsmEYUl27dSd3si9lSvU0rxuuLMxrt/ATqOIRaxrdl94fevg6",
+	"ftB4ioc5b1iyE4s9OTwfvcNzx5mZJp9jhAfoyCfmx+4StpOe/rVRVu4uUiH9Q72wEwAI4XKfPtyTmPbq",
+	"xOcQmn4vGB2/KhFYHUTKwzQwcCVi6L3YeT1nhXvMFAFKFGGSKjP14kePsQNYJF96WPUiyB1FrkBhJODy",
+	"ktd1WjRAuMlYPDAT9tLmCkSsZxcXFzBwM2XcoxPCnYOIakiClYrNUBNPcmu3wG6pzH3lUXG7gE6+ePqU",
+	"73jYQA9L75c1Q4j6UEkflhXWf94IcWLbJ7Z9D2z7xPIeFcv7HUCuehZRg1aDHtHWcxYrnAaUtY9lge9j",
+	"aYliaLBI766p+BXaPbeVr/s3Px6hAGXBKnuipQ+DlnpILV9bxvsra8ErABh9uHUVo3P1lbyTkbqDStBl",
+	"53XQTXA6kJ9/8lhEepgB+Lk6ywVUj/IHBA6HY7XbKUafzRJ6TJRO6GpfDNEeInreCCXW9x1LtDvKThvZ",
+	"JtxKrL+ozQx6/PIBM3cymYEmgxiXa1bglTJX3J6qBD0UDqJtxD1OXOIjucTUOwow6u+kGjxC1eAvTgvg",
+	"O8oA40C8YKM3GbO2vjKEmwt5bkqvY/56dgctwXJzsz9q5A08cVS4CCL+Hx0u4lp+ja9AGEaqSb1WHxWA",
+	"kgy7MEZeKyHu2tx9Rl+4NdiLrwbmt1O8xSne4v+c9GPrTc5dUAXaKiqMq5AYoHUIcw1J272EU8Bgpa0F",
+	"G0PwwvNe8eszAoYDvNfxhXvgxcXFxRnYgSnEf5KrHwJiDhYogKle9sOlM7aTOjYGODRPy86iJ9yECzbm",
+	"VKy7iZBPYE17KDu6yRUApcHCumbcI4dCBGBNC9yhLFfJbTmbsKIEZ3p1NdsUaYzxDAZQwAYWwxEAjjze",
+	"kxrjmv46Pn+Y1AC9Byh/bm6yU7Lzidw/au9+RE5OqshDzD/usY1HgoZXVREGHvA0HzmPosNM8+ZYuSCt",
+	"C52XNZfLp0q8s/dW1qPWa2HsU9W6oQH0ZjQhrG1OLJxqi9c1cx0Cs8WKhp61kxwQMggwCAAgnDRT2t2C",
+	"jMGUvKSBiYJY4pGNQb+K3oScmKtVo68bYUxxNo01ECWEW39zI+saUVmpu5qXNzhUAtLWt6KZsB+igEB4",
+	"0EcpXgsbjcT1kBQB3LD/Jt7ZIAXcoxK2TwHzC0jF917s7urfSMIqOSDH+AWHArrSyzxOTz8pa6cQgH+3",
+	"yL3HwTuAmqBrcov8Ih/ZUVHgMsNNPp55vAepZ8fBPkBWfGlccFH4cpmkU3U1tmQ1ZdKyWnCqSpurAtkD",
+	"6ld6TkYhmge3FC4mbcaMdu/C4yHXOw2I7Xr92oQ2KPonMvmwfDNuc54YBmq9jhy4D9e5D0LF46BMePcY",
+	"xwsMhvydhd4tShesW0NYOF/7Mp/u8MlQ8Zgu7mH8G7yf92x0PhwT4i5eHAzCbbnYlTJesrkUdcVqMbdQ",
+	"X5ekjSkr8uAKy0eXLB/lo4KVteANWmr9j9MtQaMRq5qXoXqZsRP2Ssxb0PcU452Kinj1pK3ioqE5iATG",
+	"s1DzA8vtel13rdu6Ykt+IwLTgfpIuZrrxslCop5nDBHT6g3yn0a31wuKlERV1fe1KWtRnKWEnb+vqvu3",
+	"LWMnX7zA/CFVlhtWLri6PhVePAld90e7v4qxmagLHKiIBJyszyfr8+exIADdJDn9iUEPcEaO3qxjY040",
+	"IBZ6V2n+kFkBrdP3G3K6LV6kM9/2241JMuC12XFvd/Qjy1X/4o5TEsTZDuwteqfJ9LzmJldm0VpW6bUK",
+	"fmxvFy/YODaR95P4z8IIlBCV6TdMNu3O2o38E56csgJ3vchVKOi6DJ2T+df13euP6TVUvp5iOqBbwlzB",
+	"w1BNDsD6roU1EE/gy+dAr60iph36IMHM9ZEr7/AnW2ZYxm6cLBrmVrI+DaGfnr+Wygza5L++mcitHZnX",
+	"/Yad1M2TZf3fU6BJ4X73iZz/AsnYDhkKApEnGo/JYs+D3rI3I/x4DkrE8QEw0TeeC0S6eQOJxkUUNxZF",
+	"lmU+fAyU+HxU5Aq0aK/jn7mGDJbVZy+TCrn3PGzx3izyqzv6T+dJ23CKktyAOrjvMC2/ZR9Im/5qfCes",
+	"6El5fhzKM1yvk+p8Z9U5vvknBfrxZZJ4kgk1ENVTr5hFLqatm/HxKinlIj0Qfuod66FGt9OqMnSxK42z",
+	"nrCXitzljlxIxcL6SJNifQlkc5jz11eEHlaU8In7nLjPR3CfbWbzWBL1EqR1xstPpq8LANw8f48ftkre",
+	"JAgBPPbEhGKfPbgpuxAbthaNgIoQGUQUYUVmfDxX8Ndlr8YDaFmZh2nWRjBpsaIEJMSWQt6mcRv/Iuwb",
+	"GM69UkXsYYguwq8PpjixDUNisvrkMsSnMsOPyYK0W1M4Og2RqXnJN8wQPNiDrzAMAexEaYBm7M5nm1Kg",
+	"XR2NgryuP3tN4SxFFmXVX/AnfboXsNkJP55yhAPNPbZa+3cvEtXZd2l62yizl4rXHKH4oLSO6aXqeTz5",
+	"jHHAXGYN4DJbsyuXQsI29HWf9Ldt9kLFV7psl+6NE7F6XIHkgwm5baO6Xc18yQO8TgfioeAwft6C4dDm",
+	"+Xv3z6F6gO6o3vdV+JEW5tB1OOlopzv5MapZ26hJKhgxvpT3fguPsNC0zR4gra07e15yVYr6nm1G8Yj2",
+	"2ozcUhqrV4ZxS1hR7yybuR3hzeaSNL15La8Xli11JeqohleucDK1qDLGWdMqBcl8WtdsLpU0C2Em7CfL",
+	"hKoMK8LDRYbJHAHSf9WIW6lbwxbSQDEGSA7xcQC+/F5VUwlzDuWEcrXmbsTjdgVlFC6YOevwk93ErHY9",
+	"T33VPkgQWXDjUeVyJVQlKqw04J7AWtvSTS3p84HxnwjribBuE9ZQ1QlpER50lB7MoyCreLTjO+wuzHjX",
+	"dEPkdIfKrXVzY1a8FIOi/p8gU6sR123NGzaXtfDmmvAu4IUDkDiBnwQEOyP/JXz6r2BWLsEus+YGtQcf",
+	"18sAipu1RrDivGAzYddCKDYHcCgzzZXZLGe6liWrpboxgcJgiNAvXNaN1kt2I8QKodgx8hr0EO9pTlEG",
+	"pxP87mfxZ1mLe9VCej3tU0fcIp9Uke3bWUtjTXfoeqv0gKwnHQ4NBxybMOBHktvlDiZMAtY3VuufxKu/",
+	"S2M6UvJ5lafQ7jmM6Py9ozR701VfiaWmzFOYxdRTkigrVSxXdsOM5ZsJ+wXxqp+wAkwp7pUiV0qzWqtr",
+	"4Yiek4OkHU5D7V3tXRryIi3FITE17For8aDMv0DLyfLrS29lHlgJKmDVglcmJLNw1iPQYEQE0mz0UmBZ",
+	"qA7ZyQLObsdOToRui9DhsX7YpM5tsRvVvwXJC+mscCE/luINWXQO0IZ9i6NLK+xTYxvBl/3Fmetmye3o",
+	"cjSTigNk5LZJd1CyeGLYbGPDeXosFEc3+4nOiYxskRHwyZ6IyH2k1r4SvPpUcnF/VqQewemMSe2ALWmm",
+	"q42HPIzpAxv7kpbP2C/yP6lmk5dZKLW2ytV6oWuBAJJtw2f15hIYPK8Q1YmzsuFmwYwgiUzXFa0cbroS",
+	"a6jamBHUEmdL+W7CfrI+ZrovmEFPRdOqqyWXqnDtOrGOW9dIKabxb02rDCvc58lqk4wH/q1N0OdjYoI/",
+	"kTQfyq89IDFSxPSJgv9bU/BVC6Evj1DN/dJBWaH3q3lb18UlWqAgiw+uTM9cRVn77mhiwTi74CoAxnZN",
+	"ARVE+XHnN9iVYhqq3q55/1J+3eDjy0DM3Y3UjqoCDX8k8vhvrfXcVao+XOKx/BUaFGXbSLsB/joTvBHN",
+	"y9YuRpf/eOsYIpQeIO7bNvXocnTOV/L89hmwS2p0hwgLvjTgBpFdnSvHkfCExHEjiCjsMxijgA3XRCIE",
+	"5GcMUckYBLgIkwETZWXbGE2dQHjKCsMoqLUQjpKOKVnVXMGrZtHaSq8hcNjqUtdRG77ccaKNX8jxiCEe",
+	"Kt4K8CrF8wIbc3oY9AqalNAUELN3q3WNe8ukiprsdjTd7MJJJ9fcOpkFpoC1/jWkBjVGx22tRLOUxkBZ",
+	"gXRrVMoSoyI1b6pLwucAYlKJlVCVUKV0W0MJqFQ4s617e4KBkrudOAFjp2Qav3Y3CRcFRgDSky9vfsmu",
+	"40LoWVzDu6ERk72dszdvfu7talRIIT3jWhijlXnCTCkUb6R2h65VfqPd+9JR9K5egn9uqEE3MHErlGUo",
+	"GkXvwtdm9OHth/8dAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

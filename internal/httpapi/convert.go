@@ -49,6 +49,7 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 			l.WorkspaceBytes = *in.WorkspaceBytes
 		}
 		set(&l.WorkspaceFiles, in.WorkspaceFiles)
+		set(&l.Reservations, in.Reservations)
 		spec.Limits = &l
 	}
 	spec.Purpose = deref(b.Purpose)
@@ -79,6 +80,7 @@ func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 		ModelRequests:      in.ModelRequests,
 		WorkspaceBytes:     in.WorkspaceBytes,
 		WorkspaceFiles:     in.WorkspaceFiles,
+		Reservations:       in.Reservations,
 	}
 }
 
@@ -101,6 +103,7 @@ func limitsOf(l core.Limits) Limits {
 		ModelRequests:      l.ModelRequests,
 		WorkspaceBytes:     l.WorkspaceBytes,
 		WorkspaceFiles:     l.WorkspaceFiles,
+		Reservations:       l.ReservationLimit(),
 	}
 }
 

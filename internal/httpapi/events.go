@@ -274,7 +274,7 @@ func (s *Server) StreamEvents(ctx context.Context, req StreamEventsRequestObject
 		}
 	case team != "":
 		// lead exists in every team, so this asks only whether the team does.
-		if err := s.svc.HasMember(team, core.LeadName); err != nil {
+		if err := s.svc.HasMember(ctx, team, core.LeadName); err != nil {
 			return nil, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"mailroom/api"
+	"mailroom/internal/bearer"
 	"mailroom/internal/core"
 	"mailroom/internal/httpx"
 	"mailroom/internal/scenario"
@@ -114,11 +115,6 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 		srv.runner = scenario.NewRunner(svc, workspacesRoot(opts), scenario.Config{OnStart: srv.runStarted, Logger: log, Runner: srv.programs})
 	}
 	removeTrash(log, opts)
-	validate, err := requestValidator(log)
-	if err != nil {
-		return nil, err
-	}
-	auth := newAuthenticator(opts.AdminToken, svc)
 
 	r := chi.NewRouter()
 	r.Use(securityHeaders, recoverer(log), m.instrument, negotiate)
@@ -149,11 +145,7 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 			respondError(log, w, r, err)
 		},
 	})
-	r.Route(BasePath, func(r chi.Router) {
-		// Order: body limit, then identity (401 before anything else), then
-		// the raw bytes of a JSON body, then the schema, then the handler's
-		// rights check and core.
-		r.Use(limitBody, workspaceFilePaths, auth.middleware, checkRawBody, validate)
+	api, err := newAPIRouter(log, func(r chi.Router) {
 		HandlerWithOptions(strict, ChiServerOptions{
 			BaseRouter: r,
 			ErrorHandlerFunc: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -161,6 +153,13 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 			},
 		})
 	})
+	if err != nil {
+		return nil, err
+	}
+	// Order: body limit, then identity (401 before anything else), then
+	// the raw bytes of a JSON body (decoded there, once), then the route
+	// and the schema, then the handler's rights check and core.
+	r.Mount(BasePath, chi.Chain(limitBody, workspaceFilePaths, authenticate(bearer.NewResolver(opts.AdminToken, svc)), checkRawBody).Handler(api))
 
 	if opts.Static != nil {
 		files := http.FileServerFS(opts.Static)

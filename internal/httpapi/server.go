@@ -67,7 +67,7 @@ func (s *Server) ListTeams(ctx context.Context, _ ListTeamsRequestObject) (ListT
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	teams := s.svc.Teams()
+	teams := s.svc.Teams(ctx)
 	out := TeamList{Teams: make([]TeamSummary, 0, len(teams))}
 	for _, t := range teams {
 		out.Teams = append(out.Teams, TeamSummary{Name: t.Name, Members: t.Members, CreatedAt: t.CreatedAt})

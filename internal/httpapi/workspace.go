@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
 	"mailroom/internal/workspace"
@@ -222,7 +220,7 @@ func (s *Server) DeleteWorkspaceFile(ctx context.Context, req DeleteWorkspaceFil
 // workspaceFilePaths lets a workspace file's path carry literal slashes
 // (PUT, GET, DELETE .../workspace/files/src/app.py): the route's {path}
 // is one segment, so the slashes after files/ are escaped as %2F before
-// the validator and the router see the request. The decoded path is
+// the route table (validate.go) sees the request. The decoded path is
 // unchanged, so the handler gets "src/app.py" either way.
 func workspaceFilePaths(next http.Handler) http.Handler {
 	prefix := BasePath + "/teams/"
@@ -236,11 +234,6 @@ func workspaceFilePaths(next http.Handler) http.Handler {
 				r2 := r.Clone(r.Context())
 				r2.URL = &u
 				r = r2
-				// The sub-router routes on what its mount left of the
-				// path, taken before this rewrite.
-				if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath != "" {
-					rctx.RoutePath = strings.TrimPrefix(u.RawPath, BasePath)
-				}
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -109,7 +109,7 @@ func (s *Store) rewriteIdempotency(ctx context.Context, e *teamEntry) error {
 // has not expired, was not cancelled, and its exact letter is on disk.
 // Records kept in an older state file are moved into the log; the result
 // reports whether the state changed and must be saved.
-func (s *Store) restoreIdempotency(ctx context.Context, e *teamEntry, inboxes map[string][]core.Message) (bool, error) {
+func (s *Store) restoreIdempotency(ctx context.Context, e *teamEntry, inboxes map[string][]core.Message, legacy []core.IdempotencyRecord) (bool, error) {
 	name := e.st.Name
 	lines, err := s.LoadIdempotency(ctx, name)
 	if err != nil {
@@ -143,7 +143,6 @@ func (s *Store) restoreIdempotency(ctx context.Context, e *teamEntry, inboxes ma
 		}
 		e.remember(r)
 	}
-	legacy := e.st.Idempotency
 	for _, r := range legacy {
 		if r.Expired(now) {
 			continue
@@ -154,7 +153,6 @@ func (s *Store) restoreIdempotency(ctx context.Context, e *teamEntry, inboxes ma
 		e.idem.lines++
 		e.remember(r)
 	}
-	e.st.Idempotency = nil
 	s.compactIdempotency(ctx, e)
 	return len(legacy) > 0, nil
 }

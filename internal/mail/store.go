@@ -235,6 +235,68 @@ func (s *Store) SaveTeam(_ context.Context, st *core.TeamState) error {
 // bytes and kept as LoadInbox keeps what it reads, so core's validation
 // that follows does not read it again.
 func (s *Store) LoadTeams(_ context.Context) ([]core.LoadedTeam, error) {
+	loaded, err := s.loadTeams()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]core.LoadedTeam, len(loaded))
+	for i, lt := range loaded {
+		out[i] = lt.LoadedTeam
+	}
+	return out, nil
+}
+
+// loadedTeam is one team as its files hold it, with what older versions
+// of the file store wrote into state.json beside the state.
+type loadedTeam struct {
+	core.LoadedTeam
+	legacy
+}
+
+// teamFile is state.json: the team's state, and, in files older versions
+// wrote, an intent or idempotency records beside it.
+type teamFile struct {
+	*core.TeamState
+	legacy
+}
+
+// legacy is what older versions of the file store kept in state.json and
+// start-up moves out of it: an intent recorded before a protocol letter
+// (completed or dropped, recoverTeam) and idempotency records kept before
+// the team had an idempotency log (moved into the log).
+type legacy struct {
+	Intent      *intent                  `json:"intent,omitempty"`
+	Idempotency []core.IdempotencyRecord `json:"idempotency,omitempty"`
+}
+
+// intent records, before a protocol letter was written by an older
+// version, what the letter would mean once stored: a request to
+// register, a reply to record (and a member to close), or a whole new
+// state (docs/spec.md §13.14). Start-up completes one whose exact letter is
+// on disk and drops one whose letter is missing; this version writes
+// none (its log commits a letter and its meaning as one record).
+type intent struct {
+	Op          string                  `json:"op"`
+	Letter      core.Message            `json:"letter"`
+	Request     *core.Request           `json:"request,omitempty"`
+	RequestID   string                  `json:"request_id,omitempty"`
+	Reply       *core.Reply             `json:"reply,omitempty"`
+	Close       string                  `json:"close,omitempty"`
+	State       *teamFile               `json:"state,omitempty"`
+	Idempotency *core.IdempotencyRecord `json:"idempotency_record,omitempty"`
+}
+
+// Intent operations.
+const (
+	intentOpen  = "open"
+	intentReply = "reply"
+	// intentState is a letter whose unit of work changed the state in a
+	// way open and reply do not describe: State is the state to store
+	// once the letter is on disk.
+	intentState = "state"
+)
+
+func (s *Store) loadTeams() ([]loadedTeam, error) {
 	entries, err := s.fs.ReadDir(s.root)
 	if err != nil {
 		return nil, fmt.Errorf("mail: list teams: %w", err)
@@ -248,10 +310,10 @@ func (s *Store) LoadTeams(_ context.Context) ([]core.LoadedTeam, error) {
 			names = append(names, e.Name())
 		}
 	}
-	loaded := make([]core.LoadedTeam, len(names))
+	loaded := make([]loadedTeam, len(names))
 	keep := make([]bool, len(names))
 	core.ForEach(len(names), func(i int) { loaded[i], keep[i] = s.loadTeam(names[i]) })
-	teams := []core.LoadedTeam{}
+	teams := []loadedTeam{}
 	for i := range names {
 		if keep[i] {
 			teams = append(teams, loaded[i])
@@ -260,8 +322,8 @@ func (s *Store) LoadTeams(_ context.Context) ([]core.LoadedTeam, error) {
 	return teams, nil
 }
 
-func (s *Store) loadTeam(name string) (core.LoadedTeam, bool) {
-	lt := core.LoadedTeam{Name: name}
+func (s *Store) loadTeam(name string) (loadedTeam, bool) {
+	lt := loadedTeam{LoadedTeam: core.LoadedTeam{Name: name}}
 	dir := s.teamDir(name)
 	top, err := s.listClean(dir)
 	if err != nil {
@@ -285,11 +347,13 @@ func (s *Store) loadTeam(name string) (core.LoadedTeam, bool) {
 		lt.Err = fmt.Errorf("mail: read team state: %w", err)
 		return lt, true
 	}
-	st := &core.TeamState{}
-	if err := json.Unmarshal(data, st); err != nil {
+	file := teamFile{TeamState: &core.TeamState{}}
+	if err := json.Unmarshal(data, &file); err != nil {
 		lt.Err = fmt.Errorf("mail: parse team state: %w", err)
 		return lt, true
 	}
+	st := file.TeamState
+	lt.legacy = file.legacy
 	if st.Name != name {
 		lt.Err = fmt.Errorf("mail: team state names %q, not its directory %q", st.Name, name)
 		return lt, true

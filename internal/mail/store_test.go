@@ -11,7 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"mailroom/internal/core"
 	"mailroom/internal/mail"
@@ -98,16 +97,6 @@ func fullState(name string) *core.TeamState {
 	st.Requests = []core.Request{
 		{ID: "req-1", Kind: core.KindPlan, Sender: "reader", Target: "lead", Payload: "run main.py", Status: core.RequestApproved, Reply: reply, Receipt: "reader-2"},
 		{ID: "req-2", Kind: core.KindShutdown, Sender: "lead", Target: "reader", Payload: "stop", Status: core.RequestPending},
-	}
-	st.Intent = &core.Intent{
-		Op:        core.IntentReply,
-		Letter:    core.Message{ID: "lead-1", Sender: "reader", Recipient: "lead", Body: "[team-protocol] {}"},
-		RequestID: "req-2",
-		Reply:     &core.Reply{Type: "shutdown_response", RequestID: "req-2", Approve: true},
-		Close:     "reader",
-	}
-	st.Idempotency = []core.IdempotencyRecord{
-		{Member: "lead", Key: "k1", Fingerprint: "f", Result: []byte(`{"id":"reader-1"}`), At: time.Date(2026, 11, 29, 10, 1, 0, 0, time.UTC)},
 	}
 	return st
 }

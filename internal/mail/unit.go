@@ -132,7 +132,7 @@ func (s *Store) start(ctx context.Context) error {
 	}
 	s.logged = widestLogged(records)
 	defer func() { s.logged = nil }()
-	loaded, err := s.LoadTeams(ctx)
+	loaded, err := s.loadTeams()
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (s *Store) start(ctx context.Context) error {
 //
 // The inboxes are validated against the widest limits the log's records
 // name for the team (loggedLimits), which the replay that follows sets.
-func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam) *teamEntry {
+func (s *Store) recoverTeam(ctx context.Context, lt loadedTeam) *teamEntry {
 	e := &teamEntry{st: lt.State, damaged: lt.Err}
 	if e.st == nil {
 		e.st = &core.TeamState{Name: lt.Name, Limits: core.DefaultLimits(), Requests: []core.Request{}}
@@ -218,24 +218,27 @@ func (s *Store) recoverTeam(ctx context.Context, lt core.LoadedTeam) *teamEntry 
 		}
 		inboxes[m.Name] = items
 	}
-	if in := st.Intent; in != nil {
+	legacyIdem := lt.Idempotency
+	if in := lt.Intent; in != nil {
 		if letterStored(inboxes[in.Letter.Recipient], in.Letter) {
-			if in.Op == core.IntentState && in.State != nil {
-				next := in.State
-				next.Intent = nil
+			if in.Op == intentState && in.State != nil && in.State.TeamState != nil {
+				next := in.State.TeamState
+				legacyIdem = append(legacyIdem, in.State.Idempotency...)
 				core.ReleaseAtStart(next, now)
 				e.st, st = next, next
 			} else {
 				completeIntent(st, in)
 			}
+			if in.Idempotency != nil {
+				legacyIdem = append(legacyIdem, *in.Idempotency)
+			}
 			s.log.Info("completed a recorded intent", "team", st.Name, "op", in.Op, "letter", in.Letter.ID)
 		} else {
 			s.log.Info("dropped a recorded intent whose letter was never stored", "team", st.Name, "op", in.Op, "letter", in.Letter.ID)
 		}
-		st.Intent = nil
 		changed = true
 	}
-	migrated, err := s.restoreIdempotency(ctx, e, inboxes)
+	migrated, err := s.restoreIdempotency(ctx, e, inboxes, legacyIdem)
 	if err != nil {
 		e.damaged = fmt.Errorf("idempotency log: %w", err)
 		return e
@@ -265,7 +268,7 @@ func letterStored(items []core.Message, letter core.Message) bool {
 }
 
 // completeIntent applies what an open or reply intent records.
-func completeIntent(st *core.TeamState, in *core.Intent) {
+func completeIntent(st *core.TeamState, in *intent) {
 	request := func(id string) *core.Request {
 		for i := range st.Requests {
 			if st.Requests[i].ID == id {
@@ -275,11 +278,11 @@ func completeIntent(st *core.TeamState, in *core.Intent) {
 		return nil
 	}
 	switch in.Op {
-	case core.IntentOpen:
+	case intentOpen:
 		if in.Request != nil && request(in.Request.ID) == nil {
 			st.Requests = append(st.Requests, *in.Request)
 		}
-	case core.IntentReply:
+	case intentReply:
 		if r := request(in.RequestID); r != nil && r.Reply == nil && in.Reply != nil {
 			rep := *in.Reply
 			r.Reply = &rep
@@ -287,11 +290,6 @@ func completeIntent(st *core.TeamState, in *core.Intent) {
 		if m := st.Member(in.Close); m != nil {
 			m.Status = core.StatusClosed
 		}
-	}
-	if in.Idempotency != nil {
-		// Written by an older version; restoreIdempotency moves it into
-		// the log.
-		st.Idempotency = append(st.Idempotency, *in.Idempotency)
 	}
 }
 

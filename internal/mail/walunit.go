@@ -316,7 +316,6 @@ func (s *Store) replay(ctx context.Context, records []walRecord, teams map[strin
 		}
 		if r.State != nil && r.State.Name == e.st.Name || r.State == nil && len(r.Leases) > 0 {
 			e.st = r.NewState(e.st)
-			e.st.Intent = nil
 			if e.st.Requests == nil {
 				e.st.Requests = []core.Request{}
 			}

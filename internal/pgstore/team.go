@@ -370,8 +370,6 @@ func encodeState(st *core.TeamState) ([]byte, error) {
 	cp := *st
 	cp.Requests = nil
 	cp.Permissions = nil
-	cp.Intent = nil
-	cp.Idempotency = nil
 	return json.Marshal(&cp)
 }
 

@@ -424,7 +424,7 @@ func (r *Runner) start(ctx context.Context, name string, model *core.ModelSettin
 // named <scenario>-<n>.
 func (r *Runner) nextNumber(ctx context.Context, name string) (int, error) {
 	names := []string{}
-	for _, t := range r.svc.Teams() {
+	for _, t := range r.svc.Teams(ctx) {
 		names = append(names, t.Name)
 	}
 	ids, err := r.svc.RunIDs(ctx)

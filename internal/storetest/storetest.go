@@ -21,6 +21,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("CreateListDelete", func(t *testing.T) { testCreateListDelete(t, newStore(t)) })
 	t.Run("Tokens", func(t *testing.T) { testTokens(t, newStore(t)) })
 	t.Run("CommitAndRollback", func(t *testing.T) { testCommitRollback(t, newStore(t)) })
+	t.Run("Reservations", func(t *testing.T) { RunReservations(t, newStore) })
 	t.Run("ChangeSetCommit", func(t *testing.T) { testChangeSetCommit(t, newStore(t)) })
 	t.Run("LeaseOnlyChange", func(t *testing.T) { testLeaseOnlyChange(t, newStore(t)) })
 	t.Run("ConcurrentUnits", func(t *testing.T) { testConcurrentUnits(t, newStore(t)) })

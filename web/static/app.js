@@ -382,6 +382,14 @@
         else model.permissions.push(data);
         return true;
       }
+      case 'reservation': {
+        if (typeof data.reservation_id !== 'string') return false;
+        if (!Array.isArray(model.reservations)) model.reservations = [];
+        const i = model.reservations.findIndex((x) => x.reservation_id === data.reservation_id);
+        if (i >= 0) model.reservations[i] = data;
+        else model.reservations.push(data);
+        return true;
+      }
       case 'task': {
         if (typeof data.task_id !== 'string') return false;
         if (!Array.isArray(model.tasks)) model.tasks = [];
@@ -552,6 +560,13 @@
           if (err instanceof ApiError && err.status === 401) throw err;
           return [];
         });
+      // The live reservations: a failure here must not hide the rest.
+      const reservations = await api('GET', '/teams/' + enc(team) + '/reservations')
+        .then((d) => (d && Array.isArray(d.reservations)) ? d.reservations : [])
+        .catch((err) => {
+          if (err instanceof ApiError && err.status === 401) throw err;
+          return [];
+        });
       // The turn documents: each member's recent turns and what woke
       // the newest; a failure here must not hide the rest of the team.
       const turns = await api('GET', '/teams/' + enc(team) + '/turns')
@@ -568,7 +583,7 @@
       // An event that arrived meanwhile is newer than this answer, and its
       // own refetch is already scheduled.
       if (seq !== state.eventSeq && state.model && state.model.view.name === team) return;
-      state.model = { view, inboxes, permissions: perms, tasks, acks };
+      state.model = { view, inboxes, permissions: perms, tasks, reservations, acks };
       renderTeam(view, inboxes);
       if (state.thread && state.thread.team === team) showThread(team, state.thread.id);
     } catch (err) {
@@ -669,6 +684,8 @@
     renderPermissions(view.name, state.model && state.model.view === view ? state.model.permissions : []);
 
     renderBoard(state.model && state.model.view === view ? state.model.tasks : []);
+
+    renderReservations(state.model && state.model.view === view ? state.model.reservations : []);
 
     const rows = requests.map((r) => renderRequest(view.name, r, firstLook));
     $('request-rows').replaceChildren(...rows);
@@ -944,6 +961,51 @@
       cell('State', null, el('span', { class: 'badge req-state', data: { state: s } },
         icon(info.icon), el('span', { class: 'badge-text' }, info.text))),
       cell('Reply sent', null, reply));
+  }
+
+  // ---------- file reservations ----------
+
+  // resNumber orders reservations by the number of their id.
+  function resNumber(r) {
+    const n = Number(String(r.reservation_id).replace('res-', ''));
+    return isNaN(n) ? 0 : n;
+  }
+
+  // expiryTimer re-renders the list when the next reservation expires:
+  // the server sends no event for an expiry (a reservation past its
+  // expires_at simply holds nothing), so the page looks at the clock.
+  let expiryTimer = null;
+
+  // renderReservations shows the live reservations: holder, kind, patterns
+  // and expiry; released and expired ones are left out.
+  function renderReservations(list) {
+    const now = Date.now();
+    const live = (Array.isArray(list) ? list : [])
+      .filter((r) => !r.released_at && Date.parse(r.expires_at) > now)
+      .sort((a, b) => resNumber(a) - resNumber(b));
+    $('reservations').replaceChildren(...live.map((r) => {
+      const until = new Date(r.expires_at);
+      const kind = r.exclusive ? 'exclusive' : 'shared';
+      const paths = Array.isArray(r.paths) ? r.paths : [];
+      return el('li', { class: 'reservation', data: { reservationId: String(r.reservation_id), member: String(r.member), kind } },
+        el('div', { class: 'task-head' },
+          el('span', { class: 'req-id' }, String(r.reservation_id)),
+          el('span', { class: 'reservation-member' }, String(r.member)),
+          el('span', { class: 'badge', data: { kind } }, kind),
+          el('span', { class: 'reservation-expiry muted' }, 'until ' + until.toLocaleTimeString())),
+        el('div', { class: 'reservation-paths' }, ...paths.map((p) => el('code', null, String(p)))),
+        r.reason ? el('p', { class: 'task-result' }, String(r.reason)) : null);
+    }));
+    $('reservations').hidden = live.length === 0;
+    $('reservations-empty').hidden = live.length > 0;
+    if (expiryTimer) clearTimeout(expiryTimer);
+    expiryTimer = null;
+    if (live.length) {
+      const next = Math.min(...live.map((r) => Date.parse(r.expires_at))) - now;
+      expiryTimer = setTimeout(() => {
+        if (state.model) renderReservations(state.model.reservations);
+      }, Math.min(Math.max(next + 50, 50), 2147483000));
+    }
   }
 
   // ---------- task board ----------
