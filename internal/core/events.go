@@ -20,7 +20,7 @@ const (
 	EventRun        = "run"        // set by the HTTP layer (a scenario run)
 	EventTask       = "task"       // Task: a task created or changed (tasks.go)
 	// EventReservation (reservations.go) carries a Reservation.
-	EventAck        = "ack"        // AckEvent: a letter acknowledged (acks.go)
+	EventAck = "ack" // AckEvent: a letter acknowledged (acks.go)
 	// EventResync says that events may have been missed: a Notifier
 	// store delivers it once its listener is connected again after it
 	// lost the database, since what other processes announced meanwhile
