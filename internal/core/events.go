@@ -19,8 +19,8 @@ const (
 	EventTeam       = "team"       // TeamView: a team's limits changed (UpdateLimits)
 	EventRun        = "run"        // set by the HTTP layer (a scenario run)
 	EventTask       = "task"       // Task: a task created or changed (tasks.go)
+	EventAck        = "ack"        // AckEvent: a letter acknowledged (acks.go)
 	// EventReservation (reservations.go) carries a Reservation.
-	EventAck = "ack" // AckEvent: a letter acknowledged (acks.go)
 	// EventResync says that events may have been missed: a Notifier
 	// store delivers it once its listener is connected again after it
 	// lost the database, since what other processes announced meanwhile
