@@ -2361,7 +2361,8 @@ type ClientInterface interface {
 	// Sets the named limits and keeps the others. Every limit may be
 	// raised. The limits of what the team holds (`inbox_messages`,
 	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
-	// `history_entries`, `requests`, `tasks`) may be lowered only as far as
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
 	// what it holds now (else 409 `limit_below_usage`, naming the limit),
 	// since stored letters are checked against them whenever they are read
 	// back; the others bound what comes next and may be lowered freely.
@@ -2380,7 +2381,8 @@ type ClientInterface interface {
 	// Sets the named limits and keeps the others. Every limit may be
 	// raised. The limits of what the team holds (`inbox_messages`,
 	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
-	// `history_entries`, `requests`, `tasks`) may be lowered only as far as
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
 	// what it holds now (else 409 `limit_below_usage`, naming the limit),
 	// since stored letters are checked against them whenever they are read
 	// back; the others bound what comes next and may be lowered freely.
@@ -3258,7 +3260,8 @@ func (c *Client) GetTeam(ctx context.Context, team TeamPath, reqEditors ...Reque
 // Sets the named limits and keeps the others. Every limit may be
 // raised. The limits of what the team holds (`inbox_messages`,
 // `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
-// `history_entries`, `requests`, `tasks`) may be lowered only as far as
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
 // what it holds now (else 409 `limit_below_usage`, naming the limit),
 // since stored letters are checked against them whenever they are read
 // back; the others bound what comes next and may be lowered freely.
@@ -3287,7 +3290,8 @@ func (c *Client) UpdateTeamWithBody(ctx context.Context, team TeamPath, contentT
 // Sets the named limits and keeps the others. Every limit may be
 // raised. The limits of what the team holds (`inbox_messages`,
 // `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
-// `history_entries`, `requests`, `tasks`) may be lowered only as far as
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
 // what it holds now (else 409 `limit_below_usage`, naming the limit),
 // since stored letters are checked against them whenever they are read
 // back; the others bound what comes next and may be lowered freely.
@@ -6879,7 +6883,8 @@ type ClientWithResponsesInterface interface {
 	// Sets the named limits and keeps the others. Every limit may be
 	// raised. The limits of what the team holds (`inbox_messages`,
 	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
-	// `history_entries`, `requests`, `tasks`) may be lowered only as far as
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
 	// what it holds now (else 409 `limit_below_usage`, naming the limit),
 	// since stored letters are checked against them whenever they are read
 	// back; the others bound what comes next and may be lowered freely.
@@ -6898,7 +6903,8 @@ type ClientWithResponsesInterface interface {
 	// Sets the named limits and keeps the others. Every limit may be
 	// raised. The limits of what the team holds (`inbox_messages`,
 	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
-	// `history_entries`, `requests`, `tasks`) may be lowered only as far as
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
 	// what it holds now (else 409 `limit_below_usage`, naming the limit),
 	// since stored letters are checked against them whenever they are read
 	// back; the others bound what comes next and may be lowered freely.
@@ -11634,7 +11640,8 @@ func (c *ClientWithResponses) GetTeamWithResponse(ctx context.Context, team Team
 // Sets the named limits and keeps the others. Every limit may be
 // raised. The limits of what the team holds (`inbox_messages`,
 // `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
-// `history_entries`, `requests`, `tasks`) may be lowered only as far as
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
 // what it holds now (else 409 `limit_below_usage`, naming the limit),
 // since stored letters are checked against them whenever they are read
 // back; the others bound what comes next and may be lowered freely.
@@ -11659,7 +11666,8 @@ func (c *ClientWithResponses) UpdateTeamWithBodyWithResponse(ctx context.Context
 // Sets the named limits and keeps the others. Every limit may be
 // raised. The limits of what the team holds (`inbox_messages`,
 // `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
-// `history_entries`, `requests`, `tasks`) may be lowered only as far as
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
 // what it holds now (else 409 `limit_below_usage`, naming the limit),
 // since stored letters are checked against them whenever they are read
 // back; the others bound what comes next and may be lowered freely.

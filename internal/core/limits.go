@@ -10,9 +10,9 @@ import (
 // its limit. Every limit may be raised. What is stored was written within
 // the limits and is checked against them again when it is read back
 // (docs/spec.md §4.2, §13.3), so a limit that bounds what the team holds
-// (its inboxes, bodies, payloads, feedback, histories, requests and
-// tasks) may be lowered only as far as what it holds now
-// (limit_below_usage); the limits that bound what comes next (turns,
+// (its inboxes, bodies, payloads, feedback, histories, requests, live
+// reservations and tasks) may be lowered only as far as what it holds
+// now (limit_below_usage); the limits that bound what comes next (turns,
 // budgets, tool calls, waits, the workspace quota) may be lowered freely.
 type LimitsUpdate struct {
 	InboxMessages      *int
@@ -134,6 +134,7 @@ func (u *unit) checkLowered(old, l Limits) error {
 			return most, nil
 		}},
 		{"requests", old.Requests, l.Requests, func() (int, error) { return len(u.st.Requests), nil }},
+		{"reservations", old.Reservations, l.Reservations, func() (int, error) { return len(u.liveReservations()), nil }},
 		{"tasks", old.Tasks, l.Tasks, func() (int, error) {
 			tasks, err := u.tx.Tasks()
 			return len(tasks), asStoreError(err)

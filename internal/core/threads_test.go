@@ -262,6 +262,14 @@ func TestLimitsAfterCreation(t *testing.T) {
 			t.Errorf("%s: detail %q does not name the limit", tt.name, core.ErrorMessage(err))
 		}
 	}
+	// Live reservations are held too.
+	for _, path := range []string{"a/**", "b/**"} {
+		if _, err := f.svc.Reserve(core.AsMember(t.Context(), f.team, "reader"), f.team, core.ReserveInput{Paths: []string{path}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = f.svc.UpdateLimits(admin, f.team, core.LimitsUpdate{Reservations: n(1)})
+	wantCode(t, err, core.CodeLimitBelowUsage)
 	// Lowering to exactly what is held is allowed.
 	v, err := f.svc.UpdateLimits(admin, f.team, core.LimitsUpdate{InboxMessages: n(3), BodyChars: n(5), HistoryEntries: n(10)})
 	if err != nil || v.Limits.InboxMessages != 3 || v.Limits.BodyChars != 5 || v.Limits.HistoryEntries != 10 {
