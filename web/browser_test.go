@@ -19,8 +19,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"mailroom/internal/httpapi"
-	"mailroom/internal/mcpserver"
+	"mailroom/internal/app"
+	"mailroom/internal/host"
+	"mailroom/internal/mail"
 	"mailroom/internal/testkit"
 	"mailroom/web"
 )
@@ -60,25 +61,40 @@ type apiServer struct {
 
 func newAPIServer(t *testing.T) *apiServer {
 	t.Helper()
+	return serveApp(t, host.ModelOptions{})
+}
+
+// serveApp serves the whole server (internal/app, as the binary wires it)
+// over a fresh file store, with models as its turns' models.
+func serveApp(t *testing.T, models host.ModelOptions) *apiServer {
+	t.Helper()
 	dir := t.TempDir()
-	svc := testkit.OpenService(t, dir)
-	h, err := httpapi.NewHandler(svc, httpapi.Options{
+	store, err := mail.Open(dir)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	testkit.Track(t, dir, store)
+	a, err := app.New(t.Context(), store, app.Options{
 		AdminToken: browserAdmin,
 		Logger:     slog.New(slog.DiscardHandler),
 		Static:     web.FS(),
 		DataDir:    dir,
+		Models:     models,
 	})
 	if err != nil {
-		t.Fatalf("new handler: %v", err)
+		t.Fatalf("new server: %v", err)
 	}
-	// /mcp beside the API, as the server binary mounts it.
-	if h, err = mcpserver.Mount(h, svc, mcpserver.Options{AdminToken: browserAdmin, Logger: slog.New(slog.DiscardHandler)}); err != nil {
-		t.Fatalf("mount /mcp: %v", err)
-	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(a.Handler())
 	// Registered before the browser, so it runs after the browser is gone
-	// and no event stream keeps Close waiting.
-	t.Cleanup(srv.Close)
+	// and no event stream keeps Close waiting; the server stops before
+	// its store closes.
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Shutdown(ctx)
+	})
 	return &apiServer{t: t, url: srv.URL, srv: srv}
 }
 

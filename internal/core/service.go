@@ -40,13 +40,14 @@ type Service struct {
 	lives    teamLives     // teams followed by connections (teamlife.go)
 	holds    heldReads     // reads waiting for mail, per token (heldreads.go)
 	maxTeams int
-	// wake is the members woken on mail (wake.go).
-	wake waker
-	// turnCount counts the running turns (turndoc.go, WaitTurns).
+	// workEnds is told when a team's work in this process ends
+	// (OnTeamWorkEnds).
+	workEnds Bus
+	// turnCount counts the running turns (turndoc.go, WaitTurns); bg
+	// the goroutines the Service started itself, lease renewals
+	// (WaitBackground).
 	turnCount turnCounter
-	// runLeases is the scenario runs whose leases this process renews
-	// (runs.go).
-	runLeases runLeases
+	bg        counter
 	// holder names this process in the leases of the turns it runs;
 	// leaseDur is how long a lease holds without renewal.
 	holder   string
@@ -81,9 +82,6 @@ type Options struct {
 	// renewal; 0 means DefaultLeaseDuration. It is renewed every third
 	// of it.
 	LeaseDuration time.Duration
-	// MaxRunningTurns bounds the woken turns running at once (wake.go);
-	// 0 means DefaultMaxRunningTurns.
-	MaxRunningTurns int
 	// MaxHeldReadsPerToken bounds the waiting reads of one token
 	// (HoldRead); 0 means MaxHeldReadsPerToken.
 	MaxHeldReadsPerToken int
@@ -122,10 +120,6 @@ func NewService(store Store, opts Options) *Service {
 	if s.leaseDur <= 0 {
 		s.leaseDur = DefaultLeaseDuration
 	}
-	s.wake.max = opts.MaxRunningTurns
-	if s.wake.max <= 0 {
-		s.wake.max = DefaultMaxRunningTurns
-	}
 	s.bus.Subscribe(s.wakeWaiters)
 	if opts.Observer != nil {
 		s.SetObserver(opts.Observer)
@@ -138,6 +132,10 @@ func (s *Service) Holder() string { return s.holder }
 
 // LeaseDuration is how long a turn's lease holds without renewal.
 func (s *Service) LeaseDuration() time.Duration { return s.leaseDur }
+
+// Now is the Service's clock (Options.Now), which the runtime's timers
+// share.
+func (s *Service) Now() time.Time { return s.now() }
 
 // Subscribe registers fn for every event published after a commit, this
 // process's and, with a Notifier store, the other processes'. cancel

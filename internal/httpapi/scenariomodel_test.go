@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"mailroom/internal/agent"
+	"mailroom/internal/app"
+	"mailroom/internal/host"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/providertest"
 )
@@ -23,8 +25,8 @@ func newModelRunEnv(t *testing.T, fake *providertest.Server) *env {
 	o := envOptions{runs: true}
 	if fake != nil {
 		vars := map[string]string{agent.EnvAnthropicKey: modelKey, agent.EnvAnthropicBase: fake.URL()}
-		o.configure = append(o.configure, func(opts *httpapi.Options) {
-			opts.Models = httpapi.ModelOptions{
+		o.configureApp = append(o.configureApp, func(opts *app.Options) {
+			opts.Models = host.ModelOptions{
 				Lookup:   func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
 				Provider: agent.ProviderOptions{MaxRetries: -1, HTTPClient: fake.Client()},
 			}

@@ -89,10 +89,17 @@ type Handler struct {
 	mu       sync.Mutex
 	total    int
 	perToken map[string]int // token hash → open sessions
-	// live is the open sessions by their SDK session id.
-	live map[string]*session
+	// live is the open sessions by their SDK session id; sdkSessions the
+	// SDK's side of each, which Close closes.
+	live        map[string]*session
+	sdkSessions map[string]*mcp.ServerSession
 	// modern is the member servers of stateless requests by token hash.
 	modern map[string]*modernMember
+	// closed is set by Close: no session opens any more. ending counts
+	// the goroutines that see a session's end (opened), which Close
+	// waits for.
+	closed bool
+	ending sync.WaitGroup
 }
 
 // New returns the /mcp handler over svc.
@@ -116,14 +123,15 @@ func New(svc *core.Service, opts Options) (*Handler, error) {
 		opts.MaxSessions = DefaultMaxSessions
 	}
 	h := &Handler{
-		svc:      svc,
-		log:      opts.Logger,
-		opts:     opts,
-		tokens:   bearer.NewResolver(opts.AdminToken, svc),
-		base:     mcp.NewServer(implementation, nil),
-		perToken: map[string]int{},
-		live:     map[string]*session{},
-		modern:   map[string]*modernMember{},
+		svc:         svc,
+		log:         opts.Logger,
+		opts:        opts,
+		tokens:      bearer.NewResolver(opts.AdminToken, svc),
+		base:        mcp.NewServer(implementation, nil),
+		perToken:    map[string]int{},
+		live:        map[string]*session{},
+		sdkSessions: map[string]*mcp.ServerSession{},
+		modern:      map[string]*modernMember{},
 	}
 	streamable := mcp.NewStreamableHTTPHandler(h.serverFor, &mcp.StreamableHTTPOptions{
 		Logger:         opts.Logger,
@@ -410,19 +418,68 @@ func (h *Handler) opened(op *opening) {
 		h.log.Warn("mcp session not counted", "code", core.ErrorCode(err))
 		end = func() {}
 	}
-	h.mu.Lock()
-	h.live[ss.ID()] = sess
-	h.mu.Unlock()
-	go func() {
-		_ = ss.Wait()
+	ended := func() {
 		end()
 		sess.close()
 		h.mu.Lock()
 		delete(h.live, ss.ID())
+		delete(h.sdkSessions, ss.ID())
 		h.mu.Unlock()
 		h.release(op.caller.tokenHash)
+	}
+	h.mu.Lock()
+	if h.closed {
+		// The server stops: the session ends at once. It is counted off
+		// here; the SDK's side is closed once this answer is out (opened
+		// runs inside the SDK's write of it, which a close would wait for).
+		h.mu.Unlock()
+		ended()
+		go func() { _ = ss.Close() }()
+		return
+	}
+	h.live[ss.ID()] = sess
+	h.sdkSessions[ss.ID()] = ss
+	h.ending.Add(1) // under h.mu with closed unset: never after Close's wait began
+	h.mu.Unlock()
+	go func() {
+		defer h.ending.Done()
+		_ = ss.Wait()
+		ended()
 	}()
 	go sess.endWithTeam(ss)
+}
+
+// Close ends every session: the open ones are closed, each counted off
+// its member (core.Service.OpenMCPSession's end), and the members of
+// stateless requests are dropped; a session that opens later ends at
+// once. It returns once every session's end has been seen, or with ctx's
+// error. The server calls it when it stops, after the last request, so
+// that nothing of a session reads the store after it is closed.
+func (h *Handler) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	open := make([]*mcp.ServerSession, 0, len(h.sdkSessions))
+	for _, ss := range h.sdkSessions {
+		open = append(open, ss)
+	}
+	for token, m := range h.modern {
+		h.dropModernLocked(token, m)
+	}
+	h.mu.Unlock()
+	for _, ss := range open {
+		_ = ss.Close()
+	}
+	done := make(chan struct{})
+	go func() {
+		h.ending.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // calling counts one POST of session id while the SDK serves it; done
@@ -442,17 +499,4 @@ func (h *Handler) Sessions() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.total
-}
-
-// Mount serves /mcp with a new Handler over svc and every other path with
-// rest.
-func Mount(rest http.Handler, svc *core.Service, opts Options) (http.Handler, error) {
-	h, err := New(svc, opts)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle(Path, h)
-	mux.Handle("/", rest)
-	return mux, nil
 }
