@@ -17,6 +17,48 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AckInputOutcome.
+const (
+	AckInputOutcomeBlocked  AckInputOutcome = "blocked"
+	AckInputOutcomeDone     AckInputOutcome = "done"
+	AckInputOutcomeRejected AckInputOutcome = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AckInputOutcome enum.
+func (e AckInputOutcome) Valid() bool {
+	switch e {
+	case AckInputOutcomeBlocked:
+		return true
+	case AckInputOutcomeDone:
+		return true
+	case AckInputOutcomeRejected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AckStateOutcome.
+const (
+	AckStateOutcomeBlocked  AckStateOutcome = "blocked"
+	AckStateOutcomeDone     AckStateOutcome = "done"
+	AckStateOutcomeRejected AckStateOutcome = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AckStateOutcome enum.
+func (e AckStateOutcome) Valid() bool {
+	switch e {
+	case AckStateOutcomeBlocked:
+		return true
+	case AckStateOutcomeDone:
+		return true
+	case AckStateOutcomeRejected:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreatedTeamHostPermission.
 const (
 	CreatedTeamHostPermissionAllow CreatedTeamHostPermission = "allow"
@@ -214,6 +256,8 @@ func (e PermissionStatus) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
+	ProblemCodeAckNotRequired       ProblemCode = "ack_not_required"
+	ProblemCodeAlreadyAcked         ProblemCode = "already_acked"
 	ProblemCodeBodyLength           ProblemCode = "body_length"
 	ProblemCodeBodyTooLarge         ProblemCode = "body_too_large"
 	ProblemCodeBudgetExhausted      ProblemCode = "budget_exhausted"
@@ -223,6 +267,7 @@ const (
 	ProblemCodeInboxCorrupt         ProblemCode = "inbox_corrupt"
 	ProblemCodeInboxFull            ProblemCode = "inbox_full"
 	ProblemCodeInternalError        ProblemCode = "internal_error"
+	ProblemCodeLimitBelowUsage      ProblemCode = "limit_below_usage"
 	ProblemCodeMemberClosed         ProblemCode = "member_closed"
 	ProblemCodeMemberUnavailable    ProblemCode = "member_unavailable"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
@@ -250,6 +295,7 @@ const (
 	ProblemCodeTeamLimit            ProblemCode = "team_limit"
 	ProblemCodeTooManyStreams       ProblemCode = "too_many_streams"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
+	ProblemCodeUnknownLetter        ProblemCode = "unknown_letter"
 	ProblemCodeUnknownMember        ProblemCode = "unknown_member"
 	ProblemCodeUnknownTask          ProblemCode = "unknown_task"
 	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
@@ -261,6 +307,10 @@ const (
 // Valid indicates whether the value is a known member of the ProblemCode enum.
 func (e ProblemCode) Valid() bool {
 	switch e {
+	case ProblemCodeAckNotRequired:
+		return true
+	case ProblemCodeAlreadyAcked:
+		return true
 	case ProblemCodeBodyLength:
 		return true
 	case ProblemCodeBodyTooLarge:
@@ -278,6 +328,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeInboxFull:
 		return true
 	case ProblemCodeInternalError:
+		return true
+	case ProblemCodeLimitBelowUsage:
 		return true
 	case ProblemCodeMemberClosed:
 		return true
@@ -332,6 +384,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTooManyStreams:
 		return true
 	case ProblemCodeUnauthorized:
+		return true
+	case ProblemCodeUnknownLetter:
 		return true
 	case ProblemCodeUnknownMember:
 		return true
@@ -671,6 +725,26 @@ func (e TurnTriggerKind) Valid() bool {
 	}
 }
 
+// AckInput defines model for AckInput.
+type AckInput struct {
+	// Note Trimmed; at most 600 characters.
+	Note    *string         `json:"note,omitempty"`
+	Outcome AckInputOutcome `json:"outcome"`
+}
+
+// AckInputOutcome defines model for AckInput.Outcome.
+type AckInputOutcome string
+
+// AckState defines model for AckState.
+type AckState struct {
+	At      time.Time       `json:"at"`
+	Note    string          `json:"note"`
+	Outcome AckStateOutcome `json:"outcome"`
+}
+
+// AckStateOutcome defines model for AckState.Outcome.
+type AckStateOutcome string
+
 // Check defines model for Check.
 type Check struct {
 	// Applicable True for a check this run makes. False only for a check about
@@ -833,8 +907,14 @@ type LimitsInput struct {
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
 type LimitsUpdate struct {
+	BodyChars          *int   `json:"body_chars,omitempty"`
+	FeedbackChars      *int   `json:"feedback_chars,omitempty"`
+	HistoryEntries     *int   `json:"history_entries,omitempty"`
+	InboxBytes         *int   `json:"inbox_bytes,omitempty"`
+	InboxMessages      *int   `json:"inbox_messages,omitempty"`
 	ModelRequests      *int   `json:"model_requests,omitempty"`
 	ModelTokens        *int64 `json:"model_tokens,omitempty"`
+	PayloadChars       *int   `json:"payload_chars,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
 	Reservations       *int   `json:"reservations,omitempty"`
@@ -1004,16 +1084,32 @@ type MemberUpdate struct {
 
 // Message defines model for Message.
 type Message struct {
-	Body      string `json:"body"`
-	ID        string `json:"id"`
-	Recipient string `json:"recipient"`
-	Sender    string `json:"sender"`
+	// AckRequired The sender asked for an acknowledgement; only when it did.
+	AckRequired *bool  `json:"ack_required,omitempty"`
+	Body        string `json:"body"`
+	ID          string `json:"id"`
+
+	// InReplyTo The letter this one answers; only on a reply.
+	InReplyTo *string `json:"in_reply_to,omitempty"`
+	Recipient string  `json:"recipient"`
+	Sender    string  `json:"sender"`
+
+	// ThreadID The id of the first letter of the letter's thread; a letter that answers none begins its own.
+	ThreadID string `json:"thread_id"`
 }
 
 // MessageCreate defines model for MessageCreate.
 type MessageCreate struct {
+	// AckRequired Ask the recipient to acknowledge the letter with an outcome.
+	AckRequired *bool `json:"ack_required,omitempty"`
+
 	// Body Trimmed, then 1 to the team's `body_chars` code points.
 	Body string `json:"body"`
+
+	// InReplyTo The id of the letter this one answers, a letter of the team the sender sent or received.
+	//
+	// Example: reader-1
+	InReplyTo *string `json:"in_reply_to,omitempty"`
 
 	// To A team or member name.
 	//
@@ -1160,7 +1256,12 @@ type ReadState struct {
 
 // Receipt defines model for Receipt.
 type Receipt struct {
-	ID string `json:"id"`
+	// Ack The recipient's acknowledgement; null until one is given.
+	Ack *AckState `json:"ack"`
+
+	// Attended The letter went into one of the recipient's turns.
+	Attended bool   `json:"attended"`
+	ID       string `json:"id"`
 
 	// Read The recipient's read cursor is at or past the letter.
 	Read bool `json:"read"`
@@ -1581,6 +1682,11 @@ type TextStep struct {
 	WaitMs *int `json:"wait_ms,omitempty"`
 }
 
+// Thread defines model for Thread.
+type Thread struct {
+	Letters []Message `json:"letters"`
+}
+
 // ToolStep A scripted model answer that calls one tool.
 type ToolStep struct {
 	// Input The tool's input (`{}` when left out).
@@ -1861,6 +1967,9 @@ type UpdateMemberJSONRequestBody = MemberUpdate
 // MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
 type MarkReadJSONRequestBody = MarkRead
 
+// AckLetterJSONRequestBody defines body for AckLetter for application/json ContentType.
+type AckLetterJSONRequestBody = AckInput
+
 // ResetMemberJSONRequestBody defines body for ResetMember for application/json ContentType.
 type ResetMemberJSONRequestBody = MemberReset
 
@@ -2106,7 +2215,9 @@ type ClientInterface interface {
 	// task document, whenever a task is created or changes; also for a
 	// task whose `blocks` changed), `reservation` (the reservation
 	// document, when one is granted, renewed or released; expiry sends
-	// none, a client compares `expires_at` with its clock), and
+	// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
+	// "outcome", "note", "at"}`: a letter acknowledged by `from`, its
+	// recipient; a member sees those of letters it sent or received), and
 	// `resync` when events may be missing from this stream: this client
 	// fell behind and events were dropped, or (several replicas on one
 	// database) this replica's connection for other replicas' events was
@@ -2247,13 +2358,15 @@ type ClientInterface interface {
 
 	// UpdateTeamWithBody Change a team's limits (admin)
 	//
-	// Sets the named limits and keeps the others. Only the limits that
-	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-	// `workspace_files`, `reservations`); the inbox bounds and the
-	// lengths of bodies, payloads, feedback and history are fixed at
-	// creation, since stored letters are checked against them whenever
-	// they are read back. The change is durable and, when something
+	// Sets the named limits and keeps the others. Every limit may be
+	// raised. The limits of what the team holds (`inbox_messages`,
+	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
+	// what it holds now (else 409 `limit_below_usage`, naming the limit),
+	// since stored letters are checked against them whenever they are read
+	// back; the others bound what comes next and may be lowered freely.
+	// The change is durable and, when something
 	// changed, announced with a `team` event carrying the team document.
 	// Open MCP sessions of the team's members get tool schemas built from
 	// the new limits and are sent `notifications/tools/list_changed`.
@@ -2265,13 +2378,15 @@ type ClientInterface interface {
 
 	// UpdateTeam Change a team's limits (admin)
 	//
-	// Sets the named limits and keeps the others. Only the limits that
-	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-	// `workspace_files`, `reservations`); the inbox bounds and the
-	// lengths of bodies, payloads, feedback and history are fixed at
-	// creation, since stored letters are checked against them whenever
-	// they are read back. The change is durable and, when something
+	// Sets the named limits and keeps the others. Every limit may be
+	// raised. The limits of what the team holds (`inbox_messages`,
+	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
+	// what it holds now (else 409 `limit_below_usage`, naming the limit),
+	// since stored letters are checked against them whenever they are read
+	// back; the others bound what comes next and may be lowered freely.
+	// The change is durable and, when something
 	// changed, announced with a `team` event carrying the team document.
 	// Open MCP sessions of the team's members get tool schemas built from
 	// the new limits and are sent `notifications/tools/list_changed`.
@@ -2359,6 +2474,26 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/members/{member}/inbox/read (the `MarkRead` operationId).
 	MarkRead(ctx context.Context, team TeamPath, member MemberPath, body MarkReadJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AckLetterWithBody Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	//
+	// Once per letter; announced with an `ack` event. The answer is the
+	// letter's receipt.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+	AckLetterWithBody(ctx context.Context, team TeamPath, member MemberPath, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	//
+	// Once per letter; announced with an `ack` event. The answer is the
+	// letter's receipt.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+	AckLetter(ctx context.Context, team TeamPath, member MemberPath, id string, body AckLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResetMemberWithBody Make a stopped or failed member idle again (admin)
 	//
@@ -2465,7 +2600,11 @@ type ClientInterface interface {
 	// SendMessageWithBody Send a letter as the token's member
 	//
 	// The body is trimmed before it is stored and must then be within the team's
-	// `body_chars`. The sender is the token's member.
+	// `body_chars`. The sender is the token's member. With `in_reply_to` the
+	// letter answers a letter of the team the sender sent or received and
+	// joins its thread; with `ack_required` its recipient is asked to
+	// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+	// stored as the lesson's line, byte for byte.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2475,7 +2614,11 @@ type ClientInterface interface {
 	// SendMessage Send a letter as the token's member
 	//
 	// The body is trimmed before it is stored and must then be within the team's
-	// `body_chars`. The sender is the token's member.
+	// `body_chars`. The sender is the token's member. With `in_reply_to` the
+	// letter answers a letter of the team the sender sent or received and
+	// joins its thread; with `ack_required` its recipient is asked to
+	// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+	// stored as the lesson's line, byte for byte.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2511,7 +2654,7 @@ type ClientInterface interface {
 	// Corresponds with POST /teams/{team}/permissions/{permission_id} (the `DecidePermission` operationId).
 	DecidePermission(ctx context.Context, team TeamPath, permissionID PermissionIDPath, body DecidePermissionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetReceipts Whether letters were read (their sender or the admin)
+	// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 	//
 	// One receipt per id, in the order asked. The ids are checked in
 	// order and the first that fails decides: no letter of the team is
@@ -2784,6 +2927,14 @@ type ClientInterface interface {
 	// Corresponds with POST /teams/{team}/tasks/{task_id}/release (the `ReleaseTask` operationId).
 	ReleaseTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetThread The letters of a thread the caller sent or received (the admin all)
+	//
+	// The thread's letters in the order they were sent, its first letter
+	// first: of a member token, only those it sent or received.
+	//
+	// Corresponds with GET /teams/{team}/threads/{thread_id} (the `GetThread` operationId).
+	GetThread(ctx context.Context, team TeamPath, threadID string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	//
 	// The last 100 turns of the team are kept, across restarts.
@@ -2853,7 +3004,9 @@ type ClientInterface interface {
 // task document, whenever a task is created or changes; also for a
 // task whose `blocks` changed), `reservation` (the reservation
 // document, when one is granted, renewed or released; expiry sends
-// none, a client compares `expires_at` with its clock), and
+// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
+// "outcome", "note", "at"}`: a letter acknowledged by `from`, its
+// recipient; a member sees those of letters it sent or received), and
 // `resync` when events may be missing from this stream: this client
 // fell behind and events were dropped, or (several replicas on one
 // database) this replica's connection for other replicas' events was
@@ -3104,13 +3257,15 @@ func (c *Client) GetTeam(ctx context.Context, team TeamPath, reqEditors ...Reque
 
 // UpdateTeamWithBody Change a team's limits (admin)
 //
-// Sets the named limits and keeps the others. Only the limits that
-// bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-// `workspace_files`, `reservations`); the inbox bounds and the
-// lengths of bodies, payloads, feedback and history are fixed at
-// creation, since stored letters are checked against them whenever
-// they are read back. The change is durable and, when something
+// Sets the named limits and keeps the others. Every limit may be
+// raised. The limits of what the team holds (`inbox_messages`,
+// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
+// what it holds now (else 409 `limit_below_usage`, naming the limit),
+// since stored letters are checked against them whenever they are read
+// back; the others bound what comes next and may be lowered freely.
+// The change is durable and, when something
 // changed, announced with a `team` event carrying the team document.
 // Open MCP sessions of the team's members get tool schemas built from
 // the new limits and are sent `notifications/tools/list_changed`.
@@ -3132,13 +3287,15 @@ func (c *Client) UpdateTeamWithBody(ctx context.Context, team TeamPath, contentT
 
 // UpdateTeam Change a team's limits (admin)
 //
-// Sets the named limits and keeps the others. Only the limits that
-// bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-// `workspace_files`, `reservations`); the inbox bounds and the
-// lengths of bodies, payloads, feedback and history are fixed at
-// creation, since stored letters are checked against them whenever
-// they are read back. The change is durable and, when something
+// Sets the named limits and keeps the others. Every limit may be
+// raised. The limits of what the team holds (`inbox_messages`,
+// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
+// what it holds now (else 409 `limit_below_usage`, naming the limit),
+// since stored letters are checked against them whenever they are read
+// back; the others bound what comes next and may be lowered freely.
+// The change is durable and, when something
 // changed, announced with a `team` event carrying the team document.
 // Open MCP sessions of the team's members get tool schemas built from
 // the new limits and are sent `notifications/tools/list_changed`.
@@ -3297,6 +3454,46 @@ func (c *Client) MarkRead(ctx context.Context, team TeamPath, member MemberPath,
 	return c.Client.Do(req)
 }
 
+// AckLetterWithBody Acknowledge a letter that asked for it, with an outcome (its recipient only)
+//
+// Once per letter; announced with an `ack` event. The answer is the
+// letter's receipt.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+func (c *Client) AckLetterWithBody(ctx context.Context, team TeamPath, member MemberPath, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAckLetterRequestWithBody(c.Server, team, member, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+//
+// Once per letter; announced with an `ack` event. The answer is the
+// letter's receipt.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+func (c *Client) AckLetter(ctx context.Context, team TeamPath, member MemberPath, id string, body AckLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAckLetterRequest(c.Server, team, member, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ResetMemberWithBody Make a stopped or failed member idle again (admin)
 //
 // A member whose turn stopped (`call_limit`, or a turn cut short) or
@@ -3442,7 +3639,11 @@ func (c *Client) RunTurn(ctx context.Context, team TeamPath, member MemberPath, 
 // SendMessageWithBody Send a letter as the token's member
 //
 // The body is trimmed before it is stored and must then be within the team's
-// `body_chars`. The sender is the token's member.
+// `body_chars`. The sender is the token's member. With `in_reply_to` the
+// letter answers a letter of the team the sender sent or received and
+// joins its thread; with `ack_required` its recipient is asked to
+// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+// stored as the lesson's line, byte for byte.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3462,7 +3663,11 @@ func (c *Client) SendMessageWithBody(ctx context.Context, team TeamPath, params 
 // SendMessage Send a letter as the token's member
 //
 // The body is trimmed before it is stored and must then be within the team's
-// `body_chars`. The sender is the token's member.
+// `body_chars`. The sender is the token's member. With `in_reply_to` the
+// letter answers a letter of the team the sender sent or received and
+// joins its thread; with `ack_required` its recipient is asked to
+// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+// stored as the lesson's line, byte for byte.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3538,7 +3743,7 @@ func (c *Client) DecidePermission(ctx context.Context, team TeamPath, permission
 	return c.Client.Do(req)
 }
 
-// GetReceipts Whether letters were read (their sender or the admin)
+// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 //
 // One receipt per id, in the order asked. The ids are checked in
 // order and the first that fails decides: no letter of the team is
@@ -4071,6 +4276,24 @@ func (c *Client) CompleteTask(ctx context.Context, team TeamPath, taskID TaskIDP
 // Corresponds with POST /teams/{team}/tasks/{task_id}/release (the `ReleaseTask` operationId).
 func (c *Client) ReleaseTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReleaseTaskRequest(c.Server, team, taskID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetThread The letters of a thread the caller sent or received (the admin all)
+//
+// The thread's letters in the order they were sent, its first letter
+// first: of a member token, only those it sent or received.
+//
+// Corresponds with GET /teams/{team}/threads/{thread_id} (the `GetThread` operationId).
+func (c *Client) GetThread(ctx context.Context, team TeamPath, threadID string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetThreadRequest(c.Server, team, threadID)
 	if err != nil {
 		return nil, err
 	}
@@ -4801,6 +5024,67 @@ func NewMarkReadRequestWithBody(server string, team TeamPath, member MemberPath,
 	}
 
 	operationPath := fmt.Sprintf("/teams/%s/members/%s/inbox/read", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAckLetterRequest calls the generic AckLetter builder with application/json body
+func NewAckLetterRequest(server string, team TeamPath, member MemberPath, id string, body AckLetterJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAckLetterRequestWithBody(server, team, member, id, "application/json", bodyReader)
+}
+
+// NewAckLetterRequestWithBody constructs an http.Request for the AckLetter method, with any body, and a specified content type
+func NewAckLetterRequestWithBody(server string, team TeamPath, member MemberPath, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member", member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/members/%s/inbox/%s/ack", pathParam0, pathParam1, pathParam2)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -6068,6 +6352,47 @@ func NewReleaseTaskRequest(server string, team TeamPath, taskID TaskIDPath) (*ht
 	return req, nil
 }
 
+// NewGetThreadRequest constructs an http.Request for the GetThread method
+func NewGetThreadRequest(server string, team TeamPath, threadID string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/threads/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListTurnsRequest constructs an http.Request for the ListTurns method
 func NewListTurnsRequest(server string, team TeamPath) (*http.Request, error) {
 	var err error
@@ -6398,7 +6723,9 @@ type ClientWithResponsesInterface interface {
 	// task document, whenever a task is created or changes; also for a
 	// task whose `blocks` changed), `reservation` (the reservation
 	// document, when one is granted, renewed or released; expiry sends
-	// none, a client compares `expires_at` with its clock), and
+	// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
+	// "outcome", "note", "at"}`: a letter acknowledged by `from`, its
+	// recipient; a member sees those of letters it sent or received), and
 	// `resync` when events may be missing from this stream: this client
 	// fell behind and events were dropped, or (several replicas on one
 	// database) this replica's connection for other replicas' events was
@@ -6553,13 +6880,15 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateTeamWithBodyWithResponse Change a team's limits (admin)
 	//
-	// Sets the named limits and keeps the others. Only the limits that
-	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-	// `workspace_files`, `reservations`); the inbox bounds and the
-	// lengths of bodies, payloads, feedback and history are fixed at
-	// creation, since stored letters are checked against them whenever
-	// they are read back. The change is durable and, when something
+	// Sets the named limits and keeps the others. Every limit may be
+	// raised. The limits of what the team holds (`inbox_messages`,
+	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
+	// what it holds now (else 409 `limit_below_usage`, naming the limit),
+	// since stored letters are checked against them whenever they are read
+	// back; the others bound what comes next and may be lowered freely.
+	// The change is durable and, when something
 	// changed, announced with a `team` event carrying the team document.
 	// Open MCP sessions of the team's members get tool schemas built from
 	// the new limits and are sent `notifications/tools/list_changed`.
@@ -6571,13 +6900,15 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateTeamWithResponse Change a team's limits (admin)
 	//
-	// Sets the named limits and keeps the others. Only the limits that
-	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-	// `workspace_files`, `reservations`); the inbox bounds and the
-	// lengths of bodies, payloads, feedback and history are fixed at
-	// creation, since stored letters are checked against them whenever
-	// they are read back. The change is durable and, when something
+	// Sets the named limits and keeps the others. Every limit may be
+	// raised. The limits of what the team holds (`inbox_messages`,
+	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
+	// what it holds now (else 409 `limit_below_usage`, naming the limit),
+	// since stored letters are checked against them whenever they are read
+	// back; the others bound what comes next and may be lowered freely.
+	// The change is durable and, when something
 	// changed, announced with a `team` event carrying the team document.
 	// Open MCP sessions of the team's members get tool schemas built from
 	// the new limits and are sent `notifications/tools/list_changed`.
@@ -6669,6 +7000,26 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/members/{member}/inbox/read (the `MarkRead` operationId).
 	MarkReadWithResponse(ctx context.Context, team TeamPath, member MemberPath, body MarkReadJSONRequestBody, reqEditors ...RequestEditorFn) (*MarkReadResponse, error)
+
+	// AckLetterWithBodyWithResponse Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	//
+	// Once per letter; announced with an `ack` event. The answer is the
+	// letter's receipt.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+	AckLetterWithBodyWithResponse(ctx context.Context, team TeamPath, member MemberPath, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckLetterResponse, error)
+
+	// AckLetterWithResponse Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	//
+	// Once per letter; announced with an `ack` event. The answer is the
+	// letter's receipt.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+	AckLetterWithResponse(ctx context.Context, team TeamPath, member MemberPath, id string, body AckLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*AckLetterResponse, error)
 
 	// ResetMemberWithBodyWithResponse Make a stopped or failed member idle again (admin)
 	//
@@ -6775,7 +7126,11 @@ type ClientWithResponsesInterface interface {
 	// SendMessageWithBodyWithResponse Send a letter as the token's member
 	//
 	// The body is trimmed before it is stored and must then be within the team's
-	// `body_chars`. The sender is the token's member.
+	// `body_chars`. The sender is the token's member. With `in_reply_to` the
+	// letter answers a letter of the team the sender sent or received and
+	// joins its thread; with `ack_required` its recipient is asked to
+	// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+	// stored as the lesson's line, byte for byte.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6785,7 +7140,11 @@ type ClientWithResponsesInterface interface {
 	// SendMessageWithResponse Send a letter as the token's member
 	//
 	// The body is trimmed before it is stored and must then be within the team's
-	// `body_chars`. The sender is the token's member.
+	// `body_chars`. The sender is the token's member. With `in_reply_to` the
+	// letter answers a letter of the team the sender sent or received and
+	// joins its thread; with `ack_required` its recipient is asked to
+	// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+	// stored as the lesson's line, byte for byte.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6823,7 +7182,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /teams/{team}/permissions/{permission_id} (the `DecidePermission` operationId).
 	DecidePermissionWithResponse(ctx context.Context, team TeamPath, permissionID PermissionIDPath, body DecidePermissionJSONRequestBody, reqEditors ...RequestEditorFn) (*DecidePermissionResponse, error)
 
-	// GetReceiptsWithResponse Whether letters were read (their sender or the admin)
+	// GetReceiptsWithResponse What became of letters - attended, read, acknowledged (their sender or the admin)
 	//
 	// One receipt per id, in the order asked. The ids are checked in
 	// order and the first that fails decides: no letter of the team is
@@ -7117,6 +7476,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/tasks/{task_id}/release (the `ReleaseTask` operationId).
 	ReleaseTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*ReleaseTaskResponse, error)
+
+	// GetThreadWithResponse The letters of a thread the caller sent or received (the admin all)
+	//
+	// The thread's letters in the order they were sent, its first letter
+	// first: of a member token, only those it sent or received.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /teams/{team}/threads/{thread_id} (the `GetThread` operationId).
+	GetThreadWithResponse(ctx context.Context, team TeamPath, threadID string, reqEditors ...RequestEditorFn) (*GetThreadResponse, error)
 
 	// ListTurnsWithResponse The team's turn documents, newest first (admin or a member)
 	//
@@ -7871,6 +8240,8 @@ type UpdateTeamResponse struct {
 	ApplicationProblemJSON403 *Problem
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
 }
@@ -7898,6 +8269,11 @@ func (r UpdateTeamResponse) GetApplicationProblemJSON403() *Problem {
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r UpdateTeamResponse) GetApplicationProblemJSON404() *Problem {
 	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r UpdateTeamResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
 }
 
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -8239,6 +8615,89 @@ func (r MarkReadResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r MarkReadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AckLetterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Receipt
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AckLetterResponse) GetJSON200() *Receipt {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AckLetterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AckLetterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AckLetterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AckLetterResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10378,6 +10837,82 @@ func (r ReleaseTaskResponse) ContentType() string {
 	return ""
 }
 
+type GetThreadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Thread
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetThreadResponse) GetJSON200() *Thread {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetThreadResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetThreadResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetThreadResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetThreadResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetThreadResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetThreadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetThreadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetThreadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetThreadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListTurnsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10879,7 +11414,9 @@ func (r PutWorkspaceFileResponse) ContentType() string {
 // task document, whenever a task is created or changes; also for a
 // task whose `blocks` changed), `reservation` (the reservation
 // document, when one is granted, renewed or released; expiry sends
-// none, a client compares `expires_at` with its clock), and
+// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
+// "outcome", "note", "at"}`: a letter acknowledged by `from`, its
+// recipient; a member sees those of letters it sent or received), and
 // `resync` when events may be missing from this stream: this client
 // fell behind and events were dropped, or (several replicas on one
 // database) this replica's connection for other replicas' events was
@@ -11100,13 +11637,15 @@ func (c *ClientWithResponses) GetTeamWithResponse(ctx context.Context, team Team
 
 // UpdateTeamWithBodyWithResponse Change a team's limits (admin)
 //
-// Sets the named limits and keeps the others. Only the limits that
-// bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-// `workspace_files`, `reservations`); the inbox bounds and the
-// lengths of bodies, payloads, feedback and history are fixed at
-// creation, since stored letters are checked against them whenever
-// they are read back. The change is durable and, when something
+// Sets the named limits and keeps the others. Every limit may be
+// raised. The limits of what the team holds (`inbox_messages`,
+// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
+// what it holds now (else 409 `limit_below_usage`, naming the limit),
+// since stored letters are checked against them whenever they are read
+// back; the others bound what comes next and may be lowered freely.
+// The change is durable and, when something
 // changed, announced with a `team` event carrying the team document.
 // Open MCP sessions of the team's members get tool schemas built from
 // the new limits and are sent `notifications/tools/list_changed`.
@@ -11124,13 +11663,15 @@ func (c *ClientWithResponses) UpdateTeamWithBodyWithResponse(ctx context.Context
 
 // UpdateTeamWithResponse Change a team's limits (admin)
 //
-// Sets the named limits and keeps the others. Only the limits that
-// bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-// `workspace_files`, `reservations`); the inbox bounds and the
-// lengths of bodies, payloads, feedback and history are fixed at
-// creation, since stored letters are checked against them whenever
-// they are read back. The change is durable and, when something
+// Sets the named limits and keeps the others. Every limit may be
+// raised. The limits of what the team holds (`inbox_messages`,
+// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
+// what it holds now (else 409 `limit_below_usage`, naming the limit),
+// since stored letters are checked against them whenever they are read
+// back; the others bound what comes next and may be lowered freely.
+// The change is durable and, when something
 // changed, announced with a `team` event carrying the team document.
 // Open MCP sessions of the team's members get tool schemas built from
 // the new limits and are sent `notifications/tools/list_changed`.
@@ -11265,6 +11806,38 @@ func (c *ClientWithResponses) MarkReadWithResponse(ctx context.Context, team Tea
 	return ParseMarkReadResponse(rsp)
 }
 
+// AckLetterWithBodyWithResponse Acknowledge a letter that asked for it, with an outcome (its recipient only)
+//
+// Once per letter; announced with an `ack` event. The answer is the
+// letter's receipt.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+func (c *ClientWithResponses) AckLetterWithBodyWithResponse(ctx context.Context, team TeamPath, member MemberPath, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckLetterResponse, error) {
+	rsp, err := c.AckLetterWithBody(ctx, team, member, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAckLetterResponse(rsp)
+}
+
+// AckLetterWithResponse Acknowledge a letter that asked for it, with an outcome (its recipient only)
+//
+// Once per letter; announced with an `ack` event. The answer is the
+// letter's receipt.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+func (c *ClientWithResponses) AckLetterWithResponse(ctx context.Context, team TeamPath, member MemberPath, id string, body AckLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*AckLetterResponse, error) {
+	rsp, err := c.AckLetter(ctx, team, member, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAckLetterResponse(rsp)
+}
+
 // ResetMemberWithBodyWithResponse Make a stopped or failed member idle again (admin)
 //
 // A member whose turn stopped (`call_limit`, or a turn cut short) or
@@ -11394,7 +11967,11 @@ func (c *ClientWithResponses) RunTurnWithResponse(ctx context.Context, team Team
 // SendMessageWithBodyWithResponse Send a letter as the token's member
 //
 // The body is trimmed before it is stored and must then be within the team's
-// `body_chars`. The sender is the token's member.
+// `body_chars`. The sender is the token's member. With `in_reply_to` the
+// letter answers a letter of the team the sender sent or received and
+// joins its thread; with `ack_required` its recipient is asked to
+// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+// stored as the lesson's line, byte for byte.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11410,7 +11987,11 @@ func (c *ClientWithResponses) SendMessageWithBodyWithResponse(ctx context.Contex
 // SendMessageWithResponse Send a letter as the token's member
 //
 // The body is trimmed before it is stored and must then be within the team's
-// `body_chars`. The sender is the token's member.
+// `body_chars`. The sender is the token's member. With `in_reply_to` the
+// letter answers a letter of the team the sender sent or received and
+// joins its thread; with `ack_required` its recipient is asked to
+// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+// stored as the lesson's line, byte for byte.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11472,7 +12053,7 @@ func (c *ClientWithResponses) DecidePermissionWithResponse(ctx context.Context, 
 	return ParseDecidePermissionResponse(rsp)
 }
 
-// GetReceiptsWithResponse Whether letters were read (their sender or the admin)
+// GetReceiptsWithResponse What became of letters - attended, read, acknowledged (their sender or the admin)
 //
 // One receipt per id, in the order asked. The ids are checked in
 // order and the first that fails decides: no letter of the team is
@@ -11927,6 +12508,22 @@ func (c *ClientWithResponses) ReleaseTaskWithResponse(ctx context.Context, team 
 		return nil, err
 	}
 	return ParseReleaseTaskResponse(rsp)
+}
+
+// GetThreadWithResponse The letters of a thread the caller sent or received (the admin all)
+//
+// The thread's letters in the order they were sent, its first letter
+// first: of a member token, only those it sent or received.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /teams/{team}/threads/{thread_id} (the `GetThread` operationId).
+func (c *ClientWithResponses) GetThreadWithResponse(ctx context.Context, team TeamPath, threadID string, reqEditors ...RequestEditorFn) (*GetThreadResponse, error) {
+	rsp, err := c.GetThread(ctx, team, threadID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetThreadResponse(rsp)
 }
 
 // ListTurnsWithResponse The team's turn documents, newest first (admin or a member)
@@ -12633,6 +13230,13 @@ func ParseUpdateTeamResponse(rsp *http.Response) (*UpdateTeamResponse, error) {
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -12886,6 +13490,74 @@ func ParseMarkReadResponse(rsp *http.Response) (*MarkReadResponse, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAckLetterResponse parses an HTTP response from a AckLetterWithResponse call
+func ParseAckLetterResponse(rsp *http.Response) (*AckLetterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AckLetterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Receipt
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem
@@ -14677,6 +15349,67 @@ func ParseReleaseTaskResponse(rsp *http.Response) (*ReleaseTaskResponse, error) 
 			return nil, err
 		}
 		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetThreadResponse parses an HTTP response from a GetThreadWithResponse call
+func ParseGetThreadResponse(rsp *http.Response) (*GetThreadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetThreadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Thread
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem

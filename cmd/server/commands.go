@@ -72,7 +72,12 @@ mailroom inbox --wait 60 --json`},
 	{name: "send", args: "NAME BODY|-", summary: "send a letter as the member and print its id (BODY - reads standard input)",
 		env: memberEnv, exits: exitsOne, define: defineSend,
 		example: `mailroom send lead "tests pass; ready for review"
-git diff --stat | mailroom send lead -`},
+git diff --stat | mailroom send lead -
+mailroom send --in-reply-to lead-3 --ack reviewer "please re-run the tests"`},
+	{name: "ack", args: "ID done|blocked|rejected", summary: "acknowledge a letter of the member's inbox that asked for it, with an outcome",
+		env: memberEnv, exits: exitsOne, define: defineAck,
+		example: `mailroom ack reader-3 done --note "tests pass"
+mailroom ack reader-4 blocked --note "needs the API key"`},
 	{name: "reserve", args: "PATTERN...", summary: "reserve files (glob patterns) for the member; refused whole when another member holds any",
 		env: memberEnv, exits: exitsOne, define: defineReserve,
 		example: `mailroom reserve 'internal/store/**' cmd/main.go --ttl 2h --reason "store rework"

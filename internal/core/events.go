@@ -19,6 +19,7 @@ const (
 	EventTeam       = "team"       // TeamView: a team's limits changed (UpdateLimits)
 	EventRun        = "run"        // set by the HTTP layer (a scenario run)
 	EventTask       = "task"       // Task: a task created or changed (tasks.go)
+	EventAck        = "ack"        // AckEvent: a letter acknowledged (acks.go)
 	// EventReservation (reservations.go) carries a Reservation.
 	// EventResync says that events may have been missed: a Notifier
 	// store delivers it once its listener is connected again after it
@@ -75,6 +76,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		e.Data = *decode(&Task{}).(*Task)
 	case EventReservation:
 		e.Data = *decode(&Reservation{}).(*Reservation)
+	case EventAck:
+		e.Data = *decode(&AckEvent{}).(*AckEvent)
 	default:
 		var v any
 		if len(raw.Data) > 0 {

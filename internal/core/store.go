@@ -233,6 +233,10 @@ type TeamState struct {
 	// last one granted, so that an id is never given twice.
 	Reservations   []Reservation `json:"reservations,omitempty"`
 	ReservationSeq int           `json:"reservation_seq,omitempty"`
+	// Acks are the acknowledgements given to letters that asked for one,
+	// in the order given (acks.go). A unit replaces the slice, never
+	// changes it in place.
+	Acks []Ack `json:"acks,omitempty"`
 }
 
 // UnitCopy copies st as deeply as a unit of work may change it: the slices

@@ -23,6 +23,48 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AckInputOutcome.
+const (
+	AckInputOutcomeBlocked  AckInputOutcome = "blocked"
+	AckInputOutcomeDone     AckInputOutcome = "done"
+	AckInputOutcomeRejected AckInputOutcome = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AckInputOutcome enum.
+func (e AckInputOutcome) Valid() bool {
+	switch e {
+	case AckInputOutcomeBlocked:
+		return true
+	case AckInputOutcomeDone:
+		return true
+	case AckInputOutcomeRejected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AckStateOutcome.
+const (
+	AckStateOutcomeBlocked  AckStateOutcome = "blocked"
+	AckStateOutcomeDone     AckStateOutcome = "done"
+	AckStateOutcomeRejected AckStateOutcome = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AckStateOutcome enum.
+func (e AckStateOutcome) Valid() bool {
+	switch e {
+	case AckStateOutcomeBlocked:
+		return true
+	case AckStateOutcomeDone:
+		return true
+	case AckStateOutcomeRejected:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreatedTeamHostPermission.
 const (
 	CreatedTeamHostPermissionAllow CreatedTeamHostPermission = "allow"
@@ -220,6 +262,8 @@ func (e PermissionStatus) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
+	ProblemCodeAckNotRequired       ProblemCode = "ack_not_required"
+	ProblemCodeAlreadyAcked         ProblemCode = "already_acked"
 	ProblemCodeBodyLength           ProblemCode = "body_length"
 	ProblemCodeBodyTooLarge         ProblemCode = "body_too_large"
 	ProblemCodeBudgetExhausted      ProblemCode = "budget_exhausted"
@@ -229,6 +273,7 @@ const (
 	ProblemCodeInboxCorrupt         ProblemCode = "inbox_corrupt"
 	ProblemCodeInboxFull            ProblemCode = "inbox_full"
 	ProblemCodeInternalError        ProblemCode = "internal_error"
+	ProblemCodeLimitBelowUsage      ProblemCode = "limit_below_usage"
 	ProblemCodeMemberClosed         ProblemCode = "member_closed"
 	ProblemCodeMemberUnavailable    ProblemCode = "member_unavailable"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
@@ -256,6 +301,7 @@ const (
 	ProblemCodeTeamLimit            ProblemCode = "team_limit"
 	ProblemCodeTooManyStreams       ProblemCode = "too_many_streams"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
+	ProblemCodeUnknownLetter        ProblemCode = "unknown_letter"
 	ProblemCodeUnknownMember        ProblemCode = "unknown_member"
 	ProblemCodeUnknownTask          ProblemCode = "unknown_task"
 	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
@@ -267,6 +313,10 @@ const (
 // Valid indicates whether the value is a known member of the ProblemCode enum.
 func (e ProblemCode) Valid() bool {
 	switch e {
+	case ProblemCodeAckNotRequired:
+		return true
+	case ProblemCodeAlreadyAcked:
+		return true
 	case ProblemCodeBodyLength:
 		return true
 	case ProblemCodeBodyTooLarge:
@@ -284,6 +334,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeInboxFull:
 		return true
 	case ProblemCodeInternalError:
+		return true
+	case ProblemCodeLimitBelowUsage:
 		return true
 	case ProblemCodeMemberClosed:
 		return true
@@ -338,6 +390,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTooManyStreams:
 		return true
 	case ProblemCodeUnauthorized:
+		return true
+	case ProblemCodeUnknownLetter:
 		return true
 	case ProblemCodeUnknownMember:
 		return true
@@ -677,6 +731,26 @@ func (e TurnTriggerKind) Valid() bool {
 	}
 }
 
+// AckInput defines model for AckInput.
+type AckInput struct {
+	// Note Trimmed; at most 600 characters.
+	Note    *string         `json:"note,omitempty"`
+	Outcome AckInputOutcome `json:"outcome"`
+}
+
+// AckInputOutcome defines model for AckInput.Outcome.
+type AckInputOutcome string
+
+// AckState defines model for AckState.
+type AckState struct {
+	At      time.Time       `json:"at"`
+	Note    string          `json:"note"`
+	Outcome AckStateOutcome `json:"outcome"`
+}
+
+// AckStateOutcome defines model for AckState.Outcome.
+type AckStateOutcome string
+
 // Check defines model for Check.
 type Check struct {
 	// Applicable True for a check this run makes. False only for a check about
@@ -839,8 +913,14 @@ type LimitsInput struct {
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
 type LimitsUpdate struct {
+	BodyChars          *int   `json:"body_chars,omitempty"`
+	FeedbackChars      *int   `json:"feedback_chars,omitempty"`
+	HistoryEntries     *int   `json:"history_entries,omitempty"`
+	InboxBytes         *int   `json:"inbox_bytes,omitempty"`
+	InboxMessages      *int   `json:"inbox_messages,omitempty"`
 	ModelRequests      *int   `json:"model_requests,omitempty"`
 	ModelTokens        *int64 `json:"model_tokens,omitempty"`
+	PayloadChars       *int   `json:"payload_chars,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
 	Reservations       *int   `json:"reservations,omitempty"`
@@ -1010,16 +1090,32 @@ type MemberUpdate struct {
 
 // Message defines model for Message.
 type Message struct {
-	Body      string `json:"body"`
-	ID        string `json:"id"`
-	Recipient string `json:"recipient"`
-	Sender    string `json:"sender"`
+	// AckRequired The sender asked for an acknowledgement; only when it did.
+	AckRequired *bool  `json:"ack_required,omitempty"`
+	Body        string `json:"body"`
+	ID          string `json:"id"`
+
+	// InReplyTo The letter this one answers; only on a reply.
+	InReplyTo *string `json:"in_reply_to,omitempty"`
+	Recipient string  `json:"recipient"`
+	Sender    string  `json:"sender"`
+
+	// ThreadID The id of the first letter of the letter's thread; a letter that answers none begins its own.
+	ThreadID string `json:"thread_id"`
 }
 
 // MessageCreate defines model for MessageCreate.
 type MessageCreate struct {
+	// AckRequired Ask the recipient to acknowledge the letter with an outcome.
+	AckRequired *bool `json:"ack_required,omitempty"`
+
 	// Body Trimmed, then 1 to the team's `body_chars` code points.
 	Body string `json:"body"`
+
+	// InReplyTo The id of the letter this one answers, a letter of the team the sender sent or received.
+	//
+	// Example: reader-1
+	InReplyTo *string `json:"in_reply_to,omitempty"`
 
 	// To A team or member name.
 	//
@@ -1166,7 +1262,12 @@ type ReadState struct {
 
 // Receipt defines model for Receipt.
 type Receipt struct {
-	ID string `json:"id"`
+	// Ack The recipient's acknowledgement; null until one is given.
+	Ack *AckState `json:"ack"`
+
+	// Attended The letter went into one of the recipient's turns.
+	Attended bool   `json:"attended"`
+	ID       string `json:"id"`
 
 	// Read The recipient's read cursor is at or past the letter.
 	Read bool `json:"read"`
@@ -1587,6 +1688,11 @@ type TextStep struct {
 	WaitMs *int `json:"wait_ms,omitempty"`
 }
 
+// Thread defines model for Thread.
+type Thread struct {
+	Letters []Message `json:"letters"`
+}
+
 // ToolStep A scripted model answer that calls one tool.
 type ToolStep struct {
 	// Input The tool's input (`{}` when left out).
@@ -1867,6 +1973,9 @@ type UpdateMemberJSONRequestBody = MemberUpdate
 // MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
 type MarkReadJSONRequestBody = MarkRead
 
+// AckLetterJSONRequestBody defines body for AckLetter for application/json ContentType.
+type AckLetterJSONRequestBody = AckInput
+
 // ResetMemberJSONRequestBody defines body for ResetMember for application/json ContentType.
 type ResetMemberJSONRequestBody = MemberReset
 
@@ -2071,6 +2180,9 @@ type ServerInterface interface {
 	// MarkRead Move the member's read cursor through a letter (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/read)
 	MarkRead(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
+	// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	// (POST /teams/{team}/members/{member}/inbox/{id}/ack)
+	AckLetter(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, id string)
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
@@ -2086,7 +2198,7 @@ type ServerInterface interface {
 	// DecidePermission Allow or deny a pending permission (admin)
 	// (POST /teams/{team}/permissions/{permission_id})
 	DecidePermission(w http.ResponseWriter, r *http.Request, team TeamPath, permissionID PermissionIDPath)
-	// GetReceipts Whether letters were read (their sender or the admin)
+	// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 	// (GET /teams/{team}/receipts)
 	GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams)
 	// ListRequests The team's requests in id order (admin or a member)
@@ -2143,6 +2255,9 @@ type ServerInterface interface {
 	// ReleaseTask Give an in-progress task back (its owner, lead or admin)
 	// (POST /teams/{team}/tasks/{task_id}/release)
 	ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// GetThread The letters of a thread the caller sent or received (the admin all)
+	// (GET /teams/{team}/threads/{thread_id})
+	GetThread(w http.ResponseWriter, r *http.Request, team TeamPath, threadID string)
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	// (GET /teams/{team}/turns)
 	ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath)
@@ -2254,6 +2369,12 @@ func (_ Unimplemented) MarkRead(w http.ResponseWriter, r *http.Request, team Tea
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+// (POST /teams/{team}/members/{member}/inbox/{id}/ack)
+func (_ Unimplemented) AckLetter(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, id string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ResetMember Make a stopped or failed member idle again (admin)
 // (POST /teams/{team}/members/{member}/reset)
 func (_ Unimplemented) ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
@@ -2284,7 +2405,7 @@ func (_ Unimplemented) DecidePermission(w http.ResponseWriter, r *http.Request, 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// GetReceipts Whether letters were read (their sender or the admin)
+// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 // (GET /teams/{team}/receipts)
 func (_ Unimplemented) GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -2395,6 +2516,12 @@ func (_ Unimplemented) CompleteTask(w http.ResponseWriter, r *http.Request, team
 // ReleaseTask Give an in-progress task back (its owner, lead or admin)
 // (POST /teams/{team}/tasks/{task_id}/release)
 func (_ Unimplemented) ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetThread The letters of a thread the caller sent or received (the admin all)
+// (GET /teams/{team}/threads/{thread_id})
+func (_ Unimplemented) GetThread(w http.ResponseWriter, r *http.Request, team TeamPath, threadID string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2841,6 +2968,50 @@ func (siw *ServerInterfaceWrapper) MarkRead(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.MarkRead(w, r, team, member)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AckLetter operation middleware
+func (siw *ServerInterfaceWrapper) AckLetter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AckLetter(w, r, team, member, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3787,6 +3958,41 @@ func (siw *ServerInterfaceWrapper) ReleaseTask(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// GetThread operation middleware
+func (siw *ServerInterfaceWrapper) GetThread(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "thread_id" -------------
+	var threadID string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "thread_id", chi.URLParam(r, "thread_id"), &threadID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "thread_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetThread(w, r, team, threadID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTurns operation middleware
 func (siw *ServerInterfaceWrapper) ListTurns(w http.ResponseWriter, r *http.Request) {
 
@@ -4156,6 +4362,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/read", wrapper.MarkRead)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/threads/{thread_id}", wrapper.GetThread)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/{id}/ack", wrapper.AckLetter)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/receipts", wrapper.GetReceipts)
@@ -5190,6 +5402,20 @@ func (response UpdateTeam404ApplicationProblemPlusJSONResponse) VisitUpdateTeamR
 	return err
 }
 
+type UpdateTeam409ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam409ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type UpdateTeam500ApplicationProblemPlusJSONResponse Problem
 
 func (response UpdateTeam500ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
@@ -5625,6 +5851,115 @@ func (response MarkRead404ApplicationProblemPlusJSONResponse) VisitMarkReadRespo
 type MarkRead500ApplicationProblemPlusJSONResponse Problem
 
 func (response MarkRead500ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetterRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	Member MemberPath `json:"member"`
+	ID     string     `json:"id"`
+	Body   *AckLetterJSONRequestBody
+}
+
+type AckLetterResponseObject interface {
+	VisitAckLetterResponse(w http.ResponseWriter) error
+}
+
+type AckLetter200JSONResponse Receipt
+
+func (response AckLetter200JSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter400ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter400ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter401ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter401ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter403ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter403ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter404ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter404ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter409ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter409ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter500ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter500ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -8496,6 +8831,99 @@ func (response ReleaseTask500ApplicationProblemPlusJSONResponse) VisitReleaseTas
 	return err
 }
 
+type GetThreadRequestObject struct {
+	Team     TeamPath `json:"team"`
+	ThreadID string   `json:"thread_id"`
+}
+
+type GetThreadResponseObject interface {
+	VisitGetThreadResponse(w http.ResponseWriter) error
+}
+
+type GetThread200JSONResponse Thread
+
+func (response GetThread200JSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread400ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread400ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread401ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread403ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread404ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread500ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread500ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTurnsRequestObject struct {
 	Team TeamPath `json:"team"`
 }
@@ -9142,6 +9570,9 @@ type StrictServerInterface interface {
 	// MarkRead Move the member's read cursor through a letter (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/read)
 	MarkRead(ctx context.Context, request MarkReadRequestObject) (MarkReadResponseObject, error)
+	// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	// (POST /teams/{team}/members/{member}/inbox/{id}/ack)
+	AckLetter(ctx context.Context, request AckLetterRequestObject) (AckLetterResponseObject, error)
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(ctx context.Context, request ResetMemberRequestObject) (ResetMemberResponseObject, error)
@@ -9157,7 +9588,7 @@ type StrictServerInterface interface {
 	// DecidePermission Allow or deny a pending permission (admin)
 	// (POST /teams/{team}/permissions/{permission_id})
 	DecidePermission(ctx context.Context, request DecidePermissionRequestObject) (DecidePermissionResponseObject, error)
-	// GetReceipts Whether letters were read (their sender or the admin)
+	// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 	// (GET /teams/{team}/receipts)
 	GetReceipts(ctx context.Context, request GetReceiptsRequestObject) (GetReceiptsResponseObject, error)
 	// ListRequests The team's requests in id order (admin or a member)
@@ -9214,6 +9645,9 @@ type StrictServerInterface interface {
 	// ReleaseTask Give an in-progress task back (its owner, lead or admin)
 	// (POST /teams/{team}/tasks/{task_id}/release)
 	ReleaseTask(ctx context.Context, request ReleaseTaskRequestObject) (ReleaseTaskResponseObject, error)
+	// GetThread The letters of a thread the caller sent or received (the admin all)
+	// (GET /teams/{team}/threads/{thread_id})
+	GetThread(ctx context.Context, request GetThreadRequestObject) (GetThreadResponseObject, error)
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	// (GET /teams/{team}/turns)
 	ListTurns(ctx context.Context, request ListTurnsRequestObject) (ListTurnsResponseObject, error)
@@ -9668,6 +10102,41 @@ func (sh *strictHandler) MarkRead(w http.ResponseWriter, r *http.Request, team T
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(MarkReadResponseObject); ok {
 		if err := validResponse.VisitMarkReadResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AckLetter operation middleware
+func (sh *strictHandler) AckLetter(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, id string) {
+	var request AckLetterRequestObject
+
+	request.Team = team
+	request.Member = member
+	request.ID = id
+
+	var body AckLetterJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AckLetter(ctx, request.(AckLetterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AckLetter")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AckLetterResponseObject); ok {
+		if err := validResponse.VisitAckLetterResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -10409,6 +10878,33 @@ func (sh *strictHandler) ReleaseTask(w http.ResponseWriter, r *http.Request, tea
 	}
 }
 
+// GetThread operation middleware
+func (sh *strictHandler) GetThread(w http.ResponseWriter, r *http.Request, team TeamPath, threadID string) {
+	var request GetThreadRequestObject
+
+	request.Team = team
+	request.ThreadID = threadID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetThread(ctx, request.(GetThreadRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetThread")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetThreadResponseObject); ok {
+		if err := validResponse.VisitGetThreadResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListTurns operation middleware
 func (sh *strictHandler) ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath) {
 	var request ListTurnsRequestObject
@@ -10603,327 +11099,343 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3dl9s20jf4r+Bonz1Wz9Jy23HyTtQXezyZr+wkk6ztObkY+mlCJCThbQrQAKBljY//9/egqgCCEimp",
-	"bbfdPY9yEbckEt+o7/rV+1GpV2uthHJ2NH0/WnPDV8IJA59+rMRqrZ1Q5fZvYvtXwSth/PeVsKWRaye1",
-	"Gk1HL5gRzmzZRrolc0vBLF8JdiO2jKuq/WKmq61/sjHKwrdzaaxjRti1Vlbkyj9tnTbCMqXdUqoFU2Jz",
-	"1W0SOuH+d2GwSWlzVch2pNelVvNalq6YsL+JrWXcCGZLvRYVcxpac/pGqEeWrcRqJswkV6NsJP1UljjF",
-	"bKT4Soym6QI8/pvYjrKRLZdixf0irPi7n4RauOVo+uzyMhutpAqfn2Yjt137BqwzUi1GHz5ko5+hs1+5",
-	"f+A9drf2H2JnOJpRNjLiX400ohpNnWlE2ud/GTEfTUf/15N2157gr/bJ330rvqNfhVlJa6VWP/7xQHfr",
-	"+Ni1rA72Kt7x1boO7zx+Osp8U04Y3+h/w3f/fPr4+zf/vHz8/Zvf/deob/Yvxb8aYd3BERl85thwDi1C",
-	"7IY6tcK85e7YUpj2uWOdJxM3wh6f92tubw727bi9+ZQZYwfYl+CrQz0Jvvr00/W6MYcX01/w00+UgRv3",
-	"2O0cqn/yx/9+4/93+fj7x2/eX2bPvvnw2MFCv3+aff+hf7F/0+bGrnkp/ixrEYa4S6z8aJkRNXfyrQgU",
-	"YRPezJiYLCasWHGpJuttwbRhhTXlE75e+8/TXHFsQiqnGWdzXVfCsBXfso2RTjDpLLM1t0thGbeseAJt",
-	"+L/+72d/Lia5+rtmxWRSZExpxmdW140T0GQGBFNpZrerma5lyWqpbpi0vpNab0SVkKqdy4yfhlc8oVZP",
-	"L589P0auPoR3gQ/8sBTlDZx+o9fCOCnga75e17LkM7+Ru+v82jSCzf3EWenfZm4pLTONYit+I+yE/ZnX",
-	"VjCt6m3nMT7TjcsV0Hxo7pFl4h0vHVONJ4/WL+ZGm8qysX+IaAZz2vE683uZK3y+Fv402Ywovq4fN1Yw",
-	"WdmLjGnFOAymMvKtUGy29Z8Fr3O10pWor1hRCcdlXfi3FbN8a9lmiRxts+SObbhlVgiFO0LLN9O6FlyN",
-	"PmQjfN2vy87Shi3r+UHf9KzjUtDKLEVdZX720rFKI5Nkfgu2bFy0W1GwuV/Zi0nPsD6kJ+SfOBDoNkv3",
-	"Mg7+TWxBz/63KJ0f4w9a2WYlXgrb1G7/SBj4Hv6UTqzsMbLyM3flkhr7ELvjxvDt3nBD273DMoI7USGP",
-	"3R/W4JIbXff/YG9kXR8d/k98JmoLzzvumuPThfG9wmf9fL0g0r/pKA08smwmuBEGZZYrZpd6o/DaLIUR",
-	"k1462LPJMNE4zDi/MIQDa+q5Sv8Qldgwz1Q8cfvLn17D2Kw/nuNZ4+BWN5YvRBYuqYXrU/EVX4gqY5ul",
-	"LJeMt80suT/USjA9v8iAjuIi2ChaSloH6+fd3eISR3vN3f5gf/N3GMiA78ZfXXqajf/x+ge4KnNtVv7V",
-	"UcWdeOwkLNreqVhq665bwQlYmWpWfp25hWvk6TTcILVNFrVtoZYr6Y6fK3zqQ0ZC4ekXqnsR9q5UNgL6",
-	"dvSc+odeCeekWtiDNGvdmLW2/b9Fppr8eoQWJbsY16pdhLa7MI+0k/3t6TvVP6qZfrdPIVbC+rN6C8qF",
-	"LxylWrHhvsEQ/dg7sK/gdjI9Z5zuAFB+4Ir4E2decGRKiMpO41MghpQ1lysvpsATQCo2/gJIBzdMvBVm",
-	"y2rfM96J2A4bFyCNwociRyVrIz0zYX/i5ZJeWnmaLSwr/psEtCCoXYOk9s3TD/9VXDGeKyPWeMvwPWlZ",
-	"qeuar62oUHryVxy1wHUNspenD9yxlbaOPf0uV5W0TirPzGGhmBFeLmPj4i2vZYUC+5zLWlQFS0f7R+44",
-	"6pJVrmZiro0ITYh30voxecETBDSumFit3ZbV0joSsMIB2JFIe+faRyd2L91P8dbvSqOeInkirxtV9VA1",
-	"r+Fel0uOFICalcqJBd7uuRDVjJc3h55ZSr8S22uhnKFm9x+S/lpcz7bu8APpNdl/Bu7kdaD2+9MFstJy",
-	"g0CRH1mGVgF/er14yKRivK4zELX8eUW5bm30W+mFbSPW2ji4H8BhrphWpfAPbUHbX/FKeDnat+ofCh3l",
-	"CoTPaD8YS8eEqiwrZk21EO5avFvyxh+PIiPG5NmRtOz55fe52n/qoiP+7a0E8qr9dfhRrRt/5hvLdOP8",
-	"3/hkuiKr7lr5pbFroSpamyt26celNB6dDguTyn33vHdYa76tNa8OnZbELOC5oG7cdR+BEqX2C8dZ+zzb",
-	"cLjQIM2vhbFaMbp7fp3fraURlo05q4SSvE4l1KT/9PT0/Ro19Z5R/eQ1urmsvVrQPtdyfr+IS11XbFyk",
-	"Kj/wmYKtuXVMuoFxecrY06VXvzv7NtPcVLGnjFWiFp7eaCUsk6qsm0pUA11oXV+XvO7jCK+1rhn8BkcS",
-	"Tna4Lmgiwx9nYqtVxRbCAWEzRvvr4gXnaI2Dd/HY+3do+gND8veyfys2/EZcV6Lm2+tV312XdS0tHZOZ",
-	"cBtBMhjqZcx5LYquI/NtBRbm//Z6CBoE/Yna+MuBwx5zNpfvRMU2UlV6Mw3cLGmTG6/TWTbb5sq/7e/M",
-	"QsPik7IPxkTf3MUV47XVNCy//f7Ip6PNlX894cNEq1gYmxLvXDLAIXoQpZSWxHaX6w/+6/QcxTeSUwuD",
-	"l/8WQPl870YsmpobOPP24kQi0I4FXtsfy9/56vhY4N2MVdKI0mnPWGBNaqluLOO1vBG9F2lHOtrhKl0+",
-	"lKXsL6EMu3Rsjw2Gc7vP+3Yo8wC5C7e9cyV3T/weu9vf5f213qFgvTIhyArAIsDIUlXSP8zrXxPJAHT8",
-	"7LA04SUpkKelVldMeAFuLkVdsUrMudekg/GrFtbT6re8bsQxEYTeHU2/I5u3XHn952l2knAS3376LH37",
-	"MjtNbImv//5o3zvyTHzzm2eXlye+nMo6bc/H3u2Tgehd7PqTRCI2tkIwPCJwv04ZTCqGhPW/hP+yryOY",
-	"HN74PSGlHfXxfR8WX8IB2J/15xJmVvwdjuz33z0/fsh6j8jz42/tCkDt4co+Uhy6YpwtDFcuiEB+A3sk",
-	"pOPnLRGSaFjf7g/r40WmuMBP6fQeGc2OPBVJQHYL4SpjS70BHWTF1ZZOP1d2I4xXH2/giLilWH0WKQx5",
-	"PElChXV6vQY14/jKB0GtPRDHXukR4MKr3+7TqVSc4yRwedHA0yYUxljNPUHYo1Bh077b2bPLkwWlMKzv",
-	"fv/8m2+ff/td9jmFp1yR9MReKNasPelJ74ER88aCwOmWrEj4eVPXBVkscmUaUDRbtxGIorC9oa0bIdat",
-	"Z1s6xqsqeHSGKeTTkyW4lLJnn1uiyxWKdNmOl7/Uyno6pkrydu3sX4HzOzSdD4My0D/WFXfilkLQay/Q",
-	"wOtevCmXXC2EJ3Ao+tRi7jxro93wT4HYw8ZKt3IReFUu9kWhfd5+O/Z7W0Y4wMs+ns/cjrecSOs/iSqf",
-	"SNVuSck+meZ8+oW87ZH/mZubl4JXR49790i6pdHNYtnrVP8GqW9w8373/HiQSqqbhabf9I629dsN2dKv",
-	"ZdXvcxPc6h6v1y9gqfbkRS6UNsjyg3tFm0oqbrZBKgdVEazA1yGCyH9VXWtzDT2iy8t/NKKUaymUG2Uj",
-	"pd215W+Ff2tdb5NW1kY7Xeq612uTRKYcGDZfr41+K6qMGeEXSlTo8GrAter6nHWp4zB6kqgZUBaxnVE2",
-	"iq34MeP69Ay13/mA4RjUU+92ij7bNIkhIVrKs44sfOkn5hcY/BIFr1ZSFUEUYvAR39snovBjn0co+Hlu",
-	"56h15J7cX4ieWfZ7h3np5NveFWgNyDI4IxmGMSipFpNez3/QW2u6Z8PG9ENPrMr1tZenrq3o8xBHjyYN",
-	"yj+KZm+u2M8//BrjIsbFk1W5BkFly8IZz9VbYTxfyZgVwGAgrEJpd0EXELjnjVDoIL1iqqlr9CKBUQzl",
-	"Xy/HeI4hDLtRegOCldJKTNjfxNp5fXAlVtpsMwhVQHfM1EtL9BLISEZYx42z4Juaa7PQzoGzasJesAKn",
-	"VzDxVijHSm68WJIrLz25ThAhzpaEaxWdSGgefHrJrFfigi8tV07TT54MyJIHbzSKBWAU4U6g4LYUXj3R",
-	"8ytmNbm1/CuPgujgJaiZYM3aCxzQFYYEuSUniydvhzjJlZdQ8C6yNV8IcpvTvs14tRBMp5uLgSZ+OWHt",
-	"obXvLpndER1Tx7XfLozLwTigvVvjj1fY+v3T9Ve9QW3HjyieEDpKF53b4EVHmwiFsLO5QkssaklTPze+",
-	"8BuoG2dlJdjPXNZG6xX6BJUiYmmh6VwFS/DS664ohvOZfivY5YS9CsOZiVqrRbBhrY0uhbVwpnKl10IJ",
-	"OAqrzO8ajM/6Hed12HKLJrFSN8pZdJP6Y683apKrvaPHldINSLl4blCwZGMe1odhn1muylp7hUEbMhNU",
-	"FztC8OWgrAjUqK5/mY+m/7yVh/5NdiiERG8UKq7hmG+kv/HkWCOdgC75SvCOvWcyfJxayjocXyN4dZ3I",
-	"KPuDlFXw0MHBjpb8SNo8XfDN0PjICMPVdnLKQf/aAT7D/pNGGRL3Bi4fBbCxUq8E43O/LEW6nl17TO+h",
-	"Au/osTH/I8QxeDG6f5OIYBOl5h3HKm3TDK6PqOfIJoKJILGjSdfPMEF6X4q6OhQIhTZFcrVM4abCeQlm",
-	"FFF17CgZKyguIFdj7omnE8Y00G40KV1k/h1VihoDCEyvH3iz1FbkCuiWmM9F6axfiC0QFiROCuxDRoAV",
-	"QEUywl6A4c1B/Geufn3x+oe/Mot3lhV+2gUzohbcCq+KDoUSxvW5HpKcf1tuMYoVDMWWQgXXvnPlUjI6",
-	"RSKNzCc4xhujiGD795h0KNMFOQYMHbipFJyVbPsjm6tGcc+y/RaEIzv3SyBxJagdNi5QLZ/sGPaLq1xx",
-	"Wig0srzPgxCVj6YsH5W14CYffSjIX+g5R9fzfrvYN5L39r1EJJDtyGfhGu1wzV0ZbYfYxQuehCr5+5We",
-	"90iF3gxKqxjPdUul8NNivI6HgbdkNZqdRl1dE6zRn0xzW4JEvfRafH4DQVUrtuKy9nSoFUTQGJlQKbiD",
-	"Xp7VLhFaoDFRIY88NXB2eM9e+rN8S7PVbyAw0TWA8F6yIa/4jScXyRwa6zke4wsue9QrOsvdzfFi7Wi3",
-	"ywLuVQHRT5LMg1FkoGZSFZwagbf6Vc+B9Xi1p+LKCm4k6VFwN8HS7eVZINvQjxejetVxbPajzIOwztEw",
-	"mHr2jxsJBwyCt75oH38NBo/9VeQr0rGxkBDetOHbi5bBcCTvvrGBI96zfTYIEPs+4V6patDkE0wwvaKY",
-	"Zx6mX4nvBAsAxcSH0zYxTmDgQsIMPoqKhknuJjbI1UpUGeqZT2NKGdrVi9ZbXrBSV4KttVTO9pp+nD45",
-	"66Zjl9MHZ9w5bR8ZQICEkBWBMhbR46WjtcvPugi2N1uQVOjVY9TFZ36a9ooVXHmeuJZlAfp54RUlLgs2",
-	"9kLuL2uhXvz42M+dOwlhP0i6L1hjkXSXRlRCOcnrKLPgI48sE+qtNFqthHIT9pt0S8ge8SIMRx/nQpBX",
-	"Pb5CVJGNi8ePYZ4him/navN3g/F7XiwF77a/fl4mwtV5ZIO7fPz08tlzlJkCMemPzmkN1c9PMJ0HDr0/",
-	"mhAaGf3z/tGQy1TWvKnEY+sVbff4+eNviysU5eaQ3BT2eHIKCw8ddQyWYYNH2Qg3FxIlsdnjRsrYZN9x",
-	"/nvvlPGgejGVeKKfLvCqHRv48ayy3vhdfyqHU1xSW/AJ9ty1UJX/8ehCdPIfD1hrf+VuGVOybkHQ1twt",
-	"uwHuyXY/v/z+uyP+ATgeP+K7T8NxDZ+PhMFj3wdnM7TgIZ/39Nh8aJLeOhqg3zY/OLrQ1N7QxLuybiwZ",
-	"j29lz17zjuU3ZZWdXNSjTDFm/u2ksMZs4naMvfPrJLPsejYEgxMJ5q05M426XnGpvHiorWML7iCBMgTI",
-	"HEvKOS3HphKlrA4l8kiwJXtxkc2EF3nogkUrtVd36bvJR1tIwzBmPTJA6u8IkwfOUkoLwXb7A4G0RRo9",
-	"mQVT2RqdIm9OGBeFHt1qSeXhYELsaZ+pOK1rBu+ibgCMZcHfpvJje5IOHfZOqnl/Rvn+SzVX14ccb36I",
-	"wVfG/NPoUKiFi5E4jLRxNBH7RxbH/XA7e027VUxZQ34PigaRqiP59XnrC0rYtKmdClwWXtvA0LH0GARW",
-	"QYlk6PgTSsIfNJBejchv1Y4PmC7rUSPJLg5AJBzQZjg8+/uRGFQ6WVvJAe1c5s6VOkyK/kgX6Zb8DZPv",
-	"juea4XOHh/CTtD30vl2rWzCjlsIeY0Vp873DM3pWi55szBeKvfzzD+z759/+Ly8K+odYpcsG5OJ9qqwr",
-	"kQooe8lUIfI6GsDgk9P6uuYGLGGNss16rY3f9ZWoJA9O95VwS11dK+2u2yPcKN64pTby36jiazOTVQU2",
-	"M//g3IvSI3TlXkN+lg2fwGQYDXLzpq7bQPD4Y/jc3h48w9dkQvBPrOsWGIS6bR/vQw9pW2kUf8tlTbnR",
-	"GNPT/W7XapyYFGnIjbpReqOu4+XaGK0W1xhr5fcwTLHUYKZGk4jhC9FuiV//FVfba+uM4BCBbpcNKHrX",
-	"ld6o5J3u8ELnDnNUIccvrB18iOuEn7YlvAYfuLVyoZIfay5X7UdIFQwfZrUub5LftEse70bO7UgsyaLv",
-	"hZ3uPhrGCiZ9xetrCK/spYodyXFHkgBLc98YCtBx0VJey7c7wbN6jomG0TebghCUAPuA3GGS5hEehiyJ",
-	"zQ/LrCmgwI67qFlx9dhrO363r8gXUWrluCRHXllLoVzwV9sj7K8nCku6oeAL+GJfO/vHyx+9ShYMl4Ek",
-	"3UhVsXEBGA/TWc3VTQFZ7BdXbGa4Kpdeny48eSqOJ7YTwcHBJcyIFipDMjdARiEM4pfGlXr1cRZEYvyP",
-	"Q0gFYltUsmqNI2ujF4av+uhv48/uoCbv33pkGT2GEdzo/4PD1ig2zkf5iBxtMytUJ2mtIyti+FDf3kEa",
-	"b6+IDeeb4v/FvxoOWbPY0k4kSBgtTFxp5wd3wC2bqEbY/LElwKcy5tDolvYu3YmdJqoVH4g7ohjfXlnf",
-	"DwgVHYxWwWjgIF2BfOc77khxNVeUjX6CSL9rBODoSoojimuV7GfYvSyepb5z/lLw6pUjw+euEaPrlz+6",
-	"dq23+pDHec+g0ecQ6x9qKeS6R+IajiEc0AiiWfgRhg2wsjFWg/+YgycW4rHbRMR+nzSaZnsii0Pce+zm",
-	"OKGSyLzJQXho+rZvo9pfTmQnuJLH0VSo4f7xrOuBuxCUXLwPCIOjXLwHpPWCeXHDe6NH9kCEvAbXfzFD",
-	"BtnAGThoiAu8Kb2Vaayol5282NR+9+ZEltNRgsL4k8EOruhHuSFOXqCOL3Yn/l+7loZe7vosunl6x/wW",
-	"u8oUDW9w0sN21HjlD0UFgehO9+4qcT8U/2pEQ1br2x6NfRstNgZ6t7+k22uLjqVKzIU5KdT2VOMtIdTt",
-	"r4cXjk6Et/ubf7TNlBtyuZ22vCi67hHDtCUiBodH5h86YemHfH2HLOdZb0x0rx3E66fuuNW0s1uw8oln",
-	"kRpp1zeRLkPYeFjeA1v8Ubf9007BrVyVnTzLE7yVcWlv7bGkBd5b1wOL9+Mfd1Ma/rULPOm/Ooy/GFv7",
-	"G63qjoQWWEDvUaJX+w1BaVLNiWwZr/1xtkwN969NVBX3d/tX7paMlseS0ioqNtuCh5KgTj+Lhf6I16Nr",
-	"od4dJMZUI+mJs2FRU0fiTllypwNzHfG0dPfpKFxPG2d3XKfA8IqDC3hCI7s+nx0btBH2cd5cXn5TKvhH",
-	"FBnhIYoKAtvBHTo3esWeZjEc0WsQxxn4sOcIVy7d77g0h2y+6ZIcOcWHPGu3d3N87kNwO0fcKesY53Rs",
-	"XT6GdXSuZRQGhxTwg87gZ9/exhf8zbODnuD0Ph2NL3CuvqY0427SNuJNDGU+fndcGR32QCcLP0Ttu4mR",
-	"t7XrnQJteRgUJGnspVBic9sswe6qfsoypk31jrRRv6zjSt3CrvYnyKvACDxpmV7je1esgNyRx57E2YI5",
-	"CAEGPaCwTqyvV7bYZ2tV4kHaF3+X2rpHNkV7cJqwaSF9m41DkFAlFCYCR0ftMYDH1Oa233P4NZjXNkZC",
-	"upPT8aeJe+faAeSj58/y0cUVYdS12Rn0wE7Qjr+K+zf1o6IUQUbah9gSvEpc3UwrhpE2fj1rrtqRk8je",
-	"Xb2oLKMU37uCtKs9oGO13lD6jX8GQ32lJWCGBKAAQvMjbEfJFdtwVy6D+XQfSiI7ZtXqPeat+bgnY6IU",
-	"ihup0Yjpn+tEBQRDroQweTB4CttrLdFKnJAOtGvS/pAdQQ33lyk+PHCPBwNylqK8uQUkKYQq9UGRclnP",
-	"9DtxgFJ8KhjnHpHh5bINcgaXGyLNhswFXVdeHQYffX+Yw0ddpn3kgH03Sx/8MxLFFpyZsKBDSioAkUNY",
-	"7xghrck8jWjiLmJHS0yMGzLZX/QbQXV7wA8yuvYq7MANfJpmBPHhg3YEul+dOMSWT5D/uHXP9FsLBqGN",
-	"TdNmPM+M3mDIfS1vIPMMXYAniNYNiYJxtFlA4QfQbbpIPUhiYek7qGftfem7sK+ojx/VXO/f2c4UD4CS",
-	"f/Ra6mNMfyjKiF7EAx0WCtl8lgI/B3SO3ls55KLsTwgKPsN0MO0MDi1uv3wYRn36oe9s1jHpsG2+d2hC",
-	"VUOUejfaioAhnp4GREBG0TcnOTgOmDxfObHujy7sZt5QGDXEbgdEJsidY3OpeM2ceAc0+TSW+FrrGno+",
-	"zgvfOXzwDRXs6B8swinPKbI84Fb1ABxgyMSAYACSa0BWQAxMgmyGzDs5Pzm1lcIt+r2WhLHl22+sYzPB",
-	"/MwRV4tSaOHCaSVAQPIPYKzGyYELofLIPt2GkQ3EzQNsDBt7zkM4Xxc4TgWonGFMGFwnDWtn+RkG9jHW",
-	"rvDOkHM43csAKx9yKDFOdNIf5jpcIAKCak5OD9IbNRRM0Bkbbi+T7ordiLVDzOR4KiYnGqqIzvTERHgx",
-	"iprzmoHlMjjsG+VkfcuuTsu39ludZFtTLZ3Tz8dgZEsDyWW3OSm7enKs69NyGwpMic4E3LmspRidSx3v",
-	"UTgRcf07h3LHFJcMvI8W+7n/QBtxSyPC0OaDP/H55eUlK5fc8BLkaIpXMXK16iKlHEoXhMF9lI80Ibmn",
-	"pK92SefpNsGhIKyPW4Jb3/R4XLu9g2fn2aHO2bhIAjo7WPnHDzJ0OnSWdv00/tjvOmrgu2OeGt9Yv3QV",
-	"gcZOJv5HJSpscmhOrw44IqW6Dto6RN8QSYPrjX+9GZjciemqp8oSL9LCEBAONgcIH7/Pk+76j/vyni7+",
-	"395t+PSb8dkO+SkEgxS4r1AKhsrYDAg5KCAi5BHgLQiGcbysDbZm3CGixhXBSJDHzgvpj72YOIAv9TVr",
-	"0OyAglIMrFQRaJppU/lDWQtetVaUE40496BmzXDxipcB8VgqiJ/w87xFkO+gkeOWGC2fv6ZOYmEIh7rF",
-	"rAjQF23hndsW3PF39KOYes9Bb0Oc8KjvI+cUITKz6GSpSctC7s4VK7i9KRjoIdFIPE7Bn7s2689/qRDc",
-	"/SOqO3UwQfZ8cJ/32pwiRyU36UCQNFYwNFdku4/mV1T6pWVO19V+9nGfe7Bz/A/DgvwFyjuGIfAE8jYg",
-	"3G7TGmOPCFxpLmtBierxKMG7DNE2PhYaxF+DAfkGjGwnyzeCr141qxU32+NiDrQ8NJrQyhH+eRvf+yEs",
-	"uTRhIpR76y86MkC4+6lbS8eSYQ9N+bNBhvgJXLWgcQQ4XHJFT+1bhW5DH2iYuzOmJoYmZz8xnyEx+YJv",
-	"CpALZmIpVY+Ry/P3a3Ka9Lsz4AnLN9dUrenA0dBzkBcetW4YT6kDgBSRCU8zh0oG8UqYw6OhZ4yAS251",
-	"Y0oxlAzwVorN4fZ2NyZdjL3x9DQ5MJ6eRevfbDJY3hbdo9fcmkCVR1x6hLONBtddevXO7YEH9FNrLl2v",
-	"J/c3DjFg0jLAcIyYfoQqmpGnhdnaH5GAynRLn22XEr4boArBSvwZ1zKpJKB1vb+An5CODU7LdePYuHj/",
-	"oehBGNn3jFBm8GB7KVKIFaoKCMu7eCBH4aPv1X5r3V+/9nVj1BfEVFsbvRoKwm4sBO69c3hq9DoWWmmM",
-	"IoQW2GAI/djZjYEbF/F4hqIS0kP7KAjFNoPTCgi5aXWXzJNgVHQCuA5gqu6XgxlrwwpC0wmNnqwckZcm",
-	"RRf5rkey6d3LP1KWc08Eoao+MSzzQDzhSafBjw9OxKkRAGANuKXgNYhbEPSdYrqD3tDxp3UKjkjLZFWL",
-	"i6tcpWCaU4TckHXtlSZRIc631nUwM851Y2JFoIxpk6v2wRX4mtoKKwCLHLAg22IAndInuZI2gHxcXEUs",
-	"z2nLoUrd1Bi/MJdK2iW8HZGDW+C2tee9uomAdlOytZA1JiYyInbVzGigQ6apRQZr0Ul1xOqT9CphnSO/",
-	"5DZXEWMUx9wii04TUPT4LQC1hdHlKqBk3oi1iyDruBk9qKTT5AbmqkjrTBTMcAXodbFcEVWp61xtNt6g",
-	"zyZXlYSAu/2eERYr6MEtWF84WV7mjqekA90XJtmXGz8U8nULFagxKtCMXZ0XWrquDMIJ7oeQ+Z8DtKJf",
-	"w++eMx6hEvDcDFRC7MeZz6I41JMsCJmGfukDZipiMAMUDHfhII15Ct+FxYJ8LyGQm7Mbse1P8HVGLhZI",
-	"oo4t2Gt6lECJ++PMMcac7iAEmj92e3HnXaDIcBsxE3Iv1MD1xhrcxua1y9lp8DGSJoZZB5NVdK/BzvQE",
-	"1wSbFp66DtnNWrbRru6QHDGgzgfI55PPcuRhR/V5aHpoOD8HnnRi7fsUyu1EhLbsgH0jXMr+QA8n1qQ5",
-	"N0ZNSVYIm1KwscqA3hPEcUaV43NVNQZD6lc2Y0YAYvAVK+CWFDETHG/SRcaKyFCKXI3hQ2PFtawyYEEZ",
-	"Ss8ZkxZhIzIqy3VFYjWUtYBvcmWX2jjEkQf3WupfuwD3fmsxLNi4g6OT5QqPYS+2YDKp3mIz+9QHMS56",
-	"ETfVYB59gt/EbSIEbIx2AAg9/v9e/fJ3oFAXGYvT7aU0YcH6deabnfyqzu6mZTQ7FTd7WYE6WpZ4MCU8",
-	"uKd7fjpQ+XoP+SJlS/FE9pN+0q16f6CD1x9d8PH0D5Z66AK+bvlBj5GH6FwUW6asaC/gr7+8es0mk8kT",
-	"rDsJYVch8Owi80IGl3XhmVVb7faKFWTRKKDutoPU0ojSGYw5LUB4rihOBIYC6gXE4KKSgZfKgXV+TOXr",
-	"A/4MJS9GCW8mSqg/VnO5QuCTgiIu+uE8d09oezZXGJQB4Di9hv3WDHS6OzSJRDlMWge38x/hiPTVCyWY",
-	"UbvuxXeCK3+o7FhP7DGkI9zmnb1Cvsn7u+31ze+3YI7/s6xvjczbX0P59RLLXT6yUOjvxHLIK13JuewT",
-	"FqOvGBBYNpxKDqCFtzrdVRywHgdHC2HcBCcX3RQZK54UsRb1HGrK2K6MZU35hK/Xk/X2OMobwkSGusRx",
-	"0ke3Jgg5t9ieWAPtJAmoexCOiUDY9v6oIbW8bIx021e+YTooghthXjRD658UqkKKl5a8ysKWvCDwMnRw",
-	"L0GwZcFBD9MAdgh9tRuxdG49+vABWPS8D04ES7BSSDeWLvJftYhCUKDlr69f/zphmAcAAbEQTpGrojOq",
-	"KfsDdM9QWofxk8Q+3S3Jle1P1UtWjVGeQENUIMlVdi9KYsJiWTBehrI53FLpDyovAXn0IO15cg3GxGz3",
-	"l92STb45HX9a+1ZNB7kfiD8OFiv/WOY01t+EWsNVyB0ruQqxpGI1yVWu/uQFFwsNFpRK4dfsCcFS/T//",
-	"24IAFxD0LoL52zqI+kdAqiuC0bK52sWqCoqa/wLjYIoJ+9UrP371yDc09kPMGKW++3HnKgBvMIzLshlx",
-	"Q0+9srhC/2q04xcwfNPUoi3cAdkJSruQDpIrvFNTxqk0Vai3BEa7xAdOEBqdmDC/knMjharsJFe/xTQl",
-	"CGLxq+p7mglmBC+XqLZW3PEZt4SNJC2r9EZdYK0xOKsrvs3VTLT9fnv5DZS13UWpK2hEL4Uz28cv5k4Y",
-	"AKnGYqlgXsFgGir7gTFCo1BHapSNqKLZaDp6OrmcXGJKglB8LUfT0TeTy8k3oyTp9QlUdYI/CdSgJ08I",
-	"Kz9Jywr4axou13Yt6G6hn9gvQ/jRn6Xw42Yp6AyDnO03qHifA33IRxnLQYPFv3wTUOEkNlhg0o4I7IYh",
-	"pZuw19u1sFMvkJGdPmvFOPhzXW/9H4AQBX9QIasxr60m0DAoNparWLuqU8oHLdHaoFMIoH5CdJIBHasx",
-	"qvAiYUf/4RhukSRVtjZAbRiBf/r3TYOv++mT2Q9uSjDDZC39CY5VXAPoHMVDJAdeQuy+RRYT+EW2wV3a",
-	"UBv2isEyzLEmDzwHFX5YgdG2RdpZkpdLA02+ydXOgCFu3WIpbawCqcQGOw858VcI/rsFUmhzpbQSGeNE",
-	"WyBEmhvhT1zMFS/aknylHyHcrypXfnBbVZISjOc51KKDHVALRATA3QPMyCl+wN48/YGCWkupsFIlNQLO",
-	"VzKhAbMY75VOQ9z7XAUKQEXh2tJ4VNXNHwM4AIApF15/FHvyF7v2xwahlFcakfxfCiCSoViRYFvdQJ08",
-	"KArozw+28MgCDYpXCxOu8EoF5WX3qqG+h5WFyKYJN4/KVsXXoKbzMgkQjPwQ7ugpveWq213l1wwe0Ddt",
-	"n2iQ9szez67UKzBF1hJPE5Rw4hStH43RuJ1Y6M6GvTNb9vRbFot0eyKa8GvknVaIbrG7XCEf8W0QGYiU",
-	"JWwTPJ9qdNLhuOBkl0K+9ZLDGOUA4mFGLpbOMoibuug2D/Sj03Y7Fq98+kHjaLG6YCjm+Huato3rEYQH",
-	"qvbz9PLZc6gmRdcJ2BIU0/G8y3HI3iOyTgjOTy/jgtUa63ABr/H9TBhaUfxIFhpq0e/Lg7lCgTDzYhBs",
-	"ApD9KYLPtXtFDG4ukCr7ARV/8iN5Bb5/KpTtxWho9scKrNX+zT8hq/Lcy/CVQGX0n71laMOaUnqo31nw",
-	"wvkH/tUIsw0WvGmwnqLEcCKqz5sdB+Ozy0sC6Hehtot455C3PsZpY3pc6GNXR/nQ5+fG/cHXITQW2FA8",
-	"+rS3sCF8w7cTz+qf741kSNDrDuhITjWgLfcMs9iDTC5wFE+/6ChSXGUawDdfdAARybmY7moU3ELdKqDr",
-	"Csk/HkcY5vMvOswIMl1MvbJgm3KZDObZ9190MLswzgUxZVo2xJ8jyvd7kMUC2cuCz5HIHT4DpWakf7OG",
-	"+Xz7ha9CF4e5QFU8hBaOXsFQH7/yVxYJWRtrgKw9VlIFDTVRTS/AKrfwxG5E4vob3/gT9Gf0yu073M7T",
-	"OhsZ917x6qtd1ZhZvvWiBHw1Zc40JOMHTUTUVvRR6r8I9zNmax8kj+lO3G4HfhZD5DKU55ZQJMkFevhV",
-	"KVHnCPy2JNw5WGFpk20lQSNsrGmUffIexaoPg3sMgSxewY9u24Cm0VFvJ+y3XagNiGHI1UJDzFGhbwoM",
-	"BaityFiB2fjwFYKtYLUqDKqErwHot3/3XzbqLre/ReMYOAUIWNBi/p954n3giVFwRhrjSTvE1tp7wwYB",
-	"DucrcI1udQMsvnuYk7zYOePEMVIukQAlfNgTl0EIJjM4ycARn6O1MGMo2O2kYk+6OhAQRLa6ROInad2r",
-	"+NQd0ooOVkXP2qMtOSJtROsC4l8kOBv34fbeL2kGIcCt1Squnw1KqDQRygQqGwK7GzqdnSPz5L0/jx+A",
-	"/WGdtgN6XhcNDRymHXCWIip83bMeaiF/0knPRmtt3SBkDplKbNDn0Vwy9l1XGOJLzBjjjckE2I798dPi",
-	"ImOVkW+pjZAzgvX7O8GrFq1goS5ljyUlsRMl5ful63o3coUVZ2AboaZu2lYF9jmr07rZa75AzIy5rmu9",
-	"wcrdIesTSoPbBDMIzDAbbio72dsqArMDq0Gu8PSchHfHsHxJ+AwRiypX+CxHjDFQnf2RYk7DbAVZ+Jic",
-	"9yrSwa74lz+9Zl1RrCD/EG5KJMDp1LAkZrUlC2SuYhHdOSktka7kKlc4fgwYBo8Pryk4hXY/TRVjUlkn",
-	"eDAg5QpPApVogesYwZow4Bp3M3GluiAzQtjqJFeEY0d9gm2aTN1UKGxsNSv8X0UoPe9XV12gzrDU1uUK",
-	"w0yLAIZXTBhgnVkGFU6S2tKPLBPveOkItJXO7kabygazMvp6nHa8zhJbG4bW2YwkaF0/biwGWSQrgXXR",
-	"yUUksCwT2Zta6LApCrpFoFe5wsgW3DsUftvIDVrUuT/gvg2Uhj23jpaYXOHq2RsJxfg4RHlNGccFDFNa",
-	"8QoNdeQBwKksPJ3IVamVl2pbUJqAwOjPXxYA4HFCGODDwK8BXqEld7kyXNH2EpgzPiCqKwQBxDFihD04",
-	"K4lgIOyeFbmCErGFvgkL1Cfhv2zUqxbDi6b2ByoQ/Lkk/ICb+eHDhw/3SJeIipLnGNHbYLaELbcUdXVP",
-	"9A2kCIELVxqu7SpCP2Kj0YhC+zk5ayk7WornGVE4uTeaShgRWcGiR7I18HsJZHfcX9a2t1ccjo4kcbpH",
-	"ts0iWHI/6G5x646nNesYnpIYjCuUI6hSHq7Q3AiSPyD0QVrMCgu81zQqvBVSOoLX1UYDCQSWsA0kVoCv",
-	"JDE1QigKSGSYk0WMDPgFNALVtPk7klouBgeP2/L0yx72bvlCvG9Pv/3CF76vYGJxb1VvP6wvu0mdWobF",
-	"ND19IRnInyV/riB6FK6PEhswYbAXaAAk6zlY+JBVxRdnYiGVRWcSRaFCWgwUcucGBRwZQVswrciLKxBh",
-	"c5OFqCDK2iiSdJ8CWeFVcDiSfEwBHChxeLUMPYXA0JNAl54sldSF66X5gF0cRSrw8qNrGFSWMdX2MCIE",
-	"+VK4xqTj49sL4vzQ1W9fNqkLHDQGh/9gYDwke2BABoiLh00wXsmN4AaDNpHXhDF6Z/JORF4YtIUkjqmz",
-	"GBDEgBq0Yti/e+hX8hsaWA8ewswTg4jdnBxJQsH4cMh4QYpmUQteFYzXG6/EI4MN6Ey8qkLCoKcIfnk8",
-	"dfAXw/8t1SJXkpQM61UKf0+MrsWEdVGnydG3XgtuKKYAQmfw+GNgaY8KglnLr9FtfxcaSALU86EbdusF",
-	"/32N5Oln6xl7rWBuQ14u0O6BBO+gyMBy3isFBOwgUSrd1T+iFxKdk0asBXfdmFyJWflVCyB6pk0d2hTs",
-	"jC11+tKSfiqBZ9EM25GuO176W8jOZxH5YYjIHX6EJIyQgXrkosCEokz05L3/5wOyo4DGOkT3YlgdJQq0",
-	"tvGQCsSNYAsMJq2tJsmR54oEwmnrgcdno6v8+eVTDBNVesM0SNJR/gNDEAYIkh0aeFqjEhtwamcNviQ0",
-	"KYImitjSuYKyBCCr4o8wZ6nBLU8w36QtThlnpeF2SVH1teBv/bRzteT1/DHBbOI6EzpRD7f8IzwWuWWH",
-	"cT0fXmqw+QtCKT770O8h6cfd6ZL++xRN9qUtTkAFdkxOmGXdzeHsKTcT/B1x8PefzOK1Pk5ms3598y/C",
-	"9ZOEz6ttHhJiz2TlXoar6vk9D1O9X+o31MOIUe2pqx4NRQSVezioM1HMuxEPfWNuH4Er9it3SyhctYZC",
-	"+D0mNIfWtxB8AHlEfnDotAVHkd9uO2G/xPQGfMqBYxHsggjUUmqvqYG1sIV4ZGNIZLBJ/pWFtKYOGk+W",
-	"okRcO7kSunHX8H2CfZSxIgpR15CjCy2130Haa9HNSLIFOaMx4QLGa1vvLuUU+pM905UUNiYf2ozFzEP/",
-	"eMAe8nLhXL7zgprLVUB0zpiVqhTBLhpSQPzDYAUMcp0lbLCQhZUrtxRb8knzivnugq8Z1s+LWo3BIAlV",
-	"UQ6V1SsBYmCuKA8ri8EbVTDBUuYYhnaU3JitVAu2l0c2ydUvawGpbowy3TrJk4/aU7sQDuEy6GqwWSNr",
-	"B4IxzAMMzckh8rMC86u/tHJO19A+gfCCJ7W07pqG3+tORoDPO7blRBTRE2w5X47/tRSjXdIHZL1hY+nI",
-	"csNx9AHzEfJjcdMzzHlT4uJsudm13GAWZltEqXMC/kfz25l+d11qcCl5Sv8RNgikqztLewtjxBMih0/e",
-	"4x8feqIRT+bN2dFnEc38GCcvNvxGhFwMCHRKrWtg3YgKTyeNebYlWIJcUW4nhVRtuF8Wf0WlY2POftci",
-	"2vzu4opZxO9k0HHBxhD2ok2uIDzoAg0slNDrDzLUX/TPTmJEmxHrmpc00miphgxHwoBDp95GKoJ5aHnS",
-	"JHQMFR1pLpiiHADTc1WEYEgIzAllHzHkq4+w8V282iWH7GP0zzsd8GuhhUbVXjukRQ1Ox5mRakEWoMA8",
-	"KPCxl6H3sO2QiQ6Me5gv/hwQ3e6CM2LjX4c3hgoX/dwxJCdBjKrSGybvD2PkbOZFOICw4Io16kbpjYrR",
-	"LGgBx2MbSjbunLgzJxzghERz7xUH9NuJ43rwvDBS3w2mfwcC2MMVEV3xOFd8AuMbzE/D2GawwBfZfu48",
-	"VebCgFQRQrk9TyoyDIWuSAOdS6/QhX0h5iUtMhysqaeVYNxgyPT42eVlkK4v6EJKV+QqJLgv+VvB1tx6",
-	"VtE+zAlgGrzYpFEScw2xsr5DCBeubBeKQDoIu0XgF/SFbzoFllpzOvSYq/0upzFMDMB/vFaAR3DeRm2D",
-	"KwGVSoSf8TTyYhgnwE/ct9gZ8hXhvma5ev7se7afiAvwCwlyAPgbyggLkGBa5CrsYhuUk8Lr8LqOg0/i",
-	"3V+UpVi7KdvlIHUBUMBzYfzLIA8Uu88UF6iIEqOm2KLNUtfBAEDoBG3stqwFA2PCFKPP6y3FTEdMM9Dp",
-	"H1nWA/w6oYHB0mLOLqDYIAwN5O/SiYRY9lqC7yngMfj9gq7Rt/Srtm5hxKv//6erdvNp1DZ+kysoXhbu",
-	"DuZfwhmmEHQKcoJxzLVZweWawjHOVdGzqtEC0cPUBhI5f4S7fQRs4TUAHeKBpVUImAswK5ilrCIuEoSQ",
-	"IZ5H30j6gHOfDuA2wNp0grpug9HvpfIe3Ig++pQIrkCTysZYbdgYy+S4pdHNYllcXOXK6YUAy+kmoXwU",
-	"NdM3XfZS8Mpfz5V+C2p2rmLjEYYS1vGJgXgcr40TqmPfkjRAmjprslsaaL9qz1DMndNAPQiQJmgMRNSM",
-	"wN1Ugm2FG4LW8O/3j+YyKWrw3bGKBm/uUBLFU+5Z3d6t6dZzfJ+PZEVgOXQwCfAGsNzwl1pwgsExopRr",
-	"ABdKXsGf/N1uv0UyAdAn+egDbG078girOJOKmz5ww14Bmk5wtlPE/+xvuRf+FvKuRKICF/w+S733ABiE",
-	"xMFNKyIiS8EgfaBTGwI5GEQQ6cpC45d/evWa/k6b9bz25x9+xY/Xc22uEe830PaLe6AInCD2e84CvBdk",
-	"izEWQCdUO9MqXxdXsAR+WUI8AQmh/eAU2Zeygp2oezyBvDnEQfly9rne6NlflAiZeYlMSMI7DHYX5jnz",
-	"/wBhDxQ7V1KVdVOJasJ+gJn17MwV4wTVxWj2bCuFP+NF1eAh7M/dwxZFEOzujKdSP8O5db1LdeZP95k/",
-	"ZR2ycbbRfFYbzc/gW8Nw7pAU38bBkzrbR8lVvU0NN7G0x8m2G9Ar7gHxBOM5qj5gJ0KFaK4hq37a6h8c",
-	"oBZjQZ9omAFHPzWAdmNpJ+xn/dbTT0pbuL0V/mdubl6iRnUnFvjQ/Be2vvs+X7lo9h/ciVYBLgOm2n0w",
-	"wRdB5UYVtNfukFEcLeOs5EorWfI6Gg4rNu4r8LNf32dDpd6sXEDsTk2i0r+F0WeP9j6nwHNzZhV3ySr0",
-	"WzFsk6Kb0dLLg+xiB3TuMLswwqKN/ytzihddTzB4ZqlAHhunxfookwjLcvlLvNQG3AG5osxVaVkhK6hy",
-	"DbmjXvUruaKc78YoSHmzbViYqpIqX7niRkCxuARbGAcFHpbgnxiDO/Da/11kIR8B20HvRiWxfp9QFWuL",
-	"FV5AYjxCrNRVxM3OwHItQhY6IvFMgl39fT6iwaKBqawFNwCw3DkyYUIE8CehqoxmY4D8bWcIk7vo7XHH",
-	"Na7nAWNnGgDFQ26XVlApGhemLYATraxzTOlgBQ3qWiioUVTkKlk5Kj40DUO/njd1XVxgGF0Cxrz0Wm/o",
-	"wjq+zWOPV0moI2Z+OIcA/gQLBGGNsO07hrNP8+1HQCAZkMV4L3biS3/BvoDHH/q5a2iVUxz8Gfj28Qae",
-	"lb97itMICbwPwDN/L9JNuhVkAdmcWBOy9sDmx6iR+JOfMYLeh8oMtbaiuoiZbYGP+JYiutCD1G+xqDWx",
-	"aR1LxyZFVgN+wydEI8SCk/dAmQ05FQRaJzpxeYBrx2qt1yHqIRLiIgUUkzbGDk2Z4OUy+thD8DbAUCT+",
-	"9hneXs/KcmWdWGeeRYeawygRtTWPr8jKvbIFq0TNt5awyzxLtA782VKRBzApSR5rYO+Mu1sKm3TzXI1J",
-	"H/Bc8JGN5bGzKK52qgp3gIACzh2EYTyyTKi30mi1gio04DnbWidWWFwWo5G7wrFGPo2ufhreujFrbRMv",
-	"fZJCr2sLWQ4xeksacLOHkkKE8NcNPoBtCMH2V51giDbEEgu1gNgHSCJZkKEkhu5LYVnxKwQ/TMn4Uz3m",
-	"UNkEpqrYs8tnkJCgVSkIAqD4SZdUlUXxVQj+bxHLQDzSek1YcDY1L61rSVm0JAlZqMKVKzKvELxAp1gy",
-	"gs7o9WDBawgwyRVkj7SlriFWJT0hg2Wv4W8/BChMvBAOgiKgFDBZjINSTnTzYlfqT4sj4v5EBQECZboV",
-	"3/0jjXIGSjJjjdAp1lzNFSIOoqPJC4xKLLiTbwUi4ZB/2qJBCob77L+//QZPFYfDnisIYfk9+1n+IUMQ",
-	"mXBaWl5QSAWCyHW4S8VFyKygIQivH0AxDQj0CZoD4pP5pdBzvOxYzXs3uyee7t0S4Hg8ws9t6W2qgY36",
-	"kFZOqgZJS0dKDkVBoEDbfO7JD6pEhRWquo6lUyB4xTazlXTXCCOJ9MSfhBV3Itt5IVfwhh+r2CRvICTJ",
-	"FZwQxD+iLDV/zBYQ+NVWduUqV+mpae86LB9AfQbERwzu7ccHRbqxV2mDytB17kZA4LCkPFEuUIfyhGPf",
-	"yYwagFl83Rh1LPym6NIJLN32v549v7yYhvMNRMMyq6EOVbsEXrskiKQYvoGwTG38BlKjoRibZ5eX+/EI",
-	"b+4ojacx6jaQLJeftee2LvVAOo9fUFIyC1SQC6igwJZ6A0Lbs8tnX35EAQFrPMBWLq46MLZZ0O0LIq1F",
-	"BrKFS7jMDnhX+H4ARyBli1TdsxeGKynViSMVqhSPX/gV6itHunPqD7b44QHB4aCY5cUvL/MLCeQNZMco",
-	"wClN34h37myA7sPrxMJZZ031NprqrLFbKDTd2vKkjQIWiTugrKKGCnJeg1oIoGGPCS8MgUqCXHJxxQaB",
-	"QG8D/0nqQ9SJkpyfwNXhalFTiVJyxYpZUy2EuxbvlhxkvATxM+oigRNjNus61g05Qw99Reihj7M7PCC4",
-	"ThSiSaAPwWrBGnQ7yM4s6hNZm3YUoPzIxUE2pV0lAD0YDwWTM7WkxJzAW9mMyOX1CVaig3afYOl3Rq5W",
-	"LZo7UlRCDoDcmwZhApRfKyrB2NKlXCExKJfc2ALVFKoZHUwOVOyKGEtfzUShqp9xuqPbhu39WInVWjuh",
-	"yu3fxPavqBbclWxPg/w6iIt+lYYD1V5hqeX74ZwAgpdWqv4fL/+1oh8ZyXl0Le1Xdr/3wDZfWjBEBguO",
-	"VOSl7aW/LrWa17J0xVkO2pWDnj979oWHAinG1+RXnrLC6ViKRX5l4LLP4Bx6BajaMcCvj72dGLPS4gvZ",
-	"IzmpS23ddfv4lHF7A0mnhWnU9YpLRfkFlCQai+EsuBO54vbGMs7WwkBMgnTMiBJq2PgvFcSIta1n3aJL",
-	"HCAcOyXjIVQgiyIaCDjgOJiwnwBdeTceYY/Z+8d+TaZ/hwaxtpshLPHXiaulHdPZxX/Ge3v4eG+vqeYV",
-	"UILuAc/i3U+KPB1BfktJ1ifhvx0ihk/eJ8hrVFD27lzkLX348Y8nKEyhZhjCt3gq6hdts9QxiR7dYbYx",
-	"b8HJQ1qkvUJPX8jqSv06IdHda9ft1DEHH3cFfu1Fy/W/t1O4o0istoM/0vS/tFsjmeIABQ9L1S7gmYLf",
-	"UyBgKNp372zeewfn+y8+NCLIwebckoINT2gBGqHFu7UMyv4DKAIMFTe1YZVQ216xs8cs1uU2eyzDiFLI",
-	"tRsWnjFvDx6CxD1ZZUEDgYRGL0aLCs1VsupCY0qVK3qIbPYgzKKYjWELdJCnu0kdEUIlV88vn2etshAC",
-	"RgBCAYWaEExtBRYxen75zVCh8jDbIz72p8xp9vTysk0fsRmzwr/jMCyi1KsVt/3gFRn98WwAIkFW9mAx",
-	"2sTf/vvLy8tjqBZv7jRtiBZsqFoi/X5vEoWUhhO60kb4Y6b8LqJlaA+T5JwmdJcKR3Jde64pbck91UEo",
-	"kywhSNIFH4s/P9XDwAP4bYnINCFXYiMCHPEYgxzJvdABB/jcGABvelgOZaweKoz2Mjx0p8QN+jhcHm03",
-	"+vaMYn+2avzHWDXIYhch6yUwSRTZDhsxkrTz7PN7Van2OKj2gKHWho56ySyEhRah7HWBT1FEitOMY+Ee",
-	"/wKKpoT+nrppT3LJ0nvBK9sjVv6yFoooyf32udIgv47PFVdp0OcaqikZsZDWIYygDQrO2Rd79sX+B/pi",
-	"6Y7HJIb4RbBgZCGx9BpD8PwXZwfuQ3TgIiCt0WpxXUmDMKrFA/XdQlURjq5RbVhgwW260BFv7iHAmvDb",
-	"k/fhLpDrYqigVct471pLGLaAwM9nneCsE3yEvTw9PfevyFW40l9AFTjuY6R7GB2MpxGPJ0as6+3dej93",
-	"Rzao1YTCUzGUZ08V6dNCWHyv1UJeB5zp6EpNYm+lZQXFFl/7r4uQwmk6gIIqV3y9NvqtqFoqDtb8TqSt",
-	"VAHxw7dbEVB3fwabX+sHogut6+3XSS6jRRpShYp/NaLxnDjGdJONPdvdVM+q2+0460j3V0dKUPJBS6oq",
-	"IzDGTPfISlmrVz00PWqXpX15lWpdJ3pQxjoe4bP69EDVpweqKb3AbGzeqkaHL/7JSlJbBfOIDyV5cI8d",
-	"93mm4zhOW7+/+7d6ygm8YKVWpRFOQP7vVRu9ko49oGetufOriL61gFkhBwsM+BaH0tOfX37/3a2LQPyI",
-	"8MsRbg2kJYoM6Q54TMUw/V5+e0kuoRULmHAXQ0PmdX27Ag1369KPMzoUzNuZeLs1hBAyl7UTBiAYziFi",
-	"Z9X3QbjDbk/AOy6y5DokbrKM1fKtYFqJFh+xro9qzAlhvhMH2l9qPQuE1Q++BhAbFpMy19pKyAQ1WruM",
-	"ccsq3cxqCLPFAgmAYbJi4+J3IcW7NNpaYVnxxLPD3/0OS9NkrHjPs9mHgvEa1tJ3ZC+uoLJNiIqBV5Rm",
-	"xWRSZAyiq7551o7PH1UqX/Xs2++Y13J56ac6ydULhLAitXUK0EDvyrqxEup5JaxDvxWm5musTftW5CpZ",
-	"5vQ2dFwUdsmh7JQS3UZytYd023arlQCYjLQgdSs+hpJM4QsbcZoAEQkuQfIi5oCEMmAyHDVR+cl36md2",
-	"DyFtCnUCXk6Vq86Q0LOAbAvEcyyLERBpOuW0ac38Qb7AWmCQ9Y/9T3c9ERP2yxyYfGMM1KGmYUDt6uhO",
-	"DoW3qPrTwnDlYF77ZQpAFU9Y0+iu9P7Yw9fxg6ZTPM5545KdWezZ4fngHZ57zsx+8jlGlLuWfGI9x33C",
-	"dtbTvzZex+1FKqR/qBe2AgBhJR7ShzsS00Gd+AmEn98J2sMvSkRWB9HwMA0MXEkYeic+Xs9Z4R+zRQSl",
-	"RMCdyl4F8aPD2AF2kK8CQHcR5Y4iVOHGkKaS13W/aIDAhal4YCfshcsViFhPLy8vYeD2ivGAcwd3DqKm",
-	"IdFVKjZDTbyXW/sF9ktl7ypXirsldPLFU6RCx8MGelj6sKwZgp3Huq+wrLD+cyPEmW2f2fYdsO0zy3tQ",
-	"LO83gEvqWEQtWg06RFvPWapwWlDWPpYFvk+lJYqhwZJy+6bil2j33FW+7t78eIIClEWr7JmW3g9aGjAq",
-	"Q5WS4K+sBa8AqvL+VgFKztVX8k4m6g4qQdPW66BNdDqQn3/yUER6mAH4uVrLxRiq6NABgcPhWe1uitFn",
-	"s4SeEqUTuzoUQ3SAiD4xQonNXccS7Y+y1UZ2CbcSmy9qM4Mev3zAzK1MZqDJIFrihhV4pew1d+d6M/eF",
-	"g2iXcI8zl/hILnEVHAUY9XdWDR6gavAXrwXwPWWAcSBesNHbjDlXX1tCYIU8N6U3KX+9uIWW4Li9ORw1",
-	"8hqeOClcBLHjTw4X8S2/wlcgDKOvSb1RHxWA0ht2Ya1cKCFu29xdRl/4NTiIoQbmt3O8xTne4n9O+rEL",
-	"Juc2qAJtFRXGVYT6+EeiKpC03Uk4BQxWulqwMQQvPLu8TKIULgj8zXFZs/Glf+D55eXlBdiBKcR/kqsf",
-	"IioOQt3DVKfdcOmM7aWOjQHyLNCyi+QJP+GCjTmb1bq8AZ08oJvAmnaQdLTJFYChwcL6Zvwjx0IEYE0L",
-	"3KEsV73bcjFhRQnO9Op6ti360aozGEABG1gMRwB48nhHaoxv+uv4/GFSA/QeQOG5vcnOyc5ncv+gvfsJ",
-	"OTmrIvcx/7jDNh4I4l1VJTh3wNNC5DyKDjPNzalyQb8u9KSsuVw9VuKdu7MCEbXeCOseq8YPDeA1kwlh",
-	"lWxi4VSluq6Z7xCYLdbGC6yd5ICYQYBBAADhpJnS/hZkDKYUJA1MFMRigWwM+lXyJuTEXK+NXhhhbXFx",
-	"lWogSgi//vZG1jUir1J3NS9vcKgElq3fCjNhPyQBgfBgiFJcCJeMxPfQKwL4Yf9dvHNRCrhDJeyQAhYW",
-	"kMq4Pd/f1b+ThFVyQI4JCw6lWGWQebyeflbWziEA/2mRew+DdwA1QdfkDvlFPrKnosBlhpt8OvN4D1LP",
-	"noN9gKyEIqvgogiFF0mnaqs1yeqKScdqwam+aa4KZA+oX+k5GYVoHtxRuJh0GbPavwuPx1zvftBr3+vX",
-	"JrRR0T+Tyfvlm/Gb88gyUOt14sC9v859ECoeBmXCu8c4XmAw5O8t9H55s2jdGsLC+dqX+XyHz4aKh3Rx",
-	"j+Pf4P28Y6Pz8ZgQf/HSYBDuyuW+lPGCzaWoK1aLuYNKrSRtXLEij66wfDRl+SgfFaysBTdoqQ0/Xu0I",
-	"Gkasa15SjfVaWjdhL8W8AX1PMd6qqIhJT9oqLhqag0hgvIh1PbBwa9B1N7qpK7biNyIyHaiBlKu5Nl4W",
-	"EvU8Y4iYVm+R/xjdLJYUKYmqauhrW9aiuOgTdv6xru7etoydfPFS5cdUWW5ZueRqcS5peBa67o52fxVj",
-	"M1EXOFAJCThbn8/W589jQQC6SXL6I4se4IwcvVnLxrxoQCz0ttL8MbMCWqfvNuR0V7zoz3w7bDcmyYDX",
-	"ds+93dKPLFfdizvukyAu9mBv0TtNpucNt7myy8axSm9U9GMHu3jBxqmJvJvEfxFHoISobLdhsmm31m7k",
-	"n/DkFStw14tcKb5CkWgVOyfzr++70x/TG2WZdFeYDuiXMFfwMFSMA7C+hXAW4glCiRzotVHEtGMfJJj5",
-	"PnIVHP5ky4zL2I6TJcPcSdanIXTT8zdS2UGb/Nc3E/m1I/N62LCzunm2rP9nCjR9uN9dIhe+QDK2R4ai",
-	"QBSIxkOy2POotxzMCD+dgxJxvAdM9HXgAolubiDRuEjixpLIsiyEj4ESn4+KXIEWHXT8C9+QxYL17EWv",
-	"Qh48Dzu8N0v86p7+03nSLp6iXm5AHdx1mFbYsg+kTX81vhNX9Kw8PwzlGa7XWXW+teqc3vyzAv3wMkkC",
-	"yYQ6h+pxUMwSF9POzfh4lZRyke4JPw2O9ViH22tVGbrYlcZZT9gLRe5yTy6kYnF9pO1jfT3I5jDnr68I",
-	"3a8o4TP3OXOfj+A+u8zmoSTq9ZDWGS8/mb42Rg3XX4b4UY6wTVCGwXbSOgL2cMY44HPGUvn7NAyS+6Cv",
-	"u6RgjTkIK1zpsln5N841ch9W0OFg8lZjVLurWYDHxkLfR3zncBg/b3FZaPPJe//PsdpR/qje9VX4Iy3M",
-	"setw5ufnO/kxbLwxatIXuJJeyju/hSdI8405ALqyc2eflFyVor5j/SId0UH9wi+ldXptGXeEK/LOsZnf",
-	"EW62U5IK5rVcLB1b6UrUSb2XXOFkalFljDPTKAWJH1rXbC6VtEthJ+xHx4SqLCviw0WGgb8R/nltxFup",
-	"G8uW0gJwNwQSB59RKNVU1VTulkPpiVxtuB/xuFkD5PYlsxct1qafmNO+56tQ4QmCiZfcBgSiXAlViQpR",
-	"qf0TWJdV+qn12gdh/GfCeiasu4Q1VgBBWoQHHaUH+yDIKh7t9A77CzPeF/OJnO5RuY02N3bNSzEo6oeC",
-	"84um5obNZS1CBld8F7BlAXSWEuUj2pGV/xYhVUwwJ1fCX9MNt6g9hBgwBrCtrLGCFU8KNhNuI4RicwAS",
-	"sVe5stvVTNeyZLVUNzZSGHQn/8xlbbResRsh1gjbi1F6oIcEr0QfZfA6wW9hFn+WtbhTLaTT0yF1xC/y",
-	"WRXZvZ21tM62h66zSvfjlmbBvIKYBRwwD+KAH0gegD+YMAlY31Stf5Su/j6NaUnJ51WeYrtPYERP3ntK",
-	"czC16aVYacpSgllcBUqSZDCJ1dptmXV8O2E/I7bpI1Z4+eLav1LkSmlWa7UQnuh5OUi64ZSlztXepyHP",
-	"+6U4JKaWLbS6L6jM0wgYHQInQpmWLIBwQLWUWvDKxsBnzjoEGkqjAGm2eiWwhEiLAuIAk7FlJ2dCt0Po",
-	"8Fjfb1Lnt9iP6j+C5MXUJ7iQH0vxhiw6R2jDocXRpRPusXVG8FV3cebarLgbTUczqTjAi+1WlBuULB5Z",
-	"Ntu6eJ4eCsXR5jDROZORHTICBbPOROQu0rBeCl59Krm4OytSh+C0xqRmwJY009U2wGOl9IGNQ/mzp+xn",
-	"+Qeq7xFkFkrDqnK1WepaINhYY/is3k6BwfMKEUA4Kw23S2YFSWS6rmjlcNOV2ECFr4xgOThbyXcT9qML",
-	"8XVdwQx6KkyjrldcqsK368U67nwjpbhKfzONsqzwf0/W297YsV+bHvp8SvzYJ5LmY7lYRyRGiq47U/D/",
-	"aAq+bpx9mGrul3bgx96xivY01KmXuH5dcxVlePqjicWF3JKrCC7YNgVUEOXHvd9gV4qrWCFxw7uX8usG",
-	"qk0jMfc3UnuqCjT8gcjjvzYucFeputBap/JXaFCUjZFuC/x1JrgR5kXjlqPpP994hggw1cR9G1OPpqMn",
-	"fC2fvH0K7JIa3SPCgq8suEFkWxPFcyQ8IZi7Q9ZkgHUM2S4tADAYN0b7FZ9/Eg6jq6HIt7AZMFFWNsZq",
-	"6sSIUsg1hlHE4tjW8oXoa9AzjHXNFbxql42r9AaCzJwudZ20Eet677fxMzkeMcRDpVsBXqV0XmBj7h8G",
-	"vYImJTQFpOzdaV3j3jKpkibbHe1vdumlkwV3XmaBKWBdaA1h5MbqtK21MCtpLUBQ97dGZc8wgkZzU00p",
-	"lxuISSXWQlVCldJvDSUrUZG1pu7sCQbV7HfiBYy98jp84W8SLgqMAKSnUAp3yhZp0dwsrfdqaMRZqFn+",
-	"+vVPnV1NQLf7Z1wLa7Wyj5gtheJGan/oGhU22r8vPUVvsbXDc0MN+oGJt0I5hqJR8i58bUcf3nz4PwEA",
-	"AP//",
+	"7L1vd9s2tjf6VbB0z12R5zKyk6Z9ptaLu3LamTm90057k8zqi2GOCZGQhWMK0BCgFU1WvvuzsPcGCEqg",
+	"JCdxYs+jvmhkicR/7P/7t9+PSr1caSWUNaPL96MVb/hSWNHAXz9VYrnSVqhy81ex+S/BK9G47ythykau",
+	"rNRqdDl6yRphmw1bS7tgdiGY4UvBbsSGcVV1X8x0tXFPto0y8O1cNsayRpiVVkbkyj1trG6EYUrbhVTX",
+	"TIn1tN8kdMLd76LBJqXJVSG7kV6VWs1rWdpiwv4qNobxRjBT6pWomNXQmtU3Qj0xbCmWM9FMcjXKRtJN",
+	"ZYFTzEaKL8XoMl6Ap38Vm1E2MuVCLLlbhCV/97NQ13Yxunx+cZGNllL5v59lI7tZuQaMbaS6Hn34kI1+",
+	"gc5+4+6B99jdyv0ROsPRjLJRI/7ZykZUo0vbtCLu8z8aMR9djv6v827XzvFXc/4314rr6DfRLKUxUquf",
+	"ftzT3So8diWrvb2Kd3y5qv07T5+NMteUFY1r9L/hu388e/r9239cPP3+7R/+Y5Sa/Svxz1YYu3dEDT5z",
+	"aDj7FiF0Q50a0dxye2gpmu65Q51HE2+EOTzvN9zc7O3bcnPzKTPGDrAvwZf7ehJ8+emn603b7F9Md8GP",
+	"P1EN3LindutQ/YM//ddb97+Lp98/ffv+Inv+zYenFhb6/bPs+w/pxf5dNzdmxUvxZ1kLP8RtYuVGyxpR",
+	"cytvhacIa/9mxsTkesKKJZdqstoUTDesME15zlcr9/dlrjg2IZXVjLO5rivRsCXfsHUjrWDSGmZqbhbC",
+	"MG5YcQ5tuE//9/M/F5Nc/U2zYjIpMqY04zOj69YKaDIDgqk0M5vlTNeyZLVUN0wa10mt16KKSNXWZca/",
+	"hlc8olbPLp6/OESuPvh3gQ+8LG9+UqvWus+8qqRbS17/1uiVaKwUZnQ557UR2WgVffV+pLQVuzvwppHL",
+	"paimjFu21May7y4uWLngDS8d35mMsniw3znSujW6bKRbW+olNC5Uuxxd/mNUaSVG2WhW6/JG4On7H1Fa",
+	"UY3epo5Kt1L/CK11D+qZe9f19LK8eW05zqM/Ow7LMdfN0n0aVdyKp1YuxSgxXr8SX2gi1GHmxpia1A8L",
+	"Ud4kZrRa1bLkszq5a61gc3eQWeneZnYhDWtaxZb8RpgJ+7M7AUyretN7jM90a3MFPByae2KYeMdLy1Tr",
+	"2J1xl2Otm8qwsXuIeACz2vI6c3czV/h8LRx1MBlxcF0/bY1gsjJnGdOKcRhM1chbodhs4/4WvM7VUlei",
+	"nrKiEpbLunBvK2b4xrD1AiWU9YJbtuaGGSEU3jBasZnWteDKLRm+ntxDvIKpzb1JrONC0MosRF1lbvbS",
+	"skqj0MPcFmzYuOi2omBwt84miWFtbT8MBLrN4r0Mg08eBa1MuxSvhGlru3skGvgePkorluYQm/iF23JB",
+	"jX0I3fGm4Zud4fq2k8NqBLeiQplpd1iDS97oOv2DuZF1fXD4P/OZqA08b7ltD08Xxvcan3XzdYJletNR",
+	"unti2EzwRjQog06ZWei1wmuzEI2YjA7dcdpkmGgYZpifH8KeNXVSQnqISqyZExIcs/rLn97A2Iw7nuNZ",
+	"a+FWt4Zfi8xfUgPXp+JLfi2qjK0Xslww3jWz4O5QK8H0/CwDvoiLYIKqIGkdgOr3t7jE0V4hme0P9nd3",
+	"h4EMuG7c1aWn2fjvb36Aq3IcXV5oY686QTgmw9zANXJ8F26Q2iTobzaq5VLaw+cKn/qQkZB//IXqX4Sd",
+	"K5WNgL4dPKfuodfCWqmuzV6atWqblTbp34KQFP16gBZFuxjWqluErjs/j7iT3e1Jneqf1Ey/26UQS2Hc",
+	"Wb0D5cIXDlKt0HBqMEQ/dg7sa7idTM8ZpzsAlB+4Iv7EmVMEmBKiMpfhKRAry5rLpRM74QkgFWt3AaSF",
+	"GyZuRbNhtesZ70Roh40L0C7gjyJHpXktHTNhf+Llgl5aOpotDCv+mwRuL3hfgeT9zbMP/1FMGc9VI1Z4",
+	"y/A9aVip65qvjKhQGnZXHLX6VQ2ytKMPXsx79l2uKmmsVI6Zw0KxRjg5m42LW17LChWwOZe1qAoWj/ZH",
+	"bjnaBqpczcRcN8I3Id5J48bkFAkQuLliYrmyG1ZLY0lg9gdgS8NIzjVFJ7Yv3c/h1m9rF44iOSKvW1Ul",
+	"qNpMV5srJ+ya6A5JZcU13u65ENWMlzf7nllItxKbK6FsQ83uPiTdtbiabez+B+JrsvsM3MkrT+13pwtk",
+	"peMGniI/MQytPO70OvGQScV4XWcgarnzinLdqtG30ilPjVjpxsL9AA4zZVqVwj20AevNklfC6UWuVfeQ",
+	"7yhXIHwGe9BYWiZUZVgxa6trYa/EuwVv3fEoMmJMjh1Jw15cfJ+r3afOeuLfzkogr9pdB1CO2KpuDdOt",
+	"dZ/xyXhFlv21cktjVkJVtDZTduHGpTQenR4Lk8p+9yI5rBXf1JpX+05LZOZxXFC39ipFoESp3cJx1j3P",
+	"1hwuNEjzK9EYrRjdPbfO71ayEYaNOauEkryOJdSo//j0pH4NlpfEqH52Gvpc1k4t6J7rOL9bxIWuKzYu",
+	"YhMO8JmCrbixTNqBcTnKmOjyjfs63reZ5k0VespYJWrh6I1WwjCpyrqtRDXQhdb1VcnrFEd4o3XN4Dc4",
+	"knCy/XVBkyf+OBMbrSp2LSwQtqbR7ro4wTlYV+FdPPbuHZr+wJDcvUxvxZrfiKtK1HxztUzddVnX0tAx",
+	"mQm7FiSDoV7GrNOi6Doy15ZnYe6z00PQwOtO1NpdDhz2mLO5fCcqtpaq0utLz82iNnnjdDrDZptcubfd",
+	"nbnWsPhkvAHjsGvubMp4bTQNy22/O/LxaHPlXo/4MNEq5semxDsbDXCIHgQppSOx/eX6T/d1fI7CG9Gp",
+	"hcHLfwmgfK73Rly3NW/gzJuzI4lANxZ4bXcsf+PLw2OBdzNWyUaUVjvGAmtSS3VjGK/ljUhepC3paIur",
+	"9PlQFrO/iDJs07EdNujP7S7v26LMA+TO3/beldw+8TvsbneXd9d6i4IlZUKQFY6zn+2VJpwkBfK01GrK",
+	"hBPg5lLUFavEnDtN2hsza2Ecrb7ldSsOiSD0LhnallLJpdN/nmVHCSfh7WfP47cvsuPElvD6Hw/2vSXP",
+	"hDe/eX5xceTLsazT9Xzo3ZQMRO9i158kErGxEYLhEYH7dcxgYjHEr/8F/Jd9HcFk/8bvCCndqA/v+7D4",
+	"4g/A7qw/lzCz5O9wZH/87sXhQ5Y8Ii8Ov7UtAHWHK/tIcWjKOLtuuLJeBHIbmJCQDp+3SEiiYX27O6yP",
+	"F5nCAj+j03tgNFvyVCAB2R2Eq4wt9Bp0kCVXGzr9XJm1aJz6eANHxC7E8rNIYcjjSRIqjNWrFagZh1fe",
+	"C2rdgTj0SkKA869+u0unYnGOk8DlRANHm1AYYzV3BGGHQvlN+25rzy6OFpT8sL7744tvvn3x7XfZ5xSe",
+	"ckXSE3upWLtypCe+B42YtwYETrtgRcTP27ouyGKRq6YFRbNzA4IoCtvr27oRYtVFKkjLeFV5D90whXx2",
+	"tAQXU/bsc0t0uUKRLtuK2ii1Mo6OqZK8l1v7V+D89k3nw6AM9PdVRZ60OwhBb5xAA6878aZccHUtHIFD",
+	"0acWc+tYG+2GewrEHjZWupOLwKtydkgUuqvwc2dx504Szl0lmrtKMXcTND6V5X8ck/94Bnw3pnskE/wk",
+	"dnUkub8jif9kYvzplOqutOAX3ty8Ery6YzCBXTS6vV4ko0e+2YoZeHE4GitWWn3Tb5Oj7RyaQ06GK1ml",
+	"nZGCG51wB/4KJnxHd+W10g3KQt7vpJtKKt5s/OUGHRrM41c+VM59VV3p5gp6RF+g+7MRpVxJoSwGAFwZ",
+	"fivcW6t6E7WyarTVpa6T7qwoBGvPsPlq1ehbUWXMxyagJ7AFn7NNeTFjj2pwsVEzcYxDNgqtuDHj+hyO",
+	"fIh2IvSU3E6RMtqTfObDAh1PzfyXbmJugcFhU/BqKVXhZUQGf+J7u9wFfky5yrwD7G4ebEt+292FSMwy",
+	"7TbnpZW3yRXoLOvSe2kZxncoqa4nyZAIz+FqumfDXoZ9TyzL1ZUTNK+MSLnOg6uXBuUeRX8AV+yXH34L",
+	"ASPj4nxZrkCC2zB/xnN1KxrHVzJmBDAYiDdR2p7RBQSx4kYo9BxPmWrrGt1rYC1ExcAJeI5jiIbdKL0G",
+	"iVNpJSbsr2JlnaK8FEvdbDKI4UA/1aUTI+klEB4bYSxvrAGn3Vw319pa8OJN2EtW4PQKJm6FsqzkjRMa",
+	"cuXEStuLlsXZktahgncN7abPLphx2q13MubKavrJkQFZcu+mR3kJrEXcCpRoF8LpbXo+ZUaTv8+98sTL",
+	"VE60nAnWrpwkBl1h7JtdcDIF826Ik1w50Q3vIlvxa0HxBLRvM15dC6bjzcUIHLecsPbQ2ncXzGzJ1LFH",
+	"320XBixhwNvOrXHHy2/97un6L71GNdCNKJwQOkpnvdvgZGoTScuws7lCEzWqj5dubvzabaBurZGVYL9w",
+	"WTdaL9FZqhQRSwNN58qbyBdOqUf9hM/0rWAXE/baD2cmaq2uvXFv1ehSGANnKld6JZSAo7DM3K7B+Izb",
+	"cV77LTdoKyx1q6xB/7E79nqtJrnaOXpcKd2C+I/nBiVuNuZ+fRj2meWqrLXTpHRD9pPqbEs7uBgULYEa",
+	"1fWv89HlP+4UuvA22xdbo9cKNXp/zNfS3XjyOJKyRJd8KXjPEDYZPk4dZR0OPBK8uopklN1Bysq7LuFg",
+	"BxdHIG2OLrhmaHxkneJqMznmoH/tyKdhx1KrGhL3Bi4fRfaxUi8F43O3LEW8nn1DVfJQgdv40Jj/7gM8",
+	"nBid3iQi2ESpec/jTNs0g+sj6jmyCW87iQyM0qYZJkjvC1FX+yLE0NhKPqhLuKlwXrx9SVQ9A1PGCgqY",
+	"yNWYO+JpRdO00G6wtZ1l7h1VihojK5qkg3y90EbkCuiWmM9FaY1biA0QFiROCgxnjQDziApkhL0Ei6SF",
+	"QOdc/fbyzQ//xQzeWVa4aResEbXgRjgdfSjGMqzP1ZDk/Ptig+HaYEE3FEO5cp0rG5PRSyTSyHx8xEDb",
+	"KCLY7j0mLcp0Xo4BCxBuKkWtRdv+xOSqVdyxbLcF/sjO3RJIXAlqh40LtFdMtkwAxTRXnBYKrU/vcy9E",
+	"5aNLlo/KWvAmH30oyJHqOEc/JOFuQYEk7+26z0gg25LP/DXa4prbMtoWsQsXPIrhcvcrPu+BCr0dlFYx",
+	"0O2OSuGnBb8dznfoyGqwx436uubzZHz6XWluR5Col6Qp7HcQVLViSy5rR4c6QQSttBGVgjvo5FltI6EF",
+	"GhMV8shjI4qH9+yVO8t3tOf9DgITXQOIeybj+pLfOHIRzaE1juMxfs1lQr2is9zfHCfWjra7LOBeFRAW",
+	"JsluGkQGaiZWwakReCuteg6sx+sdFVdWcCNJj4K7CS4AJ88C2YZ+nBiVVMex2Y+ym8I6B4tpHPJw2Hq6",
+	"u9gfd9E+/hoMHvtp4CvSsrGQEPe15puzjsFwJO+usYEjntg+4wWIbY355qq7EGmJQTkdiJsbUaF7UTFe",
+	"OjWxFtW1WAplp/2gzUpWaflgpqtNUoQbsC9JhcadK6vTYwsypkRHGOkpNB5MmnANJO01nTUpKVXCtNOG",
+	"igXwB1kdkoNRpaVBetnYO6KwlWknX8WaFjLombh24r2XQg5ySTQO4cDj+dHKxyN/O3xIPopR7T9HL80N",
+	"w+QXGpK7uNEhiuOsKAGWUa7P/pOUzLzK0HLwLGTDogup6LwhBSt1JdhKS2VN8nAcPHqRtpM+hFm3s1FE",
+	"J7E0uFIg04GjtRTylqyk26bfZ7um390DqY/ObuyZhbU/GcnT0CN2HxnYg3yYFZ4xF+GA62BsdStSeNOv",
+	"KUgpyZU3Bc3cNM2UFVw5kWwlywLMQ4XT07ks2NjpWL+uhHr501M3d24lhOOh5HDGWoMHrGxEJZSVvA4i",
+	"Mz7yxDChbmWjlaNmE/a7tAvI6nISNMd9uxYU7RJeIabMxsXTpzBPH127xVn4u8G4WneQIOrE0aru7Dwx",
+	"Poxl/Ozi+QskrJ6XpaPmOj/JiyM8N15A3B2ND1kOcTPuUZ8zWta8rcRTo5US9umLp98WUyRUc0gi9Xs8",
+	"OUaC9B317OV+g0fZCDcXEtKx2cM28tBk6jj/LTllPKjuEpJI5qabuoeHs3eTcfXuVA6nnsWuiCPcCSuh",
+	"KvfjwYXo5ZnvcRb8xu0ipEregdivuF30E0+i7X5x8f13B9xTcDx+wnef+ePq/z6QnoJ9753N0IJ73ITj",
+	"c2agSXrrYOJM1/zg6HxTO0MT78q6NeS7uJM7ZcV7jodYvOnl/CcdK9sLO8p2oQICakM3xuT8eklm2441",
+	"weBEgnV1zppWXS25VE470caya24hUd0Hrh1Kljsu960Spaz2JdhJcGU4bYXNhJO46YIFJ4mshf9u8tEG",
+	"ej+MWUJgid1tfvLAWUppIAh2dyCQTkyjJ6t0rNqhT+7tEeOikMA7LancH+SLPe0yFat1zeBdVE2BsVzz",
+	"21i4607SvsPeg/RII3fsvlRzdbXP7+uG6F21zD2NongtbIiQY2QMQg+Fe+T6sBt4a69pt4pL1pLbjaK0",
+	"pOqJqalgkYISqU1sJgX1wikQGNIZHwPPKijBE/3OQkn4QANJKuRuq7ZCEOiyHtQ+tvFWAuGANv3h2d2P",
+	"yJ7Xy6aMDmjvMveu1H5S9CNdpLsqM5AUezgHFJ/bP4SfpUnQ+26t7sCMOgp7iBXFzSeH1+hZLRJZ0i8V",
+	"e/XnH9j3L779X04UdA+xSpctyMW7VFlXPWSHnSRHnxER7K/wl9X6quYNGGJbZdrVSjdu15eiktzHfCyF",
+	"XejqSml71R3hVvHWLnQj/4UWJt3MZFWBydY9OHei9AgjCa4gb9L4v8BiHezB87auuwSN8KP/u7s9eIav",
+	"yILlnnA6oef01G33eAqlqWulVfyWy5owCzACrf/dttMismjTkFvllGZ1FS7XutHq+gpjIN0e+imWGrwk",
+	"aJFr+LXotsSt/5KrzZWxjeCQGWIWLSh6V5Veq+id/vB85xZzxyH31q8d/BHWCf/alPAa/MGNkdcq+rHm",
+	"ctn9CSm8/o8OGgR/0zZ6vB/RuiWxRIu+Ew6+/agfq58VKutAMp3Mv7niNAhe4hjCDaNM76uZqPX6qg1R",
+	"TE494PUVhE8nqWtPAt2SSMBhkppLAboyOnxqebsVHK/nmEgcQgxikJESYHqQy0ziPOH9EFOh+WHZNwYM",
+	"2fJ6tkuunroVdKdmSi61UivLJfmjy1oKZX3YhTnARhPBhNIOxRDBF7ta3t9f/eRUO29/96TtRqqKjQvA",
+	"cLmc1VzdFIBScTZls4arcuH08sKRueKw9Y0IFw4uYmq0UBmSywFyDNE8v3ZgOXc2hJMA8dRHBiF2TSWr",
+	"zsiyavR1w5cpOt66sztoEXBvPTGMHsMMDXRjw2FrFRvno3xE/uKZEaqXlNqTOTEKLrV3kKafFNXhfFN+",
+	"j/hnyyErHlvaCmjyo4WJK23d4PZEF0QqFjZ/aAnwqYxZj/HU9Y6G7yM6jVQ0PhA+RzH8SZ3BDQgVJgy6",
+	"wmh/L6WBnOg67kmDNVeENnGEarBtTODoEQ0jCmsV7affvSycpdQ5fyV4NQA2tR1ecnDtuqCLfYETO4aR",
+	"lF83PdRSyJVNOkyOj+0J4FrpsJ5gDn9idl0qcLJaZWXtc/qv5a1IHKwP2ci77fd6SdZCWcwpjpz/8RDA",
+	"iZ62tw8HAA/0GbfrnmJl2xgNwR8cjN6QZdKZz9Pd7vf7QNPUzZHOETB5h9WiCQCH33cKTOq8dr8cyVXx",
+	"QB0GjaKG0+NZ1QMkwdsMkCwg2peygRyQEQGstWuejAXbwUpzCnGaPvlckYFDsdeu6Vl0TJziyG8nijop",
+	"tPvu7ZGct6dT+vFHgx1c0Y/zeB27QL3Iiq00J207VnKx7a/qZ+Qc8llt66Y0vMFJD5ulA+Xb5/UCTYgu",
+	"4jTy5hT/bEVLToC7Ho1dkzc2FsnkBv2ZlZiL5qjA+WNt4QSsurseTkY8EpX1r+7RLjto4HYcubwowe9Q",
+	"x7glIgb7R+YeOmLph93dw46ILJnhkDQrOXXfHjZC93YLVj5yaFMj3fpGQrZPAvHLu2eLP+q2f9opuJOb",
+	"updbdthT3S3tnR3AtMA767pn8X76cTtB6Z/beMnuq/2wwaG1v9KqbgmqngUkjxK9mrarxSlyR7JlvPaH",
+	"2TI1nF6boDHv7vZv3C4YLY8h3V1UbLYBMYwQuj+Lw+OAE6lv8N8eJGZIIOkJs2HBYIHEnZKBj8cfPOC4",
+	"6u/TQVSyLmr2sGqFwVJ7F/CIRrZdaFsm/UaYp3l7cfFNqeAfUWQE+yoqSFMB7/K80Uv2LAvBxU6ROszA",
+	"hx1xuHLxfoel2WdCj5fkwCne56i8u9focx+Cu/k1j1nHMKdD6/IxrKN3LYMwOGSH2Otbf/7tXVzr3zzf",
+	"61iP79PBcA1r6ytCU+hjUyCszlAe83eHdfJhh3608EPUvp/mfFfz5jEIvvuxj6LGXgkl1nfN+e2v6qcs",
+	"Y9xUcqSt+nUVVuoO5sU/QZYUxtNKw/QK35uyAjLBnjoSZwpmIaAf9IDCWLG6Wppil61VkUNuV/xdaGOf",
+	"mBjUxmqC4AaUCjb2MVeVUIh3EPzeh3BsY9Pjbs/+V29lXDcSkhetDj9N7DvbDSAfvXiej86mBMXZ5VrR",
+	"A1sxUO4q7t7Uj4o5BhlpF0lQ8CqKHGBaMQxccutZc9WNnET2/uoFZRml+OQK0q4msBVrvaZkOvcMBu5L",
+	"Q/gzEQ4LJNoEdKKSK7bmtlx4K/IuYk52yLiXPOadFT0RzVwKxRup0ZbrnusFWXh7toSkF7D7CpO0lmgl",
+	"jjAAblv2P2QHil24yxQeHrjHg/FNC1He3AF5GSK/UojLXNYz/U7soRSfijm8Q2R4uehSFsCDiYDaPg9J",
+	"15VThyHkIR018lGXaRc2ZNfblEK5R6LYYdAT5L1PMIf6GRCkP6YgdLTSYxEMGyDyJaa5DnkuztJW0aim",
+	"wl5G112FLfCQT9OMINtj0I5A96sX1tnxCXLHd16qtLVgEMG9aTv8glmj15hAU8sbyCNFT+gRonVLomAY",
+	"beaLx0BtAbpICcDErgBF9GV3X1IX9jX18ZOa690725vintoLH72W+hDTHwraohfxQPuFQjafxfj2HoQo",
+	"eSuHPLXp9D7vOo0H081g3+Km5UM/6uMPfW+zDkmHXfPJoQlVDVHq7eC1KNb/eKPo2+PSQYZNnq+tWKWD",
+	"Nft5dBSVDqHwHngOMmHZXCpeMyveAU0+jiW+0bqGng/zwncWH3xLdabSg0XU+DkF6nt4vgRcCUagDAgG",
+	"ILl6nBSE+iVkesijlfOjE9UpeiXtvCUoQdd+ayybCeZmjvCBlBAfEkmcgOQewNCXo+M3fMGsXboNIxtI",
+	"QwAQKDZ2nIfgDM9wnArAh/2YMFZRNqyb5WcY2MdYu/w7Qz7yeC999QyfEY1ht5N01PBwHRyIUTo62U+v",
+	"1VBMRW9suL1M2im7ESuL0PDhVEyONFQRnUmEhjgxippzmoHhsup5l+/W1XHoCW6rI+wEKgF3/PkYDPBp",
+	"IVX0LidlW08O5eg6bkPxOcGZgDuXdRSjd6nDPfInIqx/71BumeKigadosZv7D7QRdzQiDG0++BNfXPSK",
+	"j/mwnUYul33co33JvzC4j/KRRiT3mGT0Puk83iY4FIv2cUtw55sejmu/d/DsPN/XORsXUXxsryTI4YMM",
+	"nQ6dpW0/jTv2244a+O6Qp8Y1lpauAmzg0cT/oESFTQ7N6fUeR6RUV15bhyAkImlwvfHT24HJHZl8fqws",
+	"8TKufwNRcXMA5HL7POmv/ziVRnb2/ya34dNvxmc75McQDFLgvkLFK6rWNSDkoICIAGaAniIYhkWzLnad",
+	"cYv4OFMChSGPnRPSnzoxcQAt7muW2trCPqZQYKkCnj7TTeUOZS141VlRjjTiPIDSXMM1el55YHepIH7C",
+	"zfMOsc6DRo47Ii59/tJhkYXBH+oOgcYHnXf1xe5aV8zd0Y9i6omD3oU44VHfxcEqfIBq0Uv6k4b5VKgp",
+	"K7i5KRjoIcFIPI4x7vs2689/qbCGxUcUsesh/Oz44D7vtTlGjopu0p5YcSy820zJdh/Mr6j0S8Osrqvd",
+	"ZO6Ue7B3/PeD/PwFqhL7IfAI2dsDeW/iUopPCCptLmtBef/hKMG7TKpPAfpx12BAvgEj29HyjeDL1+1y",
+	"yZvNYTEHWh4ajW/lAP+8i+99HzJknDfiq1qmaysNEO40devoWDTsoSl/NgAgN4FpBwFJuOolV/TUrlXo",
+	"LvSBhrk9Y2piaHLmE9M6IpMv+KYACGImFlIljFyOv1Mm04A7A54wfH1FRen2HA09B3nhSeeGcZTaw8ER",
+	"mXA0c6gyGq9Es3809Ewj4JIb3TalGMqJuJVivb+97Y2JF2NnPIkmB8aTWLT0ZpPB8q5gKUlza1SRIZTf",
+	"QGycYHDdplfv7A4WQ5pac2mTntzfOcSAScMAkTUgdBJGcEaeFmZqd0Q8xtodfbZ9SvhugCosfG7B9vkO",
+	"m/9Zq576dpNj8Rbrz7ivUfEWrevdzfyETHtwoK5ay8bF+w9FAjxm10tDSd+D7cUgMEaoymO3b0O9HASm",
+	"f1BnT+t0yfA3baO+IFrjqtHLoYDw1kAQ4TuLp0avQm2rtlEEvgMbDGEoW7sxcPsD1NJQhER8aJ+YDs/K",
+	"dQbY23FBrcyxA1S6PG4SoDXvVuAa64YVBJTkGz1aUSOPUQwc813iSif38kdKYE9EM6rqE0NE98Q2HnUa",
+	"3PjgRBwbjQCWiTsKgYOQFF73Ki63gDl6vr1ejSdpmKxqcTbNVQzTe4loKrKuI6RAd8O8yXOu2yYUYcuY",
+	"bnLVPbgEv1dX1AoA1z3KbFdmpFdtKlfSePyWs2lACb7suGWp2xpjKeZSSbOAtwMmeQcJuXJygG4DVOYl",
+	"2X3IMhRySxGWbNZooENNW4sM1qKXfYoFf+lVqqKAvJubXAX0Yhxzh1l8GZVbCN8CBKQfXa48/u6NWNlQ",
+	"vgE3I4F3fBndwFwVccGbgjUIsNdViKPCoL2rzcZr9B/lqpIQ/LfbMyKeeZ28gwH1J8vJ/+GU9EBB/SRT",
+	"sAdD4Wd3UMfaRnmasa1/Q0tXVYNApbvhbO5nD9rq1vC7F4wHFAw8NwPFZ9MVLLIgmiUyGSEN0i29R2NG",
+	"dHdA+eHWH6Qxj5HZsD6b68UHlXN2IzbpnGvbyOtrJFGHFuwNPUpw5+mYd4x3pzsIQe9P7U4MfB+C1t9G",
+	"TNPcCXuwybiHu9jftjk7DT5E9YSQb28+C64+2JlEoI+3r+Gp65HdrGMb3eoOyREDpgUPJn/0WQ487KBt",
+	"AZoeGs4vnif1xzNsko1Q+o4E38v22Fr8pUwHnVixIi2+bdQlyQp+Uwo2VhnQewJPz7CUeparqm0wvH9p",
+	"MtYIwCKfsgJuSRGS8/EmnWWsCAylyNUY/miNuJJVBiwoQ+k5Y9IgkkdGlRCnJFZDwRz4JldmoRuLFSrA",
+	"1Rf7+s4g1KCzXhZs3INIynKFxzAJGxlNKlnGapf6IOxIGkd3ENoggubiJhIC1o22ADU//v9e//o3oFBn",
+	"GQvTTWOm0oKl9febrVyv3u7GlYt7RY6TrEAdrAQ/mK/uXeWJn0IZu6TQ1QcjidlSOJFp0k+6VfIHOnjp",
+	"SIePp3+w1EMX8E3HDxIGJ6JzQWy5ZEV3AX/79fUbNplMzrHUL4SA+SC4s8wJGVzWhWNWXYHxKStIty4Y",
+	"b9DyKyvTB881rCs9kCuKWYGhgHoB8cCoZOClsuApGHOM/fLQQpRIGSS8mSih5GPN5RKxaAqK/kgjtW6f",
+	"0O5sLjFABHCPkk6GhFXioGs2iorZT1oHt/Pv/oikSjQTgqxZJaG74Mrvq3+YiIOG1Ii7vLNTOz16f7u9",
+	"1Px+966BP8v6rrr4QNn6NwusMPzEQG3VIyvQL3Ul5zIlLAa/NYDirDkVM0Frc3W829rDeA6OFkLKCSkw",
+	"uEwyVpwXofz/HKpVmb6MZZrynK9Wk9XmMIAfIoD6UvBh0ge3xgs5d9ieUF3xKAmofxAOiUDY9u6oIc29",
+	"bBtpN69dw3RQBG9E87IdWv+oBB5SvLiYXua35CXh0qGzfQGCLfPBAjANYIfQV7cRC2tXow8fgEXPU1gn",
+	"WPWawsuxKJr7qgN5gtJP//XmzW8ThjkJEJwLoR25KnqjumT/Cd0zlNZh/CSxX24X+8t2p+okq7ZRjkBD",
+	"hCLJVWYnYmPCQsFBXvqCXNxQUaHLGAHdSXuOXIMxMdv+ZbsYnGtOh59WrtWmVxMEiD8OFmuKGWY1ljyG",
+	"8u6Vz2MrufJxrWI5yVWu/uQEFwMNFpTW4dbsnJDC/p//MSDAeXDEM2+KNxYyEBAjbErIZiZX2/BhXlFz",
+	"X2BMTjFhvznlx60e+anGbogZozR8N+5ceRAQhjFiJiNu6KhXFlbon622/AyG37S1MDHkPBbto9SUXOGd",
+	"umScit75Sm5gtIv88QTn0YtPcys5b6RQlZnk6veQMgUBNW5VXU8zwRrBywWqrRW3fMYNwVVJwyq9VmdY",
+	"xRDO6pJvcjUTXb/fXnwDlcS3AQgLGtErYZvN05dzKxrAH8f61GBewcAeKiiE8UojX6FulI2oVuLocvRs",
+	"cjG5wPQIofhKji5H30wuJt+MogTcc6gXBx8JYCGRs4Q15aRhBXy69JdrsxJ0t9Bn7ZbB/+jOkv9xvRB0",
+	"hkHOdhtUvM+BPuSjjOWgweIn1wTUTgoNFphAJDy7YUjpJuzNZiXMpRPIyE6fdWIcfFzVG/cBQLvgA5XI",
+	"G/PaaMJxgzKGuQpV8XpFwtASrRt0UAHskI+UakDHahtVOJGwp/9wDP2IEjw7G6BuGOG6uvebFl930yez",
+	"H9wUb4bJOvrjnby4BtA5iodIDpyE2H+LLCbwi+wCzXRDbZgpg2WYY7UveA5qh7ECI3+LuLMoR5gGGn2T",
+	"q60BeyivhiuL9WWVWGPnPj9/irjOGyCFJldKK5ExTrQFwrV5I9yJC3nrRVfss3QjdOPipVsDd5hkhQdo",
+	"3mg6SlbnoyxXuc9nwm+VtvSJW3fQLrsKFhE6GUBXFK6tAlL0chVAuKYdyzAC6hC5RQMvMkr50u4UvQBS",
+	"UOXKreNGlaSv49XzBTnhsKhrBFLAgwbIpZf4By6MI5VQVXAhFZbrpUbAZ03WPuBr4536kVh9IVeeWFFl",
+	"zK4+KJW2dCcWziogEvrXn4SeHA2q3QlHQO+lxnoSrwTQc1+xTbCNbqFYKFRGdUcdW3higFwGKoB5argl",
+	"Xs/apgqommJ5NTK/ApGg2n3hNaj4v4jiKgPrBnJyTG/uwMTdVW7N4AF90/WJtnMnl7jZlXoJVtNa4sGH",
+	"7eeU5BDs5ridWO3T+L1rNuzZt4xSh9GLEIkWyObhmMUVP3OFLM+1QRQrEEG/TfB8rHwmjmWuxiiyELtt",
+	"5PXCGgbhZmf95oHU9druxgKIeuwljRZLrPqKtn+kaZuwHl7OoZJnzy6ev4CSenTzgYNCRTHHZi2HpEfi",
+	"QIQj/uwiLFitsRghsEXXz4ShwceN5Nq1khJdc4Wya+YkNtgE4FCXCOLX7RXx4rlABuIGVPzJjeQ1hEwU",
+	"yIOdxA/N/lSBYd29+Sfkqo7RNnwpUG/+R7IWt19Tyqp1OwsOQ/fAP1vRbLyx8dIbelG4ORIM6e2WL/T5",
+	"xQWVibC+KpR4Z1EMeIrTxqxC38e2OvUh5ZLH/cHXIaIYOGY4+rS3sCF8zTcTJ5W82BnJkEzaH9CBVHTA",
+	"/E4Ms9gB7i5wFM++6ChidG8awDdfdAABTxxYX4/QcAPF+7D+GZJ/PI4wzBdfdJgB6ry4dHqNactFNJjn",
+	"33/RwWyDiRfElGnZELaPKN8fQWz0ZC/z7lEid/gMFDyS7s0a5vPtF74KfRTvAq0GPiJz9BqG+vS1u7JI",
+	"yLqwCGTtoZw0KNORFn0GBsRrR+xGpFm8dY2fo+slqWJscTtH60xg3DsV/KfbWjwzfONECfjqktmmJXXE",
+	"K02iNiJFqf8i7C+Y5L6XPMY7cbcd+EUMkUsY+BPDJJTqsp4eflVK1DsCvy8Irg9WWJpoW0nQ8BvbtMqc",
+	"v0ex6sPgHkPMDV+KzsPsQUh6mviE/b6NUALhFrm61hAeVeibAqMWaiMyViCIAXyFGDVYMw0FfvgaYKLT",
+	"u/+qVfe5/R2IycApQJyHrvLEiSc+BJ4YBGekMY60Q0iyeTBsEFCEvgLX6NfYwArk+znJy60zThwj5hIR",
+	"vsSHHXEZhGCy2JMMHGBNOmM4Rq3dTSp2pKuHnEFkq08kfpbGvg5P3SOt6EF8JNYezd4BoCQYQhA2JIIn",
+	"eQi392FJMwilboxWYf2MV0JlExBgoL4msLuh09k7Mufv3Xn8AOwPqwXu0fP6IHLg2+1h2hRB4eufdV8Q",
+	"/pNOejZaaWMHkYbIVBIK8KK5ZOy6rjAamZgxhkaTtbIb+9NnxVnGqkbeUhs+1QbOaD/O1qAVzFdHTVhS",
+	"IjsR40rpVpXQbN8RkyusewTbCIXF47YqMCUaHUxRrWErfo1QI3Nd13rNpJ3kyifLuoc2JoJaAjPMmjeV",
+	"mexsFWEAgtUgV3h6joIJZFj8xv8NwZUqV/gsR2g2UJ3dkWJWw2wFWfiYnCcVaW9X/Muf3rC+KFaQKws3",
+	"JRDgeGpYmLXakAUyV6GS+JyUlkBXcpUrHD/GNoNzitcUR0O7H2fYMamMFdwbkHKFJ4EK/MB1DBhXGBuO",
+	"uxl5fa2XGSHCdpIrgv+jPsGMTlZ5Klc3NpoV7hNKfmQ/UmeoMyy0sbnCiNjCYwgWEwYQcYZBfZyowP4T",
+	"w8Q7XlrCuqWzu9ZNZbwFHN1SVlteZ3GVZIgCNBlJ0Lp+2hqMB4lWgi3dxpM3S2BxMLI3dYhrlyjoFp5e",
+	"5QqDcHDvUPjtgkxoUefugLs2UBp23DpYYnKFq2duJJSE5BCQdsk4LqCf0pJXaKgjZwVO5drRiVyVWjmp",
+	"tsPy8cCV7vxlHjcfJ4SxSAxcMODAWnCbq4Yr2l7CwMYHRDVF7EQcIyYDgF+VCAaiFRqRKyhUXOgbv0Ap",
+	"Cf9Vq1530Gc0tf+kmtqfS8L3cKMfPnz48IB0iaAoOY4RvA3NhiD5FqKuHoi+gRTBc+FKw7VdBsRMbDQY",
+	"UWg/JyctZUtLcTwjCCcPRlPxIyIrWHCedgZ+J4Fsj/vL2vZ2ShTSkSRO98R0CQ8L7gbdL7HecwpnPcNT",
+	"FC4yRTmC6jXiCs0bQfIHRGlIgwlsnvc2rfJv+ewT7yA2wUACMTBsDTkg4CuJTI0QNQMSGaaPESMDfgGN",
+	"QE13/o6klrPBweO2PPuyh71fRBPv27Nvv/CFT5XtLB6s6u2G9WU3qVdRs7iMT5/PW3JnyZ0rCHSF66PE",
+	"GkwY7CUaAMl6DhY+ZFXhxZm4lsqgM4kCZiGDZ+boDG9QwJEB6wYzoJy4AsFAN5kPYKIEkyLKTCqQFU69",
+	"w5HkY4o1QYnDqWXoKQSGHsXkJBJqYheuk+Y95HMQqcDLj65hUFnGVBKlET4emSJLJj0f30686Ye+fvuq",
+	"jV3goDFY/Adj+CEvBWNHQFzcb4JxSm7AhBi0ibwhaNZ7k3cCYMWgLSRyTJ3EAC8G1KAVw/49QL+S21DP",
+	"evAQZo4YBMjr6EgSeMiHfcYLUjSLWvCqYLxeOyUeGawHteJV5XMbHUVwy+Oog7sY7rNU17mSpGQYp1K4",
+	"e9LoWkxYH6ybHH2rleANxRRA6Awef4yBTaggmGD9Bt3296GBRPhGH/oRwlQ0ceuGPvtsPWOvFcxtyMsF",
+	"2j2Q4C3wHVjOB6WAgB0kSKXb+kfwQqJzshErwW0/fFgigEDV4a6eaFOPNnk7Y0edvrSkH0vgWTDD9qTr",
+	"npf+DrLzSUR+HCJyjx8hCSNApYRc5JlQkInO37t/PiA78iC2Q3QvhNVRTkNnG/dZS7wR7BrjXmujSXLk",
+	"uSKB8LLzwOOzwVX+4uIZhokqvWYaJOkg/4EhCAMEyQ4NPK1VkQ04trN6XxKaFEETRUjuXEE1B5BV8UeY",
+	"s9Tglid0dNIWLxlnZcPNghIAasFv3bRzteD1/Cmhk+I6E6hTglv+CI8FbtljXC+Glxps/oLAnU8+9AdI",
+	"+nF3+qT/IUWTfWmLE1CBLZMTJoT3000TVXq8vyMM/uGTWbzWh8lsltY3/yJsmiR8Xm1znxB7IisPMlxV",
+	"zx94mOrDUr+hjEiIao9d9WgoIoTh/UGdkWLej3hIjbl7BK7Yb9wuoN7XyqlXKROaReubDz6AlCc3OHTa",
+	"gqPIbbfxeaDwSHBfN1waUaGsQi/rOSLMdLifINmPC5DMPMKbgSws/AoSg4uMcgKxPHG2Xa8426lb7hog",
+	"6KIroQBlIcpHo89dncWCjWt5K5hWwvhkLlOc5YrMhLVGSc+nlc55w7jJFWEV0TSc+DcWtRHsxcX3BCV1",
+	"NRO1Xl+1lBGnOEDwW78kZ1mujFSl8DZTnx7iBEywEHqZzxDEWUgmswuxIXc1r3LlJj+N9gSNsrjcpXZq",
+	"Mphq3fZtTWreCAH2kjchqw9kuLbB6AtVUR6Z0UsB8mWuKBctC1EhlbftUvYcxoyUvGk2fsK9XLpJrn5d",
+	"CUj3Y5Tt10sgfdJdh2thETKE7hybtbK2IHHnCs6nWMen060J2HUdNZBzut/mHOIWzmtp7BUNP+mnRsDV",
+	"ezYSBVTXI4xEX46xdqSoW9JHZBZiY04kSLeQfNy4Xc4we06Js5MNaNsGhKmnXRWr3pb/H6wS7JJuyEuF",
+	"s+XJJvyaZGdKr6cUr2W5rEMKxVcSQhwbLTX42Rzf+wjDDPKErVNyBwvNOZHy8/f44UMiRPNogSU7+Cwi",
+	"4x8Sb4o1vxE+QQWiv2KTI5h8ghbYS0OfbQhWwvF/SHilOLM1d8viqI20jhb9oUMk+sPZlBnEX2XQccHG",
+	"EAukm1xBzNQZWp0oIdvdSajl6Z6dhDC/RqxqXtJIg/ke0j4Jww89nWupCKaj46cT3zFUB6W5YIq5B9/P",
+	"VeEjRCFayZcQxTi4FFHm23jDCw7Z4xi0YLXHH4YWWlU7lZkW1XtiZ41U12QW84xvnzCSEDk8kgAIHcM8",
+	"/RePyHcfXB0b/zp83VdLSXN2n7EFgbtORpUPh6lzNuMVQwgSrlirbpReqxDig24BPLa+/OfWiTsx9QGm",
+	"TjT3QTFzt504rkfPCwP1XWNOvCeACa6I6JiHueI5jG8waQ8DvsEtUWS7gAJU5Q2jdIWPb3c8qcgwPryC",
+	"X3M1lwqkFNwXYl7SIMPB+oxaCcYbjCMfP7+48JrBGV1IaYtc+az/Bb8VbMWNYxXdw5wAwsG1TzHfxFx9",
+	"ALHrEGKoK9PHZ5AWYpERuAcDBNa9Yl2djwF6zNVul5chdg7Am5xGg0dw3oWyg3/FadMwinIBYtrZMHiC",
+	"m7hrsTfkKeH2Zrl68fx7tpudDJgUEZwCOGHKgJUQAX3kyu9iF6kUwyPxug6Dj5IAXpalWNlLts1B6gKg",
+	"nOeiAeOFW/pi+5niDJVoYtQUcLVe6FoQDAVBNnQB7bIWDOwylxiSX28okDxg0oEx44lhCeDeCQ0MlhYT",
+	"mQGFCGGEIKnZ47+oKle1BIecB6lw+wVdo8PtN23sdSNe//8/T7vNp1Gb8E2uoBCevzuYlApnmOLyKfIL",
+	"xjHXzRIu1yUc41wViVUNtpcEUxvIbv0J7vYBBIo3AFSJB5ZWwQNRwKxglrIKuFYQV4cgJ6mRpICPnw2A",
+	"WcDa9CLd7lJjwUnlCTCNFH2KBFegSWXbGN2wMZZcsotGt9eL4myaK6uvBZiT1xHlo1Ci1HTZK8Erdz2X",
+	"+hZMBLkKjQcYUVjH8waClCotPBBuaklaIE29NdkuM7VbAWooENFqoB6E0uM1BiJqjcDdVIJthB3CG3Hv",
+	"p0dzERWl+O5QRYq39yiJ4il3rG7n1vRrgxJEFCAI0cEkFCDA4sNfasEJGyjAPcWv4E/ubnffIpkAPJh8",
+	"9AG2tht5gMWcScWbFDhlUoCmE5wxXVchOu7khHogTihyOQWiAhf8IUu9DwAthcTBdSciIkvBzAWgU2tC",
+	"fhiEVenLQuNXf3r9hj7HzTpe+8sPv+GfV3PdXCFes6ftZw9AEThC7HecBXgvyBZjLKZPqIRNp3ydTWEJ",
+	"3LL4IAsSQtOIHdmXsoIdqXucQzIhgsN8OftcMqT4VyV8umIkE5LwDoPdhunO3D9A2D3FzpVUZd1Wopqw",
+	"H2BmiZ2ZMk74ZYxmzzZSuDNeVC0ewnRCI7YovGB3bzyV+hlOOEwu1Yk/PWT+lPXIxslG81ltNL+AXxBj",
+	"3D1SQJccQOpsipKrehMbbkJplqNtN+ehgODXJZ5gPEfVB+xEqBDNNUANxBCrgD8ZCjIFwwykplMDaDeW",
+	"ZsJ+0beOflIux92t8L/w5uYValT3YoH3zX9h67vr87UNZv/BnegU4NIDzT0EE3zhVW5UQZN2h4yCixln",
+	"JVdayZLXwXBYsXGqQNNufaY1leoz8hoCmmoSlf4lGn1yzu9yCjw3J1Zxn6xC34phmxTdjI5e7mUXW0h8",
+	"x7CL97L6cM7Lmy/HMrJjTY5iR6NOYiIdwP7asiFum1v2SP+liITZ6Q67UQQ2jswGYgx7Fuxc4Zuwo6WQ",
+	"qyRHelne/AyP3RNLelneUH3/L82SYMr7DVrd0mSdczUCXX9AKIiOODKCkewZvxFcChDyPaD9/4gSs0rd",
+	"AwK9Ht/1iqRhpuCOIT3J205s6dEpMD47NEMZY1ea+SohZWQ+u+LupBaXMT6Vk6bjWgf06BRI3JWbpqcc",
+	"/fe6OhZKJy/uI2TIL7tpdAwJbmk3W+kJVkQUxhg/RF6CT+PNjTDof//KWtzLfpQWRE1R8WE2jgshU+oz",
+	"ljx1AvZCN+CqzxVBbUjDClnVoiCwC66wIBGC1LSNghz9UI0YHa6hgmqueCOgEG9UDAEHBdEPPnZgDKE6",
+	"V+5zkfkESmwHIw8qibWRhapYVwj6DJB8EBOurkJNkgy8ysLD5iB04MT7vN/nIxosOn/KWvAGKkL0ZBc/",
+	"IUIkllCxT8NxwVIJOEOY3Fmyx62wNT33oICXvliLT0bXSmCGg1uYrrhg8IDOMQeV7WQm5CpaOSrseOmH",
+	"fjVv67o4ozyKrnrEglcsdGEs3+Shx14eAKSqWovFkQjHEFIBYNu3nFqfFncXEAylh0LlSbDnV+6CfYFo",
+	"POjnvrHgjgm+yyDuDm/gyTD7QIGlAXHkEUTNPYj82H51fijFQqwJubzn+GO0FrqTnzGqFQRVr2ptRHUW",
+	"UvE9H3EtBTjER2l7hkL9nk3rUJY/KmDvAac+IVIwFPN+AIZmnwRKKLuiFzMPQLys1nrlIxIDIS5iBFRp",
+	"QlzvJRO8XIT4N58UBrhZUSzcDG+vY2W5MlasnMoHeWIloSFwNpeK11BIekoe6KUpWCVqvjEEtupYorEQ",
+	"ayYVReeYWq8puhgGrVu7Pe6QpAajJ7t5rsakFTku+MT4uP2zLJiSABzXAxj2kAs9MC+ESD4xTKhb2Wi1",
+	"hAp/ENWyMVYssXA/ppT0DVca+TSG4dHwVm2z0iaKoIswf3RtIDMwKP+ygRA4X67RJMwquA0+iW/aC1Ts",
+	"0h+wCB6IfQB9lnkZSmJKoBSGFb9BYOIlOWaqpxxKscFUFXt+8Zw5gVGrUpCwX/ysS6p4F2VRdhCrIB5p",
+	"vSLwWhO7fla1JNgPkoQMVDjNFbk+CA8J9jIuAOqusY9cm+u2CWm5IHG7weUKULD9sTNYhjI+IQUlVYVa",
+	"44ZK9sFnN4SNVhVkOXLFgKh4b643mBPdPNuW+uPC07g/QUGAIFaY0BMTbWGrbNMaKMWmVq29xHr2uUKI",
+	"ZFK0GnerrrmVtwKh+yh2zKCzCIb7/L+//QZPFYfDniswtPyR/SL/M0PUO39aOl5QSAWCyJW/S8WZz9ik",
+	"IQinH0D1LwjC9ZoDAqpiVh9edgN0dTsdOZzuVSNupW6D/I/Hw/+cq0gtcJI/6kNaWalaJC09KdlXMYPi",
+	"t/O5Iz+oEhVGqOoq1HqDwFLTzpbSXiHuNdITdxKW3Ips64VcwRturGIdvYEYalM4IQjYSGn17phdQ1B2",
+	"VzWfq1zFp6a767B8gE3uIaox8SYNaI50Y6c0GKV29+6GhwwzpDxRgnKP8vhjj3iu+PgQLvSbtlGHQmOL",
+	"Pp3Asrj/6/mLi7NLf76BaBhmNNT47JbAaZeE6Ris2Igj2dmxkRoNxb8+v7hIGq/vJT24bdRdMOQuPmvP",
+	"PxI9HUwTdgtKSmaBCnIBJZ/YQq9BaHt+8fzLj8hDdo4H2MrZtIe7n3ndviDSWmQgW9iIy2yhjfrvB4CP",
+	"YrZIldOTuKFRGXQcqVClePrSrVCq1PvWqd/b4odHhN+HYpYTv5zMLySQN5AdgwCnNH0j3tmTFT4FMI6V",
+	"Pk+a6l001VlrNmzcs+VJEwQsEndAWUUNFeQ8RBPA8h1jAjhFEA4vl5xN2SBy+V3wykl9CDpRlI/ruTpc",
+	"LWoqUkqmrJi11bWwV+LdgoOMF0GUB13Ec2JEyVgFF98JK/ErYiV+nN3hEeGLoxBNAr0PJPfWoLthjGdB",
+	"n4i81h57mFwcZFPaVgLQg/FYQMRjS0rI17+TzYhcXp9gJdpr9/GWftvI5bIrP4MUleCMIC+2Rewi5daK",
+	"akZ3dClXMbQTqimYAxRMDlSdkxgLmZGkunJ6vaMiRRzwEWIYt8NZEIKza327+jbaTv5HS6rRZBfumE59",
+	"8ll503lhWd/Z6CRHcE5anavIDwswENuZZz7kpwAN3eeBuT68GCShejYun+mnXmI25GxjBeiJ7kOy6LVQ",
+	"1S+4/aO7phj8VInlSluhys1fxea/UE26L12HBvl1ILPdKg0H1b+GHXggzhpgAHBNatBIT96bThQO0TtR",
+	"1MdjQyb80oIyChzgWEZbZA+pKKDTAfle6DWzmgGaX0AAkB2VuCq1mteytMVJkNwWJF88f/6FhwL4KVfk",
+	"mL9kheOOdEMitjtl4VHkQO7RHkfFk7AVDn6YiT5Wt91rKNDSBVYlBI8jo4lWollKxDM8gOSx0MZedY9f",
+	"OiECoDqKplVXSy4VZWUStEaoq3jNrcgVNzdOyFmJBqJFpHWbAOUQ3ZcKIuu71rN+/U4OaOBF9zsFcWRB",
+	"eAbRE1w6E/YzFOrYjhTZETvcY79F079HU2XXzVBZmjeRE6wb0yn44gQd/Pihg99Q+VSgBP0DnoW7H9UL",
+	"PQAiHJOsT4IS3kcMz993f1zJ6p4hADv68NOPR6iyvvwsgt45KuoWbb3QAXoIHZWmbW7B/Ub6vZmi6ulz",
+	"4WOPm4cHcmpeN3VELsJdgV+ThRfc790U7ilGruvgR5r+l3Y4RVMcoOB+qboFPFHwB1pTAuo/PzhvxM7B",
+	"+f6LD40IsvcGdKRgzSNagO4B8W4lm68kRn9EsD4Ub9cNq4TaJMXOhMGyz212WAalJA0Lz4h2AA9Bhpis",
+	"Mq/aAAwE2uLQkCirPpK6VLmih8ibAsIsitkYUEIH+XJA95EmVy8uXmRxcoIIgRok1Pgwd6ckOYL/4uKb",
+	"AVSwV362B6IfnjkV/NnFRZeYZDJmhHvHYsBKqZdLbtKQXxl9eD4ALCUrc2wW3x8vLi4OYYG9vf/MNjNY",
+	"eJt+fzCJa0rDCV3qBjLXlNvFuySgnZKrP5PCEV3XxDWlLXmgOgjl30cESVrv/XLnp3ocKEq/u8HORMmX",
+	"kCjjk1mehjyWDNKvs3463BhDU8ni1INb+tyoSm8T7IgwQPbV333lH7pXwgd97K/Cux0zfSqWdLJ4/NtY",
+	"PMiaFyojSWCgKM7tN3BEQD7Z5/eFFxi4C2o/oNJ2Ab9OavPBvBA9AYET+BTFEVnNONaHdC+g2ErVjWLn",
+	"+lGO9H5VpJTI+etKKKIkD9szTIP8Op5hXKVBz7Av2tmIa2msIEc9KT8nj/HJY/xv6DGmOx5ST8IX3rqR",
+	"+XTgKwycdF/EbuaT1/ixeI0R4r/R6vqqkg0C0xeP1K8LNeY4uk11wzwL7pK8Dnh690EA+t/O3/u7QG6N",
+	"obqpHeO9by1h2DoCP590gpNO8BG29Pj0PLxaqv5KfwFV4LD/ke5hcD4eRzzOIf7mfj2j2yMb1Gp8RdUQ",
+	"P7SjiqS0kJ1KrAQLApU7gps1ipiWhgVsJPd14RNvmx5Es8oVX60afSuqjopj1G0cHy2Vx2lx7VZU+iSd",
+	"d+jW+pHoQqt683VSAmmRhlSh4p+taB0nDpH4AVFua1Mdq+6246QjPVwdKao7BFpSVTUC4890QlbKOr3q",
+	"selR2yzty6tUqzrSgzLW8xaf1KdHqj49VuA9zKHnnWq0/+IfrSR1VdYP+FCiB3fYccprHcZx3Pr9zb2V",
+	"KND0kpValY2wArK2p11kSzx2j3m24tatIvrdPNKIHCzZRGC5SVf6i4vvv7tzWa2fsKBFAMkDaYmiRvoD",
+	"HlNpdLeX316QS2jJPJLf2dCQeV3freTV/br7w4z2Bfr2Jt5tDeG6zGVtRQPAGafwsZPq+yjcYXcn4D0X",
+	"WXQdIjdZxmp5K5hWokO1rOuDGnNEmO/FgfaXWs88YXWDrwF6iIVU2pU2EvJ3G61txrhhlW5nNYTgYskp",
+	"QJ5ZsnHxB5+YXzbaGGFYce7Y4R/+gMX+Mla859nsQ8F4DWvpOjJnU6gV6CNm4BWlWTGZFBmDyKtvnnfj",
+	"c0eVCoI+//a7CFZ6kquXCDxGaiugVot3Zd0aCRVSI9ahb0VT8xWkqcpbkatomePb0HNRmAWHQp5K9BvJ",
+	"1Q5Ic9ctIGQ7bTjqoRMffZFL/4UJ6FqAYwWXIHoR80N8YVXpj5qo3OR7Fcn7h5A2hToBL6fKVW9I6FlA",
+	"thUV0/c4QnFzBa2ZO8hnWF0VsBqw/8ttT8SE/ToHJt82jVA2DEOqa7fu5E72pUypnuZ1w5WFee0WfgJV",
+	"PGJNo/vS+0MPX8cPGk/xMOcNS3ZisSeH56N3eO44M9Pkc4zwAB35xPzYXcJ20tO/NsrK3UUqpH+oF3YC",
+	"ACFc7tOHexLTXp34HELT7wWj41clAquDSHmYBgauRAy9Fzuv56xwj5kiQIkiTFJlpl786DF2AIvkSw+r",
+	"XgS5o8gVKIwEXF7yuk6LBgg3GYsHZsJe2lyBiPXs4uICBm6mjHt0QrhzEFENSbBSsRlq4klu7RbYLZW5",
+	"rzwqbhfQyRdPn/IdDxvoYen9smYIUR8q6cOywvrPGyFObPvEtu+BbZ9Y3qNieb8DyFXPImrQatAj2nrO",
+	"YoXTgLL2sSzwfSwtUQwNFundNRW/QrvntvJ1/+bHIxSgLFhlT7T0YdBSD6nla8t4f2UteAUAow+3rmJ0",
+	"rr6SdzJSd1AJuuy8DroJTgfy808ei0gPMwA/V2e5gOpR/oDA4XCsdjvF6LNZQo+J0gld7Ysh2kNEzxuh",
+	"xPq+Y4l2R9lpI9uEW4n1F7WZQY9fPmDmTiYz0GQQ43LNCrxS5orbU5Wgh8JBtI24x4lLfCSXmHpHAUb9",
+	"nVSDR6ga/MVpAXxHGWAciBds9CZj1tZXhnBzIc9N6XXMX8/uoCVYbm72R428gSeOChdBxP+jw0Vcy6/x",
+	"FQjDSDWp1+qjAlCSYRfGyGslxF2bu8/oC7cGe/HVwPx2irc4xVv8n5N+bL3JuQuqQFtFhXEVEgO0DmGu",
+	"IWm7l3AKGKy0tWBjCF543it+fUbAcID3Or5wD7y4uLg4AzswhfhPcvVDQMzBAgUw1ct+uHTGdlLHxgCH",
+	"5mnZWfSEm3DBxpyKdTcR8gmsaQ9lRze5AqA0WFjXjHvkUIgArGmBO5TlKrktZxNWlOBMr65mmyKNMZ7B",
+	"AArYwGI4AsCRx3tSY1zTX8fnD5MaoPcA5c/NTXZKdj6R+0ft3Y/IyUkVeYj5xz228UjQ8KoqwsADnuYj",
+	"51F0mGneHCsXpHWh87LmcvlUiXf23sp61HotjH2qWjc0gN6MJoS1zYmFU23xumauQ2C2WNHQs3aSA0IG",
+	"AQYBAISTZkq7W5AxmJKXNDBREEs8sjHoV9GbkBNztWr0dSOMKc6msQaihHDrb25kXSMqK3VX8/IGh0pA",
+	"2vpWNBP2QxQQCA/6KMVrYaORuB6SIoAb9t/EOxukgHtUwvYpYH4Bqfjei91d/RtJWCUH5Bi/4FBAV3qZ",
+	"x+npJ2XtFALw7xa59zh4B1ATdE1ukV/kIzsqClxmuMnHM4/3IPXsONgHyIovjQsuCl8uk3SqrsaWrKZM",
+	"WlYLTlVpc1Uge0D9Ss/JKETz4JbCxaTNmNHuXXg85HqnAbFdr1+b0AZF/0QmH5Zvxm3OE8NArdeRA/fh",
+	"OvdBqHgclAnvHuN4gcGQv7PQu0XpgnVrCAvna1/m0x0+GSoe08U9jH+D9/Oejc6HY0LcxYuDQbgtF7tS",
+	"xks2l6KuWC3mFurrkrQxZUUeXGH56JLlo3xUsLIWvEFLrf9xuiVoNGJV8zJULzN2wl6JeQv6nmK8U1ER",
+	"r560VVw0NAeRwHgWan5guV2v6651W1dsyW9EYDpQHylXc904WUjU84whYlq9Qf7T6PZ6QZGSqKr6vjZl",
+	"LYqzlLDz91V1/7Zl7OSLF5g/pMpyw8oFV9enwosnoev+aPdXMTYTdYEDFZGAk/X5ZH3+PBYEoJskpz8x",
+	"6AHOyNGbdWzMiQbEQu8qzR8yK6B1+n5DTrfFi3Tm2367MUkGvDY77u2OfmS56l/ccUqCONuBvUXvNJme",
+	"19zkyixayyq9VsGP7e3iBRvHJvJ+Ev9ZGIESojL9hsmm3Vm7kX/Ck1NW4K4XuQoFXZehczL/ur57/TG9",
+	"hsrXU0wHdEuYK3gYqskBWN+1sAbiCXz5HOi1VcS0Qx8kmLk+cuUd/mTLDMvYjZNFw9xK1qch9NPz11KZ",
+	"QZv81zcTubUj87rfsJO6ebKs/3sKNCnc7z6R818gGdshQ0Eg8kTjMVnsedBb9maEH89BiTg+ACb6xnOB",
+	"SDdvING4iOLGosiyzIePgRKfj4pcgRbtdfwz15DBsvrsZVIh956HLd6bRX51R//pPGkbTlGSG1AH9x2m",
+	"5bfsA2nTX43vhBU9Kc+PQ3mG63VSne+sOsc3/6RAP75MEk8yoQaieuoVs8jFtHUzPl4lpVykB8JPvWM9",
+	"1Oh2WlWGLnalcdYT9lKRu9yRC6lYWB9pUqwvgWwOc/76itDDihI+cZ8T9/kI7rPNbB5Lol6CtM54+cn0",
+	"dQGAm+fv8cNWyZsEIYDHnphQ7LMHN2UXYsPWohFQESKDiCKsyIyP5wr+uuzVeAAtK/MwzdoIJi1WlICE",
+	"2FLI2zRu41+EfQPDuVeqiD0M0UX49cEUJ7ZhSExWn1yG+FRm+DFZkHZrCkenITI1L/mGGYIHe/AVhiGA",
+	"nSgN0Izd+WxTCrSro1GQ1/VnrymcpciirPoL/qRP9wI2O+HHU45woLnHVmv/7kWiOvsuTW8bZfZS8Zoj",
+	"FB+U1jG9VD2PJ58xDpjLrAFcZmt25VJI2Ia+7pP+ts1eqPhKl+3SvXEiVo8rkHwwIbdtVLermS95gNfp",
+	"QDwUHMbPWzAc2jx/7/45VA/QHdX7vgo/0sIcug4nHe10Jz9GNWsbNUkFI8aX8t5v4REWmrbZA6S1dWfP",
+	"S65KUd+zzSge0V6bkVtKY/XKMG4JK+qdZTO3I7zZXJKmN6/l9cKypa5EHdXwyhVOphZVxjhrWqUgmU/r",
+	"ms2lkmYhzIT9ZJlQlWFFeLjIMJkjQPqvGnErdWvYQhooxgDJIT4OwJffq2oqYc6hnFCu1tyNeNyuoIzC",
+	"BTNnHX6ym5jVruepr9oHCSILbjyqXK6EqkSFlQbcE1hrW7qpJX0+MP4TYT0R1m3CGqo6IS3Cg47Sg3kU",
+	"ZBWPdnyH3YUZ75puiJzuULm1bm7MipdiUNT/E2RqNeK6rXnD5rIW3lwT3gW8cAASJ/CTgGBn5L+ET/8V",
+	"zMol2GXW3KD24ON6GUBxs9YIVpwXbCbsWgjF5gAOZaa5MpvlTNeyZLVUNyZQGAwR+oXLutF6yW6EWCEU",
+	"O0Zegx7iPc0pyuB0gt/9LP4sa3GvWkivp33qiFvkkyqyfTtraazpDl1vlR6Q9aTDoeGAYxMG/Ehyu9zB",
+	"hEnA+sZq/ZN49XdpTEdKPq/yFNo9hxGdv3eUZm+66iux1JR5CrOYekoSZaWK5cpumLF8M2G/IF71E1aA",
+	"KcW9UuRKaVZrdS0c0XNykLTDaai9q71LQ16kpTgkpoZdayUelPkXaDlZfn3prcwDK0EFrFrwyoRkFs56",
+	"BBqMiECajV4KLAvVITtZwNnt2MmJ0G0ROjzWD5vUuS12o/q3IHkhnRUu5MdSvCGLzgHasG9xdGmFfWps",
+	"I/iyvzhz3Sy5HV2OZlJxgIzcNukOShZPDJttbDhPj4Xi6GY/0TmRkS0yAj7ZExG5j9TaV4JXn0ou7s+K",
+	"1CM4nTGpHbAlzXS18ZCHMX1gY1/S8hn7Rf4n1WzyMgul1la5Wi90LRBAsm34rN5cAoPnFaI6cVY23CyY",
+	"ESSR6bqilcNNV2INVRszglribCnfTdhP1sdM9wUz6KloWnW15FIVrl0n1nHrGinFNP6taZVhhfs8WW2S",
+	"8cC/tQn6fExM8CeS5kP5tQckRoqYPlHwf2sKvmoh9OURqrlfOigr9H41b+u6uEQLFGTxwZXpmasoa98d",
+	"TSwYZxdcBcDYrimggig/7vwGu1JMQ9XbNe9fyq8bfHwZiLm7kdpRVaDhj0Qe/621nrtK1YdLPJa/QoOi",
+	"bBtpN8BfZ4I3onnZ2sXo8h9vHUOE0gPEfdumHl2OzvlKnt8+A3ZJje4QYcGXBtwgsqtz5TgSnpA4bgQR",
+	"hX0GYxSw4ZpIhID8jCEqGYMAF2EyYKKsbBujqRMIT1lhGAW1FsJR0jElq5oreNUsWlvpNQQOW13qOmrD",
+	"lztOtPELOR4xxEPFWwFepXheYGNOD4NeQZMSmgJi9m61rnFvmVRRk92OpptdOOnkmlsns8AUsNa/htSg",
+	"xui4rZVoltIYKCuQbo1KWWJUpOZNdUn4HEBMKrESqhKqlG5rKAGVCme2dW9PMFBytxMnYOyUTOPX7ibh",
+	"osAIQHry5c0v2XVcCD2La3g3NGKyt3P25s3PvV2NCimkZ1wLY7QyT5gpheKN1O7QtcpvtHtfOore1Uvw",
+	"zw016AYmboWyDEWj6F342ow+vP3wvwMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -64,6 +64,12 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 
 func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 	return core.LimitsUpdate{
+		InboxMessages:      in.InboxMessages,
+		InboxBytes:         in.InboxBytes,
+		BodyChars:          in.BodyChars,
+		PayloadChars:       in.PayloadChars,
+		FeedbackChars:      in.FeedbackChars,
+		HistoryEntries:     in.HistoryEntries,
 		Requests:           in.Requests,
 		Turns:              in.Turns,
 		ModelTokens:        in.ModelTokens,
@@ -194,7 +200,7 @@ func requestsOf(rs []core.Request) []Request {
 func messagesOf(ms []core.Message) []Message {
 	out := make([]Message, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, Message{ID: m.ID, Sender: m.Sender, Recipient: m.Recipient, Body: m.Body})
+		out = append(out, messageOf(m))
 	}
 	return out
 }

@@ -190,6 +190,9 @@ func (s *subscriber) wants(ev core.Event) bool {
 	case "message":
 		m, ok := ev.Data.(core.Message)
 		return ok && (m.Sender == s.member || m.Recipient == s.member)
+	case core.EventAck:
+		a, ok := ev.Data.(core.AckEvent)
+		return ok && (a.From == s.member || a.To == s.member)
 	case "turn":
 		member, ok := turnMember(ev.Data)
 		return ok && member == s.member

@@ -84,7 +84,8 @@ func (s *Server) UpdateTeam(ctx context.Context, req UpdateTeamRequestObject) (U
 
 // SendMessage stores a letter from the token's member.
 func (s *Server) SendMessage(ctx context.Context, req SendMessageRequestObject) (SendMessageResponseObject, error) {
-	res, err := s.svc.Send(ctx, core.SendInput{Team: req.Team, To: req.Body.To, Body: req.Body.Body, IdempotencyKey: deref(req.Params.IdempotencyKey)})
+	res, err := s.svc.Send(ctx, core.SendInput{Team: req.Team, To: req.Body.To, Body: req.Body.Body, IdempotencyKey: deref(req.Params.IdempotencyKey),
+		InReplyTo: deref(req.Body.InReplyTo), AckRequired: deref(req.Body.AckRequired)})
 	if err != nil {
 		return nil, err
 	}

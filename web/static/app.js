@@ -45,6 +45,7 @@
     live: null, // AbortController of the event stream
     teamPoll: 0,
     seen: new Set(), // team/member/letter ids already shown once
+    thread: null, // { team, id } of the thread shown, or null
     requestStates: new Map(), // team/request id -> last rendered state
     renderedTeam: '',
     running: false,
@@ -358,6 +359,12 @@
         view.members[i].inbox_length = box.messages.length;
         return true;
       }
+      case 'ack': {
+        if (typeof data.id !== 'string') return false;
+        if (!model.acks) model.acks = {};
+        model.acks[data.id] = { outcome: data.outcome, note: data.note, at: data.at };
+        return true;
+      }
       case 'request':
       case 'reply':
       case 'match': {
@@ -490,6 +497,7 @@
     if (!name) return;
     const changed = name !== state.selected;
     state.selected = name;
+    if (changed) closeThread();
     $('team-select').value = name;
     if (!changed && state.live) return;
     watch(name);
@@ -567,13 +575,17 @@
           if (err instanceof ApiError && err.status === 401) throw err;
           return null;
         });
+      // The acknowledgements of the letters that asked for one; a
+      // failure here must not hide the rest of the team.
+      const acks = await loadAcks(team, inboxes);
       if (team !== state.selected) return; // the user moved on meanwhile
       if (turns) noteTurns(team, turns);
       // An event that arrived meanwhile is newer than this answer, and its
       // own refetch is already scheduled.
       if (seq !== state.eventSeq && state.model && state.model.view.name === team) return;
-      state.model = { view, inboxes, permissions: perms, tasks, reservations };
+      state.model = { view, inboxes, permissions: perms, tasks, reservations, acks };
       renderTeam(view, inboxes);
+      if (state.thread && state.thread.team === team) showThread(team, state.thread.id);
     } catch (err) {
       report(err, 'loading team');
     } finally {
@@ -811,6 +823,61 @@
     return d;
   }
 
+  // loadAcks returns, by letter id, the acknowledgement (null while none)
+  // of every letter of inboxes that asked for one (docs/api.md, "Mail
+  // that stays useful"), asked 100 ids at a time.
+  async function loadAcks(team, inboxes) {
+    const ids = [];
+    for (const box of inboxes) {
+      for (const m of (box && box.messages) || []) if (m.ack_required) ids.push(m.id);
+    }
+    const acks = {};
+    for (let i = 0; i < ids.length; i += 100) {
+      const chunk = ids.slice(i, i + 100);
+      try {
+        const d = await api('GET', '/teams/' + enc(team) + '/receipts?ids=' + chunk.map(enc).join(','));
+        for (const r of (d && Array.isArray(d.receipts)) ? d.receipts : []) acks[r.id] = r.ack || null;
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 401) throw err;
+      }
+    }
+    return acks;
+  }
+
+  // showThread loads the letters of thread id and shows them, oldest
+  // first, in the thread panel; it stays open across refreshes.
+  async function showThread(team, id) {
+    state.thread = { team, id };
+    try {
+      const d = await api('GET', '/teams/' + enc(team) + '/threads/' + enc(id));
+      if (!state.thread || state.thread.team !== team || state.thread.id !== id) return;
+      const letters = (d && Array.isArray(d.letters)) ? d.letters : [];
+      $('thread-title').textContent = 'Thread ' + id;
+      $('thread').dataset.thread = id;
+      $('thread-letters').replaceChildren(...letters.map((m) => el('li', { class: 'thread-letter', data: { letterId: m.id } },
+        el('span', { class: 'letter-id' }, String(m.id)),
+        el('span', { class: 'letter-from' }, ' ' + m.sender + ' → ' + m.recipient + ': '),
+        el('span', { class: 'letter-body' }, String(m.body)))));
+      $('thread').hidden = false;
+    } catch (err) {
+      report(err, 'thread ' + id);
+    }
+  }
+
+  function closeThread() {
+    state.thread = null;
+    $('thread').hidden = true;
+    $('thread-letters').replaceChildren();
+  }
+
+  // ackTag shows what a letter that asked for an acknowledgement got:
+  // the outcome with its note, or that one is still wanted.
+  function ackTag(ack) {
+    if (!ack) return el('span', { class: 'tag ack', data: { ack: 'wanted' } }, 'ack wanted');
+    return el('span', { class: 'tag ack', data: { ack: String(ack.outcome) }, title: ack.note ? String(ack.note) : null },
+      'ack: ' + String(ack.outcome) + (ack.note ? ' (' + String(ack.note) + ')' : ''));
+  }
+
   // letterPosition is n of a letter id "<member>-<n>", 0 for anything else
   // (a null read_through: nothing read).
   function letterPosition(id) {
@@ -825,9 +892,18 @@
     const proto = readProtocol(msg.body);
     const kind = proto ? (proto.invalid ? 'invalid_protocol' : proto.type) : 'text';
 
+    const acks = (state.model && state.model.acks) || {};
+    let thread = null;
+    if (typeof msg.in_reply_to === 'string') {
+      thread = el('button', { type: 'button', class: 'letter-thread', data: { thread: String(msg.thread_id) }, title: 'Show the thread' },
+        '↳ re ' + msg.in_reply_to + ' · thread ' + String(msg.thread_id));
+      thread.addEventListener('click', () => showThread(team, String(msg.thread_id)));
+    }
     const head = el('div', { class: 'letter-head' },
       el('span', { class: 'letter-id' }, String(msg.id)),
-      el('span', { class: 'letter-from' }, 'from ' + msg.sender));
+      el('span', { class: 'letter-from' }, 'from ' + msg.sender),
+      thread,
+      msg.ack_required ? ackTag(acks[msg.id]) : null);
 
     let content;
     if (!proto || proto.invalid) {
@@ -1178,6 +1254,7 @@
   function init() {
     setInterval(expireMCPBadges, MCP_CHECK_MS);
     $('status-close').addEventListener('click', clearStatus);
+    $('thread-close').addEventListener('click', closeThread);
     $('token-form').addEventListener('submit', (ev) => {
       ev.preventDefault();
       const t = $('token-input').value.trim();
