@@ -340,27 +340,15 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 	if spec.Limits != nil {
 		limits = *spec.Limits
 	}
-	if limits.PermissionTimeoutS == 0 {
-		limits.PermissionTimeoutS = DefaultPermissionTimeoutS
-	}
-	if limits.Tasks == 0 {
-		limits.Tasks = DefaultTaskLimit
-	}
-	if limits.ToolCalls == 0 {
-		limits.ToolCalls = DefaultToolCalls
-	}
-	if limits.ModelRequests == 0 {
-		limits.ModelRequests = DefaultModelRequests
-	}
-	if limits.WorkspaceBytes == 0 {
-		limits.WorkspaceBytes = DefaultWorkspaceBytes
-	}
-	if limits.WorkspaceFiles == 0 {
-		limits.WorkspaceFiles = DefaultWorkspaceFiles
-	}
-	if limits.Reservations == 0 {
-		limits.Reservations = DefaultReservationLimit
-	}
+	// These limits have no "no bound": a spec that leaves one at 0 gets
+	// its default.
+	orDefault(&limits.PermissionTimeoutS, DefaultPermissionTimeoutS)
+	orDefault(&limits.Tasks, DefaultTaskLimit)
+	orDefault(&limits.ToolCalls, DefaultToolCalls)
+	orDefault(&limits.ModelRequests, DefaultModelRequests)
+	orDefault(&limits.WorkspaceBytes, DefaultWorkspaceBytes)
+	orDefault(&limits.WorkspaceFiles, DefaultWorkspaceFiles)
+	orDefault(&limits.Reservations, DefaultReservationLimit)
 	if err := limits.validate(); err != nil {
 		return TeamView{}, nil, err
 	}
@@ -612,4 +600,11 @@ func copyRequest(r Request) Request {
 		r.Reply = &rep
 	}
 	return r
+}
+
+// orDefault sets *v to d when it is 0.
+func orDefault[T int | int64](v *T, d T) {
+	if *v == 0 {
+		*v = d
+	}
 }
