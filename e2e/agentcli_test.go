@@ -469,18 +469,7 @@ func TestClaudeCodeSession(t *testing.T) {
 	if !strings.Contains(reqs[1], `"tool_result"`) || !strings.Contains(reqs[1], `reader-`) && !strings.Contains(reqs[1], `lead-`) {
 		t.Errorf("request 2 holds no result of send_message:\n%s", reqs[1])
 	}
-	var inbox struct {
-		Messages []struct{ Sender, Body string } `json:"messages"`
-	}
-	if status, code, err := c.do(http.MethodGet, "/teams/cc/members/lead/inbox", tok["lead"], "", nil, &inbox); err != nil || status != http.StatusOK {
-		t.Fatalf("lead's inbox: %d %s %v", status, code, err)
-	}
-	if len(inbox.Messages) != 1 || inbox.Messages[0].Sender != "reader" || inbox.Messages[0].Body != "pong" {
-		t.Errorf("lead's inbox %+v, want reader's pong", inbox.Messages)
-	}
-	if through, unread := cursorOf(t, c, "cc", "reader"); through != last || unread != 0 {
-		t.Errorf("reader's cursor %q, %d unread; want %s, 0", through, unread, last)
-	}
+	wantPongAndCursor(t, c, "cc", tok["lead"], last)
 }
 
 // TestClaudeCodeMailroomDown: with Mailroom down, a session set up for it
@@ -507,5 +496,24 @@ func TestClaudeCodeMailroomDown(t *testing.T) {
 	}
 	if len(model.mainRequests()) == 0 {
 		t.Errorf("the model was never asked")
+	}
+}
+
+// wantPongAndCursor checks how a session of the agent under test left the
+// team: reader's "pong" (its send_message) is lead's one letter, and
+// reader's read cursor is at last with nothing unread.
+func wantPongAndCursor(t *testing.T, c *client, team, leadToken, last string) {
+	t.Helper()
+	var inbox struct {
+		Messages []struct{ Sender, Body string } `json:"messages"`
+	}
+	if status, code, err := c.do(http.MethodGet, "/teams/"+team+"/members/lead/inbox", leadToken, "", nil, &inbox); err != nil || status != http.StatusOK {
+		t.Fatalf("lead's inbox: %d %s %v", status, code, err)
+	}
+	if len(inbox.Messages) != 1 || inbox.Messages[0].Sender != "reader" || inbox.Messages[0].Body != "pong" {
+		t.Errorf("lead's inbox %+v, want reader's pong", inbox.Messages)
+	}
+	if through, unread := cursorOf(t, c, team, "reader"); through != last || unread != 0 {
+		t.Errorf("reader's cursor %q, %d unread; want %s, 0", through, unread, last)
 	}
 }
