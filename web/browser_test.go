@@ -613,7 +613,8 @@ func TestPageShowsTaskBoardLive(t *testing.T) {
 	eval[chromedp.Void](t, ctx, `window.__samePage = true`)
 
 	s.call("POST", "/teams/board/tasks", tok["lead"], map[string]any{"title": "Read <b>main.py</b>", "assignee": "reader"}, http.StatusCreated)
-	s.call("POST", "/teams/board/tasks", tok["lead"], map[string]any{"title": "Review the answer", "blocked_by": []string{"task-1"}}, http.StatusCreated)
+	s.call("POST", "/teams/board/tasks", tok["lead"], map[string]any{"title": "Review the answer", "blocked_by": []string{"task-1"}, "needs": []string{"review"}}, http.StatusCreated)
+	s.call("PATCH", "/teams/board/members/reviewer", browserAdmin, map[string]any{"skills": []string{"review", "go"}}, http.StatusOK)
 	do(t, ctx, "see both tasks pending, task-2 waiting for task-1",
 		chromedp.WaitVisible(css(`#board-pending [data-task-id="task-1"][data-status="pending"]`)),
 		chromedp.WaitVisible(css(`#board-pending [data-task-id="task-2"][data-blocked="true"]`)),
@@ -626,6 +627,14 @@ func TestPageShowsTaskBoardLive(t *testing.T) {
 	}
 	if got := textOf(t, ctx, `[data-task-id="task-2"] .task-blockers`); !strings.Contains(got, "waits for task-1") {
 		t.Errorf("task-2 blockers = %q, want waits for task-1", got)
+	}
+	if got := textOf(t, ctx, `[data-task-id="task-2"] .task-needs`); !strings.Contains(got, "needs review") {
+		t.Errorf("task-2 needs = %q, want needs review", got)
+	}
+	do(t, ctx, "see reviewer's skills, set after the page opened",
+		chromedp.WaitVisible(css(`[data-member="reviewer"] .skills`)))
+	if got := textOf(t, ctx, `[data-member="reviewer"] .skills`); !strings.Contains(got, "can do review, go") {
+		t.Errorf("reviewer's skills = %q, want can do review, go", got)
 	}
 
 	s.call("POST", "/teams/board/tasks/task-1/claim", tok["reader"], nil, http.StatusOK)

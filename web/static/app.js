@@ -763,6 +763,7 @@
     return el('article', { class: 'member', data: { member: m.name, status } },
       el('header', { class: 'member-head' }, el('h4', null, m.name), el('span', { class: 'member-badges' }, wake, mcp, badge)),
       m.role ? el('p', { class: 'role' }, m.role) : null,
+      Array.isArray(m.skills) && m.skills.length ? el('p', { class: 'skills' }, icon('✎'), ' can do ' + m.skills.join(', ')) : null,
       stats,
       activity ? el('p', { class: 'doing', 'aria-live': 'polite' }, icon(m.active ? '⚙' : '·'), ' ' + activity) : null,
       wokenBy ? el('p', { class: 'woken', data: { wokenBy } }, icon('↳'), ' woken by ' + wokenBy) : null,
@@ -1041,6 +1042,7 @@
     const facts = [];
     if (t.owner) facts.push(el('span', { class: 'task-owner' }, icon('●'), ' owner ' + String(t.owner)));
     if (t.assignee) facts.push(el('span', { class: 'task-assignee' }, icon('→'), ' for ' + String(t.assignee)));
+    if (Array.isArray(t.needs) && t.needs.length) facts.push(el('span', { class: 'task-needs' }, icon('✎'), ' needs ' + t.needs.join(', ')));
     if (blockedBy.length) {
       facts.push(el('span', { class: 'task-blockers', data: { waiting: String(waiting.length > 0) } },
         icon(waiting.length ? '⧗' : '✔'), ' ' + (waiting.length ? 'waits for ' + waiting.join(', ') : 'after ' + blockedBy.join(', '))));
