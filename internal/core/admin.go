@@ -52,7 +52,7 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 	}
 	end := s.beginDeletion(name)
 	defer end()
-	waitTurns(ctx, s.endTeamWork(name, inc), DeleteTurnWait)
+	waitTurns(ctx, s.EndTeamWork(name, inc), DeleteTurnWait)
 	if release != nil {
 		if err := release(); err != nil {
 			return err

@@ -1,9 +1,11 @@
-package core
+package live
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"mailroom/internal/core"
 )
 
 // When a member last made an MCP request. Every request to /mcp, of any
@@ -101,26 +103,18 @@ func (c *seenTimes) drop(team string) {
 // announced with a member event carrying the member's document, to this
 // process's subscribers and to the other replicas. It writes nothing to
 // the store.
-func (s *Service) SeenMCP(ctx context.Context, team, member string) error {
-	if err := CheckSelf(ctx, team, member); err != nil {
+func (h *Hub) SeenMCP(ctx context.Context, team, member string) error {
+	if err := core.CheckSelf(ctx, team, member); err != nil {
 		return err
 	}
-	now := s.now().UTC().Truncate(time.Millisecond)
-	if !s.seen.record(memberRef{team, member}, now) {
+	now := h.svc.Now().UTC().Truncate(time.Millisecond)
+	if !h.seen.record(memberRef{team, member}, now) {
 		return nil
 	}
-	var mv MemberView
-	err := s.view(ctx, team, false, func(u *unit) error {
-		m := u.member(member)
-		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
-		}
-		mv = u.memberView(m)
-		return nil
-	})
+	mv, err := h.svc.MemberView(ctx, team, member)
 	if err != nil {
 		return err
 	}
-	s.publish([]Event{{Type: EventMember, Team: team, Data: mv}})
+	h.Publish(core.Event{Type: core.EventMember, Team: team, Data: mv})
 	return nil
 }
