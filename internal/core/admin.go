@@ -62,7 +62,7 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 		return asStoreError(err)
 	}
 	// Every connection tied to the team ends now, on every replica,
-	// before a team of the same name can be created (teamlife.go).
+	// before a team of the same name can be created (internal/live).
 	s.publish([]Event{{Type: EventTeamDeleted, Team: name, Data: inc}})
 	s.log.InfoContext(ctx, "team deleted", "team", name)
 	return nil

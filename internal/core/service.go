@@ -456,7 +456,7 @@ func (s *Service) TokenPrincipal(token string) (Principal, error) {
 // door authenticates a call (internal/bearer), the lookup bound by the
 // call's ctx: it carries the token's hash, so that the units of work of
 // the call confirm the token (tokenHolds), the connections it opens
-// follow exactly the team the token belongs to (FollowTeam) and the
+// follow exactly the team the token belongs to (CheckConnection) and the
 // per-token bounds count by token. Its errors are LookupMember's. The
 // token is hashed once, for the lookup and the principal.
 func (s *Service) LookupPrincipal(ctx context.Context, token string) (Principal, error) {

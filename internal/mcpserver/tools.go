@@ -256,8 +256,8 @@ func (s *session) followTeam() {
 }
 
 // as returns ctx carrying the session's member as the caller (by the
-// token that opened the session) and the life of its team, so that core's
-// waits for the session end when the team is deleted.
+// token that opened the session) and the life of its team, so that the
+// hub's waits for the session end when the team is deleted.
 func (s *session) as(ctx context.Context) context.Context {
 	return live.WithTeamLife(core.WithPrincipal(ctx, s.principal), s.life)
 }
