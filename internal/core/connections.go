@@ -47,27 +47,6 @@ func (s *Service) LettersAfter(ctx context.Context, teamName, member, after stri
 	return msgs, err
 }
 
-// InboxLength is how many letters member's inbox holds. The caller must be
-// the admin or member itself.
-func (s *Service) InboxLength(ctx context.Context, teamName, member string) (int, error) {
-	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
-		return 0, err
-	}
-	n := 0
-	err := s.view(ctx, teamName, true, func(u *unit) error {
-		if !u.isMember(member) {
-			return u.noSuchMember()
-		}
-		items, err := u.tx.LoadInbox(member)
-		if err != nil {
-			return asStoreError(err)
-		}
-		n = len(items)
-		return nil
-	})
-	return n, err
-}
-
 // MemberView is member's view as the team document shows it, damaged team
 // or not: what a member event announces when the member's presence
 // changed (an MCP session opened or ended, an MCP request seen). The

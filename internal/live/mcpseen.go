@@ -90,12 +90,8 @@ func (c *seenTimes) record(k memberRef, now time.Time) (announce bool) {
 func (c *seenTimes) drop(team string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.at {
-		if k.team == team {
-			delete(c.at, k)
-			delete(c.announced, k)
-		}
-	}
+	dropTeam(c.at, team)
+	dropTeam(c.announced, team)
 }
 
 // SeenMCP records that the caller, a member, made an MCP request now. The

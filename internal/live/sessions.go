@@ -50,9 +50,14 @@ func (c *sessionCounts) add(team, member string, d int) {
 func (c *sessionCounts) drop(team string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.n {
+	dropTeam(c.n, team)
+}
+
+// dropTeam deletes the entries of team's members from m.
+func dropTeam[V any](m map[memberRef]V, team string) {
+	for k := range m {
 		if k.team == team {
-			delete(c.n, k)
+			delete(m, k)
 		}
 	}
 }

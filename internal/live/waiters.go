@@ -225,11 +225,12 @@ func (h *Hub) WatchInbox(ctx context.Context, teamName, member string) (n int, c
 		return 0, nil, nil, nil, err
 	}
 	ch, release := h.waiters.watch(inboxKey{team: teamName, member: member})
-	if n, err = h.svc.InboxLength(ctx, teamName, member); err != nil {
+	msgs, err := h.svc.Inbox(ctx, teamName, member)
+	if err != nil {
 		release()
 		return 0, nil, nil, nil, err
 	}
-	return n, ch, h.waiters.stopCh(), release, nil
+	return len(msgs), ch, h.waiters.stopCh(), release, nil
 }
 
 // Waiting reports how many reads (or permission waits, by the key
