@@ -59,8 +59,9 @@ type Options struct {
 	// a deleted team's wakes; nil means none: no lease is renewed.
 	Work Work
 	// Live is the process around core (internal/live) that hears of every
-	// commit and knows members' presence; nil means none: events go
-	// nowhere.
+	// commit, knows members' presence and wakes the turns waiting for a
+	// person's decision; nil means none: events go nowhere and such a
+	// wait ends only at its expiry.
 	Live Live
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
