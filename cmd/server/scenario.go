@@ -14,7 +14,9 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
+	"mailroom/internal/live"
 	"mailroom/internal/mail"
+	"mailroom/internal/runtime"
 	"mailroom/internal/scenario"
 )
 
@@ -147,10 +149,19 @@ func runScenarioIn(ctx context.Context, dir, name string, opts scenario.Options,
 		return scenario.Result{}, fmt.Errorf("scenario: open data directory %s: %w", dir, err)
 	}
 	defer store.Close()
-	svc := core.NewService(store, core.Options{Logger: log})
-	if err := svc.Open(ctx); err != nil {
+	// Core with the runtime that renews its turns' leases (waited for
+	// before the store closes) and the hub its events go to, as a server
+	// wires them.
+	work := runtime.NewWork(log)
+	svc, _, err := live.Open(ctx, store, core.Options{Logger: log, Work: work}, live.Options{Logger: log})
+	if err != nil {
 		return scenario.Result{}, fmt.Errorf("scenario: load teams from %s: %w", dir, err)
 	}
+	defer func() {
+		// The lease renewals end with their turns: the store closes after.
+		_ = work.WaitTurns(ctx)
+		_ = work.Wait(ctx)
+	}()
 	// The run's workspace is its team's, where a server over dir keeps it.
 	doc, err = scenario.NewRunner(svc, filepath.Join(dir, "workspaces"), scenario.Config{Logger: log}).Run(ctx, name, opts)
 	switch code := core.ErrorCode(err); {

@@ -126,7 +126,7 @@ func TestInterruptStopsAtNextBoundary(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		// The letter's event arrives while the tool call runs: the turn
 		// is cut between that call and the next request.
-		svc.SetObserver(func(e core.Event) {
+		testkit.Hub(svc).SetObserver(func(e core.Event) {
 			if e.Type == "message" {
 				cancel()
 			}

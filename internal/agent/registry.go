@@ -166,6 +166,16 @@ type Env struct {
 	// PlanID, when set, is the plan request whose approval the plan gate
 	// requires; otherwise it is the caller's most recent plan request.
 	PlanID string
+	// Mail waits for letters (wait_for_mail): the process's live hub
+	// (internal/live). Without it a read answers at once with what
+	// there is, as read_inbox does.
+	Mail MailWaiter
+}
+
+// MailWaiter waits for the letters of a member's inbox after after, up
+// to wait (internal/live's Hub.WaitInbox).
+type MailWaiter interface {
+	WaitInbox(ctx context.Context, team, member, after string, wait time.Duration) ([]core.Message, error)
 }
 
 // Registry returns every tool of env, in the order a door offers them.
@@ -427,7 +437,12 @@ func (r registry) readLetters(ctx context.Context, tool, after string, c cursorI
 			return Result{}, err
 		}
 	}
-	msgs, err := r.env.Svc.WaitInbox(ctx, team, member, after, wait)
+	var msgs []core.Message
+	if r.env.Mail != nil {
+		msgs, err = r.env.Mail.WaitInbox(ctx, team, member, after, wait)
+	} else {
+		msgs, err = r.env.Svc.LettersAfter(ctx, team, member, after)
+	}
 	if err != nil {
 		return Result{}, err
 	}

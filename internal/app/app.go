@@ -22,6 +22,7 @@ import (
 	"mailroom/internal/core"
 	"mailroom/internal/host"
 	"mailroom/internal/httpapi"
+	"mailroom/internal/live"
 	"mailroom/internal/mcpserver"
 	"mailroom/internal/runtime"
 	"mailroom/internal/workspace"
@@ -29,8 +30,12 @@ import (
 
 // Options configure a server.
 type Options struct {
-	// Core configures the domain over the store.
+	// Core configures the domain over the store; its Live and Work are
+	// the ones New wires.
 	Core core.Options
+	// MaxHeldReadsPerToken bounds the reads one token holds waiting for
+	// mail; 0 means live.MaxHeldReadsPerToken.
+	MaxHeldReadsPerToken int
 	// AdminToken is the token that creates teams and reads everything. It
 	// must not be empty.
 	AdminToken string
@@ -72,8 +77,12 @@ func (e *OpenError) Unwrap() error { return e.Err }
 
 // App is one server: its service, the parts around it and their handler.
 type App struct {
-	svc   *core.Service
-	log   *slog.Logger
+	svc *core.Service
+	log *slog.Logger
+	// hub is what the process knows of the moment (events, presence,
+	// waits); work the runtime of the turns core claims here.
+	hub   *live.Hub
+	work  *runtime.Work
 	host  *host.Host
 	waker *runtime.Waker
 	held  *httpapi.HeldReads
@@ -107,11 +116,16 @@ func New(ctx context.Context, store core.Store, opts Options) (*App, error) {
 	if opts.Core.Logger == nil {
 		opts.Core.Logger = log
 	}
-	svc := core.NewService(store, opts.Core)
-	if err := svc.Open(ctx); err != nil {
+	// Core holds the rules; beside it the runtime renews the leases of
+	// the turns it claims here, and the live hub carries its events (and
+	// the other replicas') and what connections wait for.
+	work := runtime.NewWork(log)
+	opts.Core.Work = work
+	svc, hub, err := live.Open(ctx, store, opts.Core, live.Options{Logger: log, MaxHeldReadsPerToken: opts.MaxHeldReadsPerToken})
+	if err != nil {
 		return nil, &OpenError{Err: err}
 	}
-	a := &App{svc: svc, log: log, held: &httpapi.HeldReads{}, close: opts.CloseStore}
+	a := &App{svc: svc, hub: hub, work: work, log: log, held: &httpapi.HeldReads{}, close: opts.CloseStore}
 	// stopping is cancelled when shutdown begins. It ends open event
 	// streams (endStreamsOnShutdown), refuses new turns and scenario runs
 	// and cancels the running ones and the woken turns, which then end at
@@ -129,6 +143,7 @@ func New(ctx context.Context, store core.Store, opts Options) (*App, error) {
 		Metrics:    reg,
 		Stopping:   a.stopping,
 		HeldReads:  a.held,
+		Live:       hub,
 	}
 	if opts.REST != nil {
 		opts.REST(&restOpts)
@@ -144,7 +159,7 @@ func New(ctx context.Context, store core.Store, opts Options) (*App, error) {
 	// /mcp is the door for agents outside Mailroom (Model Context
 	// Protocol). Its members of a team with a workspace work on the same
 	// files, and run one program at a time, as the team's turns.
-	mcpOpts := mcpserver.Options{AdminToken: opts.AdminToken, Logger: log, Workspaces: a.host.WorkspacesRoot(), Runner: a.host.Programs()}
+	mcpOpts := mcpserver.Options{AdminToken: opts.AdminToken, Logger: log, Workspaces: a.host.WorkspacesRoot(), Runner: a.host.Programs(), Live: hub}
 	if opts.MCP != nil {
 		opts.MCP(&mcpOpts)
 	}
@@ -157,7 +172,7 @@ func New(ctx context.Context, store core.Store, opts Options) (*App, error) {
 	// are built by the host as requested ones are.
 	a.waker = runtime.NewWaker(svc, runtime.WakeConfig{
 		Stopping: a.stopping, Build: a.host.WokenTurn, Observer: newWakeMetrics(reg),
-		MaxRunning: opts.MaxRunningTurns, Logger: log,
+		MaxRunning: opts.MaxRunningTurns, Logger: log, Events: hub, Work: work,
 	})
 	a.waker.Start()
 	return a, nil
@@ -179,6 +194,12 @@ func doors(rest, mcp http.Handler) http.Handler {
 
 // Service is the domain the server serves.
 func (a *App) Service() *core.Service { return a.svc }
+
+// Live is the server's live hub: its events, presence and waits.
+func (a *App) Live() *live.Hub { return a.hub }
+
+// Work is the runtime of the turns the server runs.
+func (a *App) Work() *runtime.Work { return a.work }
 
 // Host is the server's host (turns, workspaces, scenario runs).
 func (a *App) Host() *host.Host { return a.host }
@@ -210,7 +231,7 @@ func (a *App) Serve(ln net.Listener) {
 		ErrorLog:     slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	// Reads held for mail (REST wait, MCP wait_for_mail) answer at once.
-	srv.RegisterOnShutdown(a.svc.StopWaiting)
+	srv.RegisterOnShutdown(a.hub.StopWaiting)
 	served := make(chan struct{})
 	a.mu.Lock()
 	a.srv, a.served = srv, served
@@ -259,7 +280,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 			_ = srv.Close()
 		}
 	} else {
-		a.svc.StopWaiting()
+		a.hub.StopWaiting()
 	}
 	// Reads held for mail left net/http with their connections; released
 	// by StopWaiting, they take one last look at the store before it closes.
@@ -274,13 +295,13 @@ func (a *App) Shutdown(ctx context.Context) error {
 	// Turns started with Prefer: respond-async and woken turns have no
 	// request to wait for: wait for them too, so that they record their
 	// end before the store is closed.
-	if err := a.svc.WaitTurns(ctx); err != nil {
+	if err := a.work.WaitTurns(ctx); err != nil {
 		a.log.Warn("shutdown timed out before every turn recorded its end", "err", err)
 	}
 	if err := a.waker.Wait(ctx); err != nil {
 		a.log.Warn("shutdown timed out before the waker stopped", "err", err)
 	}
-	if err := errors.Join(a.svc.WaitBackground(ctx), a.host.Wait(ctx)); err != nil {
+	if err := errors.Join(a.work.Wait(ctx), a.host.Wait(ctx)); err != nil {
 		a.log.Warn("shutdown timed out before every lease renewal ended", "err", err)
 	}
 	if a.close != nil {

@@ -82,7 +82,7 @@ func TestShutdownEndsWakeBeforeStoreCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc = a.Service()
-	svc.Subscribe(func(ev core.Event) {
+	a.Live().Subscribe(func(ev core.Event) {
 		if te, ok := ev.Data.(core.TurnEvent); ok && ev.Type == core.EventTurn && te.Status != core.TurnRunning {
 			note("turn ended " + te.Status)
 		}

@@ -73,6 +73,7 @@ func TestShutdownDoesNotWaitForStalledStream(t *testing.T) {
 		AdminToken:         admin,
 		Logger:             slog.New(slog.DiscardHandler),
 		StreamWriteTimeout: time.Hour,
+		Live:               testkit.Hub(svc),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 	}
 	end := s.beginDeletion(name)
 	defer end()
-	waitTurns(ctx, s.endTeamWork(name, inc), DeleteTurnWait)
+	waitTurns(ctx, s.EndTeamWork(name, inc), DeleteTurnWait)
 	if release != nil {
 		if err := release(); err != nil {
 			return err
@@ -62,7 +62,7 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 		return asStoreError(err)
 	}
 	// Every connection tied to the team ends now, on every replica,
-	// before a team of the same name can be created (teamlife.go).
+	// before a team of the same name can be created (internal/live).
 	s.publish([]Event{{Type: EventTeamDeleted, Team: name, Data: inc}})
 	s.log.InfoContext(ctx, "team deleted", "team", name)
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"mailroom/internal/core"
 	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
 // stop makes member stopped (a call_limit turn) or failed (a turn whose
@@ -45,7 +46,7 @@ func TestResetMember(t *testing.T) {
 
 			var mu sync.Mutex
 			var events []core.Event
-			f.svc.SetObserver(func(ev core.Event) {
+			testkit.Hub(f.svc).SetObserver(func(ev core.Event) {
 				mu.Lock()
 				events = append(events, ev)
 				mu.Unlock()
@@ -248,11 +249,7 @@ func openService(t *testing.T, dir string, maxTeams int) *core.Service {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	svc := core.NewService(store, core.Options{MaxTeams: maxTeams})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return svc
+	return testkit.Serve(t, store, core.Options{MaxTeams: maxTeams})
 }
 
 // assertTeamsDir fails when the teams directory holds anything but team

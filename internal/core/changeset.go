@@ -158,7 +158,8 @@ func ApplyTasks(board, puts []Task) ([]Task, error) {
 	return out, nil
 }
 
-// ApplyTurns returns docs with cs's turn documents deleted and put.
+// ApplyTurns returns docs with cs's turn documents deleted and put; a
+// copy when cs changes any, docs itself otherwise.
 func (cs *ChangeSet) ApplyTurns(docs []TurnDoc) []TurnDoc {
 	if len(cs.PutTurns) == 0 && len(cs.DeleteTurns) == 0 {
 		return docs
@@ -376,8 +377,11 @@ func (t *txn) Turns() ([]TurnDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A copy: the caller may reorder it, and the store's is shared.
-	docs = slices.Clone(docs)
+	// A copy, made once: the caller may reorder it, and the store's is
+	// shared. ApplyTurns copies when the unit put or deleted a document.
+	if len(t.puts) == 0 && len(t.dels) == 0 {
+		return slices.Clone(docs), nil
+	}
 	cs := ChangeSet{PutTurns: t.puts, DeleteTurns: t.dels}
 	return cs.ApplyTurns(docs), nil
 }

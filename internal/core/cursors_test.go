@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"mailroom/internal/core"
+	"mailroom/internal/testkit"
 )
 
 // cursorOf is member's read_through ("" for none) and unread count.
@@ -78,7 +79,7 @@ func TestMarkReadEvent(t *testing.T) {
 	f := newFixture(t, nil)
 	f.send("lead", "reader", "one")
 	var got []core.MemberView
-	cancel := f.svc.Subscribe(func(ev core.Event) {
+	cancel := testkit.Hub(f.svc).Subscribe(func(ev core.Event) {
 		if mv, ok := ev.Data.(core.MemberView); ok && ev.Type == core.EventMember {
 			got = append(got, mv)
 		}

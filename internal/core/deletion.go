@@ -54,22 +54,15 @@ func (s *Service) beginDeletion(team string) (end func()) {
 	}
 }
 
-// OnTeamWorkEnds registers fn, called when what this process does for
-// incarnation inc of team ("" any) must end: the team is being deleted
-// here, or was deleted on another replica. It is called before the team's
-// turns are cancelled; the runtime drops the team's pending wakes with it.
-// fn must not block and must not call back into the Service. cancel ends
-// the calls.
-func (s *Service) OnTeamWorkEnds(fn func(team, inc string)) (cancel func()) {
-	return s.workEnds.Subscribe(func(ev Event) { fn(ev.Team, ev.Data.(string)) })
-}
-
-// endTeamWork tells the runtime (OnTeamWorkEnds) that the work of
-// incarnation inc of team ends, cancels the turns of it this process runs
-// (they end cancelled at their next boundary) and returns them; inc "" is
-// any incarnation. It never blocks on a turn.
-func (s *Service) endTeamWork(team, inc string) []*Turn {
-	s.workEnds.Publish(Event{Team: team, Data: inc})
+// EndTeamWork ends what this process does for incarnation inc of team
+// ("" any): the runtime is told first (Work.TeamWorkEnds, which drops the
+// team's pending wakes), then the turns of it this process runs are
+// cancelled (they end cancelled at their next boundary) and returned. It
+// never blocks on a turn. A deletion here calls it before the team is
+// removed; the process's Live calls it for a deletion on another replica
+// (core.EventTeamDeleted).
+func (s *Service) EndTeamWork(team, inc string) []*Turn {
+	s.work.TeamWorkEnds(team, inc)
 	s.mu.Lock()
 	var turns []*Turn
 	for ref, tr := range s.running {

@@ -3,7 +3,6 @@ package core
 import (
 	"encoding/json"
 	"fmt"
-	"sync"
 )
 
 // Event types and their payloads (Event.Data). The JSON shapes are the
@@ -28,6 +27,12 @@ const (
 	// every waiter with it, so that each looks at the store again; the
 	// event stream tells its clients to reload (its resync event).
 	EventResync = "resync"
+	// EventTeamDeleted announces that a team was deleted; Data is the
+	// incarnation deleted (deletion.go), a string, or nil. It travels
+	// between replicas like every event, so that every process ends the
+	// connections it holds on that team (internal/live); the event
+	// stream does not show it to clients.
+	EventTeamDeleted = "team_deleted"
 )
 
 // Event is one committed state change, published after its unit of work
@@ -91,78 +96,17 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Publisher announces committed events.
-type Publisher interface {
-	Publish(ev Event)
-}
-
-// Subscriber registers a function called with every event; cancel stops
-// the calls. fn is called from the publishing goroutine: it must not
-// block and must not call back into the Service.
-type Subscriber interface {
-	Subscribe(fn func(Event)) (cancel func())
-}
-
 // Notifier is implemented by a Store whose teams other processes write
-// too (several replicas on one database). Core hands it every event it
-// publishes (Announce, after the commit) so the store can tell the other
-// processes, and Listen delivers the events the other processes
-// announced; core feeds them into the same Bus as its own, so waiting
-// reads, the event stream and turn waits see other replicas' commits.
+// too (several replicas on one database). The process's Live hands it
+// every event core publishes (Announce, after the commit) so the store
+// can tell the other processes, and Listen delivers the events the other processes
+// announced; the process's Live (internal/live) feeds them to the same
+// subscribers as its own, so waiting reads, the event stream and turn
+// waits see other replicas' commits.
 type Notifier interface {
 	Announce(ev Event)
 	// Listen calls deliver for every event another process announced,
 	// until the returned stop is called. After its connection was lost
 	// and is back, it delivers one EventResync before any later event.
 	Listen(deliver func(Event)) (stop func())
-}
-
-// Bus is the in-process Publisher and Subscriber. The zero value is ready.
-//
-// Subscribers are called in the order they subscribed. Core subscribes
-// its waiters first (NewService), so that every later subscriber, such as the
-// HTTP layer that rings the reads it holds, finds an inbox's channel
-// already closed when it sees the letter's event; called in another order,
-// a held read that looked at its channel between the two would wait on to
-// its deadline.
-type Bus struct {
-	mu   sync.RWMutex
-	next int
-	subs []subscriber
-}
-
-// subscriber is one registered function and the id cancel removes.
-type subscriber struct {
-	id int
-	fn func(Event)
-}
-
-// Publish calls every subscriber with ev, in the order they subscribed.
-func (b *Bus) Publish(ev Event) {
-	b.mu.RLock()
-	subs := b.subs // never modified in place: Subscribe and cancel copy
-	b.mu.RUnlock()
-	for _, s := range subs {
-		s.fn(ev)
-	}
-}
-
-// Subscribe registers fn after every subscriber so far; cancel unregisters
-// it.
-func (b *Bus) Subscribe(fn func(Event)) (cancel func()) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	id := b.next
-	b.next++
-	b.subs = append(b.subs[:len(b.subs):len(b.subs)], subscriber{id, fn})
-	return func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for i, s := range b.subs {
-			if s.id == id {
-				b.subs = append(b.subs[:i:i], b.subs[i+1:]...)
-				return
-			}
-		}
-	}
 }

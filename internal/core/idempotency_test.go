@@ -13,6 +13,7 @@ import (
 
 	"mailroom/internal/core"
 	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
 // clock is a settable time source for expiry.
@@ -66,10 +67,7 @@ func (f *idemFixture) open() *core.Service {
 	}
 	f.t.Cleanup(func() { _ = store.Close() })
 	f.store = store
-	f.svc = core.NewService(store, core.Options{Now: f.clock.Now})
-	if err := f.svc.Open(f.t.Context()); err != nil {
-		f.t.Fatal(err)
-	}
+	f.svc = testkit.Serve(f.t, store, core.Options{Now: f.clock.Now})
 	return f.svc
 }
 

@@ -2,7 +2,6 @@ package core_test
 
 import (
 	"testing"
-	"time"
 
 	"mailroom/internal/core"
 	"mailroom/internal/mail"
@@ -57,7 +56,7 @@ func TestLetterIDsCanonical(t *testing.T) {
 		wantCode(t, err, core.CodeValidation)
 		_, err = f.svc.Receipts(lead, f.team, []string{"reader-1", id})
 		wantCode(t, err, core.CodeValidation)
-		_, err = f.svc.WaitInbox(reader, f.team, "reader", id, 0)
+		_, err = f.svc.LettersAfter(reader, f.team, "reader", id)
 		wantCode(t, err, core.CodeValidation)
 	}
 	if through, unread := f.cursorOf("reader"); through != "" || unread != 2 {
@@ -73,7 +72,7 @@ func TestLetterIDsCanonical(t *testing.T) {
 	}
 	_, err := f.svc.Receipts(lead, f.team, []string{"reader-3"})
 	wantCode(t, err, core.CodeNotFound)
-	if msgs, err := f.svc.WaitInbox(reader, f.team, "reader", "reader-1", 0); err != nil || len(msgs) != 1 || msgs[0].ID != "reader-2" {
+	if msgs, err := f.svc.LettersAfter(reader, f.team, "reader", "reader-1"); err != nil || len(msgs) != 1 || msgs[0].ID != "reader-2" {
 		t.Fatalf("WaitInbox(after reader-1) = %+v, %v; want reader-2", msgs, err)
 	}
 	if core.TaskNumber("task-+1") != 0 || core.TaskNumber("task-01") != 0 || core.TaskNumber("task-1") != 1 {
@@ -101,7 +100,7 @@ func TestAdminIsNoMemberName(t *testing.T) {
 	if r, err := svc.Send(admin, core.SendInput{Team: "old", To: "lead", Body: "back"}); err != nil || r.ID != "lead-1" {
 		t.Fatalf("send from the member named admin = %+v, %v", r, err)
 	}
-	msgs, err := svc.WaitInbox(admin, "old", "admin", "", time.Duration(0))
+	msgs, err := svc.LettersAfter(admin, "old", "admin", "")
 	if err != nil || len(msgs) != 1 || msgs[0].Body != "hello" {
 		t.Fatalf("admin's inbox = %+v, %v", msgs, err)
 	}

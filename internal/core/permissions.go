@@ -99,12 +99,6 @@ func permissionTimeout(st *TeamState) time.Duration {
 	return DefaultPermissionTimeoutS * time.Second
 }
 
-// permissionKey is the waiters' key of one permission. A member name
-// never holds a colon, so it cannot collide with an inbox.
-func permissionKey(team, id string) inboxKey {
-	return inboxKey{team: team, member: "permission:" + id}
-}
-
 // AskHost answers the host gate of one call of tool by member, made under
 // the approved plan planID (docs/spec.md §4.13). Under the team's policy
 // allow or deny the answer is immediate and nothing is recorded. Under ask
@@ -147,7 +141,7 @@ func (s *Service) AskHost(ctx context.Context, teamName, member, tool string, in
 			p = copyPermission(*pending)
 			timeout = max(p.ExpiresAt.Sub(now), 0)
 			release()
-			decided, release = s.waiters.watch(permissionKey(teamName, p.ID))
+			decided, release = s.live.WatchPermission(teamName, p.ID)
 			return nil
 		}
 		timeout = permissionTimeout(u.st)
@@ -165,7 +159,7 @@ func (s *Service) AskHost(ctx context.Context, teamName, member, tool string, in
 		// Registered before the commit, so a decision that comes right
 		// after it (on any replica) still wakes this wait.
 		release()
-		decided, release = s.waiters.watch(permissionKey(teamName, p.ID))
+		decided, release = s.live.WatchPermission(teamName, p.ID)
 		u.emit(EventPermission, copyPermission(p))
 		return nil
 	})
@@ -207,7 +201,7 @@ func (u *unit) pendingPermissionOf(member string) *Permission {
 
 // awaitDecision waits until permission id of team is no longer pending,
 // expired is closed or ctx ends. A wake does not mean a decision: a
-// resync wakes every waiter (wakeWaiters), so each wake reads the
+// resync wakes every waiter (internal/live), so each wake reads the
 // permission, with the next wake registered first (*release is replaced
 // by its release), and waits on while it is pending. A read that fails
 // ends the wait: settlePermission then answers, as for a timeout.
@@ -220,7 +214,7 @@ func (s *Service) awaitDecision(ctx context.Context, teamName, id string, decide
 		case <-ctx.Done():
 			return
 		}
-		next, nextRelease := s.waiters.watch(permissionKey(teamName, id))
+		next, nextRelease := s.live.WatchPermission(teamName, id)
 		pending := false
 		err := s.view(ctx, teamName, false, func(u *unit) error {
 			if p := u.permission(id); p != nil {

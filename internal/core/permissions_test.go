@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"mailroom/internal/core"
+	"mailroom/internal/testkit"
 )
 
 // asking runs AskHost for reader in the background and returns the
@@ -36,7 +37,7 @@ func TestAskHostAllowedByAdmin(t *testing.T) {
 	f := newFixture(t, nil)
 	var mu sync.Mutex
 	var events []core.Permission
-	f.svc.SetObserver(func(ev core.Event) {
+	testkit.Hub(f.svc).SetObserver(func(ev core.Event) {
 		if ev.Type == "permission" {
 			mu.Lock()
 			events = append(events, ev.Data.(core.Permission))

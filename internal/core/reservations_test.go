@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"mailroom/internal/core"
+	"mailroom/internal/testkit"
 )
 
 // resFixture is a team (lead, reader, reviewer) over a real file store with
@@ -273,7 +274,7 @@ func TestReservationsReleasedOnCloseResetAndRestart(t *testing.T) {
 func TestReservationEvents(t *testing.T) {
 	f := newResFixture(t, nil)
 	var got []string
-	stop := f.svc.Subscribe(func(ev core.Event) {
+	stop := testkit.Hub(f.svc).Subscribe(func(ev core.Event) {
 		if ev.Type == core.EventReservation {
 			r := ev.Data.(core.Reservation)
 			got = append(got, fmt.Sprintf("%s:%v", r.ID, r.ReleasedAt != nil))

@@ -17,37 +17,25 @@ import (
 	"unicode/utf8"
 )
 
-// Observer receives events. It is called after the event's unit of work
-// committed, from the goroutine that committed it; it must not block and
-// must not call back into the Service.
-type Observer func(Event)
-
 // Service is the domain over a Store. It keeps no team state of its own:
 // every operation is one unit of work on a snapshot of the team (update or
 // view, changeset.go), and the store commits them with a version check
 // (docs/spec.md §3), whichever process runs them. What the Service keeps is only
-// what belongs to this process: the turns it runs, readers waiting for
-// mail, and the event bus.
+// what belongs to this process's units of work: the turns it runs and the
+// deletions in progress. What the process knows of the moment (the event
+// bus, MCP sessions, connections, waiting reads) is its Live's
+// (internal/live); the goroutines that run work are internal/runtime's.
 type Service struct {
 	store Store
 	log   *slog.Logger
 	now   func() time.Time
 
-	bus      Bus
-	waiters  waiters       // readers waiting for mail (waiters.go)
-	sessions sessionCounts // open MCP sessions (sessions.go)
-	seen     seenTimes     // members' last MCP requests (mcpseen.go)
-	lives    teamLives     // teams followed by connections (teamlife.go)
-	holds    heldReads     // reads waiting for mail, per token (heldreads.go)
+	// live is told of every commit and asked for presence (Options.Live).
+	live     Live
 	maxTeams int
-	// workEnds is told when a team's work in this process ends
-	// (OnTeamWorkEnds).
-	workEnds Bus
-	// turnCount counts the running turns (turndoc.go, WaitTurns); bg
-	// the goroutines the Service started itself, lease renewals
-	// (WaitBackground).
-	turnCount turnCounter
-	bg        counter
+	// work is told of the turns this process runs and of the teams whose
+	// work here ends (Options.Work).
+	work Work
 	// holder names this process in the leases of the turns it runs;
 	// leaseDur is how long a lease holds without renewal.
 	holder   string
@@ -59,17 +47,22 @@ type Service struct {
 	// deleting counts the deletions of each team in progress here: no
 	// turn of such a team starts (deletion.go).
 	deleting map[string]int
-	// observerCancel ends the subscription SetObserver made.
-	observerCancel func()
-	stopListen     func()
 }
 
 type turnRef struct{ team, id string }
 
 // Options configure a Service.
 type Options struct {
-	Logger   *slog.Logger
-	Observer Observer
+	Logger *slog.Logger
+	// Work is the runtime (internal/runtime) that renews the leases of
+	// the turns this process runs, counts them until they end and drops
+	// a deleted team's wakes; nil means none: no lease is renewed.
+	Work Work
+	// Live is the process around core (internal/live) that hears of every
+	// commit, knows members' presence and wakes the turns waiting for a
+	// person's decision; nil means none: events go nowhere and such a
+	// wait ends only at its expiry.
+	Live Live
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// MaxTeams bounds how many teams exist at once (every team counts,
@@ -82,9 +75,6 @@ type Options struct {
 	// renewal; 0 means DefaultLeaseDuration. It is renewed every third
 	// of it.
 	LeaseDuration time.Duration
-	// MaxHeldReadsPerToken bounds the waiting reads of one token
-	// (HoldRead); 0 means MaxHeldReadsPerToken.
-	MaxHeldReadsPerToken int
 }
 
 // DefaultMaxTeams is the team limit when Options.MaxTeams is 0.
@@ -100,10 +90,14 @@ func NewService(store Store, opts Options) *Service {
 		holder:   opts.Holder,
 		leaseDur: opts.LeaseDuration,
 		running:  map[turnRef]*Turn{},
-		holds:    heldReads{max: opts.MaxHeldReadsPerToken},
+		live:     opts.Live,
+		work:     opts.Work,
 	}
-	if s.holds.max <= 0 {
-		s.holds.max = MaxHeldReadsPerToken
+	if s.work == nil {
+		s.work = noWork{}
+	}
+	if s.live == nil {
+		s.live = noLive{}
 	}
 	if s.maxTeams <= 0 {
 		s.maxTeams = DefaultMaxTeams
@@ -120,10 +114,6 @@ func NewService(store Store, opts Options) *Service {
 	if s.leaseDur <= 0 {
 		s.leaseDur = DefaultLeaseDuration
 	}
-	s.bus.Subscribe(s.wakeWaiters)
-	if opts.Observer != nil {
-		s.SetObserver(opts.Observer)
-	}
 	return s
 }
 
@@ -137,33 +127,11 @@ func (s *Service) LeaseDuration() time.Duration { return s.leaseDur }
 // share.
 func (s *Service) Now() time.Time { return s.now() }
 
-// Subscribe registers fn for every event published after a commit, this
-// process's and, with a Notifier store, the other processes'. cancel
-// ends the calls.
-func (s *Service) Subscribe(fn func(Event)) (cancel func()) { return s.bus.Subscribe(fn) }
-
-// SetObserver replaces the observer; wiring code sets it once before serving.
-func (s *Service) SetObserver(o Observer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.observerCancel != nil {
-		s.observerCancel()
-		s.observerCancel = nil
-	}
-	if o != nil {
-		s.observerCancel = s.bus.Subscribe(o)
-	}
-}
-
-// publish announces committed events: on the bus, and to the other
-// processes when the store is a Notifier.
+// publish announces committed events to the process's Live, which
+// tells its subscribers and the other processes.
 func (s *Service) publish(events []Event) {
-	n, _ := s.store.(Notifier)
 	for _, ev := range events {
-		s.publishLocal(ev)
-		if n != nil {
-			n.Announce(ev)
-		}
+		s.live.Publish(ev)
 	}
 }
 
@@ -302,20 +270,13 @@ func newToken() string {
 	return "mr_" + hex.EncodeToString(b)
 }
 
-// Open prepares the store (a Starter loads and repairs its teams) and,
-// with a Notifier store, starts delivering other processes' events.
+// Open prepares the store: a Starter loads and repairs its teams. The
+// other processes' events are the Live's to deliver (internal/live).
 func (s *Service) Open(ctx context.Context) error {
 	if st, ok := s.store.(Starter); ok {
 		if err := st.Start(ctx); err != nil {
 			return err
 		}
-	}
-	if n, ok := s.store.(Notifier); ok {
-		s.mu.Lock()
-		if s.stopListen == nil {
-			s.stopListen = n.Listen(s.publishLocal)
-		}
-		s.mu.Unlock()
 	}
 	return nil
 }
@@ -496,7 +457,7 @@ func (s *Service) TokenPrincipal(token string) (Principal, error) {
 // door authenticates a call (internal/bearer), the lookup bound by the
 // call's ctx: it carries the token's hash, so that the units of work of
 // the call confirm the token (tokenHolds), the connections it opens
-// follow exactly the team the token belongs to (FollowTeam) and the
+// follow exactly the team the token belongs to (CheckConnection) and the
 // per-token bounds count by token. Its errors are LookupMember's. The
 // token is hashed once, for the lookup and the principal.
 func (s *Service) LookupPrincipal(ctx context.Context, token string) (Principal, error) {
@@ -571,8 +532,8 @@ func (u *unit) teamView(damaged error) TeamView {
 
 func (u *unit) memberView(m *MemberState) MemberView {
 	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: u.s.busy(u.st.Name, m, u.now), Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage,
-		MCPSessions: u.s.sessions.count(u.st.Name, m.Name), MCPLastSeen: u.s.seen.of(u.st.Name, m.Name), Wake: m.Wake, WakeHeld: m.WakeHeld,
-		Skills: append([]string{}, m.Skills...)}
+		Wake: m.Wake, WakeHeld: m.WakeHeld, Skills: append([]string{}, m.Skills...)}
+	mv.MCPSessions, mv.MCPLastSeen = u.s.live.Presence(u.st.Name, m.Name)
 	if m.WakeHeld {
 		reason := m.WakeHeldReason
 		mv.WakeHeldReason = &reason

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"mailroom/internal/core"
+	"mailroom/internal/testkit"
 )
 
 // board is a fixture's team seen through the task rules.
@@ -387,7 +388,7 @@ func TestDeleteTask(t *testing.T) {
 
 	var mu sync.Mutex
 	var events []core.Task
-	cancel := b.svc.Subscribe(func(ev core.Event) {
+	cancel := testkit.Hub(b.svc).Subscribe(func(ev core.Event) {
 		if ev.Type == core.EventTask {
 			mu.Lock()
 			events = append(events, ev.Data.(core.Task))

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"mailroom/internal/core"
+	"mailroom/internal/testkit"
 )
 
 // tokenCalls are a member's calls that run a unit of work on its own
@@ -19,10 +20,10 @@ func tokenCalls(svc *core.Service, team string) map[string]func(ctx context.Cont
 		},
 		"consume": func(ctx context.Context) error { _, err := svc.Consume(ctx, team); return err },
 		"inbox":   func(ctx context.Context) error { _, err := svc.Inbox(ctx, team, "reader"); return err },
-		"read":    func(ctx context.Context) error { _, err := svc.WaitInbox(ctx, team, "reader", "", 0); return err },
+		"read":    func(ctx context.Context) error { _, err := svc.LettersAfter(ctx, team, "reader", ""); return err },
 		"team":    func(ctx context.Context) error { _, err := svc.Team(ctx, team); return err },
 		"follow": func(ctx context.Context) error {
-			l, err := svc.FollowTeam(ctx, team)
+			l, err := testkit.Hub(svc).FollowTeam(ctx, team)
 			if l != nil {
 				l.Release()
 			}

@@ -312,7 +312,6 @@ func (tr *Turn) finish(status, text string) {
 	}
 	s.mu.Unlock()
 	close(tr.done)
-	s.turnEnded()
 }
 
 // rollbackTurn handles a turn whose outcome could not be committed, as a

@@ -582,8 +582,7 @@ func (s *Service) beginTurn(ctx context.Context, teamName, member string, model 
 	if full > 0 {
 		return nil, historyFull(full)
 	}
-	s.turnStarted()
-	s.goBackground(tr.renew)
+	s.work.TurnBegan(tr)
 	return tr, nil
 }
 
@@ -601,35 +600,27 @@ func (u *unit) letterFits(m *MemberState) (bool, error) {
 	return len(unattended(items, attendedBy(m, m.History))) == 0, nil
 }
 
-// renew extends the turn's lease every third of the lease duration until
-// the turn ends, so that other replicas keep the member busy.
-func (tr *Turn) renew() {
+// RenewLease extends the turn's lease by the lease duration, while its
+// member's lease is still this process's: the runtime calls it every
+// third of LeaseDuration until the turn is Done (Work.TurnBegan), so that
+// other replicas keep the member busy. It is the turn's own unit of work,
+// refused once its team is no longer the one it was claimed on.
+func (tr *Turn) RenewLease(ctx context.Context) error {
 	s := tr.s
-	tick := time.NewTicker(s.leaseDur / 3)
-	defer tick.Stop()
 	member := tr.doc.Member
-	for {
-		select {
-		case <-tr.done:
-			return
-		case <-tick.C:
+	return tr.update(ctx, func(u *unit) error {
+		if m := u.member(member); m != nil && m.Lease != nil && m.Lease.Holder == s.holder {
+			m.Lease = &Lease{Holder: s.holder, Expires: u.now.Add(s.leaseDur)}
 		}
-		// The turn's own context, not a request's: a turn may outlive the
-		// request that began it (Prefer: respond-async). A renewal that
-		// takes longer than the next one's tick is given up.
-		ctx, cancel := context.WithTimeout(context.Background(), s.leaseDur/3)
-		err := tr.update(ctx, func(u *unit) error {
-			if m := u.member(member); m != nil && m.Lease != nil && m.Lease.Holder == s.holder {
-				m.Lease = &Lease{Holder: s.holder, Expires: u.now.Add(s.leaseDur)}
-			}
-			return nil
-		})
-		cancel()
-		if err != nil {
-			s.log.Warn("renewing a turn's lease failed", "team", tr.team, "member", member, "err", err)
-		}
-	}
+		return nil
+	})
 }
+
+// LeaseDuration is how long the turn's lease holds without renewal.
+func (tr *Turn) LeaseDuration() time.Duration { return tr.s.leaseDur }
+
+// Team is the name of the turn's team.
+func (tr *Turn) Team() string { return tr.team }
 
 // addTurnDoc stores doc as the team's newest document and drops the
 // oldest finished documents beyond MaxTurnDocs.
@@ -773,18 +764,3 @@ func (s *Service) CancelTurn(ctx context.Context, teamName, turnID string) (Turn
 	}
 	return tr.Document(), nil
 }
-
-// turnCounter counts the running turns of the whole service, so that a
-// stopping server can wait for them (WaitTurns); bg counts the Service's
-// own goroutines the same way (WaitBackground).
-type turnCounter = counter
-
-func (s *Service) turnStarted() { s.turnCount.add() }
-
-func (s *Service) turnEnded() { s.turnCount.done() }
-
-// WaitTurns returns once no turn is running, or with ctx's error. A
-// stopping server calls it after it has cancelled the turns, so that
-// turns started without a waiting request (Prefer: respond-async) record
-// how they ended before the store is closed.
-func (s *Service) WaitTurns(ctx context.Context) error { return s.turnCount.wait(ctx) }

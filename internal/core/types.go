@@ -335,10 +335,10 @@ type MemberView struct {
 	InboxLength   int    `json:"inbox_length"`
 	Usage         Usage  `json:"usage"`
 	// MCPSessions is how many MCP sessions of this member this process
-	// holds (sessions.go); other replicas' sessions are not counted.
+	// holds (Live.Presence); other replicas' sessions are not counted.
 	MCPSessions int `json:"mcp_sessions"`
 	// MCPLastSeen is when the member last made an MCP request, as this
-	// process knows it (mcpseen.go); nil when it knows of none.
+	// process knows it (Live.Presence); nil when it knows of none.
 	MCPLastSeen *time.Time `json:"mcp_last_seen"`
 	// ReadThrough and Unread are the member's read cursor (cursors.go).
 	ReadThrough *string `json:"read_through"`

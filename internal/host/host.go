@@ -13,6 +13,7 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
+	"mailroom/internal/live"
 	"mailroom/internal/runtime"
 	"mailroom/internal/scenario"
 	"mailroom/internal/workspace"
@@ -77,7 +78,7 @@ type Host struct {
 	runMu    sync.Mutex
 	runTeams map[string]bool
 	// runSubs are told of the runs' events (SubscribeRuns).
-	runSubs core.Bus
+	runSubs live.Bus
 }
 
 // New returns the Host of svc.

@@ -13,6 +13,7 @@ import (
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
 // BenchmarkSendHandler is one durable send through the whole handler
@@ -59,11 +60,8 @@ func benchHandler(b *testing.B) (serve func(method, path, token, body string) *h
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = store.Close() })
-	svc := core.NewService(store, core.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err := svc.Open(b.Context()); err != nil {
-		b.Fatal(err)
-	}
-	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken})
+	svc := testkit.Serve(b, store, core.Options{Logger: slog.New(slog.DiscardHandler)})
+	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Live: testkit.Hub(svc)})
 	if err != nil {
 		b.Fatal(err)
 	}

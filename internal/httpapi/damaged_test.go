@@ -10,6 +10,7 @@ import (
 
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
+	"mailroom/internal/testkit"
 )
 
 // TestDamagedTeam restarts on a data directory whose team state was broken
@@ -25,7 +26,7 @@ func TestDamagedTeam(t *testing.T) {
 	}
 
 	svc := e.place.OpenService(t, core.Options{})
-	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)})
+	h, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), Live: testkit.Hub(svc)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"mailroom/internal/core"
+	"mailroom/internal/live"
 )
 
 const (
@@ -281,9 +282,9 @@ func (s *Server) StreamEvents(ctx context.Context, req StreamEventsRequestObject
 	// A stream of one team ends when that team is deleted, and never
 	// shows a new team of the same name: it follows the team's life from
 	// before it subscribes.
-	var life *core.TeamLife
+	var life *live.TeamLife
 	if team != "" {
-		if life, err = s.svc.FollowTeam(ctx, team); err != nil {
+		if life, err = s.hub.FollowTeam(ctx, team); err != nil {
 			return nil, err
 		}
 	}
@@ -312,7 +313,7 @@ type eventStream struct {
 	log    *slog.Logger
 	// life is the life of the stream's team; nil for the admin's stream
 	// of every team.
-	life      *core.TeamLife
+	life      *live.TeamLife
 	heartbeat time.Duration
 	// writeTimeout bounds each write and flush: a client that does not take
 	// an event within it loses its stream, which frees its buffers and its

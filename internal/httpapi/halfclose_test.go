@@ -39,7 +39,7 @@ func TestHeldReadAfterHalfClose(t *testing.T) {
 	}
 	// Until the read waits; the bound only keeps a read that never waits
 	// (or was dropped) from hanging the test.
-	for start := time.Now(); e.svc.Waiting("alpha", "reader") < 1; runtime.Gosched() {
+	for start := time.Now(); e.app.Live().Waiting("alpha", "reader") < 1; runtime.Gosched() {
 		if time.Since(start) > 30*time.Second {
 			t.Fatal("the half-closed client's read never waited")
 		}

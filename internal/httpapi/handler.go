@@ -16,6 +16,7 @@ import (
 	"mailroom/internal/core"
 	"mailroom/internal/host"
 	"mailroom/internal/httpx"
+	"mailroom/internal/live"
 )
 
 // BasePath is the prefix of the versioned API; it equals the spec's
@@ -64,16 +65,23 @@ type Options struct {
 	// http.Server.Shutdown does not wait for; the server waits on it
 	// before closing the store. Nil keeps an uncounted one.
 	HeldReads *HeldReads
+	// Live is the process's live hub (internal/live): the events the
+	// door streams, the reads it holds for mail and the teams they
+	// follow. It must not be nil.
+	Live *live.Hub
 }
 
 // NewHandler returns the REST door: the validated API under /api/v1,
 // /healthz, /api/openapi.yaml, /metrics and the static files. It makes
-// itself svc's observer and the host's run observer, to feed the event
+// itself the live hub's observer and the host's run observer, to feed the event
 // stream and the metrics. It starts nothing: the composition root
 // (internal/app) wires the waker, the host and the MCP door beside it.
 func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	if svc == nil {
 		return nil, errors.New("httpapi: nil service")
+	}
+	if opts.Live == nil {
+		return nil, errors.New("httpapi: no live hub")
 	}
 	if opts.AdminToken == "" {
 		return nil, errors.New("httpapi: empty admin token")
@@ -85,6 +93,7 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	m := newMetrics(opts.Metrics)
 	srv := &Server{
 		svc:      svc,
+		hub:      opts.Live,
 		log:      log,
 		stopping: opts.Stopping,
 		host:     opts.Host,
@@ -102,7 +111,7 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 		srv.events.publish(ev)
 		srv.held.letter(ev) // rings the reads held for mail (inboxwait.go)
 	}
-	svc.SetObserver(srv.notify)
+	opts.Live.SetObserver(srv.notify)
 	srv.host.SubscribeRuns(srv.notify)
 
 	r := chi.NewRouter()

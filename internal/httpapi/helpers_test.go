@@ -131,7 +131,7 @@ type envOptions struct {
 	// nil discards).
 	maxTeams int
 	logger   *slog.Logger
-	// maxHeldReads goes to core.Options.MaxHeldReadsPerToken, for the
+	// maxHeldReads goes to app.Options.MaxHeldReadsPerToken, for the
 	// tests that hold many reads of one token.
 	maxHeldReads int
 	// runs enables scenario runs and workspaces (app.Options.DataDir), as
@@ -168,10 +168,11 @@ func startEnv(t *testing.T, o envOptions) *env {
 	}
 	e.store = place.OpenStore(t, mopts...)
 	opts := app.Options{
-		Core:       core.Options{Logger: log, MaxTeams: o.maxTeams, MaxHeldReadsPerToken: o.maxHeldReads},
-		AdminToken: adminToken,
-		Logger:     log,
-		Static:     fstest.MapFS{"index.html": {Data: []byte(statusPage)}},
+		Core:                 core.Options{Logger: log, MaxTeams: o.maxTeams},
+		MaxHeldReadsPerToken: o.maxHeldReads,
+		AdminToken:           adminToken,
+		Logger:               log,
+		Static:               fstest.MapFS{"index.html": {Data: []byte(statusPage)}},
 		REST: func(ro *httpapi.Options) {
 			if o.stopping != nil {
 				ro.Stopping = o.stopping

@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"mailroom/internal/core"
+	"mailroom/internal/live"
 )
 
 // heldWriteTimeout bounds the writing of a held read's answer, so that a
@@ -84,7 +85,7 @@ type heldKey struct{ team, member string }
 
 // Wait returns when every held read has been answered (or its client has
 // left), or with ctx's error when ctx ends first. Shutting down calls
-// core.Service.StopWaiting first, which makes them answer at once.
+// live.Hub.StopWaiting first, which makes them answer at once.
 func (h *HeldReads) Wait(ctx context.Context) error {
 	h.mu.Lock()
 	if h.n == 0 {
@@ -246,8 +247,8 @@ type heldRead struct {
 	// life is the life of the read's team: once it is deleted the read
 	// answers 200 with no letters, and never with a letter of a new team
 	// of the same name. unhold gives back the token's place among its
-	// waiting reads (core.Service.HoldRead).
-	life   *core.TeamLife
+	// waiting reads (live.Hub.HoldRead).
+	life   *live.TeamLife
 	unhold func()
 
 	// conn is the taken-over connection; mu orders ring's deadline
@@ -276,8 +277,8 @@ func (s *Server) holdInbox(ctx context.Context, team, member, after string, wait
 	// read that finds some never waits. It follows its team's life from
 	// before its look.
 	var err error
-	if h.unhold, err = s.svc.HoldRead(h.ctx); err != nil {
-		msgs, lerr := s.svc.WaitInbox(h.ctx, team, member, after, 0)
+	if h.unhold, err = s.hub.HoldRead(h.ctx); err != nil {
+		msgs, lerr := s.hub.WaitInbox(h.ctx, team, member, after, 0)
 		if lerr != nil {
 			return nil, lerr
 		}
@@ -286,7 +287,7 @@ func (s *Server) holdInbox(ctx context.Context, team, member, after string, wait
 		}
 		return nil, err
 	}
-	if h.life, err = s.svc.FollowTeam(h.ctx, team); err != nil {
+	if h.life, err = s.hub.FollowTeam(h.ctx, team); err != nil {
 		h.unhold()
 		return nil, err
 	}
@@ -342,11 +343,11 @@ func (h *heldRead) deleted(err error) bool {
 // inbox watched: the watch is taken before the read, so a letter stored
 // between the two still closes h.changed.
 func (h *heldRead) look(ctx context.Context) ([]core.Message, error) {
-	_, changed, stop, release, err := h.s.svc.WatchInbox(ctx, h.team, h.member)
+	_, changed, stop, release, err := h.s.hub.WatchInbox(ctx, h.team, h.member)
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := h.s.svc.WaitInbox(ctx, h.team, h.member, h.after, 0)
+	msgs, err := h.s.hub.WaitInbox(ctx, h.team, h.member, h.after, 0)
 	if err != nil || len(msgs) > 0 {
 		release()
 		return msgs, err
@@ -397,7 +398,7 @@ func (h *heldRead) waitOn(ctx context.Context, gone <-chan struct{}) ([]core.Mes
 		}
 		h.release()
 		// One last look: a letter may have come with the deadline.
-		msgs, err := h.s.svc.WaitInbox(ctx, h.team, h.member, h.after, 0)
+		msgs, err := h.s.hub.WaitInbox(ctx, h.team, h.member, h.after, 0)
 		if h.deleted(err) {
 			return nil, nil
 		}
@@ -528,7 +529,7 @@ func (h *heldRead) waitConn() ([]core.Message, error) {
 // come with the deadline.
 func (h *heldRead) lastLook() ([]core.Message, error) {
 	h.release()
-	msgs, err := h.s.svc.WaitInbox(h.ctx, h.team, h.member, h.after, 0)
+	msgs, err := h.s.hub.WaitInbox(h.ctx, h.team, h.member, h.after, 0)
 	if h.deleted(err) {
 		return nil, nil // the team was deleted: nothing of a new one
 	}

@@ -52,7 +52,7 @@ func (e *env) holdRead(tm team, member, token, query string, n int) <-chan heldR
 		}
 		out.err = err
 	}()
-	for e.svc.Waiting(tm.name, member) < n {
+	for e.app.Live().Waiting(tm.name, member) < n {
 		select {
 		case r := <-done:
 			e.t.Fatalf("the read was answered before anything was sent: %+v", r)
@@ -97,7 +97,7 @@ func TestInboxWaitTimesOut(t *testing.T) {
 	if got := decode[httpapi.Inbox](t, r); got.Messages == nil || len(got.Messages) != 0 {
 		t.Fatalf("messages = %#v, want an empty list", got.Messages)
 	}
-	if n := e.svc.Waiting("alpha", "reader"); n != 0 {
+	if n := e.app.Live().Waiting("alpha", "reader"); n != 0 {
 		t.Errorf("reads still registered after the deadline: got %d, want 0", n)
 	}
 }
@@ -153,13 +153,13 @@ func TestInboxWaitersReleasedAtShutdown(t *testing.T) {
 	for i := range n {
 		dones = append(dones, e.holdRead(a, "reader", a.tokens["reader"], "wait=60", i+1))
 	}
-	e.svc.StopWaiting()
+	e.app.Live().StopWaiting()
 	for _, d := range dones {
 		if r := <-d; r.err != nil || r.status != http.StatusOK || len(r.inbox.Messages) != 0 {
 			t.Fatalf("released read: %+v, want 200 with no letters", r)
 		}
 	}
-	if got := e.svc.Waiting("alpha", "reader"); got != 0 {
+	if got := e.app.Live().Waiting("alpha", "reader"); got != 0 {
 		t.Errorf("reads still registered: got %d, want 0", got)
 	}
 }
@@ -258,7 +258,7 @@ func TestInboxWaitClientLeaves(t *testing.T) {
 		}
 		errc <- err
 	}()
-	for e.svc.Waiting("alpha", "reader") < 1 {
+	for e.app.Live().Waiting("alpha", "reader") < 1 {
 		runtime.Gosched()
 	}
 	cancel()
@@ -266,7 +266,7 @@ func TestInboxWaitClientLeaves(t *testing.T) {
 		t.Fatalf("the cancelled read was answered; want it cut off")
 	}
 	// The wait is released when the server sees the connection close.
-	for e.svc.Waiting("alpha", "reader") != 0 {
+	for e.app.Live().Waiting("alpha", "reader") != 0 {
 		runtime.Gosched()
 	}
 }
@@ -293,7 +293,7 @@ func TestInboxWaitRefusedBeforeWaiting(t *testing.T) {
 			want(t, e.get(tt.path, tt.token), tt.status, tt.code)
 		})
 	}
-	if n := e.svc.Waiting("alpha", "reader"); n != 0 {
+	if n := e.app.Live().Waiting("alpha", "reader"); n != 0 {
 		t.Errorf("refused reads left %d waits registered, want 0", n)
 	}
 }
@@ -310,7 +310,7 @@ func TestHeldReadsWaitAtShutdown(t *testing.T) {
 	for i := range n {
 		dones = append(dones, e.holdRead(a, "reader", a.tokens["reader"], "wait=60", i+1))
 	}
-	e.svc.StopWaiting()
+	e.app.Live().StopWaiting()
 	if err := held.Wait(t.Context()); err != nil {
 		t.Fatalf("wait for held reads: %v", err)
 	}

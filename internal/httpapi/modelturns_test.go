@@ -576,7 +576,7 @@ func TestStoppingEndsAsyncTurns(t *testing.T) {
 	stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	if err := e.svc.WaitTurns(ctx); err != nil {
+	if err := e.app.Work().WaitTurns(ctx); err != nil {
 		t.Fatalf("WaitTurns: %v", err)
 	}
 	r = e.get("/api/v1/teams/crew/turns/reader-t1", adminToken)

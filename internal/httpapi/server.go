@@ -7,6 +7,7 @@ import (
 
 	"mailroom/internal/core"
 	"mailroom/internal/host"
+	"mailroom/internal/live"
 )
 
 // Server implements the generated StrictServerInterface over a core.Service.
@@ -16,6 +17,7 @@ import (
 // the one place that maps codes to statuses.
 type Server struct {
 	svc    *core.Service
+	hub    *live.Hub
 	log    *slog.Logger
 	events *broker
 	// notify publishes an event to the stream and the metrics; core's
@@ -116,7 +118,7 @@ func (s *Server) GetInbox(ctx context.Context, req GetInboxRequestObject) (GetIn
 	if wait := waitOf(req.Params.Wait); wait > 0 {
 		return s.holdInbox(ctx, req.Team, req.Member, after, wait) // inboxwait.go
 	}
-	msgs, err := s.svc.WaitInbox(ctx, req.Team, req.Member, after, 0)
+	msgs, err := s.hub.WaitInbox(ctx, req.Team, req.Member, after, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ type env struct {
 func newEnv(t *testing.T, configure ...func(*mcpserver.Options)) *env {
 	t.Helper()
 	svc := testkit.OpenService(t, t.TempDir())
-	opts := mcpserver.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)}
+	opts := mcpserver.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), Live: testkit.Hub(svc)}
 	for _, c := range configure {
 		c(&opts)
 	}
@@ -202,7 +202,7 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 // test if done is answered first.
 func untilWaiting[T any](t *testing.T, svc *core.Service, team, member string, n int, done <-chan T) {
 	t.Helper()
-	for svc.Waiting(team, member) < n {
+	for testkit.Hub(svc).Waiting(team, member) < n {
 		select {
 		case r := <-done:
 			t.Fatalf("answered before anything was sent: %+v", r)

@@ -133,7 +133,7 @@ func (h *Handler) acquireModern(ctx context.Context, c caller) (*modernMember, e
 		return m, nil
 	}
 	h.mu.Unlock()
-	sess, err := newSession(ctx, h.svc, h.log, c.principal, h.opts.Workspaces, h.opts.Runner)
+	sess, err := newSession(ctx, h.svc, h.hub, h.log, c.principal, h.opts.Workspaces, h.opts.Runner)
 	if err != nil {
 		return nil, err
 	}

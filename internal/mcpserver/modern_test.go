@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mailroom/internal/core"
+	"mailroom/internal/testkit"
 )
 
 // modernVersion is the protocol without sessions.
@@ -181,7 +182,7 @@ func TestListenNotifiesNewLetters(t *testing.T) {
 	const uri = "mailroom://teams/wide/members/reader/inbox"
 	go func() { _ = cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for e.svc.Waiting("wide", "reader") < 1 {
+	for testkit.Hub(e.svc).Waiting("wide", "reader") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the listen did not start watching reader's inbox within 10 s")
 		}

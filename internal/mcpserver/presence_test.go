@@ -28,11 +28,11 @@ func newFullEnv(t *testing.T, configure ...func(*mcpserver.Options)) *env {
 	t.Helper()
 	svc := testkit.OpenService(t, t.TempDir())
 	log := slog.New(slog.DiscardHandler)
-	rest, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: log})
+	rest, err := httpapi.NewHandler(svc, httpapi.Options{AdminToken: adminToken, Logger: log, Live: testkit.Hub(svc)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := mcpserver.Options{AdminToken: adminToken, Logger: log}
+	opts := mcpserver.Options{AdminToken: adminToken, Logger: log, Live: testkit.Hub(svc)}
 	for _, c := range configure {
 		c(&opts)
 	}

@@ -23,7 +23,7 @@ func TestToolsFollowLimitsChangedElsewhere(t *testing.T) {
 	ctx := t.Context()
 	place := testkit.NewPlace(t, testkit.BackendPostgres)
 	svc := place.OpenService(t, core.Options{})
-	h, err := mcpserver.New(svc, mcpserver.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), Workspaces: t.TempDir()})
+	h, err := mcpserver.New(svc, mcpserver.Options{AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), Workspaces: t.TempDir(), Live: testkit.Hub(svc)})
 	if err != nil {
 		t.Fatal(err)
 	}

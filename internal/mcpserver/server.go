@@ -32,6 +32,7 @@ import (
 	"mailroom/internal/bearer"
 	"mailroom/internal/core"
 	"mailroom/internal/httpx"
+	"mailroom/internal/live"
 	"mailroom/internal/workspace"
 )
 
@@ -67,6 +68,10 @@ type Options struct {
 	// server passes the one its REST door's turns use, so that one
 	// program runs per team whichever door asked.
 	Runner *workspace.Runner
+	// Live is the process's live hub (internal/live): the member's
+	// presence, the team's life, the waits for mail and the events. It
+	// must not be nil.
+	Live *live.Hub
 }
 
 // Handler serves /mcp. It checks, in this order, the Origin (against DNS
@@ -76,6 +81,7 @@ type Options struct {
 // serves the protocol.
 type Handler struct {
 	svc    *core.Service
+	hub    *live.Hub
 	log    *slog.Logger
 	opts   Options
 	tokens *bearer.Resolver
@@ -107,6 +113,9 @@ func New(svc *core.Service, opts Options) (*Handler, error) {
 	if svc == nil {
 		return nil, errors.New("mcpserver: nil service")
 	}
+	if opts.Live == nil {
+		return nil, errors.New("mcpserver: no live hub")
+	}
 	if opts.AdminToken == "" {
 		return nil, errors.New("mcpserver: empty admin token")
 	}
@@ -124,6 +133,7 @@ func New(svc *core.Service, opts Options) (*Handler, error) {
 	}
 	h := &Handler{
 		svc:         svc,
+		hub:         opts.Live,
 		log:         opts.Logger,
 		opts:        opts,
 		tokens:      bearer.NewResolver(opts.AdminToken, svc),
@@ -237,7 +247,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every request counts as the member being seen, whatever its
 	// protocol: the member document's mcp_last_seen and the page's badge.
-	if err := h.svc.SeenMCP(r.Context(), c.member.Team, c.member.Name); err != nil {
+	if err := h.hub.SeenMCP(r.Context(), c.member.Team, c.member.Name); err != nil {
 		h.log.DebugContext(r.Context(), "mcp request not recorded as seen", "code", core.ErrorCode(err))
 	}
 	if isModern(r) {
@@ -355,7 +365,7 @@ func (h *Handler) serverFor(r *http.Request) *mcp.Server {
 		return h.base
 	}
 	if op.server == nil {
-		sess, err := newSession(r.Context(), h.svc, h.log, op.caller.principal, h.opts.Workspaces, h.opts.Runner)
+		sess, err := newSession(r.Context(), h.svc, h.hub, h.log, op.caller.principal, h.opts.Workspaces, h.opts.Runner)
 		if err != nil {
 			h.log.WarnContext(r.Context(), "mcp session not opened", "code", core.ErrorCode(err))
 			return nil
@@ -413,7 +423,7 @@ func (h *Handler) opened(op *opening) {
 	sess := op.sess
 	// The count lives as long as the session, past the request that
 	// opened it (whose context ends with its answer): its own context.
-	end, err := h.svc.OpenMCPSession(sess.as(context.Background()), me.Team, me.Name)
+	end, err := h.hub.OpenMCPSession(sess.as(context.Background()), me.Team, me.Name)
 	if err != nil {
 		h.log.Warn("mcp session not counted", "code", core.ErrorCode(err))
 		end = func() {}
@@ -450,7 +460,7 @@ func (h *Handler) opened(op *opening) {
 }
 
 // Close ends every session: the open ones are closed, each counted off
-// its member (core.Service.OpenMCPSession's end), and the members of
+// its member (live.Hub.OpenMCPSession's end), and the members of
 // stateless requests are dropped; a session that opens later ends at
 // once. It returns once every session's end has been seen, or with ctx's
 // error. The server calls it when it stops, after the last request, so

@@ -541,7 +541,7 @@ func TestToolInputsAreStrict(t *testing.T) {
 	wantRefusal(t, reader, "send_message", map[string]any{"To": "lead", "Body": "hi"}, "validation_failed")
 	wantRefusal(t, reader, "send_message", json.RawMessage(`{"to":"lead","body":"hi","body":"twice"}`), "validation_failed")
 	wantRefusal(t, reader, "send_message", json.RawMessage(`{"to":"lead","body":"hi","to":"reviewer"}`), "validation_failed")
-	msgs, err := e.svc.WaitInbox(core.AsAdmin(t.Context()), "demo", "lead", "", 0)
+	msgs, err := e.svc.LettersAfter(core.AsAdmin(t.Context()), "demo", "lead", "")
 	if err != nil || len(msgs) != 0 {
 		t.Fatalf("lead's inbox = %+v, %v; want empty", msgs, err)
 	}

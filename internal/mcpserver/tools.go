@@ -15,6 +15,7 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
+	"mailroom/internal/live"
 	"mailroom/internal/workspace"
 )
 
@@ -27,13 +28,14 @@ const DefaultWait = agent.DefaultWait
 // never comes from a tool's input.
 type session struct {
 	svc    *core.Service
+	hub    *live.Hub
 	log    *slog.Logger
 	me     Member
 	server *mcp.Server
 	// principal is me by the token that opened the session; life is the
 	// life of me's team, which the session ends with (endWithTeam).
 	principal core.Principal
-	life      *core.TeamLife
+	life      *live.TeamLife
 	// calls counts the session's requests being served, which are
 	// answered before a session whose team was deleted is closed.
 	calls inflight
@@ -60,18 +62,18 @@ type session struct {
 
 // newSession builds the server of a session opened by me. workspaces is
 // the root of the teams' workspaces; empty means none is offered.
-func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, p core.Principal, workspaces string, programs *workspace.Runner) (*session, error) {
+func newSession(ctx context.Context, svc *core.Service, hub *live.Hub, log *slog.Logger, p core.Principal, workspaces string, programs *workspace.Runner) (*session, error) {
 	me := Member{Team: p.Team, Name: p.Member}
-	life, err := svc.FollowTeam(core.WithPrincipal(ctx, p), me.Team)
+	life, err := hub.FollowTeam(core.WithPrincipal(ctx, p), me.Team)
 	if err != nil {
 		return nil, err
 	}
-	s := &session{svc: svc, log: log, me: me, principal: p, life: life, subs: map[string]*watcher{}, workspaces: workspaces, programs: programs,
+	s := &session{svc: svc, hub: hub, log: log, me: me, principal: p, life: life, subs: map[string]*watcher{}, workspaces: workspaces, programs: programs,
 		tools: map[string]bool{}, teamChanged: make(chan struct{}, 1)}
 	// Subscribed before the team is read, so that no change after the
 	// read goes unnoticed. The bus calls this from the publisher: it only
 	// rings.
-	s.stopEvents = svc.Subscribe(func(ev core.Event) {
+	s.stopEvents = hub.Subscribe(func(ev core.Event) {
 		// A resync (events from other replicas may have been missed, a
 		// limit change among them) rebuilds as well.
 		if (ev.Type == core.EventTeam && ev.Team == me.Team) || ev.Type == core.EventResync {
@@ -209,7 +211,7 @@ func (f *inflight) idle() <-chan struct{} {
 // limits of now, and a tool no longer offered is removed; the SDK then
 // sends notifications/tools/list_changed to the session.
 func (s *session) setTools(view core.TeamView) {
-	env := agent.Env{Svc: s.svc, Limits: view.Limits, AskHost: true, Runner: s.programs}
+	env := agent.Env{Svc: s.svc, Mail: s.hub, Limits: view.Limits, AskHost: true, Runner: s.programs}
 	if view.Workspace && s.workspaces != "" {
 		env.Workspace = filepath.Join(s.workspaces, s.me.Team)
 	}
@@ -254,10 +256,10 @@ func (s *session) followTeam() {
 }
 
 // as returns ctx carrying the session's member as the caller (by the
-// token that opened the session) and the life of its team, so that core's
-// waits for the session end when the team is deleted.
+// token that opened the session) and the life of its team, so that the
+// hub's waits for the session end when the team is deleted.
 func (s *session) as(ctx context.Context) context.Context {
-	return core.WithTeamLife(core.WithPrincipal(ctx, s.principal), s.life)
+	return live.WithTeamLife(core.WithPrincipal(ctx, s.principal), s.life)
 }
 
 // inboxOutput is the inbox resource's content.
@@ -345,7 +347,7 @@ func (s *session) readInbox(ctx context.Context, req *mcp.ReadResourceRequest) (
 	if err := s.ownInbox(req.Params.URI); err != nil {
 		return nil, err
 	}
-	msgs, err := s.svc.WaitInbox(s.as(ctx), s.me.Team, s.me.Name, "", 0)
+	msgs, err := s.hub.WaitInbox(s.as(ctx), s.me.Team, s.me.Name, "", 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s", core.ErrorCode(err), core.ErrorMessage(err))
 	}
@@ -379,7 +381,7 @@ func (s *session) subscribe(_ context.Context, req *mcp.SubscribeRequest) error 
 		w.by[req.Session] = true
 		return nil
 	}
-	n, changed, stop, release, err := s.svc.WatchInbox(s.as(s.ctx), s.me.Team, s.me.Name)
+	n, changed, stop, release, err := s.hub.WatchInbox(s.as(s.ctx), s.me.Team, s.me.Name)
 	if err != nil {
 		return fmt.Errorf("%s: %s", core.ErrorCode(err), core.ErrorMessage(err))
 	}
@@ -420,7 +422,7 @@ func (s *session) watch(ctx context.Context, uri string, seen int, changed, stop
 		}
 		var n int
 		var err error
-		n, changed, stop, release, err = s.svc.WatchInbox(s.as(ctx), s.me.Team, s.me.Name)
+		n, changed, stop, release, err = s.hub.WatchInbox(s.as(ctx), s.me.Team, s.me.Name)
 		if err != nil {
 			s.log.WarnContext(ctx, "mcp inbox subscription ended", "code", core.ErrorCode(err))
 			return

@@ -14,6 +14,7 @@ import (
 	"mailroom/internal/core"
 	"mailroom/internal/pgstore"
 	"mailroom/internal/pgtest"
+	"mailroom/internal/testkit"
 )
 
 // BenchmarkSend measures a send through core on PostgreSQL, without
@@ -39,10 +40,7 @@ func benchSend(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	svc := core.NewService(s, core.Options{})
-	if err := svc.Open(ctx); err != nil {
-		b.Fatal(err)
-	}
+	svc := testkit.Serve(b, s, core.Options{})
 	limits := core.DefaultLimits()
 	limits.InboxMessages = 1 << 20
 	limits.InboxBytes = 1 << 28

@@ -8,6 +8,7 @@ import (
 	"mailroom/internal/core"
 	"mailroom/internal/pgstore"
 	"mailroom/internal/pgtest"
+	"mailroom/internal/testkit"
 )
 
 // TestListenerReconnectResyncs: what another replica stores while a
@@ -25,12 +26,9 @@ func TestListenerReconnectResyncs(t *testing.T) {
 	admin := core.AsAdmin(ctx)
 	url := pgtest.New(t)
 	storeA := open(t, url)
-	svcB := core.NewService(open(t, url), core.Options{})
-	if err := svcB.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
+	svcB := testkit.Serve(t, open(t, url), core.Options{})
 	resyncs := make(chan struct{}, 10)
-	cancel := svcB.Subscribe(func(ev core.Event) {
+	cancel := testkit.Hub(svcB).Subscribe(func(ev core.Event) {
 		if ev.Type == core.EventResync {
 			resyncs <- struct{}{}
 		}
@@ -61,7 +59,7 @@ func TestListenerReconnectResyncs(t *testing.T) {
 	}
 	reads := make(chan read, 1)
 	go func() {
-		msgs, err := svcB.WaitInbox(admin, "demo", "reader", "", core.MaxWait)
+		msgs, err := testkit.Hub(svcB).WaitInbox(admin, "demo", "reader", "", core.MaxWait)
 		reads <- read{msgs, err}
 	}()
 	asked := make(chan core.Permission, 1)
@@ -90,14 +88,14 @@ func TestListenerReconnectResyncs(t *testing.T) {
 		}
 	}
 	permKey := "permission:" + perm.ID // the waiters' key of a permission
-	waitFor("the reader waits on B", func() bool { return svcB.Waiting("demo", "reader") == 1 })
+	waitFor("the reader waits on B", func() bool { return testkit.Hub(svcB).Waiting("demo", "reader") == 1 })
 
 	// A reconnection with nothing missed: both waiters look again and
 	// wait on; the permission is not settled as expired.
 	dropListener()
 	awaitResync("after the first reconnection")
-	waitFor("the read waits again after the resync", func() bool { return svcB.Waiting("demo", "reader") == 1 })
-	waitFor("the permission wait waits again after the resync", func() bool { return svcB.Waiting("demo", permKey) == 1 })
+	waitFor("the read waits again after the resync", func() bool { return testkit.Hub(svcB).Waiting("demo", "reader") == 1 })
+	waitFor("the permission wait waits again after the resync", func() bool { return testkit.Hub(svcB).Waiting("demo", permKey) == 1 })
 	ps, err := svcB.Permissions(admin, "demo")
 	if err != nil || len(ps) != 1 || ps[0].Status != core.PermissionPending {
 		t.Fatalf("permissions after a resync with nothing missed = %+v, %v; want %s still pending", ps, err, perm.ID)

@@ -14,6 +14,7 @@ import (
 	"mailroom/internal/core"
 	"mailroom/internal/pgstore"
 	"mailroom/internal/pgtest"
+	"mailroom/internal/testkit"
 )
 
 // counter counts the round trips to the database (a query or a batch)
@@ -116,16 +117,10 @@ func TestSendRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	svc := core.NewService(s, core.Options{})
+	svc := testkit.Serve(t, s, core.Options{})
 	ctx := context.Background()
-	if err := svc.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
 	other := open(t, url)
-	svc2 := core.NewService(other, core.Options{})
-	if err := svc2.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
+	svc2 := testkit.Serve(t, other, core.Options{})
 	limits := core.DefaultLimits()
 	limits.InboxMessages = 100
 	spec := core.TeamSpec{Name: "rt", Limits: &limits, Members: []core.MemberSpec{{Name: "a", Role: "r"}, {Name: "b", Role: "r"}}}
@@ -225,11 +220,8 @@ func TestCachedUnitNeedingTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	svc := core.NewService(s, core.Options{})
+	svc := testkit.Serve(t, s, core.Options{})
 	ctx := context.Background()
-	if err := svc.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if _, _, err := svc.CreateTeam(core.AsAdmin(ctx), core.TeamSpec{Name: "k", Members: []core.MemberSpec{{Name: "a", Role: "r"}, {Name: "b", Role: "r"}}}); err != nil {
 		t.Fatal(err)
 	}

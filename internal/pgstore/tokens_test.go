@@ -9,6 +9,7 @@ import (
 	"mailroom/internal/core"
 	"mailroom/internal/pgstore"
 	"mailroom/internal/pgtest"
+	"mailroom/internal/testkit"
 )
 
 // lookups counts the token lookups c saw reach the database.
@@ -37,11 +38,7 @@ func replica(t *testing.T, url string, c *counter) (*pgstore.Store, *core.Servic
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	svc := core.NewService(s, core.Options{})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return s, svc
+	return s, testkit.Serve(t, s, core.Options{})
 }
 
 // eventually polls cond until it holds, failing after a bound that only
@@ -224,7 +221,7 @@ func TestLostListenerForgetsTokens(t *testing.T) {
 	s, svc := replica(t, url, nil)
 	ctx := t.Context()
 	resyncs := make(chan struct{}, 10)
-	cancel := svc.Subscribe(func(ev core.Event) {
+	cancel := testkit.Hub(svc).Subscribe(func(ev core.Event) {
 		if ev.Type == core.EventResync {
 			resyncs <- struct{}{}
 		}

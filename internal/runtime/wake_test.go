@@ -102,7 +102,7 @@ func (r *wakeRig) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	r.t.Cleanup(cancel)
-	r.waker = runtime.NewWaker(r.svc, runtime.WakeConfig{Stopping: ctx, MaxRunning: r.max, Build: r.build(r.svc)})
+	r.waker = runtime.NewWaker(r.svc, runtime.WakeConfig{Stopping: ctx, MaxRunning: r.max, Build: r.build(r.svc), Events: testkit.Hub(r.svc), Work: testkit.Work(r.svc)})
 	runtime.SetWakeHooks(r.waker, func(_ time.Duration, f func()) interface{ Stop() bool } {
 		m := &manualTimer{f: f}
 		r.timers <- m

@@ -60,6 +60,14 @@ type WakeConfig struct {
 	MaxRunning int
 	// Logger receives what could not be done; nil discards it.
 	Logger *slog.Logger
+	// Events are the committed events of this process and the other
+	// replicas (internal/live's hub). It must not be nil.
+	Events interface {
+		Subscribe(fn func(core.Event)) (cancel func())
+	}
+	// Work tells the waker when a team's work here ends, so that it drops
+	// the team's wakes; nil never does.
+	Work *Work
 }
 
 // DefaultMaxRunningTurns bounds the woken turns running at once when
@@ -141,8 +149,12 @@ type stopper interface{ Stop() bool }
 // (so that a letter to any other member costs one map lookup), the wakes
 // in progress, and the queue of wakes waiting for one of max slots.
 type Waker struct {
-	svc *core.Service
-	log *slog.Logger
+	svc    *core.Service
+	log    *slog.Logger
+	events interface {
+		Subscribe(fn func(core.Event)) (cancel func())
+	}
+	work *Work
 
 	mu       sync.Mutex
 	on       bool
@@ -168,7 +180,7 @@ type Waker struct {
 
 // NewWaker returns a Waker over svc that does nothing until Start.
 func NewWaker(svc *core.Service, cfg WakeConfig) *Waker {
-	w := &Waker{svc: svc, log: cfg.Logger, build: cfg.Build, obs: cfg.Observer, stopping: cfg.Stopping, max: cfg.MaxRunning}
+	w := &Waker{svc: svc, log: cfg.Logger, build: cfg.Build, obs: cfg.Observer, stopping: cfg.Stopping, max: cfg.MaxRunning, events: cfg.Events, work: cfg.Work}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
@@ -195,8 +207,11 @@ func (w *Waker) Start() {
 	w.known = map[memberKey]bool{}
 	w.entries = map[memberKey]*wakeEntry{}
 	w.mu.Unlock()
-	unsubscribe := w.svc.Subscribe(w.observe)
-	unhook := w.svc.OnTeamWorkEnds(w.dropWakes)
+	unsubscribe := w.events.Subscribe(w.observe)
+	unhook := func() {}
+	if w.work != nil {
+		unhook = w.work.OnTeamWorkEnds(w.dropWakes)
+	}
 	unlink := context.AfterFunc(w.stopping, w.stop)
 	w.mu.Lock()
 	w.cancel = func() { unsubscribe(); unhook(); unlink() }
@@ -546,7 +561,7 @@ func (w *Waker) run(e *wakeEntry) {
 // has not begun its turn: its window's timer stopped, out of the queue. A
 // woken turn that runs is cancelled by core with the team's other turns;
 // it is not looked at again when it ends. Core calls it when the team's
-// work ends here (core.Service.OnTeamWorkEnds).
+// work ends here (Work.OnTeamWorkEnds).
 func (w *Waker) dropWakes(team, inc string) {
 	w.mu.Lock()
 	for key, e := range w.entries {

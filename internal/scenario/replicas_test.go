@@ -57,10 +57,7 @@ func TestRunInProgressOnAnotherReplica(t *testing.T) {
 	place := testkit.NewPlace(t, backend)
 	storeA := place.OpenStore(t)
 	// A short lease, so that A renews it within the test: every second.
-	svcA := core.NewService(storeA, core.Options{Holder: "replica-a", LeaseDuration: 3 * time.Second})
-	if err := svcA.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
+	svcA := testkit.Serve(t, storeA, core.Options{Holder: "replica-a", LeaseDuration: 3 * time.Second})
 	var clockB clock
 	svcB := place.OpenService(t, core.Options{Holder: "replica-b", Now: clockB.now})
 	runnerB := NewRunner(svcB, workspaces(t.TempDir()), Config{})

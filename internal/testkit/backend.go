@@ -101,9 +101,5 @@ func (p *Place) OpenStore(t testing.TB, opts ...mail.Option) core.Store {
 // loaded as at start, as the server wires them.
 func (p *Place) OpenService(t testing.TB, copts core.Options, opts ...mail.Option) *core.Service {
 	t.Helper()
-	svc := core.NewService(p.OpenStore(t, opts...), copts)
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatalf("open service: %v", err)
-	}
-	return svc
+	return Serve(t, p.OpenStore(t, opts...), copts)
 }

@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"mailroom/internal/core"
+	"mailroom/internal/live"
 	"mailroom/internal/mail"
+	"mailroom/internal/runtime"
 )
 
 // OpenService opens the real file store over dir (with opts, for example a
@@ -25,11 +27,51 @@ func OpenServiceWith(t testing.TB, dir string, svcOpts core.Options, opts ...mai
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	Track(t, dir, store)
-	svc := core.NewService(store, svcOpts)
-	if err := svc.Open(t.Context()); err != nil {
+	return Serve(t, store, svcOpts)
+}
+
+// Served is what Serve wired around a Service: its live hub and its
+// runtime's work, as internal/app wires them.
+type Served struct {
+	Hub  *live.Hub
+	Work *runtime.Work
+}
+
+// served is what Serve wired around each Service.
+var served sync.Map // *core.Service → Served
+
+// Serve opens a core.Service over store with copts, wired as the server
+// wires it: a live hub (events, waits, presence) and the runtime's work
+// (lease renewals); Hub and Work find them. The store's start-up runs
+// here; any failure ends the test.
+func Serve(t testing.TB, store core.Store, copts core.Options) *core.Service {
+	t.Helper()
+	work := runtime.NewWork(copts.Logger)
+	if copts.Work == nil {
+		copts.Work = work
+	}
+	svc, hub, err := live.Open(t.Context(), store, copts, live.Options{})
+	if err != nil {
 		t.Fatalf("open service: %v", err)
 	}
+	served.Store(svc, Served{Hub: hub, Work: work})
+	t.Cleanup(func() { served.Delete(svc) })
 	return svc
+}
+
+// Hub is the live hub Serve wired around svc (its events, waits and
+// presence); nil for a Service Serve did not open.
+func Hub(svc *core.Service) *live.Hub {
+	s, _ := served.Load(svc)
+	h, _ := s.(Served)
+	return h.Hub
+}
+
+// Work is the runtime's work Serve wired around svc.
+func Work(svc *core.Service) *runtime.Work {
+	s, _ := served.Load(svc)
+	w, _ := s.(Served)
+	return w.Work
 }
 
 // stores is the file store OpenService opened over each directory.

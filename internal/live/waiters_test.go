@@ -1,4 +1,4 @@
-package core_test
+package live_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"mailroom/internal/core"
+	"mailroom/internal/live"
 )
 
 type waitResult struct {
@@ -21,10 +22,10 @@ func startWait(f *fixture, ctx context.Context, member, after string, wait time.
 	f.t.Helper()
 	done := make(chan waitResult, 1)
 	go func() {
-		msgs, err := f.svc.WaitInbox(ctx, f.team, member, after, wait)
+		msgs, err := f.hub.WaitInbox(ctx, f.team, member, after, wait)
 		done <- waitResult{msgs, err}
 	}()
-	for f.svc.Waiting(f.team, member) < n {
+	for f.hub.Waiting(f.team, member) < n {
 		select {
 		case r := <-done:
 			f.t.Fatalf("WaitInbox returned before anything was sent: %+v", r)
@@ -41,7 +42,7 @@ func TestWaitInboxWokenBySend(t *testing.T) {
 	done := startWait(f, t.Context(), "reader", "reader-1", core.MaxWait, 1)
 	f.send("reviewer", "reader", "second")
 	// The wake happens inside the send: the reader is no longer waiting.
-	if n := f.svc.Waiting(f.team, "reader"); n != 0 {
+	if n := f.hub.Waiting(f.team, "reader"); n != 0 {
 		t.Errorf("readers still waiting after the send: got %d, want 0", n)
 	}
 	r := <-done
@@ -57,7 +58,7 @@ func TestWaitInboxIgnoresOtherInboxes(t *testing.T) {
 	f := newFixture(t, nil)
 	done := startWait(f, t.Context(), "reader", "", core.MaxWait, 1)
 	f.send("lead", "reviewer", "not for reader")
-	if n := f.svc.Waiting(f.team, "reader"); n != 1 {
+	if n := f.hub.Waiting(f.team, "reader"); n != 1 {
 		t.Errorf("readers waiting after a letter to someone else: got %d, want 1", n)
 	}
 	f.send("lead", "reader", "for reader")
@@ -70,14 +71,14 @@ func TestWaitInboxIgnoresOtherInboxes(t *testing.T) {
 func TestWaitInboxTimesOutEmpty(t *testing.T) {
 	f := newFixture(t, nil)
 	f.send("lead", "reader", "old")
-	msgs, err := f.svc.WaitInbox(t.Context(), f.team, "reader", "reader-1", time.Millisecond)
+	msgs, err := f.hub.WaitInbox(t.Context(), f.team, "reader", "reader-1", time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if msgs == nil || len(msgs) != 0 {
 		t.Fatalf("got %#v, want an empty, non-nil list", msgs)
 	}
-	if n := f.svc.Waiting(f.team, "reader"); n != 0 {
+	if n := f.hub.Waiting(f.team, "reader"); n != 0 {
 		t.Errorf("readers left registered after the deadline: got %d, want 0", n)
 	}
 }
@@ -87,14 +88,14 @@ func TestWaitInboxAfter(t *testing.T) {
 	f.send("lead", "reader", "one")
 	f.send("lead", "reader", "two")
 	f.send("lead", "reader", "three")
-	msgs, err := f.svc.WaitInbox(t.Context(), f.team, "reader", "reader-1", 0)
+	msgs, err := f.hub.WaitInbox(t.Context(), f.team, "reader", "reader-1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(msgs) != 2 || msgs[0].ID != "reader-2" || msgs[1].ID != "reader-3" {
 		t.Fatalf("after reader-1: got %+v, want reader-2 and reader-3", msgs)
 	}
-	all, err := f.svc.WaitInbox(t.Context(), f.team, "reader", "", core.MaxWait)
+	all, err := f.hub.WaitInbox(t.Context(), f.team, "reader", "", core.MaxWait)
 	if err != nil || len(all) != 3 {
 		t.Fatalf("no after: got %d letters (%v), want 3 at once", len(all), err)
 	}
@@ -102,12 +103,12 @@ func TestWaitInboxAfter(t *testing.T) {
 	// letters of this inbox.
 	f.send("lead", "reviewer", "elsewhere")
 	for _, after := range []string{"reviewer-1", "reader-4", "nonsense"} {
-		_, err := f.svc.WaitInbox(t.Context(), f.team, "reader", after, core.MaxWait)
+		_, err := f.hub.WaitInbox(t.Context(), f.team, "reader", after, core.MaxWait)
 		wantCode(t, err, core.CodeValidation)
 	}
-	_, err = f.svc.WaitInbox(t.Context(), f.team, "nobody", "", 0)
+	_, err = f.hub.WaitInbox(t.Context(), f.team, "nobody", "", 0)
 	wantCode(t, err, core.CodeNotFound)
-	_, err = f.svc.WaitInbox(t.Context(), "no-team", "reader", "", 0)
+	_, err = f.hub.WaitInbox(t.Context(), "no-team", "reader", "", 0)
 	wantCode(t, err, core.CodeNotFound)
 }
 
@@ -120,7 +121,7 @@ func TestWaitInboxEndsWithContext(t *testing.T) {
 	if r.err != nil || len(r.msgs) != 0 {
 		t.Fatalf("got %+v, %v; want nothing and no error", r.msgs, r.err)
 	}
-	if n := f.svc.Waiting(f.team, "reader"); n != 0 {
+	if n := f.hub.Waiting(f.team, "reader"); n != 0 {
 		t.Errorf("readers left registered after the client left: got %d, want 0", n)
 	}
 }
@@ -132,18 +133,18 @@ func TestStopWaitingReleasesEveryReader(t *testing.T) {
 	for i := range n {
 		dones = append(dones, startWait(f, t.Context(), "reader", "", core.MaxWait, i+1))
 	}
-	f.svc.StopWaiting()
+	f.hub.StopWaiting()
 	for _, d := range dones {
 		if r := <-d; r.err != nil || len(r.msgs) != 0 {
 			t.Fatalf("got %+v, %v; want nothing and no error", r.msgs, r.err)
 		}
 	}
-	if got := f.svc.Waiting(f.team, "reader"); got != 0 {
+	if got := f.hub.Waiting(f.team, "reader"); got != 0 {
 		t.Errorf("readers left registered after StopWaiting: got %d, want 0", got)
 	}
 	// A wait begun after the stop answers at once with what there is.
 	f.send("lead", "reader", "late")
-	msgs, err := f.svc.WaitInbox(t.Context(), f.team, "reader", "reader-1", core.MaxWait)
+	msgs, err := f.hub.WaitInbox(t.Context(), f.team, "reader", "reader-1", core.MaxWait)
 	if err != nil || len(msgs) != 0 {
 		t.Fatalf("after stop: got %+v, %v; want nothing at once", msgs, err)
 	}
@@ -151,7 +152,7 @@ func TestStopWaitingReleasesEveryReader(t *testing.T) {
 
 func TestWatchInboxSignalsNextLetter(t *testing.T) {
 	f := newFixture(t, nil)
-	n, changed, _, release, err := f.svc.WatchInbox(t.Context(), f.team, "reader")
+	n, changed, _, release, err := f.hub.WatchInbox(t.Context(), f.team, "reader")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestWatchInboxSignalsNextLetter(t *testing.T) {
 	}
 	f.send("lead", "reader", "hello")
 	<-changed
-	n2, _, _, release2, err := f.svc.WatchInbox(t.Context(), f.team, "reader")
+	n2, _, _, release2, err := f.hub.WatchInbox(t.Context(), f.team, "reader")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestSubscribersSeeInboxChannelClosed(t *testing.T) {
 	var seen []bool
 	var watch <-chan struct{}
 	for range 8 {
-		cancel := f.svc.Subscribe(func(ev core.Event) {
+		cancel := f.hub.Subscribe(func(ev core.Event) {
 			if ev.Type != core.EventMessage {
 				return
 			}
@@ -203,7 +204,7 @@ func TestSubscribersSeeInboxChannelClosed(t *testing.T) {
 	}
 	for i := range 10 { // two inboxes: the fixture's hold few letters
 		to := []string{"reader", "reviewer"}[i%2]
-		_, changed, _, release, err := f.svc.WatchInbox(t.Context(), f.team, to)
+		_, changed, _, release, err := f.hub.WatchInbox(t.Context(), f.team, to)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +225,7 @@ func TestSubscribersSeeInboxChannelClosed(t *testing.T) {
 // TestBusOrderAndCancel: subscribers are called in the order they
 // subscribed, and one that cancels is called no more while the others go on.
 func TestBusOrderAndCancel(t *testing.T) {
-	var b core.Bus
+	var b live.Bus
 	var got []int
 	cancels := make([]func(), 5)
 	for i := range 5 {

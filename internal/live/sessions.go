@@ -1,9 +1,11 @@
-package core
+package live
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"mailroom/internal/core"
 )
 
 // Sessions of agents outside Mailroom. An agent that joins a team through
@@ -44,6 +46,22 @@ func (c *sessionCounts) add(team, member string, d int) {
 	}
 }
 
+// drop forgets a deleted team's counts.
+func (c *sessionCounts) drop(team string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dropTeam(c.n, team)
+}
+
+// dropTeam deletes the entries of team's members from m.
+func dropTeam[V any](m map[memberRef]V, team string) {
+	for k := range m {
+		if k.team == team {
+			delete(m, k)
+		}
+	}
+}
+
 // OpenMCPSession records that the caller, a member, holds one more MCP
 // session with this process and announces it with a member event. end
 // records the session's end (once, however often it is called) and
@@ -53,12 +71,12 @@ func (c *sessionCounts) add(team, member string, d int) {
 // WithTeamLife): once the team is deleted its count is dropped with the
 // team's (teamDeleted) and its end counts nothing, so a new team of the
 // same name starts with no sessions.
-func (s *Service) OpenMCPSession(ctx context.Context, team, member string) (end func(), err error) {
-	if err := CheckSelf(ctx, team, member); err != nil {
+func (h *Hub) OpenMCPSession(ctx context.Context, team, member string) (end func(), err error) {
+	if err := core.CheckSelf(ctx, team, member); err != nil {
 		return nil, err
 	}
 	gone := teamGoneOf(ctx)
-	if err := s.changeSessions(ctx, team, member, 1, gone); err != nil {
+	if err := h.changeSessions(ctx, team, member, 1, gone); err != nil {
 		return nil, err
 	}
 	var once sync.Once
@@ -68,10 +86,10 @@ func (s *Service) OpenMCPSession(ctx context.Context, team, member string) (end 
 			// goes, only the announcement does not. The session's end
 			// is not a request's: it runs when the client went away or
 			// the server stops, whose contexts are over by then.
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			if err := s.changeSessions(ctx, team, member, -1, gone); err != nil {
-				s.log.Debug("mcp session end not announced", "team", team, "code", ErrorCode(err))
+			if err := h.changeSessions(ctx, team, member, -1, gone); err != nil {
+				h.log.Debug("mcp session end not announced", "team", team, "code", core.ErrorCode(err))
 			}
 		})
 	}, nil
@@ -82,21 +100,13 @@ func (s *Service) OpenMCPSession(ctx context.Context, team, member string) (end 
 // not counted; an ending is always counted. Once gone (the life of the
 // session's team) is closed, the team's counts were dropped with it: an
 // opening is refused and an ending counts nothing.
-func (s *Service) changeSessions(ctx context.Context, team, member string, d int, gone <-chan struct{}) error {
-	var mv MemberView
-	err := s.view(ctx, team, false, func(u *unit) error {
-		m := u.member(member)
-		if m == nil {
-			return u.noSuchMember()
-		}
-		mv = u.memberView(m)
-		return nil
-	})
+func (h *Hub) changeSessions(ctx context.Context, team, member string, d int, gone <-chan struct{}) error {
+	mv, err := h.svc.MemberView(ctx, team, member)
 	if err != nil && d > 0 {
 		return err
 	}
-	s.sessions.mu.Lock()
-	defer s.sessions.mu.Unlock()
+	h.sessions.mu.Lock()
+	defer h.sessions.mu.Unlock()
 	// Under the lock teamDeleted drops the counts with: a session either
 	// counted before the drop or not at all.
 	if closed(gone) {
@@ -105,14 +115,14 @@ func (s *Service) changeSessions(ctx context.Context, team, member string, d int
 		}
 		return nil
 	}
-	s.sessions.add(team, member, d)
+	h.sessions.add(team, member, d)
 	if err != nil {
 		return err
 	}
 	// Only this process's subscribers hear of it: the other replicas do
 	// not count this process's sessions.
-	mv.MCPSessions = s.sessions.n[memberRef{team, member}]
-	s.bus.Publish(Event{Type: EventMember, Team: team, Data: mv})
+	mv.MCPSessions = h.sessions.n[memberRef{team, member}]
+	h.bus.Publish(core.Event{Type: core.EventMember, Team: team, Data: mv})
 	return nil
 }
 
@@ -121,25 +131,25 @@ func (s *Service) changeSessions(ctx context.Context, team, member string, d int
 // ended, or by another process, would show a count that is not (or no
 // longer) this process's. Its MCP time is the later of the event's and
 // this process's (mcpseen.go): another replica's announcement is kept.
-func (s *Service) publishLocal(ev Event) {
-	if ev.Type != EventMember {
-		s.bus.Publish(ev)
+func (h *Hub) publishLocal(ev core.Event) {
+	if ev.Type != core.EventMember {
+		h.bus.Publish(ev)
 		return
 	}
-	s.sessions.mu.Lock()
-	defer s.sessions.mu.Unlock()
+	h.sessions.mu.Lock()
+	defer h.sessions.mu.Unlock()
 	switch d := ev.Data.(type) {
-	case MemberView:
-		d.MCPSessions = s.sessions.n[memberRef{ev.Team, d.Name}]
-		d.MCPLastSeen = s.seen.merge(memberRef{ev.Team, d.Name}, d.MCPLastSeen)
+	case core.MemberView:
+		d.MCPSessions = h.sessions.n[memberRef{ev.Team, d.Name}]
+		d.MCPLastSeen = h.seen.merge(memberRef{ev.Team, d.Name}, d.MCPLastSeen)
 		ev.Data = d
-	case []MemberView:
-		views := append([]MemberView(nil), d...)
+	case []core.MemberView:
+		views := append([]core.MemberView(nil), d...)
 		for i := range views {
-			views[i].MCPSessions = s.sessions.n[memberRef{ev.Team, views[i].Name}]
-			views[i].MCPLastSeen = s.seen.merge(memberRef{ev.Team, views[i].Name}, views[i].MCPLastSeen)
+			views[i].MCPSessions = h.sessions.n[memberRef{ev.Team, views[i].Name}]
+			views[i].MCPLastSeen = h.seen.merge(memberRef{ev.Team, views[i].Name}, views[i].MCPLastSeen)
 		}
 		ev.Data = views
 	}
-	s.bus.Publish(ev)
+	h.bus.Publish(ev)
 }

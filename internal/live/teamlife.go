@@ -1,25 +1,20 @@
-package core
+package live
 
 import (
 	"context"
 	"sync"
+
+	"mailroom/internal/core"
 )
 
 // The lives of teams as long-lived connections see them. A stream of
 // events, a held read and an MCP session belong to one team, and a team's
 // name is free again once it is deleted: a connection must never serve
 // the next team of that name. So each such connection follows the team
-// it was opened on (FollowTeam) and ends when that team is deleted, on
-// this process or another replica, at once; whatever it would do next it
-// checks against Gone first, so nothing of a new team of the same name
-// ever reaches it (docs/api.md, section H).
-
-// EventTeamDeleted announces that a team was deleted; Data is the
-// incarnation deleted (deletion.go), a string, or nil. It
-// travels between replicas like every event, so that every process ends
-// the connections it holds on that team; the event stream does not show
-// it to clients.
-const EventTeamDeleted = "team_deleted"
+// it was opened on (FollowTeam) and ends when that team is deleted
+// (core.EventTeamDeleted), on this process or another replica, at once;
+// whatever it would do next it checks against Gone first, so nothing of a
+// new team of the same name ever reaches it (docs/api.md, section H).
 
 // teamLives is the teams followed now, by name. The zero value is ready.
 type teamLives struct {
@@ -45,44 +40,23 @@ type TeamLife struct {
 func (l *TeamLife) Gone() <-chan struct{} { return l.gone }
 
 // Ended reports whether the team was deleted.
-func (l *TeamLife) Ended() bool {
-	select {
-	case <-l.gone:
-		return true
-	default:
-		return false
-	}
-}
+func (l *TeamLife) Ended() bool { return closed(l.gone) }
 
 // Release ends the following; it may be called more than once.
 func (l *TeamLife) Release() { l.once.Do(l.release) }
 
 // FollowTeam follows the life of team for a connection of the caller (a
 // reader of team): the returned life's Gone is closed when this team is
-// deleted. The follower is registered before the team is looked at, so a
-// deletion that comes in between closes it too; a member principal that
-// carries its token (TokenPrincipal) must still be that team's
-// member by that token, so a connection authenticated just before a
-// deletion cannot follow the next team of the same name. The caller must
-// Release the life when the connection ends.
-func (s *Service) FollowTeam(ctx context.Context, team string) (*TeamLife, error) {
-	if err := CheckReader(ctx, team); err != nil {
+// deleted. The follower is registered before core looks at the team
+// (core.Service.CheckConnection), so a deletion that comes in between
+// closes it too. The caller must Release the life when the connection
+// ends.
+func (h *Hub) FollowTeam(ctx context.Context, team string) (*TeamLife, error) {
+	if err := core.CheckReader(ctx, team); err != nil {
 		return nil, err
 	}
-	l := s.lives.follow(team)
-	p, _ := PrincipalFrom(ctx)
-	err := s.view(ctx, team, false, func(u *unit) error {
-		if p.Admin || p.Member == "" {
-			return nil
-		}
-		// A token of another incarnation of the team is refused by view
-		// itself (tokenHolds); a member without one must still exist.
-		if u.member(p.Member) == nil {
-			return Errorf(CodeNotFound, "No such member; its team may have been deleted.")
-		}
-		return nil
-	})
-	if err != nil {
+	l := h.lives.follow(team)
+	if err := h.svc.CheckConnection(ctx, team); err != nil {
 		l.Release()
 		return nil, err
 	}
@@ -125,30 +99,9 @@ func (t *teamLives) end(team string) {
 	}
 }
 
-// teamDeleted is core's own handling of a deleted team, run from the bus
-// before any other subscriber sees the event: the team's followers are
-// ended, its turns here cancelled, its wakes dropped and its MCP session
-// counts and times dropped, so that a new team of the
-// same name starts with none.
-func (s *Service) teamDeleted(team string, data any) {
-	s.lives.end(team)
-	s.seen.drop(team)
-	// A deletion on another replica: what this process does for that
-	// incarnation of the team ends too (deletion.go).
-	inc, _ := data.(string)
-	s.endTeamWork(team, inc)
-	s.sessions.mu.Lock()
-	defer s.sessions.mu.Unlock()
-	for k := range s.sessions.n {
-		if k.team == team {
-			delete(s.sessions.n, k)
-		}
-	}
-}
-
 type teamLifeKey struct{}
 
-// WithTeamLife returns ctx carrying life: the waits core does for the
+// WithTeamLife returns ctx carrying life: the waits the hub does for the
 // call (WaitInbox) end with not_found when the team is deleted, and never
 // look at a new team of the same name. An MCP session's calls carry the
 // life of the session's team.
@@ -167,7 +120,7 @@ func teamGoneOf(ctx context.Context) <-chan struct{} {
 
 // teamDeletedError is the answer of a wait whose team was deleted.
 func teamDeletedError() error {
-	return Errorf(CodeNotFound, "The team was deleted.")
+	return core.Errorf(core.CodeNotFound, "The team was deleted.")
 }
 
 // closed reports whether ch is closed (a nil ch never is).

@@ -1,14 +1,17 @@
-package core
+package live
 
 import (
 	"context"
 	"sync"
+
+	"mailroom/internal/core"
 )
 
 // MaxHeldReadsPerToken bounds the reads for mail one token holds waiting
 // at once, REST reads with `wait` and MCP wait_for_mail together: each
-// holds a connection (a file descriptor) and memory for up to MaxWait, so
-// one token must not be able to take the server's share of them.
+// holds a connection (a file descriptor) and memory for up to
+// core.MaxWait, so one token must not be able to take the server's share
+// of them.
 const MaxHeldReadsPerToken = 8
 
 // heldReads counts the waiting reads of each token. The zero value is
@@ -20,15 +23,14 @@ type heldReads struct {
 }
 
 // heldKey names the token of the caller of ctx: a member's token by its
-// hash where the door handed it over (TokenPrincipal), else the
+// hash where the door handed it over (core.Principal.TokenHash), else the
 // member (one token each), or the admin's.
-func heldKey(ctx context.Context) string {
-	p, _ := PrincipalFrom(ctx)
+func heldKey(p core.Principal) string {
 	switch {
 	case p.Admin:
 		return "admin"
-	case p.tokenHash != "":
-		return "token\x00" + p.tokenHash
+	case p.TokenHash() != "":
+		return "token\x00" + p.TokenHash()
 	default:
 		return "member\x00" + p.Team + "\x00" + p.Member
 	}
@@ -43,28 +45,29 @@ func heldKey(ctx context.Context) string {
 //
 // The in-process host (a context without a principal) holds no token and
 // is not bounded.
-func (s *Service) HoldRead(ctx context.Context) (release func(), err error) {
-	if _, ok := PrincipalFrom(ctx); !ok {
+func (h *Hub) HoldRead(ctx context.Context) (release func(), err error) {
+	p, ok := core.PrincipalFrom(ctx)
+	if !ok {
 		return func() {}, nil
 	}
-	key := heldKey(ctx)
-	h := &s.holds
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.n[key] >= h.max {
-		return nil, Errorf(CodeTooManyStreams, "This token already holds %d waiting reads; let one answer first.", h.max)
+	key := heldKey(p)
+	c := &h.holds
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[key] >= c.max {
+		return nil, core.Errorf(core.CodeTooManyStreams, "This token already holds %d waiting reads; let one answer first.", c.max)
 	}
-	if h.n == nil {
-		h.n = map[string]int{}
+	if c.n == nil {
+		c.n = map[string]int{}
 	}
-	h.n[key]++
+	c.n[key]++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			if h.n[key]--; h.n[key] <= 0 {
-				delete(h.n, key)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.n[key]--; c.n[key] <= 0 {
+				delete(c.n, key)
 			}
 		})
 	}, nil

@@ -1,9 +1,11 @@
-package core
+package live
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"mailroom/internal/core"
 )
 
 // When a member last made an MCP request. Every request to /mcp, of any
@@ -88,12 +90,8 @@ func (c *seenTimes) record(k memberRef, now time.Time) (announce bool) {
 func (c *seenTimes) drop(team string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.at {
-		if k.team == team {
-			delete(c.at, k)
-			delete(c.announced, k)
-		}
-	}
+	dropTeam(c.at, team)
+	dropTeam(c.announced, team)
 }
 
 // SeenMCP records that the caller, a member, made an MCP request now. The
@@ -101,26 +99,18 @@ func (c *seenTimes) drop(team string) {
 // announced with a member event carrying the member's document, to this
 // process's subscribers and to the other replicas. It writes nothing to
 // the store.
-func (s *Service) SeenMCP(ctx context.Context, team, member string) error {
-	if err := CheckSelf(ctx, team, member); err != nil {
+func (h *Hub) SeenMCP(ctx context.Context, team, member string) error {
+	if err := core.CheckSelf(ctx, team, member); err != nil {
 		return err
 	}
-	now := s.now().UTC().Truncate(time.Millisecond)
-	if !s.seen.record(memberRef{team, member}, now) {
+	now := h.svc.Now().UTC().Truncate(time.Millisecond)
+	if !h.seen.record(memberRef{team, member}, now) {
 		return nil
 	}
-	var mv MemberView
-	err := s.view(ctx, team, false, func(u *unit) error {
-		m := u.member(member)
-		if m == nil {
-			return Errorf(CodeNotFound, "No such member.")
-		}
-		mv = u.memberView(m)
-		return nil
-	})
+	mv, err := h.svc.MemberView(ctx, team, member)
 	if err != nil {
 		return err
 	}
-	s.publish([]Event{{Type: EventMember, Team: team, Data: mv}})
+	h.Publish(core.Event{Type: core.EventMember, Team: team, Data: mv})
 	return nil
 }

@@ -1,16 +1,21 @@
-package core
+package live
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"mailroom/internal/core"
 )
 
-// MaxWait bounds how long one read may wait for mail.
-const MaxWait = 60 * time.Second
-
-// inboxKey names one inbox.
+// inboxKey names one inbox, or one permission (permissionKey).
 type inboxKey struct{ team, member string }
+
+// permissionKey is the waiters' key of one permission. A member name
+// never holds a colon, so it cannot collide with an inbox.
+func permissionKey(team, id string) inboxKey {
+	return inboxKey{team: team, member: "permission:" + id}
+}
 
 // inboxSignal is the wake-up of one inbox: ch is closed at its next letter.
 // refs counts the waiters holding ch, so the entry goes away with the last
@@ -26,7 +31,7 @@ type inboxSignal struct {
 // its own. The zero value is ready to use.
 //
 // A reader registers before it reads the inbox, and every letter wakes
-// after its unit of work committed (the Service's bus, which also carries
+// after its unit of work committed (the hub's bus, which also carries
 // other replicas' letters with a Notifier store), so a letter stored after
 // the reader looked at the inbox always wakes it; one stored before wakes
 // it for nothing, and it reads again.
@@ -97,33 +102,19 @@ func (w *waiters) stopCh() <-chan struct{} {
 	return w.stop
 }
 
-// wakeWaiters is subscribed to the bus: a stored letter wakes the
-// readers of its recipient's inbox, a decided permission the turn that
-// waits for it, and a resync (events from other processes may have been
-// missed) every waiter, each of which reads the store again and waits on
-// if nothing it waits for has happened.
-func (s *Service) wakeWaiters(ev Event) {
-	switch ev.Type {
-	case EventTeamDeleted:
-		s.teamDeleted(ev.Team, ev.Data)
-	case EventResync:
-		s.waiters.wakeAll()
-	case EventMessage:
-		if m, ok := ev.Data.(Message); ok {
-			s.waiters.wake(inboxKey{team: ev.Team, member: m.Recipient})
-		}
-	case EventPermission:
-		if p, ok := ev.Data.(Permission); ok && p.Status != PermissionPending {
-			s.waiters.wake(permissionKey(ev.Team, p.ID))
-		}
-	}
+// WatchPermission returns a channel closed when permission id of team may
+// have been decided (its decision's event, or a resync) and its release
+// (core.Live): a turn waiting for a person registers it before it reads
+// the permission.
+func (h *Hub) WatchPermission(team, id string) (decided <-chan struct{}, release func()) {
+	return h.waiters.watch(permissionKey(team, id))
 }
 
 // StopWaiting ends every wait for mail, now and later: the server calls it
 // when it shuts down, so that held reads answer at once instead of holding
-// the shutdown up for up to MaxWait.
-func (s *Service) StopWaiting() {
-	w := &s.waiters
+// the shutdown up for up to core.MaxWait.
+func (h *Hub) StopWaiting() {
+	w := &h.waiters
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stop == nil {
@@ -136,17 +127,17 @@ func (s *Service) StopWaiting() {
 }
 
 // WaitInbox returns the letters of member's inbox that come after the one
-// whose id is after (every letter when after is empty). When there are
-// none and wait is positive, it waits until a letter arrives, wait has
-// passed, ctx ends or the service stops waiting, and then answers what the
-// inbox holds after after (possibly nothing). An after that names no letter
-// of this inbox is validation_failed. Reading deletes nothing.
-func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string, wait time.Duration) ([]Message, error) {
-	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
+// whose id is after (every letter when after is empty), as
+// core.Service.LettersAfter reads them. When there are none and wait is
+// positive, it waits until a letter arrives, wait has passed, ctx ends or
+// the hub stops waiting, and then answers what the inbox holds after after
+// (possibly nothing). Reading deletes nothing.
+func (h *Hub) WaitInbox(ctx context.Context, teamName, member, after string, wait time.Duration) ([]core.Message, error) {
+	if err := core.CheckSelfOrAdmin(ctx, teamName, member); err != nil {
 		return nil, err
 	}
-	if wait > MaxWait {
-		wait = MaxWait
+	if wait > core.MaxWait {
+		wait = core.MaxWait
 	}
 	var deadline <-chan time.Time
 	if wait > 0 {
@@ -154,7 +145,7 @@ func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string,
 		defer timer.Stop()
 		deadline = timer.C
 	}
-	stop := s.waiters.stopCh()
+	stop := h.waiters.stopCh()
 	// gone is the life of the caller's team (an MCP session's): once it is
 	// deleted the wait ends, and no look is taken at a new team of the
 	// same name.
@@ -163,9 +154,9 @@ func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string,
 	// it is registered as waiting; refused one, it answers the letters
 	// there are, since a read that finds some never waits.
 	if wait > 0 {
-		unhold, err := s.HoldRead(ctx)
+		unhold, err := h.HoldRead(ctx)
 		if err != nil {
-			msgs, _, _, lerr := s.lettersAfter(ctx, teamName, member, after, false)
+			msgs, _, _, lerr := h.lettersAfter(ctx, teamName, member, after, false)
 			if lerr != nil || len(msgs) > 0 {
 				return msgs, lerr
 			}
@@ -174,7 +165,7 @@ func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string,
 		defer unhold()
 	}
 	for {
-		msgs, woken, release, err := s.lettersAfter(ctx, teamName, member, after, wait > 0)
+		msgs, woken, release, err := h.lettersAfter(ctx, teamName, member, after, wait > 0)
 		if closed(gone) {
 			// Asked after the look: a look that saw a new team of the
 			// same name came after the deletion, which it then reports.
@@ -199,7 +190,7 @@ func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string,
 		}
 		release()
 		// One last look: a letter may have come with the deadline.
-		msgs, _, _, err = s.lettersAfter(ctx, teamName, member, after, false)
+		msgs, _, _, err = h.lettersAfter(ctx, teamName, member, after, false)
 		if closed(gone) {
 			return nil, teamDeletedError()
 		}
@@ -210,34 +201,13 @@ func (s *Service) WaitInbox(ctx context.Context, teamName, member, after string,
 // lettersAfter reads member's letters after after. When there are none and
 // watch is set, it also returns the channel closed at the next letter,
 // registered before the read, and its release function.
-func (s *Service) lettersAfter(ctx context.Context, teamName, member, after string, watch bool) ([]Message, <-chan struct{}, func(), error) {
+func (h *Hub) lettersAfter(ctx context.Context, teamName, member, after string, watch bool) ([]core.Message, <-chan struct{}, func(), error) {
 	var ch <-chan struct{}
 	release := func() {}
 	if watch {
-		ch, release = s.waiters.watch(inboxKey{team: teamName, member: member})
+		ch, release = h.waiters.watch(inboxKey{team: teamName, member: member})
 	}
-	var msgs []Message
-	err := s.view(ctx, teamName, true, func(u *unit) error {
-		items, err := inboxOf(u, member)
-		if err != nil {
-			return err
-		}
-		start := 0
-		if after != "" {
-			start = -1
-			for i, m := range items {
-				if m.ID == after {
-					start = i + 1
-					break
-				}
-			}
-			if start < 0 {
-				return Errorf(CodeValidation, "The after parameter names no letter of this inbox.")
-			}
-		}
-		msgs = append([]Message{}, items[start:]...)
-		return nil
-	})
+	msgs, err := h.svc.LettersAfter(ctx, teamName, member, after)
 	if err != nil || len(msgs) > 0 || !watch {
 		release()
 		return msgs, nil, nil, err
@@ -246,39 +216,30 @@ func (s *Service) lettersAfter(ctx context.Context, teamName, member, after stri
 }
 
 // WatchInbox returns how many letters member's inbox holds and a channel
-// closed at its next letter (or when the service stops waiting); the
+// closed at its next letter (or when the hub stops waiting); the
 // channel is registered before the inbox is read, so that no letter falls
 // between them. The caller must call release when it no longer waits on
 // the channel. It serves subscriptions that are told of every new letter.
-func (s *Service) WatchInbox(ctx context.Context, teamName, member string) (n int, changed <-chan struct{}, stop <-chan struct{}, release func(), err error) {
-	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
+func (h *Hub) WatchInbox(ctx context.Context, teamName, member string) (n int, changed <-chan struct{}, stop <-chan struct{}, release func(), err error) {
+	if err := core.CheckSelfOrAdmin(ctx, teamName, member); err != nil {
 		return 0, nil, nil, nil, err
 	}
-	ch, release := s.waiters.watch(inboxKey{team: teamName, member: member})
-	err = s.view(ctx, teamName, true, func(u *unit) error {
-		if !u.isMember(member) {
-			return u.noSuchMember()
-		}
-		items, err := u.tx.LoadInbox(member)
-		if err != nil {
-			return asStoreError(err)
-		}
-		n = len(items)
-		return nil
-	})
+	ch, release := h.waiters.watch(inboxKey{team: teamName, member: member})
+	msgs, err := h.svc.Inbox(ctx, teamName, member)
 	if err != nil {
 		release()
 		return 0, nil, nil, nil, err
 	}
-	return n, ch, s.waiters.stopCh(), release, nil
+	return len(msgs), ch, h.waiters.stopCh(), release, nil
 }
 
-// Waiting reports how many reads wait on member's inbox right now; tests
-// use it to send only once a reader really waits.
-func (s *Service) Waiting(teamName, member string) int {
-	s.waiters.mu.Lock()
-	defer s.waiters.mu.Unlock()
-	if sig := s.waiters.inboxes[inboxKey{team: teamName, member: member}]; sig != nil {
+// Waiting reports how many reads (or permission waits, by the key
+// "permission:<id>") wait on member's inbox right now; tests use it to
+// send only once a reader really waits.
+func (h *Hub) Waiting(teamName, member string) int {
+	h.waiters.mu.Lock()
+	defer h.waiters.mu.Unlock()
+	if sig := h.waiters.inboxes[inboxKey{team: teamName, member: member}]; sig != nil {
 		return sig.refs
 	}
 	return 0
