@@ -480,7 +480,27 @@ func (t *teamTx) InboxSize(member string) (int, int, error) {
 	if !ok {
 		return 0, 0, fmt.Errorf("pgstore: no member %q", member)
 	}
+	if mayBeFull(c, t.st.Limits) {
+		// A letter refused inbox_full would never reach the database,
+		// which confirms only what commits: counts this replica
+		// remembers may be stale (another replica archived, or raised
+		// the limit), so an inbox that may refuse is confirmed current
+		// under the lock first (read; else the unit runs again on the
+		// team as stored).
+		if err := t.read(); err != nil {
+			return 0, 0, err
+		}
+	}
 	return c.letters, c.bytes, nil
+}
+
+// mayBeFull reports whether an inbox of counts c may refuse a letter
+// under limits l: it holds inbox_messages letters, or has less room than
+// the longest line a letter can take (each code point of the body at most
+// 6 bytes, a \u00xx escape, and the envelope's names, ids and keys well
+// within 512).
+func mayBeFull(c inboxCount, l core.Limits) bool {
+	return c.letters >= l.InboxMessages || c.bytes+6*l.BodyChars+512 > l.InboxBytes
 }
 
 // read is called before a statement of a unit of work: one on the cache
