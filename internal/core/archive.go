@@ -191,9 +191,9 @@ func (u *unit) archive(member string, n int) (int, error) {
 }
 
 // stillNeeded reports whether letter l of member's inbox is a protocol
-// letter the lesson's rules still need: a request that is still pending
-// (its target has yet to answer it) or a response to a request still
-// pending (consume_responses has yet to match it).
+// letter the lesson's rules still need: a request its target has yet to
+// answer, or a response to a request still pending (consume_responses
+// has yet to match it).
 func (u *unit) stillNeeded(member string, l Message) bool {
 	rest, ok := strings.CutPrefix(l.Body, ProtocolPrefix)
 	if !ok {
@@ -212,7 +212,7 @@ func (u *unit) stillNeeded(member string, l Message) bool {
 	if r == nil || r.Status != RequestPending {
 		return false
 	}
-	return typ == r.Kind+"_request" && member == r.Target || typ == r.Kind+"_response" && member == r.Sender
+	return typ == r.Kind+"_request" && member == r.Target && r.Reply == nil || typ == r.Kind+"_response" && member == r.Sender
 }
 
 // autoArchive archives, when the team's limits ask for it, the letters
