@@ -85,6 +85,25 @@ func (a *ArchiveMark) Position(n int) int {
 // sent, archived ones included.
 func (a *ArchiveMark) Sent(n int) int { return a.Next(n) - 1 }
 
+// LastRead is the number of the last letter read by a member whose
+// cursor is at position pos of the inbox, 0 for none: the letter at the
+// cursor or the last one archived (every archived letter was read),
+// whichever came later.
+func (a *ArchiveMark) LastRead(pos int) int {
+	n := 0
+	if pos > 0 {
+		n = a.Number(pos)
+	}
+	if a == nil {
+		return n
+	}
+	last := a.Through
+	for i := len(a.Kept) - 1; i >= 0 && a.Kept[i] == last; i-- {
+		last--
+	}
+	return max(n, last)
+}
+
 // Equal reports whether a and b mark the same letters.
 func (a *ArchiveMark) Equal(b *ArchiveMark) bool {
 	return a.Count() == b.Count() && (a == nil || b == nil || a.Through == b.Through && slices.Equal(a.Kept, b.Kept))
@@ -130,7 +149,7 @@ func (s *Service) ArchiveInbox(ctx context.Context, teamName, member, through st
 		if err != nil {
 			return asStoreError(err)
 		}
-		if cur == 0 || n > mark.Number(cur) {
+		if n > mark.LastRead(cur) {
 			return Errorf(CodeNotRead, "Only letters already read can be archived: through is after the read cursor. Mark the letters read first.")
 		}
 		moved, err := u.archive(member, n)
@@ -226,7 +245,7 @@ func (u *unit) autoArchive(recipient string) (bool, error) {
 	if err != nil || cur == 0 {
 		return false, asStoreError(err)
 	}
-	moved, err := u.archive(recipient, u.member(recipient).Archive.Number(cur))
+	moved, err := u.archive(recipient, u.member(recipient).Archive.LastRead(cur))
 	return moved > 0, err
 }
 

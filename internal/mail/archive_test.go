@@ -109,8 +109,8 @@ func TestArchiveMovesLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rs.ReadThrough != nil || rs.Unread != 3 {
-		t.Fatalf("read state = %v/%d, want none read and 3 unread", rs.ReadThrough, rs.Unread)
+	if rs.ReadThrough == nil || *rs.ReadThrough != "worker-3" || rs.Unread != 3 {
+		t.Fatalf("read state = %+v, want read through worker-3 (archived) and 3 unread", rs)
 	}
 }
 
