@@ -85,6 +85,25 @@ func (a *ArchiveMark) Position(n int) int {
 // sent, archived ones included.
 func (a *ArchiveMark) Sent(n int) int { return a.Next(n) - 1 }
 
+// LastRead is the number of the last letter read by a member whose
+// cursor is at position pos of the inbox, 0 for none: the letter at the
+// cursor or the last one archived (every archived letter was read),
+// whichever came later.
+func (a *ArchiveMark) LastRead(pos int) int {
+	n := 0
+	if pos > 0 {
+		n = a.Number(pos)
+	}
+	if a == nil {
+		return n
+	}
+	last := a.Through
+	for i := len(a.Kept) - 1; i >= 0 && a.Kept[i] == last; i-- {
+		last--
+	}
+	return max(n, last)
+}
+
 // Equal reports whether a and b mark the same letters.
 func (a *ArchiveMark) Equal(b *ArchiveMark) bool {
 	return a.Count() == b.Count() && (a == nil || b == nil || a.Through == b.Through && slices.Equal(a.Kept, b.Kept))
@@ -130,7 +149,7 @@ func (s *Service) ArchiveInbox(ctx context.Context, teamName, member, through st
 		if err != nil {
 			return asStoreError(err)
 		}
-		if cur == 0 || n > mark.Number(cur) {
+		if n > mark.LastRead(cur) {
 			return Errorf(CodeNotRead, "Only letters already read can be archived: through is after the read cursor. Mark the letters read first.")
 		}
 		moved, err := u.archive(member, n)
@@ -191,9 +210,9 @@ func (u *unit) archive(member string, n int) (int, error) {
 }
 
 // stillNeeded reports whether letter l of member's inbox is a protocol
-// letter the lesson's rules still need: a request that is still pending
-// (its target has yet to answer it) or a response to a request still
-// pending (consume_responses has yet to match it).
+// letter the lesson's rules still need: a request its target has yet to
+// answer, or a response to a request still pending (consume_responses
+// has yet to match it).
 func (u *unit) stillNeeded(member string, l Message) bool {
 	rest, ok := strings.CutPrefix(l.Body, ProtocolPrefix)
 	if !ok {
@@ -212,7 +231,7 @@ func (u *unit) stillNeeded(member string, l Message) bool {
 	if r == nil || r.Status != RequestPending {
 		return false
 	}
-	return typ == r.Kind+"_request" && member == r.Target || typ == r.Kind+"_response" && member == r.Sender
+	return typ == r.Kind+"_request" && member == r.Target && r.Reply == nil || typ == r.Kind+"_response" && member == r.Sender
 }
 
 // autoArchive archives, when the team's limits ask for it, the letters
@@ -226,7 +245,7 @@ func (u *unit) autoArchive(recipient string) (bool, error) {
 	if err != nil || cur == 0 {
 		return false, asStoreError(err)
 	}
-	moved, err := u.archive(recipient, u.member(recipient).Archive.Number(cur))
+	moved, err := u.archive(recipient, u.member(recipient).Archive.LastRead(cur))
 	return moved > 0, err
 }
 
