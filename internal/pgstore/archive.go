@@ -15,8 +15,9 @@ import (
 // nothing, under a later mark only the rows archived since. The file
 // store keeps its archives read likewise, until the next move.
 
-// maxMemoLetters bounds the archived letters a replica remembers.
-const maxMemoLetters = 200000
+// maxMemoLetters bounds the archived letters a replica remembers (tens
+// of megabytes at most with the longest bodies).
+const maxMemoLetters = 50000
 
 // archiveKey names one member's archive of one incarnation of a team.
 type archiveKey struct {
