@@ -346,6 +346,9 @@ func testArchiveRule(t *testing.T, s core.Store, reopen func(t *testing.T, s cor
 		s = reopen(t, s)
 		svc = service(t, s)
 		wantView(svc)
+		if page, err := svc.ListArchive(admin, "alpha", "reader", "reader-1", 1); err != nil || ids(page) != "reader-2" {
+			t.Fatalf("after a reopen, archive after reader-1, 1 letter = [%s], %v; want [reader-2]", ids(page), err)
+		}
 		wantLetters(t, s, "alpha", "reader", []int{4, 5, 6}, []int{1, 2, 3})
 		mustArchive(t, svc, "alpha", "reader", "reader-5", 2, 1)
 		if id := mustSend(t, svc, "alpha", core.LeadName, "reader", "seven"); id != "reader-7" {
