@@ -81,6 +81,19 @@ func (a *ArchiveMark) Position(n int) int {
 	return 0
 }
 
+// LastRead is the number of the last letter a member has read whose
+// read cursor is at position pos of its inbox (0: none). Every letter
+// numbered Through or less was read: archived ones before they left,
+// kept ones because they sit in the inbox before the cursor. So a cursor
+// that stands on a kept letter, or at 0 after everything read was
+// archived, has still read through Through.
+func (a *ArchiveMark) LastRead(pos int) int {
+	if a == nil || pos > len(a.Kept) {
+		return a.Number(pos)
+	}
+	return a.Through
+}
+
 // Sent is how many letters a member whose inbox holds n letters has been
 // sent, archived ones included.
 func (a *ArchiveMark) Sent(n int) int { return a.Next(n) - 1 }
@@ -130,7 +143,7 @@ func (s *Service) ArchiveInbox(ctx context.Context, teamName, member, through st
 		if err != nil {
 			return asStoreError(err)
 		}
-		if cur == 0 || n > mark.Number(cur) {
+		if n > mark.LastRead(cur) {
 			return Errorf(CodeNotRead, "Only letters already read can be archived: through is after the read cursor. Mark the letters read first.")
 		}
 		moved, err := u.archive(member, n)
@@ -226,7 +239,7 @@ func (u *unit) autoArchive(recipient string) (bool, error) {
 	if err != nil || cur == 0 {
 		return false, asStoreError(err)
 	}
-	moved, err := u.archive(recipient, u.member(recipient).Archive.Number(cur))
+	moved, err := u.archive(recipient, u.member(recipient).Archive.LastRead(cur))
 	return moved > 0, err
 }
 
