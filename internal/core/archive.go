@@ -81,22 +81,28 @@ func (a *ArchiveMark) Position(n int) int {
 	return 0
 }
 
-// LastRead is the number of the last letter a member has read whose
-// read cursor is at position pos of its inbox (0: none). Every letter
-// numbered Through or less was read: archived ones before they left,
-// kept ones because they sit in the inbox before the cursor. So a cursor
-// that stands on a kept letter, or at 0 after everything read was
-// archived, has still read through Through.
-func (a *ArchiveMark) LastRead(pos int) int {
-	if a == nil || pos > len(a.Kept) {
-		return a.Number(pos)
-	}
-	return a.Through
-}
-
 // Sent is how many letters a member whose inbox holds n letters has been
 // sent, archived ones included.
 func (a *ArchiveMark) Sent(n int) int { return a.Next(n) - 1 }
+
+// LastRead is the number of the last letter read by a member whose
+// cursor is at position pos of the inbox, 0 for none: the letter at the
+// cursor or the last one archived (every archived letter was read),
+// whichever came later.
+func (a *ArchiveMark) LastRead(pos int) int {
+	n := 0
+	if pos > 0 {
+		n = a.Number(pos)
+	}
+	if a == nil {
+		return n
+	}
+	last := a.Through
+	for i := len(a.Kept) - 1; i >= 0 && a.Kept[i] == last; i-- {
+		last--
+	}
+	return max(n, last)
+}
 
 // Equal reports whether a and b mark the same letters.
 func (a *ArchiveMark) Equal(b *ArchiveMark) bool {
@@ -204,9 +210,9 @@ func (u *unit) archive(member string, n int) (int, error) {
 }
 
 // stillNeeded reports whether letter l of member's inbox is a protocol
-// letter the lesson's rules still need: a request that is still pending
-// (its target has yet to answer it) or a response to a request still
-// pending (consume_responses has yet to match it).
+// letter the lesson's rules still need: a request its target has yet to
+// answer, or a response to a request still pending (consume_responses
+// has yet to match it).
 func (u *unit) stillNeeded(member string, l Message) bool {
 	rest, ok := strings.CutPrefix(l.Body, ProtocolPrefix)
 	if !ok {
@@ -225,7 +231,7 @@ func (u *unit) stillNeeded(member string, l Message) bool {
 	if r == nil || r.Status != RequestPending {
 		return false
 	}
-	return typ == r.Kind+"_request" && member == r.Target || typ == r.Kind+"_response" && member == r.Sender
+	return typ == r.Kind+"_request" && member == r.Target && r.Reply == nil || typ == r.Kind+"_response" && member == r.Sender
 }
 
 // autoArchive archives, when the team's limits ask for it, the letters

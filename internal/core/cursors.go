@@ -48,8 +48,8 @@ func (u *unit) readState(member string, n int) (ReadState, error) {
 		return ReadState{}, asStoreError(err)
 	}
 	rs := ReadState{}
-	if num := u.member(member).Archive.LastRead(pos); num > 0 {
-		id := letterID(member, num)
+	if last := u.member(member).Archive.LastRead(pos); last > 0 {
+		id := letterID(member, last)
 		rs.ReadThrough = &id
 	}
 	if n > pos {
@@ -112,8 +112,8 @@ func (s *Service) MarkRead(ctx context.Context, teamName, member, through string
 		}
 		// Answered from what is known: no second look at the store.
 		out = ReadState{Unread: n - cur}
-		if num := mark.LastRead(cur); num > 0 {
-			id := letterID(member, num)
+		if last := mark.LastRead(cur); last > 0 {
+			id := letterID(member, last)
 			out.ReadThrough = &id
 		}
 		return nil

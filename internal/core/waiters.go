@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"time"
 )
@@ -224,16 +225,13 @@ func (s *Service) lettersAfter(ctx context.Context, teamName, member, after stri
 		}
 		start := 0
 		if after != "" {
-			start = -1
-			for i, m := range items {
-				if m.ID == after {
-					start = i + 1
-					break
-				}
-			}
-			if start < 0 {
+			// A letter of this inbox, or of its archive: the inbox's
+			// letters are in number order, so those after it follow.
+			who, n, ok := ParseLetterID(after)
+			if !ok || who != member || n > u.member(member).Archive.Sent(len(items)) {
 				return Errorf(CodeValidation, "The after parameter names no letter of this inbox.")
 			}
+			start = sort.Search(len(items), func(i int) bool { return letterNumberOf(items[i]) > n })
 		}
 		msgs = append([]Message{}, items[start:]...)
 		return nil
@@ -245,7 +243,8 @@ func (s *Service) lettersAfter(ctx context.Context, teamName, member, after stri
 	return msgs, ch, release, nil
 }
 
-// WatchInbox returns how many letters member's inbox holds and a channel
+// WatchInbox returns how many letters member has been sent (its inbox's
+// and its archive's: a count that only grows) and a channel
 // closed at its next letter (or when the service stops waiting); the
 // channel is registered before the inbox is read, so that no letter falls
 // between them. The caller must call release when it no longer waits on
@@ -263,7 +262,7 @@ func (s *Service) WatchInbox(ctx context.Context, teamName, member string) (n in
 		if err != nil {
 			return asStoreError(err)
 		}
-		n = len(items)
+		n = u.member(member).Archive.Sent(len(items))
 		return nil
 	})
 	if err != nil {
