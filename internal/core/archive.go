@@ -272,15 +272,38 @@ func (s *Service) ListArchive(ctx context.Context, teamName, member, after strin
 		if !u.isMember(member) {
 			return u.noSuchMember()
 		}
-		items, err := u.tx.LoadArchive(member)
-		if err != nil {
-			return asStoreError(err)
-		}
-		i := sort.Search(len(items), func(i int) bool { return letterNumberOf(items[i]) > from })
-		out = slices.Clone(items[i:min(len(items), i+limit)])
-		return nil
+		page, err := archivePage(u.tx, member, from, limit)
+		out = slices.Clone(page)
+		return asStoreError(err)
 	})
 	return out, err
+}
+
+// ArchivePager is implemented by a snapshot that reads a page of an
+// archive without the rest of it (a database): at most limit letters of
+// member's archive numbered after after, in number order.
+type ArchivePager interface {
+	ArchivePage(member string, after, limit int) ([]Message, error)
+}
+
+// archivePage is a page of member's archive: the store's own when it
+// reads pages, else cut from the whole archive.
+func archivePage(tx TeamTx, member string, after, limit int) ([]Message, error) {
+	if p, ok := tx.(ArchivePager); ok {
+		return p.ArchivePage(member, after, limit)
+	}
+	items, err := tx.LoadArchive(member)
+	if err != nil {
+		return nil, err
+	}
+	return PageOf(items, after, limit), nil
+}
+
+// PageOf is at most limit of items (letters of one member, in number
+// order) numbered after after.
+func PageOf(items []Message, after, limit int) []Message {
+	i := sort.Search(len(items), func(i int) bool { return letterNumberOf(items[i]) > after })
+	return items[i:min(len(items), i+limit)]
 }
 
 // letterNumberOf is n of a stored letter's id, <recipient>-<n>.

@@ -369,6 +369,19 @@ func (t *txn) LoadArchive(member string) ([]Message, error) {
 	return out, nil
 }
 
+// ArchivePage implements ArchivePager over the snapshot's pages when it
+// reads them itself, unless this unit archived letters of member.
+func (t *txn) ArchivePage(member string, after, limit int) ([]Message, error) {
+	if p, ok := t.snap.(ArchivePager); ok && len(t.archived[member]) == 0 {
+		return p.ArchivePage(member, after, limit)
+	}
+	items, err := t.LoadArchive(member)
+	if err != nil {
+		return nil, err
+	}
+	return PageOf(items, after, limit), nil
+}
+
 // ArchiveLetters moves the letters numbered moved (ascending, all in the
 // inbox) out of member's inbox, mark being the member's new ArchiveMark.
 // A unit archives once, and appends no letter besides.
