@@ -49,7 +49,7 @@ func defineArchive(fs *flag.FlagSet, in *invocation) runFunc {
 		if *asJSON {
 			return printJSON(in.stdout, res)
 		}
-		_, err = fmt.Fprintf(in.stdout, "Archived %d letters through %s; %d stay in the inbox.\n", res.Archived, safeWord(through), res.InboxLength)
+		_, err = fmt.Fprintf(in.stdout, "Through %s: %d archived, %d left in the inbox.\n", safeWord(through), res.Archived, res.InboxLength)
 		return err
 	}
 }

@@ -52,7 +52,7 @@ func TestArchiveCommand(t *testing.T) {
 	if r := runBin(t, lead, "", "send", "reader", "three"); r.code != 0 || r.stdout != "reader-3\n" {
 		t.Fatalf("send: exit %d, stdout %q, stderr %q; want reader-3", r.code, r.stdout, r.stderr)
 	}
-	if r := runBin(t, reader, "", "archive"); r.code != 0 || r.stdout != "Archived 2 letters through reader-2; 1 stay in the inbox.\n" {
+	if r := runBin(t, reader, "", "archive"); r.code != 0 || r.stdout != "Through reader-2: 2 archived, 1 left in the inbox.\n" {
 		t.Fatalf("archive: exit %d, stdout %q, stderr %q; want 2 archived through reader-2", r.code, r.stdout, r.stderr)
 	}
 	if r := runBin(t, reader, "", "archive", "reader-2", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"archived": 0`) {
