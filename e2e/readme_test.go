@@ -170,13 +170,13 @@ func TestReadmeWalk(t *testing.T) {
 	}
 	// What the README says the reader sees at its key steps.
 	for _, want := range []string{
-		`"status": "approved"`,         // the request after reader consumed lead's reply
-		`"text": "Reported to lead."`,  // the turn
-		`print(6 * 7)`,                 // the workspace file read back
-		`"send_message"`,               // tools/list over MCP by hand
-		`"id": "lead-`,                 // the letter sent over MCP
-		`would be refused`,             // the commit guard naming reader's reservation
-		`Through reader-1: 1 archived`, // mailroom archive of desk's read letter
+		`"status": "approved"`,        // the request after reader consumed lead's reply
+		`"text": "Reported to lead."`, // the turn
+		`print(6 * 7)`,                // the workspace file read back
+		`"send_message"`,              // tools/list over MCP by hand
+		`"id": "lead-`,                // the letter sent over MCP
+		`would be refused`,            // the commit guard naming reader's reservation
+		`reader-1: 1 archived`,        // mailroom archive of desk's read letter
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the walk's output lacks %s\nstdout:\n%s", want, stdout.String())
