@@ -290,3 +290,17 @@ func (s *Store) moveReplayed(e *teamEntry) error {
 	e.filesMark, e.archives, e.overlay = nil, nil, nil
 	return nil
 }
+
+// ArchiveBytes returns member's archive file as it is on disk, lines in
+// the order archived (no file: none): what an import copies, byte for
+// byte. The importer checks them against the member's mark.
+func (s *Store) ArchiveBytes(team, member string) ([]byte, error) {
+	if !core.ValidName(team) || !core.ValidName(member) {
+		return nil, fmt.Errorf("mail: invalid name %q/%q", team, member)
+	}
+	data, _, err := s.readRegular(s.archivePath(team, member), -1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}

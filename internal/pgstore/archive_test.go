@@ -73,8 +73,8 @@ func TestArchiveAcrossReplicas(t *testing.T) {
 	if err != nil || len(arch) != 2 || arch[0].ID != "reader-1" || arch[1].ID != "reader-2" {
 		t.Fatalf("archive on B = %+v, %v; want [reader-1 reader-2]", arch, err)
 	}
-	if rs, err := b.ReadState(reader, "demo", "reader"); err != nil || rs.ReadThrough != nil || rs.Unread != 1 {
-		t.Fatalf("read state on B = %+v, %v; want none read, 1 unread", rs, err)
+	if rs, err := b.ReadState(reader, "demo", "reader"); err != nil || rs.ReadThrough == nil || *rs.ReadThrough != "reader-2" || rs.Unread != 1 {
+		t.Fatalf("read state on B = %+v, %v; want read through reader-2, 1 unread", rs, err)
 	}
 	for i, want := range []string{"reader-4", "reader-5"} {
 		if id, err := sendVia(ctx, b, "reader", fmt.Sprintf("after %d", i)); err != nil || id != want {
@@ -185,7 +185,9 @@ func TestImportArchives(t *testing.T) {
 	if id, err := sendVia(ctx, svc, "reader", "six"); err != nil || id != "reader-6" {
 		t.Fatalf("send after the import = %q, %v; want reader-6", id, err)
 	}
-	if rs, err := svc.ReadState(core.AsAdmin(ctx), "demo", "reader"); err != nil || rs.ReadThrough == nil || *rs.ReadThrough != "reader-2" || rs.Unread != 2 {
-		t.Fatalf("read state after the import = %+v, %v; want through reader-2 (kept), 2 unread", rs, err)
+	// The cursor is at reader-2, kept; the last letter read is reader-4,
+	// archived.
+	if rs, err := svc.ReadState(core.AsAdmin(ctx), "demo", "reader"); err != nil || rs.ReadThrough == nil || *rs.ReadThrough != "reader-4" || rs.Unread != 2 {
+		t.Fatalf("read state after the import = %+v, %v; want through reader-4, 2 unread", rs, err)
 	}
 }

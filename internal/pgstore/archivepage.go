@@ -20,6 +20,11 @@ func (t *teamTx) ArchivePage(member string, after, limit int) ([]core.Message, e
 	if m == nil || m.Archive.Count() == 0 {
 		return []core.Message{}, nil
 	}
+	// This replica's memory of the archive under this mark, if it has
+	// one (archive.go): no read at all.
+	if known, ok := t.s.archives.get(archiveKey{t.name, t.incarnation, member}); ok && known.mark.Equal(m.Archive) {
+		return core.PageOf(known.msgs, after, limit), nil
+	}
 	if err := t.read(); err != nil {
 		return nil, storeErr(t.ctx, err)
 	}

@@ -41,7 +41,7 @@ func (s *Store) Begin(ctx context.Context, name string, write bool) (core.Unit, 
 			cancel()
 			return nil, storeErr(ctx, err)
 		}
-		t.readOnly, t.view, t.cancel = true, tx, cancel
+		t.s, t.readOnly, t.view, t.cancel = s, true, tx, cancel
 		return t, nil
 	}
 	conn, err := s.pool.Acquire(ctx)
@@ -87,6 +87,7 @@ func (t *teamTx) Commit(cs *core.ChangeSet) error {
 		return errReadOnly
 	}
 	defer t.end()
+	before := t.st
 	t.st = cs.NewState(t.st)
 	t.changed = cs.State != nil || len(cs.Leases) > 0
 	t.letter, t.line = cs.Letter, cs.Line
@@ -111,6 +112,9 @@ func (t *teamTx) Commit(cs *core.ChangeSet) error {
 	err := t.commit(t.ctx)
 	if err == nil {
 		t.s.cache.put(t.name, t.after)
+		for member, nums := range cs.Archived {
+			t.rememberArchived(member, before.Member(member).Archive, nums)
+		}
 		return nil
 	}
 	rollback(t.ctx, t.conn)
@@ -831,48 +835,4 @@ func (t *teamTx) Turns() ([]core.TurnDoc, error) {
 func (t *teamTx) Tasks() ([]core.Task, error) {
 	board, err := t.tasksRead()
 	return board, storeErr(t.ctx, err)
-}
-
-// LoadArchive implements core.Snapshot: the archived rows' lines,
-// validated as the file store validates its archive file, and found to be
-// every letter the member's mark says left the inbox.
-func (t *teamTx) LoadArchive(member string) ([]core.Message, error) {
-	msgs, err := t.loadArchive(member)
-	return msgs, storeErr(t.ctx, err)
-}
-
-// loadArchive reads and validates member's archive, once per unit of work.
-func (t *teamTx) loadArchive(member string) ([]core.Message, error) {
-	if msgs, ok := t.archives[member]; ok {
-		return msgs, nil
-	}
-	if t.damaged != nil {
-		return nil, core.CorruptInbox(t.damaged)
-	}
-	m := t.st.Member(member)
-	if m == nil {
-		return nil, fmt.Errorf("pgstore: no member %q", member)
-	}
-	msgs := []core.Message{}
-	if m.Archive.Count() > 0 {
-		if err := t.read(); err != nil {
-			return nil, err
-		}
-		data, err := lines(t.ctx, t.tx, `SELECT line FROM letters WHERE team = $1 AND member = $2 AND seq <= $3 AND archived ORDER BY seq`,
-			t.name, member, m.Archive.Through)
-		if err != nil {
-			return nil, err
-		}
-		if msgs, err = core.DecodeArchive(data, t.st.Rules(member)); err != nil {
-			return nil, err
-		}
-		if len(msgs) != m.Archive.Count() {
-			return nil, core.CorruptInbox(core.ErrInboxSequence)
-		}
-	}
-	if t.archives == nil {
-		t.archives = map[string][]core.Message{}
-	}
-	t.archives[member] = msgs
-	return msgs, nil
 }

@@ -293,7 +293,8 @@ func testArchiveRule(t *testing.T, s core.Store, reopen func(t *testing.T, s cor
 	// Archived already: nothing moves.
 	mustArchive(t, svc, "alpha", "reader", "reader-1", 0, 3)
 	mustArchive(t, svc, "alpha", "reader", "reader-3", 1, 2)
-	if got, want := readStateOf(t, svc, "alpha", "reader"), "read through none, 2 unread"; got != want {
+	// The cursor names the last letter read, archived or not.
+	if got, want := readStateOf(t, svc, "alpha", "reader"), "read through reader-3, 2 unread"; got != want {
 		t.Fatalf("after archiving every letter read: %s, want %s", got, want)
 	}
 	if id := mustSend(t, svc, "alpha", core.LeadName, "reader", "six"); id != "reader-6" {
@@ -345,6 +346,9 @@ func testArchiveRule(t *testing.T, s core.Store, reopen func(t *testing.T, s cor
 		s = reopen(t, s)
 		svc = service(t, s)
 		wantView(svc)
+		if page, err := svc.ListArchive(admin, "alpha", "reader", "reader-1", 1); err != nil || ids(page) != "reader-2" {
+			t.Fatalf("after a reopen, archive after reader-1, 1 letter = [%s], %v; want [reader-2]", ids(page), err)
+		}
 		wantLetters(t, s, "alpha", "reader", []int{4, 5, 6}, []int{1, 2, 3})
 		mustArchive(t, svc, "alpha", "reader", "reader-5", 2, 1)
 		if id := mustSend(t, svc, "alpha", core.LeadName, "reader", "seven"); id != "reader-7" {
@@ -354,9 +358,9 @@ func testArchiveRule(t *testing.T, s core.Store, reopen func(t *testing.T, s cor
 	}
 }
 
-// testArchiveProtocol: a plan request still pending stays in its
-// target's inbox, and the response in its sender's until it is matched;
-// once the request is over, a later archive takes them.
+// testArchiveProtocol: a plan request its target has yet to answer
+// stays in the target's inbox, and the response in its sender's until it
+// is matched; once answered and matched, a later archive takes them.
 func testArchiveProtocol(t *testing.T, s core.Store) {
 	create(t, s, Team("alpha", "reader"))
 	svc := service(t, s)
@@ -371,32 +375,33 @@ func testArchiveProtocol(t *testing.T, s core.Store) {
 	markRead(t, svc, "alpha", core.LeadName, "lead-2")
 	mustArchive(t, svc, "alpha", core.LeadName, "lead-2", 1, 1)
 	wantLetters(t, s, "alpha", core.LeadName, []int{1}, []int{2})
-	if got, want := readStateOf(t, svc, "alpha", core.LeadName), "read through lead-1, 0 unread"; got != want {
+	if got, want := readStateOf(t, svc, "alpha", core.LeadName), "read through lead-2, 0 unread"; got != want {
 		t.Fatalf("lead: %s, want %s", got, want)
 	}
 	if _, err := svc.Reply(lead, core.ReplyInput{Team: "alpha", RequestID: req.RequestID, Approve: true}); err != nil {
 		t.Fatal(err)
 	}
+	// Answered, the request's letter may go.
+	mustArchive(t, svc, "alpha", core.LeadName, "lead-1", 1, 0)
+	wantLetters(t, s, "alpha", core.LeadName, nil, []int{1, 2})
 	// reader-2 is the response, needed until reader matches it.
 	markRead(t, svc, "alpha", "reader", "reader-2")
 	mustArchive(t, svc, "alpha", "reader", "reader-2", 1, 1)
 	wantLetters(t, s, "alpha", "reader", []int{2}, []int{1})
-	mustArchive(t, svc, "alpha", core.LeadName, "lead-1", 0, 1)
-	if id := mustSend(t, svc, "alpha", "reader", core.LeadName, "after"); id != "lead-3" {
-		t.Fatalf("letter after a kept one = %s, want lead-3", id)
+	if id := mustSend(t, svc, "alpha", core.LeadName, "reader", "after"); id != "reader-3" {
+		t.Fatalf("letter after a kept one = %s, want reader-3", id)
 	}
+	mustArchive(t, svc, "alpha", "reader", "reader-2", 0, 2)
 	if _, err := svc.Consume(reader, "alpha"); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := svc.Request(lead, "alpha", req.RequestID); err != nil || r.Status == core.RequestPending {
 		t.Fatalf("request after its response was matched: %+v, %v; want it over", r, err)
 	}
-	mustArchive(t, svc, "alpha", "reader", "reader-2", 1, 0)
-	wantLetters(t, s, "alpha", "reader", nil, []int{1, 2})
-	mustArchive(t, svc, "alpha", core.LeadName, "lead-1", 1, 1)
-	wantLetters(t, s, "alpha", core.LeadName, []int{3}, []int{1, 2})
-	if got, want := readStateOf(t, svc, "alpha", core.LeadName), "read through none, 1 unread"; got != want {
-		t.Fatalf("lead: %s, want %s", got, want)
+	mustArchive(t, svc, "alpha", "reader", "reader-2", 1, 1)
+	wantLetters(t, s, "alpha", "reader", []int{3}, []int{1, 2})
+	if got, want := readStateOf(t, svc, "alpha", "reader"), "read through reader-2, 1 unread"; got != want {
+		t.Fatalf("reader: %s, want %s", got, want)
 	}
 }
 
@@ -455,7 +460,7 @@ func testArchiveFull(t *testing.T, s core.Store) {
 		t.Fatalf("send with auto_archive = %s, want reader-5", id)
 	}
 	wantLetters(t, s, "alpha", "reader", []int{4, 5}, []int{1, 2, 3})
-	if got, want := readStateOf(t, svc, "alpha", "reader"), "read through none, 2 unread"; got != want {
+	if got, want := readStateOf(t, svc, "alpha", "reader"), "read through reader-3, 2 unread"; got != want {
 		t.Fatalf("after the auto-archive: %s, want %s", got, want)
 	}
 }
