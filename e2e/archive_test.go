@@ -32,7 +32,7 @@ func TestArchiveCrash(t *testing.T) {
 
 	var mu sync.Mutex
 	sent := map[string]string{} // acknowledged letters: id → body
-	archivedThrough := 0         // the highest through of an acknowledged archive
+	archivedThrough := 0        // the highest through of an acknowledged archive
 	var acks atomic.Int64
 	killAt := int64(150 + rand.IntN(150))
 	killed := make(chan struct{})
