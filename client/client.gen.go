@@ -274,6 +274,7 @@ const (
 	ProblemCodeModelUnavailable     ProblemCode = "model_unavailable"
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodeNotPending           ProblemCode = "not_pending"
+	ProblemCodeNotRead              ProblemCode = "not_read"
 	ProblemCodeReplyConflict        ProblemCode = "reply_conflict"
 	ProblemCodeRequestLimit         ProblemCode = "request_limit"
 	ProblemCodeRequestPending       ProblemCode = "request_pending"
@@ -342,6 +343,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeNotFound:
 		return true
 	case ProblemCodeNotPending:
+		return true
+	case ProblemCodeNotRead:
 		return true
 	case ProblemCodeReplyConflict:
 		return true
@@ -745,6 +748,28 @@ type AckState struct {
 // AckStateOutcome defines model for AckState.Outcome.
 type AckStateOutcome string
 
+// Archive defines model for Archive.
+type Archive struct {
+	Letters []Message `json:"letters"`
+}
+
+// ArchiveInput defines model for ArchiveInput.
+type ArchiveInput struct {
+	// Through The id of a letter of the inbox the member has read; it and every read letter before it move.
+	//
+	// Example: reader-3
+	Through string `json:"through"`
+}
+
+// ArchiveResult defines model for ArchiveResult.
+type ArchiveResult struct {
+	// Archived How many letters moved to the archive by this call.
+	Archived int `json:"archived"`
+
+	// InboxLength How many letters stay in the inbox.
+	InboxLength int `json:"inbox_length"`
+}
+
 // Check defines model for Check.
 type Check struct {
 	// Applicable True for a check this run makes. False only for a check about
@@ -820,11 +845,16 @@ type Labels = []string
 
 // Limits A team's bounds.
 type Limits struct {
-	BodyChars      int `json:"body_chars"`
-	FeedbackChars  int `json:"feedback_chars"`
-	HistoryEntries int `json:"history_entries"`
-	InboxBytes     int `json:"inbox_bytes"`
-	InboxMessages  int `json:"inbox_messages"`
+	// AutoArchive A letter that finds its recipient's inbox full first moves the
+	// letters the recipient has read into its archive (as `POST
+	// .../inbox/archive` through its read cursor would); the letter is
+	// refused `inbox_full` only when it still does not fit.
+	AutoArchive    bool `json:"auto_archive"`
+	BodyChars      int  `json:"body_chars"`
+	FeedbackChars  int  `json:"feedback_chars"`
+	HistoryEntries int  `json:"history_entries"`
+	InboxBytes     int  `json:"inbox_bytes"`
+	InboxMessages  int  `json:"inbox_messages"`
 
 	// ModelRequests Model requests the team's turns may make in all, whatever the
 	// provider reports of usage; once they are made no turn of the team
@@ -865,11 +895,13 @@ type Limits struct {
 
 // LimitsInput A team's bounds at creation; each field defaults to the lesson value.
 type LimitsInput struct {
-	BodyChars      *int `json:"body_chars,omitempty"`
-	FeedbackChars  *int `json:"feedback_chars,omitempty"`
-	HistoryEntries *int `json:"history_entries,omitempty"`
-	InboxBytes     *int `json:"inbox_bytes,omitempty"`
-	InboxMessages  *int `json:"inbox_messages,omitempty"`
+	// AutoArchive A send that finds its recipient's inbox full first archives what the recipient has read (see Limits).
+	AutoArchive    *bool `json:"auto_archive,omitempty"`
+	BodyChars      *int  `json:"body_chars,omitempty"`
+	FeedbackChars  *int  `json:"feedback_chars,omitempty"`
+	HistoryEntries *int  `json:"history_entries,omitempty"`
+	InboxBytes     *int  `json:"inbox_bytes,omitempty"`
+	InboxMessages  *int  `json:"inbox_messages,omitempty"`
 
 	// ModelRequests Model requests the team's turns may make in all (see Limits).
 	ModelRequests *int `json:"model_requests,omitempty"`
@@ -907,6 +939,7 @@ type LimitsInput struct {
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
 type LimitsUpdate struct {
+	AutoArchive        *bool  `json:"auto_archive,omitempty"`
 	BodyChars          *int   `json:"body_chars,omitempty"`
 	FeedbackChars      *int   `json:"feedback_chars,omitempty"`
 	HistoryEntries     *int   `json:"history_entries,omitempty"`
@@ -961,9 +994,12 @@ type Me struct {
 // Member defines model for Member.
 type Member struct {
 	// Active A turn of this member is running.
-	Active        bool `json:"active"`
-	HistoryLength int  `json:"history_length"`
-	InboxLength   int  `json:"inbox_length"`
+	Active bool `json:"active"`
+
+	// Archived How many of the member's letters are in its archive (`POST .../inbox/archive`, `limits.auto_archive`).
+	Archived      int `json:"archived"`
+	HistoryLength int `json:"history_length"`
+	InboxLength   int `json:"inbox_length"`
 
 	// McpLastSeen When the member last made an MCP request (`/mcp`, any protocol
 	// version, sessions or not) with its token (UTC); null when the
@@ -1884,6 +1920,15 @@ type StreamEventsParams struct {
 	Team *Name `form:"team,omitempty" json:"team,omitempty"`
 }
 
+// GetArchiveParams defines parameters for GetArchive.
+type GetArchiveParams struct {
+	// After The id of a letter of this member (`<member>-<n>`); an id of another member is `validation_failed`.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Limit At most this many letters.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // GetInboxParams defines parameters for GetInbox.
 type GetInboxParams struct {
 	// After The id of a letter of this inbox; an id that is not one is `validation_failed`.
@@ -1963,6 +2008,9 @@ type UpdateTeamJSONRequestBody = TeamUpdate
 
 // UpdateMemberJSONRequestBody defines body for UpdateMember for application/json ContentType.
 type UpdateMemberJSONRequestBody = MemberUpdate
+
+// ArchiveInboxJSONRequestBody defines body for ArchiveInbox for application/json ContentType.
+type ArchiveInboxJSONRequestBody = ArchiveInput
 
 // MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
 type MarkReadJSONRequestBody = MarkRead
@@ -2426,6 +2474,16 @@ type ClientInterface interface {
 	// Corresponds with PATCH /teams/{team}/members/{member} (the `UpdateMember` operationId).
 	UpdateMember(ctx context.Context, team TeamPath, member MemberPath, body UpdateMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetArchive Read a member's archive (that member or the admin), oldest first
+	//
+	// The archived letters in the order they were sent, as the inbox shows
+	// letters; with `after`, only those after that letter (an id of this
+	// member's letters, archived or not), at most `limit` of them. Page on
+	// with the last letter's id as the next `after`.
+	//
+	// Corresponds with GET /teams/{team}/members/{member}/archive (the `GetArchive` operationId).
+	GetArchive(ctx context.Context, team TeamPath, member MemberPath, params *GetArchiveParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	//
 	// With `after`, only the letters after that one. With `wait`, a read that
@@ -2446,6 +2504,40 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /teams/{team}/members/{member}/inbox (the `GetInbox` operationId).
 	GetInbox(ctx context.Context, team TeamPath, member MemberPath, params *GetInboxParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ArchiveInboxWithBody Move read letters out of the inbox into the member's archive (that member or the admin)
+	//
+	// The letters through `through`, all of them read, leave the inbox:
+	// they no longer count against `inbox_messages` and `inbox_bytes`, and
+	// stay in the member's archive (`GET .../members/{member}/archive`), in
+	// threads, receipts and acknowledgements. A protocol letter the
+	// lessons' rules still need (a request still open, a response not yet
+	// matched) stays in the inbox. Letter ids are never reused: the next
+	// letter's id follows the last one sent, archived or not. Letters
+	// already archived count for nothing. Announced with a `member` event
+	// (its `archived` and `inbox_length`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/archive (the `ArchiveInbox` operationId).
+	ArchiveInboxWithBody(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ArchiveInbox Move read letters out of the inbox into the member's archive (that member or the admin)
+	//
+	// The letters through `through`, all of them read, leave the inbox:
+	// they no longer count against `inbox_messages` and `inbox_bytes`, and
+	// stay in the member's archive (`GET .../members/{member}/archive`), in
+	// threads, receipts and acknowledgements. A protocol letter the
+	// lessons' rules still need (a request still open, a response not yet
+	// matched) stays in the inbox. Letter ids are never reused: the next
+	// letter's id follows the last one sent, archived or not. Letters
+	// already archived count for nothing. Announced with a `member` event
+	// (its `archived` and `inbox_length`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/archive (the `ArchiveInbox` operationId).
+	ArchiveInbox(ctx context.Context, team TeamPath, member MemberPath, body ArchiveInboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	//
@@ -3365,6 +3457,26 @@ func (c *Client) UpdateMember(ctx context.Context, team TeamPath, member MemberP
 	return c.Client.Do(req)
 }
 
+// GetArchive Read a member's archive (that member or the admin), oldest first
+//
+// The archived letters in the order they were sent, as the inbox shows
+// letters; with `after`, only those after that letter (an id of this
+// member's letters, archived or not), at most `limit` of them. Page on
+// with the last letter's id as the next `after`.
+//
+// Corresponds with GET /teams/{team}/members/{member}/archive (the `GetArchive` operationId).
+func (c *Client) GetArchive(ctx context.Context, team TeamPath, member MemberPath, params *GetArchiveParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetArchiveRequest(c.Server, team, member, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetInbox Read an inbox (that member or the admin); reading deletes nothing
 //
 // With `after`, only the letters after that one. With `wait`, a read that
@@ -3386,6 +3498,60 @@ func (c *Client) UpdateMember(ctx context.Context, team TeamPath, member MemberP
 // Corresponds with GET /teams/{team}/members/{member}/inbox (the `GetInbox` operationId).
 func (c *Client) GetInbox(ctx context.Context, team TeamPath, member MemberPath, params *GetInboxParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetInboxRequest(c.Server, team, member, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ArchiveInboxWithBody Move read letters out of the inbox into the member's archive (that member or the admin)
+//
+// The letters through `through`, all of them read, leave the inbox:
+// they no longer count against `inbox_messages` and `inbox_bytes`, and
+// stay in the member's archive (`GET .../members/{member}/archive`), in
+// threads, receipts and acknowledgements. A protocol letter the
+// lessons' rules still need (a request still open, a response not yet
+// matched) stays in the inbox. Letter ids are never reused: the next
+// letter's id follows the last one sent, archived or not. Letters
+// already archived count for nothing. Announced with a `member` event
+// (its `archived` and `inbox_length`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/archive (the `ArchiveInbox` operationId).
+func (c *Client) ArchiveInboxWithBody(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewArchiveInboxRequestWithBody(c.Server, team, member, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ArchiveInbox Move read letters out of the inbox into the member's archive (that member or the admin)
+//
+// The letters through `through`, all of them read, leave the inbox:
+// they no longer count against `inbox_messages` and `inbox_bytes`, and
+// stay in the member's archive (`GET .../members/{member}/archive`), in
+// threads, receipts and acknowledgements. A protocol letter the
+// lessons' rules still need (a request still open, a response not yet
+// matched) stays in the inbox. Letter ids are never reused: the next
+// letter's id follows the last one sent, archived or not. Letters
+// already archived count for nothing. Announced with a `member` event
+// (its `archived` and `inbox_length`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/archive (the `ArchiveInbox` operationId).
+func (c *Client) ArchiveInbox(ctx context.Context, team TeamPath, member MemberPath, body ArchiveInboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewArchiveInboxRequest(c.Server, team, member, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4856,6 +5022,86 @@ func NewUpdateMemberRequestWithBody(server string, team TeamPath, member MemberP
 	return req, nil
 }
 
+// NewGetArchiveRequest constructs an http.Request for the GetArchive method
+func NewGetArchiveRequest(server string, team TeamPath, member MemberPath, params *GetArchiveParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member", member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/members/%s/archive", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetInboxRequest constructs an http.Request for the GetInbox method
 func NewGetInboxRequest(server string, team TeamPath, member MemberPath, params *GetInboxParams) (*http.Request, error) {
 	var err error
@@ -4944,6 +5190,60 @@ func NewGetInboxRequest(server string, team TeamPath, member MemberPath, params 
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewArchiveInboxRequest calls the generic ArchiveInbox builder with application/json body
+func NewArchiveInboxRequest(server string, team TeamPath, member MemberPath, body ArchiveInboxJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewArchiveInboxRequestWithBody(server, team, member, "application/json", bodyReader)
+}
+
+// NewArchiveInboxRequestWithBody constructs an http.Request for the ArchiveInbox method, with any body, and a specified content type
+func NewArchiveInboxRequestWithBody(server string, team TeamPath, member MemberPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member", member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/members/%s/inbox/archive", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -6948,6 +7248,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /teams/{team}/members/{member} (the `UpdateMember` operationId).
 	UpdateMemberWithResponse(ctx context.Context, team TeamPath, member MemberPath, body UpdateMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateMemberResponse, error)
 
+	// GetArchiveWithResponse Read a member's archive (that member or the admin), oldest first
+	//
+	// The archived letters in the order they were sent, as the inbox shows
+	// letters; with `after`, only those after that letter (an id of this
+	// member's letters, archived or not), at most `limit` of them. Page on
+	// with the last letter's id as the next `after`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /teams/{team}/members/{member}/archive (the `GetArchive` operationId).
+	GetArchiveWithResponse(ctx context.Context, team TeamPath, member MemberPath, params *GetArchiveParams, reqEditors ...RequestEditorFn) (*GetArchiveResponse, error)
+
 	// GetInboxWithResponse Read an inbox (that member or the admin); reading deletes nothing
 	//
 	// With `after`, only the letters after that one. With `wait`, a read that
@@ -6970,6 +7282,40 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /teams/{team}/members/{member}/inbox (the `GetInbox` operationId).
 	GetInboxWithResponse(ctx context.Context, team TeamPath, member MemberPath, params *GetInboxParams, reqEditors ...RequestEditorFn) (*GetInboxResponse, error)
+
+	// ArchiveInboxWithBodyWithResponse Move read letters out of the inbox into the member's archive (that member or the admin)
+	//
+	// The letters through `through`, all of them read, leave the inbox:
+	// they no longer count against `inbox_messages` and `inbox_bytes`, and
+	// stay in the member's archive (`GET .../members/{member}/archive`), in
+	// threads, receipts and acknowledgements. A protocol letter the
+	// lessons' rules still need (a request still open, a response not yet
+	// matched) stays in the inbox. Letter ids are never reused: the next
+	// letter's id follows the last one sent, archived or not. Letters
+	// already archived count for nothing. Announced with a `member` event
+	// (its `archived` and `inbox_length`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/archive (the `ArchiveInbox` operationId).
+	ArchiveInboxWithBodyWithResponse(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ArchiveInboxResponse, error)
+
+	// ArchiveInboxWithResponse Move read letters out of the inbox into the member's archive (that member or the admin)
+	//
+	// The letters through `through`, all of them read, leave the inbox:
+	// they no longer count against `inbox_messages` and `inbox_bytes`, and
+	// stay in the member's archive (`GET .../members/{member}/archive`), in
+	// threads, receipts and acknowledgements. A protocol letter the
+	// lessons' rules still need (a request still open, a response not yet
+	// matched) stays in the inbox. Letter ids are never reused: the next
+	// letter's id follows the last one sent, archived or not. Letters
+	// already archived count for nothing. Announced with a `member` event
+	// (its `archived` and `inbox_length`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/archive (the `ArchiveInbox` operationId).
+	ArchiveInboxWithResponse(ctx context.Context, team TeamPath, member MemberPath, body ArchiveInboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ArchiveInboxResponse, error)
 
 	// ConsumeInboxWithResponse Match every protocol response in the inbox (that member only)
 	//
@@ -8386,6 +8732,82 @@ func (r UpdateMemberResponse) ContentType() string {
 	return ""
 }
 
+type GetArchiveResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Archive
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetArchiveResponse) GetJSON200() *Archive {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetArchiveResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetArchiveResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetArchiveResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetArchiveResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetArchiveResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetArchiveResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetArchiveResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetArchiveResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetArchiveResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetInboxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8463,6 +8885,89 @@ func (r GetInboxResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetInboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ArchiveInboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ArchiveResult
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ArchiveInboxResponse) GetJSON200() *ArchiveResult {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ArchiveInboxResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ArchiveInboxResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ArchiveInboxResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ArchiveInboxResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ArchiveInboxResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ArchiveInboxResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ArchiveInboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ArchiveInboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ArchiveInboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ArchiveInboxResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11729,6 +12234,24 @@ func (c *ClientWithResponses) UpdateMemberWithResponse(ctx context.Context, team
 	return ParseUpdateMemberResponse(rsp)
 }
 
+// GetArchiveWithResponse Read a member's archive (that member or the admin), oldest first
+//
+// The archived letters in the order they were sent, as the inbox shows
+// letters; with `after`, only those after that letter (an id of this
+// member's letters, archived or not), at most `limit` of them. Page on
+// with the last letter's id as the next `after`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /teams/{team}/members/{member}/archive (the `GetArchive` operationId).
+func (c *ClientWithResponses) GetArchiveWithResponse(ctx context.Context, team TeamPath, member MemberPath, params *GetArchiveParams, reqEditors ...RequestEditorFn) (*GetArchiveResponse, error) {
+	rsp, err := c.GetArchive(ctx, team, member, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetArchiveResponse(rsp)
+}
+
 // GetInboxWithResponse Read an inbox (that member or the admin); reading deletes nothing
 //
 // With `after`, only the letters after that one. With `wait`, a read that
@@ -11756,6 +12279,52 @@ func (c *ClientWithResponses) GetInboxWithResponse(ctx context.Context, team Tea
 		return nil, err
 	}
 	return ParseGetInboxResponse(rsp)
+}
+
+// ArchiveInboxWithBodyWithResponse Move read letters out of the inbox into the member's archive (that member or the admin)
+//
+// The letters through `through`, all of them read, leave the inbox:
+// they no longer count against `inbox_messages` and `inbox_bytes`, and
+// stay in the member's archive (`GET .../members/{member}/archive`), in
+// threads, receipts and acknowledgements. A protocol letter the
+// lessons' rules still need (a request still open, a response not yet
+// matched) stays in the inbox. Letter ids are never reused: the next
+// letter's id follows the last one sent, archived or not. Letters
+// already archived count for nothing. Announced with a `member` event
+// (its `archived` and `inbox_length`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/archive (the `ArchiveInbox` operationId).
+func (c *ClientWithResponses) ArchiveInboxWithBodyWithResponse(ctx context.Context, team TeamPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ArchiveInboxResponse, error) {
+	rsp, err := c.ArchiveInboxWithBody(ctx, team, member, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseArchiveInboxResponse(rsp)
+}
+
+// ArchiveInboxWithResponse Move read letters out of the inbox into the member's archive (that member or the admin)
+//
+// The letters through `through`, all of them read, leave the inbox:
+// they no longer count against `inbox_messages` and `inbox_bytes`, and
+// stay in the member's archive (`GET .../members/{member}/archive`), in
+// threads, receipts and acknowledgements. A protocol letter the
+// lessons' rules still need (a request still open, a response not yet
+// matched) stays in the inbox. Letter ids are never reused: the next
+// letter's id follows the last one sent, archived or not. Letters
+// already archived count for nothing. Announced with a `member` event
+// (its `archived` and `inbox_length`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/archive (the `ArchiveInbox` operationId).
+func (c *ClientWithResponses) ArchiveInboxWithResponse(ctx context.Context, team TeamPath, member MemberPath, body ArchiveInboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ArchiveInboxResponse, error) {
+	rsp, err := c.ArchiveInbox(ctx, team, member, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseArchiveInboxResponse(rsp)
 }
 
 // ConsumeInboxWithResponse Match every protocol response in the inbox (that member only)
@@ -13310,6 +13879,67 @@ func ParseUpdateMemberResponse(rsp *http.Response) (*UpdateMemberResponse, error
 	return response, nil
 }
 
+// ParseGetArchiveResponse parses an HTTP response from a GetArchiveWithResponse call
+func ParseGetArchiveResponse(rsp *http.Response) (*GetArchiveResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetArchiveResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Archive
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetInboxResponse parses an HTTP response from a GetInboxWithResponse call
 func ParseGetInboxResponse(rsp *http.Response) (*GetInboxResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13375,6 +14005,74 @@ func ParseGetInboxResponse(rsp *http.Response) (*GetInboxResponse, error) {
 
 	case rsp.StatusCode == 200:
 		// Content-type (application/jsonl) unsupported
+
+	}
+
+	return response, nil
+}
+
+// ParseArchiveInboxResponse parses an HTTP response from a ArchiveInboxWithResponse call
+func ParseArchiveInboxResponse(rsp *http.Response) (*ArchiveInboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ArchiveInboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ArchiveResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
 
 	}
 

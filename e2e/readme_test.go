@@ -176,6 +176,7 @@ func TestReadmeWalk(t *testing.T) {
 		`"send_message"`,              // tools/list over MCP by hand
 		`"id": "lead-`,                // the letter sent over MCP
 		`would be refused`,            // the commit guard naming reader's reservation
+		`reader-1: 1 archived`,        // mailroom archive of desk's read letter
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the walk's output lacks %s\nstdout:\n%s", want, stdout.String())

@@ -10,7 +10,9 @@ import (
 
 // TestPageShowsThreadsAndAcks: a reply names what it answers and its
 // thread, which opens in the thread panel in sending order; a letter that
-// asks for an ack shows that, then the outcome once given, live.
+// asks for an ack shows that, then the outcome once given, live; an
+// archive shows in the member's archive count and leaves its inbox, live,
+// and its letters stay in their thread.
 func TestPageShowsThreadsAndAcks(t *testing.T) {
 	s := newAPIServer(t)
 	tok := s.createTeam("threads", "reader")
@@ -43,4 +45,21 @@ func TestPageShowsThreadsAndAcks(t *testing.T) {
 	do(t, ctx, "close the thread",
 		chromedp.Click(css(`#thread-close`)),
 		chromedp.WaitNotVisible(css(`#thread`)))
+
+	if got := textOf(t, ctx, `[data-member="reader"] .archived`); got != "0" {
+		t.Errorf("reader's archive count before any archive = %q, want 0", got)
+	}
+	s.call("POST", "/teams/threads/messages", tok["lead"], map[string]any{"to": "reader", "body": "and deploy it"}, http.StatusCreated)
+	s.call("POST", "/teams/threads/members/reader/inbox/read", tok["reader"], map[string]any{"through": "reader-1"}, http.StatusOK)
+	s.call("POST", "/teams/threads/members/reader/inbox/archive", tok["reader"], map[string]any{"through": "reader-1"}, http.StatusOK)
+	do(t, ctx, "see reader's archive count, and reader-1 gone from its inbox",
+		chromedp.WaitVisible(css(`[data-member="reader"] [data-archived="1"]`)),
+		chromedp.WaitNotPresent(css(`[data-member="reader"] [data-letter-id="reader-1"]`)),
+		chromedp.WaitVisible(css(`[data-member="reader"] [data-letter-id="reader-2"]`)))
+	if got := textOf(t, ctx, `[data-member="reader"] [data-unread]`); !strings.Contains(got, "1 unread") {
+		t.Errorf("reader's inbox count = %q, want reader-2 alone unread", got)
+	}
+	do(t, ctx, "open the thread of an archived letter",
+		chromedp.Click(css(`[data-letter-id="lead-1"] .letter-thread`)),
+		chromedp.WaitVisible(css(`#thread[data-thread="reader-1"] [data-letter-id="reader-1"]`)))
 }

@@ -38,6 +38,7 @@
 //	go run ./cmd/loadgen wait    held reads (phase w)
 //	go run ./cmd/loadgen hook    mail reaching an agent through `mailroom hook` (phase h)
 //	go run ./cmd/loadgen reserve file reservations and the commit guard (phase k)
+//	go run ./cmd/loadgen archive archiving 10,000 read letters, on both stores (phase r)
 //
 // Every phase is bounded by a count or a duration, every connection is to
 // 127.0.0.1, and the work directory is removed at the end unless -keep is
@@ -161,6 +162,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "reserve" {
 		return runReserve(ctx, args[1:], stdout, stderr) // reserve.go
+	}
+	if len(args) > 0 && args[0] == "archive" {
+		return runArchive(ctx, args[1:], stdout, stderr) // archive.go
 	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {

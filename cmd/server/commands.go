@@ -78,6 +78,11 @@ mailroom send --in-reply-to lead-3 --ack reviewer "please re-run the tests"`},
 		env: memberEnv, exits: exitsOne, define: defineAck,
 		example: `mailroom ack reader-3 done --note "tests pass"
 mailroom ack reader-4 blocked --note "needs the API key"`},
+	{name: "archive", args: "[ID]", summary: "move the member's read letters through ID (default: its read cursor) out of the inbox; --list reads the archive",
+		env: memberEnv, exits: exitsOne, define: defineArchive,
+		example: `mailroom archive            # every letter read so far
+mailroom archive reader-12
+mailroom archive --list --after reader-3 --limit 20`},
 	{name: "reserve", args: "PATTERN...", summary: "reserve files (glob patterns) for the member; refused whole when another member holds any",
 		env: memberEnv, exits: exitsOne, define: defineReserve,
 		example: `mailroom reserve 'internal/store/**' cmd/main.go --ttl 2h --reason "store rework"

@@ -98,6 +98,9 @@ func runImport(ctx context.Context, args []string, getenv func(string) string, s
 		for _, b := range t.Inboxes {
 			letters += bytes.Count(b, []byte("\n"))
 		}
+		for _, b := range t.Archives {
+			letters += bytes.Count(b, []byte("\n"))
+		}
 	}
 	fmt.Fprintf(stdout, "imported %d teams, %d letters and %d runs from %s into %s\n", len(teams), letters, len(runs), dir, pg.Where())
 	if moved > 0 {
@@ -122,7 +125,7 @@ func readFileStore(ctx context.Context, dir string, log *slog.Logger) ([]pgstore
 	}
 	var teams []pgstore.ImportedTeam
 	for _, ts := range list {
-		t := pgstore.ImportedTeam{Inboxes: map[string][]byte{}}
+		t := pgstore.ImportedTeam{Inboxes: map[string][]byte{}, Archives: map[string][]byte{}}
 		err := core.View(ctx, store, ts.Name, func(tx core.TeamTx) error {
 			if err := tx.Damaged(); err != nil {
 				return fmt.Errorf("its stored data is damaged: %w", err)
@@ -134,6 +137,11 @@ func readFileStore(ctx context.Context, dir string, log *slog.Logger) ([]pgstore
 					return fmt.Errorf("inbox of %s: %w", m.Name, err)
 				}
 				t.Inboxes[m.Name] = b
+				if m.Archive.Count() > 0 {
+					if t.Archives[m.Name], err = archiveBytes(fstore, tx, ts.Name, m.Name); err != nil {
+						return fmt.Errorf("archive of %s: %w", m.Name, err)
+					}
+				}
 				n, err := tx.ReadThrough(m.Name)
 				if err != nil {
 					return fmt.Errorf("read cursor of %s: %w", m.Name, err)
@@ -178,6 +186,26 @@ func readFileStore(ctx context.Context, dir string, log *slog.Logger) ([]pgstore
 		runs = append(runs, r)
 	}
 	return teams, runs, nil
+}
+
+// archiveBytes returns member's archive in the file store's bytes: its
+// file as the store validated it, when the store offers it, else each
+// archived letter's line as Mailroom encodes it.
+func archiveBytes(fstore any, tx core.TeamTx, team, member string) ([]byte, error) {
+	if a, ok := fstore.(interface {
+		ArchiveBytes(team, member string) ([]byte, error)
+	}); ok {
+		return a.ArchiveBytes(team, member)
+	}
+	letters, err := tx.LoadArchive(member)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for _, l := range letters {
+		out = append(out, core.EncodeInboxLine(l)...)
+	}
+	return out, nil
 }
 
 // readIdempotency returns a team's idempotency log, oldest first: through

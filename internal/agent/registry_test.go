@@ -46,10 +46,10 @@ func TestRegistryShape(t *testing.T) {
 		set  ToolSet
 		want []string
 	}{
-		{DefaultTools("lead"), append(append([]string{ToolSendMessage, ToolReviewPlan}, taskToolNames...), ToolAckLetter)},
-		{DefaultTools("reader"), append(append([]string{ToolSendMessage, ToolSubmitPlan}, taskToolNames...), ToolAckLetter)},
-		{WorkspaceTools("lead", "/ws", core.DefaultLimits()), append(append([]string{ToolSendMessage, ToolReviewPlan, ToolReadFile}, taskToolNames...), ToolAckLetter)},
-		{WorkspaceTools("reader", "/ws", core.DefaultLimits()), append(append([]string{ToolSendMessage, ToolSubmitPlan, ToolReadFile, ToolRunMain}, taskToolNames...), ToolAckLetter)},
+		{DefaultTools("lead"), append(append([]string{ToolSendMessage, ToolReviewPlan}, taskToolNames...), ToolAckLetter, ToolArchiveInbox, ToolReadArchive)},
+		{DefaultTools("reader"), append(append([]string{ToolSendMessage, ToolSubmitPlan}, taskToolNames...), ToolAckLetter, ToolArchiveInbox, ToolReadArchive)},
+		{WorkspaceTools("lead", "/ws", core.DefaultLimits()), append(append([]string{ToolSendMessage, ToolReviewPlan, ToolReadFile}, taskToolNames...), ToolAckLetter, ToolArchiveInbox, ToolReadArchive)},
+		{WorkspaceTools("reader", "/ws", core.DefaultLimits()), append(append([]string{ToolSendMessage, ToolSubmitPlan, ToolReadFile, ToolRunMain}, taskToolNames...), ToolAckLetter, ToolArchiveInbox, ToolReadArchive)},
 	} {
 		if !slices.Equal(tc.set.Names, tc.want) {
 			t.Errorf("tool set = %v, want %v", tc.set.Names, tc.want)

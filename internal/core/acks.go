@@ -86,7 +86,7 @@ func (s *Service) AckLetter(ctx context.Context, in AckInput) (Receipt, error) {
 	if !utf8.ValidString(in.Note) || Length(note) > MaxAckNoteChars {
 		return Receipt{}, Errorf(CodeValidation, "The note must be at most %d characters.", MaxAckNoteChars)
 	}
-	who, pos, ok := ParseLetterID(in.ID)
+	who, _, ok := ParseLetterID(in.ID)
 	if !ok {
 		return Receipt{}, Errorf(CodeValidation, "The id must be a letter id, <member>-<n> with n a decimal number without sign or leading zero.")
 	}
@@ -95,14 +95,13 @@ func (s *Service) AckLetter(ctx context.Context, in AckInput) (Receipt, error) {
 		if !u.isMember(in.Member) {
 			return u.noSuchMember()
 		}
-		items, err := u.tx.LoadInbox(in.Member)
+		letter, pos, found, err := u.findLetter(in.ID)
 		if err != nil {
-			return asStoreError(err)
+			return err
 		}
-		if who != in.Member || pos > len(items) {
+		if who != in.Member || !found {
 			return Errorf(CodeNotFound, "No letter of this inbox has that id.")
 		}
-		letter := items[pos-1]
 		if !letter.AckRequired {
 			return Errorf(CodeAckNotRequired, "This letter did not ask for an acknowledgement.")
 		}
@@ -120,7 +119,8 @@ func (s *Service) AckLetter(ctx context.Context, in AckInput) (Receipt, error) {
 	return out, err
 }
 
-// receipt is the receipt of letter, the pos-th of its recipient's inbox.
+// receipt is the receipt of letter, the pos-th of its recipient's inbox
+// (0: in its archive, read).
 // attended caches, by member, the texts its turns have attended.
 func (u *unit) receipt(letter Message, pos int, attended map[string]map[string]bool) (Receipt, error) {
 	member := letter.Recipient

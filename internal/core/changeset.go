@@ -45,6 +45,11 @@ type Snapshot interface {
 	// it stored, each exactly EncodeInboxLine of its letter or the
 	// imported file's line). An empty inbox is no bytes.
 	InboxBytes(member string) ([]byte, error)
+	// LoadArchive returns the validated letters of member's archive
+	// (archive.go) in the order they were sent: the letters its mark says
+	// left the inbox. A damaged archive is CodeInboxCorrupt. The caller
+	// must not change the slice.
+	LoadArchive(member string) ([]Message, error)
 	// InboxSize is how many letters member's inbox holds and how many
 	// bytes its lesson's file takes, without reading the letters where
 	// the store keeps the counts.
@@ -105,12 +110,17 @@ type ChangeSet struct {
 	// Tasks are the tasks put, in order: each replaces the task with its
 	// id or is the next one (ApplyTasks).
 	Tasks []Task `json:"tasks,omitempty"`
+	// Archived are the letters that left their inbox for the archive,
+	// by member: their numbers, ascending. State carries the member's new
+	// ArchiveMark and Cursors its cursor moved back by as many; a unit
+	// that archives appends no letter.
+	Archived map[string][]int `json:"archived,omitempty"`
 }
 
 // Empty reports whether cs changes nothing.
 func (cs *ChangeSet) Empty() bool {
 	return cs.State == nil && len(cs.Leases) == 0 && cs.Letter == nil && len(cs.Idempotency) == 0 &&
-		len(cs.PutTurns) == 0 && len(cs.DeleteTurns) == 0 && len(cs.Cursors) == 0 && len(cs.Tasks) == 0
+		len(cs.PutTurns) == 0 && len(cs.DeleteTurns) == 0 && len(cs.Cursors) == 0 && len(cs.Tasks) == 0 && len(cs.Archived) == 0
 }
 
 // NewState returns the state cs leaves when applied to st, the state it
@@ -269,6 +279,7 @@ type txn struct {
 	dels     []string
 	cursors  map[string]int
 	taskPuts []Task
+	archived map[string][]int
 }
 
 func newTxn(snap Snapshot, write bool, now time.Time) *txn {
@@ -295,6 +306,12 @@ func (t *txn) LoadInbox(member string) ([]Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	if moved := t.archived[member]; len(moved) > 0 {
+		items = slices.DeleteFunc(slices.Clone(items), func(m Message) bool {
+			_, ok := slices.BinarySearch(moved, letterNumberOf(m))
+			return ok
+		})
+	}
 	if t.letter != nil && t.letter.Recipient == member {
 		return append(slices.Clip(items), *t.letter), nil
 	}
@@ -302,6 +319,17 @@ func (t *txn) LoadInbox(member string) ([]Message, error) {
 }
 
 func (t *txn) InboxBytes(member string) ([]byte, error) {
+	if len(t.archived[member]) > 0 {
+		items, err := t.LoadInbox(member)
+		if err != nil {
+			return nil, err
+		}
+		var data []byte
+		for _, m := range items {
+			data = append(data, EncodeInboxLine(m)...)
+		}
+		return data, nil
+	}
 	data, err := t.snap.InboxBytes(member)
 	if err != nil {
 		return nil, err
@@ -318,7 +346,68 @@ func (t *txn) InboxLen(member string) (int, error) {
 	if t.letter != nil && t.letter.Recipient == member {
 		n++
 	}
-	return n, err
+	return n - len(t.archived[member]), err
+}
+
+// LoadArchive is the snapshot's archive with the letters this unit
+// archived.
+func (t *txn) LoadArchive(member string) ([]Message, error) {
+	items, err := t.snap.LoadArchive(member)
+	if err != nil || len(t.archived[member]) == 0 {
+		return items, err
+	}
+	inbox, err := t.snap.LoadInbox(member)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Clone(items)
+	for _, m := range inbox {
+		if _, ok := slices.BinarySearch(t.archived[member], letterNumberOf(m)); ok {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b Message) int { return letterNumberOf(a) - letterNumberOf(b) })
+	return out, nil
+}
+
+// ArchivePage implements ArchivePager over the snapshot's pages when it
+// reads them itself, unless this unit archived letters of member.
+func (t *txn) ArchivePage(member string, after, limit int) ([]Message, error) {
+	if p, ok := t.snap.(ArchivePager); ok && len(t.archived[member]) == 0 {
+		return p.ArchivePage(member, after, limit)
+	}
+	items, err := t.LoadArchive(member)
+	if err != nil {
+		return nil, err
+	}
+	return PageOf(items, after, limit), nil
+}
+
+// ArchiveLetters moves the letters numbered moved (ascending, all in the
+// inbox) out of member's inbox, mark being the member's new ArchiveMark.
+// A unit archives once, and appends no letter besides.
+func (t *txn) ArchiveLetters(member string, mark *ArchiveMark, moved []int) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	m := t.st.Member(member)
+	if m == nil {
+		return fmt.Errorf("core: no member %q", member)
+	}
+	if t.letter != nil || len(t.archived) > 0 {
+		return errors.New("core: a unit of work that archives appends no letter and archives once")
+	}
+	if len(moved) == 0 || mark.Count() != m.Archive.Count()+len(moved) {
+		return fmt.Errorf("core: archive of %d letters from %d to %d archived", len(moved), m.Archive.Count(), mark.Count())
+	}
+	for _, n := range moved {
+		if !mark.Archived(n) || m.Archive.Archived(n) {
+			return fmt.Errorf("core: letter %d is not one the archive takes", n)
+		}
+	}
+	m.Archive = mark
+	t.archived = map[string][]int{member: slices.Clone(moved)}
+	return nil
 }
 
 // AppendLetter checks that msg is the next letter of its recipient's
@@ -328,8 +417,8 @@ func (t *txn) AppendLetter(msg Message) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if t.letter != nil {
-		return errors.New("core: a unit of work appends at most one letter")
+	if t.letter != nil || len(t.archived) > 0 {
+		return errors.New("core: a unit of work appends at most one letter, and none when it archives")
 	}
 	if t.st.Member(msg.Recipient) == nil {
 		return fmt.Errorf("core: no member %q", msg.Recipient)
@@ -338,7 +427,7 @@ func (t *txn) AppendLetter(msg Message) error {
 	if err != nil {
 		return err
 	}
-	if want := fmt.Sprintf("%s-%d", msg.Recipient, n+1); msg.ID != want {
+	if want := fmt.Sprintf("%s-%d", msg.Recipient, t.st.Member(msg.Recipient).Archive.Next(n)); msg.ID != want {
 		return fmt.Errorf("core: letter id %q after %d letters, want %s", msg.ID, n, want)
 	}
 	line := EncodeInboxLine(msg)
@@ -461,7 +550,7 @@ func (t *txn) PutTask(task Task) error {
 
 // changes is the unit's ChangeSet.
 func (t *txn) changes() *ChangeSet {
-	cs := &ChangeSet{Letter: t.letter, Line: t.line, PutTurns: t.puts, DeleteTurns: t.dels, Cursors: t.cursors, Tasks: t.taskPuts}
+	cs := &ChangeSet{Letter: t.letter, Line: t.line, PutTurns: t.puts, DeleteTurns: t.dels, Cursors: t.cursors, Tasks: t.taskPuts, Archived: t.archived}
 	for _, r := range t.recs {
 		if t.letter != nil {
 			l := *t.letter

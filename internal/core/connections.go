@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"sort"
 	"time"
 )
 
@@ -30,21 +31,41 @@ func (s *Service) LettersAfter(ctx context.Context, teamName, member, after stri
 		}
 		start := 0
 		if after != "" {
-			start = -1
-			for i, m := range items {
-				if m.ID == after {
-					start = i + 1
-					break
-				}
-			}
-			if start < 0 {
+			// A letter of this inbox, or of its archive: the inbox's
+			// letters are in number order, so those after it follow.
+			who, n, ok := ParseLetterID(after)
+			if !ok || who != member || n > u.member(member).Archive.Sent(len(items)) {
 				return Errorf(CodeValidation, "The after parameter names no letter of this inbox.")
 			}
+			start = sort.Search(len(items), func(i int) bool { return letterNumberOf(items[i]) > n })
 		}
 		msgs = append([]Message{}, items[start:]...)
 		return nil
 	})
 	return msgs, err
+}
+
+// LettersSent is how many letters member has been sent, its inbox's and
+// its archive's: a count that only grows, which a subscription compares
+// to tell a new letter. It reads no letter where the store keeps counts.
+// The caller must be the admin or member itself.
+func (s *Service) LettersSent(ctx context.Context, teamName, member string) (int, error) {
+	if err := CheckSelfOrAdmin(ctx, teamName, member); err != nil {
+		return 0, err
+	}
+	var n int
+	err := s.view(ctx, teamName, true, func(u *unit) error {
+		if !u.isMember(member) {
+			return u.noSuchMember()
+		}
+		held, err := inboxLen(u.tx, member)
+		if err != nil {
+			return asStoreError(err)
+		}
+		n = u.member(member).Archive.Sent(held)
+		return nil
+	})
+	return n, err
 }
 
 // MemberView is member's view as the team document shows it, damaged team

@@ -5,11 +5,13 @@ import "context"
 // Read cursors and receipts (docs/api.md, "Read cursors and receipts").
 //
 // A member's read cursor is a position in its inbox: how many of its
-// letters it has read, oldest first. Letters are never removed and the
-// n-th letter of member's inbox is always "<member>-<n>", so the position
-// names the letter (read_through) and the unread count is the inbox's
-// length less the position: neither needs the letters themselves, so a
-// member document costs the same over a long inbox as over an empty one.
+// letters it has read, oldest first. The position names the letter
+// (read_through) through the member's archive mark (archive.go; without
+// one the n-th letter is "<member>-<n>"), and the unread count is the
+// inbox's length less the position: neither needs the letters
+// themselves, so a member document costs the same over a long inbox as
+// over an empty one. Archiving moves the cursor back by the letters that
+// left, all of them read.
 // The position is stored by the store beside the inbox (TeamTx.ReadThrough),
 // not in the team's state, so that moving it writes a few bytes rather than
 // the whole state.
@@ -46,8 +48,8 @@ func (u *unit) readState(member string, n int) (ReadState, error) {
 		return ReadState{}, asStoreError(err)
 	}
 	rs := ReadState{}
-	if pos > 0 {
-		id := letterID(member, pos)
+	if last := u.member(member).Archive.LastRead(pos); last > 0 {
+		id := letterID(member, last)
 		rs.ReadThrough = &id
 	}
 	if n > pos {
@@ -90,7 +92,7 @@ func (s *Service) MarkRead(ctx context.Context, teamName, member, through string
 		if !u.isMember(member) {
 			return u.noSuchMember()
 		}
-		who, pos, ok := ParseLetterID(through)
+		who, num, ok := ParseLetterID(through)
 		if !ok || who != member {
 			return Errorf(CodeValidation, "through names no letter of this inbox.")
 		}
@@ -98,16 +100,22 @@ func (s *Service) MarkRead(ctx context.Context, teamName, member, through string
 		if err != nil {
 			return asStoreError(err)
 		}
-		if pos > n {
+		mark := u.member(member).Archive
+		if num > mark.Sent(n) {
 			return Errorf(CodeValidation, "through names no letter of this inbox.")
 		}
+		// An archived letter was read before it left: the cursor stays.
+		pos := mark.Position(num)
 		cur, err := u.moveCursor(member, pos)
 		if err != nil {
 			return err
 		}
 		// Answered from what is known: no second look at the store.
-		id := letterID(member, cur)
-		out = ReadState{ReadThrough: &id, Unread: n - cur}
+		out = ReadState{Unread: n - cur}
+		if last := mark.LastRead(cur); last > 0 {
+			id := letterID(member, last)
+			out.ReadThrough = &id
+		}
 		return nil
 	})
 	return out, err
@@ -169,28 +177,19 @@ func (s *Service) Receipts(ctx context.Context, teamName string, ids []string) (
 	}
 	out := make([]Receipt, 0, len(ids))
 	err := s.view(ctx, teamName, true, func(u *unit) error {
-		inboxes := map[string][]Message{}
 		attended := map[string]map[string]bool{}
 		for _, id := range ids {
-			member, pos, _ := ParseLetterID(id)
-			if !u.isMember(member) {
+			letter, pos, found, err := u.findLetter(id)
+			if err != nil {
+				return err
+			}
+			if !found {
 				return Errorf(CodeNotFound, "No letter of this team has that id.")
 			}
-			items, seen := inboxes[member]
-			if !seen {
-				var err error
-				if items, err = u.tx.LoadInbox(member); err != nil {
-					return asStoreError(err)
-				}
-				inboxes[member] = items
-			}
-			if pos > len(items) {
-				return Errorf(CodeNotFound, "No letter of this team has that id.")
-			}
-			if caller != "" && items[pos-1].Sender != caller {
+			if caller != "" && letter.Sender != caller {
 				return Errorf(CodeForbidden, "A member may only ask about the letters it sent.")
 			}
-			r, err := u.receipt(items[pos-1], pos, attended)
+			r, err := u.receipt(letter, pos, attended)
 			if err != nil {
 				return err
 			}

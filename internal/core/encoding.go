@@ -243,26 +243,42 @@ func DecodeInbox(data []byte, rules InboxRules) ([]Message, error) {
 	}
 	out := make([]Message, 0, len(items))
 	for i, obj := range items {
-		id, idOK := jsonString(obj["id"])
-		recipient, recOK := jsonString(obj["recipient"])
-		if !idOK || !recOK || id != rules.Recipient+"-"+strconv.Itoa(i+1) || recipient != rules.Recipient {
+		msg, err := decodeLetter(obj, rules)
+		if err != nil {
+			return nil, err
+		}
+		if msg.ID != rules.Recipient+"-"+strconv.Itoa(rules.Archive.Number(i+1)) {
 			return nil, corrupt(ErrInboxSequence)
-		}
-		sender, ok := jsonString(obj["sender"])
-		if !ok || !ValidName(sender) || rules.IsMember == nil || !rules.IsMember(sender) {
-			return nil, corrupt(ErrInboxSender)
-		}
-		body, ok := jsonString(obj["body"])
-		if n := Length(body); !ok || n < 1 || n > rules.Limits.BodyChars {
-			return nil, corrupt(ErrInboxBody)
-		}
-		msg := Message{ID: id, Sender: sender, Recipient: recipient, Body: body}
-		if !decodeExtras(obj, &msg) {
-			return nil, corrupt(ErrInboxFields)
 		}
 		out = append(out, msg)
 	}
 	return out, nil
+}
+
+// decodeLetter reads one line of rules.Recipient's inbox or archive: an
+// id of that inbox, the recipient, a registered sender and a body of
+// 1..body_chars code points, untrimmed, and a reply's and an
+// acknowledged letter's keys.
+func decodeLetter(obj map[string]json.RawMessage, rules InboxRules) (Message, error) {
+	id, idOK := jsonString(obj["id"])
+	recipient, recOK := jsonString(obj["recipient"])
+	who, _, numOK := ParseLetterID(id)
+	if !idOK || !recOK || !numOK || who != rules.Recipient || recipient != rules.Recipient {
+		return Message{}, corrupt(ErrInboxSequence)
+	}
+	sender, ok := jsonString(obj["sender"])
+	if !ok || !ValidName(sender) || rules.IsMember == nil || !rules.IsMember(sender) {
+		return Message{}, corrupt(ErrInboxSender)
+	}
+	body, ok := jsonString(obj["body"])
+	if n := Length(body); !ok || n < 1 || n > rules.Limits.BodyChars {
+		return Message{}, corrupt(ErrInboxBody)
+	}
+	msg := Message{ID: id, Sender: sender, Recipient: recipient, Body: body}
+	if !decodeExtras(obj, &msg) {
+		return Message{}, corrupt(ErrInboxFields)
+	}
+	return msg, nil
 }
 
 // letterKeys reports whether obj has the lesson's four keys and, besides

@@ -75,6 +75,9 @@ const (
 	CodeAlreadyAcked    Code = "already_acked"
 	CodeAckNotRequired  Code = "ack_not_required"
 	CodeLimitBelowUsage Code = "limit_below_usage"
+	// CodeNotRead refuses to archive letters the member has not read
+	// (archive.go).
+	CodeNotRead Code = "not_read"
 	// CodeInternal is never sent as such: it marks an error that is not a
 	// domain error and must be answered with a generic message.
 	CodeInternal Code = "internal"

@@ -32,6 +32,7 @@ type LimitsUpdate struct {
 	WorkspaceBytes     *int64
 	WorkspaceFiles     *int
 	Reservations       *int
+	AutoArchive        *bool
 }
 
 // UpdateLimits changes a team's limits (the admin only) and, when
@@ -68,6 +69,9 @@ func (s *Service) UpdateLimits(ctx context.Context, team string, upd LimitsUpdat
 		if upd.WorkspaceFiles != nil {
 			l.WorkspaceFiles = *upd.WorkspaceFiles
 		}
+		if upd.AutoArchive != nil {
+			l.AutoArchive = *upd.AutoArchive
+		}
 		if err := l.validate(); err != nil {
 			return err
 		}
@@ -102,13 +106,24 @@ func (u *unit) checkLowered(old, l Limits) error {
 		{"inbox_messages", old.InboxMessages, l.InboxMessages, func() (int, error) { return u.maxInbox(func(n, _ int, _ []Message) int { return n }) }},
 		{"inbox_bytes", old.InboxBytes, l.InboxBytes, func() (int, error) { return u.maxInbox(func(_, b int, _ []Message) int { return b }) }},
 		{"body_chars", old.BodyChars, l.BodyChars, func() (int, error) {
-			return u.maxInbox(func(_, _ int, items []Message) int {
+			most, err := u.maxInbox(func(_, _ int, items []Message) int {
 				most := 0
 				for _, m := range items {
 					most = max(most, Length(m.Body))
 				}
 				return most
 			})
+			// Archived letters are checked against it when read too.
+			for _, m := range u.st.Members {
+				items, aerr := u.tx.LoadArchive(m.Name)
+				if aerr != nil {
+					return 0, asStoreError(aerr)
+				}
+				for _, l := range items {
+					most = max(most, Length(l.Body))
+				}
+			}
+			return most, err
 		}},
 		{"payload_chars", old.PayloadChars, l.PayloadChars, func() (int, error) {
 			most := 0
@@ -175,8 +190,9 @@ func (u *unit) maxInbox(measure func(letters, bytes int, items []Message) int) (
 }
 
 // inboxFull is the refusal of a letter that does not fit its recipient's
-// inbox: it names the limit it hit and the way out (docs/api.md, "Mail
-// that stays useful"): the admin raises the limit after creation.
+// inbox: it names the limit it hit and the ways out (docs/api.md, "Mail
+// that stays useful"): the recipient archives what it has read, or the
+// admin raises the limit after creation.
 func inboxFull(limit string, value int) *Error {
 	cause := ErrInboxCount
 	what := fmt.Sprintf("it holds limits.%s (%d) letters", limit, value)
@@ -185,5 +201,6 @@ func inboxFull(limit string, value int) *Error {
 		what = fmt.Sprintf("the letter would take it past limits.%s (%d bytes)", limit, value)
 	}
 	return &Error{Code: CodeInboxFull, Err: cause, Message: fmt.Sprintf("The recipient's inbox is full: %s; old messages are not overwritten and nothing was written. "+
-		"The admin may raise the limit: PATCH /api/v1/teams/{team} with {\"limits\": {\"%s\": N}}.", what, limit)}
+		"The recipient may archive the letters it has read (POST /api/v1/teams/{team}/members/{member}/inbox/archive), "+
+		"or the admin may raise the limit (PATCH /api/v1/teams/{team} with {\"limits\": {\"%s\": N}}) or turn on limits.auto_archive.", what, limit)}
 }

@@ -142,9 +142,9 @@ func (u *unit) sendLetter(in Message, protocol bool) (Message, error) {
 		return Message{}, asStoreError(err)
 	}
 	if n >= limits.InboxMessages {
-		return Message{}, inboxFull("inbox_messages", limits.InboxMessages)
+		return Message{}, u.fullInbox(recipient, "inbox_messages", limits.InboxMessages)
 	}
-	msg := Message{ID: letterID(recipient, n+1), Sender: sender, Recipient: recipient, Body: trimmed, AckRequired: in.AckRequired}
+	msg := Message{ID: letterID(recipient, u.member(recipient).Archive.Next(n)), Sender: sender, Recipient: recipient, Body: trimmed, AckRequired: in.AckRequired}
 	if in.InReplyTo != "" {
 		if err := u.threadLetter(&msg, in.InReplyTo); err != nil {
 			return Message{}, err
@@ -152,7 +152,7 @@ func (u *unit) sendLetter(in Message, protocol bool) (Message, error) {
 	}
 	if err := u.tx.AppendLetter(msg); err != nil {
 		if errors.Is(err, ErrInboxTooLarge) {
-			return Message{}, inboxFull("inbox_bytes", limits.InboxBytes)
+			return Message{}, u.fullInbox(recipient, "inbox_bytes", limits.InboxBytes)
 		}
 		return Message{}, asStoreError(err)
 	}

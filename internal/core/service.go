@@ -147,6 +147,9 @@ type unit struct {
 	after []func()
 	// undo runs when it did not.
 	undo []func()
+	// autoArchived is set on the run of a unit after the auto-archive
+	// its first run asked for (archive.go): a full inbox is then full.
+	autoArchived bool
 }
 
 func (u *unit) emit(typ string, data any) {
@@ -172,6 +175,28 @@ func (u *unit) request(id string) *Request {
 // anything else. Leases of turns that no longer run are released first
 // (releaseDead).
 func (s *Service) update(ctx context.Context, name string, fn func(u *unit) error) error {
+	err := s.update1(ctx, name, fn, false)
+	var full *Error
+	var want autoArchiveWanted
+	if !errors.As(err, &full) || !errors.As(full.Err, &want) {
+		return err
+	}
+	// A letter found its recipient's inbox full and the team archives
+	// what the recipient has read first: one unit of work for the
+	// archive, then the unit again. The archive stands even when the
+	// letter still does not fit.
+	if err := s.update1(ctx, name, func(u *unit) error {
+		_, err := u.autoArchive(want.member)
+		return err
+	}, true); err != nil {
+		return err
+	}
+	return s.update1(ctx, name, fn, true)
+}
+
+// update1 is one unit of work of update; autoArchived is set when a send
+// in it must not ask for an auto-archive again.
+func (s *Service) update1(ctx context.Context, name string, fn func(u *unit) error, autoArchived bool) error {
 	var u *unit
 	p, _ := PrincipalFrom(ctx)
 	check := p.tokenCheck(name)
@@ -184,7 +209,7 @@ func (s *Service) update(ctx context.Context, name string, fn func(u *unit) erro
 				f()
 			}
 		}
-		u = &unit{s: s, tx: tx, st: tx.State(), now: s.now()}
+		u = &unit{s: s, tx: tx, st: tx.State(), now: s.now(), autoArchived: autoArchived}
 		last = func() error {
 			if check && !p.tokenHolds(u.st) {
 				return UnknownToken()
@@ -532,7 +557,7 @@ func (u *unit) teamView(damaged error) TeamView {
 
 func (u *unit) memberView(m *MemberState) MemberView {
 	mv := MemberView{Name: m.Name, Role: m.Role, Status: m.Status, Active: u.s.busy(u.st.Name, m, u.now), Turns: m.Turns, HistoryLength: len(m.History), Usage: m.Usage,
-		Wake: m.Wake, WakeHeld: m.WakeHeld, Skills: append([]string{}, m.Skills...)}
+		Wake: m.Wake, WakeHeld: m.WakeHeld, Skills: append([]string{}, m.Skills...), Archived: m.Archive.Count()}
 	mv.MCPSessions, mv.MCPLastSeen = u.s.live.Presence(u.st.Name, m.Name)
 	if m.WakeHeld {
 		reason := m.WakeHeldReason

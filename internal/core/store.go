@@ -67,8 +67,16 @@ type TeamTx interface {
 	// InboxBytes returns member's inbox in the lesson's file bytes, with
 	// the letter appended in this unit of work if any.
 	InboxBytes(member string) ([]byte, error)
+	// LoadArchive returns member's archived letters in the order they
+	// were sent, with those archived in this unit of work.
+	LoadArchive(member string) ([]Message, error)
+	// ArchiveLetters moves the letters numbered moved (ascending) out of
+	// member's inbox into its archive; mark is the member's new
+	// ArchiveMark. A unit of work that archives appends no letter.
+	ArchiveLetters(member string, mark *ArchiveMark, moved []int) error
 	// AppendLetter adds msg at the end of its recipient's inbox. msg.ID
-	// must be <recipient>-<n+1> for an inbox of n letters. It refuses
+	// must be <recipient>-<n+1> for n letters sent to it so far (the
+	// inbox's and the archive's, ArchiveMark.Next). It refuses
 	// with CodeInboxFull when the line would take the inbox over the
 	// team's inbox_bytes. A unit of work appends at most one letter.
 	AppendLetter(msg Message) error
@@ -174,11 +182,18 @@ type InboxRules struct {
 	Limits    Limits
 	// IsMember reports whether a sender name is registered in the team.
 	IsMember func(name string) bool
+	// Archive is the recipient's archive mark (archive.go): which
+	// letters left its inbox, and so which id each line must have.
+	Archive *ArchiveMark
 }
 
 // Rules returns the rules of recipient's inbox in st.
 func (st *TeamState) Rules(recipient string) InboxRules {
-	return InboxRules{Recipient: recipient, Limits: st.Limits, IsMember: st.IsMember}
+	r := InboxRules{Recipient: recipient, Limits: st.Limits, IsMember: st.IsMember}
+	if m := st.Member(recipient); m != nil {
+		r.Archive = m.Archive
+	}
+	return r
 }
 
 // IsMember reports whether name is a member of the team.
@@ -301,6 +316,9 @@ type MemberState struct {
 	// Skills are the labels of what the member can do (skills.go); a
 	// member stored before skills existed has none.
 	Skills []string `json:"skills,omitempty"`
+	// Archive says which of the member's letters left its inbox for its
+	// archive (archive.go); nil until the first did.
+	Archive *ArchiveMark `json:"archive,omitempty"`
 }
 
 // MemberModel is the model member m's turns use: its own, else the

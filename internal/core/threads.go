@@ -36,22 +36,13 @@ func (u *unit) threadLetter(msg *Message, inReplyTo string) error {
 
 // letter returns the team's letter with id, if there is one.
 func (u *unit) letter(id string) (Message, bool, error) {
-	member, pos, ok := ParseLetterID(id)
-	if !ok || !u.isMember(member) {
-		return Message{}, false, nil
-	}
-	items, err := u.tx.LoadInbox(member)
-	if err != nil {
-		return Message{}, false, asStoreError(err)
-	}
-	if pos > len(items) {
-		return Message{}, false, nil
-	}
-	return items[pos-1], true, nil
+	m, _, ok, err := u.findLetter(id)
+	return m, ok, err
 }
 
 // lettersSent counts the letters sent in the team so far: the sum over
-// its members of the number of the last letter of each inbox. Letter ids
+// its members of the number of the last letter of each inbox (archived
+// letters included). Letter ids
 // are never reused, so the count only grows, and a reply's Seq (the
 // count after it) orders the replies of a thread as they were sent.
 func (u *unit) lettersSent() (int, error) {
@@ -61,7 +52,7 @@ func (u *unit) lettersSent() (int, error) {
 		if err != nil {
 			return 0, asStoreError(err)
 		}
-		total += n
+		total += m.Archive.Sent(n)
 	}
 	return total, nil
 }
@@ -89,7 +80,11 @@ func (s *Service) Thread(ctx context.Context, teamName, threadID string) ([]Mess
 			if err != nil {
 				return asStoreError(err)
 			}
-			for _, l := range items {
+			archived, err := u.tx.LoadArchive(m.Name)
+			if err != nil {
+				return asStoreError(err)
+			}
+			for _, l := range append(slices.Clip(archived), items...) {
 				if l.Thread() == threadID && (caller == "" || l.Sender == caller || l.Recipient == caller) {
 					out = append(out, l)
 				}

@@ -49,6 +49,10 @@ type Limits struct {
 	// Reservations bounds the live file reservations of the team
 	// (reservations.go); see ReservationLimit.
 	Reservations int `json:"reservations"`
+	// AutoArchive makes a send that finds its recipient's inbox full
+	// first move the letters the recipient has read into its archive
+	// (archive.go); off by default, as in the lessons.
+	AutoArchive bool `json:"auto_archive"`
 }
 
 // Defaults of the limits the lessons do not name.
@@ -333,7 +337,9 @@ type MemberView struct {
 	Turns         int    `json:"turns"`
 	HistoryLength int    `json:"history_length"`
 	InboxLength   int    `json:"inbox_length"`
-	Usage         Usage  `json:"usage"`
+	// Archived counts the letters the member moved to its archive.
+	Archived int   `json:"archived"`
+	Usage    Usage `json:"usage"`
 	// MCPSessions is how many MCP sessions of this member this process
 	// holds (Live.Presence); other replicas' sessions are not counted.
 	MCPSessions int `json:"mcp_sessions"`

@@ -280,6 +280,7 @@ const (
 	ProblemCodeModelUnavailable     ProblemCode = "model_unavailable"
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodeNotPending           ProblemCode = "not_pending"
+	ProblemCodeNotRead              ProblemCode = "not_read"
 	ProblemCodeReplyConflict        ProblemCode = "reply_conflict"
 	ProblemCodeRequestLimit         ProblemCode = "request_limit"
 	ProblemCodeRequestPending       ProblemCode = "request_pending"
@@ -348,6 +349,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeNotFound:
 		return true
 	case ProblemCodeNotPending:
+		return true
+	case ProblemCodeNotRead:
 		return true
 	case ProblemCodeReplyConflict:
 		return true
@@ -751,6 +754,28 @@ type AckState struct {
 // AckStateOutcome defines model for AckState.Outcome.
 type AckStateOutcome string
 
+// Archive defines model for Archive.
+type Archive struct {
+	Letters []Message `json:"letters"`
+}
+
+// ArchiveInput defines model for ArchiveInput.
+type ArchiveInput struct {
+	// Through The id of a letter of the inbox the member has read; it and every read letter before it move.
+	//
+	// Example: reader-3
+	Through string `json:"through"`
+}
+
+// ArchiveResult defines model for ArchiveResult.
+type ArchiveResult struct {
+	// Archived How many letters moved to the archive by this call.
+	Archived int `json:"archived"`
+
+	// InboxLength How many letters stay in the inbox.
+	InboxLength int `json:"inbox_length"`
+}
+
 // Check defines model for Check.
 type Check struct {
 	// Applicable True for a check this run makes. False only for a check about
@@ -826,11 +851,16 @@ type Labels = []string
 
 // Limits A team's bounds.
 type Limits struct {
-	BodyChars      int `json:"body_chars"`
-	FeedbackChars  int `json:"feedback_chars"`
-	HistoryEntries int `json:"history_entries"`
-	InboxBytes     int `json:"inbox_bytes"`
-	InboxMessages  int `json:"inbox_messages"`
+	// AutoArchive A letter that finds its recipient's inbox full first moves the
+	// letters the recipient has read into its archive (as `POST
+	// .../inbox/archive` through its read cursor would); the letter is
+	// refused `inbox_full` only when it still does not fit.
+	AutoArchive    bool `json:"auto_archive"`
+	BodyChars      int  `json:"body_chars"`
+	FeedbackChars  int  `json:"feedback_chars"`
+	HistoryEntries int  `json:"history_entries"`
+	InboxBytes     int  `json:"inbox_bytes"`
+	InboxMessages  int  `json:"inbox_messages"`
 
 	// ModelRequests Model requests the team's turns may make in all, whatever the
 	// provider reports of usage; once they are made no turn of the team
@@ -871,11 +901,13 @@ type Limits struct {
 
 // LimitsInput A team's bounds at creation; each field defaults to the lesson value.
 type LimitsInput struct {
-	BodyChars      *int `json:"body_chars,omitempty"`
-	FeedbackChars  *int `json:"feedback_chars,omitempty"`
-	HistoryEntries *int `json:"history_entries,omitempty"`
-	InboxBytes     *int `json:"inbox_bytes,omitempty"`
-	InboxMessages  *int `json:"inbox_messages,omitempty"`
+	// AutoArchive A send that finds its recipient's inbox full first archives what the recipient has read (see Limits).
+	AutoArchive    *bool `json:"auto_archive,omitempty"`
+	BodyChars      *int  `json:"body_chars,omitempty"`
+	FeedbackChars  *int  `json:"feedback_chars,omitempty"`
+	HistoryEntries *int  `json:"history_entries,omitempty"`
+	InboxBytes     *int  `json:"inbox_bytes,omitempty"`
+	InboxMessages  *int  `json:"inbox_messages,omitempty"`
 
 	// ModelRequests Model requests the team's turns may make in all (see Limits).
 	ModelRequests *int `json:"model_requests,omitempty"`
@@ -913,6 +945,7 @@ type LimitsInput struct {
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
 type LimitsUpdate struct {
+	AutoArchive        *bool  `json:"auto_archive,omitempty"`
 	BodyChars          *int   `json:"body_chars,omitempty"`
 	FeedbackChars      *int   `json:"feedback_chars,omitempty"`
 	HistoryEntries     *int   `json:"history_entries,omitempty"`
@@ -967,9 +1000,12 @@ type Me struct {
 // Member defines model for Member.
 type Member struct {
 	// Active A turn of this member is running.
-	Active        bool `json:"active"`
-	HistoryLength int  `json:"history_length"`
-	InboxLength   int  `json:"inbox_length"`
+	Active bool `json:"active"`
+
+	// Archived How many of the member's letters are in its archive (`POST .../inbox/archive`, `limits.auto_archive`).
+	Archived      int `json:"archived"`
+	HistoryLength int `json:"history_length"`
+	InboxLength   int `json:"inbox_length"`
 
 	// McpLastSeen When the member last made an MCP request (`/mcp`, any protocol
 	// version, sessions or not) with its token (UTC); null when the
@@ -1890,6 +1926,15 @@ type StreamEventsParams struct {
 	Team *Name `form:"team,omitempty" json:"team,omitempty"`
 }
 
+// GetArchiveParams defines parameters for GetArchive.
+type GetArchiveParams struct {
+	// After The id of a letter of this member (`<member>-<n>`); an id of another member is `validation_failed`.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Limit At most this many letters.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // GetInboxParams defines parameters for GetInbox.
 type GetInboxParams struct {
 	// After The id of a letter of this inbox; an id that is not one is `validation_failed`.
@@ -1969,6 +2014,9 @@ type UpdateTeamJSONRequestBody = TeamUpdate
 
 // UpdateMemberJSONRequestBody defines body for UpdateMember for application/json ContentType.
 type UpdateMemberJSONRequestBody = MemberUpdate
+
+// ArchiveInboxJSONRequestBody defines body for ArchiveInbox for application/json ContentType.
+type ArchiveInboxJSONRequestBody = ArchiveInput
 
 // MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
 type MarkReadJSONRequestBody = MarkRead
@@ -2171,9 +2219,15 @@ type ServerInterface interface {
 	// UpdateMember Change a member's wake and model (admin)
 	// (PATCH /teams/{team}/members/{member})
 	UpdateMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
+	// GetArchive Read a member's archive (that member or the admin), oldest first
+	// (GET /teams/{team}/members/{member}/archive)
+	GetArchive(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetArchiveParams)
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	// (GET /teams/{team}/members/{member}/inbox)
 	GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetInboxParams)
+	// ArchiveInbox Move read letters out of the inbox into the member's archive (that member or the admin)
+	// (POST /teams/{team}/members/{member}/inbox/archive)
+	ArchiveInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/consume)
 	ConsumeInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
@@ -2351,9 +2405,21 @@ func (_ Unimplemented) UpdateMember(w http.ResponseWriter, r *http.Request, team
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetArchive Read a member's archive (that member or the admin), oldest first
+// (GET /teams/{team}/members/{member}/archive)
+func (_ Unimplemented) GetArchive(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetArchiveParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetInbox Read an inbox (that member or the admin); reading deletes nothing
 // (GET /teams/{team}/members/{member}/inbox)
 func (_ Unimplemented) GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetInboxParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ArchiveInbox Move read letters out of the inbox into the member's archive (that member or the admin)
+// (POST /teams/{team}/members/{member}/inbox/archive)
+func (_ Unimplemented) ArchiveInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2830,6 +2896,70 @@ func (siw *ServerInterfaceWrapper) UpdateMember(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// GetArchive operation middleware
+func (siw *ServerInterfaceWrapper) GetArchive(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetArchiveParams
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetArchive(w, r, team, member, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetInbox operation middleware
 func (siw *ServerInterfaceWrapper) GetInbox(w http.ResponseWriter, r *http.Request) {
 
@@ -2898,6 +3028,41 @@ func (siw *ServerInterfaceWrapper) GetInbox(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetInbox(w, r, team, member, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ArchiveInbox operation middleware
+func (siw *ServerInterfaceWrapper) ArchiveInbox(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ArchiveInbox(w, r, team, member)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4370,6 +4535,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/{id}/ack", wrapper.AckLetter)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/archive", wrapper.ArchiveInbox)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/members/{member}/archive", wrapper.GetArchive)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/receipts", wrapper.GetReceipts)
 	})
 	r.Group(func(r chi.Router) {
@@ -5524,6 +5695,100 @@ func (response UpdateMember500ApplicationProblemPlusJSONResponse) VisitUpdateMem
 	return err
 }
 
+type GetArchiveRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	Member MemberPath `json:"member"`
+	Params GetArchiveParams
+}
+
+type GetArchiveResponseObject interface {
+	VisitGetArchiveResponse(w http.ResponseWriter) error
+}
+
+type GetArchive200JSONResponse Archive
+
+func (response GetArchive200JSONResponse) VisitGetArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetArchive400ApplicationProblemPlusJSONResponse Problem
+
+func (response GetArchive400ApplicationProblemPlusJSONResponse) VisitGetArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetArchive401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetArchive401ApplicationProblemPlusJSONResponse) VisitGetArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetArchive403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetArchive403ApplicationProblemPlusJSONResponse) VisitGetArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetArchive404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetArchive404ApplicationProblemPlusJSONResponse) VisitGetArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetArchive500ApplicationProblemPlusJSONResponse Problem
+
+func (response GetArchive500ApplicationProblemPlusJSONResponse) VisitGetArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetInboxRequestObject struct {
 	Team   TeamPath   `json:"team"`
 	Member MemberPath `json:"member"`
@@ -5664,6 +5929,114 @@ func (response GetInbox429ApplicationProblemPlusJSONResponse) VisitGetInboxRespo
 type GetInbox500ApplicationProblemPlusJSONResponse Problem
 
 func (response GetInbox500ApplicationProblemPlusJSONResponse) VisitGetInboxResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveInboxRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	Member MemberPath `json:"member"`
+	Body   *ArchiveInboxJSONRequestBody
+}
+
+type ArchiveInboxResponseObject interface {
+	VisitArchiveInboxResponse(w http.ResponseWriter) error
+}
+
+type ArchiveInbox200JSONResponse ArchiveResult
+
+func (response ArchiveInbox200JSONResponse) VisitArchiveInboxResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveInbox400ApplicationProblemPlusJSONResponse Problem
+
+func (response ArchiveInbox400ApplicationProblemPlusJSONResponse) VisitArchiveInboxResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveInbox401ApplicationProblemPlusJSONResponse Problem
+
+func (response ArchiveInbox401ApplicationProblemPlusJSONResponse) VisitArchiveInboxResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveInbox403ApplicationProblemPlusJSONResponse Problem
+
+func (response ArchiveInbox403ApplicationProblemPlusJSONResponse) VisitArchiveInboxResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveInbox404ApplicationProblemPlusJSONResponse Problem
+
+func (response ArchiveInbox404ApplicationProblemPlusJSONResponse) VisitArchiveInboxResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveInbox409ApplicationProblemPlusJSONResponse Problem
+
+func (response ArchiveInbox409ApplicationProblemPlusJSONResponse) VisitArchiveInboxResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ArchiveInbox500ApplicationProblemPlusJSONResponse Problem
+
+func (response ArchiveInbox500ApplicationProblemPlusJSONResponse) VisitArchiveInboxResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -9561,9 +9934,15 @@ type StrictServerInterface interface {
 	// UpdateMember Change a member's wake and model (admin)
 	// (PATCH /teams/{team}/members/{member})
 	UpdateMember(ctx context.Context, request UpdateMemberRequestObject) (UpdateMemberResponseObject, error)
+	// GetArchive Read a member's archive (that member or the admin), oldest first
+	// (GET /teams/{team}/members/{member}/archive)
+	GetArchive(ctx context.Context, request GetArchiveRequestObject) (GetArchiveResponseObject, error)
 	// GetInbox Read an inbox (that member or the admin); reading deletes nothing
 	// (GET /teams/{team}/members/{member}/inbox)
 	GetInbox(ctx context.Context, request GetInboxRequestObject) (GetInboxResponseObject, error)
+	// ArchiveInbox Move read letters out of the inbox into the member's archive (that member or the admin)
+	// (POST /teams/{team}/members/{member}/inbox/archive)
+	ArchiveInbox(ctx context.Context, request ArchiveInboxRequestObject) (ArchiveInboxResponseObject, error)
 	// ConsumeInbox Match every protocol response in the inbox (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/consume)
 	ConsumeInbox(ctx context.Context, request ConsumeInboxRequestObject) (ConsumeInboxResponseObject, error)
@@ -10020,6 +10399,34 @@ func (sh *strictHandler) UpdateMember(w http.ResponseWriter, r *http.Request, te
 	}
 }
 
+// GetArchive operation middleware
+func (sh *strictHandler) GetArchive(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetArchiveParams) {
+	var request GetArchiveRequestObject
+
+	request.Team = team
+	request.Member = member
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetArchive(ctx, request.(GetArchiveRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetArchive")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetArchiveResponseObject); ok {
+		if err := validResponse.VisitGetArchiveResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetInbox operation middleware
 func (sh *strictHandler) GetInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, params GetInboxParams) {
 	var request GetInboxRequestObject
@@ -10041,6 +10448,40 @@ func (sh *strictHandler) GetInbox(w http.ResponseWriter, r *http.Request, team T
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetInboxResponseObject); ok {
 		if err := validResponse.VisitGetInboxResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ArchiveInbox operation middleware
+func (sh *strictHandler) ArchiveInbox(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
+	var request ArchiveInboxRequestObject
+
+	request.Team = team
+	request.Member = member
+
+	var body ArchiveInboxJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ArchiveInbox(ctx, request.(ArchiveInboxRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ArchiveInbox")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ArchiveInboxResponseObject); ok {
+		if err := validResponse.VisitArchiveInboxResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -11099,343 +11540,357 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1vd9s2tjf6VbB0z12R5zKyk6Z9ptaLu3LamTm90057k8zqi2GOCZGQhWMK0BCgFU1WvvuzsPcGCEqg",
-	"JCdxYs+jvmhkicR/7P/7t9+PSr1caSWUNaPL96MVb/hSWNHAXz9VYrnSVqhy81ex+S/BK9G47ythykau",
-	"rNRqdDl6yRphmw1bS7tgdiGY4UvBbsSGcVV1X8x0tXFPto0y8O1cNsayRpiVVkbkyj1trG6EYUrbhVTX",
-	"TIn1tN8kdMLd76LBJqXJVSG7kV6VWs1rWdpiwv4qNobxRjBT6pWomNXQmtU3Qj0xbCmWM9FMcjXKRtJN",
-	"ZYFTzEaKL8XoMl6Ap38Vm1E2MuVCLLlbhCV/97NQ13Yxunx+cZGNllL5v59lI7tZuQaMbaS6Hn34kI1+",
-	"gc5+4+6B99jdyv0ROsPRjLJRI/7ZykZUo0vbtCLu8z8aMR9djv6v827XzvFXc/4314rr6DfRLKUxUquf",
-	"ftzT3So8diWrvb2Kd3y5qv07T5+NMteUFY1r9L/hu388e/r9239cPP3+7R/+Y5Sa/Svxz1YYu3dEDT5z",
-	"aDj7FiF0Q50a0dxye2gpmu65Q51HE2+EOTzvN9zc7O3bcnPzKTPGDrAvwZf7ehJ8+emn603b7F9Md8GP",
-	"P1EN3LindutQ/YM//ddb97+Lp98/ffv+Inv+zYenFhb6/bPs+w/pxf5dNzdmxUvxZ1kLP8RtYuVGyxpR",
-	"cytvhacIa/9mxsTkesKKJZdqstoUTDesME15zlcr9/dlrjg2IZXVjLO5rivRsCXfsHUjrWDSGmZqbhbC",
-	"MG5YcQ5tuE//9/M/F5Nc/U2zYjIpMqY04zOj69YKaDIDgqk0M5vlTNeyZLVUN0wa10mt16KKSNXWZca/",
-	"hlc8olbPLp6/OESuPvh3gQ+8LG9+UqvWus+8qqRbS17/1uiVaKwUZnQ557UR2WgVffV+pLQVuzvwppHL",
-	"paimjFu21May7y4uWLngDS8d35mMsniw3znSujW6bKRbW+olNC5Uuxxd/mNUaSVG2WhW6/JG4On7H1Fa",
-	"UY3epo5Kt1L/CK11D+qZe9f19LK8eW05zqM/Ow7LMdfN0n0aVdyKp1YuxSgxXr8SX2gi1GHmxpia1A8L",
-	"Ud4kZrRa1bLkszq5a61gc3eQWeneZnYhDWtaxZb8RpgJ+7M7AUyretN7jM90a3MFPByae2KYeMdLy1Tr",
-	"2J1xl2Otm8qwsXuIeACz2vI6c3czV/h8LRx1MBlxcF0/bY1gsjJnGdOKcRhM1chbodhs4/4WvM7VUlei",
-	"nrKiEpbLunBvK2b4xrD1AiWU9YJbtuaGGSEU3jBasZnWteDKLRm+ntxDvIKpzb1JrONC0MosRF1lbvbS",
-	"skqj0MPcFmzYuOi2omBwt84miWFtbT8MBLrN4r0Mg08eBa1MuxSvhGlru3skGvgePkorluYQm/iF23JB",
-	"jX0I3fGm4Zud4fq2k8NqBLeiQplpd1iDS97oOv2DuZF1fXD4P/OZqA08b7ltD08Xxvcan3XzdYJletNR",
-	"unti2EzwRjQog06ZWei1wmuzEI2YjA7dcdpkmGgYZpifH8KeNXVSQnqISqyZExIcs/rLn97A2Iw7nuNZ",
-	"a+FWt4Zfi8xfUgPXp+JLfi2qjK0Xslww3jWz4O5QK8H0/CwDvoiLYIKqIGkdgOr3t7jE0V4hme0P9nd3",
-	"h4EMuG7c1aWn2fjvb36Aq3IcXV5oY686QTgmw9zANXJ8F26Q2iTobzaq5VLaw+cKn/qQkZB//IXqX4Sd",
-	"K5WNgL4dPKfuodfCWqmuzV6atWqblTbp34KQFP16gBZFuxjWqluErjs/j7iT3e1Jneqf1Ey/26UQS2Hc",
-	"Wb0D5cIXDlKt0HBqMEQ/dg7sa7idTM8ZpzsAlB+4Iv7EmVMEmBKiMpfhKRAry5rLpRM74QkgFWt3AaSF",
-	"GyZuRbNhtesZ70Roh40L0C7gjyJHpXktHTNhf+Llgl5aOpotDCv+mwRuL3hfgeT9zbMP/1FMGc9VI1Z4",
-	"y/A9aVip65qvjKhQGnZXHLX6VQ2ytKMPXsx79l2uKmmsVI6Zw0KxRjg5m42LW17LChWwOZe1qAoWj/ZH",
-	"bjnaBqpczcRcN8I3Id5J48bkFAkQuLliYrmyG1ZLY0lg9gdgS8NIzjVFJ7Yv3c/h1m9rF44iOSKvW1Ul",
-	"qNpMV5srJ+ya6A5JZcU13u65ENWMlzf7nllItxKbK6FsQ83uPiTdtbiabez+B+JrsvsM3MkrT+13pwtk",
-	"peMGniI/MQytPO70OvGQScV4XWcgarnzinLdqtG30ilPjVjpxsL9AA4zZVqVwj20AevNklfC6UWuVfeQ",
-	"7yhXIHwGe9BYWiZUZVgxa6trYa/EuwVv3fEoMmJMjh1Jw15cfJ+r3afOeuLfzkogr9pdB1CO2KpuDdOt",
-	"dZ/xyXhFlv21cktjVkJVtDZTduHGpTQenR4Lk8p+9yI5rBXf1JpX+05LZOZxXFC39ipFoESp3cJx1j3P",
-	"1hwuNEjzK9EYrRjdPbfO71ayEYaNOauEkryOJdSo//j0pH4NlpfEqH52Gvpc1k4t6J7rOL9bxIWuKzYu",
-	"YhMO8JmCrbixTNqBcTnKmOjyjfs63reZ5k0VespYJWrh6I1WwjCpyrqtRDXQhdb1VcnrFEd4o3XN4Dc4",
-	"knCy/XVBkyf+OBMbrSp2LSwQtqbR7ro4wTlYV+FdPPbuHZr+wJDcvUxvxZrfiKtK1HxztUzddVnX0tAx",
-	"mQm7FiSDoV7GrNOi6Doy15ZnYe6z00PQwOtO1NpdDhz2mLO5fCcqtpaq0utLz82iNnnjdDrDZptcubfd",
-	"nbnWsPhkvAHjsGvubMp4bTQNy22/O/LxaHPlXo/4MNEq5semxDsbDXCIHgQppSOx/eX6T/d1fI7CG9Gp",
-	"hcHLfwmgfK73Rly3NW/gzJuzI4lANxZ4bXcsf+PLw2OBdzNWyUaUVjvGAmtSS3VjGK/ljUhepC3paIur",
-	"9PlQFrO/iDJs07EdNujP7S7v26LMA+TO3/beldw+8TvsbneXd9d6i4IlZUKQFY6zn+2VJpwkBfK01GrK",
-	"hBPg5lLUFavEnDtN2hsza2Ecrb7ldSsOiSD0LhnallLJpdN/nmVHCSfh7WfP47cvsuPElvD6Hw/2vSXP",
-	"hDe/eX5xceTLsazT9Xzo3ZQMRO9i158kErGxEYLhEYH7dcxgYjHEr/8F/Jd9HcFk/8bvCCndqA/v+7D4",
-	"4g/A7qw/lzCz5O9wZH/87sXhQ5Y8Ii8Ov7UtAHWHK/tIcWjKOLtuuLJeBHIbmJCQDp+3SEiiYX27O6yP",
-	"F5nCAj+j03tgNFvyVCAB2R2Eq4wt9Bp0kCVXGzr9XJm1aJz6eANHxC7E8rNIYcjjSRIqjNWrFagZh1fe",
-	"C2rdgTj0SkKA869+u0unYnGOk8DlRANHm1AYYzV3BGGHQvlN+25rzy6OFpT8sL7744tvvn3x7XfZ5xSe",
-	"ckXSE3upWLtypCe+B42YtwYETrtgRcTP27ouyGKRq6YFRbNzA4IoCtvr27oRYtVFKkjLeFV5D90whXx2",
-	"tAQXU/bsc0t0uUKRLtuK2ii1Mo6OqZK8l1v7V+D89k3nw6AM9PdVRZ60OwhBb5xAA6878aZccHUtHIFD",
-	"0acWc+tYG+2GewrEHjZWupOLwKtydkgUuqvwc2dx504Szl0lmrtKMXcTND6V5X8ck/94Bnw3pnskE/wk",
-	"dnUkub8jif9kYvzplOqutOAX3ty8Ery6YzCBXTS6vV4ko0e+2YoZeHE4GitWWn3Tb5Oj7RyaQ06GK1ml",
-	"nZGCG51wB/4KJnxHd+W10g3KQt7vpJtKKt5s/OUGHRrM41c+VM59VV3p5gp6RF+g+7MRpVxJoSwGAFwZ",
-	"fivcW6t6E7WyarTVpa6T7qwoBGvPsPlq1ehbUWXMxyagJ7AFn7NNeTFjj2pwsVEzcYxDNgqtuDHj+hyO",
-	"fIh2IvSU3E6RMtqTfObDAh1PzfyXbmJugcFhU/BqKVXhZUQGf+J7u9wFfky5yrwD7G4ebEt+292FSMwy",
-	"7TbnpZW3yRXoLOvSe2kZxncoqa4nyZAIz+FqumfDXoZ9TyzL1ZUTNK+MSLnOg6uXBuUeRX8AV+yXH34L",
-	"ASPj4nxZrkCC2zB/xnN1KxrHVzJmBDAYiDdR2p7RBQSx4kYo9BxPmWrrGt1rYC1ExcAJeI5jiIbdKL0G",
-	"iVNpJSbsr2JlnaK8FEvdbDKI4UA/1aUTI+klEB4bYSxvrAGn3Vw319pa8OJN2EtW4PQKJm6FsqzkjRMa",
-	"cuXEStuLlsXZktahgncN7abPLphx2q13MubKavrJkQFZcu+mR3kJrEXcCpRoF8LpbXo+ZUaTv8+98sTL",
-	"VE60nAnWrpwkBl1h7JtdcDIF826Ik1w50Q3vIlvxa0HxBLRvM15dC6bjzcUIHLecsPbQ2ncXzGzJ1LFH",
-	"320XBixhwNvOrXHHy2/97un6L71GNdCNKJwQOkpnvdvgZGoTScuws7lCEzWqj5dubvzabaBurZGVYL9w",
-	"WTdaL9FZqhQRSwNN58qbyBdOqUf9hM/0rWAXE/baD2cmaq2uvXFv1ehSGANnKld6JZSAo7DM3K7B+Izb",
-	"cV77LTdoKyx1q6xB/7E79nqtJrnaOXpcKd2C+I/nBiVuNuZ+fRj2meWqrLXTpHRD9pPqbEs7uBgULYEa",
-	"1fWv89HlP+4UuvA22xdbo9cKNXp/zNfS3XjyOJKyRJd8KXjPEDYZPk4dZR0OPBK8uopklN1Bysq7LuFg",
-	"BxdHIG2OLrhmaHxkneJqMznmoH/tyKdhx1KrGhL3Bi4fRfaxUi8F43O3LEW8nn1DVfJQgdv40Jj/7gM8",
-	"nBid3iQi2ESpec/jTNs0g+sj6jmyCW87iQyM0qYZJkjvC1FX+yLE0NhKPqhLuKlwXrx9SVQ9A1PGCgqY",
-	"yNWYO+JpRdO00G6wtZ1l7h1VihojK5qkg3y90EbkCuiWmM9FaY1biA0QFiROCgxnjQDziApkhL0Ei6SF",
-	"QOdc/fbyzQ//xQzeWVa4aResEbXgRjgdfSjGMqzP1ZDk/Ptig+HaYEE3FEO5cp0rG5PRSyTSyHx8xEDb",
-	"KCLY7j0mLcp0Xo4BCxBuKkWtRdv+xOSqVdyxbLcF/sjO3RJIXAlqh40LtFdMtkwAxTRXnBYKrU/vcy9E",
-	"5aNLlo/KWvAmH30oyJHqOEc/JOFuQYEk7+26z0gg25LP/DXa4prbMtoWsQsXPIrhcvcrPu+BCr0dlFYx",
-	"0O2OSuGnBb8dznfoyGqwx436uubzZHz6XWluR5Col6Qp7HcQVLViSy5rR4c6QQSttBGVgjvo5FltI6EF",
-	"GhMV8shjI4qH9+yVO8t3tOf9DgITXQOIeybj+pLfOHIRzaE1juMxfs1lQr2is9zfHCfWjra7LOBeFRAW",
-	"JsluGkQGaiZWwakReCuteg6sx+sdFVdWcCNJj4K7CS4AJ88C2YZ+nBiVVMex2Y+ym8I6B4tpHPJw2Hq6",
-	"u9gfd9E+/hoMHvtp4CvSsrGQEPe15puzjsFwJO+usYEjntg+4wWIbY355qq7EGmJQTkdiJsbUaF7UTFe",
-	"OjWxFtW1WAplp/2gzUpWaflgpqtNUoQbsC9JhcadK6vTYwsypkRHGOkpNB5MmnANJO01nTUpKVXCtNOG",
-	"igXwB1kdkoNRpaVBetnYO6KwlWknX8WaFjLombh24r2XQg5ySTQO4cDj+dHKxyN/O3xIPopR7T9HL80N",
-	"w+QXGpK7uNEhiuOsKAGWUa7P/pOUzLzK0HLwLGTDogup6LwhBSt1JdhKS2VN8nAcPHqRtpM+hFm3s1FE",
-	"J7E0uFIg04GjtRTylqyk26bfZ7um390DqY/ObuyZhbU/GcnT0CN2HxnYg3yYFZ4xF+GA62BsdStSeNOv",
-	"KUgpyZU3Bc3cNM2UFVw5kWwlywLMQ4XT07ks2NjpWL+uhHr501M3d24lhOOh5HDGWoMHrGxEJZSVvA4i",
-	"Mz7yxDChbmWjlaNmE/a7tAvI6nISNMd9uxYU7RJeIabMxsXTpzBPH127xVn4u8G4WneQIOrE0aru7Dwx",
-	"Poxl/Ozi+QskrJ6XpaPmOj/JiyM8N15A3B2ND1kOcTPuUZ8zWta8rcRTo5US9umLp98WUyRUc0gi9Xs8",
-	"OUaC9B317OV+g0fZCDcXEtKx2cM28tBk6jj/LTllPKjuEpJI5qabuoeHs3eTcfXuVA6nnsWuiCPcCSuh",
-	"KvfjwYXo5ZnvcRb8xu0ipEregdivuF30E0+i7X5x8f13B9xTcDx+wnef+ePq/z6QnoJ9753N0IJ73ITj",
-	"c2agSXrrYOJM1/zg6HxTO0MT78q6NeS7uJM7ZcV7jodYvOnl/CcdK9sLO8p2oQICakM3xuT8eklm2441",
-	"weBEgnV1zppWXS25VE470caya24hUd0Hrh1Kljsu960Spaz2JdhJcGU4bYXNhJO46YIFJ4mshf9u8tEG",
-	"ej+MWUJgid1tfvLAWUppIAh2dyCQTkyjJ6t0rNqhT+7tEeOikMA7LancH+SLPe0yFat1zeBdVE2BsVzz",
-	"21i4607SvsPeg/RII3fsvlRzdbXP7+uG6F21zD2NongtbIiQY2QMQg+Fe+T6sBt4a69pt4pL1pLbjaK0",
-	"pOqJqalgkYISqU1sJgX1wikQGNIZHwPPKijBE/3OQkn4QANJKuRuq7ZCEOiyHtQ+tvFWAuGANv3h2d2P",
-	"yJ7Xy6aMDmjvMveu1H5S9CNdpLsqM5AUezgHFJ/bP4SfpUnQ+26t7sCMOgp7iBXFzSeH1+hZLRJZ0i8V",
-	"e/XnH9j3L779X04UdA+xSpctyMW7VFlXPWSHnSRHnxER7K/wl9X6quYNGGJbZdrVSjdu15eiktzHfCyF",
-	"XejqSml71R3hVvHWLnQj/4UWJt3MZFWBydY9OHei9AgjCa4gb9L4v8BiHezB87auuwSN8KP/u7s9eIav",
-	"yILlnnA6oef01G33eAqlqWulVfyWy5owCzACrf/dttMismjTkFvllGZ1FS7XutHq+gpjIN0e+imWGrwk",
-	"aJFr+LXotsSt/5KrzZWxjeCQGWIWLSh6V5Veq+id/vB85xZzxyH31q8d/BHWCf/alPAa/MGNkdcq+rHm",
-	"ctn9CSm8/o8OGgR/0zZ6vB/RuiWxRIu+Ew6+/agfq58VKutAMp3Mv7niNAhe4hjCDaNM76uZqPX6qg1R",
-	"TE494PUVhE8nqWtPAt2SSMBhkppLAboyOnxqebsVHK/nmEgcQgxikJESYHqQy0ziPOH9EFOh+WHZNwYM",
-	"2fJ6tkuunroVdKdmSi61UivLJfmjy1oKZX3YhTnARhPBhNIOxRDBF7ta3t9f/eRUO29/96TtRqqKjQvA",
-	"cLmc1VzdFIBScTZls4arcuH08sKRueKw9Y0IFw4uYmq0UBmSywFyDNE8v3ZgOXc2hJMA8dRHBiF2TSWr",
-	"zsiyavR1w5cpOt66sztoEXBvPTGMHsMMDXRjw2FrFRvno3xE/uKZEaqXlNqTOTEKLrV3kKafFNXhfFN+",
-	"j/hnyyErHlvaCmjyo4WJK23d4PZEF0QqFjZ/aAnwqYxZj/HU9Y6G7yM6jVQ0PhA+RzH8SZ3BDQgVJgy6",
-	"wmh/L6WBnOg67kmDNVeENnGEarBtTODoEQ0jCmsV7affvSycpdQ5fyV4NQA2tR1ecnDtuqCLfYETO4aR",
-	"lF83PdRSyJVNOkyOj+0J4FrpsJ5gDn9idl0qcLJaZWXtc/qv5a1QR0XxeDf+Xq/JWiiLOcZRMEA8JHCq",
-	"p+3vwwHBA33G7bqnWNk2RkMwCAcjOGSddOb0dLf7/UDQNHVzpLMETOBhtWgCwPH3nQqTOr/dL0dyWTxg",
-	"h0GkqOH0eFb1AInwNgQkE4j+pWwgD2RUAOvtmidjw3aw05yCnKZXPndk4FDstXN6lh0TqzgS3ImmTirt",
-	"vnt7JCfu6Zh+/NFgB1f04zxgxy5QL9JiK+1J2461XGz7r/oZOod8WNu6Kg1vcNLDZupACfd5wUAzoos4",
-	"jbw7xT9b0ZJT4K5HY9cEjo1FMrpB/2Yl5qI5KpD+WNs4Aa3uroeTGY9Eaf2re7TLFhq4HUcuL0r0O9Qx",
-	"bomIwf6RuYeOWPph9/ewYyJLZjwkzUxO/beHjdK93YKVjxzc1Ei3vpHQ7ZNC/PLu2eKPuu2fdgru5Lbu",
-	"5Zod9lx3S3tnhzAt8M667lm8n37cTlj65zZ+svtqP4xwaO2vtKpbgqtnAcmjRK+m7WxxytyRbBmv/WG2",
-	"TA2n1yZo0Lu7/Ru3C0bLY0iXFxWbbUAMI8Tuz+IAOeBU6jsAtgeJGRNIesJsWDBgIHGn5ODj8QgPOLL6",
-	"+3QQpayLoj2samHw1N4FPKKRbZfalom/EeZp3l5cfFMq+EcUGcHAigrSVsDbPG/0kj3LQrCxU6wOM/Bh",
-	"xxyuXLzfYWn2mdTjJTlwivc5Lu/uRfrch+Bufs5j1jHM6dC6fAzr6F3LIAwO2SX2+tqff3sXV/s3z/c6",
-	"2uP7dDB8w9r6itAV+lgVCLMzlNf83WEdfdjBHy38ELXvpz3f1dx5DKLvfiykqLFXQon1XXOA+6v6KcsY",
-	"N5Ucaat+XYWVuoO58U+QNYXxtdIwvcL3pqyAzLCnjsSZglkI8Ac9oDBWrK6Wpthla1XkoNsVfxfa2Ccm",
-	"BrmxmiC5AbWCjX0MViUU4h8EP/ghXNvYFLnbs//VWx3XjYRkRqvDTxP7znYDyEcvnuejsylBc3a5V/TA",
-	"VkyUu4q7N/WjYpBBRtpFFhS8iiIJmFYMA5ncetZcdSMnkb2/ekFZRik+uYK0qwmsxVqvKbnOPYOB/NIQ",
-	"Hk2EywKJNwGtqOSKrbktF96qvIugkx0y9iWPeWdVT0Q3l0LxRmq07brnekEX3r4tIQkG7MDCJK0lWokj",
-	"DILblv4P2YHiF+4yhYcH7vFgvNNClDd3QGKGSLAUAjOX9Uy/E3soxadiEO8QGV4uuhQG8GgiwLbPS9J1",
-	"5dRhCIFIR5F81GXahRHZ9T6lUO+RKHaY9ASB7xPOoZ4GBO2PKSgdrfZYFMMGyHyJaa9DnoyztFU0qrGw",
-	"l9F1V2ELTOTTNCPI/hi0I9D96oV5dnyC3POd1yptLRhEdG/aDs9g1ug1JtTU8gbyStEzeoRo3ZIoGEab",
-	"+WIyUGuALlICQLErSBF92d2X1IV9TX38pOZ69872prinFsNHr6U+xPSHgrjoRTzQfqGQzWcx3r0HJUre",
-	"yiHPbTrdz7tS48F0M9i3uGn50I/6+EPf26xD0mHXfHJoQlVDlHo7mC2K/T/eKPr2uPSQYZPnaytW6eDN",
-	"fl4dRalDaLwHooPMWDaXitfMindAk49jiW+0rqHnw7zwncUH31LdqfRgEUV+ToH7Hq4vAV+CESkDggFI",
-	"rh43BaF/Cake8mrl/OjEdYpmSTtzCVrQtd8ay2aCuZkjnCAlyIfEEicguQcwFOboeA5fQGuXbsPIBtIS",
-	"ABSKjR3nIXjDMxynAjBiPyaMXZQN62b5GQb2MdYu/86QzzzeS19Nw2dIYxjuJB1FPFwXB2KWjk7+02s1",
-	"FGPRGxtuL5N2ym7EyiJUfDgVkyMNVURnEqEiToyi5pxmYLiset7mu3V1HJqC2+oIS4FKwh1/PgYDflpI",
-	"Hb3LSdnWk0N5uo7bULxOcCbgzmUdxehd6nCP/IkI6987lFumuGjgKVrs5v4DbcQdjQhDmw/+xBcXvWJk",
-	"PoynkctlHwdpXzIwDO6jfKQRyT0mOb1POo+3CQ7Fpn3cEtz5pofj2u8dPDvP93XOxkUUL9srEXL4IEOn",
-	"Q2dp20/jjv22owa+O+SpcY2lpasAI3g08T8oUWGTQ3N6vccRKdWV19YhKIlIGlxv/PR2YHJHJqMfK0u8",
-	"jOvhQJTcHAC63D5P+us/TqWVnf2/yW349Jvx2Q75MQSDFLivUAGLqncNCDkoICKgGaCpCIZh0qyLZWfc",
-	"Il7OlEBiyGPnhPSnTkwcQI/7mqW3trCQKTRYqoCvz3RTuUNZC151VpQjjTgPoFTXcM2eVx7oXSqIn3Dz",
-	"vEPs86CR444ITJ+/lFhkYfCHukOk8UHoXb2xu9YZc3f0o5h64qB3IU541HdxsQofsFr0kgClYT41asoK",
-	"bm4KBnpIMBKPY8z7vs36818qrGnxEUXteog/Oz64z3ttjpGjopu0J3YcC/E2U7LdB/MrKv3SMKvraje5",
-	"O+Ue7B3//aA/f4EqxX4IPEL69sDem7i04hOCTpvLWhAOQDhK8C6T6lOAf9w1GJBvwMh2tHwj+PJ1u1zy",
-	"ZnNYzIGWh0bjWznAP+/ie9+HFBnnkfgql+laSwOEO03dOjoWDXtoyp8NEMhNYNpBQhLOeskVPbVrFboL",
-	"faBhbs+YmhianPnENI/I5Au+KQCGmImFVAkjl+PvlNk04M6AJwxfX1GRuj1HQ89BXnjSuWEcpfbwcEQm",
-	"HM0cqpTGK9HsHw090wi45Ea3TSmGciRupVjvb297Y+LF2BlPosmB8SQWLb3ZZLC8K3hK0twaVWgI5TgQ",
-	"KycYXLfp1Tu7g82QptZc2qQn93cOMWDSMEBoDYidhBmckaeFmdodEY+5dkefbZ8SvhugCgufW7B9vsPm",
-	"f9YqqL7d5Fi8xfoz7mtUzEXrenczPyHzHhyoq9aycfH+Q5EAk9n10lAS+GB7MSiMEaryWO7b0C8Hgeof",
-	"1NnTOl1C/E3bqC+I3rhq9HIoILw1EET4zuKp0atQ66ptFIHxwAZDGMrWbgzc/gC9NBQhER/aJ6bDt3Kd",
-	"ARZ3XGArc+wAlS6PowTozbsVuca6YQUBJ/lGj1bUyGMUA8l8l7jSyb38kRLaE9GMqvrEENE9sY1HnQY3",
-	"PjgRx0YjgGXijkLgIESF172Kyy2gjp5vr1fzSRomq1qcTXMVw/ZeIrqKrOsIOdDdMG/ynOu2CUXZMqab",
-	"XHUPLsHv1RW5AgB2jzrblR3pVZ/KlTQez+VsGlCDLztuWeq2xliKuVTSLODtgFHeQUSunByg2wCdeUl2",
-	"H7IMhVxThCmbNRroUNPWIoO16GWjYgFgepWqKiDv5iZXAc0Yx9xhGF9G5RfCtwAJ6UeXK4/HeyNWNpRz",
-	"wM1I4B9fRjcwV0VcAKdgDQLudRXjqFBo72qz8Rr9R7mqJAT/7faMCGheJ+9gQf3JcvJ/OCU9kFA/yRQM",
-	"wlD42R3UsbZRnmZs69/Q0lXVIHDpbjib+9mDuLo1/O4F4wEVA8/NQDHadEWLLIhmiUxGSIN0S+/RmRHt",
-	"HVB/uPUHacxjpDas1+Z68UHlnN2ITToH2zby+hpJ1KEFe0OPEvx5OuYd493pDkLQ+1O7EwPfh6T1txHT",
-	"NHfCHmwy7uEu9rdtzk6DD1E9IeTbm8+Cqw92JhHo4+1reOp6ZDfr2Ea3ukNyxIBpwYPLH32WAw87aFuA",
-	"poeG84vnSf3xDJtkI9S+I8H4sj22Fn8p00EnVqxIi28bdUmygt+Ugo1VBvSewNQzLK2e5apqGwzvX5qM",
-	"NQKwyaesgFtShGR9vElnGSsCQylyNYY/WiOuZJUBC8pQes6YNIjskVFlxCmJ1VBAB77JlVnoxmLFCnD1",
-	"xb6+Mwg16KyXBRv3IJOyXOExTMJIRpNKlrXapT4IQ5LG1R2EOoiguriJhIB1oy1Az4//v9e//g0o1FnG",
-	"wnTTGKq0YGn9/WYr16u3u3El417R4yQrUAcrww/mq3tXeeKnUNYuKXT1wUlithROZJr0k26V/IEOXjrS",
-	"4ePpHyz10AV80/GDhMGJ6FwQWy5Z0V3A3359/YZNJpNzLP0LIWA+CO4sc0IGl3XhmFVXcHzKCtKtC8Yb",
-	"tPzKyvTBdA3rShHkimJWYCigXkA8MCoZeKkseArGHGO/PNQQJVIGCW8mSigBWXO5RGyagqI/0sit2ye0",
-	"O5tLDBABHKSkkyFhlTjomo2iYvaT1sHt/Ls/IqmSzYQoa1ZJKC+48vvqISbioCE14i7v7NRSj97fbi81",
-	"v9+9a+DPsr6rLj5Qxv7NAisOPzFQa/XIivRLXcm5TAmLwW8NIDlrTsVN0NpcHe+29rCeg6OFkHJCDgwu",
-	"k4wV5wWbCbsWQrE5VK8yfRnLNOU5X60mq81hQD9EBPWl4cOkD26NF3LusD2h2uJRElD/IBwSgbDt3VFD",
-	"mnvZNtJuXruG6aAI3ojmZTu0/lFJPKR4cXG9zG/JS8KpQ2f7AgRb5oMFYBrADqGvbiMW1q5GHz4Ai56n",
-	"sE6wCjaFl2ORNPdVB/oEpaD+682b3yYMcxIgOBdCO3JV9EZ1yf4TumcorcP4SWK/3C7+l+1O1UlWbaMc",
-	"gYYIRZKrzE7ExoSFAoS89AW6uKEiQ5cxIrqT9hy5BmNitv3LdnE415wOP61cq02vRggQfxws1hgzzGos",
-	"gQzl3iufx1Zy5eNaxXKSq1z9yQkuBhosKK3Drdk5IYf9P/9jQIDzYIln3hRvLGQgIGbYlJDOTK624cS8",
-	"oua+wJicYsJ+c8qPWz3yU43dEDNGafhu3LnyICAMY8RMRtzQUa8srNA/W235GQy/aWthYgh6LOJHqSm5",
-	"wjt1yTgVwfOV3cBoF/njCc6jF5/mVnLeSKEqM8nV7yFlCgJq3Kq6nmaCNYKXC1RbK275jBuCr5KGVXqt",
-	"zrCqIZzVJd/kaia6fr+9+AYqi28DEhY0olfCNpunL+dWNIBHjvWqwbyCgT1UYAjjlUa+Yt0oG1HtxNHl",
-	"6NnkYnKB6RFC8ZUcXY6+mVxMvhlFCbjnUD8OPhLAQiJnCWvMScMK+HTpL9dmJehuoc/aLYP/0Z0l/+N6",
-	"IegMg5ztNqh4nwN9yEcZy0GDxU+uCailFBosMIFIeHbDkNJN2JvNSphLJ5CRnT7rxDj4uKo37gOAeMEH",
-	"Kpk35rXRhOsGZQ1zFark9YqGoSVaN+igAtghHynVgI7VNqpwImFP/+EY+hEleHY2QN0wwnl17zctvu6m",
-	"T2Y/uCneDJN19Mc7eXENoHMUD5EcOAmx/xZZTOAX2QWa6YbaMFMGyzDH6l/wHNQSYwVG/hZxZ1GOMA00",
-	"+iZXWwP20F4NVxbrzSqxxs59fv4UcZ43QApNrpRWImOcaAuEa/NGuBMX8taLrvhn6UboxsVLtwbuMMkK",
-	"D9C80XSUrM5HWa5yn8+E3ypt6RO37qBddhUtIrQygK4oXFsFpOjlKoBwTTuWYQTUJXKLBl5klPKl3SmC",
-	"AaSgypVbx40qSV/Hq+cLdMJhUdcIpIAHDZBML/EPXBhHKqHK4EIqLN9LjYDPmqx9wNfGO/UksRpDrjyx",
-	"okqZXb1QKnXpTiycVUAo9K8/CT05GlS7E44A30uN9SVeCaDnvoKbYBvdQvFQqJTqjjq28MQAuQxUAPPU",
-	"cEu8nrVNFVA1xXJrZH4FIkG1/MJrqmkVVGTsciGIdQM5OaY3d2Di7iq3ZvCAvun6RNu5k0vc7Eq9BKtp",
-	"LfHgw/ZzSnIIdnPcTqz+afzeNRv27FtGqcPoRYhEC2TzcMziCqC5Qpbn2iCKFYig3yZ4PlY+E8cyV2MU",
-	"WYjdNvJ6YQ2DcLOzfvNA6nptd2MBRD32kkaLJVd9hds/0rRNWA8v51AJtGcXz19AiT26+cBBocKYY7OW",
-	"Q9IjcSDCFX92ERas1licENii62fC0ODjRnLtWkmJrrlC2TVzEhtsAnCoSwTx6/aKePFcIANxAyr+5Eby",
-	"GkImCuTBTuKHZn+qwLDu3vwTclXHaBu+FKg3/yNZm9uvKWXVup0Fh6F74J+taDbe2HjpDb0o3BwJhvR2",
-	"yxf6/OKCykZYXyVKvLMoBjzFaWNWoe9jW536kHLJ4/7g6xBRDBwzHH3aW9gQvuabiZNKXuyMZEgm7Q/o",
-	"QCo6YIAnhlnsAHkXOIpnX3QUMdo3DeCbLzqAgC8OrK9HaLiBYn5YDw3JPx5HGOaLLzrMAH1eXDq9xrTl",
-	"IhrM8++/6GC2wcULYsq0bAjbR5TvjyA2erKXefcokTt8BgogSfdmDfP59gtfhT6qd4FWAx+ROXoNQ336",
-	"2l1ZJGRdWASy9lBeGpTpSIs+AwPitSN2I9Is3rrGz9H1klQxtrido3UmMO6div7TbS2eGb5xogR8dcls",
-	"05I64pUmURuRotR/EfYXTHLfSx7jnbjbDvwihsglDPyJYRJKd1lPD78qJeodgd8XBNcHKyxNtK0kaPiN",
-	"bVplzt+jWPVhcI8h5oYvRedh9iAkPU18wn7fRiiBcItcXWsIjyr0TYFRC7URGSsQxAC+QowarKGGAj98",
-	"DbDR6d1/1ar73P4OxGTgFCDOQ1eJ4sQTHwJPDIIz0hhH2iEk2TwYNggoQl+Ba/RrbmBF8v2c5OXWGSeO",
-	"EXOJCF/iw464DEIwWexJBg6wJp0xHKPW7iYVO9LVQ84gstUnEj9LY1+Hp+6RVvQgPhJrj2bvAFASDCEI",
-	"GxLBkzyE2/uwpBmEUjdGq7B+xiuhsgkIMFBvE9jd0OnsHZnz9+48fgD2h9UD9+h5fRA58O32MG2KoPD1",
-	"z7ovEP9JJz0brbSxg0hDZCoJBXnRXDJ2XVcYjUzMGEOjyVrZjf3ps+IsY1Ujb6kNn2oDZ7QfZ2vQCuar",
-	"pSYsKZGdiHGldKtKaLbviMkV1kGCbYRC43FbFZgSjQ6mqNawFb9GqJG5rmu9ZtJOcuWTZd1DGxNBLYEZ",
-	"Zs2bykx2toowAMFqkCs8PUfBBDIshuP/huBKlSt8liM0G6jO7kgxq2G2gix8TM6TirS3K/7lT29YXxQr",
-	"yJWFmxIIcDw1LNRabcgCmatQWXxOSkugK7nKFY4fY5vBOcVriqOh3Y8z7JhUxgruDUi5wpNABX/gOgaM",
-	"K4wNx92MvL7Wy4wQYTvJFcH/UZ9gRierPJWvGxvNCvcJJT+yH6kz1BkW2thcYURs4TEEiwkDiDjDoF5O",
-	"VHD/iWHiHS8tYd3S2V3rpjLeAo5uKastr7O4ajJEAZqMJGhdP20NxoNEK8GWbuPJmyWwWBjZmzrEtUsU",
-	"dAtPr3KFQTi4dyj8dkEmtKhzd8BdGygNO24dLDG5wtUzNxJKRHIISLtkHBfQT2nJKzTUkbMCp3Lt6ESu",
-	"Sq2cVNth+XjgSnf+Mo+bjxPCWCQGLhhwYC24zVXDFW0vYWDjA6KaInYijhGTAcCvSgQD0QqNyBUULi70",
-	"jV+glIT/qlWvO+gzmtp/Uo3tzyXhe7jRDx8+fHhAukRQlBzHCN6GZkOQfAtRVw9E30CK4LlwpeHaLgNi",
-	"JjYajCi0n5OTlrKlpTieEYSTB6Op+BGRFSw4TzsDv5NAtsf9ZW17OyUL6UgSp3tiuoSHBXeD7pdc7zmF",
-	"s57hKQoXmaIcQfUbcYXmjSD5A6I0pMEENs97m1b5t3z2iXcQm2AggRgYtoYcEPCVRKZGiJoBiQzTx4iR",
-	"Ab+ARqDGO39HUsvZ4OBxW5592cPeL6qJ9+3Zt1/4wqfKeBYPVvV2w/qym9SrsFlcxqfP5y25s+TOFQS6",
-	"wvVRYg0mDPYSDYBkPQcLH7Kq8OJMXEtl0JlEAbOQwTNzdIY3KODIgHWDGVBOXIFgoJvMBzBRgkkRZSYV",
-	"yAqn3uFI8jHFmqDE4dQy9BQCQ49ichIJNbEL10nzHvI5iFTg5UfXMKgsYyqJ0ggfj0yRJZOej28n3vRD",
-	"X7991cYucNAYLP6DMfyQl4KxIyAu7jfBOCU3YEIM2kTeEDTrvck7AbBi0BYSOaZOYoAXA2rQimH/HqBf",
-	"yW2oZz14CDNHDALkdXQkCTzkwz7jBSmaRS14VTBer50SjwzWg1rxqvK5jY4iuOVx1MFdDPdZqutcSVIy",
-	"jFMp3D1pdC0mrA/WTY6+1UrwhmIKIHQGjz/GwCZUEEywfoNu+/vQQCJ8ow/9CGEn+O9qJM8+W8/YawVz",
-	"G/JygXYPJHgLfAeW80EpIGAHCVLptv4RvJDonGzESnDbDx+WCCBQdbirJ9rUo03ezthRpy8t6ccSeBbM",
-	"sD3puuelv4PsfBKRH4eI3ONHSMIIUCkhF3kmFGSi8/funw/IjjyI7RDdC2F1lNPQ2cZ91hJvBLvGuNfa",
-	"aJIcea5IILzsPPD4bHCVv7h4hmGiSq+ZBkk6yH9gCMIAQbJDA09rVWQDju2s3peEJkXQRBGSO1dQzQFk",
-	"VfwR5iw1uOUJHZ20xUvGWdlws6AEgFrwWzftXC14PX9K6KS4zgTqlOCWP8JjgVv2GNeL4aUGm78gcOeT",
-	"D/0Bkn7cnT7pf0jRZF/a4gRUYMvkhAnh/XTTRJUe7+8Ig3/4ZBav9WEym6X1zb8ImyYJn1fb3CfEnsjK",
-	"gwxX1fMHHqb6sNRvKCMSotpjVz0aighheH9QZ6SY9yMeUmPuHoEr9hu3C6j3tXLqVcqEZtH65oMPIOXJ",
-	"DQ6dtuAoctttfB4oPBLc1w2XRlQoq9DLeo4IMx3uJ0j24wIkM4/wZiALC7+CxOAio5xALE+cbdcrznbq",
-	"lrsGCLroSihAWYjy0ehzV2exYONa3gqmlTA+mcsUZ7kiM2GtUdLzaaVz3jBuckVYRTQNJ/6NRW0Ee3Hx",
-	"PUFJXc1ErddXLWXEKQ4Q/NYvyVmWKyNVKbzN1KeHOAETLIRe5jMEcRaSyexCbMhdzatcuclPoz1Boywu",
-	"d6mdmgymWrd9W5OaN0KAveRNyOoDGa5tMPpCVZRHZvRSgHyZK8pFy0JUSOVtu5Q9hzEjJW+ajZ9wL5du",
-	"kqtfVwLS/Rhl+/USSJ901+FaWIQMoTvHZq2sLUjcuYLzKdbx6XRrAnZdRw3knO63OYe4hfNaGntFw0/6",
-	"qRFw9Z6NRAHV9Qgj0ZdjrB0p6pb0EZmF2JgTCdItJB83bpczzJ5T4uxkA9q2AWHqaVfFqrfl/werBLuk",
-	"G/JS4Wx5sgm/JtmZ0uspxWtZLuuQQvGVhBDHRksNfjbH9z7CMIM8YeuU3MFCc06k/Pw9fviQCNE8WmDJ",
-	"Dj6LyPiHxJtizW+ET1CB6K/Y5Agmn6AF9tLQZxuClXD8HxJeKc5szd2yOGojraNFf+gQif5wNmUG8VcZ",
-	"dFywMcQC6SZXEDN1hlYnSsh2dxJqebpnJyHMrxGrmpc00mC+h7RPwvBDT+daKoLp6PjpxHcM1UFpLphi",
-	"7sH3c1X4CFGIVvIlRDEOLkWU+Tbe8IJD9jgGLVjt8YehhVbVTmWmRfWe2Fkj1TWZxTzj2yeMJEQOjyQA",
-	"QscwT//FI/LdB1fHxr8OX/fVUtKc3WdsQeCuk1Hlw2HqnM14xRCChCvWqhul1yqE+KBbAI+tL/+5deJO",
-	"TH2AqRPNfVDM3G0njuvR88JAfdeYE+8JYIIrIjrmYa54DuMbTNrDgG9wSxTZLqAAVXnDKF3h49sdTyoy",
-	"jA+v4NdczaUCKQX3hZiXNMhwsD6jVoLxBuPIx88vLrxmcEYXUtoiVz7rf8FvBVtx41hF9zAngHBw7VPM",
-	"NzFXH0DsOoQY6sr08RmkhVhkBO7BAIF1r1hX52OAHnO12+VliJ0D8Can0eARnHeh7OBfcdo0jKJcgJh2",
-	"Ngye4CbuWuwNeUq4vVmuXjz/nu1mJwMmRQSnAE6YMmAlREAfufK72EUqxfBIvK7D4KMkgJdlKVb2km1z",
-	"kLoAKOe5aMB44Za+2H6mOEMlmhg1BVytF7oWBENBkA1dQLusBQO7zCWG5NcbCiQPmHRgzHhiWAK4d0ID",
-	"g6XFRGZAIUIYIUhq9vgvqspVLcEh50Eq3H5B1+hw+00be92I1///z9Nu82nUJnyTKyiE5+8OJqXCGaa4",
-	"fIr8gnHMdbOEy3UJxzhXRWJVg+0lwdQGslt/grt9AIHiDQBV4oGlVfBAFDArmKWsAq4VxNUhyElqJCng",
-	"42cDYBawNr1It7vUWHBSeQJMI0WfIsEVaFLZNkY3bIwll+yi0e31ojib5srqawHm5HVE+SiUKDVd9krw",
-	"yl3Ppb4FE0GuQuMBRhTW8byBIKVKCw+Em1qSFkhTb022y0ztVoAaCkS0GqgHofR4jYGIWiNwN5VgG2GH",
-	"8Ebc++nRXERFKb47VJHi7T1KonjKHavbuTX92qAEEQUIQnQwCQUIsPjwl1pwwgYKcE/xK/iTu9vdt0gm",
-	"AA8mH32Are1GHmAxZ1LxJgVOmRSg6QRnTNdViI47OaEeiBOKXE6BqMAFf8hS7wNASyFxcN2JiMhSMHMB",
-	"6NSakB8GYVX6stD41Z9ev6HPcbOO1/7yw2/459VcN1eI1+xp+9kDUASOEPsdZwHeC7LFGIvpEyph0ylf",
-	"Z1NYArcsPsiChNA0Ykf2paxgR+oe55BMiOAwX84+lwwp/lUJn64YyYQkvMNgt2G6M/cPEHZPsXMlVVm3",
-	"lagm7AeYWWJnpowTfhmj2bONFO6MF1WLhzCd0IgtCi/Y3RtPpX6GEw6TS3XiTw+ZP2U9snGy0XxWG80v",
-	"4BfEGHePFNAlB5A6m6Lkqt7EhptQmuVo2815KCD4dYknGM9R9QE7ESpEcw1QAzHEKuBPhoJMwTADqenU",
-	"ANqNpZmwX/Sto5+Uy3F3K/wvvLl5hRrVvVjgffNf2Pru+nxtg9l/cCc6Bbj0QHMPwQRfeJUbVdCk3SGj",
-	"4GLGWcmVVrLkdTAcVmycKtC0W59pTaX6jLyGgKaaRKV/iUafnPO7nALPzYlV3Cer0Ldi2CZFN6Ojl3vZ",
-	"xRYS3zHs4r2sPpzz8ubLsYzsWJOj2NGok5hIB7C/tmyI2+aWPdJ/KSJhdrrDbhSBjSOzgRjDngU7V/gm",
-	"7Ggp5CrJkV6WNz/DY/fEkl6WN1Tf/0uzJJjyfoNWtzRZ51yNQNcfEAqiI46MYCR7xm8ElwKEfA9o/z+i",
-	"xKxS94BAr8d3vSJpmCm4Y0hP8rYTW3p0CozPDs1QxtiVZr5KSBmZz664O6nFZYxP5aTpuNYBPToFEnfl",
-	"pukpR/+9ro6F0smL+wgZ8stuGh1DglvazVZ6ghURhTHGD5GX4NN4cyMM+t+/shb3sh+lBVFTVHyYjeNC",
-	"yJT6jCVPnYC90A246nNFUBvSsEJWtSgI7IIrLEiEIDVtoyBHP1QjRodrqKCaK94IKMQbFUPAQUH0g48d",
-	"GEOozpX7XGQ+gRLbwciDSmJtZKEq1hWCPgMkH8SEq6tQkyQDr7LwsDkIHTjxPu/3+YgGi86fsha8gYoQ",
-	"PdnFT4gQiSVU7NNwXLBUAs4QJneW7HErbE3PPSjgpS/W4pPRtRKY4eAWpisuGDygc8xBZTuZCbmKVo4K",
-	"O176oV/N27ouziiPoqseseAVC10Yyzd56LGXBwCpqtZicSTCMYRUANj2LafWp8XdBQRD6aFQeRLs+ZW7",
-	"YF8gGg/6uW8suGOC7zKIu8MbeDLMPlBgaUAceQRRcw8iP7ZfnR9KsRBrQi7vOf4YrYXu5GeMagVB1ata",
-	"G1GdhVR8z0dcSwEO8VHanqFQv2fTOpTljwrYe8CpT4gUDMW8H4Ch2SeBEsqu6MXMAxAvq7Ve+YjEQIiL",
-	"GAFVmhDXe8kELxch/s0nhQFuVhQLN8Pb61hZrowVK6fyQZ5YSWgInM2l4jUUkp6SB3ppClaJmm8Mga06",
-	"lmgsxJpJRdE5ptZrii6GQevWbo87JKnB6MlunqsxaUWOCz4xPm7/LAumJADH9QCGPeRCD8wLIZJPDBPq",
-	"VjZaLaHCH0S1bIwVSyzcjyklfcOVRj6NYXg0vFXbrLSJIugizB9dG8gMDMq/bCAEzpdrNAmzCm6DT+Kb",
-	"9gIVu/QHLIIHYh9An2VehpKYEiiFYcVvEJh4SY6Z6imHUmwwVcWeXzxnTmDUqhQk7Bc/65Iq3kVZlB3E",
-	"KohHWq8IvNbErp9VLQn2gyQhAxVOc0WuD8JDgr2MC4C6a+wj1+a6bUJaLkjcbnC5AhRsf+wMlqGMT0hB",
-	"SVWh1rihkn3w2Q1ho1UFWY5cMSAq3pvrDeZEN8+2pf648DTuT1AQIIgVJvTERFvYKtu0BkqxqVVrL7Ge",
-	"fa4QIpkUrcbdqmtu5a1A6D6KHTPoLILhPv/vb7/BU8XhsOcKDC1/ZL/I/8wQ9c6flo4XFFKBIHLl71Jx",
-	"5jM2aQjC6QdQ/QuCcL3mgICqmNWHl90AXd1ORw6ne9WIW6nbIP/j8fA/5ypSC5zkj/qQVlaqFklLT0r2",
-	"Vcyg+O187sgPqkSFEaq6CrXeILDUtLOltFeIe430xJ2EJbci23ohV/CGG6tYR28ghtoUTggCNlJavTtm",
-	"1xCU3VXN5ypX8anp7josH2CTe4hqTLxJA5oj3dgpDUap3b274SHDDClPlKDcozz+2COeKz4+hAv9pm3U",
-	"odDYok8nsCzu/3r+4uLs0p9vIBqGGQ01PrslcNolYToGKzbiSHZ2bKRGQ/Gvzy8uksbre0kPbht1Fwy5",
-	"i8/a849ETwfThN2CkpJZoIJcQMknttBrENqeXzz/8iPykJ3jAbZyNu3h7mdety+ItBYZyBY24jJbaKP+",
-	"+wHgo5gtUuX0JG5oVAYdRypUKZ6+dCuUKvW+der3tvjhEeH3oZjlxC8n8wsJ5A1kxyDAKU3fiHf2ZIVP",
-	"AYxjpc+TpnoXTXXWmg0b92x50gQBi8QdUFZRQwU5D9EEsHzHmABOEYTDyyVnUzaIXH4XvHJSH4JOFOXj",
-	"eq4OV4uaipSSKStmbXUt7JV4t+Ag40UQ5UEX8ZwYUTJWwcV3wkr8iliJH2d3eET44ihEk0DvA8m9Nehu",
-	"GONZ0Ccir7XHHiYXB9mUtpUA9GA8FhDx2JIS8vXvZDMil9cnWIn22n28pd82crnsys8gRSU4I8iLbRG7",
-	"SLm1oprRHV3KVQzthGoK5gAFkwNV5yTGQmYkqa6cXu+oSBEHfIQYxu1wFoTg7Frfrr6NtpP/0ZJqNNmF",
-	"O6ZTn3xW3nReWNZ3NjrJEZyTVucq8sMCDMR25pkP+SlAQ/d5YK4PLwZJqJ6Ny2f6qZeYDTnbWAF6ovuQ",
-	"LHotVPULbv/orikGP1ViudJWqHLzV7H5L1ST7kvXoUF+Hchst0rDQfWvYQceiLMGGABckxo00pP3phOF",
-	"Q/ROFPXx2JAJv7SgjAIHOJbRFtlDKgrodEC+F3rNrGaA5hcQAGRHJa5Krea1LG1xEiS3BckXz59/4aEA",
-	"fsoVOeYvWeG4I92QiO1OWXgUOZB7tMdR8SRshYMfZqKP1W33Ggq0dIFVCcHjyGiilWiWEvEMDyB5LLSx",
-	"V93jl06IAKiOomnV1ZJLRVmZBK0R6ipecytyxc2NE3JWooFoEWndJkA5RPelgsj6rvWsX7+TAxp40f1O",
-	"QRxZEJ5B9ASXzoT9DIU6tiNFdsQO99hv0fTv0VTZdTNUluZN5ATrxnQKvjhBBz9+6OA3VD4VKEH/gGfh",
-	"7kf1Qg+ACMck65OghPcRw/P33R9XsrpnCMCOPvz04xGqrC8/i6B3joq6RVsvdIAeQkelaZtbcL+Rfm+m",
-	"qHr6XPjY4+bhgZya100dkYtwV+DXZOEF93s3hXuKkes6+JGm/6UdTtEUByi4X6puAU8U/IHWlID6zw/O",
-	"G7FzcL7/4kMjguy9AR0pWPOIFqB7QLxbyeYridEfEawPxdt1wyqhNkmxM2Gw7HObHZZBKUnDwjOiHcBD",
-	"kCEmq8yrNgADgbY4NCTKqo+kLlWu6CHypoAwi2I2BpTQQb4c0H2kydWLixdZnJwgQqAGCTU+zN0pSY7g",
-	"v7j4ZgAV7JWf7YHoh2dOBX92cdElJpmMGeHesRiwUurlkps05FdGH54PAEvJyhybxffHi4uLQ1hgb+8/",
-	"s80MFt6m3x9M4prScEKXuoHMNeV28S4JaKfk6s+kcETXNXFNaUseqA5C+fcRQZLWe7/c+akeB4rS726w",
-	"M1HyJSTK+GSWpyGPJYP066yfDjfG0FSyOPXglj43qtLbBDsiDJB99Xdf+YfulfBBH/ur8G7HTJ+KJZ0s",
-	"Hv82Fg+y5oXKSBIYKIpz+w0cEZBP9vl94QUG7oLaD6i0XcCvk9p8MC9ET0DgBD5FcURWM471Id0LKLZS",
-	"daPYuX6UI71fFSklcv66EoooycP2DNMgv45nGFdp0DPsi3Y24loaK8hRT8rPyWN88hj/G3qM6Y6H1JPw",
-	"hbduZD4d+AoDJ90XsZv55DV+LF5jhPhvtLq+qmSDwPTFI/XrQo05jm5T3TDPgrskrwOe3n0QgP638/f+",
-	"LpBbY6huasd471tLGLaOwM8nneCkE3yELT0+PQ+vlqq/0l9AFTjsf6R7GJyPxxGPc4i/uV/P6PbIBrUa",
-	"X1E1xA/tqCIpLWSnEivBgkDljuBmjSKmpWEBG8l9XfjE26YH0axyxVerRt+KqqPiGHUbx0dL5XFaXLsV",
-	"lT5J5x26tX4kutCq3nydlEBapCFVqPhnK1rHiUMkfkCU29pUx6q77TjpSA9XR4rqDoGWVFWNwPgznZCV",
-	"sk6vemx61DZL+/Iq1aqO9KCM9bzFJ/XpkapPjxV4D3Poeaca7b/4RytJXZX1Az6U6MEddpzyWodxHLd+",
-	"f3NvJQo0vWSlVmUjrICs7WkX2RKP3WOerbh1q4h+N480IgdLNhFYbtKV/uLi++/uXFbrJyxoEUDyQFqi",
-	"qJH+gMdUGt3t5bcX5BJaMo/kdzY0ZF7Xdyt5db/u/jCjfYG+vYl3W0O4LnNZW9EAcMYpfOyk+j4Kd9jd",
-	"CXjPRRZdh8hNlrFa3gqmlehQLev6oMYcEeZ7caD9pdYzT1jd4GuAHmIhlXaljYT83UZrmzFuWKXbWQ0h",
-	"uFhyCpBnlmxc/MEn5peNNkYYVpw7dviHP2Cxv4wV73k2+1AwXsNauo7M2RRqBfqIGXhFaVZMJkXGIPLq",
-	"m+fd+NxRpYKgz7/9LoKVnuTqJQKPkdoKqNXiXVm3RkKF1Ih16FvR1HwFaaryVuQqWub4NvRcFGbBoZCn",
-	"Ev1GcrUD0tx1CwjZThuOeujER1/k0n9hAroW4FjBJYhexPwQX1hV+qMmKjf5XkXy/iGkTaFOwMupctUb",
-	"EnoWkG1FxfQ9jlDcXEFr5g7yGVZXBawG7P9y2xMxYb/Ogcm3TSOUDcOQ6tqtO7mTfSlTqqd53XBlYV67",
-	"hZ9AFY9Y0+i+9P7Qw9fxg8ZTPMx5w5KdWOzJ4fnoHZ47zsw0+RwjPEBHPjE/dpewnfT0r42ycneRCukf",
-	"6oWdAEAIl/v04Z7EtFcnPofQ9HvB6PhVicDqIFIepoGBKxFD78XO6zkr3GOmCFCiCJNUmakXP3qMHcAi",
-	"+dLDqhdB7ihyBQojAZeXvK7TogHCTcbigZmwlzZXIGI9u7i4gIGbKeMenRDuHERUQxKsVGyGmniSW7sF",
-	"dktl7iuPitsFdPLF06d8x8MGelh6v6wZQtSHSvqwrLD+80aIE9s+se17YNsnlveoWN7vAHLVs4gatBr0",
-	"iLaes1jhNKCsfSwLfB9LSxRDg0V6d03Fr9Duua183b/58QgFKAtW2RMtfRi01ENq+doy3l9ZC14BwOjD",
-	"rasYnauv5J2M1B1Ugi47r4NugtOB/PyTxyLSwwzAz9VZLqB6lD8gcDgcq91OMfpsltBjonRCV/tiiPYQ",
-	"0fNGKLG+71ii3VF22sg24VZi/UVtZtDjlw+YuZPJDDQZxLhcswKvlLni9lQl6KFwEG0j7nHiEh/JJabe",
-	"UYBRfyfV4BGqBn9xWgDfUQYYB+IFG73JmLX1lSHcXMhzU3od89ezO2gJlpub/VEjb+CJo8JFEPH/6HAR",
-	"1/JrfAXCMFJN6rX6qACUZNiFMfJaCXHX5u4z+sKtwV58NTC/neItTvEW/+ekH1tvcu6CKtBWUWFchcQA",
-	"rUOYa0ja7iWcAgYrbS3YGIIXnveKX58RMBzgvY4v3AMvLi4uzsAOTCH+k1z9EBBzsEABTPWyHy6dsZ3U",
-	"sTHAoXladhY94SZcsDGnYt1NhHwCa9pD2dFNrgAoDRbWNeMeORQiAGta4A5luUpuy9mEFSU406ur2aZI",
-	"Y4xnMIACNrAYjgBw5PGe1BjX9Nfx+cOkBug9QPlzc5Odkp1P5P5Re/cjcnJSRR5i/nGPbTwSNLyqijDw",
-	"gKf5yHkUHWaaN8fKBWld6LysuVw+VeKdvbeyHrVeC2OfqtYNDaA3owlhbXNi4VRbvK6Z6xCYLVY09Kyd",
-	"5ICQQYBBAADhpJnS7hZkDKbkJQ1MFMQSj2wM+lX0JuTEXK0afd0IY4qzaayBKCHc+psbWdeIykrd1by8",
-	"waESkLa+Fc2E/RAFBMKDPkrxWthoJK6HpAjghv038c4GKeAelbB9CphfQCq+92J3V/9GElbJATnGLzgU",
-	"0JVe5nF6+klZO4UA/LtF7j0O3gHUBF2TW+QX+ciOigKXGW7y8czjPUg9Ow72AbLiS+OCi8KXyySdqqux",
-	"Jaspk5bVglNV2lwVyB5Qv9JzMgrRPLilcDFpM2a0exceD7neaUBs1+vXJrRB0T+RyYflm3Gb88QwUOt1",
-	"5MB9uM59ECoeB2XCu8c4XmAw5O8s9G5RumDdGsLC+dqX+XSHT4aKx3RxD+Pf4P28Z6Pz4ZgQd/HiYBBu",
-	"y8WulPGSzaWoK1aLuYX6uiRtTFmRB1dYPrpk+SgfFaysBW/QUut/nG4JGo1Y1bwM1cuMnbBXYt6CvqcY",
-	"71RUxKsnbRUXDc1BJDCehZofWG7X67pr3dYVW/IbEZgO1EfK1Vw3ThYS9TxjiJhWb5D/NLq9XlCkJKqq",
-	"vq9NWYviLCXs/H1V3b9tGTv54gXmD6my3LBywdX1qfDiSei6P9r9VYzNRF3gQEUk4GR9PlmfP48FAegm",
-	"yelPDHqAM3L0Zh0bc6IBsdC7SvOHzAponb7fkNNt8SKd+bbfbkySAa/Njnu7ox9ZrvoXd5ySIM52YG/R",
-	"O02m5zU3uTKL1rJKr1XwY3u7eMHGsYm8n8R/FkaghKhMv2GyaXfWbuSf8OSUFbjrRa5CQddl6JzMv67v",
-	"Xn9Mr6Hy9RTTAd0S5goehmpyANZ3LayBeAJfPgd6bRUx7dAHCWauj1x5hz/ZMsMyduNk0TC3kvVpCP30",
-	"/LVUZtAm//XNRG7tyLzuN+ykbp4s6/+eAk0K97tP5PwXSMZ2yFAQiDzReEwWex70lr0Z4cdzUCKOD4CJ",
-	"vvFcINLNG0g0LqK4sSiyLPPhY6DE56MiV6BFex3/zDVksKw+e5lUyL3nYYv3ZpFf3dF/Ok/ahlOU5AbU",
-	"wX2Hafkt+0Da9FfjO2FFT8rz41Ce4XqdVOc7q87xzT8p0I8vk8STTKiBqJ56xSxyMW3djI9XSSkX6YHw",
-	"U+9YDzW6nVaVoYtdaZz1hL1U5C535EIqFtZHmhTrSyCbw5y/viL0sKKET9znxH0+gvtsM5vHkqiXIK0z",
-	"Xn4yfV0A4Ob5e/ywVfImQQjgsScmFPvswU3ZhdiwtWgEVITIIKIIKzLj47mCvy57NR5Ay8o8TLM2gkmL",
-	"FSUgIbYU8jaN2/gXYd/AcO6VKmIPQ3QRfn0wxYltGBKT1SeXIT6VGX5MFqTdmsLRaYhMzUu+YYbgwR58",
-	"hWEIYCdKAzRjdz7blALt6mgU5HX92WsKZymyKKv+gj/p072AzU748ZQjHGjusdXav3uRqM6+S9PbRpm9",
-	"VLzmCMUHpXVML1XP48lnjAPmMmsAl9maXbkUErahr/ukv22zFyq+0mW7dG+ciNXjCiQfTMhtG9XtauZL",
-	"HuB1OhAPBYfx8xYMhzbP37t/DtUDdEf1vq/Cj7Qwh67DSUc73cmPUc3aRk1SwYjxpbz3W3iEhaZt9gBp",
-	"bd3Z85KrUtT3bDOKR7TXZuSW0li9Moxbwop6Z9nM7QhvNpek6c1reb2wbKkrUUc1vHKFk6lFlTHOmlYp",
-	"SObTumZzqaRZCDNhP1kmVGVYER4uMkzmCJD+q0bcSt0atpAGijFAcoiPA/Dl96qaSphzKCeUqzV3Ix63",
-	"KyijcMHMWYef7CZmtet56qv2QYLIghuPKpcroSpRYaUB9wTW2pZuakmfD4z/RFhPhHWbsIaqTkiL8KCj",
-	"9GAeBVnFox3fYXdhxrumGyKnO1RurZsbs+KlGBT1/wSZWo24bmvesLmshTfXhHcBLxyAxAn8JCDYGfkv",
-	"4dN/BbNyCXaZNTeoPfi4XgZQ3Kw1ghXnBZsJuxZCsTmAQ5lprsxmOdO1LFkt1Y0JFAZDhH7hsm60XrIb",
-	"IVYIxY6R16CHeE9zijI4neB3P4s/y1rcqxbS62mfOuIW+aSKbN/OWhprukPXW6UHZD3pcGg44NiEAT+S",
-	"3C53MGESsL6xWv8kXv1dGtORks+rPIV2z2FE5+8dpdmbrvpKLDVlnsIspp6SRFmpYrmyG2Ys30zYL4hX",
-	"/YQVYEpxrxS5UprVWl0LR/ScHCTtcBpq72rv0pAXaSkOialh11qJB2X+BVpOll9feivzwEpQAasWvDIh",
-	"mYWzHoEGIyKQZqOXAstCdchOFnB2O3ZyInRbhA6P9cMmdW6L3aj+LUheSGeFC/mxFG/IonOANuxbHF1a",
-	"YZ8a2wi+7C/OXDdLbkeXo5lUHCAjt026g5LFE8NmGxvO02OhOLrZT3ROZGSLjIBP9kRE7iO19pXg1aeS",
-	"i/uzIvUITmdMagdsSTNdbTzkYUwf2NiXtHzGfpH/STWbvMxCqbVVrtYLXQsEkGwbPqs3l8DgeYWoTpyV",
-	"DTcLZgRJZLquaOVw05VYQ9XGjKCWOFvKdxP2k/Ux033BDHoqmlZdLblUhWvXiXXcukZKMY1/a1plWOE+",
-	"T1abZDzwb22CPh8TE/yJpPlQfu0BiZEipk8U/N+agq9aCH15hGrulw7KCr1fzdu6Li7RAgVZfHBleuYq",
-	"ytp3RxMLxtkFVwEwtmsKqCDKjzu/wa4U01D1ds37l/LrBh9fBmLubqR2VBVo+CORx39rreeuUvXhEo/l",
-	"r9CgKNtG2g3w15ngjWhetnYxuvzHW8cQofQAcd+2qUeXo3O+kue3z4BdUqM7RFjwpQE3iOzqXDmOhCck",
-	"jhtBRGGfwRgFbLgmEiEgP2OISsYgwEWYDJgoK9vGaOoEwlNWGEZBrYVwlHRMyarmCl41i9ZWeg2Bw1aX",
-	"uo7a8OWOE238Qo5HDPFQ8VaAVymeF9iY08OgV9CkhKaAmL1brWvcWyZV1GS3o+lmF046uebWySwwBaz1",
-	"ryE1qDE6bmslmqU0BsoKpFujUpYYFal5U10SPgcQk0qshKqEKqXbGkpApcKZbd3bEwyU3O3ECRg7JdP4",
-	"tbtJuCgwApCefHnzS3YdF0LP4hreDY2Y7O2cvXnzc29Xo0IK6RnXwhitzBNmSqF4I7U7dK3yG+3el46i",
-	"d/US/HNDDbqBiVuhLEPRKHoXvjajD28//O8AAAD//w==",
+	"7P1dl9s2lj8KfxUsPfMsq/rQqrLj5N+RLs7yJN09OZ10cmz3ykXTI0IkVMIUBagJsGS1l7/7Wdh7AwQp",
+	"UlLZLruqR7mIVRKJd+z3/dvvR7leb7QSyprR9P1owyu+FlZU8NdPhVhvtBUq3/1V7P5L8EJU7vtCmLyS",
+	"Gyu1Gk1HL1klbLVjW2lXzK4EM3wt2I3YMa6K5ouFLnbuybpSBr5dyspYVgmz0cqIVLmnjdWVMExpu5Lq",
+	"mimxnbWbhE64+11U2KQ0qcpkM9J5rtWylLnNJuyvYmcYrwQzud6IglkNrVl9I9QTw9ZivRDVJFWjZCTd",
+	"VFY4xWSk+FqMpvECPP2r2I2SkclXYs3dIqz5u5+Furar0fT51VUyWkvl/36WjOxu4xowtpLqevThQzL6",
+	"BTr7jbsH3mN3G/dH6AxHM0pGlfhnLStRjKa2qkXc539UYjmajv5/l82uXeKv5vJvrhXX0W+iWktjpFY/",
+	"/Xigu014bC6Lg72Kd3y9Kf07T5+NEteUFZVr9L/hu388e/r9239cPf3+7R/+Y9Q3+1fin7Uw9uCIKnzm",
+	"2HAOLULohjo1orrl9thSVM1zxzqPJl4Jc3zeb7i5Odi35ebmU2aMHWBfgq8P9ST4+tNP15u6OryY7oKf",
+	"fqIquHFPbedQ/YM//ddb97+rp98/ffv+Knn+zYenFhb6/bPk+w/9i/27rm7Mhufiz7IUfohdYuVGyypR",
+	"citvhacIW/9mwsTkesKyNZdqstllTFcsM1V+yTcb9/c0VRybkMpqxtlSl4Wo2Jrv2LaSVjBpDTMlNyth",
+	"GDcsu4Q23Kf///M/Z5NU/U2zbDLJEqY04wujy9oKaDIBgqk0M7v1QpcyZ6VUN0wa10mpt6KISFXnMuNf",
+	"wyseUatnV89fHCNXH/y7wAde5jc/qU1t3WdeFNKtJS9/q/RGVFYKM5oueWlEMtpEX70fKW3F/g68qeR6",
+	"LYoZ45attbHsu6srlq94xXPHdyajJB7sd460dkaXjHRtc72GxoWq16PpP0aFVmKUjBalzm8Enr7/EbkV",
+	"xeht31FpVuofobXmQb1w77qeXuY3ry3HebRnx2E5lrpau0+jglvx1Mq1GPWM16/EF5oIdZi4MfZOqspX",
+	"8rZnTqWwnvdLK9bmGFX4RRjDr4VrkzrhVcV3ewPz7R4YzMccMLuqdH3dc8vfrASTBdNLxhn27T67iy7V",
+	"Qr+DT8hu2Yob5ojQjEkL90/cimoHX/lXF2KpK3ex2VrfCndA9+jXN51T++K4PBCvj5/IgfV5JUxd2p5j",
+	"iD8X+4vwX3rL1lztaBoGRh9kIHqPLXbMrqRhOS9LuHtSybU7ic29k8qKa1G5wcDyzUua19EejeU7JlWz",
+	"8sd66KxLmFyn5751+mEl8pue9dlsSpnzRdlLimrBlo46s9y9jStR1Yqt+Y0wE/Znd+qYVuWu9Rhf6Nqm",
+	"CgRTaO6JYeIdzy1TtTtUxlH8ra4Kw8buIRJsmNWWl4lbjVTh87RQCYmlunxaG3d0zUXCtGIcBlNU8lYo",
+	"t1PcncsyVWtdiHLGskJYLsvMva2Y4TvDtisUu7crbtmWG2aEUMg2aMUWWpeCK7dk+HovYUK+0kexbvqv",
+	"G67MSpRF4mYvLSs0SvLMbcGOjbNmKzIG9/li0jOszhGAgUC3SbyXYfC9R0ErU68Hr0wF39+BynGbr6ix",
+	"Y5TOt907rEpwKwpUBPaHNbjklS77fzA3siyPDv9nvhClgectt/UJRN2N7zU+6+brtKX+TUca+sSwheCV",
+	"qFCxmjGz0luF12YlKjEZHaN/tMkw0TDMMD8/hANr6kTf/iEqsWVO8nUS2F/+9AbGZtzxHC9qC7e6diws",
+	"8ZfUwPUp+JpfiyJh25XMV4w3zTh+obQSTC8vEhD2cBFM0H8lrQOIMu0tznG0c5Qd2oP93d1hIAOuG3d1",
+	"6Wk2/vubH+CqnCZsrLSx80a7i2ULbuAaOWESbpDa9QgVyaiUa2mPnyt86kNCmuvpF6p9EfauVDIC+nb0",
+	"nLqHXgtrpbo2B2nWpq422vT/FiT/6NcjtCjaxbBWzSI03fl5xJ3sb0/fqf7JMbt9CrFGcevzy2eh4b7B",
+	"EP3YO7Cv4XaikIWTB8oPXBF/4sxpt0wJUZhpeAp0pbzkcu10KXgCSMXWXQBp4YahEFa6nvFOhHbYOAOV",
+	"Gf7IUrQEbaVjJuxPPF/RS2tHs4Vh2X+TFum1yTmok988+/Af2YzxVFVig7cM33OSkC5LvjGiQBXPXXE0",
+	"VW1KUBAdffC6y7PvUlVIY6VyzBwWilXCKY9snN3yUhZoVVhyWYoiY/Fof+SWo8GrSBXJmNSEeCeNG5OT",
+	"LkGL5IqJ9cbuWCmNJS3QH4CO2tw71z460b10P4db31WZHUVyRF7Xquihary2es4bnaL7OonR1okkS6kK",
+	"A2taiVxupFBOeEKpfFmXJS21E1UNCkpelkRBit4JYnuzR16gHTtV+7dfX79J1WQyuYSmL+lHJymBpE0j",
+	"4AXL68qAtFaXxQUaG2m80rjTsazdSchQ/HQjzNqn1VhZlo2ss5R2SNpa6GI3d4quiUhNJFsvhSgWPL85",
+	"9MxKugOzmwtlK68EDQjpi509/EBMTfafAdI190xxf1uB+jZM0zOuJ4ahhdddcidFO/Gfl2UCEqm71rir",
+	"m0rfykJUrBIbXVkgI8CIZ0yrXLiHdmC5XfNCMKWhVa/EuY5SBTJ6sAWPpWXCna1sURfXws7FuxWv3S3K",
+	"EuLfjmtLw15cfZ+q/acuWvu2txLI0vfXAfRWtilrw3Rt3Wd8Ml6RdXut3NKYjVAFrc2MXblxKY03rMXp",
+	"pbLfvegd1obvSs2LQ6clMvE6YUHXdt5Hx0Wu3cJx1jzPthzoHig9G1EZrSI1WLzbyEoYNuasEEryMhbk",
+	"o/7j09P3a7C69ozqZ3eXl7J0l755rhGQ3CKudFmwcRabb4EdZ2zDjWXSDozLMZCeLt+4r+N9W2heFaGn",
+	"hBWiFI4sayUczcrLuhDFQBdal3OnU/f1o3UJ+raBIwkn218XpED440LstCrYtbBA/6tKu+vi9IvgWYF3",
+	"8di7d2j6A0Ny97J/K7b8RswLUfLdfN1312VZSkPHZCHsVpCoGlN2uo7MteU5vfvs1DV07rgTtXWXA4c9",
+	"5mwp34mCbaUq9HbqmX7UJq+c6mvYYpcq97a7M9caFp/MGOAYcs1dzBgvjaZhue13Rz4ebarc65G4QrSK",
+	"+bEp8c5GAxyiB0GYa0hse7n+030dn6PwRnRqYfDyXwIoH3Kj67rkFZx5c3EiEWjGAq/tj+VvfH18LPBu",
+	"wgpZidxqx1hgTUqpbgzjpbwRvRepI0R2uEqbD7XYX0QZunRsjw36c7vP+zqUeYDc+dveupLdE7/H7vZ3",
+	"eX+tOxQsactBvZI0SFinWToPymBO/gQtRGo1Y8KJvUspyoIVYsnr0vFjfxOMI923vKzFKYIbvD04BiOA",
+	"7JwuxlHbBs1RAxLc2AjBcGl6DUJdySmM8jtyu6I18VlykkwV3n72/OqYtbNH2gqv//Fo3x0xLLz5zfOr",
+	"qxNfjkW0pudj7/aJbvQudv1Jktzefp0ymFh68ut/Bf8lX0eeOrzxe7JVM+rj+z4sdfkDsD/rzyWDrfk7",
+	"HNkfv3tx/JD1HpEXx9/qym3N4Uo+UoqbMc6uK66sl9zcBvYIdsfPWyTb0bC+3R/Wx0t6YYGf0ek9MpqO",
+	"GBhIQHIHmTBhK70F1QmcK3j6uTJbpxZzcwNHxK7E+rMIjyiakACXGas3G9COjq+8ly+bA3HslR6507/6",
+	"7T6diqVQ79dzEo2jTShDspI7grBHofymfdfZs6uT5Ts/rO/++OKbb198+13yOWW+VJHQx14qVm8c6Ynv",
+	"gTdCgIE5i8SQuiwzskelqqpBP24iF4BRw/b6tm6E2DTBVdIyXhQ+qGCYQj47WfCMKXvyuQXRVKEkmnQC",
+	"zXKtjKNjKqeAi87+ZTi/Q9P5MCir/X1TkPP/DsLaGyd4wetODMtXXF0LR+BQRCvF0jrWRrvhngLxjI2V",
+	"buQ38JldHBfZjglLdxWP7iwQ3UkGuqvMc1c5526iyKcKBR8nBnw8i74bWz6RTX4SQzuRIdyRCXwyuf50",
+	"WnZXavELr25eCV58fADLlwwpiR3aQ06muSz6ndGCG93jDv4VjOKOMstrpSuUlrzfUVeFVLza+csNxgFw",
+	"j8x9/K/7qpjrag49oi/Y/RkURoxqmht+K9xbm3IXtbKptNW5LnvdmVFc6YFh882m0reiSJgPuEJPcA0x",
+	"B7bPix171IOLlZqJA7eSUWjFjRnX53g4V7QToafe7ez1upAE52OdHddN/JduYm6BwWGX8WItVealSAZ/",
+	"4ns9/Mf92M941iGu4fQIBkt++/2F6Jllf9gEz+2A36lxGUjvpWcY36Okuu43NZwQTkVOiGBD9A4qXoGK",
+	"3PJFgSOK7fuhEpahhDCJGXpHyj7IgpsYrONRWj2sMN/Mnaw8N6IvtiPEItCquUfRE8MV++WH30JE0zi7",
+	"XOcbEEJ3zF/CVN2KyjG+hBkBHBACopS2F0QhQDK6EQpDG2ZM1WWJHjWw06Ju42RUx9JExW6U3oLQrLQS",
+	"E/ZXsbFuqddiratdAo43dKROnSRML4H8WwljeWUNmJuWurrW1oLjbsJesgynlzFxK5RlOa+cVJMqJxnb",
+	"Vo4CzpYUJxXcv2ixfnbFjFPQvRc8VVaHMEK49z6OBEU+MMxxK1AoXwmneurljBlNDmn3yhMvFjrpeCFY",
+	"vXHCJHSFEcd2xckIz5shTlLlpE8kFmzDrwUFvNC+LXhxLZiONxdDxChKL1XQ2ndXzHTUgjjkxG0XRtRh",
+	"mPHetXbHy2/9gZvkRhROCB2li9Z1dWqBiQR+2NlUoXMANeCpmxu/dhuoa2tkIdgvXJaV1mv05itF1NxA",
+	"06nyzomVLAWpWHyhbwW7mrDXfjgLUWp17e2om0rnwhg4U6nSG6EEHIV14nYNxmfcjvPSb7lBs2yua2UN",
+	"uozdsddbNUnV3tHjSukaNBg8N6g0sDH368OwzyRVeamdMqgrMgEVFx0F52pQ9gVyWZa/LkfTf9wptuZt",
+	"cij4S28VGiX8Md9Kd+PJ10v6Hl3yteAtW95k+Dg1pH84Mk7wYn5CFHC4JsG51BP/C+MjAxtXu8kpB/1r",
+	"h+YNu/RqVZE8eiRGN9drwfjSLUsWr2d2nBeBw/7YmP/uI5CcnN+/SUSwiVLzlq+ftmkB10eUS2QTIay7",
+	"sZFK28/RQb1YibI4FMKI9mLy/k3hpsJ58SYyUbRsZAnLKKInVWPuiKcVVVVDu8FceJG4d1QuSgz9qXpD",
+	"E7YrbUSqgG6J5VLkFsOmgbAgcVJg+6sEWHhUICPsJRhVLaSXpOq3l29++C9m8M6yzE07Y5UoBTfCsOGw",
+	"lLA+8yHR/vfVDpNkwAlgKMh34zpXNiajUyTSyHx8rEZdKSLY7j0mLQqdXo7BkBrYVAqrbElXqaoVdyzb",
+	"bYE/sku3BCRqUTts7AWqjo0im6WK00KhAe196oWodDRl6SgvBa/S0YeMXNiOc7SDQe4WtUoC6b7jkgSy",
+	"jnyWxFHuNWlHLQbaFdc6dC/c9Sje0F21+OgHgvR2ULLGoMw7KrCfFqh5POGsobDBujhq68XPexOE7kp+",
+	"G9p0yAP6O8isWrE1lyVmTgTiBTbniGDBdXSirbaR/AKNiQLZ5anR78N79sod6ztaJ38H2YluBMStkatg",
+	"zW8c5YjmUBvH/Bi/5rJHFaRj3d4cJ+GOul1mcMUyCGGUZAUO0gM1E5sLqBF4q19NHliP13vquCzgcpLO",
+	"B9cUHBpOtAUKDv04iarXdIDNfpQVGNY52H/juJPjtuD9xf64i/bx12Dw2M8Ci5GWjYWE4Lst3100vIYj",
+	"pXeNDRzxnu0zXpboavc38+ZC9AsPyqlD3NyIAp2livHcaYylKK7FWig7a4dsFrIYjjPoleYGbGFSoSFq",
+	"bnX/2IK4KdGtRyoLjQcTfFwDvbalxvLVK2DCtPuNKivgD7I4JhKjdttOkAtuNWxl1ohasdKFvHohrp2k",
+	"7wWSowwTDVk48Hh+tPLxyN8OH5KPYlSHz9FLc9OJTrE6PkRxsBshEDBKtjx8knpTXxM0IjwLcAToEMsa",
+	"z03Gcl0IttFSWdN7OI4evUjx6T+EyV5uJHjkbXOlQLwDt3EunHzSm/n4bN9MvX8g9cnp5S0TtvYno/c0",
+	"tIjdR4ZTIR9mmWfMWTjgOhiG3Ypk3kxtMtJPUuWtQgs3TTNjGVdOJNvIPANLUeZUdi4zNnbq1q8boV7+",
+	"9NTNnVsJMZEoOVyw2uAByytRCGUlL4P0jI88MUyoW1lp5ajZhP0u7QoyEJ0wzXHfrgXF7oRXiCmzcfb0",
+	"KczThzh3OAt/Nxjc7A4SxNA4WtWcnSfGB+WMn109f4GE1fOy/tDFxqfz4gQvkxcQ90fj48ZDFJB71Cft",
+	"5yWvC/HUaKWEffri6bfZDAnVErL4/R5PTpEgfUct277f4FEyws0FRBBs9rg9PzTZd5z/1jtlPKjuEpJI",
+	"5qbbdw+Pwyf05oC4UzmcJhm7TU5wfWyEKtyPRxeiBfRxwLHxG7erkNZ7B2K/4XbVTpKKtvvF1fffHXGl",
+	"wfH4Cd995o+r//tIKhX2fXA2QwvugWtOz++CJumto0leTfODo/NN7Q1NvMvL2gzGHBxw/Wx4ywcRizct",
+	"0JVeJ1B3YUfJPlZLgM1pxtg7v1ZCZNcJKBicSDC0LllVq/maS+W0E20su+YWkEJ8GN6xxM7T8jQLkcvi",
+	"UDIoZBeBtsIWwkncdMGCv0SWwn83+WhbvR/GokdgiV2DfvLAWXJpIPR4fyCQ+k6jJwN1rNqh//DtCeOi",
+	"AMc7Lak8HFqNPe0zFat1yeBdVE2BsVzz21i4a07SocPewlTqh07af6nkan7IR+2G6N3KzD2NongpbIj3",
+	"C3lt4Kxwj1wfd1l39pp2K5uymjxwFHMmVUtM7QtsySjp38QWU1AvnAKBAarxMfCsgpKR0UculIQPNJBe",
+	"hdxtVSdcgi7rUe2jC3gVCAe06Q/P/n5Epr1W5m90QFuXuXWlDpOiH+ki3VWZgQTu4/nK+NzhIfwsTQ+9",
+	"b9bqDsyoobDHWFHcfO/wKr0oRU9G/0vFXv35B/b9i2//jxMF3UOs0HkNcvE+VdZFC1pnLyHXp6UEUyz8",
+	"ZbWel7wCQ2ytTL3Z6Mrt+loUkvv4lLWwK13Mlbbz5gjXitd2pSv5L7Qw6WohiwJMtu7BpROlRxj1MIcc",
+	"X+P/AuN1MA0v67JssmTCj/7v5vbgGZ6TBcs94XRCz+mp2+bxPpi8ppVa8VsuS8LXwGi59ndd/0Vk3KYh",
+	"18opzWoeLte20up6jhGdbg/9FHMNDhO0yFX8WjRb4tZ/zdVubmwlOKTnmFUNit680FsVvdMenu/cIs4B",
+	"5In7tYM/wjrhX7scXoM/uDHyWkU/llyumz8h3dz/0WAz4W/aRo+343M7Eku06HvB7d1H/Vj9rFBZB5Lp",
+	"ZP7dnNMgeI5jCDeMUAnmC1Hq7dz7FPARjmA6TlPg5RziwnsJbUsY7Qgn4EbpmxbmRqMbqJS3nah/vcT8",
+	"9xB4EGPj5ACZhgxnEqe3H4b7C80Pi8Exzk3HF1qvuXrq1sQdoBk52nKtLJfkpc5Lym0Cu6w5wlF7YiCl",
+	"HQp9gi/2Fb6/v/rJaXneFO+p3I1UBRtnAD00XZRc3WQArnIxY4uKq3zlVPTMUbzsuCGOaBgOLuJvtFAJ",
+	"Us4BygwxPr82wGV3tomTLPHUxwsh5FIhi8besqn0dcXXfSS9dmd30Djg3npiGD2GqSfo3IbDVis2Tkfp",
+	"iLzICyNUK0m4JX5i8F7f3gG6RK/UDuebEpfEP2sOYA7YUifMyY8WJq60dYM7EHMQaVvY/LElwKcSZj3e",
+	"XtM72sBP6DTS1vhA1B8lJ/SqD25AqDthKBamMXiBDURG13FLMCy5IpCUE7SErl2Bo3M0jCisVbSffveS",
+	"cJb6zvkrwYsB4L9u0MnRtWtCMe4Afdbv4u0fai7kxvb6Tk6P+AlAh/3BPnGa5553BU5WrawsPcbCtbwV",
+	"6qTYHu/cP+hA2QplMec7ChGIhwSu9n5T/HAc80CfcbsxRIiEtFtdYTpNY1nv7/awS+hJlDh7ot8ErOFh",
+	"tWgCwPwPnQrTd36bX07ksnjAjmOfUcP949mUAyTCmxOQTCBonbKBPJB9AQy5W94bMbYH+ed05X565VNe",
+	"Bg7FQZOnZ9kxsYoD2J2U6gTU5ru3J3Lilrrpxx8NdnBFP84ZduoCtYIuOvlc2jas5arrymonFh1zZ3XV",
+	"Vhre4KSHLdaBEh5yiIGSRBdxFjl6sn/Woib/wF2Pxr41HBuLxHWDrs5CLEV1Uvz/qWZyAr3eXw8nM56I",
+	"mP1X92iT5DRwO05cXpTo96hj3BIRg8Mjcw+dsPTDnvBhH0XSm6jRa3Hi1bWwx+3Trd2ClY983dRIs76R",
+	"0O1zWfzyHtjij7rtn3YK7uTBbqXIHXdiN0t7Z98wLfDeuh5YvJ9+7OZZ/bOLZe++OgzpHlr7K61qR3D1",
+	"LKD3KNGr/Sa3ONPvRLaM1/44W6aG+9cmaND7u/0btytGy2NIlxcFW+xADKPqCZ/FF3LEv9T2BXQHiXkU",
+	"SHrCbFgwYCBxp6zn02E0j/i02vt0FFyvia09rmphHNXBBTyhka53rWPtr4R5mtZXV9/kCv4RWULoxaKA",
+	"ZBZwPC8rvWbPkhCC7BSr4wx82EeHKxfvd1iaQ9b1eEmOnOJDPsy7O5Q+9yG4m8vzlHUMczq2Lh/DOlrX",
+	"MgiDQ3aJg27359/exev+zfODPvf4Ph2N5LC2nBNsRBuEA/GDhtKxvzuuow/7+qOFH6L27Wztu5o7TwGi",
+	"bjo4MsRXQontXVOX26v6KcsYN9U70lr9ugkrdQdz458glwpDbaVheoPvzVgG+WJPHYkzGbMQ9g96QGas",
+	"2MzXJttna0Xkq9sXf1fa2CcmRu+xmpDkAY6DjX04ViEUAjsEl/gxOObYFLnfs//VWx23lYQUR6vDTxP7",
+	"zjYDSEcvnqejixkhyjYZWfRAJzzKXcX9m/pR4cggI+0jPQpeREEFTCuGMU1uPUuumpGTyN5evaAsoxTf",
+	"u4K0qz3Yl6XeUsqdeyZUQ0CgnQhwBtJxAgxTzhXbcpuvvFV5HxroaJ2D3mPeWNV7Ap1zoXglNdp23XOt",
+	"+Atv35aQGgN2YGF6rSVaiRMMgl1L/4fkSCEid5nCwwP3eDD0aSXymzsAiENQWB9wOJflQr8TByjFp0Jn",
+	"7xEZnq+abAZwbiIuvM9W0mXh1GGIhugPKPmoy7SPfrLvfeor1oBEsSmlQJUbfJ481DaC+P0xxaej1R4L",
+	"FNlQ6UFiMuyQJ2MAyS+qd3OQ0TVXoYOB8mmaESSCDNoR6H61Ij4bPkGe+sZr1W8tGCxEUNUNDMOi0lvM",
+	"rSnlDWSbomf0BNG6JlEwjDbxhb2gRAZdpB5Ay6Y4UPRlc1/6Luxr6uMntdT7d7Y1xQMlRD56LfUxpj8U",
+	"z0Uv4oH2C4VsPonLNHi0pd5bOeS57U8C9K7UeDDNDA4tbr986Ed9+qFvbdYx6bBpvndoQhVDlLob1xal",
+	"AZxuFH17WqbIsMnztRWb/jjOdoodBaxDlLxH2IN8WbaUipfMindAk09jiW+0LqHn47zwncUH31INwP7B",
+	"YvGDJcXwexzCHtQVDE4ZEAxAcvVwLwjFTAUWINtWLk9OZ6fAln5nLmEmuvZrY9lCMDdzxEmktPmQY+IE",
+	"JPcARsWcHM/hixnu020Y2UCGAmBZsbHjPITbeIHjVAAO7ceEYYyyYs0sP8PAPsba5d8Z8pnHe+mLwPi8",
+	"aYzInfQHFA+Xc4LwpZPzAPVWDcVYtMaG28uknbEbsbEI3R9OxeREQxXRmZ5QESdGUXNOMzBcFi1v8926",
+	"Og1jwW11hLBA5TlPPx+DAT81ZJHe5aR09eRQKrThNhSvE5wJuHNJQzFalzrcI38iwvq3DmXHFBcNvI8W",
+	"u7n/QBtxRyPC0OaDP/HFVaswpA/jqeR63YZvOpQXDIP7KB9pRHJPyVNvk87TbYJDsWkftwR3vunhuLZ7",
+	"B8/O80Ods3EWhc62KtscP8jQ6dBZ6vpp3LHvOmrgu2OeGtdYv3QV0A9PJv5HJSpscmhOrw84IqWae20d",
+	"gpKIpMH1xk9vByZ3Yl76qbLEy7iME0TJLQG2y+3zpL3+474Ms4v/u3cbPv1mfLZDfgrBIAXuKxRuo6Jz",
+	"A0IOCogIcwYYK4JhxDRrwtoZt4iiMyPoGPLYOSH9qRMT+7Xyr1oxrgPyTKHBUoUCB0xXhTuUpeBFY0U5",
+	"0YjzACrMDddQeuUR7KWC+Ak3zzvEPg8aOe6Iy/T5K+BFFgZ/qBtwGh+P3pTJu2t5PHdHP4qp9xz0JsQJ",
+	"j/o+WlbmA1azVj6gNMxnSc1Yxs1NxkAPCUbicQzm37ZZf/5LhUVFPqIWYwv8Z88H93mvzSlyVHSTDsSO",
+	"Y1H0aka2+2B+RaVfGmZ1Weznefe5B1vH/zD+z1+gYrwfAo8gzD1i+S6uCPqEANWWshQECRCOErzLpPoU",
+	"DCB3DQbkGzCynSzfCL5+Xa/XvNodF3Og5aHR+FaO8M+7+N4P4UfGeSS+OGt/7asBwt1P3Ro6Fg17aMqf",
+	"DRvITWDWAEUSgHzOFT21bxW6C32gYe4VZscmhiZnPjHNIzL5gm8KMCIWYiVVj5HL8fd5VIF+fxfhCcO3",
+	"cyoaeBikt0S/onfDOErtQeOITDiaOVS5jheiOjwaeqYScMmNrqtcDOVI3EqxPdzeXsX8aDH2xtPT5MB4",
+	"ehatf7PJYHlXHJVec2tUeiLUGUHYnGBw7dKrd3YPpqGfWnNpez25v3OIAZOGAW5rwPEkJOGEPC3MlO6I",
+	"ePi1O/ps25Tw3QBVWPncgu75Dpv/WYv3+nZ7x+It1p9xX6MqNVqX+5v5CUn44EDd1JaNs/cfsh5cmX0v",
+	"DeWDD7YX48MYoQoPQd9FgTmKr/+gzp7W/ZXv39SV+oJAjptKr4cCwmsDQYTvLJ4avQlFvOpKES4PbDCE",
+	"oXR2Y+D2BxSmoQiJ+NA+MQ3UlesMELrjymGJYweodHlIJcB03i81NtYVywhDyTd6sqJGHqMYU+a7nivd",
+	"u5c/Um57TzSjKj4xRPRAbONJp8GND07EqdEIYJm4oxA4iFbhda9s2sHsaPn2WsWspGGyKMXFLFUxmO+0",
+	"KePcgAi6G+ZNnktdV6HaXMJ0larmwTX4vZrqXQDL7rFom2oprbJaqZLGQ7tczAKW8LThlrmuy4IKSitp",
+	"VvB2QC5v0CI3Tg7QdUDRnJLdhyxDIdcUEcsWlQY6VNWlSGAtWtmoWJCZXqViEMi7uUlVwDjGMTfIxtOo",
+	"akT4FtAh/ehS5VF6b8TGhioUuBk9qMjT6AamKovr9mSsQuy9phQeFW5tXW023qL/KFWFhOC//Z4RDM3r",
+	"5A1CqD9ZTv4Pp6SFF+on2YeIMBR+dgd1rK6Upxld/RtamhcVYpjuh7O5nz2eq1vD714wHgAy8NwMFAfu",
+	"L8SRBNGsJ5MR0iDd0nvMZsSABwAgbv1BGvMYtA0L0blefFA5Zzdi15+DbSt5fY0k6tiCvaFHCRS9P+Yd",
+	"493pDkLQ+1O7FwPfRqf1txHTNPfCHmxv3MNd7G9dzk6DD1E9IeTbm8+Cqw92pifQx9vX8NS1yG7SsI1m",
+	"dYfkiAHTgoecP/ksBx521LYATQ8N5xfPk9rjGTbJRgB+J+LyJQdsLf5S9gedWLEhLb6u1JRkBb8pGRur",
+	"BOg9QawnWOo+SVVRVxjevzYJqwQgls9YBrckC8n6eJMuEpYFhpKlagx/1EbMZZEAC0pQek6YNIjskVDJ",
+	"xxmJ1VD3B75JlVnpymIdC3D1xb6+Cwg1aKyXGRu30JOSVOEx7EWUjCbVW41rn/ogDEk/xO4g1EGE2sVN",
+	"JARsK20BkH78/7z+9W9AoS4SFqbbD6dKC9avv990cr1auxtXlm4Voe5lBepopf7BfHXvKu/5KVTj6xW6",
+	"2uAkMVsKJ7Kf9JNu1fsDHbz+SIePp3+w1EMX8E3DD3oMTkTngtgyZVlzAUMdJqxpDCFgPgjuInFCBpdl",
+	"5phVUwB+xjLSrTMo7mQhzdW0cXUNawoUpIpiVmAooF5gSWxQMvBSWfAUjDnGfnnUIUqkDBLeQuRQ27Lk",
+	"co3YNBlFf/SDuHZPaHM21xggApBIvU6GHqvEUddsFBVzmLQObuff/RHpq0VN4LJm04vqBVf+UBnHnjho",
+	"SI24yzt7te2j97vt9c3vd+8a+LMs76qLR2VnuzRvKUvxxEAR2V6Y3d7CP3Ip+4TF4LcGkJwtp5InaG0u",
+	"Tndbe4TPwdFCSDmBCAaXScKyy4wthN0KodgSalqZtoxlqvySbzaTze44th+Cg/pS/WHSR7fGCzl32J5Q",
+	"JPIkCah9EI6JQNj2/qghzT2vK2l3r13DdFAEr0T1sh5a/6iSH1K8uCZg4rfkJUHWobN9BYIt88ECMA1g",
+	"h9BXsxErazejDx+ARS/7sE6wvDeFl2PpNPdVA/oEBaL+682b3yYMcxIgOBdCO1KVtUY1Zf8J3TOU1mH8",
+	"JLFPuzULk/2pOsmqrpQj0BChSHKV2YvYmLBQN5HnvmwXN1R6aBqDoztpz5FrMCYm3V+6JeNcczr8tHGt",
+	"Vq1yIUD8cbBYecwwq7G2M9SxL3weW86Vj2sV60mqUvUnJ7hg+cGM0jrcml0Sctj/9T8GBDiPm3jhTfHG",
+	"QgYCYobNCOnMpKoLJ+YVNfcFxuRkE/abU37c6pGfauyGmDBKw3fjTpUHAWEYI2YS4oaOeiVhhf5Za8sv",
+	"YPhVXQoTo9FjaT9KTUkV3qkp41Qaz9d7A6Nd5I8nOI9WfJpbyWUlhSrMJFW/h5QpCKhxq+p6WghWCZ6v",
+	"UG0tuOULbgi+ShpW6K26wFqHcFbXfJeqhWj6/fbqGyiZ3sUmzGhEr4Stdk9fLq2oAJocC3GDeQUDe6js",
+	"EMYrjXwdu1EyooqKo+no2eRqcoXpEULxjRxNR99MribfjKIE3EuoKgcfCWChJ2cJK89JwzL4NPWXa7cR",
+	"dLfQZ+2Wwf/ozpL/cbsSdIZBznYblL1PgT6ko4SloMHiJ9cEVFgKDWaYQCQ8u2FI6SbszW4jzNQJZGSn",
+	"TxoxDj5uyp37ACBe8IEK6Y15aTThukGxw1SF2nmtUmJoidYVOqgAdshHSlWgY9WVypxI2NJ/OIZ+RAme",
+	"jQ1QV4wgX937VY2vu+mT2Q9uijfDJA398U5eXAPoHMVDJAdOQmy/RRYT+EU2gWa6ojbMjMEyLLEmGDwH",
+	"FcZYhpG/WdxZlCNMA42+SVVnwB7aq+LKYplcJbbYuc/PnyHk8w5IoUmV0kokjBNtgXBtXgl34kLeetaU",
+	"BM3dCN24eO7WwB0mWeABWlaajpLV6ShJVerzmfBbpS194tYdtGlT3CJCKwPoisy1lUGKXqoCCNesYRlG",
+	"QIkit2jgRUYpX9q9ehhACopUuXXcqZz0dbx6vmwnHBZ1jUAKeNAA1HSKf+DCOFIJtQdXUmHVYWoEfNZk",
+	"7QO+Nt6rMomFGVLliRXVz2yqiFIBTHdi4awCQqF//UnoydGg0p1wxPpeayw18UoAPfd13QTb6RpKikL9",
+	"VHfUsYUnBshloAKYp4Zb4vWsLlVA1RSLsJH5FYgEVfgLr6mqVlCnscmFINYN5OSU3tyBibsr3JrBA/qm",
+	"6RNt504ucbPL9RqspqXEgw/bzynJIdjNcTuxJqjxe1ft2LNvGaUOoxchEi2QzcMxi+uCpgpZnmuDKFYg",
+	"gn6b4PlY+ew5lqkao8hC7LaS1ytrGISbXbSbB1LXarsZCyDqsZc0WizE6uve/pGmbcJ6eDmHqqE9u3r+",
+	"Agrv0c0HDgrFxhybtRySHokDEcT4s6uwYKXGkoXAFl0/E4YGHzeSa9dKn+iaKpRdEyexwSYAh5oiiF+z",
+	"V8SLlwIZiBtQ9ic3ktcQMpEhD3YSPzT7UwGGdffmn5CrOkZb8bVAvfkfvSXF/ZpSVq3bWXAYugf+WYtq",
+	"542NU2/oReHmRDCktx1f6POrK6ogYX3BKPHOohjwFKeNWYW+j6469aHPJY/7g69DRDFwzHD0aW9hQ/iW",
+	"7yZOKnmxN5IhmbQ9oCOp6AAH3jPMbA/TO8NRPPuio4iBv2kA33zRAQSocWB9LULDDdT1w9JoSP7xOMIw",
+	"X3zRYQYU9Gzq9BpT56toMM+//6KD6eKMZ8SUadkQto8o3x9BbPRkL/HuUSJ3+AzUQpLuzRLm8+0Xvgpt",
+	"VO8MrQY+InP0Gob69LW7skjImrAIZO2h6DQo05EWfQEGxGtH7EakWbx1jV+i66VXxehwO0frTGDcwREL",
+	"DgldillXi2eG75woAV9Nma1qUke80iRKI/oo9V+E/QWT3A+Sx3gn7rYDv4ghcgkDf2KYhCpe1tPDr0qJ",
+	"Wkfg9xXB9cEKSxNtKwkafmOrWpnL9yhWfRjcY4i54WvReJg9CElLE5+w37sIJRBukaprDeFRmb7JMGqh",
+	"NCJhGYIYwFeIUYPl1FDgh68BNrp/91/V6j63vwExGTgFiPPQFKU488SHwBOD4Iw0xpF2CEk2D4YNAorQ",
+	"V+Aa7fIbWKf8MCd52TnjxDFiLhHhS3zYE5dBCCaLPcnAAdakMYZj1NrdpGJHulrIGUS22kTiZ2ns6/DU",
+	"PdKKFsRHz9qj2TsAlARDCMKGRPAkD+H2PixpBqHUjdEqrJ/xSqisAgIMlN4Edjd0OltH5vK9O48fgP1h",
+	"IcEDel4bRA58uy1MmywofO2z7svGf9JJT0Ybbewg0hCZSkJtXjSXjF3XBUYjEzPG0GiyVjZjf/osu0hY",
+	"UclbasOn2sAZbcfZGrSC+cKpPZaUyE7EuFK6Vjk023bEpApLIsE2Qs3xuK0CTIlGB1NUbdiGXyPUyFKX",
+	"pd4yaSep8smy7qGdiaCWwAyz5VVhJntbRRiAYDVIFZ6ek2ACGRbD8X9DcKVKFT7LEZoNVGd3pJjVMFtB",
+	"Fj4ml72KtLcr/uVPb1hbFMvIlYWbEghwPDWs2VrsyAKZqlBkfElKS6ArqUoVjh9jm8E5xUuKo6HdjzPs",
+	"mFTGCu4NSKnCk0AFf+A6BowrjA3H3Yy8vtbLjBBhO0kVwf9Rn2BGJ6s8VbIbG80y9wklP7IfqQvUGVba",
+	"2FRhRGzmMQSzCQOIOMOgXk5Ue/+JYeIdzy1h3dLZ3eqqMN4Cjm4pqy0vk7iAMkQBmoQkaF0+rQ3Gg0Qr",
+	"wdZu48mbJbBuGNmbGsS1KQq6madXqcIgHNw7FH6bIBNa1KU74K4NlIYdtw6WmFTh6pkbCdUiOQSkTRnH",
+	"BfRTWvMCDXXkrMCpXDs6kapcKyfVNlg+HrjSnb/E4+bjhDAWiYELBhxYK25TVXFF20sY2PiAKGaInYhj",
+	"xGQA8KsSwUC0QiNSBTWMM33jF6hPwn9Vq9cN9BlN7T+p3PbnkvA93OiHDx8+PCBdIihKjmMEb0O1I0i+",
+	"lSiLB6JvIEXwXLjQcG3XATETGw1GFNrPyVlL6WgpjmcE4eTBaCp+RGQFC87TxsDvJJDuuL+sbW+veiEd",
+	"SeJ0T0yT8LDibtDt6ustp3DSMjxF4SIzlCOolCOu0LISJH9AlIY0mMDmeW9VK/+Wzz7xDmITDCQQA8O2",
+	"kAMCvpLI1AhRMyCRYfoYMTLgF9AIlHvn70hquRgcPG7Lsy972Nv1NfG+Pfv2C1/4voqe2YNVvd2wvuwm",
+	"tYptZtP49Pm8JXeW3LmCQFe4PkpswYTBXqIBkKznYOFDVhVeXIhrqQw6kyhgFjJ4Fo7O8AoFHBmwbjAD",
+	"yokrEAx0k/gAJkowyaLMpAxZ4cw7HEk+plgTlDicWoaeQmDoUUxOT0JN7MJ10ryHfA4iFXj50TUMKsuY",
+	"SqJUwscjU2TJpOXj24s3/dDWb1/VsQscNAaL/2AMP+SlYOwIiIuHTTBOyQ2YEIM2kTcEzXpv8k4ArBi0",
+	"hUSOqbMY4MWAErRi2L8H6FdyG+pZDx7CxBGDAHkdHUkCD/lwyHhBimZWCl5kjJdbp8Qjg/WgVrwofG6j",
+	"owhueRx1cBfDfZbqOlWSlAzjVAp3Typdiglrg3WTo2+zEbyimAIIncHjjzGwPSoIJli/Qbf9fWggEb7R",
+	"h3aEsBP89zWSZ5+tZ+y1gLkNeblAuwcS3AHfgeV8UAoI2EGCVNrVP4IXEp2TldgIbtvhwxIBBIoGd/VM",
+	"m1q0ydsZG+r0pSX9WAJPghm2JV23vPR3kJ3PIvLjEJFb/AhJGAEq9chFngkFmejyvfvnA7IjD2I7RPdC",
+	"WB3lNDS2cZ+1xCvBrjHutTSaJEeeKhIIp40HHp8NrvIXV88wTFTpLdMgSQf5DwxBGCBIdmjgabWKbMCx",
+	"ndX7ktCkCJooQnKnCqo5gKyKP8KcpQa3PKGjk7Y4ZZzlFTcrSgAoBb91007VipfLp4ROiutMoE493PJH",
+	"eCxwyxbjejG81GDzFwTufPahP0DSj7vTJv0PKZrsS1ucgAp0TE6YEN5ON+2p0uP9HWHwD5/M4rU+TmaT",
+	"fn3zL8L2k4TPq20eEmLPZOVBhqvq5QMPU31Y6jeUEQlR7bGrHg1FhDB8OKgzUszbEQ99Y24egSv2G7cr",
+	"qPe1cepVnwnNovXNBx9AypMbHDptwVHkttv4PFB4JLivKy6NKFBWoZf1EhFmGtxPkOzHGUhmHuHNQBYW",
+	"fgWJwVlCOYFYnjjp1itO9uqWuwYIumguFKAsRPlo9Lmps5ixcSlvBdNKGJ/MZbKLVJGZsNQo6fm00iWv",
+	"GDepIqwimoYT/8aiNIK9uPqeoKTmC1Hq7bymjDjFAYLf+iW5SFJlpMqFt5n69BAnYIKF0Mt8hiDOQjKZ",
+	"XYkduat5kSo3+Vm0J2iUxeXOtVOTwVTrtq8zqWUlBNhL3oSsPpDh6gqjL1RBeWRGrwXIl6miXLQkRIUU",
+	"3rZL2XMYM5Lzqtr5Cbdy6Sap+nUjIN2PUbZfK4H0SXMdroVFyBC6c2xRy9KCxJ0qOJ9iG59OtyZg13XU",
+	"QC7pfptLiFu4LKWxcxp+r58aAVfv2UgUUF1PMBJ9OcbakKJmSR+RWYiNOZEgXUPyceV2OcHsOSUuzjag",
+	"rg0IU0+bKlatLf9frBLsk27IS4Wz5ckm/NrLzpTezihey3JZhhSKrySEODaaa/CzOb73EYYZ5AmdU3IH",
+	"C80lkfLL9/jhQ0+I5skCS3L0WUTGPybeZFt+I3yCCkR/xSZHMPkELbCVhr7YEayE4/+Q8EpxZlvulsVR",
+	"G2kdLfpDg0j0h4sZM4i/yqDjjI0hFkhXqYKYqQu0OlFCtruTUMvTPTsJYX6V2JQ8p5EG8z2kfRKGH3o6",
+	"t1IRTEfDTye+Y6gOSnPBFHMPvp+qzEeIQrSSLyGKcXB9RJl38YZXHLLHMWjBao8/DC3UqnQqMy2q98Qu",
+	"KqmuySzmGd8hYaRH5PBIAiB0DPP0Xzwi331wdWz86/B1Xy2ln7P7jC0I3HUyqnw4TJ2zBS8YQpBwxWp1",
+	"o/RWhRAfdAvgsfXlPzsn7szUB5g60dwHxczdduK4Hj0vDNR3iznxngD2cEVExzzOFS95la/krTiYtkfP",
+	"NJoiZdQDUh0qhQA+YQD/g/AVCb5npbcmVfTizIc3A6hN4o+R4wdUMM6JNsTaxhwLHXlAnzB7aixpxoVu",
+	"iIskYA6gNJURF11P2G/82qnaqQpXGvDLsClIw/TjBpWVRjiQNfiS1uxIbv8bgABEHCeak0/xJ/o47kOZ",
+	"bYPMXsxYWAdv6mr8zT0Erhd69tkAnABMsxVrdBeUeycXdRJ5af2buvi0WUN4Bh4vuRlAqKrzDHDuY9z7",
+	"CPb+WQ8K39t7ZHd+ywf4XfeGJJ1C7g+E9dGx9qkRnOVcaSVzXkY3je1fNEej6EZJ09J0z6ywfSmfGH8W",
+	"zkxwiAmewPJeCV7EDI/WlI2xpDRhc1WNCHLRvnH9yerJl1IAj7NdWJFBpvt7H5dscHwiXqmV8GllThXM",
+	"EkzLKuDXVC2lAuMAngRiQtKgnodlkbVy5AvTt8bPr668Qe6C5GBps1R5sJ0VvxVsw43T0JqHOdXlgIg6",
+	"SrUindbn7bgOIXWpMG1YJGkhBQjx8jAub9uqkdm49qFH4uCtLqchZB14rRJbOvTLJoMMwhrErahgFPkK",
+	"rCMXw5hFbuKuxdaQZwSXn6TqxfPv2T4oCEBBRShGEPuQB4iiCF8rVX4XmwDhGJWQl2UYfJR79zLPxcZO",
+	"WZeTlRlUUFiKCnwGbumz7jPZBdquST+mOOftSpdeWiO5rskjk6Vg4A6ZYiZcuaP8rQAFCz6EJ4b1SDIT",
+	"GhgsLeKHAPgfovcBloiHXVNFqkoJcTAeG8rtF3SNcS6/aWOvK/H6//151mw+jdqEb1IF9WcDowMsCDjD",
+	"lA5HAdcwjqWu1nC5pnCMU5X1rGpwefSJWv3i4U9wtz9eOIRZebHPw0lCODtiiz00oe/XIfoU2YuAJuV1",
+	"ZbSTeqHomF1Vur5eZRezVFl9LYCLxvoBRfD2TZc5BuGu51rfgmU+VaHxgN4N63hZQWxwoYXHn+9bkhpI",
+	"U78cSri++4UXh+L/rQbqQeB43lBHRK0SuJtKsJ2wQ2Kxe79/NLFM/N2xQlD3KRHjKXdse+/WtEtyEzIj",
+	"APfRwSTwPYDAxV9KwQmSL6Asxq/gT+5uN98imQAYtnT0Aba2GXlAo15Ixas+TOheOf4hi+9nSbsracMF",
+	"f8hy9gMAKSNxcNuIiMhSMGEQ6NSWAJcG0czastD41Z9ev6HPcbOO1/7yw2/453ypqzmWSfC0/eIxqR6+",
+	"GMOwwjGDJXDL4mMbSQh9HLpHbPj7cm6xwUweLzqQUMAyLx0kGGeMdjxY8gRjixsj4xTE0Z27iKVW1x59",
+	"IcSwdCN9UCpsx/qABGos33kZeF/1BIQNJ1cM2VCzi4RJ5QYDlyNBkFUPaxFBC6/dMjlVwWOKeCEB4BlQ",
+	"+jZPCOEci80pgTDjXlXAb/VGKNT4KAvJSYk7YVNFaAoXBGxCk0KCyX4mPbDAmB+M7alEbUQxDTZQb7RF",
+	"4yiCppjGcuoEGLL3tq2wvnmTKk9HwhO4L8smanzCXh72rKVq7PSmzDfR2jyCa7/ok8PJYOdl8ftwv4Uu",
+	"oJr6l3W/Ud/DiBChuLG/WU5SpsS3lf8tPvAxM30Alkp//1Fa7lWREjpxLTumt3EUJxnXz+bLRyhUfeHA",
+	"HDcsUCI7p/KolturiIJGcfFYXZG/6FsM/gxkhZwBjcdPKrKx3MF4O4wteookA2hE64cgyfyqhMc7iqxb",
+	"8fJ063w5GlaAiupXNFVS5WVdiGLCfoCZ9ciYM8YJAJ3R7NlOCietZ0WNZ6gfEQlbjNjiPfEn6meYP/Uu",
+	"1VnTfshMIWld2rN/6/NSVggsxiT5oBYEuT6W0Tp0VJW7mH6G2q6n008wfT4MNZB4J3i80LS71IBVGNdo",
+	"gQIWoaJzcDGB8kQNYOCZNBP2i7519JPAIO4exvcLr25eoW34XkL4fPNfWH9wfb62IW5wcCcaISf3SPX/",
+	"e9SDhCk4KE7GMfIaMqJKMvr8S1T6rD7scwo8N2dWcd9C+KDe4S1ogV4eZBcfIW6/l8WHS57ffDmWkZzq",
+	"PBV7amwvqPIR8PCON7TrODog/eciEmZne+xGUbUyZDaQpNjyxUcmNzId9lq28hu0sN2XWSu/+SomrVc4",
+	"5cOuuWZpkiY6u2NafTiR5opRHYqWGx/RqaHEnq+I9z8iR1gq94DA+I3vWlXWEWpoLySgl7ed2dKjU2A8",
+	"vFSCMsa+NPNVTF9kwJ9zd1KzaQxw7aTpuFgiPToDEjdHmxlSjvZ7TSFMpXsv7iNkyC+baTQMCW5pM1vp",
+	"CVZEFMaYgETxDp/GmythMJLwK2txL9tpXpB2BWCewoncTokgtC3CToMHcidgr3QFQYepIqxOaVgmi1Jk",
+	"hJbJFVY0RpTbulIA8mcYJd1j6Bg0p2tlU8UrwW7ExkbVFHFQkD7hoyDHkOszd5+zxCMwYTsYQ1lIgMQF",
+	"PM3Mx+dlFwAFjKDyZRGKmiYQHyc87i7WHpj46L336YgGi2EseSl4BSUlW7KLnxCVNJJQ8l/DccFai+RI",
+	"c5O76O2xk/eml76qwNRXe/VodloJhEhwC1Mrbq1QRZTqsUQQK7YHbZCqaOXmCEo/9UOfL+uyzC4IiKEp",
+	"P7niBQtdGMt3aeixBSQAWFfWYnVlKoQAiRmw7Z3wnE9L3AslEKSvpcJ7q0W9chfsC6TzQT/3DSZ/SvZe",
+	"Aol7eAPPhtkHWpkKIEsfQdrdgwDYihKqSXzOiDUhl/ccf4zWQnfyE0bFhqFsdqmNKC4Clp/nI66lUE/h",
+	"UdqebwTUAUE2rSuPlu0Xq3DUFBGrPyHVEJ98GIZmjyJFZXpEK+keKvmwUuuNz60IhDiLS6hIExKDp0zw",
+	"fBXCczyqDABvR1H9i10UX2Os2DiVD4BmcoJT5GwpFS+ZFe/sjGLp1iZjhSj5zlC1FscSjYWYJakoztiU",
+	"ekvpyTBoXdvuuAPKDYye7OapGpNW5LjgE+MT/y+SYEqC6jq+AkKr9IGv7APJHk8ME+pWVlo5YZ7QVHfG",
+	"ijXMhjAp2oYrjXwaEwpoeJu62mgT5QJEoMG6NAAtFJR/WUEwf6rorvSYVXAbPArQrJVy0eAnYBV9EPsA",
+	"Oz3xMpRETCEpDMt+gxSLKTlmiqccarnDVBV7fvWcOYFRq1yQsJ/9rHMqmR/BMDU1WkA80npD1W9M7PrZ",
+	"lJJwQ0kSMmzNZZkqcn0QoDLspZ8OwuzrjY9OWOq6CrheIHG7waUKymj5Ywf2Q0K1oS3ICJXFPTOHZ6jm",
+	"P3x2Q9hpVQBMElcMiIr35nqDOdHNi67Uj/cnUGEb0P5FAek4MKEnJtrCWtmqNlDLXW1qO2UAj5IqrLFE",
+	"ihbEsV1zK28FYv9TFLxBZxEM9/l/f/sNnioOhz1VYGj5I/tF/meCsPn+tDS8IJMKBJG5v0vZhYd8oiEI",
+	"px9A+XBIJ/KaA1ZkwfgIvOwG6GoXzyyc7k0lbqWug/yPx8P/nKpILXCSP+pDWlmpaiQtLSnZl0HXcE+X",
+	"jvygSpQZoYp5KBYP8XSmXqylnWPhLKQn7iSsuRVJ54VUwRturGIbvYEg7DM4IVjxgXD53DG7hvQymC3R",
+	"nlTFp6a567B8UNzM17hC5I7+imhIN/ZqixM2XOtueMxx044ObVEef+yxIAw+PlRY6k1dqWNJPlmbTrDx",
+	"qz//wP7P8xdXF1N/voFoGGa0Vj4DHSbstEsqChGs2FiIorFjIzUayuR5fnXVa7y+F3yxulJ3AaG/+qw9",
+	"/0j0dBBnzC0oKZkZKsgZ1IxmK70Foe351fMvPyJf82M8wFYuZq3CfYnX7TMirVkCsoWNuEynXIn/fgA5",
+	"OWaLjv5wu+otPNKkftGREyoXT1+6FRJFD8pRexoHW/zwiAoAoJjlxC8n8wsJ5A1kxyDAKU3fiHf2bIXv",
+	"q1AGSsBZU72TprqozY6NW7Y8aYKAReIOKKuooYKcR3GZUP9zTBVSKNKf5JKLGRssfXaXgmekPgSdKAL0",
+	"8lwdrhY1FSklM5Yt6uJa2Ll4t+Ig40U1zoIu4jkxwmxugovvXGzhKxZb+Di7wyMqUIZCNAn0PpXFW4Pu",
+	"VqQsCfpE5LX2xYvIxUE2pa4SgB6Mx1KFLLakBMC/O9mMyOX1CVaig3Yfb+m3lVyvm/q1SFEJDxmAtWoE",
+	"P1ZurdyWSRXRpVTF2NCopmA2czA5OIoVAIW9GUmqudPrHRXJ4oCPEMPYDWfBGh5N67BroDXlAjKqwHby",
+	"P1pSkWdMPQswW/lN44VlbWejkxzBOWl1qiI/LOBIdlMXfMhPBhq6z2h3fXgxSBqn4uLymTaIBOI6LHZW",
+	"gJ7oPvSpVK+FKn7B7R/dNVnyp0KsN9oKle/+Knb/hWrSfek6NMivU3PLrdJwUP1r2IEH4qwBBgDXhPL0",
+	"/tfLw40oHKJ3oqiPx1ba4EsLyihwgGMZbZEtqOMAbx9kTigGqGs7DQlIceJSwqBWQPNeQoxLBSsQr62e",
+	"h9xelGcaQjPPtVqWMrfZWRbtyqIvnj//wkMBDNc5+fanLHMMli5ZxLlnLDyKx8A92mLKeJg6EeXH+fBj",
+	"9fy9hiKxTWxWj+xyYkDSRlRriTUVjsCarbSx8+bxqZNDALcsq2o1X3OpCKKCcMZAHS25YtfcilRxc+Pk",
+	"pI2oIOBEWrcJuirwSwXB+U3rTbUIcORwqEiWNb9THEgS5G8gAuAVmrCfoVhoN9hkT3Jxj/0WTf8erZ1N",
+	"N0Olcd9EfrRmTOf4jXP5osdfvugNRNsZC5SgfcCTcPfdRS5ELgsAzDhUyCgmWZ9UzugQMbx83/wxl8U9",
+	"lyFo6MNPP56gDbt1MlTOEamoW7TtSgccRvR1mrq6BQ8emQjMDLVXDwwUO+08ViLgm4ThIIwj7gr82lv8",
+	"0f3eTOGewuyaDn6k6X9pn1U0xQEK7peqWcAzBX+gdS3dRj08h8bewfnymBlEkL1DoSEFWx7RAvQwiHcb",
+	"WX0lMfoj4v3LUm/dc4VQu16xs8fm2eY2eyzDY0UNCs8ImAAPQZKZLJI2Dj+Y89AW6ZGdfDU3qVJFD5Fy",
+	"DMIsitkYk0IHeTqg+0iTqhdXL5I4v0GEWA8SanykvFOSHMF/cfXNAETqKz/bIwEUz5jV7NnVVZPbZBJm",
+	"hHvHYsxLrtdrbvrxTxP68HwAZVMW5tREwD96+PkDwKhv7z85zgwxDH98Hkzum9JwQte6guQ35XbxLjls",
+	"5/zsz6RwRNe155rSljxQHYRS+COCJK13oLnzUzwOSMnf3WAXIudryLXx+TBPQypMQsCGrYy6MUa3ksXp",
+	"BLykz6nBBBiRhh3tGz1e+YfulfBBH0PmDgz064Zdnws2ny0e/zYWD7LmherMEssBgTh32MARYQEln9+d",
+	"nmHsL6j9ANHfxAw7qc3HA0MABsRe4FMUimQ146nyL6DYShWWY//8Sb74dmXmPpHz141QREketnOZBvl1",
+	"nMu4SoPOZYgYgTrh19JYQb5+Un7OTuez0/nf0OlMdzxkr4QvvHUj8RnFc4y9dF/Enuqz1/ixeI2x3lGl",
+	"1fW8kBVW6ckeqV8X6txzdJvqinkW3OSJHfH0HkIR9L9dvvd3gdwavXoCGHs8471vLWHYOgI/n3WCs07w",
+	"Ebb0+PQ8LPUAbcJ4pb+AKnDc/0j3MDgfTyMelxB/c7+e0e7IBrWapRDFAmDaSF7aU0X6tBAW3mu0kDe+",
+	"jFlws0ZB19KwAK/kvs587m7VQnlWqeKbTaVvRdFQcQzcjUOspfJQL67dgurA9acuurV+JLrQptx9naxC",
+	"WqQhVSj7Zy1qx4lDMH8ApetsqmPVzXacdaSHqyNFRRhBSyqKSmD8me6RlZJGr3pselSXpX15lWpTRnpQ",
+	"wlre4rP69EjVp8eK3Ydp+E1lpSMX/2QlyYjqFuZ9zIcSPbjHjvu81mEcp63f39xbfaXaWa5VXgkrIPF7",
+	"1kS2xGP3sGkbbt0qot/Ng5XIwfqVhLfb60p/cfX9d3euMfoT1sQIOHsgLVHUSHvAYwTY2bq9/PYqVA7z",
+	"YIAXQ0PmZXm3+p/36+4PMzoU6NuaeLM1BA2zlKUVFWBvnMPHzqrvo3CH3Z2At1xk0XWI3GQJK+WtYFqJ",
+	"BhizLI9qzBFhvhcH2l9KvfCE1Q2+BPQiFrJxN9pISAGutLYJ44YVul6UEIKL9TcBvGbNxtkffG5/Xmlj",
+	"hGHZpWOHf/gDVj5OWPaeJ4sPGeMlrKXryFzMoHCyj5iBV5Rm2WSSJQwir7553ozPHVWqjv782+8iZOpJ",
+	"ql4idhmprQB8Ld7lZW0klIuPWIe+FVXJN5DpKm9FqqJljm9Dy0VhVhyqmivRbiRVezjPTbcAsu204aiH",
+	"Rnz0Fb/9FyYAdAEUFlyC6EXMD/FV5qU/aqJwk296RxNrdAhpU6gT8HKqVLWGhJ4FZFsgnmPVVZ+EFjeX",
+	"0Zq5g3yBpeYB7gH7n3Y9ERP26xKYfF1VQtkwDKmu3bqTO9nXdafi4tcVVxbmtV87ClTxiDWN7kvvDz18",
+	"HT9oPMXjnDcs2ZnFnh2ej97huefM7CefY0QYaMgn5sfuE7aznv61gVruLlIh/UO9sBEACCTzkD7ckpgO",
+	"6sSXEJp+LzAfvyoRWB1EysM0MHAlYuit2Hm9ZJl7DItDg1iFSEuFmXnxo8XYAW+Srz0yexbkjixVoDAS",
+	"9nnOy7JfNGgqL4dLNGEvbapAxHp2dXUFAzczxj3AIdw5iKiGJFip2AI18V5u7RbYLZW5rzwqblfQyRdP",
+	"n/IdDxvoYen9siaIcg+QPZCK4hYF1n9ZCXFm22e2fQ9s+8zyHhXL+x1wsloWUYNWgxbR1ksWK5wGlLWP",
+	"ZYHvY2mJYmiwzu++qfgV2j27ytf9mx9PUICSYJU909KHQUs9KpcvT+P9laXgBWCUPtzSjNG5+kreyUjd",
+	"QSVo2ngddBWcDuTnnzwWkR5mAH6uxnIBBaj8AYHD4VhtN8Xos1lCT4nSCV0diiE6QEQvK6HE9r5jifZH",
+	"2WgjXcKtxPaL2sygxy8fMHMnkxloMgiTuWUZXikz5/ZcaOihcBBtI+5x5hIfySVm3lGAUX9n1eARqgZ/",
+	"cVoA31MGGAfiBRu9S5i15dwQ9C7kuSm9jfnrxR20BMvNzeGokTfwxEnhIlg04ORwEdfya3wFwjD6mtRb",
+	"9VEBKL1hF8bIayXEXZu7z+gLtwYH8dXA/HaOtzjHW/zvST+23uTcBFWgraLAuAqJAVrHMNeQtN1LOAUM",
+	"VtpSsDEELzxv1c++IGA4gIwdX7kHXlxdXV2AHZhC/Cep+iEg5mCNA5jqtB0unbC91LExwKF5WnYRPeEm",
+	"nLExp3rfVYR8AmvaQtnRVaoAKA0W1jXjHjkWIgBrmuEOJanq3ZaLCctycKYX88Uu64cpT2AAGWxgNhwB",
+	"4MjjPakxrumv4/OHSQ3Qe6gGwM1Nck52PpP7R+3dj8jJWRV5iPnHLbbxSNDwiiLCwAOe5iPnUXRYaF6d",
+	"Khf060KXecnl+qkS7+y9VQYp9VYY+1TVbmgAvRlNCMujEwun8uRlyVyHwGyxKKJn7SQHhAwCDAIACCfN",
+	"lHa3IGEwJS9pYKIgVolkY9CvojchJ2a+qfR1JYzJLmaxBqKEcOtvbmRZIiordVfy/AaHSkDa+lZUE/ZD",
+	"FBAID/ooxWtho5G4HnpFADfsv4l3NkgB96iEHVLA/AJS/b4X+7v6N5Kwcg7IMX7BoQav9DKP09PPyto5",
+	"BODfLXLvcfAOoCbomuyQX+QjeyoKXGa4yaczj/cg9ew52AfIiq+uCy4KX3GTdKqmTJcsZkxaVgpOhW1T",
+	"lSF7QP1KL8koRPPglsLFpE2Y0e5deDzkevcDYrtevzahDYr+mUw+LN+M25wnhoFaryMH7sN17oNQ8Tgo",
+	"E949xvECgyF/b6H369oF69YQFs7XvsznO3w2VDymi3sc/wbv5z0bnY/HhLiLFweDcJuv9qWMl2wpRVmw",
+	"UiwtlOglaWPGsjS4wtLRlKWjdJSxvBS8Qkut/3HWETQqsSl5HgqgGTthr8SyBn1PMd6oqIhXT9oqLhqa",
+	"g0hgvAg1P7Bir9d1t7ouC7bmNyIwHaiPlKqlrpwsJMplwhAxrdwh/6l0fb2iSElUVX1fu7wU2UWfsPP3",
+	"TXH/tmXs5IvXqD+mynLD8hVX1+fajWeh6/5o91cxNhN1gQMVkYCz9flsff48FgSgmySnPzHoAU7I0Zs0",
+	"bMyJBsRC7yrNHzMroHX6fkNOu+JFf+bbYbsxSQa8NHvu7YZ+JKlqX9xxnwRxsQd7i95pMj1vuUmVWdWW",
+	"FXqrgh/b28UzNo5N5O0k/oswAiVEYdoNk027sXYj/4QnZyzDXc9SFWrCrkPnZP51fbf6Y3oLxbNnmA7o",
+	"ljBV8DBUkwOwvmthDcQT+PI50GutiGmHPkgwc32kyjv8yZYZlrEZJ4uG2UnWpyG00/O3UplBm/zXNxO5",
+	"tSPzut+ws7p5tqz/ewo0fbjfbSLnv0AytkeGgkDkicZjstjzoLcczAg/nYMScXwATPSN5wKRbl5BonEW",
+	"xY1FkWWJDx8DJT4dZakCLdrr+BeuIYOV+dnLXoXcex46vDeJ/OqO/tN50jacol5uQB3cd5iW37IPpE1/",
+	"Nb4TVvSsPD8O5Rmu11l1vrPqHN/8swL9+DJJPMmEGojqqVfMIhdT52Z8vEpKuUgPhJ96x3qo0e20qgRd",
+	"7ErjrCfspSJ3uSMXUrGwPtL0sb4eZHOY89dXhB5WlPCZ+5y5z0dwny6zeSyJej2kdcHzT6avKwDcvHyP",
+	"Hzolb3oIATz2xIRiny24KbsSO7YVlYCKEAlEFGFFZnw8VfDXtFXjAbSsxMM0ayOYtFhRAhJicyFv+3Eb",
+	"/yLsGxjOvVJF7GGILsKvD6Y4sQ1DYrL45DLE5zLDj8mCtF9TODoNkal5zXfMEDzYg68wDAHsRGmAZuzP",
+	"p0sp0K6ORkFelp+9pnDSRxZl0V7wJ226F7DZCT+ecoQDzT21Wvt3L3qqs+/T9LpS5iAVLzlC8UFpHdNK",
+	"1fN48gnjgLnMKsBltmZfLoWEbejrPulvXR2Eii90Xq/dG2di9bgCyQcTcutKNbua+JIHeJ2OxEPBYfy8",
+	"BcOhzcv37p9j9QDdUb3vq/AjLcyx63DW0c538mNUs7pSk75gxPhS3vstPMFCU1cHgLQ6d/Yy5yoX5T3b",
+	"jOIRHbQZuaU0Vm8M45awot5ZtnA7wqvdlDS9ZSmvV5atdSHKqIZXqnAypSgSxllVKwXJfFqXbCmVNCth",
+	"Juwny4QqDMvCw1mCyRwB0n9TiVupa8NW0kAxBkgO8XEAvvxeUVIJcw7lhFK15W7E43oDZRSumLlo8JPd",
+	"xKx2Pc981T5IEFlx41HlUiVUIQqsNOCewFrb0k2t1+cD4z8T1jNh7RLWUNUJaREedJQezKMgq3i04zvs",
+	"Lsx433RD5HSPym11dWM2PBeDov6fIFOrEtd1ySu2lKXw5prwLuCFA5A4gZ8EBDsj/yV8+q9gVq7BLrPl",
+	"BrUHH9fLAIqb1Uaw7DJjC2G3Qii2BHAoM0uV2a0XupQ5K6W6MYHCYIjQL1yWldZrdiPEBqHYMfIa9BDv",
+	"ae6jDE4n+N3P4s+yFPeqhbR6OqSOuEU+qyLd21lKY01z6Fqr9ICsJw0ODQccmzDgR5Lb5Q4mTALWN1br",
+	"n8Srv09jGlLyeZWn0O4ljOjyvaM0B9NVX4m1psxTmMXMU5IoK1WsN3bHjOW7CfsF8aqfsAxMKe6VLFVK",
+	"s1Kra+GInpODpB1OQ21d7X0a8qJfikNiati1VuJBmX+BlpPl15feSjywElTAKgUvTEhm4axFoMGICKTZ",
+	"6LXAslANspMFnN2GnZwJXYfQ4bF+2KTObbEb1b8FyQvprHAhP5biDVl0jtCGQ4ujcyvsU2MrwdftxVnq",
+	"as3taDpaSMUBMrJr0h2ULJ4YttjZcJ4eC8XR1WGicyYjHTICPtkzEbmP1NpXghefSi7uz4rUIjiNMake",
+	"sCUtdLHzkIcxfWBjX9LyGftF/ifVbPIyC6XWFqnarnQpEECyrvii3E2BwfMCUZ04yytuVswIksh0WdDK",
+	"4aYrsYWqjQlBLXG2lu8m7CfrY6bbghn0lFW1mq+5VJlr14l13LpGcjGLf6tqZVjmPk82u9544N/qHvp8",
+	"SkzwJ5LmY/m1RyRGipg+U/B/awq+qSH05RGquV86KCv0Pl/WZZlN0QIFWXxwZVrmKsrad0cTC8bZFVcB",
+	"MLZpCqggyo97v8GuZLNQ9XbL25fy6wYfTwMxdzdSO6oKNPyRyOO/1dZzV6nacImn8ldoUOR1Je0O+OtC",
+	"8EpUL2u7Gk3/8dYxRCg9QNy3rsrRdHTJN/Ly9hmwS2p0jwgLvjbgBpFNnSvHkfCExHEjiCjsMxijgA3X",
+	"RE8IyM8YopIwCHARJgEmyvK6Mpo6gfCUDYZRUGshHKU/pmRTcgWvmlVtC72FwGGrc11Gbfhyxz1t/EKO",
+	"RwzxUPFWgFcpnhfYmPuHQa+gSQlNATF7t1qXuLdMqqjJZkf7m1056eSaWyezwBSw1r+G1KDK6LitjajW",
+	"0hgoK9DfGpWyxKhIzatiSvgcQEwKsRGqECqXbmsoAZUKZ9Zla08wUHK/Eydg7JVM49fuJuGiwAhAevLl",
+	"zafsOi6EnsQ1vCsaMdnbOXvz5ufWrkaFFPpnXApjtDJPmMmF4pXU7tDVym+0e186it7US/DPDTXoBiZu",
+	"hbIMRaPoXfjajD68/fD/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -50,6 +50,9 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 		}
 		set(&l.WorkspaceFiles, in.WorkspaceFiles)
 		set(&l.Reservations, in.Reservations)
+		if in.AutoArchive != nil {
+			l.AutoArchive = *in.AutoArchive
+		}
 		spec.Limits = &l
 	}
 	spec.Purpose = deref(b.Purpose)
@@ -81,6 +84,7 @@ func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 		WorkspaceBytes:     in.WorkspaceBytes,
 		WorkspaceFiles:     in.WorkspaceFiles,
 		Reservations:       in.Reservations,
+		AutoArchive:        in.AutoArchive,
 	}
 }
 
@@ -104,6 +108,7 @@ func limitsOf(l core.Limits) Limits {
 		WorkspaceBytes:     l.WorkspaceBytes,
 		WorkspaceFiles:     l.WorkspaceFiles,
 		Reservations:       l.ReservationLimit(),
+		AutoArchive:        l.AutoArchive,
 	}
 }
 
@@ -134,6 +139,7 @@ func memberOf(m core.MemberView) Member {
 		Turns:         m.Turns,
 		HistoryLength: m.HistoryLength,
 		InboxLength:   m.InboxLength,
+		Archived:      m.Archived,
 		Usage:         usageOf(m.Usage),
 		McpSessions:   m.MCPSessions,
 		McpLastSeen:   m.MCPLastSeen,

@@ -72,6 +72,7 @@ var statusOf = map[core.Code]int{
 	core.CodeAlreadyAcked:        http.StatusConflict,
 	core.CodeAckNotRequired:      http.StatusConflict,
 	core.CodeLimitBelowUsage:     http.StatusConflict,
+	core.CodeNotRead:             http.StatusConflict,
 	core.CodeWrongDirection:      http.StatusUnprocessableEntity,
 	core.CodeInboxCorrupt:        http.StatusInternalServerError,
 	core.CodeStorageFailed:       http.StatusInternalServerError,

@@ -215,7 +215,8 @@ func (h *Hub) lettersAfter(ctx context.Context, teamName, member, after string, 
 	return msgs, ch, release, nil
 }
 
-// WatchInbox returns how many letters member's inbox holds and a channel
+// WatchInbox returns how many letters member has been sent (its inbox's
+// and its archive's: a count that only grows) and a channel
 // closed at its next letter (or when the hub stops waiting); the
 // channel is registered before the inbox is read, so that no letter falls
 // between them. The caller must call release when it no longer waits on
@@ -225,12 +226,12 @@ func (h *Hub) WatchInbox(ctx context.Context, teamName, member string) (n int, c
 		return 0, nil, nil, nil, err
 	}
 	ch, release := h.waiters.watch(inboxKey{team: teamName, member: member})
-	msgs, err := h.svc.Inbox(ctx, teamName, member)
+	n, err = h.svc.LettersSent(ctx, teamName, member)
 	if err != nil {
 		release()
 		return 0, nil, nil, nil, err
 	}
-	return len(msgs), ch, h.waiters.stopCh(), release, nil
+	return n, ch, h.waiters.stopCh(), release, nil
 }
 
 // Waiting reports how many reads (or permission waits, by the key

@@ -48,6 +48,8 @@ type inboxState struct {
 	// limits and senders are what msgs were validated against.
 	limits  core.Limits
 	senders []string
+	// archive is the mark the letters were checked at (their ids).
+	archive *core.ArchiveMark
 }
 
 // letters returns the letters capped at their length, so a caller that
@@ -65,7 +67,7 @@ func (st *inboxState) letters() []core.Message {
 // every sender still a member. It costs one call per distinct sender, not
 // per letter.
 func (st *inboxState) fits(rules core.InboxRules) bool {
-	if st.limits != rules.Limits || rules.IsMember == nil {
+	if st.limits != rules.Limits || rules.IsMember == nil || !st.archive.Equal(rules.Archive) {
 		return false
 	}
 	for _, s := range st.senders {

@@ -124,6 +124,15 @@ func (s *Store) restoreIdempotency(ctx context.Context, e *teamEntry, inboxes ma
 			for _, m := range inboxes[l.Recipient] {
 				byID[m.ID] = m
 			}
+			if m := e.st.Member(l.Recipient); m != nil && m.Archive.Count() > 0 {
+				// A letter archived since is on disk too, in the archive.
+				archived, err := s.readArchive(name, e.st.Rules(l.Recipient))
+				if err == nil {
+					for _, m := range archived {
+						byID[m.ID] = m
+					}
+				}
+			}
 			stored[l.Recipient] = byID
 		}
 		m, ok := byID[l.ID]

@@ -226,6 +226,7 @@ func (s *Store) appendTo(team string, rules core.InboxRules, cur *inboxState, ms
 		sig:     sig,
 		msgs:    append(cur.msgs, msg),
 		limits:  rules.Limits,
+		archive: rules.Archive,
 		senders: addSender(cur.senders, msg.Sender),
 	})
 	return nil
@@ -249,7 +250,7 @@ func sameLetters(prev, cur []core.Message) bool {
 // the file would give. Core builds letters this way; a failure is a bug.
 func checkLetter(msg core.Message, i int, rules core.InboxRules) error {
 	body := core.Length(msg.Body)
-	if msg.ID != fmt.Sprintf("%s-%d", rules.Recipient, i) || msg.Recipient != rules.Recipient ||
+	if msg.ID != fmt.Sprintf("%s-%d", rules.Recipient, rules.Archive.Number(i)) || msg.Recipient != rules.Recipient ||
 		!core.ValidName(msg.Sender) || rules.IsMember == nil || !rules.IsMember(msg.Sender) ||
 		!utf8.ValidString(msg.Body) || body < 1 || body > rules.Limits.BodyChars {
 		return fmt.Errorf("mail: letter %q is not a valid letter %d of %s's inbox", msg.ID, i, rules.Recipient)
@@ -354,7 +355,7 @@ func (s *Store) decodeInbox(key string, data []byte, fi fs.FileInfo, rules core.
 	if sig.size != int64(len(data)) {
 		sig = fileSig{}
 	}
-	st := &inboxState{exists: true, size: int64(len(data)), sig: sig, msgs: msgs, limits: rules.Limits, senders: senderSet(msgs)}
+	st := &inboxState{exists: true, size: int64(len(data)), sig: sig, msgs: msgs, limits: rules.Limits, senders: senderSet(msgs), archive: rules.Archive}
 	if !isCanonical(data, msgs) {
 		st.raw = data
 	}
@@ -557,7 +558,7 @@ func (s *Store) applyLetter(team string, rules core.InboxRules, msg core.Message
 	// or fstat of the file opened) stands in for a full check, as in
 	// AppendInbox's quick path.
 	if cur := s.cached(cacheKey(team, rules.Recipient)); cur != nil && cur.exists && cur.size > 0 && cur.raw == nil &&
-		cur.sig != (fileSig{}) && cur.fits(rules) && len(cur.msgs)+1 == letterNumber(msg.ID, rules.Recipient) {
+		cur.sig != (fileSig{}) && cur.fits(rules) && rules.Archive.Number(len(cur.msgs)+1) == letterNumber(msg.ID, rules.Recipient) {
 		err := s.appendTo(team, rules, cur, msg, line, true, false)
 		if !errors.Is(err, errStale) {
 			return err
@@ -567,10 +568,13 @@ func (s *Store) applyLetter(team string, rules core.InboxRules, msg core.Message
 	if err != nil {
 		return err
 	}
-	n, ok := letterIndex(msg.ID, rules.Recipient)
+	num, ok := letterIndex(msg.ID, rules.Recipient)
+	n := rules.Archive.Position(num)
 	switch {
 	case !ok:
 		return fmt.Errorf("mail: letter %q is not of %s's inbox", msg.ID, rules.Recipient)
+	case n == 0:
+		return nil // applied before, and archived since (replay)
 	case n <= len(cur.msgs) && cur.msgs[n-1] == msg:
 		return nil // applied before
 	case n != len(cur.msgs)+1:

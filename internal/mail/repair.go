@@ -70,6 +70,15 @@ func (s *Store) startInbox(st *core.TeamState, member string, boxes map[string]f
 		return false
 	}
 	rules := core.InboxRules{Recipient: member, Limits: limits, IsMember: isMember}
+	if m := st.Member(member); m != nil && m.Archive.Count() > 0 {
+		// Letters state.json archives that a crash left in the inbox
+		// move now, before anything reads it (archive.go).
+		rules.Archive = m.Archive
+		if err := s.moveToArchive(st.Name, rules); err != nil {
+			return fmt.Errorf("mail: finish archiving %s's letters: %w", member, err)
+		}
+		return nil // the file may have changed: LoadInbox reads it
+	}
 	_, _ = s.decodeInbox(cacheKey(st.Name, member), data, fi, rules)
 	return nil
 }

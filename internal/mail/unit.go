@@ -82,6 +82,13 @@ type teamEntry struct {
 	// overlay is, by member, the file's letters followed by the queued
 	// ones, as units of work see the inbox (overlayOf).
 	overlay map[string][]core.Message
+	// archives is, by member, its archive as read (LoadArchive), until
+	// letters next move into it.
+	archives map[string][]core.Message
+	// filesMark is, by member, the archive mark the inbox files were
+	// moved to when the team was loaded: the log's replay reads them at
+	// it (archive.go). Nil once the team is served.
+	filesMark map[string]*core.ArchiveMark
 	// cursors is the members' read positions (cursors.go), replaced,
 	// never changed in place; cursorDirty: cursors.json is behind it.
 	cursors     map[string]int
@@ -217,6 +224,13 @@ func (s *Store) recoverTeam(ctx context.Context, lt loadedTeam) *teamEntry {
 			return e
 		}
 		inboxes[m.Name] = items
+		if m.Archive != nil {
+			// The files were moved to this mark at load (startInbox).
+			if e.filesMark == nil {
+				e.filesMark = map[string]*core.ArchiveMark{}
+			}
+			e.filesMark[m.Name] = m.Archive
+		}
 	}
 	legacyIdem := lt.Idempotency
 	if in := lt.Intent; in != nil {
@@ -486,6 +500,12 @@ func (tx *fileTx) Commit(cs *core.ChangeSet) error {
 		err = core.ErrConflict // cannot happen while the lock is held
 	} else {
 		seq, err = s.commit(e, cs, tx.prev)
+	}
+	if err == nil && seq != 0 && len(cs.Archived) > 0 {
+		// The letters move under the lock, once the record is durable
+		// (archive.go): no unit sees the new mark before the files.
+		defer e.mu.Unlock()
+		return s.commitArchive(tx.ctx, e, cs, seq)
 	}
 	horizon := e.lastSeq
 	e.mu.Unlock()

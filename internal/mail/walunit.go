@@ -326,6 +326,9 @@ func (s *Store) replay(ctx context.Context, records []walRecord, teams map[strin
 			// limits allow (loggedLimits).
 			rules := e.st.Rules(l.Recipient)
 			rules.Limits = s.logged.of(e.st)
+			// The files are at the mark they were loaded at, whatever
+			// this record's state says (archive.go).
+			rules.Archive = e.filesMark[l.Recipient]
 			if err := s.applyLetter(e.st.Name, rules, *l, nil); err != nil {
 				e.damaged = fmt.Errorf("inbox %s: replaying letter %s: %w", l.Recipient, l.ID, err)
 				continue
@@ -394,6 +397,14 @@ func (s *Store) replay(ctx context.Context, records []walRecord, teams map[strin
 		if err := s.checkpointTeam(ctx, e); err != nil {
 			s.markDirty(e)
 			errs = append(errs, fmt.Errorf("team %s: %w", e.st.Name, err))
+			if s.filesBehind(e) {
+				e.damaged = fmt.Errorf("archive: the files are behind the log's archive mark and the state could not be saved: %w", err)
+			}
+			continue
+		}
+		if err := s.moveReplayed(e); err != nil {
+			e.damaged = err
+			s.log.Error("moving letters archived in the log failed; serving the team read-only until the next start", "team", e.st.Name, "err", err)
 		}
 	}
 	if len(touched) > 0 {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +18,11 @@ type ImportedTeam struct {
 	// Inboxes maps a member to its inbox file's exact bytes (the lesson's
 	// mailbox format); a member without an entry has an empty inbox.
 	Inboxes map[string][]byte
+	// Archives maps a member to its archive file's exact bytes: lines as
+	// an inbox's, each a letter the member's state marks archived
+	// (core.ArchiveMark), in the order they were archived; a member
+	// without an entry has archived nothing.
+	Archives map[string][]byte
 	// Idempotency are the live records, at most one per member and key.
 	Idempotency []core.IdempotencyRecord
 	// Turns are the turn documents, oldest first.
@@ -101,18 +105,17 @@ func importTeam(ctx context.Context, tx pgx.Tx, t ImportedTeam) error {
 		if err != nil {
 			return fmt.Errorf("inbox of %s: %w", m.Name, err)
 		}
-		lines := bytes.SplitAfter(data, []byte("\n"))
-		if len(lines) > 0 && len(lines[len(lines)-1]) == 0 {
-			lines = lines[:len(lines)-1]
-		}
+		lines := splitLines(data)
 		if len(lines) != len(msgs) {
 			return fmt.Errorf("inbox of %s: %d lines for %d letters", m.Name, len(lines), len(msgs))
 		}
 		for i, msg := range msgs {
-			if _, err := tx.Exec(ctx, `INSERT INTO letters (team, member, seq, sender, body, line) VALUES ($1, $2, $3, $4, $5, $6)`,
-				st.Name, m.Name, i+1, msg.Sender, searchText(msg.Body), lines[i]); err != nil {
-				return fmt.Errorf("letter %s-%s: %w", m.Name, strconv.Itoa(i+1), err)
+			if err := importLetter(ctx, tx, st.Name, msg, lines[i], false); err != nil {
+				return err
 			}
+		}
+		if err := importArchive(ctx, tx, st, m, t.Archives[m.Name]); err != nil {
+			return fmt.Errorf("archive of %s: %w", m.Name, err)
 		}
 	}
 	for member, n := range t.ReadThrough {
@@ -148,6 +151,57 @@ func importTeam(ctx context.Context, tx pgx.Tx, t ImportedTeam) error {
 		}
 		task.Blocks = nil
 		if _, err := tx.Exec(ctx, `INSERT INTO tasks (team, seq, status, doc) VALUES ($1, $2, $3, $4)`, st.Name, i+1, task.Status, canonical(task)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitLines cuts a file of lines into its lines, newline included.
+func splitLines(data []byte) [][]byte {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > 0 && len(lines[len(lines)-1]) == 0 {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
+}
+
+// importLetter inserts msg's row, line byte for byte; an archived one is
+// not counted in the inbox (migration 00012).
+func importLetter(ctx context.Context, tx pgx.Tx, team string, msg core.Message, line []byte, archived bool) error {
+	_, n, _ := core.ParseLetterID(msg.ID)
+	if _, err := tx.Exec(ctx, `INSERT INTO letters (team, member, seq, sender, body, line, archived) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		team, msg.Recipient, n, msg.Sender, searchText(msg.Body), line, archived); err != nil {
+		return fmt.Errorf("letter %s: %w", msg.ID, err)
+	}
+	return nil
+}
+
+// importArchive validates member m's archive file as the file store does
+// (core.DecodeArchive), finds in it every letter m's mark says left the
+// inbox, and stores each line, byte for byte, archived.
+func importArchive(ctx context.Context, tx pgx.Tx, st *core.TeamState, m core.MemberState, data []byte) error {
+	rules := st.Rules(m.Name)
+	if _, err := core.DecodeArchive(data, rules); err != nil {
+		return err
+	}
+	lines := splitLines(data)
+	if len(lines) != m.Archive.Count() {
+		return fmt.Errorf("%d letters for the %d its mark archived", len(lines), m.Archive.Count())
+	}
+	for _, line := range lines {
+		// One line at a time, to pair each letter with its bytes: the
+		// whole file was validated above (none twice, each archived).
+		msgs, err := core.DecodeArchive(line, rules)
+		if err != nil {
+			return err
+		}
+		if !bytes.HasSuffix(line, []byte("\n")) {
+			// The file's last line, without its newline: stored as
+			// every archived line is, ending in one.
+			line = append(line[:len(line):len(line)], '\n')
+		}
+		if err := importLetter(ctx, tx, st.Name, msgs[0], line, true); err != nil {
 			return err
 		}
 	}

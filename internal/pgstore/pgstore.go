@@ -70,6 +70,7 @@ type Store struct {
 
 	cache    *teamCache  // what this replica's units of work committed (cache.go)
 	tokens   *tokenCache // what this replica's token lookups found (tokens.go)
+	archives archiveMemo // the archives this replica read (archive.go)
 	notify   chan []byte
 	stopOnce sync.Once
 	stop     chan struct{}

@@ -41,7 +41,7 @@ func (s *Store) Begin(ctx context.Context, name string, write bool) (core.Unit, 
 			cancel()
 			return nil, storeErr(ctx, err)
 		}
-		t.readOnly, t.view, t.cancel = true, tx, cancel
+		t.s, t.readOnly, t.view, t.cancel = s, true, tx, cancel
 		return t, nil
 	}
 	conn, err := s.pool.Acquire(ctx)
@@ -87,6 +87,7 @@ func (t *teamTx) Commit(cs *core.ChangeSet) error {
 		return errReadOnly
 	}
 	defer t.end()
+	before := t.st
 	t.st = cs.NewState(t.st)
 	t.changed = cs.State != nil || len(cs.Leases) > 0
 	t.letter, t.line = cs.Letter, cs.Line
@@ -97,6 +98,7 @@ func (t *teamTx) Commit(cs *core.ChangeSet) error {
 		_, t.seq, _ = core.ParseLetterID(t.letter.ID)
 	}
 	t.idem, t.cursors, t.taskPuts = cs.Idempotency, cs.Cursors, cs.Tasks
+	t.archived = cs.Archived
 	t.turnPuts, t.turnDels = cs.PutTurns, cs.DeleteTurns
 	if len(cs.Tasks) > 0 {
 		board, err := t.Tasks()
@@ -110,6 +112,9 @@ func (t *teamTx) Commit(cs *core.ChangeSet) error {
 	err := t.commit(t.ctx)
 	if err == nil {
 		t.s.cache.put(t.name, t.after)
+		for member, nums := range cs.Archived {
+			t.rememberArchived(member, before.Member(member).Archive, nums)
+		}
 		return nil
 	}
 	rollback(t.ctx, t.conn)
@@ -222,6 +227,10 @@ type teamTx struct {
 	idem    []core.IdempotencyRecord
 	// cursors is the read positions this unit moved (members.read_through).
 	cursors map[string]int
+	// archived is the letters this unit moved to their archive, by
+	// member (core.ChangeSet.Archived), and archives the archives read.
+	archived map[string][]int
+	archives map[string][]core.Message
 	// state is teams.state as read: commit rewrites the row only when
 	// the state's encoding differs from it.
 	state []byte
@@ -387,7 +396,7 @@ func (t *teamTx) loadInbox(member string) ([]core.Message, error) {
 	if err := t.read(); err != nil {
 		return nil, err
 	}
-	data, err := inboxBytes(t.ctx, t.tx, t.name, member)
+	data, err := inboxBytes(t.ctx, t.tx, t.name, member, t.inboxFrom(member))
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +421,7 @@ func (t *teamTx) inboxBytes(member string) ([]byte, error) {
 	if err := t.read(); err != nil {
 		return nil, err
 	}
-	data, err := inboxBytes(t.ctx, t.tx, t.name, member)
+	data, err := inboxBytes(t.ctx, t.tx, t.name, member, t.inboxFrom(member))
 	if err != nil {
 		return nil, err
 	}
@@ -427,8 +436,26 @@ func (t *teamTx) inboxBytes(member string) ([]byte, error) {
 	return data, nil
 }
 
-func inboxBytes(ctx context.Context, q querier, team, member string) ([]byte, error) {
-	rows, err := q.Query(ctx, `SELECT line FROM letters WHERE team = $1 AND member = $2 ORDER BY seq`, team, member)
+// inboxFrom is the number of the first letter of member's inbox: the
+// rows before it are all archived (core.ArchiveMark), so a read of the
+// inbox scans the primary key from there.
+func (t *teamTx) inboxFrom(member string) int {
+	var mark *core.ArchiveMark
+	if m := t.st.Member(member); m != nil {
+		mark = m.Archive
+	}
+	return mark.Number(1)
+}
+
+// inboxBytes reads the lines of member's inbox, its letters numbered from
+// or after from that are not archived.
+func inboxBytes(ctx context.Context, q querier, team, member string, from int) ([]byte, error) {
+	return lines(ctx, q, `SELECT line FROM letters WHERE team = $1 AND member = $2 AND seq >= $3 AND NOT archived ORDER BY seq`, team, member, from)
+}
+
+// lines concatenates the lines a query of letters returns.
+func lines(ctx context.Context, q querier, sql string, args ...any) ([]byte, error) {
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -457,7 +484,27 @@ func (t *teamTx) InboxSize(member string) (int, int, error) {
 	if !ok {
 		return 0, 0, fmt.Errorf("pgstore: no member %q", member)
 	}
+	if mayBeFull(c, t.st.Limits) {
+		// A letter refused inbox_full would never reach the database,
+		// which confirms only what commits: counts this replica
+		// remembers may be stale (another replica archived, or raised
+		// the limit), so an inbox that may refuse is confirmed current
+		// under the lock first (read; else the unit runs again on the
+		// team as stored).
+		if err := t.read(); err != nil {
+			return 0, 0, err
+		}
+	}
 	return c.letters, c.bytes, nil
+}
+
+// mayBeFull reports whether an inbox of counts c may refuse a letter
+// under limits l: it holds inbox_messages letters, or has less room than
+// the longest line a letter can take (each code point of the body at most
+// 6 bytes, a \u00xx escape, and the envelope's names, ids and keys well
+// within 512).
+func mayBeFull(c inboxCount, l core.Limits) bool {
+	return c.letters >= l.InboxMessages || c.bytes+6*l.BodyChars+512 > l.InboxBytes
 }
 
 // read is called before a statement of a unit of work: one on the cache
@@ -553,6 +600,17 @@ func (t *teamTx) commit(ctx context.Context) error {
 			INSERT INTO letters (team, member, seq, sender, body, line, counted) VALUES ($1, $2, $3, $4, $5, $6, true)`,
 			t.name, m.Recipient, t.seq, m.Sender, searchText(m.Body), t.line, len(t.line))
 	}
+	// The rows archived leave the inbox's counts in the same statement
+	// (migration 00012), which says how many bytes they took.
+	movedBytes := make(map[string]int, len(t.archived))
+	for member, nums := range t.archived {
+		b.Queue(`SELECT mailroom_archive($1, $2, $3)`, t.name, member, nums).QueryRow(func(row pgx.Row) error {
+			var n int64
+			err := row.Scan(&n)
+			movedBytes[member] = int(n)
+			return err
+		})
+	}
 	for member, n := range t.cursors {
 		b.Queue(`WITH bumped AS (UPDATE teams SET version = version + 1 WHERE name = $1)
 			UPDATE members SET read_through = $3 WHERE team = $1 AND name = $2`, t.name, member, n)
@@ -630,6 +688,12 @@ func (t *teamTx) commit(ctx context.Context) error {
 		c.letters++
 		c.bytes += len(t.line)
 		after.counts[m.Recipient] = c
+	}
+	for member, nums := range t.archived {
+		c := after.counts[member]
+		c.letters -= len(nums)
+		c.bytes -= movedBytes[member]
+		after.counts[member] = c
 	}
 	for member, n := range t.cursors {
 		c := after.counts[member]

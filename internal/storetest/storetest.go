@@ -15,9 +15,26 @@ import (
 	"mailroom/internal/core"
 )
 
+// Option tunes Run.
+type Option func(*options)
+
+type options struct {
+	reopen func(t *testing.T, s core.Store) core.Store
+}
+
+// WithReopen gives Run a way to close a store and open it again on the
+// same data, so that cases check what survives a restart.
+func WithReopen(reopen func(t *testing.T, s core.Store) core.Store) Option {
+	return func(o *options) { o.reopen = reopen }
+}
+
 // Run runs the whole suite against stores made by newStore; each subtest
 // gets a store of its own.
-func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) core.Store, opts ...Option) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	t.Run("CreateListDelete", func(t *testing.T) { testCreateListDelete(t, newStore(t)) })
 	t.Run("Tokens", func(t *testing.T) { testTokens(t, newStore(t)) })
 	t.Run("CommitAndRollback", func(t *testing.T) { testCommitRollback(t, newStore(t)) })
@@ -37,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	RunTasks(t, newStore)
 	RunUnicode(t, newStore)
 	RunMail(t, newStore)
+	RunArchive(t, newStore, o.reopen)
 	t.Run("MemberWake", func(t *testing.T) { testMemberWake(t, newStore(t)) })
 }
 

@@ -701,14 +701,22 @@
     const turns = limits.turns && m.name !== 'lead' ? m.turns + ' of ' + limits.turns : String(m.turns);
     const inboxCount = limits.inbox_messages ? m.inbox_length + ' of ' + limits.inbox_messages : String(m.inbox_length);
     // The member's read cursor (docs/hooks.md): letters up to read_through
-    // are read; the rest are counted unread as letters arrive.
+    // are read; the rest are counted unread as letters arrive. Letters are
+    // numbered by their ids, not by their place in the inbox, which an
+    // archive shortens: the unread are the shown letters after the cursor.
     const readThrough = letterPosition(m.read_through);
-    const unread = Math.max((Number(m.inbox_length) || 0) - readThrough, 0);
+    const unread = inbox && Array.isArray(inbox.messages)
+      ? inbox.messages.filter((msg) => letterPosition(msg.id) > readThrough).length
+      : Math.max(Number(m.unread) || 0, 0);
+    // Letters the member moved to its archive (docs/api.md, L): they no
+    // longer count against the inbox's limits.
+    const archived = Math.max(Number(m.archived) || 0, 0);
 
     const stats = el('dl', { class: 'stats' },
       el('div', null, el('dt', null, 'active'), el('dd', { data: { active: String(!!m.active) } }, m.active ? 'yes, in a turn' : 'no')),
       el('div', null, el('dt', null, 'turns'), el('dd', null, turns)),
       el('div', null, el('dt', null, 'inbox'), el('dd', { data: { unread: String(unread) } }, inboxCount + (unread ? ', ' + unread + ' unread' : ''))),
+      el('div', null, el('dt', null, 'archived'), el('dd', { class: 'archived', data: { archived: String(archived) } }, String(archived))),
       el('div', null, el('dt', null, 'history'), el('dd', null, String(m.history_length))),
       el('div', null, el('dt', null, 'tokens'), el('dd', { class: 'usage' }, tokens(m.usage))));
     const activity = state.doing.get(team + '/' + m.name);
