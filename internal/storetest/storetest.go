@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("ReadCursors", func(t *testing.T) { testReadCursors(t, newStore(t)) })
 	RunTasks(t, newStore)
 	RunUnicode(t, newStore)
+	RunSearch(t, newStore)
 	t.Run("MemberWake", func(t *testing.T) { testMemberWake(t, newStore(t)) })
 }
 
