@@ -1296,6 +1296,19 @@ type ScenarioList struct {
 	Scenarios []ScenarioInfo `json:"scenarios"`
 }
 
+// SearchResult defines model for SearchResult.
+type SearchResult struct {
+	Letter Message `json:"letter"`
+
+	// Snippet The part of the body around the first match, at most about 160 characters, with "…" where the body goes on.
+	Snippet string `json:"snippet"`
+}
+
+// SearchResults defines model for SearchResults.
+type SearchResults struct {
+	Results []SearchResult `json:"results"`
+}
+
 // SendResult defines model for SendResult.
 type SendResult struct {
 	// ID Example: reader-1
@@ -1752,6 +1765,20 @@ type ReplyRequestParams struct {
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
 }
 
+// SearchMailParams defines parameters for SearchMail.
+type SearchMailParams struct {
+	Q string `form:"q" json:"q"`
+
+	// From Only letters this member sent.
+	From *Name `form:"from,omitempty" json:"from,omitempty"`
+
+	// To Only letters this member received.
+	To *Name `form:"to,omitempty" json:"to,omitempty"`
+
+	// Limit At most this many results (default 20).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	Status   *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -1999,6 +2026,9 @@ type ServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams)
+	// SearchMail Letters of the team that match a query, best first (admin or a member)
+	// (GET /teams/{team}/search)
+	SearchMail(w http.ResponseWriter, r *http.Request, team TeamPath, params SearchMailParams)
 	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
 	// (GET /teams/{team}/tasks)
 	ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams)
@@ -2194,6 +2224,12 @@ func (_ Unimplemented) GetRequest(w http.ResponseWriter, r *http.Request, team T
 // ReplyRequest Answer a request addressed to the token's member
 // (POST /teams/{team}/requests/{request_id}/reply)
 func (_ Unimplemented) ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SearchMail Letters of the team that match a query, best first (admin or a member)
+// (GET /teams/{team}/search)
+func (_ Unimplemented) SearchMail(w http.ResponseWriter, r *http.Request, team TeamPath, params SearchMailParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3120,6 +3156,87 @@ func (siw *ServerInterfaceWrapper) ReplyRequest(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// SearchMail operation middleware
+func (siw *ServerInterfaceWrapper) SearchMail(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SearchMailParams
+
+	// ------------- Required query parameter "q" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "q", r.URL.Query(), &params.Q, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "q"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "q", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SearchMail(w, r, team, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTasks operation middleware
 func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Request) {
 
@@ -3852,6 +3969,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/requests/{request_id}/reply", wrapper.ReplyRequest)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/search", wrapper.SearchMail)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/tasks", wrapper.ListTasks)
@@ -6510,6 +6630,99 @@ func (response ReplyRequest500ApplicationProblemPlusJSONResponse) VisitReplyRequ
 	return err
 }
 
+type SearchMailRequestObject struct {
+	Team   TeamPath `json:"team"`
+	Params SearchMailParams
+}
+
+type SearchMailResponseObject interface {
+	VisitSearchMailResponse(w http.ResponseWriter) error
+}
+
+type SearchMail200JSONResponse SearchResults
+
+func (response SearchMail200JSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SearchMail400ApplicationProblemPlusJSONResponse Problem
+
+func (response SearchMail400ApplicationProblemPlusJSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SearchMail401ApplicationProblemPlusJSONResponse Problem
+
+func (response SearchMail401ApplicationProblemPlusJSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SearchMail403ApplicationProblemPlusJSONResponse Problem
+
+func (response SearchMail403ApplicationProblemPlusJSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SearchMail404ApplicationProblemPlusJSONResponse Problem
+
+func (response SearchMail404ApplicationProblemPlusJSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SearchMail500ApplicationProblemPlusJSONResponse Problem
+
+func (response SearchMail500ApplicationProblemPlusJSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTasksRequestObject struct {
 	Team   TeamPath `json:"team"`
 	Params ListTasksParams
@@ -8228,6 +8441,9 @@ type StrictServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(ctx context.Context, request ReplyRequestRequestObject) (ReplyRequestResponseObject, error)
+	// SearchMail Letters of the team that match a query, best first (admin or a member)
+	// (GET /teams/{team}/search)
+	SearchMail(ctx context.Context, request SearchMailRequestObject) (SearchMailResponseObject, error)
 	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
 	// (GET /teams/{team}/tasks)
 	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
@@ -9031,6 +9247,33 @@ func (sh *strictHandler) ReplyRequest(w http.ResponseWriter, r *http.Request, te
 	}
 }
 
+// SearchMail operation middleware
+func (sh *strictHandler) SearchMail(w http.ResponseWriter, r *http.Request, team TeamPath, params SearchMailParams) {
+	var request SearchMailRequestObject
+
+	request.Team = team
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SearchMail(ctx, request.(SearchMailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SearchMail")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SearchMailResponseObject); ok {
+		if err := validResponse.VisitSearchMailResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListTasks operation middleware
 func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams) {
 	var request ListTasksRequestObject
@@ -9490,301 +9733,310 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1bd9s4tj/4VbA0Z1bkM7TipFJ1uuSHWenqW01XujJJetVDM8eERcjCMQWoCdCKOivf/b/2BSAokZKc",
-	"xInTx/VQsSQSd+z7/u33o5ldrqxRxrvR9P1oJWu5VF7V+OnnUi1X1isz2/xVbf6iZKlq+L5UblbrldfW",
-	"jKaj56JWvt6ItfYL4RdKOLlU4lpthDRl+8WlLTfwZFMbh9/Ode28qJVbWeNUbuBp522tnDDWL7S5Ekat",
-	"z7tNYicSflc1NaldbgrdjvRiZs280jNfTMRf1cYJWSvhZnalSuEttubttTKPnFiq5aWqJ7kZZSMNU1nQ",
-	"FLORkUs1mqYLcPpXtRllIzdbqKWERVjKd78oc+UXo+nTs7NstNQmfH6SjfxmBQ04X2tzNfrwIRu9wM5e",
-	"SnjgPXW3gg+xMxrNKBvV6p+NrlU5mvq6UWmf/1Gr+Wg6+r8et7v2mH51j/8GrUBHL1W91M5pa37+w57u",
-	"VvGxC13u7VW9k8tVFd45fTLKoCmvamj0v/G7fzw5/fHtP85Of3z7n/8x6pv9K/XPRjm/d0Q1PXNoOPsW",
-	"IXaDnb6R7npvj16660/pjjqgvpRc7utJyeWnb+2bpt6/qXC7jt/OGo/7qd/a0X/I03+9hf+dnf54+vb9",
-	"Wfb0uw+nHnf3/ZPsxw/9O/ybra/dSs7Un3SlwhC3KQWMVtSqkl7fqHAd1+HNTKjJ1UQUS6nNZLUphK1F",
-	"4erZY7lawedpbiQ1oY23Qoq5rUpVi6XciHWtvRLaO+Eq6RbKCelE8RjbgL/+76d/Kia5+ZsVxWRSZMJY",
-	"IS+drRqvsMkMqZWxwm2Wl7bSM1Fpcy20g04qu1ZlQie2bhJ9Gl7xhFQ8OXv67BCt+BDeRSL800LNrpE2",
-	"13alaq8Vfi1Xq0rP5CVs5PY6v6kbJeYwcTGDt4VfaCfqxoilvFZuIv4kK6eENdWm85i8tI3PDRJcbO6R",
-	"E+qdnHlhGqBNDhZzbevSiTE8xBdWeOtllcFe5oaerxScJpcxubXVaeOU0KU7yYQ1QuJgylrfKCMuN/BZ",
-	"ySo3S1uq6lwUpfJSVwW8bYSTGyfWC2In64X0Yi2dcEoZ2hFevktrKyXN6EM2otdhXbaWNmxZzw/2umcd",
-	"F4pXZqGqMoPZay9KSxxKwBZsxLhot6IQc1jZk0nPsD6kJ+QfNBDsNkv3Mg7+bWzBXv6PmnkY40/WuGap",
-	"XinXVH73SNT4Pf6pvVq6Q2TlhfSzBTf2IXYn61pudoYb2u4dVq2kVyUxuN1hDS55bav+H9y1rqqDw/9F",
-	"XqrK4fNe+ubwdHF8r+lZmC9IAf2bTqz4kROXStaqJoHhXLiFXRu6NgtVq0kvHezZZJxoHGacXxjCnjUF",
-	"rtI/RKPWApgKELc///ENjs3B8RxfNh5vdePklcrCJXV4fUq5lFeqzMR6oWcLIdtmFhIOtVHCzk8ypKO0",
-	"CC7KdZrXwcG8u1s8o9FeSL872N/gDiMZgG7g6vLTYvz3Nz/hVZnbegmvjkrp1anXuGg7p2Jhnb9opRZk",
-	"ZaZZwjpLh9cI6DTeILNJFrVtodJL7Q+fK3rqQ8YS2fEXqnsRdq5UNkL6dvCcwkOvlffaXLm9NGvV1Cvr",
-	"+n+LTDX59QAtSnYxrlW7CG13YR5pJ7vb03eqfzaX9t0uhVgqB2f1FpSLXjhItWLDfYNh+rFzYF/j7RR2",
-	"LiTfAaT8yBXpJylAcBRGqdJN41MohswqqZcgpuATSCrWcAG0xxumblS9ERX0THcitiPGBUqj+KHIScNZ",
-	"a2Am4o9ytuCXlkCzlRPFf7OAFgS1C5TUvnvy4T+KcyFzU6sV3TJ6Tzsxs1UlV06VJD3BFScVbFWh7AX0",
-	"QXqxtM6LJz/kptTOawPMHBdK1ArkMjEubmSlSwmrdTGXulJlIdLR/kF6SYpcmZtLNbe1Ck2od9rBmEDw",
-	"RAFNGqGWK78RlXaeBaxwALYk0t659tGJ7Uv3S7z129IoUCQg8rYxZQ9VA/XyYraQRAG4WW28uqLbPVeq",
-	"vJSz633PLDSsxOZCGV9zs7sPabgWF5cbv/+B9JrsPoN38iJQ+93pIllpuUGgyI+cIJUcTi+Ih0IbIasq",
-	"Q1ELzivJdava3mgQtmu1srXH+4Ec5lxYM1Pw0AZV7aUsFcjR0Co8FDrKDQqfUXkfay+UKZ0oLpvySvkL",
-	"9W4hGzgeRcaMCdiRduLZ2Y+52X3qpCP+7awE8arddfjZrBo4840TtvHwNz2Zrsiyu1awNG6lTMlrcy7O",
-	"YFzG0tHpsDBt/A/Peoe1kpvKynLfaUl0cuCCtvEXfQRKzSwsnBTt82It8UKjNL9StbNG8N2DdX630rVy",
-	"YixFqYyWVSqhJv2np2f3V6BPPcMBJbizepdW1iUu2sKC2FyqSsGtt0Y5oc2sakpV9g8AVIWLmaz66PIb",
-	"ayuBv+HBwPMVDi1ZiejHS7WxphRXyiN5qWsLhxbE12iQwnfp8ME7F8jsioEhwe3oX5C1vFYXpark5mLZ",
-	"d+N0VWnHm3Wp/FqxJETakfCgy/ClENBWYCTwN2gDZBODfV3DEaVhj6WY63eqFGttSrueBp6StClr0Kyc",
-	"uNzkBt6Gk3tlcfFZ5UZ7GjR3ci5k5SwPS4Iyp5cqHW1u4PWEGzLFEGFsRr3zyQCHbmWUFVpC112u38PX",
-	"6TmKb8SzRGqn0/9SSH+g91pdNZWsxVxXyp0ceRXbseBru2P5m1weHgu+m4lS12rmLZB3XJNKm2snZKWv",
-	"Ve8125JRtmh7lxtkKRNK7uc2NdlhRuHc7nKgLfo4QHTCbe9cye0Tv8N0dnd5d617RTFk0UiZ0bZRlho2",
-	"QlYvE4aMqnW2n4mDAINirLbmXCiQm+ZaVaUo1VyCAhtsTpVyQCJvZNWoQ5yf3x1Nf2A7r16C2vEkO0om",
-	"iG8/eZq+fZYdJy3E1393sO8tMSK++d3Ts7MjX05FjLbnQ+/2iR78LnX9SZKIGDulBB0RvFDHDCbl/mH9",
-	"z/C/7OvIA/s3fkc2aEd9eN+HpYZwAHZn/blkiKV8RyP73Q/PDh+y3iPy7NBbidzBr3y/O6GPl0LiFJ7w",
-	"+Tgwmi0RJV6y7BbySiYWdo3C9VKaDZ8vadxa1aAXXeMm+IVafhbBhtgmCxeF83a1Qvn54F2Ksk97nw+9",
-	"0iMThVe/36UEqYQkWYYBbgu3n+QbUUm4cjs0IGzaD1t7dna07BGG9cPvnn33/bPvf8g+pzySGxZIxHMj",
-	"mhVcbrEC8Up7IBW1mjcOZTi/EEXCIpuqKlgVz03doAbV+kNQusPtDW1dK7Vq/aXaC1mWwVUxTIOeHC0U",
-	"pbQz+9xCUm5ISsq2fMczaxxQCjNjN87W/hU0v33T+TAoZfx9VUqvbilmvAGRAV8HAWK2kAYUX8nCRaXm",
-	"HpgH7wY8hYKFGBvbSh7oLjjZFTZ2ueftGNxtWc0At/h4Sn4k9f4kOnsknbolbfpkKvLpV+y2h/iFrK9f",
-	"KVkePMDdQ+YXtW2uFr3+3++IngaP5A/PDgczpApMaPpt72hbF9OQ2fdCl/3uISWd7XHQ/IpGVSAY+srY",
-	"mph48ATYutRG1psgyaI+hQbLixBpAl+VF7a+wB7JOwMfazXTK62MH2UjY/2FkzcK3lpVm6SVVW29ndmq",
-	"18GQRDDsGbZcrWp7o8pM1AoWSpXkm2nQC+j7/Eqpjys6PbgZ1AupnVE2iq3AmGl9eobabyenyAHuqXc7",
-	"VZ8ZlQWLEFUDzCALX8LEYIHRhF7IcqlNEYQbgR/pvV2yiD/2OS+CS+J2PkXPnrTdheiZZb8jU868vuld",
-	"gdbWqYPfTJDH3WhzNel1Ugddr+J7Nmz33ffEcra6AAnpwqk+Z2Z0vvGg4FGy0EojXvz0Mrrwx8Xj5WyF",
-	"osdGhDOemxtVA6fIhFPIMjACwFh/whcQ+eG1MuTLOxemqSpyeKDliCRakEycqkHavTZ2jaKSsUZNxF/V",
-	"yoMOtVRLW28y9KqT52AK8g+/hFJPrZyXtXfoRpnb+sp6j36ViXguCppeIdSNMl7MZA2CRm5AHvKdYDOa",
-	"LYvLJvo7yIb25Ew4UHyC2yc33vJPQAb0TAbHKTF6NCRIr0gUWyhQOOz8XDjLHhh45VEQBkAmulSiWYEI",
-	"gV1R9IpfSDYLynaIk9yAzEF3UazklWIPL+/bpSyvlLDp5lJMBCwnrj229sOZcFvCYOpjhe2iEBIKWdm5",
-	"NXC8wtbvnq6/2DXpLzCieEL4KJ10bgMIgy4R83Bnc0PmStJ7pjA3eQUbaBvvdKnEC6mr2tolua+MYWLp",
-	"sOncBHPpQleKBWt5aW+UOJuI12E4l6qy5irYfVa1nSnn8Ezlxq6UUXgUlhnsGo7PwY7LKmy5IzPSzDbG",
-	"O/LowbG3azPJzc7Rk8bYBuVWOjckKoLSzOsjqM8sN7PKggpga1aty5MtsfZsUPpDalRVv85H03/cypn8",
-	"NtsX7WDXhlTRcMzXGm48+4BYyudLvlSyYyOZDB+nlrIOh4IoWV4kMsruIHUZnEl4sKO5O5I2oAvQDI+P",
-	"DRfSbCbHHPSvHYsy7GRoTM3i3sDl41grMbNLJeQclqVI17OYHDxU6Mg7NOa/B5c7iNH9m8QEmym17PgA",
-	"eZsu8fqoak5sIij9ie1J+36GidL7QlXlvpgdssOxP2KKNxXPSzCMqLJjGclEwS7s3IwlEE+v6rrBdqOR",
-	"6CSDd8xMVeTrrntdluuFdSo3SLfUfK5m3sFCbJCwEHEyaPGpFer1JpIR8Ry4m/IYqpibl8/f/PQX4ejO",
-	"igKmXYhaVUo6BcrlUNRbXJ+LIcn5t8WGAi7RuOo4qm0FnRufktEpEWliPsGH29SGCTa8J7QnmS7IMWi6",
-	"oE3lOKJk2x+53DRGAsuGLQhHdg5LoGkluB0xLkjRnmwZw4vz3EheKDKbvM+DEJWPpiIfzSol63z0oWCn",
-	"GnCOrpP4dmFaLO/tulJYINuSz8I12uKa2zLaFrGLFzyJqoH7lZ73SIXeDkqrFHp0S6Xw08KRDkcst2Q1",
-	"GpJGXV0TI+c/mea2BIl76bXh/IaCqjViKXUFdKgVRMi8mFApvIMgz1qfCC3YmCqJRx4b4zm8Z6/gLN/S",
-	"EPUbCkx8DTASla3CS3kN5CKZQ+OA4wl5JXWPesVnubs5INaOtrss8F4VGKij2eAXRQZuJlXBuRF8q1/1",
-	"HFiP1zsqri7xRrIehXcTbdcgzyLZxn5AjOpVx6nZjzL44TpHU1/q/j5s9hsw8d36on38NRg89ueRr2gv",
-	"xkpjJM5abk5aBiOJvENjA0e8Z/tcECB2/ai9UtWgySeYYHpFMWAedb8S3/GoI8Wkh9M2yZk+cCFxBh9F",
-	"RcMkt2Pw9XKpyoz0zCcx9Ygs5UXrYS7EzJZKrKw23vWafrw9OkGkY5eze2fcOW0f6XQnQiiKQBmL6MOy",
-	"0doFsy6C7c0VLBWCeky6+CVM052LQhrgiSs9K1A/L0BRkroQYxByf10p8/znU5i79BpjY4h0n4jGEeme",
-	"1apUxmtZRZmFHnnkhDI3urZmqYyfiN+0X2CiA4gwkuKSrxR7ouMrTBXFuDg9xXmGgLOtqy3fDYaagViK",
-	"HmG4fiAT0eo8csHFPH5y9vQZyUyBmPSHsLSG6mdHmM4Dh94dTYjiiz5teDSk3cwq2ZTq1IGi7U+fnX5f",
-	"nJMoN8c8nLDHk2NYeOioY7AMGzzKRrS5mFBHzR42UsYm+47z33qnTAcVxFTmiTBd5FVbNvDDCVC9oaZw",
-	"KoezMVJb8BH23JUyJfx4cCE6eXJ7rLUvO7Hy29ZoJbAVNEnMRd2Yi6XUBli6dV5cSY/5WSEQ4FDM/3Eh",
-	"/KWa6XJfnoBG+x+weHGpgE3xokTLIqgo/N3ko61aYRiXPXQ7tVGHySM1mGmHQUW7A8GsKB49m3JSeYgM",
-	"2W+PGBeHWNxqSfX+oCnqaZcQeGsrge+SPIfE4ErepDy/PUl7DO7dNNL+bNHdlyppLvY5S2CIwb8h4Gky",
-	"AlfKx3gIwRoUmfXgkavDvpOtvebdKqaiYVs1++S16XDrPp9pwflgLrUtoJkZJEQKkUmPQbjenKdCzhpl",
-	"NP7BA+mVYmGrtvx2fFkPKrbbOb4xxRjbDIdndz8SJbiTFJIc0M5l7lyp/aToD3yRbilkUW7P4VQWem7/",
-	"EH7Rrodet2t1fB5KQmEPpaKkzfcOr7aXlepJ9npuxKs//SR+fPb9fwH7hodEaWcNyjK7VNmWKmUqO7ka",
-	"IaQ0Gi3wk7f2opI1Wi8a45rVytaw60tVahkcpUvlF7a8MNZftEe4MbLxC1vrf5FaZutLXZZo54AH5yD+",
-	"jMj9doHpHy58QjNPNKLMm6pqI1zjj+Fze3voDF+w2gdPrKo26Z+7bR/vQwZoW2mMvJG64tRLiqzofrdt",
-	"6UvMQDzkxlwbuzYX8XKta2uuLijiBfYwTHFm0bRIamwtr1S7JbD+S2k2F87XSmJorVs0KJxflHZtkne6",
-	"wwude0qBwxSisHb4Ia4TfdrM8DX8IJ3TVyb5sZJ62X7ETKTw4bKys+vkN+uTx7vxSzhfEKVkdYFBar1U",
-	"rc3R3TJrN0tpTkEqgxmes810Zo2Xmh0OswrUueBXcwdIfk+0iPZDTmL8YleK/Purn0F0DAaWcA2vtSnF",
-	"uMC06ellJc11gYmhJ+fispZmtgC5v4ArWRzOFeVLRoNLCDAvVEZXe4B0oLv218bP7PLjLB3M7E6D65fS",
-	"xUtdtkrcqrZXtVz20ZwG9ntQ44C3HjnBj2GkPvspMIm8MWKcj/IROwQunTL+pHdT1bsVhTn07R1mxvWK",
-	"lWjk4Nhe9c9GYiIatbTlsQ6jxYkb62Fwe9xHifGdmj+0BPRUJjwZB9LetT+y08RaIgfiIzi6sFe+hQGR",
-	"cE9edYpDDBIFyjTQcUdyqaThBM8jxNhtZUWSyTuOKK5Vsp9h97J4lvrO+Ssly9eeDTTbylbXf3hw7Vqv",
-	"2j7P2I7i1We47x/qTOlVj5QxHOs0IAVH89Ujcm+KWVM7i34uiR4jjARts4r6fWdkQuqJaQwRt7Gbw4RK",
-	"E8NiR8a+6bu+jWp/OUrECit5GKCAG+4fz6oauAtBsaP7QMgSxsd7wJoemkHWstfLvYPLAVpL/8UM2SED",
-	"Z2CvwSDwpvRWpjFtIC+AqNB+9/ZIltMR/MP4k8EOruhHmUuPXqCOz2gr8tj6loaebdtWuzk4h+yr2woE",
-	"D29w0sP2nnjl90UvoLjK9+48MZMW/2xUw9a12x6NXVsSNYa6JlzSzYUjA3ip5qo+KiTwWCMTIy7trgcI",
-	"R0fCNf0VHm2zYIZcA8ctL1mVd4hh2hITg/0jg4eOWPohn8Q+C1/WG7vZq/uDTuYPuzw6u4Urn3hAuJF2",
-	"fRPpMoS3huXds8Ufdds/7RTcyqXSyaE6wqsSl/bWnhVe4J113bN4P/9hO/T6n9tAavDVfhy12NpfeVW3",
-	"JLTAAnqPEr/ab/xIw/mPZMt07Q+zZW64d20a8ytu7m0dUH/E2Drywmon7IreOxcFxg+ewpFwhfAYBoI0",
-	"tnBerS6WrthVX8rEIrVLWkDqfeTSLDlvGUoLk3LEODiKSmUovSMafg/h0aT6zG7P4deguqxrjSGv3saf",
-	"Jv6dbweQj549zUcn5wyp0Ubo8QNbjpvvnvYFfH6UpxrP384kflGyTEznoAyTtwXWs5KmHTmTw+7qRUGE",
-	"KGTvCvKu9mAkVHbNIZjwDIV7aMfpdknaGYZnxXTHmTRiDapIUE13EwSzQxpD7zFvVfOeqLmZMrLWlhRE",
-	"eK7jZQhKssZQKVQmleuVRK1RR4SEbpsLPmQHQA7hMsWHB+7xkFSE8Gm3QFBCsLs+5CSpq0v7Tu2hFJ+K",
-	"HbRDZORs0Qa6oAmPgLFC9JqtShA10Obf7zb5qMu0mw+2a8LqQ6sjothiyTF0XUhLQNxEDO0YEwIfq/4E",
-	"fugj1J2m4Oghc8hJv4Jp2wO+l220V2EriezTuA7GCA3KaHy/Or7olk+wPbo1ffVLYoNIbHXTZr1c1nZN",
-	"YVeVvsboY4JGOqx38PiT0WYBNBQxAvki9UAuhKXvwEO096Xvwr7mPn42c7t7ZztT3IOh+NFraQ8x/SGv",
-	"Jb9IBzosFLH5LMWpCzmXvbdyyPzbHxQa7LHpYNoZ7FvcfkkrjPr4Q9/ZrEPyVtt879CUKYco9bb3lpMD",
-	"nxyXjMYK59ujjEd71MnXXq36oxW60ZccSoPxOyHPHuOnxVwbWQmv3iFNPo4lvrG2wp4P88J3nh58y/jC",
-	"/YMl9Lc5RxcFNIKeJDdywQwIBii5huw6AgtihDmMvtbzo9Mb2H3TbxFm5ARov3FeXCoBMye0BE6jwAtn",
-	"jUIBCR4g388kxWs7Bih5l27jyAZipzB1WIyB8zB6wwmN0yB8URgTOet1LdpZfoaBfUx8S3hnyPCe7mVA",
-	"wQxx9BR3Mhnt9ZXt0mJ00h0dImrXZshR0xkbba/Q/lxcq5UniLd4Ko7zTkQ60+NvAjGKmwPNwEkdnCGN",
-	"8bq6ZVfH5dzAVicZNwz9ffz5GPQaNhhgfJuTsm2HjTDkLbdhp1801NDOZS3F6FzqeI/CiYjr3zmUW+Ec",
-	"ycD7aDHM/SfeiFuafYY2H221z87OzsRsIWs5QzmafYG1Xi672bL7QsZxcB9lf05I7jEpDF3SGYnKQdjJ",
-	"IQf3xy3BrW96PK7d3tFq9nRf52JcJAEiHWjPwwcZOx06S9s2MDj220Yw/O6QFQwa65euItjE0cT/oERF",
-	"TQ7N6fUeI682F0FbR88mkzS83vTX24HJHZmycKws8TzFsUVX+xzTuGGfJ931H/fFvp78v73b8Ok347Md",
-	"8mMIBitwXwG5mlG3B4QcEhAp7R1z7pSguCDRBm8J6Smr8pxTCTFMnYB0T0FMHMAY+JqQ2VtQT5yjrk0E",
-	"6BO2LuFQVkqWrRXlSCPOPYDYHsbafRWQ4rRB3xTM8+i57TFy3DJP9/NDgCcWhnCo27zFkP7Y4oTfFh8c",
-	"7uhHMfWeg966j+mo72ZPFyHqpehEvWsnQizwuSikuy4E6iHRSDxOQfO6NuvPf6kIFPMjwOg7eaFoQX33",
-	"M72XGP4/07U5Ro5KbtKeADQquFKfs+0+ml9J6ddOeFuVuxkofSkoneO/PzX0z1iNJgxBJkBmAbdsk5ZE",
-	"eMQJ9nNdKU5WikcJ3xWUcfmx6aFwDQbkGzSyHS3fKLl83SyXst4cFnOw5aHRhFYO8M/j2OEgj4iQBgHQ",
-	"JG7JQrp+dOYBwt1P3Vo6lgx7aMqfLW0UJnDeAocwjNxMGn5q1yp0G/rAw9yeMTcxNDn3ibGiickXfVOY",
-	"vXapFtr0GLmAv1+w06TfnYFPOLm+YHD5PUfDzlFeeNS6YYBSBxABJhNAM4cQzmWp6v2j4WdqhZfc2aae",
-	"qaFAyxut1vvb296YdDF2xtPT5MB4ehatf7PZYHnbDM9ec2sCQBnRRgnSLBpct+nVO79VAevZALWW2vd6",
-	"cn+T2pOtD3F8Iq4LI0tl7GkRroIjEjLzb+mz7VLCdwNUIViJP+NaJviw1la7C/gJ6V3otFw1XoyL9x+K",
-	"nizTXc8IZxoNtpdmizplyoCyt50TehBC8F7tt7X95bbeNLX5grgaq9ouhwLcGgcHRr3zdGrsKgJUN7Xh",
-	"LF3cYAz92NqNgRsXc7KHohLSQ/soCMUuw9OKKGkpKnYGJJgUnZBgjbhauzDaY1uLgjOqQ6NHK0fspUmk",
-	"2Sc/9Eg2vXv5B86a2pViMHlvnwxzGChtOEPyqNMA48MTcWwEAFoDbil4DeZBBn2nmG5lg3b8aR0Yae2E",
-	"Lit1cp6bFFBpSim8uqpAaVIlYT1aWwUz49w2dURSz4Stc9M+uERfU4ubjdB4AQ+oBYTtAFrnRruQNHxy",
-	"HvGcpi2HmtmmoviFuTbaLfDtiB7XgnesgPfaJoKaTNnWwtaYmCRC+AWXtUU6VDeVynAtOmkkVCyHX2W8",
-	"S+KX0uUm4kzRmFt0qWkCjBm/RbCOMLrcBKSka7XyEWiTNqMHmWqa3MDcFCl6cCFqaRDBJMK8czmPztUW",
-	"4zX5bHJTagy42+2ZoBGCHtwCtoSTBTJ3PCUd+JYwyb5cu6GQr1uoQE1tAs3Y1nmxpYuyJkiZ3RAy+DnA",
-	"68Aa/vBMyJh6SedmoGRMP9ZoFsWhnkQMzOKApQ+4WYTDh6nl0oeDNJYphANBwEMvGefJSXGtNv3JU77W",
-	"V1dEog4t2Bt+lIHpejO0i7w5O/tuxncQ/lannr4z9LHIhOmCBYXbSFkm/XVod71rt7B5bXP2WA2XI2li",
-	"imYwWUX3Gu5MT3BNsGnRqeuQ3axlG+3qDskRA+p8gP07+ixHHnZQn8emh4bzIvCkI0t1pnAeR6J0ZHvs",
-	"G+FS9gd6eLVizbmpzZRlhbAphRibDOk9w9xlXOgyN2VTU6bz0mVYk1wrdy4KvCVFzLKjm3SSiSIylCI3",
-	"Y/zQOHWhywxZUEbScya0ozTWjIstnLNYjdDG+E1u3MLWnrBE0b2W+tdO0L3fWgwLMe7k5We5oWPYiy+T",
-	"TKoXcHyX+lDObS/qkhnMUUzwIKRLhIB1bbGsshj/f69//RtSqJNMxOn2UpqwYP068/VW7Hpnd9N6Q53S",
-	"RL2swBysojaYbhfc0z0/7SnUt5NVnLKleCL7ST/rVr0/8MHrjy74ePqHSz10Ad+0/KDHyMN0LootU1G0",
-	"F/Dlr6/fiMlk8pjq9WDYVQg8O8lAyMDqzWOZlAU7FwVbNAosE+gxbSciNQVjTgsSmRuOE8GhoHqBMbik",
-	"ZNCl8midH3O1zZDPzokhUcK7VDOsKlFJvaSk8oIjLvohnbZPaHs2lxSUgcn2vYb91gx0vDs0iUTZT1oH",
-	"t/Pv4Yj01VliqCm36sWLwCu/r5hET+wxpiPc5p2dimfJ+9vt9c2vU1r+tuhs/cXm3iAmeKUeOSzfcmTd",
-	"uKUt9Vz3CYvRV4zZ7WvJsLNk4S2PdxWvegvnJ6Pl8vfbhfOLx0Us2kdV8V1XxmrL6B9GjaF69qGAW5z0",
-	"wa0JQs4ttifWwThKAuoehEMi0FC9OUzbmzW19pvX0DAfFCz1/bwZWv+kWAFRvLTsQRa25DmDoZCDe4GC",
-	"rQgOepwGskPsq92IhfcrKvyvOSJ7q38llyKGdBN8PXzVojUgSPdf3rx5ORGUB4ABsRhOkZuiM6qp+D1V",
-	"NSdpHcfPEvt0uyxDtjtVkKya2gCBxqhAlqvcTpTERMTSEHIWoNOlY/hnhhjGHEWU9oBcOypZvvXLNmw/",
-	"NGfjT6tqExlKjGFUuaHBEvq7E95SVSWs0VaG3LGZNCGWVC0nucnNH0FwcdhgqOsPa/aYIT/+n/9xKMAF",
-	"RJ6TYP52HqP+CezjnCFKXG62cUCCogZfUBxMMREvQfmB1WPf0BiGmAlOK4Rx5yYkNQuKy3IZc0OgXrHI",
-	"u/hnY708weHXTaVcWoCXyitwOkhu6E5NheTyBAFzH412iQ+c05M7MWGwkvNaK1O6SW5+i2lKGMQCqwo9",
-	"XSpRKzlbkNpaSi8vpWPcCe1EadfmhOpN4Fldyk1uLlXb7/dn32Gxsm3Um4JH9Er5enP6fO5VjUCFVAIL",
-	"zSsUTMPQzxQjNAq1BEbZiKtajKajJ5OzyRmlJCgjV3o0HX03OZt8R0FRCyQMjxHZH//khNGePCFC/9dO",
-	"FPjXNFyuzUrx3SI/MSxD+BHOUvhxvVB8hlHOhg0q3udIH/JRJnLUYOkvaAJRrmODBSXtqMBuBFG6iXiz",
-	"WSk3BYGM7fRZK8bhn6tqA38g+gb+wcUMxlgUlgBZsOBEbmL9gg6cO1mibU1OIYRRCNFJNepYTW0KEAk7",
-	"+o+kcIskqbK1AdpaMJgYvF839DpMn81+eFOCGSZr6U9wrNIaYOckHhI5AAmx+xZbTPAX3QZ32ZrbcFwb",
-	"d0647PgcoryLgqJti6QzvKRFrdzGzFjZpHMT6n7gTM2VmNd2yauEWE9T+kAUA+45Fi9YaENVgbgRdHKy",
-	"qQqJ8ninTAVhjOYm3DQuwNGWIeEKGrDcuNCIixNefxR7ggtUwfYQBOLSEmrqK4XEKADDK7GxDdYkwQIs",
-	"sE/UwiOHdz0eYUpsoqMblITtI016FaG4s+0QTziXCIivYUW8RRKIF/kO3oVjestNt7sS1gwfsNdtn2T4",
-	"BaYKs5vZJZr8Kk0FyREuX3JUfDT60nZSUREX9q7eiCffi1jiEIhVwheJRzmluoVFckP0WpqIaxBvcNgm",
-	"fD7VnLSncWFRyJnSN8Chx8RvmVfU+mrhncD4pJNu83hPO223YwElDwZNo6VKLqFwzu942i6uR2DSjKz+",
-	"5OzpM0TupwNO5B+By4FHeIlZckw+GXnxyVlcsMpSzQOk6dDPRJC1AkbCJa135a7ckOCVgbiBm4DkdUoA",
-	"Ou1eMSOZK6J+MKDijzCS1+hj5zKDIK5isz+XaBWGN/9ILAG4RC2XipS+f/SW/AprymmYsLPo7YIH/tmo",
-	"ehMsZdNgpSTOfCQywdstR97TszPC5DI+4Gird5542ClNm9LQQh/busCHPn8y7Q+9jiGoSO7j0ee9xQ2R",
-	"a7mZAEt9tjOSIYGqO6ADucuIktgzzGIH6rCgUTz5oqNI8RB5AN990QFEBMZiui25S4c1ApCuGyL/dBxx",
-	"mM++6DAjOGQxBaHcNbNFMpinP37RwWzDLxbMlHnZCEOHKd/vUOYJZC8Lvj0md/QMwnpTbWicz/df+Cp0",
-	"8RcLUnlDCN/oNQ719DVcWSJkrU+fWHusWoWaYKICnqD16wqI3YjF4rfQ+GPyG/TKx1vczmDV2MC4dwoF",
-	"nm+roMLJDYgS+NVU+LphWTpI/Kpyqo9S/1n5F5QVvZc8pjtxux14oYbIZSiFqBGQ3gd6+FUpUecI/LZg",
-	"7BxcYe2SbY0l4Glj68a4x+9JrPowuMdvQune6B4NqBUdNXIiftuGtMBYgdxcWYztKex1QS73yqlMFJT1",
-	"jl8RqAlVBqDgRfwawQr7d/9VY+5y+1vUi4FTQMAALVbvA0+8DzwxCs5EY4C0YwyruzdsEGFnvgLX6KIS",
-	"U6Gz/Zzk+dYZZ46RcokEkODDjriMQjCbm1kGjjgYrSWXQq5uJxUD6epALTDZ6hKJX7Tzr+NTd0grOpgQ",
-	"PWtPNtuIaBGLqxLORIJncR9u7/2SZgjG1Dlr4vq5oITqOkKGYBUZZHdDp7NzZB6/h/P4Adkfxkns0/O6",
-	"qGPomOyAoBRR4eue9VB37pNOejZaWecHoWnYVOKCPk/mkjF0XVIoLTNjiutlU1s79tMnxUkmylrfcBsh",
-	"N4NqpXaCRB1ZwUINoB5LSmInSkqlat/1IuSGkOJxG7F+WdpWaY1C1C6/VSB3JtH3Vdk1VUkM2ZVYhtEl",
-	"2DxohlnLunSTna1i0Di0GuSGTs9RuHIY9dp+xshAkxt6VhKWF6rOcKSEtzhbxRY+oee9inSwK/75j29E",
-	"VxQr2A9DmxIJcDo1Kj9UbtgCmZtYsCwU4I50JTe5ofFTYC56VmTFQSC8+2lKltDGeSWDASk3dBKmbJJy",
-	"VDWFJHwKbKbdTFyWPsiMGB46yQ3jxXGfaAN2ocQx4cU5Kwr4qwhlPmF1zQnpDAvrfG4onLMIoHPFRCCm",
-	"GFYG5mInNNRHTqh3cuaFaehA40qvbV06sjMHn4q3XlZZYmvjWsAZS9C2Om0cBTMkK0E1KNkVo6icAtub",
-	"WoiuKQm6RaBXuaEIEto7En7bCAle1DkccGiDpGHg1knJbVo9d62xiI7EaKqpkLSAYUpcAbwMlnaayhXQ",
-	"idzMrAGptgV/CUiHcP6yAGJLE6JAGoH+A/S+YFnlWhreXgakpAdUSaWxeYcpkh2dgkwwCN7OqdxgOa7C",
-	"XocF6pPwXzXmdYuVxVP7PRdj+1wSfsCn/PDhw4d7pEtERQk4RvQ2YL1pNbtGmLd7om8QRQhcuLR4bZcR",
-	"YpEajUYU3s/Jg5aypaUAz4jCyb3RVMKI2AoWPX+tgR8kkO1xf1nb3k5RFz6SzOkeuTZafyFh0N1Cgh2P",
-	"ZtYxPCWxDuckR3CFG1qhea1Y/sAQA+0o+yrw3rox4a2QOhG8my4aSDCAQ6wxgQF9JYmpEUM+UCKj3Cdm",
-	"ZMgvsBGsXCjfsdRyMjh42pYnX/awd8sO0X178v0XvvB9hY6Ke6t6w7C+7CZ1ahAV0/T0haQbOEtwrrjm",
-	"u7HCqDWaMMRzMgCy9RwtfMSq4ouX6kobR84kjvbE9BMsmilrEnB0BEeh9B0QVzCS5ToL0TecHVEkaTUF",
-	"scLz4HBk+ZgDJUjiALWMPIXI0JOAkp5skNSFC9J8wAiOIhV6+ck1jCrLmPHJaxWCaTksYtLx8e0ES37o",
-	"6revmtQFjhqDp38oAB2TKijwAcXF/SYYUHIjiMCgTeQNY3nembwTEQ4GbSGJY+pBDAhiQIVaMe7fPfQr",
-	"wYYG1kOHMANiEDGSkyPJaBMf9hkvWNEsKiXLQshqDUo8MdiAgiTLMiTmAUWA5QHqABcD/tbmKjealQwH",
-	"KgXck9pWaiK66M7s6FutlKw5pgBDZ+j4UwBnjwpC2cFvyG1/FxpIAojzoRveCoL/rkby5LP1TL2WOLch",
-	"Lxdq90iCt9BacDnvlQKCdpAolW7rH1laHxhDppT03dhXTdnvZQvU+UCbOrQp2Blb6vSlJf1UAs+iGbYj",
-	"XXe89LeQnR9E5G9DRO7wIyJhocL7rlwUmFCUiR6/h38+EDsKqKdDdC+G1XFAfmsbDyk3slbiCo3VGEZK",
-	"kqPMDQuE09YDT89GV/mzsycUJmrsWliUpKP8h4YgChBkOzTytMYkNuDUzhp8SWRSRE2UMJxzg/D/KKvS",
-	"jzhnbdEtz3DarC1OhRSzWroFR69XSt7AtHOzkNX8lOEsaZ0ZBaiHW/4BH4vcssO4ng0vNdr8FaMBP/jQ",
-	"7yHpp93pkv77FE32pS1OO7WFMRQPFbVOrmRPWZfg74iDv/9klq71YTKb9eubf1a+nyR8Xm1znxD7QFbu",
-	"Zbiqnd/zMNX7pX5j3YkY1Z666slQxJC0+4M6E8W8G/HQN+b2EbxiL6VfYIGoVX8p5teggXuWQsqQrwOD",
-	"I6ctOopgu91E/BrTG+gpj45FtAsSIMrMgqaG1sIWSlGMMZHBJXlODtOHOqg3WYrGcOH1UtnGX+D3CcZQ",
-	"Joq2rjnmwmJLSa1zXSlXsPOZEixwfK715nKuHpzkS1tq5WJSn8tEzOiDxwOmD8iBc/0OBDOfm4CUnAmn",
-	"zUwFO2hI+YCH0eoX5DjHmFshuyk3fqE27IOWpYDugm8Z1wtEq6amoAhTcjKVs0uFYl9uOL8pi8EaZTC5",
-	"ckYWhXLMZF1vQnX0Tn7WJDe/rhSmkAnOIOskJT5qT+mV8gRDwVdBXDa68igI4zzQsJwcGpgVmlvhkuo5",
-	"Xzv3GMMJHlfa+Qsefq/7mIAz79h2E9E5j7DdfDl+11KIdkm/IWuNGGvPlhpJow9Yiph3SpueUY6bUScP",
-	"lpptSw1lN7bFiTon4H81f7207y5mFl1IwAA+wuZAdHVraW9hfHjM5PDxe/rjQ0/04dG8ODv4LKGEH+Lc",
-	"xVpeq5B7gYFNqTUNrRlRwemkB19uON0/N5zLySFUawnLAldUezGW4j9bpJj/PDkXjnAxBXZciDGGudg6",
-	"NxgOdEIGlVpVSjo8yFjXEJ6dxAi2Wq0qOeORRss0ZjQytho58dbaMHxCy5MmoWOslMhzodTfAESemyIE",
-	"P2IgTiinSCFefYRNbuPALqTLTfDHextwYbGFxlSgDfKiBifjZa3NFVt8AvPgQMdeht7DtkOGNzLuYb74",
-	"IiCl3QVnpMa/Dm8MlSP6uWNIRsKYVGPXQt8fxijFJYhwCA0hjWjMtbFrE6NXyOJNxzaUQtw6cQ+ccIAT",
-	"Ms29VxwQtpPG9c3zwkh915TuHQhgD1ck1MLDXPExjm8wH41imdHiXmS7ufJc8YoCUFUI3QaeVGQU+lyy",
-	"xjnXoNCFfWHmpR0xHKpVZ40SsqYQ6fHTs7MgXZ/whdS+yE1IaF/IGyVW0gGraB+WDNyMXmvWKJm5hthY",
-	"6BDDg0vXhR7QHsNsCVCFfN/rTuGi1nyOPeZmt8tpDAtDUB3QCugIztsobXQdkFJJsC5AI0+GcQFg4tBi",
-	"Z8jnjKea5ebZ0x/FbuItwi0kSAHoX5hFGIAEwyI3YRfbIJwUtkZWVRx8Et/+fDZTKz8V2xykKhBid65q",
-	"eBnlgWL7meKEFFFm1BxLtF7YKhgAGI2gjdXWlRJoPJhStHm14RjpiBWGOv0jJ3oAVSc8MFxaytFFdBiC",
-	"d8F8XT6RGLteafQ1BfwF2C/smnxJL63zV7V6/f//ct5uPo/axW9yg0XBwt2hfEs8wxxyzkFNOI65rZd4",
-	"uaZ4jHNT9KxqtED0MLWBxM2f8W4fAFd4gwCCdGB5FQLGAs4KZ6nLiDeEIWOE39E3kj5A2icDOA24Np0g",
-	"rttg34NU3oMT0UefEsEVadKsqZ2txZjKz/hFbZurRXFynhtvrxRaStcJ5eMomb7pildKlnA9l/YG1ezc",
-	"xMYjvCOu4+Ma429AG2e0xL4laZA0ddZku+TObjWcoRg7b5F6MABN0BiYqNWKdtMosVF+CEoD3u8fzVlS",
-	"LOCHQ5UC3t6hJEqnHFjdzq3p1kl8n490yeA4fDAZ4AYx0uiXSkmGvanVTK8QTCh5hX6Cu91+S2QCoU7y",
-	"0Qfc2nbkEa7wUhtZ94EG9grQfIKzreL4D/6Ve+FfYW9KJCp4we+z1HsPgEBYHFy3IiKxFArKRzq1ZlCD",
-	"QcSQriw0fvXH12/477RZ4LUvfnpJHy/mtr4gHN1A20/ugSJwhNgPnAV5L8oWYyoszmhxdat8nZzjEsCy",
-	"hPgBFkL7wSiyL2UFO1L3eIx5coR78uXsc73Rsr8aFTLxEpmQhXcc7DZ8cgb/IGEPFDs32syqplTlRPyE",
-	"M+vZmXMhGZpL8OzFRis440XZ0CHsz9WjFlUQ7O6Mp3I/w7l0vUv1wJ/uM3/KOmTjwUbzWW00L9C3RuHb",
-	"IQm+jXtndbaPkptqkxpuYsmMo203qFfcA+KJxnNSfdBORArR3GIW/bTVPyRCK8ZCOdEwg45+boDsxtpN",
-	"xAt7A/ST0xRub4V/IevrV6RR3YkFPjT/ha3v0OdrH83+gzvRKsCzgKF2H0zwRVC5SQXttTtkHDcrpJhJ",
-	"Y42eySoaDksx7iucs1s3Z80l1Jy+wlidikWlf6naPni0dzkFnZsHVnGXrMLeqGGbFN+Mll7uZRdbIHP7",
-	"2UWtHNn4vzKneN71BKNnlgvPiXFaBI8zh6jcFVziha3RHZAbzlTVThS6xOrRmCsKqt9MGs7xbmqDKW6u",
-	"DQszZVI9KzeyVliELcESpkGhhyX4J8boDryAv4ss5B9QO+TdKDXVxVOmFG0RwBNMhCdIlaoMbnaMDpNe",
-	"haxzQt6ZBLv6+3zEgyUD06xSskZA5c6RCRNiQD+N1VqsGCPEbztDnNxJb49brnE7D5g60wDUHXK5rMEK",
-	"zLQwbWGZaGWdUwqHKHhQF8pg7Z8iN8nKcVGfaRj6xbypquKEwugS8OUFaL2hC+flJo89niehjZTp4T0B",
-	"4zMMEIYx4rZvGc4+zbcfAYB0QBKTvViJr+CCfQGPP/Zz11Aqxzj4M/Tt0w18UP7uKS4jJux+A575e5Fe",
-	"0q3MikjmzJqItQc2PyaNBE5+JhhqHyseVNap8iRmsgU+Ai1FNKFvUr+lYtHMpm0syZoULw14DZ8QjRAL",
-	"Od4DZTbkUDBInerE5SGOnaisXYWoh0iIixRATLsYOzQVSs4W0ccegrcRdiLxt1/S7QVWlhvn1SoDFh1q",
-	"+ZJE1NYSPmcr99IVolSV3DjGKgOW6Dz6s7VhD2BS6jvWlt4ad7fENOvmuRmzPgBc8JGLZaezKK52qvV2",
-	"gH8Crh2GYTxyQpkbXVuzxOou6DnbOK+WVLSVopG7wrElPk2ufh7eqqlX1iVe+iRl3lYOsxpi9Jau0c0e",
-	"SvUwol83+AC3IQTbn3eCIdoQSyqAgmIfIodkQYbSFLqvlRPFSwx+mLLxpzyVWMkEp2rE07OnmJBgzUxx",
-	"yn/xi6WLX8DsQ/B/i1CG4pG1K8Z+c6l5aVVpzpplSchhdavcsHmF4QQ6RYgJZMauBgtJY4BJbjBbpC0h",
-	"jbEq6QkZLCeNf8MQsODvlfIYFIEldtliHJRyppsn21J/WnSQ9icqCBgo062kDo80xtdY6phqb06plmlu",
-	"CGGQHE0gMBp1Jb2+UYR8w/5pRwYpHO7T//7+OzpVEg97bjCE5Xfihf59RqAx4bS0vKDQBgWRi3CXipOQ",
-	"WcFDUKAfYPEMDPQJmgPhkcFS2DlddqqSvZ3NE0/3dmltOh7h57akNdeWJn3IGq9NQ6SlIyWHIiBY+Gw+",
-	"B/JDKlHhlCkvYqkUDF5xzeVS+wuCjSR6AidhKb3Ktl7IDb4BY1Xr5A2CIDnHE0J4R5yVBsfsCgO/2oqp",
-	"0uQmPTXtXcflQ2jPgPBIwb39eKBEN3Yqa3B5t87dCIgbjpUnzgXqUJ5w7DuZUAOwim+a2hwKvym6dIJK",
-	"ov3X02dnJ9NwvpFoOOEs1ndqlwC0S4ZEiuEbBMPUxm8QNRqKsXl6drYbj/D2jtJ4mtrcBoLl7LP23NZ7",
-	"HkjngQVlJbMgBbnAigliYdcotD09e/rlRxQQr8YDbOXkvANbmwXdvmDSWmQoW/iEy2yBdYXvB3ADUrbI",
-	"VTN7YbeSEpg0UmVm6vQ5rFBfmc+tU7+3xQ/fEPwNiVkgfoHMrzSSN5QdowBnLH+j3vkHA3QfPicVynrQ",
-	"VG+jqV42boMFnFtbnnZRwGJxB5VV0lBRzmtIC0H06zHjgxEwSZBLTs7FIPDnbeA+WX2IOlGS8xO4Ol4t",
-	"bipRSs5FcdmUV8pfqHcLiTJegvAZdZHAiSmbdRXrhDxADX1FqKGPszt8Q/CcJESzQB+C1YI16HYQnVnU",
-	"J7I27ShA97GLg21K20oAeTC+FQzO1JIScwJvZTNil9cnWIn22n2Cpd/Xerls0duJojJyAObeNAQTYGCt",
-	"uORiS5dyQ8RgtpC1K0hN4VrMweTAxa2YsfTVSFSmfEHTHd02bO/nUi1X1isz2/xVbf5CasFdyfY8yK+D",
-	"sAirNByo9ppKGN8P5wQSvLQC9P96+a8V/dhILqNrabdi+r0HsvnSgiExWHSkEi9tL/3FzJp5pWe+eJCD",
-	"tuWgZ0+ffuGhYIrxBfuVp6LwNpZe0V8ZqOwzOIdeI4p2DPDrY29Hxqy0eELuQE7qwjp/0T4+FdJdY9Jp",
-	"UTfmYim14fwCThKNxW+upFe5ke7aCSlWqsaYBO1FrWZYswa+NBgj1raedYssSYRs7JRix1CBLIpoKOCg",
-	"42AifkE05e14hB1mD4+9TKZ/hwaxtpsh7PA3iaulHdODi/8B3+3bx3d7wzWukBJ0D3gW735S1OkA0ltK",
-	"sj4J720fMXz8PkFa4wKyd+cib+nDz384QmEKNcIIvgWoKCzaemFjEj25w1xT36CTh7VId06evpDVlfp1",
-	"QqI7aNft1CkHn3YFf+1Fx4Xf2yncUSRW28EfePpf2q2RTHGAgoelahfwgYLfU+BfLNJ372zeOwfnxy8+",
-	"NCbIwebckoK1TGgBGaHVu5UOyv43UPQXK2zaWpTKbHrFzh6zWJfb7LCMWs2UXvlh4Zny9vAhTNzTZRY0",
-	"EExoBDFalWSu0mUXGlOb3PBDbLNHYZbEbApb4IM83U7qiBAquXl29ixrlYUQMIIQCiTUhGBqp6ho0bOz",
-	"74YKk4fZHvCxPxHeiidnZ236iMuEU/COp7CImV0upesHr8j4j6cDEAm6dHuLzyb+9t+dnZ0dQrV4e6dp",
-	"Q7xgQ9UR+fd7kyhkLJ7Qpa0VHDMDu0iWoR1Mkoc0obtUOJLr2nNNeUvuqQ7CmWQJQdI++Fjg/JTfBh7A",
-	"bwtCpgm5EmsV4IjHFOTI7oUOOMDnxgB428NyOGN1XyG0V+GhOyVu2Mf+cmjb0bcPqPUPVo1/G6sGW+wi",
-	"RL1GJkki234jRpJ2nn1+ryrXGkfVHjHU2tBRkMxCWGgRylwX9BRHpHgrJBXqgRdINGX099RNe5RLlt8L",
-	"XtkesfLXlTJMSe63z5UH+XV8rrRKgz7XUD2pVlfaeYIRdEHBefDFPvhi/w19sXzHYxJD/CJYMLKQWHpB",
-	"IXjwxYMD91t04BIgbW3N1UWpa4JRLb5R3y1WFZHkGrW1CCy4TRc64M3dB1gTfnv8PtwFdl0MFbBqGe9d",
-	"awnDFhD8+UEneNAJPsJenp6e+1fUKlzpL6AKHPYx8j2MDsbjiMfjWq2qzd16P7dHNqjVhMJTMZRnRxXp",
-	"00JEfK/VQt4EnOnoSk1ib7UTBccWX8DXRUjhrDuAgiY3crWq7Y0qWyqO1vxOpK02AfED2i0ZqLs/gw3W",
-	"+hvRhVbV5uskl/EiDalCxT8b1QAnjjHdbGPPtjcVWHW7HQ860v3VkRKUfNSSyrJWFGNme2SlrNWrvjU9",
-	"apulfXmValUlelAmOh7hB/XpG1WfvlFN6TllY8tWNdp/8Y9Ukrx01/udJ2/wiR0G3OeLpvTfTk7O3jxk",
-	"6a5f0ytYRqCvSbs2Wwnk+1r8G7w02JZ0Tl8ZpW7b3F36xGEN9obBYqgwgfAlIK9zXXlVI2rBQ1TVg7b4",
-	"7+VBojOfuI+yWPrIGgW/EMT5oSLISLjuxKWEg9W+UmKM0T1Pz84EqFNyBi2ccPyul7oS4zN44NnZ2dkJ",
-	"hjOxljbJzU8xsImylXGq067Em4kd698Yo1YDLTtJnoAJF2IsxWVlZ9ehNBZh3MJvnWAoW+emrSkFzcAj",
-	"bD8mKB18joofRLgdWNOCdijLTe+2nExEgSWPVXlxuSn6Ew4zHECBG9iPNY8tAHm8q8K+0l1/HfcVTmqA",
-	"3mNer3TX2YO/6oHcf9MeqYScPOhA99GF1GEb30jQclkmocrI04LyQ6LDpZX1sXJBvy70eFZJvTw16p2/",
-	"sxz/yq6V86emgaFhhkQyIQI6ZhbOQMNVJaBDZLYEbxZYO8sBUQmcyariKDwrjKU6szilIGmQrZfw3sQY",
-	"9avkTTRrXKxqewXKZXFynmogRilYf3etqSpjbri7Ss6uaaic72hvVI0VaGZNXSvjuXXHAC9XyicjgR56",
-	"RQAY9t/UOx+lgDtUwvYpYGEBGYnr2e6u/o0lrJnE4J+w4IimqYPMIwyDeT0oaw/RJt80b+9GknwbvAOp",
-	"CdXn3CK/xEd2VBS8zHiTj2ce71Hq4TgD0o4GtEfoM+BkoncmYOexTtUC7ujyXGgvKiUZojI3BbEH0q/s",
-	"nI1CPA9JQLbwciachXfx8eiu689bhF6/NqGNiv4DmbwfZBL9yrw5j5xAtd7WGWao3O8qLShUfBuUie6e",
-	"kHSBx1gge3uhdxGqonVrKJzpa1/mhzv8YKj4li7u4RAmup93bHQ+HCIEFy+ND5J+tuirczTXqipFpeYe",
-	"wTZZ2jgXRR5dYVTlJx8VAiv9kKU2/Hi+JWjUalXJGcNkV9r5iXil5g3qe0bIVkWltGLWVmnRyBzEAuNJ",
-	"hGYg7M2g61Ix3iVWTwoy0lpqn5u5xeJBqppngoJeq41I6lXxeUZVNfS1mVWqOOkTdv6+Ku/etkydfHG0",
-	"6UOqrHRciOgBle5B6Loz2v1VjM1MXfBAJSTgwfr8YH3+PBYEKuAmw8VED3DGjt6sZWNYQpZY6G2l+UNm",
-	"BbJO320E8rZ40V+sfL/dmCUDWbkd93ZLP7LcdC/uuE+CONnJXGoLvaharKXLjVs0XpR2baIfO9jFCzFO",
-	"TeTdiqMncQRGqdJ1G2abdmvtJv6JT56Lgna9yE0sGrSMnbP5F/ru9Cfs2jihucIPmt5zgw8j6BfGW18p",
-	"7zCeINYbgV4bw0w79sGCGfSRm+DwZ1tmXMZ2nCIZ5kT8OhezaJvnITih3kmSq4wSa23coE3+65uJYO1i",
-	"sSrasAd188Gy/u8p0PSlbnaJXPiCyNgOGYoCUSAa35LFXka9ZW+Q6/EclInjPWCibwIXSHRzKjdVJHFj",
-	"SWRZFsLHUInPR0VuUIsOOv5JCxI/Ec97FfLgedjivVniVwf6z+fJ+niKerkBd3DXYVphy+646OxhvhNX",
-	"9EF5/jaUZ7xeD6rzrVXn9OY/KNBfu5TNR/BOJlQIVWdOg2KWuJi2bsbHq6RcWf6e8NPgWI9QyqBVcVEb",
-	"Y2nWE/HcsLucMfDj+mjXx/p6klNxzl9fEbpfUcIP3OeB+3wE99lmNvefvP5Z3/ST1ks5+2T6GqqQ90Lo",
-	"YvyodB4RZal4XprWIWuFmkQm5Ky2rkU7n/SWfHiDfd1x9dN9+W2huqd7gDn9toIOB5O30pqtLhNGrWPh",
-	"kUO+cy669jnxQbHNx+/hn0PwP1wv+asWAo6F1x/4+cOd/Ag23tRm0he4kl7KO7+FR0jzTW2GsXe27uzj",
-	"mTQzVd2xfpGOaK9+QYWx7aq/kOaUpYJ5pa8WvlvgHa1uNJlKlZmQsVgn1meea6PdQrmJ+NlTpc4iPlxk",
-	"FPg7WIq/LbifVuYtK0YspVruVOzEiXGzEt6K786EO8HS+LGou7fQ83kA6cFg4oV0obpobrBIOZVagScI",
-	"WhOLU/baB3H8D4T1gbAeKEFCB/2+Ft/uI6t0tNM7DBfmFpVk17a+dis5U4OifsAMv2oqWYu5rlTI4Irv",
-	"YvmMlfSLkCiPdg64407/S4VUMSW8XmIN2bV0pD2EGDABJM+JxilRPC7EpfJrpYyY26pUtTvPjdssL22l",
-	"Z6LS5tpFCkPu5BdSV7W1S3Gt1MqJNkoP9ZDglRiqN/dbmMWfdKXuVAvp9LRPHYFFflBFtm9npZ137aHr",
-	"rNI9KrLQYhZQHfc44G8kDwAOJhe2qVRHrX+Urv4ujWlJyedVnmK7j3FEj98Dpdmb2vRKLS1nKeEszgMl",
-	"STKY1HLlN8J5uZmIFyiouEeiAPniAl4pcmOsqKy5UkD0QA7SfjhlqXO1d2nIs34pjoipE1fWqHtTbgZL",
-	"TAEt58CJWlXS6xuVBRCOyaQgg5KLgc9SdAg01hpB0uzsUmG211aZmpSdPBC6nUpocKTuN6mDLYZR/VuQ",
-	"vJj6hBfyYynekEXnAG3Ytzh25pU/db5WctldnLmtl9KPpqNLbSTCi23X0BqULB45cbnxyn1jFIcrUg0S",
-	"nQcyskVGalytByJyB2lYr5QsP5Vc3J0VqUNwWmNSM2BLurTlJsBjpfRBjKUXS+u8eCJe6N+fkA0nyCyc",
-	"hlXmZr2wlSKwsaaWl9Vmigxech0uKWa1dAvhFEtktip55WjTjVrnxhqVMSyHFEv9biJ+9iG+riuYYU9J",
-	"gXOnUKeUHhqZqfP0t7oxThTw92S16Y0de9n00Odj4sc+kTQfysU6IDFydN0DBf+3puCrxrtvU8390g78",
-	"2DsBIU8D1Lim9euaqzjDE45mUlUzgAu2TSEVJPlx5zfcleI8gFmgSSu9lF83UG0aiTncSAtUFWn4NyKP",
-	"v2x84K7adKG1juWv2KCaNbX2G+Svl0rWqn7e+MVo+o+3wBCdqm8C923qajQdPZYr/fjmCbJLbnSHCCu5",
-	"dOgG0SGfhsyRdEIod4etyQjrGLJdWgBgNG4gH+82/QvVtMwE4jQrl1Fhy1lTO8udtLVpY2uxouVug1gk",
-	"rpKGaiWEcgir2no7s1XSRoRm3m3jBTseKcSjU8MBvUrpvNDG3D8MfoVMSmQKSNm7t7aivRXaJE22O9rf",
-	"7AKkkyvpQWbBKWhrHGZYiZWqnU3bSqtG97fmFjIC8SCE25RzuZGYlGqlTKnMTMPWcLISbYprqs6eUFBN",
-	"fyeVcs4a90i4mTKy1hb2uTFhbeFQaiCiLZx1eG6oQX2jhLpRxguSRpJ38Ws3+vD2w/8JAAD//w==",
+	"7L3tcttGuj94K13cs2XqLERLjpP/RPqw5cm8ZSdOsran8mHgI7SIpthHYDeDbojmuFS1V7MXtley9bx0",
+	"o0ECJGVbtjxH+RCLJNDv/bw/v+f9aGoXS2uU8W509n60lLVcKK9q/PRjqRZL65WZrv+u1n9TslQ1fF8q",
+	"N6310mtrRmejF6JWvl6LlfZz4edKOLlQ4lqthTRl+8WlLdfwZFMbh9/OdO28qJVbWuNUbuBp522tnDDW",
+	"z7W5EkatzrtNYicSflc1NaldbgrdjvRias2s0lNfTMTf1doJWSvhpnapSuEttubttTJPnFioxaWqJ7kZ",
+	"ZSMNU5nTFLORkQs1OksX4Pjvaj3KRm46VwsJi7CQ735S5srPR2fPTk6y0UKb8Pk0G/n1EhpwvtbmanR7",
+	"m41eYme/SnjgPXW3hA+xMxrNKBvV6vdG16ocnfm6UWmf/1Gr2ehs9L89bXftKf3qnv4MrUBHv6p6oZ3T",
+	"1vz4px3dLeNjF7rc2at6JxfLKrxzfDrKoCmvamj0v/C7f54ef//2nyfH37/9z/8Y9c3+lfq9Uc7vHFFN",
+	"z+wbzq5FiN1gp2+ku97Zo5fu+mO6ow6oLyUXu3pScvHxW/umqXdvKtyuw7ezxuN+7Dd29J/y+F9v4X8n",
+	"x98fv31/kj375vbY4+6+P82+v+3f4d9sfe2Wcqr+oisVhrhJKWC0olaV9PpGheu4Cm9mQk2uJqJYSG0m",
+	"y3UhbC0KV0+fyuUSPp/lRlIT2ngrpJjZqlS1WMi1WNXaK6G9E66Sbq6ckE4UT7EN+Ot/f/aXYpKbn60o",
+	"JpMiE8YKeels1XiFTWZIrYwVbr24tJWeikqba6EddFLZlSoTOrFxk+jT8IonpOL05NnzfbTiNryLRPiH",
+	"uZpeI22u7VLVXiv8Wi6XlZ7KS9jIzXV+UzdKzGDiYgpvCz/XTtSNEQt5rdxE/EVWTglrqnXnMXlpG58b",
+	"JLjY3BMn1Ds59cI0QJscLObK1qUTY3iIL6zw1ssqg73MDT1fKThNLmNya6vjximhS3eUCWuExMGUtb5R",
+	"Rlyu4bOSVW4WtlTVuShK5aWuCnjbCCfXTqzmxE5Wc+nFSjrhlDK0I7x8l9ZWSprRbTai12FdNpY2bFnP",
+	"D/a6Zx3nildmrqoyg9lrL0pLHErAFqzFuGi3ohAzWNmjSc+wbtMT8k8aCHabpXsZB/82tmAv/1tNPYzx",
+	"B2tcs1CvlGsqv30kavwe/9ReLdw+svJS+umcG7uN3cm6luut4Ya2e4dVK+lVSQxue1iDS17bqv8Hd62r",
+	"au/wf5KXqnL4vJe+2T9dHN9rehbmC1JA/6YTK37ixKWStapJYDgXbm5Xhq7NXNVq0ksHezYZJxqHGecX",
+	"hrBjTYGr9A/RqJUApgLE7a9/foNjc3A8x5eNx1vdOHmlsnBJHV6fUi7klSozsZrr6VzItpm5hENtlLCz",
+	"owzpKC2Ci3Kd5nVwMO/uFk9ptBfSbw/2N7jDSAagG7i6/LQY/+PND3hVZrZewKujUnp17DUu2tapmFvn",
+	"L1qpBVmZaRawztLhNQI6jTfIrJNFbVuo9EL7/eeKnrrNWCI7/EJ1L8LWlcpGSN/2nlN46LXyXpsrt5Nm",
+	"LZt6aV3/b5GpJr/uoUXJLsa1aheh7S7MI+1ke3v6TvWP5tK+26YQC+XgrN6BctELe6lWbLhvMEw/tg7s",
+	"a7ydws6E5DuAlB+5Iv0kBQiOwihVurP4FIoh00rqBYgp+ASSihVcAO3xhqkbVa9FBT3TnYjtiHGB0ih+",
+	"KHLScFYamIn4s5zO+aUF0GzlRPFfLKAFQe0CJbVvTm//ozgXMje1WtIto/e0E1NbVXLpVEnSE1xxUsGW",
+	"FcpeQB+kFwvrvDj9Ljeldl4bYOa4UKJWIJeJcXEjK11KWK2LmdSVKguRjvZP0ktS5MrcXKqZrVVoQr3T",
+	"DsYEgicKaNIItVj6tai08yxghQOwIZH2zrWPTmxeup/ird+URoEiAZG3jSl7qBqolxfTuSQKwM1q49UV",
+	"3e6ZUuWlnF7vemauYSXWF8r4mpvdfkjDtbi4XPvdD6TXZPsZvJMXgdpvTxfJSssNAkV+4gSp5HB6QTwU",
+	"2ghZVRmKWnBeSa5b1vZGg7Bdq6WtPd4P5DDnwpqpgofWqGovZKlAjoZW4aHQUW5Q+IzK+1h7oUzpRHHZ",
+	"lFfKX6h3c9nA8SgyZkzAjrQTz0++z832U0cd8W9rJYhXba/Dj2bZwJlvnLCNh7/pyXRFFt21gqVxS2VK",
+	"XptzcQLjMpaOToeFaeO/e947rKVcV1aWu05LopMDF7SNv+gjUGpqYeGkaJ8XK4kXGqX5paqdNYLvHqzz",
+	"u6WulRNjKUpltKxSCTXpPz09278CfeoZDijBndW7tLIucdHmFsTmUlUKbr01ygltplVTqrJ/AKAqXExl",
+	"1UeX31hbCfwNDwaer3BoyUpEP16qtTWluFIeyUtdWzi0IL5GgxS+S4cP3rlAZlcMDAluR/+CrOS1uihV",
+	"JdcXi74bp6tKO96sS+VXiiUh0o6EB12GL4WAtgIjgb9BGyCbGOzrCo4oDXssxUy/U6VYaVPa1VngKUmb",
+	"sgbNyonLdW7gbTi5VxYXn1VutKdBc0fnQlbO8rAkKHN6odLR5gZeT7ghUwwRxmbUO58McOhWRlmhJXTd",
+	"5fojfJ2eo/hGPEukdjr9L4X0B3qv1VVTyVrMdKXc0YFXsR0LvrY9lp/lYv9Y8N1MlLpWU2+BvOOaVNpc",
+	"OyErfa16r9mGjLJB27vcIEuZUHI/N6nJFjMK53abA23QxwGiE25750punvgtprO9y9tr3SuKIYtGyoy2",
+	"jbLUsBGy+jVhyKhaZ7uZOAgwKMZqa86FArlpplVVilLNJCiwweZUKQck8kZWjdrH+fnd0dl3bOfVC1A7",
+	"TrODZIL49umz9O2T7DBpIb7+h719b4gR8c1vnp2cHPhyKmK0Pe97t0/04Hep64+SRMTYKSXoiOCFOmQw",
+	"KfcP63+C/2VfRh7YvfFbskE76v37Piw1hAOwPetPJUMs5Dsa2R++e77/kPUekef73krkDn7l2+0JfbgU",
+	"Eqdwyudjz2g2RJR4ybI7yCuZmNsVCtcLadZ8vqRxK1WDXnSNm+DnavFJBBtimyxcFM7b5RLl5713Kco+",
+	"7X3e90qPTBRe/XabEqQSkmQZBrgt3H6Sb0Ql4cpt0YCwad9t7NnJwbJHGNZ3f3j+zbfPv/0u+5TySG5Y",
+	"IBEvjGiWcLnFEsQr7YFU1GrWOJTh/FwUCYtsqqpgVTw3dYMaVOsPQekOtze0da3UsvWXai9kWQZXxTAN",
+	"Oj1YKEppZ/aphaTckJSUbfiOp9Y4oBRmym6cjf0raH67pnM7KGX8Y1lKr+4oZrwBkQFfBwFiOpcGFF/J",
+	"wkWlZh6YB+8GPIWChRgb20oe6C442hY2trnn3RjcXVnNALf4cEp+IPX+KDp7IJ26I236aCry8Vfsrof4",
+	"payvXylZ7j3A3UPm57Vtrua9/t9viJ4Gj+R3z/cHM6QKTGj6be9oWxfTkNn3Qpf97iElne1x0PyCRlUg",
+	"GPrK2JqYePAE2LrURtbrIMmiPoUGy4sQaQJflRe2vsAeyTsDH2s11UutjB9lI2P9hZM3Ct5aVuuklWVt",
+	"vZ3aqtfBkEQw7Bi2XC5re6PKTNQKFkqV5Jtp0Avo+/xKqY8rOj24GdQLqZ1RNoqtwJhpfXqG2m8np8gB",
+	"7ql3O1WfGZUFixBVA8wgC1/CxGCB0YReyHKhTRGEG4Ef6b1tsog/9jkvgkvibj5Fz5607YXomWW/I1NO",
+	"vb7pXYHW1qmD30yQx91oczXpdVIHXa/iezZs9931xGK6vAAJ6cKpPmdmdL7xoOBRstBKI17+8Gt04Y+L",
+	"p4vpEkWPtQhnPDc3qgZOkQmnkGVgBICx/ogvIPLDa2XIl3cuTFNV5PBAyxFJtCCZOFWDtHtt7ApFJWON",
+	"moi/q6UHHWqhFrZeZ+hVJ8/BGcg//BJKPbVyXtbeoRtlZusr6z36VSbihShoeoVQN8p4MZU1CBq5AXnI",
+	"d4LNaLYsLpvo7yAb2umJcKD4BLdPbrzln4AM6KkMjlNi9GhIkF6RKDZXoHDY2blwlj0w8MqTIAyATHSp",
+	"RLMEEQK7ougVP5dsFpTtECe5AZmD7qJYyivFHl7et0tZXilh082lmAhYTlx7bO27E+E2hMHUxwrbRSEk",
+	"FLKydWvgeIWt3z5df7Mr0l9gRPGE8FE66twGEAZdIubhzuaGzJWk95zB3OQVbKBtvNOlEi+lrmprF+S+",
+	"MoaJpcOmcxPMpXNdKRas5aW9UeJkIl6H4VyqypqrYPdZ1naqnMMzlRu7VEbhUVhksGs4Pgc7Lquw5Y7M",
+	"SFPbGO/IowfH3q7MJDdbR08aYxuUW+nckKgISjOvj6A+s9xMKwsqgK1ZtS6PNsTak0HpD6lRVf0yG539",
+	"807O5LfZrmgHuzKkioZjvtJw49kHxFI+X/KFkh0byWT4OLWUdTgURMnyIpFRtgepy+BMwoMdzd2RtAFd",
+	"gGZ4fGy4kGY9OeSgf+lYlGEnQ2NqFvcGLh/HWompXSghZ7AsRbqexWTvoUJH3r4x/yO43EGM7t8kJthM",
+	"qWXHB8jbdInXR1UzYhNB6U9sT9r3M0yU3ueqKnfF7JAdjv0RZ3hT8bwEw4gqO5aRTBTsws7NWALx9Kqu",
+	"G2w3GomOMnjHTFVFvu6612W5mluncoN0S81mauodLMQaCQsRJ4MWn1qhXm8iGREvgLspj6GKufn1xZsf",
+	"/iYc3VlRwLQLUatKSadAuRyKeovrczEkOf82X1PAJRpXHUe1LaFz41MyekZEmphP8OE2tWGCDe8J7Umm",
+	"C3IMmi5oUzmOKNn2Jy43jZHAsmELwpGdwRJoWgluR4wLUrQnG8bw4jw3kheKzCbv8yBE5aMzkY+mlZJ1",
+	"Prot2KkGnKPrJL5bmBbLe9uuFBbINuSzcI02uOamjLZB7OIFT6Jq4H6l5z1SobeD0iqFHt1RKfy4cKT9",
+	"EcstWY2GpFFX18TI+Y+muS1B4l56bTi/oaBqjVhIXQEdagURMi8mVArvIMiz1idCCzamSuKRh8Z4Du/Z",
+	"KzjLdzRE/YYCE18DjERlq/BCXgO5SObQOOB4Ql5J3aNe8Vnubg6ItaPNLgu8VwUG6mg2+EWRgZtJVXBu",
+	"BN/qVz0H1uP1loqrS7yRrEfh3UTbNcizSLaxHxCjetVxavaDDH64ztHUl7q/95v9Bkx8d75oH34NBo/9",
+	"eeQr2oux0hiJs5Lro5bBSCLv0NjAEe/ZPhcEiG0/aq9UNWjyCSaYXlEMmEfdr8R3POpIMenhtE1ypg9c",
+	"SJzBB1HRMMnNGHy9WKgyIz3zNKYekaW8aD3MhZjaUoml1ca7XtOPtwcniHTscnbnjDun7QOd7kQIRREo",
+	"YxF9WDZau2DWRbC9uYKlQlCPSRe/hGm6c1FIAzxxqacF6ucFKEpSF2IMQu4vS2Ve/HgMc5deY2wMke4j",
+	"0Tgi3dNalcp4Lasos9AjT5xQ5kbX1iyU8RPxm/ZzTHQAEUZSXPKVYk90fIWpohgXx8c4zxBwtnG15bvB",
+	"UDMQS9EjDNcPZCJanScuuJjHpyfPnpPMFIhJfwhLa6h+foDpPHDo7dGEKL7o04ZHQ9rNtJJNqY4dKNr+",
+	"+Pnxt8U5iXIzzMMJezw5hIWHjjoGy7DBo2xEm4sJddTsfiNlbLLvOP/cO2U6qCCmMk+E6SKv2rCB70+A",
+	"6g01hVM5nI2R2oIPsOculSnhx70L0cmT22Gt/bUTK79pjVYCW0GTxEzUjblYSG2ApVvnxZX0mJ8VAgH2",
+	"xfwfFsJfqqkud+UJaLT/AYsXlwrYFC9KtCyCisLfTT7YqhWGcdlDt1MbdZg8UoOpdhhUtD0QzIri0bMp",
+	"J5WHyJD99oBxcYjFnZZU7w6aop62CYG3thL4LslzSAyu5E3K89uTtMPg3k0j7c8W3X6pkuZil7MEhhj8",
+	"GwKeJiNwpXyMhxCsQZFZDx652u872dhr3q3iTDRsq2afvDYdbt3nMy04H8yltgU0M4OESCEy6TEI15vz",
+	"VMhZo4zGP3ggvVIsbNWG344v617FdjPHN6YYY5vh8GzvR6IEd5JCkgPaucydK7WbFP2JL9IdhSzK7dmf",
+	"ykLP7R7CT9r10Ot2rQ7PQ0ko7L5UlLT53uHV9rJSPcleL4x49ZcfxPfPv/1fwL7hIVHaaYOyzDZVtqVK",
+	"mcpWrkYIKY1GC/zkrb2oZI3Wi8a4Zrm0Nez6QpVaBkfpQvm5LS+M9RftEW6MbPzc1vpfpJbZ+lKXJdo5",
+	"4MEZiD8jcr9dYPqHC5/QzBONKLOmqtoI1/hj+NzeHjrDF6z2wRPLqk36527bx/uQAdpWGiNvpK449ZIi",
+	"K7rfbVr6EjMQD7kx18auzEW8XKvamqsLiniBPQxTnFo0LZIaW8sr1W4JrP9CmvWF87WSGFrr5g0K5xel",
+	"XZnkne7wQueeUuAwhSisHX6I60Sf1lN8DT9I5/SVSX6spF60HzETKXy4rOz0OvnN+uTxbvwSzhdEKVld",
+	"YJBaL1Vrc3Q3zNrNQppjkMpghudsM51a46Vmh8O0AnUu+NXcHpLfEy2i/ZCTGL/YliL/8epHEB2DgSVc",
+	"w2ttSjEuMG367LKS5rrAxNCjc3FZSzOdg9xfwJUs9ueK8iWjwSUEmBcqo6s9QDrQXftL46d28WGWDmZ2",
+	"x8H1S+nipS5bJW5Z26taLvpoTgP7PahxwFtPnODHMFKf/RSYRN4YMc5H+YgdApdOGX/Uu6nq3ZLCHPr2",
+	"DjPjesVKNHJwbK/6vZGYiEYtbXisw2hx4sZ6GNwO91FifKfm9y0BPZUJT8aBtHftD+w0sZbIgfgIji7s",
+	"lW9hQCTck1ed4hCDRIEyDXTckVwqaTjB8wAxdlNZkWTyjiOKa5XsZ9i9LJ6lvnP+SsnytWcDzaay1fUf",
+	"7l271qu2yzO2pXj1Ge77hzpVetkjZQzHOg1IwdF89YTcm2La1M6in0uixwgjQduson7fGZmQemIaQ8Rt",
+	"7GY/odLEsNiRsWv6rm+j2l8OErHCSu4HKOCG+8ezrAbuQlDs6D4QsoTx8R6wpodmkJXs9XJv4XKA1tJ/",
+	"MUN2yMAZ2GkwCLwpvZVpTBvICyAqtN+9PZDldAT/MP5ksIMr+kHm0oMXqOMz2og8tr6loSebttVuDs4+",
+	"++qmAsHDG5z0sL0nXvld0QsorvK9O0/MpMXvjWrYunbXo7FtS6LGUNeES7q+cGQAL9VM1QeFBB5qZGLE",
+	"pe31AOHoQLimv8OjbRbMkGvgsOUlq/IWMUxbYmKwe2Tw0AFLP+ST2GXhy3pjN3t1f9DJ/H6XR2e3cOUT",
+	"Dwg30q5vIl2G8NawvDu2+INu+8edgju5VDo5VAd4VeLS3tmzwgu8ta47Fu/HP22GXv++CaQGX+3GUYut",
+	"/Z1XdUNCCyyg9yjxq/3GjzSc/0C2TNd+P1vmhnvXpjG/4Obe1QH1Z4ytIy+sdsIu6b1zUWD84DEcCVcI",
+	"j2EgSGML59XyYuGKbfWlTCxS26QFpN4nLs2S85ahtDApR4yDo6hUhtI7ouF3Hx5Nqs9s9xx+DarLqtYY",
+	"8upt/Gni3/l2APno+bN8dHTOkBpthB4/sOG4+eZZX8DnB3mq8fxtTeInJcvEdA7KMHlbYD0radqRMzns",
+	"rl4URIhC9q4g72oPRkJlVxyCCc9QuId2nG6XpJ1heFZMd5xKI1agigTVdDtBMNunMfQe81Y174mamyoj",
+	"a21JQYTnOl6GoCRrDJVCZVK5XknUGnVASOimueA22wNyCJcpPjxwj4ekIoRPuwOCEoLd9SEnSV1d2ndq",
+	"B6X4WOygLSIjp/M20AVNeASMFaLXbFWCqIE2/363yQddpu18sG0TVh9aHRHFFkuOoetCWgLiJmJox5gQ",
+	"+Fj1J/BDH6HuNAVHD5lDjvoVTNse8J1so70KG0lkH8d1MEZoUEbj+9XxRbd8gu3RremrXxIbRGKrmzbr",
+	"5bK2Kwq7qvQ1Rh8TNNJ+vYPHn4w2C6ChiBHIF6kHciEsfQceor0vfRf2Nffxo5nZ7TvbmeIODMUPXku7",
+	"j+kPeS35RTrQYaGIzWcpTl3Iuey9lUPm3/6g0GCPTQfTzmDX4vZLWmHUhx/6zmbtk7fa5nuHpmQ9nI9H",
+	"dO0O9NMZvVyqIaunrH3QyhCoWdYYCtNm46DNL4s5OGhGF6ffnQiQ4OWUAERxV/PR//f//L9kIa5V2yJi",
+	"2lBswu695Jm1I963OO7j0TU7a/0x8JqvlSmHtmzT5c4ZnaeHZRCyleDtQRa/HTaA114t+0NMuiGzHP+E",
+	"QVcBHAGD3sVMG1kJr94hIz1MjnljbYU97xdg3nl68C2DQvcPliD7ZhwSFiAkejITyW82IM2huhFSIgnh",
+	"iWEBMWRezw7OSWGfW78Zn+EuoP3GeXGpBMycIC449wWppDUKpVp4gBx2kxRk7xB0621miyMbCHjDfG8x",
+	"BnGBITeOaJwGMafCmCjCQteineUnGNiHBCWFd4a8JeleBujSkPxAwUKT0U4H5zYDRc/qwXG9dmWGvGud",
+	"sdH2Cu3PxbVaesLli6fiMJdSpDM9TkKQfbk5UOec1MGD1Rivqzt2dViiFGx1kibFeO2Hn49BV2+DUeF3",
+	"OSmbxvOIHd+KCOypjdY12rmspRidSx3vUTgRcf07h3IjBicZeB8thrn/wBtxR1vd0Oajgf35yUnKmIMD",
+	"t9aLRTfFeVecPw7ug5wGCck9JO+kSzojUdmLFToUlfBhS3Dnmx6Pa7d3NHU+29W5GBdJVE8Hj3X/QcZO",
+	"h87SpuESjv2m5RK/22e6hMb6ReKIEHIw8d8rT1GTQ3N6vcMyr81FMLGgO5pJGl5v+uvtwOQOzDM5VJZ4",
+	"kYIPY3zEDHPvYZ8n3fUf9wUsH/2fvdvw8Tfjkx3yQwgGa91fAG6codIHhBwSEAmrABMllaBgLtFG3IFm",
+	"g6mw55z/ibkFhH58DGLiADDEl8Q538DnYmABbSKqorB1CYeyUrJsTV8HWt4eAC76MEDyqwDvpw06FGGe",
+	"B89th2XqjsnVnx63PTELhUPdJpuGnNUW3P2uoO5wRz+Iqfcc9NbnT0d9O+W9CKFKRSdVQTsRArjPRSHd",
+	"dSFQD4mW/XGKdNh1NHz6S0VIph9QQaCTzItm73c/0nuJt+YTXZtD5KjkJu2IGqQqOfU5O1yizZyUfu2E",
+	"t1W5nTbUlzfUOf6783n/iiWEwhBkgj4XwObWaR2LJ4yKMNOV4gyzeJTwXaHNx+T0wjUYkG/QMnqwfKPk",
+	"4nWzWMh6vV/MwZaHRhNa2cM/D2OHgzwi4lAEFJq4JXPp+iG1Bwh3P3Vr6Vgy7KEpf7JcX5jAeYv2wth/",
+	"U2n4qW2r0F3oAw9zy0xJTQxNzn1kgG9ip0eHIqYcXqq5Nj1GLuDvF+zp6vdB4RNOri64IsCOo2FnKC88",
+	"aX1nQKkD8gOTCaCZQ7D0slT17tHwM7XCS+5sU0/VUHTsjVar3e1t2Y+TxdgaT0+TA+PpWbT+zWaD5V3T",
+	"cnvNrQlqaISIJRy6aHDdpFfv/EbZsucD1Fpq3+t+/01qT7Y+BF+KYDwMB5axe0y4Co5IgFO4o6O9Swnf",
+	"DVCFYCX+hGuZgPpaW20v4Efk5KGnedl4MS7e3xY9qcHb7ixODxtsL03xdcqUARpxM5F3L+7jg9pva/tr",
+	"pL1pavMZwVCWtV0MRSU2Dg6Meufp1NhlRBVvasOp1bjBGK+zsRsDNy4m0g+FkqSH9kkQil2GpxWh7VIo",
+	"8wxIMCk6ISsewdC2sc/HthYFp8GHRg9WjthLk0izp9/1SDa9e/knTnXblmIw43KXDLMf3W44rfWg0wDj",
+	"wxNxaNgGWgPuKHgNJq8Gfac420jh7fjTOtjf2gldVuroPDcpCtYZ5V3rqgKlSZUE0GltFcyMM9vUEf4+",
+	"E7bOTfvgAn1NLdg54hkGEKcWxbeDQp4b7UKm99F5BOE6aznU1DYVBZ3MtNFujm9HyL8WcWUJvNc2EYnm",
+	"jG0tbI2JmT0EOnFZW6RDdVOpDNeik/tDFY74VQYpJX4pXW4iOBiNuYUEO0vQTOO3iLASRpebAG91rZY+",
+	"oqPSZvTAiZ0lNzA3RQr5XIhaGoSdidj8XIOlc7XFeEU+m9yUGqMkt3smPIugB7coO+FkgcwdT0kHcydM",
+	"si9BcihO7w4qUFObQDM2dV5s6aKsCQdoO+4Pfg6YSLCG3z0XMubL0rkZqPPTDxCbRXGoJ3sGU29g6QPY",
+	"GYEnIh6A9OEgjWWKu0G4/dBLxsmNUlyrdX/Gm6/11dX+mAxYsDf8KKMJ9qbVF3lzcvLNlO8g/K2OPX1n",
+	"6GORCdNFeAq3kVKD+osHb3vX7mDz2uTssYQxhz/FvNpgsoruNdyZnoioYNOiU9chu1nLNtrVHZIjBtT5",
+	"gNV48FmOPGyvPo9NDw3nZeBJB9ZXTTFYDoRWyXbYN8Kl7A/08GrJmnNTmzOWFcKmFGJsMqT3jE2YcXXS",
+	"3JRNTenpC5dhIXmt3Lko8JYUMTWSbtJRJorIUIrcjPFD49SFLjNkQRlJz5nQjnKPM66Qcc5iNeJR4ze5",
+	"cXNbewKARfda6l87Qvd+azEsxLgDppDlho5hLyhQMqlelPht6kOJ0r1QWWYwsTQB8ZAuEQJWtcVa2GL8",
+	"f73+5WekUEeZiNPtpTRhwfp15uuNhIPO7qZFojr1pHpZgdlb+m4wRzK4p3t+2lFdcSsVPGVL8UT2k37W",
+	"rXp/4IPXH13w4fQPl3roAr5p+UGPkYfpXBRbzkTRXsBff3n9Rkwmk6dUZAnDrkK04FEGQgaW3B7LpJbb",
+	"uSjYolFgbUePuVYRXisYc1pkz9xwnAgOBdULDJwmJYMulUfr/JhLpAYQAs7miRLepZpiKZBK6gUhARQc",
+	"cdGPw7V5QtuzuaCgDERI6DXst2agw92hSSTKbtI6uJ3/CEekrzgW44O5ZS/IB175XRVAegLGMYfkLu9s",
+	"lalL3t9sr29+vwVz/F90dWdIvf4KgW8wdLRSTxzW3Dmw2N/Clnqm+4TF6CtGSIKVZKxgsvCWh7uKl9LP",
+	"d44WY+8ZUyi6KTJRPC1ipcUZgsG7rozl6ulTuVxOluv9UD+S0Fy46l6c9N6tCULOHbYnFi85SALqHoR9",
+	"ItBQkUDMtZw2tfbr19AwHxSsz/6iGVr/pMIEUby0VkUWtuQFI9iQg3uOgq0IDnqcBrJD7KvdiLn3y9Ht",
+	"LbLoWV9+vZILEePwqeYAfNVCbCCy+t/evPl1Iih5AwNiMZwiN0VnVGfij1SKnqR1HD9L7GebtTSy7amC",
+	"ZNXUBgg0RgWyXOW2oiQmItbzkNOAdy8dY3YzLjQmlqK0B+TaUZ35jV82ay1Aczb+tKzWkaHEGEaVGxos",
+	"QfY74S2VwsLCemVI+JtKE2JJ1WKSm9z8GQQXhw0WnP8Ca/aUcVr+j/92KMAFGKWjYP52HlM1CKHlnHFl",
+	"XG42wVuCogZfUBxMMRG/gvIDq8e+oTEMMROcCwrjzk3IRBcUl+Uy5oZAvWJlfvF7Y708wuHXTaVcWjWZ",
+	"amJwDk9u6E6dCck1JUKhBDTaJT5wzinvxITBSs5qrUzpJrn5LeaWYRALrCr0dKlEreR0TmprKb28lI7B",
+	"QrQTpV2ZIyoSgmd1Ide5uVRtv9+efIMV5jahigoe0Svl6/Xxi5lXNaJLUt0yNK9QMA3jdVOM0CgUgBhl",
+	"Iy5FMjobnU5OJieUR6KMXOrR2eibycnkGwqKmiNheIrlGPDPq74MBUzuopIN2okC/zoLl2u9VHy3yE8M",
+	"yxB+hLMUfmzTEVDOhg0q3udIH/JRJnLUYOkvaAKhyWODBWVaqcBuBFG6iXizXip3BgIZ2+mzVozDP5fV",
+	"Gv7A9An8gytQjLGSL6HoYJWQ3MSiEx0MfrJE25qcQoh9EaKTatSxmtoUIBJ29B9J4RZJJmxrA7S1YAQ4",
+	"eL9u6HWYPpv98KYEM0zW0p/gWKU1wM5JPCRyABJi9y22mOAvug3usjW34big8YzA9PE5hOYXBUXbFkln",
+	"eEmLWrm1mbKySecmFGvBmZorMavtglcJAbrO6ANRDLjnWHFirg2VcuJG0MnJpiokyuOt2iIEDJubcNO4",
+	"akpbO4bLnsBy40IjmFF4/UnsCS5QBdtDuJULS1C3rxQSo4Dmr8TaNlhIBqvmwD5RC08c3vV4hCkbjY5u",
+	"UBI2jzTpVQS9z7ZDPOFc1yG+hmUM50kgXuQ7eBcO6S033e5KWDN8wF63fZLhF5gqzG5qF2jyqzRVkcca",
+	"B5Kj4qPRl7aTKsG4sHf1Wpx+K2JdSiBWCV8kHuWU6laDyQ3Ra2kiGEW8wWGb8PlUc9KexoWVPKdK3wCH",
+	"HhO/ZV5R66u5dwLjk466zeM97bTdjgWUPBg0jZbK74RMqz/wtF1cj8CkGQ7/9OTZcyy3QAecyD+izQOP",
+	"8BJTG5l8Mlzm6UlcsMpSoQqk6dDPRJC1AkbCdci35a7ckOCVgbiBm4Dk9YxQj9q9YkYyU0T9YEDFn2Ek",
+	"r9HHzrUhQVzFZn8s0SoMb/6ZWAJwiVouFCl9/+yt0xbWlHNnYWfR2wUP/N6oeh0sZWfBSkmc+UA4ibcb",
+	"jrxnJycEpGZ8AD9X7zzxsGOaNuUOhj42dYHbPn8y7Q+9jiGoSO7j0ee9xQ2RK7meAEt9vjWSIYGqO6A9",
+	"CecIbdkzzGILn7KgUZx+1lGkIJY8gG8+6wAibGZxtim5S4eFHZCuGyL/dBxxmM8/6zAjomdxBkK5a6bz",
+	"ZDDPvv+sg9nEzCyYKfOyEfARU74/oMwTyF4WfHtM7ugZxGKngt44n28/81XogmYWpPKGEL7Raxzq8Wu4",
+	"skTIWp8+sfZYagw1wUQFPELr1xUQuxGLxW+h8afkN+iVjze4ncFSv4Fxb1V3PN9UQYWTaxAl8Ksz4euG",
+	"Zekg8avKqT5K/VflX1Iq+07ymO7E3XbgpRoil6F+pcYqAj7Qwy9KiTpH4Lc5Ax7hCmuXbGus208bWzfG",
+	"PX1PYtXt4B6/CfWWo3s0QI101MiJ+G0ThwRjBXJzZTG2p7DXBbncK6cyURBUAX5FSDRUzoGCF/FrRJjs",
+	"3/1XjbnP7W+hSgZOAaE5tADLjzzxIfDEKDgTjQHSjjGs7sGwQcQK+gJcowslTdXpdnOSFxtnnDlGyiUS",
+	"FInbLXEZhWA2N7MMHMFLWksuhVzdTSoG0tXBx2Cy1SUSP2nnX8en7pFWdIA8etaebLYRhiRWxCVwkASE",
+	"5CHc3oclzRD2rHPWxPVzQQnVdcR5wdI/yO6GTmfnyDx9D+fxFtkfxkns0vO6UHHomOwg1xRR4eue9VAs",
+	"8KNOejZaWucH8YTYVOKCPk/mkjF0XVIoLTNjiutlU1s79uPT4igTZa1vuI2Qm0EFbjtBoo6sYKFwU48l",
+	"JbETJfVtte96EXJD8P64jVh0Lm2rtEYh1JrfqGo8lej7quyKSluG7EqsnekSQCU0w6xkXbrJ1lYx0h9a",
+	"DXJDp+cgMECMem0/Y2SgyQ09KwmADVVnOFLCW5ytYguf0LNeRTrYFf/65zeiK4oV7IehTYkEOJ3amwBu",
+	"QxbI3MQqc6FqeqQruckNjZ8Cc9GzIisOAuHdT1OyhDbOKxkMSLmhk3DGJilHpW5IwqfAZtrNxGXpg8yI",
+	"4aGT3DDIH/eJNmAX6lITyJ+zooC/ilCbFVbXHJHOMLfO54bCOYuAFFhMBALBOcYEaosvPnFCvZNTL0xD",
+	"BxpXemXr0pGdOfhUvPWyyhJbGxdwzliCttVx4yiYIVkJKhzKrhhFNTDY3tTiqp2RoFsEepUbiiChvSPh",
+	"t42Q4EWdwQGHNkgaBm6d1Emn1XPXGisfSYymOhOSFjBMicu2l8HSTlO5AjqRm6k1INW24C8BnhLOXxaQ",
+	"h2lCFEhD8EvofcFa2LU0vL2MIkoPqJLqmfMOUyQ7OgWZYBAmoVO5wRpqhb0OC9Qn4b9qzOsW4Iyn9keu",
+	"oPepJPwAKnp7e3v7gHSJqCgBx4jeBiwSrqbXiM33QPQNogiBC5cWr+0i4mJSo9GIwvs5edRSNrQU4BlR",
+	"OHkwmkoYEVvBouevNfCDBLI57s9r29uqxMNHkjndE9dG688lDLpb/bHj0cw6hqck1uGc5AguS0QrNKsV",
+	"yx8YYqAdZV8F3ls3JrwVUieCd9NFAwkGcIgVJjCgryQxNWLIB0pklPvEjAz5BTaC5SblO5ZajgYHT9ty",
+	"+nkPe7dWFN23028/84Xvq05VPFjVG4b1eTepUziqOEtPX0i6gbME54oL9RsrjFqhCUO8IAMgW8/Rwkes",
+	"Kr54qa60ceRM4mhPTD/BSqeyJgFHR3AUSt8BcQUjWa6zEH3D2RFFklZTECs8Dw5Hlo85UIIkDlDLyFOI",
+	"DD0JKOnJBklduCDNB2DnKFKhl59cw6iyjBlUvlYhmJbDIiYdH99WsORtV7991aQucNQYPP1DAeiYVEGB",
+	"Dygu7jbBgJIbQQQGbSJvGID13uSdiHAwaAtJHFOPYkAQAyrUinH/HqBfCTY0sB46hBkQgwhsnRxJRpu4",
+	"3WW8YEWzqJQsCyGrFSjxxGADCpIsy5CYBxQBlgeoA1wM+Fubq9xoVjIcqBRwT2pbqYnoQnKzo2+5VLLm",
+	"mAIMnaHjTwGcPSoIZQe/Ibf9fWggCSDObTe8FQT/bY3k9JP1TL2WOLchLxdq90iCN9BacDkflAKCdpAo",
+	"lW7qH1la1BlDppT03dhXTdnvZQvU+UibOrQp2Blb6vS5Jf1UAs+iGbYjXXe89HeQnR9F5K9DRO7wIyJh",
+	"oSz/tlwUmFCUiZ6+h39uiR0F1NMhuhfD6jggv7WNh5QbWStxhcZqDCMlyVHmhgXCs9YDT89GV/nzk1MK",
+	"EzV2JSxK0lH+Q0MQBQiyHRp5WmMSG3BqZw2+JDIpoiZKGM65wZoNKKvSjzhnbdEtz3DarC2eCSmmtXRz",
+	"jl6vlLyBaedmLqvZMcNZ0jozClAPt/wTPha5ZYdxPR9earT5K0YDfvShP0DST7vTJf0PKZrsc1uctgpC",
+	"YygeKmqdXMmeWjzB3xEH//DJLF3r/WQ269c3/6p8P0n4tNrmLiH2kaw8yHBVO3vgYaoPS/3GuhMxqj11",
+	"1ZOhiCFpdwd1Jop5N+Khb8ztI3jFfpV+jlW9lv31s1+DBu5ZCilDvg4Mjpy26CiC7XYT8UtMb6CnPDoW",
+	"0S5IgChTC5oaWgtbKEUxxkQGl+Q5OUwf6qDeZCkaw4XXC2Ubf4HfJxhDmSjaYvSYC4stJQXqdaVcwc5n",
+	"SrDA8bnWm8u5enCSL22plYtJfS4TMaMPHg+YPiAHzvQ7EMx8bgJSciacNlMV7KAh5QMeRqtfkOMcY26F",
+	"7Kbc+Llasw9algK6C75lXC8QrZqagiJMyclUzi4Uin254fymLAZrlMHkyhlZFMoxlXW9DiXtO/lZk9z8",
+	"slSYQiY4g6yTlPikPaVXyhMMBV8FcdnoyqMgjPNAw3JyaGBWaG6FS6pnfO3cUwwneFpp5y94+L3uYwLO",
+	"vGfbTUTnPMB28/n4XUsh2iX9iqw1Yqw9W2okjT5gKWLeKW16RjluRh09Wmo2LTWU3dgWJ+qcgP/R/PXS",
+	"vruYWnQhAQP4AJsD0dWNpb2D8eEpk8On7+mP257ow4N5cbb3WUIJ38e5i5W8ViH3AgObUmsaWjOigtNJ",
+	"D75cc7p/bjiXk0OoVhKWBa6o9mIsxX+2SDH/eXQuHOFiCuy4EGMMc7F1bjAc6IgMKrWqlHR4kLEYJTw7",
+	"iRFstVpWcsojjZZpzGhkbDVy4q20YfiElidNQsdY3pLnQqm/AYg8N0UIfsRAnFADk0K8+gib3MSBnUuX",
+	"m+CP9zbgwmILjalAG+RFDU7Gy1qbK7b4BObBgY69DL2HbYcMb2Tcw3zxZUBKuw/OSI1/Gd4YKkf0c8eQ",
+	"jIQxqcauhH44jFGKSxDhEBpCGtGYa2NXJkavkMWbjm2oX7lx4h454QAnZJr7oDggbCeN66vnhZH6rijd",
+	"OxDAHq5IqIX7ueJTHN9gPhrFMqPFvci2c+W54hUFoKoQug08qcgo9LlkjXOmQaEL+8LMSztiOFSrzhol",
+	"ZE0h0uNnJydBuj7iC6l9kZuQ0D6XN0ospQNW0T4sGbgZvdasUTJzDbGx0CGGB5euCz2gPYbZEqAK+b5X",
+	"ncJFrfkce8zNdpdnMSwMQXVAK6AjOGujtNF1QEolwboAjTwaxgWAiUOLnSGfM55qlpvnz74X24m3CLeQ",
+	"IAWgf2EaYQASDIvchF1sg3BS2BpZVXHwSXz7i+lULf2Z2OQgVYEQuzNVw8soDxSbzxRHpIgyo+ZYotXc",
+	"VsEAwGgEbay2rpRA48EZRZtXa46RjlhhqNM/caIHUHXCA8OlpRxdRIcheBfM1+UTibHrlUZfU8BfgP3C",
+	"rsmX9Kt1/qpWr//vn87bzedRu/hNbrAoWLg7lG+JZ5hDzjmoCccxs/UCL9cZHuPcFD2rGi0QPUxtIHHz",
+	"R7zbe8AV3iCAIB1YXoWAsYCzwlnqMuINYcgY4Xf0jaQPkPZ0AKcB16YTxHUX7HuQyntwIvroUyK4Ik2a",
+	"NrWztRhT+Rk/r21zNS+OznPj7ZVCS+kqoXwcJdM3XfFKyRKu58LeoJqdm9h4hHfEdXxaY/wNaOOMlti3",
+	"JA2Sps6abJbc2a6GMxRj5y1SDwagCRoDE7Va0W4aJdbKD0FpwPv9ozlJigV8t69SwNt7lETplAOr27o1",
+	"3TqJ7/ORLhkchw8mA9wgRhr9UinJsDe1muolggklr9BPcLfbb4lMINRJPrrFrW1HHuEKL7WRdR9oYK8A",
+	"zSc4E7YqY+DXo3/lgfhX2JsSiQpe8Ics9T4AIBAWB1etiEgshYLykU6tGNRgEDGkKwuNX/359Rv+O20W",
+	"eO3LH36ljxczW18Qjm6g7UcPQBE4QOwHzoK8F2WLMRUWZ7S4ulW+js5xCWBZQvwAC6H9YBTZ57KCHah7",
+	"PMU8OcI9+Xz2ud5o2V+MCpl4iUzIwjsOdhM+OYN/kLAHip0bbaZVU6pyIn7AmfXszLmQDM0lePZirRWc",
+	"8aJs6BD25+pRiyoIdvfGU7mf4Vy63qV65E8PmT9lHbLxaKP5pDaal+hbo/DtkATfxr2zOttHyU21Tg03",
+	"sWTGwbYb1CseAPFE4zmpPmgnIoVoZjGL/qzVPyRCK8ZCOdEwg45+boDsxtpNxEt7A/ST0xTuboV/Kevr",
+	"V6RR3YsFPjT/ma3v0OdrH83+gzvRKsDTgKH2EEzwRVC5SQXttTtkHDcrpJhKY42eyioaDksx7iucs103",
+	"Z8Ul1Jy+wlidikWlf6naPnq0tzkFnZtHVnGfrMLeqGGbFN+Mll7uZBcbIHO72UWtHNn4vzCneNH1BKNn",
+	"lgvPiXFaBI8zh6jcFVziua3RHZAbzlTVThS6xOrRmCsKqt9UGs7xbmqDKW6uDQszZVI9KzeyVliELcES",
+	"pkGhhyX4J8boDryAv4ss5B9QO+TdKDXVxVOmFG0RwCNMhCdIlaoMbnaMDpNehaxzQt6ZBLv6+3zEgyUD",
+	"07RSskZA5c6RCRNiQD+N1VqsGCPEbztDnNxRb48brnE7C5g6ZwGoO+RyWYMVmGlh2sIy0co6oxQOUfCg",
+	"LpTB2j9FbpKV46I+Z2HoF7OmqoojCqNLwJfnoPWGLpyX6zz2eJ6ENlKmh/cEjM8wQBjGiNu+YTj7ON9+",
+	"BADSAUlM9mIlvoIL9hk8/tjPfUOpHOLgz9C3TzfwUfl7oLiMmLD7FXjmH0R6SbcyKyKZM2si1h7Y/Jg0",
+	"Ejj5mWCofax4UFmnyqOYyRb4CLQU0YS+Sv2WikUzm7axJGtSvDTgNXxENEIs5PgAlNmQQ8EgdaoTl4c4",
+	"dqKydhmiHiIhLlIAMe1i7NCZUHI6jz72ELyNsBOJv/2Sbi+wstw4r5YZsOhQy5ckoraW8DlbuReuEKWq",
+	"5NoxVhmwROfRn60NewCTUt+xtvTGuLslplk3z82Y9QHggk9cLDudRXG1U623A/wTcO0wDOOJE8rc6Nqa",
+	"BVZ3Qc/Z2nm1oKKtFI3cFY4t8Wly9fPwlk29tC7x0icp87ZymNUQo7d0jW72UKqHEf26wQe4DSHY/rwT",
+	"DNGGWFIBFBT7EDkkCzKUptB9rZwofsXghzM2/pTHEiuZ4FSNeHbyDBMSrJkqTvkvfrJ08QuYfQj+bxHK",
+	"UDyydsnYby41Ly0rzVmzLAk5rG6VGzavMJxApwgxgczY5WAhaQwwyQ1mi7QlpDFWJT0hg+Wk8W8YAhb8",
+	"vVIegyKwxC5bjINSznTzaFPqT4sO0v5EBQEDZbqV1OGRxvgaSx1T7c0zqmWaG0IYJEcTCIxGXUmvbxQh",
+	"37B/2pFBCof77L++/YZOlcTDnhsMYfmDeKn/mBFoTDgtLS8otEFB5CLcpeIoZFbwEBToB1g8AwN9guZA",
+	"eGSwFHZGl52qZG9m88TTvVlam45H+Lktac21pUkfssZr0xBp6UjJoQgIFj6bzYD8kEpUOGXKi1gqBYNX",
+	"XHO50P6CYCOJnsBJWEivso0XcoNvwFjVKnmDIEjO8YQQ3hFnpcExu8LAr7ZiqjS5SU9Ne9dx+RDaMyA8",
+	"UnBvPx4o0Y2tyhpc3q1zNwLihmPliXOBOpQnHPtOJtQArOKbpjb7wm+KLp2gkmj/69nzk6OzcL6RaDjh",
+	"LNZ3apcAtEuGRIrhGwTD1MZvEDUairF5dnKyHY/w9p7SeJra3AWC5eST9tzWex5I54EFZSWzIAW5wIoJ",
+	"Ym5XKLQ9O3n2+UcUEK/GA2zl6LwDW5sF3b5g0lpkKFv4hMtsgHWF7wdwA1K2yFUze2G3khKYNFJlpur4",
+	"BaxQX5nPjVO/s8Xbrwj+hsQsEL9A5lcayRvKjlGAM5a/Ue/8owG6D5+TCmU9aqp30VQvG7fGAs6tLU+7",
+	"KGCxuIPKKmmoKOc1pIUg+vWY8cEImCTIJUfnYhD48y5wn6w+RJ0oyfkJXB2vFjeVKCXnorhsyivlL9S7",
+	"uUQZL0H4jLpI4MSUzbqMdUIeoYa+INTQh9kdviJ4ThKiWaAPwWrBGnQ3iM4s6hNZm3YUoPvYxcE2pU0l",
+	"gDwYXwsGZ2pJiTmBd7IZscvrI6xEO+0+wdLva71YtOjtRFEZOQBzbxqCCTCwVlxysaVLuSFiMJ3L2hWk",
+	"pnAt5mBy4OJWzFj6aiQqU76k6Y7uGrb3Y6kWS+uVma7/rtZ/I7XgvmR7HuSXQViEVRoOVHtNJYwfhnMC",
+	"CV5aAfp/vPzXin5sJJfRtbRdMf3BA9l8bsGQGCw6UomXtpf+YmrNrNJTXzzKQZty0PNnzz7zUDDF+IL9",
+	"ymei8DaWXtFfGKjsEziHXiOKdgzw62NvB8astHhCbk9O6tw6f9E+fiaku8ak06JuzMVCasP5BZwkGovf",
+	"XEmvciPdtRNSLFWNMQnai1pNsWYNfGkwRqxtPesWWZII2dgpxY6hAlkU0VDAQcfBRPyEaMqb8QhbzB4e",
+	"+zWZ/j0axNpuhrDD3ySulnZMjy7+R3y3rx/f7Q3XuEJK0D3gWbz7SVGnPUhvKcn6KLy3XcTw6fsEaY0L",
+	"yN6fi7ylDz/+6QCFKdQII/gWoKKwaKu5jUn05A5zTX2DTh7WIt05efpCVlfq1wmJ7qBdt1OnHHzaFfy1",
+	"Fx0Xfm+ncE+RWG0Hf+Lpf263RjLFAQoelqpdwEcK/kCBf7FI34OzeW8dnO8/+9CYIAebc0sKVjKhBWSE",
+	"Vu+WOij7X0HRX6ywaWtRKrPuFTt7zGJdbrPFMmo1VXrph4VnytvDhzBxT5dZ0EAwoRHEaFWSuUqXXWhM",
+	"bXLDD7HNHoVZErMpbIEP8tlmUkeEUMnN85PnWasshIARhFAgoSYEUztFRYuen3wzVJg8zHaPj/1UeCtO",
+	"T07a9BGXCafgHU9hEVO7WEjXD16R8R/PBiASdOl2Fp9N/O1/ODk52Ydq8fZe04Z4wYaqI/LvDyZRyFg8",
+	"oQtbKzhmBnaRLENbmCSPaUL3qXAk17XnmvKWPFAdhDPJEoKkffCxwPkpvw48gN/mhEwTciVWKsARjynI",
+	"kd0LHXCAT40B8LaH5XDG6q5CaK/CQ/dK3LCP3eXQNqNvH1HrH60a/zZWDbbYRYh6jUySRLbdRowk7Tz7",
+	"9F5VrjWOqj1iqLWhoyCZhbDQIpS5LugpjkjxVkgq1AMvkGjK6O+pm/Yglyy/F7yyPWLlL0tlmJI8bJ8r",
+	"D/LL+FxplQZ9rqF6Uq2utPMEI+iCgvPoi330xf4b+mL5jsckhvhFsGBkIbH0gkLw4ItHB+7X6MAlQNra",
+	"mquLUtcEo1p8pb5brCoiyTVqaxFYcJsutMebuwuwJvz29H24C+y6GCpg1TLe+9YShi0g+POjTvCoE3yA",
+	"vTw9PQ+vqFW40p9BFdjvY+R7GB2MhxGPp7VaVuv79X5ujmxQqwmFp2Ioz5Yq0qeFiPheq4W8CTjT0ZWa",
+	"xN5qJwqOLb6Ar4uQwll3AAVNbuRyWdsbVbZUHK35nUhbbQLiB7RbMlB3fwYbrPVXogstq/WXSS7jRRpS",
+	"hYrfG9UAJ44x3WxjzzY3FVh1ux2POtLD1ZESlHzUksqyVhRjZntkpazVq742PWqTpX1+lWpZJXpQJjoe",
+	"4Uf16StVn75STekFZWPLVjXaffEPVJKckjXVCut12Be/c90KsaLwVFOKIh/93livSrGc19Ipl4+KcwZ7",
+	"sEaR7EHJqTI35C964rjk0VQ6dayNU8Zpr29UhXmD0DimCmMtZTtrSyiYMjelvtLenYOeiB0+CaOZWQpi",
+	"MCpQsaMESo2KvlhTrSmFPkH5QvkGyctU6ZsA7UWCKb0mqwqaiqVicoMkKs2ERzAzZUqMBQkAKpOkQkcE",
+	"Fw2FGnMDxOIYsUZo4TPRrSASC8loU6p3hKJwqZwuFb1fSi8nA4XJQjWQ36nGCCJHfHtyIkDOk1PC8wc5",
+	"rTGchIm7mAHNxfWXHmbdcXd/l2w7b3aGm4rlGm3jcWSnk8npyUl/ChFM8qXU1bYE1xfM8PvOUIbDKnCE",
+	"bcYMUD4KDjMy+wMoZrVddNLIdl3yn+Gdu/QcTthQ795+dN8vuFgPdSvNmiErnBhzuQzx7ORoaAC4lZsI",
+	"DVRK4/QkLaxx+pkLa9DZIdnW7SlUIfByZnBVHotVPJpQviK36oYgEKXKO0Rm/MR3IA11I9RW4sECb3x6",
+	"OfbYYO4pVMNLd707TuMNPnEQpyCkkYNpJ7T8ml5BCtrXpF2ZDayaw6hxb20p5/SVUequzd0nQYU12Jlx",
+	"g1lJyckhkW6mKxCBrvSNegzgfqSq/17BKnTmk0iVLFZZtEbBL1RNZQ/FJNJ2L9ErOFjtKyXGGEj8rCPR",
+	"H3GqkJe6EuMTeOD5ycnJEUZOs0F4kpsfYgw1SYk41bOucS0TW47GMSbIBFp2lDwBEy5Ac7us7PQ6VOEk",
+	"OH34rcOMbJ2btnwlNAOPsKuaUPvwOVI0I7IfrGlBO5TlpndbjiaimKLhtby4XBf92AYZDqDADewva4Mt",
+	"AHm8p2wdaPrLRMrgpAboPUKISHedPYbGPJL7rzr4JSEnj+bWhxit0mEbX0l+VFkmWVHI04KdlUSHSyvr",
+	"Q+WCfl3o6bSSenFs1Dt/b3BClV0p549NA0PDZMxkQlRTgVk41zSoKgEdIrMlJNXA2lkOiPbmqawqDvi3",
+	"wli278KUgqRBbmWClhVj1K+SN1HXvVjW9qpWzhVH56kGYpSC9XfXmgpA54a7q+T0mobK0Ar2RtVY7G7a",
+	"1LUynlt3jCV3pXwyEuihVwSAYf+s3vkoBdyjErZLAQsLyKCfz7d39WeWsKYS44zDgiNwd2t3NIwb+qis",
+	"PQa2ftW8vRu0+nXwDqQmVAp8g/wSH9lSUfAy400+nHm8R6mHQxpJOxrQHqHPAMmN/qUA08s6VYvtp8tz",
+	"ob2olGQ07NwUxB5Iv7IzNgrxPCRh5sPLmXAW3sXHY2RQP0QC9PqlCW1U9B/J5MMgkxjCxpvzxAlU622d",
+	"YTLswy4Ih0LF10GZ6O4JSRd4DHd+a6G3wTCjdWsocvpLX+bHO/xoqPiaLu7+aGm6n/dsdN4fjQwXLw1F",
+	"lp6ChTZLKs60qkpRqRlGhQRp41wUeXSFUUHBfFQILCpIltrw4/mGoFGrZSWnXJGj0s5PxCs1a1DfM0K2",
+	"KiohmLC2SotG5iAWGI8iChTBfAddl+r+L7BQY5CRVlL73Mws1ilU1SwTlF9TrUVSGpPPM6qqoa/1tFLF",
+	"UZ+w849lef+2Zerksxe22KfKSsc1Dx8BcB+Frnuj3V/E2MzUBQ9UQgIerc+P1udPY0GgWrEyXEz0AGfs",
+	"6M1aNobV6omF3lWa32dWIOv0/SY7bYoXvWbsX3bbjVkykJXbcm+39CPLTffijvskiKOtJOm2ppyqxUq6",
+	"3Lh540VpVyb6sYNdvBDj1ETeLW5+FEdglCpdt2G2abfWbuKf+OS5KGjXi9zE+oSL2Dmbf6HvTn/CrowT",
+	"mosJouk9N/gw4otiateV8g7jCWJpM+i1Mcy0Yx8smEEfuQkOf7ZlxmVsxymSYU7ELzMxjbZ5HoIT6p0k",
+	"ucoosdLGDdrkv7yZCNYu1sWkDXtUNx8t6/+eAk0fSkSXyIUviIxtkaEoEAWi8TVZ7GXUW3bm0xzOQZk4",
+	"PgAm+iZwgUQ3pzSBIokb6+SKcPgYKvH5qMgNatFBxz9q69FMxItehTx4HjZ4b5b41YH+83myPp6iXm7A",
+	"Hdx3mFbYsnuub7+f78QVfVSevw7lGa/Xo+p8Z9U5vfmPCvSXrpr3AbyTCRWlLR4HxSxxMW3cjA9XSWtV",
+	"KekeCj8NjvVYtQG0Kq6fZyzNeiJeGHaXc7mduD7a9bG+HhwMnPOXV4QeVpTwI/d55D4fwH02mc3DJ69/",
+	"1Tf9pPVSTj+avmKZy6Hkf4wflc4jeD3V6U3TOmStUJPIhJzW1rWFVSa91aXeYF/3XGh9V35bKCTuHhHV",
+	"v66gw8HkrbQ8vMuEUatDU1xDfddPmt8KbT59D//sQxqEo3rfV2Ffhf+wcI/8/PFOfggbb2oz6QtcSS/l",
+	"vd/CA6T5pjbDMH8bd/bpVJqpqu5Zv0hHtFO/gKV03i77a3afsVQwq/TV3HN1+xYdLDc0mUqVGQHrYF1w",
+	"b20lZtpoN1duIn70VBS8iA8XGQX+0nY9GSj4HX1GAdivrBgcnUBvqK6aE+NmKbwV35wIdyRmLJjixLyF",
+	"ns8DHiAGE8+lC4XMc6NMqUqq6gZPEIo31sHutQ/i+B8J6yNh3VPtjA46SQ/uqyCrdLTTOwwX5g5F61e2",
+	"vnZLOVWDon4oT3LVVLImPCrO4IrvYqWupfTzkCgfUK2E0/9SIVVMCa8XWK5+JR1pDyEGTADJc6JxShRP",
+	"C3Gp/EopI2a2KlXtznPj1otLW+mpqLS5dpHCkDv5pdRVbe1CXCu1dKKN0kM9JHglhkrb/hZm8RddqXvV",
+	"Qjo97VJHYJEfVZHN21lp51176Dqr9IDqObWYBdIxgBoN+CvJA4CDGaHnOmr9k3T1t2lMS0o+rfIU232K",
+	"I3r6HijNztSmV2phOUsJZ3EeKEmSwUSAeM7L9US8REHFPREFyBcX8EqRG2NFZc1VhAvUfjhlqXO1t2nI",
+	"834pjoipE1fWqAdT2Q6rWQIt58CJWlXS6xuVBRCOyaQgg5KLgc9SdAg0ljVD0uzsQmG210ZFvJSdPBK6",
+	"raKrcKQeNqmDLYZR/VuQvJj6hBfyQynekEVnD23YtTh26pU/dr5WctFdnJmtF9KPzkaX2kiEF9uEwByU",
+	"LJ44cbn2yn1lFIeLXw4SnUcyskFGalytRyJyD2lYr5QsP5Zc3J8VqUNwWmNSM2BLurTlOsBjpfRBjCXD",
+	"x56Kl/qPR2TDCTILp2GVuVnNbaUIbKyp5WW1PkMGL7nkpxTTWrq5cIolMluVvHK06UatcmONyhiWQ4qF",
+	"fjcRP/oQX9cVzAhoum7MxUJqU0C7INZJD41M1Xn6W90YJwr4e7Jc98aO/dr00OdD4sc+kjTvy8XaIzFy",
+	"dN0jBf+3puDLxruvU8393A782DvVXDgLVU00rV/XXMUZnnA0E0TzAC7YNoVUkOTHrd9wV4rzAGaBJq30",
+	"Un7ZQLWzFjteO4J7Rxr+lcjjvzY+cFdtutBah/JXbFBNm1r7NfLXSyVrVb9o/Hx09s+3wBCdqm8C923q",
+	"anQ2eiqX+unNKbJLbnSLCCu5cOgG0SGfhsyRdEIod4etyQjrGLJdElx3aGK0DdbOYM2ZQJhn5TKqoT1t",
+	"ame5k7YMfmwtIjJvN4j1aCtpqCxTqLy0rK23U1slbcQqENttvGTHI4V4dMpFoVcpnRfamPuHwa+QSYlM",
+	"ASl799ZWtLdCm6TJdkf7m52DdHIlPcgsOAVtjcMMK7FUtbNpW0tVL7Rz8MRAa24uIxAPQridcS43EpNS",
+	"LZUplZlq2BpOVqJNQRz6dCUwqKa/k0o5Z417ItxUGVlrC/vcmLC2cCg1ENEWzjo8N9SgvlFC3SjjBUkj",
+	"ybv4tRvdvr39/wMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -25,7 +25,7 @@ func testSearch(t *testing.T, s core.Store) {
 	create(t, s, Team("s", "alice", "bob"))
 	create(t, s, Team("other", "alice"))
 	letters := []struct{ from, to, body string }{
-		{"lead", "alice", "The Quarterly REPORT is late"},       // alice-1
+		{"lead", "alice", "The Quarterly REPORT is late"},         // alice-1
 		{"alice", "bob", "report the budget, then the quarterly"}, // bob-1
 		{"bob", "lead", "nothing to see here"},                    // lead-1
 		{"lead", "bob", "quarterly report: report report"},        // bob-2
