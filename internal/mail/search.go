@@ -143,6 +143,13 @@ func (s *Store) openSearch() {
 	x.done = make(chan struct{})
 	dir := filepath.Join(s.dataDir, searchDir)
 	idx, err := bleve.Open(dir)
+	if err == nil {
+		// An index that opens may still fail to answer (a damaged
+		// segment): asked once, it is made anew if it does not.
+		if _, err = idx.Search(bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), 0, 0, false)); err != nil {
+			_ = idx.Close()
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
 			s.log.Warn("search index does not open; rebuilding it from the inboxes", "err", err)
