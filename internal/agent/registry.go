@@ -252,7 +252,8 @@ func Registry(env Env) []Tool {
 			InputSchema: object(),
 		},
 	}
-	return append(tools, r.taskTools()...)
+	tools = append(tools, r.taskTools()...)
+	return append(tools, r.searchTools()...) // searchtool.go
 }
 
 // Offered returns the tools of door offered to member of a team with or
