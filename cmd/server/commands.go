@@ -73,6 +73,7 @@ mailroom inbox --wait 60 --json`},
 		env: memberEnv, exits: exitsOne, define: defineSend,
 		example: `mailroom send lead "tests pass; ready for review"
 git diff --stat | mailroom send lead -`},
+	searchCommand, // searchcli.go
 	{name: "team create", args: "NAME", summary: "create a team and print each member's token",
 		env: adminEnv, exits: exitsOne, define: defineTeamCreate,
 		example: `mailroom team create lab --member reader:"reads the source" --workspace`},
