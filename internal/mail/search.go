@@ -16,6 +16,7 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/regexp"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
 
@@ -47,6 +48,14 @@ const searchDir = "search"
 // searchBatch bounds the letters indexed in one bleve batch.
 const searchBatch = 2000
 
+// searchNapMS is how long, in milliseconds, the index's persister waits
+// for batches to gather before it writes them to disk.
+const searchNapMS = 2000
+
+// searchGather is how long the indexer gathers letters in the tail before
+// it indexes them.
+const searchGather = 250 * time.Millisecond
+
 // Index fields.
 const (
 	fieldTeam      = "team"
@@ -70,7 +79,11 @@ type searchIndex struct {
 	idx   bleve.Index
 	ready atomic.Bool // the start's pass is done: idx holds every letter not in tail
 	stop  chan struct{}
-	done  chan struct{}
+	// unwritten is the letters of the batches idx has not yet written to
+	// disk, by batch (guarded by mu); batches numbers them.
+	unwritten map[int64][]tailLetter
+	batches   int64
+	done      chan struct{}
 	// rebuilt is how long the start's pass took and how many letters it
 	// indexed, for the operator's log and the benchmarks.
 	rebuilt   time.Duration
@@ -139,10 +152,11 @@ func (s *Store) openSearch() {
 		return
 	}
 	x.wake = make(chan struct{}, 1)
+	x.unwritten = map[int64][]tailLetter{}
 	x.stop = make(chan struct{})
 	x.done = make(chan struct{})
 	dir := filepath.Join(s.dataDir, searchDir)
-	idx, err := bleve.Open(dir)
+	idx, err := bleve.OpenUsing(dir, searchConfig())
 	if err == nil {
 		// An index that opens may still fail to answer (a damaged
 		// segment): asked once, it is made anew if it does not.
@@ -174,7 +188,27 @@ func newSearchIndex(dir string) (bleve.Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	return bleve.New(dir, m)
+	// Made with batches that wait for the disk, so that its mapping is
+	// written before it is used; then opened as every start opens it.
+	idx, err := bleve.NewUsing(dir, m, scorch.Name, scorch.Name, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := idx.Close(); err != nil {
+		return nil, err
+	}
+	return bleve.OpenUsing(dir, searchConfig())
+}
+
+// searchConfig is the index's runtime configuration: a batch is
+// searchable once it is in memory (unsafe_batch: the store's durability
+// is the inboxes', not the index's), and the persister writes what
+// gathered in memory to disk every searchNapMS, so that the index's
+// writes and fsyncs do not compete with the write-ahead log's on every
+// send. What it had not written when the process died is indexed again
+// at the next start (catchUpSearch); Close waits for it (closeSearch).
+func searchConfig() map[string]any {
+	return map[string]any{"unsafe_batch": true, "scorchPersisterOptions": map[string]any{"PersisterNapTimeMSec": searchNapMS, "PersisterNapUnderNumFiles": 1000}}
 }
 
 // runSearchIndex brings the index up to the inboxes, then indexes the
@@ -194,6 +228,13 @@ func (s *Store) runSearchIndex() {
 		case <-x.stop:
 			s.flushSearch()
 			return
+		}
+		// Letters are gathered for a while before they are indexed: one
+		// bleve batch per letter would cost every send a segment, and
+		// searches read the tail meanwhile.
+		select {
+		case <-time.After(searchGather):
+		case <-x.stop:
 		}
 	}
 }
@@ -262,13 +303,11 @@ func (s *Store) catchUpTeam(name string) (int, error) {
 	}
 	for rest := letters; len(rest) > 0; {
 		n := min(len(rest), searchBatch)
-		b := x.idx.NewBatch()
+		batch := make([]tailLetter, 0, n)
 		for _, m := range rest[:n] {
-			if err := indexLetter(b, key, m); err != nil {
-				return 0, err
-			}
+			batch = append(batch, tailLetter{key, m})
 		}
-		if err := x.idx.Batch(b); err != nil {
+		if err := x.index(x.idx, batch, true); err != nil {
 			return 0, err
 		}
 		rest = rest[n:]
@@ -347,17 +386,7 @@ func (s *Store) flushSearch() {
 		if n == 0 {
 			return
 		}
-		b := x.idx.NewBatch()
-		var err error
-		for _, t := range batch {
-			if err = indexLetter(b, t.key, t.msg); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = x.idx.Batch(b)
-		}
-		if err != nil {
+		if err := x.index(x.idx, batch, true); err != nil {
 			// Kept in the tail, where searches still find them; tried
 			// again at the next letter.
 			s.log.Warn("search index: letters could not be indexed", "err", err)
@@ -387,7 +416,37 @@ func (s *Store) removeTeamDocs(key string) error {
 	}
 }
 
-// closeSearch indexes the tail and closes the index.
+// index indexes letters in one batch of idx. With track, the letters are
+// kept until the index has written them to disk (unwritten), so that
+// closeSearch can write what the persister had not.
+func (x *searchIndex) index(idx bleve.Index, letters []tailLetter, track bool) error {
+	b := idx.NewBatch()
+	for _, t := range letters {
+		if err := indexLetter(b, t.key, t.msg); err != nil {
+			return err
+		}
+	}
+	if track {
+		x.mu.Lock()
+		x.batches++
+		id := x.batches
+		x.unwritten[id] = letters
+		x.mu.Unlock()
+		b.SetPersistedCallback(func(err error) {
+			if err == nil {
+				x.mu.Lock()
+				delete(x.unwritten, id)
+				x.mu.Unlock()
+			}
+		})
+	}
+	return idx.Batch(b)
+}
+
+// closeSearch indexes the tail and closes the index. The letters the
+// persister had not yet written to disk are then written by the index
+// opened again with batches that wait for the disk, so that a clean stop
+// leaves an index the next start need not catch up.
 func (s *Store) closeSearch() error {
 	x := &s.search
 	if x.idx == nil {
@@ -399,7 +458,30 @@ func (s *Store) closeSearch() error {
 		close(x.stop)
 	}
 	<-x.done
-	return x.idx.Close()
+	err := x.idx.Close()
+	x.mu.Lock()
+	var rest []tailLetter
+	for _, letters := range x.unwritten {
+		rest = append(rest, letters...)
+	}
+	clear(x.unwritten)
+	x.mu.Unlock()
+	if err != nil || len(rest) == 0 {
+		return err
+	}
+	idx, err := bleve.OpenUsing(filepath.Join(s.dataDir, searchDir), nil)
+	if err != nil {
+		return err
+	}
+	for len(rest) > 0 {
+		n := min(len(rest), searchBatch)
+		if err := x.index(idx, rest[:n], false); err != nil {
+			_ = idx.Close()
+			return err
+		}
+		rest = rest[n:]
+	}
+	return idx.Close()
 }
 
 func termQuery(field, term string) query.Query {

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"mailroom/internal/core"
+	"mailroom/internal/mail"
+	"mailroom/internal/pgstore"
+	"mailroom/internal/pgtest"
+)
+
+// Phase s: search (docs/api.md, "Search"), `loadgen search`. On each
+// store, one team of -letters letters (searchMembers inboxes, bodies of
+// words drawn from a Zipf-distributed vocabulary, so that some words are
+// in most letters and most are rare) is filled over HTTP; then the
+// searches of a fixed mix of queries are timed over HTTP, as the admin
+// (every letter) and as a member (its own). The file store's index is
+// then deleted and the time to rebuild it from the inboxes at start is
+// taken. Last, a send's cost with the index against without it: two file
+// stores in the same run, one opened WithoutSearchIndex, sends alternating
+// between them (one client, then 16 clients over 16 teams).
+
+const (
+	searchMembers = 10
+	searchVocab   = 5000
+)
+
+// runSearchBench is `loadgen search [-data DIR] [-letters N] [-queries N]
+// [-sends N] [-store file|postgres|both] [-database-url URL] [-keep]`.
+func runSearchBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newSubcommand("search", "unused", stderr)
+	letters := c.fs.Int("letters", 100000, "letters in the searched team")
+	queries := c.fs.Int("queries", 300, "searches timed per store and caller")
+	sends := c.fs.Int("sends", 2000, "one-client sends timed with and without the index, each")
+	stores := c.fs.String("store", "both", "file, postgres or both")
+	dbURL := c.fs.String("database-url", "", "PostgreSQL `URL` of an empty database (default: a private cluster started for the run)")
+	if err := c.fs.Parse(args); err != nil {
+		return err
+	}
+	if *letters < searchMembers || *queries < 10 || *sends < 10 {
+		return errors.New("-letters at least 10, -queries and -sends at least 10")
+	}
+	work, r, done, err := c.begin(stdout)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if *stores == "file" || *stores == "both" {
+		if err := searchFile(ctx, work, *letters, *queries, r); err != nil {
+			return fmt.Errorf("file store: %w", err)
+		}
+		if err := sendCostFile(ctx, work, *sends, r); err != nil {
+			return fmt.Errorf("send cost: %w", err)
+		}
+	}
+	if *stores == "postgres" || *stores == "both" {
+		if err := searchPostgres(ctx, *dbURL, *letters, *queries, r); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+	}
+	r.printf("load average at end: %s\n", loadAvg())
+	return nil
+}
+
+// vocabWord is word i of the vocabulary: short, distinct, pronounceable.
+func vocabWord(i int) string {
+	const cons, vows = "bcdfghklmnprstvz", "aeiou"
+	var b strings.Builder
+	for {
+		b.WriteByte(cons[i%len(cons)])
+		i /= len(cons)
+		b.WriteByte(vows[i%len(vows)])
+		i /= len(vows)
+		if i == 0 {
+			return b.String()
+		}
+	}
+}
+
+// searchBody is letter n's body: 15 to 40 words of the vocabulary, Zipf.
+func searchBody(n int) string {
+	rng := rand.New(rand.NewPCG(uint64(n), 7))
+	words := 15 + rng.IntN(26)
+	var b strings.Builder
+	for i := range words {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		// Zipf with s ≈ 1 by inverse transform on a log scale.
+		k := int(float64(searchVocab)*pow(rng.Float64(), 3)) % searchVocab
+		b.WriteString(vocabWord(k))
+	}
+	return b.String()
+}
+
+func pow(x float64, n int) float64 {
+	out := 1.0
+	for range n {
+		out *= x
+	}
+	return out
+}
+
+// fillSearchTeam creates team "search" and sends it n letters over HTTP,
+// 32 clients, each letter from one member to another.
+func fillSearchTeam(ctx context.Context, p *inproc, n int) (map[string]string, time.Duration, error) {
+	tokens, err := p.createTeam(ctx, "search", searchMembers-1, benchLimits(n/searchMembers+searchMembers+1000))
+	if err != nil {
+		return nil, 0, err
+	}
+	names := []string{core.LeadName}
+	for i := 1; i < searchMembers; i++ {
+		names = append(names, fmt.Sprintf("m%d", i))
+	}
+	began := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				from, to := names[i%searchMembers], names[(i/searchMembers+i+1)%searchMembers]
+				if err := p.call(ctx, http.MethodPost, "/teams/search/messages", tokens[from], map[string]string{"to": to, "body": searchBody(i)}, nil, http.StatusCreated); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return tokens, time.Since(began), <-errs
+}
+
+// searchQueries is the timed mix: a common word, a middling one, a rare
+// one, two middling words, a phrase of two words taken from a letter, a
+// common and a rare word together, and a word no letter holds.
+func searchQueries() []string {
+	phrase := strings.Fields(searchBody(12345))
+	return []string{
+		vocabWord(1), vocabWord(60), vocabWord(2500),
+		vocabWord(40) + " " + vocabWord(90),
+		`"` + phrase[3] + " " + phrase[4] + `"`,
+		vocabWord(2) + " " + vocabWord(1800),
+		"zzzzqq",
+	}
+}
+
+// timeSearches runs n searches of the mix as token and returns their
+// latencies, with how many results the first round found per query.
+func timeSearches(ctx context.Context, p *inproc, token string, n int) (latencies, []int, error) {
+	qs := searchQueries()
+	var lat latencies
+	found := make([]int, len(qs))
+	for i := range n + len(qs) { // the first round warms up, untimed
+		q := qs[i%len(qs)]
+		var got struct {
+			Results []struct{} `json:"results"`
+		}
+		t := time.Now()
+		if err := p.call(ctx, http.MethodGet, "/teams/search/search?"+url.Values{"q": {q}}.Encode(), token, nil, &got, http.StatusOK); err != nil {
+			return nil, nil, fmt.Errorf("search %q: %w", q, err)
+		}
+		if i < len(qs) {
+			found[i] = len(got.Results)
+			continue
+		}
+		lat = append(lat, time.Since(t))
+	}
+	return lat, found, nil
+}
+
+func (r *report) searches(store string, letters int, fill time.Duration, admin, member latencies, found []int) {
+	r.printf("s. search on %s: one team of %d letters in %d inboxes (filled in %s over HTTP, 32 clients)\n", store, letters, searchMembers, fill.Round(time.Millisecond))
+	r.printf("   queries %q, results per query (admin, limit 20): %v\n", searchQueries(), found)
+	r.printf("   admin (every letter):      p50 %s, p99 %s over %d searches\n", ms(admin.pct(0.5)), ms(admin.pct(0.99)), len(admin))
+	r.printf("   member m1 (its own only):  p50 %s, p99 %s over %d searches\n", ms(member.pct(0.5)), ms(member.pct(0.99)), len(member))
+	r.target(admin.pct(0.5) <= 25*time.Millisecond && member.pct(0.5) <= 25*time.Millisecond, "search p50 (the slower of admin and member), ms", float64(max(admin.pct(0.5), member.pct(0.5)))/float64(time.Millisecond), "≤ 25.00")
+}
+
+// openFileStore serves a file store over dir in process.
+func openFileStore(ctx context.Context, dir string, opts ...mail.Option) (*inproc, *mail.Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	release, err := mail.LockDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := mail.Open(dir, append([]mail.Option{mail.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	p, err := serveInProcess(ctx, s, 40)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	p.release = release
+	return p, s, nil
+}
+
+// waitIndex waits for the file store's index to be ready.
+func waitIndex(ctx context.Context, s *mail.Store) (time.Duration, int, error) {
+	for {
+		if ready, took, n := s.SearchIndexStats(); ready {
+			return took, n, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func searchFile(ctx context.Context, work string, letters, queries int, r *report) error {
+	dir := filepath.Join(work, "search-file")
+	p, s, err := openFileStore(ctx, dir)
+	if err != nil {
+		return err
+	}
+	tokens, fill, err := fillSearchTeam(ctx, p, letters)
+	if err == nil {
+		_, _, err = waitIndex(ctx, s)
+	}
+	var admin, member latencies
+	var found []int
+	if err == nil {
+		admin, found, err = timeSearches(ctx, p, adminToken, queries)
+	}
+	if err == nil {
+		member, _, err = timeSearches(ctx, p, tokens["m1"], queries)
+	}
+	if cerr := p.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	r.searches("the file store", letters, fill, admin, member, found)
+	size := dirSize(filepath.Join(dir, "search"))
+	// The index from scratch: deleted, rebuilt from the inboxes at start.
+	if err := os.RemoveAll(filepath.Join(dir, "search")); err != nil {
+		return err
+	}
+	began := time.Now()
+	p, s, err = openFileStore(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	took, n, err := waitIndex(ctx, s)
+	if err != nil {
+		return err
+	}
+	r.printf("   index on disk: %.1f MiB; rebuilt from scratch at start: %d letters in %s (%s from open)\n", float64(size)/(1<<20), n, took.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	after, _, err := timeSearches(ctx, p, adminToken, queries/3)
+	if err != nil {
+		return err
+	}
+	r.printf("   admin after the rebuild:   p50 %s, p99 %s\n\n", ms(after.pct(0.5)), ms(after.pct(0.99)))
+	return nil
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			n += info.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// sendCostFile times sends into two file stores of the same run, one
+// with the index and one without, alternating so that drift hits both.
+func sendCostFile(ctx context.Context, work string, n int, r *report) error {
+	with, ws, err := openFileStore(ctx, filepath.Join(work, "send-index"))
+	if err != nil {
+		return err
+	}
+	defer with.close()
+	without, _, err := openFileStore(ctx, filepath.Join(work, "send-noindex"), mail.WithoutSearchIndex())
+	if err != nil {
+		return err
+	}
+	defer without.close()
+	if _, _, err := waitIndex(ctx, ws); err != nil {
+		return err
+	}
+	const teams = 16
+	toks := [2][]map[string]string{}
+	for k, p := range []*inproc{with, without} {
+		for i := range teams {
+			t, err := p.createTeam(ctx, fmt.Sprintf("send%d", i), 1, benchLimits(4*n+100000))
+			if err != nil {
+				return err
+			}
+			toks[k] = append(toks[k], t)
+		}
+	}
+	// One client, alternating letter by letter.
+	var one [2]latencies
+	for i := range n + 100 {
+		for k, p := range []*inproc{with, without} {
+			d, err := p.sendBody(ctx, "send0", toks[k][0]["lead"], "m1", searchBody(i))
+			if err != nil {
+				return err
+			}
+			if i >= 100 {
+				one[k] = append(one[k], d)
+			}
+		}
+	}
+	// 16 clients over 16 teams, 3 s windows alternating, twice each.
+	var rate [2]float64
+	for round := range 4 {
+		k := round % 2
+		p := []*inproc{with, without}[k]
+		lat, d, err := runWindow(ctx, teams, 3*time.Second, func(w, i int) error {
+			_, err := p.sendBody(ctx, fmt.Sprintf("send%d", w), toks[k][w]["lead"], "m1", searchBody(i*teams+w))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		rate[k] += float64(len(lat)) / d.Seconds() / 2
+	}
+	r.printf("s. a send's cost with the search index against without it (file store, same run, alternating)\n")
+	r.printf("   1 client:            with p50 %s, p99 %s; without p50 %s, p99 %s\n", ms(one[0].pct(0.5)), ms(one[0].pct(0.99)), ms(one[1].pct(0.5)), ms(one[1].pct(0.99)))
+	r.printf("   16 clients×16 teams: with %.0f sends/s; without %.0f sends/s\n", rate[0], rate[1])
+	r.target(ratio(one[0].pct(0.5), one[1].pct(0.5)) <= 1.1, "send p50 with the index ÷ without", ratio(one[0].pct(0.5), one[1].pct(0.5)), "≤ 1.10")
+	r.target(rate[1]/rate[0] <= 1.1, "16×16 sends/s without the index ÷ with", rate[1]/rate[0], "≤ 1.10")
+	r.printf("\n")
+	return nil
+}
+
+// sendBody sends body and returns how long the 201 took.
+func (p *inproc) sendBody(ctx context.Context, team, token, to, body string) (time.Duration, error) {
+	t := time.Now()
+	err := p.call(ctx, http.MethodPost, "/teams/"+team+"/messages", token, map[string]string{"to": to, "body": body}, nil, http.StatusCreated)
+	return time.Since(t), err
+}
+
+func searchPostgres(ctx context.Context, dbURL string, letters, queries int, r *report) error {
+	if dbURL == "" {
+		cl, err := pgtest.Start()
+		if err != nil {
+			return fmt.Errorf("start a private PostgreSQL cluster: %w", err)
+		}
+		defer cl.Close()
+		if err := cl.Exec(ctx, "postgres", "CREATE DATABASE loadgen_search"); err != nil {
+			return err
+		}
+		dbURL = cl.URL("loadgen_search")
+	}
+	s, err := pgstore.Open(ctx, dbURL, pgstore.Options{Logger: slog.New(slog.DiscardHandler), MaxConns: 40})
+	if err != nil {
+		return err
+	}
+	p, err := serveInProcess(ctx, s, 40)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	tokens, fill, err := fillSearchTeam(ctx, p, letters)
+	if err != nil {
+		return err
+	}
+	admin, found, err := timeSearches(ctx, p, adminToken, queries)
+	if err != nil {
+		return err
+	}
+	member, _, err := timeSearches(ctx, p, tokens["m1"], queries)
+	if err != nil {
+		return err
+	}
+	r.searches("PostgreSQL", letters, fill, admin, member, found)
+	r.printf("\n")
+	return nil
+}
