@@ -54,7 +54,7 @@ const searchNapMS = 2000
 
 // searchGather is how long the indexer gathers letters in the tail before
 // it indexes them.
-const searchGather = 250 * time.Millisecond
+const searchGather = time.Second
 
 // Index fields.
 const (
