@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,10 @@ const searchBatch = 2000
 // for batches to gather before it writes them to disk.
 const searchNapMS = 2000
 
+// searchLockWait is how long opening the index waits for another holder
+// of its files.
+const searchLockWait = "1s"
+
 // searchGather is how long the indexer gathers letters in the tail before
 // it indexes them.
 const searchGather = time.Second
@@ -82,6 +87,8 @@ type searchIndex struct {
 	// unwritten is the letters of the batches idx has not yet written to
 	// disk, by batch (guarded by mu); batches numbers them.
 	unwritten map[int64][]tailLetter
+	closeOnce sync.Once
+	closeErr  error
 	batches   int64
 	done      chan struct{}
 	// rebuilt is how long the start's pass took and how many letters it
@@ -164,6 +171,13 @@ func (s *Store) openSearch() {
 			_ = idx.Close()
 		}
 	}
+	if err != nil && strings.Contains(err.Error(), "timeout") {
+		// Another store of this process holds the index (the server holds
+		// mailroom.lock, so only tests get here): this one scans.
+		s.log.Info("search index held by another store; searches scan the inboxes", "err", err)
+		close(x.done)
+		return
+	}
 	if err != nil {
 		if !errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
 			s.log.Warn("search index does not open; rebuilding it from the inboxes", "err", err)
@@ -208,7 +222,7 @@ func newSearchIndex(dir string) (bleve.Index, error) {
 // send. What it had not written when the process died is indexed again
 // at the next start (catchUpSearch); Close waits for it (closeSearch).
 func searchConfig() map[string]any {
-	return map[string]any{"unsafe_batch": true, "scorchPersisterOptions": map[string]any{"PersisterNapTimeMSec": searchNapMS, "PersisterNapUnderNumFiles": 1000}}
+	return map[string]any{"unsafe_batch": true, "bolt_timeout": searchLockWait, "scorchPersisterOptions": map[string]any{"PersisterNapTimeMSec": searchNapMS, "PersisterNapUnderNumFiles": 1000}}
 }
 
 // runSearchIndex brings the index up to the inboxes, then indexes the
@@ -452,11 +466,14 @@ func (s *Store) closeSearch() error {
 	if x.idx == nil {
 		return nil
 	}
-	select {
-	case <-x.stop:
-	default:
-		close(x.stop)
-	}
+	x.closeOnce.Do(func() { x.closeErr = s.closeIndex() })
+	return x.closeErr
+}
+
+// closeIndex is closeSearch, once.
+func (s *Store) closeIndex() error {
+	x := &s.search
+	close(x.stop)
 	<-x.done
 	err := x.idx.Close()
 	x.mu.Lock()
@@ -469,7 +486,7 @@ func (s *Store) closeSearch() error {
 	if err != nil || len(rest) == 0 {
 		return err
 	}
-	idx, err := bleve.OpenUsing(filepath.Join(s.dataDir, searchDir), nil)
+	idx, err := bleve.OpenUsing(filepath.Join(s.dataDir, searchDir), map[string]any{"bolt_timeout": searchLockWait})
 	if err != nil {
 		return err
 	}
