@@ -104,6 +104,6 @@ func TestRegistryHandlersNeedAMember(t *testing.T) {
 	}
 }
 
-// taskToolNames are the board's tools, offered to every member after the
+// taskToolNames are the board's tools and search_mail, offered to every member after the
 // others.
-var taskToolNames = []string{ToolCreateTask, ToolListTasks, ToolClaimTask, ToolCompleteTask, ToolReleaseTask}
+var taskToolNames = []string{ToolCreateTask, ToolListTasks, ToolClaimTask, ToolCompleteTask, ToolReleaseTask, ToolSearchMail}
