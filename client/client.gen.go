@@ -17,6 +17,48 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AckInputOutcome.
+const (
+	AckInputOutcomeBlocked  AckInputOutcome = "blocked"
+	AckInputOutcomeDone     AckInputOutcome = "done"
+	AckInputOutcomeRejected AckInputOutcome = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AckInputOutcome enum.
+func (e AckInputOutcome) Valid() bool {
+	switch e {
+	case AckInputOutcomeBlocked:
+		return true
+	case AckInputOutcomeDone:
+		return true
+	case AckInputOutcomeRejected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AckStateOutcome.
+const (
+	AckStateOutcomeBlocked  AckStateOutcome = "blocked"
+	AckStateOutcomeDone     AckStateOutcome = "done"
+	AckStateOutcomeRejected AckStateOutcome = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AckStateOutcome enum.
+func (e AckStateOutcome) Valid() bool {
+	switch e {
+	case AckStateOutcomeBlocked:
+		return true
+	case AckStateOutcomeDone:
+		return true
+	case AckStateOutcomeRejected:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreatedTeamHostPermission.
 const (
 	CreatedTeamHostPermissionAllow CreatedTeamHostPermission = "allow"
@@ -214,6 +256,8 @@ func (e PermissionStatus) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
+	ProblemCodeAckNotRequired       ProblemCode = "ack_not_required"
+	ProblemCodeAlreadyAcked         ProblemCode = "already_acked"
 	ProblemCodeBodyLength           ProblemCode = "body_length"
 	ProblemCodeBodyTooLarge         ProblemCode = "body_too_large"
 	ProblemCodeBudgetExhausted      ProblemCode = "budget_exhausted"
@@ -223,6 +267,7 @@ const (
 	ProblemCodeInboxCorrupt         ProblemCode = "inbox_corrupt"
 	ProblemCodeInboxFull            ProblemCode = "inbox_full"
 	ProblemCodeInternalError        ProblemCode = "internal_error"
+	ProblemCodeLimitBelowUsage      ProblemCode = "limit_below_usage"
 	ProblemCodeMemberClosed         ProblemCode = "member_closed"
 	ProblemCodeMemberUnavailable    ProblemCode = "member_unavailable"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
@@ -232,6 +277,9 @@ const (
 	ProblemCodeReplyConflict        ProblemCode = "reply_conflict"
 	ProblemCodeRequestLimit         ProblemCode = "request_limit"
 	ProblemCodeRequestPending       ProblemCode = "request_pending"
+	ProblemCodeReservationClosed    ProblemCode = "reservation_closed"
+	ProblemCodeReservationConflict  ProblemCode = "reservation_conflict"
+	ProblemCodeReservationLimit     ProblemCode = "reservation_limit"
 	ProblemCodeShuttingDown         ProblemCode = "shutting_down"
 	ProblemCodeStorageFailed        ProblemCode = "storage_failed"
 	ProblemCodeStorageUnavailable   ProblemCode = "storage_unavailable"
@@ -247,6 +295,7 @@ const (
 	ProblemCodeTeamLimit            ProblemCode = "team_limit"
 	ProblemCodeTooManyStreams       ProblemCode = "too_many_streams"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
+	ProblemCodeUnknownLetter        ProblemCode = "unknown_letter"
 	ProblemCodeUnknownMember        ProblemCode = "unknown_member"
 	ProblemCodeUnknownTask          ProblemCode = "unknown_task"
 	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
@@ -258,6 +307,10 @@ const (
 // Valid indicates whether the value is a known member of the ProblemCode enum.
 func (e ProblemCode) Valid() bool {
 	switch e {
+	case ProblemCodeAckNotRequired:
+		return true
+	case ProblemCodeAlreadyAcked:
+		return true
 	case ProblemCodeBodyLength:
 		return true
 	case ProblemCodeBodyTooLarge:
@@ -276,6 +329,8 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeInternalError:
 		return true
+	case ProblemCodeLimitBelowUsage:
+		return true
 	case ProblemCodeMemberClosed:
 		return true
 	case ProblemCodeMemberUnavailable:
@@ -293,6 +348,12 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeRequestLimit:
 		return true
 	case ProblemCodeRequestPending:
+		return true
+	case ProblemCodeReservationClosed:
+		return true
+	case ProblemCodeReservationConflict:
+		return true
+	case ProblemCodeReservationLimit:
 		return true
 	case ProblemCodeShuttingDown:
 		return true
@@ -323,6 +384,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTooManyStreams:
 		return true
 	case ProblemCodeUnauthorized:
+		return true
+	case ProblemCodeUnknownLetter:
 		return true
 	case ProblemCodeUnknownMember:
 		return true
@@ -662,6 +725,26 @@ func (e TurnTriggerKind) Valid() bool {
 	}
 }
 
+// AckInput defines model for AckInput.
+type AckInput struct {
+	// Note Trimmed; at most 600 characters.
+	Note    *string         `json:"note,omitempty"`
+	Outcome AckInputOutcome `json:"outcome"`
+}
+
+// AckInputOutcome defines model for AckInput.Outcome.
+type AckInputOutcome string
+
+// AckState defines model for AckState.
+type AckState struct {
+	At      time.Time       `json:"at"`
+	Note    string          `json:"note"`
+	Outcome AckStateOutcome `json:"outcome"`
+}
+
+// AckStateOutcome defines model for AckState.Outcome.
+type AckStateOutcome string
+
 // Check defines model for Check.
 type Check struct {
 	// Applicable True for a check this run makes. False only for a check about
@@ -757,6 +840,9 @@ type Limits struct {
 	PermissionTimeoutS int `json:"permission_timeout_s"`
 	Requests           int `json:"requests"`
 
+	// Reservations Live file reservations the team may hold (`reservation_limit` past it).
+	Reservations int `json:"reservations"`
+
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks int `json:"tasks"`
 
@@ -796,6 +882,9 @@ type LimitsInput struct {
 	PermissionTimeoutS *int `json:"permission_timeout_s,omitempty"`
 	Requests           *int `json:"requests,omitempty"`
 
+	// Reservations Live file reservations the team may hold; a grant past it is `reservation_limit`.
+	Reservations *int `json:"reservations,omitempty"`
+
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks *int `json:"tasks,omitempty"`
 
@@ -818,10 +907,17 @@ type LimitsInput struct {
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
 type LimitsUpdate struct {
+	BodyChars          *int   `json:"body_chars,omitempty"`
+	FeedbackChars      *int   `json:"feedback_chars,omitempty"`
+	HistoryEntries     *int   `json:"history_entries,omitempty"`
+	InboxBytes         *int   `json:"inbox_bytes,omitempty"`
+	InboxMessages      *int   `json:"inbox_messages,omitempty"`
 	ModelRequests      *int   `json:"model_requests,omitempty"`
 	ModelTokens        *int64 `json:"model_tokens,omitempty"`
+	PayloadChars       *int   `json:"payload_chars,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
+	Reservations       *int   `json:"reservations,omitempty"`
 	Tasks              *int   `json:"tasks,omitempty"`
 	ToolCalls          *int   `json:"tool_calls,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
@@ -988,16 +1084,32 @@ type MemberUpdate struct {
 
 // Message defines model for Message.
 type Message struct {
-	Body      string `json:"body"`
-	ID        string `json:"id"`
-	Recipient string `json:"recipient"`
-	Sender    string `json:"sender"`
+	// AckRequired The sender asked for an acknowledgement; only when it did.
+	AckRequired *bool  `json:"ack_required,omitempty"`
+	Body        string `json:"body"`
+	ID          string `json:"id"`
+
+	// InReplyTo The letter this one answers; only on a reply.
+	InReplyTo *string `json:"in_reply_to,omitempty"`
+	Recipient string  `json:"recipient"`
+	Sender    string  `json:"sender"`
+
+	// ThreadID The id of the first letter of the letter's thread; a letter that answers none begins its own.
+	ThreadID string `json:"thread_id"`
 }
 
 // MessageCreate defines model for MessageCreate.
 type MessageCreate struct {
+	// AckRequired Ask the recipient to acknowledge the letter with an outcome.
+	AckRequired *bool `json:"ack_required,omitempty"`
+
 	// Body Trimmed, then 1 to the team's `body_chars` code points.
 	Body string `json:"body"`
+
+	// InReplyTo The id of the letter this one answers, a letter of the team the sender sent or received.
+	//
+	// Example: reader-1
+	InReplyTo *string `json:"in_reply_to,omitempty"`
 
 	// To A team or member name.
 	//
@@ -1034,6 +1146,24 @@ type OpenResult struct {
 
 // OpenResultStatus defines model for OpenResult.Status.
 type OpenResultStatus string
+
+// PathCheck defines model for PathCheck.
+type PathCheck struct {
+	Paths []string `json:"paths"`
+}
+
+// PathCheckResult defines model for PathCheckResult.
+type PathCheckResult struct {
+	Conflicts []PathConflict `json:"conflicts"`
+}
+
+// PathConflict defines model for PathConflict.
+type PathConflict struct {
+	Exclusive     bool   `json:"exclusive"`
+	Member        string `json:"member"`
+	Path          string `json:"path"`
+	ReservationID string `json:"reservation_id"`
+}
 
 // Permission One question of run_main's host gate to a person.
 type Permission struct {
@@ -1083,6 +1213,9 @@ type PermissionList struct {
 type Problem struct {
 	Code ProblemCode `json:"code"`
 
+	// Conflicts With `reservation_conflict` only: the live reservations of other members the request clashed with.
+	Conflicts *[]ReservationConflict `json:"conflicts,omitempty"`
+
 	// Detail Human-readable; never contains the client's values.
 	Detail string `json:"detail"`
 	Status int    `json:"status"`
@@ -1123,7 +1256,12 @@ type ReadState struct {
 
 // Receipt defines model for Receipt.
 type Receipt struct {
-	ID string `json:"id"`
+	// Ack The recipient's acknowledgement; null until one is given.
+	Ack *AckState `json:"ack"`
+
+	// Attended The letter went into one of the recipient's turns.
+	Attended bool   `json:"attended"`
+	ID       string `json:"id"`
 
 	// Read The recipient's read cursor is at or past the letter.
 	Read bool `json:"read"`
@@ -1208,6 +1346,48 @@ type RequestKind string
 // RequestList defines model for RequestList.
 type RequestList struct {
 	Requests []Request `json:"requests"`
+}
+
+// Reservation Path patterns reserved by one member.
+type Reservation struct {
+	CreatedAt time.Time `json:"created_at"`
+	Exclusive bool      `json:"exclusive"`
+
+	// ExpiresAt Past it the reservation conflicts with nothing.
+	ExpiresAt  time.Time  `json:"expires_at"`
+	Member     string     `json:"member"`
+	Paths      []string   `json:"paths"`
+	Reason     *string    `json:"reason"`
+	ReleasedAt *time.Time `json:"released_at"`
+
+	// ReservationID `res-<n>`, numbered per team from 1, never reused.
+	ReservationID string `json:"reservation_id"`
+}
+
+// ReservationConflict defines model for ReservationConflict.
+type ReservationConflict struct {
+	ExpiresAt     time.Time `json:"expires_at"`
+	Member        string    `json:"member"`
+	Paths         []string  `json:"paths"`
+	ReservationID string    `json:"reservation_id"`
+}
+
+// ReservationCreate defines model for ReservationCreate.
+type ReservationCreate struct {
+	Exclusive  *bool    `json:"exclusive,omitempty"`
+	Paths      []string `json:"paths"`
+	Reason     *string  `json:"reason,omitempty"`
+	TTLSeconds *int     `json:"ttl_seconds,omitempty"`
+}
+
+// ReservationList defines model for ReservationList.
+type ReservationList struct {
+	Reservations []Reservation `json:"reservations"`
+}
+
+// ReservationRenew defines model for ReservationRenew.
+type ReservationRenew struct {
+	TTLSeconds int `json:"ttl_seconds"`
 }
 
 // RunOptions Every field is optional; `agent-teams` takes only `step_ms`.
@@ -1515,6 +1695,11 @@ type TextStep struct {
 	WaitMs *int `json:"wait_ms,omitempty"`
 }
 
+// Thread defines model for Thread.
+type Thread struct {
+	Letters []Message `json:"letters"`
+}
+
 // ToolStep A scripted model answer that calls one tool.
 type ToolStep struct {
 	// Input The tool's input (`{}` when left out).
@@ -1689,6 +1874,9 @@ type PermissionIDPath = string
 // RequestIDPath Example: req-1
 type RequestIDPath = RequestID
 
+// ReservationIDPath defines model for ReservationIDPath.
+type ReservationIDPath = string
+
 // TaskIDPath Example: task-1
 type TaskIDPath = TaskID
 
@@ -1759,6 +1947,17 @@ type ReplyRequestParams struct {
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
 }
 
+// ListReservationsParams defines parameters for ListReservations.
+type ListReservationsParams struct {
+	Member *Name `form:"member,omitempty" json:"member,omitempty"`
+
+	// Path A concrete path; only the reservations with a pattern that matches it.
+	Path *string `form:"path,omitempty" json:"path,omitempty"`
+
+	// All Include released and expired reservations (the newest 50 of them are kept).
+	All *bool `form:"all,omitempty" json:"all,omitempty"`
+}
+
 // SearchMailParams defines parameters for SearchMail.
 type SearchMailParams struct {
 	Q string `form:"q" json:"q"`
@@ -1795,6 +1994,9 @@ type UpdateMemberJSONRequestBody = MemberUpdate
 // MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
 type MarkReadJSONRequestBody = MarkRead
 
+// AckLetterJSONRequestBody defines body for AckLetter for application/json ContentType.
+type AckLetterJSONRequestBody = AckInput
+
 // ResetMemberJSONRequestBody defines body for ResetMember for application/json ContentType.
 type ResetMemberJSONRequestBody = MemberReset
 
@@ -1812,6 +2014,15 @@ type OpenRequestJSONRequestBody = RequestCreate
 
 // ReplyRequestJSONRequestBody defines body for ReplyRequest for application/json ContentType.
 type ReplyRequestJSONRequestBody = ReplyCreate
+
+// CreateReservationJSONRequestBody defines body for CreateReservation for application/json ContentType.
+type CreateReservationJSONRequestBody = ReservationCreate
+
+// CheckPathsJSONRequestBody defines body for CheckPaths for application/json ContentType.
+type CheckPathsJSONRequestBody = PathCheck
+
+// RenewReservationJSONRequestBody defines body for RenewReservation for application/json ContentType.
+type RenewReservationJSONRequestBody = ReservationRenew
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskCreate
@@ -2029,7 +2240,11 @@ type ClientInterface interface {
 	// `permission` (a host permission asked for or decided), `run`,
 	// `team` (the team document, when its limits changed), `task` (the
 	// task document, whenever a task is created or changes; also for a
-	// task whose `blocks` changed), and
+	// task whose `blocks` changed), `reservation` (the reservation
+	// document, when one is granted, renewed or released; expiry sends
+	// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
+	// "outcome", "note", "at"}`: a letter acknowledged by `from`, its
+	// recipient; a member sees those of letters it sent or received), and
 	// `resync` when events may be missing from this stream: this client
 	// fell behind and events were dropped, or (several replicas on one
 	// database) this replica's connection for other replicas' events was
@@ -2170,13 +2385,15 @@ type ClientInterface interface {
 
 	// UpdateTeamWithBody Change a team's limits (admin)
 	//
-	// Sets the named limits and keeps the others. Only the limits that
-	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-	// `workspace_files`); the inbox bounds and the
-	// lengths of bodies, payloads, feedback and history are fixed at
-	// creation, since stored letters are checked against them whenever
-	// they are read back. The change is durable and, when something
+	// Sets the named limits and keeps the others. Every limit may be
+	// raised. The limits of what the team holds (`inbox_messages`,
+	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
+	// what it holds now (else 409 `limit_below_usage`, naming the limit),
+	// since stored letters are checked against them whenever they are read
+	// back; the others bound what comes next and may be lowered freely.
+	// The change is durable and, when something
 	// changed, announced with a `team` event carrying the team document.
 	// Open MCP sessions of the team's members get tool schemas built from
 	// the new limits and are sent `notifications/tools/list_changed`.
@@ -2188,13 +2405,15 @@ type ClientInterface interface {
 
 	// UpdateTeam Change a team's limits (admin)
 	//
-	// Sets the named limits and keeps the others. Only the limits that
-	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-	// `workspace_files`); the inbox bounds and the
-	// lengths of bodies, payloads, feedback and history are fixed at
-	// creation, since stored letters are checked against them whenever
-	// they are read back. The change is durable and, when something
+	// Sets the named limits and keeps the others. Every limit may be
+	// raised. The limits of what the team holds (`inbox_messages`,
+	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
+	// what it holds now (else 409 `limit_below_usage`, naming the limit),
+	// since stored letters are checked against them whenever they are read
+	// back; the others bound what comes next and may be lowered freely.
+	// The change is durable and, when something
 	// changed, announced with a `team` event carrying the team document.
 	// Open MCP sessions of the team's members get tool schemas built from
 	// the new limits and are sent `notifications/tools/list_changed`.
@@ -2282,6 +2501,26 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/members/{member}/inbox/read (the `MarkRead` operationId).
 	MarkRead(ctx context.Context, team TeamPath, member MemberPath, body MarkReadJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AckLetterWithBody Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	//
+	// Once per letter; announced with an `ack` event. The answer is the
+	// letter's receipt.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+	AckLetterWithBody(ctx context.Context, team TeamPath, member MemberPath, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	//
+	// Once per letter; announced with an `ack` event. The answer is the
+	// letter's receipt.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+	AckLetter(ctx context.Context, team TeamPath, member MemberPath, id string, body AckLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResetMemberWithBody Make a stopped or failed member idle again (admin)
 	//
@@ -2388,7 +2627,11 @@ type ClientInterface interface {
 	// SendMessageWithBody Send a letter as the token's member
 	//
 	// The body is trimmed before it is stored and must then be within the team's
-	// `body_chars`. The sender is the token's member.
+	// `body_chars`. The sender is the token's member. With `in_reply_to` the
+	// letter answers a letter of the team the sender sent or received and
+	// joins its thread; with `ack_required` its recipient is asked to
+	// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+	// stored as the lesson's line, byte for byte.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2398,7 +2641,11 @@ type ClientInterface interface {
 	// SendMessage Send a letter as the token's member
 	//
 	// The body is trimmed before it is stored and must then be within the team's
-	// `body_chars`. The sender is the token's member.
+	// `body_chars`. The sender is the token's member. With `in_reply_to` the
+	// letter answers a letter of the team the sender sent or received and
+	// joins its thread; with `ack_required` its recipient is asked to
+	// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+	// stored as the lesson's line, byte for byte.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2434,7 +2681,7 @@ type ClientInterface interface {
 	// Corresponds with POST /teams/{team}/permissions/{permission_id} (the `DecidePermission` operationId).
 	DecidePermission(ctx context.Context, team TeamPath, permissionID PermissionIDPath, body DecidePermissionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetReceipts Whether letters were read (their sender or the admin)
+	// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 	//
 	// One receipt per id, in the order asked. The ids are checked in
 	// order and the first that fails decides: no letter of the team is
@@ -2496,6 +2743,92 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/requests/{request_id}/reply (the `ReplyRequest` operationId).
 	ReplyRequest(ctx context.Context, team TeamPath, requestID RequestIDPath, params *ReplyRequestParams, body ReplyRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+	//
+	// Corresponds with GET /teams/{team}/reservations (the `ListReservations` operationId).
+	ListReservations(ctx context.Context, team TeamPath, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateReservationWithBody Reserve path patterns for the token's member
+	//
+	// Glob patterns relative to the repository root, as doublestar reads
+	// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+	// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+	// All or nothing: an exclusive pattern that overlaps a live
+	// reservation of another member, or a shared one that overlaps
+	// another member's exclusive one, is `reservation_conflict` with
+	// `conflicts` naming each such reservation, and nothing is reserved.
+	// A member's own reservations never conflict. Then
+	// `reservation_limit` (the team holds `limits.reservations` live
+	// ones). A closed member: `member_closed`. Of concurrent conflicting
+	// requests exactly one is granted.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+	CreateReservationWithBody(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateReservation Reserve path patterns for the token's member
+	//
+	// Glob patterns relative to the repository root, as doublestar reads
+	// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+	// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+	// All or nothing: an exclusive pattern that overlaps a live
+	// reservation of another member, or a shared one that overlaps
+	// another member's exclusive one, is `reservation_conflict` with
+	// `conflicts` naming each such reservation, and nothing is reserved.
+	// A member's own reservations never conflict. Then
+	// `reservation_limit` (the team holds `limits.reservations` live
+	// ones). A closed member: `member_closed`. Of concurrent conflicting
+	// requests exactly one is granted.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+	CreateReservation(ctx context.Context, team TeamPath, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CheckPathsWithBody Which concrete paths live reservations of other members hold
+	//
+	// One conflict per path and reservation, in the order of `paths` and
+	// then of ids; shared reservations are named too (`exclusive`
+	// false). The caller's own reservations are never conflicts. At
+	// most 1000 paths; a client with more asks in batches.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+	CheckPathsWithBody(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CheckPaths Which concrete paths live reservations of other members hold
+	//
+	// One conflict per path and reservation, in the order of `paths` and
+	// then of ids; shared reservations are named too (`exclusive`
+	// false). The caller's own reservations are never conflicts. At
+	// most 1000 paths; a client with more asks in batches.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+	CheckPaths(ctx context.Context, team TeamPath, body CheckPathsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseReservation Release a reservation (its holder, lead or admin)
+	//
+	// Corresponds with DELETE /teams/{team}/reservations/{reservation_id} (the `ReleaseReservation` operationId).
+	ReleaseReservation(ctx context.Context, team TeamPath, reservationID ReservationIDPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewReservationWithBody Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+	RenewReservationWithBody(ctx context.Context, team TeamPath, reservationID ReservationIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+	RenewReservation(ctx context.Context, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SearchMail Letters of the team that match a query, best first (admin or a member)
 	//
@@ -2636,6 +2969,14 @@ type ClientInterface interface {
 	// Corresponds with POST /teams/{team}/tasks/{task_id}/release (the `ReleaseTask` operationId).
 	ReleaseTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetThread The letters of a thread the caller sent or received (the admin all)
+	//
+	// The thread's letters in the order they were sent, its first letter
+	// first: of a member token, only those it sent or received.
+	//
+	// Corresponds with GET /teams/{team}/threads/{thread_id} (the `GetThread` operationId).
+	GetThread(ctx context.Context, team TeamPath, threadID string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	//
 	// The last 100 turns of the team are kept, across restarts.
@@ -2703,7 +3044,11 @@ type ClientInterface interface {
 // `permission` (a host permission asked for or decided), `run`,
 // `team` (the team document, when its limits changed), `task` (the
 // task document, whenever a task is created or changes; also for a
-// task whose `blocks` changed), and
+// task whose `blocks` changed), `reservation` (the reservation
+// document, when one is granted, renewed or released; expiry sends
+// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
+// "outcome", "note", "at"}`: a letter acknowledged by `from`, its
+// recipient; a member sees those of letters it sent or received), and
 // `resync` when events may be missing from this stream: this client
 // fell behind and events were dropped, or (several replicas on one
 // database) this replica's connection for other replicas' events was
@@ -2954,13 +3299,15 @@ func (c *Client) GetTeam(ctx context.Context, team TeamPath, reqEditors ...Reque
 
 // UpdateTeamWithBody Change a team's limits (admin)
 //
-// Sets the named limits and keeps the others. Only the limits that
-// bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-// `workspace_files`); the inbox bounds and the
-// lengths of bodies, payloads, feedback and history are fixed at
-// creation, since stored letters are checked against them whenever
-// they are read back. The change is durable and, when something
+// Sets the named limits and keeps the others. Every limit may be
+// raised. The limits of what the team holds (`inbox_messages`,
+// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
+// what it holds now (else 409 `limit_below_usage`, naming the limit),
+// since stored letters are checked against them whenever they are read
+// back; the others bound what comes next and may be lowered freely.
+// The change is durable and, when something
 // changed, announced with a `team` event carrying the team document.
 // Open MCP sessions of the team's members get tool schemas built from
 // the new limits and are sent `notifications/tools/list_changed`.
@@ -2982,13 +3329,15 @@ func (c *Client) UpdateTeamWithBody(ctx context.Context, team TeamPath, contentT
 
 // UpdateTeam Change a team's limits (admin)
 //
-// Sets the named limits and keeps the others. Only the limits that
-// bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-// `workspace_files`); the inbox bounds and the
-// lengths of bodies, payloads, feedback and history are fixed at
-// creation, since stored letters are checked against them whenever
-// they are read back. The change is durable and, when something
+// Sets the named limits and keeps the others. Every limit may be
+// raised. The limits of what the team holds (`inbox_messages`,
+// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
+// what it holds now (else 409 `limit_below_usage`, naming the limit),
+// since stored letters are checked against them whenever they are read
+// back; the others bound what comes next and may be lowered freely.
+// The change is durable and, when something
 // changed, announced with a `team` event carrying the team document.
 // Open MCP sessions of the team's members get tool schemas built from
 // the new limits and are sent `notifications/tools/list_changed`.
@@ -3147,6 +3496,46 @@ func (c *Client) MarkRead(ctx context.Context, team TeamPath, member MemberPath,
 	return c.Client.Do(req)
 }
 
+// AckLetterWithBody Acknowledge a letter that asked for it, with an outcome (its recipient only)
+//
+// Once per letter; announced with an `ack` event. The answer is the
+// letter's receipt.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+func (c *Client) AckLetterWithBody(ctx context.Context, team TeamPath, member MemberPath, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAckLetterRequestWithBody(c.Server, team, member, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+//
+// Once per letter; announced with an `ack` event. The answer is the
+// letter's receipt.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+func (c *Client) AckLetter(ctx context.Context, team TeamPath, member MemberPath, id string, body AckLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAckLetterRequest(c.Server, team, member, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ResetMemberWithBody Make a stopped or failed member idle again (admin)
 //
 // A member whose turn stopped (`call_limit`, or a turn cut short) or
@@ -3292,7 +3681,11 @@ func (c *Client) RunTurn(ctx context.Context, team TeamPath, member MemberPath, 
 // SendMessageWithBody Send a letter as the token's member
 //
 // The body is trimmed before it is stored and must then be within the team's
-// `body_chars`. The sender is the token's member.
+// `body_chars`. The sender is the token's member. With `in_reply_to` the
+// letter answers a letter of the team the sender sent or received and
+// joins its thread; with `ack_required` its recipient is asked to
+// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+// stored as the lesson's line, byte for byte.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3312,7 +3705,11 @@ func (c *Client) SendMessageWithBody(ctx context.Context, team TeamPath, params 
 // SendMessage Send a letter as the token's member
 //
 // The body is trimmed before it is stored and must then be within the team's
-// `body_chars`. The sender is the token's member.
+// `body_chars`. The sender is the token's member. With `in_reply_to` the
+// letter answers a letter of the team the sender sent or received and
+// joins its thread; with `ack_required` its recipient is asked to
+// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+// stored as the lesson's line, byte for byte.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3388,7 +3785,7 @@ func (c *Client) DecidePermission(ctx context.Context, team TeamPath, permission
 	return c.Client.Do(req)
 }
 
-// GetReceipts Whether letters were read (their sender or the admin)
+// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 //
 // One receipt per id, in the order asked. The ids are checked in
 // order and the first that fails decides: no letter of the team is
@@ -3511,6 +3908,172 @@ func (c *Client) ReplyRequestWithBody(ctx context.Context, team TeamPath, reques
 // Corresponds with POST /teams/{team}/requests/{request_id}/reply (the `ReplyRequest` operationId).
 func (c *Client) ReplyRequest(ctx context.Context, team TeamPath, requestID RequestIDPath, params *ReplyRequestParams, body ReplyRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReplyRequestRequest(c.Server, team, requestID, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+//
+// Corresponds with GET /teams/{team}/reservations (the `ListReservations` operationId).
+func (c *Client) ListReservations(ctx context.Context, team TeamPath, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListReservationsRequest(c.Server, team, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateReservationWithBody Reserve path patterns for the token's member
+//
+// Glob patterns relative to the repository root, as doublestar reads
+// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+// All or nothing: an exclusive pattern that overlaps a live
+// reservation of another member, or a shared one that overlaps
+// another member's exclusive one, is `reservation_conflict` with
+// `conflicts` naming each such reservation, and nothing is reserved.
+// A member's own reservations never conflict. Then
+// `reservation_limit` (the team holds `limits.reservations` live
+// ones). A closed member: `member_closed`. Of concurrent conflicting
+// requests exactly one is granted.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+func (c *Client) CreateReservationWithBody(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReservationRequestWithBody(c.Server, team, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateReservation Reserve path patterns for the token's member
+//
+// Glob patterns relative to the repository root, as doublestar reads
+// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+// All or nothing: an exclusive pattern that overlaps a live
+// reservation of another member, or a shared one that overlaps
+// another member's exclusive one, is `reservation_conflict` with
+// `conflicts` naming each such reservation, and nothing is reserved.
+// A member's own reservations never conflict. Then
+// `reservation_limit` (the team holds `limits.reservations` live
+// ones). A closed member: `member_closed`. Of concurrent conflicting
+// requests exactly one is granted.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+func (c *Client) CreateReservation(ctx context.Context, team TeamPath, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReservationRequest(c.Server, team, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CheckPathsWithBody Which concrete paths live reservations of other members hold
+//
+// One conflict per path and reservation, in the order of `paths` and
+// then of ids; shared reservations are named too (`exclusive`
+// false). The caller's own reservations are never conflicts. At
+// most 1000 paths; a client with more asks in batches.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+func (c *Client) CheckPathsWithBody(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCheckPathsRequestWithBody(c.Server, team, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CheckPaths Which concrete paths live reservations of other members hold
+//
+// One conflict per path and reservation, in the order of `paths` and
+// then of ids; shared reservations are named too (`exclusive`
+// false). The caller's own reservations are never conflicts. At
+// most 1000 paths; a client with more asks in batches.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+func (c *Client) CheckPaths(ctx context.Context, team TeamPath, body CheckPathsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCheckPathsRequest(c.Server, team, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseReservation Release a reservation (its holder, lead or admin)
+//
+// Corresponds with DELETE /teams/{team}/reservations/{reservation_id} (the `ReleaseReservation` operationId).
+func (c *Client) ReleaseReservation(ctx context.Context, team TeamPath, reservationID ReservationIDPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseReservationRequest(c.Server, team, reservationID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewReservationWithBody Give a live reservation a new expiry, ttl_seconds from now (its holder)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+func (c *Client) RenewReservationWithBody(ctx context.Context, team TeamPath, reservationID ReservationIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewReservationRequestWithBody(c.Server, team, reservationID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+func (c *Client) RenewReservation(ctx context.Context, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewReservationRequest(c.Server, team, reservationID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3780,6 +4343,24 @@ func (c *Client) CompleteTask(ctx context.Context, team TeamPath, taskID TaskIDP
 // Corresponds with POST /teams/{team}/tasks/{task_id}/release (the `ReleaseTask` operationId).
 func (c *Client) ReleaseTask(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReleaseTaskRequest(c.Server, team, taskID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetThread The letters of a thread the caller sent or received (the admin all)
+//
+// The thread's letters in the order they were sent, its first letter
+// first: of a member token, only those it sent or received.
+//
+// Corresponds with GET /teams/{team}/threads/{thread_id} (the `GetThread` operationId).
+func (c *Client) GetThread(ctx context.Context, team TeamPath, threadID string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetThreadRequest(c.Server, team, threadID)
 	if err != nil {
 		return nil, err
 	}
@@ -4529,6 +5110,67 @@ func NewMarkReadRequestWithBody(server string, team TeamPath, member MemberPath,
 	return req, nil
 }
 
+// NewAckLetterRequest calls the generic AckLetter builder with application/json body
+func NewAckLetterRequest(server string, team TeamPath, member MemberPath, id string, body AckLetterJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAckLetterRequestWithBody(server, team, member, id, "application/json", bodyReader)
+}
+
+// NewAckLetterRequestWithBody constructs an http.Request for the AckLetter method, with any body, and a specified content type
+func NewAckLetterRequestWithBody(server string, team TeamPath, member MemberPath, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member", member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/members/%s/inbox/%s/ack", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewResetMemberRequest calls the generic ResetMember builder with application/json body
 func NewResetMemberRequest(server string, team TeamPath, member MemberPath, body ResetMemberJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5065,6 +5707,280 @@ func NewReplyRequestRequestWithBody(server string, team TeamPath, requestID Requ
 	return req, nil
 }
 
+// NewListReservationsRequest constructs an http.Request for the ListReservations method
+func NewListReservationsRequest(server string, team TeamPath, params *ListReservationsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/reservations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Member != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "member", *params.Member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Path != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", *params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.All != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "all", *params.All, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateReservationRequest calls the generic CreateReservation builder with application/json body
+func NewCreateReservationRequest(server string, team TeamPath, body CreateReservationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateReservationRequestWithBody(server, team, "application/json", bodyReader)
+}
+
+// NewCreateReservationRequestWithBody constructs an http.Request for the CreateReservation method, with any body, and a specified content type
+func NewCreateReservationRequestWithBody(server string, team TeamPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/reservations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCheckPathsRequest calls the generic CheckPaths builder with application/json body
+func NewCheckPathsRequest(server string, team TeamPath, body CheckPathsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCheckPathsRequestWithBody(server, team, "application/json", bodyReader)
+}
+
+// NewCheckPathsRequestWithBody constructs an http.Request for the CheckPaths method, with any body, and a specified content type
+func NewCheckPathsRequestWithBody(server string, team TeamPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/reservations/check", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReleaseReservationRequest constructs an http.Request for the ReleaseReservation method
+func NewReleaseReservationRequest(server string, team TeamPath, reservationID ReservationIDPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "reservation_id", reservationID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/reservations/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRenewReservationRequest calls the generic RenewReservation builder with application/json body
+func NewRenewReservationRequest(server string, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRenewReservationRequestWithBody(server, team, reservationID, "application/json", bodyReader)
+}
+
+// NewRenewReservationRequestWithBody constructs an http.Request for the RenewReservation method, with any body, and a specified content type
+func NewRenewReservationRequestWithBody(server string, team TeamPath, reservationID ReservationIDPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "reservation_id", reservationID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/reservations/%s/renew", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSearchMailRequest constructs an http.Request for the SearchMail method
 func NewSearchMailRequest(server string, team TeamPath, params *SearchMailParams) (*http.Request, error) {
 	var err error
@@ -5596,6 +6512,47 @@ func NewReleaseTaskRequest(server string, team TeamPath, taskID TaskIDPath) (*ht
 	return req, nil
 }
 
+// NewGetThreadRequest constructs an http.Request for the GetThread method
+func NewGetThreadRequest(server string, team TeamPath, threadID string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "thread_id", threadID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/threads/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListTurnsRequest constructs an http.Request for the ListTurns method
 func NewListTurnsRequest(server string, team TeamPath) (*http.Request, error) {
 	var err error
@@ -5924,7 +6881,11 @@ type ClientWithResponsesInterface interface {
 	// `permission` (a host permission asked for or decided), `run`,
 	// `team` (the team document, when its limits changed), `task` (the
 	// task document, whenever a task is created or changes; also for a
-	// task whose `blocks` changed), and
+	// task whose `blocks` changed), `reservation` (the reservation
+	// document, when one is granted, renewed or released; expiry sends
+	// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
+	// "outcome", "note", "at"}`: a letter acknowledged by `from`, its
+	// recipient; a member sees those of letters it sent or received), and
 	// `resync` when events may be missing from this stream: this client
 	// fell behind and events were dropped, or (several replicas on one
 	// database) this replica's connection for other replicas' events was
@@ -6079,13 +7040,15 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateTeamWithBodyWithResponse Change a team's limits (admin)
 	//
-	// Sets the named limits and keeps the others. Only the limits that
-	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-	// `workspace_files`); the inbox bounds and the
-	// lengths of bodies, payloads, feedback and history are fixed at
-	// creation, since stored letters are checked against them whenever
-	// they are read back. The change is durable and, when something
+	// Sets the named limits and keeps the others. Every limit may be
+	// raised. The limits of what the team holds (`inbox_messages`,
+	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
+	// what it holds now (else 409 `limit_below_usage`, naming the limit),
+	// since stored letters are checked against them whenever they are read
+	// back; the others bound what comes next and may be lowered freely.
+	// The change is durable and, when something
 	// changed, announced with a `team` event carrying the team document.
 	// Open MCP sessions of the team's members get tool schemas built from
 	// the new limits and are sent `notifications/tools/list_changed`.
@@ -6097,13 +7060,15 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateTeamWithResponse Change a team's limits (admin)
 	//
-	// Sets the named limits and keeps the others. Only the limits that
-	// bound what comes next can change (`turns`, `requests`,
-	// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-	// `workspace_files`); the inbox bounds and the
-	// lengths of bodies, payloads, feedback and history are fixed at
-	// creation, since stored letters are checked against them whenever
-	// they are read back. The change is durable and, when something
+	// Sets the named limits and keeps the others. Every limit may be
+	// raised. The limits of what the team holds (`inbox_messages`,
+	// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+	// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+	// may be lowered only as far as
+	// what it holds now (else 409 `limit_below_usage`, naming the limit),
+	// since stored letters are checked against them whenever they are read
+	// back; the others bound what comes next and may be lowered freely.
+	// The change is durable and, when something
 	// changed, announced with a `team` event carrying the team document.
 	// Open MCP sessions of the team's members get tool schemas built from
 	// the new limits and are sent `notifications/tools/list_changed`.
@@ -6195,6 +7160,26 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/members/{member}/inbox/read (the `MarkRead` operationId).
 	MarkReadWithResponse(ctx context.Context, team TeamPath, member MemberPath, body MarkReadJSONRequestBody, reqEditors ...RequestEditorFn) (*MarkReadResponse, error)
+
+	// AckLetterWithBodyWithResponse Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	//
+	// Once per letter; announced with an `ack` event. The answer is the
+	// letter's receipt.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+	AckLetterWithBodyWithResponse(ctx context.Context, team TeamPath, member MemberPath, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckLetterResponse, error)
+
+	// AckLetterWithResponse Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	//
+	// Once per letter; announced with an `ack` event. The answer is the
+	// letter's receipt.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+	AckLetterWithResponse(ctx context.Context, team TeamPath, member MemberPath, id string, body AckLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*AckLetterResponse, error)
 
 	// ResetMemberWithBodyWithResponse Make a stopped or failed member idle again (admin)
 	//
@@ -6301,7 +7286,11 @@ type ClientWithResponsesInterface interface {
 	// SendMessageWithBodyWithResponse Send a letter as the token's member
 	//
 	// The body is trimmed before it is stored and must then be within the team's
-	// `body_chars`. The sender is the token's member.
+	// `body_chars`. The sender is the token's member. With `in_reply_to` the
+	// letter answers a letter of the team the sender sent or received and
+	// joins its thread; with `ack_required` its recipient is asked to
+	// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+	// stored as the lesson's line, byte for byte.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6311,7 +7300,11 @@ type ClientWithResponsesInterface interface {
 	// SendMessageWithResponse Send a letter as the token's member
 	//
 	// The body is trimmed before it is stored and must then be within the team's
-	// `body_chars`. The sender is the token's member.
+	// `body_chars`. The sender is the token's member. With `in_reply_to` the
+	// letter answers a letter of the team the sender sent or received and
+	// joins its thread; with `ack_required` its recipient is asked to
+	// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+	// stored as the lesson's line, byte for byte.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6349,7 +7342,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /teams/{team}/permissions/{permission_id} (the `DecidePermission` operationId).
 	DecidePermissionWithResponse(ctx context.Context, team TeamPath, permissionID PermissionIDPath, body DecidePermissionJSONRequestBody, reqEditors ...RequestEditorFn) (*DecidePermissionResponse, error)
 
-	// GetReceiptsWithResponse Whether letters were read (their sender or the admin)
+	// GetReceiptsWithResponse What became of letters - attended, read, acknowledged (their sender or the admin)
 	//
 	// One receipt per id, in the order asked. The ids are checked in
 	// order and the first that fails decides: no letter of the team is
@@ -6417,6 +7410,96 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/requests/{request_id}/reply (the `ReplyRequest` operationId).
 	ReplyRequestWithResponse(ctx context.Context, team TeamPath, requestID RequestIDPath, params *ReplyRequestParams, body ReplyRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplyRequestResponse, error)
+
+	// ListReservationsWithResponse The team's reservations in id order, live ones unless all (admin or a member)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /teams/{team}/reservations (the `ListReservations` operationId).
+	ListReservationsWithResponse(ctx context.Context, team TeamPath, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*ListReservationsResponse, error)
+
+	// CreateReservationWithBodyWithResponse Reserve path patterns for the token's member
+	//
+	// Glob patterns relative to the repository root, as doublestar reads
+	// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+	// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+	// All or nothing: an exclusive pattern that overlaps a live
+	// reservation of another member, or a shared one that overlaps
+	// another member's exclusive one, is `reservation_conflict` with
+	// `conflicts` naming each such reservation, and nothing is reserved.
+	// A member's own reservations never conflict. Then
+	// `reservation_limit` (the team holds `limits.reservations` live
+	// ones). A closed member: `member_closed`. Of concurrent conflicting
+	// requests exactly one is granted.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+	CreateReservationWithBodyWithResponse(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error)
+
+	// CreateReservationWithResponse Reserve path patterns for the token's member
+	//
+	// Glob patterns relative to the repository root, as doublestar reads
+	// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+	// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+	// All or nothing: an exclusive pattern that overlaps a live
+	// reservation of another member, or a shared one that overlaps
+	// another member's exclusive one, is `reservation_conflict` with
+	// `conflicts` naming each such reservation, and nothing is reserved.
+	// A member's own reservations never conflict. Then
+	// `reservation_limit` (the team holds `limits.reservations` live
+	// ones). A closed member: `member_closed`. Of concurrent conflicting
+	// requests exactly one is granted.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+	CreateReservationWithResponse(ctx context.Context, team TeamPath, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error)
+
+	// CheckPathsWithBodyWithResponse Which concrete paths live reservations of other members hold
+	//
+	// One conflict per path and reservation, in the order of `paths` and
+	// then of ids; shared reservations are named too (`exclusive`
+	// false). The caller's own reservations are never conflicts. At
+	// most 1000 paths; a client with more asks in batches.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+	CheckPathsWithBodyWithResponse(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CheckPathsResponse, error)
+
+	// CheckPathsWithResponse Which concrete paths live reservations of other members hold
+	//
+	// One conflict per path and reservation, in the order of `paths` and
+	// then of ids; shared reservations are named too (`exclusive`
+	// false). The caller's own reservations are never conflicts. At
+	// most 1000 paths; a client with more asks in batches.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+	CheckPathsWithResponse(ctx context.Context, team TeamPath, body CheckPathsJSONRequestBody, reqEditors ...RequestEditorFn) (*CheckPathsResponse, error)
+
+	// ReleaseReservationWithResponse Release a reservation (its holder, lead or admin)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /teams/{team}/reservations/{reservation_id} (the `ReleaseReservation` operationId).
+	ReleaseReservationWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, reqEditors ...RequestEditorFn) (*ReleaseReservationResponse, error)
+
+	// RenewReservationWithBodyWithResponse Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+	RenewReservationWithBodyWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewReservationResponse, error)
+
+	// RenewReservationWithResponse Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+	RenewReservationWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewReservationResponse, error)
 
 	// SearchMailWithResponse Letters of the team that match a query, best first (admin or a member)
 	//
@@ -6570,6 +7653,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/tasks/{task_id}/release (the `ReleaseTask` operationId).
 	ReleaseTaskWithResponse(ctx context.Context, team TeamPath, taskID TaskIDPath, reqEditors ...RequestEditorFn) (*ReleaseTaskResponse, error)
+
+	// GetThreadWithResponse The letters of a thread the caller sent or received (the admin all)
+	//
+	// The thread's letters in the order they were sent, its first letter
+	// first: of a member token, only those it sent or received.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /teams/{team}/threads/{thread_id} (the `GetThread` operationId).
+	GetThreadWithResponse(ctx context.Context, team TeamPath, threadID string, reqEditors ...RequestEditorFn) (*GetThreadResponse, error)
 
 	// ListTurnsWithResponse The team's turn documents, newest first (admin or a member)
 	//
@@ -7324,6 +8417,8 @@ type UpdateTeamResponse struct {
 	ApplicationProblemJSON403 *Problem
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *Problem
 }
@@ -7351,6 +8446,11 @@ func (r UpdateTeamResponse) GetApplicationProblemJSON403() *Problem {
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r UpdateTeamResponse) GetApplicationProblemJSON404() *Problem {
 	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r UpdateTeamResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
 }
 
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -7692,6 +8792,89 @@ func (r MarkReadResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r MarkReadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AckLetterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Receipt
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AckLetterResponse) GetJSON200() *Receipt {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AckLetterResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AckLetterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AckLetterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AckLetterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AckLetterResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8606,6 +9789,449 @@ func (r ReplyRequestResponse) ContentType() string {
 	return ""
 }
 
+type ListReservationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReservationList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListReservationsResponse) GetJSON200() *ReservationList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListReservationsResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListReservationsResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListReservationsResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListReservationsResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListReservationsResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListReservationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListReservationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListReservationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListReservationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateReservationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Reservation
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateReservationResponse) GetJSON201() *Reservation {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateReservationResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateReservationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateReservationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateReservationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateReservationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CheckPathsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PathCheckResult
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CheckPathsResponse) GetJSON200() *PathCheckResult {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CheckPathsResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CheckPathsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CheckPathsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CheckPathsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CheckPathsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReleaseReservationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Reservation
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReleaseReservationResponse) GetJSON200() *Reservation {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReleaseReservationResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseReservationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseReservationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseReservationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseReservationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RenewReservationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Reservation
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RenewReservationResponse) GetJSON200() *Reservation {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON413() *Problem {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RenewReservationResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RenewReservationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RenewReservationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RenewReservationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RenewReservationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type SearchMailResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9464,6 +11090,82 @@ func (r ReleaseTaskResponse) ContentType() string {
 	return ""
 }
 
+type GetThreadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Thread
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetThreadResponse) GetJSON200() *Thread {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetThreadResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetThreadResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetThreadResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetThreadResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetThreadResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetThreadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetThreadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetThreadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetThreadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListTurnsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9963,7 +11665,11 @@ func (r PutWorkspaceFileResponse) ContentType() string {
 // `permission` (a host permission asked for or decided), `run`,
 // `team` (the team document, when its limits changed), `task` (the
 // task document, whenever a task is created or changes; also for a
-// task whose `blocks` changed), and
+// task whose `blocks` changed), `reservation` (the reservation
+// document, when one is granted, renewed or released; expiry sends
+// none, a client compares `expires_at` with its clock), `ack` (`{"id", "from", "to",
+// "outcome", "note", "at"}`: a letter acknowledged by `from`, its
+// recipient; a member sees those of letters it sent or received), and
 // `resync` when events may be missing from this stream: this client
 // fell behind and events were dropped, or (several replicas on one
 // database) this replica's connection for other replicas' events was
@@ -10184,13 +11890,15 @@ func (c *ClientWithResponses) GetTeamWithResponse(ctx context.Context, team Team
 
 // UpdateTeamWithBodyWithResponse Change a team's limits (admin)
 //
-// Sets the named limits and keeps the others. Only the limits that
-// bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-// `workspace_files`); the inbox bounds and the
-// lengths of bodies, payloads, feedback and history are fixed at
-// creation, since stored letters are checked against them whenever
-// they are read back. The change is durable and, when something
+// Sets the named limits and keeps the others. Every limit may be
+// raised. The limits of what the team holds (`inbox_messages`,
+// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
+// what it holds now (else 409 `limit_below_usage`, naming the limit),
+// since stored letters are checked against them whenever they are read
+// back; the others bound what comes next and may be lowered freely.
+// The change is durable and, when something
 // changed, announced with a `team` event carrying the team document.
 // Open MCP sessions of the team's members get tool schemas built from
 // the new limits and are sent `notifications/tools/list_changed`.
@@ -10208,13 +11916,15 @@ func (c *ClientWithResponses) UpdateTeamWithBodyWithResponse(ctx context.Context
 
 // UpdateTeamWithResponse Change a team's limits (admin)
 //
-// Sets the named limits and keeps the others. Only the limits that
-// bound what comes next can change (`turns`, `requests`,
-// `model_tokens`, `permission_timeout_s`, `tool_calls`, `workspace_bytes`,
-// `workspace_files`); the inbox bounds and the
-// lengths of bodies, payloads, feedback and history are fixed at
-// creation, since stored letters are checked against them whenever
-// they are read back. The change is durable and, when something
+// Sets the named limits and keeps the others. Every limit may be
+// raised. The limits of what the team holds (`inbox_messages`,
+// `inbox_bytes`, `body_chars`, `payload_chars`, `feedback_chars`,
+// `history_entries`, `requests`, `reservations` (live ones), `tasks`)
+// may be lowered only as far as
+// what it holds now (else 409 `limit_below_usage`, naming the limit),
+// since stored letters are checked against them whenever they are read
+// back; the others bound what comes next and may be lowered freely.
+// The change is durable and, when something
 // changed, announced with a `team` event carrying the team document.
 // Open MCP sessions of the team's members get tool schemas built from
 // the new limits and are sent `notifications/tools/list_changed`.
@@ -10349,6 +12059,38 @@ func (c *ClientWithResponses) MarkReadWithResponse(ctx context.Context, team Tea
 	return ParseMarkReadResponse(rsp)
 }
 
+// AckLetterWithBodyWithResponse Acknowledge a letter that asked for it, with an outcome (its recipient only)
+//
+// Once per letter; announced with an `ack` event. The answer is the
+// letter's receipt.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+func (c *ClientWithResponses) AckLetterWithBodyWithResponse(ctx context.Context, team TeamPath, member MemberPath, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckLetterResponse, error) {
+	rsp, err := c.AckLetterWithBody(ctx, team, member, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAckLetterResponse(rsp)
+}
+
+// AckLetterWithResponse Acknowledge a letter that asked for it, with an outcome (its recipient only)
+//
+// Once per letter; announced with an `ack` event. The answer is the
+// letter's receipt.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/members/{member}/inbox/{id}/ack (the `AckLetter` operationId).
+func (c *ClientWithResponses) AckLetterWithResponse(ctx context.Context, team TeamPath, member MemberPath, id string, body AckLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*AckLetterResponse, error) {
+	rsp, err := c.AckLetter(ctx, team, member, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAckLetterResponse(rsp)
+}
+
 // ResetMemberWithBodyWithResponse Make a stopped or failed member idle again (admin)
 //
 // A member whose turn stopped (`call_limit`, or a turn cut short) or
@@ -10478,7 +12220,11 @@ func (c *ClientWithResponses) RunTurnWithResponse(ctx context.Context, team Team
 // SendMessageWithBodyWithResponse Send a letter as the token's member
 //
 // The body is trimmed before it is stored and must then be within the team's
-// `body_chars`. The sender is the token's member.
+// `body_chars`. The sender is the token's member. With `in_reply_to` the
+// letter answers a letter of the team the sender sent or received and
+// joins its thread; with `ack_required` its recipient is asked to
+// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+// stored as the lesson's line, byte for byte.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10494,7 +12240,11 @@ func (c *ClientWithResponses) SendMessageWithBodyWithResponse(ctx context.Contex
 // SendMessageWithResponse Send a letter as the token's member
 //
 // The body is trimmed before it is stored and must then be within the team's
-// `body_chars`. The sender is the token's member.
+// `body_chars`. The sender is the token's member. With `in_reply_to` the
+// letter answers a letter of the team the sender sent or received and
+// joins its thread; with `ack_required` its recipient is asked to
+// acknowledge it (`POST .../inbox/{id}/ack`). A letter with neither is
+// stored as the lesson's line, byte for byte.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10556,7 +12306,7 @@ func (c *ClientWithResponses) DecidePermissionWithResponse(ctx context.Context, 
 	return ParseDecidePermissionResponse(rsp)
 }
 
-// GetReceiptsWithResponse Whether letters were read (their sender or the admin)
+// GetReceiptsWithResponse What became of letters - attended, read, acknowledged (their sender or the admin)
 //
 // One receipt per id, in the order asked. The ids are checked in
 // order and the first that fails decides: no letter of the team is
@@ -10665,6 +12415,144 @@ func (c *ClientWithResponses) ReplyRequestWithResponse(ctx context.Context, team
 		return nil, err
 	}
 	return ParseReplyRequestResponse(rsp)
+}
+
+// ListReservationsWithResponse The team's reservations in id order, live ones unless all (admin or a member)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /teams/{team}/reservations (the `ListReservations` operationId).
+func (c *ClientWithResponses) ListReservationsWithResponse(ctx context.Context, team TeamPath, params *ListReservationsParams, reqEditors ...RequestEditorFn) (*ListReservationsResponse, error) {
+	rsp, err := c.ListReservations(ctx, team, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListReservationsResponse(rsp)
+}
+
+// CreateReservationWithBodyWithResponse Reserve path patterns for the token's member
+//
+// Glob patterns relative to the repository root, as doublestar reads
+// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+// All or nothing: an exclusive pattern that overlaps a live
+// reservation of another member, or a shared one that overlaps
+// another member's exclusive one, is `reservation_conflict` with
+// `conflicts` naming each such reservation, and nothing is reserved.
+// A member's own reservations never conflict. Then
+// `reservation_limit` (the team holds `limits.reservations` live
+// ones). A closed member: `member_closed`. Of concurrent conflicting
+// requests exactly one is granted.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+func (c *ClientWithResponses) CreateReservationWithBodyWithResponse(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error) {
+	rsp, err := c.CreateReservationWithBody(ctx, team, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateReservationResponse(rsp)
+}
+
+// CreateReservationWithResponse Reserve path patterns for the token's member
+//
+// Glob patterns relative to the repository root, as doublestar reads
+// them (`*` never crosses `/`, `**` does, `{a,b}` alternatives); no
+// leading `/`, no `..`, 1 to 32 patterns of at most 256 characters.
+// All or nothing: an exclusive pattern that overlaps a live
+// reservation of another member, or a shared one that overlaps
+// another member's exclusive one, is `reservation_conflict` with
+// `conflicts` naming each such reservation, and nothing is reserved.
+// A member's own reservations never conflict. Then
+// `reservation_limit` (the team holds `limits.reservations` live
+// ones). A closed member: `member_closed`. Of concurrent conflicting
+// requests exactly one is granted.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations (the `CreateReservation` operationId).
+func (c *ClientWithResponses) CreateReservationWithResponse(ctx context.Context, team TeamPath, body CreateReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReservationResponse, error) {
+	rsp, err := c.CreateReservation(ctx, team, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateReservationResponse(rsp)
+}
+
+// CheckPathsWithBodyWithResponse Which concrete paths live reservations of other members hold
+//
+// One conflict per path and reservation, in the order of `paths` and
+// then of ids; shared reservations are named too (`exclusive`
+// false). The caller's own reservations are never conflicts. At
+// most 1000 paths; a client with more asks in batches.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+func (c *ClientWithResponses) CheckPathsWithBodyWithResponse(ctx context.Context, team TeamPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CheckPathsResponse, error) {
+	rsp, err := c.CheckPathsWithBody(ctx, team, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCheckPathsResponse(rsp)
+}
+
+// CheckPathsWithResponse Which concrete paths live reservations of other members hold
+//
+// One conflict per path and reservation, in the order of `paths` and
+// then of ids; shared reservations are named too (`exclusive`
+// false). The caller's own reservations are never conflicts. At
+// most 1000 paths; a client with more asks in batches.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations/check (the `CheckPaths` operationId).
+func (c *ClientWithResponses) CheckPathsWithResponse(ctx context.Context, team TeamPath, body CheckPathsJSONRequestBody, reqEditors ...RequestEditorFn) (*CheckPathsResponse, error) {
+	rsp, err := c.CheckPaths(ctx, team, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCheckPathsResponse(rsp)
+}
+
+// ReleaseReservationWithResponse Release a reservation (its holder, lead or admin)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /teams/{team}/reservations/{reservation_id} (the `ReleaseReservation` operationId).
+func (c *ClientWithResponses) ReleaseReservationWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, reqEditors ...RequestEditorFn) (*ReleaseReservationResponse, error) {
+	rsp, err := c.ReleaseReservation(ctx, team, reservationID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseReservationResponse(rsp)
+}
+
+// RenewReservationWithBodyWithResponse Give a live reservation a new expiry, ttl_seconds from now (its holder)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+func (c *ClientWithResponses) RenewReservationWithBodyWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewReservationResponse, error) {
+	rsp, err := c.RenewReservationWithBody(ctx, team, reservationID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewReservationResponse(rsp)
+}
+
+// RenewReservationWithResponse Give a live reservation a new expiry, ttl_seconds from now (its holder)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
+func (c *ClientWithResponses) RenewReservationWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewReservationResponse, error) {
+	rsp, err := c.RenewReservation(ctx, team, reservationID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewReservationResponse(rsp)
 }
 
 // SearchMailWithResponse Letters of the team that match a query, best first (admin or a member)
@@ -10896,6 +12784,22 @@ func (c *ClientWithResponses) ReleaseTaskWithResponse(ctx context.Context, team 
 		return nil, err
 	}
 	return ParseReleaseTaskResponse(rsp)
+}
+
+// GetThreadWithResponse The letters of a thread the caller sent or received (the admin all)
+//
+// The thread's letters in the order they were sent, its first letter
+// first: of a member token, only those it sent or received.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /teams/{team}/threads/{thread_id} (the `GetThread` operationId).
+func (c *ClientWithResponses) GetThreadWithResponse(ctx context.Context, team TeamPath, threadID string, reqEditors ...RequestEditorFn) (*GetThreadResponse, error) {
+	rsp, err := c.GetThread(ctx, team, threadID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetThreadResponse(rsp)
 }
 
 // ListTurnsWithResponse The team's turn documents, newest first (admin or a member)
@@ -11602,6 +13506,13 @@ func ParseUpdateTeamResponse(rsp *http.Response) (*UpdateTeamResponse, error) {
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11855,6 +13766,74 @@ func ParseMarkReadResponse(rsp *http.Response) (*MarkReadResponse, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAckLetterResponse parses an HTTP response from a AckLetterWithResponse call
+func ParseAckLetterResponse(rsp *http.Response) (*AckLetterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AckLetterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Receipt
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem
@@ -12641,6 +14620,374 @@ func ParseReplyRequestResponse(rsp *http.Response) (*ReplyRequestResponse, error
 	return response, nil
 }
 
+// ParseListReservationsResponse parses an HTTP response from a ListReservationsWithResponse call
+func ParseListReservationsResponse(rsp *http.Response) (*ListReservationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListReservationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReservationList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateReservationResponse parses an HTTP response from a CreateReservationWithResponse call
+func ParseCreateReservationResponse(rsp *http.Response) (*CreateReservationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateReservationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Reservation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCheckPathsResponse parses an HTTP response from a CheckPathsWithResponse call
+func ParseCheckPathsResponse(rsp *http.Response) (*CheckPathsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CheckPathsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PathCheckResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReleaseReservationResponse parses an HTTP response from a ReleaseReservationWithResponse call
+func ParseReleaseReservationResponse(rsp *http.Response) (*ReleaseReservationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseReservationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Reservation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRenewReservationResponse parses an HTTP response from a RenewReservationWithResponse call
+func ParseRenewReservationResponse(rsp *http.Response) (*RenewReservationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RenewReservationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Reservation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseSearchMailResponse parses an HTTP response from a SearchMailWithResponse call
 func ParseSearchMailResponse(rsp *http.Response) (*SearchMailResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13339,6 +15686,67 @@ func ParseReleaseTaskResponse(rsp *http.Response) (*ReleaseTaskResponse, error) 
 			return nil, err
 		}
 		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetThreadResponse parses an HTTP response from a GetThreadWithResponse call
+func ParseGetThreadResponse(rsp *http.Response) (*GetThreadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetThreadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Thread
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -372,6 +374,40 @@ func setupProject(t *testing.T, base, host string, env ...string) string {
 	return dir
 }
 
+// claudeHookLine is the line Claude Code's debug log writes as a command
+// hook ends: "Hooks: Stop [mailroom hook --wait 300] finished with status
+// 0 (27ms)", the event carrying ":matcher" for some kinds
+// ("SessionStart:startup", "PostToolUse:mcp__mailroom__send_message").
+var claudeHookLine = regexp.MustCompile(`Hooks: ([A-Za-z]+)(?::\S*)? \[(.*)\] finished with status (-?\d+) \((\d+)ms\)`)
+
+// claudeHookTimes reads, from a Claude Code debug log (--debug-file), how
+// long each run of a mailroom command hook took as Claude Code itself
+// reports it, by event.
+func claudeHookTimes(log string) map[string][]time.Duration {
+	times := map[string][]time.Duration{}
+	for _, m := range claudeHookLine.FindAllStringSubmatch(log, -1) {
+		if !strings.HasPrefix(m[2], "mailroom hook") {
+			continue
+		}
+		ms, err := strconv.Atoi(m[4])
+		if err != nil {
+			continue
+		}
+		times[m[1]] = append(times[m[1]], time.Duration(ms)*time.Millisecond)
+	}
+	return times
+}
+
+// claudeDebugLog is what Claude Code wrote to --debug-file path.
+func claudeDebugLog(t *testing.T, path string) string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("Claude Code's debug log: %v", err)
+	}
+	return string(raw)
+}
+
 // TestClaudeCodeSession: Claude Code set up by `mailroom setup claude`
 // lists and calls Mailroom's tools, sees a waiting letter in its first
 // request, a letter sent mid-work in the request after the tool call
@@ -398,10 +434,21 @@ func TestClaudeCodeSession(t *testing.T) {
 		func(string) modelStep { return modelStep{text: "Read the last letter."} },
 	)
 	dir := setupProject(t, s.base, "claude")
-	run := runAgent(t, dir, claudeEnv(t, model, s.base, tok["reader"]), claude, "-p", "Work on your mail.", "--allowedTools", "mcp__mailroom", "--debug", "hooks")
+	debugLog := filepath.Join(t.TempDir(), "debug.log")
+	start := time.Now()
+	run := runAgent(t, dir, claudeEnv(t, model, s.base, tok["reader"]), claude, "-p", "Work on your mail.", "--allowedTools", "mcp__mailroom",
+		"--debug", "hooks", "--debug-file", debugLog)
+	took := time.Since(start)
 	model.check(t)
 	if run.code != 0 {
 		t.Fatalf("claude -p: exit %d\nthe end of its stderr:\n%s\nstdout:\n%s", run.code, lastLines(run.stderr, 40), lastLines(run.stdout, 40))
+	}
+	times := claudeHookTimes(claudeDebugLog(t, debugLog))
+	t.Logf("claude -p took %v; hook times, Mailroom up: %s", took.Round(time.Millisecond), formatHookTimes(times))
+	for event, want := range map[string]int{"SessionStart": 1, "UserPromptSubmit": 1, "PostToolUse": 1, "Stop": 2} {
+		if got := len(times[event]); got != want {
+			t.Errorf("Claude Code's debug log shows %d %s runs of the mailroom hook, want %d", got, event, want)
+		}
 	}
 	reqs := model.mainRequests()
 	if len(reqs) < 3 {
@@ -422,18 +469,7 @@ func TestClaudeCodeSession(t *testing.T) {
 	if !strings.Contains(reqs[1], `"tool_result"`) || !strings.Contains(reqs[1], `reader-`) && !strings.Contains(reqs[1], `lead-`) {
 		t.Errorf("request 2 holds no result of send_message:\n%s", reqs[1])
 	}
-	var inbox struct {
-		Messages []struct{ Sender, Body string } `json:"messages"`
-	}
-	if status, code, err := c.do(http.MethodGet, "/teams/cc/members/lead/inbox", tok["lead"], "", nil, &inbox); err != nil || status != http.StatusOK {
-		t.Fatalf("lead's inbox: %d %s %v", status, code, err)
-	}
-	if len(inbox.Messages) != 1 || inbox.Messages[0].Sender != "reader" || inbox.Messages[0].Body != "pong" {
-		t.Errorf("lead's inbox %+v, want reader's pong", inbox.Messages)
-	}
-	if through, unread := cursorOf(t, c, "cc", "reader"); through != last || unread != 0 {
-		t.Errorf("reader's cursor %q, %d unread; want %s, 0", through, unread, last)
-	}
+	wantPongAndCursor(t, c, "cc", tok["lead"], last)
 }
 
 // TestClaudeCodeMailroomDown: with Mailroom down, a session set up for it
@@ -444,11 +480,40 @@ func TestClaudeCodeMailroomDown(t *testing.T) {
 	base := closedPort(t)
 	model := newFakeAnthropic(t)
 	dir := setupProject(t, base, "claude")
-	run := runAgent(t, dir, claudeEnv(t, model, base, "mr_not_a_token"), claude, "-p", "Hello.")
+	debugLog := filepath.Join(t.TempDir(), "debug.log")
+	start := time.Now()
+	run := runAgent(t, dir, claudeEnv(t, model, base, "mr_not_a_token"), claude, "-p", "Hello.", "--debug", "hooks", "--debug-file", debugLog)
+	took := time.Since(start)
 	if run.code != 0 || !strings.Contains(run.stdout, "All done.") {
 		t.Fatalf("claude -p with Mailroom down: exit %d, stdout %q; want exit 0 and the model's answer\nstderr:\n%s", run.code, run.stdout, run.stderr)
 	}
+	times := claudeHookTimes(claudeDebugLog(t, debugLog))
+	t.Logf("claude -p took %v; hook times, Mailroom down: %s", took.Round(time.Millisecond), formatHookTimes(times))
+	for _, event := range []string{"SessionStart", "UserPromptSubmit", "Stop"} {
+		if len(times[event]) != 1 {
+			t.Errorf("Claude Code's debug log shows %d %s runs of the mailroom hook, want 1", len(times[event]), event)
+		}
+	}
 	if len(model.mainRequests()) == 0 {
 		t.Errorf("the model was never asked")
+	}
+}
+
+// wantPongAndCursor checks how a session of the agent under test left the
+// team: reader's "pong" (its send_message) is lead's one letter, and
+// reader's read cursor is at last with nothing unread.
+func wantPongAndCursor(t *testing.T, c *client, team, leadToken, last string) {
+	t.Helper()
+	var inbox struct {
+		Messages []struct{ Sender, Body string } `json:"messages"`
+	}
+	if status, code, err := c.do(http.MethodGet, "/teams/"+team+"/members/lead/inbox", leadToken, "", nil, &inbox); err != nil || status != http.StatusOK {
+		t.Fatalf("lead's inbox: %d %s %v", status, code, err)
+	}
+	if len(inbox.Messages) != 1 || inbox.Messages[0].Sender != "reader" || inbox.Messages[0].Body != "pong" {
+		t.Errorf("lead's inbox %+v, want reader's pong", inbox.Messages)
+	}
+	if through, unread := cursorOf(t, c, team, "reader"); through != last || unread != 0 {
+		t.Errorf("reader's cursor %q, %d unread; want %s, 0", through, unread, last)
 	}
 }

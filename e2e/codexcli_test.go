@@ -210,7 +210,8 @@ func codexHookTimes(lines []stampedLine) map[string][]time.Duration {
 	return times
 }
 
-// formatHookTimes is codexHookTimes in one line, events in order.
+// formatHookTimes is hook times by event (codexHookTimes,
+// claudeHookTimes) in one line, events in order.
 func formatHookTimes(times map[string][]time.Duration) string {
 	var events []string
 	for e := range times {
@@ -306,18 +307,7 @@ func TestCodexSession(t *testing.T) {
 			t.Errorf("request %d holds no %s (%q):\n%s", ch.req+1, ch.what, ch.want, lastLines(reqs[ch.req], 1))
 		}
 	}
-	var inbox struct {
-		Messages []struct{ Sender, Body string } `json:"messages"`
-	}
-	if status, code, err := c.do(http.MethodGet, "/teams/cx/members/lead/inbox", tok["lead"], "", nil, &inbox); err != nil || status != http.StatusOK {
-		t.Fatalf("lead's inbox: %d %s %v", status, code, err)
-	}
-	if len(inbox.Messages) != 1 || inbox.Messages[0].Sender != "reader" || inbox.Messages[0].Body != "pong" {
-		t.Errorf("lead's inbox %+v, want reader's pong", inbox.Messages)
-	}
-	if through, unread := cursorOf(t, c, "cx", "reader"); through != last || unread != 0 {
-		t.Errorf("reader's cursor %q, %d unread; want %s, 0", through, unread, last)
-	}
+	wantPongAndCursor(t, c, "cx", tok["lead"], last)
 }
 
 // TestCodexStopWaits: with nothing unread as Codex would stop, the Stop

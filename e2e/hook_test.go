@@ -374,7 +374,7 @@ func TestMailCommands(t *testing.T) {
 		t.Fatalf("inbox without --mark-read moved the cursor to %q", through)
 	}
 	p = runCmd(t, s.base, tok["reader"], "", "inbox", "--unread", "--mark-read", "--json")
-	if want := `{"messages":[{"body":"first","id":"reader-1","recipient":"reader","sender":"lead"},{"body":"second","id":"reader-2","recipient":"reader","sender":"lead"}]}` + "\n"; p.code != 0 || p.stdout != want {
+	if want := `{"messages":[{"body":"first","id":"reader-1","recipient":"reader","sender":"lead","thread_id":"reader-1"},{"body":"second","id":"reader-2","recipient":"reader","sender":"lead","thread_id":"reader-2"}]}` + "\n"; p.code != 0 || p.stdout != want {
 		t.Fatalf("inbox --unread --mark-read --json: exit %d, stdout %q; want %q", p.code, p.stdout, want)
 	}
 	if through, unread := cursorOf(t, c, "cli", "reader"); through != "reader-2" || unread != 0 {

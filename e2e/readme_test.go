@@ -175,6 +175,7 @@ func TestReadmeWalk(t *testing.T) {
 		`print(6 * 7)`,                // the workspace file read back
 		`"send_message"`,              // tools/list over MCP by hand
 		`"id": "lead-`,                // the letter sent over MCP
+		`would be refused`,            // the commit guard naming reader's reservation
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the walk's output lacks %s\nstdout:\n%s", want, stdout.String())

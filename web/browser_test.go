@@ -19,8 +19,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"mailroom/internal/httpapi"
-	"mailroom/internal/mcpserver"
+	"mailroom/internal/app"
+	"mailroom/internal/host"
+	"mailroom/internal/mail"
 	"mailroom/internal/testkit"
 	"mailroom/web"
 )
@@ -60,25 +61,40 @@ type apiServer struct {
 
 func newAPIServer(t *testing.T) *apiServer {
 	t.Helper()
+	return serveApp(t, host.ModelOptions{})
+}
+
+// serveApp serves the whole server (internal/app, as the binary wires it)
+// over a fresh file store, with models as its turns' models.
+func serveApp(t *testing.T, models host.ModelOptions) *apiServer {
+	t.Helper()
 	dir := t.TempDir()
-	svc := testkit.OpenService(t, dir)
-	h, err := httpapi.NewHandler(svc, httpapi.Options{
+	store, err := mail.Open(dir)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	testkit.Track(t, dir, store)
+	a, err := app.New(t.Context(), store, app.Options{
 		AdminToken: browserAdmin,
 		Logger:     slog.New(slog.DiscardHandler),
 		Static:     web.FS(),
 		DataDir:    dir,
+		Models:     models,
 	})
 	if err != nil {
-		t.Fatalf("new handler: %v", err)
+		t.Fatalf("new server: %v", err)
 	}
-	// /mcp beside the API, as the server binary mounts it.
-	if h, err = mcpserver.Mount(h, svc, mcpserver.Options{AdminToken: browserAdmin, Logger: slog.New(slog.DiscardHandler)}); err != nil {
-		t.Fatalf("mount /mcp: %v", err)
-	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(a.Handler())
 	// Registered before the browser, so it runs after the browser is gone
-	// and no event stream keeps Close waiting.
-	t.Cleanup(srv.Close)
+	// and no event stream keeps Close waiting; the server stops before
+	// its store closes.
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Shutdown(ctx)
+	})
 	return &apiServer{t: t, url: srv.URL, srv: srv}
 }
 
@@ -597,7 +613,8 @@ func TestPageShowsTaskBoardLive(t *testing.T) {
 	eval[chromedp.Void](t, ctx, `window.__samePage = true`)
 
 	s.call("POST", "/teams/board/tasks", tok["lead"], map[string]any{"title": "Read <b>main.py</b>", "assignee": "reader"}, http.StatusCreated)
-	s.call("POST", "/teams/board/tasks", tok["lead"], map[string]any{"title": "Review the answer", "blocked_by": []string{"task-1"}}, http.StatusCreated)
+	s.call("POST", "/teams/board/tasks", tok["lead"], map[string]any{"title": "Review the answer", "blocked_by": []string{"task-1"}, "needs": []string{"review"}}, http.StatusCreated)
+	s.call("PATCH", "/teams/board/members/reviewer", browserAdmin, map[string]any{"skills": []string{"review", "go"}}, http.StatusOK)
 	do(t, ctx, "see both tasks pending, task-2 waiting for task-1",
 		chromedp.WaitVisible(css(`#board-pending [data-task-id="task-1"][data-status="pending"]`)),
 		chromedp.WaitVisible(css(`#board-pending [data-task-id="task-2"][data-blocked="true"]`)),
@@ -610,6 +627,14 @@ func TestPageShowsTaskBoardLive(t *testing.T) {
 	}
 	if got := textOf(t, ctx, `[data-task-id="task-2"] .task-blockers`); !strings.Contains(got, "waits for task-1") {
 		t.Errorf("task-2 blockers = %q, want waits for task-1", got)
+	}
+	if got := textOf(t, ctx, `[data-task-id="task-2"] .task-needs`); !strings.Contains(got, "needs review") {
+		t.Errorf("task-2 needs = %q, want needs review", got)
+	}
+	do(t, ctx, "see reviewer's skills, set after the page opened",
+		chromedp.WaitVisible(css(`[data-member="reviewer"] .skills`)))
+	if got := textOf(t, ctx, `[data-member="reviewer"] .skills`); !strings.Contains(got, "can do review, go") {
+		t.Errorf("reviewer's skills = %q, want can do review, go", got)
 	}
 
 	s.call("POST", "/teams/board/tasks/task-1/claim", tok["reader"], nil, http.StatusOK)

@@ -3,9 +3,7 @@ package web_test
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,10 +13,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"mailroom/internal/agent"
-	"mailroom/internal/httpapi"
+	"mailroom/internal/host"
 	"mailroom/internal/providertest"
-	"mailroom/internal/testkit"
-	"mailroom/web"
 )
 
 // newModelAPIServer is newAPIServer with the fake Messages API as the
@@ -26,25 +22,11 @@ import (
 func newModelAPIServer(t *testing.T, fake *providertest.Server) *apiServer {
 	t.Helper()
 	const key = "sk-browser-wake-test"
-	dir := t.TempDir()
-	svc := testkit.OpenService(t, dir)
 	env := map[string]string{agent.EnvAnthropicKey: key, agent.EnvAnthropicBase: fake.URL()}
-	h, err := httpapi.NewHandler(svc, httpapi.Options{
-		AdminToken: browserAdmin,
-		Logger:     slog.New(slog.DiscardHandler),
-		Static:     web.FS(),
-		DataDir:    dir,
-		Models: httpapi.ModelOptions{
-			Lookup:   func(name string) (string, bool) { v, ok := env[name]; return v, ok },
-			Provider: agent.ProviderOptions{MaxRetries: -1, HTTPClient: fake.Client(), RequestTimeout: time.Minute},
-		},
+	return serveApp(t, host.ModelOptions{
+		Lookup:   func(name string) (string, bool) { v, ok := env[name]; return v, ok },
+		Provider: agent.ProviderOptions{MaxRetries: -1, HTTPClient: fake.Client(), RequestTimeout: time.Minute},
 	})
-	if err != nil {
-		t.Fatalf("new handler: %v", err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &apiServer{t: t, url: srv.URL, srv: srv}
 }
 
 // openWakeCrew serves team crew (lead, reader with wake, reviewer; no

@@ -37,6 +37,7 @@
 //	go run ./cmd/loadgen -data /var/tmp [-server ./mailroom] [-cpuprofile cpu.out] [-phases abcde]
 //	go run ./cmd/loadgen wait    held reads (phase w)
 //	go run ./cmd/loadgen hook    mail reaching an agent through `mailroom hook` (phase h)
+//	go run ./cmd/loadgen reserve file reservations and the commit guard (phase k)
 //	go run ./cmd/loadgen search  search over 100,000 letters on both stores, the index's rebuild and its cost to a send (phase s)
 //
 // Every phase is bounded by a count or a duration, every connection is to
@@ -161,6 +162,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "search" {
 		return runSearchBench(ctx, args[1:], stdout, stderr) // search.go
+	}
+	if len(args) > 0 && args[0] == "reserve" {
+		return runReserve(ctx, args[1:], stdout, stderr) // reserve.go
 	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {

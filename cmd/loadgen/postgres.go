@@ -157,7 +157,7 @@ func measurePostgres(ctx context.Context, work string, cfg config, r *report) (p
 	limits := core.DefaultLimits()
 	// The database already holds the send phases' teams; the server's
 	// limit (core.DefaultMaxTeams) counts them too.
-	for i := range cfg.teams - len(p1.svc.Teams()) {
+	for i := range cfg.teams - len(p1.svc.Teams(ctx)) {
 		spec := core.TeamSpec{Name: fmt.Sprintf("idle-%05d", i), Members: []core.MemberSpec{{Name: "ann", Role: "writes"}, {Name: "bob", Role: "reviews"}}, Limits: &limits}
 		if _, _, err = p1.svc.CreateTeam(core.AsAdmin(ctx), spec); err != nil {
 			return f, fmt.Errorf("create idle team %d: %w", i, err)

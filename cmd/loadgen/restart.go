@@ -105,7 +105,7 @@ func openInProcess(ctx context.Context, dir string, cfg config) (time.Duration, 
 	if err != nil {
 		return 0, 0, err
 	}
-	if n := len(svc.Teams()); n != cfg.teams {
+	if n := len(svc.Teams(ctx)); n != cfg.teams {
 		return 0, 0, fmt.Errorf("loaded %d teams, want %d", n, cfg.teams)
 	}
 	runtime.GC()

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"mailroom/internal/app"
 	"mailroom/internal/core"
-	"mailroom/internal/httpapi"
 	"mailroom/internal/mail"
 )
 
@@ -41,6 +41,7 @@ func benchLimits(letters int) core.Limits {
 type inproc struct {
 	srv     *http.Server
 	url     string
+	app     *app.App
 	svc     *core.Service
 	store   interface{ Close() error }
 	release func() error
@@ -70,9 +71,9 @@ func startInProcess(ctx context.Context, dir string, conns int, opts ...inprocOp
 	return p, nil
 }
 
-// inprocOption changes the Service's or the handler's options of an
-// in-process server (the wake phase gives it a model and a slot count).
-type inprocOption func(*core.Options, *httpapi.Options)
+// inprocOption changes the options of an in-process server (the wake
+// phase gives it a model and a slot count).
+type inprocOption func(*app.Options)
 
 // serveInProcess serves the real handler and core over store on a
 // loopback port in this process; closing it closes store.
@@ -82,21 +83,16 @@ func serveInProcess(ctx context.Context, store interface {
 }, conns int, opts ...inprocOption) (*inproc, error) {
 	quiet := slog.New(slog.DiscardHandler)
 	release := func() error { return nil }
-	svcOpts := core.Options{Logger: quiet}
-	hOpts := httpapi.Options{AdminToken: adminToken, Logger: quiet}
+	aOpts := app.Options{Core: core.Options{Logger: quiet}, AdminToken: adminToken, Logger: quiet}
 	for _, o := range opts {
-		o(&svcOpts, &hOpts)
+		o(&aOpts)
 	}
-	svc := core.NewService(store, svcOpts)
-	if err := svc.Open(ctx); err != nil {
-		release()
-		return nil, err
-	}
-	h, err := httpapi.NewHandler(svc, hOpts)
+	a, err := app.New(ctx, store, aOpts)
 	if err != nil {
 		release()
 		return nil, err
 	}
+	h := a.Handler()
 	// A plain http.Server, as cmd/server runs, rather than httptest's,
 	// whose connection tracking takes a global lock on every request.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -107,12 +103,17 @@ func serveInProcess(ctx context.Context, store interface {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	tr := &http.Transport{MaxIdleConns: conns + 8, MaxIdleConnsPerHost: conns + 8, DisableCompression: true}
-	return &inproc{srv: srv, url: "http://" + ln.Addr().String(), svc: svc, store: store, release: release, client: &http.Client{Transport: tr, Timeout: time.Minute}}, nil
+	return &inproc{srv: srv, url: "http://" + ln.Addr().String(), app: a, svc: a.Service(), store: store, release: release, client: &http.Client{Transport: tr, Timeout: time.Minute}}, nil
 }
 
 func (p *inproc) close() error {
 	p.client.CloseIdleConnections()
-	return errors.Join(p.srv.Close(), p.store.Close(), p.release())
+	err := p.srv.Close()
+	// What the server started (the waker, woken turns) ends before the
+	// store closes.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return errors.Join(err, p.app.Shutdown(ctx), p.store.Close(), p.release())
 }
 
 // call makes one API call and decodes a response with status want into out.

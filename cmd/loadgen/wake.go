@@ -23,8 +23,10 @@ import (
 	"time"
 
 	"mailroom/internal/agent"
+	"mailroom/internal/app"
 	"mailroom/internal/core"
-	"mailroom/internal/httpapi"
+	"mailroom/internal/host"
+	"mailroom/internal/runtime"
 )
 
 // runWake is `loadgen wake [-data DIR] [-samples N] [-teams N] [-slots N]
@@ -47,7 +49,7 @@ func runWake(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := c.fs
 	samples := fs.Int("samples", 300, "letters of the one-team figure, one after the other")
 	teams := fs.Int("teams", 1000, "teams of the burst and queued-wake figures, one wake member each")
-	slots := fs.Int("slots", core.DefaultMaxRunningTurns, "--max-running-turns of the server: woken turns running at once")
+	slots := fs.Int("slots", runtime.DefaultMaxRunningTurns, "--max-running-turns of the server: woken turns running at once")
 	pairs := fs.Int("pairs", 3, "pairs of server runs without and with queued wakes (the pair with the median figure is reported)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -66,10 +68,10 @@ func runWake(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer fake.close()
-	withModel := func(svc *core.Options, h *httpapi.Options) {
-		svc.MaxRunningTurns = *slots
+	withModel := func(o *app.Options) {
+		o.MaxRunningTurns = *slots
 		env := map[string]string{agent.EnvAnthropicKey: "sk-loadgen", agent.EnvAnthropicBase: fake.url}
-		h.Models = httpapi.ModelOptions{
+		o.Models = host.ModelOptions{
 			Lookup:   func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 			Provider: agent.ProviderOptions{MaxRetries: -1, RequestTimeout: time.Minute},
 		}
@@ -308,7 +310,7 @@ func measureWakeBurst(ctx context.Context, p *inproc, fake *fakeMessages, n int)
 	go func() {
 		defer close(peakDone)
 		for {
-			f.maxQueued = max(f.maxQueued, p.svc.QueuedWakes())
+			f.maxQueued = max(f.maxQueued, p.app.Waker().Queued())
 			select {
 			case <-stop:
 				return

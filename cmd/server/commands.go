@@ -72,7 +72,31 @@ mailroom inbox --wait 60 --json`},
 	{name: "send", args: "NAME BODY|-", summary: "send a letter as the member and print its id (BODY - reads standard input)",
 		env: memberEnv, exits: exitsOne, define: defineSend,
 		example: `mailroom send lead "tests pass; ready for review"
-git diff --stat | mailroom send lead -`},
+git diff --stat | mailroom send lead -
+mailroom send --in-reply-to lead-3 --ack reviewer "please re-run the tests"`},
+	{name: "ack", args: "ID done|blocked|rejected", summary: "acknowledge a letter of the member's inbox that asked for it, with an outcome",
+		env: memberEnv, exits: exitsOne, define: defineAck,
+		example: `mailroom ack reader-3 done --note "tests pass"
+mailroom ack reader-4 blocked --note "needs the API key"`},
+	{name: "reserve", args: "PATTERN...", summary: "reserve files (glob patterns) for the member; refused whole when another member holds any",
+		env: memberEnv, exits: exitsOne, define: defineReserve,
+		example: `mailroom reserve 'internal/store/**' cmd/main.go --ttl 2h --reason "store rework"
+mailroom reserve 'docs/**' --shared`},
+	{name: "release", args: "ID|--all", summary: "release one of the member's reservations, or all of them",
+		env: memberEnv, exits: exitsOne, define: defineRelease,
+		example: `mailroom release res-3
+mailroom release --all`},
+	{name: "reservations", summary: "the team's live reservations: id, holder, kind, expiry, patterns",
+		env: memberEnv, exits: exitsOne, define: defineReservations,
+		example: `mailroom reservations
+mailroom reservations --json`},
+	{name: "guard", summary: "git pre-commit check: exit 1 naming each staged path another member reserved",
+		env: memberEnv, exits: exitsOne, define: defineGuard,
+		example: `mailroom guard            # the server unreachable: a warning, exit 0
+mailroom guard --strict   # then exit 1`},
+	{name: "guard install", summary: "add the guard to the repository's pre-commit hook, keeping the hook's content",
+		env: memberEnv, exits: exitsOne, define: defineGuardInstall,
+		example: `mailroom guard install`},
 	searchCommand, // searchcli.go
 	{name: "team create", args: "NAME", summary: "create a team and print each member's token",
 		env: adminEnv, exits: exitsOne, define: defineTeamCreate,

@@ -13,6 +13,7 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
+	"mailroom/internal/runtime"
 	"mailroom/internal/workspace"
 )
 
@@ -91,7 +92,7 @@ func serveFlags(getenv func(string) string) (*flag.FlagSet, func() (config, erro
 	workspaces := fs.String("workspaces", getenv("MAILROOM_WORKSPACES"), "workspaces root `directory` (env MAILROOM_WORKSPACES; default <data>/workspaces)")
 	store := fs.String("store", envOr(getenv, "MAILROOM_STORE", storeFile), "storage `backend`: file (the data directory) or postgres (--database-url, shared by replicas) (env MAILROOM_STORE)")
 	databaseURL := fs.String("database-url", getenv("MAILROOM_DATABASE_URL"), "PostgreSQL `URL` for --store postgres, e.g. postgres://mailroom:PASSWORD@db:5432/mailroom (env MAILROOM_DATABASE_URL)")
-	envRunning, envRunningErr := intEnv(getenv, "MAILROOM_MAX_RUNNING_TURNS", core.DefaultMaxRunningTurns)
+	envRunning, envRunningErr := intEnv(getenv, "MAILROOM_MAX_RUNNING_TURNS", runtime.DefaultMaxRunningTurns)
 	maxRunning := fs.Int("max-running-turns", envRunning, "most woken `turns` (members woken on mail) running at once; the others wait, oldest letter first (env MAILROOM_MAX_RUNNING_TURNS)")
 	envLease, envLeaseErr := durationEnv(getenv, "MAILROOM_LEASE", 0)
 	lease := fs.Duration("lease", envLease, "how long a running turn's or scenario run's `lease` holds without renewal (renewed every third of it); a turn of a replica that died keeps its member busy on the others this long, and its run in progress; 0 means 30s (env MAILROOM_LEASE)")

@@ -397,7 +397,7 @@ type protocolLetter struct {
 // then its text quoted.
 func letterParagraph(l client.Message) string {
 	head := fmt.Sprintf("Mail from %s (%s): ", safeWord(l.Sender), safeWord(l.ID))
-	plain := head + "a letter.\n" + quote(l.Body)
+	plain := head + "a letter" + letterNotes(l) + "\n" + quote(l.Body)
 	rest, ok := strings.CutPrefix(l.Body, core.ProtocolPrefix)
 	var p protocolLetter
 	if !ok || json.Unmarshal([]byte(rest), &p) != nil || p.RequestID == "" || safeWord(p.RequestID) != p.RequestID {

@@ -107,6 +107,9 @@ const sendMaxInput = 8 << 20
 // input when it is "-".
 func defineSend(fs *flag.FlagSet, in *invocation) runFunc {
 	to := fs.String("to", "", "the recipient's member `name` (or the first argument)")
+	var opts sendOptions
+	fs.StringVar(&opts.inReplyTo, "in-reply-to", "", "the `id` of the letter this one answers (it joins that letter's thread)")
+	fs.BoolVar(&opts.ack, "ack", false, "ask the recipient to acknowledge the letter (mailroom ack)")
 	return func(ctx context.Context, args []string) error {
 		const usage = "send: usage: send NAME BODY (or BODY - to read standard input; --to NAME also names the recipient)"
 		recipient := *to
@@ -127,19 +130,19 @@ func defineSend(fs *flag.FlagSet, in *invocation) runFunc {
 			}
 			body = string(data)
 		}
-		return runSend(ctx, in.getenv, in.stdout, recipient, body)
+		return runSend(ctx, in.getenv, in.stdout, recipient, body, opts)
 	}
 }
 
 // runSend sends body to recipient and prints the letter's id.
-func runSend(ctx context.Context, getenv func(string) string, stdout io.Writer, to, body string) error {
+func runSend(ctx context.Context, getenv func(string) string, stdout io.Writer, to, body string, opts sendOptions) error {
 	mc, err := dialMember(ctx, getenv)
 	if err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, hookRequestTimeout)
 	defer cancel()
-	res, err := mc.c.SendMessageWithResponse(rctx, mc.team, &client.SendMessageParams{}, client.SendMessageJSONRequestBody{To: to, Body: body})
+	res, err := mc.c.SendMessageWithResponse(rctx, mc.team, &client.SendMessageParams{}, opts.body(to, body))
 	if err != nil {
 		return fmt.Errorf("send: %w", err)
 	}

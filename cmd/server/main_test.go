@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -588,60 +586,6 @@ func TestHealthcheckStatus(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestEndStreamsOnShutdown checks that shutdown cancels event streams and
-// leaves ordinary requests running.
-func TestEndStreamsOnShutdown(t *testing.T) {
-	stopping, stop := context.WithCancel(context.Background())
-	defer stop()
-	started := make(chan string, 2)
-	release := make(chan struct{})
-	ended := make(chan string, 2)
-	h := endStreamsOnShutdown(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/events" {
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.WriteHeader(http.StatusOK)
-			http.NewResponseController(w).Flush()
-			started <- "events"
-			<-r.Context().Done()
-			ended <- "events"
-			return
-		}
-		started <- "slow"
-		<-release
-		if err := r.Context().Err(); err != nil {
-			t.Errorf("ordinary request cancelled by shutdown: %v", err)
-		}
-		fmt.Fprint(w, "done")
-		ended <- "slow"
-	}), stopping)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-
-	var wg sync.WaitGroup
-	for _, path := range []string{"/events", "/slow"} {
-		wg.Go(func() {
-			resp, err := http.Get(srv.URL + path)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		})
-	}
-	<-started
-	<-started
-	stop()
-	if got := <-ended; got != "events" {
-		t.Fatalf("first to end = %q, want the event stream", got)
-	}
-	close(release)
-	if got := <-ended; got != "slow" {
-		t.Fatalf("second to end = %q, want the ordinary request", got)
-	}
-	wg.Wait()
 }
 
 // TestWarnsOfDefaultModelWithoutKey: a server whose default model is

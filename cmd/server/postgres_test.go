@@ -140,7 +140,17 @@ func TestImportRoundTrip(t *testing.T) {
 	}
 	send("lead", "reader", "read the source")
 	send("lead", "reader", "ünïcode \u2028 \"quoted\" 😀")
-	send("reader", "lead", "done")
+	// A reply that asks for an ack, acknowledged, and a limit raised
+	// after creation: the letter's line, the team's acks and limits.
+	if code := call(t, base, tokens["reader"], "POST", "/teams/demo/messages", map[string]any{"to": "lead", "body": "done", "in_reply_to": "reader-1", "ack_required": true}, nil); code != 201 {
+		t.Fatalf("reply: %d", code)
+	}
+	if code := call(t, base, tokens["lead"], "POST", "/teams/demo/members/lead/inbox/lead-1/ack", map[string]string{"outcome": "done", "note": "thanks"}, nil); code != 200 {
+		t.Fatalf("ack: %d", code)
+	}
+	if code := call(t, base, pgAdminToken, "PATCH", "/teams/demo", map[string]any{"limits": map[string]int{"inbox_messages": 12}}, nil); code != 200 {
+		t.Fatalf("raise inbox_messages: %d", code)
+	}
 	// writer's inbox stays empty (no file at all): imported as empty.
 	var opened struct {
 		RequestID string `json:"request_id"`
@@ -228,6 +238,22 @@ func TestImportRoundTrip(t *testing.T) {
 		if !bytes.Equal(inbox, before[name]) {
 			t.Errorf("inbox of %s:\n got %s\nwant %s", name, inbox, before[name])
 		}
+	}
+	var receipts struct {
+		Receipts []struct {
+			Ack *struct{ Outcome, Note string } `json:"ack"`
+		} `json:"receipts"`
+	}
+	if code := call(t, pgBase, tokens["reader"], "GET", "/teams/demo/receipts?ids=lead-1", nil, &receipts); code != 200 || len(receipts.Receipts) != 1 || receipts.Receipts[0].Ack == nil || receipts.Receipts[0].Ack.Note != "thanks" {
+		t.Errorf("receipt of lead-1 on postgres: %d %+v, want the ack done with its note", code, receipts)
+	}
+	var teamDoc struct {
+		Limits struct {
+			InboxMessages int `json:"inbox_messages"`
+		} `json:"limits"`
+	}
+	if code := call(t, pgBase, pgAdminToken, "GET", "/teams/demo", nil, &teamDoc); code != 200 || teamDoc.Limits.InboxMessages != 12 {
+		t.Errorf("team on postgres: %d, inbox_messages %d; want 12", code, teamDoc.Limits.InboxMessages)
 	}
 	var reqsAfter json.RawMessage
 	call(t, pgBase, tokens["lead"], "GET", "/teams/demo/requests", nil, &reqsAfter)

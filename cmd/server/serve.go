@@ -7,16 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"mailroom/internal/agent"
+	"mailroom/internal/app"
 	"mailroom/internal/core"
-	"mailroom/internal/httpapi"
+	"mailroom/internal/host"
 	"mailroom/internal/mail"
-	"mailroom/internal/mcpserver"
 	"mailroom/internal/workspace"
 	"mailroom/web"
 )
@@ -72,79 +72,62 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	if err != nil {
 		return err
 	}
-	// Runs after the HTTP server has stopped (defers run last-in first-out
-	// before the lock is released): no append is in flight any more.
-	defer func() {
-		if cerr := closeStore(); cerr != nil {
-			log.Error("close inbox files", "err", cerr)
-		}
-	}()
-	svc := core.NewService(store, core.Options{Logger: log, MaxTeams: cfg.maxTeams, LeaseDuration: cfg.lease, MaxRunningTurns: cfg.maxRunningTurns})
-	if err := svc.Open(ctx); err != nil {
-		return fmt.Errorf("load teams from %s: %w", dataDir, err)
-	}
-	warnModelUnavailable(log, cfg.model, os.LookupEnv)
-	logProviders(log, os.LookupEnv)
-	// stopping is cancelled when shutdown begins. It ends open event
-	// streams (see endStreamsOnShutdown), refuses new turns and scenario
-	// runs and cancels the running ones, which then end at their next
-	// boundary and record it; other requests run to completion.
-	stopping, stopWork := context.WithCancel(context.Background())
-	defer stopWork()
-	held := &httpapi.HeldReads{}
 	// One runner for both doors: one run_main per team at a time,
 	// whichever door asked. It logs whether the sandbox is on.
 	programs := workspace.NewRunnerAs(cfg.sandbox, cfg.sandboxUser, log)
-	handler, err := httpapi.NewHandler(svc, httpapi.Options{
-		AdminToken: adminToken,
-		Logger:     log,
-		Static:     web.FS(),
-		DataDir:    dataDir,
-		Workspaces: cfg.workspaces,
-		Runner:     programs,
-		Stopping:   stopping,
-		HeldReads:  held,
+	// The store is closed by the server's Shutdown, after everything that
+	// writes to it has ended, or here when the server could not be made.
+	closeOnce := sync.OnceValue(func() error {
+		if cerr := closeStore(); cerr != nil {
+			log.Error("close inbox files", "err", cerr)
+		}
+		return nil
+	})
+	a, err := app.New(ctx, store, app.Options{
+		Core:            core.Options{Logger: log, MaxTeams: cfg.maxTeams, LeaseDuration: cfg.lease},
+		AdminToken:      adminToken,
+		Logger:          log,
+		Static:          web.FS(),
+		DataDir:         dataDir,
+		Workspaces:      cfg.workspaces,
+		Programs:        programs,
+		MaxRunningTurns: cfg.maxRunningTurns,
 		// Credentials are read from the environment at each turn and
 		// never kept anywhere else.
-		Models: httpapi.ModelOptions{Default: cfg.model, Lookup: os.LookupEnv, Provider: agent.ProviderOptions{Log: log}},
+		Models:     host.ModelOptions{Default: cfg.model, Lookup: os.LookupEnv, Provider: agent.ProviderOptions{Log: log}},
+		CloseStore: closeOnce,
 	})
 	if err != nil {
-		return fmt.Errorf("build HTTP handler: %w", err)
+		_ = closeOnce()
+		if open := (*app.OpenError)(nil); errors.As(err, &open) {
+			return fmt.Errorf("load teams from %s: %w", dataDir, open.Err)
+		}
+		return err
 	}
-	// /mcp is the door for agents outside Mailroom (Model Context Protocol).
-	// Its members of a team with a workspace work on the same files as
-	// the team's turns (the default root is the one httpapi uses).
-	workspaces := cfg.workspaces
-	if workspaces == "" {
-		workspaces = filepath.Join(dataDir, "workspaces")
+	warnModelUnavailable(log, cfg.model, os.LookupEnv)
+	logProviders(log, os.LookupEnv)
+	// The order matters: stop starting work and cancel what runs, then
+	// stop accepting and wait (bounded) for every request in flight, the
+	// turns and runs included, to return after recording how they ended,
+	// and for everything else the server started; only then is the store
+	// closed and the process ends (app.App.Shutdown).
+	shutdown := func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		return a.Shutdown(sctx)
 	}
-	if handler, err = mcpserver.Mount(handler, svc, mcpserver.Options{AdminToken: adminToken, Logger: log, Workspaces: workspaces, Runner: programs}); err != nil {
-		return fmt.Errorf("build MCP handler: %w", err)
+	stop := func() error {
+		log.Info("shutting down", "timeout", shutdownTimeout.String())
+		return shutdown()
 	}
-
-	srv := &http.Server{
-		Handler:           endStreamsOnShutdown(handler, stopping),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		// WriteTimeout stays 0 (no limit): it would cut the Server-Sent
-		// Events stream, which writes for as long as the page is open, and
-		// scenario runs slowed with step_ms legitimately take long. Slow
-		// clients are bounded by ReadTimeout, IdleTimeout and the shutdown
-		// timeout instead.
-		WriteTimeout: 0,
-		IdleTimeout:  120 * time.Second,
-		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	// Reads held for mail (REST wait, MCP wait_for_mail) answer at once.
-	srv.RegisterOnShutdown(svc.StopWaiting)
 
 	// Listen before serving, so a taken port is reported here and now.
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
+		_ = shutdown()
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	a.Serve(ln)
 
 	// The ready line on standard output is the one place a generated admin
 	// token is shown; the log line names the page without it, because log
@@ -160,37 +143,13 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error
 	}
 
 	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
+	case <-a.Failed():
+		return stop()
 	case <-ctx.Done():
 	}
-	// The order matters: stop starting work and cancel what runs, then
-	// stop accepting and wait (bounded) for every request in flight, the
-	// turns and runs included, to return after recording how they ended;
-	// only then is the store closed (deferred above) and the process ends.
-	log.Info("shutting down", "timeout", shutdownTimeout.String())
-	stopWork()
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		// Requests still running after the timeout are cut off; their
-		// storage writes are atomic, so nothing is left half done.
-		log.Warn("shutdown timed out; closing remaining connections", "err", err)
-		_ = srv.Close()
-	}
-	// Reads held for mail left net/http with their connections; released
-	// by StopWaiting, they take one last look at the store before it closes.
-	if err := held.Wait(sctx); err != nil {
-		log.Warn("shutdown timed out before every held read was answered", "err", err)
-	}
-	// Turns started with Prefer: respond-async have no request to wait
-	// for: wait for them too, so that they record their end before the
-	// store is closed.
-	if err := svc.WaitTurns(sctx); err != nil {
-		log.Warn("shutdown timed out before every turn recorded its end", "err", err)
-	}
-	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
+	if err := stop(); err != nil {
+		log.Error("shutdown", "err", err)
+		return err
 	}
 	log.Info("stopped")
 	return nil

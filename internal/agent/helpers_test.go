@@ -50,17 +50,7 @@ func newWorkspace(t *testing.T) string {
 
 func member(t *testing.T, svc *core.Service, name string) core.MemberView {
 	t.Helper()
-	v, err := svc.Team(t.Context(), testTeam)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range v.Members {
-		if m.Name == name {
-			return m
-		}
-	}
-	t.Fatalf("no member %s", name)
-	return core.MemberView{}
+	return testkit.MemberOf(t, svc, testTeam, name)
 }
 
 func inbox(t *testing.T, svc *core.Service, name string) []core.Message {

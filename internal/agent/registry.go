@@ -179,7 +179,8 @@ func Registry(env Env) []Tool {
 			Description: fmt.Sprintf("Send a letter (1 to %d characters after trimming) to a member of your team or to yourself. It is queued in the recipient's inbox; queued does not mean read.", l.BodyChars),
 			InputSchema: object(
 				prop{name: "to", typ: "string", desc: "The recipient's member name.", required: true},
-				prop{name: "body", typ: "string", desc: fmt.Sprintf("The letter, 1 to %d characters after trimming.", l.BodyChars), required: true}),
+				prop{name: "body", typ: "string", desc: fmt.Sprintf("The letter, 1 to %d characters after trimming.", l.BodyChars), required: true},
+				inReplyToProp, ackRequiredProp),
 		},
 		{
 			Name: ToolReadInbox, Doors: DoorMCP, Offer: all, Handler: r.readInbox,
@@ -252,8 +253,7 @@ func Registry(env Env) []Tool {
 			InputSchema: object(),
 		},
 	}
-	tools = append(tools, r.taskTools()...)
-	return append(tools, r.searchTools()...) // searchtool.go
+	return append(append(append(append(tools, r.taskTools()...), r.reservationTools()...), r.searchTools()...), r.mailTools()...) // searchtool.go
 }
 
 // Offered returns the tools of door offered to member of a team with or
@@ -357,8 +357,10 @@ func decodeInput(input json.RawMessage, v any) error {
 
 func (r registry) sendMessage(ctx context.Context, input json.RawMessage) (Result, error) {
 	var in struct {
-		To   *string `json:"to"`
-		Body *string `json:"body"`
+		To          *string `json:"to"`
+		Body        *string `json:"body"`
+		InReplyTo   string  `json:"in_reply_to"`
+		AckRequired bool    `json:"ack_required"`
 	}
 	if err := decode(ToolSendMessage, input, &in); err != nil {
 		return Result{}, err
@@ -370,7 +372,7 @@ func (r registry) sendMessage(ctx context.Context, input json.RawMessage) (Resul
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := r.env.Svc.Send(ctx, core.SendInput{Team: team, To: *in.To, Body: *in.Body})
+	res, err := r.env.Svc.Send(ctx, core.SendInput{Team: team, To: *in.To, Body: *in.Body, InReplyTo: in.InReplyTo, AckRequired: in.AckRequired})
 	if err != nil {
 		return Result{}, err
 	}

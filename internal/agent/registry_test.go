@@ -46,10 +46,10 @@ func TestRegistryShape(t *testing.T) {
 		set  ToolSet
 		want []string
 	}{
-		{DefaultTools("lead"), append([]string{ToolSendMessage, ToolReviewPlan}, taskToolNames...)},
-		{DefaultTools("reader"), append([]string{ToolSendMessage, ToolSubmitPlan}, taskToolNames...)},
-		{WorkspaceTools("lead", "/ws", core.DefaultLimits()), append([]string{ToolSendMessage, ToolReviewPlan, ToolReadFile}, taskToolNames...)},
-		{WorkspaceTools("reader", "/ws", core.DefaultLimits()), append([]string{ToolSendMessage, ToolSubmitPlan, ToolReadFile, ToolRunMain}, taskToolNames...)},
+		{DefaultTools("lead"), append(append([]string{ToolSendMessage, ToolReviewPlan}, taskToolNames...), ToolAckLetter)},
+		{DefaultTools("reader"), append(append([]string{ToolSendMessage, ToolSubmitPlan}, taskToolNames...), ToolAckLetter)},
+		{WorkspaceTools("lead", "/ws", core.DefaultLimits()), append(append([]string{ToolSendMessage, ToolReviewPlan, ToolReadFile}, taskToolNames...), ToolAckLetter)},
+		{WorkspaceTools("reader", "/ws", core.DefaultLimits()), append(append([]string{ToolSendMessage, ToolSubmitPlan, ToolReadFile, ToolRunMain}, taskToolNames...), ToolAckLetter)},
 	} {
 		if !slices.Equal(tc.set.Names, tc.want) {
 			t.Errorf("tool set = %v, want %v", tc.set.Names, tc.want)
@@ -104,6 +104,7 @@ func TestRegistryHandlersNeedAMember(t *testing.T) {
 	}
 }
 
-// taskToolNames are the board's tools and search_mail, offered to every member after the
-// others.
-var taskToolNames = []string{ToolCreateTask, ToolListTasks, ToolClaimTask, ToolCompleteTask, ToolReleaseTask, ToolSearchMail}
+// taskToolNames are the board's and the reservations' tools and search_mail, offered to every
+// member after the others.
+var taskToolNames = []string{ToolCreateTask, ToolListTasks, ToolClaimTask, ToolCompleteTask, ToolReleaseTask,
+	ToolReservePaths, ToolReleaseReservation, ToolListReservations, ToolCheckPaths, ToolSearchMail}

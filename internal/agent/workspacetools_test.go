@@ -16,10 +16,10 @@ func TestWorkspaceTools(t *testing.T) {
 	limits := core.DefaultLimits()
 	limits.BodyChars, limits.PayloadChars, limits.FeedbackChars = 2000, 900, 50
 	reader := WorkspaceTools("reader", "/ws", limits)
-	if want := append([]string{ToolSendMessage, ToolSubmitPlan, ToolReadFile, ToolRunMain}, taskToolNames...); !slices.Equal(reader.Names, want) || !reader.AskHost || reader.Workspace != "/ws" {
+	if want := append(append([]string{ToolSendMessage, ToolSubmitPlan, ToolReadFile, ToolRunMain}, taskToolNames...), ToolAckLetter); !slices.Equal(reader.Names, want) || !reader.AskHost || reader.Workspace != "/ws" {
 		t.Fatalf("reader's tools = %+v, want %v asking the host in /ws", reader, want)
 	}
-	if lead := WorkspaceTools("lead", "/ws", limits); !slices.Equal(lead.Names, append([]string{ToolSendMessage, ToolReviewPlan, ToolReadFile}, taskToolNames...)) {
+	if lead := WorkspaceTools("lead", "/ws", limits); !slices.Equal(lead.Names, append(append([]string{ToolSendMessage, ToolReviewPlan, ToolReadFile}, taskToolNames...), ToolAckLetter)) {
 		t.Fatalf("lead's tools = %v, want no run_main", lead.Names)
 	}
 	// The bounds are stated in words, never as maxLength: an over-long

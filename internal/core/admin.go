@@ -118,6 +118,9 @@ func (s *Service) ResetMemberWith(ctx context.Context, teamName, member string, 
 		if stuck {
 			m.Status = StatusIdle
 		}
+		// A reset member starts again with nothing held: what it had
+		// reserved was for the work it no longer remembers.
+		u.releaseReservationsOf(m.Name)
 		view = u.memberView(m)
 		u.emit(EventMember, view)
 		return nil

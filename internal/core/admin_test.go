@@ -124,7 +124,7 @@ func TestDeleteTeam(t *testing.T) {
 
 	// Gone after a restart too, and the name can be used again, empty.
 	f.svc = f.reopen()
-	if got := len(f.svc.Teams()); got != 0 {
+	if got := len(f.svc.Teams(t.Context())); got != 0 {
 		t.Fatalf("after restart %d teams, want 0", got)
 	}
 	if _, _, err := f.svc.CreateTeam(ctx, core.TeamSpec{Name: f.team, Members: []core.MemberSpec{{Name: "reader"}}}); err != nil {
@@ -197,7 +197,7 @@ func TestDeleteTeamInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.svc = f.reopen()
-	if got := f.svc.Teams(); len(got) != 0 {
+	if got := f.svc.Teams(t.Context()); len(got) != 0 {
 		t.Fatalf("teams = %+v, want none", got)
 	}
 	assertTeamsDir(t, f.dir)

@@ -222,10 +222,7 @@ func runUnit(ctx context.Context, store Store, name string, now time.Time, fn fu
 	if err := fn(tx); err != nil {
 		return err
 	}
-	cs, err := tx.changes()
-	if err != nil {
-		return err
-	}
+	cs := tx.changes()
 	if cs.Empty() {
 		return nil
 	}
@@ -459,7 +456,7 @@ func (t *txn) PutTask(task Task) error {
 }
 
 // changes is the unit's ChangeSet.
-func (t *txn) changes() (*ChangeSet, error) {
+func (t *txn) changes() *ChangeSet {
 	cs := &ChangeSet{Letter: t.letter, Line: t.line, PutTurns: t.puts, DeleteTurns: t.dels, Cursors: t.cursors, Tasks: t.taskPuts}
 	for _, r := range t.recs {
 		if t.letter != nil {
@@ -469,7 +466,7 @@ func (t *txn) changes() (*ChangeSet, error) {
 		cs.Idempotency = append(cs.Idempotency, r)
 	}
 	cs.State, cs.Leases = diffState(t.base, t.st)
-	return cs, nil
+	return cs
 }
 
 // diffState compares a unit's state st with base, the state it was

@@ -25,11 +25,16 @@ type ReadState struct {
 	Unread int `json:"unread"`
 }
 
-// Receipt says whether one letter has been read by its recipient.
+// Receipt says what became of one letter at its recipient: whether it
+// went into one of the recipient's turns (attended), whether the
+// recipient has read it, and its acknowledgement (acks.go), nil until
+// one is given.
 type Receipt struct {
-	ID   string `json:"id"`
-	To   string `json:"to"`
-	Read bool   `json:"read"`
+	ID       string   `json:"id"`
+	To       string   `json:"to"`
+	Attended bool     `json:"attended"`
+	Read     bool     `json:"read"`
+	Ack      *AckView `json:"ack"`
 }
 
 // readState is member's cursor and unread count as u sees them, n being
@@ -165,6 +170,7 @@ func (s *Service) Receipts(ctx context.Context, teamName string, ids []string) (
 	out := make([]Receipt, 0, len(ids))
 	err := s.view(ctx, teamName, true, func(u *unit) error {
 		inboxes := map[string][]Message{}
+		attended := map[string]map[string]bool{}
 		for _, id := range ids {
 			member, pos, _ := ParseLetterID(id)
 			if !u.isMember(member) {
@@ -184,11 +190,11 @@ func (s *Service) Receipts(ctx context.Context, teamName string, ids []string) (
 			if caller != "" && items[pos-1].Sender != caller {
 				return Errorf(CodeForbidden, "A member may only ask about the letters it sent.")
 			}
-			cur, err := u.tx.ReadThrough(member)
+			r, err := u.receipt(items[pos-1], pos, attended)
 			if err != nil {
-				return asStoreError(err)
+				return err
 			}
-			out = append(out, Receipt{ID: id, To: member, Read: pos <= cur})
+			out = append(out, r)
 		}
 		return nil
 	})

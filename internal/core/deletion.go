@@ -1,7 +1,6 @@
 package core
 
 import (
-	"container/heap"
 	"context"
 	"strconv"
 	"time"
@@ -55,12 +54,22 @@ func (s *Service) beginDeletion(team string) (end func()) {
 	}
 }
 
-// endTeamWork cancels the turns of incarnation inc of team this process
-// runs (they end cancelled at their next boundary) and drops its pending
-// wakes, and returns the cancelled turns; inc "" is any incarnation. It
-// never blocks on a turn.
+// OnTeamWorkEnds registers fn, called when what this process does for
+// incarnation inc of team ("" any) must end: the team is being deleted
+// here, or was deleted on another replica. It is called before the team's
+// turns are cancelled; the runtime drops the team's pending wakes with it.
+// fn must not block and must not call back into the Service. cancel ends
+// the calls.
+func (s *Service) OnTeamWorkEnds(fn func(team, inc string)) (cancel func()) {
+	return s.workEnds.Subscribe(func(ev Event) { fn(ev.Team, ev.Data.(string)) })
+}
+
+// endTeamWork tells the runtime (OnTeamWorkEnds) that the work of
+// incarnation inc of team ends, cancels the turns of it this process runs
+// (they end cancelled at their next boundary) and returns them; inc "" is
+// any incarnation. It never blocks on a turn.
 func (s *Service) endTeamWork(team, inc string) []*Turn {
-	s.dropWakes(team, inc)
+	s.workEnds.Publish(Event{Team: team, Data: inc})
 	s.mu.Lock()
 	var turns []*Turn
 	for ref, tr := range s.running {
@@ -89,35 +98,6 @@ func waitTurns(ctx context.Context, turns []*Turn, wait time.Duration) {
 			return
 		}
 	}
-}
-
-// dropWakes drops every wake of incarnation inc of team in this process
-// (inc "": any; a wake whose team is still being read has none yet) that
-// has not begun its turn: its window's timer stopped, out of the queue. A
-// woken turn that runs is cancelled with the team's other turns; it is not
-// looked at again when it ends.
-func (s *Service) dropWakes(team, inc string) {
-	w := &s.wake
-	w.mu.Lock()
-	for key, e := range w.entries {
-		if key.team != team || (inc != "" && e.inc != "" && e.inc != inc) {
-			continue
-		}
-		e.gone = true
-		if e.timer != nil {
-			e.timer.Stop()
-		}
-		if e.state == wakeRunning {
-			continue
-		}
-		if e.state == wakeQueued && e.index >= 0 {
-			heap.Remove(&w.queue, e.index)
-		}
-		delete(w.entries, key)
-	}
-	n := w.queue.Len()
-	w.mu.Unlock()
-	s.wakeQueued(n)
 }
 
 // requestCancel asks the turn to stop at its next boundary, ending

@@ -46,35 +46,3 @@ func TestDeleteTeamCancelsTurns(t *testing.T) {
 		t.Errorf("the team after its deletion: %v, want not_found", err)
 	}
 }
-
-// TestDeletedTeamWakeNeverFires: a wake whose window is open when its team
-// is deleted never fires on a new team of the same name, even for a letter
-// to the new team; that letter opens a window of its own.
-func TestDeletedTeamWakeNeverFires(t *testing.T) {
-	r := newWakeRig(t, nil, 0)
-	r.send("lead", "reader", "to the old team")
-	old := r.timer()
-	ctx := core.AsAdmin(t.Context())
-	if err := r.svc.DeleteTeam(ctx, "demo", nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := r.svc.CreateTeam(ctx, core.TeamSpec{Name: "demo",
-		Model:   &core.ModelSettings{Provider: "anthropic", Name: "m"},
-		Members: []core.MemberSpec{{Name: "lead"}, {Name: "reader", Wake: true}, {Name: "reviewer"}}}); err != nil {
-		t.Fatal(err)
-	}
-	// A letter to the new team, then the end of the old team's window.
-	r.send("lead", "reader", "to the new team")
-	old.fire()
-	select {
-	case w := <-r.turns:
-		t.Fatalf("the deleted team's wake fired on the new team: trigger %+v", w.trigger)
-	case <-time.After(300 * time.Millisecond):
-	}
-	r.timer().fire()
-	w := r.turn()
-	if w.trigger.Kind != core.TriggerMail || len(w.trigger.Letters) != 1 || w.trigger.Letters[0] != "reader-1" {
-		t.Errorf("the new team's wake = %+v, want mail [reader-1]", w.trigger)
-	}
-	w.release <- turnEnd{}
-}

@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -26,11 +27,13 @@ var namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,23}$`)
 func ValidName(name string) bool { return namePattern.MatchString(name) }
 
 // field is one key/value of an object written by the canonical encoder.
-// Values are strings or booleans, the only types the lessons' letters hold.
+// Values are strings or booleans, the only types the lessons' letters hold,
+// or integers (a reply's seq).
 type field struct {
 	key  string
 	str  string
 	bool *bool
+	num  *int
 }
 
 // appendString writes s as a JSON string the way Python's json.dumps does
@@ -104,9 +107,12 @@ func appendObject(dst []byte, fields []field, escapeLineSeparators bool) []byte 
 		}
 		dst = appendString(dst, f.key, false)
 		dst = append(dst, ':', ' ')
-		if f.bool != nil {
+		switch {
+		case f.bool != nil:
 			dst = strconv.AppendBool(dst, *f.bool)
-		} else {
+		case f.num != nil:
+			dst = strconv.AppendInt(dst, int64(*f.num), 10)
+		default:
 			dst = appendString(dst, f.str, escapeLineSeparators)
 		}
 	}
@@ -115,25 +121,50 @@ func appendObject(dst []byte, fields []field, escapeLineSeparators bool) []byte 
 
 // EncodeInboxLine returns the mailbox line of m, with its final newline:
 // keys in the order id, sender, recipient, body (docs/spec.md §2.2, §13.1).
+// A reply adds in_reply_to, thread_id and seq after them, and a letter
+// that asks for an acknowledgement ack_required (docs/api.md, "Mail that
+// stays useful"); a letter with neither is the lesson's line, byte for
+// byte.
 func EncodeInboxLine(m Message) []byte {
-	line := appendObject(make([]byte, 0, 64+len(m.Body)), []field{
+	fields := append(make([]field, 0, 8), []field{
 		{key: "id", str: m.ID},
 		{key: "sender", str: m.Sender},
 		{key: "recipient", str: m.Recipient},
 		{key: "body", str: m.Body},
-	}, true)
+	}...)
+	line := appendObject(make([]byte, 0, 64+len(m.Body)), append(fields, letterExtras(m)...), true)
 	return append(line, '\n')
+}
+
+// letterExtras are the keys a reply or a letter that asks for an
+// acknowledgement adds to the lesson's four, in the order of its line.
+func letterExtras(m Message) []field {
+	var out []field
+	if m.InReplyTo != "" {
+		seq := m.Seq
+		out = append(out, field{key: "in_reply_to", str: m.InReplyTo}, field{key: "thread_id", str: m.ThreadID}, field{key: "seq", num: &seq})
+	}
+	if m.AckRequired {
+		yes := true
+		out = append(out, field{key: "ack_required", bool: &yes})
+	}
+	return out
 }
 
 // HistoryText returns the [team-message] text a letter becomes in a
 // member's history: the envelope with sorted keys (docs/spec.md §2.3).
+// A reply's and an acknowledged letter's extra keys join them in order,
+// so that the model sees what the letter answers and that it should ack.
 func HistoryText(m Message) string {
-	return TeamMessagePrefix + string(appendObject(nil, []field{
+	fields := []field{
 		{key: "body", str: m.Body},
 		{key: "id", str: m.ID},
 		{key: "recipient", str: m.Recipient},
 		{key: "sender", str: m.Sender},
-	}, false))
+	}
+	fields = append(fields, letterExtras(m)...)
+	slices.SortStableFunc(fields, func(a, b field) int { return strings.Compare(a.key, b.key) })
+	return TeamMessagePrefix + string(appendObject(nil, fields, false))
 }
 
 // EncodeRequestLetter returns the body of a *_request protocol letter.
@@ -205,7 +236,7 @@ func DecodeInbox(data []byte, rules InboxRules) ([]Message, error) {
 	}
 	for _, v := range raw {
 		var obj map[string]json.RawMessage
-		if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &obj) != nil || !exactKeys(obj, "id", "sender", "recipient", "body") {
+		if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &obj) != nil || !letterKeys(obj) {
 			return nil, corrupt(ErrInboxFields)
 		}
 		items = append(items, obj)
@@ -225,9 +256,63 @@ func DecodeInbox(data []byte, rules InboxRules) ([]Message, error) {
 		if n := Length(body); !ok || n < 1 || n > rules.Limits.BodyChars {
 			return nil, corrupt(ErrInboxBody)
 		}
-		out = append(out, Message{ID: id, Sender: sender, Recipient: recipient, Body: body})
+		msg := Message{ID: id, Sender: sender, Recipient: recipient, Body: body}
+		if !decodeExtras(obj, &msg) {
+			return nil, corrupt(ErrInboxFields)
+		}
+		out = append(out, msg)
 	}
 	return out, nil
+}
+
+// letterKeys reports whether obj has the lesson's four keys and, besides
+// them, only a reply's three (all or none) and ack_required.
+func letterKeys(obj map[string]json.RawMessage) bool {
+	n := 4
+	for _, k := range []string{"id", "sender", "recipient", "body"} {
+		if _, ok := obj[k]; !ok {
+			return false
+		}
+	}
+	reply := 0
+	for _, k := range []string{"in_reply_to", "thread_id", "seq"} {
+		if _, ok := obj[k]; ok {
+			reply++
+		}
+	}
+	if reply != 0 && reply != 3 {
+		return false
+	}
+	n += reply
+	if _, ok := obj["ack_required"]; ok {
+		n++
+	}
+	return len(obj) == n
+}
+
+// decodeExtras reads a reply's keys and ack_required into m: letter ids,
+// a positive seq written as Mailroom writes it, and ack_required true
+// (a letter that asks for none has no key).
+func decodeExtras(obj map[string]json.RawMessage, m *Message) bool {
+	if raw, ok := obj["in_reply_to"]; ok {
+		in, ok1 := jsonString(raw)
+		thread, ok2 := jsonString(obj["thread_id"])
+		seq, ok3 := canonicalNumber(string(obj["seq"]))
+		if _, _, ok := ParseLetterID(in); !ok || !ok1 || !ok2 || !ok3 {
+			return false
+		}
+		if _, _, ok := ParseLetterID(thread); !ok {
+			return false
+		}
+		m.InReplyTo, m.ThreadID, m.Seq = in, thread, seq
+	}
+	if raw, ok := obj["ack_required"]; ok {
+		if v, ok := jsonBool(raw); !ok || !v {
+			return false
+		}
+		m.AckRequired = true
+	}
+	return true
 }
 
 func exactKeys(obj map[string]json.RawMessage, keys ...string) bool {

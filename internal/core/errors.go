@@ -67,6 +67,14 @@ const (
 	// (nothing is stored), and ends a run that went past either (what it
 	// added is not kept).
 	CodeWorkspaceFull Code = "workspace_full"
+	// The refusals of threads, acknowledgements and limits after
+	// creation (threads.go, acks.go, limits.go): a reply to a letter the
+	// sender never sent or received; an ack given twice, or to a letter
+	// that asked for none; a limit lowered below what the team holds.
+	CodeUnknownLetter   Code = "unknown_letter"
+	CodeAlreadyAcked    Code = "already_acked"
+	CodeAckNotRequired  Code = "ack_not_required"
+	CodeLimitBelowUsage Code = "limit_below_usage"
 	// CodeInternal is never sent as such: it marks an error that is not a
 	// domain error and must be answered with a generic message.
 	CodeInternal Code = "internal"

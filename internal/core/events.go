@@ -19,6 +19,8 @@ const (
 	EventTeam       = "team"       // TeamView: a team's limits changed (UpdateLimits)
 	EventRun        = "run"        // set by the HTTP layer (a scenario run)
 	EventTask       = "task"       // Task: a task created or changed (tasks.go)
+	EventAck        = "ack"        // AckEvent: a letter acknowledged (acks.go)
+	// EventReservation (reservations.go) carries a Reservation.
 	// EventResync says that events may have been missed: a Notifier
 	// store delivers it once its listener is connected again after it
 	// lost the database, since what other processes announced meanwhile
@@ -72,6 +74,10 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		e.Data = *decode(&TeamView{}).(*TeamView)
 	case EventTask:
 		e.Data = *decode(&Task{}).(*Task)
+	case EventReservation:
+		e.Data = *decode(&Reservation{}).(*Reservation)
+	case EventAck:
+		e.Data = *decode(&AckEvent{}).(*AckEvent)
 	default:
 		var v any
 		if len(raw.Data) > 0 {

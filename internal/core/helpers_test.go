@@ -196,20 +196,7 @@ func (f *fixture) member(name string) core.MemberView {
 }
 
 // memberOf is member name of team as the team's view shows it.
-func memberOf(t *testing.T, svc *core.Service, team, name string) core.MemberView {
-	t.Helper()
-	v, err := svc.Team(t.Context(), team)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range v.Members {
-		if m.Name == name {
-			return m
-		}
-	}
-	t.Fatalf("no member %s", name)
-	return core.MemberView{}
-}
+var memberOf = testkit.MemberOf
 
 // assertNoTemp fails when anything but member inbox files is in inboxes/
 // or anything but state.json and inboxes/ in the team directory.

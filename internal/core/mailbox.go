@@ -55,6 +55,26 @@ type SendInput struct {
 	// IdempotencyKey, when not empty, makes the call idempotent for its
 	// sender (see Idempotency in the README).
 	IdempotencyKey string
+	// InReplyTo, when not empty, is the id of the letter this one
+	// answers: a letter of the team the sender sent or received
+	// (threads.go).
+	InReplyTo string
+	// AckRequired asks the recipient for an acknowledgement (acks.go).
+	AckRequired bool
+}
+
+// fingerprint is what an idempotent send is recognised by: a letter
+// without in_reply_to or ack_required keeps the fingerprint sends had
+// before they existed, so that records stored then still match.
+func (in SendInput) fingerprint() string {
+	if in.InReplyTo == "" && !in.AckRequired {
+		return fingerprint("send", in.To, in.Body)
+	}
+	ack := "0"
+	if in.AckRequired {
+		ack = "1"
+	}
+	return fingerprint("send", in.To, in.Body, in.InReplyTo, ack)
 }
 
 // Send stores in.Body, trimmed, as the next letter of the recipient's inbox
@@ -66,13 +86,18 @@ func (s *Service) Send(ctx context.Context, in SendInput) (SendResult, error) {
 	if err != nil {
 		return SendResult{}, err
 	}
+	if in.InReplyTo != "" {
+		if _, _, ok := ParseLetterID(in.InReplyTo); !ok {
+			return SendResult{}, Errorf(CodeValidation, "in_reply_to must be a letter id, <member>-<n> with n a decimal number without sign or leading zero.")
+		}
+	}
 	var out SendResult
-	fp := fingerprint("send", in.To, in.Body)
+	fp := in.fingerprint()
 	err = s.update(ctx, in.Team, func(u *unit) error {
 		if found, err := u.replay(sender, in.IdempotencyKey, fp, &out); found || err != nil {
 			return err
 		}
-		msg, err := u.send(sender, in.To, in.Body, false)
+		msg, err := u.sendLetter(Message{Sender: sender, Recipient: in.To, Body: in.Body, InReplyTo: in.InReplyTo, AckRequired: in.AckRequired}, false)
 		if err != nil {
 			return err
 		}
@@ -89,6 +114,15 @@ func (s *Service) Send(ctx context.Context, in SendInput) (SendResult, error) {
 // the recipient's inbox and commits with whatever else the unit does.
 // protocol changes only the wording of a body_length error (docs/spec.md §13.5).
 func (u *unit) send(sender, recipient, body string, protocol bool) (Message, error) {
+	return u.sendLetter(Message{Sender: sender, Recipient: recipient, Body: body}, protocol)
+}
+
+// sendLetter is send with the letter's own fields: in.Sender, Recipient
+// and Body as send takes them, and InReplyTo and AckRequired as a send
+// over REST, MCP or a tool asks (the id, ThreadID and Seq are given
+// here).
+func (u *unit) sendLetter(in Message, protocol bool) (Message, error) {
+	sender, recipient, body := in.Sender, in.Recipient, in.Body
 	if err := u.checkMember(sender); err != nil {
 		return Message{}, err
 	}
@@ -108,10 +142,18 @@ func (u *unit) send(sender, recipient, body string, protocol bool) (Message, err
 		return Message{}, asStoreError(err)
 	}
 	if n >= limits.InboxMessages {
-		return Message{}, Errorf(CodeInboxFull, "The recipient's inbox is full; old messages are not overwritten.")
+		return Message{}, inboxFull("inbox_messages", limits.InboxMessages)
 	}
-	msg := Message{ID: letterID(recipient, n+1), Sender: sender, Recipient: recipient, Body: trimmed}
+	msg := Message{ID: letterID(recipient, n+1), Sender: sender, Recipient: recipient, Body: trimmed, AckRequired: in.AckRequired}
+	if in.InReplyTo != "" {
+		if err := u.threadLetter(&msg, in.InReplyTo); err != nil {
+			return Message{}, err
+		}
+	}
 	if err := u.tx.AppendLetter(msg); err != nil {
+		if errors.Is(err, ErrInboxTooLarge) {
+			return Message{}, inboxFull("inbox_bytes", limits.InboxBytes)
+		}
 		return Message{}, asStoreError(err)
 	}
 	u.emit(EventMessage, msg)

@@ -24,6 +24,12 @@ type Principal struct {
 	tokenHash string
 }
 
+// TokenHash is the hex SHA-256 of the token the member called with, set
+// only on a principal a door resolved from a token (LookupPrincipal);
+// "" otherwise. A door keys what it bounds per token by it (the MCP
+// endpoint's sessions) without keeping the token.
+func (p Principal) TokenHash() string { return p.tokenHash }
+
 // AdminPrincipal is the operator's principal.
 func AdminPrincipal() Principal { return Principal{Admin: true} }
 

@@ -163,6 +163,7 @@ func (s *Service) Reply(ctx context.Context, in ReplyInput) (ReplyResult, error)
 		record.Reply = &response
 		if closing {
 			u.member(actor).Status = StatusClosed
+			u.releaseReservationsOf(actor)
 		}
 		out = ReplyResult{RequestID: requestID, Status: "queued", Receipt: letter.ID}
 		if err := u.remember(actor, idemKey, fp, out); err != nil {

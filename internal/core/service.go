@@ -40,13 +40,14 @@ type Service struct {
 	lives    teamLives     // teams followed by connections (teamlife.go)
 	holds    heldReads     // reads waiting for mail, per token (heldreads.go)
 	maxTeams int
-	// wake is the members woken on mail (wake.go).
-	wake waker
-	// turnCount counts the running turns (turndoc.go, WaitTurns).
+	// workEnds is told when a team's work in this process ends
+	// (OnTeamWorkEnds).
+	workEnds Bus
+	// turnCount counts the running turns (turndoc.go, WaitTurns); bg
+	// the goroutines the Service started itself, lease renewals
+	// (WaitBackground).
 	turnCount turnCounter
-	// runLeases is the scenario runs whose leases this process renews
-	// (runs.go).
-	runLeases runLeases
+	bg        counter
 	// holder names this process in the leases of the turns it runs;
 	// leaseDur is how long a lease holds without renewal.
 	holder   string
@@ -81,9 +82,6 @@ type Options struct {
 	// renewal; 0 means DefaultLeaseDuration. It is renewed every third
 	// of it.
 	LeaseDuration time.Duration
-	// MaxRunningTurns bounds the woken turns running at once (wake.go);
-	// 0 means DefaultMaxRunningTurns.
-	MaxRunningTurns int
 	// MaxHeldReadsPerToken bounds the waiting reads of one token
 	// (HoldRead); 0 means MaxHeldReadsPerToken.
 	MaxHeldReadsPerToken int
@@ -122,10 +120,6 @@ func NewService(store Store, opts Options) *Service {
 	if s.leaseDur <= 0 {
 		s.leaseDur = DefaultLeaseDuration
 	}
-	s.wake.max = opts.MaxRunningTurns
-	if s.wake.max <= 0 {
-		s.wake.max = DefaultMaxRunningTurns
-	}
 	s.bus.Subscribe(s.wakeWaiters)
 	if opts.Observer != nil {
 		s.SetObserver(opts.Observer)
@@ -138,6 +132,10 @@ func (s *Service) Holder() string { return s.holder }
 
 // LeaseDuration is how long a turn's lease holds without renewal.
 func (s *Service) LeaseDuration() time.Duration { return s.leaseDur }
+
+// Now is the Service's clock (Options.Now), which the runtime's timers
+// share.
+func (s *Service) Now() time.Time { return s.now() }
 
 // Subscribe registers fn for every event published after a commit, this
 // process's and, with a Notifier store, the other processes'. cancel
@@ -342,24 +340,15 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 	if spec.Limits != nil {
 		limits = *spec.Limits
 	}
-	if limits.PermissionTimeoutS == 0 {
-		limits.PermissionTimeoutS = DefaultPermissionTimeoutS
-	}
-	if limits.Tasks == 0 {
-		limits.Tasks = DefaultTaskLimit
-	}
-	if limits.ToolCalls == 0 {
-		limits.ToolCalls = DefaultToolCalls
-	}
-	if limits.ModelRequests == 0 {
-		limits.ModelRequests = DefaultModelRequests
-	}
-	if limits.WorkspaceBytes == 0 {
-		limits.WorkspaceBytes = DefaultWorkspaceBytes
-	}
-	if limits.WorkspaceFiles == 0 {
-		limits.WorkspaceFiles = DefaultWorkspaceFiles
-	}
+	// These limits have no "no bound": a spec that leaves one at 0 gets
+	// its default.
+	orDefault(&limits.PermissionTimeoutS, DefaultPermissionTimeoutS)
+	orDefault(&limits.Tasks, DefaultTaskLimit)
+	orDefault(&limits.ToolCalls, DefaultToolCalls)
+	orDefault(&limits.ModelRequests, DefaultModelRequests)
+	orDefault(&limits.WorkspaceBytes, DefaultWorkspaceBytes)
+	orDefault(&limits.WorkspaceFiles, DefaultWorkspaceFiles)
+	orDefault(&limits.Reservations, DefaultReservationLimit)
 	if err := limits.validate(); err != nil {
 		return TeamView{}, nil, err
 	}
@@ -438,7 +427,7 @@ func (s *Service) CreateTeam(ctx context.Context, spec TeamSpec) (TeamView, []Cr
 }
 
 func (l Limits) validate() error {
-	for _, v := range []int{l.InboxMessages, l.InboxBytes, l.BodyChars, l.Requests, l.PayloadChars, l.Turns, l.HistoryEntries, l.Tasks, l.ToolCalls, l.ModelRequests} {
+	for _, v := range []int{l.InboxMessages, l.InboxBytes, l.BodyChars, l.Requests, l.PayloadChars, l.Turns, l.HistoryEntries, l.Tasks, l.ToolCalls, l.ModelRequests, l.Reservations} {
 		if v < 1 {
 			return Errorf(CodeValidation, "Every limit must be at least 1 (feedback_chars at least 0).")
 		}
@@ -497,22 +486,28 @@ func (s *Service) LookupMember(token string) (teamName, member string, err error
 	return p.Team, p.Member, err
 }
 
-// TokenPrincipal is the principal of the member token belongs to, as a
-// door authenticates a call: it carries the token's hash, so that the
-// units of work of the call confirm the token (tokenHolds), the
-// connections it opens follow exactly the team the token belongs to
-// (FollowTeam) and the per-token bounds count by token. Its errors are
-// LookupMember's. The token is hashed once, for the lookup and the
-// principal.
+// TokenPrincipal is LookupPrincipal for a caller without a request (tools,
+// tests): its lookup has no deadline but the store's own.
 func (s *Service) TokenPrincipal(token string) (Principal, error) {
+	return s.LookupPrincipal(context.Background(), token)
+}
+
+// LookupPrincipal is the principal of the member token belongs to, as a
+// door authenticates a call (internal/bearer), the lookup bound by the
+// call's ctx: it carries the token's hash, so that the units of work of
+// the call confirm the token (tokenHolds), the connections it opens
+// follow exactly the team the token belongs to (FollowTeam) and the
+// per-token bounds count by token. Its errors are LookupMember's. The
+// token is hashed once, for the lookup and the principal.
+func (s *Service) LookupPrincipal(ctx context.Context, token string) (Principal, error) {
 	if token == "" {
 		return Principal{}, Errorf(CodeNotFound, "No member has this token.")
 	}
 	hash := hashToken(token)
-	team, m, err := s.store.LookupToken(context.Background(), hash)
+	team, m, err := s.store.LookupToken(ctx, hash)
 	if err != nil {
 		if ErrorCode(err) != CodeNotFound {
-			s.log.Warn("token lookup failed", "err", err)
+			s.log.WarnContext(ctx, "token lookup failed", "err", err)
 		}
 		return Principal{}, err
 	}
@@ -520,10 +515,10 @@ func (s *Service) TokenPrincipal(token string) (Principal, error) {
 }
 
 // Teams lists every team, newest first.
-func (s *Service) Teams() []TeamSummary {
-	out, err := s.store.ListTeams(context.Background())
+func (s *Service) Teams(ctx context.Context) []TeamSummary {
+	out, err := s.store.ListTeams(ctx)
 	if err != nil {
-		s.log.Warn("listing teams failed", "err", err)
+		s.log.WarnContext(ctx, "listing teams failed", "err", err)
 		return []TeamSummary{}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -549,8 +544,8 @@ func (s *Service) Team(ctx context.Context, name string) (TeamView, error) {
 }
 
 // HasMember reports whether member belongs to team (not_found otherwise).
-func (s *Service) HasMember(teamName, member string) error {
-	return s.view(context.Background(), teamName, false, func(u *unit) error {
+func (s *Service) HasMember(ctx context.Context, teamName, member string) error {
+	return s.view(ctx, teamName, false, func(u *unit) error {
 		if !u.isMember(member) {
 			return u.noSuchMember()
 		}
@@ -605,4 +600,11 @@ func copyRequest(r Request) Request {
 		r.Reply = &rep
 	}
 	return r
+}
+
+// orDefault sets *v to d when it is 0.
+func orDefault[T int | int64](v *T, d T) {
+	if *v == 0 {
+		*v = d
+	}
 }

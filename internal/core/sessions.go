@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Sessions of agents outside Mailroom. An agent that joins a team through
@@ -64,8 +65,12 @@ func (s *Service) OpenMCPSession(ctx context.Context, team, member string) (end 
 	return func() {
 		once.Do(func() {
 			// The team may be gone by now (deleted): the count still
-			// goes, only the announcement does not.
-			if err := s.changeSessions(context.Background(), team, member, -1, gone); err != nil {
+			// goes, only the announcement does not. The session's end
+			// is not a request's: it runs when the client went away or
+			// the server stops, whose contexts are over by then.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := s.changeSessions(ctx, team, member, -1, gone); err != nil {
 				s.log.Debug("mcp session end not announced", "team", team, "code", ErrorCode(err))
 			}
 		})

@@ -227,6 +227,16 @@ type TeamState struct {
 	// Permissions are the host gate's questions to a person, pending and
 	// decided, oldest first (permissions.go).
 	Permissions []Permission `json:"permissions,omitempty"`
+	// Reservations are the team's file reservations, live and closed,
+	// oldest first (reservations.go); a unit of work replaces the slice,
+	// never changes it in place. ReservationSeq is the number of the
+	// last one granted, so that an id is never given twice.
+	Reservations   []Reservation `json:"reservations,omitempty"`
+	ReservationSeq int           `json:"reservation_seq,omitempty"`
+	// Acks are the acknowledgements given to letters that asked for one,
+	// in the order given (acks.go). A unit replaces the slice, never
+	// changes it in place.
+	Acks []Ack `json:"acks,omitempty"`
 }
 
 // UnitCopy copies st as deeply as a unit of work may change it: the slices

@@ -583,7 +583,7 @@ func (s *Service) beginTurn(ctx context.Context, teamName, member string, model 
 		return nil, historyFull(full)
 	}
 	s.turnStarted()
-	go tr.renew()
+	s.goBackground(tr.renew)
 	return tr, nil
 }
 
@@ -614,12 +614,17 @@ func (tr *Turn) renew() {
 			return
 		case <-tick.C:
 		}
-		err := tr.update(context.Background(), func(u *unit) error {
+		// The turn's own context, not a request's: a turn may outlive the
+		// request that began it (Prefer: respond-async). A renewal that
+		// takes longer than the next one's tick is given up.
+		ctx, cancel := context.WithTimeout(context.Background(), s.leaseDur/3)
+		err := tr.update(ctx, func(u *unit) error {
 			if m := u.member(member); m != nil && m.Lease != nil && m.Lease.Holder == s.holder {
 				m.Lease = &Lease{Holder: s.holder, Expires: u.now.Add(s.leaseDur)}
 			}
 			return nil
 		})
+		cancel()
 		if err != nil {
 			s.log.Warn("renewing a turn's lease failed", "team", tr.team, "member", member, "err", err)
 		}
@@ -769,52 +774,17 @@ func (s *Service) CancelTurn(ctx context.Context, teamName, turnID string) (Turn
 	return tr.Document(), nil
 }
 
-// running turns of the whole service, so that a stopping server can wait
-// for them (WaitTurns).
-type turnCounter struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{}
-}
+// turnCounter counts the running turns of the whole service, so that a
+// stopping server can wait for them (WaitTurns); bg counts the Service's
+// own goroutines the same way (WaitBackground).
+type turnCounter = counter
 
-func (s *Service) turnStarted() {
-	c := &s.turnCount
-	c.mu.Lock()
-	c.n++
-	c.mu.Unlock()
-}
+func (s *Service) turnStarted() { s.turnCount.add() }
 
-func (s *Service) turnEnded() {
-	c := &s.turnCount
-	c.mu.Lock()
-	c.n--
-	if c.n == 0 && c.idle != nil {
-		close(c.idle)
-		c.idle = nil
-	}
-	c.mu.Unlock()
-}
+func (s *Service) turnEnded() { s.turnCount.done() }
 
 // WaitTurns returns once no turn is running, or with ctx's error. A
 // stopping server calls it after it has cancelled the turns, so that
 // turns started without a waiting request (Prefer: respond-async) record
 // how they ended before the store is closed.
-func (s *Service) WaitTurns(ctx context.Context) error {
-	c := &s.turnCount
-	c.mu.Lock()
-	if c.n == 0 {
-		c.mu.Unlock()
-		return nil
-	}
-	if c.idle == nil {
-		c.idle = make(chan struct{})
-	}
-	idle := c.idle
-	c.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *Service) WaitTurns(ctx context.Context) error { return s.turnCount.wait(ctx) }

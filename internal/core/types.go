@@ -46,6 +46,9 @@ type Limits struct {
 	// it added).
 	WorkspaceBytes int64 `json:"workspace_bytes"`
 	WorkspaceFiles int   `json:"workspace_files"`
+	// Reservations bounds the live file reservations of the team
+	// (reservations.go); see ReservationLimit.
+	Reservations int `json:"reservations"`
 }
 
 // Defaults of the limits the lessons do not name.
@@ -97,6 +100,7 @@ func DefaultLimits() Limits {
 		ModelRequests:      DefaultModelRequests,
 		WorkspaceBytes:     DefaultWorkspaceBytes,
 		WorkspaceFiles:     DefaultWorkspaceFiles,
+		Reservations:       DefaultReservationLimit,
 	}
 }
 
@@ -107,6 +111,42 @@ type Message struct {
 	Sender    string `json:"sender"`
 	Recipient string `json:"recipient"`
 	Body      string `json:"body"`
+	// InReplyTo is the letter this one answers, ThreadID the first
+	// letter of its thread and Seq its number among the team's letters
+	// sent, which orders a thread (threads.go); all three are set on a
+	// reply only. A letter that begins a thread has none of them: its
+	// line is the lesson's (EncodeInboxLine) and its thread is its own id
+	// (Thread).
+	InReplyTo string `json:"in_reply_to,omitempty"`
+	ThreadID  string `json:"thread_id,omitempty"`
+	Seq       int    `json:"seq,omitempty"`
+	// AckRequired asks the recipient for an acknowledgement with an
+	// outcome (acks.go).
+	AckRequired bool `json:"ack_required,omitempty"`
+}
+
+// UnmarshalJSON reads a letter, and a letter document of the API too: a
+// letter that begins its own thread is shown with its own id as
+// thread_id, and is read back as the letter it is, with ThreadID empty,
+// so that it compares equal to the stored one.
+func (m *Message) UnmarshalJSON(data []byte) error {
+	type plain Message
+	if err := json.Unmarshal(data, (*plain)(m)); err != nil {
+		return err
+	}
+	if m.InReplyTo == "" && m.ThreadID == m.ID {
+		m.ThreadID = ""
+	}
+	return nil
+}
+
+// Thread is the id of the first letter of m's thread: ThreadID for a
+// reply, else m's own id.
+func (m Message) Thread() string {
+	if m.ThreadID != "" {
+		return m.ThreadID
+	}
+	return m.ID
 }
 
 // Member statuses (docs/spec.md §5).

@@ -325,3 +325,37 @@ func TestMatchPath(t *testing.T) {
 func witness(a, b string) (string, bool) {
 	return intersect(build(a), build(b), true)
 }
+
+// TestPrefixesBoundMatches: every path a pattern matches begins with one
+// of its Prefixes, and patterns whose prefixes do not meet never overlap.
+func TestPrefixesBoundMatches(t *testing.T) {
+	for _, tc := range []struct {
+		pattern string
+		paths   []string
+	}{
+		{"internal/**", []string{"internal", "internal/a/b.go"}},
+		{"{a,b}/**", []string{"a/x", "b"}},
+		{"*.go", []string{"main.go"}},
+		{"cmd/main.go", []string{"cmd/main.go"}},
+		{"docs/{api,spec}.md", []string{"docs/api.md", "docs/spec.md"}},
+	} {
+		p, err := Compile(tc.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range tc.paths {
+			if !p.Match(path) {
+				t.Fatalf("%s does not match %s", tc.pattern, path)
+			}
+			ok := false
+			for _, pre := range p.Prefixes() {
+				if strings.HasPrefix(path, pre) {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("%s matches %s, which begins with none of its prefixes %q", tc.pattern, path, p.Prefixes())
+			}
+		}
+	}
+}

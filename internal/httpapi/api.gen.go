@@ -23,6 +23,48 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AckInputOutcome.
+const (
+	AckInputOutcomeBlocked  AckInputOutcome = "blocked"
+	AckInputOutcomeDone     AckInputOutcome = "done"
+	AckInputOutcomeRejected AckInputOutcome = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AckInputOutcome enum.
+func (e AckInputOutcome) Valid() bool {
+	switch e {
+	case AckInputOutcomeBlocked:
+		return true
+	case AckInputOutcomeDone:
+		return true
+	case AckInputOutcomeRejected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AckStateOutcome.
+const (
+	AckStateOutcomeBlocked  AckStateOutcome = "blocked"
+	AckStateOutcomeDone     AckStateOutcome = "done"
+	AckStateOutcomeRejected AckStateOutcome = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AckStateOutcome enum.
+func (e AckStateOutcome) Valid() bool {
+	switch e {
+	case AckStateOutcomeBlocked:
+		return true
+	case AckStateOutcomeDone:
+		return true
+	case AckStateOutcomeRejected:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreatedTeamHostPermission.
 const (
 	CreatedTeamHostPermissionAllow CreatedTeamHostPermission = "allow"
@@ -220,6 +262,8 @@ func (e PermissionStatus) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
+	ProblemCodeAckNotRequired       ProblemCode = "ack_not_required"
+	ProblemCodeAlreadyAcked         ProblemCode = "already_acked"
 	ProblemCodeBodyLength           ProblemCode = "body_length"
 	ProblemCodeBodyTooLarge         ProblemCode = "body_too_large"
 	ProblemCodeBudgetExhausted      ProblemCode = "budget_exhausted"
@@ -229,6 +273,7 @@ const (
 	ProblemCodeInboxCorrupt         ProblemCode = "inbox_corrupt"
 	ProblemCodeInboxFull            ProblemCode = "inbox_full"
 	ProblemCodeInternalError        ProblemCode = "internal_error"
+	ProblemCodeLimitBelowUsage      ProblemCode = "limit_below_usage"
 	ProblemCodeMemberClosed         ProblemCode = "member_closed"
 	ProblemCodeMemberUnavailable    ProblemCode = "member_unavailable"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
@@ -238,6 +283,9 @@ const (
 	ProblemCodeReplyConflict        ProblemCode = "reply_conflict"
 	ProblemCodeRequestLimit         ProblemCode = "request_limit"
 	ProblemCodeRequestPending       ProblemCode = "request_pending"
+	ProblemCodeReservationClosed    ProblemCode = "reservation_closed"
+	ProblemCodeReservationConflict  ProblemCode = "reservation_conflict"
+	ProblemCodeReservationLimit     ProblemCode = "reservation_limit"
 	ProblemCodeShuttingDown         ProblemCode = "shutting_down"
 	ProblemCodeStorageFailed        ProblemCode = "storage_failed"
 	ProblemCodeStorageUnavailable   ProblemCode = "storage_unavailable"
@@ -253,6 +301,7 @@ const (
 	ProblemCodeTeamLimit            ProblemCode = "team_limit"
 	ProblemCodeTooManyStreams       ProblemCode = "too_many_streams"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
+	ProblemCodeUnknownLetter        ProblemCode = "unknown_letter"
 	ProblemCodeUnknownMember        ProblemCode = "unknown_member"
 	ProblemCodeUnknownTask          ProblemCode = "unknown_task"
 	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
@@ -264,6 +313,10 @@ const (
 // Valid indicates whether the value is a known member of the ProblemCode enum.
 func (e ProblemCode) Valid() bool {
 	switch e {
+	case ProblemCodeAckNotRequired:
+		return true
+	case ProblemCodeAlreadyAcked:
+		return true
 	case ProblemCodeBodyLength:
 		return true
 	case ProblemCodeBodyTooLarge:
@@ -282,6 +335,8 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeInternalError:
 		return true
+	case ProblemCodeLimitBelowUsage:
+		return true
 	case ProblemCodeMemberClosed:
 		return true
 	case ProblemCodeMemberUnavailable:
@@ -299,6 +354,12 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeRequestLimit:
 		return true
 	case ProblemCodeRequestPending:
+		return true
+	case ProblemCodeReservationClosed:
+		return true
+	case ProblemCodeReservationConflict:
+		return true
+	case ProblemCodeReservationLimit:
 		return true
 	case ProblemCodeShuttingDown:
 		return true
@@ -329,6 +390,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTooManyStreams:
 		return true
 	case ProblemCodeUnauthorized:
+		return true
+	case ProblemCodeUnknownLetter:
 		return true
 	case ProblemCodeUnknownMember:
 		return true
@@ -668,6 +731,26 @@ func (e TurnTriggerKind) Valid() bool {
 	}
 }
 
+// AckInput defines model for AckInput.
+type AckInput struct {
+	// Note Trimmed; at most 600 characters.
+	Note    *string         `json:"note,omitempty"`
+	Outcome AckInputOutcome `json:"outcome"`
+}
+
+// AckInputOutcome defines model for AckInput.Outcome.
+type AckInputOutcome string
+
+// AckState defines model for AckState.
+type AckState struct {
+	At      time.Time       `json:"at"`
+	Note    string          `json:"note"`
+	Outcome AckStateOutcome `json:"outcome"`
+}
+
+// AckStateOutcome defines model for AckState.Outcome.
+type AckStateOutcome string
+
 // Check defines model for Check.
 type Check struct {
 	// Applicable True for a check this run makes. False only for a check about
@@ -763,6 +846,9 @@ type Limits struct {
 	PermissionTimeoutS int `json:"permission_timeout_s"`
 	Requests           int `json:"requests"`
 
+	// Reservations Live file reservations the team may hold (`reservation_limit` past it).
+	Reservations int `json:"reservations"`
+
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks int `json:"tasks"`
 
@@ -802,6 +888,9 @@ type LimitsInput struct {
 	PermissionTimeoutS *int `json:"permission_timeout_s,omitempty"`
 	Requests           *int `json:"requests,omitempty"`
 
+	// Reservations Live file reservations the team may hold; a grant past it is `reservation_limit`.
+	Reservations *int `json:"reservations,omitempty"`
+
 	// Tasks Tasks the team's board may hold, deleted ones included.
 	Tasks *int `json:"tasks,omitempty"`
 
@@ -824,10 +913,17 @@ type LimitsInput struct {
 
 // LimitsUpdate The limits to change; a field left out keeps its value (no defaults apply).
 type LimitsUpdate struct {
+	BodyChars          *int   `json:"body_chars,omitempty"`
+	FeedbackChars      *int   `json:"feedback_chars,omitempty"`
+	HistoryEntries     *int   `json:"history_entries,omitempty"`
+	InboxBytes         *int   `json:"inbox_bytes,omitempty"`
+	InboxMessages      *int   `json:"inbox_messages,omitempty"`
 	ModelRequests      *int   `json:"model_requests,omitempty"`
 	ModelTokens        *int64 `json:"model_tokens,omitempty"`
+	PayloadChars       *int   `json:"payload_chars,omitempty"`
 	PermissionTimeoutS *int   `json:"permission_timeout_s,omitempty"`
 	Requests           *int   `json:"requests,omitempty"`
+	Reservations       *int   `json:"reservations,omitempty"`
 	Tasks              *int   `json:"tasks,omitempty"`
 	ToolCalls          *int   `json:"tool_calls,omitempty"`
 	Turns              *int   `json:"turns,omitempty"`
@@ -994,16 +1090,32 @@ type MemberUpdate struct {
 
 // Message defines model for Message.
 type Message struct {
-	Body      string `json:"body"`
-	ID        string `json:"id"`
-	Recipient string `json:"recipient"`
-	Sender    string `json:"sender"`
+	// AckRequired The sender asked for an acknowledgement; only when it did.
+	AckRequired *bool  `json:"ack_required,omitempty"`
+	Body        string `json:"body"`
+	ID          string `json:"id"`
+
+	// InReplyTo The letter this one answers; only on a reply.
+	InReplyTo *string `json:"in_reply_to,omitempty"`
+	Recipient string  `json:"recipient"`
+	Sender    string  `json:"sender"`
+
+	// ThreadID The id of the first letter of the letter's thread; a letter that answers none begins its own.
+	ThreadID string `json:"thread_id"`
 }
 
 // MessageCreate defines model for MessageCreate.
 type MessageCreate struct {
+	// AckRequired Ask the recipient to acknowledge the letter with an outcome.
+	AckRequired *bool `json:"ack_required,omitempty"`
+
 	// Body Trimmed, then 1 to the team's `body_chars` code points.
 	Body string `json:"body"`
+
+	// InReplyTo The id of the letter this one answers, a letter of the team the sender sent or received.
+	//
+	// Example: reader-1
+	InReplyTo *string `json:"in_reply_to,omitempty"`
 
 	// To A team or member name.
 	//
@@ -1040,6 +1152,24 @@ type OpenResult struct {
 
 // OpenResultStatus defines model for OpenResult.Status.
 type OpenResultStatus string
+
+// PathCheck defines model for PathCheck.
+type PathCheck struct {
+	Paths []string `json:"paths"`
+}
+
+// PathCheckResult defines model for PathCheckResult.
+type PathCheckResult struct {
+	Conflicts []PathConflict `json:"conflicts"`
+}
+
+// PathConflict defines model for PathConflict.
+type PathConflict struct {
+	Exclusive     bool   `json:"exclusive"`
+	Member        string `json:"member"`
+	Path          string `json:"path"`
+	ReservationID string `json:"reservation_id"`
+}
 
 // Permission One question of run_main's host gate to a person.
 type Permission struct {
@@ -1089,6 +1219,9 @@ type PermissionList struct {
 type Problem struct {
 	Code ProblemCode `json:"code"`
 
+	// Conflicts With `reservation_conflict` only: the live reservations of other members the request clashed with.
+	Conflicts *[]ReservationConflict `json:"conflicts,omitempty"`
+
 	// Detail Human-readable; never contains the client's values.
 	Detail string `json:"detail"`
 	Status int    `json:"status"`
@@ -1129,7 +1262,12 @@ type ReadState struct {
 
 // Receipt defines model for Receipt.
 type Receipt struct {
-	ID string `json:"id"`
+	// Ack The recipient's acknowledgement; null until one is given.
+	Ack *AckState `json:"ack"`
+
+	// Attended The letter went into one of the recipient's turns.
+	Attended bool   `json:"attended"`
+	ID       string `json:"id"`
 
 	// Read The recipient's read cursor is at or past the letter.
 	Read bool `json:"read"`
@@ -1214,6 +1352,48 @@ type RequestKind string
 // RequestList defines model for RequestList.
 type RequestList struct {
 	Requests []Request `json:"requests"`
+}
+
+// Reservation Path patterns reserved by one member.
+type Reservation struct {
+	CreatedAt time.Time `json:"created_at"`
+	Exclusive bool      `json:"exclusive"`
+
+	// ExpiresAt Past it the reservation conflicts with nothing.
+	ExpiresAt  time.Time  `json:"expires_at"`
+	Member     string     `json:"member"`
+	Paths      []string   `json:"paths"`
+	Reason     *string    `json:"reason"`
+	ReleasedAt *time.Time `json:"released_at"`
+
+	// ReservationID `res-<n>`, numbered per team from 1, never reused.
+	ReservationID string `json:"reservation_id"`
+}
+
+// ReservationConflict defines model for ReservationConflict.
+type ReservationConflict struct {
+	ExpiresAt     time.Time `json:"expires_at"`
+	Member        string    `json:"member"`
+	Paths         []string  `json:"paths"`
+	ReservationID string    `json:"reservation_id"`
+}
+
+// ReservationCreate defines model for ReservationCreate.
+type ReservationCreate struct {
+	Exclusive  *bool    `json:"exclusive,omitempty"`
+	Paths      []string `json:"paths"`
+	Reason     *string  `json:"reason,omitempty"`
+	TTLSeconds *int     `json:"ttl_seconds,omitempty"`
+}
+
+// ReservationList defines model for ReservationList.
+type ReservationList struct {
+	Reservations []Reservation `json:"reservations"`
+}
+
+// ReservationRenew defines model for ReservationRenew.
+type ReservationRenew struct {
+	TTLSeconds int `json:"ttl_seconds"`
 }
 
 // RunOptions Every field is optional; `agent-teams` takes only `step_ms`.
@@ -1521,6 +1701,11 @@ type TextStep struct {
 	WaitMs *int `json:"wait_ms,omitempty"`
 }
 
+// Thread defines model for Thread.
+type Thread struct {
+	Letters []Message `json:"letters"`
+}
+
 // ToolStep A scripted model answer that calls one tool.
 type ToolStep struct {
 	// Input The tool's input (`{}` when left out).
@@ -1695,6 +1880,9 @@ type PermissionIDPath = string
 // RequestIDPath Example: req-1
 type RequestIDPath = RequestID
 
+// ReservationIDPath defines model for ReservationIDPath.
+type ReservationIDPath = string
+
 // TaskIDPath Example: task-1
 type TaskIDPath = TaskID
 
@@ -1765,6 +1953,17 @@ type ReplyRequestParams struct {
 	IdempotencyKey *IdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
 }
 
+// ListReservationsParams defines parameters for ListReservations.
+type ListReservationsParams struct {
+	Member *Name `form:"member,omitempty" json:"member,omitempty"`
+
+	// Path A concrete path; only the reservations with a pattern that matches it.
+	Path *string `form:"path,omitempty" json:"path,omitempty"`
+
+	// All Include released and expired reservations (the newest 50 of them are kept).
+	All *bool `form:"all,omitempty" json:"all,omitempty"`
+}
+
 // SearchMailParams defines parameters for SearchMail.
 type SearchMailParams struct {
 	Q string `form:"q" json:"q"`
@@ -1801,6 +2000,9 @@ type UpdateMemberJSONRequestBody = MemberUpdate
 // MarkReadJSONRequestBody defines body for MarkRead for application/json ContentType.
 type MarkReadJSONRequestBody = MarkRead
 
+// AckLetterJSONRequestBody defines body for AckLetter for application/json ContentType.
+type AckLetterJSONRequestBody = AckInput
+
 // ResetMemberJSONRequestBody defines body for ResetMember for application/json ContentType.
 type ResetMemberJSONRequestBody = MemberReset
 
@@ -1818,6 +2020,15 @@ type OpenRequestJSONRequestBody = RequestCreate
 
 // ReplyRequestJSONRequestBody defines body for ReplyRequest for application/json ContentType.
 type ReplyRequestJSONRequestBody = ReplyCreate
+
+// CreateReservationJSONRequestBody defines body for CreateReservation for application/json ContentType.
+type CreateReservationJSONRequestBody = ReservationCreate
+
+// CheckPathsJSONRequestBody defines body for CheckPaths for application/json ContentType.
+type CheckPathsJSONRequestBody = PathCheck
+
+// RenewReservationJSONRequestBody defines body for RenewReservation for application/json ContentType.
+type RenewReservationJSONRequestBody = ReservationRenew
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskCreate
@@ -1996,6 +2207,9 @@ type ServerInterface interface {
 	// MarkRead Move the member's read cursor through a letter (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/read)
 	MarkRead(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
+	// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	// (POST /teams/{team}/members/{member}/inbox/{id}/ack)
+	AckLetter(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, id string)
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath)
@@ -2011,7 +2225,7 @@ type ServerInterface interface {
 	// DecidePermission Allow or deny a pending permission (admin)
 	// (POST /teams/{team}/permissions/{permission_id})
 	DecidePermission(w http.ResponseWriter, r *http.Request, team TeamPath, permissionID PermissionIDPath)
-	// GetReceipts Whether letters were read (their sender or the admin)
+	// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 	// (GET /teams/{team}/receipts)
 	GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams)
 	// ListRequests The team's requests in id order (admin or a member)
@@ -2026,6 +2240,21 @@ type ServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams)
+	// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+	// (GET /teams/{team}/reservations)
+	ListReservations(w http.ResponseWriter, r *http.Request, team TeamPath, params ListReservationsParams)
+	// CreateReservation Reserve path patterns for the token's member
+	// (POST /teams/{team}/reservations)
+	CreateReservation(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// CheckPaths Which concrete paths live reservations of other members hold
+	// (POST /teams/{team}/reservations/check)
+	CheckPaths(w http.ResponseWriter, r *http.Request, team TeamPath)
+	// ReleaseReservation Release a reservation (its holder, lead or admin)
+	// (DELETE /teams/{team}/reservations/{reservation_id})
+	ReleaseReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath)
+	// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	// (POST /teams/{team}/reservations/{reservation_id}/renew)
+	RenewReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath)
 	// SearchMail Letters of the team that match a query, best first (admin or a member)
 	// (GET /teams/{team}/search)
 	SearchMail(w http.ResponseWriter, r *http.Request, team TeamPath, params SearchMailParams)
@@ -2056,6 +2285,9 @@ type ServerInterface interface {
 	// ReleaseTask Give an in-progress task back (its owner, lead or admin)
 	// (POST /teams/{team}/tasks/{task_id}/release)
 	ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath)
+	// GetThread The letters of a thread the caller sent or received (the admin all)
+	// (GET /teams/{team}/threads/{thread_id})
+	GetThread(w http.ResponseWriter, r *http.Request, team TeamPath, threadID string)
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	// (GET /teams/{team}/turns)
 	ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath)
@@ -2167,6 +2399,12 @@ func (_ Unimplemented) MarkRead(w http.ResponseWriter, r *http.Request, team Tea
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+// (POST /teams/{team}/members/{member}/inbox/{id}/ack)
+func (_ Unimplemented) AckLetter(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, id string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ResetMember Make a stopped or failed member idle again (admin)
 // (POST /teams/{team}/members/{member}/reset)
 func (_ Unimplemented) ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
@@ -2197,7 +2435,7 @@ func (_ Unimplemented) DecidePermission(w http.ResponseWriter, r *http.Request, 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// GetReceipts Whether letters were read (their sender or the admin)
+// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 // (GET /teams/{team}/receipts)
 func (_ Unimplemented) GetReceipts(w http.ResponseWriter, r *http.Request, team TeamPath, params GetReceiptsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -2224,6 +2462,36 @@ func (_ Unimplemented) GetRequest(w http.ResponseWriter, r *http.Request, team T
 // ReplyRequest Answer a request addressed to the token's member
 // (POST /teams/{team}/requests/{request_id}/reply)
 func (_ Unimplemented) ReplyRequest(w http.ResponseWriter, r *http.Request, team TeamPath, requestID RequestIDPath, params ReplyRequestParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+// (GET /teams/{team}/reservations)
+func (_ Unimplemented) ListReservations(w http.ResponseWriter, r *http.Request, team TeamPath, params ListReservationsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateReservation Reserve path patterns for the token's member
+// (POST /teams/{team}/reservations)
+func (_ Unimplemented) CreateReservation(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CheckPaths Which concrete paths live reservations of other members hold
+// (POST /teams/{team}/reservations/check)
+func (_ Unimplemented) CheckPaths(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseReservation Release a reservation (its holder, lead or admin)
+// (DELETE /teams/{team}/reservations/{reservation_id})
+func (_ Unimplemented) ReleaseReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+// (POST /teams/{team}/reservations/{reservation_id}/renew)
+func (_ Unimplemented) RenewReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2284,6 +2552,12 @@ func (_ Unimplemented) CompleteTask(w http.ResponseWriter, r *http.Request, team
 // ReleaseTask Give an in-progress task back (its owner, lead or admin)
 // (POST /teams/{team}/tasks/{task_id}/release)
 func (_ Unimplemented) ReleaseTask(w http.ResponseWriter, r *http.Request, team TeamPath, taskID TaskIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetThread The letters of a thread the caller sent or received (the admin all)
+// (GET /teams/{team}/threads/{thread_id})
+func (_ Unimplemented) GetThread(w http.ResponseWriter, r *http.Request, team TeamPath, threadID string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2739,6 +3013,50 @@ func (siw *ServerInterfaceWrapper) MarkRead(w http.ResponseWriter, r *http.Reque
 	handler.ServeHTTP(w, r)
 }
 
+// AckLetter operation middleware
+func (siw *ServerInterfaceWrapper) AckLetter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AckLetter(w, r, team, member, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ResetMember operation middleware
 func (siw *ServerInterfaceWrapper) ResetMember(w http.ResponseWriter, r *http.Request) {
 
@@ -3147,6 +3465,196 @@ func (siw *ServerInterfaceWrapper) ReplyRequest(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ReplyRequest(w, r, team, requestID, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListReservations operation middleware
+func (siw *ServerInterfaceWrapper) ListReservations(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListReservationsParams
+
+	// ------------- Optional query parameter "member" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "member", r.URL.Query(), &params.Member, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "member"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "path" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "path", r.URL.Query(), &params.Path, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "path"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "path", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "all" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "all", r.URL.Query(), &params.All, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "all"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "all", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListReservations(w, r, team, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateReservation operation middleware
+func (siw *ServerInterfaceWrapper) CreateReservation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateReservation(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CheckPaths operation middleware
+func (siw *ServerInterfaceWrapper) CheckPaths(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CheckPaths(w, r, team)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseReservation operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseReservation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "reservation_id" -------------
+	var reservationID ReservationIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "reservation_id", chi.URLParam(r, "reservation_id"), &reservationID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "reservation_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseReservation(w, r, team, reservationID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RenewReservation operation middleware
+func (siw *ServerInterfaceWrapper) RenewReservation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "reservation_id" -------------
+	var reservationID ReservationIDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "reservation_id", chi.URLParam(r, "reservation_id"), &reservationID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "reservation_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RenewReservation(w, r, team, reservationID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3567,6 +4075,41 @@ func (siw *ServerInterfaceWrapper) ReleaseTask(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// GetThread operation middleware
+func (siw *ServerInterfaceWrapper) GetThread(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "thread_id" -------------
+	var threadID string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "thread_id", chi.URLParam(r, "thread_id"), &threadID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "thread_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetThread(w, r, team, threadID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTurns operation middleware
 func (siw *ServerInterfaceWrapper) ListTurns(w http.ResponseWriter, r *http.Request) {
 
@@ -3938,6 +4481,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/read", wrapper.MarkRead)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/threads/{thread_id}", wrapper.GetThread)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/members/{member}/inbox/{id}/ack", wrapper.AckLetter)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/receipts", wrapper.GetReceipts)
 	})
 	r.Group(func(r chi.Router) {
@@ -3999,6 +4548,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/tasks/{task_id}/release", wrapper.ReleaseTask)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/reservations", wrapper.ListReservations)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/reservations", wrapper.CreateReservation)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/reservations/check", wrapper.CheckPaths)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/teams/{team}/reservations/{reservation_id}", wrapper.ReleaseReservation)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/teams/{team}/reservations/{reservation_id}/renew", wrapper.RenewReservation)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/workspace", wrapper.ListWorkspaceFiles)
@@ -4958,6 +5522,20 @@ func (response UpdateTeam404ApplicationProblemPlusJSONResponse) VisitUpdateTeamR
 	return err
 }
 
+type UpdateTeam409ApplicationProblemPlusJSONResponse Problem
+
+func (response UpdateTeam409ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type UpdateTeam500ApplicationProblemPlusJSONResponse Problem
 
 func (response UpdateTeam500ApplicationProblemPlusJSONResponse) VisitUpdateTeamResponse(w http.ResponseWriter) error {
@@ -5393,6 +5971,115 @@ func (response MarkRead404ApplicationProblemPlusJSONResponse) VisitMarkReadRespo
 type MarkRead500ApplicationProblemPlusJSONResponse Problem
 
 func (response MarkRead500ApplicationProblemPlusJSONResponse) VisitMarkReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetterRequestObject struct {
+	Team   TeamPath   `json:"team"`
+	Member MemberPath `json:"member"`
+	ID     string     `json:"id"`
+	Body   *AckLetterJSONRequestBody
+}
+
+type AckLetterResponseObject interface {
+	VisitAckLetterResponse(w http.ResponseWriter) error
+}
+
+type AckLetter200JSONResponse Receipt
+
+func (response AckLetter200JSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter400ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter400ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter401ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter401ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter403ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter403ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter404ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter404ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter409ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter409ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckLetter500ApplicationProblemPlusJSONResponse Problem
+
+func (response AckLetter500ApplicationProblemPlusJSONResponse) VisitAckLetterResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -6630,6 +7317,598 @@ func (response ReplyRequest500ApplicationProblemPlusJSONResponse) VisitReplyRequ
 	return err
 }
 
+type ListReservationsRequestObject struct {
+	Team   TeamPath `json:"team"`
+	Params ListReservationsParams
+}
+
+type ListReservationsResponseObject interface {
+	VisitListReservationsResponse(w http.ResponseWriter) error
+}
+
+type ListReservations200JSONResponse ReservationList
+
+func (response ListReservations200JSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations400ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations400ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations401ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations401ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations403ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations404ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations404ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReservations500ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReservations500ApplicationProblemPlusJSONResponse) VisitListReservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservationRequestObject struct {
+	Team TeamPath `json:"team"`
+	Body *CreateReservationJSONRequestBody
+}
+
+type CreateReservationResponseObject interface {
+	VisitCreateReservationResponse(w http.ResponseWriter) error
+}
+
+type CreateReservation201JSONResponse Reservation
+
+func (response CreateReservation201JSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation400ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation400ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation401ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation401ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation403ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation403ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation404ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation404ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation409ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation409ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation413ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation413ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation415ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation415ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReservation500ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReservation500ApplicationProblemPlusJSONResponse) VisitCreateReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPathsRequestObject struct {
+	Team TeamPath `json:"team"`
+	Body *CheckPathsJSONRequestBody
+}
+
+type CheckPathsResponseObject interface {
+	VisitCheckPathsResponse(w http.ResponseWriter) error
+}
+
+type CheckPaths200JSONResponse PathCheckResult
+
+func (response CheckPaths200JSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths400ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths400ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths401ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths401ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths403ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths403ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths404ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths404ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths413ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths413ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths415ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths415ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckPaths500ApplicationProblemPlusJSONResponse Problem
+
+func (response CheckPaths500ApplicationProblemPlusJSONResponse) VisitCheckPathsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservationRequestObject struct {
+	Team          TeamPath          `json:"team"`
+	ReservationID ReservationIDPath `json:"reservation_id"`
+}
+
+type ReleaseReservationResponseObject interface {
+	VisitReleaseReservationResponse(w http.ResponseWriter) error
+}
+
+type ReleaseReservation200JSONResponse Reservation
+
+func (response ReleaseReservation200JSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation400ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation400ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation401ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation401ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation403ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation403ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation404ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation404ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation409ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation409ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseReservation500ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseReservation500ApplicationProblemPlusJSONResponse) VisitReleaseReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservationRequestObject struct {
+	Team          TeamPath          `json:"team"`
+	ReservationID ReservationIDPath `json:"reservation_id"`
+	Body          *RenewReservationJSONRequestBody
+}
+
+type RenewReservationResponseObject interface {
+	VisitRenewReservationResponse(w http.ResponseWriter) error
+}
+
+type RenewReservation200JSONResponse Reservation
+
+func (response RenewReservation200JSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation400ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation400ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation401ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation401ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation403ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation403ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation404ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation404ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation409ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation409ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation413ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation413ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation415ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation415ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewReservation500ApplicationProblemPlusJSONResponse Problem
+
+func (response RenewReservation500ApplicationProblemPlusJSONResponse) VisitRenewReservationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SearchMailRequestObject struct {
 	Team   TeamPath `json:"team"`
 	Params SearchMailParams
@@ -7765,6 +9044,99 @@ func (response ReleaseTask500ApplicationProblemPlusJSONResponse) VisitReleaseTas
 	return err
 }
 
+type GetThreadRequestObject struct {
+	Team     TeamPath `json:"team"`
+	ThreadID string   `json:"thread_id"`
+}
+
+type GetThreadResponseObject interface {
+	VisitGetThreadResponse(w http.ResponseWriter) error
+}
+
+type GetThread200JSONResponse Thread
+
+func (response GetThread200JSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread400ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread400ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread401ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread403ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread404ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThread500ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThread500ApplicationProblemPlusJSONResponse) VisitGetThreadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTurnsRequestObject struct {
 	Team TeamPath `json:"team"`
 }
@@ -8411,6 +9783,9 @@ type StrictServerInterface interface {
 	// MarkRead Move the member's read cursor through a letter (that member only)
 	// (POST /teams/{team}/members/{member}/inbox/read)
 	MarkRead(ctx context.Context, request MarkReadRequestObject) (MarkReadResponseObject, error)
+	// AckLetter Acknowledge a letter that asked for it, with an outcome (its recipient only)
+	// (POST /teams/{team}/members/{member}/inbox/{id}/ack)
+	AckLetter(ctx context.Context, request AckLetterRequestObject) (AckLetterResponseObject, error)
 	// ResetMember Make a stopped or failed member idle again (admin)
 	// (POST /teams/{team}/members/{member}/reset)
 	ResetMember(ctx context.Context, request ResetMemberRequestObject) (ResetMemberResponseObject, error)
@@ -8426,7 +9801,7 @@ type StrictServerInterface interface {
 	// DecidePermission Allow or deny a pending permission (admin)
 	// (POST /teams/{team}/permissions/{permission_id})
 	DecidePermission(ctx context.Context, request DecidePermissionRequestObject) (DecidePermissionResponseObject, error)
-	// GetReceipts Whether letters were read (their sender or the admin)
+	// GetReceipts What became of letters - attended, read, acknowledged (their sender or the admin)
 	// (GET /teams/{team}/receipts)
 	GetReceipts(ctx context.Context, request GetReceiptsRequestObject) (GetReceiptsResponseObject, error)
 	// ListRequests The team's requests in id order (admin or a member)
@@ -8441,6 +9816,21 @@ type StrictServerInterface interface {
 	// ReplyRequest Answer a request addressed to the token's member
 	// (POST /teams/{team}/requests/{request_id}/reply)
 	ReplyRequest(ctx context.Context, request ReplyRequestRequestObject) (ReplyRequestResponseObject, error)
+	// ListReservations The team's reservations in id order, live ones unless all (admin or a member)
+	// (GET /teams/{team}/reservations)
+	ListReservations(ctx context.Context, request ListReservationsRequestObject) (ListReservationsResponseObject, error)
+	// CreateReservation Reserve path patterns for the token's member
+	// (POST /teams/{team}/reservations)
+	CreateReservation(ctx context.Context, request CreateReservationRequestObject) (CreateReservationResponseObject, error)
+	// CheckPaths Which concrete paths live reservations of other members hold
+	// (POST /teams/{team}/reservations/check)
+	CheckPaths(ctx context.Context, request CheckPathsRequestObject) (CheckPathsResponseObject, error)
+	// ReleaseReservation Release a reservation (its holder, lead or admin)
+	// (DELETE /teams/{team}/reservations/{reservation_id})
+	ReleaseReservation(ctx context.Context, request ReleaseReservationRequestObject) (ReleaseReservationResponseObject, error)
+	// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
+	// (POST /teams/{team}/reservations/{reservation_id}/renew)
+	RenewReservation(ctx context.Context, request RenewReservationRequestObject) (RenewReservationResponseObject, error)
 	// SearchMail Letters of the team that match a query, best first (admin or a member)
 	// (GET /teams/{team}/search)
 	SearchMail(ctx context.Context, request SearchMailRequestObject) (SearchMailResponseObject, error)
@@ -8471,6 +9861,9 @@ type StrictServerInterface interface {
 	// ReleaseTask Give an in-progress task back (its owner, lead or admin)
 	// (POST /teams/{team}/tasks/{task_id}/release)
 	ReleaseTask(ctx context.Context, request ReleaseTaskRequestObject) (ReleaseTaskResponseObject, error)
+	// GetThread The letters of a thread the caller sent or received (the admin all)
+	// (GET /teams/{team}/threads/{thread_id})
+	GetThread(ctx context.Context, request GetThreadRequestObject) (GetThreadResponseObject, error)
 	// ListTurns The team's turn documents, newest first (admin or a member)
 	// (GET /teams/{team}/turns)
 	ListTurns(ctx context.Context, request ListTurnsRequestObject) (ListTurnsResponseObject, error)
@@ -8932,6 +10325,41 @@ func (sh *strictHandler) MarkRead(w http.ResponseWriter, r *http.Request, team T
 	}
 }
 
+// AckLetter operation middleware
+func (sh *strictHandler) AckLetter(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath, id string) {
+	var request AckLetterRequestObject
+
+	request.Team = team
+	request.Member = member
+	request.ID = id
+
+	var body AckLetterJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AckLetter(ctx, request.(AckLetterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AckLetter")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AckLetterResponseObject); ok {
+		if err := validResponse.VisitAckLetterResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ResetMember operation middleware
 func (sh *strictHandler) ResetMember(w http.ResponseWriter, r *http.Request, team TeamPath, member MemberPath) {
 	var request ResetMemberRequestObject
@@ -9247,6 +10675,160 @@ func (sh *strictHandler) ReplyRequest(w http.ResponseWriter, r *http.Request, te
 	}
 }
 
+// ListReservations operation middleware
+func (sh *strictHandler) ListReservations(w http.ResponseWriter, r *http.Request, team TeamPath, params ListReservationsParams) {
+	var request ListReservationsRequestObject
+
+	request.Team = team
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListReservations(ctx, request.(ListReservationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListReservations")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListReservationsResponseObject); ok {
+		if err := validResponse.VisitListReservationsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateReservation operation middleware
+func (sh *strictHandler) CreateReservation(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request CreateReservationRequestObject
+
+	request.Team = team
+
+	var body CreateReservationJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateReservation(ctx, request.(CreateReservationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateReservation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateReservationResponseObject); ok {
+		if err := validResponse.VisitCreateReservationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CheckPaths operation middleware
+func (sh *strictHandler) CheckPaths(w http.ResponseWriter, r *http.Request, team TeamPath) {
+	var request CheckPathsRequestObject
+
+	request.Team = team
+
+	var body CheckPathsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CheckPaths(ctx, request.(CheckPathsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CheckPaths")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CheckPathsResponseObject); ok {
+		if err := validResponse.VisitCheckPathsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseReservation operation middleware
+func (sh *strictHandler) ReleaseReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
+	var request ReleaseReservationRequestObject
+
+	request.Team = team
+	request.ReservationID = reservationID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseReservation(ctx, request.(ReleaseReservationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseReservation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseReservationResponseObject); ok {
+		if err := validResponse.VisitReleaseReservationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RenewReservation operation middleware
+func (sh *strictHandler) RenewReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
+	var request RenewReservationRequestObject
+
+	request.Team = team
+	request.ReservationID = reservationID
+
+	var body RenewReservationJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RenewReservation(ctx, request.(RenewReservationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RenewReservation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RenewReservationResponseObject); ok {
+		if err := validResponse.VisitRenewReservationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // SearchMail operation middleware
 func (sh *strictHandler) SearchMail(w http.ResponseWriter, r *http.Request, team TeamPath, params SearchMailParams) {
 	var request SearchMailRequestObject
@@ -9539,6 +11121,33 @@ func (sh *strictHandler) ReleaseTask(w http.ResponseWriter, r *http.Request, tea
 	}
 }
 
+// GetThread operation middleware
+func (sh *strictHandler) GetThread(w http.ResponseWriter, r *http.Request, team TeamPath, threadID string) {
+	var request GetThreadRequestObject
+
+	request.Team = team
+	request.ThreadID = threadID
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetThread(ctx, request.(GetThreadRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetThread")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetThreadResponseObject); ok {
+		if err := validResponse.VisitGetThreadResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListTurns operation middleware
 func (sh *strictHandler) ListTurns(w http.ResponseWriter, r *http.Request, team TeamPath) {
 	var request ListTurnsRequestObject
@@ -9733,310 +11342,352 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3tcttGuj94K13cs2XqLERLjpP/RPqw5cm8ZSdOsran8mHgI7SIpthHYDeDbojmuFS1V7MXtley9bx0",
-	"o0ECJGVbtjxH+RCLJNDv/bw/v+f9aGoXS2uU8W509n60lLVcKK9q/PRjqRZL65WZrv+u1n9TslQ1fF8q",
-	"N6310mtrRmejF6JWvl6LlfZz4edKOLlQ4lqthTRl+8WlLdfwZFMbh9/OdO28qJVbWuNUbuBp522tnDDW",
-	"z7W5EkatzrtNYicSflc1NaldbgrdjvRias2s0lNfTMTf1doJWSvhpnapSuEttubttTJPnFioxaWqJ7kZ",
-	"ZSMNU5nTFLORkQs1OksX4Pjvaj3KRm46VwsJi7CQ735S5srPR2fPTk6y0UKb8Pk0G/n1EhpwvtbmanR7",
-	"m41eYme/SnjgPXW3hA+xMxrNKBvV6vdG16ocnfm6UWmf/1Gr2ehs9L89bXftKf3qnv4MrUBHv6p6oZ3T",
-	"1vz4px3dLeNjF7rc2at6JxfLKrxzfDrKoCmvamj0v/C7f54ef//2nyfH37/9z/8Y9c3+lfq9Uc7vHFFN",
-	"z+wbzq5FiN1gp2+ku97Zo5fu+mO6ow6oLyUXu3pScvHxW/umqXdvKtyuw7ezxuN+7Dd29J/y+F9v4X8n",
-	"x98fv31/kj375vbY4+6+P82+v+3f4d9sfe2Wcqr+oisVhrhJKWC0olaV9PpGheu4Cm9mQk2uJqJYSG0m",
-	"y3UhbC0KV0+fyuUSPp/lRlIT2ngrpJjZqlS1WMi1WNXaK6G9E66Sbq6ckE4UT7EN+Ot/f/aXYpKbn60o",
-	"JpMiE8YKeels1XiFTWZIrYwVbr24tJWeikqba6EddFLZlSoTOrFxk+jT8IonpOL05NnzfbTiNryLRPiH",
-	"uZpeI22u7VLVXiv8Wi6XlZ7KS9jIzXV+UzdKzGDiYgpvCz/XTtSNEQt5rdxE/EVWTglrqnXnMXlpG58b",
-	"JLjY3BMn1Ds59cI0QJscLObK1qUTY3iIL6zw1ssqg73MDT1fKThNLmNya6vjximhS3eUCWuExMGUtb5R",
-	"Rlyu4bOSVW4WtlTVuShK5aWuCnjbCCfXTqzmxE5Wc+nFSjrhlDK0I7x8l9ZWSprRbTai12FdNpY2bFnP",
-	"D/a6Zx3nildmrqoyg9lrL0pLHErAFqzFuGi3ohAzWNmjSc+wbtMT8k8aCHabpXsZB/82tmAv/1tNPYzx",
-	"B2tcs1CvlGsqv30kavwe/9ReLdw+svJS+umcG7uN3cm6luut4Ya2e4dVK+lVSQxue1iDS17bqv8Hd62r",
-	"au/wf5KXqnL4vJe+2T9dHN9rehbmC1JA/6YTK37ixKWStapJYDgXbm5Xhq7NXNVq0ksHezYZJxqHGecX",
-	"hrBjTYGr9A/RqJUApgLE7a9/foNjc3A8x5eNx1vdOHmlsnBJHV6fUi7klSozsZrr6VzItpm5hENtlLCz",
-	"owzpKC2Ci3Kd5nVwMO/uFk9ptBfSbw/2N7jDSAagG7i6/LQY/+PND3hVZrZewKujUnp17DUu2tapmFvn",
-	"L1qpBVmZaRawztLhNQI6jTfIrJNFbVuo9EL7/eeKnrrNWCI7/EJ1L8LWlcpGSN/2nlN46LXyXpsrt5Nm",
-	"LZt6aV3/b5GpJr/uoUXJLsa1aheh7S7MI+1ke3v6TvWP5tK+26YQC+XgrN6BctELe6lWbLhvMEw/tg7s",
-	"a7ydws6E5DuAlB+5Iv0kBQiOwihVurP4FIoh00rqBYgp+ASSihVcAO3xhqkbVa9FBT3TnYjtiHGB0ih+",
-	"KHLScFYamIn4s5zO+aUF0GzlRPFfLKAFQe0CJbVvTm//ozgXMje1WtIto/e0E1NbVXLpVEnSE1xxUsGW",
-	"FcpeQB+kFwvrvDj9Ljeldl4bYOa4UKJWIJeJcXEjK11KWK2LmdSVKguRjvZP0ktS5MrcXKqZrVVoQr3T",
-	"DsYEgicKaNIItVj6tai08yxghQOwIZH2zrWPTmxeup/ird+URoEiAZG3jSl7qBqolxfTuSQKwM1q49UV",
-	"3e6ZUuWlnF7vemauYSXWF8r4mpvdfkjDtbi4XPvdD6TXZPsZvJMXgdpvTxfJSssNAkV+4gSp5HB6QTwU",
-	"2ghZVRmKWnBeSa5b1vZGg7Bdq6WtPd4P5DDnwpqpgofWqGovZKlAjoZW4aHQUW5Q+IzK+1h7oUzpRHHZ",
-	"lFfKX6h3c9nA8SgyZkzAjrQTz0++z832U0cd8W9rJYhXba/Dj2bZwJlvnLCNh7/pyXRFFt21gqVxS2VK",
-	"XptzcQLjMpaOToeFaeO/e947rKVcV1aWu05LopMDF7SNv+gjUGpqYeGkaJ8XK4kXGqX5paqdNYLvHqzz",
-	"u6WulRNjKUpltKxSCTXpPz09278CfeoZDijBndW7tLIucdHmFsTmUlUKbr01ygltplVTqrJ/AKAqXExl",
-	"1UeX31hbCfwNDwaer3BoyUpEP16qtTWluFIeyUtdWzi0IL5GgxS+S4cP3rlAZlcMDAluR/+CrOS1uihV",
-	"JdcXi74bp6tKO96sS+VXiiUh0o6EB12GL4WAtgIjgb9BGyCbGOzrCo4oDXssxUy/U6VYaVPa1VngKUmb",
-	"sgbNyonLdW7gbTi5VxYXn1VutKdBc0fnQlbO8rAkKHN6odLR5gZeT7ghUwwRxmbUO58McOhWRlmhJXTd",
-	"5fojfJ2eo/hGPEukdjr9L4X0B3qv1VVTyVrMdKXc0YFXsR0LvrY9lp/lYv9Y8N1MlLpWU2+BvOOaVNpc",
-	"OyErfa16r9mGjLJB27vcIEuZUHI/N6nJFjMK53abA23QxwGiE25750punvgtprO9y9tr3SuKIYtGyoy2",
-	"jbLUsBGy+jVhyKhaZ7uZOAgwKMZqa86FArlpplVVilLNJCiwweZUKQck8kZWjdrH+fnd0dl3bOfVC1A7",
-	"TrODZIL49umz9O2T7DBpIb7+h719b4gR8c1vnp2cHPhyKmK0Pe97t0/04Hep64+SRMTYKSXoiOCFOmQw",
-	"KfcP63+C/2VfRh7YvfFbskE76v37Piw1hAOwPetPJUMs5Dsa2R++e77/kPUekef73krkDn7l2+0JfbgU",
-	"Eqdwyudjz2g2RJR4ybI7yCuZmNsVCtcLadZ8vqRxK1WDXnSNm+DnavFJBBtimyxcFM7b5RLl5713Kco+",
-	"7X3e90qPTBRe/XabEqQSkmQZBrgt3H6Sb0Ql4cpt0YCwad9t7NnJwbJHGNZ3f3j+zbfPv/0u+5TySG5Y",
-	"IBEvjGiWcLnFEsQr7YFU1GrWOJTh/FwUCYtsqqpgVTw3dYMaVOsPQekOtze0da3UsvWXai9kWQZXxTAN",
-	"Oj1YKEppZ/aphaTckJSUbfiOp9Y4oBRmym6cjf0raH67pnM7KGX8Y1lKr+4oZrwBkQFfBwFiOpcGFF/J",
-	"wkWlZh6YB+8GPIWChRgb20oe6C442hY2trnn3RjcXVnNALf4cEp+IPX+KDp7IJ26I236aCry8Vfsrof4",
-	"payvXylZ7j3A3UPm57Vtrua9/t9viJ4Gj+R3z/cHM6QKTGj6be9oWxfTkNn3Qpf97iElne1x0PyCRlUg",
-	"GPrK2JqYePAE2LrURtbrIMmiPoUGy4sQaQJflRe2vsAeyTsDH2s11UutjB9lI2P9hZM3Ct5aVuuklWVt",
-	"vZ3aqtfBkEQw7Bi2XC5re6PKTNQKFkqV5Jtp0Avo+/xKqY8rOj24GdQLqZ1RNoqtwJhpfXqG2m8np8gB",
-	"7ql3O1WfGZUFixBVA8wgC1/CxGCB0YReyHKhTRGEG4Ef6b1tsog/9jkvgkvibj5Fz5607YXomWW/I1NO",
-	"vb7pXYHW1qmD30yQx91oczXpdVIHXa/iezZs9931xGK6vAAJ6cKpPmdmdL7xoOBRstBKI17+8Gt04Y+L",
-	"p4vpEkWPtQhnPDc3qgZOkQmnkGVgBICx/ogvIPLDa2XIl3cuTFNV5PBAyxFJtCCZOFWDtHtt7ApFJWON",
-	"moi/q6UHHWqhFrZeZ+hVJ8/BGcg//BJKPbVyXtbeoRtlZusr6z36VSbihShoeoVQN8p4MZU1CBq5AXnI",
-	"d4LNaLYsLpvo7yAb2umJcKD4BLdPbrzln4AM6KkMjlNi9GhIkF6RKDZXoHDY2blwlj0w8MqTIAyATHSp",
-	"RLMEEQK7ougVP5dsFpTtECe5AZmD7qJYyivFHl7et0tZXilh082lmAhYTlx7bO27E+E2hMHUxwrbRSEk",
-	"FLKydWvgeIWt3z5df7Mr0l9gRPGE8FE66twGEAZdIubhzuaGzJWk95zB3OQVbKBtvNOlEi+lrmprF+S+",
-	"MoaJpcOmcxPMpXNdKRas5aW9UeJkIl6H4VyqypqrYPdZ1naqnMMzlRu7VEbhUVhksGs4Pgc7Lquw5Y7M",
-	"SFPbGO/IowfH3q7MJDdbR08aYxuUW+nckKgISjOvj6A+s9xMKwsqgK1ZtS6PNsTak0HpD6lRVf0yG539",
-	"807O5LfZrmgHuzKkioZjvtJw49kHxFI+X/KFkh0byWT4OLWUdTgURMnyIpFRtgepy+BMwoMdzd2RtAFd",
-	"gGZ4fGy4kGY9OeSgf+lYlGEnQ2NqFvcGLh/HWompXSghZ7AsRbqexWTvoUJH3r4x/yO43EGM7t8kJthM",
-	"qWXHB8jbdInXR1UzYhNB6U9sT9r3M0yU3ueqKnfF7JAdjv0RZ3hT8bwEw4gqO5aRTBTsws7NWALx9Kqu",
-	"G2w3GomOMnjHTFVFvu6612W5mluncoN0S81mauodLMQaCQsRJ4MWn1qhXm8iGREvgLspj6GKufn1xZsf",
-	"/iYc3VlRwLQLUatKSadAuRyKeovrczEkOf82X1PAJRpXHUe1LaFz41MyekZEmphP8OE2tWGCDe8J7Umm",
-	"C3IMmi5oUzmOKNn2Jy43jZHAsmELwpGdwRJoWgluR4wLUrQnG8bw4jw3kheKzCbv8yBE5aMzkY+mlZJ1",
-	"Prot2KkGnKPrJL5bmBbLe9uuFBbINuSzcI02uOamjLZB7OIFT6Jq4H6l5z1SobeD0iqFHt1RKfy4cKT9",
-	"EcstWY2GpFFX18TI+Y+muS1B4l56bTi/oaBqjVhIXQEdagURMi8mVArvIMiz1idCCzamSuKRh8Z4Du/Z",
-	"KzjLdzRE/YYCE18DjERlq/BCXgO5SObQOOB4Ql5J3aNe8Vnubg6ItaPNLgu8VwUG6mg2+EWRgZtJVXBu",
-	"BN/qVz0H1uP1loqrS7yRrEfh3UTbNcizSLaxHxCjetVxavaDDH64ztHUl7q/95v9Bkx8d75oH34NBo/9",
-	"eeQr2oux0hiJs5Lro5bBSCLv0NjAEe/ZPhcEiG0/aq9UNWjyCSaYXlEMmEfdr8R3POpIMenhtE1ypg9c",
-	"SJzBB1HRMMnNGHy9WKgyIz3zNKYekaW8aD3MhZjaUoml1ca7XtOPtwcniHTscnbnjDun7QOd7kQIRREo",
-	"YxF9WDZau2DWRbC9uYKlQlCPSRe/hGm6c1FIAzxxqacF6ucFKEpSF2IMQu4vS2Ve/HgMc5deY2wMke4j",
-	"0Tgi3dNalcp4Lasos9AjT5xQ5kbX1iyU8RPxm/ZzTHQAEUZSXPKVYk90fIWpohgXx8c4zxBwtnG15bvB",
-	"UDMQS9EjDNcPZCJanScuuJjHpyfPnpPMFIhJfwhLa6h+foDpPHDo7dGEKL7o04ZHQ9rNtJJNqY4dKNr+",
-	"+Pnxt8U5iXIzzMMJezw5hIWHjjoGy7DBo2xEm4sJddTsfiNlbLLvOP/cO2U6qCCmMk+E6SKv2rCB70+A",
-	"6g01hVM5nI2R2oIPsOculSnhx70L0cmT22Gt/bUTK79pjVYCW0GTxEzUjblYSG2ApVvnxZX0mJ8VAgH2",
-	"xfwfFsJfqqkud+UJaLT/AYsXlwrYFC9KtCyCisLfTT7YqhWGcdlDt1MbdZg8UoOpdhhUtD0QzIri0bMp",
-	"J5WHyJD99oBxcYjFnZZU7w6aop62CYG3thL4LslzSAyu5E3K89uTtMPg3k0j7c8W3X6pkuZil7MEhhj8",
-	"GwKeJiNwpXyMhxCsQZFZDx652u872dhr3q3iTDRsq2afvDYdbt3nMy04H8yltgU0M4OESCEy6TEI15vz",
-	"VMhZo4zGP3ggvVIsbNWG344v617FdjPHN6YYY5vh8GzvR6IEd5JCkgPaucydK7WbFP2JL9IdhSzK7dmf",
-	"ykLP7R7CT9r10Ot2rQ7PQ0ko7L5UlLT53uHV9rJSPcleL4x49ZcfxPfPv/1fwL7hIVHaaYOyzDZVtqVK",
-	"mcpWrkYIKY1GC/zkrb2oZI3Wi8a4Zrm0Nez6QpVaBkfpQvm5LS+M9RftEW6MbPzc1vpfpJbZ+lKXJdo5",
-	"4MEZiD8jcr9dYPqHC5/QzBONKLOmqtoI1/hj+NzeHjrDF6z2wRPLqk36527bx/uQAdpWGiNvpK449ZIi",
-	"K7rfbVr6EjMQD7kx18auzEW8XKvamqsLiniBPQxTnFo0LZIaW8sr1W4JrP9CmvWF87WSGFrr5g0K5xel",
-	"XZnkne7wQueeUuAwhSisHX6I60Sf1lN8DT9I5/SVSX6spF60HzETKXy4rOz0OvnN+uTxbvwSzhdEKVld",
-	"YJBaL1Vrc3Q3zNrNQppjkMpghudsM51a46Vmh8O0AnUu+NXcHpLfEy2i/ZCTGL/YliL/8epHEB2DgSVc",
-	"w2ttSjEuMG367LKS5rrAxNCjc3FZSzOdg9xfwJUs9ueK8iWjwSUEmBcqo6s9QDrQXftL46d28WGWDmZ2",
-	"x8H1S+nipS5bJW5Z26taLvpoTgP7PahxwFtPnODHMFKf/RSYRN4YMc5H+YgdApdOGX/Uu6nq3ZLCHPr2",
-	"DjPjesVKNHJwbK/6vZGYiEYtbXisw2hx4sZ6GNwO91FifKfm9y0BPZUJT8aBtHftD+w0sZbIgfgIji7s",
-	"lW9hQCTck1ed4hCDRIEyDXTckVwqaTjB8wAxdlNZkWTyjiOKa5XsZ9i9LJ6lvnP+SsnytWcDzaay1fUf",
-	"7l271qu2yzO2pXj1Ge77hzpVetkjZQzHOg1IwdF89YTcm2La1M6in0uixwgjQduson7fGZmQemIaQ8Rt",
-	"7GY/odLEsNiRsWv6rm+j2l8OErHCSu4HKOCG+8ezrAbuQlDs6D4QsoTx8R6wpodmkJXs9XJv4XKA1tJ/",
-	"MUN2yMAZ2GkwCLwpvZVpTBvICyAqtN+9PZDldAT/MP5ksIMr+kHm0oMXqOMz2og8tr6loSebttVuDs4+",
-	"++qmAsHDG5z0sL0nXvld0QsorvK9O0/MpMXvjWrYunbXo7FtS6LGUNeES7q+cGQAL9VM1QeFBB5qZGLE",
-	"pe31AOHoQLimv8OjbRbMkGvgsOUlq/IWMUxbYmKwe2Tw0AFLP+ST2GXhy3pjN3t1f9DJ/H6XR2e3cOUT",
-	"Dwg30q5vIl2G8NawvDu2+INu+8edgju5VDo5VAd4VeLS3tmzwgu8ta47Fu/HP22GXv++CaQGX+3GUYut",
-	"/Z1XdUNCCyyg9yjxq/3GjzSc/0C2TNd+P1vmhnvXpjG/4Obe1QH1Z4ytIy+sdsIu6b1zUWD84DEcCVcI",
-	"j2EgSGML59XyYuGKbfWlTCxS26QFpN4nLs2S85ahtDApR4yDo6hUhtI7ouF3Hx5Nqs9s9xx+DarLqtYY",
-	"8upt/Gni3/l2APno+bN8dHTOkBpthB4/sOG4+eZZX8DnB3mq8fxtTeInJcvEdA7KMHlbYD0radqRMzns",
-	"rl4URIhC9q4g72oPRkJlVxyCCc9QuId2nG6XpJ1heFZMd5xKI1agigTVdDtBMNunMfQe81Y174mamyoj",
-	"a21JQYTnOl6GoCRrDJVCZVK5XknUGnVASOimueA22wNyCJcpPjxwj4ekIoRPuwOCEoLd9SEnSV1d2ndq",
-	"B6X4WOygLSIjp/M20AVNeASMFaLXbFWCqIE2/363yQddpu18sG0TVh9aHRHFFkuOoetCWgLiJmJox5gQ",
-	"+Fj1J/BDH6HuNAVHD5lDjvoVTNse8J1so70KG0lkH8d1MEZoUEbj+9XxRbd8gu3RremrXxIbRGKrmzbr",
-	"5bK2Kwq7qvQ1Rh8TNNJ+vYPHn4w2C6ChiBHIF6kHciEsfQceor0vfRf2Nffxo5nZ7TvbmeIODMUPXku7",
-	"j+kPeS35RTrQYaGIzWcpTl3Iuey9lUPm3/6g0GCPTQfTzmDX4vZLWmHUhx/6zmbtk7fa5nuHpmQ9nI9H",
-	"dO0O9NMZvVyqIaunrH3QyhCoWdYYCtNm46DNL4s5OGhGF6ffnQiQ4OWUAERxV/PR//f//L9kIa5V2yJi",
-	"2lBswu695Jm1I963OO7j0TU7a/0x8JqvlSmHtmzT5c4ZnaeHZRCyleDtQRa/HTaA114t+0NMuiGzHP+E",
-	"QVcBHAGD3sVMG1kJr94hIz1MjnljbYU97xdg3nl68C2DQvcPliD7ZhwSFiAkejITyW82IM2huhFSIgnh",
-	"iWEBMWRezw7OSWGfW78Zn+EuoP3GeXGpBMycIC449wWppDUKpVp4gBx2kxRk7xB0621miyMbCHjDfG8x",
-	"BnGBITeOaJwGMafCmCjCQteineUnGNiHBCWFd4a8JeleBujSkPxAwUKT0U4H5zYDRc/qwXG9dmWGvGud",
-	"sdH2Cu3PxbVaesLli6fiMJdSpDM9TkKQfbk5UOec1MGD1Rivqzt2dViiFGx1kibFeO2Hn49BV2+DUeF3",
-	"OSmbxvOIHd+KCOypjdY12rmspRidSx3vUTgRcf07h3IjBicZeB8thrn/wBtxR1vd0Oajgf35yUnKmIMD",
-	"t9aLRTfFeVecPw7ug5wGCck9JO+kSzojUdmLFToUlfBhS3Dnmx6Pa7d3NHU+29W5GBdJVE8Hj3X/QcZO",
-	"h87SpuESjv2m5RK/22e6hMb6ReKIEHIw8d8rT1GTQ3N6vcMyr81FMLGgO5pJGl5v+uvtwOQOzDM5VJZ4",
-	"kYIPY3zEDHPvYZ8n3fUf9wUsH/2fvdvw8Tfjkx3yQwgGa91fAG6codIHhBwSEAmrABMllaBgLtFG3IFm",
-	"g6mw55z/ibkFhH58DGLiADDEl8Q538DnYmABbSKqorB1CYeyUrJsTV8HWt4eAC76MEDyqwDvpw06FGGe",
-	"B89th2XqjsnVnx63PTELhUPdJpuGnNUW3P2uoO5wRz+Iqfcc9NbnT0d9O+W9CKFKRSdVQTsRArjPRSHd",
-	"dSFQD4mW/XGKdNh1NHz6S0VIph9QQaCTzItm73c/0nuJt+YTXZtD5KjkJu2IGqQqOfU5O1yizZyUfu2E",
-	"t1W5nTbUlzfUOf6783n/iiWEwhBkgj4XwObWaR2LJ4yKMNOV4gyzeJTwXaHNx+T0wjUYkG/QMnqwfKPk",
-	"4nWzWMh6vV/MwZaHRhNa2cM/D2OHgzwi4lAEFJq4JXPp+iG1Bwh3P3Vr6Vgy7KEpf7JcX5jAeYv2wth/",
-	"U2n4qW2r0F3oAw9zy0xJTQxNzn1kgG9ip0eHIqYcXqq5Nj1GLuDvF+zp6vdB4RNOri64IsCOo2FnKC88",
-	"aX1nQKkD8gOTCaCZQ7D0slT17tHwM7XCS+5sU0/VUHTsjVar3e1t2Y+TxdgaT0+TA+PpWbT+zWaD5V3T",
-	"cnvNrQlqaISIJRy6aHDdpFfv/EbZsucD1Fpq3+t+/01qT7Y+BF+KYDwMB5axe0y4Co5IgFO4o6O9Swnf",
-	"DVCFYCX+hGuZgPpaW20v4Efk5KGnedl4MS7e3xY9qcHb7ixODxtsL03xdcqUARpxM5F3L+7jg9pva/tr",
-	"pL1pavMZwVCWtV0MRSU2Dg6Meufp1NhlRBVvasOp1bjBGK+zsRsDNy4m0g+FkqSH9kkQil2GpxWh7VIo",
-	"8wxIMCk6ISsewdC2sc/HthYFp8GHRg9WjthLk0izp9/1SDa9e/knTnXblmIw43KXDLMf3W44rfWg0wDj",
-	"wxNxaNgGWgPuKHgNJq8Gfac420jh7fjTOtjf2gldVuroPDcpCtYZ5V3rqgKlSZUE0GltFcyMM9vUEf4+",
-	"E7bOTfvgAn1NLdg54hkGEKcWxbeDQp4b7UKm99F5BOE6aznU1DYVBZ3MtNFujm9HyL8WcWUJvNc2EYnm",
-	"jG0tbI2JmT0EOnFZW6RDdVOpDNeik/tDFY74VQYpJX4pXW4iOBiNuYUEO0vQTOO3iLASRpebAG91rZY+",
-	"oqPSZvTAiZ0lNzA3RQr5XIhaGoSdidj8XIOlc7XFeEU+m9yUGqMkt3smPIugB7coO+FkgcwdT0kHcydM",
-	"si9BcihO7w4qUFObQDM2dV5s6aKsCQdoO+4Pfg6YSLCG3z0XMubL0rkZqPPTDxCbRXGoJ3sGU29g6QPY",
-	"GYEnIh6A9OEgjWWKu0G4/dBLxsmNUlyrdX/Gm6/11dX+mAxYsDf8KKMJ9qbVF3lzcvLNlO8g/K2OPX1n",
-	"6GORCdNFeAq3kVKD+osHb3vX7mDz2uTssYQxhz/FvNpgsoruNdyZnoioYNOiU9chu1nLNtrVHZIjBtT5",
-	"gNV48FmOPGyvPo9NDw3nZeBJB9ZXTTFYDoRWyXbYN8Kl7A/08GrJmnNTmzOWFcKmFGJsMqT3jE2YcXXS",
-	"3JRNTenpC5dhIXmt3Lko8JYUMTWSbtJRJorIUIrcjPFD49SFLjNkQRlJz5nQjnKPM66Qcc5iNeJR4ze5",
-	"cXNbewKARfda6l87Qvd+azEsxLgDppDlho5hLyhQMqlelPht6kOJ0r1QWWYwsTQB8ZAuEQJWtcVa2GL8",
-	"f73+5WekUEeZiNPtpTRhwfp15uuNhIPO7qZFojr1pHpZgdlb+m4wRzK4p3t+2lFdcSsVPGVL8UT2k37W",
-	"rXp/4IPXH13w4fQPl3roAr5p+UGPkYfpXBRbzkTRXsBff3n9Rkwmk6dUZAnDrkK04FEGQgaW3B7LpJbb",
-	"uSjYolFgbUePuVYRXisYc1pkz9xwnAgOBdULDJwmJYMulUfr/JhLpAYQAs7miRLepZpiKZBK6gUhARQc",
-	"cdGPw7V5QtuzuaCgDERI6DXst2agw92hSSTKbtI6uJ3/CEekrzgW44O5ZS/IB175XRVAegLGMYfkLu9s",
-	"lalL3t9sr29+vwVz/F90dWdIvf4KgW8wdLRSTxzW3Dmw2N/Clnqm+4TF6CtGSIKVZKxgsvCWh7uKl9LP",
-	"d44WY+8ZUyi6KTJRPC1ipcUZgsG7rozl6ulTuVxOluv9UD+S0Fy46l6c9N6tCULOHbYnFi85SALqHoR9",
-	"ItBQkUDMtZw2tfbr19AwHxSsz/6iGVr/pMIEUby0VkUWtuQFI9iQg3uOgq0IDnqcBrJD7KvdiLn3y9Ht",
-	"LbLoWV9+vZILEePwqeYAfNVCbCCy+t/evPl1Iih5AwNiMZwiN0VnVGfij1SKnqR1HD9L7GebtTSy7amC",
-	"ZNXUBgg0RgWyXOW2oiQmItbzkNOAdy8dY3YzLjQmlqK0B+TaUZ35jV82ay1Aczb+tKzWkaHEGEaVGxos",
-	"QfY74S2VwsLCemVI+JtKE2JJ1WKSm9z8GQQXhw0WnP8Ca/aUcVr+j/92KMAFGKWjYP52HlM1CKHlnHFl",
-	"XG42wVuCogZfUBxMMRG/gvIDq8e+oTEMMROcCwrjzk3IRBcUl+Uy5oZAvWJlfvF7Y708wuHXTaVcWjWZ",
-	"amJwDk9u6E6dCck1JUKhBDTaJT5wzinvxITBSs5qrUzpJrn5LeaWYRALrCr0dKlEreR0TmprKb28lI7B",
-	"QrQTpV2ZIyoSgmd1Ide5uVRtv9+efIMV5jahigoe0Svl6/Xxi5lXNaJLUt0yNK9QMA3jdVOM0CgUgBhl",
-	"Iy5FMjobnU5OJieUR6KMXOrR2eibycnkGwqKmiNheIrlGPDPq74MBUzuopIN2okC/zoLl2u9VHy3yE8M",
-	"yxB+hLMUfmzTEVDOhg0q3udIH/JRJnLUYOkvaAKhyWODBWVaqcBuBFG6iXizXip3BgIZ2+mzVozDP5fV",
-	"Gv7A9An8gytQjLGSL6HoYJWQ3MSiEx0MfrJE25qcQoh9EaKTatSxmtoUIBJ29B9J4RZJJmxrA7S1YAQ4",
-	"eL9u6HWYPpv98KYEM0zW0p/gWKU1wM5JPCRyABJi9y22mOAvug3usjW34big8YzA9PE5hOYXBUXbFkln",
-	"eEmLWrm1mbKySecmFGvBmZorMavtglcJAbrO6ANRDLjnWHFirg2VcuJG0MnJpiokyuOt2iIEDJubcNO4",
-	"akpbO4bLnsBy40IjmFF4/UnsCS5QBdtDuJULS1C3rxQSo4Dmr8TaNlhIBqvmwD5RC08c3vV4hCkbjY5u",
-	"UBI2jzTpVQS9z7ZDPOFc1yG+hmUM50kgXuQ7eBcO6S033e5KWDN8wF63fZLhF5gqzG5qF2jyqzRVkcca",
-	"B5Kj4qPRl7aTKsG4sHf1Wpx+K2JdSiBWCV8kHuWU6laDyQ3Ra2kiGEW8wWGb8PlUc9KexoWVPKdK3wCH",
-	"HhO/ZV5R66u5dwLjk466zeM97bTdjgWUPBg0jZbK74RMqz/wtF1cj8CkGQ7/9OTZcyy3QAecyD+izQOP",
-	"8BJTG5l8Mlzm6UlcsMpSoQqk6dDPRJC1AkbCdci35a7ckOCVgbiBm4Dk9YxQj9q9YkYyU0T9YEDFn2Ek",
-	"r9HHzrUhQVzFZn8s0SoMb/6ZWAJwiVouFCl9/+yt0xbWlHNnYWfR2wUP/N6oeh0sZWfBSkmc+UA4ibcb",
-	"jrxnJycEpGZ8AD9X7zzxsGOaNuUOhj42dYHbPn8y7Q+9jiGoSO7j0ee9xQ2RK7meAEt9vjWSIYGqO6A9",
-	"CecIbdkzzGILn7KgUZx+1lGkIJY8gG8+6wAibGZxtim5S4eFHZCuGyL/dBxxmM8/6zAjomdxBkK5a6bz",
-	"ZDDPvv+sg9nEzCyYKfOyEfARU74/oMwTyF4WfHtM7ugZxGKngt44n28/81XogmYWpPKGEL7Raxzq8Wu4",
-	"skTIWp8+sfZYagw1wUQFPELr1xUQuxGLxW+h8afkN+iVjze4ncFSv4Fxb1V3PN9UQYWTaxAl8Ksz4euG",
-	"Zekg8avKqT5K/VflX1Iq+07ymO7E3XbgpRoil6F+pcYqAj7Qwy9KiTpH4Lc5Ax7hCmuXbGus208bWzfG",
-	"PX1PYtXt4B6/CfWWo3s0QI101MiJ+G0ThwRjBXJzZTG2p7DXBbncK6cyURBUAX5FSDRUzoGCF/FrRJjs",
-	"3/1XjbnP7W+hSgZOAaE5tADLjzzxIfDEKDgTjQHSjjGs7sGwQcQK+gJcowslTdXpdnOSFxtnnDlGyiUS",
-	"FInbLXEZhWA2N7MMHMFLWksuhVzdTSoG0tXBx2Cy1SUSP2nnX8en7pFWdIA8etaebLYRhiRWxCVwkASE",
-	"5CHc3oclzRD2rHPWxPVzQQnVdcR5wdI/yO6GTmfnyDx9D+fxFtkfxkns0vO6UHHomOwg1xRR4eue9VAs",
-	"8KNOejZaWucH8YTYVOKCPk/mkjF0XVIoLTNjiutlU1s79uPT4igTZa1vuI2Qm0EFbjtBoo6sYKFwU48l",
-	"JbETJfVtte96EXJD8P64jVh0Lm2rtEYh1JrfqGo8lej7quyKSluG7EqsnekSQCU0w6xkXbrJ1lYx0h9a",
-	"DXJDp+cgMECMem0/Y2SgyQ09KwmADVVnOFLCW5ytYguf0LNeRTrYFf/65zeiK4oV7IehTYkEOJ3amwBu",
-	"QxbI3MQqc6FqeqQruckNjZ8Cc9GzIisOAuHdT1OyhDbOKxkMSLmhk3DGJilHpW5IwqfAZtrNxGXpg8yI",
-	"4aGT3DDIH/eJNmAX6lITyJ+zooC/ilCbFVbXHJHOMLfO54bCOYuAFFhMBALBOcYEaosvPnFCvZNTL0xD",
-	"BxpXemXr0pGdOfhUvPWyyhJbGxdwzliCttVx4yiYIVkJKhzKrhhFNTDY3tTiqp2RoFsEepUbiiChvSPh",
-	"t42Q4EWdwQGHNkgaBm6d1Emn1XPXGisfSYymOhOSFjBMicu2l8HSTlO5AjqRm6k1INW24C8BnhLOXxaQ",
-	"h2lCFEhD8EvofcFa2LU0vL2MIkoPqJLqmfMOUyQ7OgWZYBAmoVO5wRpqhb0OC9Qn4b9qzOsW4Iyn9keu",
-	"oPepJPwAKnp7e3v7gHSJqCgBx4jeBiwSrqbXiM33QPQNogiBC5cWr+0i4mJSo9GIwvs5edRSNrQU4BlR",
-	"OHkwmkoYEVvBouevNfCDBLI57s9r29uqxMNHkjndE9dG688lDLpb/bHj0cw6hqck1uGc5AguS0QrNKsV",
-	"yx8YYqAdZV8F3ls3JrwVUieCd9NFAwkGcIgVJjCgryQxNWLIB0pklPvEjAz5BTaC5SblO5ZajgYHT9ty",
-	"+nkPe7dWFN23028/84Xvq05VPFjVG4b1eTepUziqOEtPX0i6gbME54oL9RsrjFqhCUO8IAMgW8/Rwkes",
-	"Kr54qa60ceRM4mhPTD/BSqeyJgFHR3AUSt8BcQUjWa6zEH3D2RFFklZTECs8Dw5Hlo85UIIkDlDLyFOI",
-	"DD0JKOnJBklduCDNB2DnKFKhl59cw6iyjBlUvlYhmJbDIiYdH99WsORtV7991aQucNQYPP1DAeiYVEGB",
-	"Dygu7jbBgJIbQQQGbSJvGID13uSdiHAwaAtJHFOPYkAQAyrUinH/HqBfCTY0sB46hBkQgwhsnRxJRpu4",
-	"3WW8YEWzqJQsCyGrFSjxxGADCpIsy5CYBxQBlgeoA1wM+Fubq9xoVjIcqBRwT2pbqYnoQnKzo2+5VLLm",
-	"mAIMnaHjTwGcPSoIZQe/Ibf9fWggCSDObTe8FQT/bY3k9JP1TL2WOLchLxdq90iCN9BacDkflAKCdpAo",
-	"lW7qH1la1BlDppT03dhXTdnvZQvU+UibOrQp2Blb6vS5Jf1UAs+iGbYjXXe89HeQnR9F5K9DRO7wIyJh",
-	"oSz/tlwUmFCUiZ6+h39uiR0F1NMhuhfD6jggv7WNh5QbWStxhcZqDCMlyVHmhgXCs9YDT89GV/nzk1MK",
-	"EzV2JSxK0lH+Q0MQBQiyHRp5WmMSG3BqZw2+JDIpoiZKGM65wZoNKKvSjzhnbdEtz3DarC2eCSmmtXRz",
-	"jl6vlLyBaedmLqvZMcNZ0jozClAPt/wTPha5ZYdxPR9earT5K0YDfvShP0DST7vTJf0PKZrsc1uctgpC",
-	"YygeKmqdXMmeWjzB3xEH//DJLF3r/WQ269c3/6p8P0n4tNrmLiH2kaw8yHBVO3vgYaoPS/3GuhMxqj11",
-	"1ZOhiCFpdwd1Jop5N+Khb8ztI3jFfpV+jlW9lv31s1+DBu5ZCilDvg4Mjpy26CiC7XYT8UtMb6CnPDoW",
-	"0S5IgChTC5oaWgtbKEUxxkQGl+Q5OUwf6qDeZCkaw4XXC2Ubf4HfJxhDmSjaYvSYC4stJQXqdaVcwc5n",
-	"SrDA8bnWm8u5enCSL22plYtJfS4TMaMPHg+YPiAHzvQ7EMx8bgJSciacNlMV7KAh5QMeRqtfkOMcY26F",
-	"7Kbc+Llasw9algK6C75lXC8QrZqagiJMyclUzi4Uin254fymLAZrlMHkyhlZFMoxlXW9DiXtO/lZk9z8",
-	"slSYQiY4g6yTlPikPaVXyhMMBV8FcdnoyqMgjPNAw3JyaGBWaG6FS6pnfO3cUwwneFpp5y94+L3uYwLO",
-	"vGfbTUTnPMB28/n4XUsh2iX9iqw1Yqw9W2okjT5gKWLeKW16RjluRh09Wmo2LTWU3dgWJ+qcgP/R/PXS",
-	"vruYWnQhAQP4AJsD0dWNpb2D8eEpk8On7+mP257ow4N5cbb3WUIJ38e5i5W8ViH3AgObUmsaWjOigtNJ",
-	"D75cc7p/bjiXk0OoVhKWBa6o9mIsxX+2SDH/eXQuHOFiCuy4EGMMc7F1bjAc6IgMKrWqlHR4kLEYJTw7",
-	"iRFstVpWcsojjZZpzGhkbDVy4q20YfiElidNQsdY3pLnQqm/AYg8N0UIfsRAnFADk0K8+gib3MSBnUuX",
-	"m+CP9zbgwmILjalAG+RFDU7Gy1qbK7b4BObBgY69DL2HbYcMb2Tcw3zxZUBKuw/OSI1/Gd4YKkf0c8eQ",
-	"jIQxqcauhH44jFGKSxDhEBpCGtGYa2NXJkavkMWbjm2oX7lx4h454QAnZJr7oDggbCeN66vnhZH6rijd",
-	"OxDAHq5IqIX7ueJTHN9gPhrFMqPFvci2c+W54hUFoKoQug08qcgo9LlkjXOmQaEL+8LMSztiOFSrzhol",
-	"ZE0h0uNnJydBuj7iC6l9kZuQ0D6XN0ospQNW0T4sGbgZvdasUTJzDbGx0CGGB5euCz2gPYbZEqAK+b5X",
-	"ncJFrfkce8zNdpdnMSwMQXVAK6AjOGujtNF1QEolwboAjTwaxgWAiUOLnSGfM55qlpvnz74X24m3CLeQ",
-	"IAWgf2EaYQASDIvchF1sg3BS2BpZVXHwSXz7i+lULf2Z2OQgVYEQuzNVw8soDxSbzxRHpIgyo+ZYotXc",
-	"VsEAwGgEbay2rpRA48EZRZtXa46RjlhhqNM/caIHUHXCA8OlpRxdRIcheBfM1+UTibHrlUZfU8BfgP3C",
-	"rsmX9Kt1/qpWr//vn87bzedRu/hNbrAoWLg7lG+JZ5hDzjmoCccxs/UCL9cZHuPcFD2rGi0QPUxtIHHz",
-	"R7zbe8AV3iCAIB1YXoWAsYCzwlnqMuINYcgY4Xf0jaQPkPZ0AKcB16YTxHUX7HuQyntwIvroUyK4Ik2a",
-	"NrWztRhT+Rk/r21zNS+OznPj7ZVCS+kqoXwcJdM3XfFKyRKu58LeoJqdm9h4hHfEdXxaY/wNaOOMlti3",
-	"JA2Sps6abJbc2a6GMxRj5y1SDwagCRoDE7Va0W4aJdbKD0FpwPv9ozlJigV8t69SwNt7lETplAOr27o1",
-	"3TqJ7/ORLhkchw8mA9wgRhr9UinJsDe1muolggklr9BPcLfbb4lMINRJPrrFrW1HHuEKL7WRdR9oYK8A",
-	"zSc4E7YqY+DXo3/lgfhX2JsSiQpe8Ics9T4AIBAWB1etiEgshYLykU6tGNRgEDGkKwuNX/359Rv+O20W",
-	"eO3LH36ljxczW18Qjm6g7UcPQBE4QOwHzoK8F2WLMRUWZ7S4ulW+js5xCWBZQvwAC6H9YBTZ57KCHah7",
-	"PMU8OcI9+Xz2ud5o2V+MCpl4iUzIwjsOdhM+OYN/kLAHip0bbaZVU6pyIn7AmfXszLmQDM0lePZirRWc",
-	"8aJs6BD25+pRiyoIdvfGU7mf4Vy63qV65E8PmT9lHbLxaKP5pDaal+hbo/DtkATfxr2zOttHyU21Tg03",
-	"sWTGwbYb1CseAPFE4zmpPmgnIoVoZjGL/qzVPyRCK8ZCOdEwg45+boDsxtpNxEt7A/ST0xTuboV/Kevr",
-	"V6RR3YsFPjT/ma3v0OdrH83+gzvRKsDTgKH2EEzwRVC5SQXttTtkHDcrpJhKY42eyioaDksx7iucs103",
-	"Z8Ul1Jy+wlidikWlf6naPnq0tzkFnZtHVnGfrMLeqGGbFN+Mll7uZBcbIHO72UWtHNn4vzCneNH1BKNn",
-	"lgvPiXFaBI8zh6jcFVziua3RHZAbzlTVThS6xOrRmCsKqt9UGs7xbmqDKW6uDQszZVI9KzeyVliELcES",
-	"pkGhhyX4J8boDryAv4ss5B9QO+TdKDXVxVOmFG0RwCNMhCdIlaoMbnaMDpNehaxzQt6ZBLv6+3zEgyUD",
-	"07RSskZA5c6RCRNiQD+N1VqsGCPEbztDnNxRb48brnE7C5g6ZwGoO+RyWYMVmGlh2sIy0co6oxQOUfCg",
-	"LpTB2j9FbpKV46I+Z2HoF7OmqoojCqNLwJfnoPWGLpyX6zz2eJ6ENlKmh/cEjM8wQBjGiNu+YTj7ON9+",
-	"BADSAUlM9mIlvoIL9hk8/tjPfUOpHOLgz9C3TzfwUfl7oLiMmLD7FXjmH0R6SbcyKyKZM2si1h7Y/Jg0",
-	"Ejj5mWCofax4UFmnyqOYyRb4CLQU0YS+Sv2WikUzm7axJGtSvDTgNXxENEIs5PgAlNmQQ8EgdaoTl4c4",
-	"dqKydhmiHiIhLlIAMe1i7NCZUHI6jz72ELyNsBOJv/2Sbi+wstw4r5YZsOhQy5ckoraW8DlbuReuEKWq",
-	"5NoxVhmwROfRn60NewCTUt+xtvTGuLslplk3z82Y9QHggk9cLDudRXG1U623A/wTcO0wDOOJE8rc6Nqa",
-	"BVZ3Qc/Z2nm1oKKtFI3cFY4t8Wly9fPwlk29tC7x0icp87ZymNUQo7d0jW72UKqHEf26wQe4DSHY/rwT",
-	"DNGGWFIBFBT7EDkkCzKUptB9rZwofsXghzM2/pTHEiuZ4FSNeHbyDBMSrJkqTvkvfrJ08QuYfQj+bxHK",
-	"UDyydsnYby41Ly0rzVmzLAk5rG6VGzavMJxApwgxgczY5WAhaQwwyQ1mi7QlpDFWJT0hg+Wk8W8YAhb8",
-	"vVIegyKwxC5bjINSznTzaFPqT4sO0v5EBQEDZbqV1OGRxvgaSx1T7c0zqmWaG0IYJEcTCIxGXUmvbxQh",
-	"37B/2pFBCof77L++/YZOlcTDnhsMYfmDeKn/mBFoTDgtLS8otEFB5CLcpeIoZFbwEBToB1g8AwN9guZA",
-	"eGSwFHZGl52qZG9m88TTvVlam45H+Lktac21pUkfssZr0xBp6UjJoQgIFj6bzYD8kEpUOGXKi1gqBYNX",
-	"XHO50P6CYCOJnsBJWEivso0XcoNvwFjVKnmDIEjO8YQQ3hFnpcExu8LAr7ZiqjS5SU9Ne9dx+RDaMyA8",
-	"UnBvPx4o0Y2tyhpc3q1zNwLihmPliXOBOpQnHPtOJtQArOKbpjb7wm+KLp2gkmj/69nzk6OzcL6RaDjh",
-	"LNZ3apcAtEuGRIrhGwTD1MZvEDUairF5dnKyHY/w9p7SeJra3AWC5eST9tzWex5I54EFZSWzIAW5wIoJ",
-	"Ym5XKLQ9O3n2+UcUEK/GA2zl6LwDW5sF3b5g0lpkKFv4hMtsgHWF7wdwA1K2yFUze2G3khKYNFJlpur4",
-	"BaxQX5nPjVO/s8Xbrwj+hsQsEL9A5lcayRvKjlGAM5a/Ue/8owG6D5+TCmU9aqp30VQvG7fGAs6tLU+7",
-	"KGCxuIPKKmmoKOc1pIUg+vWY8cEImCTIJUfnYhD48y5wn6w+RJ0oyfkJXB2vFjeVKCXnorhsyivlL9S7",
-	"uUQZL0H4jLpI4MSUzbqMdUIeoYa+INTQh9kdviJ4ThKiWaAPwWrBGnQ3iM4s6hNZm3YUoPvYxcE2pU0l",
-	"gDwYXwsGZ2pJiTmBd7IZscvrI6xEO+0+wdLva71YtOjtRFEZOQBzbxqCCTCwVlxysaVLuSFiMJ3L2hWk",
-	"pnAt5mBy4OJWzFj6aiQqU76k6Y7uGrb3Y6kWS+uVma7/rtZ/I7XgvmR7HuSXQViEVRoOVHtNJYwfhnMC",
-	"CV5aAfp/vPzXin5sJJfRtbRdMf3BA9l8bsGQGCw6UomXtpf+YmrNrNJTXzzKQZty0PNnzz7zUDDF+IL9",
-	"ymei8DaWXtFfGKjsEziHXiOKdgzw62NvB8astHhCbk9O6tw6f9E+fiaku8ak06JuzMVCasP5BZwkGovf",
-	"XEmvciPdtRNSLFWNMQnai1pNsWYNfGkwRqxtPesWWZII2dgpxY6hAlkU0VDAQcfBRPyEaMqb8QhbzB4e",
-	"+zWZ/j0axNpuhrDD3ySulnZMjy7+R3y3rx/f7Q3XuEJK0D3gWbz7SVGnPUhvKcn6KLy3XcTw6fsEaY0L",
-	"yN6fi7ylDz/+6QCFKdQII/gWoKKwaKu5jUn05A5zTX2DTh7WIt05efpCVlfq1wmJ7qBdt1OnHHzaFfy1",
-	"Fx0Xfm+ncE+RWG0Hf+Lpf263RjLFAQoelqpdwEcK/kCBf7FI34OzeW8dnO8/+9CYIAebc0sKVjKhBWSE",
-	"Vu+WOij7X0HRX6ywaWtRKrPuFTt7zGJdbrPFMmo1VXrph4VnytvDhzBxT5dZ0EAwoRHEaFWSuUqXXWhM",
-	"bXLDD7HNHoVZErMpbIEP8tlmUkeEUMnN85PnWasshIARhFAgoSYEUztFRYuen3wzVJg8zHaPj/1UeCtO",
-	"T07a9BGXCafgHU9hEVO7WEjXD16R8R/PBiASdOl2Fp9N/O1/ODk52Ydq8fZe04Z4wYaqI/LvDyZRyFg8",
-	"oQtbKzhmBnaRLENbmCSPaUL3qXAk17XnmvKWPFAdhDPJEoKkffCxwPkpvw48gN/mhEwTciVWKsARjynI",
-	"kd0LHXCAT40B8LaH5XDG6q5CaK/CQ/dK3LCP3eXQNqNvH1HrH60a/zZWDbbYRYh6jUySRLbdRowk7Tz7",
-	"9F5VrjWOqj1iqLWhoyCZhbDQIpS5LugpjkjxVkgq1AMvkGjK6O+pm/Yglyy/F7yyPWLlL0tlmJI8bJ8r",
-	"D/LL+FxplQZ9rqF6Uq2utPMEI+iCgvPoi330xf4b+mL5jsckhvhFsGBkIbH0gkLw4ItHB+7X6MAlQNra",
-	"mquLUtcEo1p8pb5brCoiyTVqaxFYcJsutMebuwuwJvz29H24C+y6GCpg1TLe+9YShi0g+POjTvCoE3yA",
-	"vTw9PQ+vqFW40p9BFdjvY+R7GB2MhxGPp7VaVuv79X5ujmxQqwmFp2Ioz5Yq0qeFiPheq4W8CTjT0ZWa",
-	"xN5qJwqOLb6Ar4uQwll3AAVNbuRyWdsbVbZUHK35nUhbbQLiB7RbMlB3fwYbrPVXogstq/WXSS7jRRpS",
-	"hYrfG9UAJ44x3WxjzzY3FVh1ux2POtLD1ZESlHzUksqyVhRjZntkpazVq742PWqTpX1+lWpZJXpQJjoe",
-	"4Uf16StVn75STekFZWPLVjXaffEPVJKckjXVCut12Be/c90KsaLwVFOKIh/93livSrGc19Ipl4+KcwZ7",
-	"sEaR7EHJqTI35C964rjk0VQ6dayNU8Zpr29UhXmD0DimCmMtZTtrSyiYMjelvtLenYOeiB0+CaOZWQpi",
-	"MCpQsaMESo2KvlhTrSmFPkH5QvkGyctU6ZsA7UWCKb0mqwqaiqVicoMkKs2ERzAzZUqMBQkAKpOkQkcE",
-	"Fw2FGnMDxOIYsUZo4TPRrSASC8loU6p3hKJwqZwuFb1fSi8nA4XJQjWQ36nGCCJHfHtyIkDOk1PC8wc5",
-	"rTGchIm7mAHNxfWXHmbdcXd/l2w7b3aGm4rlGm3jcWSnk8npyUl/ChFM8qXU1bYE1xfM8PvOUIbDKnCE",
-	"bcYMUD4KDjMy+wMoZrVddNLIdl3yn+Gdu/QcTthQ795+dN8vuFgPdSvNmiErnBhzuQzx7ORoaAC4lZsI",
-	"DVRK4/QkLaxx+pkLa9DZIdnW7SlUIfByZnBVHotVPJpQviK36oYgEKXKO0Rm/MR3IA11I9RW4sECb3x6",
-	"OfbYYO4pVMNLd707TuMNPnEQpyCkkYNpJ7T8ml5BCtrXpF2ZDayaw6hxb20p5/SVUequzd0nQYU12Jlx",
-	"g1lJyckhkW6mKxCBrvSNegzgfqSq/17BKnTmk0iVLFZZtEbBL1RNZQ/FJNJ2L9ErOFjtKyXGGEj8rCPR",
-	"H3GqkJe6EuMTeOD5ycnJEUZOs0F4kpsfYgw1SYk41bOucS0TW47GMSbIBFp2lDwBEy5Ac7us7PQ6VOEk",
-	"OH34rcOMbJ2btnwlNAOPsKuaUPvwOVI0I7IfrGlBO5TlpndbjiaimKLhtby4XBf92AYZDqDADewva4Mt",
-	"AHm8p2wdaPrLRMrgpAboPUKISHedPYbGPJL7rzr4JSEnj+bWhxit0mEbX0l+VFkmWVHI04KdlUSHSyvr",
-	"Q+WCfl3o6bSSenFs1Dt/b3BClV0p549NA0PDZMxkQlRTgVk41zSoKgEdIrMlJNXA2lkOiPbmqawqDvi3",
-	"wli278KUgqRBbmWClhVj1K+SN1HXvVjW9qpWzhVH56kGYpSC9XfXmgpA54a7q+T0mobK0Ar2RtVY7G7a",
-	"1LUynlt3jCV3pXwyEuihVwSAYf+s3vkoBdyjErZLAQsLyKCfz7d39WeWsKYS44zDgiNwd2t3NIwb+qis",
-	"PQa2ftW8vRu0+nXwDqQmVAp8g/wSH9lSUfAy400+nHm8R6mHQxpJOxrQHqHPAMmN/qUA08s6VYvtp8tz",
-	"ob2olGQ07NwUxB5Iv7IzNgrxPCRh5sPLmXAW3sXHY2RQP0QC9PqlCW1U9B/J5MMgkxjCxpvzxAlU622d",
-	"YTLswy4Ih0LF10GZ6O4JSRd4DHd+a6G3wTCjdWsocvpLX+bHO/xoqPiaLu7+aGm6n/dsdN4fjQwXLw1F",
-	"lp6ChTZLKs60qkpRqRlGhQRp41wUeXSFUUHBfFQILCpIltrw4/mGoFGrZSWnXJGj0s5PxCs1a1DfM0K2",
-	"KiohmLC2SotG5iAWGI8iChTBfAddl+r+L7BQY5CRVlL73Mws1ilU1SwTlF9TrUVSGpPPM6qqoa/1tFLF",
-	"UZ+w849lef+2Zerksxe22KfKSsc1Dx8BcB+Frnuj3V/E2MzUBQ9UQgIerc+P1udPY0GgWrEyXEz0AGfs",
-	"6M1aNobV6omF3lWa32dWIOv0/SY7bYoXvWbsX3bbjVkykJXbcm+39CPLTffijvskiKOtJOm2ppyqxUq6",
-	"3Lh540VpVyb6sYNdvBDj1ETeLW5+FEdglCpdt2G2abfWbuKf+OS5KGjXi9zE+oSL2Dmbf6HvTn/CrowT",
-	"mosJouk9N/gw4otiateV8g7jCWJpM+i1Mcy0Yx8smEEfuQkOf7ZlxmVsxymSYU7ELzMxjbZ5HoIT6p0k",
-	"ucoosdLGDdrkv7yZCNYu1sWkDXtUNx8t6/+eAk0fSkSXyIUviIxtkaEoEAWi8TVZ7GXUW3bm0xzOQZk4",
-	"PgAm+iZwgUQ3pzSBIokb6+SKcPgYKvH5qMgNatFBxz9q69FMxItehTx4HjZ4b5b41YH+83myPp6iXm7A",
-	"Hdx3mFbYsnuub7+f78QVfVSevw7lGa/Xo+p8Z9U5vfmPCvSXrpr3AbyTCRWlLR4HxSxxMW3cjA9XSWtV",
-	"KekeCj8NjvVYtQG0Kq6fZyzNeiJeGHaXc7mduD7a9bG+HhwMnPOXV4QeVpTwI/d55D4fwH02mc3DJ69/",
-	"1Tf9pPVSTj+avmKZy6Hkf4wflc4jeD3V6U3TOmStUJPIhJzW1rWFVSa91aXeYF/3XGh9V35bKCTuHhHV",
-	"v66gw8HkrbQ8vMuEUatDU1xDfddPmt8KbT59D//sQxqEo3rfV2Ffhf+wcI/8/PFOfggbb2oz6QtcSS/l",
-	"vd/CA6T5pjbDMH8bd/bpVJqpqu5Zv0hHtFO/gKV03i77a3afsVQwq/TV3HN1+xYdLDc0mUqVGQHrYF1w",
-	"b20lZtpoN1duIn70VBS8iA8XGQX+0nY9GSj4HX1GAdivrBgcnUBvqK6aE+NmKbwV35wIdyRmLJjixLyF",
-	"ns8DHiAGE8+lC4XMc6NMqUqq6gZPEIo31sHutQ/i+B8J6yNh3VPtjA46SQ/uqyCrdLTTOwwX5g5F61e2",
-	"vnZLOVWDon4oT3LVVLImPCrO4IrvYqWupfTzkCgfUK2E0/9SIVVMCa8XWK5+JR1pDyEGTADJc6JxShRP",
-	"C3Gp/EopI2a2KlXtznPj1otLW+mpqLS5dpHCkDv5pdRVbe1CXCu1dKKN0kM9JHglhkrb/hZm8RddqXvV",
-	"Qjo97VJHYJEfVZHN21lp51176Dqr9IDqObWYBdIxgBoN+CvJA4CDGaHnOmr9k3T1t2lMS0o+rfIU232K",
-	"I3r6HijNztSmV2phOUsJZ3EeKEmSwUSAeM7L9US8REHFPREFyBcX8EqRG2NFZc1VhAvUfjhlqXO1t2nI",
-	"834pjoipE1fWqAdT2Q6rWQIt58CJWlXS6xuVBRCOyaQgg5KLgc9SdAg0ljVD0uzsQmG210ZFvJSdPBK6",
-	"raKrcKQeNqmDLYZR/VuQvJj6hBfyQynekEVnD23YtTh26pU/dr5WctFdnJmtF9KPzkaX2kiEF9uEwByU",
-	"LJ44cbn2yn1lFIeLXw4SnUcyskFGalytRyJyD2lYr5QsP5Zc3J8VqUNwWmNSM2BLurTlOsBjpfRBjCXD",
-	"x56Kl/qPR2TDCTILp2GVuVnNbaUIbKyp5WW1PkMGL7nkpxTTWrq5cIolMluVvHK06UatcmONyhiWQ4qF",
-	"fjcRP/oQX9cVzAhoum7MxUJqU0C7INZJD41M1Xn6W90YJwr4e7Jc98aO/dr00OdD4sc+kjTvy8XaIzFy",
-	"dN0jBf+3puDLxruvU8393A782DvVXDgLVU00rV/XXMUZnnA0E0TzAC7YNoVUkOTHrd9wV4rzAGaBJq30",
-	"Un7ZQLWzFjteO4J7Rxr+lcjjvzY+cFdtutBah/JXbFBNm1r7NfLXSyVrVb9o/Hx09s+3wBCdqm8C923q",
-	"anQ2eiqX+unNKbJLbnSLCCu5cOgG0SGfhsyRdEIod4etyQjrGLJdElx3aGK0DdbOYM2ZQJhn5TKqoT1t",
-	"ame5k7YMfmwtIjJvN4j1aCtpqCxTqLy0rK23U1slbcQqENttvGTHI4V4dMpFoVcpnRfamPuHwa+QSYlM",
-	"ASl799ZWtLdCm6TJdkf7m52DdHIlPcgsOAVtjcMMK7FUtbNpW0tVL7Rz8MRAa24uIxAPQridcS43EpNS",
-	"LZUplZlq2BpOVqJNQRz6dCUwqKa/k0o5Z417ItxUGVlrC/vcmLC2cCg1ENEWzjo8N9SgvlFC3SjjBUkj",
-	"ybv4tRvdvr39/wMAAP//",
+	"7L3vchs5li/4KgjubFjqTVGyy+XbJX7Y8HR199R2uauu7Y760OlRgpmgiFESYCWQojkOR+zT7IPtk9zA",
+	"OQdIJIkkKduypb6sD2WKzMR/nP/ndz6MSr1YaiWUNaPLD6Mlb/hCWNHAXz9VYrHUVqhy/Tex/g/BK9G4",
+	"7ythykYurdRqdDl6yRphmzVbSTtndi6Y4QvBbsSacVV1X0x1tXZPto0y8O1MNsayRpilVkbkyj1trG6E",
+	"YUrbuVTXTInVpN8kdMLd76LBJqXJVSG7kV6VWs1qWdpizP4m1obxRjBT6qWomNXQmtU3Qj0xbCEWU9GM",
+	"czXKRtJNZY5TzEaKL8ToMl6As7+J9SgbmXIuFtwtwoK//1moazsfXT67uMhGC6n830+zkV0vXQPGNlJd",
+	"jz5+zEavoLNfuXvgA3a3dH+EznA0o2zUiN9b2YhqdGmbVsR9/lsjZqPL0f9x3u3aOf5qzv/uWnEd/Sqa",
+	"hTRGavXTjzu6W4bHrmS1s1fxni+WtX/n7Okoc01Z0bhG/xO+++fTsx/e/fPi7Id3f/i3UWr2r8XvrTB2",
+	"54gafGbfcHYtQuiGOjWiueV231I03XP7Oo8m3gizf95vubnZ2bfl5uZzZowdYF+CL3b1JPji80/X27bZ",
+	"vZjugh9+ohq4cWd241D9k5/99zv3v4uzH87efbjInn338czCQn94mv3wMb3Yv+nmxix5Kf4ia+GHuEms",
+	"3GhZI2pu5a3wFGHl38yYGF+PWbHgUo2X64LphhWmKc/5cun+vswVxyaksppxNtN1JRq24Gu2aqQVTFrD",
+	"TM3NXBjGDSvOoQ336f989pdinKu/a1aMx0XGlGZ8anTdWgFNZkAwlWZmvZjqWpasluqGSeM6qfVKVBGp",
+	"2rjM+NfwikfU6unFs+f7yNVH/y7wgZflzU9q2Vr3mVeVdGvJ618bvRSNlcKMLme8NiIbLaOvPoyUtmJ7",
+	"B942crEQ1YRxyxbaWPbi4oKVc97w0vGd8SiLB/vCkdaN0WUj3dpSL6BxodrF6PKfo0orMcpG01qXNwJP",
+	"33+J0opq9C51VLqV+mdorXtQT927rqeX5c0by3Ee/dlxWI6Zbhbu06jiVpxZuRCjxHj9SnyliVCHmRtj",
+	"alJ/movyJjGj5bKWJZ/WyV1rBZu5g8xK9zazc2lY0yq24DfCjNlf3AlgWtXr3mN8qlubK+Dh0NwTw8R7",
+	"XlqmWsfujLscK91Uhp24h4gHMKstrzN3N3OFz9fCUQeTEQfX9VlrBJOVOc2YVozDYKpG3grFpmv3t+B1",
+	"rha6EvWEFZWwXNaFe1sxw9eGreYooazm3LIVN8wIofCG0YpNta4FV27J8PXkHuIVTG3uTWId54JWZi7q",
+	"KnOzl5ZVGoUe5rZgzU6KbisKBnfrdJwY1sb2w0Cg2yzeyzD45FHQyrQL8VqYtrbbR6KB7+GjtGJh9rGJ",
+	"V9yWc2rsY+iONw1fbw3Xt50cViO4FRXKTNvDGlzyRtfpH8yNrOu9w/+ZT0Vt4HnLbbt/ujC+N/ism68T",
+	"LNObjtLdE8OmgjeiQRl0wsxcrxRem7loxHi0747TJsNEwzDD/PwQdqypkxLSQ1RixZyQ4JjVX//8FsZm",
+	"3PE8mbYWbnVr+LXI/CU1cH0qvuDXosrYai7LOeNdM3PuDrUSTM9OM+CLuAgmqAqS1gGofn+LSxztFZLZ",
+	"/mB/c3cYyIDrxl1depqd/OPtn+CqHEaX59rYq04QjskwN3CNHN+FG6TWCfqbjWq5kHb/ucKnPmYk5B9+",
+	"ofoXYetKZSOgb3vPqXvojbBWqmuzk2Yt22apTfq3ICRFv+6hRdEuhrXqFqHrzs8j7mR7e1Kn+ic11e+3",
+	"KcRCGHdW70C58IW9VCs0nBoM0Y+tA/sGbifTM8bpDgDlB66IP3HmFAGmhKjMZXgKxMqy5nLhxE54AkjF",
+	"yl0AaeGGiVvRrFntesY7EdphJwVoF/BHkaPSvJKOmbA/83JOLy0czRaGFf9JArcXvK9A8v7u6cd/KyaM",
+	"56oRS7xl+J40rNR1zZdGVCgNuyuOWv2yBlna0Qcv5j19katKGiuVY+awUKwRTs5mJ8Utr2WFCtiMy1pU",
+	"BYtH+yO3HG0DVa6mYqYb4ZsQ76VxY3KKBAjcXDGxWNo1q6WxJDD7A7ChYSTnmqITm5fu53DrN7ULR5Ec",
+	"kdetqhJUbaqr9ZUTdk10h6Sy4hpv90yIasrLm13PzKVbifWVULahZrcfku5aXE3XdvcD8TXZfgbu5JWn",
+	"9tvTBbLScQNPkZ8YhlYed3qdeMikYryuMxC13HlFuW7Z6FvplKdGLHVj4X4Ah5kwrUrhHlqD9WbBK+H0",
+	"Iteqe8h3lCsQPoM96ERaJlRlWDFtq2thr8T7OW/d8SgyYkyOHUnDnl/8kKvtp0574t/WSiCv2l4HUI7Y",
+	"sm4N0611n/HJeEUW/bVyS2OWQlW0NhN24calNB6dHguTyr54nhzWkq9rzatdpyUy8zguqFt7lSJQotRu",
+	"4TjrnmcrDhcapPmlaIxWjO6eW+f3S9kIw044q4SSvI4l1Kj/+PSkfg2Wl8SofnYa+kzWTi3onus4v1vE",
+	"ua4rdlLEJhzgMwVbcmOZtAPjcpQx0eVb93W8b1PNmyr0lLFK1MLRG62EYVKVdVuJaqALreurktcpjvBW",
+	"65rBb3Ak4WT764ImT/xxKtZaVexaWCBsTaPddXGCc7Cuwrt47N07NP2BIbl7md6KFb8RV5Wo+fpqkbrr",
+	"sq6loWMyFXYlSAZDvYxZp0XRdWSuLc/C3Genh6CB152olbscOOwTzmbyvajYSqpKry49N4va5I3T6Qyb",
+	"rnPl3nZ35lrD4pPxBozDrrnTCeO10TQst/3uyMejzZV7PeLDRKuYH5sS7200wCF6EKSUjsT2l+vf3dfx",
+	"OQpvRKcWBi//WwDlc7034rqteQNn3pweSAS6scBr22P5O1/sHwu8m7FKNqK02jEWWJNaqhvDeC1vRPIi",
+	"bUhHG1ylz4eymP1FlGGTjm2xQX9ut3nfBmUeIHf+tveu5OaJ32J327u8vdYbFCwpE4KscJj9bKc04SQp",
+	"kKelVhMmnAA3k6KuWCVm3GnS3phZC+No9S2vW7FPBKF3ydC2kEounP7zNDtIOAlvP30Wv32RHSa2hNf/",
+	"uLfvDXkmvPnds4uLA1+OZZ2u533vpmQgehe7/iyRiJ0YIRgeEbhfhwwmFkP8+l/Af9m3EUx2b/yWkNKN",
+	"ev++D4sv/gBsz/pLCTML/h5H9scXz/cfsuQReb7/rU0BqDtc2SeKQxPG2XXDlfUikNvAhIS0/7xFQhIN",
+	"6/vtYX26yBQW+Cmd3j2j2ZCnAgnI7iBcZWyuV6CDLLha0+nnyqxE49THGzgidi4WX0QKQx5PklBhrF4u",
+	"Qc3Yv/JeUOsOxL5XEgKcf/X7bToVi3OcBC4nGjjahMIYq7kjCFsUym/ai409uzhYUPLDevHH5999//z7",
+	"F9mXFJ5yRdITe6lYu3SkJ74HjZi1BgROO2dFxM/bui7IYpGrpgVFs3MDgigK2+vbuhFi2UUqSMt4VXkP",
+	"3TCFfHqwBBdT9uxLS3S5QpEu24jaKLUyjo6pkryXG/tX4Px2TefjoAz0j2VFnrQ7CEFvnUADrzvxppxz",
+	"dS0cgUPRpxYz61gb7YZ7CsQedqJ0JxeBV+V0nyh0V+HnzuLOnSScu0o0d5Vi7iZofC7L/zQm/+kM+G5M",
+	"90Am+Fns6kByf0cS/9nE+PMp1V1pwSve3LwWvLpjMIGdN7q9niejR77biBl4vj8aK1ZafdPvkqPtHJpD",
+	"ToYrWaWdkYIbnXAH/gImfEd35bXSDcpC3u+km0oq3qz95QYdGszjVz5Uzn1VXenmCnpEX6D7sxGlXEqh",
+	"LAYAXBl+K9xby3odtbJstNWlrpPurCgEa8ew+XLZ6FtRZczHJqAnsAWfs015MWOPanCxUTNxjEM2Cq24",
+	"MeP67I98iHYi9JTcTpEy2pN85sMCHU/N/JduYm6BwWFT8GohVeFlRAZ/4nvb3AV+TLnKvAPsbh5sS37b",
+	"7YVIzDLtNuellbfJFegs69J7aRnGdyiprsfJkAjP4Wq6Z8Nehl1PLMrllRM0r4xIuc6Dq5cG5R5FfwBX",
+	"7NWffg0BIyfF+aJcggS3Zv6M5+pWNI6vZMwIYDAQb6K0PaULCGLFjVDoOZ4w1dY1utfAWoiKgRPwHMcQ",
+	"DbtRegUSp9JKjNnfxNI6RXkhFrpZZxDDgX6qSydG0ksgPDbCWN5YA067mW6utbXgxRuzl6zA6RVM3Apl",
+	"WckbJzTkyomVthcti7MlrUMF7xraTZ9eMOO0W+9kzJXV9JMjA7Lk3k2P8hJYi7gVKNHOhdPb9GzCjCZ/",
+	"n3vliZepnGg5FaxdOkkMusLYNzvnZArm3RDHuXKiG95FtuTXguIJaN+mvLoWTMebixE4bjlh7aG1FxfM",
+	"bMjUsUffbRcGLGHA29atccfLb/326foPvUI10I0onBA6Sqe92+BkahNJy7CzuUITNaqPl25u/NptoG6t",
+	"kZVgr7isG60X6CxVioilgaZz5U3kc6fUo37Cp/pWsIsxe+OHMxW1VtfeuLdsdCmMgTOVK70USsBRWGRu",
+	"12B8xu04r/2WG7QVlrpV1qD/2B17vVLjXG0dPa6UbkH8x3ODEjc74X59GPaZ5aqstdOkdEP2k+p0Qzu4",
+	"GBQtgRrV9S+z0eU/7xS68C7bFVujVwo1en/MV9LdePI4krJEl3wheM8QNh4+Th1lHQ48Ery6imSU7UHK",
+	"yrsu4WAHF0cgbY4uuGZofGSd4mo9PuSgf+vIp2HHUqsaEvcGLh9F9rFSLwTjM7csRbyefUNV8lCB23jf",
+	"mP/hAzycGJ3eJCLYRKl5z+NM2zSF6yPqGbIJbzuJDIzSphkmSO9zUVe7IsTQ2Eo+qEu4qXBevH1JVD0D",
+	"U8YKCpjI1Ql3xNOKpmmh3WBrO83cO6oUNUZWNEkH+WqujcgV0C0xm4nSGrcQayAsSJwUGM4aAeYRFcgI",
+	"ewkWSQuBzrn69eXbP/0HM3hnWeGmXbBG1IIb4XT0oRjLsD5XQ5Lzb/M1hmuDBd1QDOXSda5sTEYvkUgj",
+	"8/ERA22jiGC795i0KNN5OQYsQLipFLUWbfsTk6tWccey3Rb4IztzSyBxJagddlKgvWK8YQIoJrnitFBo",
+	"ffqQeyEqH12yfFTWgjf56GNBjlTHOfohCXcLCiR5b9t9RgLZhnzmr9EG19yU0TaIXbjgUQyXu1/xeQ9U",
+	"6N2gtIqBbndUCj8v+G1/vkNHVoM9btTXNZ8l49PvSnM7gkS9JE1hv4GgqhVbcFk7OtQJImiljagU3EEn",
+	"z2obCS3QmKiQRx4aUTy8Z6/dWb6jPe83EJjoGkDcMxnXF/zGkYtoDq1xHI/xay4T6hWd5f7mOLF2tNll",
+	"AfeqgLAwSXbTIDJQM7EKTo3AW2nVc2A93mypuLKCG0l6FNxNcAE4eRbINvTjxKikOo7NfpLdFNY5WEzj",
+	"kIf91tPtxf60i/bp12Dw2E8CX5GWnQgJcV8rvj7tGAxH8u4aGzjiie0zXoDY1JhvrroLkZYYlNOBuLkR",
+	"FboXFeOlUxNrUV2LhVB20g/arGSVlg+mulonRbgB+5JUaNy5sjo9tiBjSnSEkZ5C48GkCddA0l7TWZOS",
+	"UiVMO22omAN/kNU+ORhVWhqkl429IwpbmXTyVaxpIYOeimsn3nspZC+XROMQDjyeH618PPJ3w4fkkxjV",
+	"7nP00twwTH6hIbmLGx2iOM6KEmAZ5frsPknJzKsMLQdPQzYsupCKzhtSsFJXgi21VNYkD8feoxdpO+lD",
+	"mHU7G0V0EkuDKwUyHThaSyFvyUq6afp9um363T6Q+uDsxp5ZWPuTkTwNPWL3iYE9yIdZ4RlzEQ64DsZW",
+	"tyKFN/2agpSSXHlT0NRN00xYwZUTyZayLMA8VDg9ncuCnTgd65elUC9/OnNz51ZCOB5KDqesNXjAykZU",
+	"QlnJ6yAy4yNPDBPqVjZaOWo2Zr9JO4esLidBc9y3a0HRLuEVYsrspDg7g3n66NoNzsLfD8bVuoMEUSeO",
+	"VnVn54nxYSwnTy+ePUfC6nlZOmqu85M8P8Bz4wXE7dH4kOUQN+Me9TmjZc3bSpwZrZSwZ8/Pvi8mSKhm",
+	"kETq93h8iATpO+rZy/0Gj7IRbi4kpGOz+23kocnUcf57csp4UN0lJJHMTTd1D/dn7ybj6t2pHE49i10R",
+	"B7gTlkJV7se9C9HLM9/hLPiV23lIlbwDsV9yO+8nnkTb/fzihxd73FNwPH7Cd5/64+r/3pOegn3vnM3Q",
+	"gnvchMNzZqBJemtv4kzX/ODofFNbQxPvy7o15Lu4kztlyXuOh1i86eX8Jx0rmws7yrahAgJqQzfG5Px6",
+	"SWabjjXB4ESCdXXGmlZdLbhUTjvRxrJrbiFR3Qeu7UuWOyz3rRKlrHYl2ElwZThthU2Fk7jpggUniayF",
+	"/278yQZ6P4xpQmCJ3W1+8sBZSmkgCHZ7IJBOTKMnq3Ss2qFP7t0B46KQwDstqdwd5Is9bTMVq3XN4F1U",
+	"TYGxXPPbWLjrTtKuw96D9Egjd2y/VHN1tcvv64boXbXMPY2ieC1siJBjZAxCD4V75Hq/G3hjr2m3ikvW",
+	"ktuNorSk6ompqWCRghKpTWwmBfXCKRAY0hkfA88qKMET/c5CSfhAA0kq5G6rNkIQ6LLu1T428VYC4YA2",
+	"/eHZ3o/IntfLpowOaO8y967UblL0I12kuyozkBS7PwcUn9s9hJ+lSdD7bq3uwIw6CruPFcXNJ4fX6Gkt",
+	"ElnSLxV7/Zc/sR+ef/8/nCjoHmKVLluQi7epsq56yA5bSY4+IyLYX+Evq/VVzRswxLbKtMulbtyuL0Ql",
+	"uY/5WAg719WV0vaqO8Kt4q2d60b+N1qYdDOVVQUmW/fgzInSI4wkuIK8SeP/Aot1sAfP2rruEjTCj/7v",
+	"7vbgGb4iC5Z7wumEntNTt93jKZSmrpVW8Vsua8IswAi0/nebTovIok1DbpVTmtVVuFyrRqvrK4yBdHvo",
+	"p1hq8JKgRa7h16LbErf+C67WV8Y2gkNmiJm3oOhdVXqlonf6w/OdW8wdh9xbv3bwR1gn/GtdwmvwBzdG",
+	"Xqvox5rLRfcnpPD6PzpoEPxN2+jxfkTrhsQSLfpWOPjmo36sflaorAPJdDL/+orTIHiJYwg3jDK9r6ai",
+	"1qurNkQxOfWA11cQPp2krj0JdEMiAYdJai4F6Mro8Knl7UZwvJ5hInEIMYhBRkqA6UEuM47zhHdDTIXm",
+	"h2XfGDBkw+vZLrg6cyvoTs2EXGqlVpZL8keXtRTK+rALs4eNJoIJpR2KIYIvtrW8f7z+yal23v7uSduN",
+	"VBU7KQDD5XJac3VTAErF6YRNG67KudPLC0fmiv3WNyJcOLiIqdFCZUguB8gxRPP80oHl3NkQTgLEmY8M",
+	"QuyaSladkWXZ6OuGL1J0vHVnd9Ai4N56Yhg9hhka6MaGw9YqdpKP8hH5i6dGqF5Sak/mxCi41N5Bmn5S",
+	"VIfzTfk94veWQ1Y8trQR0ORHCxNX2rrB7YguiFQsbH7fEuBTGbMe46nrHQ3fB3QaqWh8IHyOYviTOoMb",
+	"ECpMGHSF0f5eSgM50XXckwZrrght4gDVYNOYwNEjGkYU1iraT797WThLqXP+WvBqAGxqM7xk79p1QRe7",
+	"Aie2DCMpv256qKWQS5t0mBwe2xPAtdJhPcEc/sRsu1TgZLXKytrn9F/LW6EOiuLxbvydXpOVUBZzjKNg",
+	"gHhI4FRP29+HA4IH+ozbdU+xsm2MhmAQDkZwyDrpzOnpbnf7gaBp6uZAZwmYwMNq0QSA4+86FSZ1frtf",
+	"DuSyeMD2g0hRw+nxLOsBEuFtCEgmEP1L2UAeyKgA1tsVT8aGbWGnOQU5Ta987sjAodhp5/QsOyZWcSS4",
+	"E02dVNp99+5ATtzTMf34o8EOruinecAOXaBepMVG2pO2HWu52PRf9TN09vmwNnVVGt7gpIfN1IES7vKC",
+	"gWZEF3ESeXeK31vRklPgrkdj2wSOjUUyukH/ZiVmojkokP5Q2zgBrW6vh5MZD0Rp/Zt7tMsWGrgdBy4v",
+	"SvRb1DFuiYjB7pG5hw5Y+mH397BjIktmPCTNTE79t/uN0r3dgpWPHNzUSLe+kdDtk0L88u7Y4k+67Z93",
+	"Cu7ktu7lmu33XHdLe2eHMC3w1rruWLyfftxMWPp9Ez/ZfbUbRji09jda1Q3B1bOA5FGiV9N2tjhl7kC2",
+	"jNd+P1umhtNrEzTo7d3+lds5o+UxpMuLik3XIIYRYvcXcYDscSr1HQCbg8SMCSQ9YTYsGDCQuFNy8OF4",
+	"hHscWf192otS1kXR7le1MHhq5wIe0MimS23DxN8Ic5a3FxfflQr+EUVGMLCigrQV8DbPGr1gT7MQbOwU",
+	"q/0MfNgxhysX73dYml0m9XhJ9pziXY7Lu3uRvvQhuJuf85B1DHPaty6fwjp61zIIg0N2iZ2+9mff38XV",
+	"/t2znY72+D7tDd+wtr4idIU+VgXC7AzlNb/Yr6MPO/ijhR+i9v2057uaOw9B9N2NhRQ19loosbprDnB/",
+	"VT9nGeOmkiNt1S/LsFJ3MDf+GbKmML5WGqaX+N6EFZAZduZInCmYhQB/0AMKY8XyamGKbbZWRQ66bfF3",
+	"ro19YmKQG6sJkhtQK9iJj8GqhEL8g+AH34drG5sit3v2v3qr46qRkMxodfhpbN/bbgD56PmzfHQ6IWjO",
+	"LveKHtiIiXJXcfumflIMMshI28iCgldRJAHTimEgk1vPmqtu5CSy91cvKMsoxSdXkHY1gbVY6xUl17ln",
+	"MJBfGsKjiXBZIPEmoBWVXLEVt+XcW5W3EXSyfca+5DHvrOqJ6OZSKN5IjbZd91wv6MLbtyUkwYAdWJik",
+	"tUQrcYBBcNPS/zHbU/zCXabw8MA9Hox3movy5g5IzBAJlkJg5rKe6vdiB6X4XAziLSLDy3mXwgAeTQTY",
+	"9nlJuq6cOgwhEOkokk+6TNswItvepxTqPRLFDpOeIPB9wjnU04Cg/RMKSkerPRbFsAEyX2La65An4zRt",
+	"FY1qLOxkdN1V2AAT+TzNCLI/Bu0IdL96YZ4dnyD3fOe1SlsLBhHdm7bDM5g2eoUJNbW8gbxS9IweIFq3",
+	"JAqG0Wa+mAzUGqCLlABQ7ApSRF929yV1Yd9QHz+pmd6+s70p7qjF8Mlrqfcx/aEgLnoRD7RfKGTzWYx3",
+	"70GJkrdyyHObTvfzrtR4MN0Mdi1uWj70oz780Pc2a5902DWfHJrgzTDSCgUfHE4/jZLLpRhyWPLGessh",
+	"1BDjDUSZd0kp4K7LAroCeMDZ0xdxoRra1Xz0//+//x86dxvRtQgItfqApJQQVuFHvG9xzOdX6eit9eeU",
+	"6XgjVDW0ZZsRiFHCxuGW7HeH5fQM26nfWLFMR9z2kyEptQDyGTx6IKQzs5lUvGZWvAdGepgc81brGnre",
+	"L8C8t/jgOyoWlh4sQv/PKNvCYywmMGcwjGhAmgN1w4PdIF4zlReAZGg5OxhtgEKQ0h54woN07bfGsqlg",
+	"buaIAUmoBiEbyEm17gGMXzo4CMdXPdtmtjCygVwSQPJiJ05cIEzKUxynAgRpPyYMOJUN62b5BQb2KSZK",
+	"/85QoEO8l74Eik9rx9jpcTr0e7iYEQSaHZyxqVdqKDCmNzbcXibthN2IpUV8/3AqxgdaF4nOJOJ7nOxL",
+	"zTl1znBZ9UIE7tbVYRAYbqsjAAyq43f4+RiM0moh3/cuJ2XTuBFqCnYiAgVZBQ8Q7lzWUYzepQ73yJ+I",
+	"sP69Q7lhP40GnqLFbu5/oo24o+VnaPPBCfz8oldBzsdeNXKx6INX7crghsF9kmM7IrmHIAr0Sefhhtyh",
+	"gMJPW4I73/RwXPu9gzvu2a7O2UkRBTn36rrsP8jQ6dBZ2nSuuWO/6V2D7/a511xjaZE4YD8eTPz3ylPY",
+	"5NCc3uzwHkt15U0sEElGJA2uN356NzC5AxEEDpUlXsZFjCC0cQaoam6fx/31P0nlAp7+38lt+Pyb8cUO",
+	"+SEEg7Tub1C2jEquDQg5KCAiCh1A4AiGse2sS0Bwmg2AHE0I2YfcrE5IP3Ni4gDk37esl7YBYE3x3FKF",
+	"oghMN5U7lLXgVWf6OtDy9gDqqw0XWnrt0fmlgqAXN887BKwPWqbuCJv15eu/RWYhf6g7GCGfOdAVibtr",
+	"cTh3Rz+JqScOeheXhkd9G8ys8FHGRS9zUxrm89kmrODmpmCghwTL/klcqKDvaPjylwoLkXxCJcIeTNOW",
+	"4/TLXptD5KjoJu0I+Mfqyc2EHC7BZo5KvzTM6rrazshP+XR7x383UtNfobS0HwKP4Nk9Gvs6rof5hPDu",
+	"ZrIWBN4QjhK8y6T6HLQmdw0G5BuwjB4s3wi+eNMuFrxZ7xdzoOWh0fhW9vDPuwRM7IL3jJN/fGnSdIGs",
+	"AcKdpm4dHYuGPTTlL4bi5CYw6XA8CRy/5Iqe2rYK3YU+0DC3zJTYxNDkzGfm5kR2enAoAprHVMylShi5",
+	"HH+ndLQBHxQ8YfjqiioL7jgaegbywpPOd+Yotcf0IzLhaOZQeTteiWb3aOiZRsAlN7ptSjGU2HIrxWp3",
+	"e1v242gxtsaTaHJgPIlFS282GSzviniTNLdGZTVCDRUEOAoG10169d5uAWqkqTWXNul+/41D4J40DGB1",
+	"A8wqAT1n5B5jpnZHxAPl3dHR3qeE7weowtwnhKScHV++dK1vNzkWb7H+gvsaVeDRut7ezM+ASwCv97K1",
+	"7KT48LFIIABtu9Yoc3+wvRjJxwhVeQD+TbyevdUFHtTZ0zpd9/1t26ivCLm5bPRiKIq/NRD5+d7iqdHL",
+	"UKCsbRQhKMEGQ+zQxm4M3P6AlzUU1hIf2iemAyVznQGAelwVLXPsAJUuD34FkNvbZdROdMMKQrvyjR6s",
+	"qJHHKEb/eZG40sm9/JFQCBIhqKr6zLjeHQGpB50GNz44EYeGkIBl4o5C4CCuiNe9issNdJWeb69XqEsa",
+	"JqtanE5yFWMtXyIkjqzrCO7R3TBv8pzptgmV9DKmm1x1Dy7A79VVJgPUfA8V3NWK6ZUMy5U0HoTndBKg",
+	"ni87blnqtsYAmJlU0szh7QAs3+F6Lp0coNuAd3pJdh+yDIUEYcSWmzYa6FDT1iKDteilEGPVZnqVSmEg",
+	"7+YmVwGCGsfcAU9fRjUzwreA4+lHlysPonwjljbU4MDNSIBWX0Y3MFdFXLWoYA2iJHZl/qi6a+9qs5MV",
+	"+o9yVUmI2NzuGWHrvE7eYbn6k+Xk/3BKesiufpIp7IqhmME7qGNtozzN2NS/oaWrqkG02e0YRPezR951",
+	"a/jiOeMBygTPzUAF4XQZkiyIZon0U8hddUvvIbURoh+gmrj1B+mEx/B6WGTP9eIzATi7Eet04rxt5PX1",
+	"/vgQt2Bv6VHCrE8nKmCSAt1ByFQ4s1uJC30cYX8bMbd2K+zBJuMe7mJ/2+TsNPgQihXi9L35LLj6YGcS",
+	"0Vnevoanrkd2s45tdKs7JEcMmBZ8RYCDz3LgYXttC9D00HBeeZ7UH8+wSTaCWjwQQTHbYWvxlzIddGLF",
+	"krT4tlGXJCv4TSnYicqA3hMCfob18LNcVW2DORkLk7FGAKD8hBVwS4qAsIA36TRjRWAoRa5O4I/WiCtZ",
+	"ZcCCMpSeMyYNwrFkVM5yQmI1VD2Cb3Jl5rqxWGYEXH2xr+8UQg0662XBTno4V1mu8BgmsT+jSSVrkW1T",
+	"H8SOSYMhD+JTRPhq3ERCwKrRFuoFnPw/b375O1Co04yF6aaBb2nB0vr7zUaCXm934/LTvUrVSVag9pbz",
+	"HwQZ8K7yxE+hFmFS6OojysRsKZzINOkn3Sr5Ax28dKTDp9M/WOqhC/i24wcJgxPRuSC2XLKiu4C//vLm",
+	"LRuPx+dYrxlCwHzk4mnmhAwu68Ixq65K/IQVpFsXjFMUoKxMHwHZsK5+RK4oZgWGAuoFBHGjkoGXyoKn",
+	"4IRj7JfHh6Ls1yDhTUUJdTtrLhcIKFRQ9EcabnfzhHZnc4EBIgBelXQyJKwSe12zUVTMbtI6uJ3/8Eck",
+	"VWebYIDNMom/Bld+VxHLRPA65LPc5Z2tAvjR+5vtpeb3m3cN/EXWd9XFo5K6mzRvJmvxxECB3CQgcrIu",
+	"k5zJlLAY/NaAbLTiVJEGrc3V4W5rj8U6OFrIAyC4x+AyyVhxXrCpsCshFJtByTHTl7FMU57z5XK8XO9H",
+	"YUQYV1/PP0x679Z4IecO2xNKZB4kAfUPwj4RCNveHjVgE5RtI+36jWuYDorgjWhetkPrH9UxRIoXV0TM",
+	"/Ja8JHBBdLbPQbBlPlgApgHsEPrqNmJu7XL08SOw6FkKoAZLl1NOAFa2c191SF1Qv+s/3r79dcwwkQSC",
+	"cyG0I1dFb1SX7N+he4bSOoyfJPbLzYqN2fZUnWTVNsoRaIhQJLnKbEVsjFmoGslLX1WNG6oMdRnD2Dtp",
+	"z5FrMCZmm79sVvRzzenw09K12vQKuwDxx8FiYTjDrMa61VCjv/LJhyVXPq5VLMa5ytWfneBioMGCcnHc",
+	"mp0T3Nv/9V8GBDiPcHnqTfHGQtoIAr1NCJ7O5GoTA84rau4LjMkpxuxXp/y41SM/1YkbYsYIO8GNO1ce",
+	"uYVhjJjJiBs66pWFFfq91ZafwvCbthYmrhuAlRcpnyhXeKcuGafKhb4cHxjtIn88YbD04tPcSs4aKVRl",
+	"xrn6LeS5QUCNW1XX01SwRvByjmprxS2fckOYY9KwSq/UKZaihLO64OtcTUXX7/cX30E5+E0UyYJG9FrY",
+	"Zn32cmZFAyDyWGQczCsY2ENVoTBeaeTLDI6yERW8HF2Ono4vxheY0yIUX8rR5ei78cX4u1GUNX0ORf/g",
+	"43UqWwISzbAwoDSsgE+X/nKtl4LuFvqs3TL4H91Z8j92qREgZ7sNKj7kQB/yUcZy0GDxk2sCCmCFBgvM",
+	"+hKe3TCkdGP2dr0U5tIJZGSnzzoxDj4u67X7AKkc8IHqHJ7w2mgC44NalLkKpQ17ld7QEq0bdFABVpSP",
+	"lGpAx2obVTiRsKf/cAz9iLJyOxugbhiB87r3mxZfd9Mnsx/cFG+GyTr64528uAbQOYqHSA6chNh/iywm",
+	"8IvsAs10Q22YCYNlmGHJNngOCsCxAiN/i7izKLGbBhp9k6uNAXs8toYri0WClVhh5x5UYYLg3GsghSZX",
+	"SiuRMU60BcK1eSPciQtgA0VXsbV0I3Tj4qVbA3eYZIUHaNZoOkpW56MsV7lPQsNvlbb0iVt30C67MiQR",
+	"xBzgjRSurQLyKnMVkNMmHcswAopJuUUDLzJK+dJuVS4BUlDlyq3jWpWkr+PV81VV4bCoa0S/wIMG8LOX",
+	"+AcujCOVUBpyLhXWXKZGwGdN1j7gaydbRUCxhEauPLGi8qZdkVeqT+pOLJxVgJX0rz8JPTkaVLsTjqjs",
+	"C41FQV4LoOe+7J5ga91CxVcob+uOOrbwxAC5DFQAkwtxS7yetUkVUDXFGnlkfgUiQQUYw2uqaRWU0exy",
+	"IYh1Azk5pDd3YOLuKrdm8IC+6fpE27mTS9zsSr0Aq2kt8eDD9nNKcgh2c9xOLNlq/N41a/b0e0b53uhF",
+	"iEQLZPNwzOKyrblClufaIIoViKDfJng+Vj4TxzJXJyiyELtt5PXcGgbhZqf95oHU9druxgIwiOwljRbr",
+	"5PrEuT/StE1YDy/nUN26pxfPnkNdRLr5wEGhLJxjs5ZDpipxIAKDf3oRFqzWWFES2KLrZ8zQ4ONGAil4",
+	"KdE1Vyi7Zk5ig00ADnWJyIvdXhEvnglkIG5AxZ/dSN5AyESBPNhJ/NDsTxUY1t2bf0au6hhtwxcC9eZ/",
+	"Jguq+zWlVGi3s+AwdA/83opm7Y2Nl97Qi8LNgQhW7zZ8oc8uLqjWh/WlvcR7i2LAGU4bU0F9H5vq1MeU",
+	"Sx73B1+HiGLgmOHo097ChvAVX4+dVPJ8ayRDMml/QHvwAwC4PTHMYgt9vcBRPP2qo4gh2mkA333VAQRQ",
+	"eGB9PULDDVRgxCJ2SP7xOMIwn3/VYQa8+uLS6TWmLefRYJ798FUHs4kIXxBTpmVDrEWifH8EsdGTvcy7",
+	"R4nc4TNQtUq6N2uYz/df+Sr0odgLtBr4iMzRGxjq2Rt3ZZGQdWERyNpDTXBQpiMt+hQMiNeO2I1Is3jn",
+	"Gj9H10tSxdjgdo7WmcC4gyMWHBK6FpNNLZ4ZvnaiBHx1yWzTkjrilSZRG5Gi1H8V9hUiE+wkj/FO3G0H",
+	"XokhcgkDf2KYhHpr1tPDb0qJekfgtzlhLMIKSxNtKwkafmObVpnzDyhWfRzcY4i54QvReZg9ckxPEx+z",
+	"3zZhZSDcIlfXGsKjCn1TYNRCbUTGCkSegK8QWAgL36HAD18D1nd691+36j63v0OeGTgFCM7RlQ858sSH",
+	"wBOD4Iw0xpF2CEk2D4YNAvTTN+Aa/UIpWEZ+Nyd5uXHGiWPEXCICBfm4JS6DEEwWe5KBAxZNZwzHqLW7",
+	"ScWOdPXgTohs9YnEz9LYN+Gpe6QVPVyWxNqj2TugygRDCGK9RJgyD+H2PixpBvHvjdEqrJ/xSqhsAmwP",
+	"FEkFdjd0OntH5vyDO48fgf1hyccdel4f+Q98uz0goiIofP2z7qv6f9ZJz0ZLbewgPBSZSkIVZTSXnLiu",
+	"K4xGJmaModFkrezGfva0OM1Y1chbasOn2sAZ7cfZGrSC+RK3CUtKZCdiXCndqhKa7TticoXFq2AboTp8",
+	"3FYFpkSjgymqNWzJrxFqZKbrWq+YtONc+WRZ99DaRPhYYIZZ8aYy462tIuBGsBrkCk/PQdiODCsY+b8h",
+	"uFLlCp/liKcHqrM7UsxqmK0gCx+Ts6Qi7e2Kf/3zW9YXxQpyZeGmBAIcT+2txypCC2SuQjn4GSktga7k",
+	"Klc4foxtBucUrymOhnY/zrBjUhkruDcg5QpPAlVpgusYgMkwNhx3M/L6Wi8zQoTtOFeE2Uh9ghmdrPJU",
+	"c/DEaFa4Tyj5kf1InaLOMNfG5gojYgsP/FiMGeD6GYJ4siE4/Ilh4j0vLQEU09ld6aYy3gKObimrLa+z",
+	"uNQ1RAGajCRoXZ+1BuNBopVgC7fx5M0SWOGN7E0dTN4lCrqFp1e5wiAc3DsUfrsgE1rUmTvgrg2Uhh23",
+	"DpaYXOHqmRsJdT05BKRdMo4L6Ke04BUa6shZgVO5dnQiV6VWTqrtsHw82qg7f5kvdoATwlgkRNMCB9ac",
+	"21w1XNH2EnA5PiCqCQJe4hgxGQD8qkQwEGLSiFxBtelC3/gFSkn4r1v1psOro6n9OxVG/1ISvseI/fjx",
+	"48cHpEsERclxjOBtaNaEozgXdfVA9A2kCJ4LVxqu7SLAnGKjwYhC+zk+aikbWorjGUE4eTCaih8RWcGC",
+	"87Qz8DsJZHPcX9e2t1Vnko4kcbonpkt4mHM36H6d/J5TOOsZnqJwkQnKEVR0E1do1giSPyBKQxpMYPO8",
+	"t2mVf8tnn3gHsQkGEoiBYSvIAQFfSWRqhKgZkMgwfYwYGfALaAQK8/P3JLWcDg4et+Xp1z3s/UqoeN+e",
+	"fv+VL3yq9mrxYFVvN6yvu0m9sqjFZXz6fN6SO0vuXEGgK1wfJVZgwmAv0QBI1nOw8CGrCi9OxbVUBp1J",
+	"FDALGTxTR2d4gwKODFg3mAHlxBUIBrrJfAATJZgUUWZSgaxw4h2OJB9TrAlKHE4tQ08hMPQoJieRUBO7",
+	"cJ0073G6g0gFXn50DYPKckJ1bBrh45EpsmTc8/FtxZt+7Ou3r9vYBQ4ag8V/MIYf8lIwdgTExd0mGKfk",
+	"BkyIQZvIW8LTvTd5JwBWDNpCIsfUUQzwYkANWjHs3wP0K7kN9awHD2HmiEHAKY+OJIGHfNxlvCBFs6gF",
+	"rwrG65VT4pHBelArXlU+t9FRBLc8jjq4i+E+S3WdK0lKhnEqhbsnja7FmPUR1snRt1wK3lBMAYTO4PHH",
+	"GNiECoIJ1m/RbX8fGkiEb/SxHyHsBP9tjeTpF+sZe61gbkNeLtDugQRvgO/Acj4oBQTsIEEq3dQ/ghcS",
+	"nZONWApu++HDEgEEqg539UiberTJ2xk76vS1Jf1YAs+CGbYnXfe89HeQnY8i8uMQkXv8CEkYASol5CLP",
+	"hIJMdP7B/fMR2ZEHsR2ieyGsjnIaOtu4z1rijWDXGPdaG02SI88VCYSXnQcenw2u8ucXTzFMVOkV0yBJ",
+	"B/kPDEEYIEh2aOBprYpswLGd1fuS0KQImihCcucKSnCArIo/wpylBrc8oaOTtnjJOCsbbuaUAFALfuum",
+	"nas5r2dnhE6K60ygTglu+SM8Frhlj3E9H15qsPkLAnc++tAfIOnH3emT/ocUTfa1LU5ABTZMTpgQ3k83",
+	"TZRW8v6OMPiHT2bxWu8ns1la3/yrsGmS8GW1zV1C7JGsPMhwVT174GGqD0v9hjIiIao9dtWjoYgQhncH",
+	"dUaKeT/iITXm7hG4Yr9yO4cibUunXqVMaBatbz74AFKe3ODQaQuOIrfdxueBwiPBfd1waUSFsgq9rGeI",
+	"MNPhfoJkf1KAZOYR3gxkYeFXkBhcZJQTiDWls80i09lWsXnXAEEXXQkFKAtRPhp97opjFuyklreCaSWM",
+	"T+YyxWmuyExYa5T0fFrpjDeMm1wRVhFNw4l/J6I2gj2/+IGgpK6motarq5Yy4hQHCH7rl+Q0y5WRqhTe",
+	"ZurTQ5yACRZCL/MZgjgLyWR2LtbkruZVrtzkJ9GeoFEWl7vUTk0GU63bvo1JzRohwF7yNmT1gQzXNhh9",
+	"oSrKIzN6IUC+zBXlomUhKqTytl3KnsOYkZI3zdpPuJdLN87VL0sB6X6Msv16CaRPuutwLSxChtCdY9NW",
+	"1hYk7lzB+RSr+HS6NQG7rqMGckb325xD3MJ5LY29ouEn/dQIuHrPRqKA6nqAkejrMdaOFHVL+ojMQuyE",
+	"EwnSLSQfN26XM8yeU+L0aAPatAFh6mlXxaq35f8bqwTbpBvyUuFsebIJvybZmdKrCcVrWS7rkELxjYQQ",
+	"x0ZLDX42x/c+wTCDPGHjlNzBQnNOpPz8A374mAjRPFhgyfY+i8j4+8SbYsVvhE9Qgeiv2OQIJp+gBfbS",
+	"0KdrgpVw/B8SXinObMXdsjhqI62jRX/oEIn+cDphBvFXGXRcsBOIBdJNriBm6hStTpSQ7e4kFGB1z45D",
+	"mF8jljUvaaTBfA9pn4Thh57OlVQE09Hx07HvGEq60lwwxdyD7+eq8BGiEK3k675iHFyKKPNNvOE5h+xx",
+	"DFqw2uMPQwutqp3KTIvqPbHTRqprMot5xrdLGEmIHB5JAISOYZ7+yiPy3QdXx8a/DV/31VLSnN1nbEHg",
+	"rpNR5cNh6pxNecUQgoQr1qobpVcqhPigWwCPra/ZunHijkx9gKkTzX1QzNxtJ47r0fPCQH1XmBPvCWCC",
+	"KyI65n6ueA7jG0zaw4BvcEsU2TagAFV5wyhd4ePbHU8qMowPr+DXXM2kAikF94WYlzTIcLA+o1aC8Qbj",
+	"yE+eXVx4zeCULqS0Ra581v+c3wq25Maxiu5hTgDh4NqnmG9irj6A2HUIMdSV6eMzSAuxyAjcgwECq16x",
+	"rs7HAD3marvLyxA7B+BNTqPBIzjrQtnBv+K0aRhFOQcx7XQYPMFN3LXYG/KEcHuzXD1/9gPbzk4GTIoI",
+	"TgGcMGXASoiAPnLld7GLVIrhkXhdh8FHSQAvy1Is7SXb5CB1AVDOM9GA8cItfbH5THGKSjQxagq4Ws11",
+	"LQiGgiAbuoB2WQsGdplLDMmv1xRIHjDpwJjxxLAEcO+YBgZLi4nMgEKEMEKQ1OzxX1SVq1qCQ86DVLj9",
+	"gq7R4farNva6EW/+58+TbvNp1CZ8kysohOfvDialwhmmuHyK/IJxzHSzgMt1Ccc4V0ViVYPtJcHUBrJb",
+	"f4K7vQeB4i0AVeKBpVXwQBQwK5ilrAKuFcTVIchJaiQp4OOnA2AWsDa9SLe71FhwUnkCTCNFnyLBFWhS",
+	"2TZGN+wESy7ZeaPb63lxOsmV1dcCzMmriPJRKFFquuy14JW7ngt9CyaCXIXGA4worON5A0FKlRYeCDe1",
+	"JC2Qpt6abJaZ2q4ANRSIaDVQD0Lp8RoDEbVG4G4qwdbCDuGNuPfTo7mIilK82FeR4t09SqJ4yh2r27o1",
+	"/dqgBBEFCEJ0MAkFCLD48JdacMIGCnBP8Sv4k7vb3bdIJgAPJh99hK3tRh5gMadS8SYFTpkUoOkEZ0zX",
+	"VYiOOzqhHogTilxOgajABX/IUu8DQEshcXDViYjIUjBzAejUipAfBmFV+rLQyes/v3lLn+NmHa999adf",
+	"8c+rmW6uEK/Z0/bTB6AIHCD2O84CvBdkixMspk+ohE2nfJ1OYAncsvggCxJC04gd2deygh2oe5xDMiGC",
+	"w3w9+1wypPgXJXy6YiQTkvAOg92E6c7cP0DYPcXOlVRl3VaiGrM/wcwSOzNhnPDLGM2eraVwZ7yoWjyE",
+	"6YRGbFF4we7eeCr1M5xwmFyqI396yPwp65GNo43mi9poXoFfEGPcPVJAlxxA6myKkqt6HRtuQmmWg203",
+	"56GA4LclnmA8R9UH7ESoEM00QA3EEKuAPxkKMgXDDKSmUwNoN5ZmzF7pW0c/KZfj7lb4V7y5eY0a1b1Y",
+	"4H3zX9n67vp8Y4PZf3AnOgW49EBzD8EEX3iVG1XQpN0ho+BixlnJlVay5HUwHFbsJFWgabs+04pK9Rl5",
+	"DQFNNYlK/y0afXTOb3MKPDdHVnGfrELfimGbFN2Mjl7uZBcbSHyHsIsPsvp4zsubr8cyskNNjmJLo05i",
+	"Iu3B/tqwIW6aW3ZI/6WIhNnJFrtRBDaOzAZiDHsW7Fzhm7CjpZDLJEd6Wd78DI/dE0t6Wd5Qff+vzZJg",
+	"yrsNWt3SZJ1zNQJdf0AoiI44MoKR7Bm/EVwKEPI9oP1/iRKzSt0DAr0eL3pF0jBTcMuQnuRtR7b06BQY",
+	"nx2aoYyxLc18k5AyMp9dcXdSi8sYn8pJ03GtA3p0AiTuyk3TU47+e10dC6WTF/cRMuSX3TQ6hgS3tJut",
+	"9AQrIgonGD9EXoLP482NMOh//8Za3Mt+lBZETVHxYXYSF0Km1GcseeoE7LluwFWfK4LakIYVsqpFQWAX",
+	"XGFBIgSpaRsFOfqhGjE6XEMF1VzxRkAh3qgYAg4Koh987MAJhOpcuc9F5hMosR2MPKgk1kYWqmJdIehT",
+	"QPJBTLi6CjVJMvAqCw+bg9CBY+/z/pCPaLDo/ClrwRuoCNGTXfyECJFYQsU+DccFSyXgDGFyp8keN8LW",
+	"9MyDAl76Yi0+GV0rgRkObmG64oLBAzrDHFS2lZmQq2jlqLDjpR/61ayt6+KU8ii66hFzXrHQhbF8nYce",
+	"e3kAkKpqLRZHIhxDSAWAbd9wan1e3F1AMJQeCpUnwZ5fuwv2FaLxoJ/7xoI7JPgug7g7vIFHw+wDBZYG",
+	"xJFHEDX3IPJj+9X5oRQLsSbk8p7jn6C10J38jFGtIKh6VWsjqtOQiu/5iGspwCE+StszFOr3bFqHsvxR",
+	"AXsPOPUZkYKhmPcDMDT7JFBC2RW9mHkA4mW11ksfkRgIcREjoEoT4novmeDlPMS/+aQwwM2KYuGmeHsd",
+	"K8uVsWLpVD7IEysJDYGzmVS8hkLSE/JAL0zBKlHztSGwVccSjYVYM6koOsfUekXRxTBo3drNcYckNRg9",
+	"2c1zdUJakeOCT4yP2z/NgikJwHE9gGEPudAD80KI5BPDhLqVjVYLqPAHUS1rY8UCC/djSknfcKWRT2MY",
+	"Hg1v2TZLbaIIugjzR9cGMgOD8i8bCIHz5RpNwqyC2+CT+Ca9QMUu/QGL4IHYB9BnmZehJKYESmFY8SsE",
+	"Jl6SY6Y641CKDaaq2LOLZ8wJjFqVgoT94mddUsW7KIuyg1gF8UjrJYHXmtj1s6wlwX6QJGSgwmmuyPVB",
+	"eEiwl3EBUHeNfeTaTLdNSMsFidsNLleAgu2PncEylPEJKSipKtQaN1SyDz67Iay1qiDLkSsGRMV7c73B",
+	"nOjm6abUHxeexv0JCgIEscKEnphoC1tlm9ZAKTa1bO0l1rPPFUIkk6LVuFt1za28FQjdR7FjBp1FMNxn",
+	"//n9d3iqOBz2XIGh5Y/slfz3DFHv/GnpeEEhFQgiV/4uFac+Y5OGIJx+ANW/IAjXaw4IqIpZfXjZDdDV",
+	"zXTkcLqXjbiVug3yPx4P/3OuIrXASf6oD2llpWqRtPSkZF/FDIrfzmaO/KBKVBihqqtQ6w0CS007XUh7",
+	"hbjXSE/cSVhwK7KNF3IFb7ixilX0BmKoTeCEIGAjpdW7Y3YNQdld1XyuchWfmu6uw/IBNrmHqMbEmzSg",
+	"OdKNrdJglNrduxseMsyQ8kQJyj3K44894rni40O40G/bRu0LjS36dALL4v6PZ88vTi/9+QaiYZjRUOOz",
+	"WwKnXRKmY7BiI45kZ8dGajQU//rs4iJpvL6X9OC2UXfBkLv4oj3/SPR0ME3YLSgpmQUqyAWUfGJzvQKh",
+	"7dnFs68/Ig/ZeTLAVk4nPdz9zOv2BZHWIgPZwkZcZgNt1H8/AHwUs0WqnJ7EDY3KoONIhSrF2Uu3QqlS",
+	"7xunfmeLHx8Rfh+KWU78cjK/kEDeQHYMApzS9I14b49W+BTAOFb6PGqqd9FUp61Zs5OeLU+aIGCRuAPK",
+	"KmqoIOchmgCW7zghgFME4fByyemEDSKX3wWvnNSHoBNF+bieq8PVoqYipWTCimlbXQt7Jd7POch4EUR5",
+	"0EU8J0aUjGVw8R2xEr8hVuKn2R0eEb44CtEk0PtAcm8NuhvGeBb0ichr7bGHycVBNqVNJQA9GI8FRDy2",
+	"pIR8/TvZjMjl9RlWop12H2/pt41cLLryM0hRCc4I8mJbxC5Sbq2oZnRHl3IVQzuhmoI5QMHkQNU5ibGQ",
+	"GUmqK6fXOypSxAEfIYZxM5wFITi71jerb6Pt5L+0pBpNdu6O6cQnn5U3nReW9Z2NTnIE56TVuYr8sAAD",
+	"sZl55kN+CtDQfR6Y68OLQRKqZ+PymX7qJWZDTtdWgJ7oPiSLXgtVvcLtH901xeCnSiyW2gpVrv8m1v+B",
+	"atJ96To0yG8Dme1WaTio/g3swANx1gADgGtSg0Z69N50onCI3omiPh4bMuHXFpRR4ADHMtoie0hFAZ0O",
+	"yPdcr5jVDND8AgKA7KjEVanVrJalLY6C5KYg+fzZs688FMBPuSLH/CUrHHekGxKx3QkLjyIHco/2OCqe",
+	"hI1w8P1M9LG67d5AgZYusCoheBwYTbQUzUIinuEeJI+5Nvaqe/zSCREA1VE0rbpacKkoK5OgNUJdxWtu",
+	"Ra64uXFCzlI0EC0irdsEKIfovlQQWd+1nvXrd3JAAy+63ymIIwvCM4ie4NIZs5+hUMdmpMiW2OEe+zWa",
+	"/j2aKrtuhsrSvI2cYN2YjsEXR+jgxw8d/JbKpwIl6B/wLNz9qF7oHhDhmGR9FpTwLmJ4/qH740pW9wwB",
+	"2NGHn348QJX15WcR9M5RUbdoq7kO0EPoqDRtcwvuN9LvzQRVT58LH3vcPDyQU/O6qSNyEe4K/JosvOB+",
+	"76ZwTzFyXQc/0vS/tsMpmuIABfdL1S3gkYI/0JoSUP/5wXkjtg7OD199aESQvTegIwUrHtECdA+I90vZ",
+	"fCMx+hOC9aF4u25YJdQ6KXYmDJZ9brPFMiglaVh4RrQDeAgyxGSVedUGYCDQFoeGRFn1kdSlyhU9RN4U",
+	"EGZRzMaAEjrIlwO6jzS5en7xPIuTE0QI1CChxoe5OyXJEfznF98NoIK99rPdE/3w1KngTy8uusQkkzEj",
+	"3DsWA1ZKvVhwk4b8yujDswFgKVmZQ7P4/nhxcbEPC+zd/We2mcHC2/T7g0lcUxpO6EI3kLmm3C7eJQHt",
+	"mFz9hRSO6LomriltyQPVQSj/PiJI0nrvlzs/1eNAUfrNDXYqSr6ARBmfzHIW8lgySL/O+ulwJxiaShan",
+	"HtzSl0ZVepdgR4QBsqv+7mv/0L0SPuhjdxXezZjpY7Gko8XjX8biQda8UBlJAgNFcW63gSMC8sm+vC+8",
+	"wMBdUPsBlbYL+HVSmw/mhegJCJzApyiOyGrGsT6kewHFVqpuFDvXD3Kk96sipUTOX5ZCESV52J5hGuS3",
+	"8QzjKg16hn3RzkZcS2MFOepJ+Tl6jI8e439BjzHd8ZB6Er7w1o3MpwNfYeCk+yJ2Mx+9xo/Fa4wQ/41W",
+	"11eVbBCYvnikfl2oMcfRbaob5llwl+S1x9O7CwLQ/3b+wd8FcmsM1U3tGO99awnD1hH4+agTHHWCT7Cl",
+	"x6fn4dVS9Vf6K6gC+/2PdA+D8/Ew4nEO8Tf36xndHNmgVuMrqob4oS1VJKWFbFViJVgQqNwR3KxRxLQ0",
+	"LGAjua8Ln3jb9CCaVa74ctnoW1F1VByjbuP4aKk8Totrt6LSJ+m8Q7fWj0QXWtbrb5MSSIs0pAoVv7ei",
+	"dZw4ROIHRLmNTXWsutuOo470cHWkqO4QaElV1QiMP9MJWSnr9KrHpkdtsrSvr1It60gPyljPW3xUnx6p",
+	"+vRYgfcwh553qtHui3+wktRVWd/jQ4ke3GLHKa91GMdh6/d391aiQNNLVmpVNsIKyNqedJEt8dg95tmS",
+	"W7eK6HfzSCNysGQTgeUmXenPL354ceeyWj9hQYsAkgfSEkWN9Ad8QqXR3V5+f0EuoQXzSH6nQ0PmdX23",
+	"klf36+4PM9oV6NubeLc1hOsyk7UVDQBnHMPHjqrvo3CH3Z2A91xk0XWI3GQZq+WtYFqJDtWyrvdqzBFh",
+	"vhcH2l9rPfWE1Q2+BughFlJpl9pIyN9ttLYZ44ZVup3WEIKLJacAeWbBToo/+MT8stHGCMOKc8cO//AH",
+	"LPaXseIDz6YfC8ZrWEvXkTmdQK1AHzEDryjNivG4yBhEXn33rBufO6pUEPTZ9y8iWOlxrl4i8BiprYBa",
+	"Ld6XdWskVEiNWIe+FU3Nl5CmKm9FrqJljm9Dz0Vh5hwKeSrRbyRXWyDNXbeAkO204aiHTnz0RS79Fyag",
+	"awGOFVyC6EXMD/GFVaU/aqJyk+9VJO8fQtoU6gS8nCpXvSGhZwHZVlRM3+MIxc0VtGbuIJ9idVXAasD+",
+	"Lzc9EWP2ywyYfNs0QtkwDKmu3bqTO9mXMqV6mtcNVxbmtV34CVTxiDWN7kvvDz18Gz9oPMX9nDcs2ZHF",
+	"Hh2ej97hueXMTJPPE4QH6Mgn5sduE7ajnv6tUVbuLlIh/UO9sBMACOFylz7ck5h26sTnEJp+LxgdvygR",
+	"WB1EysM0MHAlYui92Hk9Y4V7zBQBShRhkioz8eJHj7EDWCRfeFj1IsgdRa5AYSTg8pLXdVo0QLjJWDww",
+	"Y/bS5gpErKcXFxcwcDNh3KMTwp2DiGpIgpWKTVETT3Jrt8Buqcx95VFxO4dOvnr6lO942EAPS++XNUOI",
+	"+lBJH5YV1n/WCHFk20e2fQ9s+8jyHhXL+w1ArnoWUYNWgx7R1jMWK5wGlLVPZYEfYmmJYmiwSO+2qfg1",
+	"2j03la/7Nz8eoABlwSp7pKUPg5Z6SC1fW8b7K2vBKwAYfbh1FaNz9Y28k5G6g0rQZed10E1wOpCff/xY",
+	"RHqYAfi5OssFVI/yBwQOh2O1mylGX8wSekiUTuhqVwzRDiJ63gglVvcdS7Q9yk4b2STcSqy+qs0Mevz6",
+	"ATN3MpmBJoMYlytW4JUyV9weqwQ9FA6ibcQ9jlziE7nExDsKMOrvqBo8QtXgr04L4FvKAONAvGCj1xmz",
+	"tr4yhJsLeW5Kr2L+enoHLcEI3pTzQSSI4veCnEQrxD1TFSvy0e+ttqJiy3nDjTD5qJhQHIBWAgNXMTiA",
+	"RzWC3dnIWMmNOJPKCGWklbeiBqhw1zhgvLKmVXHeMljIKnktLRinsMMnfjQzjegYSngV/TSqnjiTboG0",
+	"qtdYNSMq7LeJqTeJTAL4Gq/rCDxWmlwBfYiLX0D9QqEqABnxNZPG7Fdt7HUj3vzPnwNOrmdBuZq1dX0G",
+	"5YVw4TNCyKgFxuOGoptSVeI9Fk6ZCiMrge9X3PIxGyrfKxZLu2a/Z7AiUCzm+42qvFzlqlXky4NdBD8s",
+	"rD+3btY9HIUX0bbTZmewqQBdqVsLI3s6Hj+9uEij5LpJvuKyPize6PedGBl7I3d+UfU6bDOAvtNRMADC",
+	"ng7GcTfosyOcBnvuUBvTvVv9+dFV5CrHbrlaU5Uaw04osIg9uxiMRYKt3Iyfkot2Mbp8Sjgk9Fe2jal9",
+	"n3FJeHbQ7mp2l9l2lKBVVeauigdPPAp3xyCkxxeEFEKS7wD58TPdgT5+bAjQ4wxufHw59oQj3RPOh+Xm",
+	"ZneA6lt44iBOgcWFDqadruU3+ApQ0FSTeqU+KdY1GeFpjLxWQty1ufskqG4NdkK5gqfvGNp5pKr/+yCd",
+	"WO/d7uI30S1SYQinxFjwffCuSNruJXITBittLdgJxEk+60n0p4RBC9DyJxfugecXFxen4HKmbMJxrv4U",
+	"wPlQSoSpXvYzszK2laV+AsirnpadRk+4CRdOc5vWurwB878HWYM17TEj3eQKMFlhYV0z7pF90YiwpgXu",
+	"UJar5LacjllRQtxedTVdF+lyJhkMoIANLIaDDR15vCeLqWv624QXwqQG6D1UDeLmJjviqhzJ/aMOJIzI",
+	"ydHq+RChTnps45EA71ZVBLcLPM0n6aHoMNW8OVQuSOtC52XN5eJMiff23iqI1XoljD1TrRsaoHxHE1rN",
+	"tRGehWOYGq9r5joEZovFkz1rJzkgJCtivCGgRWqmNNl33ZS8pIGYBFhNmp2AfhW9Cbru1bLR140wpjid",
+	"xBqIEsKtv7mRdY0A8NRdzcsbHCrV7NC3ohmzP0W5B/CgT4i4FjYaieshKQK4Yf9dvLdBCrhHJWyXAuYX",
+	"kOr8Pt/e1b+ThFVyAKnzCw61+ju7o6JSwUdl7Rht+C+UJPA4eAdQE4yC2iC/yEe2VBS4zHCTD2ceH0Dq",
+	"2YrlGyArvgo/+Jd8ZW7SqbpynrKaMGlZLTgVwM9VgewB9Ss9I6MQzcMRaohMlzZjRrt34fEAK5OuveF6",
+	"/daENij6RzL5sMJA3OY8MQzUeh3Fij3cOEIQKh4HZcK7xzheYIgZ2Fro7fq3wbo1BLv3rS/z8Q4fDRWP",
+	"6eLuh9rD+3nPRuf94afu4sVxp9xisNAmvstMirpitZhBVIiXNiasyIMrLB9dsnyUjwpW1oI3aKn1P042",
+	"BI1GLGtehkKpxo7ZazFrQd9TjHcqKpbGIW0VFw3NQSQwnobyYljZ3+u6K93WFVvwGxGYDpRizNVMN04W",
+	"EvUsYwjOWq+R/zS6vZ5TUgaqqr6vdVmL4jQl7PxjWd2/bRk7+dpxuHtVWW5YOefq+ljj+Sh03R/t/ibG",
+	"ZqIucKAiEnC0Ph+tz1/GggB0k+T0JwY9wBk5erOOjTnRgFjoXaX5fWYFtE7fb3bLpniRTrLfbTcmyYDX",
+	"Zsu93dGPLFf9i3uSkiBOtxD20TtNpucVN7ky89aySq9U8GN7u3jBTmITeR8v6DSMQAlRmX7DZNPurN3I",
+	"P+HJCStw14tchdrxi9A5mX9d373+mF4pw6TFyGYwvecKHobCtYALfC2sgXgCX6kPem0VMe3QBwlmro9c",
+	"eYc/2TLDMnbjZNEwN3CBaAh9JKCVVGbQJv/tzURu7ci87jfsqG4eLev/mgJNqsRIn8j5L5CMbZGhIBB5",
+	"ovGYLPY86C07wWcO56BEHB8AE33ruUCkm2OaQBHFjfVyRSh8DJT4fFTkCrRor+OfuoYgZ6UCeLgEO/We",
+	"hw3em0V+dUf/6TxpG05RkhtQB/cdpuW37CNp09+M74QVPSrPj0N5hut1VJ3vrDrHN/+oQD++pFVPMjFt",
+	"8cwrZpGLaeNmfLpKSmnPD4Sfese6Z2agVWXoYlcaZz1mLxW5yx25kIqF9ZEmxfoSRVRgzt9eEXpYUcJH",
+	"7nPkPp/AfTaZzWPBBEiQ1ikvP5u+zgHb+/wDftiorpcgBPDYE9Pl0sfIlnYu1mwlGgH51hlEFGG+IT6e",
+	"K/jrsldOCrSszFeE0Eak8vNTCsFfhX0Lw7lXqog9DNFF+PWBEEQ0h+CQmKw6k0jJlVay5HVAM6jYSZG3",
+	"FxfflbgJ8Fmc4VcK/ypOx8dwhsdjQcoQFN9vsU+/wtMQmZoXfM0MIZF+2xI6B9ZbqLvsZp6YzyalQLs6",
+	"GgV5XX/xtOYsRRZl1V/wJ326F6AXqFSNh37wNHcn6EVUzebF8+3qNYk067bp1QFK5ARwRP2FKn79vHFf",
+	"uiZjHMo7sAZKQFizLZdCwjb0dZ/0t212VqWpdNku3BtHYvW4AskHE3LbRnW7mvnqSofAFuDB/8KYBa7N",
+	"8w/un32lh91Rve+r8CMtzL7rcNTRjnfyU1SztlHjVDBifCnv/RYeYKFpmx2YnRt39rzkqhT1PduM4hHt",
+	"tBm5pTRWLw3jlmAp31s2dTvCm/UlaXqzWl7PLVvoStRRudBc4WRqUWUIlqYgmU/rms2kkmYuzJj9ZJlQ",
+	"lWFFeLjIMJkjVA9aNuJW6tawuTRQ9wmSQ3wcgK/0W9UCSwsgkFmuVtyN+KRdQsWmC2ZOu1INbmJWu54n",
+	"vkAwJIjMufEAtrkSqhIVFjVyT4gKgdSYTEcAwPiPhPVIWDcJayggibQIDzpKD+ZRkFU82vEddhfmZNt0",
+	"Q+R0i8qtdHNjlrwUg6L+nyFTqxHXbc0bxBgkc014F0qTQM0SAj8JYLlG/rfw6b+CWbkAu8yKG9QefFwv",
+	"g6ofrDWCFecFmwq7EkKxGeBQmkmuzHox1bUsWS3VjQkUBkOEXnFZN1ov2I0QS6z6gpHXoId4T3OKMjid",
+	"4Dc/i7/IWtyrFtLraZc64hb5qIps3s5aGmu6Q9dbpQdkPelwaLghUEwc8CPJ7XIHM8CJ9tT6J/Hqb9OY",
+	"jpR8WeUptHsOIzr/4CjNznTV12KhKfMUZjHxlCTKSkWQU2P5esxeYWmMJ6wAU4p7pciV0qzW6jpAwEo7",
+	"nIbau9rbNOR5WopDYmrYtVbiQZl/gZaT5ddX+cw8sBIU26wFr0xIZuGsR6DBiAik2eiFwAqUHbKTBUj/",
+	"jp0cCd0GocNj/bBJndtiN6p/CZIX0lnhQn4qxRuy6OyhDbsWR5dW2DNjG8EX/cWZ6WbB7ehyNJWKA2Tk",
+	"pkl3ULJ4Yth0bcN5eiwURze7ic6RjGyQEfDJHonIfaTWvha8+lxycX9WpB7B6YxJ7YAtaaqrtYc8jOkD",
+	"O/HVs5+yV/LfqTykl1kotbbK1Wqua4EAkm3Dp/X6Ehg8rxDVibOy4WbOjCCJTNcVrRxuuhIrKBCdEdQS",
+	"Zwv5fsx+sj5mui+YYfGAplVXCy5V4dp1Yh23rpFSTOLfmlYZVrjP4+U6GQ/8a5ugz4fEBH8mad6XX7tH",
+	"YqSI6SMF/5em4MsWQl8eoZr7tYOyQu9Xs7aui0u0QEEWH1yZnrmKsvbd0YyqVHjA2K4poIIoP279BrtS",
+	"TEKB/RXvX8pvG3x82dUDkQZLeAANfyTy+K+t9dxVqj5c4qH8FRoUZdtIuwb+OhW8Ec3L1s5Hl/985xgi",
+	"VDki7ts29ehydM6X8vz2KbBLanSLCAu+MOAGkV1JTceR8ITEcSOIKOwzGKOADddEIgSEAPgzBgEuwmTA",
+	"RFnZNkZTJxCessQwCmothKOkY0qWNVfwqpm3ttIrCBy2utR11AZxvFQbr8jxiCEeKt4K8CrF8wIbc3oY",
+	"9AqalNAUELN3q3WNe8ukiprsdjTd7NxJJ9fcOpkFpgAlT62G1KDG6LitpWgW0hioYJRujapmY1Sk5k11",
+	"SfgcQEwqsRSqEqqUbmsoAZVqdLd1b08wUHK7EydgbFVn5dfuJuGiwAhAelpqI61u1pfsutbTUNI8Y6Fs",
+	"t7tHOGKyt3P29u3PvV2NajalZ1wLY7QyT5gpheKN1O7QtcpvtHtfOore1Uvwzw016AYmboWyDEWj6F34",
+	"2ow+vvv4vwIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -2,11 +2,9 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"net/http"
-	"strings"
 
+	"mailroom/internal/bearer"
 	"mailroom/internal/core"
 )
 
@@ -21,63 +19,22 @@ func principalFrom(ctx context.Context) (core.Principal, error) {
 	return p, nil
 }
 
-// bearerToken reads the token from the Authorization header only: a token in
-// a query string ends up in access logs and browser history.
-func bearerToken(r *http.Request) string {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return ""
+// authenticate refuses a request without a known token (401) before
+// anything else looks at it, and records the caller for the handlers
+// (bearer.Resolver, which the MCP endpoint resolves its tokens with too).
+// While the store cannot look tokens up it answers 503
+// storage_unavailable.
+func authenticate(tokens *bearer.Resolver) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r, _, err := tokens.Request(r)
+			if err != nil {
+				writeProblem(w, problemFor(err))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
 	}
-	return strings.TrimSpace(token)
-}
-
-// authenticator resolves tokens. The admin token is compared by hash in
-// constant time so that neither its length nor its prefix leaks by timing.
-type authenticator struct {
-	adminHash [sha256.Size]byte
-	svc       *core.Service
-}
-
-func newAuthenticator(adminToken string, svc *core.Service) *authenticator {
-	return &authenticator{adminHash: sha256.Sum256([]byte(adminToken)), svc: svc}
-}
-
-func (a *authenticator) resolve(token string) (core.Principal, error) {
-	unknown := core.UnknownToken()
-	if token == "" {
-		return core.Principal{}, unknown
-	}
-	sum := sha256.Sum256([]byte(token))
-	if subtle.ConstantTimeCompare(sum[:], a.adminHash[:]) == 1 {
-		return core.AdminPrincipal(), nil
-	}
-	p, err := a.svc.TokenPrincipal(token)
-	switch {
-	case err == nil:
-		// By its token: the connections the call opens follow exactly
-		// the team the token belongs to, and per-token bounds count it.
-		return p, nil
-	case core.ErrorCode(err) == core.CodeStorageUnavailable:
-		// The store cannot tell (a shared database is down): 503 with
-		// Retry-After, not a 401 that tells the client its token is bad.
-		return core.Principal{}, err
-	default:
-		return core.Principal{}, unknown
-	}
-}
-
-// middleware refuses a request without a known token (401) before anything
-// else looks at it, and records the caller for the handlers. While the
-// store cannot look tokens up it answers 503 storage_unavailable.
-func (a *authenticator) middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := a.resolve(bearerToken(r))
-		if err != nil {
-			writeProblem(w, problemFor(err))
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(core.WithPrincipal(r.Context(), p)))
-	})
 }
 
 // requireAdmin admits the admin token only. Core checks the rights of

@@ -49,6 +49,7 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 			l.WorkspaceBytes = *in.WorkspaceBytes
 		}
 		set(&l.WorkspaceFiles, in.WorkspaceFiles)
+		set(&l.Reservations, in.Reservations)
 		spec.Limits = &l
 	}
 	spec.Purpose = deref(b.Purpose)
@@ -63,6 +64,12 @@ func teamSpecFrom(b *TeamCreate) core.TeamSpec {
 
 func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 	return core.LimitsUpdate{
+		InboxMessages:      in.InboxMessages,
+		InboxBytes:         in.InboxBytes,
+		BodyChars:          in.BodyChars,
+		PayloadChars:       in.PayloadChars,
+		FeedbackChars:      in.FeedbackChars,
+		HistoryEntries:     in.HistoryEntries,
 		Requests:           in.Requests,
 		Turns:              in.Turns,
 		ModelTokens:        in.ModelTokens,
@@ -73,6 +80,7 @@ func limitsUpdateFrom(in LimitsUpdate) core.LimitsUpdate {
 		ModelRequests:      in.ModelRequests,
 		WorkspaceBytes:     in.WorkspaceBytes,
 		WorkspaceFiles:     in.WorkspaceFiles,
+		Reservations:       in.Reservations,
 	}
 }
 
@@ -95,6 +103,7 @@ func limitsOf(l core.Limits) Limits {
 		ModelRequests:      l.ModelRequests,
 		WorkspaceBytes:     l.WorkspaceBytes,
 		WorkspaceFiles:     l.WorkspaceFiles,
+		Reservations:       l.ReservationLimit(),
 	}
 }
 
@@ -191,7 +200,7 @@ func requestsOf(rs []core.Request) []Request {
 func messagesOf(ms []core.Message) []Message {
 	out := make([]Message, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, Message{ID: m.ID, Sender: m.Sender, Recipient: m.Recipient, Body: m.Body})
+		out = append(out, messageOf(m))
 	}
 	return out
 }

@@ -45,7 +45,7 @@ func (s *Server) GetReceipts(ctx context.Context, req GetReceiptsRequestObject) 
 	}
 	out := GetReceipts200JSONResponse{Receipts: make([]Receipt, len(rs))}
 	for i, r := range rs {
-		out.Receipts[i] = Receipt{ID: r.ID, To: r.To, Read: r.Read}
+		out.Receipts[i] = receiptOf(r)
 	}
 	return out, nil
 }

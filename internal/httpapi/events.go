@@ -190,6 +190,9 @@ func (s *subscriber) wants(ev core.Event) bool {
 	case "message":
 		m, ok := ev.Data.(core.Message)
 		return ok && (m.Sender == s.member || m.Recipient == s.member)
+	case core.EventAck:
+		a, ok := ev.Data.(core.AckEvent)
+		return ok && (a.From == s.member || a.To == s.member)
 	case "turn":
 		member, ok := turnMember(ev.Data)
 		return ok && member == s.member
@@ -271,7 +274,7 @@ func (s *Server) StreamEvents(ctx context.Context, req StreamEventsRequestObject
 		}
 	case team != "":
 		// lead exists in every team, so this asks only whether the team does.
-		if err := s.svc.HasMember(team, core.LeadName); err != nil {
+		if err := s.svc.HasMember(ctx, team, core.LeadName); err != nil {
 			return nil, err
 		}
 	}

@@ -6,16 +6,16 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"mailroom/api"
+	"mailroom/internal/bearer"
 	"mailroom/internal/core"
+	"mailroom/internal/host"
 	"mailroom/internal/httpx"
-	"mailroom/internal/scenario"
-	"mailroom/internal/workspace"
 )
 
 // BasePath is the prefix of the versioned API; it equals the spec's
@@ -47,20 +47,14 @@ type Options struct {
 	// StreamWriteTimeout is how long one event may take to reach a client
 	// before its stream is closed; 0 means DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
-	// DataDir, when not empty, enables scenario runs: each run keeps its
-	// result document in the store and its workspace on this machine, in
-	// the workspaces root (Workspaces, by default DataDir/workspaces).
-	// Empty answers run requests with not_found.
-	DataDir string
-	// Models configure the real models of turns: the default model of a
-	// team created without one, and where credentials are read.
-	Models ModelOptions
-	// Workspaces is the root of the teams' workspaces; empty means
-	// DataDir/workspaces, and no workspaces when DataDir is empty too.
-	Workspaces string
-	// Runner runs run_main's program for the turns; nil means
-	// workspace.Default(). A server passes the MCP door the same one.
-	Runner *workspace.Runner
+	// Host builds the turns and keeps the teams' workspaces and
+	// scenario runs; nil means a host with neither workspaces nor runs,
+	// whose turns use only the scripted model.
+	Host *host.Host
+	// Metrics, when not nil, is the registry /metrics serves, where the
+	// door registers its own metrics beside those of whoever made it
+	// (the waker's); nil means a registry of the door's own.
+	Metrics *prometheus.Registry
 	// Stopping, when not nil, is cancelled when the server begins to stop:
 	// from then on new turns and scenario runs are refused (503
 	// shutting_down) and the running ones are cancelled, so that they end
@@ -72,10 +66,11 @@ type Options struct {
 	HeldReads *HeldReads
 }
 
-// NewHandler returns the whole HTTP surface: the validated API under
-// /api/v1, /healthz, /api/openapi.yaml, /metrics and the static files. It
-// makes itself svc's observer, to feed the event stream and the metrics,
-// and runs scenarios when opts.DataDir is set.
+// NewHandler returns the REST door: the validated API under /api/v1,
+// /healthz, /api/openapi.yaml, /metrics and the static files. It makes
+// itself svc's observer and the host's run observer, to feed the event
+// stream and the metrics. It starts nothing: the composition root
+// (internal/app) wires the waker, the host and the MCP door beside it.
 func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	if svc == nil {
 		return nil, errors.New("httpapi: nil service")
@@ -87,19 +82,17 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := newMetrics()
+	m := newMetrics(opts.Metrics)
 	srv := &Server{
-		svc:        svc,
-		log:        log,
-		stopping:   opts.Stopping,
-		workspaces: workspacesRoot(opts),
-		programs:   opts.Runner,
-		models:     opts.Models,
-		held:       opts.HeldReads,
-		events:     newBroker(clientBuffer, streamLimitsOf(opts), func(n int) { m.sseClients.Set(float64(n)) }),
+		svc:      svc,
+		log:      log,
+		stopping: opts.Stopping,
+		host:     opts.Host,
+		held:     opts.HeldReads,
+		events:   newBroker(clientBuffer, streamLimitsOf(opts), func(n int) { m.sseClients.Set(float64(n)) }),
 	}
-	if srv.programs == nil {
-		srv.programs = workspace.Default()
+	if srv.host == nil {
+		srv.host = host.New(svc, host.Options{Logger: log})
 	}
 	if srv.held == nil {
 		srv.held = &HeldReads{}
@@ -110,15 +103,7 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 		srv.held.letter(ev) // rings the reads held for mail (inboxwait.go)
 	}
 	svc.SetObserver(srv.notify)
-	if opts.DataDir != "" {
-		srv.runner = scenario.NewRunner(svc, workspacesRoot(opts), scenario.Config{OnStart: srv.runStarted, Logger: log, Runner: srv.programs})
-	}
-	removeTrash(log, opts)
-	validate, err := requestValidator(log)
-	if err != nil {
-		return nil, err
-	}
-	auth := newAuthenticator(opts.AdminToken, svc)
+	srv.host.SubscribeRuns(srv.notify)
 
 	r := chi.NewRouter()
 	r.Use(securityHeaders, recoverer(log), m.instrument, negotiate)
@@ -149,11 +134,7 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 			respondError(log, w, r, err)
 		},
 	})
-	r.Route(BasePath, func(r chi.Router) {
-		// Order: body limit, then identity (401 before anything else), then
-		// the raw bytes of a JSON body, then the schema, then the handler's
-		// rights check and core.
-		r.Use(limitBody, workspaceFilePaths, auth.middleware, checkRawBody, validate)
+	api, err := newAPIRouter(log, func(r chi.Router) {
 		HandlerWithOptions(strict, ChiServerOptions{
 			BaseRouter: r,
 			ErrorHandlerFunc: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -161,6 +142,13 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 			},
 		})
 	})
+	if err != nil {
+		return nil, err
+	}
+	// Order: body limit, then identity (401 before anything else), then
+	// the raw bytes of a JSON body (decoded there, once), then the route
+	// and the schema, then the handler's rights check and core.
+	r.Mount(BasePath, chi.Chain(limitBody, workspaceFilePaths, authenticate(bearer.NewResolver(opts.AdminToken, svc)), checkRawBody).Handler(api))
 
 	if opts.Static != nil {
 		files := http.FileServerFS(opts.Static)
@@ -169,9 +157,6 @@ func NewHandler(svc *core.Service, opts Options) (http.Handler, error) {
 			files.ServeHTTP(w, r)
 		}))
 	}
-	// Members with wake set are woken on mail from now on (core/wake.go);
-	// the server builds their turns as it builds requested ones.
-	svc.StartWaking(core.WakeConfig{Stopping: opts.Stopping, Build: srv.wakeTurn, Observer: newWakeMetrics(m.reg)})
 	return r, nil
 }
 
@@ -228,31 +213,5 @@ func paramErrorDetail(err error) string {
 		return "parameter " + many.ParamName + ": only one value is allowed"
 	default:
 		return "A parameter does not match the API schema."
-	}
-}
-
-// removeTrash removes what deletions cut short (a crash, a file that
-// resisted) left behind: the trash of deleted teams' workspaces and of
-// deleted scenario runs. Each was renamed aside before any of its files
-// was removed, so the deletion had already happened; removing the rest
-// loses nothing (docs/durability.md).
-func removeTrash(log *slog.Logger, opts Options) {
-	dirs := []string{workspacesRoot(opts)}
-	if opts.DataDir != "" {
-		// The file store's runs directory: runs of older versions kept
-		// their workspaces there.
-		dirs = append(dirs, filepath.Join(opts.DataDir, "runs"))
-	}
-	for _, dir := range dirs {
-		if dir == "" {
-			continue
-		}
-		removed, err := workspace.RemoveTrash(dir)
-		if len(removed) > 0 {
-			log.Info("removed the files of deletions cut short", "dir", dir, "removed", len(removed))
-		}
-		if err != nil {
-			log.Warn("removing the files of deletions cut short failed; the next start tries again", "dir", dir, "err", err)
-		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -23,6 +24,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"mailroom/api"
+	"mailroom/internal/app"
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/mail"
@@ -59,6 +61,7 @@ type env struct {
 	t      *testing.T
 	srv    *httptest.Server
 	client *http.Client
+	app    *app.App
 	svc    *core.Service
 	store  core.Store
 	// place is the env's store and data directory; starting an env on
@@ -131,13 +134,16 @@ type envOptions struct {
 	// maxHeldReads goes to core.Options.MaxHeldReadsPerToken, for the
 	// tests that hold many reads of one token.
 	maxHeldReads int
-	// runs enables scenario runs and workspaces (Options.DataDir), as
+	// runs enables scenario runs and workspaces (app.Options.DataDir), as
 	// the server wires them.
 	runs bool
-	// stopping is the server's stopping context (Options.Stopping).
+	// stopping, when set, is the REST door's stopping context
+	// (Options.Stopping) instead of the server's.
 	stopping context.Context
-	// configure changes the handler's options last.
-	configure []func(*httpapi.Options)
+	// configure changes the REST door's options last; configureApp the
+	// server's.
+	configure    []func(*httpapi.Options)
+	configureApp []func(*app.Options)
 	// wrap, when set, wraps the client's validating transport.
 	wrap func(http.RoundTripper) http.RoundTripper
 }
@@ -161,28 +167,43 @@ func startEnv(t *testing.T, o envOptions) *env {
 		mopts = append(mopts, mail.WithFS(e.faults))
 	}
 	e.store = place.OpenStore(t, mopts...)
-	e.svc = core.NewService(e.store, core.Options{Logger: log, MaxTeams: o.maxTeams, MaxHeldReadsPerToken: o.maxHeldReads})
-	if err := e.svc.Open(t.Context()); err != nil {
-		t.Fatalf("open service: %v", err)
-	}
-	opts := httpapi.Options{
+	opts := app.Options{
+		Core:       core.Options{Logger: log, MaxTeams: o.maxTeams, MaxHeldReadsPerToken: o.maxHeldReads},
 		AdminToken: adminToken,
 		Logger:     log,
 		Static:     fstest.MapFS{"index.html": {Data: []byte(statusPage)}},
-		Stopping:   o.stopping,
+		REST: func(ro *httpapi.Options) {
+			if o.stopping != nil {
+				ro.Stopping = o.stopping
+			}
+			for _, c := range o.configure {
+				c(ro)
+			}
+		},
 	}
 	if o.runs {
 		opts.DataDir = place.Dir
 	}
-	for _, c := range o.configure {
+	for _, c := range o.configureApp {
 		c(&opts)
 	}
-	h, err := httpapi.NewHandler(e.svc, opts)
+	// The whole server, as cmd/server wires it (internal/app).
+	a, err := app.New(t.Context(), e.store, opts)
 	if err != nil {
-		t.Fatalf("new handler: %v", err)
+		t.Fatalf("new server: %v", err)
 	}
-	e.srv = httptest.NewServer(h)
-	t.Cleanup(e.srv.Close)
+	e.app, e.svc = a, a.Service()
+	e.srv = httptest.NewServer(a.Handler())
+	// Cleanups run last first: the server stops (its waker and turns
+	// end) before the store, opened above, closes.
+	t.Cleanup(func() {
+		e.srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := a.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
 	e.client = e.srv.Client()
 	router, problem := specRouter(t)
 	var rt http.RoundTripper = &validatingTransport{t: t, base: e.client.Transport, router: router, problem: problem}

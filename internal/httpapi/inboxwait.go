@@ -333,7 +333,7 @@ func (h *heldRead) deleted(err error) bool {
 		// a team of the same name was created again since.
 		return true
 	case core.CodeNotFound:
-		return core.ErrorCode(h.s.svc.HasMember(h.team, core.LeadName)) == core.CodeNotFound
+		return core.ErrorCode(h.s.svc.HasMember(h.ctx, h.team, core.LeadName)) == core.CodeNotFound
 	}
 	return false
 }

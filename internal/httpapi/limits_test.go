@@ -15,8 +15,7 @@ func (e *env) patch(path, token, body string) result {
 
 // TestUpdateTeamLimits: the admin changes the limits that bound what comes
 // next; the change applies at once, is announced with a team event and
-// survives a restart. A limit stored letters were written within cannot
-// change.
+// survives a restart. A limit out of range is refused.
 func TestUpdateTeamLimits(t *testing.T) {
 	e := openEnv(t, nil, 0)
 	tm := e.newTeam("alpha", nil)
@@ -26,7 +25,7 @@ func TestUpdateTeamLimits(t *testing.T) {
 	want(t, e.patch("/api/v1/teams/alpha", tm.tokens["lead"], change), http.StatusForbidden, "forbidden")
 	want(t, e.patch("/api/v1/teams/alpha", "", change), http.StatusUnauthorized, "unauthorized")
 	want(t, e.patch("/api/v1/teams/nope", adminToken, change), http.StatusNotFound, "not_found")
-	want(t, e.patch("/api/v1/teams/alpha", adminToken, `{"limits": {"body_chars": 900}}`), http.StatusBadRequest, "validation_failed")
+	want(t, e.patch("/api/v1/teams/alpha", adminToken, `{"limits": {"inbox_messages": 0}}`), http.StatusBadRequest, "validation_failed")
 	want(t, e.patch("/api/v1/teams/alpha", adminToken, `{"limits": {"turns": 0}}`), http.StatusBadRequest, "validation_failed")
 
 	r := e.patch("/api/v1/teams/alpha", adminToken, change)

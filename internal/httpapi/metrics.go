@@ -31,9 +31,14 @@ type metrics struct {
 	modelLatency  *prometheus.HistogramVec
 }
 
-func newMetrics() *metrics {
+// newMetrics registers the door's metrics on reg, or on a registry of its
+// own when reg is nil.
+func newMetrics(reg *prometheus.Registry) *metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailroom_http_requests_total",
 			Help: "HTTP requests by method, route pattern and status code.",

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"mailroom/internal/agent"
+	"mailroom/internal/app"
 	"mailroom/internal/core"
+	"mailroom/internal/host"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/providertest"
 	"mailroom/internal/testkit"
@@ -55,8 +57,8 @@ func newModelEnv(t *testing.T, kind string) *modelEnv {
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	responses := &testkit.Output{}
 	e := startEnv(t, envOptions{logger: log,
-		configure: []func(*httpapi.Options){func(opts *httpapi.Options) {
-			opts.Models = httpapi.ModelOptions{
+		configureApp: []func(*app.Options){func(opts *app.Options) {
+			opts.Models = host.ModelOptions{
 				Lookup: func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
 				// No SDK retries: each queued reply answers exactly one request.
 				Provider: agent.ProviderOptions{MaxRetries: -1, HTTPClient: fake.Client(), Log: log, RequestTimeout: time.Minute},

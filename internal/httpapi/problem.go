@@ -41,7 +41,13 @@ func newProblem(code core.Code, detail string) Problem {
 // only writer of error bodies, so every error has the same media type and
 // shape.
 func writeProblem(w http.ResponseWriter, p Problem) {
-	httpx.WriteProblem(w, httpx.Problem{Code: string(p.Code), Detail: p.Detail, Status: p.Status, Title: p.Title, Type: p.Type})
+	hp := httpx.Problem{Code: string(p.Code), Detail: p.Detail, Status: p.Status, Title: p.Title, Type: p.Type}
+	if p.Conflicts != nil {
+		for _, c := range *p.Conflicts {
+			hp.Conflicts = append(hp.Conflicts, core.ReservationConflict{ReservationID: c.ReservationID, Member: c.Member, Paths: c.Paths, ExpiresAt: c.ExpiresAt})
+		}
+	}
+	httpx.WriteProblem(w, hp)
 }
 
 // problemFor turns any error into its problem document, with a detail safe
@@ -52,7 +58,16 @@ func problemFor(err error) Problem {
 	if code == core.CodeInternal {
 		return newProblem(codeInternal, genericInternalDetail)
 	}
-	return newProblem(code, core.ErrorMessage(err))
+	p := newProblem(code, core.ErrorMessage(err))
+	var rc *core.ReservationConflicts
+	if code == core.CodeReservationConflict && errors.As(err, &rc) {
+		cs := make([]ReservationConflict, len(rc.Conflicts))
+		for i, c := range rc.Conflicts {
+			cs[i] = reservationConflictOf(c)
+		}
+		p.Conflicts = &cs
+	}
+	return p
 }
 
 // respondError writes err as a problem and logs what the operator needs:

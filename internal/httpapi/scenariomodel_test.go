@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"mailroom/internal/agent"
+	"mailroom/internal/app"
+	"mailroom/internal/host"
 	"mailroom/internal/httpapi"
 	"mailroom/internal/providertest"
 )
@@ -23,8 +25,8 @@ func newModelRunEnv(t *testing.T, fake *providertest.Server) *env {
 	o := envOptions{runs: true}
 	if fake != nil {
 		vars := map[string]string{agent.EnvAnthropicKey: modelKey, agent.EnvAnthropicBase: fake.URL()}
-		o.configure = append(o.configure, func(opts *httpapi.Options) {
-			opts.Models = httpapi.ModelOptions{
+		o.configureApp = append(o.configureApp, func(opts *app.Options) {
+			opts.Models = host.ModelOptions{
 				Lookup:   func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
 				Provider: agent.ProviderOptions{MaxRetries: -1, HTTPClient: fake.Client()},
 			}
@@ -132,7 +134,7 @@ func TestScenarioModelRefusals(t *testing.T) {
 	want(t, e.post("/api/v1/scenarios/team-protocols/runs", adminToken, map[string]any{"model": anthropic}), http.StatusConflict, "model_unavailable")
 	want(t, e.post("/api/v1/scenarios/agent-teams/runs", adminToken, map[string]any{"model": map[string]any{"provider": "openai", "name": "gpt-test"}}), http.StatusConflict, "model_unavailable")
 	want(t, e.post("/api/v1/scenarios/agent-teams/runs", adminToken, map[string]any{"model": map[string]any{"provider": "anthropic"}}), http.StatusBadRequest, "validation_failed")
-	if teams := e.svc.Teams(); len(teams) != 0 {
+	if teams := e.svc.Teams(t.Context()); len(teams) != 0 {
 		t.Errorf("%d team(s) created by refused runs, want none", len(teams))
 	}
 	if entries, _ := os.ReadDir(filepath.Join(e.dir, "runs")); len(entries) != 0 {
@@ -142,8 +144,8 @@ func TestScenarioModelRefusals(t *testing.T) {
 	fake := providertest.NewAnthropic(t, modelKey)
 	withKey := newModelRunEnv(t, fake)
 	want(t, withKey.post("/api/v1/scenarios/team-protocols/runs", adminToken, map[string]any{"model": anthropic, "plan": "approve"}), http.StatusBadRequest, "validation_failed")
-	if len(fake.Requests()) != 0 || len(withKey.svc.Teams()) != 0 {
-		t.Errorf("a refused run asked the model %d time(s) and created %d team(s); want none", len(fake.Requests()), len(withKey.svc.Teams()))
+	if len(fake.Requests()) != 0 || len(withKey.svc.Teams(t.Context())) != 0 {
+		t.Errorf("a refused run asked the model %d time(s) and created %d team(s); want none", len(fake.Requests()), len(withKey.svc.Teams(t.Context())))
 	}
 
 	doc := e.runScenario(t, "agent-teams", map[string]any{"model": map[string]any{"provider": "scripted"}})

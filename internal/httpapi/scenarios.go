@@ -4,43 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
 	"mailroom/internal/scenario"
 )
-
-// Run statuses of a run event.
-const (
-	runRunning = "running"
-	runDone    = "done"
-)
-
-// runEvent is the data of a `run` event: a run has created its team
-// (running), or it is over (done, with ok).
-type runEvent struct {
-	RunID    string `json:"run_id"`
-	Scenario string `json:"scenario"`
-	Team     string `json:"team"`
-	Status   string `json:"status"`
-	OK       *bool  `json:"ok,omitempty"`
-}
-
-// publishRun announces a run on the event stream. Runs are not a state of
-// core, so their events enter the stream here, next to core's own.
-func (s *Server) publishRun(ev runEvent) {
-	if s.notify != nil {
-		s.notify(core.Event{Type: "run", Team: ev.Team, Data: ev})
-	}
-}
-
-// runStarted is the runner's OnStart hook: the run's team exists now, so
-// the page can switch to it while the run works.
-func (s *Server) runStarted(runID, team string) {
-	s.runBegins(team)
-	s.publishRun(runEvent{RunID: runID, Scenario: scenarioOf(runID), Team: team, Status: runRunning})
-}
 
 // teamsNeeded is how many teams a run of scenario name creates:
 // team-protocols proves the idle-boundary close on a team of its own.
@@ -52,16 +20,6 @@ func teamsNeeded(name string) int {
 		return 2
 	}
 	return 0
-}
-
-// scenarioOf names the scenario of a run id (<scenario>-<n>).
-func scenarioOf(runID string) string {
-	for _, info := range scenario.Scenarios() {
-		if strings.HasPrefix(runID, info.Name+"-") {
-			return info.Name
-		}
-	}
-	return ""
 }
 
 // ListScenarios lists the scenarios with their option defaults (any token).
@@ -87,7 +45,7 @@ func (s *Server) RunScenario(ctx context.Context, req RunScenarioRequestObject) 
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	if s.runner == nil {
+	if !s.host.Runs() {
 		return nil, core.Errorf(core.CodeNotFound, "This server does not run scenarios.")
 	}
 	opts := runOptionsFrom(req.Body)
@@ -107,12 +65,7 @@ func (s *Server) RunScenario(ctx context.Context, req RunScenarioRequestObject) 
 		return nil, err
 	}
 	defer done()
-	doc, err := s.runner.Run(work, req.Name, opts)
-	if doc.RunID != "" {
-		s.runEnds(doc.Team)
-		ok := doc.OK
-		s.publishRun(runEvent{RunID: doc.RunID, Scenario: doc.Scenario, Team: doc.Team, Status: runDone, OK: &ok})
-	}
+	doc, err := s.host.RunScenario(work, req.Name, opts)
 	if err != nil && !(doc.RunID != "" && errors.Is(err, scenario.ErrInterrupted)) {
 		return nil, s.stoppedOr(err)
 	}
@@ -128,10 +81,7 @@ func (s *Server) GetRun(ctx context.Context, req GetRunRequestObject) (GetRunRes
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	if s.runner == nil {
-		return nil, core.Errorf(core.CodeNotFound, "No such run.")
-	}
-	doc, err := s.runner.Get(ctx, req.RunID)
+	doc, err := s.host.GetRun(ctx, req.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +106,7 @@ func (s *Server) scenarioModel(b *RunOptions) (agent.Model, error) {
 	if cfg.Provider == agent.ProviderScripted {
 		return nil, nil
 	}
-	return agent.NewModel(cfg, s.models.Lookup, s.models.Provider)
+	return s.host.Model(cfg)
 }
 
 func runOptionsFrom(b *RunOptions) scenario.Options {

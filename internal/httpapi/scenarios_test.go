@@ -263,7 +263,7 @@ func TestScenarioRefusals(t *testing.T) {
 			want(t, r, tt.status, tt.code)
 		})
 	}
-	if teams := e.svc.Teams(); len(teams) != 1 {
+	if teams := e.svc.Teams(t.Context()); len(teams) != 1 {
 		t.Errorf("%d teams after refused runs, want only demo", len(teams))
 	}
 }

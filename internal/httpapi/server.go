@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 
 	"mailroom/internal/core"
-	"mailroom/internal/scenario"
-	"mailroom/internal/workspace"
+	"mailroom/internal/host"
 )
 
 // Server implements the generated StrictServerInterface over a core.Service.
@@ -23,25 +21,15 @@ type Server struct {
 	// notify publishes an event to the stream and the metrics; core's
 	// events and the run events both go through it.
 	notify func(core.Event)
-	// runner runs scenarios; nil when the server has no data directory.
-	runner *scenario.Runner
-	// runTeams holds the teams of the scenario runs in progress, which may
-	// not be deleted under the run.
-	runMu    sync.Mutex
-	runTeams map[string]bool
+	// host builds the turns and keeps the teams' workspaces and scenario
+	// runs (internal/host).
+	host *host.Host
 	// stopping ends turns and runs when the server stops (see workContext);
 	// nil never stops.
 	stopping context.Context
-	// workspaces is the root of the teams' workspaces (workspace.go);
-	// empty when the server keeps none.
-	workspaces string
-	// programs runs run_main's program, one per team at a time.
-	programs *workspace.Runner
 	// held counts the reads for mail answered from their own goroutine
 	// (inboxwait.go).
 	held *HeldReads
-	// models are the real models turns may use (turns.go).
-	models ModelOptions
 }
 
 var _ StrictServerInterface = (*Server)(nil)
@@ -67,7 +55,7 @@ func (s *Server) ListTeams(ctx context.Context, _ ListTeamsRequestObject) (ListT
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	teams := s.svc.Teams()
+	teams := s.svc.Teams(ctx)
 	out := TeamList{Teams: make([]TeamSummary, 0, len(teams))}
 	for _, t := range teams {
 		out.Teams = append(out.Teams, TeamSummary{Name: t.Name, Members: t.Members, CreatedAt: t.CreatedAt})
@@ -96,7 +84,8 @@ func (s *Server) UpdateTeam(ctx context.Context, req UpdateTeamRequestObject) (U
 
 // SendMessage stores a letter from the token's member.
 func (s *Server) SendMessage(ctx context.Context, req SendMessageRequestObject) (SendMessageResponseObject, error) {
-	res, err := s.svc.Send(ctx, core.SendInput{Team: req.Team, To: req.Body.To, Body: req.Body.Body, IdempotencyKey: deref(req.Params.IdempotencyKey)})
+	res, err := s.svc.Send(ctx, core.SendInput{Team: req.Team, To: req.Body.To, Body: req.Body.Body, IdempotencyKey: deref(req.Params.IdempotencyKey),
+		InReplyTo: deref(req.Body.InReplyTo), AckRequired: deref(req.Body.AckRequired)})
 	if err != nil {
 		return nil, err
 	}
@@ -191,50 +180,16 @@ func (s *Server) ReplyRequest(ctx context.Context, req ReplyRequestRequestObject
 	return out, nil
 }
 
-// DeleteTeam deletes a team with its inboxes, tokens and, for a scenario
-// run's team, its run document and workspace (admin only).
+// DeleteTeam deletes a team with its inboxes, tokens and what the host
+// keeps of it (admin only; host.DeleteTeam).
 func (s *Server) DeleteTeam(ctx context.Context, req DeleteTeamRequestObject) (DeleteTeamResponseObject, error) {
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	// Held across the deletion, so that no run can be announced on the
-	// team between the check and the removal.
-	s.runMu.Lock()
-	defer s.runMu.Unlock()
-	if s.runTeams[req.Team] || s.runElsewhere(ctx, req.Team) {
-		return nil, core.Errorf(core.CodeMemberUnavailable, "A scenario run is in progress on this team; delete it when the run is over.")
-	}
-	var release func() error
-	if s.runner != nil {
-		// A run's id is its team's name, so the team takes the run's
-		// document with it; any other team has no run directory.
-		release = func() error {
-			if err := s.runner.Delete(ctx, req.Team); err != nil {
-				return core.StorageError(err)
-			}
-			return nil
-		}
-	}
-	release = s.alsoRemoveWorkspace(req.Team, release)
-	if err := s.svc.DeleteTeam(ctx, req.Team, release); err != nil {
+	if err := s.host.DeleteTeam(ctx, req.Team); err != nil {
 		return nil, err
 	}
 	return DeleteTeam204Response{}, nil
-}
-
-// runElsewhere reports whether the run of team (a run's id is its team's
-// name) is in progress in another process: its document has no result
-// and another replica's lease on it has not expired (core.RunInProgress).
-// A run cannot begin on a team that exists already (each run creates its
-// own), so the answer cannot change before the deletion. A document that
-// cannot be read is no run in progress here: the deletion itself then
-// meets the same store.
-func (s *Server) runElsewhere(ctx context.Context, team string) bool {
-	if s.runner == nil {
-		return false
-	}
-	doc, err := s.svc.GetRun(ctx, team)
-	return err == nil && s.svc.RunInProgress(doc)
 }
 
 // ResetMember makes a stopped or failed member idle again (admin only),
@@ -249,23 +204,6 @@ func (s *Server) ResetMember(ctx context.Context, req ResetMemberRequestObject) 
 		return nil, err
 	}
 	return ResetMember200JSONResponse(memberOf(m)), nil
-}
-
-// runBegins records that a scenario run works on team, so the team cannot
-// be deleted under it; runEnds forgets it.
-func (s *Server) runBegins(team string) {
-	s.runMu.Lock()
-	defer s.runMu.Unlock()
-	if s.runTeams == nil {
-		s.runTeams = map[string]bool{}
-	}
-	s.runTeams[team] = true
-}
-
-func (s *Server) runEnds(team string) {
-	s.runMu.Lock()
-	defer s.runMu.Unlock()
-	delete(s.runTeams, team)
 }
 
 func deref[T any](p *T) T {

@@ -30,7 +30,7 @@ func TestCreateTeam(t *testing.T) {
 				t.Errorf("member %+v: want a token and status idle", m)
 			}
 		}
-		lessons := httpapi.Limits{InboxMessages: 8, InboxBytes: 32000, BodyChars: 600, Requests: 4, PayloadChars: 180, FeedbackChars: 120, Turns: 2, HistoryEntries: 80, ModelTokens: 1000000, ModelRequests: 2000, PermissionTimeoutS: 300, Tasks: 500, ToolCalls: 32, WakeDelayMs: 250, WorkspaceBytes: 268435456, WorkspaceFiles: 10000}
+		lessons := httpapi.Limits{InboxMessages: 8, InboxBytes: 32000, BodyChars: 600, Requests: 4, PayloadChars: 180, FeedbackChars: 120, Turns: 2, HistoryEntries: 80, ModelTokens: 1000000, ModelRequests: 2000, PermissionTimeoutS: 300, Tasks: 500, ToolCalls: 32, WakeDelayMs: 250, WorkspaceBytes: 268435456, WorkspaceFiles: 10000, Reservations: 200}
 		if got.Limits != lessons {
 			t.Errorf("limits = %+v, want the lesson limits %+v", got.Limits, lessons)
 		}

@@ -11,27 +11,8 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
+	"mailroom/internal/host"
 )
-
-// ModelOptions configure the real models turns may use.
-type ModelOptions struct {
-	// Default is the model of a team created without one (--model);
-	// the zero value means the scripted model.
-	Default agent.ModelConfig
-	// Lookup reads provider credentials and base URLs (os.LookupEnv in
-	// the server); nil means none are set, so only scripted turns run.
-	Lookup func(string) (string, bool)
-	// Provider tunes the provider adapters (retries, timeouts, the HTTP
-	// client); the zero value is the production setting.
-	Provider agent.ProviderOptions
-}
-
-func (o ModelOptions) defaultModel() agent.ModelConfig {
-	if o.Default.Provider == "" {
-		return agent.ModelConfig{Provider: agent.ProviderScripted}
-	}
-	return o.Default
-}
 
 // cancelWait bounds how long a cancel request waits for its turn to reach
 // its next boundary before it answers with the document as it is.
@@ -53,12 +34,12 @@ func (s *Server) RunTurn(ctx context.Context, req RunTurnRequestObject) (RunTurn
 	if err != nil {
 		return nil, err
 	}
-	role, found := "", false
+	found := false
 	names := make([]string, 0, len(view.Members))
 	for _, m := range view.Members {
 		names = append(names, m.Name)
 		if m.Name == req.Member {
-			role, found = m.Role, true
+			found = true
 		}
 	}
 	if !found {
@@ -68,7 +49,7 @@ func (s *Server) RunTurn(ctx context.Context, req RunTurnRequestObject) (RunTurn
 	if err != nil {
 		return nil, err
 	}
-	tools := s.toolsFor(ctx, req.Team, req.Member)
+	fn := s.host.Turn(ctx, view, req.Member, deref(req.Body.Prompt), model)
 	work, done, err := s.workContext(ctx)
 	if err != nil {
 		return nil, err
@@ -78,14 +59,9 @@ func (s *Server) RunTurn(ctx context.Context, req RunTurnRequestObject) (RunTurn
 		done()
 		return nil, s.stoppedOr(err)
 	}
-	spec := agent.Spec{
-		Team: req.Team, Member: req.Member, Prompt: deref(req.Body.Prompt),
-		System: agent.SystemText(req.Team, view.Purpose, req.Member, role),
-		Model:  model, Tools: tools, Logger: s.log,
-	}
 	run := func() (core.TurnDoc, error) {
 		defer done()
-		return tr.Run(work, agent.Turn(s.svc, spec))
+		return tr.Run(work, fn)
 	}
 	if preferAsync(req.Params.Prefer) {
 		go func() {
@@ -118,11 +94,11 @@ func (s *Server) turnModel(body *TurnCreate, view core.TeamView, member string) 
 		}
 		return agent.NewScripted(steps...), core.ModelRef{Provider: agent.ProviderScripted}, nil
 	}
-	cfg := memberModel(view, member) // the member's own model wins over the team's
+	cfg := host.MemberModel(view, member) // the member's own model wins over the team's
 	if body.Model != nil {
 		cfg = modelConfigFrom(body.Model)
 	}
-	model, err := agent.NewModel(cfg, s.models.Lookup, s.models.Provider)
+	model, err := s.host.Model(cfg)
 	if err != nil {
 		return nil, core.ModelRef{}, err
 	}
@@ -136,7 +112,7 @@ func (s *Server) teamModel(ctx context.Context, spec *core.TeamSpec, body *Model
 	if err := requireAdmin(ctx); err != nil {
 		return err
 	}
-	cfg := s.models.defaultModel()
+	cfg := s.host.Models().DefaultModel()
 	if body != nil {
 		cfg = modelConfigFrom(body)
 	}

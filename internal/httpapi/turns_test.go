@@ -247,3 +247,25 @@ func TestTurnRefusals(t *testing.T) {
 		t.Errorf("reader after refused turns = %+v, want untouched", m)
 	}
 }
+
+// TestScriptedInputKeepsItsBytes: a scripted step's tool input is
+// recorded as the client wrote it, members in its order, though the
+// request's body is decoded once for the schema (validate.go rawUnions).
+func TestScriptedInputKeepsItsBytes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tm := e.newTeam("crew", nil)
+	r := e.do(call{method: http.MethodPost, path: "/api/v1/teams/" + tm.name + "/members/reader/turns", token: adminToken,
+		body: `{"responses": [{"tool": "send_message", "input": {"to": "lead", "body": "b < c"}}, {"text": "Told lead."}]}`})
+	want(t, r, http.StatusOK, "")
+	got := decode[httpapi.TurnDocument](t, r)
+	var inputs []string
+	for _, s := range got.Steps {
+		if s.Input != nil {
+			inputs = append(inputs, *s.Input)
+		}
+	}
+	if wantIn := `{"to":"lead","body":"b \u003c c"}`; len(inputs) != 1 || inputs[0] != wantIn {
+		t.Errorf("recorded inputs = %q, want [%q]", inputs, wantIn)
+	}
+}

@@ -7,12 +7,8 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
-	"mailroom/internal/agent"
 	"mailroom/internal/core"
 	"mailroom/internal/workspace"
 )
@@ -30,51 +26,9 @@ func (s *Server) workspaceDir(ctx context.Context, team string) (string, error) 
 	return dir, err
 }
 
-// workspaceOf is workspaceDir with the team's limits.
+// workspaceOf is workspaceDir with the team's limits (the host's).
 func (s *Server) workspaceOf(ctx context.Context, team string) (string, core.Limits, error) {
-	view, err := s.svc.Team(ctx, team)
-	if err != nil {
-		return "", core.Limits{}, err
-	}
-	if !view.Workspace || s.workspaces == "" {
-		return "", core.Limits{}, core.Errorf(core.CodeNotFound, "The team has no workspace; create it with \"workspace\": true.")
-	}
-	return filepath.Join(s.workspaces, team), view.Limits, nil
-}
-
-// toolsFor is the tool set of a turn of member: the workspace tools for a
-// team with a workspace (whose host gate is the team's host_permission),
-// the default ones otherwise.
-func (s *Server) toolsFor(ctx context.Context, team, member string) agent.ToolSet {
-	dir, limits, err := s.workspaceOf(ctx, team)
-	if err != nil {
-		return agent.DefaultTools(member)
-	}
-	if err := workspace.Ensure(dir); err != nil {
-		// The tools then answer that the workspace is not available.
-		s.log.WarnContext(ctx, "creating a team's workspace failed", "team", team, "err", err)
-	}
-	set := agent.WorkspaceTools(member, dir, limits)
-	set.Runner = s.programs
-	return set
-}
-
-// removeWorkspace deletes team's workspace directory, if any, all or
-// nothing across a crash. It is part of deleting the team: once the
-// directory is renamed aside the deletion has happened, and what could
-// not be removed then is removed at the next start (workspace.Remove).
-func (s *Server) removeWorkspace(team string) error {
-	if s.workspaces == "" || !core.ValidName(team) {
-		return nil
-	}
-	left, err := workspace.Remove(filepath.Join(s.workspaces, team))
-	if err != nil {
-		return core.StorageError(err)
-	}
-	if left != nil {
-		s.log.Warn("removing a deleted team's workspace files failed; the next start removes them", "team", team, "err", left)
-	}
-	return nil
+	return s.host.Workspace(ctx, team)
 }
 
 // workspaceName checks a file path of the workspace route and returns it
@@ -222,7 +176,7 @@ func (s *Server) DeleteWorkspaceFile(ctx context.Context, req DeleteWorkspaceFil
 // workspaceFilePaths lets a workspace file's path carry literal slashes
 // (PUT, GET, DELETE .../workspace/files/src/app.py): the route's {path}
 // is one segment, so the slashes after files/ are escaped as %2F before
-// the validator and the router see the request. The decoded path is
+// the route table (validate.go) sees the request. The decoded path is
 // unchanged, so the handler gets "src/app.py" either way.
 func workspaceFilePaths(next http.Handler) http.Handler {
 	prefix := BasePath + "/teams/"
@@ -236,39 +190,8 @@ func workspaceFilePaths(next http.Handler) http.Handler {
 				r2 := r.Clone(r.Context())
 				r2.URL = &u
 				r = r2
-				// The sub-router routes on what its mount left of the
-				// path, taken before this rewrite.
-				if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath != "" {
-					rctx.RoutePath = strings.TrimPrefix(u.RawPath, BasePath)
-				}
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// workspacesRoot is the workspaces root of opts: Workspaces, or
-// DataDir/workspaces by default.
-func workspacesRoot(opts Options) string {
-	if opts.Workspaces != "" {
-		return opts.Workspaces
-	}
-	if opts.DataDir != "" {
-		return filepath.Join(opts.DataDir, "workspaces")
-	}
-	return ""
-}
-
-// alsoRemoveWorkspace returns the release function of a team's deletion
-// (core.Service.DeleteTeam) that removes its workspace after what release
-// removes.
-func (s *Server) alsoRemoveWorkspace(team string, release func() error) func() error {
-	return func() error {
-		if release != nil {
-			if err := release(); err != nil {
-				return err
-			}
-		}
-		return s.removeWorkspace(team)
-	}
 }

@@ -65,6 +65,13 @@ var statusOf = map[core.Code]int{
 	core.CodeTaskBlocked:         http.StatusConflict,
 	core.CodeTaskNotClaimed:      http.StatusConflict,
 	core.CodeWorkspaceFull:       http.StatusConflict,
+	core.CodeReservationConflict: http.StatusConflict,
+	core.CodeReservationLimit:    http.StatusConflict,
+	core.CodeReservationClosed:   http.StatusConflict,
+	core.CodeUnknownLetter:       http.StatusUnprocessableEntity,
+	core.CodeAlreadyAcked:        http.StatusConflict,
+	core.CodeAckNotRequired:      http.StatusConflict,
+	core.CodeLimitBelowUsage:     http.StatusConflict,
 	core.CodeWrongDirection:      http.StatusUnprocessableEntity,
 	core.CodeInboxCorrupt:        http.StatusInternalServerError,
 	core.CodeStorageFailed:       http.StatusInternalServerError,
@@ -94,11 +101,14 @@ const (
 // Problem is the problem document. Its fields and their order are those of
 // the API's Problem schema, so both doors send the same bytes.
 type Problem struct {
-	Code   string `json:"code"`
-	Detail string `json:"detail"`
-	Status int    `json:"status"`
-	Title  string `json:"title"`
-	Type   string `json:"type"`
+	Code string `json:"code"`
+	// Conflicts is set with reservation_conflict only: the live
+	// reservations the refused grant clashed with.
+	Conflicts []core.ReservationConflict `json:"conflicts,omitempty"`
+	Detail    string                     `json:"detail"`
+	Status    int                        `json:"status"`
+	Title     string                     `json:"title"`
+	Type      string                     `json:"type"`
 }
 
 // NewProblem builds the problem document for code. The title is the status

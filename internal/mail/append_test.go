@@ -103,7 +103,7 @@ func TestLoadInboxResultIsIsolated(t *testing.T) {
 	}
 	got, err := s.LoadInbox(ctx, "team", r)
 	if err != nil || len(got) != 3 || got[2].Body != "three" || len(prev) != 2 {
-		t.Fatalf("LoadInbox = %q, %v; prev = %q", got, err, prev)
+		t.Fatalf("LoadInbox = %+v, %v; prev = %+v", got, err, prev)
 	}
 	// A prev that is a copy, not the slice LoadInbox returned, is compared
 	// letter by letter.
@@ -133,7 +133,7 @@ func TestLoadInboxRevalidatesForOtherRules(t *testing.T) {
 	_, err = s.LoadInbox(ctx, "team", rules("reader", tight))
 	wantCorrupt(t, "with a limit of one letter", err, core.ErrInboxCount)
 	if got, err := s.LoadInbox(ctx, "team", r); err != nil || len(got) != 2 {
-		t.Fatalf("under the first rules again: %q, %v", got, err)
+		t.Fatalf("under the first rules again: %+v, %v", got, err)
 	}
 }
 
@@ -180,7 +180,7 @@ func TestAppendFailureRollsBack(t *testing.T) {
 			reads := ffs.readOpens()
 			got, err := s.LoadInbox(ctx, "team", r)
 			if err != nil || !reflect.DeepEqual(got, prev) {
-				t.Fatalf("LoadInbox = %q, %v", got, err)
+				t.Fatalf("LoadInbox = %+v, %v", got, err)
 			}
 			if ffs.readOpens() == reads {
 				t.Fatal("the store did not read the inbox again after a failed append")
@@ -285,7 +285,7 @@ func TestExternalChangeBetweenAppends(t *testing.T) {
 
 			if tt.cause == nil {
 				if loadErr != nil || !reflect.DeepEqual(loaded, prev) {
-					t.Fatalf("LoadInbox = %q, %v; want the same letters", loaded, loadErr)
+					t.Fatalf("LoadInbox = %+v, %v; want the same letters", loaded, loadErr)
 				}
 				if err != nil {
 					t.Fatalf("AppendInbox: %v", err)
@@ -409,7 +409,7 @@ func TestTornLastLineRepairedAtStart(t *testing.T) {
 			t.Fatalf("log record %v", rec)
 		}
 		if got, err := s2.LoadInbox(ctx, "team", r); err != nil || len(got) != 2 {
-			t.Fatalf("LoadInbox after the repair = %q, %v", got, err)
+			t.Fatalf("LoadInbox after the repair = %+v, %v", got, err)
 		}
 		send(t, s2, "team", r, letter(3, "lead", "three"))
 		wantBytes(t, "after the next send", readFile(t, path), append(bytes.Clone(acknowledged), line(letter(3, "lead", "three"))...))
@@ -535,7 +535,7 @@ func TestForeignBytesRewrittenOnce(t *testing.T) {
 			writeFile(t, path, []byte(tt.content))
 			got, err := s.LoadInbox(ctx, "team", r)
 			if err != nil || !reflect.DeepEqual(got, []core.Message{tt.first}) {
-				t.Fatalf("LoadInbox = %q, %v", got, err)
+				t.Fatalf("LoadInbox = %+v, %v", got, err)
 			}
 			two, three := letter(2, "reviewer", "two"), letter(3, "lead", "three")
 			send(t, s, "team", r, two)

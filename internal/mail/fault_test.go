@@ -311,7 +311,7 @@ func TestAppendInboxFaults(t *testing.T) {
 
 				send(t, s, "team", r, msg)
 				if got, err := s.LoadInbox(ctx, "team", r); err != nil || len(got) != n {
-					t.Fatalf("after recovery: %q, %v", got, err)
+					t.Fatalf("after recovery: %+v, %v", got, err)
 				}
 			})
 		}

@@ -70,7 +70,7 @@ func TestAppendMatchesVectors(t *testing.T) {
 		t.Fatalf("LoadInbox: %v", err)
 	}
 	if !reflect.DeepEqual(got, sent) {
-		t.Fatalf("LoadInbox = %q, want %q", got, sent)
+		t.Fatalf("LoadInbox = %+v, want %+v", got, sent)
 	}
 }
 
@@ -87,7 +87,7 @@ func TestAppendProtocolLetterVectors(t *testing.T) {
 		wantBytes(t, team, readFile(t, inboxPath(data, team, "lead")), []byte(vec.Line))
 		got, err := s.LoadInbox(ctx, team, r)
 		if err != nil || len(got) != 1 || got[0].Body != vec.Body {
-			t.Fatalf("%s: LoadInbox = %q, %v", team, got, err)
+			t.Fatalf("%s: LoadInbox = %+v, %v", team, got, err)
 		}
 	}
 }
@@ -164,7 +164,7 @@ func TestPythonReadsInbox(t *testing.T) {
 		t.Fatalf("check_inbox.py output: %v\n%s", err, out)
 	}
 	if !reflect.DeepEqual(got, sent) {
-		t.Fatalf("Python read %q, want %q", got, sent)
+		t.Fatalf("Python read %+v, want %+v", got, sent)
 	}
 }
 
@@ -207,7 +207,7 @@ func TestLoadInboxAcceptsRawLineSeparator(t *testing.T) {
 	writeFile(t, inboxPath(data, "team", "reader"), []byte(line))
 	got, err := s.LoadInbox(ctx, "team", rules("reader", core.DefaultLimits()))
 	if err != nil || len(got) != 1 || got[0].Body != "a\u2028b" {
-		t.Fatalf("LoadInbox = %q, %v", got, err)
+		t.Fatalf("LoadInbox = %+v, %v", got, err)
 	}
 }
 
@@ -273,7 +273,7 @@ func TestInboxExactlyAtByteLimit(t *testing.T) {
 	limits.InboxBytes = len(validLine)
 	writeFile(t, inboxPath(data, "team", "reader"), []byte(validLine))
 	if got, err := s.LoadInbox(ctx, "team", rules("reader", limits)); err != nil || len(got) != 1 {
-		t.Fatalf("LoadInbox at the limit = %q, %v", got, err)
+		t.Fatalf("LoadInbox at the limit = %+v, %v", got, err)
 	}
 	limits.InboxBytes--
 	_, err := s.LoadInbox(ctx, "team", rules("reader", limits))

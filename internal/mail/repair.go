@@ -42,7 +42,8 @@ func (s *Store) startInbox(st *core.TeamState, member string, boxes map[string]f
 		return nil // core reports it; never a path from an unchecked name
 	}
 	path := filepath.Join(s.teamDir(st.Name), inboxesDir, member+inboxExt)
-	limit := st.Limits.InboxBytes
+	limits := s.logged.of(st)
+	limit := limits.InboxBytes
 	data, fi, err := s.readListed(path, boxes, limit)
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, errSymlink), errors.Is(err, errNotRegular):
@@ -68,7 +69,7 @@ func (s *Store) startInbox(st *core.TeamState, member string, boxes map[string]f
 		}
 		return false
 	}
-	rules := core.InboxRules{Recipient: member, Limits: st.Limits, IsMember: isMember}
+	rules := core.InboxRules{Recipient: member, Limits: limits, IsMember: isMember}
 	_, _ = s.decodeInbox(cacheKey(st.Name, member), data, fi, rules)
 	return nil
 }

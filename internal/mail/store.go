@@ -84,6 +84,9 @@ type Store struct {
 	// clock is the time of the domain: idempotency expiry and the ends
 	// of interrupted turns (WithClock).
 	clock func() time.Time
+	// logged are the widest inbox limits of the log's records, by team,
+	// while start-up reads the teams (limits.go); nil after it.
+	logged loggedLimits
 }
 
 var _ core.Store = (*Store)(nil)

@@ -134,6 +134,8 @@ func (s *Store) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.logged = widestLogged(records)
+	defer func() { s.logged = nil }()
 	loaded, err := s.loadTeams()
 	if err != nil {
 		return err
@@ -194,6 +196,9 @@ func (s *Store) start(ctx context.Context) error {
 // look-alike body. Every inbox is validated; a failure marks the team
 // damaged. Failing to save the repair does not: the repaired state is
 // served and saved by the next commit.
+//
+// The inboxes are validated against the widest limits the log's records
+// name for the team (loggedLimits), which the replay that follows sets.
 func (s *Store) recoverTeam(ctx context.Context, lt loadedTeam) *teamEntry {
 	e := &teamEntry{st: lt.State, damaged: lt.Err}
 	if e.st == nil {
@@ -206,8 +211,11 @@ func (s *Store) recoverTeam(ctx context.Context, lt loadedTeam) *teamEntry {
 	st := e.st
 	changed := core.ReleaseAtStart(st, now)
 	inboxes := map[string][]core.Message{}
+	limits := s.logged.of(st)
 	for _, m := range st.Members {
-		items, err := s.LoadInbox(ctx, st.Name, st.Rules(m.Name))
+		rules := st.Rules(m.Name)
+		rules.Limits = limits
+		items, err := s.LoadInbox(ctx, st.Name, rules)
 		if err != nil {
 			e.damaged = fmt.Errorf("inbox %s: %w", m.Name, err)
 			return e

@@ -322,7 +322,11 @@ func (s *Store) replay(ctx context.Context, records []walRecord, teams map[strin
 			e.stateDirty = true
 		}
 		if l := r.Letter; l != nil {
-			if err := s.applyLetter(e.st.Name, e.st.Rules(l.Recipient), *l, nil); err != nil {
+			// The file may already hold letters that a later record's
+			// limits allow (loggedLimits).
+			rules := e.st.Rules(l.Recipient)
+			rules.Limits = s.logged.of(e.st)
+			if err := s.applyLetter(e.st.Name, rules, *l, nil); err != nil {
 				e.damaged = fmt.Errorf("inbox %s: replaying letter %s: %w", l.Recipient, l.ID, err)
 				continue
 			}

@@ -22,7 +22,7 @@ import (
 )
 
 // newFullEnv serves the REST API and /mcp from one server, as the command
-// does (mcpserver.Mount), so that a test sees a session in the team
+// does (internal/app), so that a test sees a session in the team
 // document and on the event stream.
 func newFullEnv(t *testing.T, configure ...func(*mcpserver.Options)) *env {
 	t.Helper()

@@ -17,9 +17,6 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -32,6 +29,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"mailroom/internal/bearer"
 	"mailroom/internal/core"
 	"mailroom/internal/httpx"
 	"mailroom/internal/workspace"
@@ -77,11 +75,11 @@ type Options struct {
 // request that may open a session, the session bounds (429); then the SDK
 // serves the protocol.
 type Handler struct {
-	svc       *core.Service
-	log       *slog.Logger
-	opts      Options
-	adminHash [sha256.Size]byte
-	sdk       http.Handler
+	svc    *core.Service
+	log    *slog.Logger
+	opts   Options
+	tokens *bearer.Resolver
+	sdk    http.Handler
 	// stateless serves the requests of protocol 2026-07-28 (modern.go).
 	stateless http.Handler
 	// base answers the SDK's per-request questions (protocol versions) for
@@ -91,10 +89,17 @@ type Handler struct {
 	mu       sync.Mutex
 	total    int
 	perToken map[string]int // token hash → open sessions
-	// live is the open sessions by their SDK session id.
-	live map[string]*session
+	// live is the open sessions by their SDK session id; sdkSessions the
+	// SDK's side of each, which Close closes.
+	live        map[string]*session
+	sdkSessions map[string]*mcp.ServerSession
 	// modern is the member servers of stateless requests by token hash.
 	modern map[string]*modernMember
+	// closed is set by Close: no session opens any more. ending counts
+	// the goroutines that see a session's end (opened), which Close
+	// waits for.
+	closed bool
+	ending sync.WaitGroup
 }
 
 // New returns the /mcp handler over svc.
@@ -118,14 +123,15 @@ func New(svc *core.Service, opts Options) (*Handler, error) {
 		opts.MaxSessions = DefaultMaxSessions
 	}
 	h := &Handler{
-		svc:       svc,
-		log:       opts.Logger,
-		opts:      opts,
-		adminHash: sha256.Sum256([]byte(opts.AdminToken)),
-		base:      mcp.NewServer(implementation, nil),
-		perToken:  map[string]int{},
-		live:      map[string]*session{},
-		modern:    map[string]*modernMember{},
+		svc:         svc,
+		log:         opts.Logger,
+		opts:        opts,
+		tokens:      bearer.NewResolver(opts.AdminToken, svc),
+		base:        mcp.NewServer(implementation, nil),
+		perToken:    map[string]int{},
+		live:        map[string]*session{},
+		sdkSessions: map[string]*mcp.ServerSession{},
+		modern:      map[string]*modernMember{},
 	}
 	streamable := mcp.NewStreamableHTTPHandler(h.serverFor, &mcp.StreamableHTTPOptions{
 		Logger:         opts.Logger,
@@ -208,6 +214,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.Write(w, core.CodeStorageUnavailable, "The database cannot be reached; try again shortly.")
 		return
 	}
+	// The caller travels in the request's context from here, resolved
+	// once: the tools of a session act as the principal it was opened by.
+	r = r.WithContext(core.WithPrincipal(r.Context(), c.principal))
 	if r.Body != nil {
 		body, err := io.ReadAll(io.LimitReader(r.Body, httpx.MaxBodyBytes+1))
 		if err != nil {
@@ -228,7 +237,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every request counts as the member being seen, whatever its
 	// protocol: the member document's mcp_last_seen and the page's badge.
-	if err := h.svc.SeenMCP(core.WithPrincipal(r.Context(), c.principal), c.member.Team, c.member.Name); err != nil {
+	if err := h.svc.SeenMCP(r.Context(), c.member.Team, c.member.Name); err != nil {
 		h.log.DebugContext(r.Context(), "mcp request not recorded as seen", "code", core.ErrorCode(err))
 	}
 	if isModern(r) {
@@ -306,35 +315,20 @@ func isBatch(body []byte) bool {
 	return len(trimmed) > 0 && trimmed[0] == '['
 }
 
-// authenticate resolves the bearer token: 0 for a member, 401 for none or
-// an unknown token, 403 for the admin token, 503 while the store cannot
-// look tokens up.
+// authenticate resolves the bearer token (bearer.Resolver, as the REST
+// API does): 0 for a member, 401 for none or an unknown token, 403 for the
+// admin token, 503 while the store cannot look tokens up.
 func (h *Handler) authenticate(r *http.Request) (caller, int) {
-	token := bearerToken(r)
-	if token == "" {
+	p, err := h.tokens.Resolve(r.Context(), bearer.Token(r))
+	switch {
+	case core.ErrorCode(err) == core.CodeStorageUnavailable:
+		return caller{}, http.StatusServiceUnavailable // the store cannot tell now
+	case err != nil:
 		return caller{}, http.StatusUnauthorized
-	}
-	sum := sha256.Sum256([]byte(token))
-	if subtle.ConstantTimeCompare(sum[:], h.adminHash[:]) == 1 {
+	case p.Admin:
 		return caller{}, http.StatusForbidden
 	}
-	p, err := h.svc.TokenPrincipal(token)
-	if core.ErrorCode(err) == core.CodeStorageUnavailable {
-		return caller{}, http.StatusServiceUnavailable // the store cannot tell now
-	}
-	if err != nil {
-		return caller{}, http.StatusUnauthorized
-	}
-	return caller{member: Member{Team: p.Team, Name: p.Member}, tokenHash: hex.EncodeToString(sum[:]), principal: p}, 0
-}
-
-// bearerToken reads the token from the Authorization header only.
-func bearerToken(r *http.Request) string {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return ""
-	}
-	return strings.TrimSpace(token)
+	return caller{member: Member{Team: p.Team, Name: p.Member}, tokenHash: p.TokenHash(), principal: p}, 0
 }
 
 // sameOrigin refuses a browser page of another site talking to this server
@@ -417,24 +411,75 @@ func (h *Handler) opened(op *opening) {
 	// has its session; the next request's token check ends it.
 	me := op.caller.member
 	sess := op.sess
+	// The count lives as long as the session, past the request that
+	// opened it (whose context ends with its answer): its own context.
 	end, err := h.svc.OpenMCPSession(sess.as(context.Background()), me.Team, me.Name)
 	if err != nil {
 		h.log.Warn("mcp session not counted", "code", core.ErrorCode(err))
 		end = func() {}
 	}
-	h.mu.Lock()
-	h.live[ss.ID()] = sess
-	h.mu.Unlock()
-	go func() {
-		_ = ss.Wait()
+	ended := func() {
 		end()
 		sess.close()
 		h.mu.Lock()
 		delete(h.live, ss.ID())
+		delete(h.sdkSessions, ss.ID())
 		h.mu.Unlock()
 		h.release(op.caller.tokenHash)
+	}
+	h.mu.Lock()
+	if h.closed {
+		// The server stops: the session ends at once. It is counted off
+		// here; the SDK's side is closed once this answer is out (opened
+		// runs inside the SDK's write of it, which a close would wait for).
+		h.mu.Unlock()
+		ended()
+		go func() { _ = ss.Close() }()
+		return
+	}
+	h.live[ss.ID()] = sess
+	h.sdkSessions[ss.ID()] = ss
+	h.ending.Add(1) // under h.mu with closed unset: never after Close's wait began
+	h.mu.Unlock()
+	go func() {
+		defer h.ending.Done()
+		_ = ss.Wait()
+		ended()
 	}()
 	go sess.endWithTeam(ss)
+}
+
+// Close ends every session: the open ones are closed, each counted off
+// its member (core.Service.OpenMCPSession's end), and the members of
+// stateless requests are dropped; a session that opens later ends at
+// once. It returns once every session's end has been seen, or with ctx's
+// error. The server calls it when it stops, after the last request, so
+// that nothing of a session reads the store after it is closed.
+func (h *Handler) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	open := make([]*mcp.ServerSession, 0, len(h.sdkSessions))
+	for _, ss := range h.sdkSessions {
+		open = append(open, ss)
+	}
+	for token, m := range h.modern {
+		h.dropModernLocked(token, m)
+	}
+	h.mu.Unlock()
+	for _, ss := range open {
+		_ = ss.Close()
+	}
+	done := make(chan struct{})
+	go func() {
+		h.ending.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // calling counts one POST of session id while the SDK serves it; done
@@ -454,17 +499,4 @@ func (h *Handler) Sessions() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.total
-}
-
-// Mount serves /mcp with a new Handler over svc and every other path with
-// rest.
-func Mount(rest http.Handler, svc *core.Service, opts Options) (http.Handler, error) {
-	h, err := New(svc, opts)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle(Path, h)
-	mux.Handle("/", rest)
-	return mux, nil
 }

@@ -19,7 +19,8 @@ import (
 func TestToolsListFitsTheMember(t *testing.T) {
 	e := newEnv(t)
 	common := []string{"check_replies", "list_requests", "mark_read", "read_inbox", "reply_request", "send_message", "team", "wait_for_mail",
-		"create_task", "list_tasks", "claim_task", "complete_task", "release_task", "search_mail"}
+		"create_task", "list_tasks", "claim_task", "complete_task", "release_task",
+		"reserve_paths", "release_reservation", "list_reservations", "check_paths", "search_mail", "ack_letter"}
 	wantLead := append(slices.Clone(common), "request_shutdown")
 	wantReader := append(slices.Clone(common), "submit_plan")
 	slices.Sort(wantLead)

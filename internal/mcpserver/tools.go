@@ -87,6 +87,9 @@ func newSession(ctx context.Context, svc *core.Service, log *slog.Logger, p core
 		life.Release()
 		return nil, err
 	}
+	// The session's work (its event follower, its waits) outlives the
+	// request that opened it, so it has a context of its own, cancelled
+	// when the session closes.
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.server = mcp.NewServer(implementation, &mcp.ServerOptions{
 		Instructions: fmt.Sprintf("You are %q, a member of the Mailroom team %q. Letters and requests you send come from you; "+
@@ -268,6 +271,9 @@ type inboxOutput struct {
 type Refusal struct {
 	Code   string `json:"code"`
 	Detail string `json:"detail"`
+	// Conflicts is set with reservation_conflict only, as in the REST
+	// problem document: the reservations the refused grant clashed with.
+	Conflicts []core.ReservationConflict `json:"conflicts,omitempty"`
 }
 
 // addTool registers one tool of the registry. The registry's handler
@@ -309,6 +315,10 @@ func (s *session) refuse(ctx context.Context, tool string, err error) *mcp.CallT
 			code = "internal_error"
 		}
 		r = Refusal{Code: string(code), Detail: core.ErrorMessage(err)}
+		var rc *core.ReservationConflicts
+		if code == core.CodeReservationConflict && errors.As(err, &rc) {
+			r.Conflicts = rc.Conflicts
+		}
 		if code == "internal_error" || code == core.CodeInboxCorrupt || code == core.CodeStorageFailed {
 			s.log.ErrorContext(ctx, "mcp tool failed", "tool", tool, "code", code, "err", err)
 		}

@@ -424,7 +424,7 @@ func TestModelRunRefusesPlan(t *testing.T) {
 	if core.ErrorCode(err) != core.CodeValidation {
 		t.Fatalf("err = %v, want validation_failed", err)
 	}
-	if teams := e.svc.Teams(); len(teams) != 0 {
+	if teams := e.svc.Teams(t.Context()); len(teams) != 0 {
 		t.Errorf("%d team(s) created, want none", len(teams))
 	}
 }

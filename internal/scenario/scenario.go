@@ -27,6 +27,7 @@ import (
 
 	"mailroom/internal/agent"
 	"mailroom/internal/core"
+	"mailroom/internal/runtime"
 	"mailroom/internal/workspace"
 )
 
@@ -247,10 +248,15 @@ type Config struct {
 	// Runner runs run_main's program; nil means workspace.Default(). A
 	// server passes the one its other doors use.
 	Runner *workspace.Runner
+	// Leases hold the runs' leases in this process; nil means leases of
+	// the Runner's own. A server passes the ones its deletions ask
+	// whether a run is in progress.
+	Leases *runtime.RunLeases
 }
 
 // Runner runs scenarios and keeps their documents in the store
-// (core.Service's ClaimRun, PutRun, GetRun, RunIDs, DeleteRun): claimed
+// (core.Service's PutRun, GetRun, RunIDs, DeleteRun, and the leases of
+// Config.Leases): claimed
 // with no result, under this process's lease, when a run starts, with its
 // result when it ends. In memory it keeps only the runs of this process
 // that have no stored result yet (in progress, or whose result could not
@@ -278,6 +284,9 @@ func NewRunner(svc *core.Service, workspaces string, cfg Config) *Runner {
 	}
 	if cfg.Runner == nil {
 		cfg.Runner = workspace.Default()
+	}
+	if cfg.Leases == nil {
+		cfg.Leases = runtime.NewRunLeases(svc, log)
 	}
 	return &Runner{svc: svc, workspaces: workspaces, cfg: cfg, log: log, runs: map[string]*Result{}}
 }
@@ -395,7 +404,7 @@ func (r *Runner) start(ctx context.Context, name string, model *core.ModelSettin
 		if err == nil {
 			// Claimed under this process's lease, renewed until finish:
 			// every replica answers the run as in progress meanwhile.
-			x.unlease, err = r.svc.ClaimRun(ctx, id)
+			x.unlease, err = r.cfg.Leases.ClaimRun(ctx, id)
 		}
 		if err != nil {
 			r.mu.Lock()
@@ -424,7 +433,7 @@ func (r *Runner) start(ctx context.Context, name string, model *core.ModelSettin
 // named <scenario>-<n>.
 func (r *Runner) nextNumber(ctx context.Context, name string) (int, error) {
 	names := []string{}
-	for _, t := range r.svc.Teams() {
+	for _, t := range r.svc.Teams(ctx) {
 		names = append(names, t.Name)
 	}
 	ids, err := r.svc.RunIDs(ctx)
@@ -526,7 +535,7 @@ func (r *Runner) Get(ctx context.Context, runID string) (Result, error) {
 		return Result{}, err
 	}
 	if stored.Result == nil {
-		if r.svc.RunInProgress(stored) {
+		if r.cfg.Leases.RunInProgress(stored) {
 			return inProgress(runID), nil
 		}
 		return r.unfinished(ctx, runID)
@@ -574,7 +583,7 @@ func (r *Runner) unfinished(ctx context.Context, runID string) (Result, error) {
 	// A run of this process may have stored its result and left memory
 	// between the caller's read and the registration above, and a
 	// replica whose renewal came late may hold the run again.
-	if stored, err := r.svc.GetRun(ctx, runID); err != nil || stored.Result != nil || r.svc.RunInProgress(stored) {
+	if stored, err := r.svc.GetRun(ctx, runID); err != nil || stored.Result != nil || r.cfg.Leases.RunInProgress(stored) {
 		r.mu.Lock()
 		delete(r.runs, runID)
 		r.mu.Unlock()
@@ -693,7 +702,7 @@ type run struct {
 	doc      *Result
 	// model drives every member when set; nil means the script.
 	model agent.Model
-	// unlease ends the run's lease (core.Service.ClaimRun); nil for a
+	// unlease ends the run's lease (runtime.RunLeases.ClaimRun); nil for a
 	// run this process did not start.
 	unlease func()
 

@@ -397,7 +397,7 @@ func TestOptionsValidation(t *testing.T) {
 			}
 		})
 	}
-	if teams := e.svc.Teams(); len(teams) != 0 {
+	if teams := e.svc.Teams(t.Context()); len(teams) != 0 {
 		t.Fatalf("refused runs created teams: %+v", teams)
 	}
 	if len(Scenarios()) != 2 || Scenarios()[0].Name != AgentTeams || Scenarios()[1].Name != TeamProtocols {

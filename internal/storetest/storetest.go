@@ -21,6 +21,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("CreateListDelete", func(t *testing.T) { testCreateListDelete(t, newStore(t)) })
 	t.Run("Tokens", func(t *testing.T) { testTokens(t, newStore(t)) })
 	t.Run("CommitAndRollback", func(t *testing.T) { testCommitRollback(t, newStore(t)) })
+	t.Run("Reservations", func(t *testing.T) { RunReservations(t, newStore) })
 	t.Run("ChangeSetCommit", func(t *testing.T) { testChangeSetCommit(t, newStore(t)) })
 	t.Run("LeaseOnlyChange", func(t *testing.T) { testLeaseOnlyChange(t, newStore(t)) })
 	t.Run("ConcurrentUnits", func(t *testing.T) { testConcurrentUnits(t, newStore(t)) })
@@ -35,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store) {
 	t.Run("ReadCursors", func(t *testing.T) { testReadCursors(t, newStore(t)) })
 	RunTasks(t, newStore)
 	RunUnicode(t, newStore)
+	RunMail(t, newStore)
 	RunSearch(t, newStore)
 	t.Run("MemberWake", func(t *testing.T) { testMemberWake(t, newStore(t)) })
 }

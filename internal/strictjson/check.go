@@ -75,15 +75,21 @@ func hasDuplicateName(data []byte) bool {
 // member names of v's type (case included), no unknown member, and the
 // types v declares. Empty input and null decode as {} (a tool called
 // without arguments).
+//
+// It is one pass over the bytes: the decoder refuses by itself all that
+// Check refuses (invalid UTF-8, lone surrogate escapes, a name twice,
+// bytes after the value), so Check runs only on a refusal, first, to
+// name the rule broken as Check names it. On a refusal v may hold part
+// of the input.
 func Decode(data []byte, v any) error {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		data = []byte(`{}`)
 	}
-	if err := Check(data); err != nil {
-		return err
-	}
 	if err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true)); err != nil {
+		if cerr := Check(data); cerr != nil {
+			return cerr
+		}
 		var se *jsonv2.SemanticError
 		if errors.As(err, &se) && errors.Is(se.Err, jsonv2.ErrUnknownName) {
 			// The one piece of the input an error repeats: the name of the

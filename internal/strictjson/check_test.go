@@ -1,6 +1,7 @@
 package strictjson_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -81,6 +82,46 @@ func TestDecodeNamesTheUnknownField(t *testing.T) {
 		err := strictjson.Decode([]byte(in), &v)
 		if err == nil || err.Error() != want {
 			t.Errorf("Decode(%s) = %v, want %q", in, err, want)
+		}
+	}
+}
+
+// TestDecodeRefusesInsideRawValues: a name twice, a lone surrogate or
+// invalid UTF-8 is refused with Check's message wherever it is, inside
+// a field the type keeps raw or generic too.
+func TestDecodeRefusesInsideRawValues(t *testing.T) {
+	var v struct {
+		Raw json.RawMessage `json:"raw"`
+		Any any             `json:"any"`
+	}
+	for _, in := range []string{
+		`{"raw":{"a":1,"a":2}}`, `{"any":{"a":1,"a":2}}`, `{"raw":"\ud800"}`, `{"any":["\udc00"]}`,
+		"{\"raw\":\"\xff\"}", `{"any":1} {}`, `{"raw":[1,2]}x`,
+	} {
+		err := strictjson.Decode([]byte(in), &v)
+		want := strictjson.Check([]byte(in))
+		if want == nil {
+			t.Fatalf("Check(%q) accepts it; the case is wrong", in)
+		}
+		if err == nil || err.Error() != want.Error() {
+			t.Errorf("Decode(%q) = %v, want %v", in, err, want)
+		}
+	}
+}
+
+// TestParseDepth: Parse and Check agree at the nesting bound (10000
+// levels), where Parse's one pass and Check's scanner both stop.
+func TestParseDepth(t *testing.T) {
+	for _, n := range []int{10000, 10001} {
+		for _, in := range []string{
+			strings.Repeat("[", n) + strings.Repeat("]", n),
+			strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n),
+		} {
+			_, err := strictjson.Parse([]byte(in))
+			want := strictjson.Check([]byte(in))
+			if (err == nil) != (want == nil) || (err != nil && err.Error() != want.Error()) {
+				t.Errorf("depth %d: Parse = %v, Check = %v", n, err, want)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package strictjson_test
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"unicode/utf8"
 
@@ -90,6 +91,43 @@ func FuzzDecode(f *testing.F) {
 		}
 		if back, _ := json.Marshal(again); !bytes.Equal(back, enc) {
 			t.Fatalf("value changed on a second round: %s, then %s", enc, back)
+		}
+	})
+}
+
+// FuzzParse: Parse refuses exactly what Check refuses, with Check's
+// message, and what it accepts decodes to the value the standard decoder
+// (with UseNumber, as the schema validator decodes a body) gives.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{"to":"lead","body":"hi"}`, `{"a":"\ud83d\ude00"}`, `{"a":1,"a":2}`, `{"a":1} x`, `1 2`, `1e400`,
+		"{\"a\":\"\xff\"}", `{"a":"\ud800"}`, `[{"a":{"b":[1,2,{"c":null}]}}]`, ` "x" `, `{"a":"\u0061","\u0061":1}`,
+		`[]`, `{}`, `[true,false,null,-0.5e-3,"\n\u00e9"]`, `{"a":[{}]} `, `{"a":1,}`, ``, ` `,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := strictjson.Parse(data)
+		checkErr := strictjson.Check(data)
+		switch {
+		case checkErr != nil && err == nil:
+			t.Fatalf("Parse(%q) accepted what Check refuses: %v", data, checkErr)
+		case checkErr == nil && err != nil:
+			t.Fatalf("Parse(%q) = %v, where Check accepts it", data, err)
+		case err != nil:
+			if err.Error() != checkErr.Error() {
+				t.Fatalf("Parse(%q) says %q, Check says %q", data, err, checkErr)
+			}
+			return
+		}
+		var want any
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		if err := dec.Decode(&want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("Parse(%q) = %#v, want %#v", data, got, want)
 		}
 	})
 }

@@ -55,3 +55,20 @@ func Checkpoint(t testing.TB, dir string) {
 		t.Fatalf("checkpoint: %v", err)
 	}
 }
+
+// MemberOf is member name of team as the team's view shows it (the
+// admin's); any failure ends the test.
+func MemberOf(t testing.TB, svc *core.Service, team, name string) core.MemberView {
+	t.Helper()
+	v, err := svc.Team(core.AsAdmin(t.Context()), team)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range v.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	t.Fatalf("no member %s", name)
+	return core.MemberView{}
+}

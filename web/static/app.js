@@ -45,6 +45,7 @@
     live: null, // AbortController of the event stream
     teamPoll: 0,
     seen: new Set(), // team/member/letter ids already shown once
+    thread: null, // { team, id } of the thread shown, or null
     requestStates: new Map(), // team/request id -> last rendered state
     renderedTeam: '',
     running: false,
@@ -358,6 +359,12 @@
         view.members[i].inbox_length = box.messages.length;
         return true;
       }
+      case 'ack': {
+        if (typeof data.id !== 'string') return false;
+        if (!model.acks) model.acks = {};
+        model.acks[data.id] = { outcome: data.outcome, note: data.note, at: data.at };
+        return true;
+      }
       case 'request':
       case 'reply':
       case 'match': {
@@ -373,6 +380,14 @@
         const i = model.permissions.findIndex((p) => p.permission_id === data.permission_id);
         if (i >= 0) model.permissions[i] = data;
         else model.permissions.push(data);
+        return true;
+      }
+      case 'reservation': {
+        if (typeof data.reservation_id !== 'string') return false;
+        if (!Array.isArray(model.reservations)) model.reservations = [];
+        const i = model.reservations.findIndex((x) => x.reservation_id === data.reservation_id);
+        if (i >= 0) model.reservations[i] = data;
+        else model.reservations.push(data);
         return true;
       }
       case 'task': {
@@ -482,6 +497,7 @@
     if (!name) return;
     const changed = name !== state.selected;
     state.selected = name;
+    if (changed) closeThread();
     $('team-select').value = name;
     if (!changed && state.live) return;
     watch(name);
@@ -544,6 +560,13 @@
           if (err instanceof ApiError && err.status === 401) throw err;
           return [];
         });
+      // The live reservations: a failure here must not hide the rest.
+      const reservations = await api('GET', '/teams/' + enc(team) + '/reservations')
+        .then((d) => (d && Array.isArray(d.reservations)) ? d.reservations : [])
+        .catch((err) => {
+          if (err instanceof ApiError && err.status === 401) throw err;
+          return [];
+        });
       // The turn documents: each member's recent turns and what woke
       // the newest; a failure here must not hide the rest of the team.
       const turns = await api('GET', '/teams/' + enc(team) + '/turns')
@@ -552,13 +575,17 @@
           if (err instanceof ApiError && err.status === 401) throw err;
           return null;
         });
+      // The acknowledgements of the letters that asked for one; a
+      // failure here must not hide the rest of the team.
+      const acks = await loadAcks(team, inboxes);
       if (team !== state.selected) return; // the user moved on meanwhile
       if (turns) noteTurns(team, turns);
       // An event that arrived meanwhile is newer than this answer, and its
       // own refetch is already scheduled.
       if (seq !== state.eventSeq && state.model && state.model.view.name === team) return;
-      state.model = { view, inboxes, permissions: perms, tasks };
+      state.model = { view, inboxes, permissions: perms, tasks, reservations, acks };
       renderTeam(view, inboxes);
+      if (state.thread && state.thread.team === team) showThread(team, state.thread.id);
     } catch (err) {
       report(err, 'loading team');
     } finally {
@@ -658,6 +685,8 @@
 
     renderBoard(state.model && state.model.view === view ? state.model.tasks : []);
 
+    renderReservations(state.model && state.model.view === view ? state.model.reservations : []);
+
     const rows = requests.map((r) => renderRequest(view.name, r, firstLook));
     $('request-rows').replaceChildren(...rows);
     $('requests').hidden = rows.length === 0;
@@ -734,6 +763,7 @@
     return el('article', { class: 'member', data: { member: m.name, status } },
       el('header', { class: 'member-head' }, el('h4', null, m.name), el('span', { class: 'member-badges' }, wake, mcp, badge)),
       m.role ? el('p', { class: 'role' }, m.role) : null,
+      Array.isArray(m.skills) && m.skills.length ? el('p', { class: 'skills' }, icon('✎'), ' can do ' + m.skills.join(', ')) : null,
       stats,
       activity ? el('p', { class: 'doing', 'aria-live': 'polite' }, icon(m.active ? '⚙' : '·'), ' ' + activity) : null,
       wokenBy ? el('p', { class: 'woken', data: { wokenBy } }, icon('↳'), ' woken by ' + wokenBy) : null,
@@ -794,6 +824,61 @@
     return d;
   }
 
+  // loadAcks returns, by letter id, the acknowledgement (null while none)
+  // of every letter of inboxes that asked for one (docs/api.md, "Mail
+  // that stays useful"), asked 100 ids at a time.
+  async function loadAcks(team, inboxes) {
+    const ids = [];
+    for (const box of inboxes) {
+      for (const m of (box && box.messages) || []) if (m.ack_required) ids.push(m.id);
+    }
+    const acks = {};
+    for (let i = 0; i < ids.length; i += 100) {
+      const chunk = ids.slice(i, i + 100);
+      try {
+        const d = await api('GET', '/teams/' + enc(team) + '/receipts?ids=' + chunk.map(enc).join(','));
+        for (const r of (d && Array.isArray(d.receipts)) ? d.receipts : []) acks[r.id] = r.ack || null;
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 401) throw err;
+      }
+    }
+    return acks;
+  }
+
+  // showThread loads the letters of thread id and shows them, oldest
+  // first, in the thread panel; it stays open across refreshes.
+  async function showThread(team, id) {
+    state.thread = { team, id };
+    try {
+      const d = await api('GET', '/teams/' + enc(team) + '/threads/' + enc(id));
+      if (!state.thread || state.thread.team !== team || state.thread.id !== id) return;
+      const letters = (d && Array.isArray(d.letters)) ? d.letters : [];
+      $('thread-title').textContent = 'Thread ' + id;
+      $('thread').dataset.thread = id;
+      $('thread-letters').replaceChildren(...letters.map((m) => el('li', { class: 'thread-letter', data: { letterId: m.id } },
+        el('span', { class: 'letter-id' }, String(m.id)),
+        el('span', { class: 'letter-from' }, ' ' + m.sender + ' → ' + m.recipient + ': '),
+        el('span', { class: 'letter-body' }, String(m.body)))));
+      $('thread').hidden = false;
+    } catch (err) {
+      report(err, 'thread ' + id);
+    }
+  }
+
+  function closeThread() {
+    state.thread = null;
+    $('thread').hidden = true;
+    $('thread-letters').replaceChildren();
+  }
+
+  // ackTag shows what a letter that asked for an acknowledgement got:
+  // the outcome with its note, or that one is still wanted.
+  function ackTag(ack) {
+    if (!ack) return el('span', { class: 'tag ack', data: { ack: 'wanted' } }, 'ack wanted');
+    return el('span', { class: 'tag ack', data: { ack: String(ack.outcome) }, title: ack.note ? String(ack.note) : null },
+      'ack: ' + String(ack.outcome) + (ack.note ? ' (' + String(ack.note) + ')' : ''));
+  }
+
   // letterPosition is n of a letter id "<member>-<n>", 0 for anything else
   // (a null read_through: nothing read).
   function letterPosition(id) {
@@ -808,9 +893,18 @@
     const proto = readProtocol(msg.body);
     const kind = proto ? (proto.invalid ? 'invalid_protocol' : proto.type) : 'text';
 
+    const acks = (state.model && state.model.acks) || {};
+    let thread = null;
+    if (typeof msg.in_reply_to === 'string') {
+      thread = el('button', { type: 'button', class: 'letter-thread', data: { thread: String(msg.thread_id) }, title: 'Show the thread' },
+        '↳ re ' + msg.in_reply_to + ' · thread ' + String(msg.thread_id));
+      thread.addEventListener('click', () => showThread(team, String(msg.thread_id)));
+    }
     const head = el('div', { class: 'letter-head' },
       el('span', { class: 'letter-id' }, String(msg.id)),
-      el('span', { class: 'letter-from' }, 'from ' + msg.sender));
+      el('span', { class: 'letter-from' }, 'from ' + msg.sender),
+      thread,
+      msg.ack_required ? ackTag(acks[msg.id]) : null);
 
     let content;
     if (!proto || proto.invalid) {
@@ -870,6 +964,51 @@
       cell('Reply sent', null, reply));
   }
 
+  // ---------- file reservations ----------
+
+  // resNumber orders reservations by the number of their id.
+  function resNumber(r) {
+    const n = Number(String(r.reservation_id).replace('res-', ''));
+    return isNaN(n) ? 0 : n;
+  }
+
+  // expiryTimer re-renders the list when the next reservation expires:
+  // the server sends no event for an expiry (a reservation past its
+  // expires_at simply holds nothing), so the page looks at the clock.
+  let expiryTimer = null;
+
+  // renderReservations shows the live reservations: holder, kind, patterns
+  // and expiry; released and expired ones are left out.
+  function renderReservations(list) {
+    const now = Date.now();
+    const live = (Array.isArray(list) ? list : [])
+      .filter((r) => !r.released_at && Date.parse(r.expires_at) > now)
+      .sort((a, b) => resNumber(a) - resNumber(b));
+    $('reservations').replaceChildren(...live.map((r) => {
+      const until = new Date(r.expires_at);
+      const kind = r.exclusive ? 'exclusive' : 'shared';
+      const paths = Array.isArray(r.paths) ? r.paths : [];
+      return el('li', { class: 'reservation', data: { reservationId: String(r.reservation_id), member: String(r.member), kind } },
+        el('div', { class: 'task-head' },
+          el('span', { class: 'req-id' }, String(r.reservation_id)),
+          el('span', { class: 'reservation-member' }, String(r.member)),
+          el('span', { class: 'badge', data: { kind } }, kind),
+          el('span', { class: 'reservation-expiry muted' }, 'until ' + until.toLocaleTimeString())),
+        el('div', { class: 'reservation-paths' }, ...paths.map((p) => el('code', null, String(p)))),
+        r.reason ? el('p', { class: 'task-result' }, String(r.reason)) : null);
+    }));
+    $('reservations').hidden = live.length === 0;
+    $('reservations-empty').hidden = live.length > 0;
+    if (expiryTimer) clearTimeout(expiryTimer);
+    expiryTimer = null;
+    if (live.length) {
+      const next = Math.min(...live.map((r) => Date.parse(r.expires_at))) - now;
+      expiryTimer = setTimeout(() => {
+        if (state.model) renderReservations(state.model.reservations);
+      }, Math.min(Math.max(next + 50, 50), 2147483000));
+    }
+  }
+
   // ---------- task board ----------
 
   const TASK_COLUMNS = ['pending', 'in_progress', 'completed'];
@@ -903,6 +1042,7 @@
     const facts = [];
     if (t.owner) facts.push(el('span', { class: 'task-owner' }, icon('●'), ' owner ' + String(t.owner)));
     if (t.assignee) facts.push(el('span', { class: 'task-assignee' }, icon('→'), ' for ' + String(t.assignee)));
+    if (Array.isArray(t.needs) && t.needs.length) facts.push(el('span', { class: 'task-needs' }, icon('✎'), ' needs ' + t.needs.join(', ')));
     if (blockedBy.length) {
       facts.push(el('span', { class: 'task-blockers', data: { waiting: String(waiting.length > 0) } },
         icon(waiting.length ? '⧗' : '✔'), ' ' + (waiting.length ? 'waits for ' + waiting.join(', ') : 'after ' + blockedBy.join(', '))));
@@ -1116,6 +1256,7 @@
   function init() {
     setInterval(expireMCPBadges, MCP_CHECK_MS);
     $('status-close').addEventListener('click', clearStatus);
+    $('thread-close').addEventListener('click', closeThread);
     $('token-form').addEventListener('submit', (ev) => {
       ev.preventDefault();
       const t = $('token-input').value.trim();

@@ -1,4 +1,4 @@
-package core_test
+package runtime_test
 
 import (
 	"context"
@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"mailroom/internal/core"
+	"mailroom/internal/runtime"
 	"mailroom/internal/testkit"
 )
 
-// The rule of waking (core/wake.go), through a real file store. A wake's
+// The rule of waking (core/wake.go) as the waker applies it (waker.go),
+// through a real file store. A wake's
 // window is a manual timer here, fired by the test, so that nothing
 // depends on how fast this machine is; a look at a member is reported on
 // a channel, so that a member not woken is seen not to be.
@@ -64,6 +66,8 @@ type wakeRig struct {
 	t      *testing.T
 	dir    string
 	svc    *core.Service
+	max    int
+	waker  *runtime.Waker
 	stop   context.CancelFunc
 	timers chan *manualTimer
 	turns  chan *woken
@@ -76,8 +80,8 @@ type wakeRig struct {
 func newWakeRig(t *testing.T, limits *core.Limits, max int) *wakeRig {
 	t.Helper()
 	dir := t.TempDir()
-	svc := testkit.OpenServiceWith(t, dir, core.Options{MaxRunningTurns: max})
-	r := &wakeRig{t: t, dir: dir, svc: svc}
+	svc := testkit.OpenServiceWith(t, dir, core.Options{})
+	r := &wakeRig{t: t, dir: dir, svc: svc, max: max}
 	_, _, err := svc.CreateTeam(t.Context(), core.TeamSpec{Name: "demo", Limits: limits,
 		Model: &core.ModelSettings{Provider: "anthropic", Name: "m"},
 		Members: []core.MemberSpec{
@@ -98,13 +102,19 @@ func (r *wakeRig) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	r.t.Cleanup(cancel)
-	core.SetWakeHooks(r.svc, func(_ time.Duration, f func()) interface{ Stop() bool } {
+	r.waker = runtime.NewWaker(r.svc, runtime.WakeConfig{Stopping: ctx, MaxRunning: r.max, Build: r.build(r.svc)})
+	runtime.SetWakeHooks(r.waker, func(_ time.Duration, f func()) interface{ Stop() bool } {
 		m := &manualTimer{f: f}
 		r.timers <- m
 		return m
 	}, nil)
-	svc := r.svc
-	r.svc.StartWaking(core.WakeConfig{Stopping: ctx, Build: func(ctx context.Context, team, member string) (core.ModelRef, core.TurnFunc, error) {
+	r.waker.Start()
+}
+
+// build makes woken turns of svc that report themselves on r.turns and
+// end as the test tells them.
+func (r *wakeRig) build(svc *core.Service) runtime.WakeBuilder {
+	return func(ctx context.Context, team, member string) (core.ModelRef, core.TurnFunc, error) {
 		r.built <- member
 		return core.ModelRef{Provider: "anthropic", Name: "m"}, func(ctx context.Context, h []core.Entry) (core.TurnOutcome, error) {
 			w := &woken{release: make(chan turnEnd)}
@@ -140,7 +150,7 @@ func (r *wakeRig) start() {
 			}
 			return core.TurnOutcome{Status: status, Text: "ok", Messages: append(cand, core.Entry{Role: "assistant", Text: "ok"})}, nil
 		}, nil
-	}})
+	}
 }
 
 func (r *wakeRig) send(from, to, body string) string {
@@ -158,7 +168,7 @@ func (r *wakeRig) send(from, to, body string) string {
 func (r *wakeRig) settled() {
 	r.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for core.WakeEntries(r.svc) != 0 {
+	for runtime.WakeEntries(r.waker) != 0 {
 		if time.Now().After(deadline) {
 			r.t.Fatal("a wake stays in progress: the member was found wakeable")
 		}
@@ -195,7 +205,7 @@ func (r *wakeRig) turn() *woken {
 
 func (r *wakeRig) member(name string) core.MemberView {
 	r.t.Helper()
-	return memberOf(r.t, r.svc, "demo", name)
+	return testkit.MemberOf(r.t, r.svc, "demo", name)
 }
 
 // waitEnded waits until the member's latest turn has ended and returns
@@ -409,7 +419,7 @@ func TestWakeNotWhen(t *testing.T) {
 	t.Run("no wake", func(t *testing.T) {
 		r := newWakeRig(t, nil, 0)
 		r.send("lead", "reviewer", "hello")
-		if core.WakeInProgress(r.svc, "demo", "reviewer") {
+		if runtime.WakeInProgress(r.waker, "demo", "reviewer") {
 			t.Error("a letter to a member without wake started a wake")
 		}
 	})
@@ -429,7 +439,7 @@ func TestWakeStoppingServer(t *testing.T) {
 	w := r.turn()
 	r.send("lead", "reviewer", "two")
 	r.timer().fire()
-	if n := r.svc.QueuedWakes(); n != 1 {
+	if n := r.waker.Queued(); n != 1 {
 		t.Fatalf("queued wakes = %d, want 1 (one slot, taken)", n)
 	}
 	r.stop()
@@ -441,12 +451,12 @@ func TestWakeStoppingServer(t *testing.T) {
 	if m := r.member("reader"); !m.WakeHeld {
 		t.Errorf("reader = %+v, want its wake held after the interruption", m)
 	}
-	if n := r.svc.QueuedWakes(); n != 0 {
+	if n := r.waker.Queued(); n != 0 {
 		t.Errorf("queued wakes = %d after stopping, want 0", n)
 	}
 	r.settled()
 	r.send("lead", "reviewer", "three")
-	if n := core.WakeEntries(r.svc); n != 0 {
+	if n := runtime.WakeEntries(r.waker); n != 0 {
 		t.Errorf("%d wakes in progress on a stopping server, want none", n)
 	}
 	if docs, _ := r.svc.Turns(t.Context(), "demo"); len(docs) != 1 {
@@ -538,7 +548,7 @@ func TestWakeQueueOrder(t *testing.T) {
 	reviewerWindow := r.timer()
 	reviewerWindow.fire() // its window ends first, but its letter came last
 	leadWindow.fire()
-	if n := r.svc.QueuedWakes(); n != 2 {
+	if n := r.waker.Queued(); n != 2 {
 		t.Fatalf("queued = %d, want 2", n)
 	}
 	running.release <- turnEnd{}
@@ -590,5 +600,53 @@ func TestWakeLeadHasTurnsAlways(t *testing.T) {
 		if doc := r.waitEnded("lead"); doc.Status != core.TurnAnswered || doc.TurnID != fmt.Sprintf("lead-t%d", i+1) {
 			t.Fatalf("lead's turn %d = %s %s, want lead-t%d answered", i+1, doc.TurnID, doc.Status, i+1)
 		}
+	}
+}
+
+// TestDeletedTeamWakeNeverFires: a wake whose window is open when its team
+// is deleted never fires on a new team of the same name, even for a letter
+// to the new team; that letter opens a window of its own.
+func TestDeletedTeamWakeNeverFires(t *testing.T) {
+	r := newWakeRig(t, nil, 0)
+	r.send("lead", "reader", "to the old team")
+	old := r.timer()
+	ctx := core.AsAdmin(t.Context())
+	if err := r.svc.DeleteTeam(ctx, "demo", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.svc.CreateTeam(ctx, core.TeamSpec{Name: "demo",
+		Model:   &core.ModelSettings{Provider: "anthropic", Name: "m"},
+		Members: []core.MemberSpec{{Name: "lead"}, {Name: "reader", Wake: true}, {Name: "reviewer"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// A letter to the new team, then the end of the old team's window.
+	r.send("lead", "reader", "to the new team")
+	old.fire()
+	select {
+	case w := <-r.turns:
+		t.Fatalf("the deleted team's wake fired on the new team: trigger %+v", w.trigger)
+	case <-time.After(300 * time.Millisecond):
+	}
+	r.timer().fire()
+	w := r.turn()
+	if w.trigger.Kind != core.TriggerMail || len(w.trigger.Letters) != 1 || w.trigger.Letters[0] != "reader-1" {
+		t.Errorf("the new team's wake = %+v, want mail [reader-1]", w.trigger)
+	}
+	w.release <- turnEnd{}
+}
+
+// answer is a turn that answers text with the history it was given.
+func answer(text string) core.TurnFunc {
+	return func(_ context.Context, h []core.Entry) (core.TurnOutcome, error) {
+		return core.TurnOutcome{Status: core.TurnAnswered, Text: text,
+			Messages: append(h, core.UserText("本轮追问"), core.Entry{Role: "assistant", Text: "依据已有记录补充回答。"})}, nil
+	}
+}
+
+// wantCode fails the test unless err has code.
+func wantCode(t *testing.T, err error, code core.Code) {
+	t.Helper()
+	if got := core.ErrorCode(err); got != code {
+		t.Fatalf("error = %v (code %q), want code %q", err, got, code)
 	}
 }

@@ -1,14 +1,17 @@
-package main
+package app
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,4 +139,58 @@ func TestShutdownDoesNotWaitForStalledStream(t *testing.T) {
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		t.Fatalf("Serve = %v, want %v", err, http.ErrServerClosed)
 	}
+}
+
+// TestEndStreamsOnShutdown checks that shutdown cancels event streams and
+// leaves ordinary requests running.
+func TestEndStreamsOnShutdown(t *testing.T) {
+	stopping, stop := context.WithCancel(context.Background())
+	defer stop()
+	started := make(chan string, 2)
+	release := make(chan struct{})
+	ended := make(chan string, 2)
+	h := endStreamsOnShutdown(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/events" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			http.NewResponseController(w).Flush()
+			started <- "events"
+			<-r.Context().Done()
+			ended <- "events"
+			return
+		}
+		started <- "slow"
+		<-release
+		if err := r.Context().Err(); err != nil {
+			t.Errorf("ordinary request cancelled by shutdown: %v", err)
+		}
+		fmt.Fprint(w, "done")
+		ended <- "slow"
+	}), stopping)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	var wg sync.WaitGroup
+	for _, path := range []string{"/events", "/slow"} {
+		wg.Go(func() {
+			resp, err := http.Get(srv.URL + path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	<-started
+	<-started
+	stop()
+	if got := <-ended; got != "events" {
+		t.Fatalf("first to end = %q, want the event stream", got)
+	}
+	close(release)
+	if got := <-ended; got != "slow" {
+		t.Fatalf("second to end = %q, want the ordinary request", got)
+	}
+	wg.Wait()
 }
