@@ -156,14 +156,18 @@ func SearchWords(text string) []string {
 	return out
 }
 
-// wordSpan is one word of a body and where it lies in the body's bytes.
-type wordSpan struct {
-	word       string
-	start, end int
+// WordSpan is one word of a body, lower case, and where it lies in the
+// body's bytes.
+type WordSpan struct {
+	Word       string
+	Start, End int
 }
 
-func wordSpans(body string) []wordSpan {
-	var out []wordSpan
+// WordSpans is the words of body as SearchWords splits them, with their
+// places: what an index of bodies must take as the words of a letter, so
+// that a query's words (SearchWords) find exactly what a scan finds.
+func WordSpans(body string) []WordSpan {
+	var out []WordSpan
 	start := -1
 	for i, r := range body {
 		if isWordRune(r) {
@@ -173,23 +177,23 @@ func wordSpans(body string) []wordSpan {
 			continue
 		}
 		if start >= 0 {
-			out = append(out, wordSpan{strings.ToLower(body[start:i]), start, i})
+			out = append(out, WordSpan{strings.ToLower(body[start:i]), start, i})
 			start = -1
 		}
 	}
 	if start >= 0 {
-		out = append(out, wordSpan{strings.ToLower(body[start:]), start, len(body)})
+		out = append(out, WordSpan{strings.ToLower(body[start:]), start, len(body)})
 	}
 	return out
 }
 
 // termAt reports whether t's words start at spans[i].
-func termAt(spans []wordSpan, i int, t SearchTerm) bool {
+func termAt(spans []WordSpan, i int, t SearchTerm) bool {
 	if i+len(t.Words) > len(spans) {
 		return false
 	}
 	for k, w := range t.Words {
-		if spans[i+k].word != w {
+		if spans[i+k].Word != w {
 			return false
 		}
 	}
@@ -201,7 +205,10 @@ func termAt(spans []wordSpan, i int, t SearchTerm) bool {
 // of the search core makes without a store's index (more occurrences
 // first).
 func MatchLetter(terms []SearchTerm, body string) int {
-	spans := wordSpans(body)
+	if !mayMatch(terms, body) {
+		return 0
+	}
+	spans := WordSpans(body)
 	total := 0
 	for _, t := range terms {
 		n := 0
@@ -218,15 +225,70 @@ func MatchLetter(terms []SearchTerm, body string) int {
 	return total
 }
 
+// mayMatch is a quick necessary condition of MatchLetter: where the body
+// and a word are ASCII, the word occurs in the body's bytes, ignoring
+// case. It spares splitting the bodies of most letters a scan (or the
+// file store's tail) walks past. Outside ASCII it says nothing (true), as
+// runes such as the Kelvin sign lower to ASCII letters.
+func mayMatch(terms []SearchTerm, body string) bool {
+	for i := 0; i < len(body); i++ {
+		if body[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	for _, t := range terms {
+		for _, w := range t.Words {
+			if isASCII(w) && !containsFoldASCII(body, w) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// containsFoldASCII reports whether s holds w, a lower-case ASCII word,
+// in any case.
+func containsFoldASCII(s, w string) bool {
+	for i := 0; i+len(w) <= len(s); i++ {
+		if lowerASCII(s[i]) != w[0] {
+			continue
+		}
+		k := 1
+		for k < len(w) && lowerASCII(s[i+k]) == w[k] {
+			k++
+		}
+		if k == len(w) {
+			return true
+		}
+	}
+	return false
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
 // Snippet is the part of body around the first occurrence of any term, at
 // most about snippetRunes characters cut at white space, with "…" where
 // the body goes on; the start of body when no term occurs.
 func Snippet(terms []SearchTerm, body string) string {
-	spans := wordSpans(body)
+	spans := WordSpans(body)
 	at := -1
 	for i := range spans {
 		if slices.ContainsFunc(terms, func(t SearchTerm) bool { return termAt(spans, i, t) }) {
-			at = spans[i].start
+			at = spans[i].Start
 			break
 		}
 	}

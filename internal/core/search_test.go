@@ -60,6 +60,10 @@ func TestMatchLetter(t *testing.T) {
 		{"rep", "the report", 0}, // whole words only
 		{"foo-bar", "a foo bar b", 1},
 		{"maß", "Maß halten", 1},
+		{"KELVIN", "273 \u212Aelvin", 1}, // the Kelvin sign lowers to k
+		{"kelvin", "273 Kelvin, KELVIN", 2},
+		{"kelvin", "273 kelvi", 0},
+		{"istanbul", "İSTANBUL", 1}, // İ lowers to i
 	} {
 		if got := core.MatchLetter(terms(tc.q), tc.body); got != tc.want {
 			t.Errorf("MatchLetter(%q, %q) = %d, want %d", tc.q, tc.body, got, tc.want)

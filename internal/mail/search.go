@@ -2,11 +2,10 @@ package mail
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,11 +13,11 @@ import (
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
-	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
-	"github.com/blevesearch/bleve/v2/analysis/tokenizer/regexp"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/registry"
 	"github.com/blevesearch/bleve/v2/search/query"
 
 	"mailroom/internal/core"
@@ -33,6 +32,14 @@ import (
 //     the tail into the index in batches. A search reads the tail and the
 //     index, so a letter is found as soon as its send is acknowledged, and
 //     the send pays only an append to the tail.
+//   - Indexing yields to sends: the goroutine indexes once no letter was
+//     committed for searchQuiet, or when the tail holds searchTailBound
+//     letters (then one batch, so that the tail's memory and a search's
+//     walk over it stay bounded under a load that never pauses).
+//   - The index holds what is searched (team, sender, recipient, the
+//     body's words and their positions) and no letter: a hit names the
+//     letter by its id, and the letter is read from its inbox
+//     (memberLetters), so the index stores no second copy of the mail.
 //   - At start the index is opened, or made anew when it is missing or
 //     does not open (damaged); then every team's letters are counted in it
 //     against its inboxes and the teams it misses are indexed again from
@@ -57,9 +64,15 @@ const searchNapMS = 2000
 // of its files.
 const searchLockWait = "1s"
 
-// searchGather is how long the indexer gathers letters in the tail before
-// it indexes them.
-const searchGather = time.Second
+// searchQuiet is how long no letter must have been committed before the
+// tail is indexed: indexing takes CPU that sends arriving meanwhile would
+// otherwise get.
+const searchQuiet = 200 * time.Millisecond
+
+// searchTailBound is how many letters the tail may hold before a batch is
+// indexed even while sends keep arriving: about 20,000 letters of a few
+// hundred bytes, and a search's walk over them takes a few milliseconds.
+const searchTailBound = 20000
 
 // Index fields.
 const (
@@ -67,7 +80,6 @@ const (
 	fieldSender    = "sender"
 	fieldRecipient = "recipient"
 	fieldBody      = "body"
-	fieldLetter    = "letter"
 )
 
 // searchIndex is the store's index and its tail.
@@ -80,6 +92,12 @@ type searchIndex struct {
 	// forget is the team keys whose documents are to be removed.
 	forget []string
 	wake   chan struct{}
+	// lastCommit is when the last letter entered the tail (UnixNano).
+	lastCommit atomic.Int64
+	// quiet and bound are searchQuiet and searchTailBound unless a test
+	// set others.
+	quiet time.Duration
+	bound int
 
 	idx   bleve.Index
 	ready atomic.Bool // the start's pass is done: idx holds every letter not in tail
@@ -117,14 +135,35 @@ func teamKey(st *core.TeamState) string {
 	return st.Name + "/" + strconv.FormatInt(st.CreatedAt.UnixNano(), 36) + "/" + lead
 }
 
+// wordsTokenizer is the bleve tokenizer of bodies: core.WordSpans, so that
+// the index holds exactly the words a query's words are (core.SearchWords,
+// lower case as strings.ToLower makes it).
+const wordsTokenizer = "mailroom_words"
+
+func init() {
+	if err := registry.RegisterTokenizer(wordsTokenizer, func(map[string]any, *registry.Cache) (analysis.Tokenizer, error) {
+		return wordSpanTokenizer{}, nil
+	}); err != nil {
+		panic(err)
+	}
+}
+
+type wordSpanTokenizer struct{}
+
+func (wordSpanTokenizer) Tokenize(input []byte) analysis.TokenStream {
+	spans := core.WordSpans(string(input))
+	out := make(analysis.TokenStream, len(spans))
+	tokens := make([]analysis.Token, len(spans))
+	for i, w := range spans {
+		tokens[i] = analysis.Token{Term: []byte(w.Word), Start: w.Start, End: w.End, Position: i + 1, Type: analysis.AlphaNumeric}
+		out[i] = &tokens[i]
+	}
+	return out
+}
+
 func indexMapping() (*mapping.IndexMappingImpl, error) {
 	im := bleve.NewIndexMapping()
-	// Words exactly as core.SearchWords splits them: runs of letters,
-	// digits and marks, lower case.
-	if err := im.AddCustomTokenizer("words", map[string]any{"type": regexp.Name, "regexp": `[\p{L}\p{N}\p{M}]+`}); err != nil {
-		return nil, err
-	}
-	if err := im.AddCustomAnalyzer("words", map[string]any{"type": custom.Name, "tokenizer": "words", "token_filters": []any{lowercase.Name}}); err != nil {
+	if err := im.AddCustomAnalyzer("words", map[string]any{"type": custom.Name, "tokenizer": wordsTokenizer}); err != nil {
 		return nil, err
 	}
 	keyword := func() *mapping.FieldMapping {
@@ -136,14 +175,13 @@ func indexMapping() (*mapping.IndexMappingImpl, error) {
 	body.Analyzer = "words"
 	body.Store, body.IncludeInAll, body.DocValues = false, false, false
 	body.IncludeTermVectors = true // phrases need the words' positions
-	letter := bleve.NewTextFieldMapping()
-	letter.Index, letter.IncludeInAll, letter.DocValues, letter.IncludeTermVectors = false, false, false, false
 	dm := bleve.NewDocumentStaticMapping()
+	// No composite _all field: every query names its field.
+	dm.AddSubDocumentMapping("_all", bleve.NewDocumentDisabledMapping())
 	dm.AddFieldMappingsAt(fieldTeam, keyword())
 	dm.AddFieldMappingsAt(fieldSender, keyword())
 	dm.AddFieldMappingsAt(fieldRecipient, keyword())
 	dm.AddFieldMappingsAt(fieldBody, body)
-	dm.AddFieldMappingsAt(fieldLetter, letter)
 	im.DefaultMapping = dm
 	im.DefaultAnalyzer = "words"
 	return im, nil
@@ -159,6 +197,9 @@ func (s *Store) openSearch() {
 		return
 	}
 	x.wake = make(chan struct{}, 1)
+	if x.quiet == 0 {
+		x.quiet, x.bound = searchQuiet, searchTailBound
+	}
 	x.unwritten = map[int64][]tailLetter{}
 	x.stop = make(chan struct{})
 	x.done = make(chan struct{})
@@ -236,21 +277,51 @@ func (s *Store) runSearchIndex() {
 	x.ready.Store(true)
 	s.log.Info("search index ready", "letters_indexed", x.reindexed, "took", x.rebuilt.Round(time.Millisecond))
 	for {
-		s.flushSearch()
+		s.indexWhenQuiet()
 		select {
 		case <-x.wake:
 		case <-x.stop:
-			s.flushSearch()
+			s.flushSearch(true)
 			return
 		}
-		// Letters are gathered for a while before they are indexed: one
-		// bleve batch per letter would cost every send a segment, and
-		// searches read the tail meanwhile.
-		select {
-		case <-time.After(searchGather):
-		case <-x.stop:
+	}
+}
+
+// indexWhenQuiet indexes the tail once no letter was committed for
+// x.quiet, one batch at a time, looking again between batches, so that
+// sends that arrive meanwhile find the CPU free after at most one batch;
+// while the tail holds x.bound letters or more it indexes a batch
+// without waiting. It returns when the tail is empty, when a batch
+// failed (tried again at the next letter) or when the store closes.
+func (s *Store) indexWhenQuiet() {
+	x := &s.search
+	for {
+		n := x.tailLen()
+		if n == 0 {
+			s.flushSearch(false) // a deleted team's documents, if any
+			return
+		}
+		if n < x.bound {
+			if idle := time.Since(time.Unix(0, x.lastCommit.Load())); idle < x.quiet {
+				select {
+				case <-time.After(x.quiet - idle):
+				case <-x.wake: // the tail may have reached its bound
+				case <-x.stop:
+					return
+				}
+				continue
+			}
+		}
+		if !s.flushSearch(false) {
+			return
 		}
 	}
+}
+
+func (x *searchIndex) tailLen() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.tail)
 }
 
 // catchUpSearch indexes again, from its inboxes, every team whose letters
@@ -289,17 +360,12 @@ func (s *Store) catchUpTeam(name string) (int, error) {
 		}
 		return 0, err
 	}
-	st := u.State()
-	key := teamKey(st)
+	key := teamKey(u.State())
 	var letters []core.Message
 	if u.Damaged() == nil {
-		for _, m := range st.Members {
-			var items []core.Message
-			if items, err = u.LoadInbox(m.Name); err != nil {
-				break
-			}
-			letters = append(letters, items...)
-		}
+		var inboxes [][]core.Message
+		inboxes, err = teamLetters(u)
+		letters = slices.Concat(inboxes...)
 	}
 	if cerr := u.Close(); err == nil {
 		err = cerr
@@ -329,13 +395,40 @@ func (s *Store) catchUpTeam(name string) (int, error) {
 	return len(letters), nil
 }
 
-func indexLetter(b *bleve.Batch, key string, m core.Message) error {
-	doc, err := json.Marshal(m)
-	if err != nil {
-		return err
+// teamLetters is the letters of every member of u's team, by member in
+// the team's order: what the start's pass indexes and a scan searches.
+func teamLetters(u core.Snapshot) ([][]core.Message, error) {
+	members := u.State().Members
+	out := make([][]core.Message, 0, len(members))
+	for _, m := range members {
+		items, err := memberLetters(u, m.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items)
 	}
-	return b.Index(key+"\x00"+m.ID, map[string]any{
-		fieldTeam: key, fieldSender: m.Sender, fieldRecipient: m.Recipient, fieldBody: m.Body, fieldLetter: string(doc),
+	return out, nil
+}
+
+// memberLetters is every letter of member that a search may find, in
+// order: the one list the start's pass, a scan and a hit's lookup read,
+// so that letters kept elsewhere than the inbox are added here once.
+func memberLetters(u core.Snapshot, member string) ([]core.Message, error) {
+	return u.LoadInbox(member)
+}
+
+// docID is the index's document id of letter id of the team with key:
+// the key, a NUL (which neither holds) and the letter's id.
+func docID(key, id string) string { return key + "\x00" + id }
+
+// letterOfDoc is the letter id of a document id of the team with key.
+func letterOfDoc(key, doc string) (string, bool) {
+	return strings.CutPrefix(doc, key+"\x00")
+}
+
+func indexLetter(b *bleve.Batch, key string, m core.Message) error {
+	return b.Index(docID(key, m.ID), map[string]any{
+		fieldTeam: key, fieldSender: m.Sender, fieldRecipient: m.Recipient, fieldBody: m.Body,
 	})
 }
 
@@ -346,12 +439,18 @@ func (s *Store) indexSearch(key string, m *core.Message) {
 	if x.idx == nil {
 		return
 	}
+	x.lastCommit.Store(time.Now().UnixNano())
 	x.mu.Lock()
 	x.tail = append(x.tail, tailLetter{key, *m})
+	n := len(x.tail)
 	x.mu.Unlock()
-	select {
-	case x.wake <- struct{}{}:
-	default:
+	// The indexer needs waking only when it may be asleep for good (an
+	// empty tail) or must index now; otherwise it is waiting for quiet.
+	if n == 1 || n >= x.bound {
+		select {
+		case x.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -380,10 +479,12 @@ func (s *Store) forgetSearch(st *core.TeamState) {
 	}
 }
 
-// flushSearch moves the tail into the index, in batches, and removes the
-// documents of deleted teams. Only the indexing goroutine calls it, so a
-// prefix of the tail it indexed is still the prefix when it drops it.
-func (s *Store) flushSearch() {
+// flushSearch moves the oldest batch of the tail into the index (with
+// all, the whole tail, in batches) and removes the documents of deleted
+// teams. It reports whether it indexed what it took. Only the indexing
+// goroutine calls it, so a prefix of the tail it indexed is still the
+// prefix when it drops it.
+func (s *Store) flushSearch(all bool) bool {
 	x := &s.search
 	for {
 		x.mu.Lock()
@@ -398,17 +499,20 @@ func (s *Store) flushSearch() {
 			}
 		}
 		if n == 0 {
-			return
+			return true
 		}
 		if err := x.index(x.idx, batch, true); err != nil {
 			// Kept in the tail, where searches still find them; tried
 			// again at the next letter.
 			s.log.Warn("search index: letters could not be indexed", "err", err)
-			return
+			return false
 		}
 		x.mu.Lock()
 		x.tail = append([]tailLetter(nil), x.tail[n:]...)
 		x.mu.Unlock()
+		if !all {
+			return true
+		}
 	}
 }
 
@@ -540,23 +644,79 @@ func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.M
 		return out, nil
 	}
 	req := bleve.NewSearchRequestOptions(bleveQuery(key, &q), q.Limit+len(seen), 0, false)
-	req.Fields = []string{fieldLetter}
 	res, err := x.idx.SearchInContext(ctx, req)
 	if err != nil {
 		s.log.Warn("search index: a search failed; scanning the inboxes", "err", err)
 		return s.scanSearch(ctx, &q)
 	}
+	var ids []string
 	for _, h := range res.Hits {
-		doc, _ := h.Fields[fieldLetter].(string)
-		m, err := core.DecodeLetter([]byte(doc))
-		if err != nil {
-			return nil, fmt.Errorf("mail: search index: a letter does not decode: %w", err)
+		if id, ok := letterOfDoc(key, h.ID); ok && !seen[id] {
+			ids = append(ids, id)
 		}
-		if !seen[m.ID] && len(out) < q.Limit {
+	}
+	found, err := s.lettersByID(ctx, q.Team, key, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range found {
+		if len(out) == q.Limit {
+			break
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// lettersByID reads the letters ids of the team with key from their
+// members' letters (memberLetters), in the order of ids, in one view of
+// the team. An id the team no longer holds (its team deleted and made
+// again since the index was asked) is left out.
+func (s *Store) lettersByID(ctx context.Context, team, key string, ids []string) ([]core.Message, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	u, err := s.Begin(ctx, team, false)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = u.Close() }()
+	if teamKey(u.State()) != key {
+		return nil, nil
+	}
+	byMember := map[string][]core.Message{}
+	out := make([]core.Message, 0, len(ids))
+	for _, id := range ids {
+		member, pos, ok := core.ParseLetterID(id)
+		if !ok || u.State().Member(member) == nil {
+			continue
+		}
+		items, ok := byMember[member]
+		if !ok {
+			if items, err = memberLetters(u, member); err != nil {
+				return nil, err
+			}
+			byMember[member] = items
+		}
+		if m, ok := findLetter(items, id, pos); ok {
 			out = append(out, m)
 		}
 	}
 	return out, nil
+}
+
+// findLetter finds letter id among items: at its number's place, where an
+// inbox keeps it, else by a walk.
+func findLetter(items []core.Message, id string, pos int) (core.Message, bool) {
+	if pos <= len(items) && items[pos-1].ID == id {
+		return items[pos-1], true
+	}
+	for _, m := range items {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return core.Message{}, false
 }
 
 // bleveQuery is q in bleve's terms: the team, every term (a word, or its
@@ -590,13 +750,9 @@ func (s *Store) scanSearch(ctx context.Context, q *core.SearchQuery) ([]core.Mes
 		return nil, err
 	}
 	defer func() { _ = u.Close() }()
-	var inboxes [][]core.Message
-	for _, member := range u.State().Members {
-		items, err := u.LoadInbox(member.Name)
-		if err != nil {
-			return nil, err
-		}
-		inboxes = append(inboxes, items)
+	inboxes, err := teamLetters(u)
+	if err != nil {
+		return nil, err
 	}
 	return core.ScanLetters(q, inboxes...), nil
 }
@@ -609,4 +765,40 @@ func (s *Store) SearchIndexStats() (ready bool, took time.Duration, indexed int)
 		return false, 0, 0
 	}
 	return true, x.rebuilt, x.reindexed
+}
+
+// SearchIndexed waits until the index holds every letter committed so far
+// and is idle: its tail indexed, every batch written to disk and no merge
+// of its segments running. It is for benchmarks, which must not time one
+// store while another's index works. A store without an index returns at
+// once.
+func (s *Store) SearchIndexed(ctx context.Context) error {
+	x := &s.search
+	if x.idx == nil {
+		return nil
+	}
+	for {
+		x.mu.Lock()
+		busy := len(x.tail) > 0 || len(x.unwritten) > 0
+		x.mu.Unlock()
+		if !busy && x.ready.Load() && !merging(x.idx) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-x.done:
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// merging reports whether the index is merging segments (scorch's
+// counters of merges begun and ended differ).
+func merging(idx bleve.Index) bool {
+	st, _ := idx.StatsMap()["index"].(map[string]any)
+	beg, _ := st["TotFileMergeZapBeg"].(uint64)
+	end, _ := st["TotFileMergeZapEnd"].(uint64)
+	return beg != end
 }

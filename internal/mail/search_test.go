@@ -123,3 +123,108 @@ func TestSearchIndexRebuilt(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchIndexYieldsToSends: letters wait in the tail while sends keep
+// coming (no quiet), are found there, and go into the index once the
+// tail reaches its bound, or once the store is quiet; a hit from the index
+// is the letter as its inbox holds it.
+func TestSearchIndexYieldsToSends(t *testing.T) {
+	open := func(t *testing.T, dir string, quiet time.Duration, bound int) *mail.Store {
+		t.Helper()
+		s, err := mail.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mail.SetSearchPace(s, quiet, bound)
+		if err := s.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		waitSearchReady(t, s)
+		st := storetest.Team("idx", "alice")
+		st.Limits.InboxMessages = 100
+		if err := s.CreateTeam(t.Context(), st); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	send := func(t *testing.T, s *mail.Store, from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			body := fmt.Sprintf("letter %d about narwhals", i)
+			if err := core.Update(t.Context(), s, "idx", func(tx core.TeamTx) error {
+				return tx.AppendLetter(core.Message{ID: fmt.Sprintf("alice-%d", i+1), Sender: "lead", Recipient: "alice", Body: body})
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitTail := func(t *testing.T, s *mail.Store, want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for mail.SearchTailLen(s) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("tail = %d letters after 10s, want %d", mail.SearchTailLen(s), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	t.Run("Bound", func(t *testing.T) {
+		dir := t.TempDir()
+		s := open(t, dir, time.Hour, 10) // never quiet: only the bound indexes
+		send(t, s, 0, 9)
+		time.Sleep(300 * time.Millisecond)
+		if got := mail.SearchTailLen(s); got != 9 {
+			t.Fatalf("tail below its bound = %d letters, want 9 (nothing indexed while not quiet)", got)
+		}
+		if got := searchIDs(t, s, "narwhals"); len(got) != 9 {
+			t.Fatalf("found in the tail: %d letters, want 9", len(got))
+		}
+		send(t, s, 9, 10)
+		waitTail(t, s, 0)
+		if got := searchIDs(t, s, "narwhals"); len(got) != 10 {
+			t.Fatalf("found in the index: %d letters, want 10", len(got))
+		}
+		terms, err := core.ParseSearch(`"letter 4 about"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.SearchLetters(t.Context(), core.SearchQuery{Team: "idx", Terms: terms, Limit: 10})
+		want := core.Message{ID: "alice-5", Sender: "lead", Recipient: "alice", Body: "letter 4 about narwhals"}
+		if err != nil || len(got) != 1 || got[0] != want {
+			t.Fatalf("phrase from the index = %+v, %v; want [%+v]", got, err, want)
+		}
+		// Letters left in the tail at close are indexed by Close: the
+		// next start has nothing to catch up.
+		send(t, s, 10, 13)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s2, err := mail.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = s2.Close() }()
+		if err := s2.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, indexed := waitSearchReady(t, s2); indexed != 0 {
+			t.Errorf("letters indexed at the next start = %d, want 0", indexed)
+		}
+		if got := searchIDs(t, s2, "narwhals"); len(got) != 13 {
+			t.Errorf("after the restart: %d letters found, want 13", len(got))
+		}
+	})
+	t.Run("Quiet", func(t *testing.T) {
+		s := open(t, t.TempDir(), 50*time.Millisecond, 1000)
+		defer func() { _ = s.Close() }()
+		send(t, s, 0, 5)
+		waitTail(t, s, 0)
+		if err := s.SearchIndexed(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := searchIDs(t, s, "narwhals"); len(got) != 5 {
+			t.Fatalf("found in the index: %d letters, want 5", len(got))
+		}
+	})
+}
