@@ -86,3 +86,36 @@ func BenchmarkSearchTail(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSearchIndexSettled is the index's whole work per letter:
+// 20,000 letters from the tail into the index, written to disk and merged
+// (SearchIndexed), as the indexer does it after a burst of sends.
+func BenchmarkSearchIndexSettled(b *testing.B) {
+	s, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	ctx := b.Context()
+	if err := s.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.CreateTeam(ctx, storetest.Team("tail", "m")); err != nil {
+		b.Fatal(err)
+	}
+	e, err := s.entry(ctx, "tail")
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := teamKey(e.st)
+	n := 0
+	for b.Loop() {
+		for range 20000 {
+			n++
+			s.indexSearch(key, &core.Message{ID: fmt.Sprintf("m-%d", n), Sender: "lead", Recipient: "m", Body: benchBody(n)})
+		}
+		if err := s.SearchIndexed(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
