@@ -1506,6 +1506,19 @@ type ScenarioList struct {
 	Scenarios []ScenarioInfo `json:"scenarios"`
 }
 
+// SearchResult defines model for SearchResult.
+type SearchResult struct {
+	Letter Message `json:"letter"`
+
+	// Snippet The part of the body around the first match, at most about 160 characters, with "…" where the body goes on.
+	Snippet string `json:"snippet"`
+}
+
+// SearchResults defines model for SearchResults.
+type SearchResults struct {
+	Results []SearchResult `json:"results"`
+}
+
 // SendResult defines model for SendResult.
 type SendResult struct {
 	// ID Example: reader-1
@@ -1988,6 +2001,20 @@ type ListReservationsParams struct {
 
 	// All Include released and expired reservations (the newest 50 of them are kept).
 	All *bool `form:"all,omitempty" json:"all,omitempty"`
+}
+
+// SearchMailParams defines parameters for SearchMail.
+type SearchMailParams struct {
+	Q string `form:"q" json:"q"`
+
+	// From Only letters this member sent.
+	From *Name `form:"from,omitempty" json:"from,omitempty"`
+
+	// To Only letters this member received.
+	To *Name `form:"to,omitempty" json:"to,omitempty"`
+
+	// Limit At most this many results (default 20).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ListTasksParams defines parameters for ListTasks.
@@ -2894,6 +2921,21 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
 	RenewReservation(ctx context.Context, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SearchMail Letters of the team that match a query, best first (admin or a member)
+	//
+	// `q` holds words and `"quoted phrases"`; every one must match a
+	// letter's body, case-insensitively (a word is a run of letters and
+	// digits; a phrase's words follow one another). A member finds only
+	// the letters it sent or received; the admin finds all. A letter is
+	// found as soon as its send was answered. PostgreSQL answers with its
+	// full-text search, the file store with an index kept beside its
+	// data. `validation_failed`: an empty q, one over 500 characters, an
+	// unclosed quote, no word at all, more than 16 words and phrases, a
+	// limit outside 1..100.
+	//
+	// Corresponds with GET /teams/{team}/search (the `SearchMail` operationId).
+	SearchMail(ctx context.Context, team TeamPath, params *SearchMailParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
 	//
@@ -4198,6 +4240,31 @@ func (c *Client) RenewReservationWithBody(ctx context.Context, team TeamPath, re
 // Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
 func (c *Client) RenewReservation(ctx context.Context, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRenewReservationRequest(c.Server, team, reservationID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SearchMail Letters of the team that match a query, best first (admin or a member)
+//
+// `q` holds words and `"quoted phrases"`; every one must match a
+// letter's body, case-insensitively (a word is a run of letters and
+// digits; a phrase's words follow one another). A member finds only
+// the letters it sent or received; the admin finds all. A letter is
+// found as soon as its send was answered. PostgreSQL answers with its
+// full-text search, the file store with an index kept beside its
+// data. `validation_failed`: an empty q, one over 500 characters, an
+// unclosed quote, no word at all, more than 16 words and phrases, a
+// limit outside 1..100.
+//
+// Corresponds with GET /teams/{team}/search (the `SearchMail` operationId).
+func (c *Client) SearchMail(ctx context.Context, team TeamPath, params *SearchMailParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSearchMailRequest(c.Server, team, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6214,6 +6281,99 @@ func NewRenewReservationRequestWithBody(server string, team TeamPath, reservatio
 	return req, nil
 }
 
+// NewSearchMailRequest constructs an http.Request for the SearchMail method
+func NewSearchMailRequest(server string, team TeamPath, params *SearchMailParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "team", team, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/teams/%s/search", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "q", params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListTasksRequest constructs an http.Request for the ListTasks method
 func NewListTasksRequest(server string, team TeamPath, params *ListTasksParams) (*http.Request, error) {
 	var err error
@@ -7686,6 +7846,23 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /teams/{team}/reservations/{reservation_id}/renew (the `RenewReservation` operationId).
 	RenewReservationWithResponse(ctx context.Context, team TeamPath, reservationID ReservationIDPath, body RenewReservationJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewReservationResponse, error)
+
+	// SearchMailWithResponse Letters of the team that match a query, best first (admin or a member)
+	//
+	// `q` holds words and `"quoted phrases"`; every one must match a
+	// letter's body, case-insensitively (a word is a run of letters and
+	// digits; a phrase's words follow one another). A member finds only
+	// the letters it sent or received; the admin finds all. A letter is
+	// found as soon as its send was answered. PostgreSQL answers with its
+	// full-text search, the file store with an index kept beside its
+	// data. `validation_failed`: an empty q, one over 500 characters, an
+	// unclosed quote, no word at all, more than 16 words and phrases, a
+	// limit outside 1..100.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /teams/{team}/search (the `SearchMail` operationId).
+	SearchMailWithResponse(ctx context.Context, team TeamPath, params *SearchMailParams, reqEditors ...RequestEditorFn) (*SearchMailResponse, error)
 
 	// ListTasksWithResponse The team's tasks in id order, deleted ones included (admin or a member)
 	//
@@ -10560,6 +10737,82 @@ func (r RenewReservationResponse) ContentType() string {
 	return ""
 }
 
+type SearchMailResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SearchResults
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *Problem
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Problem
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SearchMailResponse) GetJSON200() *SearchResults {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SearchMailResponse) GetApplicationProblemJSON400() *Problem {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SearchMailResponse) GetApplicationProblemJSON401() *Problem {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SearchMailResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SearchMailResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SearchMailResponse) GetApplicationProblemJSON500() *Problem {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SearchMailResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SearchMailResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SearchMailResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SearchMailResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListTasksResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12869,6 +13122,29 @@ func (c *ClientWithResponses) RenewReservationWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseRenewReservationResponse(rsp)
+}
+
+// SearchMailWithResponse Letters of the team that match a query, best first (admin or a member)
+//
+// `q` holds words and `"quoted phrases"`; every one must match a
+// letter's body, case-insensitively (a word is a run of letters and
+// digits; a phrase's words follow one another). A member finds only
+// the letters it sent or received; the admin finds all. A letter is
+// found as soon as its send was answered. PostgreSQL answers with its
+// full-text search, the file store with an index kept beside its
+// data. `validation_failed`: an empty q, one over 500 characters, an
+// unclosed quote, no word at all, more than 16 words and phrases, a
+// limit outside 1..100.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /teams/{team}/search (the `SearchMail` operationId).
+func (c *ClientWithResponses) SearchMailWithResponse(ctx context.Context, team TeamPath, params *SearchMailParams, reqEditors ...RequestEditorFn) (*SearchMailResponse, error) {
+	rsp, err := c.SearchMail(ctx, team, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSearchMailResponse(rsp)
 }
 
 // ListTasksWithResponse The team's tasks in id order, deleted ones included (admin or a member)
@@ -15397,6 +15673,67 @@ func ParseRenewReservationResponse(rsp *http.Response) (*RenewReservationRespons
 			return nil, err
 		}
 		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSearchMailResponse parses an HTTP response from a SearchMailWithResponse call
+func ParseSearchMailResponse(rsp *http.Response) (*SearchMailResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SearchMailResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SearchResults
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem

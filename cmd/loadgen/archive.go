@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -119,7 +118,7 @@ func measureArchive(ctx context.Context, r *report, name string, p *inproc, n in
 	if err := p.call(ctx, http.MethodPost, "/teams/arch/members/worker/inbox/read", worker, map[string]string{"through": last}, nil, http.StatusOK); err != nil {
 		return err
 	}
-	fileBefore := dirSize(teamDir, "inboxes")
+	fileBefore := teamFiles(teamDir, "inboxes")
 	before, err := inboxNow(ctx, p, lead, worker)
 	if err != nil {
 		return err
@@ -136,7 +135,7 @@ func measureArchive(ctx context.Context, r *report, name string, p *inproc, n in
 	if res.Archived != n || res.InboxLength != archiveSends {
 		return fmt.Errorf("archive moved %d letters and left %d, want %d and %d (the sends of the first look)", res.Archived, res.InboxLength, n, archiveSends)
 	}
-	fileAfter, archiveFile := dirSize(teamDir, "inboxes"), dirSize(teamDir, "archive")
+	fileAfter, archiveFile := teamFiles(teamDir, "inboxes"), teamFiles(teamDir, "archive")
 	after, err := inboxNow(ctx, p, lead, worker)
 	if err != nil {
 		return err
@@ -219,22 +218,13 @@ func inboxNow(ctx context.Context, p *inproc, lead, worker string) (archiveInbox
 	return f, nil
 }
 
-// dirSize is the size of the files in dir/sub, 0 when none.
-func dirSize(dir, sub string) int64 {
+// teamFiles is the size of the files in dir/sub, 0 for a team without
+// files (PostgreSQL: dir is empty).
+func teamFiles(dir, sub string) int64 {
 	if dir == "" {
 		return 0
 	}
-	entries, err := os.ReadDir(filepath.Join(dir, sub))
-	if err != nil {
-		return 0
-	}
-	var n int64
-	for _, e := range entries {
-		if fi, err := e.Info(); err == nil {
-			n += fi.Size()
-		}
-	}
-	return n
+	return dirSize(filepath.Join(dir, sub))
 }
 
 // mib formats a byte count.

@@ -39,6 +39,7 @@
 //	go run ./cmd/loadgen hook    mail reaching an agent through `mailroom hook` (phase h)
 //	go run ./cmd/loadgen reserve file reservations and the commit guard (phase k)
 //	go run ./cmd/loadgen archive archiving 10,000 read letters, on both stores (phase r)
+//	go run ./cmd/loadgen search  search over 100,000 letters on both stores, the index's rebuild and its cost to a send (phase s)
 //
 // Every phase is bounded by a count or a duration, every connection is to
 // 127.0.0.1, and the work directory is removed at the end unless -keep is
@@ -159,6 +160,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "wake" {
 		return runWake(ctx, args[1:], stdout, stderr) // wake.go
+	}
+	if len(args) > 0 && args[0] == "search" {
+		return runSearchBench(ctx, args[1:], stdout, stderr) // search.go
 	}
 	if len(args) > 0 && args[0] == "reserve" {
 		return runReserve(ctx, args[1:], stdout, stderr) // reserve.go

@@ -102,6 +102,7 @@ mailroom guard --strict   # then exit 1`},
 	{name: "guard install", summary: "add the guard to the repository's pre-commit hook, keeping the hook's content",
 		env: memberEnv, exits: exitsOne, define: defineGuardInstall,
 		example: `mailroom guard install`},
+	searchCommand, // searchcli.go
 	{name: "team create", args: "NAME", summary: "create a team and print each member's token",
 		env: adminEnv, exits: exitsOne, define: defineTeamCreate,
 		example: `mailroom team create lab --member reader:"reads the source" --workspace`},

@@ -263,7 +263,7 @@ func Registry(env Env) []Tool {
 			InputSchema: object(),
 		},
 	}
-	return append(append(append(append(tools, r.taskTools()...), r.reservationTools()...), r.mailTools()...), r.archiveTools()...)
+	return append(append(append(append(append(tools, r.taskTools()...), r.reservationTools()...), r.searchTools()...), r.mailTools()...), r.archiveTools()...) // searchtool.go
 }
 
 // Offered returns the tools of door offered to member of a team with or

@@ -104,7 +104,7 @@ func TestRegistryHandlersNeedAMember(t *testing.T) {
 	}
 }
 
-// taskToolNames are the board's and the reservations' tools, offered to every member after the
-// others.
+// taskToolNames are the board's and the reservations' tools and search_mail, offered to every
+// member after the others.
 var taskToolNames = []string{ToolCreateTask, ToolListTasks, ToolClaimTask, ToolCompleteTask, ToolReleaseTask,
-	ToolReservePaths, ToolReleaseReservation, ToolListReservations, ToolCheckPaths}
+	ToolReservePaths, ToolReleaseReservation, ToolListReservations, ToolCheckPaths, ToolSearchMail}

@@ -1512,6 +1512,19 @@ type ScenarioList struct {
 	Scenarios []ScenarioInfo `json:"scenarios"`
 }
 
+// SearchResult defines model for SearchResult.
+type SearchResult struct {
+	Letter Message `json:"letter"`
+
+	// Snippet The part of the body around the first match, at most about 160 characters, with "…" where the body goes on.
+	Snippet string `json:"snippet"`
+}
+
+// SearchResults defines model for SearchResults.
+type SearchResults struct {
+	Results []SearchResult `json:"results"`
+}
+
 // SendResult defines model for SendResult.
 type SendResult struct {
 	// ID Example: reader-1
@@ -1996,6 +2009,20 @@ type ListReservationsParams struct {
 	All *bool `form:"all,omitempty" json:"all,omitempty"`
 }
 
+// SearchMailParams defines parameters for SearchMail.
+type SearchMailParams struct {
+	Q string `form:"q" json:"q"`
+
+	// From Only letters this member sent.
+	From *Name `form:"from,omitempty" json:"from,omitempty"`
+
+	// To Only letters this member received.
+	To *Name `form:"to,omitempty" json:"to,omitempty"`
+
+	// Limit At most this many results (default 20).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	Status   *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -2282,6 +2309,9 @@ type ServerInterface interface {
 	// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
 	// (POST /teams/{team}/reservations/{reservation_id}/renew)
 	RenewReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath)
+	// SearchMail Letters of the team that match a query, best first (admin or a member)
+	// (GET /teams/{team}/search)
+	SearchMail(w http.ResponseWriter, r *http.Request, team TeamPath, params SearchMailParams)
 	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
 	// (GET /teams/{team}/tasks)
 	ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams)
@@ -2528,6 +2558,12 @@ func (_ Unimplemented) ReleaseReservation(w http.ResponseWriter, r *http.Request
 // RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
 // (POST /teams/{team}/reservations/{reservation_id}/renew)
 func (_ Unimplemented) RenewReservation(w http.ResponseWriter, r *http.Request, team TeamPath, reservationID ReservationIDPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SearchMail Letters of the team that match a query, best first (admin or a member)
+// (GET /teams/{team}/search)
+func (_ Unimplemented) SearchMail(w http.ResponseWriter, r *http.Request, team TeamPath, params SearchMailParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3793,6 +3829,87 @@ func (siw *ServerInterfaceWrapper) RenewReservation(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// SearchMail operation middleware
+func (siw *ServerInterfaceWrapper) SearchMail(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "team" -------------
+	var team TeamPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "team", chi.URLParam(r, "team"), &team, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "team", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SearchMailParams
+
+	// ------------- Required query parameter "q" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "q", r.URL.Query(), &params.Q, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "q"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "q", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SearchMail(w, r, team, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTasks operation middleware
 func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Request) {
 
@@ -4572,6 +4689,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/teams/{team}/requests/{request_id}/reply", wrapper.ReplyRequest)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/teams/{team}/search", wrapper.SearchMail)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/teams/{team}/tasks", wrapper.ListTasks)
@@ -8162,6 +8282,99 @@ func (response RenewReservation500ApplicationProblemPlusJSONResponse) VisitRenew
 	return err
 }
 
+type SearchMailRequestObject struct {
+	Team   TeamPath `json:"team"`
+	Params SearchMailParams
+}
+
+type SearchMailResponseObject interface {
+	VisitSearchMailResponse(w http.ResponseWriter) error
+}
+
+type SearchMail200JSONResponse SearchResults
+
+func (response SearchMail200JSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SearchMail400ApplicationProblemPlusJSONResponse Problem
+
+func (response SearchMail400ApplicationProblemPlusJSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SearchMail401ApplicationProblemPlusJSONResponse Problem
+
+func (response SearchMail401ApplicationProblemPlusJSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SearchMail403ApplicationProblemPlusJSONResponse Problem
+
+func (response SearchMail403ApplicationProblemPlusJSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SearchMail404ApplicationProblemPlusJSONResponse Problem
+
+func (response SearchMail404ApplicationProblemPlusJSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SearchMail500ApplicationProblemPlusJSONResponse Problem
+
+func (response SearchMail500ApplicationProblemPlusJSONResponse) VisitSearchMailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTasksRequestObject struct {
 	Team   TeamPath `json:"team"`
 	Params ListTasksParams
@@ -9997,6 +10210,9 @@ type StrictServerInterface interface {
 	// RenewReservation Give a live reservation a new expiry, ttl_seconds from now (its holder)
 	// (POST /teams/{team}/reservations/{reservation_id}/renew)
 	RenewReservation(ctx context.Context, request RenewReservationRequestObject) (RenewReservationResponseObject, error)
+	// SearchMail Letters of the team that match a query, best first (admin or a member)
+	// (GET /teams/{team}/search)
+	SearchMail(ctx context.Context, request SearchMailRequestObject) (SearchMailResponseObject, error)
 	// ListTasks The team's tasks in id order, deleted ones included (admin or a member)
 	// (GET /teams/{team}/tasks)
 	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
@@ -11054,6 +11270,33 @@ func (sh *strictHandler) RenewReservation(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// SearchMail operation middleware
+func (sh *strictHandler) SearchMail(w http.ResponseWriter, r *http.Request, team TeamPath, params SearchMailParams) {
+	var request SearchMailRequestObject
+
+	request.Team = team
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SearchMail(ctx, request.(SearchMailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SearchMail")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SearchMailResponseObject); ok {
+		if err := validResponse.VisitSearchMailResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListTasks operation middleware
 func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request, team TeamPath, params ListTasksParams) {
 	var request ListTasksRequestObject
@@ -11540,357 +11783,365 @@ func (sh *strictHandler) PutWorkspaceFile(w http.ResponseWriter, r *http.Request
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P1dl9s2lj8KfxUsPfMsq/rQqrLj5N+RLs7yJN09OZ10cmz3ykXTI0IkVMIUBagJsGS1l7/7Wdh7AwQp",
-	"UlLZLruqR7mIVRKJd+z3/dvvR7leb7QSyprR9P1owyu+FlZU8NdPhVhvtBUq3/1V7P5L8EJU7vtCmLyS",
-	"Gyu1Gk1HL1klbLVjW2lXzK4EM3wt2I3YMa6K5ouFLnbuybpSBr5dyspYVgmz0cqIVLmnjdWVMExpu5Lq",
-	"mimxnbWbhE64+11U2KQ0qcpkM9J5rtWylLnNJuyvYmcYrwQzud6IglkNrVl9I9QTw9ZivRDVJFWjZCTd",
-	"VFY4xWSk+FqMpvECPP2r2I2SkclXYs3dIqz5u5+Furar0fT51VUyWkvl/36WjOxu4xowtpLqevThQzL6",
-	"BTr7jbsH3mN3G/dH6AxHM0pGlfhnLStRjKa2qkXc539UYjmajv5/l82uXeKv5vJvrhXX0W+iWktjpFY/",
-	"/Xigu014bC6Lg72Kd3y9Kf07T5+NEteUFZVr9L/hu388e/r9239cPf3+7R/+Y9Q3+1fin7Uw9uCIKnzm",
-	"2HAOLULohjo1orrl9thSVM1zxzqPJl4Jc3zeb7i5Odi35ebmU2aMHWBfgq8P9ST4+tNP15u6OryY7oKf",
-	"fqIquHFPbedQ/YM//ddb97+rp98/ffv+Knn+zYenFhb6/bPk+w/9i/27rm7Mhufiz7IUfohdYuVGyypR",
-	"citvhacIW/9mwsTkesKyNZdqstllTFcsM1V+yTcb9/c0VRybkMpqxtlSl4Wo2Jrv2LaSVjBpDTMlNyth",
-	"GDcsu4Q23Kf///M/Z5NU/U2zbDLJEqY04wujy9oKaDIBgqk0M7v1QpcyZ6VUN0wa10mpt6KISFXnMuNf",
-	"wyseUatnV89fHCNXH/y7wAde5jc/qU1t3WdeFNKtJS9/q/RGVFYKM5oueWlEMtpEX70fKW3F/g68qeR6",
-	"LYoZ45attbHsu6srlq94xXPHdyajJB7sd460dkaXjHRtc72GxoWq16PpP0aFVmKUjBalzm8Enr7/EbkV",
-	"xeht31FpVuofobXmQb1w77qeXuY3ry3HebRnx2E5lrpau0+jglvx1Mq1GPWM16/EF5oIdZi4MfZOqspX",
-	"8rZnTqWwnvdLK9bmGFX4RRjDr4VrkzrhVcV3ewPz7R4YzMccMLuqdH3dc8vfrASTBdNLxhn27T67iy7V",
-	"Qr+DT8hu2Yob5ojQjEkL90/cimoHX/lXF2KpK3ex2VrfCndA9+jXN51T++K4PBCvj5/IgfV5JUxd2p5j",
-	"iD8X+4vwX3rL1lztaBoGRh9kIHqPLXbMrqRhOS9LuHtSybU7ic29k8qKa1G5wcDyzUua19EejeU7JlWz",
-	"8sd66KxLmFyn5751+mEl8pue9dlsSpnzRdlLimrBlo46s9y9jStR1Yqt+Y0wE/Znd+qYVuWu9Rhf6Nqm",
-	"CgRTaO6JYeIdzy1TtTtUxlH8ra4Kw8buIRJsmNWWl4lbjVTh87RQCYmlunxaG3d0zUXCtGIcBlNU8lYo",
-	"t1PcncsyVWtdiHLGskJYLsvMva2Y4TvDtisUu7crbtmWG2aEUMg2aMUWWpeCK7dk+HovYUK+0kexbvqv",
-	"G67MSpRF4mYvLSs0SvLMbcGOjbNmKzIG9/li0jOszhGAgUC3SbyXYfC9R0ErU68Hr0wF39+BynGbr6ix",
-	"Y5TOt907rEpwKwpUBPaHNbjklS77fzA3siyPDv9nvhClgectt/UJRN2N7zU+6+brtKX+TUca+sSwheCV",
-	"qFCxmjGz0luF12YlKjEZHaN/tMkw0TDMMD8/hANr6kTf/iEqsWVO8nUS2F/+9AbGZtzxHC9qC7e6diws",
-	"8ZfUwPUp+JpfiyJh25XMV4w3zTh+obQSTC8vEhD2cBFM0H8lrQOIMu0tznG0c5Qd2oP93d1hIAOuG3d1",
-	"6Wk2/vubH+CqnCZsrLSx80a7i2ULbuAaOWESbpDa9QgVyaiUa2mPnyt86kNCmuvpF6p9EfauVDIC+nb0",
-	"nLqHXgtrpbo2B2nWpq422vT/FiT/6NcjtCjaxbBWzSI03fl5xJ3sb0/fqf7JMbt9CrFGcevzy2eh4b7B",
-	"EP3YO7Cv4XaikIWTB8oPXBF/4sxpt0wJUZhpeAp0pbzkcu10KXgCSMXWXQBp4YahEFa6nvFOhHbYOAOV",
-	"Gf7IUrQEbaVjJuxPPF/RS2tHs4Vh2X+TFum1yTmok988+/Af2YzxVFVig7cM33OSkC5LvjGiQBXPXXE0",
-	"VW1KUBAdffC6y7PvUlVIY6VyzBwWilXCKY9snN3yUhZoVVhyWYoiY/Fof+SWo8GrSBXJmNSEeCeNG5OT",
-	"LkGL5IqJ9cbuWCmNJS3QH4CO2tw71z460b10P4db31WZHUVyRF7Xquihary2es4bnaL7OonR1okkS6kK",
-	"A2taiVxupFBOeEKpfFmXJS21E1UNCkpelkRBit4JYnuzR16gHTtV+7dfX79J1WQyuYSmL+lHJymBpE0j",
-	"4AXL68qAtFaXxQUaG2m80rjTsazdSchQ/HQjzNqn1VhZlo2ss5R2SNpa6GI3d4quiUhNJFsvhSgWPL85",
-	"9MxKugOzmwtlK68EDQjpi509/EBMTfafAdI190xxf1uB+jZM0zOuJ4ahhdddcidFO/Gfl2UCEqm71rir",
-	"m0rfykJUrBIbXVkgI8CIZ0yrXLiHdmC5XfNCMKWhVa/EuY5SBTJ6sAWPpWXCna1sURfXws7FuxWv3S3K",
-	"EuLfjmtLw15cfZ+q/acuWvu2txLI0vfXAfRWtilrw3Rt3Wd8Ml6RdXut3NKYjVAFrc2MXblxKY03rMXp",
-	"pbLfvegd1obvSs2LQ6clMvE6YUHXdt5Hx0Wu3cJx1jzPthzoHig9G1EZrSI1WLzbyEoYNuasEEryMhbk",
-	"o/7j09P3a7C69ozqZ3eXl7J0l755rhGQ3CKudFmwcRabb4EdZ2zDjWXSDozLMZCeLt+4r+N9W2heFaGn",
-	"hBWiFI4sayUczcrLuhDFQBdal3OnU/f1o3UJ+raBIwkn218XpED440LstCrYtbBA/6tKu+vi9IvgWYF3",
-	"8di7d2j6A0Ny97J/K7b8RswLUfLdfN1312VZSkPHZCHsVpCoGlN2uo7MteU5vfvs1DV07rgTtXWXA4c9",
-	"5mwp34mCbaUq9HbqmX7UJq+c6mvYYpcq97a7M9caFp/MGOAYcs1dzBgvjaZhue13Rz4ebarc65G4QrSK",
-	"+bEp8c5GAxyiB0GYa0hse7n+030dn6PwRnRqYfDyXwIoH3Kj67rkFZx5c3EiEWjGAq/tj+VvfH18LPBu",
-	"wgpZidxqx1hgTUqpbgzjpbwRvRepI0R2uEqbD7XYX0QZunRsjw36c7vP+zqUeYDc+dveupLdE7/H7vZ3",
-	"eX+tOxQsactBvZI0SFinWToPymBO/gQtRGo1Y8KJvUspyoIVYsnr0vFjfxOMI923vKzFKYIbvD04BiOA",
-	"7JwuxlHbBs1RAxLc2AjBcGl6DUJdySmM8jtyu6I18VlykkwV3n72/OqYtbNH2gqv//Fo3x0xLLz5zfOr",
-	"qxNfjkW0pudj7/aJbvQudv1Jktzefp0ymFh68ut/Bf8lX0eeOrzxe7JVM+rj+z4sdfkDsD/rzyWDrfk7",
-	"HNkfv3tx/JD1HpEXx9/qym3N4Uo+UoqbMc6uK66sl9zcBvYIdsfPWyTb0bC+3R/Wx0t6YYGf0ek9MpqO",
-	"GBhIQHIHmTBhK70F1QmcK3j6uTJbpxZzcwNHxK7E+rMIjyiakACXGas3G9COjq+8ly+bA3HslR6507/6",
-	"7T6diqVQ79dzEo2jTShDspI7grBHofymfdfZs6uT5Ts/rO/++OKbb198+13yOWW+VJHQx14qVm8c6Ynv",
-	"gTdCgIE5i8SQuiwzskelqqpBP24iF4BRw/b6tm6E2DTBVdIyXhQ+qGCYQj47WfCMKXvyuQXRVKEkmnQC",
-	"zXKtjKNjKqeAi87+ZTi/Q9P5MCir/X1TkPP/DsLaGyd4wetODMtXXF0LR+BQRCvF0jrWRrvhngLxjI2V",
-	"buQ38JldHBfZjglLdxWP7iwQ3UkGuqvMc1c5526iyKcKBR8nBnw8i74bWz6RTX4SQzuRIdyRCXwyuf50",
-	"WnZXavELr25eCV58fADLlwwpiR3aQ06muSz6ndGCG93jDv4VjOKOMstrpSuUlrzfUVeFVLza+csNxgFw",
-	"j8x9/K/7qpjrag49oi/Y/RkURoxqmht+K9xbm3IXtbKptNW5LnvdmVFc6YFh882m0reiSJgPuEJPcA0x",
-	"B7bPix171IOLlZqJA7eSUWjFjRnX53g4V7QToafe7ez1upAE52OdHddN/JduYm6BwWGX8WItVealSAZ/",
-	"4ns9/Mf92M941iGu4fQIBkt++/2F6Jllf9gEz+2A36lxGUjvpWcY36Okuu43NZwQTkVOiGBD9A4qXoGK",
-	"3PJFgSOK7fuhEpahhDCJGXpHyj7IgpsYrONRWj2sMN/Mnaw8N6IvtiPEItCquUfRE8MV++WH30JE0zi7",
-	"XOcbEEJ3zF/CVN2KyjG+hBkBHBACopS2F0QhQDK6EQpDG2ZM1WWJHjWw06Ju42RUx9JExW6U3oLQrLQS",
-	"E/ZXsbFuqddiratdAo43dKROnSRML4H8WwljeWUNmJuWurrW1oLjbsJesgynlzFxK5RlOa+cVJMqJxnb",
-	"Vo4CzpYUJxXcv2ixfnbFjFPQvRc8VVaHMEK49z6OBEU+MMxxK1AoXwmneurljBlNDmn3yhMvFjrpeCFY",
-	"vXHCJHSFEcd2xckIz5shTlLlpE8kFmzDrwUFvNC+LXhxLZiONxdDxChKL1XQ2ndXzHTUgjjkxG0XRtRh",
-	"mPHetXbHy2/9gZvkRhROCB2li9Z1dWqBiQR+2NlUoXMANeCpmxu/dhuoa2tkIdgvXJaV1mv05itF1NxA",
-	"06nyzomVLAWpWHyhbwW7mrDXfjgLUWp17e2om0rnwhg4U6nSG6EEHIV14nYNxmfcjvPSb7lBs2yua2UN",
-	"uozdsddbNUnV3tHjSukaNBg8N6g0sDH368OwzyRVeamdMqgrMgEVFx0F52pQ9gVyWZa/LkfTf9wptuZt",
-	"cij4S28VGiX8Md9Kd+PJ10v6Hl3yteAtW95k+Dg1pH84Mk7wYn5CFHC4JsG51BP/C+MjAxtXu8kpB/1r",
-	"h+YNu/RqVZE8eiRGN9drwfjSLUsWr2d2nBeBw/7YmP/uI5CcnN+/SUSwiVLzlq+ftmkB10eUS2QTIay7",
-	"sZFK28/RQb1YibI4FMKI9mLy/k3hpsJ58SYyUbRsZAnLKKInVWPuiKcVVVVDu8FceJG4d1QuSgz9qXpD",
-	"E7YrbUSqgG6J5VLkFsOmgbAgcVJg+6sEWHhUICPsJRhVLaSXpOq3l29++C9m8M6yzE07Y5UoBTfCsOGw",
-	"lLA+8yHR/vfVDpNkwAlgKMh34zpXNiajUyTSyHx8rEZdKSLY7j0mLQqdXo7BkBrYVAqrbElXqaoVdyzb",
-	"bYE/sku3BCRqUTts7AWqjo0im6WK00KhAe196oWodDRl6SgvBa/S0YeMXNiOc7SDQe4WtUoC6b7jkgSy",
-	"jnyWxFHuNWlHLQbaFdc6dC/c9Sje0F21+OgHgvR2ULLGoMw7KrCfFqh5POGsobDBujhq68XPexOE7kp+",
-	"G9p0yAP6O8isWrE1lyVmTgTiBTbniGDBdXSirbaR/AKNiQLZ5anR78N79sod6ztaJ38H2YluBMStkatg",
-	"zW8c5YjmUBvH/Bi/5rJHFaRj3d4cJ+GOul1mcMUyCGGUZAUO0gM1E5sLqBF4q19NHliP13vquCzgcpLO",
-	"B9cUHBpOtAUKDv04iarXdIDNfpQVGNY52H/juJPjtuD9xf64i/bx12Dw2M8Ci5GWjYWE4Lst3100vIYj",
-	"pXeNDRzxnu0zXpboavc38+ZC9AsPyqlD3NyIAp2livHcaYylKK7FWig7a4dsFrIYjjPoleYGbGFSoSFq",
-	"bnX/2IK4KdGtRyoLjQcTfFwDvbalxvLVK2DCtPuNKivgD7I4JhKjdttOkAtuNWxl1ohasdKFvHohrp2k",
-	"7wWSowwTDVk48Hh+tPLxyN8OH5KPYlSHz9FLc9OJTrE6PkRxsBshEDBKtjx8knpTXxM0IjwLcAToEMsa",
-	"z03Gcl0IttFSWdN7OI4evUjx6T+EyV5uJHjkbXOlQLwDt3EunHzSm/n4bN9MvX8g9cnp5S0TtvYno/c0",
-	"tIjdR4ZTIR9mmWfMWTjgOhiG3Ypk3kxtMtJPUuWtQgs3TTNjGVdOJNvIPANLUeZUdi4zNnbq1q8boV7+",
-	"9NTNnVsJMZEoOVyw2uAByytRCGUlL4P0jI88MUyoW1lp5ajZhP0u7QoyEJ0wzXHfrgXF7oRXiCmzcfb0",
-	"KczThzh3OAt/Nxjc7A4SxNA4WtWcnSfGB+WMn109f4GE1fOy/tDFxqfz4gQvkxcQ90fj48ZDFJB71Cft",
-	"5yWvC/HUaKWEffri6bfZDAnVErL4/R5PTpEgfUct277f4FEyws0FRBBs9rg9PzTZd5z/1jtlPKjuEpJI",
-	"5qbbdw+Pwyf05oC4UzmcJhm7TU5wfWyEKtyPRxeiBfRxwLHxG7erkNZ7B2K/4XbVTpKKtvvF1fffHXGl",
-	"wfH4Cd995o+r//tIKhX2fXA2QwvugWtOz++CJumto0leTfODo/NN7Q1NvMvL2gzGHBxw/Wx4ywcRizct",
-	"0JVeJ1B3YUfJPlZLgM1pxtg7v1ZCZNcJKBicSDC0LllVq/maS+W0E20su+YWkEJ8GN6xxM7T8jQLkcvi",
-	"UDIoZBeBtsIWwkncdMGCv0SWwn83+WhbvR/GokdgiV2DfvLAWXJpIPR4fyCQ+k6jJwN1rNqh//DtCeOi",
-	"AMc7Lak8HFqNPe0zFat1yeBdVE2BsVzz21i4a07SocPewlTqh07af6nkan7IR+2G6N3KzD2NongpbIj3",
-	"C3lt4Kxwj1wfd1l39pp2K5uymjxwFHMmVUtM7QtsySjp38QWU1AvnAKBAarxMfCsgpKR0UculIQPNJBe",
-	"hdxtVSdcgi7rUe2jC3gVCAe06Q/P/n5Epr1W5m90QFuXuXWlDpOiH+ki3VWZgQTu4/nK+NzhIfwsTQ+9",
-	"b9bqDsyoobDHWFHcfO/wKr0oRU9G/0vFXv35B/b9i2//jxMF3UOs0HkNcvE+VdZFC1pnLyHXp6UEUyz8",
-	"ZbWel7wCQ2ytTL3Z6Mrt+loUkvv4lLWwK13Mlbbz5gjXitd2pSv5L7Qw6WohiwJMtu7BpROlRxj1MIcc",
-	"X+P/AuN1MA0v67JssmTCj/7v5vbgGZ6TBcs94XRCz+mp2+bxPpi8ppVa8VsuS8LXwGi59ndd/0Vk3KYh",
-	"18opzWoeLte20up6jhGdbg/9FHMNDhO0yFX8WjRb4tZ/zdVubmwlOKTnmFUNit680FsVvdMenu/cIs4B",
-	"5In7tYM/wjrhX7scXoM/uDHyWkU/llyumz8h3dz/0WAz4W/aRo+343M7Eku06HvB7d1H/Vj9rFBZB5Lp",
-	"ZP7dnNMgeI5jCDeMUAnmC1Hq7dz7FPARjmA6TlPg5RziwnsJbUsY7Qgn4EbpmxbmRqMbqJS3nah/vcT8",
-	"9xB4EGPj5ACZhgxnEqe3H4b7C80Pi8Exzk3HF1qvuXrq1sQdoBk52nKtLJfkpc5Lym0Cu6w5wlF7YiCl",
-	"HQp9gi/2Fb6/v/rJaXneFO+p3I1UBRtnAD00XZRc3WQArnIxY4uKq3zlVPTMUbzsuCGOaBgOLuJvtFAJ",
-	"Us4BygwxPr82wGV3tomTLPHUxwsh5FIhi8besqn0dcXXfSS9dmd30Djg3npiGD2GqSfo3IbDVis2Tkfp",
-	"iLzICyNUK0m4JX5i8F7f3gG6RK/UDuebEpfEP2sOYA7YUifMyY8WJq60dYM7EHMQaVvY/LElwKcSZj3e",
-	"XtM72sBP6DTS1vhA1B8lJ/SqD25AqDthKBamMXiBDURG13FLMCy5IpCUE7SErl2Bo3M0jCisVbSffveS",
-	"cJb6zvkrwYsB4L9u0MnRtWtCMe4Afdbv4u0fai7kxvb6Tk6P+AlAh/3BPnGa5553BU5WrawsPcbCtbwV",
-	"6qTYHu/cP+hA2QplMec7ChGIhwSu9n5T/HAc80CfcbsxRIiEtFtdYTpNY1nv7/awS+hJlDh7ot8ErOFh",
-	"tWgCwPwPnQrTd36bX07ksnjAjmOfUcP949mUAyTCmxOQTCBonbKBPJB9AQy5W94bMbYH+ed05X565VNe",
-	"Bg7FQZOnZ9kxsYoD2J2U6gTU5ru3J3Lilrrpxx8NdnBFP84ZduoCtYIuOvlc2jas5arrymonFh1zZ3XV",
-	"Vhre4KSHLdaBEh5yiIGSRBdxFjl6sn/Woib/wF2Pxr41HBuLxHWDrs5CLEV1Uvz/qWZyAr3eXw8nM56I",
-	"mP1X92iT5DRwO05cXpTo96hj3BIRg8Mjcw+dsPTDnvBhH0XSm6jRa3Hi1bWwx+3Trd2ClY983dRIs76R",
-	"0O1zWfzyHtjij7rtn3YK7uTBbqXIHXdiN0t7Z98wLfDeuh5YvJ9+7OZZ/bOLZe++OgzpHlr7K61qR3D1",
-	"LKD3KNGr/Sa3ONPvRLaM1/44W6aG+9cmaND7u/0btytGy2NIlxcFW+xADKPqCZ/FF3LEv9T2BXQHiXkU",
-	"SHrCbFgwYCBxp6zn02E0j/i02vt0FFyvia09rmphHNXBBTyhka53rWPtr4R5mtZXV9/kCv4RWULoxaKA",
-	"ZBZwPC8rvWbPkhCC7BSr4wx82EeHKxfvd1iaQ9b1eEmOnOJDPsy7O5Q+9yG4m8vzlHUMczq2Lh/DOlrX",
-	"MgiDQ3aJg27359/exev+zfODPvf4Ph2N5LC2nBNsRBuEA/GDhtKxvzuuow/7+qOFH6L27Wztu5o7TwGi",
-	"bjo4MsRXQontXVOX26v6KcsYN9U70lr9ugkrdQdz458glwpDbaVheoPvzVgG+WJPHYkzGbMQ9g96QGas",
-	"2MzXJttna0Xkq9sXf1fa2CcmRu+xmpDkAY6DjX04ViEUAjsEl/gxOObYFLnfs//VWx23lYQUR6vDTxP7",
-	"zjYDSEcvnqejixkhyjYZWfRAJzzKXcX9m/pR4cggI+0jPQpeREEFTCuGMU1uPUuumpGTyN5evaAsoxTf",
-	"u4K0qz3Yl6XeUsqdeyZUQ0CgnQhwBtJxAgxTzhXbcpuvvFV5HxroaJ2D3mPeWNV7Ap1zoXglNdp23XOt",
-	"+Atv35aQGgN2YGF6rSVaiRMMgl1L/4fkSCEid5nCwwP3eDD0aSXymzsAiENQWB9wOJflQr8TByjFp0Jn",
-	"7xEZnq+abAZwbiIuvM9W0mXh1GGIhugPKPmoy7SPfrLvfeor1oBEsSmlQJUbfJ481DaC+P0xxaej1R4L",
-	"FNlQ6UFiMuyQJ2MAyS+qd3OQ0TVXoYOB8mmaESSCDNoR6H61Ij4bPkGe+sZr1W8tGCxEUNUNDMOi0lvM",
-	"rSnlDWSbomf0BNG6JlEwjDbxhb2gRAZdpB5Ay6Y4UPRlc1/6Luxr6uMntdT7d7Y1xQMlRD56LfUxpj8U",
-	"z0Uv4oH2C4VsPonLNHi0pd5bOeS57U8C9K7UeDDNDA4tbr986Ed9+qFvbdYx6bBpvndoQhVDlLob1xal",
-	"AZxuFH17WqbIsMnztRWb/jjOdoodBaxDlLxH2IN8WbaUipfMindAk09jiW+0LqHn47zwncUH31INwP7B",
-	"YvGDJcXwexzCHtQVDE4ZEAxAcvVwLwjFTAUWINtWLk9OZ6fAln5nLmEmuvZrY9lCMDdzxEmktPmQY+IE",
-	"JPcARsWcHM/hixnu020Y2UCGAmBZsbHjPITbeIHjVAAO7ceEYYyyYs0sP8PAPsba5d8Z8pnHe+mLwPi8",
-	"aYzInfQHFA+Xc4LwpZPzAPVWDcVYtMaG28uknbEbsbEI3R9OxeREQxXRmZ5QESdGUXNOMzBcFi1v8926",
-	"Og1jwW11hLBA5TlPPx+DAT81ZJHe5aR09eRQKrThNhSvE5wJuHNJQzFalzrcI38iwvq3DmXHFBcNvI8W",
-	"u7n/QBtxRyPC0OaDP/HFVaswpA/jqeR63YZvOpQXDIP7KB9pRHJPyVNvk87TbYJDsWkftwR3vunhuLZ7",
-	"B8/O80Ods3EWhc62KtscP8jQ6dBZ6vpp3LHvOmrgu2OeGtdYv3QV0A9PJv5HJSpscmhOrw84IqWae20d",
-	"gpKIpMH1xk9vByZ3Yl76qbLEy7iME0TJLQG2y+3zpL3+474Ms4v/u3cbPv1mfLZDfgrBIAXuKxRuo6Jz",
-	"A0IOCogIcwYYK4JhxDRrwtoZt4iiMyPoGPLYOSH9qRMT+7Xyr1oxrgPyTKHBUoUCB0xXhTuUpeBFY0U5",
-	"0YjzACrMDddQeuUR7KWC+Ak3zzvEPg8aOe6Iy/T5K+BFFgZ/qBtwGh+P3pTJu2t5PHdHP4qp9xz0JsQJ",
-	"j/o+WlbmA1azVj6gNMxnSc1Yxs1NxkAPCUbicQzm37ZZf/5LhUVFPqIWYwv8Z88H93mvzSlyVHSTDsSO",
-	"Y1H0aka2+2B+RaVfGmZ1Weznefe5B1vH/zD+z1+gYrwfAo8gzD1i+S6uCPqEANWWshQECRCOErzLpPoU",
-	"DCB3DQbkGzCynSzfCL5+Xa/XvNodF3Og5aHR+FaO8M+7+N4P4UfGeSS+OGt/7asBwt1P3Ro6Fg17aMqf",
-	"DRvITWDWAEUSgHzOFT21bxW6C32gYe4VZscmhiZnPjHNIzL5gm8KMCIWYiVVj5HL8fd5VIF+fxfhCcO3",
-	"cyoaeBikt0S/onfDOErtQeOITDiaOVS5jheiOjwaeqYScMmNrqtcDOVI3EqxPdzeXsX8aDH2xtPT5MB4",
-	"ehatf7PJYHlXHJVec2tUeiLUGUHYnGBw7dKrd3YPpqGfWnNpez25v3OIAZOGAW5rwPEkJOGEPC3MlO6I",
-	"ePi1O/ps25Tw3QBVWPncgu75Dpv/WYv3+nZ7x+It1p9xX6MqNVqX+5v5CUn44EDd1JaNs/cfsh5cmX0v",
-	"DeWDD7YX48MYoQoPQd9FgTmKr/+gzp7W/ZXv39SV+oJAjptKr4cCwmsDQYTvLJ4avQlFvOpKES4PbDCE",
-	"oXR2Y+D2BxSmoQiJ+NA+MQ3UlesMELrjymGJYweodHlIJcB03i81NtYVywhDyTd6sqJGHqMYU+a7nivd",
-	"u5c/Um57TzSjKj4xRPRAbONJp8GND07EqdEIYJm4oxA4iFbhda9s2sHsaPn2WsWspGGyKMXFLFUxmO+0",
-	"KePcgAi6G+ZNnktdV6HaXMJ0larmwTX4vZrqXQDL7rFom2oprbJaqZLGQ7tczAKW8LThlrmuy4IKSitp",
-	"VvB2QC5v0CI3Tg7QdUDRnJLdhyxDIdcUEcsWlQY6VNWlSGAtWtmoWJCZXqViEMi7uUlVwDjGMTfIxtOo",
-	"akT4FtAh/ehS5VF6b8TGhioUuBk9qMjT6AamKovr9mSsQuy9phQeFW5tXW023qL/KFWFhOC//Z4RDM3r",
-	"5A1CqD9ZTv4Pp6SFF+on2YeIMBR+dgd1rK6Upxld/RtamhcVYpjuh7O5nz2eq1vD714wHgAy8NwMFAfu",
-	"L8SRBNGsJ5MR0iDd0nvMZsSABwAgbv1BGvMYtA0L0blefFA5Zzdi15+DbSt5fY0k6tiCvaFHCRS9P+Yd",
-	"493pDkLQ+1O7FwPfRqf1txHTNPfCHmxv3MNd7G9dzk6DD1E9IeTbm8+Cqw92pifQx9vX8NS1yG7SsI1m",
-	"dYfkiAHTgoecP/ksBx521LYATQ8N5xfPk9rjGTbJRgB+J+LyJQdsLf5S9gedWLEhLb6u1JRkBb8pGRur",
-	"BOg9QawnWOo+SVVRVxjevzYJqwQgls9YBrckC8n6eJMuEpYFhpKlagx/1EbMZZEAC0pQek6YNIjskVDJ",
-	"xxmJ1VD3B75JlVnpymIdC3D1xb6+Cwg1aKyXGRu30JOSVOEx7EWUjCbVW41rn/ogDEk/xO4g1EGE2sVN",
-	"JARsK20BkH78/7z+9W9AoS4SFqbbD6dKC9avv990cr1auxtXlm4Voe5lBepopf7BfHXvKu/5KVTj6xW6",
-	"2uAkMVsKJ7Kf9JNu1fsDHbz+SIePp3+w1EMX8E3DD3oMTkTngtgyZVlzAUMdJqxpDCFgPgjuInFCBpdl",
-	"5phVUwB+xjLSrTMo7mQhzdW0cXUNawoUpIpiVmAooF5gSWxQMvBSWfAUjDnGfnnUIUqkDBLeQuRQ27Lk",
-	"co3YNBlFf/SDuHZPaHM21xggApBIvU6GHqvEUddsFBVzmLQObuff/RHpq0VN4LJm04vqBVf+UBnHnjho",
-	"SI24yzt7te2j97vt9c3vd+8a+LMs76qLR2VnuzRvKUvxxEAR2V6Y3d7CP3Ip+4TF4LcGkJwtp5InaG0u",
-	"Tndbe4TPwdFCSDmBCAaXScKyy4wthN0KodgSalqZtoxlqvySbzaTze44th+Cg/pS/WHSR7fGCzl32J5Q",
-	"JPIkCah9EI6JQNj2/qghzT2vK2l3r13DdFAEr0T1sh5a/6iSH1K8uCZg4rfkJUHWobN9BYIt88ECMA1g",
-	"h9BXsxErazejDx+ARS/7sE6wvDeFl2PpNPdVA/oEBaL+682b3yYMcxIgOBdCO1KVtUY1Zf8J3TOU1mH8",
-	"JLFPuzULk/2pOsmqrpQj0BChSHKV2YvYmLBQN5HnvmwXN1R6aBqDoztpz5FrMCYm3V+6JeNcczr8tHGt",
-	"Vq1yIUD8cbBYecwwq7G2M9SxL3weW86Vj2sV60mqUvUnJ7hg+cGM0jrcml0Sctj/9T8GBDiPm3jhTfHG",
-	"QgYCYobNCOnMpKoLJ+YVNfcFxuRkE/abU37c6pGfauyGmDBKw3fjTpUHAWEYI2YS4oaOeiVhhf5Za8sv",
-	"YPhVXQoTo9FjaT9KTUkV3qkp41Qaz9d7A6Nd5I8nOI9WfJpbyWUlhSrMJFW/h5QpCKhxq+p6WghWCZ6v",
-	"UG0tuOULbgi+ShpW6K26wFqHcFbXfJeqhWj6/fbqGyiZ3sUmzGhEr4Stdk9fLq2oAJocC3GDeQUDe6js",
-	"EMYrjXwdu1EyooqKo+no2eRqcoXpEULxjRxNR99MribfjKIE3EuoKgcfCWChJ2cJK89JwzL4NPWXa7cR",
-	"dLfQZ+2Wwf/ozpL/cbsSdIZBznYblL1PgT6ko4SloMHiJ9cEVFgKDWaYQCQ8u2FI6SbszW4jzNQJZGSn",
-	"TxoxDj5uyp37ACBe8IEK6Y15aTThukGxw1SF2nmtUmJoidYVOqgAdshHSlWgY9WVypxI2NJ/OIZ+RAme",
-	"jQ1QV4wgX937VY2vu+mT2Q9uijfDJA398U5eXAPoHMVDJAdOQmy/RRYT+EU2gWa6ojbMjMEyLLEmGDwH",
-	"FcZYhpG/WdxZlCNMA42+SVVnwB7aq+LKYplcJbbYuc/PnyHk8w5IoUmV0kokjBNtgXBtXgl34kLeetaU",
-	"BM3dCN24eO7WwB0mWeABWlaajpLV6ShJVerzmfBbpS194tYdtGlT3CJCKwPoisy1lUGKXqoCCNesYRlG",
-	"QIkit2jgRUYpX9q9ehhACopUuXXcqZz0dbx6vmwnHBZ1jUAKeNAA1HSKf+DCOFIJtQdXUmHVYWoEfNZk",
-	"7QO+Nt6rMomFGVLliRXVz2yqiFIBTHdi4awCQqF//UnoydGg0p1wxPpeayw18UoAPfd13QTb6RpKikL9",
-	"VHfUsYUnBshloAKYp4Zb4vWsLlVA1RSLsJH5FYgEVfgLr6mqVlCnscmFINYN5OSU3tyBibsr3JrBA/qm",
-	"6RNt504ucbPL9RqspqXEgw/bzynJIdjNcTuxJqjxe1ft2LNvGaUOoxchEi2QzcMxi+uCpgpZnmuDKFYg",
-	"gn6b4PlY+ew5lqkao8hC7LaS1ytrGISbXbSbB1LXarsZCyDqsZc0WizE6uve/pGmbcJ6eDmHqqE9u3r+",
-	"Agrv0c0HDgrFxhybtRySHokDEcT4s6uwYKXGkoXAFl0/E4YGHzeSa9dKn+iaKpRdEyexwSYAh5oiiF+z",
-	"V8SLlwIZiBtQ9ic3ktcQMpEhD3YSPzT7UwGGdffmn5CrOkZb8bVAvfkfvSXF/ZpSVq3bWXAYugf+WYtq",
-	"542NU2/oReHmRDCktx1f6POrK6ogYX3BKPHOohjwFKeNWYW+j6469aHPJY/7g69DRDFwzHD0aW9hQ/iW",
-	"7yZOKnmxN5IhmbQ9oCOp6AAH3jPMbA/TO8NRPPuio4iBv2kA33zRAQSocWB9LULDDdT1w9JoSP7xOMIw",
-	"X3zRYQYU9Gzq9BpT56toMM+//6KD6eKMZ8SUadkQto8o3x9BbPRkL/HuUSJ3+AzUQpLuzRLm8+0Xvgpt",
-	"VO8MrQY+InP0Gob69LW7skjImrAIZO2h6DQo05EWfQEGxGtH7EakWbx1jV+i66VXxehwO0frTGDcwREL",
-	"DgldillXi2eG75woAV9Nma1qUke80iRKI/oo9V+E/QWT3A+Sx3gn7rYDv4ghcgkDf2KYhCpe1tPDr0qJ",
-	"Wkfg9xXB9cEKSxNtKwkafmOrWpnL9yhWfRjcY4i54WvReJg9CElLE5+w37sIJRBukaprDeFRmb7JMGqh",
-	"NCJhGYIYwFeIUYPl1FDgh68BNrp/91/V6j63vwExGTgFiPPQFKU488SHwBOD4Iw0xpF2CEk2D4YNAorQ",
-	"V+Aa7fIbWKf8MCd52TnjxDFiLhHhS3zYE5dBCCaLPcnAAdakMYZj1NrdpGJHulrIGUS22kTiZ2ns6/DU",
-	"PdKKFsRHz9qj2TsAlARDCMKGRPAkD+H2PixpBqHUjdEqrJ/xSqisAgIMlN4Edjd0OltH5vK9O48fgP1h",
-	"IcEDel4bRA58uy1MmywofO2z7svGf9JJT0Ybbewg0hCZSkJtXjSXjF3XBUYjEzPG0GiyVjZjf/osu0hY",
-	"UclbasOn2sAZbcfZGrSC+cKpPZaUyE7EuFK6Vjk023bEpApLIsE2Qs3xuK0CTIlGB1NUbdiGXyPUyFKX",
-	"pd4yaSep8smy7qGdiaCWwAyz5VVhJntbRRiAYDVIFZ6ek2ACGRbD8X9DcKVKFT7LEZoNVGd3pJjVMFtB",
-	"Fj4ml72KtLcr/uVPb1hbFMvIlYWbEghwPDWs2VrsyAKZqlBkfElKS6ArqUoVjh9jm8E5xUuKo6HdjzPs",
-	"mFTGCu4NSKnCk0AFf+A6BowrjA3H3Yy8vtbLjBBhO0kVwf9Rn2BGJ6s8VbIbG80y9wklP7IfqQvUGVba",
-	"2FRhRGzmMQSzCQOIOMOgXk5Ue/+JYeIdzy1h3dLZ3eqqMN4Cjm4pqy0vk7iAMkQBmoQkaF0+rQ3Gg0Qr",
-	"wdZu48mbJbBuGNmbGsS1KQq6madXqcIgHNw7FH6bIBNa1KU74K4NlIYdtw6WmFTh6pkbCdUiOQSkTRnH",
-	"BfRTWvMCDXXkrMCpXDs6kapcKyfVNlg+HrjSnb/E4+bjhDAWiYELBhxYK25TVXFF20sY2PiAKGaInYhj",
-	"xGQA8KsSwUC0QiNSBTWMM33jF6hPwn9Vq9cN9BlN7T+p3PbnkvA93OiHDx8+PCBdIihKjmMEb0O1I0i+",
-	"lSiLB6JvIEXwXLjQcG3XATETGw1GFNrPyVlL6WgpjmcE4eTBaCp+RGQFC87TxsDvJJDuuL+sbW+veiEd",
-	"SeJ0T0yT8LDibtDt6ustp3DSMjxF4SIzlCOolCOu0LISJH9AlIY0mMDmeW9VK/+Wzz7xDmITDCQQA8O2",
-	"kAMCvpLI1AhRMyCRYfoYMTLgF9AIlHvn70hquRgcPG7Lsy972Nv1NfG+Pfv2C1/4voqe2YNVvd2wvuwm",
-	"tYptZtP49Pm8JXeW3LmCQFe4PkpswYTBXqIBkKznYOFDVhVeXIhrqQw6kyhgFjJ4Fo7O8AoFHBmwbjAD",
-	"yokrEAx0k/gAJkowyaLMpAxZ4cw7HEk+plgTlDicWoaeQmDoUUxOT0JN7MJ10ryHfA4iFXj50TUMKsuY",
-	"SqJUwscjU2TJpOXj24s3/dDWb1/VsQscNAaL/2AMP+SlYOwIiIuHTTBOyQ2YEIM2kTcEzXpv8k4ArBi0",
-	"hUSOqbMY4MWAErRi2L8H6FdyG+pZDx7CxBGDAHkdHUkCD/lwyHhBimZWCl5kjJdbp8Qjg/WgVrwofG6j",
-	"owhueRx1cBfDfZbqOlWSlAzjVAp3Typdiglrg3WTo2+zEbyimAIIncHjjzGwPSoIJli/Qbf9fWggEb7R",
-	"h3aEsBP89zWSZ5+tZ+y1gLkNeblAuwcS3AHfgeV8UAoI2EGCVNrVP4IXEp2TldgIbtvhwxIBBIoGd/VM",
-	"m1q0ydsZG+r0pSX9WAJPghm2JV23vPR3kJ3PIvLjEJFb/AhJGAEq9chFngkFmejyvfvnA7IjD2I7RPdC",
-	"WB3lNDS2cZ+1xCvBrjHutTSaJEeeKhIIp40HHp8NrvIXV88wTFTpLdMgSQf5DwxBGCBIdmjgabWKbMCx",
-	"ndX7ktCkCJooQnKnCqo5gKyKP8KcpQa3PKGjk7Y4ZZzlFTcrSgAoBb91007VipfLp4ROiutMoE493PJH",
-	"eCxwyxbjejG81GDzFwTufPahP0DSj7vTJv0PKZrsS1ucgAp0TE6YEN5ON+2p0uP9HWHwD5/M4rU+TmaT",
-	"fn3zL8L2k4TPq20eEmLPZOVBhqvq5QMPU31Y6jeUEQlR7bGrHg1FhDB8OKgzUszbEQ99Y24egSv2G7cr",
-	"qPe1cepVnwnNovXNBx9AypMbHDptwVHkttv4PFB4JLivKy6NKFBWoZf1EhFmGtxPkOzHGUhmHuHNQBYW",
-	"fgWJwVlCOYFYnjjp1itO9uqWuwYIumguFKAsRPlo9Lmps5ixcSlvBdNKGJ/MZbKLVJGZsNQo6fm00iWv",
-	"GDepIqwimoYT/8aiNIK9uPqeoKTmC1Hq7bymjDjFAYLf+iW5SFJlpMqFt5n69BAnYIKF0Mt8hiDOQjKZ",
-	"XYkduat5kSo3+Vm0J2iUxeXOtVOTwVTrtq8zqWUlBNhL3oSsPpDh6gqjL1RBeWRGrwXIl6miXLQkRIUU",
-	"3rZL2XMYM5Lzqtr5Cbdy6Sap+nUjIN2PUbZfK4H0SXMdroVFyBC6c2xRy9KCxJ0qOJ9iG59OtyZg13XU",
-	"QC7pfptLiFu4LKWxcxp+r58aAVfv2UgUUF1PMBJ9OcbakKJmSR+RWYiNOZEgXUPyceV2OcHsOSUuzjag",
-	"rg0IU0+bKlatLf9frBLsk27IS4Wz5ckm/NrLzpTezihey3JZhhSKrySEODaaa/CzOb73EYYZ5AmdU3IH",
-	"C80lkfLL9/jhQ0+I5skCS3L0WUTGPybeZFt+I3yCCkR/xSZHMPkELbCVhr7YEayE4/+Q8EpxZlvulsVR",
-	"G2kdLfpDg0j0h4sZM4i/yqDjjI0hFkhXqYKYqQu0OlFCtruTUMvTPTsJYX6V2JQ8p5EG8z2kfRKGH3o6",
-	"t1IRTEfDTye+Y6gOSnPBFHMPvp+qzEeIQrSSLyGKcXB9RJl38YZXHLLHMWjBao8/DC3UqnQqMy2q98Qu",
-	"KqmuySzmGd8hYaRH5PBIAiB0DPP0Xzwi331wdWz86/B1Xy2ln7P7jC0I3HUyqnw4TJ2zBS8YQpBwxWp1",
-	"o/RWhRAfdAvgsfXlPzsn7szUB5g60dwHxczdduK4Hj0vDNR3iznxngD2cEVExzzOFS95la/krTiYtkfP",
-	"NJoiZdQDUh0qhQA+YQD/g/AVCb5npbcmVfTizIc3A6hN4o+R4wdUMM6JNsTaxhwLHXlAnzB7aixpxoVu",
-	"iIskYA6gNJURF11P2G/82qnaqQpXGvDLsClIw/TjBpWVRjiQNfiS1uxIbv8bgABEHCeak0/xJ/o47kOZ",
-	"bYPMXsxYWAdv6mr8zT0Erhd69tkAnABMsxVrdBeUeycXdRJ5af2buvi0WUN4Bh4vuRlAqKrzDHDuY9z7",
-	"CPb+WQ8K39t7ZHd+ywf4XfeGJJ1C7g+E9dGx9qkRnOVcaSVzXkY3je1fNEej6EZJ09J0z6ywfSmfGH8W",
-	"zkxwiAmewPJeCV7EDI/WlI2xpDRhc1WNCHLRvnH9yerJl1IAj7NdWJFBpvt7H5dscHwiXqmV8GllThXM",
-	"EkzLKuDXVC2lAuMAngRiQtKgnodlkbVy5AvTt8bPr668Qe6C5GBps1R5sJ0VvxVsw43T0JqHOdXlgIg6",
-	"SrUindbn7bgOIXWpMG1YJGkhBQjx8jAub9uqkdm49qFH4uCtLqchZB14rRJbOvTLJoMMwhrErahgFPkK",
-	"rCMXw5hFbuKuxdaQZwSXn6TqxfPv2T4oCEBBRShGEPuQB4iiCF8rVX4XmwDhGJWQl2UYfJR79zLPxcZO",
-	"WZeTlRlUUFiKCnwGbumz7jPZBdquST+mOOftSpdeWiO5rskjk6Vg4A6ZYiZcuaP8rQAFCz6EJ4b1SDIT",
-	"GhgsLeKHAPgfovcBloiHXVNFqkoJcTAeG8rtF3SNcS6/aWOvK/H6//151mw+jdqEb1IF9WcDowMsCDjD",
-	"lA5HAdcwjqWu1nC5pnCMU5X1rGpwefSJWv3i4U9wtz9eOIRZebHPw0lCODtiiz00oe/XIfoU2YuAJuV1",
-	"ZbSTeqHomF1Vur5eZRezVFl9LYCLxvoBRfD2TZc5BuGu51rfgmU+VaHxgN4N63hZQWxwoYXHn+9bkhpI",
-	"U78cSri++4UXh+L/rQbqQeB43lBHRK0SuJtKsJ2wQ2Kxe79/NLFM/N2xQlD3KRHjKXdse+/WtEtyEzIj",
-	"APfRwSTwPYDAxV9KwQmSL6Asxq/gT+5uN98imQAYtnT0Aba2GXlAo15Ixas+TOheOf4hi+9nSbsracMF",
-	"f8hy9gMAKSNxcNuIiMhSMGEQ6NSWAJcG0czastD41Z9ev6HPcbOO1/7yw2/453ypqzmWSfC0/eIxqR6+",
-	"GMOwwjGDJXDL4mMbSQh9HLpHbPj7cm6xwUweLzqQUMAyLx0kGGeMdjxY8gRjixsj4xTE0Z27iKVW1x59",
-	"IcSwdCN9UCpsx/qABGos33kZeF/1BIQNJ1cM2VCzi4RJ5QYDlyNBkFUPaxFBC6/dMjlVwWOKeCEB4BlQ",
-	"+jZPCOEci80pgTDjXlXAb/VGKNT4KAvJSYk7YVNFaAoXBGxCk0KCyX4mPbDAmB+M7alEbUQxDTZQb7RF",
-	"4yiCppjGcuoEGLL3tq2wvnmTKk9HwhO4L8smanzCXh72rKVq7PSmzDfR2jyCa7/ok8PJYOdl8ftwv4Uu",
-	"oJr6l3W/Ud/DiBChuLG/WU5SpsS3lf8tPvAxM30Alkp//1Fa7lWREjpxLTumt3EUJxnXz+bLRyhUfeHA",
-	"HDcsUCI7p/KolturiIJGcfFYXZG/6FsM/gxkhZwBjcdPKrKx3MF4O4wteookA2hE64cgyfyqhMc7iqxb",
-	"8fJ063w5GlaAiupXNFVS5WVdiGLCfoCZ9ciYM8YJAJ3R7NlOCietZ0WNZ6gfEQlbjNjiPfEn6meYP/Uu",
-	"1VnTfshMIWld2rN/6/NSVggsxiT5oBYEuT6W0Tp0VJW7mH6G2q6n008wfT4MNZB4J3i80LS71IBVGNdo",
-	"gQIWoaJzcDGB8kQNYOCZNBP2i7519JPAIO4exvcLr25eoW34XkL4fPNfWH9wfb62IW5wcCcaISf3SPX/",
-	"e9SDhCk4KE7GMfIaMqJKMvr8S1T6rD7scwo8N2dWcd9C+KDe4S1ogV4eZBcfIW6/l8WHS57ffDmWkZzq",
-	"PBV7amwvqPIR8PCON7TrODog/eciEmZne+xGUbUyZDaQpNjyxUcmNzId9lq28hu0sN2XWSu/+SomrVc4",
-	"5cOuuWZpkiY6u2NafTiR5opRHYqWGx/RqaHEnq+I9z8iR1gq94DA+I3vWlXWEWpoLySgl7ed2dKjU2A8",
-	"vFSCMsa+NPNVTF9kwJ9zd1KzaQxw7aTpuFgiPToDEjdHmxlSjvZ7TSFMpXsv7iNkyC+baTQMCW5pM1vp",
-	"CVZEFMaYgETxDp/GmythMJLwK2txL9tpXpB2BWCewoncTokgtC3CToMHcidgr3QFQYepIqxOaVgmi1Jk",
-	"hJbJFVY0RpTbulIA8mcYJd1j6Bg0p2tlU8UrwW7ExkbVFHFQkD7hoyDHkOszd5+zxCMwYTsYQ1lIgMQF",
-	"PM3Mx+dlFwAFjKDyZRGKmiYQHyc87i7WHpj46L336YgGi2EseSl4BSUlW7KLnxCVNJJQ8l/DccFai+RI",
-	"c5O76O2xk/eml76qwNRXe/VodloJhEhwC1Mrbq1QRZTqsUQQK7YHbZCqaOXmCEo/9UOfL+uyzC4IiKEp",
-	"P7niBQtdGMt3aeixBSQAWFfWYnVlKoQAiRmw7Z3wnE9L3AslEKSvpcJ7q0W9chfsC6TzQT/3DSZ/SvZe",
-	"Aol7eAPPhtkHWpkKIEsfQdrdgwDYihKqSXzOiDUhl/ccf4zWQnfyE0bFhqFsdqmNKC4Clp/nI66lUE/h",
-	"UdqebwTUAUE2rSuPlu0Xq3DUFBGrPyHVEJ98GIZmjyJFZXpEK+keKvmwUuuNz60IhDiLS6hIExKDp0zw",
-	"fBXCczyqDABvR1H9i10UX2Os2DiVD4BmcoJT5GwpFS+ZFe/sjGLp1iZjhSj5zlC1FscSjYWYJakoztiU",
-	"ekvpyTBoXdvuuAPKDYye7OapGpNW5LjgE+MT/y+SYEqC6jq+AkKr9IGv7APJHk8ME+pWVlo5YZ7QVHfG",
-	"ijXMhjAp2oYrjXwaEwpoeJu62mgT5QJEoMG6NAAtFJR/WUEwf6rorvSYVXAbPArQrJVy0eAnYBV9EPsA",
-	"Oz3xMpRETCEpDMt+gxSLKTlmiqccarnDVBV7fvWcOYFRq1yQsJ/9rHMqmR/BMDU1WkA80npD1W9M7PrZ",
-	"lJJwQ0kSMmzNZZkqcn0QoDLspZ8OwuzrjY9OWOq6CrheIHG7waUKymj5Ywf2Q0K1oS3ICJXFPTOHZ6jm",
-	"P3x2Q9hpVQBMElcMiIr35nqDOdHNi67Uj/cnUGEb0P5FAek4MKEnJtrCWtmqNlDLXW1qO2UAj5IqrLFE",
-	"ihbEsV1zK28FYv9TFLxBZxEM9/l/f/sNnioOhz1VYGj5I/tF/meCsPn+tDS8IJMKBJG5v0vZhYd8oiEI",
-	"px9A+XBIJ/KaA1ZkwfgIvOwG6GoXzyyc7k0lbqWug/yPx8P/nKpILXCSP+pDWlmpaiQtLSnZl0HXcE+X",
-	"jvygSpQZoYp5KBYP8XSmXqylnWPhLKQn7iSsuRVJ54VUwRturGIbvYEg7DM4IVjxgXD53DG7hvQymC3R",
-	"nlTFp6a567B8UNzM17hC5I7+imhIN/ZqixM2XOtueMxx044ObVEef+yxIAw+PlRY6k1dqWNJPlmbTrDx",
-	"qz//wP7P8xdXF1N/voFoGGa0Vj4DHSbstEsqChGs2FiIorFjIzUayuR5fnXVa7y+F3yxulJ3AaG/+qw9",
-	"/0j0dBBnzC0oKZkZKsgZ1IxmK70Foe351fMvPyJf82M8wFYuZq3CfYnX7TMirVkCsoWNuEynXIn/fgA5",
-	"OWaLjv5wu+otPNKkftGREyoXT1+6FRJFD8pRexoHW/zwiAoAoJjlxC8n8wsJ5A1kxyDAKU3fiHf2bIXv",
-	"q1AGSsBZU72TprqozY6NW7Y8aYKAReIOKKuooYKcR3GZUP9zTBVSKNKf5JKLGRssfXaXgmekPgSdKAL0",
-	"8lwdrhY1FSklM5Yt6uJa2Ll4t+Ig40U1zoIu4jkxwmxugovvXGzhKxZb+Di7wyMqUIZCNAn0PpXFW4Pu",
-	"VqQsCfpE5LX2xYvIxUE2pa4SgB6Mx1KFLLakBMC/O9mMyOX1CVaig3Yfb+m3lVyvm/q1SFEJDxmAtWoE",
-	"P1ZurdyWSRXRpVTF2NCopmA2czA5OIoVAIW9GUmqudPrHRXJ4oCPEMPYDWfBGh5N67BroDXlAjKqwHby",
-	"P1pSkWdMPQswW/lN44VlbWejkxzBOWl1qiI/LOBIdlMXfMhPBhq6z2h3fXgxSBqn4uLymTaIBOI6LHZW",
-	"gJ7oPvSpVK+FKn7B7R/dNVnyp0KsN9oKle/+Knb/hWrSfek6NMivU3PLrdJwUP1r2IEH4qwBBgDXhPL0",
-	"/tfLw40oHKJ3oqiPx1ba4EsLyihwgGMZbZEtqOMAbx9kTigGqGs7DQlIceJSwqBWQPNeQoxLBSsQr62e",
-	"h9xelGcaQjPPtVqWMrfZWRbtyqIvnj//wkMBDNc5+fanLHMMli5ZxLlnLDyKx8A92mLKeJg6EeXH+fBj",
-	"9fy9hiKxTWxWj+xyYkDSRlRriTUVjsCarbSx8+bxqZNDALcsq2o1X3OpCKKCcMZAHS25YtfcilRxc+Pk",
-	"pI2oIOBEWrcJuirwSwXB+U3rTbUIcORwqEiWNb9THEgS5G8gAuAVmrCfoVhoN9hkT3Jxj/0WTf8erZ1N",
-	"N0Olcd9EfrRmTOf4jXP5osdfvugNRNsZC5SgfcCTcPfdRS5ELgsAzDhUyCgmWZ9UzugQMbx83/wxl8U9",
-	"lyFo6MNPP56gDbt1MlTOEamoW7TtSgccRvR1mrq6BQ8emQjMDLVXDwwUO+08ViLgm4ThIIwj7gr82lv8",
-	"0f3eTOGewuyaDn6k6X9pn1U0xQEK7peqWcAzBX+gdS3dRj08h8bewfnymBlEkL1DoSEFWx7RAvQwiHcb",
-	"WX0lMfoj4v3LUm/dc4VQu16xs8fm2eY2eyzDY0UNCs8ImAAPQZKZLJI2Dj+Y89AW6ZGdfDU3qVJFD5Fy",
-	"DMIsitkYk0IHeTqg+0iTqhdXL5I4v0GEWA8SanykvFOSHMF/cfXNAETqKz/bIwEUz5jV7NnVVZPbZBJm",
-	"hHvHYsxLrtdrbvrxTxP68HwAZVMW5tREwD96+PkDwKhv7z85zgwxDH98Hkzum9JwQte6guQ35XbxLjls",
-	"5/zsz6RwRNe155rSljxQHYRS+COCJK13oLnzUzwOSMnf3WAXIudryLXx+TBPQypMQsCGrYy6MUa3ksXp",
-	"BLykz6nBBBiRhh3tGz1e+YfulfBBH0PmDgz064Zdnws2ny0e/zYWD7LmherMEssBgTh32MARYQEln9+d",
-	"nmHsL6j9ANHfxAw7qc3HA0MABsRe4FMUimQ146nyL6DYShWWY//8Sb74dmXmPpHz141QREketnOZBvl1",
-	"nMu4SoPOZYgYgTrh19JYQb5+Un7OTuez0/nf0OlMdzxkr4QvvHUj8RnFc4y9dF/Enuqz1/ixeI2x3lGl",
-	"1fW8kBVW6ckeqV8X6txzdJvqinkW3OSJHfH0HkIR9L9dvvd3gdwavXoCGHs8471vLWHYOgI/n3WCs07w",
-	"Ebb0+PQ8LPUAbcJ4pb+AKnDc/0j3MDgfTyMelxB/c7+e0e7IBrWapRDFAmDaSF7aU0X6tBAW3mu0kDe+",
-	"jFlws0ZB19KwAK/kvs587m7VQnlWqeKbTaVvRdFQcQzcjUOspfJQL67dgurA9acuurV+JLrQptx9naxC",
-	"WqQhVSj7Zy1qx4lDMH8ApetsqmPVzXacdaSHqyNFRRhBSyqKSmD8me6RlZJGr3pselSXpX15lWpTRnpQ",
-	"wlre4rP69EjVp8eK3Ydp+E1lpSMX/2QlyYjqFuZ9zIcSPbjHjvu81mEcp63f39xbfaXaWa5VXgkrIPF7",
-	"1kS2xGP3sGkbbt0qot/Ng5XIwfqVhLfb60p/cfX9d3euMfoT1sQIOHsgLVHUSHvAYwTY2bq9/PYqVA7z",
-	"YIAXQ0PmZXm3+p/36+4PMzoU6NuaeLM1BA2zlKUVFWBvnMPHzqrvo3CH3Z2At1xk0XWI3GQJK+WtYFqJ",
-	"BhizLI9qzBFhvhcH2l9KvfCE1Q2+BPQiFrJxN9pISAGutLYJ44YVul6UEIKL9TcBvGbNxtkffG5/Xmlj",
-	"hGHZpWOHf/gDVj5OWPaeJ4sPGeMlrKXryFzMoHCyj5iBV5Rm2WSSJQwir7553ozPHVWqjv782+8iZOpJ",
-	"ql4idhmprQB8Ld7lZW0klIuPWIe+FVXJN5DpKm9FqqJljm9Dy0VhVhyqmivRbiRVezjPTbcAsu204aiH",
-	"Rnz0Fb/9FyYAdAEUFlyC6EXMD/FV5qU/aqJwk296RxNrdAhpU6gT8HKqVLWGhJ4FZFsgnmPVVZ+EFjeX",
-	"0Zq5g3yBpeYB7gH7n3Y9ERP26xKYfF1VQtkwDKmu3bqTO9nXdafi4tcVVxbmtV87ClTxiDWN7kvvDz18",
-	"HT9oPMXjnDcs2ZnFnh2ej97huefM7CefY0QYaMgn5sfuE7aznv61gVruLlIh/UO9sBEACCTzkD7ckpgO",
-	"6sSXEJp+LzAfvyoRWB1EysM0MHAlYuit2Hm9ZJl7DItDg1iFSEuFmXnxo8XYAW+Srz0yexbkjixVoDAS",
-	"9nnOy7JfNGgqL4dLNGEvbapAxHp2dXUFAzczxj3AIdw5iKiGJFip2AI18V5u7RbYLZW5rzwqblfQyRdP",
-	"n/IdDxvoYen9siaIcg+QPZCK4hYF1n9ZCXFm22e2fQ9s+8zyHhXL+x1wsloWUYNWgxbR1ksWK5wGlLWP",
-	"ZYHvY2mJYmiwzu++qfgV2j27ytf9mx9PUICSYJU909KHQUs9KpcvT+P9laXgBWCUPtzSjNG5+kreyUjd",
-	"QSVo2ngddBWcDuTnnzwWkR5mAH6uxnIBBaj8AYHD4VhtN8Xos1lCT4nSCV0diiE6QEQvK6HE9r5jifZH",
-	"2WgjXcKtxPaL2sygxy8fMHMnkxloMgiTuWUZXikz5/ZcaOihcBBtI+5x5hIfySVm3lGAUX9n1eARqgZ/",
-	"cVoA31MGGAfiBRu9S5i15dwQ9C7kuSm9jfnrxR20BMvNzeGokTfwxEnhIlg04ORwEdfya3wFwjD6mtRb",
-	"9VEBKL1hF8bIayXEXZu7z+gLtwYH8dXA/HaOtzjHW/zvST+23uTcBFWgraLAuAqJAVrHMNeQtN1LOAUM",
-	"VtpSsDEELzxv1c++IGA4gIwdX7kHXlxdXV2AHZhC/Cep+iEg5mCNA5jqtB0unbC91LExwKF5WnYRPeEm",
-	"nLExp3rfVYR8AmvaQtnRVaoAKA0W1jXjHjkWIgBrmuEOJanq3ZaLCctycKYX88Uu64cpT2AAGWxgNhwB",
-	"4MjjPakxrumv4/OHSQ3Qe6gGwM1Nck52PpP7R+3dj8jJWRV5iPnHLbbxSNDwiiLCwAOe5iPnUXRYaF6d",
-	"Khf060KXecnl+qkS7+y9VQYp9VYY+1TVbmgAvRlNCMujEwun8uRlyVyHwGyxKKJn7SQHhAwCDAIACCfN",
-	"lHa3IGEwJS9pYKIgVolkY9CvojchJ2a+qfR1JYzJLmaxBqKEcOtvbmRZIiordVfy/AaHSkDa+lZUE/ZD",
-	"FBAID/ooxWtho5G4HnpFADfsv4l3NkgB96iEHVLA/AJS/b4X+7v6N5Kwcg7IMX7BoQav9DKP09PPyto5",
-	"BODfLXLvcfAOoCbomuyQX+QjeyoKXGa4yaczj/cg9ew52AfIiq+uCy4KX3GTdKqmTJcsZkxaVgpOhW1T",
-	"lSF7QP1KL8koRPPglsLFpE2Y0e5deDzkevcDYrtevzahDYr+mUw+LN+M25wnhoFaryMH7sN17oNQ8Tgo",
-	"E949xvECgyF/b6H369oF69YQFs7XvsznO3w2VDymi3sc/wbv5z0bnY/HhLiLFweDcJuv9qWMl2wpRVmw",
-	"UiwtlOglaWPGsjS4wtLRlKWjdJSxvBS8Qkut/3HWETQqsSl5HgqgGTthr8SyBn1PMd6oqIhXT9oqLhqa",
-	"g0hgvAg1P7Bir9d1t7ouC7bmNyIwHaiPlKqlrpwsJMplwhAxrdwh/6l0fb2iSElUVX1fu7wU2UWfsPP3",
-	"TXH/tmXs5IvXqD+mynLD8hVX1+fajWeh6/5o91cxNhN1gQMVkYCz9flsff48FgSgmySnPzHoAU7I0Zs0",
-	"bMyJBsRC7yrNHzMroHX6fkNOu+JFf+bbYbsxSQa8NHvu7YZ+JKlqX9xxnwRxsQd7i95pMj1vuUmVWdWW",
-	"FXqrgh/b28UzNo5N5O0k/oswAiVEYdoNk027sXYj/4QnZyzDXc9SFWrCrkPnZP51fbf6Y3oLxbNnmA7o",
-	"ljBV8DBUkwOwvmthDcQT+PI50GutiGmHPkgwc32kyjv8yZYZlrEZJ4uG2UnWpyG00/O3UplBm/zXNxO5",
-	"tSPzut+ws7p5tqz/ewo0fbjfbSLnv0AytkeGgkDkicZjstjzoLcczAg/nYMScXwATPSN5wKRbl5BonEW",
-	"xY1FkWWJDx8DJT4dZakCLdrr+BeuIYOV+dnLXoXcex46vDeJ/OqO/tN50jacol5uQB3cd5iW37IPpE1/",
-	"Nb4TVvSsPD8O5Rmu11l1vrPqHN/8swL9+DJJPMmEGojqqVfMIhdT52Z8vEpKuUgPhJ96x3qo0e20qgRd",
-	"7ErjrCfspSJ3uSMXUrGwPtL0sb4eZHOY89dXhB5WlPCZ+5y5z0dwny6zeSyJej2kdcHzT6avKwDcvHyP",
-	"Hzolb3oIATz2xIRiny24KbsSO7YVlYCKEAlEFGFFZnw8VfDXtFXjAbSsxMM0ayOYtFhRAhJicyFv+3Eb",
-	"/yLsGxjOvVJF7GGILsKvD6Y4sQ1DYrL45DLE5zLDj8mCtF9TODoNkal5zXfMEDzYg68wDAHsRGmAZuzP",
-	"p0sp0K6ORkFelp+9pnDSRxZl0V7wJ226F7DZCT+ecoQDzT21Wvt3L3qqs+/T9LpS5iAVLzlC8UFpHdNK",
-	"1fN48gnjgLnMKsBltmZfLoWEbejrPulvXR2Eii90Xq/dG2di9bgCyQcTcutKNbua+JIHeJ2OxEPBYfy8",
-	"BcOhzcv37p9j9QDdUb3vq/AjLcyx63DW0c538mNUs7pSk75gxPhS3vstPMFCU1cHgLQ6d/Yy5yoX5T3b",
-	"jOIRHbQZuaU0Vm8M45awot5ZtnA7wqvdlDS9ZSmvV5atdSHKqIZXqnAypSgSxllVKwXJfFqXbCmVNCth",
-	"Juwny4QqDMvCw1mCyRwB0n9TiVupa8NW0kAxBkgO8XEAvvxeUVIJcw7lhFK15W7E43oDZRSumLlo8JPd",
-	"xKx2Pc981T5IEFlx41HlUiVUIQqsNOCewFrb0k2t1+cD4z8T1jNh7RLWUNUJaREedJQezKMgq3i04zvs",
-	"Lsx433RD5HSPym11dWM2PBeDov6fIFOrEtd1ySu2lKXw5prwLuCFA5A4gZ8EBDsj/yV8+q9gVq7BLrPl",
-	"BrUHH9fLAIqb1Uaw7DJjC2G3Qii2BHAoM0uV2a0XupQ5K6W6MYHCYIjQL1yWldZrdiPEBqHYMfIa9BDv",
-	"ae6jDE4n+N3P4s+yFPeqhbR6OqSOuEU+qyLd21lKY01z6Fqr9ICsJw0ODQccmzDgR5Lb5Q4mTALWN1br",
-	"n8Srv09jGlLyeZWn0O4ljOjyvaM0B9NVX4m1psxTmMXMU5IoK1WsN3bHjOW7CfsF8aqfsAxMKe6VLFVK",
-	"s1Kra+GInpODpB1OQ21d7X0a8qJfikNiati1VuJBmX+BlpPl15feSjywElTAKgUvTEhm4axFoMGICKTZ",
-	"6LXAslANspMFnN2GnZwJXYfQ4bF+2KTObbEb1b8FyQvprHAhP5biDVl0jtCGQ4ujcyvsU2MrwdftxVnq",
-	"as3taDpaSMUBMrJr0h2ULJ4YttjZcJ4eC8XR1WGicyYjHTICPtkzEbmP1NpXghefSi7uz4rUIjiNMake",
-	"sCUtdLHzkIcxfWBjX9LyGftF/ifVbPIyC6XWFqnarnQpEECyrvii3E2BwfMCUZ04yytuVswIksh0WdDK",
-	"4aYrsYWqjQlBLXG2lu8m7CfrY6bbghn0lFW1mq+5VJlr14l13LpGcjGLf6tqZVjmPk82u9544N/qHvp8",
-	"SkzwJ5LmY/m1RyRGipg+U/B/awq+qSH05RGquV86KCv0Pl/WZZlN0QIFWXxwZVrmKsrad0cTC8bZFVcB",
-	"MLZpCqggyo97v8GuZLNQ9XbL25fy6wYfTwMxdzdSO6oKNPyRyOO/1dZzV6nacImn8ldoUOR1Je0O+OtC",
-	"8EpUL2u7Gk3/8dYxRCg9QNy3rsrRdHTJN/Ly9hmwS2p0jwgLvjbgBpFNnSvHkfCExHEjiCjsMxijgA3X",
-	"RE8IyM8YopIwCHARJgEmyvK6Mpo6gfCUDYZRUGshHKU/pmRTcgWvmlVtC72FwGGrc11Gbfhyxz1t/EKO",
-	"RwzxUPFWgFcpnhfYmPuHQa+gSQlNATF7t1qXuLdMqqjJZkf7m1056eSaWyezwBSw1r+G1KDK6LitjajW",
-	"0hgoK9DfGpWyxKhIzatiSvgcQEwKsRGqECqXbmsoAZUKZ9Zla08wUHK/Eydg7JVM49fuJuGiwAhAevLl",
-	"zafsOi6EnsQ1vCsaMdnbOXvz5ufWrkaFFPpnXApjtDJPmMmF4pXU7tDVym+0e186it7US/DPDTXoBiZu",
-	"hbIMRaPoXfjajD68/fD/BQAA//8=",
+	"7P3tkts2tj8K3wpKz37K6jm03HYc/yetD6e8k3nJmXiSv+2pfBhmixAJSdhNAQoBtqxxuepczbmwcyWn",
+	"sNYCCFKkpLbddvds5UOslki8Y72v33o/yvV6o5VQ1oyu3o82vOJrYUUFf/1YiPVGW6Hy3d/E7q+CF6Jy",
+	"3xfC5JXcWKnV6Gr0klXCVju2lXbF7Eoww9eCXYsd46povpjrYueerCtl4NuFrIxllTAbrYxIlXvaWF0J",
+	"w5S2K6mWTInttN0kdMLd76LCJqVJVSabkc5yrRalzG02YX8TO8N4JZjJ9UYUzGpozeproR4Zthbruagm",
+	"qRolI+mmssIpJiPF12J0FS/A47+J3SgZmXwl1twtwpq/+0mopV2Nrp5dXiajtVT+76fJyO42rgFjK6mW",
+	"ow8fktEr6OwX7h54j91t3B+hMxzNKBlV4vdaVqIYXdmqFnGf/1GJxehq9P970uzaE/zVPPm7a8V19Iuo",
+	"1tIYqdWPPxzobhMem8niYK/iHV9vSv/O46ejxDVlReUa/S/47p9PH3/32z8vH3/32x/+Y9Q3+9fi91oY",
+	"e3BEFT5zbDiHFiF0Q50aUd1we2wpqua5Y51HE6+EOT7vt9xcH+zbcnP9KTPGDrAvwdeHehJ8/emn621d",
+	"HV5Md8FPP1EV3LjHtnOo/skf/+s397/Lx989/u39ZfLsmw+PLSz0+6fJdx/6F/tXXV2bDc/Fn2Up/BC7",
+	"xMqNllWi5FbeCE8Rtv7NhInJcsKyNZdqstllTFcsM1X+hG827u+rVHFsQiqrGWcLXRaiYmu+Y9tKWsGk",
+	"NcyU3KyEYdyw7Am04T79/5/9OZuk6u+aZZNJljClGZ8bXdZWQJMJEEylmdmt57qUOSulumbSuE5KvRVF",
+	"RKo6lxn/Gl7xiFo9vXz2/Bi5+uDfBT7wMr/+UW1q6z7zopBuLXn5S6U3orJSmNHVgpdGJKNN9NX7kdJW",
+	"7O/A20qu16KYMm7ZWhvLXlxesnzFK547vjMZJfFgXzjS2hldMtK1zfUaGheqXo+u/jkqtBKjZDQvdX4t",
+	"8PT9t8itKEa/9R2VZqX+GVprHtRz967r6WV+/cZynEd7dhyWY6Grtfs0KrgVj61ci1HPeP1KfKGJUIeJ",
+	"G2PvpKp8JW965lQK63m/tGJtjlGFV8IYvhSuTeqEVxXf7Q3Mt3tgMB9zwOyq0vWy55a/XQkmC6YXjDPs",
+	"2312F12quX4Hn5DdshU3zBGhKZMW7p+4EdUOvvKvzsVCV+5is7W+Ee6A7tGvbzqn9vlxeSBeHz+RA+vz",
+	"Wpi6tD3HEH8u9hfhr3rL1lztaBoGRh9kIHqPzXfMrqRhOS9LuHtSybU7ic29k8qKpajcYGD5ZiXN62iP",
+	"xvIdk6pZ+WM9dNYlTK7Tc986fb8S+XXP+mw2pcz5vOwlRbVgC0edWe7expWoasXW/FqYCfuzO3VMq3LX",
+	"eozPdW1TBYIpNPfIMPGO55ap2h0q4yj+VleFYWP3EAk2zGrLy8StRqrweVqohMRSXT6ujTu65iJhWjEO",
+	"gykqeSOU2ynuzmWZqrUuRDllWSEsl2Xm3lbM8J1h2xWK3dsVt2zLDTNCKGQbtGJzrUvBlVsyfL2XMCFf",
+	"6aNY1/3XDVdmJcoicbOXlhUaJXnmtmDHxlmzFRmD+3wx6RlW5wjAQKDbJN7LMPjeo6CVqdeDV6aC729B",
+	"5bjNV9TYMUrn2+4dViW4FQUqAvvDGlzySpf9P5hrWZZHh/8Tn4vSwPOW2/oEou7G9wafdfN12lL/piMN",
+	"fWTYXPBKVKhYTZlZ6a3Ca7MSlZiMjtE/2mSYaBhmmJ8fwoE1daJv/xCV2DIn+ToJ7C9/egtjM+54jue1",
+	"hVtdOxaW+Etq4PoUfM2XokjYdiXzFeNNM45fKK0E04uLBIQ9XAQT9F9J6wCiTHuLcxztDGWH9mB/dXcY",
+	"yIDrxl1depqN//H2e7gqpwkbK23srNHuYtmCG7hGTpiEG6R2PUJFMirlWtrj5wqf+pCQ5nr6hWpfhL0r",
+	"lYyAvh09p+6hN8JaqZbmIM3a1NVGm/7fguQf/XqEFkW7GNaqWYSmOz+PuJP97ek71T86ZrdPIdYobn1+",
+	"+Sw03DcYoh97B/YN3E4UsnDyQPmBK+JPnDntlikhCnMVngJdKS+5XDtdCp4AUrF1F0BauGEohJWuZ7wT",
+	"oR02zkBlhj+yFC1BW+mYCfsTz1f00trRbGFY9l+kRXptcgbq5DdPP/xHNmU8VZXY4C3D95wkpMuSb4wo",
+	"UMVzVxxNVZsSFERHH7zu8vRFqgpprFSOmcNCsUo45ZGNsxteygKtCgsuS1FkLB7tD9xyNHgVqSIZk5oQ",
+	"76RxY3LSJWiRXDGx3tgdK6WxpAX6A9BRm3vn2kcnupfup3Druyqzo0iOyOtaFT1UjddWz3ijU3RfJzHa",
+	"OpFkIVVhYE0rkcuNFMoJTyiVL+qypKV2oqpBQcnLkihI0TtBbG/2yAu0Y6dq//Lzm7epmkwmT6DpJ/Sj",
+	"k5RA0qYR8ILldWVAWqvL4gKNjTReadzpWNTuJGQofroRZu3Taqwsy0bWWUg7JG3NdbGbOUXXRKQmkq0X",
+	"QhRznl8femYl3YHZzYSylVeCBoT0+c4efiCmJvvPAOmaeaa4v61AfRum6RnXI8PQwusuuZOinfjPyzIB",
+	"idRda9zVTaVvZCEqVomNriyQEWDEU6ZVLtxDO7DcrnkhmNLQqlfiXEepAhk92ILH0jLhzlY2r4ulsDPx",
+	"bsVrd4uyhPi349rSsOeX36Vq/6mL1r7trQSy9P11AL2VbcraMF1b9xmfjFdk3V4rtzRmI1RBazNll25c",
+	"SuMNa3F6qeyL573D2vBdqXlx6LREJl4nLOjazvrouMi1WzjOmufZlgPdA6VnIyqjVaQGi3cbWQnDxpwV",
+	"QklexoJ81H98evp+DVbXnlH95O7yQpbu0jfPNQKSW8SVLgs2zmLzLbDjjG24sUzagXE5BtLT5Vv3dbxv",
+	"c82rIvSUsEKUwpFlrYSjWXlZF6IY6ELrcuZ06r5+tC5B3zZwJOFk++uCFAh/nIudVgVbCgv0v6q0uy5O",
+	"vwieFXgXj717h6Y/MCR3L/u3YsuvxawQJd/N1n13XZalNHRM5sJuBYmqMWWn68hcW57Tu89OXUPnjjtR",
+	"W3c5cNhjzhbynSjYVqpCb68804/a5JVTfQ2b71Ll3nZ3Zqlh8cmMAY4h19zFlPHSaBqW23535OPRpsq9",
+	"HokrRKuYH5sS72w0wCF6EIS5hsS2l+s/3dfxOQpvRKcWBi//JYDyITda1iWv4MybixOJQDMWeG1/LH/n",
+	"6+NjgXcTVshK5FY7xgJrUkp1bRgv5bXovUgdIbLDVdp8qMX+IsrQpWN7bNCf233e16HMA+TO3/bWleye",
+	"+D12t7/L+2vdoWBJWw7qlaRBwjrN0nlQBnPyJ2ghUqspE07sXUhRFqwQC16Xjh/7m2Ac6b7hZS1OEdzg",
+	"7cExGAFk53Qxjto2aI4akODGRgiGS9NrEOpKTmGUL8jtitbEp8lJMlV4++mzy2PWzh5pK7z+x6N9d8Sw",
+	"8OY3zy4vT3w5FtGano+92ye60bvY9SdJcnv7dcpgYunJr/8l/Jd8HXnq8MbvyVbNqI/v+7DU5Q/A/qw/",
+	"lwy25u9wZH988fz4Ies9Is+Pv9WV25rDlXykFDdlnC0rrqyX3NwG9gh2x89bJNvRsL7dH9bHS3phgZ/S",
+	"6T0ymo4YGEhAcguZMGErvQXVCZwrePq5MlunFnNzDUfErsT6swiPKJqQAJcZqzcb0I6Or7yXL5sDceyV",
+	"HrnTv/rtPp2KpVDv13MSjaNNKEOykjuCsEeh/Ka96OzZ5cnynR/Wiz8+/+bb59++SD6nzJcqEvrYS8Xq",
+	"jSM98T3wRggwMGeRGFKXZUb2qFRVNejHTeQCMGrYXt/WtRCbJrhKWsaLwgcVDFPIpycLnjFlTz63IJoq",
+	"lESTTqBZrpVxdEzlFHDR2b8M53doOh8GZbV/bApy/t9CWHvrBC943Ylh+YqrpXAEDkW0UiysY220G+4p",
+	"EM/YWOlGfgOf2cVxke2YsHRb8ejWAtGtZKDbyjy3lXNuJ4p8qlDwcWLAx7Po27HlE9nkJzG0ExnCLZnA",
+	"J5PrT6dlt6UWr3h1/Vrw4uMDWL5kSEns0B5yMs1k0e+MFtzoHnfwz2AUd5RZLpWuUFryfkddFVLxaucv",
+	"NxgHwD0y8/G/7qtipqsZ9Ii+YPdnUBgxqmlm+I1wb23KXdTKptJW57rsdWdGcaUHhs03m0rfiCJhPuAK",
+	"PcE1xBzYPi927FEPLlZqJg7cSkahFTdmXJ/j4VzRToSeerez1+tCEpyPdXZcN/Ffuom5BQaHXcaLtVSZ",
+	"lyIZ/Inv9fAf92M/41mHuIbTIxgs+e33F6Jnlv1hEzy3A36nxmUgvZeeYXyPkmrZb2o4IZyKnBDBhugd",
+	"VLwCFbnliwJHFNv3QyUsQwlhEjP0jpR9kAU3MVjHo7R6WGG+mTlZeWZEX2xHiEWgVXOPoieGK/bq+19C",
+	"RNM4e7LONyCE7pi/hKm6EZVjfAkzAjggBEQpbS+IQoBkdC0UhjZMmarLEj1qYKdF3cbJqI6liYpdK70F",
+	"oVlpJSbsb2Jj3VKvxVpXuwQcb+hIvXKSML0E8m8ljOWVNWBuWuhqqa0Fx92EvWQZTi9j4kYoy3JeOakm",
+	"VU4ytq0cBZwtKU4quH/RYv30khmnoHsveKqsDmGEcO99HAmKfGCY41agUL4STvXUiykzmhzS7pVHXix0",
+	"0vFcsHrjhEnoCiOO7YqTEZ43Q5ykykmfSCzYhi8FBbzQvs15sRRMx5uLIWIUpZcqaO3FJTMdtSAOOXHb",
+	"hRF1GGa8d63d8fJbf+AmuRGFE0JH6aJ1XZ1aYCKBH3Y2VegcQA34ys2NL90G6toaWQj2isuy0nqN3nyl",
+	"iJobaDpV3jmxkqUgFYvP9Y1glxP2xg9nLkqtlt6Ouql0LoyBM5UqvRFKwFFYJ27XYHzG7Tgv/ZYbNMvm",
+	"ulbWoMvYHXu9VZNU7R09rpSuQYPBc4NKAxtzvz4M+0xSlZfaKYO6IhNQcdFRcC4HZV8gl2X582J09c9b",
+	"xdb8lhwK/tJbhUYJf8y30t148vWSvkeXfC14y5Y3GT5ODekfjowTvJidEAUcrklwLvXE/8L4yMDG1W5y",
+	"ykH/2qF5wy69WlUkjx6J0c31WjC+cMuSxeuZHedF4LA/NuZ/+AgkJ+f3bxIRbKLUvOXrp22aw/UR5QLZ",
+	"RAjrbmyk0vZzdFAvVqIsDoUwor2YvH9XcFPhvHgTmShaNrKEZRTRk6oxd8TTiqqqod1gLrxI3DsqFyWG",
+	"/lS9oQnblTYiVUC3xGIhcoth00BYkDgpsP1VAiw8KpAR9hKMqhbSS1L1y8u33/+VGbyzLHPTzlglSsGN",
+	"MGw4LCWsz2xItP91tcMkGXACGAry3bjOlY3J6BUSaWQ+PlajrhQRbPcekxaFTi/HYEgNbCqFVbakq1TV",
+	"ijuW7bbAH9mFWwIStagdNvYCVcdGkU1TxWmh0ID2PvVCVDq6YukoLwWv0tGHjFzYjnO0g0FuF7VKAum+",
+	"45IEso58lsRR7jVpRy0G2hXXOnQv3PUo3tBdtfjoB4L026BkjUGZt1RgPy1Q83jCWUNhg3Vx1NaLn/Um",
+	"CN2W/Da06ZAH9FeQWbViay5LzJwIxAtszhHBguvoRFttI/kFGhMFsstTo9+H9+y1O9a3tE7+CrIT3QiI",
+	"WyNXwZpfO8oRzaE2jvkxvuSyRxWkY93eHCfhjrpdZnDFMghhlGQFDtIDNRObC6gReKtfTR5Yjzd76rgs",
+	"4HKSzgfXFBwaTrQFCg79OImq13SAzX6UFRjWOdh/47iT47bg/cX+uIv28ddg8NhPA4uRlo2FhOC7Ld9d",
+	"NLyGI6V3jQ0c8Z7tM16W6Gr317PmQvQLD8qpQ9xciwKdpYrx3GmMpSiWYi2UnbZDNgtZDMcZ9EpzA7Yw",
+	"qdAQNbO6f2xB3JTo1iOVhcaDCT6ugV7bUmP56hUwYdr9RpUV8AdZHBOJUbttJ8gFtxq2Mm1ErVjpQl49",
+	"F0sn6XuB5CjDREMWDjyeH618PPLfhg/JRzGqw+fopbnuRKdYHR+iONiNEAgYJVsePkm9qa8JGhGeBjgC",
+	"dIhljecmY7kuBNtoqazpPRxHj16k+PQfwmQvNxI88ra5UiDegds4F04+6c18fLpvpt4/kPrk9PKWCVv7",
+	"k9F7GlrE7iPDqZAPs8wz5iwccB0Mw25FMm+mNhnpJ6nyVqG5m6aZsowrJ5JtZJ6BpShzKjuXGRs7devn",
+	"jVAvf3zs5s6thJhIlBwuWG3wgOWVKISykpdBesZHHhkm1I2stHLUbMJ+lXYFGYhOmOa4b0tBsTvhFWLK",
+	"bJw9fgzz9CHOHc7C3w0GN7uDBDE0jlY1Z+eR8UE546eXz54jYfW8rD90sfHpPD/By+QFxP3R+LjxEAXk",
+	"HvVJ+3nJ60I8NlopYR8/f/xtNkVCtYAsfr/Hk1MkSN9Ry7bvN3iUjHBzAREEmz1uzw9N9h3nv/dOGQ+q",
+	"u4Qkkrnp9t3D4/AJvTkg7lQOp0nGbpMTXB8boQr349GFaAF9HHBs/MLtKqT13oLYb7hdtZOkou1+fvnd",
+	"iyOuNDgeP+K7T/1x9X8fSaXCvg/OZmjBPXDN6fld0CS9dTTJq2l+cHS+qb2hiXd5WZvBmIMDrp8Nb/kg",
+	"YvGmBbrS6wTqLuwo2cdqCbA5zRh759dKiOw6AQWDEwmG1gWrajVbc6mcdqKNZUtuASnEh+EdS+w8LU+z",
+	"ELksDiWDQnYRaCtsLpzETRcs+EtkKfx3k4+21fthzHsEltg16CcPnCWXBkKP9wcCqe80ejJQx6od+g9/",
+	"O2FcFOB4qyWVh0Orsad9pmK1Lhm8i6opMJYlv4mFu+YkHTrsLUylfuik/ZdKrmaHfNRuiN6tzNzTKIqX",
+	"woZ4v5DXBs4K98jyuMu6s9e0W9kVq8kDRzFnUrXE1L7AloyS/k1sMQX1wikQGKAaHwPPKigZGX3kQkn4",
+	"QAPpVcjdVnXCJeiyHtU+uoBXgXBAm/7w7O9HZNprZf5GB7R1mVtX6jAp+oEu0m2VGUjgPp6vjM8dHsJP",
+	"0vTQ+2atbsGMGgp7jBXFzfcOr9LzUvRk9L9U7PWfv2ffPf/2fzlR0D3ECp3XIBfvU2VdtKB19hJyfVpK",
+	"MMXCX1brWckrMMTWytSbja7crq9FIbmPT1kLu9LFTGk7a45wrXhtV7qS/0ILk67msijAZOseXDhReoRR",
+	"DzPI8TX+LzBeB9Pwoi7LJksm/Oj/bm4PnuEZWbDcE04n9Jyeum0e74PJa1qpFb/hsiR8DYyWa3/X9V9E",
+	"xm0acq2c0qxm4XJtK62WM4zodHvop5hrcJigRa7iS9FsiVv/NVe7mbGV4JCeY1Y1KHqzQm9V9E57eL5z",
+	"izgHkCfu1w7+COuEf+1yeA3+4MbIpYp+LLlcN39Curn/o8Fmwt+0jR5vx+d2JJZo0feC27uP+rH6WaGy",
+	"DiTTyfy7GadB8BzHEG4YoRLM5qLU25n3KeAjHMF0nKbAyxnEhfcS2pYw2hFOwI3SNy3MjUY3UClvOlH/",
+	"eoH57yHwIMbGyQEyDRnOJE5vPwz3F5ofFoNjnJuOL7Rec/XYrYk7QFNytOVaWS7JS52XlNsEdllzhKP2",
+	"xEBKOxT6BF/sK3z/eP2j0/K8Kd5TuWupCjbOAHroal5ydZ0BuMrFlM0rrvKVU9EzR/Gy44Y4omE4uIi/",
+	"0UIlSDkHKDPE+PzcAJfd2iZOssRjHy+EkEuFLBp7y6bSy4qv+0h67c7uoHHAvfXIMHoMU0/QuQ2HrVZs",
+	"nI7SEXmR50aoVpJwS/zE4L2+vQN0iV6pHc43JS6J32sOYA7YUifMyY8WJq60dYM7EHMQaVvY/LElwKcS",
+	"Zj3eXtM72sBP6DTS1vhA1B8lJ/SqD25AqDthKBamMXiBDURG13FLMCy5IpCUE7SErl2Bo3M0jCisVbSf",
+	"fveScJb6zvlrwYsB4L9u0MnRtWtCMW4Bfdbv4u0fai7kxvb6Tk6P+AlAh/3BPnGa5553BU5WrawsPcbC",
+	"Ut4IdVJsj3fuH3SgbIWymPMdhQjEQwJXe78pfjiOeaDPuN0YIkRC2q2uMJ2msaz3d3vYJfQoSpw90W8C",
+	"1vCwWjQBYP6HToXpO7/NLydyWTxgx7HPqOH+8WzKARLhzQlIJhC0TtlAHsi+AIbcLe+NGNuD/HO6cj+9",
+	"8ikvA4fioMnTs+yYWMUB7E5KdQJq891vJ3Lilrrpxx8NdnBFP84ZduoCtYIuOvlc2jas5bLrymonFh1z",
+	"Z3XVVhre4KSHLdaBEh5yiIGSRBdxGjl6st9rUZN/4LZHY98ajo1F4rpBV2chFqI6Kf7/VDM5gV7vr4eT",
+	"GU9EzP6be7RJchq4HScuL0r0e9QxbomIweGRuYdOWPphT/iwjyLpTdTotTjxainscft0a7dg5SNfNzXS",
+	"rG8kdPtcFr+8B7b4o277p52CW3mwWylyx53YzdLe2jdMC7y3rgcW78cfunlWv3ex7N1XhyHdQ2t/o1Xt",
+	"CK6eBfQeJXq13+QWZ/qdyJbx2h9ny9Rw/9oEDXp/t3/hdsVoeQzp8qJg8x2IYVQ94bP4Qo74l9q+gO4g",
+	"MY8CSU+YDQsGDCTulPV8OozmEZ9We5+Ogus1sbXHVS2Mozq4gCc00vWudaz9lTCP0/ry8ptcwT8iSwi9",
+	"WBSQzAKO50Wl1+xpEkKQnWJ1nIEP++hw5eL9DktzyLoeL8mRU3zIh3l7h9LnPgS3c3meso5hTsfW5WNY",
+	"R+taBmFwyC5x0O3+7NvbeN2/eXbQ5x7fp6ORHNaWM4KNaINwIH7QUDr2i+M6+rCvP1r4IWrfzta+rbnz",
+	"FCDqpoMjQ3wtlNjeNnW5vaqfsoxxU70jrdXPm7BStzA3/glyqTDUVhqmN/jelGWQL/bYkTiTMQth/6AH",
+	"ZMaKzWxtsn22VkS+un3xd6WNfWRi9B6rCUke4DjY2IdjFUIhsENwiR+DY45Nkfs9+1+91XFbSUhxtDr8",
+	"NLHvbDOAdPT8WTq6mBKibJORRQ90wqPcVdy/qR8Vjgwy0j7So+BFFFTAtGIY0+TWs+SqGTmJ7O3VC8oy",
+	"SvG9K0i72oN9Weotpdy5Z0I1BATaiQBnIB0nwDDlXLEtt/nKW5X3oYGO1jnoPeaNVb0n0DkXildSo23X",
+	"PdeKv/D2bQmpMWAHFqbXWqKVOMEg2LX0f0iOFCJylyk8PHCPB0OfViK/vgWAOASF9QGHc1nO9TtxgFJ8",
+	"KnT2HpHh+arJZgDnJuLC+2wlXRZOHYZoiP6Ako+6TPvoJ/vep75iDUgUm1IKVLnB58lDbSOI3x9TfDpa",
+	"7bFAkQ2VHiQmww55MgaQ/KJ6NwcZXXMVOhgon6YZQSLIoB2B7lcr4rPhE+Spb7xW/daCwUIEVd3AMMwr",
+	"vcXcmlJeQ7YpekZPEK1rEgXDaBNf2AtKZNBF6gG0bIoDRV8296Xvwr6hPn5UC71/Z1tTPFBC5KPXUh9j",
+	"+kPxXPQiHmi/UMjmk7hMg0db6r2VQ57b/iRA70qNB9PM4NDi9suHftSnH/rWZh2TDpvme4cmeDUMEENx",
+	"CKfTT6PkZiOGHJa8st5yCPUceQUB501+CrjrkoC5AB5w9vRFXDSMdjUd/b//9/+Dzt1KNC0CYrA+IT8l",
+	"RFj4ER9bHPPpxWVaa/0p1WXeCFUMbVk3GDHK3Tjdkv3baek9w3bqN1Zs+oNv23mRlGUAqQ0eFhGSnNlC",
+	"Kl4yK94BIz1NjnmrdQk9Hxdg3ll88Dcq3Ng/WKxYsaDECw8e2QOVgxFFA9IcqBseowfxs6kqBqRIy8XJ",
+	"GAQUjdTvgSegS9d+bSybC+ZmjuCWhHUQEoOcVOsewFCmk4NwfAXKfWYLIxtIKwEAMjZ24gKBbV7gOBUg",
+	"evsxYeyprFgzy88wsI8xUfp3hgId4r30lXt8sjuGUU/6o8CHa3BBzNnJyZt6q4YCY1pjw+1l0k7ZtdhY",
+	"rLcQTsXkROsi0Zme+B4n+1JzTp0zXBatEIHbdXUaMIbb6ggWg2qqnn4+BqO0akj9vc1J6Ro3Qn3XRkSg",
+	"IKvgAcKdSxqK0brU4R75ExHWv3UoO/bTaOB9tNjN/XvaiFtafoY2H5zAzy9b1Tx97FUl1+s25tahZG4Y",
+	"3Ec5tiOSewq4QJt0nm7IHQoo/LgluPVND8e13Tu4454d6pyNsyjeuVWO6PhBhk6HzlLXueaOfde7Bt8d",
+	"c6+5xvpF4gBZeTLxPypPYZNDc3pzwHss1cybWCCSjEgaXG/89NvA5E4EEzhVlngZ196C0MYFYK25fZ60",
+	"13/clxZ48X/2bsOn34zPdshPIRikdX+FantUKXBAyEEBEbHpABhHMAxzZ00ugtNsAPpoSng/5GZ1Qvpj",
+	"Jyb2m1K+apm/DjI3xXNLFapSMF0V7lCWgheN6etEy9s9KAs4XPjqtS87IBUEvbh53iJgfdAydUswrc9f",
+	"tjAyC/lD3SAK+SSCprbhbWsaujv6UUy956A3cWl41PchzjIfZZy1kjilYT61bcoybq4zBnpIsOyP4woM",
+	"bUfD579UWAnmIwpothCb9hynn/fanCJHRTfpQMA/VrKvpuRwCTZzVPqlYVaXxX5yfp9Pt3X8D4M2/QXK",
+	"/Psh8Ah33sPM7+Iyro8IBW8hS0E4DuEowbtMqk8BbnLXYEC+AcvoyfKN4Os39XrNq91xMQdaHhqNb+UI",
+	"/7xNwMQh0M84+cdX1O0vWDZAuPupW0PHomEPTfmzATq5CUwbdE9C/c+5oqf2rUK3oQ80zD0zJTYxNDnz",
+	"ibk5kZ0eHIoA7DEXK6l6jFyOv898ef9eHxQ8Yfh2RpUeDyMrl+gM9r4zR6k90h+RCUczh8oN8kJUh0dD",
+	"z1QCLrnRdZWLocSWGym2h9vbsx9Hi7E3np4mB8bTs2j9m00Gy9uC3/SaW6N6IaE4DGIdBYNrl169s3vY",
+	"Gv3Umkvb637/lUPgnjQMwHYD+CrBPyfkHmOmdEfEY+bd0tHepoTvBqjCyieE9Dk7Pn/FZd9u71i8xfoz",
+	"7mtUWkjrcn8zPwE5Abzem9qycfb+Q9YDBrTvWqMk/sH2YlAfI1Th6wZ0oXuOFkW4V2dPt+oTRPtdV+oL",
+	"om9uKr0eiuKvDUR+vrN4avQmVF6rK0VgSrDBEDvU2Y2B2x+gs4bCWuJD+8g0+GSuM4BVj8u9JY4doNLl",
+	"cbAAiHu/PtxYVywj4Cvf6MmKGnmMYiCgFz1XuncvfyBAgp4QVFV8YlzvgYDUk06DGx+ciFNDSMAycUsh",
+	"cBBixOte2VUHaKXl22tVIJOGyaIUF9NUxQjMV03t7Qb50d0wb/Jc6LoKJQITpqtUNQ+uwe/VlFwDLH0P",
+	"INyUuGnVQkuVNB6P52IaAKCvGm6Z67osqAq4kmYFbwe4+Qbic+PkAF0H6NMrsvuQZSgkCCPM3LzSQIeq",
+	"uhQJrEUrhRiraNOrVMEDeTc3qQrA1DjmBo76Kir1Eb4FSE8/ulR5aOVrsbGhdAhuRg+U9VV0A1OVxcWW",
+	"MlYhYGJTv5Cq7bauNhtv0X+UqkJCxOZ+z4hg53XyBtbVnywn/4dT0gJ59ZPsg7EYihm8hTpWV8rTjK7+",
+	"DS3NigqBZ/djEN3PHoTXreGL54wHVBM8NwMVnfurpyRBNOtJP4XcVbf0HmgbgfsBtYlbf5DGPEbaw+qB",
+	"rhefCcDZtdj1J87bSi6Xx+ND3IK9pUcJyb4/UQGTFOgOQqbCY7uXuNCGFPa3EXNr98IebG/cw23sb13O",
+	"ToMPoVghTt+bz4KrD3amJzrL29fw1LXIbtKwjWZ1h+SIAdOCrxNw8lkOPOyobQGaHhrOK8+T2uMZNslG",
+	"qIsngikmB2wt/lL2B51YsSEtvq7UFckKflMyNlYJ0HvCxU8Y7FGSqqKuMCdjbRJWCYCZn7IMbkkWEBbw",
+	"Jl0kLAsMJUvVGP6ojZjJIgEWlKD0nDBpEI4loTqdUxKroVgTfJMqs9KVxeIj4OqLfX0XEGrQWC8zNm5B",
+	"XiWpwmPYCwMaTaq3hNo+9UHsmH5c5EF8ighqjZtICNhW2kIVgfH/9ebnvwOFukhYmG4/Bi4tWL/+ft1J",
+	"0GvtblwOvFU5vJcVqH7RaA/t7UCcRM9PoYRir9DVRpSJ2VI4kf2kn3Sr3h/o4PVHOnw8/YOlHrqAbxt+",
+	"0GNwIjoXxJYrljUXMBTPwkLUEALmIxcvEidkcFlmjlk1VfunLCPdOoOKXBZyk00bDNmwpqpEqihmBYYC",
+	"6gXWMQclAy+VBU/BmGPsl4eKouzXIOHNRQ4FSUsu1wgolFH0Rz/ybveENmdzjQEigGPV62TosUocdc1G",
+	"UTGHSevgdv7DH5G+AuKECGw2vVBscOUP1d7sCV6HfJbbvNONR4z77LbXN79fvWvgz7K8rS4e1Qru0ryF",
+	"LMUjA5V/e7GRe6s1yYXsExaD3xqQjbac6tSgtbk43W3tYVkHRwt5AIT8GFwmCcueZGwu7FYIxRZQiMy0",
+	"ZSxT5U/4ZjPZ7I4DMiKiK65cNOmjW+OFnFtsT6jseZIE1D4Ix0QgbHt/1IBNkNeVtLs3rmE6KIJXonpZ",
+	"D61/VH4RKV5cyDHxW/KScAbR2b4CwZb5YAGYBrBD6KvZiJW1m9GHD8CiF30ANViTnXICsN6d+6pB6oKq",
+	"Xn99+/aXCcNEEgjOhdCOVGWtUV2x/4TuGUrrMH6S2K+6hSaT/ak6yaqulCPQEKFIcpXZi9iYsFDskue+",
+	"1ho3VC/qKka0d9KeI9dgTEy6v3Tr/LnmdPhp41qtWjVegPjjYLFcnGFWY0FupTH2HJMPc658XKtYT1KV",
+	"qj85wQVrRmaUi+PW7AnBvf0f/21AgPNglxfeFG8spI0g0NuU4OlMqroYcF5Rc19gTE42Yb845cetHvmp",
+	"xm6ICSPsBDfuVHnkFoYxYiYhbuioVxJW6PdaW34Bw6/qUpi4hADWY6R8olThnbpinOoZ+iJ9YLSL/PGE",
+	"wdKKT3MruaikUIWZpOrXkOcGATVuVV1Pc8EqwfMVqq0Ft3zODWGOScMKvVUXWKASzuqa71I1F02/315+",
+	"A3Xuu4CSGY3otbDV7vHLhRUV4Mlj9XQwr2BgD9WKwnilkS8+OEpGVAZzdDV6OrmcXGJOi1B8I0dXo28m",
+	"l5NvRlHW9BMoBQgfl33ZEpBohuUCpWEZfLryl2u3EXS30GftlsH/6M6S/7FJjQA5221Q9j4F+pCOEpaC",
+	"BoufXBNQFis0mGHWl/DshiGlm7C3u40wV04gIzt90ohx8HFT7twHSOWAD1T9cMxLowmMDypUpioUPGzV",
+	"f0NLtK7QQQVYUT5SqgIdq65U5kTClv7DMfQjysptbIC6YoTT696vanzdTZ/MfnBTvBkmaeiPd/LiGkDn",
+	"KB4iOXASYvstspjAL7IJNNMVtWGmDJZhgYXc4DkoC8cyjPzN4s6ixG4aaPRNqjoD9nhsFVcWaxsrscXO",
+	"PajCFHG6d0AKTaqUViJhnGgLhGvzSrgTF8AGsqaOa+5G6MbFc7cG7jDJAg/QotJ0lKxOR0mqUp+Eht8q",
+	"bekTt+6gXTUVSSKIOcAbyVxbGeRVpiogp00blmEE1JVyiwZeZJTypd0rYgKkoEiVW8edyklfx6vna63C",
+	"YVFLRL/AgwZItFf4By6MI5VQMHIlFZaKpkbAZ03WPuBr473SoFhNI1WeWFHR06b0K1UtdScWzirASvrX",
+	"H4WeHA0q3QlHgPa1xvogrwXQc1+MT7CdrqEOLBS9dUcdW3hkgFwGKoDJhbglXs/qUgVUTbFyHplfgUhQ",
+	"WcbwmqpqBcU1m1wIYt1ATk7pzR2YuLvCrRk8oK+bPtF27uQSN7tcr8FqWko8+LD9nJIcgt0ctxMLuRq/",
+	"d9WOPf2WUb43ehEi0QLZPByzuJhrqpDluTaIYgUi6LcJno+Vz55jmaoxiizEbiu5XFnDINzsot08kLpW",
+	"281YAAaRvaTRYvVcnzj3R5q2Cevh5RwqYff08tlzqJZINx84KFSIc2zWcshUJQ5EuPBPL8OClRrrTAJb",
+	"dP1MGBp83EggBa9PdE0Vyq6Jk9hgE4BDXSHyYrNXxIsXAhmIG1D2JzeSNxAykSEPdhI/NPtjAYZ19+af",
+	"kKs6RlvxtUC9+Z+9deD9mlIqtNtZcBi6B36vRbXzxsYrb+hF4eZEBKvfOr7QZ5eXVPbD+ipf4p1FMeAx",
+	"ThtTQX0fXXXqQ59LHvcHX4eIYuCY4ejT3sKG8C3fTZxU8nxvJEMyaXtAR/ADAMO9Z5jZHhB7hqN4+kVH",
+	"EaO10wC++aIDCPjwwPpahIYbKMaI9eyQ/ONxhGE+/6LDDND12ZXTa0ydr6LBPPvuiw6mCw6fEVOmZUOs",
+	"RaJ8fwSx0ZO9xLtHidzhM1DASro3S5jPt1/4KrSh2DO0GviIzNEbGOrjN+7KIiFrwiKQtYdK4aBMR1r0",
+	"BRgQl47YjUiz+M01/gRdL70qRofbOVpnAuMOjlhwSOhSTLtaPDN850QJ+OqK2aomdcQrTaI0oo9S/0XY",
+	"V4hMcJA8xjtxux14JYbIJQz8kWESSq9ZTw+/KiVqHYFfV4SxCCssTbStJGj4ja1qZZ68R7Hqw+AeQ8wN",
+	"X4vGw+yRY1qa+IT92oWVgXCLVC01hEdl+jrDqIXSiIRliDwBXyGwENbAQ4Efvgas7/7df12ru9z+Bnlm",
+	"4BQgOEdTSeTME+8DTwyCM9IYR9ohJNncGzYI0E9fgWu0a6ZgcfnDnORl54wTx4i5RAQK8mFPXAYhmCz2",
+	"JAMHLJrGGI5Ra7eTih3pasGdENlqE4mfpLFvwlN3SCtauCw9a49m74AqEwwhiPUSYcrch9t7v6QZxL83",
+	"RquwfsYrobIKsD1QLxXY3dDpbB2ZJ+/defwA7A+rPx7Q89rIf+DbbQERZUHha591X+v/k056MtpoYwfh",
+	"ochUEgoqo7lk7LouMBqZmDGGRpO1shn746fZRcKKSt5QGz7VBs5oO87WoBXMV7vtsaREdiLGldK1yqHZ",
+	"tiMmVVjHCrYRCsXHbRVgSjQ6mKJqwzZ8iVAjC12WesuknaTKJ8u6h3YmwscCM8yWV4WZ7G0VATeC1SBV",
+	"eHpOwnZkWMHI/w3BlSpV+CxHPD1Qnd2RYlbDbAVZ+Jhc9CrS3q74lz+9ZW1RLCNXFm5KIMDx1N56rCK0",
+	"QKYqVIZfkNIS6EqqUoXjx9hmcE7xkuJoaPfjDDsmlbGCewNSqvAkUJUmuI4BmAxjw3E3I6+v9TIjRNhO",
+	"UkWYjdQnmNHJKk/lB8dGs8x9QsmP7EfqAnWGlTY2VRgRm3ngx2zCANfPEMSTDcHhjwwT73huCaCYzu5W",
+	"V4XxFnB0S1lteZnEVa8hCtAkJEHr8nFtMB4kWgm2dhtP3iyBxd7I3tTA5F2hoJt5epUqDMLBvUPhtwky",
+	"oUVduAPu2kBp2HHrYIlJFa6euZZQ4pNDQNoV47iAfkprXqChjpwVOJWloxOpyrVyUm2D5ePRRt35S3yx",
+	"A5wQxiIhmhY4sFbcpqriiraXgMvxAVFMEfASx4jJAOBXJYKBEJNGpAoKT2f62i9Qn4T/ulZvGrw6mtp/",
+	"Uo30zyXhe4zYDx8+fLhHukRQlBzHCN6Gakc4iitRFvdE30CK4LlwoeHargPMKTYajCi0n5OzltLRUhzP",
+	"CMLJvdFU/IjIChacp42B30kg3XF/WdveXslJOpLE6R6ZJuFhxd2g2yXzW07hpGV4isJFpihHUP1NXKFF",
+	"JUj+gCgNaTCBzfPeqlb+LZ994h3EJhhIIAaGbSEHBHwlkakRomZAIsP0MWJkwC+gEajRz9+R1HIxOHjc",
+	"lqdf9rC3i6LifXv67Re+8H1lWLN7q3q7YX3ZTWpVSM2u4tPn85bcWXLnCgJd4foosQUTBnuJBkCynoOF",
+	"D1lVeHEullIZdCZRwCxk8MwdneEVCjgyYN1gBpQTVyAY6DrxAUyUYJJFmUkZssKpdziSfEyxJihxOLUM",
+	"PYXA0KOYnJ6EmtiF66R5j9MdRCrw8qNrGFSWMdWxqYSPR6bIkknLx7cXb/qhrd++rmMXOGgMFv/BGH7I",
+	"S8HYERAXD5tgnJIbMCEGbSJvCU/3zuSdAFgxaAuJHFNnMcCLASVoxbB/99Cv5DbUsx48hIkjBgGnPDqS",
+	"BB7y4ZDxghTNrBS8yBgvt06JRwbrQa14UfjcRkcR3PI46uAuhvss1TJVkpQM41QKd08qXYoJayOsk6Nv",
+	"sxG8opgCCJ3B448xsD0qCCZYv0W3/V1oIBG+0Yd2hLAT/Pc1kqefrWfstYC5DXm5QLsHEtwB34HlvFcK",
+	"CNhBglTa1T+CFxKdk5XYCG7b4cMSAQSKBnf1TJtatMnbGRvq9KUl/VgCT4IZtiVdt7z0t5CdzyLywxCR",
+	"W/wISRgBKvXIRZ4JBZnoyXv3zwdkRx7EdojuhbA6ymlobOM+a4lXgi0x7rU0miRHnioSCK8aDzw+G1zl",
+	"zy+fYpio0lumQZIO8h8YgjBAkOzQwNNqFdmAYzur9yWhSRE0UYTkThWU4ABZFX+EOUsNbnlCRydt8Ypx",
+	"llfcrCgBoBT8xk07VSteLh4TOimuM4E69XDLH+CxwC1bjOv58FKDzV8QuPPZh34PST/uTpv036dosi9t",
+	"cQIq0DE5YUJ4O920p7SS93eEwd9/MovX+jiZTfr1zb8I208SPq+2eUiIPZOVexmuqhf3PEz1fqnfUEYk",
+	"RLXHrno0FBHC8OGgzkgxb0c89I25eQSu2C/crqBI28apV30mNIvWNx98AClPbnDotAVHkdtu4/NA4ZHg",
+	"vq64NKJAWYVe1gtEmGlwP0GyH2cgmXmENwNZWPgVJAZnCeUEYk3ppFtkOtkrNu8aIOiimVCAshDlo9Hn",
+	"pjhmxsalvBFMK2F8MpfJLlJFZsJSo6Tn00oXvGLcpIqwimgaTvwbi9II9vzyO4KSms1FqbezmjLiFAcI",
+	"fuuX5CJJlZEqF95m6tNDnIAJFkIv8xmCOAvJZHYlduSu5kWq3OSn0Z6gURaXO9dOTQZTrdu+zqQWlRBg",
+	"L3kbsvpAhqsrjL5QBeWRGb0WIF+minLRkhAVUnjbLmXPYcxIzqtq5yfcyqWbpOrnjYB0P0bZfq0E0kfN",
+	"dVgKi5AhdOfYvJalBYk7VXA+xTY+nW5NwK7rqIFc0P02TyBu4UkpjZ3R8Hv91Ai4esdGooDqeoKR6Msx",
+	"1oYUNUv6gMxCbMyJBOkako8rt8sJZs8pcXG2AXVtQJh62lSxam35/2CVYJ90Q14qnC1PNuHXXnam9HZK",
+	"8VqWyzKkUHwlIcSx0VyDn83xvY8wzCBP6JySW1honhApf/IeP3zoCdE8WWBJjj6LyPjHxJtsy6+FT1CB",
+	"6K/Y5Agmn6AFttLQ5zuClXD8HxJeKc5sy92yOGojraNFf2gQif5wMWUG8VcZdJyxMcQC6SpVEDN1gVYn",
+	"Ssh2dxIKsLpnJyHMrxKbkuc00mC+h7RPwvBDT+dWKoLpaPjpxHcMJV1pLphi7sH3U5X5CFGIVvJ1XzEO",
+	"ro8o8y7e8IpD9jgGLVjt8YehhVqVTmWmRfWe2Hkl1ZLMYp7xHRJGekQOjyQAQscwT3/lEfnugqtj41+H",
+	"r/tqKf2c3WdsQeCuk1Hl/WHqnM15wRCChCtWq2ultyqE+KBbAI+tr9naOXFnpj7A1Inm3itm7rYTx/Xg",
+	"eWGgvlvMifcEsIcrIjrmca74hFf5St6Ig2l79EyjKVJGPSDVoVII4BMG8D8IX5Hge1Z6a1JFL059eDOA",
+	"2iT+GDl+QAXjnGhDrG3MsdCRB/QJs6fGkmZc6Ia4aIr1ojSVERddT9gvfOlU7VSFKw34ZdgUpGH6cYPK",
+	"SiMcyBp8SWt2JLf/LUAAIo4Tzcmn+BN9HPehzLZBZi+mLKyDN3U1/uYeAtcLPft0AE4AptmKNboNyr2T",
+	"izqJvLT+OEmudn6zhvAMPF5yM4BQVecp4NzHuPcR7P3THhS+3+6Q3fktH+B33RuSdKrv3xPWR8fap0Zw",
+	"lnOllcx5Gd00tn/RHI2iGyVNS9M9s8L2pXxk/Fk4M8EhJngCy3steBEzPFpTNsaS0oTNVTUiyEX7xvUn",
+	"qydfSgE8znZhRQaZ7q99XLLB8Yl4pVbCp5U5VTBLMC2rgF9TtZAKjAN4EogJSYN6HpZF1sqRL0zfGj+7",
+	"vPQGuQuSg6XNUuXBdlb8RrANN05Dax7mVJcDIuoo1Yp0Wp+34zqE1KXCtGGRpIUUIMTLw7i8batGZuPa",
+	"hx6Jg7e6vAoh68BrldjSoV80GWQQ1iBuRAWjyFdgHbkYxixyE3cttoY8Jbj8JFXPn33H9kFBAAoqQjGC",
+	"2Ic8QBRF+Fqp8rvYBAjHqIS8LMPgo9y7l3kuNvaKdTlZmUEFhYWowGfglj7rPpNdoO2a9GOKc96udOml",
+	"NZLrmjwyWQoG7pArzIQrd5S/FaBgwYfwyLAeSWZCA4OlRfwQAP9D9D7AEvGwa6pIVSkhDsZjQ7n9gq4x",
+	"zuUXbeyyEm/+90/TZvNp1CZ8kyqoPxsYHWBBwBmmdDgKuIZxLHS1hst1Bcc4VVnPqgaXR5+o1S8e/gh3",
+	"++OFQ5iVF/s8nCSEsyO22H0T+n4eok+RvQhoUl5XRjupF4qO2VWl6+Uqu5imyuqlAC4a6wcUwds3XeYY",
+	"hLuea30DlvlUhcYDejes45MKYoMLLTz+fN+S1ECa+uVQwvXdL7w4FP9vNVAPAsfzhjoiapXA3VSC7YQd",
+	"Eovd+/2jiWXiF8cKQd2lRIyn3LHtvVvTLslNyIwA3EcHk8D3AAIXfykFJ0i+gLIYv4I/ubvdfItkAmDY",
+	"0tEH2Npm5AGNei4Vr/owoXvl+Pssvp8l7a6kDRf8PsvZ9wCkjMTBbSMiIkvBhEGgU1sCXBpEM2vLQuPX",
+	"f3rzlj7HzTpe++r7X/DP2UJXMyyT4Gn7xUNSPXwxhmGFYwpL4JbFxzaSEPowdI/Y8Pfl3GKDmTxedCCh",
+	"gGVeOkgwzhjteLDkCcYWN0bGKxBHd+4illotPfpCiGHpRvqgVNiO9QEJ1Fi+8zLwvuoJCBtOrhiyoWYX",
+	"CZPKDQYuR4Igqx7WIoIWXrtlcqqCxxTxQgLAM6D0bR4RwjkWm1MCYca9qoDf6o1QqPFRFpKTEnfCporQ",
+	"FC4I2IQmhQST/UR6YIExPxjbU4naiOIq2EC90RaNowiaYhrLqRNgyN7btsL65k2qPB0JT+C+LJqo8Ql7",
+	"edizlqqx05sy30Rr8wiu/aJPDieDnZfF78L9FrqAaupf1v1GfQ8jQoTixv5mOUmZEt9W/rf4wMfM9B5Y",
+	"Kv39R2m5V0VK6MS17JjexlGcZFw/my8foFD1hQNz3LBAieycyqNabq8iChrFxUN1Rb7SNxj8GcgKOQMa",
+	"j59UZGO5hfF2GFv0FEkG0IjW90GS+VkJj3cUWbfi5enW+XI0rAAV1a9oqqTKy7oQxYR9DzPrkTGnjBMA",
+	"OqPZs50UTlrPihrPUD8iErYYscU74k/UzzB/6l2qs6Z9n5lC0rq0Z//W56WsEFiMSfJBLQhyfSyjdeio",
+	"Kncx/Qy1XU+nn2D6vB9qIPFO8HihaXehAaswrtECBSxCRefgYgLliRrAwDNpJuyVvnH0k8Agbh/G94pX",
+	"16/RNnwnIXy++S+sP7g+39gQNzi4E42Qk3uk+v856kHCFBwUJ+MYuYSMqJKMPv8SlT6rD/ucAs/NmVXc",
+	"tRA+qHd4C1qglwfZxUeI2+9l8eEJz6+/HMtITnWeij01thdU+Qh4eMcb2nUcHZD+cxEJs9M9dqOoWhky",
+	"G0hSbPniI5MbmQ57LVv5NVrY7sqslV9/FZPWa5zyYddcszRJE53dMa3en0hzxagORcuNj+jUUGLPV8T7",
+	"b5EjLJV7QGD8xotWlXWEGtoLCejlbWe29OAUGA8vlaCMsS/NfBXTFxnwZ9yd1OwqBrh20nRcLJEenQKJ",
+	"m6HNDClH+72mEKbSvRf3ATLkl800GoYEt7SZrfQEKyIKY0xAoniHT+PNlTAYSfiVtbiX7TQvSLsCME/h",
+	"RG6nRBDaFmGnwQO5E7BXuoKgw1QRVqc0LJNFKTJCy+QKKxojym1dKQD5M4yS7jF0DJrTtbKp4pVg12Jj",
+	"o2qKOChIn/BRkGPI9Zm5z1niEZiwHYyhLCRA4gKeZubj87ILgAJGUPmyCEVNE4iPEx53F2sPTHz03vt0",
+	"RIPFMJa8FLyCkpIt2cVPiEoaSSj5r+G4YK1FcqS5yV309tjJe9MLX1Xgyld79Wh2WgmESHALUyturVBF",
+	"lOqxQBArtgdtkKpo5WYISn/lhz5b1GWZXRAQQ1N+csULFrowlu/S0GMLSACwrqzF6spUCAESM2DbO+E5",
+	"n5a4F0ogSF9LhfdWi3rtLtgXSOeDfu4aTP6U7L0EEvfwBp4Ns/e0MhVAlj6AtLt7AbAVJVST+JwRa0Iu",
+	"7zn+GK2F7uQnjIoNQ9nsUhtRXAQsP89HXEuhnsKDtD1fC6gDgmxaVx4t2y9W4agpIlZ/QqohPnk/DM0e",
+	"RYrK9IhW0j1U8mGl1hufWxEIcRaXUJEmJAZfMcHzVQjP8agyALwdRfXPd1F8jbFi41Q+AJrJCU6Rs4VU",
+	"vGRWvLNTiqVbm4wVouQ7Q9VaHEs0FmKWpKI4Y1PqLaUnw6B1bbvjDig3MHqym6dqTFqR44KPjE/8v0iC",
+	"KQmq6/gKCK3SB76yDyR7PDJMqBtZaeWEeUJT3Rkr1jAbwqRoG6408mlMKKDhbepqo02UCxCBBuvSALRQ",
+	"UP5lBcH8qaK70mNWwW3wKEDTVspFg5+AVfRB7APs9MTLUBIxhaQwLPsFUiyuyDFTPOZQyx2mqtizy2fM",
+	"CYxa5YKE/ewnnVPJ/AiGqanRAuKR1huqfmNi18+mlIQbSpKQYWsuy1SR64MAlWEv/XQQZl9vfHTCQtdV",
+	"wPUCidsNLlVQRssfO7AfEqoNbUFGqCzumRk8QzX/4bMbwk6rAmCSuGJAVLw31xvMiW5edKV+vD+BCtuA",
+	"9i8KSMeBCT0y0RbWyla1gVrualPbKwbwKKnCGkukaEEc25JbeSMQ+5+i4A06i2C4z/7r22/wVHE47KkC",
+	"Q8sf2Sv5nwnC5vvT0vCCTCoQRGb+LmUXHvKJhiCcfgDlwyGdyGsOWJEF4yPwshugq108s3C6N5W4kboO",
+	"8j8eD/9zqiK1wEn+qA9pZaWqkbS0pGRfBl3DPV048oMqUWaEKmahWDzE05l6vpZ2hoWzkJ64k7DmViSd",
+	"F1IFb7ixim30BoKwT+GEYMUHwuVzx2wJ6WUwW6I9qYpPTXPXYfmguJmvcYXIHf0V0ZBu7NUWJ2y41t3w",
+	"mOOmHR3aojz+2GNBGHx8qLDU27pSx5J8sjadYOPXf/6e/a9nzy8vrvz5BqJhmNFa+Qx0mLDTLqkoRLBi",
+	"YyGKxo6N1Ggok+fZ5WWv8fpO8MXqSt0GhP7ys/b8A9HTQZwxt6CkZGaoIGdQM5qt9BaEtmeXz778iHzN",
+	"j/EAW7mYtgr3JV63z4i0ZgnIFjbiMp1yJf77AeTkmC06+sPtqrfwSJP6RUdOqFw8fulWSBQ9KEftaRxs",
+	"8cMDKgCAYpYTv5zMLySQN5AdgwCnNH0j3tmzFb6vQhkoAWdN9Vaa6rw2OzZu2fKkCQIWiTugrKKGCnIe",
+	"xWVC/c8xVUihSH+SSy6mbLD02W0KnpH6EHSiCNDLc3W4WtRUpJRMWTavi6WwM/FuxUHGi2qcBV3Ec2KE",
+	"2dwEF9+52MJXLLbwcXaHB1SgDIVoEuh9Kou3Bt2uSFkS9InIa+2LF5GLg2xKXSUAPRgPpQpZbEkJgH+3",
+	"shmRy+sTrEQH7T7e0m8ruV439WuRohIeMgBr1Qh+rNxauS2TKqJLqYqxoVFNwWzmYHJwFCsACnszklQz",
+	"p9c7KpLFAR8hhrEbzoI1PJrWYddAa8oFZFSB7eS/taQiz5h6FmC28uvGC8vazkYnOYJz0upURX5YwJHs",
+	"pi74kJ8MNHSf0e768GKQNE7FxeUzbRAJxHWY76wAPdF96FOp3ghVvMLtH902WfLHQqw32gqV7/4mdn9F",
+	"NemudB0a5NepueVWaTio/g3swD1x1gADgGtCeXr/4+XhRhQO0TtR1MdDK23wpQVlFDjAsYy2yBbUcYC3",
+	"DzInFAPUtb0KCUhx4lLCoFZA815CjEsFKxCvrZ6F3F6UZxpCM8u1WpQyt9lZFu3Kos+fPfvCQwEM1xn5",
+	"9q9Y5hgsXbKIc09ZeBSPgXu0xZTxMHUiyo/z4Yfq+XsDRWKb2Kwe2eXEgKSNqNYSayocgTVbaWNnzeNX",
+	"Tg4B3LKsqtVszaUiiArCGQN1tOSKLbkVqeLm2slJG1FBwIm0bhN0VeCXCoLzm9abahHgyOFQkSxrfqc4",
+	"kCTI30AEwCs0YT9BsdBusMme5OIe+yWa/h1aO5tuhkrjvo38aM2YzvEb5/JFD7980VuItjMWKEH7gCfh",
+	"7ruLXIhcFgCYcaiQUUyyPqmc0SFi+OR988dMFndchqChDz/+cII27NbJUDlHpKJu0bYrHXAY0ddp6uoG",
+	"PHhkIjBT1F49MFDstPNYiYBvEoaDMI64K/Brb/FH93szhTsKs2s6+IGm/6V9VtEUByi4X6pmAc8U/J7W",
+	"tXQbdf8cGnsH58tjZhBB9g6FhhRseUQL0MMg3m1k9ZXE6I+I9y9LvXXPFULtesXOHptnm9vssQyPFTUo",
+	"PCNgAjwESWaySNo4/GDOQ1ukR3by1dykShU9RMoxCLMoZmNMCh3kqwHdR5pUPb98nsT5DSLEepBQ4yPl",
+	"nZLkCP7zy28GIFJf+9keCaB4yqxmTy8vm9wmkzAj3DsWY15yvV5z049/mtCHZwMom7IwpyYC/tHDzx8A",
+	"Rv3t7pPjzBDD8Mfn3uS+KQ0ndK0rSH5Tbhdvk8N2zs/+TApHdF17riltyT3VQSiFPyJI0noHmjs/xcOA",
+	"lPzVDXYucr6GXBufD/M4pMIkBGzYyqgbY3QrWZxOwEv6nBpMgBFp2NG+0eO1f+hOCR/0MWTuwEC/btj1",
+	"uWDz2eLxb2PxIGteqM4ssRwQiHOHDRwRFlDy+d3pGcb+gtoPEP1NzLCT2nw8MARgQOwFPkWhSFYznir/",
+	"AoqtVGE59s+f5ItvV2buEzl/3ghFlOR+O5dpkF/HuYyrNOhchogRqBO+lMYK8vWT8nN2Op+dzv+GTme6",
+	"4yF7JXzhrRuJzyieYeyl+yL2VJ+9xg/Fa4z1jiqtlrNCVlilJ3ugfl2oc8/Rbaor5llwkyd2xNN7CEXQ",
+	"//bkvb8L5Nbo1RPA2OMZ711rCcPWEfj5rBOcdYKPsKXHp+d+qQdoE8Yr/QVUgeP+R7qHwfl4GvF4AvE3",
+	"d+sZ7Y5sUKtZCFHMAaaN5KU9VaRPC2HhvUYLeevLmAU3axR0LQ0L8Eru68zn7lYtlGeVKr7ZVPpGFA0V",
+	"x8DdOMRaKg/14totqA5cf+qiW+sHogttyt3XySqkRRpShbLfa1E7ThyC+QMoXWdTHatutuOsI91fHSkq",
+	"wghaUlFUAuPPdI+slDR61UPTo7os7curVJsy0oMS1vIWn9WnB6o+PVTsPkzDbyorHbn4JytJRlQ3MO9j",
+	"PpTowT123Oe1DuM4bf3+7t7qK9XOcq3ySlgBid/TJrIlHruHTdtw61YR/W4erEQO1q8kvN1eV/rzy+9e",
+	"3LrG6I9YEyPg7IG0RFEj7QGPEWBn6/by28tQOcyDAV4MDZmX5e3qf96tuz/M6FCgb2vizdYQNMxCllZU",
+	"gL1xDh87q74Pwh12ewLecpFF1yFykyWslDeCaSUaYMyyPKoxR4T5Thxofyn13BNWN/gS0ItYyMbdaCMh",
+	"BbjS2iaMG1boel5CCC7W3wTwmjUbZ3/wuf15pY0RhmVPHDv8wx+w8nHCsvc8mX/IGC9hLV1H5mIKhZN9",
+	"xAy8ojTLJpMsYRB59c2zZnzuqFJ19GffvoiQqSepeonYZaS2AvC1eJeXtZFQLj5iHfpGVCXfQKarvBGp",
+	"ipY5vg0tF4VZcahqrkS7kVTt4Tw33QLIttOGox4a8dFX/PZfmADQBVBYcAmiFzE/xFeZl/6oicJNvukd",
+	"TazRIaRNoU7Ay6lS1RoSehaQbYF4jlVXfRJa3FxGa+YO8gWWmge4B+z/quuJmLCfF8Dk66oSyoZhSLV0",
+	"607uZF/XnYqLLyuuLMxrv3YUqOIRaxrdld4fevg6ftB4isc5b1iyM4s9OzwfvMNzz5nZTz7HiDDQkE/M",
+	"j90nbGc9/WsDtdxepEL6h3phIwAQSOYhfbglMR3UiZ9AaPqdwHz8rERgdRApD9PAwJWIobdi5/WCZe4x",
+	"LA4NYhUiLRVm6sWPFmMHvEm+9sjsWZA7slSBwkjY5zkvy37RoKm8HC7RhL20qQIR6+nl5SUM3EwZ9wCH",
+	"cOcgohqSYKVic9TEe7m1W2C3VOau8qi4XUEnXzx9ync8bKCHpffLmiDKPUD2QCqKWxRY/0UlxJltn9n2",
+	"HbDtM8t7UCzvV8DJallEDVoNWkRbL1iscBpQ1j6WBb6PpSWKocE6v/um4tdo9+wqX3dvfjxBAUqCVfZM",
+	"S+8HLfWoXL48jfdXloIXgFF6f0szRufqK3knI3UHlaCrxuugq+B0ID//5KGI9DAD8HM1lgsoQOUPCBwO",
+	"x2q7KUafzRJ6SpRO6OpQDNEBIvqkEkps7zqWaH+UjTbSJdxKbL+ozQx6/PIBM7cymYEmgzCZW5bhlTIz",
+	"bs+Fhu4LB9E24h5nLvGRXGLqHQUY9XdWDR6gavAXpwXwPWWAcSBesNG7hFlbzgxB70Kem9LbmL9e3EJL",
+	"MIJX+WoQCSL7PSMn0RZxz1TBsnT0e62tKNhmVXEjTDrKphQHoJXAwFUMDuBRmWF3NhKWcyMeS2WEMtLK",
+	"G1EC2rhrHGBiWVWrOG8ZLGSFXEoLxins8JEfzUIjOoYSXkW/iAowLqRbIK3KHRbeiGoDdjH1ppFJAF/j",
+	"ZRnhz0qTKqAPcf0MKIEoVAEgI77s0oT9oo1dVuLN//4pQO16FpSqRV2Wj6FCES58QggZpcB43FC3U6pC",
+	"vMPaK3NhZCHw/YJbPmFDFYDFemN37PcEVgTqzXzbKezLVapqRb482EXww8L6c+tm3cJReBFtO212ApsK",
+	"6Je6tjCyp5PJ08vLfqBdN8lXXJanxRv9fhAj42jkzs+q3IVtBtx4OgoGcNz7g3HcDfrkCKfBnhvUxv7e",
+	"rf706CpylWO3XO2o0I1hYwosYs8uB2ORYCu78VNyXa9HV08Jh4T+SvZhue8yLgnPDtpdzeFK3Y4S1KpI",
+	"3FXx4Iln4e4chPTwgpBCSPItID9+ojvQxo8NAXqcwY2PL8eRcKQ7wvmw3FwfDlB9C0+cxCmwPtHJtNO1",
+	"/AZfAQra16Teqo+Kde2N8DRGLpUQt23uLgmqW4ODUK7g6TuHdp6p6v8cpBPrvdtN/Ca6RQoM4ZQYC34M",
+	"3hVJ251EbsJgpS0FG0Oc5LOWRH9BGLSATj++dA88v7y8vACXM2UTTlL1fQDnQykRpnrVzsxK2F6W+hiQ",
+	"Vz0tu4iecBPOnOY2L3V+DeZ/D7IGa9piRrpKFWCywsK6Ztwjx6IRYU0z3KEkVb3bcjFhWQ5xe8Vsvsv6",
+	"K6IkMIAMNjAbDjZ05PGOLKau6a8TXgiTGqD3UHiIm+vkjKtyJvcPOpAwIidnq+d9hDppsY0HArxbFBHc",
+	"LvA0n6SHosNc8+pUuaBfF3qSl1yuHyvxzt5ZEbJSb4Wxj1XthgYo39GEtitthGfhGKbGy5K5DoHZYv1l",
+	"z9pJDgjJihhvCGiRmilN9l03JS9pICYBFqRmY9CvojdB151tKr2shDHZxTTWQJQQbv3NtSxLBICn7kqe",
+	"X+NQqWaHvhHVhH0f5R7Agz4hYilsNBLXQ68I4Ib9d/HOBingDpWwQwqYX0AqFfx8f1f/ThJWzgGkzi84",
+	"lPtv7I6Kqg2flbVztOG/UZLAw+AdQE0wCqpDfpGP7KkocJnhJp/OPN6D1LMXyzdAVnwhf/Av+eLepFM1",
+	"FUFlMWXSslJwqqGfqgzZA+pXekFGIZqHI9QQmS5twox278LjAVamv/aG6/VrE9qg6J/J5P0KA3Gb88gw",
+	"UOt1FCt2f+MIQah4GJQJ7x7jeIEhZmBvofdL6Abr1hDs3te+zOc7fDZUPKSLexxqD+/nHRudj4efuosX",
+	"x51yi8FCXXyXhRRlwUqxgKgQL21MWZYGV1g6umLpKB1lLC8Fr9BS63+cdgSNSmxKnodaq8ZO2GuxqEHf",
+	"U4w3KiqWxiFtFRcNzUEkMF6E8mLQVNB1t7ouC7bm1yIwHSjFmKqFrpwsJMpFwhCctdwh/6l0vVxRUgaq",
+	"qr6vXV6K7KJP2PnHprh72zJ28qXjcI+qstywfMXV8lwm+ix03R3t/irGZqIucKAiEnC2Pp+tz5/HggB0",
+	"k+T0RwY9wAk5epOGjTnRgFjobaX5Y2YFtE7fbXZLV7zoT7I/bDcmyYCXZs+93dCPJFXtizvukyAu9hD2",
+	"0TtNpuctN6kyq9qyQm9V8GN7u3jGxrGJvI0XdBFGoIQoTLthsmk31m7kn/DklGW461mqQvn5deiczL+u",
+	"71Z/TG+VYdJiZDOY3lMFD0PhWsAFXgprIJ7AV+qDXmtFTDv0QYKZ6yNV3uFPtsywjM04WTTMDi4QDaGN",
+	"BLSVygza5L++mcitHZnX/Yad1c2zZf3fU6DpKzHSJnL+CyRje2QoCESeaDwkiz0PestB8JnTOSgRx3vA",
+	"RN96LhDp5pgmkEVxY61cEQofAyU+HWWpAi3a6/gXriHIWSkAHq6HnXrPQ4f3JpFf3dF/Ok/ahlPUyw2o",
+	"g7sO0/Jb9oG06a/Gd8KKnpXnh6E8w/U6q863Vp3jm39WoB9e0qonmZi2+NgrZpGLqXMzPl4lpbTne8JP",
+	"vWPdMzPQqhJ0sSuNs56wl4rc5Y5cSMXC+kjTx/p6iqjAnL++InS/ooTP3OfMfT6C+3SZzUPBBOghrXOe",
+	"fzJ9XQG295P3+KFTXa+HEMBjj0yTSx8jW9qV2LGtqATkWycQUYT5hvh4quCvq1Y5KdCyEl8RQhvRl5/f",
+	"pxD8Rdi3MJw7pYrYwxBdhF/vCUFEcwgOicmiMYnkXGklc14GNIOCjbO0vrz8JsdNgM/iMX6l8K/sYnIO",
+	"Z3g4FqQEQfH9Fvv0KzwNkal5zXfMEBLp1y2hc2K9hbLJbuY98+lSCrSro1GQl+VnT2tO+siiLNoL/qhN",
+	"9wL0ApWq8dAPnuYeBL2Iqtm8eL5fvaYnzbquWnWAenICOKL+QhW/dt64L12TMA7lHVgFJSCs2ZdLIWEb",
+	"+rpL+ltXB6vSFDqv1+6NM7F6WIHkgwm5daWaXU18daVTYAvw4H9mzALX5pP37p9jpYfdUb3rq/ADLcyx",
+	"63DW0c538mNUs7pSk75gxPhS3vktPMFCU1cHMDs7d/ZJzlUuyju2GcUjOmgzcktprN4Yxi3BUr6zbO52",
+	"hFe7K9L0FqVcrixb60KUUbnQVOFkSlEkCJamIJlP65ItpJJmJcyE/WiZUIVhWXg4SzCZI1QP2lTiRura",
+	"sJU0UPcJkkN8HICv9FuUAksLIJBZqrbcjXhcb6Bi0yUzF02pBjcxq13PU18gGBJEVtx4ANtUCVWIAosa",
+	"uSdEgUBqTPZHAMD4z4T1TFi7hDUUkERahAcdpQfzIMgqHu34DrsLM9433RA53aNyW11dmw3PxaCo/yfI",
+	"1KrEsi55hRiDZK4J70JpEqhZQuAnASzXyH8Jn/4rmJVrsMtsuUHtwcf1Mqj6wWojWPYkY3Nht0IotgAc",
+	"SjNNldmt57qUOSulujaBwmCI0Csuy0rrNbsWYoNVXzDyGvQQ72nuowxOJ/jVz+LPshR3qoW0ejqkjrhF",
+	"Pqsi3dtZSmNNc+haq3SPrCcNDg03BIqJA34guV3uYAY40ZZa/yhe/X0a05CSz6s8hXafwIievHeU5mC6",
+	"6mux1pR5CrOYekoSZaUiyKmxfDdhr7A0xiOWgSnFvZKlSmlWarUMELDSDqehtq72Pg153i/FITE1bKmV",
+	"uFfmX6DlZPn1VT4TD6wExTZLwQsTklk4axFoMCICaTZ6LbACZYPsZAHSv2EnZ0LXIXR4rO83qXNb7Eb1",
+	"b0HyQjorXMiPpXhDFp0jtOHQ4ujcCvvY2ErwdXtxFrpaczu6Gs2l4gAZ2TXpDkoWjwyb72w4Tw+F4ujq",
+	"MNE5k5EOGQGf7JmI3EVq7WvBi08lF3dnRWoRnMaYVA/Ykua62HnIw5g+sLGvnv2UvZL/SeUhvcxCqbVF",
+	"qrYrXQoEkKwrPi93V8DgeYGoTpzlFTcrZgRJZLosaOVw05XYQoHohKCWOFvLdxP2o/Ux023BDIsHVLWa",
+	"rblUmWvXiXXcukZyMY1/q2plWOY+Tza73njgX+oe+nxKTPAnkuZj+bVHJEaKmD5T8H9rCr6pIfTlAaq5",
+	"XzooK/Q+W9RlmV2hBQqy+ODKtMxVlLXvjmZUpcIDxjZNARVE+XHvN9iVbBoK7G95+1J+3eDjq6YeiDRY",
+	"wgNo+AORx3+preeuUrXhEk/lr9CgyOtK2h3w17nglahe1nY1uvrnb44hQpUj4r51VY6uRk/4Rj65eQrs",
+	"khrdI8KCrw24QWRTUtNxJDwhcdwIIgr7DMYoYMM10RMCQgD8CYMAF2ESYKIsryujqRMIT9lgGAW1FsJR",
+	"+mNKNiVX8KpZ1bbQWwgctjrXZdQGcby+Nl6R4xFDPFS8FeBViucFNub+YdAraFJCU0DM3q3WJe4tkypq",
+	"stnR/mZXTjpZcutkFpgClDy1GlKDKqPjtjaiWktjoIJRf2tUNRujIjWviivC5wBiUoiNUIVQuXRbQwmo",
+	"VKO7Llt7goGS+504AWOvOitfupuEiwIjAOlpo420utpdsWWp56GkecJC2W53j3DEZG/n7O3bn1q7GtVs",
+	"6p9xKYzRyjxiJheKV1K7Q1crv9HufekoelMvwT831KAbmLgRyjIUjaJ34Wsz+vDbh/8vAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

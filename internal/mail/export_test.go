@@ -20,3 +20,14 @@ func WALBytes(s *Store) int64 {
 	defer s.wal.mu.Unlock()
 	return s.wal.segBytes + int64(len(s.wal.buf))
 }
+
+// SetSearchPace sets how long the search index waits for quiet and how
+// many letters its tail holds before it indexes anyway; call it before
+// Start.
+func SetSearchPace(s *Store, quiet time.Duration, bound int) {
+	s.search.quiet, s.search.bound = quiet, bound
+}
+
+// SearchTailLen is how many committed letters the search index has not
+// yet taken in.
+func SearchTailLen(s *Store) int { return s.search.tailLen() }

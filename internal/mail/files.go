@@ -132,5 +132,7 @@ func closeAll(hs []*heldFile) error {
 // the store keeps open between appends. A server calls it on shutdown.
 // Later units of work fail; the store's direct file calls stay usable.
 func (s *Store) Close() error {
-	return errors.Join(s.closeLog(), s.files.close())
+	// The search index first: its start-up pass reads teams through the log.
+	searchErr := s.closeSearch()
+	return errors.Join(s.closeLog(), s.files.close(), searchErr)
 }

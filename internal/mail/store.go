@@ -76,6 +76,8 @@ type Store struct {
 	// wal is the write-ahead log every unit of work is committed to
 	// (wal.go).
 	wal wal
+	// search is the index of letters for core.Searcher (search.go).
+	search searchIndex
 	// now is the clock of the racy-signature rule (fileSig.racy); tests
 	// move it forward instead of waiting.
 	now func() time.Time

@@ -128,7 +128,11 @@ type pendingLetter struct {
 // releases the leases of the process that died. Every other method calls
 // it first; calling it again does nothing.
 func (s *Store) Start(ctx context.Context) error {
-	s.units.once.Do(func() { s.units.startErr = s.start(ctx) })
+	s.units.once.Do(func() {
+		if s.units.startErr = s.start(ctx); s.units.startErr == nil {
+			s.openSearch() // search.go: the index catches up in the background
+		}
+	})
 	return s.units.startErr
 }
 
@@ -410,6 +414,7 @@ func (s *Store) DeleteTeam(ctx context.Context, name string) error {
 	// Marked under the team's lock, so every unit of work that found the
 	// team before and waits for the lock sees it gone.
 	e.deleted = true
+	s.forgetSearch(e.st) // its letters leave the search index (search.go)
 	u := &s.units
 	u.mu.Lock()
 	if u.teams[name] == e {
@@ -508,9 +513,15 @@ func (tx *fileTx) Commit(cs *core.ChangeSet) error {
 		return s.commitArchive(tx.ctx, e, cs, seq)
 	}
 	horizon := e.lastSeq
+	key := s.searchKey(e, cs) // read under the team's lock
 	e.mu.Unlock()
 	if err := s.settle(horizon); err != nil {
 		return err
+	}
+	if err == nil && cs.Letter != nil {
+		// Durable now: searches find the letter before its send is
+		// answered (search.go).
+		s.indexSearch(key, cs.Letter)
 	}
 	turns := len(cs.PutTurns) > 0 || len(cs.DeleteTurns) > 0
 	if seq == 0 || !turns && (cs.Letter == nil || e.drained.Load() >= seq) {

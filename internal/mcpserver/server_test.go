@@ -20,7 +20,7 @@ func TestToolsListFitsTheMember(t *testing.T) {
 	e := newEnv(t)
 	common := []string{"check_replies", "list_requests", "mark_read", "read_inbox", "reply_request", "send_message", "team", "wait_for_mail",
 		"create_task", "list_tasks", "claim_task", "complete_task", "release_task",
-		"reserve_paths", "release_reservation", "list_reservations", "check_paths", "ack_letter", "archive_inbox", "read_archive"}
+		"reserve_paths", "release_reservation", "list_reservations", "check_paths", "search_mail", "ack_letter", "archive_inbox", "read_archive"}
 	wantLead := append(slices.Clone(common), "request_shutdown")
 	wantReader := append(slices.Clone(common), "submit_plan")
 	slices.Sort(wantLead)

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store, opts ...Option) {
 	RunUnicode(t, newStore)
 	RunMail(t, newStore)
 	RunArchive(t, newStore, o.reopen)
+	RunSearch(t, newStore)
 	t.Run("MemberWake", func(t *testing.T) { testMemberWake(t, newStore(t)) })
 }
 

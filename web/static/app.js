@@ -23,6 +23,8 @@
   // (mcp_last_seen); badges are checked this often.
   const MCP_SEEN_MS = 60000;
   const MCP_CHECK_MS = 1000;
+  // How many letters a search lists, best first (the API's default).
+  const SEARCH_LIMIT = 20;
 
   const STATUS_ICONS = { idle: '○', running: '▶', stopped: '■', failed: '✖', closed: '⊘' };
   const REQUEST_STATES = {
@@ -54,6 +56,7 @@
     doing: new Map(), // team/member -> what the member's turn is doing, from turn events
     wokenBy: new Map(), // team/member -> the letters that woke its current or last turn
     turns: new Map(), // team/member -> its newest turn documents, newest first
+    searchSeq: 0, // counts searches, so that only the last one's answer is shown
   };
 
   const $ = (id) => document.getElementById(id);
@@ -497,7 +500,10 @@
     if (!name) return;
     const changed = name !== state.selected;
     state.selected = name;
-    if (changed) closeThread();
+    if (changed) {
+      closeThread();
+      clearSearch();
+    }
     $('team-select').value = name;
     if (!changed && state.live) return;
     watch(name);
@@ -877,6 +883,82 @@
     state.thread = null;
     $('thread').hidden = true;
     $('thread-letters').replaceChildren();
+  }
+
+  // ---------- search ----------
+
+  // searchLetters asks for the selected team's letters that match the
+  // box's words (docs/api.md, section L: the server decides what matches)
+  // and lists them best first. A query the server refuses (only
+  // punctuation, an unclosed quote) says why in the summary line.
+  async function searchLetters(ev) {
+    ev.preventDefault();
+    const team = state.selected;
+    const q = $('search-input').value.trim();
+    if (!team || !q) {
+      clearSearch();
+      return;
+    }
+    const seq = ++state.searchSeq;
+    const query = new URLSearchParams({ q, limit: String(SEARCH_LIMIT) });
+    try {
+      const d = await api('GET', '/teams/' + enc(team) + '/search?' + query.toString());
+      if (seq !== state.searchSeq || team !== state.selected) return;
+      renderSearch(team, q, (d && Array.isArray(d.results)) ? d.results : []);
+    } catch (err) {
+      if (seq !== state.searchSeq) return;
+      if (err instanceof ApiError && err.status === 400) {
+        showSearchSummary('refused', 'Not searched: ' + err.detail);
+        $('search-results').replaceChildren();
+        $('search-results').hidden = true;
+        return;
+      }
+      report(err, 'search');
+    }
+  }
+
+  function showSearchSummary(kind, text) {
+    const line = $('search-summary');
+    line.dataset.state = kind;
+    line.textContent = text;
+    line.hidden = false;
+    $('search-clear').hidden = false;
+  }
+
+  // renderSearch lists the results: the letter's id, sender → recipient,
+  // the snippet the server cut around the first match, and a link that
+  // opens the letter's thread in the thread panel.
+  function renderSearch(team, q, results) {
+    showSearchSummary(results.length ? 'found' : 'none', results.length
+      ? results.length + (results.length === 1 ? ' letter matches ' : ' letters match ') + q +
+        (results.length === SEARCH_LIMIT ? ' (the best ' + SEARCH_LIMIT + ')' : '')
+      : 'No letter matches ' + q + '.');
+    $('search-summary').dataset.count = String(results.length);
+    $('search-results').replaceChildren(...results.map((r) => {
+      const m = (r && r.letter) || {};
+      let thread = null;
+      if (typeof m.thread_id === 'string') {
+        thread = el('button', { type: 'button', class: 'letter-thread', data: { thread: m.thread_id }, title: 'Show the thread' },
+          'thread ' + m.thread_id);
+        thread.addEventListener('click', () => showThread(team, m.thread_id));
+      }
+      return el('li', { class: 'search-result', data: { letterId: String(m.id) } },
+        el('div', { class: 'letter-head' },
+          el('span', { class: 'letter-id' }, String(m.id)),
+          el('span', { class: 'search-route' }, String(m.sender) + ' → ' + String(m.recipient)),
+          thread),
+        el('p', { class: 'search-snippet' }, String(r && r.snippet)));
+    }));
+    $('search-results').hidden = results.length === 0;
+  }
+
+  function clearSearch() {
+    state.searchSeq++;
+    $('search-summary').hidden = true;
+    $('search-summary').textContent = '';
+    $('search-results').replaceChildren();
+    $('search-results').hidden = true;
+    $('search-clear').hidden = true;
   }
 
   // ackTag shows what a letter that asked for an acknowledgement got:
@@ -1265,6 +1347,11 @@
     setInterval(expireMCPBadges, MCP_CHECK_MS);
     $('status-close').addEventListener('click', clearStatus);
     $('thread-close').addEventListener('click', closeThread);
+    $('search-form').addEventListener('submit', searchLetters);
+    $('search-clear').addEventListener('click', () => {
+      $('search-input').value = '';
+      clearSearch();
+    });
     $('token-form').addEventListener('submit', (ev) => {
       ev.preventDefault();
       const t = $('token-input').value.trim();

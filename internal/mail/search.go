@@ -1,0 +1,818 @@
+package mail
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/registry"
+	"github.com/blevesearch/bleve/v2/search/query"
+
+	"mailroom/internal/core"
+)
+
+// The file store's search index (core.Searcher, docs/api.md "Search"): a
+// bleve index in <data>/search, beside the teams. The inbox files stay the
+// truth; the index is only ever behind them, never ahead:
+//
+//   - A letter enters the index's tail when its unit of work is durable
+//     (fileTx.Commit, before the send is answered), and a goroutine moves
+//     the tail into the index in batches. A search reads the tail and the
+//     index, so a letter is found as soon as its send is acknowledged, and
+//     the send pays only an append to the tail.
+//   - Indexing yields to sends: the goroutine indexes once no letter was
+//     committed for searchQuiet, or when the tail holds searchTailBound
+//     letters (then one batch, so that the tail's memory and a search's
+//     walk over it stay bounded under a load that never pauses).
+//   - The index holds what is searched (team, sender, recipient, the
+//     body's words and their positions) and no letter: a hit names the
+//     letter by its id, and the letter is read from its inbox
+//     (memberLetters), so the index stores no second copy of the mail.
+//   - At start the index is opened, or made anew when it is missing or
+//     does not open (damaged); then every team's letters are counted in it
+//     against its inboxes and the teams it misses are indexed again from
+//     their inboxes, in the background. Until that pass is done, searches
+//     scan the inboxes instead. Indexing a letter twice replaces it, so the
+//     pass may overlap the tail.
+//   - Documents are keyed by the team's incarnation (teamKey), so a team
+//     deleted and created again under its name never finds the old team's
+//     letters; the old documents are removed in the background.
+
+// searchDir is the index's directory in the data directory.
+const searchDir = "search"
+
+// searchBatch bounds the letters indexed in one bleve batch.
+const searchBatch = 2000
+
+// searchNapMS is how long, in milliseconds, the index's persister waits
+// for batches to gather before it writes them to disk.
+const searchNapMS = 2000
+
+// searchLockWait is how long opening the index waits for another holder
+// of its files.
+const searchLockWait = "1s"
+
+// searchQuiet is how long no letter must have been committed before the
+// tail is indexed: indexing takes CPU that sends arriving meanwhile would
+// otherwise get.
+const searchQuiet = 200 * time.Millisecond
+
+// searchTailBound is how many letters the tail may hold before a batch is
+// indexed even while sends keep arriving: letters of a few hundred bytes
+// each, a few MiB, and a search's walk over all of them takes about 10 ms
+// (BenchmarkSearchTail).
+const searchTailBound = 20000
+
+// Index fields.
+const (
+	fieldTeam      = "team"
+	fieldSender    = "sender"
+	fieldRecipient = "recipient"
+	fieldBody      = "body"
+)
+
+// searchIndex is the store's index and its tail.
+type searchIndex struct {
+	off bool // WithoutSearchIndex: every search scans
+
+	mu sync.Mutex // guards tail and forget
+	// tail is the letters committed and not yet in idx, in commit order.
+	tail []tailLetter
+	// forget is the team keys whose documents are to be removed.
+	forget []string
+	wake   chan struct{}
+	// lastCommit is when the last letter entered the tail (UnixNano).
+	lastCommit atomic.Int64
+	// quiet and bound are searchQuiet and searchTailBound unless a test
+	// set others.
+	quiet time.Duration
+	bound int
+
+	idx   bleve.Index
+	ready atomic.Bool // the start's pass is done: idx holds every letter not in tail
+	stop  chan struct{}
+	// unwritten is the letters of the batches idx has not yet written to
+	// disk, by batch (guarded by mu); batches numbers them.
+	unwritten map[int64][]tailLetter
+	closeOnce sync.Once
+	closeErr  error
+	batches   int64
+	done      chan struct{}
+	// rebuilt is how long the start's pass took and how many letters it
+	// indexed, for the operator's log and the benchmarks.
+	rebuilt   time.Duration
+	reindexed int
+}
+
+type tailLetter struct {
+	key string
+	msg core.Message
+}
+
+// WithoutSearchIndex makes the store keep no search index: every search
+// scans the team's inboxes. It is what a send costs without the index.
+func WithoutSearchIndex() Option { return func(s *Store) { s.search.off = true } }
+
+// teamKey names one incarnation of a team: its name, when it was created
+// and lead's token hash, which a team created again under the name does
+// not share.
+func teamKey(st *core.TeamState) string {
+	var lead string
+	if m := st.Member(core.LeadName); m != nil {
+		lead = m.TokenHash
+	}
+	return st.Name + "/" + strconv.FormatInt(st.CreatedAt.UnixNano(), 36) + "/" + lead
+}
+
+// wordsTokenizer is the bleve tokenizer of bodies: core.WordSpans, so that
+// the index holds exactly the words a query's words are (core.SearchWords,
+// lower case as strings.ToLower makes it).
+const wordsTokenizer = "mailroom_words"
+
+func init() {
+	if err := registry.RegisterTokenizer(wordsTokenizer, func(map[string]any, *registry.Cache) (analysis.Tokenizer, error) {
+		return wordSpanTokenizer{}, nil
+	}); err != nil {
+		panic(err)
+	}
+}
+
+type wordSpanTokenizer struct{}
+
+func (wordSpanTokenizer) Tokenize(input []byte) analysis.TokenStream {
+	spans := core.WordSpans(string(input))
+	out := make(analysis.TokenStream, len(spans))
+	tokens := make([]analysis.Token, len(spans))
+	for i, w := range spans {
+		tokens[i] = analysis.Token{Term: []byte(w.Word), Start: w.Start, End: w.End, Position: i + 1, Type: analysis.AlphaNumeric}
+		out[i] = &tokens[i]
+	}
+	return out
+}
+
+func indexMapping() (*mapping.IndexMappingImpl, error) {
+	im := bleve.NewIndexMapping()
+	if err := im.AddCustomAnalyzer("words", map[string]any{"type": custom.Name, "tokenizer": wordsTokenizer}); err != nil {
+		return nil, err
+	}
+	keyword := func() *mapping.FieldMapping {
+		f := bleve.NewKeywordFieldMapping()
+		f.Store, f.IncludeInAll, f.DocValues = false, false, false
+		return f
+	}
+	body := bleve.NewTextFieldMapping()
+	body.Analyzer = "words"
+	body.Store, body.IncludeInAll, body.DocValues = false, false, false
+	body.IncludeTermVectors = true // phrases need the words' positions
+	dm := bleve.NewDocumentStaticMapping()
+	// No composite _all field: every query names its field.
+	dm.AddSubDocumentMapping("_all", bleve.NewDocumentDisabledMapping())
+	dm.AddFieldMappingsAt(fieldTeam, keyword())
+	dm.AddFieldMappingsAt(fieldSender, keyword())
+	dm.AddFieldMappingsAt(fieldRecipient, keyword())
+	dm.AddFieldMappingsAt(fieldBody, body)
+	im.DefaultMapping = dm
+	im.DefaultAnalyzer = "words"
+	return im, nil
+}
+
+// openSearch opens the index, or makes it anew when it is missing or
+// damaged, and starts the pass that brings it up to the inboxes and the
+// goroutine that indexes the tail. Start calls it once the teams are
+// loaded.
+func (s *Store) openSearch() {
+	x := &s.search
+	if x.off {
+		return
+	}
+	x.wake = make(chan struct{}, 1)
+	if x.quiet == 0 {
+		x.quiet, x.bound = searchQuiet, searchTailBound
+	}
+	x.unwritten = map[int64][]tailLetter{}
+	x.stop = make(chan struct{})
+	x.done = make(chan struct{})
+	dir := filepath.Join(s.dataDir, searchDir)
+	idx, err := bleve.OpenUsing(dir, searchConfig())
+	if err == nil {
+		// An index that opens may still fail to answer (a damaged
+		// segment): asked once, it is made anew if it does not.
+		if _, err = idx.Search(bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), 0, 0, false)); err != nil {
+			_ = idx.Close()
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "timeout") {
+		// Another store of this process holds the index (the server holds
+		// mailroom.lock, so only tests get here): this one scans.
+		s.log.Info("search index held by another store; searches scan the inboxes", "err", err)
+		close(x.done)
+		return
+	}
+	if err != nil {
+		if !errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
+			s.log.Warn("search index does not open; rebuilding it from the inboxes", "err", err)
+		}
+		idx, err = newSearchIndex(dir)
+	}
+	if err != nil {
+		// Searches scan the inboxes; sends are not refused for it.
+		s.log.Error("search index cannot be made; searches scan the inboxes", "err", err)
+		close(x.done)
+		return
+	}
+	x.idx = idx
+	go s.runSearchIndex()
+}
+
+func newSearchIndex(dir string) (bleve.Index, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	m, err := indexMapping()
+	if err != nil {
+		return nil, err
+	}
+	// Made with batches that wait for the disk, so that its mapping is
+	// written before it is used; then opened as every start opens it.
+	idx, err := bleve.NewUsing(dir, m, scorch.Name, scorch.Name, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := idx.Close(); err != nil {
+		return nil, err
+	}
+	return bleve.OpenUsing(dir, searchConfig())
+}
+
+// searchConfig is the index's runtime configuration: a batch is
+// searchable once it is in memory (unsafe_batch: the store's durability
+// is the inboxes', not the index's), and the persister writes what
+// gathered in memory to disk every searchNapMS, so that the index's
+// writes and fsyncs do not compete with the write-ahead log's on every
+// send. What it had not written when the process died is indexed again
+// at the next start (catchUpSearch); Close waits for it (closeSearch).
+func searchConfig() map[string]any {
+	return map[string]any{"unsafe_batch": true, "bolt_timeout": searchLockWait, "scorchPersisterOptions": map[string]any{"PersisterNapTimeMSec": searchNapMS, "PersisterNapUnderNumFiles": 1000}}
+}
+
+// runSearchIndex brings the index up to the inboxes, then indexes the
+// tail whenever it grows, until the store closes.
+func (s *Store) runSearchIndex() {
+	x := &s.search
+	defer close(x.done)
+	began := time.Now()
+	x.reindexed = s.catchUpSearch()
+	x.rebuilt = time.Since(began)
+	x.ready.Store(true)
+	s.log.Info("search index ready", "letters_indexed", x.reindexed, "took", x.rebuilt.Round(time.Millisecond))
+	for {
+		s.indexWhenQuiet()
+		select {
+		case <-x.wake:
+		case <-x.stop:
+			s.flushSearch(true)
+			return
+		}
+	}
+}
+
+// indexWhenQuiet indexes the tail once no letter was committed for
+// x.quiet, one batch at a time, looking again between batches, so that
+// sends that arrive meanwhile find the CPU free after at most one batch;
+// while the tail holds x.bound letters or more it indexes a batch
+// without waiting. It returns when the tail is empty, when a batch
+// failed (tried again at the next letter) or when the store closes.
+func (s *Store) indexWhenQuiet() {
+	x := &s.search
+	for {
+		n := x.tailLen()
+		if n == 0 {
+			s.flushSearch(false) // a deleted team's documents, if any
+			return
+		}
+		if n < x.bound {
+			if idle := time.Since(time.Unix(0, x.lastCommit.Load())); idle < x.quiet {
+				select {
+				case <-time.After(x.quiet - idle):
+				case <-x.wake: // the tail may have reached its bound
+				case <-x.stop:
+					return
+				}
+				continue
+			}
+		}
+		if !s.flushSearch(false) {
+			return
+		}
+	}
+}
+
+func (x *searchIndex) tailLen() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.tail)
+}
+
+// catchUpSearch indexes again, from its inboxes, every team whose letters
+// the index does not all hold; it returns how many letters it indexed.
+func (s *Store) catchUpSearch() int {
+	s.units.mu.RLock()
+	names := make([]string, 0, len(s.units.teams))
+	for name := range s.units.teams {
+		names = append(names, name)
+	}
+	s.units.mu.RUnlock()
+	total := 0
+	for _, name := range names {
+		select {
+		case <-s.search.stop:
+			return total
+		default:
+		}
+		n, err := s.catchUpTeam(name)
+		if err != nil {
+			s.log.Warn("search index: a team could not be indexed; its searches miss letters until the next start", "team", name, "err", err)
+		}
+		total += n
+	}
+	return total
+}
+
+// catchUpTeam indexes team name's letters again when the index does not
+// hold as many of them as its inboxes.
+func (s *Store) catchUpTeam(name string) (int, error) {
+	x := &s.search
+	u, err := s.Begin(context.Background(), name, false)
+	if err != nil {
+		if core.ErrorCode(err) == core.CodeNotFound {
+			return 0, nil // deleted meanwhile
+		}
+		return 0, err
+	}
+	key := teamKey(u.State())
+	var letters []core.Message
+	if u.Damaged() == nil {
+		var inboxes [][]core.Message
+		inboxes, err = teamLetters(u)
+		letters = slices.Concat(inboxes...)
+	}
+	if cerr := u.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	req := bleve.NewSearchRequestOptions(termQuery(fieldTeam, key), 0, 0, false)
+	res, err := x.idx.Search(req)
+	if err != nil {
+		return 0, err
+	}
+	if res.Total == uint64(len(letters)) {
+		return 0, nil
+	}
+	for rest := letters; len(rest) > 0; {
+		n := min(len(rest), searchBatch)
+		batch := make([]tailLetter, 0, n)
+		for _, m := range rest[:n] {
+			batch = append(batch, tailLetter{key, m})
+		}
+		if err := x.index(x.idx, batch, true); err != nil {
+			return 0, err
+		}
+		rest = rest[n:]
+	}
+	return len(letters), nil
+}
+
+// teamLetters is the letters of every member of u's team, by member in
+// the team's order: what the start's pass indexes and a scan searches.
+func teamLetters(u core.Snapshot) ([][]core.Message, error) {
+	members := u.State().Members
+	out := make([][]core.Message, 0, len(members))
+	for _, m := range members {
+		items, err := memberLetters(u, m.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items)
+	}
+	return out, nil
+}
+
+// memberLetters is every letter of member that a search may find, in
+// order: the one list the start's pass, a scan and a hit's lookup read,
+// so that letters kept elsewhere than the inbox are added here once.
+func memberLetters(u core.Snapshot, member string) ([]core.Message, error) {
+	archived, err := u.LoadArchive(member)
+	if err != nil {
+		return nil, err
+	}
+	items, err := u.LoadInbox(member)
+	if err != nil || len(archived) == 0 {
+		return items, err
+	}
+	// The archived letters, then the inbox's: in the order they were
+	// sent (a letter kept in the inbox for the rules may come before an
+	// archived one).
+	all := append(append(make([]core.Message, 0, len(archived)+len(items)), archived...), items...)
+	slices.SortStableFunc(all, func(a, b core.Message) int { return letterNumber(a.ID, member) - letterNumber(b.ID, member) })
+	return all, nil
+}
+
+// docID is the index's document id of letter id of the team with key:
+// the key, a NUL (which neither holds) and the letter's id.
+func docID(key, id string) string { return key + "\x00" + id }
+
+// letterOfDoc is the letter id of a document id of the team with key.
+func letterOfDoc(key, doc string) (string, bool) {
+	return strings.CutPrefix(doc, key+"\x00")
+}
+
+func indexLetter(b *bleve.Batch, key string, m core.Message) error {
+	return b.Index(docID(key, m.ID), map[string]any{
+		fieldTeam: key, fieldSender: m.Sender, fieldRecipient: m.Recipient, fieldBody: m.Body,
+	})
+}
+
+// indexSearch puts a letter whose unit of work is durable into the tail:
+// from now on searches find it. It is all a send pays for the index.
+func (s *Store) indexSearch(key string, m *core.Message) {
+	x := &s.search
+	if x.idx == nil {
+		return
+	}
+	x.lastCommit.Store(time.Now().UnixNano())
+	x.mu.Lock()
+	x.tail = append(x.tail, tailLetter{key, *m})
+	n := len(x.tail)
+	x.mu.Unlock()
+	// The indexer needs waking only when it may be asleep for good (an
+	// empty tail) or must index now; otherwise it is waiting for quiet.
+	if n == 1 || n >= x.bound {
+		select {
+		case x.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// searchKey is the team key of the letter cs commits, "" when it commits
+// none or there is no index; Commit calls it under the team's lock.
+func (s *Store) searchKey(e *teamEntry, cs *core.ChangeSet) string {
+	if cs.Letter == nil || s.search.idx == nil {
+		return ""
+	}
+	return teamKey(e.st)
+}
+
+// forgetSearch schedules the removal of a deleted team's documents.
+func (s *Store) forgetSearch(st *core.TeamState) {
+	x := &s.search
+	if x.idx == nil {
+		return
+	}
+	key := teamKey(st)
+	x.mu.Lock()
+	x.forget = append(x.forget, key)
+	x.mu.Unlock()
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flushSearch moves the oldest batch of the tail into the index (with
+// all, the whole tail, in batches) and removes the documents of deleted
+// teams. It reports whether it indexed what it took. Only the indexing
+// goroutine calls it, so a prefix of the tail it indexed is still the
+// prefix when it drops it.
+func (s *Store) flushSearch(all bool) bool {
+	x := &s.search
+	for {
+		x.mu.Lock()
+		n := min(len(x.tail), searchBatch)
+		batch := x.tail[:n:n]
+		forget := x.forget
+		x.forget = nil
+		x.mu.Unlock()
+		for _, key := range forget {
+			if err := s.removeTeamDocs(key); err != nil {
+				s.log.Warn("search index: a deleted team's letters could not be removed", "err", err)
+			}
+		}
+		if n == 0 {
+			return true
+		}
+		if err := x.index(x.idx, batch, true); err != nil {
+			// Kept in the tail, where searches still find them; tried
+			// again at the next letter.
+			s.log.Warn("search index: letters could not be indexed", "err", err)
+			return false
+		}
+		x.mu.Lock()
+		x.tail = append([]tailLetter(nil), x.tail[n:]...)
+		x.mu.Unlock()
+		if !all {
+			return true
+		}
+	}
+}
+
+func (s *Store) removeTeamDocs(key string) error {
+	idx := s.search.idx
+	for {
+		req := bleve.NewSearchRequestOptions(termQuery(fieldTeam, key), searchBatch, 0, false)
+		res, err := idx.Search(req)
+		if err != nil || len(res.Hits) == 0 {
+			return err
+		}
+		b := idx.NewBatch()
+		for _, h := range res.Hits {
+			b.Delete(h.ID)
+		}
+		if err := idx.Batch(b); err != nil {
+			return err
+		}
+	}
+}
+
+// index indexes letters in one batch of idx. With track, the letters are
+// kept until the index has written them to disk (unwritten), so that
+// closeSearch can write what the persister had not.
+func (x *searchIndex) index(idx bleve.Index, letters []tailLetter, track bool) error {
+	b := idx.NewBatch()
+	for _, t := range letters {
+		if err := indexLetter(b, t.key, t.msg); err != nil {
+			return err
+		}
+	}
+	if track {
+		x.mu.Lock()
+		x.batches++
+		id := x.batches
+		x.unwritten[id] = letters
+		x.mu.Unlock()
+		b.SetPersistedCallback(func(err error) {
+			if err == nil {
+				x.mu.Lock()
+				delete(x.unwritten, id)
+				x.mu.Unlock()
+			}
+		})
+	}
+	return idx.Batch(b)
+}
+
+// closeSearch indexes the tail and closes the index. The letters the
+// persister had not yet written to disk are then written by the index
+// opened again with batches that wait for the disk, so that a clean stop
+// leaves an index the next start need not catch up.
+func (s *Store) closeSearch() error {
+	x := &s.search
+	if x.idx == nil {
+		return nil
+	}
+	x.closeOnce.Do(func() { x.closeErr = s.closeIndex() })
+	return x.closeErr
+}
+
+// closeIndex is closeSearch, once.
+func (s *Store) closeIndex() error {
+	x := &s.search
+	close(x.stop)
+	<-x.done
+	err := x.idx.Close()
+	x.mu.Lock()
+	var rest []tailLetter
+	for _, letters := range x.unwritten {
+		rest = append(rest, letters...)
+	}
+	clear(x.unwritten)
+	x.mu.Unlock()
+	if err != nil || len(rest) == 0 {
+		return err
+	}
+	idx, err := bleve.OpenUsing(filepath.Join(s.dataDir, searchDir), map[string]any{"bolt_timeout": searchLockWait})
+	if err != nil {
+		return err
+	}
+	for len(rest) > 0 {
+		n := min(len(rest), searchBatch)
+		if err := x.index(idx, rest[:n], false); err != nil {
+			_ = idx.Close()
+			return err
+		}
+		rest = rest[n:]
+	}
+	return idx.Close()
+}
+
+func termQuery(field, term string) query.Query {
+	q := bleve.NewTermQuery(term)
+	q.SetField(field)
+	return q
+}
+
+// SearchLetters implements core.Searcher: the tail and the index, or,
+// while the index is not ready (or kept at all), a scan of the team's
+// inboxes.
+func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.Message, error) {
+	e, err := s.entry(ctx, q.Team)
+	if err != nil {
+		return nil, err
+	}
+	x := &s.search
+	if x.idx == nil || !x.ready.Load() {
+		return s.scanSearch(ctx, &q)
+	}
+	e.mu.Lock()
+	key := teamKey(e.st)
+	e.mu.Unlock()
+	// The tail first: a letter that leaves it meanwhile is in the index
+	// by the time the index is asked.
+	x.mu.Lock()
+	tail := x.tail[:len(x.tail):len(x.tail)]
+	x.mu.Unlock()
+	var out []core.Message
+	seen := map[string]bool{}
+	for i := len(tail) - 1; i >= 0 && len(out) < q.Limit; i-- {
+		t := tail[i]
+		if t.key == key && q.Visible(t.msg) && core.MatchLetter(q.Terms, t.msg.Body) > 0 {
+			out = append(out, t.msg)
+			seen[t.msg.ID] = true
+		}
+	}
+	if len(out) == q.Limit {
+		return out, nil
+	}
+	req := bleve.NewSearchRequestOptions(bleveQuery(key, &q), q.Limit+len(seen), 0, false)
+	res, err := x.idx.SearchInContext(ctx, req)
+	if err != nil {
+		s.log.Warn("search index: a search failed; scanning the inboxes", "err", err)
+		return s.scanSearch(ctx, &q)
+	}
+	var ids []string
+	for _, h := range res.Hits {
+		if id, ok := letterOfDoc(key, h.ID); ok && !seen[id] {
+			ids = append(ids, id)
+		}
+	}
+	found, err := s.lettersByID(ctx, q.Team, key, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range found {
+		if len(out) == q.Limit {
+			break
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// lettersByID reads the letters ids of the team with key from their
+// members' letters (memberLetters), in the order of ids, in one view of
+// the team. An id the team no longer holds (its team deleted and made
+// again since the index was asked) is left out.
+func (s *Store) lettersByID(ctx context.Context, team, key string, ids []string) ([]core.Message, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	u, err := s.Begin(ctx, team, false)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = u.Close() }()
+	if teamKey(u.State()) != key {
+		return nil, nil
+	}
+	byMember := map[string][]core.Message{}
+	out := make([]core.Message, 0, len(ids))
+	for _, id := range ids {
+		member, pos, ok := core.ParseLetterID(id)
+		if !ok || u.State().Member(member) == nil {
+			continue
+		}
+		items, ok := byMember[member]
+		if !ok {
+			if items, err = memberLetters(u, member); err != nil {
+				return nil, err
+			}
+			byMember[member] = items
+		}
+		if m, ok := findLetter(items, id, pos); ok {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// findLetter finds letter id among items: at its number's place, where an
+// inbox keeps it, else by a walk.
+func findLetter(items []core.Message, id string, pos int) (core.Message, bool) {
+	if pos <= len(items) && items[pos-1].ID == id {
+		return items[pos-1], true
+	}
+	for _, m := range items {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return core.Message{}, false
+}
+
+// bleveQuery is q in bleve's terms: the team, every term (a word, or its
+// words as a phrase), the viewer's letters, the sender and the recipient.
+func bleveQuery(key string, q *core.SearchQuery) query.Query {
+	all := []query.Query{termQuery(fieldTeam, key)}
+	for _, t := range q.Terms {
+		if len(t.Words) == 1 {
+			all = append(all, termQuery(fieldBody, t.Words[0]))
+		} else {
+			all = append(all, bleve.NewPhraseQuery(t.Words, fieldBody))
+		}
+	}
+	if q.Viewer != "" {
+		all = append(all, bleve.NewDisjunctionQuery(termQuery(fieldSender, q.Viewer), termQuery(fieldRecipient, q.Viewer)))
+	}
+	if q.From != "" {
+		all = append(all, termQuery(fieldSender, q.From))
+	}
+	if q.To != "" {
+		all = append(all, termQuery(fieldRecipient, q.To))
+	}
+	return bleve.NewConjunctionQuery(all...)
+}
+
+// scanSearch searches the team's inboxes one letter at a time
+// (core.ScanLetters).
+func (s *Store) scanSearch(ctx context.Context, q *core.SearchQuery) ([]core.Message, error) {
+	u, err := s.Begin(ctx, q.Team, false)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = u.Close() }()
+	inboxes, err := teamLetters(u)
+	if err != nil {
+		return nil, err
+	}
+	return core.ScanLetters(q, inboxes...), nil
+}
+
+// SearchIndexStats says how the start's pass over the index went: how
+// long it took and how many letters it indexed, and whether it is done.
+func (s *Store) SearchIndexStats() (ready bool, took time.Duration, indexed int) {
+	x := &s.search
+	if !x.ready.Load() {
+		return false, 0, 0
+	}
+	return true, x.rebuilt, x.reindexed
+}
+
+// SearchIndexed waits until the index holds every letter committed so far
+// and is idle: its tail indexed, every batch written to disk and no merge
+// of its segments running. It is for benchmarks, which must not time one
+// store while another's index works. A store without an index returns at
+// once.
+func (s *Store) SearchIndexed(ctx context.Context) error {
+	x := &s.search
+	if x.idx == nil {
+		return nil
+	}
+	for {
+		x.mu.Lock()
+		busy := len(x.tail) > 0 || len(x.unwritten) > 0
+		x.mu.Unlock()
+		if !busy && x.ready.Load() && !merging(x.idx) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-x.done:
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// merging reports whether the index is merging segments (scorch's
+// counters of merges begun and ended differ).
+func merging(idx bleve.Index) bool {
+	st, _ := idx.StatsMap()["index"].(map[string]any)
+	beg, _ := st["TotFileMergeZapBeg"].(uint64)
+	end, _ := st["TotFileMergeZapEnd"].(uint64)
+	return beg != end
+}

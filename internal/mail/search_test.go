@@ -1,0 +1,230 @@
+package mail_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"mailroom/internal/core"
+	"mailroom/internal/mail"
+	"mailroom/internal/storetest"
+)
+
+// waitSearchReady waits for the start's pass over the search index.
+func waitSearchReady(t *testing.T, s *mail.Store) (took time.Duration, indexed int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ready, took, indexed := s.SearchIndexStats()
+		if ready {
+			return took, indexed
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the search index was not ready after 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func searchIDs(t *testing.T, s *mail.Store, q string) []string {
+	t.Helper()
+	terms, err := core.ParseSearch(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.SearchLetters(t.Context(), core.SearchQuery{Team: "idx", Terms: terms, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range got {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+// TestSearchIndexRebuilt: the index is rebuilt from the inboxes when it is
+// missing or damaged, and a store reopened over a sound index indexes
+// nothing again; every time, every letter is found.
+func TestSearchIndexRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *mail.Store {
+		t.Helper()
+		s, err := mail.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	st := storetest.Team("idx", "alice")
+	st.Limits.InboxMessages = 100
+	if err := s.CreateTeam(t.Context(), st); err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	for i := range n {
+		body := fmt.Sprintf("letter %d about walruses", i)
+		if err := core.Update(t.Context(), s, "idx", func(tx core.TeamTx) error {
+			return tx.AppendLetter(core.Message{ID: fmt.Sprintf("alice-%d", i+1), Sender: "lead", Recipient: "alice", Body: body})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSearchReady(t, s)
+	if got := searchIDs(t, s, "walruses"); len(got) != n {
+		t.Fatalf("before restart: %d letters found, want %d", len(got), n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	index := filepath.Join(dir, "search")
+	for _, tc := range []struct {
+		name    string
+		harm    func()
+		indexed int
+	}{
+		{"Sound", func() {}, 0},
+		{"Missing", func() { _ = os.RemoveAll(index) }, n},
+		{"Damaged", func() {
+			_ = filepath.Walk(index, func(path string, info os.FileInfo, err error) error {
+				if err == nil && !info.IsDir() {
+					_ = os.WriteFile(path, []byte("not an index"), 0o600)
+				}
+				return nil
+			})
+		}, n},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.harm()
+			s := open()
+			defer func() { _ = s.Close() }()
+			// Found while the index catches up (the inboxes are scanned)
+			// and after.
+			if got := searchIDs(t, s, "walruses"); len(got) != n {
+				t.Fatalf("while starting: %d letters found, want %d", len(got), n)
+			}
+			_, indexed := waitSearchReady(t, s)
+			if indexed != tc.indexed {
+				t.Errorf("letters indexed at start = %d, want %d", indexed, tc.indexed)
+			}
+			if got := searchIDs(t, s, `"letter 7 about"`); len(got) != 1 || got[0] != "alice-8" {
+				t.Errorf("phrase from the index = %v, want [alice-8]", got)
+			}
+			if got := searchIDs(t, s, "walruses"); len(got) != n {
+				t.Fatalf("from the index: %d letters found, want %d", len(got), n)
+			}
+		})
+	}
+}
+
+// TestSearchIndexYieldsToSends: letters wait in the tail while sends keep
+// coming (no quiet), are found there, and go into the index once the
+// tail reaches its bound, or once the store is quiet; a hit from the index
+// is the letter as its inbox holds it.
+func TestSearchIndexYieldsToSends(t *testing.T) {
+	open := func(t *testing.T, dir string, quiet time.Duration, bound int) *mail.Store {
+		t.Helper()
+		s, err := mail.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mail.SetSearchPace(s, quiet, bound)
+		if err := s.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		waitSearchReady(t, s)
+		st := storetest.Team("idx", "alice")
+		st.Limits.InboxMessages = 100
+		if err := s.CreateTeam(t.Context(), st); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	send := func(t *testing.T, s *mail.Store, from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			body := fmt.Sprintf("letter %d about narwhals", i)
+			if err := core.Update(t.Context(), s, "idx", func(tx core.TeamTx) error {
+				return tx.AppendLetter(core.Message{ID: fmt.Sprintf("alice-%d", i+1), Sender: "lead", Recipient: "alice", Body: body})
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitTail := func(t *testing.T, s *mail.Store, want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for mail.SearchTailLen(s) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("tail = %d letters after 10s, want %d", mail.SearchTailLen(s), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	t.Run("Bound", func(t *testing.T) {
+		dir := t.TempDir()
+		s := open(t, dir, time.Hour, 10) // never quiet: only the bound indexes
+		send(t, s, 0, 9)
+		time.Sleep(300 * time.Millisecond)
+		if got := mail.SearchTailLen(s); got != 9 {
+			t.Fatalf("tail below its bound = %d letters, want 9 (nothing indexed while not quiet)", got)
+		}
+		if got := searchIDs(t, s, "narwhals"); len(got) != 9 {
+			t.Fatalf("found in the tail: %d letters, want 9", len(got))
+		}
+		send(t, s, 9, 10)
+		waitTail(t, s, 0)
+		if got := searchIDs(t, s, "narwhals"); len(got) != 10 {
+			t.Fatalf("found in the index: %d letters, want 10", len(got))
+		}
+		terms, err := core.ParseSearch(`"letter 4 about"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.SearchLetters(t.Context(), core.SearchQuery{Team: "idx", Terms: terms, Limit: 10})
+		want := core.Message{ID: "alice-5", Sender: "lead", Recipient: "alice", Body: "letter 4 about narwhals"}
+		if err != nil || len(got) != 1 || got[0] != want {
+			t.Fatalf("phrase from the index = %+v, %v; want [%+v]", got, err, want)
+		}
+		// Letters left in the tail at close are indexed by Close: the
+		// next start has nothing to catch up.
+		send(t, s, 10, 13)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s2, err := mail.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = s2.Close() }()
+		if err := s2.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, indexed := waitSearchReady(t, s2); indexed != 0 {
+			t.Errorf("letters indexed at the next start = %d, want 0", indexed)
+		}
+		if got := searchIDs(t, s2, "narwhals"); len(got) != 13 {
+			t.Errorf("after the restart: %d letters found, want 13", len(got))
+		}
+	})
+	t.Run("Quiet", func(t *testing.T) {
+		s := open(t, t.TempDir(), 50*time.Millisecond, 1000)
+		defer func() { _ = s.Close() }()
+		send(t, s, 0, 5)
+		waitTail(t, s, 0)
+		if err := s.SearchIndexed(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := searchIDs(t, s, "narwhals"); len(got) != 5 {
+			t.Fatalf("found in the index: %d letters, want 5", len(got))
+		}
+	})
+}
