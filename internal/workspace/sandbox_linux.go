@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -144,6 +145,23 @@ func helperMain(arg string) error {
 	if err := loadSeccomp(); err != nil {
 		return err
 	}
+	// argv[0] is the interpreter's own path: python finds its
+	// installation from it, not from a PATH whose directories the
+	// program's user may not reach. The exec's arguments are made before
+	// any limit, so that nothing after the address-space limit allocates.
+	argv := append([]string{cfg.Python}, cfg.Args...)
+	pathp, err := syscall.BytePtrFromString(cfg.Python)
+	if err != nil {
+		return err
+	}
+	argvp, err := syscall.SlicePtrFromStrings(argv)
+	if err != nil {
+		return err
+	}
+	envp, err := syscall.SlicePtrFromStrings(cfg.Env)
+	if err != nil {
+		return err
+	}
 	// The limits come last: a race-enabled helper (tests) has mapped
 	// more than the address-space limit, and Go may still map memory
 	// while it builds the ruleset.
@@ -151,16 +169,11 @@ func helperMain(arg string) error {
 		res int
 		val uint64
 	}{
-		{unix.RLIMIT_AS, limitAddressSpace},
 		{unix.RLIMIT_FSIZE, limitFileSize},
 		{unix.RLIMIT_NOFILE, limitOpenFiles},
 		{unix.RLIMIT_CPU, cfg.CPU},
 		{unix.RLIMIT_CORE, 0},
 	}
-	// argv[0] is the interpreter's own path: python finds its
-	// installation from it, not from a PATH whose directories the
-	// program's user may not reach.
-	argv := append([]string{cfg.Python}, cfg.Args...)
 	for _, l := range limits {
 		// syscall's Setrlimit, not x/sys's: it also tells the runtime not
 		// to restore its own open-files limit at exec.
@@ -168,7 +181,16 @@ func helperMain(arg string) error {
 			return fmt.Errorf("rlimit %d: %w", l.res, err)
 		}
 	}
-	return syscall.Exec(cfg.Python, argv, cfg.Env)
+	// The address space last of all, and from it to the exec only raw
+	// system calls: in a race-enabled helper the race detector maps
+	// memory for its trace whenever Go code runs, and a map the limit
+	// refuses kills the helper before python starts.
+	as := syscall.Rlimit{Cur: limitAddressSpace, Max: limitAddressSpace}
+	if _, _, e := syscall.RawSyscall(syscall.SYS_SETRLIMIT, unix.RLIMIT_AS, uintptr(unsafe.Pointer(&as)), 0); e != 0 {
+		return fmt.Errorf("rlimit address space: %w", e)
+	}
+	_, _, e := syscall.RawSyscall(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(pathp)), uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
+	return fmt.Errorf("exec %s: %w", cfg.Python, e)
 }
 
 // sandboxEnv is what probe found.
