@@ -270,10 +270,23 @@ func (r registry) runMain(ctx context.Context, input json.RawMessage) (Result, e
 	case out.Signal != "":
 		return Result{}, &ToolError{Code: CodeRunFailed, Message: fmt.Sprintf("run_main: %s was ended by signal %s; output: %s", workspace.Program, out.Signal, out.Output), Ran: true}
 	case out.ExitCode != 0:
-		return Result{}, &ToolError{Code: CodeRunFailed, Message: fmt.Sprintf("run_main: %s exited with status %d; output: %s", workspace.Program, out.ExitCode, out.Output), Ran: true}
+		return Result{}, &ToolError{Code: CodeRunFailed, Message: fmt.Sprintf("run_main: %s exited with status %d; output: %s%s", workspace.Program, out.ExitCode, out.Output, stderrOf(out)), Ran: true}
 	}
 	return Result{Value: runOutput{Output: out.Output}, Text: out.Output, ModelReadsText: true, Ran: true}, nil
 }
+
+// stderrOf is what a failed run's message quotes of the program's
+// standard error: its last lines (a traceback ends with its cause), ""
+// when it wrote none.
+func stderrOf(out workspace.Outcome) string {
+	if tail := out.StderrTail(maxStderrQuoted); tail != "" {
+		return "; stderr: " + tail
+	}
+	return ""
+}
+
+// maxStderrQuoted bounds the stderr a failed run's message quotes.
+const maxStderrQuoted = 1000
 
 // hostGate asks the host's permission for member's run_main that passed
 // the plan gate under plan planID: nil when the program may run, and

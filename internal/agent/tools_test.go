@@ -262,6 +262,18 @@ func TestRunMainProgramEnvironment(t *testing.T) {
 				if !got.isError || !got.ran || !strings.Contains(got.content, "status 3") || !strings.Contains(got.content, "partial") {
 					t.Fatalf("run = %+v", got)
 				}
+				if strings.Contains(got.content, "stderr") {
+					t.Fatalf("run = %+v; want no stderr quoted when the program wrote none", got)
+				}
+			},
+		},
+		{
+			name:    "a failure quotes the traceback's end",
+			program: "print('before')\n1 / 0\n",
+			check: func(t *testing.T, got toolResult) {
+				if !got.isError || !got.ran || !strings.Contains(got.content, "status 1") || !strings.Contains(got.content, "stderr: ") || !strings.Contains(got.content, "ZeroDivisionError: division by zero") {
+					t.Fatalf("run = %+v; want status 1 and the traceback's last line", got)
+				}
 			},
 		},
 	}

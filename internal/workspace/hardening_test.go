@@ -45,7 +45,7 @@ func runJSON(t *testing.T, ws string, q Quota, v any) Outcome {
 		t.Fatalf("Run = %v, want the program run", err)
 	}
 	if err := json.Unmarshal([]byte(out.Output), v); err != nil {
-		t.Fatalf("the program's output = %q (exit %d, %s), want JSON: %v", out.Output, out.ExitCode, out.stderr, err)
+		t.Fatalf("the program's output = %q (exit %d, %s), want JSON: %v", out.Output, out.ExitCode, out.Stderr, err)
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"mailroom/internal/core"
 )
@@ -76,8 +77,25 @@ type Outcome struct {
 	// WorkspaceFull is set when the run left the workspace over its
 	// quota: what it added was removed and what it grew cut back.
 	WorkspaceFull bool
-	// stderr is kept only to tell why the sandbox could not be set up.
-	stderr string
+	// Stderr is the first bytes of the program's standard error (a
+	// Python traceback, "can't open file"), which a failed run reports
+	// beside its output; the sandbox's own refusal to start is told
+	// apart from it (RunError).
+	Stderr string
+}
+
+// StderrTail is the last n bytes of o.Stderr, trimmed, at a character
+// boundary: what a failure message quotes of it.
+func (o Outcome) StderrTail(n int) string {
+	s := strings.TrimSpace(o.Stderr)
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return "…" + s
 }
 
 // Mode says whether run_main runs in the sandbox.

@@ -248,7 +248,7 @@ func probe(mode Mode, user Identity) sandboxEnv {
 	case err != nil:
 		env.unavailable = err.Error()
 	case out.ExitCode != 0 || out.Output != "ok\n":
-		env.unavailable = fmt.Sprintf("a test program in the sandbox exited %d: %s", out.ExitCode, strings.TrimSpace(out.stderr))
+		env.unavailable = fmt.Sprintf("a test program in the sandbox exited %d: %s", out.ExitCode, strings.TrimSpace(out.Stderr))
 	}
 	return env
 }
@@ -394,7 +394,7 @@ func run(ctx context.Context, mode Mode, env sandboxEnv, dir string, args []stri
 	// Unconfined, children still in the group go now; one that left it
 	// may keep the pipes open, which the readers stop waiting for.
 	kill()
-	out := Outcome{Output: stdout.finish(), stderr: stderr.finish()}
+	out := Outcome{Output: stdout.finish(), Stderr: stderr.finish()}
 	var exit *exec.ExitError
 	if werr != nil && !errors.As(werr, &exit) {
 		return Outcome{}, werr
@@ -403,8 +403,8 @@ func run(ctx context.Context, mode Mode, env sandboxEnv, dir string, args []stri
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		out.Signal = ws.Signal().String()
 	}
-	if mode == ModeOn && out.ExitCode == helperFailed && strings.HasPrefix(out.stderr, "sandbox: ") {
-		return Outcome{}, errors.New(strings.TrimSpace(out.stderr))
+	if mode == ModeOn && out.ExitCode == helperFailed && strings.HasPrefix(out.Stderr, "sandbox: ") {
+		return Outcome{}, errors.New(strings.TrimSpace(out.Stderr))
 	}
 	return out, nil
 }
