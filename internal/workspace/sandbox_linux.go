@@ -149,8 +149,8 @@ func helperMain(arg string) error {
 	// installation from it, not from a PATH whose directories the
 	// program's user may not reach. The exec's arguments are made before
 	// any limit, so that nothing after the address-space limit allocates.
-	argv := append([]string{cfg.Python}, cfg.Args...)
-	pathp, err := syscall.BytePtrFromString(cfg.Python)
+	path, argv := execArgv(cfg.Python, cfg.Args)
+	pathp, err := syscall.BytePtrFromString(path)
 	if err != nil {
 		return err
 	}
@@ -182,15 +182,36 @@ func helperMain(arg string) error {
 		}
 	}
 	// The address space last of all, and from it to the exec only raw
-	// system calls: in a race-enabled helper the race detector maps
-	// memory for its trace whenever Go code runs, and a map the limit
-	// refuses kills the helper before python starts.
-	as := syscall.Rlimit{Cur: limitAddressSpace, Max: limitAddressSpace}
-	if _, _, e := syscall.RawSyscall(syscall.SYS_SETRLIMIT, unix.RLIMIT_AS, uintptr(unsafe.Pointer(&as)), 0); e != 0 {
-		return fmt.Errorf("rlimit address space: %w", e)
+	// system calls.
+	if !raceEnabled {
+		as := syscall.Rlimit{Cur: limitAddressSpace, Max: limitAddressSpace}
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRLIMIT, unix.RLIMIT_AS, uintptr(unsafe.Pointer(&as)), 0); e != 0 {
+			return fmt.Errorf("rlimit address space: %w", e)
+		}
 	}
 	_, _, e := syscall.RawSyscall(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(pathp)), uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
-	return fmt.Errorf("exec %s: %w", cfg.Python, e)
+	return fmt.Errorf("exec %s: %w", argv[0], e)
+}
+
+// raceShell is the shell a race-enabled helper (tests) limits python's
+// address space with: such a helper cannot lower its own, which its race
+// detector's runtime has mapped far past the limit and grows whenever Go
+// code runs (a map the limit refuses kills the helper before python
+// starts), so the shell sets the limit, drops the PWD it exported, and
+// then becomes python. A binary built without the race detector, as
+// every server is, sets the limit itself and execs python directly.
+const raceShell = "/bin/sh"
+
+// execArgv is the program the helper execs and its argv: python with
+// args, or in a race-enabled helper the shell that limits python's
+// address space first (raceShell).
+func execArgv(python string, args []string) (string, []string) {
+	argv := append([]string{python}, args...)
+	if !raceEnabled {
+		return python, argv
+	}
+	script := fmt.Sprintf(`ulimit -v %d && unset PWD && exec "$0" "$@"`, limitAddressSpace/1024)
+	return raceShell, append([]string{raceShell, "-c", script}, argv...)
 }
 
 // sandboxEnv is what probe found.
