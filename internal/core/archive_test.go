@@ -28,19 +28,18 @@ func (f *fixture) markRead(member, through string) core.ReadState {
 func (f *fixture) inboxIDs(svc *core.Service, member string) string {
 	f.t.Helper()
 	items, err := svc.Inbox(f.t.Context(), f.team, member)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var out []string
-	for _, m := range items {
-		out = append(out, m.ID)
-	}
-	return strings.Join(out, " ")
+	return f.idsOf(items, err)
 }
 
 func (f *fixture) archiveIDs(svc *core.Service, member string) string {
 	f.t.Helper()
 	items, err := svc.ListArchive(f.t.Context(), f.team, member, "", core.MaxArchivePage)
+	return f.idsOf(items, err)
+}
+
+// idsOf is the letters' ids, space-separated.
+func (f *fixture) idsOf(items []core.Message, err error) string {
+	f.t.Helper()
 	if err != nil {
 		f.t.Fatal(err)
 	}
