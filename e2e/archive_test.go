@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -33,15 +32,7 @@ func TestArchiveCrash(t *testing.T) {
 	var mu sync.Mutex
 	sent := map[string]string{} // acknowledged letters: id → body
 	archivedThrough := 0        // the highest through of an acknowledged archive
-	var acks atomic.Int64
-	killAt := int64(150 + rand.IntN(150))
-	killed := make(chan struct{})
-	var once sync.Once
-	ack := func() {
-		if acks.Add(1) == killAt {
-			once.Do(func() { srv.kill(); close(killed) })
-		}
-	}
+	ks := newKillSwitch(srv, int64(150+rand.IntN(150)))
 	var wg sync.WaitGroup
 	for _, sender := range []string{"lead", "s1", "s2"} {
 		wg.Go(func() {
@@ -66,7 +57,7 @@ func TestArchiveCrash(t *testing.T) {
 				}
 				sent[d.ID] = body
 				mu.Unlock()
-				ack()
+				ks.ack()
 			}
 		})
 	}
@@ -81,7 +72,7 @@ func TestArchiveCrash(t *testing.T) {
 			}
 			if len(inbox.Messages) == 0 {
 				select {
-				case <-killed:
+				case <-ks.killed:
 					return
 				case <-time.After(time.Millisecond):
 				}
@@ -101,15 +92,15 @@ func TestArchiveCrash(t *testing.T) {
 			mu.Lock()
 			archivedThrough = max(archivedThrough, n)
 			mu.Unlock()
-			ack()
+			ks.ack()
 		}
 	})
 	select {
-	case <-killed:
+	case <-ks.killed:
 	case <-time.After(2 * time.Minute):
-		srv.kill()
+		ks.kill()
 		wg.Wait()
-		t.Fatalf("no kill after 2 minutes: %d acknowledgements of %d", acks.Load(), killAt)
+		t.Fatalf("no kill after 2 minutes: %d acknowledgements of %d", ks.acks.Load(), ks.at)
 	}
 	wg.Wait()
 	c.close()
@@ -183,5 +174,5 @@ func TestArchiveCrash(t *testing.T) {
 	if status, code, err := c.do(http.MethodPost, "/teams/arc/messages", tokens["lead"], "", map[string]any{"to": "worker", "body": "after"}, &d); err != nil || status != http.StatusCreated || d.ID != fmt.Sprintf("worker-%d", len(stored)+1) {
 		t.Fatalf("send after the restart = %q (%d %s %v), want worker-%d", d.ID, status, code, err, len(stored)+1)
 	}
-	t.Logf("killed after %d acknowledgements: %d letters, %d archived (acknowledged through worker-%d), %d sent acknowledged", killAt, len(stored), len(archive), archivedThrough, len(sent))
+	t.Logf("killed after %d acknowledgements: %d letters, %d archived (acknowledged through worker-%d), %d sent acknowledged", ks.at, len(stored), len(archive), archivedThrough, len(sent))
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 )
 
@@ -39,15 +38,7 @@ func TestReservationCrash(t *testing.T) {
 	var mu sync.Mutex
 	granted := map[string]string{} // acknowledged grants: id → member
 	released := map[string]bool{}
-	var acks atomic.Int64
-	killAt := int64(100 + rand.IntN(150))
-	killed := make(chan struct{})
-	var once sync.Once
-	ack := func() {
-		if acks.Add(1) == killAt {
-			once.Do(func() { srv.kill(); close(killed) })
-		}
-	}
+	ks := newKillSwitch(srv, int64(100+rand.IntN(150)))
 	var wg sync.WaitGroup
 	for _, member := range members {
 		wg.Go(func() {
@@ -68,7 +59,7 @@ func TestReservationCrash(t *testing.T) {
 					}
 					granted[d.ID] = member
 					mu.Unlock()
-					ack()
+					ks.ack()
 					if i%2 == 0 {
 						status, _, err = c.do(http.MethodDelete, "/teams/res/reservations/"+d.ID, tokens[member], "", nil, &d)
 						if err != nil || status != http.StatusOK {
@@ -77,7 +68,7 @@ func TestReservationCrash(t *testing.T) {
 						mu.Lock()
 						released[d.ID] = true
 						mu.Unlock()
-						ack()
+						ks.ack()
 					}
 				}
 			}
@@ -85,7 +76,7 @@ func TestReservationCrash(t *testing.T) {
 	}
 	wg.Wait()
 	select {
-	case <-killed:
+	case <-ks.killed:
 	default:
 		t.Fatal("the members stopped before the kill")
 	}
@@ -139,5 +130,5 @@ func TestReservationCrash(t *testing.T) {
 	if n, _ := strconv.Atoi(strings.TrimPrefix(d.ID, "res-")); n <= maxID {
 		t.Fatalf("the grant after the restart is %s, an id at or below res-%d: ids given twice", d.ID, maxID)
 	}
-	t.Logf("killed after %d acknowledgements (%d grants, %d releases)", acks.Load(), len(granted), len(released))
+	t.Logf("killed after %d acknowledgements (%d grants, %d releases)", ks.acks.Load(), len(granted), len(released))
 }

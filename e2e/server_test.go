@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -235,4 +237,31 @@ func (c *client) do(method, path, token, idemKey string, body, out any) (status 
 		}
 	}
 	return resp.StatusCode, "", nil
+}
+
+// killSwitch kills a server with SIGKILL at its at-th acknowledgement:
+// the crash tests count every answer their clients were given (ack) and
+// check after a restart that each one held.
+type killSwitch struct {
+	srv    *server
+	at     int64
+	acks   atomic.Int64
+	once   sync.Once
+	killed chan struct{} // closed at the kill
+}
+
+func newKillSwitch(srv *server, at int64) *killSwitch {
+	return &killSwitch{srv: srv, at: at, killed: make(chan struct{})}
+}
+
+// ack counts one acknowledgement, and kills the server at the at-th.
+func (k *killSwitch) ack() {
+	if k.acks.Add(1) == k.at {
+		k.kill()
+	}
+}
+
+// kill kills the server now, once.
+func (k *killSwitch) kill() {
+	k.once.Do(func() { k.srv.kill(); close(k.killed) })
 }
