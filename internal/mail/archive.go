@@ -147,6 +147,17 @@ func (s *Store) moveToArchive(team string, rules core.InboxRules) error {
 	if err != nil {
 		return fmt.Errorf("mail: read inbox to archive: %w", err)
 	}
+	return s.moveLines(team, rules, data)
+}
+
+// moveLines is moveToArchive over data, the inbox file's whole bytes as
+// the caller just read them (start-up reads each inbox once).
+func (s *Store) moveLines(team string, rules core.InboxRules, data []byte) error {
+	member := rules.Recipient
+	if rules.Archive.Count() == 0 || !core.ValidName(team) || !core.ValidName(member) {
+		return nil
+	}
+	dir := filepath.Join(s.teamDir(team), inboxesDir)
 	var keep, move []byte
 	var moving []int
 	for line := range bytes.Lines(data) {

@@ -74,7 +74,12 @@ func (s *Store) startInbox(st *core.TeamState, member string, boxes map[string]f
 		// Letters state.json archives that a crash left in the inbox
 		// move now, before anything reads it (archive.go).
 		rules.Archive = m.Archive
-		if err := s.moveToArchive(st.Name, rules); err != nil {
+		move := s.moveToArchive
+		if len(data) <= limit {
+			// Read whole above: not read again.
+			move = func(team string, rules core.InboxRules) error { return s.moveLines(team, rules, data) }
+		}
+		if err := move(st.Name, rules); err != nil {
 			return fmt.Errorf("mail: finish archiving %s's letters: %w", member, err)
 		}
 		return nil // the file may have changed: LoadInbox reads it
