@@ -10,7 +10,7 @@ import (
 )
 
 // Work is core's core.Work in this process: it keeps which turns run here
-// and which teams are being deleted here (turns.go), renews the lease of
+// and which teams are being deleted here (core.TurnTable), renews the lease of
 // every turn core claims here until the turn ends, counts the turns until
 // they end (WaitTurns) and the renewing goroutines until they return
 // (Wait), and tells the waker when a team's work here ends
@@ -18,8 +18,10 @@ import (
 // core's (core.Turn.RenewLease); when to renew is decided here.
 type Work struct {
 	log *slog.Logger
-	// table is the turns running here and the deletions in progress.
-	table turnTable
+	// TurnTable is the turns running here and the deletions in progress
+	// (core.Work's TurnClaimed, TurnEnded, TurnRunning, TeamTurns,
+	// DeletionBegan).
+	core.TurnTable
 	// turns counts the running turns; renewals the goroutines that renew
 	// their leases.
 	turns    counter
