@@ -50,7 +50,9 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 	}); err != nil {
 		return err
 	}
-	end := s.beginDeletion(name)
+	// Marked being deleted here (Work.DeletionBegan) so that no turn of
+	// it starts here before its turns are collected and cancelled.
+	end := s.work.DeletionBegan(name)
 	defer end()
 	waitTurns(ctx, s.EndTeamWork(name, inc), DeleteTurnWait)
 	if release != nil {

@@ -42,18 +42,22 @@ func (u *conflictingUnit) Commit(cs *core.ChangeSet) error {
 // TestConflictRunsTheUnitAgain: a unit of work refused at commit is run
 // again on a new snapshot and commits once: the send's letter is stored
 // once, with the id its second run gave it, and a retry does not undo what
-// a committed run registered in memory (the turn that began runs to its end).
+// a committed run registered in memory (the turn that began runs to its
+// end): with the runtime's Work, and with core alone.
 func TestConflictRunsTheUnitAgain(t *testing.T) {
+	for _, w := range works {
+		t.Run(w.name, func(t *testing.T) { testConflictRunsTheUnitAgain(t, w.open) })
+	}
+}
+
+func testConflictRunsTheUnitAgain(t *testing.T, open func(testing.TB, core.Store) *core.Service) {
 	store, err := mail.Open(t.TempDir(), mail.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	c := &conflicting{Store: store}
-	svc := core.NewService(c, core.Options{})
-	if err := svc.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	svc := open(t, c)
 	if _, _, err := svc.CreateTeam(core.AsAdmin(t.Context()), core.TeamSpec{Name: "demo", Members: []core.MemberSpec{{Name: "reader", Role: "r"}}}); err != nil {
 		t.Fatal(err)
 	}

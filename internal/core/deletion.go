@@ -36,24 +36,6 @@ func teamReplaced() error {
 	return Errorf(CodeNotFound, "The team was deleted.")
 }
 
-// beginDeletion marks team as being deleted in this process, so that no
-// turn of it starts here (beginTurn), and returns what ends the mark.
-func (s *Service) beginDeletion(team string) (end func()) {
-	s.mu.Lock()
-	if s.deleting == nil {
-		s.deleting = map[string]int{}
-	}
-	s.deleting[team]++
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		if s.deleting[team]--; s.deleting[team] <= 0 {
-			delete(s.deleting, team)
-		}
-		s.mu.Unlock()
-	}
-}
-
 // EndTeamWork ends what this process does for incarnation inc of team
 // ("" any): the runtime is told first (Work.TeamWorkEnds, which drops the
 // team's pending wakes), then the turns of it this process runs are
@@ -63,14 +45,12 @@ func (s *Service) beginDeletion(team string) (end func()) {
 // (core.EventTeamDeleted).
 func (s *Service) EndTeamWork(team, inc string) []*Turn {
 	s.work.TeamWorkEnds(team, inc)
-	s.mu.Lock()
 	var turns []*Turn
-	for ref, tr := range s.running {
-		if ref.team == team && (inc == "" || tr.inc == inc) {
+	for _, tr := range s.work.TeamTurns(team) {
+		if inc == "" || tr.inc == inc {
 			turns = append(turns, tr)
 		}
 	}
-	s.mu.Unlock()
 	for _, tr := range turns {
 		tr.requestCancel()
 	}

@@ -34,22 +34,38 @@ func (noLive) WatchPermission(string, string) (<-chan struct{}, func()) {
 }
 
 // Work is what core tells the runtime (internal/runtime) of the work this
-// process runs, whose goroutines and counts are the runtime's.
+// process runs and asks it of that work: which turns run here and which
+// teams are being deleted here are the process's, not a team's, so core
+// keeps none of it. Its methods must not block and must not call back
+// into the Service: core calls some of them inside a unit of work.
 type Work interface {
+	// TurnClaimed registers tr as running here, from inside the unit of
+	// work that claims it, before that commits: no unit of work may take
+	// the fresh lease for a dead one (TurnRunning). It refuses (false,
+	// nothing registered) while tr's team is being deleted here
+	// (DeletionBegan), and decides that under the same lock the deletion
+	// marks the team with, so that the deletion sees every turn it must
+	// cancel (TeamTurns).
+	TurnClaimed(tr *Turn) bool
 	// TurnBegan is called once a turn was claimed (its lease committed),
 	// before it runs: the runtime renews its lease (Turn.RenewLease)
 	// until it is Done, and counts it until then, so that a stopping
 	// server waits for it before the store closes.
 	TurnBegan(tr *Turn)
+	// TurnEnded forgets tr: it finished, or the unit of work that
+	// claimed it did not commit. A later turn of the same member that is
+	// registered already stays.
+	TurnEnded(tr *Turn)
+	// TurnRunning reports whether a turn of member of team runs here.
+	TurnRunning(team, member string) bool
+	// TeamTurns is the turns of team that run here, in no order.
+	TeamTurns(team string) []*Turn
+	// DeletionBegan marks team as being deleted here, so that no turn of
+	// it is claimed here (TurnClaimed), until end is called. Deletions of
+	// one team may overlap; the mark holds until the last one ends.
+	DeletionBegan(team string) (end func())
 	// TeamWorkEnds is called when what this process does for incarnation
 	// inc of team ("" any) must end (EndTeamWork), before the team's turns
-	// are cancelled: the runtime drops the team's pending wakes. It must
-	// not block and must not call back into the Service.
+	// are cancelled: the runtime drops the team's pending wakes.
 	TeamWorkEnds(team, inc string)
 }
-
-// noWork is the Work of a Service built without one.
-type noWork struct{}
-
-func (noWork) TurnBegan(*Turn)             {}
-func (noWork) TeamWorkEnds(string, string) {}

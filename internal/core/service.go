@@ -12,19 +12,20 @@ import (
 	"errors"
 	"log/slog"
 	"sort"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
 
-// Service is the domain over a Store. It keeps no team state of its own:
-// every operation is one unit of work on a snapshot of the team (update or
-// view, changeset.go), and the store commits them with a version check
-// (docs/spec.md §3), whichever process runs them. What the Service keeps is only
-// what belongs to this process's units of work: the turns it runs and the
-// deletions in progress. What the process knows of the moment (the event
-// bus, MCP sessions, connections, waiting reads) is its Live's
-// (internal/live); the goroutines that run work are internal/runtime's.
+// Service is the domain over a Store. It keeps no state of its own, of a
+// team or of the process: every operation is one unit of work on a
+// snapshot of the team (update or view, changeset.go), and the store
+// commits them with a version check (docs/spec.md §3), whichever process
+// runs them. What the Service holds is only its parameters: the store,
+// the clock, the team limit, and this process's name and lease duration
+// that the lease rule uses. What the process knows of the moment (the
+// event bus, MCP sessions, connections, waiting reads) is its Live's
+// (internal/live); the turns it runs, the deletions in progress here and
+// the goroutines that run work are its Work's (internal/runtime).
 type Service struct {
 	store Store
 	log   *slog.Logger
@@ -33,30 +34,24 @@ type Service struct {
 	// live is told of every commit and asked for presence (Options.Live).
 	live     Live
 	maxTeams int
-	// work is told of the turns this process runs and of the teams whose
-	// work here ends (Options.Work).
+	// work keeps the turns this process runs and the deletions in
+	// progress here, and is told of the teams whose work here ends
+	// (Options.Work).
 	work Work
 	// holder names this process in the leases of the turns it runs;
 	// leaseDur is how long a lease holds without renewal.
 	holder   string
 	leaseDur time.Duration
-
-	mu sync.Mutex
-	// running is the turns this process runs, by team and turn id.
-	running map[turnRef]*Turn
-	// deleting counts the deletions of each team in progress here: no
-	// turn of such a team starts (deletion.go).
-	deleting map[string]int
 }
-
-type turnRef struct{ team, id string }
 
 // Options configure a Service.
 type Options struct {
 	Logger *slog.Logger
-	// Work is the runtime (internal/runtime) that renews the leases of
-	// the turns this process runs, counts them until they end and drops
-	// a deleted team's wakes; nil means none: no lease is renewed.
+	// Work is the runtime (internal/runtime) that keeps which turns this
+	// process runs and which teams it is deleting, renews the leases of
+	// the turns, counts them until they end and drops a deleted team's
+	// wakes; nil means core keeps the turns and deletions itself and no
+	// lease is renewed.
 	Work Work
 	// Live is the process around core (internal/live) that hears of every
 	// commit, knows members' presence and wakes the turns waiting for a
@@ -89,12 +84,11 @@ func NewService(store Store, opts Options) *Service {
 		maxTeams: opts.MaxTeams,
 		holder:   opts.Holder,
 		leaseDur: opts.LeaseDuration,
-		running:  map[turnRef]*Turn{},
 		live:     opts.Live,
 		work:     opts.Work,
 	}
 	if s.work == nil {
-		s.work = noWork{}
+		s.work = &noWork{}
 	}
 	if s.live == nil {
 		s.live = noLive{}

@@ -305,12 +305,7 @@ func (tr *Turn) finish(status, text string) {
 	tr.mu.Lock()
 	tr.doc.Status, tr.doc.Text, tr.doc.EndedAt = status, text, &now
 	tr.mu.Unlock()
-	ref := turnRef{tr.team, tr.doc.Member}
-	s.mu.Lock()
-	if s.running[ref] == tr {
-		delete(s.running, ref)
-	}
-	s.mu.Unlock()
+	s.work.TurnEnded(tr)
 	close(tr.done)
 }
 

@@ -430,9 +430,7 @@ func (s *Service) busy(team string, m *MemberState, now time.Time) bool {
 		return false
 	}
 	if m.Lease.Holder == s.holder {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.running[turnRef{team, m.Name}] != nil
+		return s.work.TurnRunning(team, m.Name)
 	}
 	return m.Lease.Live(now)
 }
@@ -555,23 +553,12 @@ func (s *Service) beginTurn(ctx context.Context, teamName, member string, model 
 		tr = &Turn{s: s, team: teamName, inc: teamIncarnation(u.st), doc: doc, done: make(chan struct{})}
 		// Registered before the commit, so that no unit of work takes
 		// the fresh lease for a dead one; refused while the team is
-		// being deleted here, under the lock the deletion marks it with,
-		// so that the deletion sees every turn it must cancel.
-		ref := turnRef{teamName, member}
-		s.mu.Lock()
-		if s.deleting[teamName] > 0 {
-			s.mu.Unlock()
+		// being deleted here, so that the deletion sees every turn it
+		// must cancel (Work.TurnClaimed).
+		if !s.work.TurnClaimed(tr) {
 			return Errorf(CodeNotFound, "The team is being deleted.")
 		}
-		s.running[ref] = tr
-		s.mu.Unlock()
-		u.undo = append(u.undo, func() {
-			s.mu.Lock()
-			if s.running[ref] == tr {
-				delete(s.running, ref)
-			}
-			s.mu.Unlock()
-		})
+		u.undo = append(u.undo, func() { s.work.TurnEnded(tr) })
 		u.emit(EventMember, u.memberView(m))
 		u.emit(EventTurn, TurnEvent{TurnID: doc.TurnID, Member: member, Status: TurnRunning, Provider: model.Provider, Trigger: &trigger})
 		return nil
@@ -650,10 +637,8 @@ func (u *unit) addTurnDoc(doc TurnDoc) error {
 
 // localTurn returns the turn with id that this process runs on team, or nil.
 func (s *Service) localTurn(team, id string) *Turn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ref, tr := range s.running {
-		if ref.team == team && tr.doc.TurnID == id {
+	for _, tr := range s.work.TeamTurns(team) {
+		if tr.doc.TurnID == id {
 			return tr
 		}
 	}

@@ -9,14 +9,19 @@ import (
 	"mailroom/internal/core"
 )
 
-// Work is core's core.Work in this process: it renews the lease of every
-// turn core claims here until the turn ends, counts the turns until they
-// end (WaitTurns) and the renewing goroutines until they return (Wait),
-// and tells the waker when a team's work here ends (OnTeamWorkEnds). The
-// rule of a renewal (whose lease, for how long) is core's
-// (core.Turn.RenewLease); when to renew is decided here.
+// Work is core's core.Work in this process: it keeps which turns run here
+// and which teams are being deleted here (core.TurnTable), renews the lease of
+// every turn core claims here until the turn ends, counts the turns until
+// they end (WaitTurns) and the renewing goroutines until they return
+// (Wait), and tells the waker when a team's work here ends
+// (OnTeamWorkEnds). The rule of a renewal (whose lease, for how long) is
+// core's (core.Turn.RenewLease); when to renew is decided here.
 type Work struct {
 	log *slog.Logger
+	// TurnTable is the turns running here and the deletions in progress
+	// (core.Work's TurnClaimed, TurnEnded, TurnRunning, TeamTurns,
+	// DeletionBegan).
+	core.TurnTable
 	// turns counts the running turns; renewals the goroutines that renew
 	// their leases.
 	turns    counter
