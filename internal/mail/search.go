@@ -735,11 +735,12 @@ func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.M
 	// so pages are asked until the limit is filled or the hits end.
 	phrases := hasPhrase(q.Terms)
 	bq := bleveQuery(key, &q)
-	for from := 0; len(out) < q.Limit; {
-		size := q.Limit - len(out) + len(seen)
-		if phrases {
-			size = max(2*size, 50)
-		}
+	letters := map[string][]core.Message{} // by member, read once per search
+	size := q.Limit + len(seen)
+	if phrases {
+		size = max(2*size, 50)
+	}
+	for from := 0; len(out) < q.Limit; size = min(4*size, searchBatch) {
 		res, err := x.idx.SearchInContext(ctx, bleve.NewSearchRequestOptions(bq, size, from, false))
 		if err != nil {
 			s.log.Warn("search index: a search failed; scanning the inboxes", "err", err)
@@ -752,7 +753,7 @@ func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.M
 				seen[id] = true
 			}
 		}
-		found, err := s.lettersByID(ctx, q.Team, key, ids)
+		found, err := s.lettersByID(ctx, q.Team, key, ids, letters)
 		if err != nil {
 			return nil, err
 		}
@@ -783,10 +784,11 @@ func hasPhrase(terms []core.SearchTerm) bool {
 }
 
 // lettersByID reads the letters ids of the team with key from their
-// members' letters (memberLetters), in the order of ids, in one view of
-// the team. An id the team no longer holds (its team deleted and made
-// again since the index was asked) is left out.
-func (s *Store) lettersByID(ctx context.Context, team, key string, ids []string) ([]core.Message, error) {
+// members' letters (memberLetters, kept in byMember for the next call of
+// the same search), in the order of ids, in one view of the team. An id
+// the team no longer holds (its team deleted and made again since the
+// index was asked) is left out.
+func (s *Store) lettersByID(ctx context.Context, team, key string, ids []string, byMember map[string][]core.Message) ([]core.Message, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -798,7 +800,6 @@ func (s *Store) lettersByID(ctx context.Context, team, key string, ids []string)
 	if teamKey(u.State()) != key {
 		return nil, nil
 	}
-	byMember := map[string][]core.Message{}
 	out := make([]core.Message, 0, len(ids))
 	for _, id := range ids {
 		member, pos, ok := core.ParseLetterID(id)
