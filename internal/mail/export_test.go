@@ -28,6 +28,12 @@ func SetSearchPace(s *Store, quiet time.Duration, bound int) {
 	s.search.quiet, s.search.bound = quiet, bound
 }
 
+// SetSearchHard sets the tail's hard bound and the pace of batches
+// between its bound and the hard one; call it before Start.
+func SetSearchHard(s *Store, hard, pace int) {
+	s.search.hard, s.search.pace = hard, pace
+}
+
 // SearchTailLen is how many committed letters the search index has not
 // yet taken in.
 func SearchTailLen(s *Store) int { return s.search.tailLen() }

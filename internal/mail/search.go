@@ -33,11 +33,15 @@ import (
 //     index, so a letter is found as soon as its send is acknowledged, and
 //     the send pays only an append to the tail.
 //   - Indexing yields to sends: the goroutine indexes once no letter was
-//     committed for searchQuiet, or when the tail holds searchTailBound
-//     letters (then one batch, so that the tail's memory and a search's
-//     walk over it stay bounded under a load that never pauses).
+//     committed for searchQuiet. Under a load that never pauses, once the
+//     tail holds searchTailBound letters (or searchTailBytes) it indexes
+//     a batch at a time, paced so that it takes about a twentieth of the
+//     time (searchPace): the tail grows while sends take the CPU, and a
+//     search's walk over it with it. Only at searchTailHard letters (or
+//     searchTailHardBytes) does it index at full speed, so that the
+//     tail's memory stays bounded.
 //   - The index holds what is searched (team, sender, recipient, the
-//     body's words and their positions) and no letter: a hit names the
+//     body's words, without their positions) and no letter: a hit names the
 //     letter by its id, and the letter is read from its inbox
 //     (memberLetters), so the index stores no second copy of the mail.
 //   - At start the index is opened, or made anew when it is missing or
@@ -69,11 +73,29 @@ const searchLockWait = "1s"
 // otherwise get.
 const searchQuiet = 200 * time.Millisecond
 
-// searchTailBound is how many letters the tail may hold before a batch is
-// indexed even while sends keep arriving: letters of a few hundred bytes
-// each, a few MiB, and a search's walk over all of them takes about 10 ms
-// (BenchmarkSearchTail).
-const searchTailBound = 20000
+// searchTailBound is how many letters the tail may hold before batches
+// are indexed, paced, even while sends keep arriving: letters of a few
+// hundred bytes each, a few MiB, and a search's walk over all of them
+// takes about 10 ms (BenchmarkSearchTail). searchTailBytes bounds the
+// same by the letters' bytes, for long letters.
+const (
+	searchTailBound = 20000
+	searchTailBytes = 16 << 20
+)
+
+// searchTailHard is how many letters (searchTailHardBytes: bytes) the tail
+// may hold before batches are indexed at full speed: the memory the tail
+// may take under a load that never pauses (about ten times the bound's,
+// and a search's walk ten times as long).
+const (
+	searchTailHard      = 200000
+	searchTailHardBytes = 160 << 20
+)
+
+// searchPace is how long the indexer waits after a paced batch, in
+// multiples of the time the batch took: 19, a twentieth of the time
+// spent indexing while sends keep arriving.
+const searchPace = 19
 
 // Index fields.
 const (
@@ -87,18 +109,23 @@ const (
 type searchIndex struct {
 	off bool // WithoutSearchIndex: every search scans
 
-	mu sync.Mutex // guards tail and forget
-	// tail is the letters committed and not yet in idx, in commit order.
-	tail []tailLetter
+	mu sync.Mutex // guards tail, tailBytes and forget
+	// tail is the letters committed and not yet in idx, in commit order;
+	// tailBytes is about the memory their bodies take.
+	tail      []tailLetter
+	tailBytes int
 	// forget is the team keys whose documents are to be removed.
 	forget []string
 	wake   chan struct{}
 	// lastCommit is when the last letter entered the tail (UnixNano).
 	lastCommit atomic.Int64
-	// quiet and bound are searchQuiet and searchTailBound unless a test
-	// set others.
-	quiet time.Duration
-	bound int
+	// quiet, bound, hard and pace are searchQuiet, searchTailBound,
+	// searchTailHard and searchPace unless a test set others.
+	quiet             time.Duration
+	bound, hard, pace int
+	// paced is when the indexer may next index a batch while sends keep
+	// arriving (only its goroutine uses it).
+	paced time.Time
 
 	idx   bleve.Index
 	ready atomic.Bool // the start's pass is done: idx holds every letter not in tail
@@ -156,7 +183,13 @@ func (wordSpanTokenizer) Tokenize(input []byte) analysis.TokenStream {
 	out := make(analysis.TokenStream, len(spans))
 	tokens := make([]analysis.Token, len(spans))
 	for i, w := range spans {
-		tokens[i] = analysis.Token{Term: []byte(w.Word), Start: w.Start, End: w.End, Position: i + 1, Type: analysis.AlphaNumeric}
+		// A word already in lower case is its own bytes of input, not a
+		// copy: most words are.
+		term := input[w.Start:w.End:w.End]
+		if w.Word != string(term) {
+			term = []byte(w.Word)
+		}
+		tokens[i] = analysis.Token{Term: term, Start: w.Start, End: w.End, Position: i + 1, Type: analysis.AlphaNumeric}
 		out[i] = &tokens[i]
 	}
 	return out
@@ -175,7 +208,9 @@ func indexMapping() (*mapping.IndexMappingImpl, error) {
 	body := bleve.NewTextFieldMapping()
 	body.Analyzer = "words"
 	body.Store, body.IncludeInAll, body.DocValues = false, false, false
-	body.IncludeTermVectors = true // phrases need the words' positions
+	// No positions: they cost a fifth of the indexing, and a phrase is
+	// asked as its words and matched on the letter (SearchLetters).
+	body.IncludeTermVectors = false
 	dm := bleve.NewDocumentStaticMapping()
 	// No composite _all field: every query names its field.
 	dm.AddSubDocumentMapping("_all", bleve.NewDocumentDisabledMapping())
@@ -200,6 +235,12 @@ func (s *Store) openSearch() {
 	x.wake = make(chan struct{}, 1)
 	if x.quiet == 0 {
 		x.quiet, x.bound = searchQuiet, searchTailBound
+	}
+	if x.hard == 0 {
+		x.hard = max(searchTailHard, 10*x.bound)
+	}
+	if x.pace == 0 {
+		x.pace = searchPace
 	}
 	x.unwritten = map[int64][]tailLetter{}
 	x.stop = make(chan struct{})
@@ -290,39 +331,64 @@ func (s *Store) runSearchIndex() {
 
 // indexWhenQuiet indexes the tail once no letter was committed for
 // x.quiet, one batch at a time, looking again between batches, so that
-// sends that arrive meanwhile find the CPU free after at most one batch;
-// while the tail holds x.bound letters or more it indexes a batch
-// without waiting. It returns when the tail is empty, when a batch
-// failed (tried again at the next letter) or when the store closes.
+// sends that arrive meanwhile find the CPU free after at most one batch.
+// While sends keep arriving it indexes only a tail over its bound, a
+// batch at a time with searchPace times the batch's time between
+// batches, and a tail over its hard bound without waiting. It returns
+// when the tail is empty, when a batch failed (tried again at the next
+// letter) or when the store closes.
 func (s *Store) indexWhenQuiet() {
 	x := &s.search
 	for {
-		n := x.tailLen()
+		n, bytes := x.tailSize()
 		if n == 0 {
 			s.flushSearch(false) // a deleted team's documents, if any
 			return
 		}
-		if n < x.bound {
-			if idle := time.Since(time.Unix(0, x.lastCommit.Load())); idle < x.quiet {
-				select {
-				case <-time.After(x.quiet - idle):
-				case <-x.wake: // the tail may have reached its bound
-				case <-x.stop:
-					return
+		busy := false
+		if n < x.hard && bytes < searchTailHardBytes {
+			idle := time.Since(time.Unix(0, x.lastCommit.Load()))
+			if busy = idle < x.quiet; busy {
+				wait := x.quiet - idle
+				if n >= x.bound || bytes >= searchTailBytes {
+					wait = time.Until(x.paced)
 				}
-				continue
+				if wait > 0 {
+					select {
+					case <-time.After(wait):
+					case <-x.wake: // the tail may have reached a bound
+					case <-x.stop:
+						return
+					}
+					continue
+				}
 			}
 		}
+		began := time.Now()
 		if !s.flushSearch(false) {
 			return
+		}
+		if busy {
+			x.paced = time.Now().Add(time.Duration(x.pace) * time.Since(began))
 		}
 	}
 }
 
-func (x *searchIndex) tailLen() int {
+// tailSize is how many letters the tail holds and about how many bytes.
+func (x *searchIndex) tailSize() (int, int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return len(x.tail)
+	return len(x.tail), x.tailBytes
+}
+
+func (x *searchIndex) tailLen() int {
+	n, _ := x.tailSize()
+	return n
+}
+
+// letterBytes is about what a letter in the tail takes in memory.
+func letterBytes(m *core.Message) int {
+	return len(m.Body) + len(m.ID) + len(m.Sender) + len(m.Recipient) + 200
 }
 
 // catchUpSearch indexes again, from its inboxes, every team whose letters
@@ -456,11 +522,13 @@ func (s *Store) indexSearch(key string, m *core.Message) {
 	x.lastCommit.Store(time.Now().UnixNano())
 	x.mu.Lock()
 	x.tail = append(x.tail, tailLetter{key, *m})
-	n := len(x.tail)
+	x.tailBytes += letterBytes(m)
+	n, bytes := len(x.tail), x.tailBytes
 	x.mu.Unlock()
 	// The indexer needs waking only when it may be asleep for good (an
-	// empty tail) or must index now; otherwise it is waiting for quiet.
-	if n == 1 || n >= x.bound {
+	// empty tail) or a bound is reached; otherwise it is waiting for
+	// quiet or for its pace.
+	if n == 1 || n == x.bound || n == x.hard || (bytes >= searchTailBytes && bytes-letterBytes(m) < searchTailBytes) || bytes >= searchTailHardBytes {
 		select {
 		case x.wake <- struct{}{}:
 		default:
@@ -522,7 +590,12 @@ func (s *Store) flushSearch(all bool) bool {
 			return false
 		}
 		x.mu.Lock()
-		x.tail = append([]tailLetter(nil), x.tail[n:]...)
+		// Not copied: searches may hold the prefix, which nothing
+		// changes, and the next growth of the tail lets it go.
+		x.tail = x.tail[n:]
+		for i := range batch {
+			x.tailBytes -= letterBytes(&batch[i].msg)
+		}
 		x.mu.Unlock()
 		if !all {
 			return true
@@ -657,36 +730,65 @@ func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.M
 	if len(out) == q.Limit {
 		return out, nil
 	}
-	req := bleve.NewSearchRequestOptions(bleveQuery(key, &q), q.Limit+len(seen), 0, false)
-	res, err := x.idx.SearchInContext(ctx, req)
-	if err != nil {
-		s.log.Warn("search index: a search failed; scanning the inboxes", "err", err)
-		return s.scanSearch(ctx, &q)
+	// Phrases are asked of the index as their words (it keeps no
+	// positions) and each hit's letter is then matched as the tail's are,
+	// so pages are asked until the limit is filled or the hits end.
+	phrases := hasPhrase(q.Terms)
+	bq := bleveQuery(key, &q)
+	letters := map[string][]core.Message{} // by member, read once per search
+	size := q.Limit + len(seen)
+	if phrases {
+		size = max(2*size, 50)
 	}
-	var ids []string
-	for _, h := range res.Hits {
-		if id, ok := letterOfDoc(key, h.ID); ok && !seen[id] {
-			ids = append(ids, id)
+	for from := 0; len(out) < q.Limit; size = min(4*size, searchBatch) {
+		res, err := x.idx.SearchInContext(ctx, bleve.NewSearchRequestOptions(bq, size, from, false))
+		if err != nil {
+			s.log.Warn("search index: a search failed; scanning the inboxes", "err", err)
+			return s.scanSearch(ctx, &q)
 		}
-	}
-	found, err := s.lettersByID(ctx, q.Team, key, ids)
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range found {
-		if len(out) == q.Limit {
+		var ids []string
+		for _, h := range res.Hits {
+			if id, ok := letterOfDoc(key, h.ID); ok && !seen[id] {
+				ids = append(ids, id)
+				seen[id] = true
+			}
+		}
+		found, err := s.lettersByID(ctx, q.Team, key, ids, letters)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range found {
+			if len(out) == q.Limit {
+				break
+			}
+			if !phrases || core.MatchLetter(q.Terms, m.Body) > 0 {
+				out = append(out, m)
+			}
+		}
+		from += len(res.Hits)
+		if len(res.Hits) < size || uint64(from) >= res.Total {
 			break
 		}
-		out = append(out, m)
 	}
 	return out, nil
 }
 
+// hasPhrase reports whether a term has more than one word.
+func hasPhrase(terms []core.SearchTerm) bool {
+	for _, t := range terms {
+		if len(t.Words) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 // lettersByID reads the letters ids of the team with key from their
-// members' letters (memberLetters), in the order of ids, in one view of
-// the team. An id the team no longer holds (its team deleted and made
-// again since the index was asked) is left out.
-func (s *Store) lettersByID(ctx context.Context, team, key string, ids []string) ([]core.Message, error) {
+// members' letters (memberLetters, kept in byMember for the next call of
+// the same search), in the order of ids, in one view of the team. An id
+// the team no longer holds (its team deleted and made again since the
+// index was asked) is left out.
+func (s *Store) lettersByID(ctx context.Context, team, key string, ids []string, byMember map[string][]core.Message) ([]core.Message, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -698,7 +800,6 @@ func (s *Store) lettersByID(ctx context.Context, team, key string, ids []string)
 	if teamKey(u.State()) != key {
 		return nil, nil
 	}
-	byMember := map[string][]core.Message{}
 	out := make([]core.Message, 0, len(ids))
 	for _, id := range ids {
 		member, pos, ok := core.ParseLetterID(id)
@@ -733,15 +834,14 @@ func findLetter(items []core.Message, id string, pos int) (core.Message, bool) {
 	return core.Message{}, false
 }
 
-// bleveQuery is q in bleve's terms: the team, every term (a word, or its
-// words as a phrase), the viewer's letters, the sender and the recipient.
+// bleveQuery is q in bleve's terms: the team, every word of every term
+// (a phrase's words in any order: SearchLetters matches the letter), the
+// viewer's letters, the sender and the recipient.
 func bleveQuery(key string, q *core.SearchQuery) query.Query {
 	all := []query.Query{termQuery(fieldTeam, key)}
 	for _, t := range q.Terms {
-		if len(t.Words) == 1 {
-			all = append(all, termQuery(fieldBody, t.Words[0]))
-		} else {
-			all = append(all, bleve.NewPhraseQuery(t.Words, fieldBody))
+		for _, w := range t.Words {
+			all = append(all, termQuery(fieldBody, w))
 		}
 	}
 	if q.Viewer != "" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -213,6 +214,85 @@ func TestSearchIndexYieldsToSends(t *testing.T) {
 		}
 		if got := searchIDs(t, s2, "narwhals"); len(got) != 13 {
 			t.Errorf("after the restart: %d letters found, want 13", len(got))
+		}
+	})
+	t.Run("PacedUntilHard", func(t *testing.T) {
+		// Sends never pause (no quiet): the first batch over the bound
+		// is indexed at once, the next waits for its pace (here: for
+		// good), and the hard bound indexes at full speed.
+		dir := t.TempDir()
+		s, err := mail.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mail.SetSearchPace(s, time.Hour, 10)
+		mail.SetSearchHard(s, 30, 1<<30)
+		if err := s.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = s.Close() }()
+		waitSearchReady(t, s)
+		st := storetest.Team("idx", "alice")
+		st.Limits.InboxMessages = 100
+		if err := s.CreateTeam(t.Context(), st); err != nil {
+			t.Fatal(err)
+		}
+		send(t, s, 0, 10)
+		waitTail(t, s, 0)
+		send(t, s, 10, 29)
+		time.Sleep(300 * time.Millisecond)
+		if got := mail.SearchTailLen(s); got != 19 {
+			t.Fatalf("tail over its bound, paced = %d letters, want 19 (the pace not yet over)", got)
+		}
+		if got := searchIDs(t, s, "narwhals"); len(got) != 29 {
+			t.Fatalf("found in the index and the tail: %d letters, want 29", len(got))
+		}
+		send(t, s, 29, 30+10)
+		waitTail(t, s, 0)
+		if got := searchIDs(t, s, "narwhals"); len(got) != 40 {
+			t.Fatalf("after the hard bound: %d letters found, want 40", len(got))
+		}
+	})
+	t.Run("PhraseAmongItsWords", func(t *testing.T) {
+		// The index keeps no positions: a phrase is asked as its words
+		// and matched on each letter, page after page, so letters that
+		// hold the phrase are found behind many that hold its words in
+		// another order.
+		s := open(t, t.TempDir(), 20*time.Millisecond, 1000)
+		defer func() { _ = s.Close() }()
+		var want []string
+		for i := range 90 {
+			// The phrase's letters score lower (its words once, in a
+			// longer body) than the others.
+			body := fmt.Sprintf("about about narwhals, a letter, a letter %d", i)
+			if i%30 == 29 {
+				body = fmt.Sprintf("%d: a letter about narwhals, with many more words than the others hold", i)
+				want = append(want, fmt.Sprintf("alice-%d", i+1))
+			}
+			if err := core.Update(t.Context(), s, "idx", func(tx core.TeamTx) error {
+				return tx.AppendLetter(core.Message{ID: fmt.Sprintf("alice-%d", i+1), Sender: "lead", Recipient: "alice", Body: body})
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitTail(t, s, 0)
+		terms, err := core.ParseSearch(`"letter about"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, limit := range []int{2, 20} {
+			got, err := s.SearchLetters(t.Context(), core.SearchQuery{Team: "idx", Terms: terms, Limit: limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := make([]string, 0, len(got))
+			for _, m := range got {
+				ids = append(ids, m.ID)
+			}
+			slices.Sort(ids)
+			if w := want[:min(limit, len(want))]; len(ids) != len(w) || (limit > len(want) && !slices.Equal(ids, want)) {
+				t.Errorf("limit %d: got %v, want %d of %v", limit, ids, len(w), want)
+			}
 		}
 	})
 	t.Run("Quiet", func(t *testing.T) {
