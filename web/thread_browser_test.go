@@ -62,4 +62,22 @@ func TestPageShowsThreadsAndAcks(t *testing.T) {
 	do(t, ctx, "open the thread of an archived letter",
 		chromedp.Click(css(`[data-letter-id="lead-1"] .letter-thread`)),
 		chromedp.WaitVisible(css(`#thread[data-thread="reader-1"] [data-letter-id="reader-1"]`)))
+	do(t, ctx, "close the thread again",
+		chromedp.Click(css(`#thread-close`)),
+		chromedp.WaitNotVisible(css(`#thread`)))
+
+	// An archive that empties the inbox: the next letter (reader-3, its
+	// number after the archived ones) shows from its event alone, with
+	// every refetch of the page held from here on.
+	s.call("POST", "/teams/threads/members/reader/inbox/read", tok["reader"], map[string]any{"through": "reader-2"}, http.StatusOK)
+	s.call("POST", "/teams/threads/members/reader/inbox/archive", tok["reader"], map[string]any{"through": "reader-2"}, http.StatusOK)
+	do(t, ctx, "see reader's inbox emptied",
+		chromedp.WaitVisible(css(`[data-member="reader"] [data-archived="2"]`)),
+		chromedp.WaitNotPresent(css(`[data-member="reader"] [data-letter-id="reader-2"]`)))
+	if !eval[bool](t, ctx, `(() => { const f = window.fetch; window.fetch = (u, o) => String(u).includes('/events') ? f(u, o) : new Promise(() => {}); return true; })()`) {
+		t.Fatal("could not hold the page's refetches")
+	}
+	s.call("POST", "/teams/threads/messages", tok["lead"], map[string]any{"to": "reader", "body": "and ship it"}, http.StatusCreated)
+	do(t, ctx, "see the letter after the archive, from its event",
+		chromedp.WaitVisible(css(`[data-member="reader"] [data-letter-id="reader-3"]`)))
 }

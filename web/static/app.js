@@ -356,7 +356,11 @@
         // Only the letter right after the last one shown: a model fetched
         // before an earlier letter arrived lacks it, and showing this one
         // alone would hide it until the refetch (which shows them all).
-        const last = box.messages.length ? letterPosition(box.messages[box.messages.length - 1].id) : 0;
+        // Archived letters keep their numbers (docs/api.md, L): every letter
+        // the member received is archived or shown, so after an archive
+        // that emptied the inbox the next letter follows the archived ones.
+        const shown = box.messages.length ? letterPosition(box.messages[box.messages.length - 1].id) : 0;
+        const last = Math.max(shown, Math.max(Number(view.members[i].archived) || 0, 0) + box.messages.length);
         if (letterPosition(data.id) !== last + 1) return false;
         box.messages.push(data);
         view.members[i].inbox_length = box.messages.length;
