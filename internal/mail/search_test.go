@@ -130,13 +130,16 @@ func TestSearchIndexRebuilt(t *testing.T) {
 // tail reaches its bound, or once the store is quiet; a hit from the index
 // is the letter as its inbox holds it.
 func TestSearchIndexYieldsToSends(t *testing.T) {
-	open := func(t *testing.T, dir string, quiet time.Duration, bound int) *mail.Store {
+	open := func(t *testing.T, dir string, quiet time.Duration, bound int, also ...func(*mail.Store)) *mail.Store {
 		t.Helper()
 		s, err := mail.Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		mail.SetSearchPace(s, quiet, bound)
+		for _, f := range also {
+			f(s)
+		}
 		if err := s.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -170,17 +173,24 @@ func TestSearchIndexYieldsToSends(t *testing.T) {
 		}
 	}
 
+	// stays checks that the tail still holds tail letters a while later,
+	// and that searches find all of them and the indexed ones.
+	stays := func(t *testing.T, s *mail.Store, tail, all int, why string) {
+		t.Helper()
+		time.Sleep(300 * time.Millisecond)
+		if got := mail.SearchTailLen(s); got != tail {
+			t.Fatalf("tail = %d letters, want %d (%s)", got, tail, why)
+		}
+		if got := searchIDs(t, s, "narwhals"); len(got) != all {
+			t.Fatalf("found in the index and the tail: %d letters, want %d", len(got), all)
+		}
+	}
+
 	t.Run("Bound", func(t *testing.T) {
 		dir := t.TempDir()
 		s := open(t, dir, time.Hour, 10) // never quiet: only the bound indexes
 		send(t, s, 0, 9)
-		time.Sleep(300 * time.Millisecond)
-		if got := mail.SearchTailLen(s); got != 9 {
-			t.Fatalf("tail below its bound = %d letters, want 9 (nothing indexed while not quiet)", got)
-		}
-		if got := searchIDs(t, s, "narwhals"); len(got) != 9 {
-			t.Fatalf("found in the tail: %d letters, want 9", len(got))
-		}
+		stays(t, s, 9, 9, "below its bound, nothing indexed while not quiet")
 		send(t, s, 9, 10)
 		waitTail(t, s, 0)
 		if got := searchIDs(t, s, "narwhals"); len(got) != 10 {
@@ -220,33 +230,12 @@ func TestSearchIndexYieldsToSends(t *testing.T) {
 		// Sends never pause (no quiet): the first batch over the bound
 		// is indexed at once, the next waits for its pace (here: for
 		// good), and the hard bound indexes at full speed.
-		dir := t.TempDir()
-		s, err := mail.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mail.SetSearchPace(s, time.Hour, 10)
-		mail.SetSearchHard(s, 30, 1<<30)
-		if err := s.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		s := open(t, t.TempDir(), time.Hour, 10, func(s *mail.Store) { mail.SetSearchHard(s, 30, 1<<30) })
 		defer func() { _ = s.Close() }()
-		waitSearchReady(t, s)
-		st := storetest.Team("idx", "alice")
-		st.Limits.InboxMessages = 100
-		if err := s.CreateTeam(t.Context(), st); err != nil {
-			t.Fatal(err)
-		}
 		send(t, s, 0, 10)
 		waitTail(t, s, 0)
 		send(t, s, 10, 29)
-		time.Sleep(300 * time.Millisecond)
-		if got := mail.SearchTailLen(s); got != 19 {
-			t.Fatalf("tail over its bound, paced = %d letters, want 19 (the pace not yet over)", got)
-		}
-		if got := searchIDs(t, s, "narwhals"); len(got) != 29 {
-			t.Fatalf("found in the index and the tail: %d letters, want 29", len(got))
-		}
+		stays(t, s, 19, 29, "over its bound, paced: the pace not yet over")
 		send(t, s, 29, 30+10)
 		waitTail(t, s, 0)
 		if got := searchIDs(t, s, "narwhals"); len(got) != 40 {
