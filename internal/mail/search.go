@@ -351,7 +351,8 @@ func (s *Store) indexWhenQuiet() {
 			if busy = idle < x.quiet; busy {
 				wait := x.quiet - idle
 				if n >= x.bound || bytes >= searchTailBytes {
-					wait = time.Until(x.paced)
+					// The pace's end, or quiet if it comes first.
+					wait = min(wait, time.Until(x.paced))
 				}
 				if wait > 0 {
 					select {

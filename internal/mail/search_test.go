@@ -242,6 +242,22 @@ func TestSearchIndexYieldsToSends(t *testing.T) {
 			t.Fatalf("after the hard bound: %d letters found, want 40", len(got))
 		}
 	})
+	t.Run("PacedThenQuiet", func(t *testing.T) {
+		// A tail held by its pace is indexed as soon as the sends stop
+		// for the quiet, not at the pace's end.
+		s := open(t, t.TempDir(), time.Second, 10, func(s *mail.Store) { mail.SetSearchHard(s, 1000, 1<<30) })
+		defer func() { _ = s.Close() }()
+		send(t, s, 0, 10) // the first batch over the bound: at once
+		waitTail(t, s, 0)
+		send(t, s, 10, 25) // over the bound again, held by the pace
+		if got := mail.SearchTailLen(s); got != 15 {
+			t.Fatalf("tail right after the sends = %d letters, want 15 (held by the pace)", got)
+		}
+		waitTail(t, s, 0) // within a second of quiet, not at the pace's end
+		if got := searchIDs(t, s, "narwhals"); len(got) != 25 {
+			t.Fatalf("after the quiet: %d letters found, want 25", len(got))
+		}
+	})
 	t.Run("PhraseAmongItsWords", func(t *testing.T) {
 		// The index keeps no positions: a phrase is asked as its words
 		// and matched on each letter, page after page, so letters that
