@@ -134,7 +134,7 @@ func sendAs(t *testing.T, c *client, team, token, to, body string) string {
 func wantQuiet(t *testing.T, what string, p proc, failed bool) {
 	t.Helper()
 	if p.code != 0 || p.stdout != "" {
-		t.Fatalf("%s: exit %d, stdout %q; want exit 0 and no output", what, p.code, p.stdout)
+		t.Fatalf("%s: exit %d, stdout %q, stderr %q; want exit 0 and no output", what, p.code, p.stdout, p.stderr)
 	}
 	lines := strings.Count(p.stderr, "\n")
 	if failed && (lines != 1 || !strings.HasPrefix(p.stderr, "mailroom hook: ")) {
@@ -164,8 +164,11 @@ func TestHookEvents(t *testing.T) {
 	for _, m := range created.Members {
 		tok[m.Name] = m.Token
 	}
+	// A budget of 10 s, not the default 2 s: this test is about what each
+	// event shows, on a CI machine where a race-built server may answer
+	// late; TestHookTimeBudget (cmd/server) holds the budget itself.
 	hook := func(event string, active bool, args ...string) proc {
-		return runCmd(t, s.base, tok["reader"], hookEvent(event, active), append([]string{"hook"}, args...)...)
+		return runCmd(t, s.base, tok["reader"], hookEvent(event, active), append([]string{"hook", "--timeout", "10s"}, args...)...)
 	}
 
 	wantQuiet(t, "SessionStart with nothing unread", hook("SessionStart", false), false)
@@ -368,14 +371,14 @@ func TestMailCommands(t *testing.T) {
 	}
 	p := runCmd(t, s.base, tok["reader"], "", "inbox", "--unread")
 	if want := shown("reader-1", "first", "reader-2", "second") + "\n"; p.code != 0 || p.stdout != want {
-		t.Fatalf("inbox --unread: exit %d, stdout %q; want %q", p.code, p.stdout, want)
+		t.Fatalf("inbox --unread: exit %d, stdout %q, stderr %q; want %q", p.code, p.stdout, p.stderr, want)
 	}
 	if through, _ := cursorOf(t, c, "cli", "reader"); through != "" {
 		t.Fatalf("inbox without --mark-read moved the cursor to %q", through)
 	}
 	p = runCmd(t, s.base, tok["reader"], "", "inbox", "--unread", "--mark-read", "--json")
 	if want := `{"messages":[{"body":"first","id":"reader-1","recipient":"reader","sender":"lead","thread_id":"reader-1"},{"body":"second","id":"reader-2","recipient":"reader","sender":"lead","thread_id":"reader-2"}]}` + "\n"; p.code != 0 || p.stdout != want {
-		t.Fatalf("inbox --unread --mark-read --json: exit %d, stdout %q; want %q", p.code, p.stdout, want)
+		t.Fatalf("inbox --unread --mark-read --json: exit %d, stdout %q, stderr %q; want %q", p.code, p.stdout, p.stderr, want)
 	}
 	if through, unread := cursorOf(t, c, "cli", "reader"); through != "reader-2" || unread != 0 {
 		t.Fatalf("after --mark-read: %q, %d; want reader-2, 0", through, unread)
@@ -384,7 +387,7 @@ func TestMailCommands(t *testing.T) {
 		t.Fatalf("inbox --unread with nothing unread: exit %d, stdout %q", p.code, p.stdout)
 	}
 	if p = runCmd(t, s.base, tok["reader"], "", "inbox"); p.code != 0 || strings.Count(p.stdout, "Mail from") != 2 {
-		t.Fatalf("inbox: exit %d, stdout %q; want both letters", p.code, p.stdout)
+		t.Fatalf("inbox: exit %d, stdout %q, stderr %q; want both letters", p.code, p.stdout, p.stderr)
 	}
 
 	t.Run("Errors", func(t *testing.T) {
@@ -498,11 +501,11 @@ func TestAdminCommands(t *testing.T) {
 	}
 	p = runCmd(t, s.base, adminToken, "", "team", "create", "plain", "--member", "ann")
 	if lines := strings.Split(strings.TrimSpace(p.stdout), "\n"); p.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "lead mr_") || !strings.HasPrefix(lines[1], "ann mr_") {
-		t.Fatalf("team create: exit %d, stdout %q; want a line with the token per member", p.code, p.stdout)
+		t.Fatalf("team create: exit %d, stdout %q, stderr %q; want a line with the token per member", p.code, p.stdout, p.stderr)
 	}
 	p = runCmd(t, s.base, adminToken, "", "team", "show", "crew")
 	if p.code != 0 || !strings.Contains(p.stdout, "Team crew, created ") || strings.Contains(p.stdout, created.Members[1].Token) {
-		t.Fatalf("team show: exit %d, stdout %q; want the team without tokens", p.code, p.stdout)
+		t.Fatalf("team show: exit %d, stdout %q, stderr %q; want the team without tokens", p.code, p.stdout, p.stderr)
 	}
 	if p = runCmd(t, s.base, adminToken, "", "permission", "list", "crew"); p.code != 0 || !strings.Contains(p.stdout, `"permissions": []`) {
 		t.Fatalf("permission list: exit %d, stdout %q", p.code, p.stdout)
@@ -511,17 +514,17 @@ func TestAdminCommands(t *testing.T) {
 	// mcp-config names MAILROOM_TOKEN and never prints the token itself.
 	p = runCmd(t, s.base, reader, "", "mcp-config", "--team", "crew", "--member", "reader")
 	if want := "claude mcp add --transport http mailroom " + s.base + "/mcp --header 'Authorization: Bearer ${MAILROOM_TOKEN}'\n"; p.code != 0 || p.stdout != want {
-		t.Fatalf("mcp-config: exit %d, stdout %q; want %q", p.code, p.stdout, want)
+		t.Fatalf("mcp-config: exit %d, stdout %q, stderr %q; want %q", p.code, p.stdout, p.stderr, want)
 	}
 	p = runCmd(t, s.base, reader, "", "mcp-config", "--team", "crew", "--member", "reader", "--host", "codex")
 	if p.code != 0 || !strings.Contains(p.stdout, "[mcp_servers.mailroom]") || !strings.Contains(p.stdout, `bearer_token_env_var = "MAILROOM_TOKEN"`) ||
 		!strings.Contains(p.stdout, `default_tools_approval_mode = "approve"`) || strings.Contains(p.stdout, reader) {
-		t.Fatalf("mcp-config --host codex: exit %d, stdout %q; want the table with bearer_token_env_var and tool approval, no token", p.code, p.stdout)
+		t.Fatalf("mcp-config --host codex: exit %d, stdout %q, stderr %q; want the table with bearer_token_env_var and tool approval, no token", p.code, p.stdout, p.stderr)
 	}
 	for _, h := range []string{"cursor", "vscode"} {
 		p = runCmd(t, s.base, reader, "", "mcp-config", "--team", "crew", "--member", "reader", "--host", h)
 		if p.code != 0 || !strings.Contains(p.stdout, `"Authorization": "Bearer ${env:MAILROOM_TOKEN}"`) || !strings.Contains(p.stdout, s.base+"/mcp") || strings.Contains(p.stdout, reader) {
-			t.Fatalf("mcp-config --host %s: exit %d, stdout %q; want an env reference, no token", h, p.code, p.stdout)
+			t.Fatalf("mcp-config --host %s: exit %d, stdout %q, stderr %q; want an env reference, no token", h, p.code, p.stdout, p.stderr)
 		}
 	}
 	if p = runCmd(t, "", "", "", "--version"); p.code != 0 || !strings.HasPrefix(p.stdout, "mailroom ") || !strings.Contains(p.stdout, "commit ") {
