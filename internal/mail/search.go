@@ -522,14 +522,15 @@ func (s *Store) indexSearch(key string, m *core.Message) {
 	}
 	x.lastCommit.Store(time.Now().UnixNano())
 	x.mu.Lock()
+	size := letterBytes(m)
 	x.tail = append(x.tail, tailLetter{key, *m})
-	x.tailBytes += letterBytes(m)
+	x.tailBytes += size
 	n, bytes := len(x.tail), x.tailBytes
 	x.mu.Unlock()
 	// The indexer needs waking only when it may be asleep for good (an
 	// empty tail) or a bound is reached; otherwise it is waiting for
 	// quiet or for its pace.
-	if n == 1 || n == x.bound || n == x.hard || (bytes >= searchTailBytes && bytes-letterBytes(m) < searchTailBytes) || bytes >= searchTailHardBytes {
+	if n == 1 || n == x.bound || n == x.hard || (bytes >= searchTailBytes && bytes-size < searchTailBytes) || bytes >= searchTailHardBytes {
 		select {
 		case x.wake <- struct{}{}:
 		default:
