@@ -234,6 +234,21 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
+// clickOf waits for an element, then finds and clicks it in one
+// evaluation: the page rebuilds its lists on every event, so a node found
+// by one call (chromedp.Click) may be gone by the next.
+func clickOf(t *testing.T, ctx context.Context, what, sel string) {
+	t.Helper()
+	do(t, ctx, what, chromedp.WaitVisible(css(sel)))
+	quoted, err := json.Marshal(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !eval[bool](t, ctx, `(() => { const e = document.querySelector(`+string(quoted)+`); if (!e) return false; e.click(); return true; })()`) {
+		t.Fatalf("%s: %s gone before the click", what, sel)
+	}
+}
+
 // textOf reads an element's text in one evaluation: the page rebuilds its
 // lists on every event, so a node found by one call may be gone by the next.
 func textOf(t *testing.T, ctx context.Context, sel string) string {

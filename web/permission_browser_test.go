@@ -62,7 +62,7 @@ func TestPageAllowsPermission(t *testing.T) {
 	if got := textOf(t, ctx, `[data-permission-id="perm-1"]`); !strings.Contains(got, "reader") || !strings.Contains(got, "run_main") || !strings.Contains(got, "req-1") {
 		t.Errorf("permission text = %q, want the member, the tool and the plan", got)
 	}
-	do(t, ctx, "click Allow", chromedp.Click(css(`[data-permission-id="perm-1"] button.allow`)))
+	clickOf(t, ctx, "click Allow", `[data-permission-id="perm-1"] button.allow`)
 
 	result := <-turn
 	var got struct {

@@ -35,8 +35,8 @@ func TestPageShowsThreadsAndAcks(t *testing.T) {
 	if got := textOf(t, ctx, `[data-letter-id="reader-1"] [data-ack]`); got != "ack: done (green)" {
 		t.Errorf("reader-1's ack = %q, want %q", got, "ack: done (green)")
 	}
-	do(t, ctx, "open the thread",
-		chromedp.Click(css(`[data-letter-id="lead-1"] .letter-thread`)),
+	clickOf(t, ctx, "open the thread", `[data-letter-id="lead-1"] .letter-thread`)
+	do(t, ctx, "see the thread",
 		chromedp.WaitVisible(css(`#thread[data-thread="reader-1"] [data-letter-id="lead-1"]`)))
 	got := eval[[]string](t, ctx, `[...document.querySelectorAll('#thread-letters [data-letter-id]')].map((e) => e.dataset.letterId)`)
 	if strings.Join(got, ",") != "reader-1,lead-1" {
@@ -59,8 +59,8 @@ func TestPageShowsThreadsAndAcks(t *testing.T) {
 	if got := textOf(t, ctx, `[data-member="reader"] [data-unread]`); !strings.Contains(got, "1 unread") {
 		t.Errorf("reader's inbox count = %q, want reader-2 alone unread", got)
 	}
-	do(t, ctx, "open the thread of an archived letter",
-		chromedp.Click(css(`[data-letter-id="lead-1"] .letter-thread`)),
+	clickOf(t, ctx, "open the thread of an archived letter", `[data-letter-id="lead-1"] .letter-thread`)
+	do(t, ctx, "see the archived letter's thread",
 		chromedp.WaitVisible(css(`#thread[data-thread="reader-1"] [data-letter-id="reader-1"]`)))
 	do(t, ctx, "close the thread again",
 		chromedp.Click(css(`#thread-close`)),

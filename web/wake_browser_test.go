@@ -140,8 +140,8 @@ func TestPageShowsTurnsAndResets(t *testing.T) {
 	// Released, the wake takes reader-1 up again: that turn stalls too,
 	// so the page sees the wake on and reader running.
 	fake.Push(providertest.Reply{Stall: true})
-	do(t, ctx, "reset reader from the page",
-		chromedp.Click(css(`[data-member="reader"] button[data-reset="reader"]`)),
+	clickOf(t, ctx, "reset reader from the page", `[data-member="reader"] button[data-reset="reader"]`)
+	do(t, ctx, "see reader woken again",
 		chromedp.WaitVisible(css(`[data-member="reader"] .wake[data-wake="on"]`)),
 		chromedp.WaitVisible(css(`[data-member="reader"][data-status="running"]`)),
 	)
