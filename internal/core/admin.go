@@ -54,7 +54,7 @@ func (s *Service) DeleteTeam(ctx context.Context, name string, release func() er
 	// it starts here before its turns are collected and cancelled.
 	end := s.work.DeletionBegan(name)
 	defer end()
-	waitTurns(ctx, s.EndTeamWork(name, inc), DeleteTurnWait)
+	waitTurns(ctx, EndTeamWork(s.work, name, inc), DeleteTurnWait)
 	if release != nil {
 		if err := release(); err != nil {
 			return err

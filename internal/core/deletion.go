@@ -36,27 +36,6 @@ func teamReplaced() error {
 	return Errorf(CodeNotFound, "The team was deleted.")
 }
 
-// EndTeamWork ends what this process does for incarnation inc of team
-// ("" any): the runtime is told first (Work.TeamWorkEnds, which drops the
-// team's pending wakes), then the turns of it this process runs are
-// cancelled (they end cancelled at their next boundary) and returned. It
-// never blocks on a turn. A deletion here calls it before the team is
-// removed; the process's Live calls it for a deletion on another replica
-// (core.EventTeamDeleted).
-func (s *Service) EndTeamWork(team, inc string) []*Turn {
-	s.work.TeamWorkEnds(team, inc)
-	var turns []*Turn
-	for _, tr := range s.work.TeamTurns(team) {
-		if inc == "" || tr.inc == inc {
-			turns = append(turns, tr)
-		}
-	}
-	for _, tr := range turns {
-		tr.requestCancel()
-	}
-	return turns
-}
-
 // waitTurns waits until every one of turns has ended, at most wait and no
 // longer than ctx allows.
 func waitTurns(ctx context.Context, turns []*Turn, wait time.Duration) {

@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -16,20 +15,7 @@ import (
 // team is gone within 5 s (docs/api.md, "Deletion always wins").
 func TestDeleteTeamCancelsTurns(t *testing.T) {
 	f := newFixture(t, nil)
-	started := make(chan struct{})
-	done := make(chan core.TurnResult, 1)
-	go func() {
-		res, err := f.svc.RunTurn(context.Background(), f.team, "reader", func(ctx context.Context, h []core.Entry) (core.TurnOutcome, error) {
-			close(started)
-			<-ctx.Done()
-			return core.TurnOutcome{}, ctx.Err()
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		done <- res
-	}()
-	<-started
+	done := testkit.WaitingTurn(t, f.svc, f.team, "reader")
 	begin := time.Now()
 	if err := f.svc.DeleteTeam(core.AsAdmin(t.Context()), f.team, nil); err != nil {
 		t.Fatalf("DeleteTeam while a turn runs: %v, want it deleted", err)

@@ -88,7 +88,7 @@ func NewService(store Store, opts Options) *Service {
 		work:     opts.Work,
 	}
 	if s.work == nil {
-		s.work = &noWork{}
+		s.work = &LocalWork{}
 	}
 	if s.live == nil {
 		s.live = noLive{}
@@ -110,12 +110,6 @@ func NewService(store Store, opts Options) *Service {
 	}
 	return s
 }
-
-// Holder is the name of this process in turn leases.
-func (s *Service) Holder() string { return s.holder }
-
-// LeaseDuration is how long a turn's lease holds without renewal.
-func (s *Service) LeaseDuration() time.Duration { return s.leaseDur }
 
 // Now is the Service's clock (Options.Now), which the runtime's timers
 // share.

@@ -85,10 +85,36 @@ func (t *TurnTable) DeletionBegan(team string) (end func()) {
 	}
 }
 
-// noWork is the Work of a Service built without a runtime (tools and
-// tests that use core alone): it keeps the turn table, as any Work must
-// for the rules to hold, and renews no lease and drops no wake.
-type noWork struct{ TurnTable }
+// LocalWork is the Work of a Service built without a runtime (tools and
+// tests that use core alone, and Options.Work left nil): it keeps the
+// turn table, as any Work must for the rules to hold, and renews no lease
+// and drops no wake.
+type LocalWork struct{ TurnTable }
 
-func (*noWork) TurnBegan(*Turn)             {}
-func (*noWork) TeamWorkEnds(string, string) {}
+// TurnBegan does nothing: no lease is renewed (Work.TurnBegan).
+func (*LocalWork) TurnBegan(*Turn) {}
+
+// TeamWorkEnds does nothing: there are no wakes to drop
+// (Work.TeamWorkEnds).
+func (*LocalWork) TeamWorkEnds(string, string) {}
+
+// EndTeamWork ends what this process does for incarnation inc of team
+// ("" any), as w keeps it: the runtime is told first (Work.TeamWorkEnds,
+// which drops the team's pending wakes), then the turns of it this
+// process runs are cancelled (they end cancelled at their next boundary)
+// and returned. It never blocks on a turn. A deletion here calls it
+// before the team is removed; the process's Live calls it for a deletion
+// on another replica (EventTeamDeleted).
+func EndTeamWork(w Work, team, inc string) []*Turn {
+	w.TeamWorkEnds(team, inc)
+	var turns []*Turn
+	for _, tr := range w.TeamTurns(team) {
+		if inc == "" || tr.inc == inc {
+			turns = append(turns, tr)
+		}
+	}
+	for _, tr := range turns {
+		tr.requestCancel()
+	}
+	return turns
+}

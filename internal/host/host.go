@@ -94,7 +94,7 @@ func New(svc *core.Service, opts Options) *Host {
 	if h.workspaces == "" && opts.DataDir != "" {
 		h.workspaces = filepath.Join(opts.DataDir, "workspaces")
 	}
-	h.leases = runtime.NewRunLeases(svc, h.log)
+	h.leases = runtime.NewRunLeases(svc.Runs(), h.log)
 	if opts.DataDir != "" {
 		h.runner = scenario.NewRunner(svc, h.workspaces, scenario.Config{OnStart: h.runStarted, Logger: h.log, Runner: h.programs, Leases: h.leases})
 	}

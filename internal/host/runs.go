@@ -132,7 +132,7 @@ func (h *Host) runElsewhere(ctx context.Context, team string) bool {
 	if h.runner == nil {
 		return false
 	}
-	doc, err := h.svc.GetRun(ctx, team)
+	doc, err := h.svc.Runs().Get(ctx, team)
 	return err == nil && h.leases.RunInProgress(doc)
 }
 

@@ -254,13 +254,13 @@ func TestDeleteTeamWithRunElsewhere(t *testing.T) {
 	e := openEnv(t, nil, 0)
 	e.newTeam("elsewhere-1", nil)
 	lease := core.Lease{Holder: "another-replica", Expires: time.Now().Add(time.Hour)}
-	if err := e.svc.PutRun(t.Context(), core.RunDoc{ID: "elsewhere-1", Lease: &lease}); err != nil {
+	if err := e.svc.Runs().Put(t.Context(), core.RunDoc{ID: "elsewhere-1", Lease: &lease}); err != nil {
 		t.Fatal(err)
 	}
 	want(t, e.del("/api/v1/teams/elsewhere-1", adminToken), http.StatusConflict, "member_unavailable")
 
 	lease.Expires = time.Now().Add(-time.Second)
-	if err := e.svc.PutRun(t.Context(), core.RunDoc{ID: "elsewhere-1", Lease: &lease}); err != nil {
+	if err := e.svc.Runs().Put(t.Context(), core.RunDoc{ID: "elsewhere-1", Lease: &lease}); err != nil {
 		t.Fatal(err)
 	}
 	want(t, e.del("/api/v1/teams/elsewhere-1", adminToken), http.StatusNoContent, "")

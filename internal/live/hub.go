@@ -42,7 +42,10 @@ type Options struct {
 // is core's core.Live: core publishes every committed event to it, reads
 // members' presence from it and waits on it for decisions.
 type Hub struct {
-	svc      *core.Service
+	svc *core.Service
+	// work is the process's core.Work, whose turns of a team deleted on
+	// another replica end here (teamDeleted).
+	work     core.Work
 	notifier core.Notifier // nil unless the store is one
 	log      *slog.Logger
 
@@ -75,9 +78,10 @@ func New(store core.Store, opts Options) *Hub {
 	return h
 }
 
-// Bind gives the hub the Service whose events it carries; call it once,
-// before serving.
-func (h *Hub) Bind(svc *core.Service) { h.svc = svc }
+// Bind gives the hub the Service whose events it carries and the Work
+// that Service was built with (core.Options.Work); call it once, before
+// serving.
+func (h *Hub) Bind(svc *core.Service, work core.Work) { h.svc, h.work = svc, work }
 
 // Open builds core over store with a new hub as its core.Live, opens it
 // (core.Service.Open: a Starter store loads and repairs its teams) and,
@@ -88,8 +92,13 @@ func Open(ctx context.Context, store core.Store, copts core.Options, opts Option
 	}
 	h := New(store, opts)
 	copts.Live = h
+	if copts.Work == nil {
+		// Made here rather than left to core, so that the hub ends the
+		// turns of the same table core claims them in.
+		copts.Work = &core.LocalWork{}
+	}
 	svc := core.NewService(store, copts)
-	h.Bind(svc)
+	h.Bind(svc, copts.Work)
 	if err := svc.Open(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -179,8 +188,8 @@ func (h *Hub) teamDeleted(team string, data any) {
 	// A deletion on another replica: what this process does for that
 	// incarnation of the team ends too.
 	inc, _ := data.(string)
-	if h.svc != nil {
-		h.svc.EndTeamWork(team, inc)
+	if h.work != nil {
+		core.EndTeamWork(h.work, team, inc)
 	}
 	h.sessions.drop(team)
 }

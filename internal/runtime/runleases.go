@@ -12,12 +12,12 @@ import (
 // RunLeases holds the leases of the scenario runs this process runs, so
 // that every replica sees a run in progress while this process runs it,
 // and sees it interrupted once its lease has expired after this process
-// died. The run documents themselves are core's (core.Service.PutRun and
-// the others); what is kept here is which runs this process holds and
-// the goroutines that renew their leases.
+// died. The run documents and the terms of a lease are core's
+// (core.Runs); what is kept here is which runs this process holds and the
+// goroutines that renew their leases.
 type RunLeases struct {
-	svc *core.Service
-	log *slog.Logger
+	runs *core.Runs
+	log  *slog.Logger
 
 	mu   sync.Mutex
 	held map[string]chan struct{}
@@ -25,19 +25,19 @@ type RunLeases struct {
 	renewals sync.WaitGroup
 }
 
-// NewRunLeases returns the run leases of this process over svc; log
-// receives failed renewals (nil discards them).
-func NewRunLeases(svc *core.Service, log *slog.Logger) *RunLeases {
+// NewRunLeases returns the run leases of this process over runs
+// (core.Service.Runs); log receives failed renewals (nil discards them).
+func NewRunLeases(runs *core.Runs, log *slog.Logger) *RunLeases {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &RunLeases{svc: svc, log: log, held: map[string]chan struct{}{}}
+	return &RunLeases{runs: runs, log: log, held: map[string]chan struct{}{}}
 }
 
 // ClaimRun stores run id as claimed (no result) under this process's
 // lease and renews the lease every third of the lease duration until
 // release is called (RunInProgress). The caller stores the run's result
-// (core.Service.PutRun) and then calls release; a result drops the lease
+// (core.Runs.Put) and then calls release; a result drops the lease
 // anyway. Claiming an id this process holds already is refused with
 // CodeTeamExists, as a run id is claimed once.
 func (l *RunLeases) ClaimRun(ctx context.Context, id string) (release func(), err error) {
@@ -62,8 +62,8 @@ func (l *RunLeases) ClaimRun(ctx context.Context, id string) (release func(), er
 			close(stop)
 		})
 	}
-	lease := core.Lease{Holder: l.svc.Holder(), Expires: l.svc.Now().Add(l.svc.LeaseDuration())}
-	if err := l.svc.PutRun(ctx, core.RunDoc{ID: id, Lease: &lease}); err != nil {
+	lease := l.runs.Lease()
+	if err := l.runs.Put(ctx, core.RunDoc{ID: id, Lease: &lease}); err != nil {
 		release()
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (l *RunLeases) ClaimRun(ctx context.Context, id string) (release func(), er
 // was deleted) ends it; one that fails is tried again at the next tick,
 // while the lease may still hold.
 func (l *RunLeases) renew(id string, stop <-chan struct{}) {
-	every := l.svc.LeaseDuration() / 3
+	every := l.runs.LeaseDuration() / 3
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -86,7 +86,7 @@ func (l *RunLeases) renew(id string, stop <-chan struct{}) {
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		ok, err := l.svc.RenewRun(ctx, id, core.Lease{Holder: l.svc.Holder(), Expires: l.svc.Now().Add(l.svc.LeaseDuration())})
+		ok, err := l.runs.Renew(ctx, id)
 		cancel()
 		switch {
 		case err != nil:
@@ -107,13 +107,13 @@ func (l *RunLeases) RunInProgress(doc core.RunDoc) bool {
 	if doc.Result != nil || doc.Lease == nil {
 		return false
 	}
-	if doc.Lease.Holder == l.svc.Holder() {
+	if doc.Lease.Holder == l.runs.Holder() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		_, held := l.held[doc.ID]
 		return held
 	}
-	return doc.Lease.Live(l.svc.Now())
+	return doc.Lease.Live(l.runs.Now())
 }
 
 // Wait returns once every renewal has ended, or with ctx's error. A

@@ -96,7 +96,7 @@ func TestRunInProgressOnAnotherReplica(t *testing.T) {
 	}
 	wantInProgress("at the start")
 
-	first, err := svcB.GetRun(ctx, id)
+	first, err := svcB.Runs().Get(ctx, id)
 	if err != nil || first.Lease == nil || first.Lease.Holder != "replica-a" {
 		t.Fatalf("stored run = %+v, %v; want a lease held by replica-a", first, err)
 	}
@@ -109,7 +109,7 @@ func TestRunInProgressOnAnotherReplica(t *testing.T) {
 			t.Fatal("A never renewed its run's lease")
 		case <-time.After(50 * time.Millisecond): // polling interval, not synchronisation
 		}
-		if renewed, err = svcB.GetRun(ctx, id); err != nil || renewed.Lease == nil {
+		if renewed, err = svcB.Runs().Get(ctx, id); err != nil || renewed.Lease == nil {
 			t.Fatalf("stored run while A runs it = %+v, %v; want a lease", renewed, err)
 		}
 	}
@@ -122,7 +122,7 @@ func TestRunInProgressOnAnotherReplica(t *testing.T) {
 	} else if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	last, err := svcB.GetRun(ctx, id)
+	last, err := svcB.Runs().Get(ctx, id)
 	if err != nil || last.Result != nil || last.Lease == nil {
 		t.Fatalf("stored run after A died = %+v, %v; want no result and A's last lease", last, err)
 	}

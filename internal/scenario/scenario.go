@@ -8,7 +8,7 @@
 // the server's workspaces directory), drives the teammates with scripted
 // models (or, with Options.Model, a real model) through the one agent loop
 // of package agent, checks what the lesson promises and keeps the result
-// document in the store (core.Service.PutRun): the file store's
+// document in the store (core.Runs.Put): the file store's
 // <data>/runs/<run_id>/result.json, or the database.
 package scenario
 
@@ -255,8 +255,7 @@ type Config struct {
 }
 
 // Runner runs scenarios and keeps their documents in the store
-// (core.Service's PutRun, GetRun, RunIDs, DeleteRun, and the leases of
-// Config.Leases): claimed
+// (core.Runs, and the leases of Config.Leases): claimed
 // with no result, under this process's lease, when a run starts, with its
 // result when it ends. In memory it keeps only the runs of this process
 // that have no stored result yet (in progress, or whose result could not
@@ -265,6 +264,7 @@ type Config struct {
 // as interrupted (docs/storage.md).
 type Runner struct {
 	svc        *core.Service
+	docs       *core.Runs
 	workspaces string
 	cfg        Config
 	log        *slog.Logger
@@ -286,9 +286,9 @@ func NewRunner(svc *core.Service, workspaces string, cfg Config) *Runner {
 		cfg.Runner = workspace.Default()
 	}
 	if cfg.Leases == nil {
-		cfg.Leases = runtime.NewRunLeases(svc, log)
+		cfg.Leases = runtime.NewRunLeases(svc.Runs(), log)
 	}
-	return &Runner{svc: svc, workspaces: workspaces, cfg: cfg, log: log, runs: map[string]*Result{}}
+	return &Runner{svc: svc, docs: svc.Runs(), workspaces: workspaces, cfg: cfg, log: log, runs: map[string]*Result{}}
 }
 
 // workspace is the directory of run id's workspace.
@@ -436,7 +436,7 @@ func (r *Runner) nextNumber(ctx context.Context, name string) (int, error) {
 	for _, t := range r.svc.Teams(ctx) {
 		names = append(names, t.Name)
 	}
-	ids, err := r.svc.RunIDs(ctx)
+	ids, err := r.docs.IDs(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -530,7 +530,7 @@ func (r *Runner) Get(ctx context.Context, runID string) (Result, error) {
 	if ok {
 		return out, nil
 	}
-	stored, err := r.svc.GetRun(ctx, runID)
+	stored, err := r.docs.Get(ctx, runID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -583,7 +583,7 @@ func (r *Runner) unfinished(ctx context.Context, runID string) (Result, error) {
 	// A run of this process may have stored its result and left memory
 	// between the caller's read and the registration above, and a
 	// replica whose renewal came late may hold the run again.
-	if stored, err := r.svc.GetRun(ctx, runID); err != nil || stored.Result != nil || r.cfg.Leases.RunInProgress(stored) {
+	if stored, err := r.docs.Get(ctx, runID); err != nil || stored.Result != nil || r.cfg.Leases.RunInProgress(stored) {
 		r.mu.Lock()
 		delete(r.runs, runID)
 		r.mu.Unlock()
@@ -625,7 +625,7 @@ func (r *Runner) Delete(ctx context.Context, runID string) error {
 	if !core.ValidName(runID) {
 		return nil
 	}
-	if err := r.svc.DeleteRun(ctx, runID); err != nil {
+	if err := r.docs.Delete(ctx, runID); err != nil {
 		return err
 	}
 	left, err := workspace.Remove(r.workspace(runID))
@@ -664,7 +664,7 @@ func cloneResult(d *Result) Result {
 	return out
 }
 
-// store stores doc as its run's result, durably (core.Service.PutRun).
+// store stores doc as its run's result, durably (core.Runs.Put).
 func (r *Runner) store(ctx context.Context, doc Result) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -673,7 +673,7 @@ func (r *Runner) store(ctx context.Context, doc Result) error {
 	if err := enc.Encode(doc); err != nil {
 		return core.StorageError(err)
 	}
-	return r.svc.PutRun(ctx, core.RunDoc{ID: doc.RunID, Result: buf.Bytes()})
+	return r.docs.Put(ctx, core.RunDoc{ID: doc.RunID, Result: buf.Bytes()})
 }
 
 // lessonTeam is the lessons' fixed team (docs/spec.md §1).

@@ -59,7 +59,7 @@ func workspaces(dir string) string { return filepath.Join(dir, "workspaces") }
 // storedResult is run id's stored result, nil while it has none.
 func storedResult(t *testing.T, svc *core.Service, id string) []byte {
 	t.Helper()
-	doc, err := svc.GetRun(t.Context(), id)
+	doc, err := svc.Runs().Get(t.Context(), id)
 	if err != nil {
 		t.Fatalf("GetRun(%s): %v", id, err)
 	}
@@ -326,7 +326,7 @@ func TestUnfinishedRunIsInterrupted(t *testing.T) {
 	if _, _, err := e.svc.CreateTeam(t.Context(), lessonTeam(id)); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.PutRun(t.Context(), core.RunDoc{ID: id}); err != nil {
+	if err := e.svc.Runs().Put(t.Context(), core.RunDoc{ID: id}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(filepath.Join(workspaces(e.dir), id), 0o700); err != nil {
