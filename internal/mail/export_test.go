@@ -34,6 +34,13 @@ func SetSearchHard(s *Store, hard, pace int) {
 	s.search.hard, s.search.pace = hard, pace
 }
 
+// SetSearchBytes sets the tail's bounds in bytes: the one past which it
+// is indexed at the pace of SetSearchHard while sends go on, and the hard
+// one; call it before Start.
+func SetSearchBytes(s *Store, bound, hard int) {
+	s.search.boundBytes, s.search.hardBytes = bound, hard
+}
+
 // SearchTailLen is how many committed letters the search index has not
 // yet taken in.
 func SearchTailLen(s *Store) int { return s.search.tailLen() }

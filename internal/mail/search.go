@@ -120,9 +120,11 @@ type searchIndex struct {
 	// lastCommit is when the last letter entered the tail (UnixNano).
 	lastCommit atomic.Int64
 	// quiet, bound, hard and pace are searchQuiet, searchTailBound,
-	// searchTailHard and searchPace unless a test set others.
-	quiet             time.Duration
-	bound, hard, pace int
+	// searchTailHard and searchPace, and boundBytes and hardBytes are
+	// searchTailBytes and searchTailHardBytes, unless a test set others.
+	quiet                 time.Duration
+	bound, hard, pace     int
+	boundBytes, hardBytes int
 	// paced is when the indexer may next index a batch while sends keep
 	// arriving (only its goroutine uses it).
 	paced time.Time
@@ -242,6 +244,9 @@ func (s *Store) openSearch() {
 	if x.pace == 0 {
 		x.pace = searchPace
 	}
+	if x.boundBytes == 0 {
+		x.boundBytes, x.hardBytes = searchTailBytes, searchTailHardBytes
+	}
 	x.unwritten = map[int64][]tailLetter{}
 	x.stop = make(chan struct{})
 	x.done = make(chan struct{})
@@ -346,11 +351,11 @@ func (s *Store) indexWhenQuiet() {
 			return
 		}
 		busy := false
-		if n < x.hard && bytes < searchTailHardBytes {
+		if n < x.hard && bytes < x.hardBytes {
 			idle := time.Since(time.Unix(0, x.lastCommit.Load()))
 			if busy = idle < x.quiet; busy {
 				wait := x.quiet - idle
-				if n >= x.bound || bytes >= searchTailBytes {
+				if n >= x.bound || bytes >= x.boundBytes {
 					// The pace's end, or quiet if it comes first.
 					wait = min(wait, time.Until(x.paced))
 				}
@@ -530,7 +535,7 @@ func (s *Store) indexSearch(key string, m *core.Message) {
 	// The indexer needs waking only when it may be asleep for good (an
 	// empty tail) or a bound is reached; otherwise it is waiting for
 	// quiet or for its pace.
-	if n == 1 || n == x.bound || n == x.hard || (bytes >= searchTailBytes && bytes-size < searchTailBytes) || bytes >= searchTailHardBytes {
+	if n == 1 || n == x.bound || n == x.hard || (bytes >= x.boundBytes && bytes-size < x.boundBytes) || bytes >= x.hardBytes {
 		select {
 		case x.wake <- struct{}{}:
 		default:

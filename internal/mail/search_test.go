@@ -242,6 +242,28 @@ func TestSearchIndexYieldsToSends(t *testing.T) {
 			t.Fatalf("after the hard bound: %d letters found, want 40", len(got))
 		}
 	})
+	t.Run("PacedUntilHardByBytes", func(t *testing.T) {
+		// The same by the tail's bytes, its letter counts never reached:
+		// a letter here takes 239 to 241 bytes (letterBytes), so the
+		// bound of 2,300 bytes is passed at the 10th letter, and the
+		// hard bound of 7,200 bytes at the 30th held.
+		s := open(t, t.TempDir(), time.Hour, 1000, func(s *mail.Store) {
+			mail.SetSearchHard(s, 100000, 1<<30)
+			mail.SetSearchBytes(s, 2300, 7200)
+		})
+		defer func() { _ = s.Close() }()
+		send(t, s, 0, 9)
+		stays(t, s, 9, 9, "below its bound in bytes, nothing indexed while not quiet")
+		send(t, s, 9, 10)
+		waitTail(t, s, 0)
+		send(t, s, 10, 39)
+		stays(t, s, 29, 39, "over its bound in bytes, paced: the pace not yet over")
+		send(t, s, 39, 40)
+		waitTail(t, s, 0)
+		if got := searchIDs(t, s, "narwhals"); len(got) != 40 {
+			t.Fatalf("after the hard bound in bytes: %d letters found, want 40", len(got))
+		}
+	})
 	t.Run("PacedThenQuiet", func(t *testing.T) {
 		// A tail held by its pace is indexed as soon as the sends stop
 		// for the quiet, not at the pace's end.
