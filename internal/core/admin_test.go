@@ -155,11 +155,11 @@ func TestDeleteTeamTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []*core.Service{svc, openService(t, dir, 0)} {
-		if team, member, ok := s.Authenticate(gone[0].Token); ok {
-			t.Errorf("a deleted team's token authenticates as %s/%s", team, member)
+		if p, err := s.LookupPrincipal(ctx, gone[0].Token); err == nil {
+			t.Errorf("a deleted team's token authenticates as %s/%s", p.Team, p.Member)
 		}
-		if _, _, ok := s.Authenticate(kept[0].Token); !ok {
-			t.Error("another team's token no longer authenticates")
+		if _, err := s.LookupPrincipal(ctx, kept[0].Token); err != nil {
+			t.Errorf("another team's token no longer authenticates: %v", err)
 		}
 	}
 }

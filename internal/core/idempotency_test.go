@@ -383,18 +383,18 @@ func TestAuthenticateDoesNotWaitForTeamLock(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		team, member, ok := f.svc.Authenticate(created[1].Token)
-		done <- result{team, member, ok}
+		p, err := f.svc.LookupPrincipal(t.Context(), created[1].Token)
+		done <- result{p.Team, p.Member, err == nil}
 	}()
 	select {
 	case got := <-done:
 		if want := (result{"busy", "reader", true}); got != want {
-			t.Fatalf("Authenticate = %+v, want %+v", got, want)
+			t.Fatalf("LookupPrincipal = %+v, want %+v", got, want)
 		}
 	case <-time.After(time.Minute): // a bound on a hang, not a timing check
-		t.Fatal("Authenticate waited for the team's lock")
+		t.Fatal("LookupPrincipal waited for the team's lock")
 	}
-	if _, _, ok := f.svc.Authenticate("mr_not-a-token"); ok {
-		t.Fatal("an unknown token authenticated")
+	if _, err := f.svc.LookupPrincipal(t.Context(), "mr_not-a-token"); core.ErrorCode(err) != core.CodeNotFound {
+		t.Fatalf("an unknown token: %v, want not_found", err)
 	}
 }

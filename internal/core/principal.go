@@ -17,7 +17,7 @@ type Principal struct {
 	Team   string
 	Member string
 	// tokenHash, when set, is the SHA-256 of the token the member called
-	// with (TokenPrincipal): it names this member of this team's
+	// with (LookupPrincipal): it names this member of this team's
 	// incarnation, which its name alone does not once a team of that name
 	// was deleted and created again, and it is the key of per-token
 	// bounds. Unexported, so that only a door holding the token sets it.

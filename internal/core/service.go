@@ -439,40 +439,22 @@ func (spec TeamSpec) validateSettings() error {
 	return nil
 }
 
-// Authenticate returns the team and member a member token belongs to.
+// LookupPrincipal is the principal of the member token belongs to, as a
+// door authenticates a call (internal/bearer), the lookup bound by the
+// call's ctx: it carries the token's hash, so that the units of work of
+// the call confirm the token (tokenHolds), the connections it opens
+// follow exactly the team the token belongs to (CheckConnection) and the
+// per-token bounds count by token. Its errors: CodeNotFound for a token
+// no member has, or the store's error (storage_unavailable while a shared
+// database cannot be reached), so that a door can answer 503 rather than
+// 401 when it cannot tell. The token is hashed once, for the lookup and
+// the principal.
 //
 // It asks the store's token lookup, which never waits for a team's unit
 // of work: a team busy with a long write must not hold up every request
 // of its members before they reach their own work. Tokens are looked up
 // by their SHA-256, so the time a lookup takes depends on the hash, never
 // on how much of a guessed token is right.
-func (s *Service) Authenticate(token string) (teamName, member string, ok bool) {
-	team, m, err := s.LookupMember(token)
-	return team, m, err == nil
-}
-
-// LookupMember is Authenticate with the reason of a failure: CodeNotFound
-// for a token no member has, or the store's error (storage_unavailable
-// while a shared database cannot be reached), so that a transport can
-// answer 503 rather than 401 when it cannot tell.
-func (s *Service) LookupMember(token string) (teamName, member string, err error) {
-	p, err := s.TokenPrincipal(token)
-	return p.Team, p.Member, err
-}
-
-// TokenPrincipal is LookupPrincipal for a caller without a request (tools,
-// tests): its lookup has no deadline but the store's own.
-func (s *Service) TokenPrincipal(token string) (Principal, error) {
-	return s.LookupPrincipal(context.Background(), token)
-}
-
-// LookupPrincipal is the principal of the member token belongs to, as a
-// door authenticates a call (internal/bearer), the lookup bound by the
-// call's ctx: it carries the token's hash, so that the units of work of
-// the call confirm the token (tokenHolds), the connections it opens
-// follow exactly the team the token belongs to (CheckConnection) and the
-// per-token bounds count by token. Its errors are LookupMember's. The
-// token is hashed once, for the lookup and the principal.
 func (s *Service) LookupPrincipal(ctx context.Context, token string) (Principal, error) {
 	if token == "" {
 		return Principal{}, Errorf(CodeNotFound, "No member has this token.")

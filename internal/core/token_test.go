@@ -35,7 +35,7 @@ func tokenCalls(svc *core.Service, team string) map[string]func(ctx context.Cont
 // principalOf authenticates token as a door does.
 func principalOf(t *testing.T, svc *core.Service, token string) core.Principal {
 	t.Helper()
-	p, err := svc.TokenPrincipal(token)
+	p, err := svc.LookupPrincipal(t.Context(), token)
 	if err != nil {
 		t.Fatalf("look up a token just created: %v", err)
 	}

@@ -172,7 +172,7 @@ func TestStaleTokenRefusedAcrossReplicas(t *testing.T) {
 	cacheToken(t, b, "demo/reader")
 	principal := func(svc *core.Service, token string) context.Context {
 		t.Helper()
-		p, err := svc.TokenPrincipal(token)
+		p, err := svc.LookupPrincipal(t.Context(), token)
 		if err != nil {
 			t.Fatalf("look up %s: %v", token, err)
 		}
