@@ -218,26 +218,6 @@ func ClaimableTasks(tasks []Task, member string, skills []string) []Task {
 	return out
 }
 
-// ClaimableTasksOf reads team's board and returns ClaimableTasks of it for
-// member (in-process callers only: the host's wake loop; it checks no
-// right).
-func (s *Service) ClaimableTasksOf(ctx context.Context, team, member string) ([]Task, error) {
-	var out []Task
-	err := s.view(ctx, team, true, func(u *unit) error {
-		tasks, err := u.tx.Tasks()
-		if err != nil {
-			return asStoreError(err)
-		}
-		var skills []string
-		if m := u.member(member); m != nil {
-			skills = m.Skills
-		}
-		out = ClaimableTasks(tasks, member, skills)
-		return nil
-	})
-	return out, err
-}
-
 // TaskHistoryText is the text a task becomes in a member's history:
 // TaskPrefix and the task's JSON with sorted keys, written as the
 // lessons' json.dumps writes a letter's (HistoryText).
