@@ -117,20 +117,23 @@ func (t specRoutes) lookup(r *http.Request) (*specPath, *routers.Route, map[stri
 // match reports whether the escaped path (without its leading slash, of
 // as many segments as the template) fits the template, literal segments
 // equal and parameters non-empty, and returns the parameters' values.
+// The parameters are gathered only once the path fits: a request is
+// tried against every template of its length, and most do not fit.
 func (p *specPath) match(path string) (map[string]string, bool) {
-	var params map[string]string
 	rest := path
 	for k, seg := range p.segments {
 		part, after, _ := strings.Cut(rest, "/")
 		rest = after
-		switch {
-		case !p.params[k]:
-			if part != seg {
-				return nil, false
-			}
-		case part == "":
+		if (p.params[k] && part == "") || (!p.params[k] && part != seg) {
 			return nil, false
-		default:
+		}
+	}
+	var params map[string]string
+	rest = path
+	for k, seg := range p.segments {
+		part, after, _ := strings.Cut(rest, "/")
+		rest = after
+		if p.params[k] {
 			if params == nil {
 				params = make(map[string]string, 2)
 			}
