@@ -387,11 +387,6 @@ func (x *searchIndex) tailSize() (int, int) {
 	return len(x.tail), x.tailBytes
 }
 
-func (x *searchIndex) tailLen() int {
-	n, _ := x.tailSize()
-	return n
-}
-
 // letterBytes is about what a letter in the tail takes in memory.
 func letterBytes(m *core.Message) int {
 	return len(m.Body) + len(m.ID) + len(m.Sender) + len(m.Recipient) + 200
