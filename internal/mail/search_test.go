@@ -101,6 +101,29 @@ func TestSearchIndexRebuilt(t *testing.T) {
 				return nil
 			})
 		}, n},
+		{"DamagedInside", func() {
+			// The database's header stays sound, so it opens; a page of
+			// its tables does not.
+			f, err := os.OpenFile(filepath.Join(index, "letters.db"), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = f.Close() }()
+			fi, err := f.Stat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Size() < 3*4096 {
+				t.Fatalf("index database is %d bytes, want at least 3 pages", fi.Size())
+			}
+			junk := make([]byte, fi.Size()-4096)
+			for i := range junk {
+				junk[i] = byte(i*131 + 7)
+			}
+			if _, err := f.WriteAt(junk, 4096); err != nil {
+				t.Fatal(err)
+			}
+		}, n},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.harm()
@@ -334,4 +357,42 @@ func TestSearchIndexYieldsToSends(t *testing.T) {
 			t.Fatalf("found in the index: %d letters, want 5", len(got))
 		}
 	})
+}
+
+// TestSearchIndexTokensMatchedAgain: the index holds a word that is not
+// plain ASCII letters and digits as "x" and its bytes in hex, so the
+// plain word "xc3a9" and "é" share a token there. A hit is matched again
+// on its letter, so a search for one never finds the other.
+func TestSearchIndexTokensMatchedAgain(t *testing.T) {
+	s, err := mail.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitSearchReady(t, s)
+	st := storetest.Team("idx", "alice")
+	if err := s.CreateTeam(t.Context(), st); err != nil {
+		t.Fatal(err)
+	}
+	for i, body := range []string{"the code xc3a9 again", "café é crème"} {
+		if err := core.Update(t.Context(), s, "idx", func(tx core.TeamTx) error {
+			return tx.AppendLetter(core.Message{ID: fmt.Sprintf("alice-%d", i+1), Sender: "lead", Recipient: "alice", Body: body})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SearchIndexed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := mail.SearchTailLen(s); n != 0 {
+		t.Fatalf("tail holds %d letters after SearchIndexed, want 0 (the index must answer)", n)
+	}
+	for q, want := range map[string][]string{"é": {"alice-2"}, "xc3a9": {"alice-1"}, "CAFÉ": {"alice-2"}} {
+		if got := searchIDs(t, s, q); !slices.Equal(got, want) {
+			t.Errorf("search %q = %v, want %v", q, got, want)
+		}
+	}
 }

@@ -1,0 +1,364 @@
+package mail
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"mailroom/internal/core"
+)
+
+// The index itself (docs/api.md "Search"): SQLite's full-text search,
+// FTS5, in <data>/search/letters.db. SQLite is the well-kept engine here
+// because a letter costs it a small fraction of a send to index (bleve,
+// which this replaced, cost a third of one; BENCHMARKS.md has the
+// figures), and it holds no rule: what a word is, what a letter matches and
+// who may see it stay core's, checked on every letter a hit names.
+//
+// Three tables:
+//
+//   - teams: one row per team incarnation (teamKey), whose number is the
+//     team's token in the index;
+//   - docs: one row per letter indexed, (team, letter id), unique, so that
+//     indexing a letter twice is a no-op; its id is the letter's row in
+//     words;
+//   - words: a contentless FTS5 table (no copy of any letter) of three
+//     columns: the team's token, the party tokens (sender and recipient)
+//     and the body's words in order, each as indexToken writes it, with
+//     their positions (phrases; bm25, the order of hits, needs the counts
+//     they give).
+//
+// The database is written without waiting for the disk (synchronous NORMAL
+// in WAL mode: a committed batch survives the process, not a power cut);
+// what a crash lost is indexed again at the next start (catchUpSearch).
+
+// searchFile is the index's database in searchDir.
+const searchFile = "letters.db"
+
+// searchSchema is the index's layout (PRAGMA user_version). An index of
+// another layout, or no database at all (a directory bleve left, from
+// before), is made anew from the inboxes.
+const searchSchema = 1
+
+const searchSchemaSQL = `
+CREATE TABLE teams(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
+CREATE TABLE docs(id INTEGER PRIMARY KEY, team INTEGER NOT NULL, letter TEXT NOT NULL, UNIQUE(team, letter));
+CREATE VIRTUAL TABLE words USING fts5(team, party, body, content='', contentless_delete=1, tokenize='ascii');
+PRAGMA user_version = 1;
+`
+
+// searchConns bounds the index's connections: the indexer's one writer
+// and searches beside it (WAL lets readers run while it writes).
+const searchConns = 4
+
+// openIndexDB opens the index's database at path with the settings every
+// connection needs.
+func openIndexDB(path string) (*sql.DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	// A file: URI, so that a '?' or '#' in the data directory's path is
+	// escaped rather than read as the start of the parameters.
+	dsn := (&url.URL{Scheme: "file", Path: abs}).String() +
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(searchConns)
+	db.SetMaxIdleConns(searchConns)
+	return db, nil
+}
+
+// openSearchDB opens the index in dir. An index that is missing, or that
+// is not a database of this layout, is made anew, empty; why is the reason
+// for the operator's log ("" when it was sound or only missing). Reading
+// the whole index for damage takes seconds for a large one, so it is left
+// to checkSearchDB, off the start's path.
+func openSearchDB(dir string) (db *sql.DB, why string, err error) {
+	path := filepath.Join(dir, searchFile)
+	if _, err := os.Lstat(path); err == nil {
+		db, err := openIndexDB(path)
+		if err == nil {
+			var version int
+			if err = db.QueryRow(`PRAGMA user_version`).Scan(&version); err == nil && version != searchSchema {
+				err = fmt.Errorf("index layout %d, want %d", version, searchSchema)
+			}
+			if err == nil {
+				return db, "", nil
+			}
+			_ = db.Close()
+		}
+		why = err.Error()
+	}
+	db, err = newSearchIndex(dir)
+	return db, why, err
+}
+
+// checkSearchDB reads the whole index and says why it is damaged, if it
+// is.
+func checkSearchDB(ctx context.Context, db *sql.DB) error {
+	var verdict string
+	if err := db.QueryRowContext(ctx, `PRAGMA quick_check`).Scan(&verdict); err != nil {
+		return err
+	}
+	if verdict != "ok" {
+		return fmt.Errorf("quick check: %s", verdict)
+	}
+	// The full-text table's own structures, which quick_check does not
+	// read.
+	_, err := db.ExecContext(ctx, `INSERT INTO words(words, rank) VALUES('integrity-check', 0)`)
+	return err
+}
+
+// newSearchIndex makes an empty index in dir, removing whatever was there.
+func newSearchIndex(dir string) (*sql.DB, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	db, err := openIndexDB(filepath.Join(dir, searchFile))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(searchSchemaSQL); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// indexToken is a word as the index holds it: the word itself when it is
+// plain ASCII letters and digits (most are), else "x" and its bytes in
+// hex, so that SQLite's ascii tokenizer reads every word of core's as
+// exactly one token, whatever its script. Two words may share a token ("é"
+// and the plain word "xc3a9"); a hit is always matched again on the letter
+// (core.MatchLetter), so that costs only a wasted lookup.
+func indexToken(word string) string {
+	for i := 0; i < len(word); i++ {
+		if c := word[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return "x" + hex.EncodeToString([]byte(word))
+		}
+	}
+	return word
+}
+
+// appendToken appends indexToken(word) to b.
+func appendToken(b []byte, word string) []byte {
+	for i := 0; i < len(word); i++ {
+		if c := word[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			b = append(b, 'x')
+			return hex.AppendEncode(b, []byte(word))
+		}
+	}
+	return append(b, word...)
+}
+
+// partyToken is the token of a member as sender (s) or recipient (r).
+func partyToken(role byte, member string) string {
+	return string(role) + hex.EncodeToString([]byte(member))
+}
+
+// teamToken is the token of the team numbered id in the index.
+func teamToken(id int64) string { return "t" + strconv.FormatInt(id, 10) }
+
+// bodyTokens is the body's words as the index holds them, in order.
+func bodyTokens(body string) string {
+	spans := core.WordSpans(body)
+	b := make([]byte, 0, len(body)+len(spans))
+	for _, w := range spans {
+		if len(b) > 0 {
+			b = append(b, ' ')
+		}
+		b = appendToken(b, w.Word)
+	}
+	return string(b)
+}
+
+// indexLetters adds letters to the index in one transaction; a letter
+// already there is left as it is.
+func indexLetters(ctx context.Context, db *sql.DB, letters []tailLetter) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	team, err := tx.PrepareContext(ctx, `INSERT INTO teams(key) VALUES(?) ON CONFLICT(key) DO UPDATE SET key = excluded.key RETURNING id`)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = team.Close() }()
+	// Plain statements: one that needs a statement journal (RETURNING,
+	// an upsert) makes FTS5 write its pending words out at every
+	// statement, which costs several times the indexing itself.
+	doc, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO docs(team, letter) VALUES(?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = doc.Close() }()
+	words, err := tx.PrepareContext(ctx, `INSERT INTO words(rowid, team, party, body) VALUES(?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = words.Close() }()
+	teams := map[string]int64{}
+	for _, t := range letters {
+		id, ok := teams[t.key]
+		if !ok {
+			if err := team.QueryRowContext(ctx, t.key).Scan(&id); err != nil {
+				return err
+			}
+			teams[t.key] = id
+		}
+		res, err := doc.ExecContext(ctx, id, t.msg.ID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			if err != nil {
+				return err
+			}
+			continue // indexed already
+		}
+		row, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		party := partyToken('s', t.msg.Sender) + " " + partyToken('r', t.msg.Recipient)
+		if _, err := words.ExecContext(ctx, row, teamToken(id), party, bodyTokens(t.msg.Body)); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// teamIndexID is the number of the team with key in the index, with ok
+// false when the index holds none of its letters.
+func teamIndexID(ctx context.Context, db *sql.DB, key string) (id int64, ok bool, err error) {
+	err = db.QueryRowContext(ctx, `SELECT id FROM teams WHERE key = ?`, key).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return id, err == nil, err
+}
+
+// countTeamLetters is how many letters of the team with key the index
+// holds.
+func countTeamLetters(ctx context.Context, db *sql.DB, key string) (int, error) {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM docs WHERE team = (SELECT id FROM teams WHERE key = ?)`, key).Scan(&n)
+	return n, err
+}
+
+// removeTeamLetters removes every letter of the team with key from the
+// index, searchBatch at a time.
+func removeTeamLetters(ctx context.Context, db *sql.DB, key string) error {
+	id, ok, err := teamIndexID(ctx, db, key)
+	if err != nil || !ok {
+		return err
+	}
+	for {
+		n, err := removeSomeLetters(ctx, db, id)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			_, err := db.ExecContext(ctx, `DELETE FROM teams WHERE id = ?`, id)
+			return err
+		}
+	}
+}
+
+// removeSomeLetters removes up to searchBatch letters of the team numbered
+// id, in one transaction, and says how many.
+func removeSomeLetters(ctx context.Context, db *sql.DB, id int64) (int, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM docs WHERE team = ? LIMIT ?`, id, searchBatch)
+	if err != nil {
+		return 0, err
+	}
+	var ids []int64
+	for rows.Next() {
+		var row int64
+		if err := rows.Scan(&row); err != nil {
+			_ = rows.Close()
+			return 0, err
+		}
+		ids = append(ids, row)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, err
+	}
+	for _, row := range ids {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM words WHERE rowid = ?`, row); err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM docs WHERE id = ?`, row); err != nil {
+			return 0, err
+		}
+	}
+	return len(ids), tx.Commit()
+}
+
+// matchExpr is q as an FTS5 query of the team numbered team: the team's
+// token, every term (a phrase as FTS5's phrase of its words' tokens, which
+// the index holds one after the other as the body has them), the viewer
+// as sender or recipient, the sender and the recipient. Every token is
+// quoted, so no word is read as an operator.
+func matchExpr(team int64, q *core.SearchQuery) string {
+	quote := func(col, tok string) string { return col + `:"` + tok + `"` }
+	all := []string{quote("team", teamToken(team))}
+	for _, t := range q.Terms {
+		toks := make([]string, len(t.Words))
+		for i, w := range t.Words {
+			toks[i] = indexToken(w)
+		}
+		all = append(all, quote("body", strings.Join(toks, " ")))
+	}
+	if q.Viewer != "" {
+		all = append(all, "("+quote("party", partyToken('s', q.Viewer))+" OR "+quote("party", partyToken('r', q.Viewer))+")")
+	}
+	if q.From != "" {
+		all = append(all, quote("party", partyToken('s', q.From)))
+	}
+	if q.To != "" {
+		all = append(all, quote("party", partyToken('r', q.To)))
+	}
+	return strings.Join(all, " AND ")
+}
+
+// searchPage is the ids of the letters the index finds for expr, best
+// first by bm25 over the bodies, limit of them from offset on.
+func searchPage(ctx context.Context, db *sql.DB, expr string, limit, offset int) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT d.letter FROM words JOIN docs d ON d.id = words.rowid
+		WHERE words MATCH ? ORDER BY bm25(words, 0.0, 0.0, 1.0), d.id DESC LIMIT ? OFFSET ?`, expr, limit, offset)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
