@@ -3,6 +3,7 @@ package mail
 import (
 	"context"
 	"database/sql"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -100,6 +101,8 @@ type searchIndex struct {
 	quiet                 time.Duration
 	bound, hard, pace     int
 	boundBytes, hardBytes int
+	// window is searchWindow unless a test set another.
+	window int
 	// paced is when the indexer may next index a batch while sends keep
 	// arriving (only its goroutine uses it).
 	paced time.Time
@@ -159,6 +162,9 @@ func (s *Store) openSearch() {
 	}
 	if x.pace == 0 {
 		x.pace = searchPace
+	}
+	if x.window == 0 {
+		x.window = searchWindow
 	}
 	if x.boundBytes == 0 {
 		x.boundBytes, x.hardBytes = searchTailBytes, searchTailHardBytes
@@ -545,8 +551,7 @@ func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.M
 	// until the limit is filled or the hits end.
 	id, ok, err := teamIndexID(ctx, x.db, key)
 	if err != nil {
-		s.log.Warn("search index: a search failed; scanning the inboxes", "err", err)
-		return s.scanSearch(ctx, &q)
+		return s.searchFailed(ctx, &q, err)
 	}
 	if !ok {
 		return out, nil // the index holds none of the team's letters
@@ -554,38 +559,45 @@ func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.M
 	expr := matchExpr(id, &q)
 	letters := map[string][]core.Message{} // by member, read once per search
 	size := q.Limit + len(seen)
-	for from := 0; len(out) < q.Limit; size = min(4*size, searchBatch) {
-		hits, err := searchPage(ctx, x.db, expr, size, from)
+	// Windows of the newest matches, newest first, each ranked whole.
+	for upTo := int64(math.MaxInt64); len(out) < q.Limit; {
+		from, err := hitWindow(ctx, x.db, expr, upTo, x.window)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+			return s.searchFailed(ctx, &q, err)
+		}
+		for offset := 0; len(out) < q.Limit; size = min(4*size, searchBatch) {
+			hits, err := searchPage(ctx, x.db, expr, from, upTo, size, offset)
+			if err != nil {
+				return s.searchFailed(ctx, &q, err)
 			}
-			s.log.Warn("search index: a search failed; scanning the inboxes", "err", err)
-			return s.scanSearch(ctx, &q)
-		}
-		var ids []string
-		for _, id := range hits {
-			if !seen[id] {
-				ids = append(ids, id)
-				seen[id] = true
+			var ids []string
+			for _, id := range hits {
+				if !seen[id] {
+					ids = append(ids, id)
+					seen[id] = true
+				}
 			}
-		}
-		found, err := s.lettersByID(ctx, q.Team, key, ids, letters)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range found {
-			if len(out) == q.Limit {
+			found, err := s.lettersByID(ctx, q.Team, key, ids, letters)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range found {
+				if len(out) == q.Limit {
+					break
+				}
+				if q.Visible(m) && core.MatchLetter(q.Terms, m.Body) > 0 {
+					out = append(out, m)
+				}
+			}
+			offset += len(hits)
+			if len(hits) < size {
 				break
 			}
-			if q.Visible(m) && core.MatchLetter(q.Terms, m.Body) > 0 {
-				out = append(out, m)
-			}
 		}
-		from += len(hits)
-		if len(hits) < size {
-			break
+		if from <= 1 {
+			break // the window held every older match
 		}
+		upTo = from - 1
 	}
 	return out, nil
 }
@@ -639,6 +651,16 @@ func findLetter(items []core.Message, id string, pos int) (core.Message, bool) {
 		}
 	}
 	return core.Message{}, false
+}
+
+// searchFailed is the answer to a search the index failed with err: the
+// context's end, or a scan of the inboxes.
+func (s *Store) searchFailed(ctx context.Context, q *core.SearchQuery, err error) ([]core.Message, error) {
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	s.log.Warn("search index: a search failed; scanning the inboxes", "err", err)
+	return s.scanSearch(ctx, q)
 }
 
 // scanSearch searches the team's inboxes one letter at a time

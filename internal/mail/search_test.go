@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -394,5 +395,59 @@ func TestSearchIndexTokensMatchedAgain(t *testing.T) {
 		if got := searchIDs(t, s, q); !slices.Equal(got, want) {
 			t.Errorf("search %q = %v, want %v", q, got, want)
 		}
+	}
+}
+
+// TestSearchIndexWindows: the index ranks the newest matches a window at a
+// time, best first by bm25 within each (here the letter that says
+// "walrus" most), the newest window first, and a search goes on to older
+// windows until its limit is filled or the matches end.
+func TestSearchIndexWindows(t *testing.T) {
+	s, err := mail.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	mail.SetSearchWindow(s, 3)
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitSearchReady(t, s)
+	st := storetest.Team("idx", "alice")
+	st.Limits.InboxMessages = 100
+	if err := s.CreateTeam(t.Context(), st); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	for i := 1; i <= n; i++ {
+		k := i%3 + 1
+		body := strings.Repeat("walrus ", k) + strings.Repeat("pad ", 5-k)
+		if err := core.Update(t.Context(), s, "idx", func(tx core.TeamTx) error {
+			return tx.AppendLetter(core.Message{ID: fmt.Sprintf("alice-%d", i), Sender: "lead", Recipient: "alice", Body: body})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SearchIndexed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := mail.SearchTailLen(s); n != 0 {
+		t.Fatalf("tail holds %d letters after SearchIndexed, want 0 (the index must answer)", n)
+	}
+	got := searchIDs(t, s, "walrus")
+	if len(got) != n {
+		t.Fatalf("found %d letters (%v), want all %d across the windows", len(got), got, n)
+	}
+	// alice-8 says it three times, alice-10 twice, alice-9 once.
+	if want := []string{"alice-8", "alice-10", "alice-9"}; !slices.Equal(got[:3], want) {
+		t.Errorf("newest window = %v, want %v (bm25: more walruses first)", got[:3], want)
+	}
+	for i, window := range [][]string{{"alice-5", "alice-6", "alice-7"}, {"alice-2", "alice-3", "alice-4"}} {
+		if part := got[3+3*i : 6+3*i]; !slices.Equal(slices.Sorted(slices.Values(part)), window) {
+			t.Errorf("window %d = %v, want %v in any order", i+2, part, window)
+		}
+	}
+	if got[9] != "alice-1" {
+		t.Errorf("last = %s, want alice-1 (the oldest window)", got[9])
 	}
 }

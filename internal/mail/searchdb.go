@@ -26,16 +26,19 @@ import (
 //
 // Three tables:
 //
-//   - teams: one row per team incarnation (teamKey), whose number is the
-//     team's token in the index;
+//   - teams: one row per team incarnation (teamKey), whose number begins
+//     every token of the team's letters in the index;
 //   - docs: one row per letter indexed, (team, letter id), unique, so that
 //     indexing a letter twice is a no-op; its id is the letter's row in
-//     words;
-//   - words: a contentless FTS5 table (no copy of any letter) of three
-//     columns: the team's token, the party tokens (sender and recipient)
-//     and the body's words in order, each as indexToken writes it, with
-//     their positions (phrases; bm25, the order of hits, needs the counts
-//     they give).
+//     words, in the order letters were indexed;
+//   - words: a contentless FTS5 table (no copy of any letter) of two
+//     columns: the party tokens (sender and recipient) and the body's
+//     words in order, each as tokenOf writes it, with their positions
+//     (phrases; bm25, the order of hits, needs the counts they give).
+//
+// Every token carries its team's number, so that a query names no token
+// its team's letters all share: bm25 counts, for each token of a query,
+// the letters that hold it, and its statistics are then the team's own.
 //
 // The database is written without waiting for the disk (synchronous NORMAL
 // in WAL mode: a committed batch survives the process, not a power cut);
@@ -52,7 +55,7 @@ const searchSchema = 1
 const searchSchemaSQL = `
 CREATE TABLE teams(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
 CREATE TABLE docs(id INTEGER PRIMARY KEY, team INTEGER NOT NULL, letter TEXT NOT NULL, UNIQUE(team, letter));
-CREATE VIRTUAL TABLE words USING fts5(team, party, body, content='', contentless_delete=1, tokenize='ascii');
+CREATE VIRTUAL TABLE words USING fts5(party, body, content='', contentless_delete=1, tokenize='ascii');
 PRAGMA user_version = 1;
 `
 
@@ -140,23 +143,22 @@ func newSearchIndex(dir string) (*sql.DB, error) {
 	return db, nil
 }
 
-// indexToken is a word as the index holds it: the word itself when it is
-// plain ASCII letters and digits (most are), else "x" and its bytes in
-// hex, so that SQLite's ascii tokenizer reads every word of core's as
-// exactly one token, whatever its script. Two words may share a token ("é"
-// and the plain word "xc3a9"); a hit is always matched again on the letter
-// (core.MatchLetter), so that costs only a wasted lookup.
-func indexToken(word string) string {
-	for i := 0; i < len(word); i++ {
-		if c := word[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
-			return "x" + hex.EncodeToString([]byte(word))
-		}
-	}
-	return word
+// teamPrefix is what begins every token of the team numbered id: "t",
+// the number's count of digits and the number, so that no two teams'
+// prefixes begin one another's tokens.
+func teamPrefix(id int64) string {
+	n := strconv.FormatInt(id, 10)
+	return "t" + strconv.Itoa(len(n)) + n
 }
 
-// appendToken appends indexToken(word) to b.
-func appendToken(b []byte, word string) []byte {
+// appendToken appends word as the index holds it, after prefix: the word
+// itself when it is plain ASCII letters and digits (most are), else "x"
+// and its bytes in hex, so that SQLite's ascii tokenizer reads every word
+// of core's as exactly one token, whatever its script. Two words may share
+// a token ("é" and the plain word "xc3a9"); a hit is always matched again
+// on the letter (core.MatchLetter), so that costs only a wasted lookup.
+func appendToken(b []byte, prefix, word string) []byte {
+	b = append(b, prefix...)
 	for i := 0; i < len(word); i++ {
 		if c := word[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
 			b = append(b, 'x')
@@ -166,23 +168,24 @@ func appendToken(b []byte, word string) []byte {
 	return append(b, word...)
 }
 
-// partyToken is the token of a member as sender (s) or recipient (r).
-func partyToken(role byte, member string) string {
-	return string(role) + hex.EncodeToString([]byte(member))
+// tokenOf is word's token in the team with prefix.
+func tokenOf(prefix, word string) string { return string(appendToken(nil, prefix, word)) }
+
+// partyToken is the token of a member as sender (s) or recipient (r) in
+// the team with prefix (in its own column, which queries name).
+func partyToken(prefix string, role byte, member string) string {
+	return prefix + "p" + string(role) + hex.EncodeToString([]byte(member))
 }
 
-// teamToken is the token of the team numbered id in the index.
-func teamToken(id int64) string { return "t" + strconv.FormatInt(id, 10) }
-
 // bodyTokens is the body's words as the index holds them, in order.
-func bodyTokens(body string) string {
+func bodyTokens(prefix, body string) string {
 	spans := core.WordSpans(body)
-	b := make([]byte, 0, len(body)+len(spans))
+	b := make([]byte, 0, len(body)+len(spans)*(len(prefix)+1))
 	for _, w := range spans {
 		if len(b) > 0 {
 			b = append(b, ' ')
 		}
-		b = appendToken(b, w.Word)
+		b = appendToken(b, prefix, w.Word)
 	}
 	return string(b)
 }
@@ -208,7 +211,7 @@ func indexLetters(ctx context.Context, db *sql.DB, letters []tailLetter) error {
 		return err
 	}
 	defer func() { _ = doc.Close() }()
-	words, err := tx.PrepareContext(ctx, `INSERT INTO words(rowid, team, party, body) VALUES(?, ?, ?, ?)`)
+	words, err := tx.PrepareContext(ctx, `INSERT INTO words(rowid, party, body) VALUES(?, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -236,8 +239,9 @@ func indexLetters(ctx context.Context, db *sql.DB, letters []tailLetter) error {
 		if err != nil {
 			return err
 		}
-		party := partyToken('s', t.msg.Sender) + " " + partyToken('r', t.msg.Recipient)
-		if _, err := words.ExecContext(ctx, row, teamToken(id), party, bodyTokens(t.msg.Body)); err != nil {
+		prefix := teamPrefix(id)
+		party := partyToken(prefix, 's', t.msg.Sender) + " " + partyToken(prefix, 'r', t.msg.Recipient)
+		if _, err := words.ExecContext(ctx, row, party, bodyTokens(prefix, t.msg.Body)); err != nil {
 			return err
 		}
 	}
@@ -316,38 +320,59 @@ func removeSomeLetters(ctx context.Context, db *sql.DB, id int64) (int, error) {
 	return len(ids), tx.Commit()
 }
 
-// matchExpr is q as an FTS5 query of the team numbered team: the team's
-// token, every term (a phrase as FTS5's phrase of its words' tokens, which
-// the index holds one after the other as the body has them), the viewer
-// as sender or recipient, the sender and the recipient. Every token is
-// quoted, so no word is read as an operator.
+// matchExpr is q as an FTS5 query of the team numbered team: every term
+// (a phrase as FTS5's phrase of its words' tokens, which the index holds
+// one after the other as the body has them), the viewer as sender or
+// recipient, the sender and the recipient. Every token is quoted, so no
+// word is read as an operator.
 func matchExpr(team int64, q *core.SearchQuery) string {
-	quote := func(col, tok string) string { return col + `:"` + tok + `"` }
-	all := []string{quote("team", teamToken(team))}
+	prefix := teamPrefix(team)
+	quote := func(col string, toks ...string) string { return col + `:"` + strings.Join(toks, " ") + `"` }
+	var all []string
 	for _, t := range q.Terms {
 		toks := make([]string, len(t.Words))
 		for i, w := range t.Words {
-			toks[i] = indexToken(w)
+			toks[i] = tokenOf(prefix, w)
 		}
-		all = append(all, quote("body", strings.Join(toks, " ")))
+		all = append(all, quote("body", toks...))
 	}
 	if q.Viewer != "" {
-		all = append(all, "("+quote("party", partyToken('s', q.Viewer))+" OR "+quote("party", partyToken('r', q.Viewer))+")")
+		all = append(all, "("+quote("party", partyToken(prefix, 's', q.Viewer))+" OR "+quote("party", partyToken(prefix, 'r', q.Viewer))+")")
 	}
 	if q.From != "" {
-		all = append(all, quote("party", partyToken('s', q.From)))
+		all = append(all, quote("party", partyToken(prefix, 's', q.From)))
 	}
 	if q.To != "" {
-		all = append(all, quote("party", partyToken('r', q.To)))
+		all = append(all, quote("party", partyToken(prefix, 'r', q.To)))
 	}
 	return strings.Join(all, " AND ")
 }
 
-// searchPage is the ids of the letters the index finds for expr, best
-// first by bm25 over the bodies, limit of them from offset on.
-func searchPage(ctx context.Context, db *sql.DB, expr string, limit, offset int) ([]string, error) {
+// searchWindow is how many of the newest letters that match a query bm25
+// ranks at a time: ranking costs a few µs per letter, so a word most of a
+// large team's letters hold would otherwise cost a search hundreds of ms.
+const searchWindow = 2000
+
+// hitWindow is the first row of the window of size matches of expr whose
+// newest row is at most upTo: the size-th newest such match, or 0 when
+// there are fewer (the window then holds every one of them).
+func hitWindow(ctx context.Context, db *sql.DB, expr string, upTo int64, size int) (int64, error) {
+	var from int64
+	err := db.QueryRowContext(ctx, `SELECT rowid FROM words WHERE words MATCH ? AND rowid <= ?
+		ORDER BY rowid DESC LIMIT 1 OFFSET ?`, expr, upTo, size-1).Scan(&from)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return from, err
+}
+
+// searchPage is the ids of the letters the index finds for expr among rows
+// from through upTo, best first by bm25 over the bodies, limit of them
+// from offset on.
+func searchPage(ctx context.Context, db *sql.DB, expr string, from, upTo int64, limit, offset int) ([]string, error) {
 	rows, err := db.QueryContext(ctx, `SELECT d.letter FROM words JOIN docs d ON d.id = words.rowid
-		WHERE words MATCH ? ORDER BY bm25(words, 0.0, 0.0, 1.0), d.id DESC LIMIT ? OFFSET ?`, expr, limit, offset)
+		WHERE words MATCH ? AND words.rowid BETWEEN ? AND ?
+		ORDER BY bm25(words, 0.0, 1.0), words.rowid DESC LIMIT ? OFFSET ?`, expr, from, upTo, limit, offset)
 	if err != nil {
 		return nil, err
 	}
