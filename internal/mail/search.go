@@ -3,7 +3,6 @@ package mail
 import (
 	"context"
 	"database/sql"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -556,12 +555,13 @@ func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.M
 	if !ok {
 		return out, nil // the index holds none of the team's letters
 	}
-	expr := matchExpr(id, &q)
+	expr := matchExpr(&q)
+	lo, hi := teamRows(id)
 	letters := map[string][]core.Message{} // by member, read once per search
 	size := q.Limit + len(seen)
 	// Windows of the newest matches, newest first, each ranked whole.
-	for upTo := int64(math.MaxInt64); len(out) < q.Limit; {
-		from, err := hitWindow(ctx, x.db, expr, upTo, x.window)
+	for upTo := hi; len(out) < q.Limit; {
+		from, err := hitWindow(ctx, x.db, expr, lo, upTo, x.window)
 		if err != nil {
 			return s.searchFailed(ctx, &q, err)
 		}
@@ -594,7 +594,7 @@ func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.M
 				break
 			}
 		}
-		if from <= 1 {
+		if from <= lo {
 			break // the window held every older match
 		}
 		upTo = from - 1

@@ -1,6 +1,7 @@
 package mail
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/hex"
@@ -9,7 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -18,27 +19,30 @@ import (
 )
 
 // The index itself (docs/api.md "Search"): SQLite's full-text search,
-// FTS5, in <data>/search/letters.db. SQLite is the well-kept engine here
-// because a letter costs it a small fraction of a send to index (bleve,
-// which this replaced, cost a third of one; BENCHMARKS.md has the
-// figures), and it holds no rule: what a word is, what a letter matches and
-// who may see it stay core's, checked on every letter a hit names.
+// FTS5, in <data>/search/letters.db. SQLite is the engine here because
+// indexing a letter costs it about a tenth of a send (BENCHMARKS.md,
+// "Search over 100,000 letters"), and it holds no rule: what a word is,
+// what a letter matches and who may see it stay core's, checked on every
+// letter a hit names.
 //
 // Three tables:
 //
-//   - teams: one row per team incarnation (teamKey), whose number begins
-//     every token of the team's letters in the index;
+//   - teams: one row per team incarnation (teamKey), numbered once and
+//     never again (AUTOINCREMENT);
 //   - docs: one row per letter indexed, (team, letter id), unique, so that
 //     indexing a letter twice is a no-op; its id is the letter's row in
-//     words, in the order letters were indexed;
+//     words;
 //   - words: a contentless FTS5 table (no copy of any letter) of two
 //     columns: the party tokens (sender and recipient) and the body's
-//     words in order, each as tokenOf writes it, with their positions
+//     words in order, each as appendToken writes it, with their positions
 //     (phrases; bm25, the order of hits, needs the counts they give).
 //
-// Every token carries its team's number, so that a query names no token
-// its team's letters all share: bm25 counts, for each token of a query,
-// the letters that hold it, and its statistics are then the team's own.
+// A team's letters have the rows of its own range (teamRows): the team's
+// number in the high bits, then the letters in the order they were
+// indexed. A search asks for its team's range, which FTS5 reads as a seek
+// in each word's list of rows, so that it ranks and pages only its team's
+// letters while every team shares one list per word (bm25's statistics
+// count every team's letters).
 //
 // The database is written without waiting for the disk (synchronous NORMAL
 // in WAL mode: a committed batch survives the process, not a power cut);
@@ -52,10 +56,16 @@ const searchFile = "letters.db"
 // before), is made anew from the inboxes.
 const searchSchema = 1
 
+// searchSchemaSQL makes the index. FTS5 keeps a transaction's words in
+// memory up to hashsize bytes (1 MiB unless set) and writes them out as a
+// segment at the commit or when that fills; 32 MiB holds a batch of
+// letters of the usual size, so that a batch makes one segment, not
+// several to merge.
 const searchSchemaSQL = `
-CREATE TABLE teams(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
+CREATE TABLE teams(id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE);
 CREATE TABLE docs(id INTEGER PRIMARY KEY, team INTEGER NOT NULL, letter TEXT NOT NULL, UNIQUE(team, letter));
 CREATE VIRTUAL TABLE words USING fts5(party, body, content='', contentless_delete=1, tokenize='ascii');
+INSERT INTO words(words, rank) VALUES('hashsize', 33554432);
 PRAGMA user_version = 1;
 `
 
@@ -143,22 +153,23 @@ func newSearchIndex(dir string) (*sql.DB, error) {
 	return db, nil
 }
 
-// teamPrefix is what begins every token of the team numbered id: "t",
-// the number's count of digits and the number, so that no two teams'
-// prefixes begin one another's tokens.
-func teamPrefix(id int64) string {
-	n := strconv.FormatInt(id, 10)
-	return "t" + strconv.Itoa(len(n)) + n
+// teamRowBits is how many low bits of a row number the team's letters
+// number within its range: 2^40 letters per team, 2^23 teams.
+const teamRowBits = 40
+
+// teamRows is the range of rows of the team numbered id.
+func teamRows(id int64) (lo, hi int64) {
+	lo = id << teamRowBits
+	return lo, lo + 1<<teamRowBits - 1
 }
 
-// appendToken appends word as the index holds it, after prefix: the word
-// itself when it is plain ASCII letters and digits (most are), else "x"
-// and its bytes in hex, so that SQLite's ascii tokenizer reads every word
-// of core's as exactly one token, whatever its script. Two words may share
-// a token ("é" and the plain word "xc3a9"); a hit is always matched again
-// on the letter (core.MatchLetter), so that costs only a wasted lookup.
-func appendToken(b []byte, prefix, word string) []byte {
-	b = append(b, prefix...)
+// appendToken appends word as the index holds it: the word itself when it
+// is plain ASCII letters and digits (most are), else "x" and its bytes in
+// hex, so that SQLite's ascii tokenizer reads every word of core's as
+// exactly one token, whatever its script. Two words may share a token ("é"
+// and the plain word "xc3a9"); a hit is always matched again on the letter
+// (core.MatchLetter), so that costs only a wasted lookup.
+func appendToken(b []byte, word string) []byte {
 	for i := 0; i < len(word); i++ {
 		if c := word[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
 			b = append(b, 'x')
@@ -168,24 +179,21 @@ func appendToken(b []byte, prefix, word string) []byte {
 	return append(b, word...)
 }
 
-// tokenOf is word's token in the team with prefix.
-func tokenOf(prefix, word string) string { return string(appendToken(nil, prefix, word)) }
-
-// partyToken is the token of a member as sender (s) or recipient (r) in
-// the team with prefix (in its own column, which queries name).
-func partyToken(prefix string, role byte, member string) string {
-	return prefix + "p" + string(role) + hex.EncodeToString([]byte(member))
+// partyToken is the token of a member as sender (s) or recipient (r), in
+// its own column, which queries name.
+func partyToken(role byte, member string) string {
+	return string(role) + hex.EncodeToString([]byte(member))
 }
 
 // bodyTokens is the body's words as the index holds them, in order.
-func bodyTokens(prefix, body string) string {
+func bodyTokens(body string) string {
 	spans := core.WordSpans(body)
-	b := make([]byte, 0, len(body)+len(spans)*(len(prefix)+1))
+	b := make([]byte, 0, len(body)+len(spans))
 	for _, w := range spans {
 		if len(b) > 0 {
 			b = append(b, ' ')
 		}
-		b = appendToken(b, prefix, w.Word)
+		b = appendToken(b, w.Word)
 	}
 	return string(b)
 }
@@ -198,15 +206,32 @@ func indexLetters(ctx context.Context, db *sql.DB, letters []tailLetter) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	team, err := tx.PrepareContext(ctx, `INSERT INTO teams(key) VALUES(?) ON CONFLICT(key) DO UPDATE SET key = excluded.key RETURNING id`)
-	if err != nil {
-		return err
+	// The teams' numbers and next rows first: a statement that needs a
+	// statement journal (an upsert, RETURNING) makes FTS5 write out the
+	// words it holds in memory, and the words of a batch are to be written
+	// once, at its commit.
+	type teamNext struct{ id, next int64 }
+	teams := map[string]*teamNext{}
+	for _, t := range letters {
+		if teams[t.key] != nil {
+			continue
+		}
+		var id, last int64
+		if err := tx.QueryRowContext(ctx, `INSERT INTO teams(key) VALUES(?) ON CONFLICT(key) DO UPDATE SET key = excluded.key RETURNING id`, t.key).Scan(&id); err != nil {
+			return err
+		}
+		lo, hi := teamRows(id)
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), ?) FROM docs WHERE id BETWEEN ? AND ?`, lo-1, lo, hi).Scan(&last); err != nil {
+			return err
+		}
+		teams[t.key] = &teamNext{id, last + 1}
 	}
-	defer func() { _ = team.Close() }()
-	// Plain statements: one that needs a statement journal (RETURNING,
-	// an upsert) makes FTS5 write its pending words out at every
-	// statement, which costs several times the indexing itself.
-	doc, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO docs(team, letter) VALUES(?, ?)`)
+	// Team by team, in the order of their ranges, so that rows only grow
+	// within the transaction: FTS5 writes out what it holds whenever a row
+	// comes before the last one.
+	sorted := slices.Clone(letters)
+	slices.SortStableFunc(sorted, func(a, b tailLetter) int { return cmp.Compare(teams[a.key].id, teams[b.key].id) })
+	doc, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO docs(id, team, letter) VALUES(?, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -216,16 +241,12 @@ func indexLetters(ctx context.Context, db *sql.DB, letters []tailLetter) error {
 		return err
 	}
 	defer func() { _ = words.Close() }()
-	teams := map[string]int64{}
-	for _, t := range letters {
-		id, ok := teams[t.key]
-		if !ok {
-			if err := team.QueryRowContext(ctx, t.key).Scan(&id); err != nil {
-				return err
-			}
-			teams[t.key] = id
+	for _, t := range sorted {
+		team := teams[t.key]
+		if _, hi := teamRows(team.id); team.next > hi {
+			return fmt.Errorf("mail: search index: team %d has no rows left", team.id)
 		}
-		res, err := doc.ExecContext(ctx, id, t.msg.ID)
+		res, err := doc.ExecContext(ctx, team.next, team.id, t.msg.ID)
 		if err != nil {
 			return err
 		}
@@ -235,15 +256,11 @@ func indexLetters(ctx context.Context, db *sql.DB, letters []tailLetter) error {
 			}
 			continue // indexed already
 		}
-		row, err := res.LastInsertId()
-		if err != nil {
+		party := partyToken('s', t.msg.Sender) + " " + partyToken('r', t.msg.Recipient)
+		if _, err := words.ExecContext(ctx, team.next, party, bodyTokens(t.msg.Body)); err != nil {
 			return err
 		}
-		prefix := teamPrefix(id)
-		party := partyToken(prefix, 's', t.msg.Sender) + " " + partyToken(prefix, 'r', t.msg.Recipient)
-		if _, err := words.ExecContext(ctx, row, party, bodyTokens(prefix, t.msg.Body)); err != nil {
-			return err
-		}
+		team.next++
 	}
 	return tx.Commit()
 }
@@ -320,30 +337,29 @@ func removeSomeLetters(ctx context.Context, db *sql.DB, id int64) (int, error) {
 	return len(ids), tx.Commit()
 }
 
-// matchExpr is q as an FTS5 query of the team numbered team: every term
-// (a phrase as FTS5's phrase of its words' tokens, which the index holds
-// one after the other as the body has them), the viewer as sender or
-// recipient, the sender and the recipient. Every token is quoted, so no
-// word is read as an operator.
-func matchExpr(team int64, q *core.SearchQuery) string {
-	prefix := teamPrefix(team)
+// matchExpr is q as an FTS5 query: every term (a phrase as FTS5's phrase
+// of its words' tokens, which the index holds one after the other as the
+// body has them), the viewer as sender or recipient, the sender and the
+// recipient. Every token is quoted, so no word is read as an operator. The
+// team is the range of rows asked (teamRows).
+func matchExpr(q *core.SearchQuery) string {
 	quote := func(col string, toks ...string) string { return col + `:"` + strings.Join(toks, " ") + `"` }
 	var all []string
 	for _, t := range q.Terms {
 		toks := make([]string, len(t.Words))
 		for i, w := range t.Words {
-			toks[i] = tokenOf(prefix, w)
+			toks[i] = string(appendToken(nil, w))
 		}
 		all = append(all, quote("body", toks...))
 	}
 	if q.Viewer != "" {
-		all = append(all, "("+quote("party", partyToken(prefix, 's', q.Viewer))+" OR "+quote("party", partyToken(prefix, 'r', q.Viewer))+")")
+		all = append(all, "("+quote("party", partyToken('s', q.Viewer))+" OR "+quote("party", partyToken('r', q.Viewer))+")")
 	}
 	if q.From != "" {
-		all = append(all, quote("party", partyToken(prefix, 's', q.From)))
+		all = append(all, quote("party", partyToken('s', q.From)))
 	}
 	if q.To != "" {
-		all = append(all, quote("party", partyToken(prefix, 'r', q.To)))
+		all = append(all, quote("party", partyToken('r', q.To)))
 	}
 	return strings.Join(all, " AND ")
 }
@@ -353,15 +369,15 @@ func matchExpr(team int64, q *core.SearchQuery) string {
 // large team's letters hold would otherwise cost a search hundreds of ms.
 const searchWindow = 2000
 
-// hitWindow is the first row of the window of size matches of expr whose
-// newest row is at most upTo: the size-th newest such match, or 0 when
-// there are fewer (the window then holds every one of them).
-func hitWindow(ctx context.Context, db *sql.DB, expr string, upTo int64, size int) (int64, error) {
+// hitWindow is the first row of the window of size matches of expr among
+// rows lo through upTo, the newest first: the size-th newest such match,
+// or lo when there are fewer (the window then holds every one of them).
+func hitWindow(ctx context.Context, db *sql.DB, expr string, lo, upTo int64, size int) (int64, error) {
 	var from int64
-	err := db.QueryRowContext(ctx, `SELECT rowid FROM words WHERE words MATCH ? AND rowid <= ?
-		ORDER BY rowid DESC LIMIT 1 OFFSET ?`, expr, upTo, size-1).Scan(&from)
+	err := db.QueryRowContext(ctx, `SELECT rowid FROM words WHERE words MATCH ? AND rowid BETWEEN ? AND ?
+		ORDER BY rowid DESC LIMIT 1 OFFSET ?`, expr, lo, upTo, size-1).Scan(&from)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+		return lo, nil
 	}
 	return from, err
 }
