@@ -13,9 +13,10 @@ import (
 	"mailroom/internal/core"
 )
 
-// The file store's search index (core.Searcher, docs/api.md "Search"): a
-// SQLite FTS5 index in <data>/search, beside the teams (searchdb.go). The inbox files stay the
-// truth; the index is only ever behind them, never ahead:
+// The file store's search index (core.Searcher, docs/api.md "Search"): an
+// SQLite FTS5 index in <data>/search, beside the teams (searchdb.go). The
+// inbox files stay the truth; the index is only ever behind them, never
+// ahead:
 //
 //   - A letter enters the index's tail when its unit of work is durable
 //     (fileTx.Commit, before the send is answered), and a goroutine moves
@@ -36,14 +37,15 @@ import (
 //     (memberLetters) and matched again (core.MatchLetter), so the index
 //     stores no second copy of the mail and decides no match alone.
 //   - At start the index is opened, or made anew when it is missing or
-//     does not open (damaged); then every team's letters are counted in it
-//     against its inboxes and the teams it misses are indexed again from
-//     their inboxes, in the background. Until that pass is done, searches
-//     scan the inboxes instead. Indexing a letter twice is a no-op, so the
-//     pass may overlap the tail.
-//   - Documents are keyed by the team's incarnation (teamKey), so a team
-//     deleted and created again under its name never finds the old team's
-//     letters; the old documents are removed in the background.
+//     does not open; in the background it is then read whole and made anew
+//     if damaged, every team's letters are counted in it against its
+//     inboxes and the teams it misses are indexed again from their
+//     inboxes. Until that pass is done, searches scan the inboxes instead.
+//     Indexing a letter twice is a no-op, so the pass may overlap the
+//     tail.
+//   - Letters are indexed under the team's incarnation (teamKey), so a
+//     team deleted and created again under its name never finds the old
+//     team's letters; the old ones are removed in the background.
 
 // searchDir is the index's directory in the data directory.
 const searchDir = "search"
