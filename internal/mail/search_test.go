@@ -156,24 +156,7 @@ func TestSearchIndexRebuilt(t *testing.T) {
 func TestSearchIndexYieldsToSends(t *testing.T) {
 	open := func(t *testing.T, dir string, quiet time.Duration, bound int, also ...func(*mail.Store)) *mail.Store {
 		t.Helper()
-		s, err := mail.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mail.SetSearchPace(s, quiet, bound)
-		for _, f := range also {
-			f(s)
-		}
-		if err := s.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		waitSearchReady(t, s)
-		st := storetest.Team("idx", "alice")
-		st.Limits.InboxMessages = 100
-		if err := s.CreateTeam(t.Context(), st); err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return startedStore(t, dir, append([]func(*mail.Store){func(s *mail.Store) { mail.SetSearchPace(s, quiet, bound) }}, also...)...)
 	}
 	send := func(t *testing.T, s *mail.Store, from, to int) {
 		t.Helper()
@@ -360,25 +343,38 @@ func TestSearchIndexYieldsToSends(t *testing.T) {
 	})
 }
 
-// TestSearchIndexTokensMatchedAgain: the index holds a word that is not
-// plain ASCII letters and digits as "x" and its bytes in hex, so the
-// plain word "xc3a9" and "é" share a token there. A hit is matched again
-// on its letter, so a search for one never finds the other.
-func TestSearchIndexTokensMatchedAgain(t *testing.T) {
-	s, err := mail.Open(t.TempDir())
+// startedStore is the store in dir, started with its index ready, and
+// team "idx" with member alice (an inbox of 100 letters); before is
+// applied to the store before Start.
+func startedStore(t *testing.T, dir string, before ...func(*mail.Store)) *mail.Store {
+	t.Helper()
+	s, err := mail.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = s.Close() }()
+	for _, f := range before {
+		f(s)
+	}
 	if err := s.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	waitSearchReady(t, s)
 	st := storetest.Team("idx", "alice")
+	st.Limits.InboxMessages = 100
 	if err := s.CreateTeam(t.Context(), st); err != nil {
 		t.Fatal(err)
 	}
-	for i, body := range []string{"the code xc3a9 again", "café é crème"} {
+	return s
+}
+
+// indexedStore is a started store whose member alice holds a letter of
+// each body (alice-1, alice-2, ...), every one of them in the index (none
+// left in the tail); before is applied before Start.
+func indexedStore(t *testing.T, before []func(*mail.Store), bodies ...string) *mail.Store {
+	t.Helper()
+	s := startedStore(t, t.TempDir(), before...)
+	t.Cleanup(func() { _ = s.Close() })
+	for i, body := range bodies {
 		if err := core.Update(t.Context(), s, "idx", func(tx core.TeamTx) error {
 			return tx.AppendLetter(core.Message{ID: fmt.Sprintf("alice-%d", i+1), Sender: "lead", Recipient: "alice", Body: body})
 		}); err != nil {
@@ -391,6 +387,15 @@ func TestSearchIndexTokensMatchedAgain(t *testing.T) {
 	if n := mail.SearchTailLen(s); n != 0 {
 		t.Fatalf("tail holds %d letters after SearchIndexed, want 0 (the index must answer)", n)
 	}
+	return s
+}
+
+// TestSearchIndexTokensMatchedAgain: the index holds a word that is not
+// plain ASCII letters and digits as "x" and its bytes in hex, so the
+// plain word "xc3a9" and "é" share a token there. A hit is matched again
+// on its letter, so a search for one never finds the other.
+func TestSearchIndexTokensMatchedAgain(t *testing.T) {
+	s := indexedStore(t, nil, "the code xc3a9 again", "café é crème")
 	for q, want := range map[string][]string{"é": {"alice-2"}, "xc3a9": {"alice-1"}, "CAFÉ": {"alice-2"}} {
 		if got := searchIDs(t, s, q); !slices.Equal(got, want) {
 			t.Errorf("search %q = %v, want %v", q, got, want)
@@ -403,37 +408,13 @@ func TestSearchIndexTokensMatchedAgain(t *testing.T) {
 // "walrus" most), the newest window first, and a search goes on to older
 // windows until its limit is filled or the matches end.
 func TestSearchIndexWindows(t *testing.T) {
-	s, err := mail.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	mail.SetSearchWindow(s, 3)
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	waitSearchReady(t, s)
-	st := storetest.Team("idx", "alice")
-	st.Limits.InboxMessages = 100
-	if err := s.CreateTeam(t.Context(), st); err != nil {
-		t.Fatal(err)
-	}
 	const n = 10
-	for i := 1; i <= n; i++ {
-		k := i%3 + 1
-		body := strings.Repeat("walrus ", k) + strings.Repeat("pad ", 5-k)
-		if err := core.Update(t.Context(), s, "idx", func(tx core.TeamTx) error {
-			return tx.AppendLetter(core.Message{ID: fmt.Sprintf("alice-%d", i), Sender: "lead", Recipient: "alice", Body: body})
-		}); err != nil {
-			t.Fatal(err)
-		}
+	bodies := make([]string, n)
+	for i := range bodies {
+		k := (i+1)%3 + 1
+		bodies[i] = strings.Repeat("walrus ", k) + strings.Repeat("pad ", 5-k)
 	}
-	if err := s.SearchIndexed(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if n := mail.SearchTailLen(s); n != 0 {
-		t.Fatalf("tail holds %d letters after SearchIndexed, want 0 (the index must answer)", n)
-	}
+	s := indexedStore(t, []func(*mail.Store){func(s *mail.Store) { mail.SetSearchWindow(s, 3) }}, bodies...)
 	got := searchIDs(t, s, "walrus")
 	if len(got) != n {
 		t.Fatalf("found %d letters (%v), want all %d across the windows", len(got), got, n)
