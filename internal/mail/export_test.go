@@ -41,6 +41,10 @@ func SetSearchBytes(s *Store, bound, hard int) {
 	s.search.boundBytes, s.search.hardBytes = bound, hard
 }
 
+// SetSearchWindow sets how many of the newest matches of a query the
+// index ranks at a time; call it before Start.
+func SetSearchWindow(s *Store, n int) { s.search.window = n }
+
 // SearchTailLen is how many committed letters the search index has not
 // yet taken in.
 func SearchTailLen(s *Store) int {

@@ -2,30 +2,21 @@ package mail
 
 import (
 	"context"
-	"errors"
-	"os"
+	"database/sql"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/blevesearch/bleve/v2"
-	"github.com/blevesearch/bleve/v2/analysis"
-	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
-	"github.com/blevesearch/bleve/v2/index/scorch"
-	"github.com/blevesearch/bleve/v2/mapping"
-	"github.com/blevesearch/bleve/v2/registry"
-	"github.com/blevesearch/bleve/v2/search/query"
-
 	"mailroom/internal/core"
 )
 
-// The file store's search index (core.Searcher, docs/api.md "Search"): a
-// bleve index in <data>/search, beside the teams. The inbox files stay the
-// truth; the index is only ever behind them, never ahead:
+// The file store's search index (core.Searcher, docs/api.md "Search"): an
+// SQLite FTS5 index in <data>/search, beside the teams (searchdb.go). The
+// inbox files stay the truth; the index is only ever behind them, never
+// ahead:
 //
 //   - A letter enters the index's tail when its unit of work is durable
 //     (fileTx.Commit, before the send is answered), and a goroutine moves
@@ -41,32 +32,26 @@ import (
 //     searchTailHardBytes) does it index at full speed, so that the
 //     tail's memory stays bounded.
 //   - The index holds what is searched (team, sender, recipient, the
-//     body's words, without their positions) and no letter: a hit names the
+//     body's words with their positions) and no letter: a hit names the
 //     letter by its id, and the letter is read from its inbox
-//     (memberLetters), so the index stores no second copy of the mail.
+//     (memberLetters) and matched again (core.MatchLetter), so the index
+//     stores no second copy of the mail and decides no match alone.
 //   - At start the index is opened, or made anew when it is missing or
-//     does not open (damaged); then every team's letters are counted in it
-//     against its inboxes and the teams it misses are indexed again from
-//     their inboxes, in the background. Until that pass is done, searches
-//     scan the inboxes instead. Indexing a letter twice replaces it, so the
-//     pass may overlap the tail.
-//   - Documents are keyed by the team's incarnation (teamKey), so a team
-//     deleted and created again under its name never finds the old team's
-//     letters; the old documents are removed in the background.
+//     does not open; in the background it is then read whole and made anew
+//     if damaged, every team's letters are counted in it against its
+//     inboxes and the teams it misses are indexed again from their
+//     inboxes. Until that pass is done, searches scan the inboxes instead.
+//     Indexing a letter twice is a no-op, so the pass may overlap the
+//     tail.
+//   - Letters are indexed under the team's incarnation (teamKey), so a
+//     team deleted and created again under its name never finds the old
+//     team's letters; the old ones are removed in the background.
 
 // searchDir is the index's directory in the data directory.
 const searchDir = "search"
 
-// searchBatch bounds the letters indexed in one bleve batch.
+// searchBatch bounds the letters indexed in one transaction of the index.
 const searchBatch = 2000
-
-// searchNapMS is how long, in milliseconds, the index's persister waits
-// for batches to gather before it writes them to disk.
-const searchNapMS = 2000
-
-// searchLockWait is how long opening the index waits for another holder
-// of its files.
-const searchLockWait = "1s"
 
 // searchQuiet is how long no letter must have been committed before the
 // tail is indexed: indexing takes CPU that sends arriving meanwhile would
@@ -97,20 +82,12 @@ const (
 // spent indexing while sends keep arriving.
 const searchPace = 19
 
-// Index fields.
-const (
-	fieldTeam      = "team"
-	fieldSender    = "sender"
-	fieldRecipient = "recipient"
-	fieldBody      = "body"
-)
-
 // searchIndex is the store's index and its tail.
 type searchIndex struct {
 	off bool // WithoutSearchIndex: every search scans
 
 	mu sync.Mutex // guards tail, tailBytes and forget
-	// tail is the letters committed and not yet in idx, in commit order;
+	// tail is the letters committed and not yet in db, in commit order;
 	// tailBytes is about the memory their bodies take.
 	tail      []tailLetter
 	tailBytes int
@@ -125,19 +102,22 @@ type searchIndex struct {
 	quiet                 time.Duration
 	bound, hard, pace     int
 	boundBytes, hardBytes int
+	// window is searchWindow unless a test set another.
+	window int
 	// paced is when the indexer may next index a batch while sends keep
 	// arriving (only its goroutine uses it).
 	paced time.Time
 
-	idx   bleve.Index
-	ready atomic.Bool // the start's pass is done: idx holds every letter not in tail
-	stop  chan struct{}
-	// unwritten is the letters of the batches idx has not yet written to
-	// disk, by batch (guarded by mu); batches numbers them.
-	unwritten map[int64][]tailLetter
+	// on is set once at start when the store keeps an index: letters
+	// then enter the tail.
+	on bool
+	// db is the index (searchdb.go). Only the indexer's goroutine uses it
+	// until ready is set (it may make it anew), searches after.
+	db        *sql.DB
+	ready     atomic.Bool // the start's pass is done: db holds every letter not in tail
+	stop      chan struct{}
 	closeOnce sync.Once
 	closeErr  error
-	batches   int64
 	done      chan struct{}
 	// rebuilt is how long the start's pass took and how many letters it
 	// indexed, for the operator's log and the benchmarks.
@@ -165,66 +145,6 @@ func teamKey(st *core.TeamState) string {
 	return st.Name + "/" + strconv.FormatInt(st.CreatedAt.UnixNano(), 36) + "/" + lead
 }
 
-// wordsTokenizer is the bleve tokenizer of bodies: core.WordSpans, so that
-// the index holds exactly the words a query's words are (core.SearchWords,
-// lower case as strings.ToLower makes it).
-const wordsTokenizer = "mailroom_words"
-
-func init() {
-	if err := registry.RegisterTokenizer(wordsTokenizer, func(map[string]any, *registry.Cache) (analysis.Tokenizer, error) {
-		return wordSpanTokenizer{}, nil
-	}); err != nil {
-		panic(err)
-	}
-}
-
-type wordSpanTokenizer struct{}
-
-func (wordSpanTokenizer) Tokenize(input []byte) analysis.TokenStream {
-	spans := core.WordSpans(string(input))
-	out := make(analysis.TokenStream, len(spans))
-	tokens := make([]analysis.Token, len(spans))
-	for i, w := range spans {
-		// A word already in lower case is its own bytes of input, not a
-		// copy: most words are.
-		term := input[w.Start:w.End:w.End]
-		if w.Word != string(term) {
-			term = []byte(w.Word)
-		}
-		tokens[i] = analysis.Token{Term: term, Start: w.Start, End: w.End, Position: i + 1, Type: analysis.AlphaNumeric}
-		out[i] = &tokens[i]
-	}
-	return out
-}
-
-func indexMapping() (*mapping.IndexMappingImpl, error) {
-	im := bleve.NewIndexMapping()
-	if err := im.AddCustomAnalyzer("words", map[string]any{"type": custom.Name, "tokenizer": wordsTokenizer}); err != nil {
-		return nil, err
-	}
-	keyword := func() *mapping.FieldMapping {
-		f := bleve.NewKeywordFieldMapping()
-		f.Store, f.IncludeInAll, f.DocValues = false, false, false
-		return f
-	}
-	body := bleve.NewTextFieldMapping()
-	body.Analyzer = "words"
-	body.Store, body.IncludeInAll, body.DocValues = false, false, false
-	// No positions: they cost a fifth of the indexing, and a phrase is
-	// asked as its words and matched on the letter (SearchLetters).
-	body.IncludeTermVectors = false
-	dm := bleve.NewDocumentStaticMapping()
-	// No composite _all field: every query names its field.
-	dm.AddSubDocumentMapping("_all", bleve.NewDocumentDisabledMapping())
-	dm.AddFieldMappingsAt(fieldTeam, keyword())
-	dm.AddFieldMappingsAt(fieldSender, keyword())
-	dm.AddFieldMappingsAt(fieldRecipient, keyword())
-	dm.AddFieldMappingsAt(fieldBody, body)
-	im.DefaultMapping = dm
-	im.DefaultAnalyzer = "words"
-	return im, nil
-}
-
 // openSearch opens the index, or makes it anew when it is missing or
 // damaged, and starts the pass that brings it up to the inboxes and the
 // goroutine that indexes the tail. Start calls it once the teams are
@@ -244,73 +164,26 @@ func (s *Store) openSearch() {
 	if x.pace == 0 {
 		x.pace = searchPace
 	}
+	if x.window == 0 {
+		x.window = searchWindow
+	}
 	if x.boundBytes == 0 {
 		x.boundBytes, x.hardBytes = searchTailBytes, searchTailHardBytes
 	}
-	x.unwritten = map[int64][]tailLetter{}
 	x.stop = make(chan struct{})
 	x.done = make(chan struct{})
-	dir := filepath.Join(s.dataDir, searchDir)
-	idx, err := bleve.OpenUsing(dir, searchConfig())
-	if err == nil {
-		// An index that opens may still fail to answer (a damaged
-		// segment): asked once, it is made anew if it does not.
-		if _, err = idx.Search(bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), 0, 0, false)); err != nil {
-			_ = idx.Close()
-		}
-	}
-	if err != nil && strings.Contains(err.Error(), "timeout") {
-		// Another store of this process holds the index (the server holds
-		// mailroom.lock, so only tests get here): this one scans.
-		s.log.Info("search index held by another store; searches scan the inboxes", "err", err)
-		close(x.done)
-		return
-	}
-	if err != nil {
-		if !errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
-			s.log.Warn("search index does not open; rebuilding it from the inboxes", "err", err)
-		}
-		idx, err = newSearchIndex(dir)
-	}
+	db, why, err := openSearchDB(filepath.Join(s.dataDir, searchDir))
 	if err != nil {
 		// Searches scan the inboxes; sends are not refused for it.
 		s.log.Error("search index cannot be made; searches scan the inboxes", "err", err)
 		close(x.done)
 		return
 	}
-	x.idx = idx
+	if why != "" {
+		s.log.Warn("search index does not open; rebuilding it from the inboxes", "err", why)
+	}
+	x.db, x.on = db, true
 	go s.runSearchIndex()
-}
-
-func newSearchIndex(dir string) (bleve.Index, error) {
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, err
-	}
-	m, err := indexMapping()
-	if err != nil {
-		return nil, err
-	}
-	// Made with batches that wait for the disk, so that its mapping is
-	// written before it is used; then opened as every start opens it.
-	idx, err := bleve.NewUsing(dir, m, scorch.Name, scorch.Name, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := idx.Close(); err != nil {
-		return nil, err
-	}
-	return bleve.OpenUsing(dir, searchConfig())
-}
-
-// searchConfig is the index's runtime configuration: a batch is
-// searchable once it is in memory (unsafe_batch: the store's durability
-// is the inboxes', not the index's), and the persister writes what
-// gathered in memory to disk every searchNapMS, so that the index's
-// writes and fsyncs do not compete with the write-ahead log's on every
-// send. What it had not written when the process died is indexed again
-// at the next start (catchUpSearch); Close waits for it (closeSearch).
-func searchConfig() map[string]any {
-	return map[string]any{"unsafe_batch": true, "bolt_timeout": searchLockWait, "scorchPersisterOptions": map[string]any{"PersisterNapTimeMSec": searchNapMS, "PersisterNapUnderNumFiles": 1000}}
 }
 
 // runSearchIndex brings the index up to the inboxes, then indexes the
@@ -319,6 +192,19 @@ func (s *Store) runSearchIndex() {
 	x := &s.search
 	defer close(x.done)
 	began := time.Now()
+	// The whole index is read only here, off the start's path: a damaged
+	// one is made anew before the pass fills it.
+	if err := checkSearchDB(context.Background(), x.db); err != nil {
+		s.log.Warn("search index is damaged; rebuilding it from the inboxes", "err", err)
+		_ = x.db.Close()
+		db, err := newSearchIndex(filepath.Join(s.dataDir, searchDir))
+		if err != nil {
+			s.log.Error("search index cannot be made; searches scan the inboxes", "err", err)
+			s.dropSearchTail()
+			return
+		}
+		x.db = db
+	}
 	x.reindexed = s.catchUpSearch()
 	x.rebuilt = time.Since(began)
 	x.ready.Store(true)
@@ -329,6 +215,23 @@ func (s *Store) runSearchIndex() {
 		case <-x.wake:
 		case <-x.stop:
 			s.flushSearch(true)
+			return
+		}
+	}
+}
+
+// dropSearchTail empties the tail whenever letters enter it, until the
+// store closes: what an index that could not be made leaves the indexer
+// to do (searches scan the inboxes).
+func (s *Store) dropSearchTail() {
+	x := &s.search
+	for {
+		x.mu.Lock()
+		x.tail, x.tailBytes, x.forget = nil, 0, nil
+		x.mu.Unlock()
+		select {
+		case <-x.wake:
+		case <-x.stop:
 			return
 		}
 	}
@@ -441,12 +344,11 @@ func (s *Store) catchUpTeam(name string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	req := bleve.NewSearchRequestOptions(termQuery(fieldTeam, key), 0, 0, false)
-	res, err := x.idx.Search(req)
+	held, err := countTeamLetters(context.Background(), x.db, key)
 	if err != nil {
 		return 0, err
 	}
-	if res.Total == uint64(len(letters)) {
+	if held == len(letters) {
 		return 0, nil
 	}
 	for rest := letters; len(rest) > 0; {
@@ -455,7 +357,7 @@ func (s *Store) catchUpTeam(name string) (int, error) {
 		for _, m := range rest[:n] {
 			batch = append(batch, tailLetter{key, m})
 		}
-		if err := x.index(x.idx, batch, true); err != nil {
+		if err := indexLetters(context.Background(), x.db, batch); err != nil {
 			return 0, err
 		}
 		rest = rest[n:]
@@ -498,26 +400,11 @@ func memberLetters(u core.Snapshot, member string) ([]core.Message, error) {
 	return all, nil
 }
 
-// docID is the index's document id of letter id of the team with key:
-// the key, a NUL (which neither holds) and the letter's id.
-func docID(key, id string) string { return key + "\x00" + id }
-
-// letterOfDoc is the letter id of a document id of the team with key.
-func letterOfDoc(key, doc string) (string, bool) {
-	return strings.CutPrefix(doc, key+"\x00")
-}
-
-func indexLetter(b *bleve.Batch, key string, m core.Message) error {
-	return b.Index(docID(key, m.ID), map[string]any{
-		fieldTeam: key, fieldSender: m.Sender, fieldRecipient: m.Recipient, fieldBody: m.Body,
-	})
-}
-
 // indexSearch puts a letter whose unit of work is durable into the tail:
 // from now on searches find it. It is all a send pays for the index.
 func (s *Store) indexSearch(key string, m *core.Message) {
 	x := &s.search
-	if x.idx == nil {
+	if !x.on {
 		return
 	}
 	x.lastCommit.Store(time.Now().UnixNano())
@@ -541,7 +428,7 @@ func (s *Store) indexSearch(key string, m *core.Message) {
 // searchKey is the team key of the letter cs commits, "" when it commits
 // none or there is no index; Commit calls it under the team's lock.
 func (s *Store) searchKey(e *teamEntry, cs *core.ChangeSet) string {
-	if cs.Letter == nil || s.search.idx == nil {
+	if cs.Letter == nil || !s.search.on {
 		return ""
 	}
 	return teamKey(e.st)
@@ -550,7 +437,7 @@ func (s *Store) searchKey(e *teamEntry, cs *core.ChangeSet) string {
 // forgetSearch schedules the removal of a deleted team's documents.
 func (s *Store) forgetSearch(st *core.TeamState) {
 	x := &s.search
-	if x.idx == nil {
+	if !x.on {
 		return
 	}
 	key := teamKey(st)
@@ -585,7 +472,7 @@ func (s *Store) flushSearch(all bool) bool {
 		if n == 0 {
 			return true
 		}
-		if err := x.index(x.idx, batch, true); err != nil {
+		if err := indexLetters(context.Background(), x.db, batch); err != nil {
 			// Kept in the tail, where searches still find them; tried
 			// again at the next letter.
 			s.log.Warn("search index: letters could not be indexed", "err", err)
@@ -606,57 +493,14 @@ func (s *Store) flushSearch(all bool) bool {
 }
 
 func (s *Store) removeTeamDocs(key string) error {
-	idx := s.search.idx
-	for {
-		req := bleve.NewSearchRequestOptions(termQuery(fieldTeam, key), searchBatch, 0, false)
-		res, err := idx.Search(req)
-		if err != nil || len(res.Hits) == 0 {
-			return err
-		}
-		b := idx.NewBatch()
-		for _, h := range res.Hits {
-			b.Delete(h.ID)
-		}
-		if err := idx.Batch(b); err != nil {
-			return err
-		}
-	}
+	return removeTeamLetters(context.Background(), s.search.db, key)
 }
 
-// index indexes letters in one batch of idx. With track, the letters are
-// kept until the index has written them to disk (unwritten), so that
-// closeSearch can write what the persister had not.
-func (x *searchIndex) index(idx bleve.Index, letters []tailLetter, track bool) error {
-	b := idx.NewBatch()
-	for _, t := range letters {
-		if err := indexLetter(b, t.key, t.msg); err != nil {
-			return err
-		}
-	}
-	if track {
-		x.mu.Lock()
-		x.batches++
-		id := x.batches
-		x.unwritten[id] = letters
-		x.mu.Unlock()
-		b.SetPersistedCallback(func(err error) {
-			if err == nil {
-				x.mu.Lock()
-				delete(x.unwritten, id)
-				x.mu.Unlock()
-			}
-		})
-	}
-	return idx.Batch(b)
-}
-
-// closeSearch indexes the tail and closes the index. The letters the
-// persister had not yet written to disk are then written by the index
-// opened again with batches that wait for the disk, so that a clean stop
+// closeSearch indexes the tail and closes the index, so that a clean stop
 // leaves an index the next start need not catch up.
 func (s *Store) closeSearch() error {
 	x := &s.search
-	if x.idx == nil {
+	if !x.on {
 		return nil
 	}
 	x.closeOnce.Do(func() { x.closeErr = s.closeIndex() })
@@ -668,36 +512,7 @@ func (s *Store) closeIndex() error {
 	x := &s.search
 	close(x.stop)
 	<-x.done
-	err := x.idx.Close()
-	x.mu.Lock()
-	var rest []tailLetter
-	for _, letters := range x.unwritten {
-		rest = append(rest, letters...)
-	}
-	clear(x.unwritten)
-	x.mu.Unlock()
-	if err != nil || len(rest) == 0 {
-		return err
-	}
-	idx, err := bleve.OpenUsing(filepath.Join(s.dataDir, searchDir), map[string]any{"bolt_timeout": searchLockWait})
-	if err != nil {
-		return err
-	}
-	for len(rest) > 0 {
-		n := min(len(rest), searchBatch)
-		if err := x.index(idx, rest[:n], false); err != nil {
-			_ = idx.Close()
-			return err
-		}
-		rest = rest[n:]
-	}
-	return idx.Close()
-}
-
-func termQuery(field, term string) query.Query {
-	q := bleve.NewTermQuery(term)
-	q.SetField(field)
-	return q
+	return x.db.Close()
 }
 
 // SearchLetters implements core.Searcher: the tail and the index, or,
@@ -709,7 +524,7 @@ func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.M
 		return nil, err
 	}
 	x := &s.search
-	if x.idx == nil || !x.ready.Load() {
+	if !x.on || !x.ready.Load() {
 		return s.scanSearch(ctx, &q)
 	}
 	e.mu.Lock()
@@ -732,57 +547,61 @@ func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.M
 	if len(out) == q.Limit {
 		return out, nil
 	}
-	// Phrases are asked of the index as their words (it keeps no
-	// positions) and each hit's letter is then matched as the tail's are,
-	// so pages are asked until the limit is filled or the hits end.
-	phrases := hasPhrase(q.Terms)
-	bq := bleveQuery(key, &q)
+	// Each hit's letter is matched again as the tail's are (a token of
+	// the index may stand for two words, indexToken), so pages are asked
+	// until the limit is filled or the hits end.
+	id, ok, err := teamIndexID(ctx, x.db, key)
+	if err != nil {
+		return s.searchFailed(ctx, &q, err)
+	}
+	if !ok {
+		return out, nil // the index holds none of the team's letters
+	}
+	expr := matchExpr(&q)
+	lo, hi := teamRows(id)
 	letters := map[string][]core.Message{} // by member, read once per search
 	size := q.Limit + len(seen)
-	if phrases {
-		size = max(2*size, 50)
-	}
-	for from := 0; len(out) < q.Limit; size = min(4*size, searchBatch) {
-		res, err := x.idx.SearchInContext(ctx, bleve.NewSearchRequestOptions(bq, size, from, false))
+	// Windows of the newest matches, newest first, each ranked whole.
+	for upTo := hi; len(out) < q.Limit; {
+		from, err := hitWindow(ctx, x.db, expr, lo, upTo, x.window)
 		if err != nil {
-			s.log.Warn("search index: a search failed; scanning the inboxes", "err", err)
-			return s.scanSearch(ctx, &q)
+			return s.searchFailed(ctx, &q, err)
 		}
-		var ids []string
-		for _, h := range res.Hits {
-			if id, ok := letterOfDoc(key, h.ID); ok && !seen[id] {
-				ids = append(ids, id)
-				seen[id] = true
+		for offset := 0; len(out) < q.Limit; size = min(4*size, searchBatch) {
+			hits, err := searchPage(ctx, x.db, expr, from, upTo, size, offset)
+			if err != nil {
+				return s.searchFailed(ctx, &q, err)
 			}
-		}
-		found, err := s.lettersByID(ctx, q.Team, key, ids, letters)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range found {
-			if len(out) == q.Limit {
+			var ids []string
+			for _, id := range hits {
+				if !seen[id] {
+					ids = append(ids, id)
+					seen[id] = true
+				}
+			}
+			found, err := s.lettersByID(ctx, q.Team, key, ids, letters)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range found {
+				if len(out) == q.Limit {
+					break
+				}
+				if q.Visible(m) && core.MatchLetter(q.Terms, m.Body) > 0 {
+					out = append(out, m)
+				}
+			}
+			offset += len(hits)
+			if len(hits) < size {
 				break
 			}
-			if !phrases || core.MatchLetter(q.Terms, m.Body) > 0 {
-				out = append(out, m)
-			}
 		}
-		from += len(res.Hits)
-		if len(res.Hits) < size || uint64(from) >= res.Total {
-			break
+		if from <= lo {
+			break // the window held every older match
 		}
+		upTo = from - 1
 	}
 	return out, nil
-}
-
-// hasPhrase reports whether a term has more than one word.
-func hasPhrase(terms []core.SearchTerm) bool {
-	for _, t := range terms {
-		if len(t.Words) > 1 {
-			return true
-		}
-	}
-	return false
 }
 
 // lettersByID reads the letters ids of the team with key from their
@@ -836,26 +655,14 @@ func findLetter(items []core.Message, id string, pos int) (core.Message, bool) {
 	return core.Message{}, false
 }
 
-// bleveQuery is q in bleve's terms: the team, every word of every term
-// (a phrase's words in any order: SearchLetters matches the letter), the
-// viewer's letters, the sender and the recipient.
-func bleveQuery(key string, q *core.SearchQuery) query.Query {
-	all := []query.Query{termQuery(fieldTeam, key)}
-	for _, t := range q.Terms {
-		for _, w := range t.Words {
-			all = append(all, termQuery(fieldBody, w))
-		}
+// searchFailed is the answer to a search the index failed with err: the
+// context's end, or a scan of the inboxes.
+func (s *Store) searchFailed(ctx context.Context, q *core.SearchQuery, err error) ([]core.Message, error) {
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
 	}
-	if q.Viewer != "" {
-		all = append(all, bleve.NewDisjunctionQuery(termQuery(fieldSender, q.Viewer), termQuery(fieldRecipient, q.Viewer)))
-	}
-	if q.From != "" {
-		all = append(all, termQuery(fieldSender, q.From))
-	}
-	if q.To != "" {
-		all = append(all, termQuery(fieldRecipient, q.To))
-	}
-	return bleve.NewConjunctionQuery(all...)
+	s.log.Warn("search index: a search failed; scanning the inboxes", "err", err)
+	return s.scanSearch(ctx, q)
 }
 
 // scanSearch searches the team's inboxes one letter at a time
@@ -884,20 +691,20 @@ func (s *Store) SearchIndexStats() (ready bool, took time.Duration, indexed int)
 }
 
 // SearchIndexed waits until the index holds every letter committed so far
-// and is idle: its tail indexed, every batch written to disk and no merge
-// of its segments running. It is for benchmarks, which must not time one
+// and is idle: its tail indexed (each batch is committed before it leaves
+// the tail) and the start's pass done. It is for benchmarks, which must not time one
 // store while another's index works. A store without an index returns at
 // once.
 func (s *Store) SearchIndexed(ctx context.Context) error {
 	x := &s.search
-	if x.idx == nil {
+	if !x.on {
 		return nil
 	}
 	for {
 		x.mu.Lock()
-		busy := len(x.tail) > 0 || len(x.unwritten) > 0
+		busy := len(x.tail) > 0
 		x.mu.Unlock()
-		if !busy && x.ready.Load() && !merging(x.idx) {
+		if !busy && x.ready.Load() {
 			return nil
 		}
 		select {
@@ -908,13 +715,4 @@ func (s *Store) SearchIndexed(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// merging reports whether the index is merging segments (scorch's
-// counters of merges begun and ended differ).
-func merging(idx bleve.Index) bool {
-	st, _ := idx.StatsMap()["index"].(map[string]any)
-	beg, _ := st["TotFileMergeZapBeg"].(uint64)
-	end, _ := st["TotFileMergeZapEnd"].(uint64)
-	return beg != end
 }

@@ -26,12 +26,11 @@ func benchBody(i int) string {
 // BenchmarkSearchIndexBatch is the indexer's work per letter: one batch of
 // searchBatch letters into the index.
 func BenchmarkSearchIndexBatch(b *testing.B) {
-	idx, err := newSearchIndex(filepath.Join(b.TempDir(), searchDir))
+	db, err := newSearchIndex(filepath.Join(b.TempDir(), searchDir))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = idx.Close() }()
-	x := &searchIndex{unwritten: map[int64][]tailLetter{}}
+	defer func() { _ = db.Close() }()
 	batch := make([]tailLetter, searchBatch)
 	n := 0
 	b.ResetTimer()
@@ -40,7 +39,7 @@ func BenchmarkSearchIndexBatch(b *testing.B) {
 			n++
 			batch[i] = tailLetter{"t/1/x", core.Message{ID: fmt.Sprintf("m-%d", n), Sender: "lead", Recipient: "m", Body: benchBody(n)}}
 		}
-		if err := x.index(idx, batch, false); err != nil {
+		if err := indexLetters(b.Context(), db, batch); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +102,29 @@ func TestSearchIndexRebuilt(t *testing.T) {
 				return nil
 			})
 		}, n},
+		{"DamagedInside", func() {
+			// The database's header stays sound, so it opens; a page of
+			// its tables does not.
+			f, err := os.OpenFile(filepath.Join(index, "letters.db"), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = f.Close() }()
+			fi, err := f.Stat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Size() < 3*4096 {
+				t.Fatalf("index database is %d bytes, want at least 3 pages", fi.Size())
+			}
+			junk := make([]byte, fi.Size()-4096)
+			for i := range junk {
+				junk[i] = byte(i*131 + 7)
+			}
+			if _, err := f.WriteAt(junk, 4096); err != nil {
+				t.Fatal(err)
+			}
+		}, n},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.harm()
@@ -132,24 +156,7 @@ func TestSearchIndexRebuilt(t *testing.T) {
 func TestSearchIndexYieldsToSends(t *testing.T) {
 	open := func(t *testing.T, dir string, quiet time.Duration, bound int, also ...func(*mail.Store)) *mail.Store {
 		t.Helper()
-		s, err := mail.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mail.SetSearchPace(s, quiet, bound)
-		for _, f := range also {
-			f(s)
-		}
-		if err := s.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		waitSearchReady(t, s)
-		st := storetest.Team("idx", "alice")
-		st.Limits.InboxMessages = 100
-		if err := s.CreateTeam(t.Context(), st); err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return startedStore(t, dir, append([]func(*mail.Store){func(s *mail.Store) { mail.SetSearchPace(s, quiet, bound) }}, also...)...)
 	}
 	send := func(t *testing.T, s *mail.Store, from, to int) {
 		t.Helper()
@@ -334,4 +341,94 @@ func TestSearchIndexYieldsToSends(t *testing.T) {
 			t.Fatalf("found in the index: %d letters, want 5", len(got))
 		}
 	})
+}
+
+// startedStore is the store in dir, started with its index ready, and
+// team "idx" with member alice (an inbox of 100 letters); before is
+// applied to the store before Start.
+func startedStore(t *testing.T, dir string, before ...func(*mail.Store)) *mail.Store {
+	t.Helper()
+	s, err := mail.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range before {
+		f(s)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitSearchReady(t, s)
+	st := storetest.Team("idx", "alice")
+	st.Limits.InboxMessages = 100
+	if err := s.CreateTeam(t.Context(), st); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// indexedStore is a started store whose member alice holds a letter of
+// each body (alice-1, alice-2, ...), every one of them in the index (none
+// left in the tail); before is applied before Start.
+func indexedStore(t *testing.T, before []func(*mail.Store), bodies ...string) *mail.Store {
+	t.Helper()
+	s := startedStore(t, t.TempDir(), before...)
+	t.Cleanup(func() { _ = s.Close() })
+	for i, body := range bodies {
+		if err := core.Update(t.Context(), s, "idx", func(tx core.TeamTx) error {
+			return tx.AppendLetter(core.Message{ID: fmt.Sprintf("alice-%d", i+1), Sender: "lead", Recipient: "alice", Body: body})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SearchIndexed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := mail.SearchTailLen(s); n != 0 {
+		t.Fatalf("tail holds %d letters after SearchIndexed, want 0 (the index must answer)", n)
+	}
+	return s
+}
+
+// TestSearchIndexTokensMatchedAgain: the index holds a word that is not
+// plain ASCII letters and digits as "x" and its bytes in hex, so the
+// plain word "xc3a9" and "é" share a token there. A hit is matched again
+// on its letter, so a search for one never finds the other.
+func TestSearchIndexTokensMatchedAgain(t *testing.T) {
+	s := indexedStore(t, nil, "the code xc3a9 again", "café é crème")
+	for q, want := range map[string][]string{"é": {"alice-2"}, "xc3a9": {"alice-1"}, "CAFÉ": {"alice-2"}} {
+		if got := searchIDs(t, s, q); !slices.Equal(got, want) {
+			t.Errorf("search %q = %v, want %v", q, got, want)
+		}
+	}
+}
+
+// TestSearchIndexWindows: the index ranks the newest matches a window at a
+// time, best first by bm25 within each (here the letter that says
+// "walrus" most), the newest window first, and a search goes on to older
+// windows until its limit is filled or the matches end.
+func TestSearchIndexWindows(t *testing.T) {
+	const n = 10
+	bodies := make([]string, n)
+	for i := range bodies {
+		k := (i+1)%3 + 1
+		bodies[i] = strings.Repeat("walrus ", k) + strings.Repeat("pad ", 5-k)
+	}
+	s := indexedStore(t, []func(*mail.Store){func(s *mail.Store) { mail.SetSearchWindow(s, 3) }}, bodies...)
+	got := searchIDs(t, s, "walrus")
+	if len(got) != n {
+		t.Fatalf("found %d letters (%v), want all %d across the windows", len(got), got, n)
+	}
+	// alice-8 says it three times, alice-10 twice, alice-9 once.
+	if want := []string{"alice-8", "alice-10", "alice-9"}; !slices.Equal(got[:3], want) {
+		t.Errorf("newest window = %v, want %v (bm25: more walruses first)", got[:3], want)
+	}
+	for i, window := range [][]string{{"alice-5", "alice-6", "alice-7"}, {"alice-2", "alice-3", "alice-4"}} {
+		if part := got[3+3*i : 6+3*i]; !slices.Equal(slices.Sorted(slices.Values(part)), window) {
+			t.Errorf("window %d = %v, want %v in any order", i+2, part, window)
+		}
+	}
+	if got[9] != "alice-1" {
+		t.Errorf("last = %s, want alice-1 (the oldest window)", got[9])
+	}
 }
