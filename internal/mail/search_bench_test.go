@@ -118,3 +118,41 @@ func BenchmarkSearchIndexSettled(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSearchIndexTeams is BenchmarkSearchIndexSettled with the
+// letters spread over 16 teams, as loadgen's search phase sends them: each
+// team's letters have their own range of rows, and the teams share the
+// index's words.
+func BenchmarkSearchIndexTeams(b *testing.B) {
+	s, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	ctx := b.Context()
+	if err := s.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var keys []string
+	for i := range 16 {
+		name := fmt.Sprintf("tail%d", i)
+		if err := s.CreateTeam(ctx, storetest.Team(name, "m")); err != nil {
+			b.Fatal(err)
+		}
+		e, err := s.entry(ctx, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys = append(keys, teamKey(e.st))
+	}
+	n := 0
+	for b.Loop() {
+		for range 20000 {
+			n++
+			s.indexSearch(keys[n%len(keys)], &core.Message{ID: fmt.Sprintf("m-%d", n), Sender: "lead", Recipient: "m", Body: benchBody(n)})
+		}
+		if err := s.SearchIndexed(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
