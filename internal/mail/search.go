@@ -351,18 +351,21 @@ func (s *Store) catchUpTeam(name string) (int, error) {
 	if held == len(letters) {
 		return 0, nil
 	}
+	added := 0
 	for rest := letters; len(rest) > 0; {
 		n := min(len(rest), searchBatch)
 		batch := make([]tailLetter, 0, n)
 		for _, m := range rest[:n] {
 			batch = append(batch, tailLetter{key, m})
 		}
-		if err := indexLetters(context.Background(), x.db, batch); err != nil {
-			return 0, err
+		k, err := indexLetters(context.Background(), x.db, batch)
+		if err != nil {
+			return added, err
 		}
+		added += k
 		rest = rest[n:]
 	}
-	return len(letters), nil
+	return added, nil
 }
 
 // teamLetters is the letters of every member of u's team, by member in
@@ -472,7 +475,7 @@ func (s *Store) flushSearch(all bool) bool {
 		if n == 0 {
 			return true
 		}
-		if err := indexLetters(context.Background(), x.db, batch); err != nil {
+		if _, err := indexLetters(context.Background(), x.db, batch); err != nil {
 			// Kept in the tail, where searches still find them; tried
 			// again at the next letter.
 			s.log.Warn("search index: letters could not be indexed", "err", err)
@@ -561,7 +564,8 @@ func (s *Store) SearchLetters(ctx context.Context, q core.SearchQuery) ([]core.M
 	lo, hi := teamRows(id)
 	letters := map[string][]core.Message{} // by member, read once per search
 	size := q.Limit + len(seen)
-	// Windows of the newest matches, newest first, each ranked whole.
+	// Windows of the matches indexed last, the last first, each ranked
+	// whole.
 	for upTo := hi; len(out) < q.Limit; {
 		from, err := hitWindow(ctx, x.db, expr, lo, upTo, x.window)
 		if err != nil {

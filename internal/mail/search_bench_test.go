@@ -39,7 +39,7 @@ func BenchmarkSearchIndexBatch(b *testing.B) {
 			n++
 			batch[i] = tailLetter{"t/1/x", core.Message{ID: fmt.Sprintf("m-%d", n), Sender: "lead", Recipient: "m", Body: benchBody(n)}}
 		}
-		if err := indexLetters(b.Context(), db, batch); err != nil {
+		if _, err := indexLetters(b.Context(), db, batch); err != nil {
 			b.Fatal(err)
 		}
 	}

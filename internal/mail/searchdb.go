@@ -198,12 +198,12 @@ func bodyTokens(body string) string {
 	return string(b)
 }
 
-// indexLetters adds letters to the index in one transaction; a letter
-// already there is left as it is.
-func indexLetters(ctx context.Context, db *sql.DB, letters []tailLetter) error {
+// indexLetters adds letters to the index in one transaction and says how
+// many it added: a letter already there is left as it is.
+func indexLetters(ctx context.Context, db *sql.DB, letters []tailLetter) (int, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
 	// The teams' numbers and next rows first: a statement that needs a
@@ -218,11 +218,11 @@ func indexLetters(ctx context.Context, db *sql.DB, letters []tailLetter) error {
 		}
 		var id, last int64
 		if err := tx.QueryRowContext(ctx, `INSERT INTO teams(key) VALUES(?) ON CONFLICT(key) DO UPDATE SET key = excluded.key RETURNING id`, t.key).Scan(&id); err != nil {
-			return err
+			return 0, err
 		}
 		lo, hi := teamRows(id)
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), ?) FROM docs WHERE id BETWEEN ? AND ?`, lo-1, lo, hi).Scan(&last); err != nil {
-			return err
+			return 0, err
 		}
 		teams[t.key] = &teamNext{id, last + 1}
 	}
@@ -233,36 +233,38 @@ func indexLetters(ctx context.Context, db *sql.DB, letters []tailLetter) error {
 	slices.SortStableFunc(sorted, func(a, b tailLetter) int { return cmp.Compare(teams[a.key].id, teams[b.key].id) })
 	doc, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO docs(id, team, letter) VALUES(?, ?, ?)`)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { _ = doc.Close() }()
 	words, err := tx.PrepareContext(ctx, `INSERT INTO words(rowid, party, body) VALUES(?, ?, ?)`)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { _ = words.Close() }()
+	added := 0
 	for _, t := range sorted {
 		team := teams[t.key]
 		if _, hi := teamRows(team.id); team.next > hi {
-			return fmt.Errorf("mail: search index: team %d has no rows left", team.id)
+			return 0, fmt.Errorf("mail: search index: team %d has no rows left", team.id)
 		}
 		res, err := doc.ExecContext(ctx, team.next, team.id, t.msg.ID)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			if err != nil {
-				return err
+				return 0, err
 			}
 			continue // indexed already
 		}
 		party := partyToken('s', t.msg.Sender) + " " + partyToken('r', t.msg.Recipient)
 		if _, err := words.ExecContext(ctx, team.next, party, bodyTokens(t.msg.Body)); err != nil {
-			return err
+			return 0, err
 		}
 		team.next++
+		added++
 	}
-	return tx.Commit()
+	return added, tx.Commit()
 }
 
 // teamIndexID is the number of the team with key in the index, with ok
@@ -364,13 +366,15 @@ func matchExpr(q *core.SearchQuery) string {
 	return strings.Join(all, " AND ")
 }
 
-// searchWindow is how many of the newest letters that match a query bm25
-// ranks at a time: ranking costs a few µs per letter, so a word most of a
-// large team's letters hold would otherwise cost a search hundreds of ms.
+// searchWindow is how many of the letters that match a query bm25 ranks
+// at a time, those indexed last first (in the order they were sent; inbox
+// by inbox after a rebuild, since an inbox keeps no time): ranking costs a
+// few µs per letter, so a word most of a large team's letters hold would
+// otherwise cost a search hundreds of ms.
 const searchWindow = 2000
 
 // hitWindow is the first row of the window of size matches of expr among
-// rows lo through upTo, the newest first: the size-th newest such match,
+// rows lo through upTo, the last indexed first: the size-th such match,
 // or lo when there are fewer (the window then holds every one of them).
 func hitWindow(ctx context.Context, db *sql.DB, expr string, lo, upTo int64, size int) (int64, error) {
 	var from int64
