@@ -2,7 +2,6 @@ package core
 
 import (
 	"encoding/json"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,11 +19,22 @@ const (
 	ProtocolPrefix    = "[team-protocol] "
 )
 
-var namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,23}$`)
-
 // ValidName reports whether name matches ^[a-z][a-z0-9-]{0,23}$, the
-// member-name rule (docs/spec.md §4.1). Team names follow it too.
-func ValidName(name string) bool { return namePattern.MatchString(name) }
+// member-name rule (docs/spec.md §4.1). Team names follow it too. It is
+// asked several times per request (every path built from a name), so it
+// reads the bytes itself rather than through a regular expression;
+// TestValidName holds it to the pattern.
+func ValidName(name string) bool {
+	if len(name) == 0 || len(name) > 24 || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		if c := name[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
 // field is one key/value of an object written by the canonical encoder.
 // Values are strings or booleans, the only types the lessons' letters hold,

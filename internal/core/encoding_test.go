@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -129,6 +130,27 @@ func TestValidName(t *testing.T) {
 	for _, tt := range tests {
 		if got := core.ValidName(tt.name); got != tt.ok {
 			t.Errorf("ValidName(%q) = %v, want %v", tt.name, got, tt.ok)
+		}
+	}
+	// Every name of up to three characters from an alphabet around the
+	// rule's edges, and the cases above, against the pattern itself.
+	pattern := regexp.MustCompile(`^[a-z][a-z0-9-]{0,23}$`)
+	alphabet := []string{"a", "z", "0", "9", "-", "A", "_", "`", "{", "/", ":", "é", "\x00", "\n"}
+	names := []string{""}
+	for _, tt := range tests {
+		names = append(names, tt.name)
+	}
+	for _, a := range alphabet {
+		names = append(names, a, "a"+a+"a", strings.Repeat("b", 23)+a)
+		for _, b := range alphabet {
+			for _, c := range alphabet {
+				names = append(names, a+b+c)
+			}
+		}
+	}
+	for _, name := range names {
+		if got, want := core.ValidName(name), pattern.MatchString(name); got != want {
+			t.Errorf("ValidName(%q) = %v, want %v (the pattern's answer)", name, got, want)
 		}
 	}
 }
