@@ -157,6 +157,10 @@ func newSearchIndex(dir string) (*sql.DB, error) {
 // number within its range: 2^40 letters per team, 2^23 teams.
 const teamRowBits = 40
 
+// maxIndexTeams bounds the teams' numbers, so that every row fits in 63
+// bits: 8,388,608 team incarnations over the index's life.
+const maxIndexTeams = 1 << (63 - teamRowBits)
+
 // teamRows is the range of rows of the team numbered id.
 func teamRows(id int64) (lo, hi int64) {
 	lo = id << teamRowBits
@@ -219,6 +223,10 @@ func indexLetters(ctx context.Context, db *sql.DB, letters []tailLetter) (int, e
 		var id, last int64
 		if err := tx.QueryRowContext(ctx, `INSERT INTO teams(key) VALUES(?) ON CONFLICT(key) DO UPDATE SET key = excluded.key RETURNING id`, t.key).Scan(&id); err != nil {
 			return 0, err
+		}
+		if id >= maxIndexTeams {
+			// Numbers are never reused; an index made anew starts at 1.
+			return 0, fmt.Errorf("mail: search index: %d team incarnations numbered; remove %s to rebuild the index", id, filepath.Join(searchDir, searchFile))
 		}
 		lo, hi := teamRows(id)
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), ?) FROM docs WHERE id BETWEEN ? AND ?`, lo-1, lo, hi).Scan(&last); err != nil {
