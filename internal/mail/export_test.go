@@ -71,3 +71,11 @@ func SearchIndexHeld(s *Store, team string) (int, error) {
 	}
 	return countTeamLetters(context.Background(), s.search.db, key)
 }
+
+// SearchIndexRows is how many letters of every team the search index
+// holds.
+func SearchIndexRows(s *Store) (int, error) {
+	var n int
+	err := s.search.db.QueryRow(`SELECT count(*) FROM words`).Scan(&n)
+	return n, err
+}

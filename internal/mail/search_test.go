@@ -542,3 +542,44 @@ func TestSearchIndexCatchesUpOnlyWhatItLacks(t *testing.T) {
 		t.Errorf("phrase of a letter indexed again = %v, want [alice-40]", got)
 	}
 }
+
+// TestSearchIndexForgetsDeletedTeam: a deleted team's letters leave the
+// index (in the background), and another team's stay.
+func TestSearchIndexForgetsDeletedTeam(t *testing.T) {
+	s := indexedStore(t, nil, "first about gulls", "second about gulls", "third about gulls")
+	other := storetest.Team("keep", "bob")
+	if err := s.CreateTeam(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Update(t.Context(), s, "keep", func(tx core.TeamTx) error {
+		return tx.AppendLetter(core.Message{ID: "bob-1", Sender: "lead", Recipient: "bob", Body: "kept gulls"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SearchIndexed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mail.SearchIndexRows(s); err != nil || n != 4 {
+		t.Fatalf("letters indexed = %d (%v), want 4", n, err)
+	}
+	if err := s.DeleteTeam(t.Context(), "idx"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := mail.SearchIndexRows(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("letters indexed 10s after the team's deletion = %d, want 1 (the other team's)", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if held, err := mail.SearchIndexHeld(s, "keep"); err != nil || held != 1 {
+		t.Fatalf("the other team's letters indexed = %d (%v), want 1", held, err)
+	}
+}
