@@ -1,6 +1,9 @@
 package mail
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetClock sets the clock a store checks file signatures against, so a
 // test can treat files as settled without waiting for the racy window.
@@ -50,4 +53,29 @@ func SetSearchWindow(s *Store, n int) { s.search.window = n }
 func SearchTailLen(s *Store) int {
 	n, _ := s.search.tailSize()
 	return n
+}
+
+// SetSearchBeforePass makes the search index's start run f just before its
+// pass over the teams; call it before Start.
+func SetSearchBeforePass(s *Store, f func()) { s.search.beforePass = f }
+
+// SearchIndexHeld is how many letters of the team the search index holds.
+func SearchIndexHeld(s *Store, team string) (int, error) {
+	u, err := s.Begin(context.Background(), team, false)
+	if err != nil {
+		return 0, err
+	}
+	key := teamKey(u.State())
+	if err := u.Close(); err != nil {
+		return 0, err
+	}
+	return countTeamLetters(context.Background(), s.search.db, key)
+}
+
+// SearchIndexRows is how many letters of every team the search index
+// holds.
+func SearchIndexRows(s *Store) (int, error) {
+	var n int
+	err := s.search.db.QueryRow(`SELECT count(*) FROM words`).Scan(&n)
+	return n, err
 }

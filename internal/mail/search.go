@@ -41,8 +41,8 @@ import (
 //     if damaged, every team's letters are counted in it against its
 //     inboxes and the teams it misses are indexed again from their
 //     inboxes. Until that pass is done, searches scan the inboxes instead.
-//     Indexing a letter twice is a no-op, so the pass may overlap the
-//     tail.
+//     The pass may overlap the tail: a letter committed before it ended
+//     is looked up before it is indexed, so none is indexed twice.
 //   - Letters are indexed under the team's incarnation (teamKey), so a
 //     team deleted and created again under its name never finds the old
 //     team's letters; the old ones are removed in the background.
@@ -104,6 +104,9 @@ type searchIndex struct {
 	boundBytes, hardBytes int
 	// window is searchWindow unless a test set another.
 	window int
+	// beforePass, when a test sets it, runs just before the start's pass
+	// reads the teams.
+	beforePass func()
 	// paced is when the indexer may next index a batch while sends keep
 	// arriving (only its goroutine uses it).
 	paced time.Time
@@ -125,9 +128,12 @@ type searchIndex struct {
 	reindexed int
 }
 
+// tailLetter is a letter to index under its team's key. recheck marks one
+// the start's pass may have indexed already (searchKey).
 type tailLetter struct {
-	key string
-	msg core.Message
+	key     string
+	msg     core.Message
+	recheck bool
 }
 
 // WithoutSearchIndex makes the store keep no search index: every search
@@ -204,6 +210,9 @@ func (s *Store) runSearchIndex() {
 			return
 		}
 		x.db = db
+	}
+	if x.beforePass != nil {
+		x.beforePass()
 	}
 	x.reindexed = s.catchUpSearch()
 	x.rebuilt = time.Since(began)
@@ -351,12 +360,25 @@ func (s *Store) catchUpTeam(name string) (int, error) {
 	if held == len(letters) {
 		return 0, nil
 	}
+	// The letters the index lacks, looked up once: the tail waits for
+	// this goroutine, so nothing else indexes the team meanwhile.
+	if held > 0 {
+		id, _, err := teamIndexID(context.Background(), x.db, key)
+		if err != nil {
+			return 0, err
+		}
+		have, err := heldLetters(context.Background(), x.db, id)
+		if err != nil {
+			return 0, err
+		}
+		letters = slices.DeleteFunc(letters, func(m core.Message) bool { return have[m.ID] })
+	}
 	added := 0
 	for rest := letters; len(rest) > 0; {
 		n := min(len(rest), searchBatch)
 		batch := make([]tailLetter, 0, n)
 		for _, m := range rest[:n] {
-			batch = append(batch, tailLetter{key, m})
+			batch = append(batch, tailLetter{key: key, msg: m})
 		}
 		k, err := indexLetters(context.Background(), x.db, batch)
 		if err != nil {
@@ -405,7 +427,7 @@ func memberLetters(u core.Snapshot, member string) ([]core.Message, error) {
 
 // indexSearch puts a letter whose unit of work is durable into the tail:
 // from now on searches find it. It is all a send pays for the index.
-func (s *Store) indexSearch(key string, m *core.Message) {
+func (s *Store) indexSearch(key string, m *core.Message, recheck bool) {
 	x := &s.search
 	if !x.on {
 		return
@@ -413,7 +435,7 @@ func (s *Store) indexSearch(key string, m *core.Message) {
 	x.lastCommit.Store(time.Now().UnixNano())
 	x.mu.Lock()
 	size := letterBytes(m)
-	x.tail = append(x.tail, tailLetter{key, *m})
+	x.tail = append(x.tail, tailLetter{key: key, msg: *m, recheck: recheck})
 	x.tailBytes += size
 	n, bytes := len(x.tail), x.tailBytes
 	x.mu.Unlock()
@@ -429,12 +451,15 @@ func (s *Store) indexSearch(key string, m *core.Message) {
 }
 
 // searchKey is the team key of the letter cs commits, "" when it commits
-// none or there is no index; Commit calls it under the team's lock.
-func (s *Store) searchKey(e *teamEntry, cs *core.ChangeSet) string {
+// none or there is no index, and whether the start's pass may index the
+// letter too. Commit calls it under the team's lock, which the pass holds
+// while it reads the team: a letter committed once the pass is done
+// (ready) was not there when the pass read its team.
+func (s *Store) searchKey(e *teamEntry, cs *core.ChangeSet) (string, bool) {
 	if cs.Letter == nil || !s.search.on {
-		return ""
+		return "", false
 	}
-	return teamKey(e.st)
+	return teamKey(e.st), !s.search.ready.Load()
 }
 
 // forgetSearch schedules the removal of a deleted team's documents.

@@ -37,7 +37,7 @@ func BenchmarkSearchIndexBatch(b *testing.B) {
 	for range b.N {
 		for i := range batch {
 			n++
-			batch[i] = tailLetter{"t/1/x", core.Message{ID: fmt.Sprintf("m-%d", n), Sender: "lead", Recipient: "m", Body: benchBody(n)}}
+			batch[i] = tailLetter{key: "t/1/x", msg: core.Message{ID: fmt.Sprintf("m-%d", n), Sender: "lead", Recipient: "m", Body: benchBody(n)}}
 		}
 		if _, err := indexLetters(b.Context(), db, batch); err != nil {
 			b.Fatal(err)
@@ -69,7 +69,7 @@ func BenchmarkSearchTail(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := range searchTailBound {
-		s.indexSearch(teamKey(e.st), &core.Message{ID: fmt.Sprintf("m-%d", i+1), Sender: "lead", Recipient: "m", Body: benchBody(i)})
+		s.indexSearch(teamKey(e.st), &core.Message{ID: fmt.Sprintf("m-%d", i+1), Sender: "lead", Recipient: "m", Body: benchBody(i)}, false)
 	}
 	for _, q := range []string{"w7", "zzz"} {
 		terms, err := core.ParseSearch(q)
@@ -125,7 +125,7 @@ func benchIndexSettled(b *testing.B, teams int) {
 	for b.Loop() {
 		for range 20000 {
 			n++
-			s.indexSearch(keys[n%len(keys)], &core.Message{ID: fmt.Sprintf("m-%d", n), Sender: "lead", Recipient: "m", Body: benchBody(n)})
+			s.indexSearch(keys[n%len(keys)], &core.Message{ID: fmt.Sprintf("m-%d", n), Sender: "lead", Recipient: "m", Body: benchBody(n)}, false)
 		}
 		if err := s.SearchIndexed(ctx); err != nil {
 			b.Fatal(err)

@@ -1,6 +1,7 @@
 package mail_test
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -430,5 +431,155 @@ func TestSearchIndexWindows(t *testing.T) {
 	}
 	if got[9] != "alice-1" {
 		t.Errorf("last = %s, want alice-1 (the oldest window)", got[9])
+	}
+}
+
+// TestSearchIndexPassOverlapsTail: letters sent while the start's pass
+// has yet to read their team are both in the pass's read and in the tail;
+// each is indexed once.
+func TestSearchIndexPassOverlapsTail(t *testing.T) {
+	dir := t.TempDir()
+	s := startedStore(t, dir)
+	send := func(s *mail.Store, from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if err := core.Update(t.Context(), s, "idx", func(tx core.TeamTx) error {
+				return tx.AppendLetter(core.Message{ID: fmt.Sprintf("alice-%d", i+1), Sender: "lead", Recipient: "alice", Body: fmt.Sprintf("letter %d about otters", i)})
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(s, 0, 50)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "search")); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := mail.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	release, held := make(chan struct{}), make(chan struct{})
+	mail.SetSearchBeforePass(s, func() { close(held); <-release })
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	send(s, 50, 90) // committed before the pass reads the team
+	close(release)
+	_, indexed := waitSearchReady(t, s)
+	if indexed != 90 {
+		t.Errorf("letters indexed by the start's pass = %d, want 90", indexed)
+	}
+	if err := s.SearchIndexed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mail.SearchIndexHeld(s, "idx"); err != nil || n != 90 {
+		t.Fatalf("letters the index holds = %d (%v), want 90: each once", n, err)
+	}
+	send(s, 90, 100) // after the pass: not looked up, indexed once
+	if err := s.SearchIndexed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mail.SearchIndexHeld(s, "idx"); err != nil || n != 100 {
+		t.Fatalf("letters the index holds = %d (%v), want 100", n, err)
+	}
+	if got := searchIDs(t, s, "otters"); len(got) != 100 {
+		t.Fatalf("search found %d letters, want 100", len(got))
+	}
+}
+
+// TestSearchIndexCatchesUpOnlyWhatItLacks: an index that lost some of a
+// team's letters (a crash before the tail was indexed) gets back exactly
+// those at the next start, and holds each letter once.
+func TestSearchIndexCatchesUpOnlyWhatItLacks(t *testing.T) {
+	dir := t.TempDir()
+	s := startedStore(t, dir)
+	for i := range 40 {
+		if err := core.Update(t.Context(), s, "idx", func(tx core.TeamTx) error {
+			return tx.AppendLetter(core.Message{ID: fmt.Sprintf("alice-%d", i+1), Sender: "lead", Recipient: "alice", Body: fmt.Sprintf("letter %d about herons", i)})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "search", "letters.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Exec(`DELETE FROM words WHERE rowid IN (SELECT rowid FROM words ORDER BY rowid DESC LIMIT 15)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 15 {
+		t.Fatalf("rows removed from the index = %d (%v), want 15", n, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = mail.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, indexed := waitSearchReady(t, s); indexed != 15 {
+		t.Errorf("letters indexed by the start's pass = %d, want the 15 missing", indexed)
+	}
+	if n, err := mail.SearchIndexHeld(s, "idx"); err != nil || n != 40 {
+		t.Fatalf("letters the index holds = %d (%v), want 40: each once", n, err)
+	}
+	if got := searchIDs(t, s, `"letter 39 about"`); !slices.Equal(got, []string{"alice-40"}) {
+		t.Errorf("phrase of a letter indexed again = %v, want [alice-40]", got)
+	}
+}
+
+// TestSearchIndexForgetsDeletedTeam: a deleted team's letters leave the
+// index (in the background), and another team's stay.
+func TestSearchIndexForgetsDeletedTeam(t *testing.T) {
+	s := indexedStore(t, nil, "first about gulls", "second about gulls", "third about gulls")
+	other := storetest.Team("keep", "bob")
+	if err := s.CreateTeam(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Update(t.Context(), s, "keep", func(tx core.TeamTx) error {
+		return tx.AppendLetter(core.Message{ID: "bob-1", Sender: "lead", Recipient: "bob", Body: "kept gulls"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SearchIndexed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mail.SearchIndexRows(s); err != nil || n != 4 {
+		t.Fatalf("letters indexed = %d (%v), want 4", n, err)
+	}
+	if err := s.DeleteTeam(t.Context(), "idx"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := mail.SearchIndexRows(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("letters indexed 10s after the team's deletion = %d, want 1 (the other team's)", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if held, err := mail.SearchIndexHeld(s, "keep"); err != nil || held != 1 {
+		t.Fatalf("the other team's letters indexed = %d (%v), want 1", held, err)
 	}
 }

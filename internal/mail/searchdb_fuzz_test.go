@@ -41,7 +41,7 @@ func FuzzSearchIndexQuery(f *testing.F) {
 		n++
 		key := fmt.Sprintf("fuzz/%d", n)
 		m := core.Message{ID: "bob-1", Sender: "alice", Recipient: "bob", Body: body}
-		if _, err := indexLetters(t.Context(), db, []tailLetter{{key, m}}); err != nil {
+		if _, err := indexLetters(t.Context(), db, []tailLetter{{key: key, msg: m}}); err != nil {
 			t.Fatalf("index %q: %v", body, err)
 		}
 		id, ok, err := teamIndexID(t.Context(), db, key)

@@ -513,7 +513,7 @@ func (tx *fileTx) Commit(cs *core.ChangeSet) error {
 		return s.commitArchive(tx.ctx, e, cs, seq)
 	}
 	horizon := e.lastSeq
-	key := s.searchKey(e, cs) // read under the team's lock
+	key, recheck := s.searchKey(e, cs) // read under the team's lock
 	e.mu.Unlock()
 	if err := s.settle(horizon); err != nil {
 		return err
@@ -521,7 +521,7 @@ func (tx *fileTx) Commit(cs *core.ChangeSet) error {
 	if err == nil && cs.Letter != nil {
 		// Durable now: searches find the letter before its send is
 		// answered (search.go).
-		s.indexSearch(key, cs.Letter)
+		s.indexSearch(key, cs.Letter, recheck)
 	}
 	turns := len(cs.PutTurns) > 0 || len(cs.DeleteTurns) > 0
 	if seq == 0 || !turns && (cs.Letter == nil || e.drained.Load() >= seq) {
