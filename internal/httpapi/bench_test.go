@@ -6,9 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"mailroom/internal/core"
 	"mailroom/internal/httpapi"
@@ -27,13 +25,13 @@ func BenchmarkSendHandler(b *testing.B) {
 	serve, token := benchHandler(b)
 	body := `{"to":"lead","body":"the build passed; the report is in report.txt. the build passed; the report is in re"}`
 	b.ReportAllocs()
-	before := cpuTime(b)
+	before := testkit.ProcessCPU(b)
 	for b.Loop() {
 		if rec := serve(http.MethodPost, "/api/v1/teams/bench/messages", token, body); rec.Code != http.StatusCreated {
 			b.Fatalf("send: status = %d, want 201\n%s", rec.Code, rec.Body)
 		}
 	}
-	b.ReportMetric(float64(cpuTime(b)-before)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(testkit.ProcessCPU(b)-before)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkSendRequestPath is a send's way through the handler up to
@@ -85,13 +83,4 @@ func benchHandler(b *testing.B) (serve func(method, path, token, body string) *h
 		b.Fatal(err)
 	}
 	return serve, created.Members[len(created.Members)-1].Token
-}
-
-// cpuTime is the CPU time, user and system, the process has used.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

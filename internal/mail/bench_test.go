@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"mailroom/internal/core"
 	"mailroom/internal/mail"
+	"mailroom/internal/testkit"
 )
 
 // benchLimits let a benchmark's inbox grow by however many letters the
@@ -95,18 +95,8 @@ func BenchmarkUnitSend(b *testing.B) {
 	}
 }
 
-// cpuNow is the process's user and system CPU so far: what a benchmark
-// spent, whatever the other processes of a shared machine take.
-func cpuNow(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkSendBesideTail is a send's CPU beside the search index's tail,
-// against a store without the index: 32 goroutines over 16 teams, with the
+// against a store without the index: 16 goroutines per CPU over 16 teams, with the
 // tail's bounds set so far out that nothing is indexed while the loop runs.
 // What it measures is the tail alone (the letter's copy, its lock, the
 // garbage collector walking the letters it holds); the indexing itself is
@@ -158,7 +148,7 @@ func sendInParallel(b *testing.B, s *mail.Store, teams, parallelism int, body st
 	var n int
 	var mu sync.Mutex
 	b.ResetTimer()
-	start := cpuNow(b)
+	start := testkit.ProcessCPU(b)
 	b.RunParallel(func(pb *testing.PB) {
 		mu.Lock()
 		team := fmt.Sprintf("t%d", n%teams)
@@ -171,5 +161,5 @@ func sendInParallel(b *testing.B, s *mail.Store, teams, parallelism int, body st
 			}
 		}
 	})
-	return cpuNow(b) - start
+	return testkit.ProcessCPU(b) - start
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,7 +74,7 @@ func benchSend(b *testing.B, n int) {
 		}
 		return v
 	}
-	wal0, srv0, cpu0 := lsn(), server(), processCPU()
+	wal0, srv0, cpu0 := lsn(), server(), testkit.ProcessCPU(b)
 	b.ResetTimer()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -92,7 +91,7 @@ func benchSend(b *testing.B, n int) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	cpu, srv, wal := processCPU()-cpu0, server()-srv0, lsn()-wal0
+	cpu, srv, wal := testkit.ProcessCPU(b)-cpu0, server()-srv0, lsn()-wal0
 	close(errs)
 	for err := range errs {
 		b.Fatal(err)
@@ -101,13 +100,4 @@ func benchSend(b *testing.B, n int) {
 	b.ReportMetric(per(srv), "db-µs/op")
 	b.ReportMetric(per(cpu), "go-µs/op")
 	b.ReportMetric(float64(wal)/float64(b.N), "wal-B/op")
-}
-
-// processCPU is this process's user + system time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

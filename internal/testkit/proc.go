@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Sleepers returns the pids of the processes running `sleep marker`: the
@@ -27,4 +29,16 @@ func Sleepers(t testing.TB, marker string) []string {
 		}
 	}
 	return out
+}
+
+// ProcessCPU is the CPU time, user and system, this process has used so
+// far. A benchmark reads it before and after its loop: unlike wall time it
+// does not move with what the other processes of a shared machine take.
+func ProcessCPU(tb testing.TB) time.Duration {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
