@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -111,7 +112,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 func Open(dataDir string, opts ...Option) (*Store, error) {
 	s := &Store{root: filepath.Join(dataDir, teamsDir), dataDir: dataDir, fs: OS(), log: slog.Default(), inboxes: map[string]*inboxState{}}
 	s.files.max = defaultOpenFiles
-	s.wal = wal{s: s, dir: filepath.Join(dataDir, walDir), maxRecs: defaultCheckpointRecords, maxBytes: defaultCheckpointBytes}
+	s.wal = wal{s: s, dir: filepath.Join(dataDir, walDir), maxRecs: defaultCheckpointRecords, maxBytes: defaultCheckpointBytes, yield: runtime.Gosched}
 	s.now = time.Now
 	s.clock = time.Now
 	for _, o := range opts {

@@ -328,6 +328,104 @@ func TestWALGroupCommit(t *testing.T) {
 	}
 }
 
+// TestWALCrowdedLeaderGathers: a lone writer leads at once, with no
+// yield; once records queue beside a batch, the next leader first lets
+// ready goroutines run, and a record one of them queues meanwhile shares
+// its fsync. Counted through the FS seam and the yield seam, not timed.
+func TestWALCrowdedLeaderGathers(t *testing.T) {
+	wfs := newWalFS()
+	svc, s := walService(t, t.TempDir(), wfs)
+	t.Cleanup(func() { _ = s.Close() })
+	var mu sync.Mutex
+	yields := 0
+	var hook func()
+	mail.SetWALYield(s, func() {
+		mu.Lock()
+		yields++
+		h := hook
+		hook = nil
+		mu.Unlock()
+		if h != nil {
+			h()
+		}
+	})
+	walTeam(t, svc, "t")
+	for i := range 3 {
+		if _, err := walSend(svc, "t", "reviewer", "lead", fmt.Sprintf("alone %d", i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	got := yields
+	mu.Unlock()
+	if got != 0 {
+		t.Fatalf("a lone writer yielded %d times before its fsyncs, want 0", got)
+	}
+
+	// A's fsync is held while B queues: the log is then crowded.
+	gate := make(chan struct{})
+	wfs.mu.Lock()
+	wfs.gate = gate
+	wfs.mu.Unlock()
+	errs, errC := make(chan error, 2), make(chan error, 1)
+	send := func(body string, errs chan error) {
+		go func() {
+			_, err := walSend(svc, "t", "reviewer", "reader", body, "")
+			errs <- err
+		}()
+	}
+	base := mail.WALQueued(s)
+	send("A", errs)
+	for mail.WALQueued(s) < base+1 {
+		time.Sleep(time.Millisecond)
+	}
+	// B's leader, yielding, lets C queue its record.
+	mu.Lock()
+	hook = func() {
+		send("C", errC)
+		for mail.WALQueued(s) < base+3 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	mu.Unlock()
+	send("B", errs)
+	for mail.WALQueued(s) < base+2 {
+		time.Sleep(time.Millisecond)
+	}
+	before := wfs.logSyncs()
+	close(gate)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	unused := hook != nil
+	mu.Unlock()
+	if unused {
+		t.Fatal("B was acknowledged and its leader never yielded, want a yield before the crowded log's write")
+	}
+	if err := <-errC; err != nil {
+		t.Fatal(err)
+	}
+	if got := wfs.logSyncs() - before; got != 2 {
+		t.Fatalf("A, then B and C queued during B's leader's yield, made %d log fsyncs; want 2 (A's, then one for B and C)", got)
+	}
+	mu.Lock()
+	got = yields
+	mu.Unlock()
+	if got < 2 || got > 2*4 {
+		t.Fatalf("the crowded log's leaders yielded %d times, want 2 to 8 (a yield that queues nothing ends the gathering)", got)
+	}
+	items, err := svc.Inbox(ctx, "t", "reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 3 {
+		t.Fatalf("reader holds %d letters, want 3", len(items))
+	}
+}
+
 // TestWALReplayAfterLetterLost: the crash falls after the record's fsync
 // and before the letter's append to its inbox (here the inbox refuses the
 // append, and the process is then abandoned). Start-up replays the letter
