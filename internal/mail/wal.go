@@ -241,8 +241,8 @@ const walMaxYields = 4
 // ready to run go, so that one fsync covers more records: at 64 clients
 // over 64 teams (cmd/loadgen, phase f) a send's share of fsyncs fell from
 // about 0.2 to 0.07, an fsync costing this machine about 64 µs of CPU
-// (BENCHMARKS.md, "A crowded log's leader yields"). A lone writer (the
-// log not crowded) leads at once.
+// (BENCHMARKS.md, "A crowded log gathers, and an untouched state needs
+// no reflection"). A lone writer (the log not crowded) leads at once.
 func (w *wal) wait(seq uint64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
