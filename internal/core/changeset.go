@@ -566,7 +566,9 @@ func (t *txn) changes() *ChangeSet {
 // copied from: nothing changed (nil, nil); only members' leases (nil and
 // the new leases by member); or anything else (st). Histories and the
 // other values a unit only ever replaces are shared by the copy
-// (UnitCopy), so the comparison of an unchanged one is a pointer's.
+// (UnitCopy): untouched tells the usual case, nothing changed, from
+// their identity, and the deep comparison below runs only when it
+// cannot.
 func diffState(base, st *TeamState) (*TeamState, map[string]*Lease) {
 	if untouched(base, st) {
 		return nil, nil
